@@ -1,0 +1,868 @@
+/* mixprec-feature.c — MixprecFeature: one capability a plugin registered,
+ * with the checks a vtable must pass before it is accepted. */
+#include "config.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "mixprec.h"
+#include "mixprec-registry-private.h"
+
+/* The public enums mirror the ABI's plain-C ones value for value. */
+G_STATIC_ASSERT ((int) MIXPREC_HYPER_PARAM_TYPE_DOUBLE == (int) MIXPREC_HPARAM_DOUBLE);
+G_STATIC_ASSERT ((int) MIXPREC_HYPER_PARAM_TYPE_BOOL == (int) MIXPREC_HPARAM_BOOL);
+G_STATIC_ASSERT ((int) MIXPREC_HYPER_PARAM_TYPE_INT == (int) MIXPREC_HPARAM_INT);
+G_STATIC_ASSERT ((int) MIXPREC_DTYPE_FLOAT32 == (int) MIXPREC_PLUGIN_DTYPE_FLOAT32);
+G_STATIC_ASSERT ((int) MIXPREC_DTYPE_FLOAT16 == (int) MIXPREC_PLUGIN_DTYPE_FLOAT16);
+G_STATIC_ASSERT ((int) MIXPREC_DTYPE_BFLOAT16 == (int) MIXPREC_PLUGIN_DTYPE_BFLOAT16);
+
+/* Sanity limits: a schema larger than these is garbage read through a
+ * wrong pointer, not an optimizer. */
+#define MAX_NAME_LENGTH 64
+#define MAX_HPARAMS 64
+#define MAX_STATE_SLOTS 16
+
+/**
+ * MixprecFeature:
+ *
+ * One capability a plugin registered: an optimizer (and, in later plugin
+ * ABI revisions, a communication backend or a device), known by its kind,
+ * name and device. Several features may share a name and device; the one
+ * with the highest rank is used.
+ *
+ * An optimizer feature also describes its hyper-parameters (name, type,
+ * default value and inclusive range, in the order the plugin receives
+ * them), the number of FP32 state values it keeps per element, and the
+ * data types it accepts.
+ *
+ * Features are created by the #MixprecRegistry while it loads plugins.
+ *
+ * Since: 1.0
+ */
+struct _MixprecFeature
+{
+  GObject parent_instance;
+
+  MixprecFeatureKind kind;
+  gchar *name;
+  gchar *device;
+  gchar *description;
+  guint rank;
+  gchar *plugin_name;
+  MixprecPlugin *plugin;        /* weak: the plugin owns its features */
+
+  /* Optimizers: a copy of the vtable whose schema and state names point
+   * into the copies below, so nothing but step() refers to plugin memory. */
+  MixprecOptimizerV1 optimizer;
+  MixprecHParamSpecV1 *hparams;
+  gdouble *hparam_defaults;
+  GStringChunk *strings;
+  const gchar **state_names;    /* NULL-terminated */
+};
+
+G_DEFINE_FINAL_TYPE (MixprecFeature, mixprec_feature, G_TYPE_OBJECT)
+
+enum
+{
+  PROP_0,
+  PROP_KIND,
+  PROP_NAME,
+  PROP_DEVICE,
+  PROP_RANK,
+  PROP_DESCRIPTION,
+  PROP_PLUGIN_NAME,
+  N_PROPS
+};
+
+static GParamSpec *properties[N_PROPS];
+
+/* Every optimizer accepts these (the ABI's contract for step()). */
+static const MixprecDType optimizer_grad_dtypes[] = {
+  MIXPREC_DTYPE_FLOAT32, MIXPREC_DTYPE_FLOAT16, MIXPREC_DTYPE_BFLOAT16,
+};
+static const MixprecDType optimizer_working_dtypes[] = {
+  MIXPREC_DTYPE_FLOAT16, MIXPREC_DTYPE_BFLOAT16, MIXPREC_DTYPE_FLOAT32,
+};
+
+static void
+mixprec_feature_finalize (GObject *object)
+{
+  MixprecFeature *self = MIXPREC_FEATURE (object);
+
+  if (self->plugin != NULL)
+    g_object_remove_weak_pointer (G_OBJECT (self->plugin), (gpointer *) &self->plugin);
+  g_free (self->name);
+  g_free (self->device);
+  g_free (self->description);
+  g_free (self->plugin_name);
+  g_free (self->hparams);
+  g_free (self->hparam_defaults);
+  g_free (self->state_names);
+  if (self->strings != NULL)
+    g_string_chunk_free (self->strings);
+
+  G_OBJECT_CLASS (mixprec_feature_parent_class)->finalize (object);
+}
+
+static void
+mixprec_feature_get_property (GObject    *object,
+                              guint       prop_id,
+                              GValue     *value,
+                              GParamSpec *pspec)
+{
+  MixprecFeature *self = MIXPREC_FEATURE (object);
+
+  switch (prop_id)
+    {
+    case PROP_KIND:
+      g_value_set_enum (value, self->kind);
+      break;
+    case PROP_NAME:
+      g_value_set_string (value, self->name);
+      break;
+    case PROP_DEVICE:
+      g_value_set_string (value, self->device);
+      break;
+    case PROP_RANK:
+      g_value_set_uint (value, self->rank);
+      break;
+    case PROP_DESCRIPTION:
+      g_value_set_string (value, self->description);
+      break;
+    case PROP_PLUGIN_NAME:
+      g_value_set_string (value, self->plugin_name);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+    }
+}
+
+static void
+mixprec_feature_class_init (MixprecFeatureClass *klass)
+{
+  GObjectClass *object_class = G_OBJECT_CLASS (klass);
+  const GParamFlags flags = G_PARAM_READABLE | G_PARAM_STATIC_STRINGS;
+
+  object_class->finalize = mixprec_feature_finalize;
+  object_class->get_property = mixprec_feature_get_property;
+
+  /**
+   * MixprecFeature:kind:
+   *
+   * What the feature provides.
+   *
+   * Since: 1.0
+   */
+  properties[PROP_KIND] =
+    g_param_spec_enum ("kind", NULL, NULL, MIXPREC_TYPE_FEATURE_KIND,
+                       MIXPREC_FEATURE_KIND_OPTIMIZER, flags);
+  /**
+   * MixprecFeature:name:
+   *
+   * The name configurations use, e.g. "adamw".
+   *
+   * Since: 1.0
+   */
+  properties[PROP_NAME] = g_param_spec_string ("name", NULL, NULL, NULL, flags);
+  /**
+   * MixprecFeature:device:
+   *
+   * The device whose memory the feature works on, e.g. "cpu" or "cuda".
+   *
+   * Since: 1.0
+   */
+  properties[PROP_DEVICE] = g_param_spec_string ("device", NULL, NULL, NULL, flags);
+  /**
+   * MixprecFeature:rank:
+   *
+   * Preference among features of the same kind, name and device: the
+   * highest rank is used.
+   *
+   * Since: 1.0
+   */
+  properties[PROP_RANK] = g_param_spec_uint ("rank", NULL, NULL, 0, G_MAXUINT, 0, flags);
+  /**
+   * MixprecFeature:description:
+   *
+   * One sentence from the plugin about the feature; empty when it gave none.
+   *
+   * Since: 1.0
+   */
+  properties[PROP_DESCRIPTION] = g_param_spec_string ("description", NULL, NULL, NULL, flags);
+  /**
+   * MixprecFeature:plugin-name:
+   *
+   * The name of the plugin that registered the feature.
+   *
+   * Since: 1.0
+   */
+  properties[PROP_PLUGIN_NAME] = g_param_spec_string ("plugin-name", NULL, NULL, NULL, flags);
+
+  g_object_class_install_properties (object_class, N_PROPS, properties);
+}
+
+static void
+mixprec_feature_init (MixprecFeature *self)
+{
+}
+
+/* ------------------------------------------------------------ vtable checks */
+
+/* Names end up in configurations, file names and messages: a letter, then
+ * letters, digits, '-' and '_'. */
+static gboolean
+identifier_is_valid (const char *s)
+{
+  gsize len;
+
+  if (s == NULL || !g_ascii_isalpha (s[0]))
+    return FALSE;
+  len = strnlen (s, MAX_NAME_LENGTH + 1);
+  if (len > MAX_NAME_LENGTH)
+    return FALSE;
+  for (gsize i = 1; i < len; i++)
+    if (!g_ascii_isalnum (s[i]) && s[i] != '-' && s[i] != '_')
+      return FALSE;
+  return TRUE;
+}
+
+static gboolean
+pointers_are_null (void * const *p,
+                   gsize         n)
+{
+  for (gsize i = 0; i < n; i++)
+    if (p[i] != NULL)
+      return FALSE;
+  return TRUE;
+}
+
+static gboolean
+is_integral_or_infinite (double v)
+{
+  return isinf (v) || v == floor (v);
+}
+
+static gboolean
+hparam_check (const MixprecHParamSpecV1 *spec,
+              GString                   *problem)
+{
+  if (!identifier_is_valid (spec->name))
+    {
+      g_string_append (problem, "a hyper-parameter name is missing or not an identifier "
+                       "(a letter, then letters, digits, '-' or '_', at most 64 characters)");
+      return FALSE;
+    }
+  g_string_append_printf (problem, "hyper-parameter '%s': ", spec->name);
+  if (spec->type != MIXPREC_HPARAM_DOUBLE && spec->type != MIXPREC_HPARAM_BOOL &&
+      spec->type != MIXPREC_HPARAM_INT)
+    {
+      g_string_append_printf (problem, "type %d is not a MixprecHParamType", (int) spec->type);
+      return FALSE;
+    }
+  if (isnan (spec->min_value) || isnan (spec->max_value) || spec->min_value > spec->max_value)
+    {
+      g_string_append_printf (problem, "range [%g, %g] is not an interval",
+                              spec->min_value, spec->max_value);
+      return FALSE;
+    }
+  if (!isfinite (spec->default_value) ||
+      spec->default_value < spec->min_value || spec->default_value > spec->max_value)
+    {
+      g_string_append_printf (problem, "default %g is outside its range [%g, %g]",
+                              spec->default_value, spec->min_value, spec->max_value);
+      return FALSE;
+    }
+  if (spec->type == MIXPREC_HPARAM_BOOL &&
+      (spec->min_value != 0.0 || spec->max_value != 1.0))
+    {
+      g_string_append_printf (problem, "a boolean must have the range [0, 1], not [%g, %g]",
+                              spec->min_value, spec->max_value);
+      return FALSE;
+    }
+  if ((spec->type == MIXPREC_HPARAM_BOOL || spec->type == MIXPREC_HPARAM_INT) &&
+      (spec->default_value != floor (spec->default_value) ||
+       !is_integral_or_infinite (spec->min_value) || !is_integral_or_infinite (spec->max_value)))
+    {
+      g_string_append (problem, "an integer or boolean needs an integral default and bounds");
+      return FALSE;
+    }
+  if (!pointers_are_null (spec->reserved, G_N_ELEMENTS (spec->reserved)))
+    {
+      g_string_append (problem, "its reserved fields are not zero");
+      return FALSE;
+    }
+  g_string_truncate (problem, 0);
+  return TRUE;
+}
+
+static gboolean
+optimizer_check (const MixprecOptimizerV1 *vtable,
+                 GString                  *problem)
+{
+  if (!identifier_is_valid (vtable->name))
+    {
+      g_string_append (problem, "the optimizer name is missing or not an identifier "
+                       "(a letter, then letters, digits, '-' or '_', at most 64 characters)");
+      return FALSE;
+    }
+  if (!identifier_is_valid (vtable->device))
+    {
+      g_string_append_printf (problem, "optimizer '%s': the device name is missing or not "
+                              "an identifier", vtable->name);
+      return FALSE;
+    }
+  g_string_append_printf (problem, "optimizer '%s' (%s): ", vtable->name, vtable->device);
+  if (vtable->step == NULL)
+    {
+      g_string_append (problem, "its step function is NULL");
+      return FALSE;
+    }
+  if (vtable->n_hparams > MAX_HPARAMS)
+    {
+      g_string_append_printf (problem, "%u hyper-parameters is more than the limit of %d",
+                              vtable->n_hparams, MAX_HPARAMS);
+      return FALSE;
+    }
+  if ((vtable->n_hparams > 0) != (vtable->hparams != NULL))
+    {
+      g_string_append_printf (problem, "n_hparams is %u but hparams is %s",
+                              vtable->n_hparams, vtable->hparams != NULL ? "set" : "NULL");
+      return FALSE;
+    }
+  for (unsigned i = 0; i < vtable->n_hparams; i++)
+    {
+      g_autoptr(GString) sub = g_string_new (NULL);
+
+      if (!hparam_check (&vtable->hparams[i], sub))
+        {
+          g_string_append (problem, sub->str);
+          return FALSE;
+        }
+      for (unsigned j = 0; j < i; j++)
+        if (g_str_equal (vtable->hparams[j].name, vtable->hparams[i].name))
+          {
+            g_string_append_printf (problem, "hyper-parameter '%s' is declared twice",
+                                    vtable->hparams[i].name);
+            return FALSE;
+          }
+    }
+  if (vtable->n_state_slots > MAX_STATE_SLOTS)
+    {
+      g_string_append_printf (problem, "%u state slots is more than the limit of %d",
+                              vtable->n_state_slots, MAX_STATE_SLOTS);
+      return FALSE;
+    }
+  if (vtable->n_state_slots > 0 && vtable->state_names == NULL)
+    {
+      g_string_append_printf (problem, "it keeps %u state slots but state_names is NULL",
+                              vtable->n_state_slots);
+      return FALSE;
+    }
+  for (unsigned i = 0; i < vtable->n_state_slots; i++)
+    {
+      if (!identifier_is_valid (vtable->state_names[i]))
+        {
+          g_string_append_printf (problem, "state slot %u has no name or a name that is not "
+                                  "an identifier", i);
+          return FALSE;
+        }
+      for (unsigned j = 0; j < i; j++)
+        if (g_str_equal (vtable->state_names[j], vtable->state_names[i]))
+          {
+            g_string_append_printf (problem, "state slot name '%s' is used twice",
+                                    vtable->state_names[i]);
+            return FALSE;
+          }
+    }
+  if (!pointers_are_null (vtable->reserved, G_N_ELEMENTS (vtable->reserved)))
+    {
+      g_string_append (problem, "its reserved fields are not zero (was it built against "
+                       "another mixprec-plugin.h?)");
+      return FALSE;
+    }
+  return TRUE;
+}
+
+gboolean
+_mixprec_optimizer_vtable_check (const MixprecOptimizerV1 *vtable,
+                                 GError                  **error)
+{
+  g_autoptr(GString) problem = g_string_new (NULL);
+
+  if (vtable == NULL)
+    {
+      g_set_error_literal (error, MIXPREC_PLUGIN_ERROR, MIXPREC_PLUGIN_ERROR_BAD_FEATURE,
+                           "the optimizer vtable is NULL");
+      return FALSE;
+    }
+  if (!optimizer_check (vtable, problem))
+    {
+      g_set_error_literal (error, MIXPREC_PLUGIN_ERROR, MIXPREC_PLUGIN_ERROR_BAD_FEATURE,
+                           problem->str);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+MixprecFeature *
+_mixprec_feature_new_optimizer (const MixprecOptimizerV1 *vtable,
+                                MixprecPlugin            *plugin)
+{
+  MixprecFeature *self = g_object_new (MIXPREC_TYPE_FEATURE, NULL);
+
+  self->kind = MIXPREC_FEATURE_KIND_OPTIMIZER;
+  self->name = g_strdup (vtable->name);
+  self->device = g_strdup (vtable->device);
+  self->description = g_strdup (vtable->description != NULL ? vtable->description : "");
+  self->rank = vtable->rank;
+  self->plugin_name = g_strdup (mixprec_plugin_get_name (plugin));
+  self->plugin = plugin;
+  g_object_add_weak_pointer (G_OBJECT (plugin), (gpointer *) &self->plugin);
+
+  self->strings = g_string_chunk_new (256);
+  self->optimizer = *vtable;
+  self->hparams = g_new0 (MixprecHParamSpecV1, MAX (vtable->n_hparams, 1));
+  self->hparam_defaults = g_new0 (gdouble, MAX (vtable->n_hparams, 1));
+  for (unsigned i = 0; i < vtable->n_hparams; i++)
+    {
+      self->hparams[i] = vtable->hparams[i];
+      self->hparams[i].name = g_string_chunk_insert_const (self->strings, vtable->hparams[i].name);
+      self->hparams[i].description =
+        g_string_chunk_insert_const (self->strings, vtable->hparams[i].description != NULL
+                                                    ? vtable->hparams[i].description : "");
+      self->hparam_defaults[i] = vtable->hparams[i].default_value;
+    }
+  self->state_names = g_new0 (const gchar *, vtable->n_state_slots + 1);
+  for (unsigned i = 0; i < vtable->n_state_slots; i++)
+    self->state_names[i] = g_string_chunk_insert_const (self->strings, vtable->state_names[i]);
+
+  self->optimizer.name = self->name;
+  self->optimizer.device = self->device;
+  self->optimizer.description = self->description;
+  self->optimizer.hparams = vtable->n_hparams > 0 ? self->hparams : NULL;
+  self->optimizer.state_names = vtable->n_state_slots > 0 ? self->state_names : NULL;
+
+  return self;
+}
+
+const MixprecOptimizerV1 *
+_mixprec_feature_get_optimizer_vtable (MixprecFeature *feature)
+{
+  g_return_val_if_fail (MIXPREC_IS_FEATURE (feature), NULL);
+
+  return feature->kind == MIXPREC_FEATURE_KIND_OPTIMIZER ? &feature->optimizer : NULL;
+}
+
+const gdouble *
+_mixprec_feature_get_hparam_defaults (MixprecFeature *feature,
+                                      guint          *n_hparams)
+{
+  g_return_val_if_fail (MIXPREC_IS_FEATURE (feature), NULL);
+
+  if (n_hparams != NULL)
+    *n_hparams = mixprec_feature_get_n_hparams (feature);
+  return feature->hparam_defaults;
+}
+
+gboolean
+_mixprec_feature_optimizer_step (MixprecFeature         *feature,
+                                 MixprecOptimizerStepV1 *args,
+                                 const gdouble          *hparams,
+                                 gfloat                 *master,
+                                 gconstpointer           grad,
+                                 gfloat * const         *states,
+                                 gpointer                working,
+                                 gsize                   n,
+                                 GError                **error)
+{
+  char errbuf[_MIXPREC_PLUGIN_ERRBUF_SIZE] = "";
+  int status;
+
+  g_return_val_if_fail (MIXPREC_IS_FEATURE (feature), FALSE);
+  g_return_val_if_fail (feature->kind == MIXPREC_FEATURE_KIND_OPTIMIZER, FALSE);
+  g_return_val_if_fail (args != NULL, FALSE);
+
+  args->struct_size = sizeof *args;
+  args->hparams = hparams != NULL ? hparams : feature->hparam_defaults;
+  args->n_hparams = feature->optimizer.n_hparams;
+  status = feature->optimizer.step (args, master, grad, states, working, n,
+                                    errbuf, sizeof errbuf);
+  if (status == MIXPREC_PLUGIN_OK)
+    return TRUE;
+
+  errbuf[sizeof errbuf - 1] = '\0';
+  g_set_error (error, MIXPREC_PLUGIN_ERROR, MIXPREC_PLUGIN_ERROR_CALL_FAILED,
+               "optimizer '%s' (%s, plugin %s) failed on %" G_GSIZE_FORMAT " elements: %s (%s, status %d)",
+               feature->name, feature->device, feature->plugin_name, n,
+               errbuf[0] != '\0' ? errbuf : "it gave no reason",
+               _mixprec_plugin_status_to_string (status), status);
+  return FALSE;
+}
+
+/* ------------------------------------------------------------ public API */
+
+/**
+ * mixprec_feature_get_kind:
+ * @self: a #MixprecFeature
+ *
+ * Returns: what the feature provides
+ *
+ * Since: 1.0
+ */
+MixprecFeatureKind
+mixprec_feature_get_kind (MixprecFeature *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_FEATURE (self), MIXPREC_FEATURE_KIND_OPTIMIZER);
+
+  return self->kind;
+}
+
+/**
+ * mixprec_feature_get_name:
+ * @self: a #MixprecFeature
+ *
+ * Returns: the feature's name, e.g. "adamw"
+ *
+ * Since: 1.0
+ */
+const gchar *
+mixprec_feature_get_name (MixprecFeature *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_FEATURE (self), NULL);
+
+  return self->name;
+}
+
+/**
+ * mixprec_feature_get_device:
+ * @self: a #MixprecFeature
+ *
+ * Returns: the device the feature works on, e.g. "cpu"
+ *
+ * Since: 1.0
+ */
+const gchar *
+mixprec_feature_get_device (MixprecFeature *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_FEATURE (self), NULL);
+
+  return self->device;
+}
+
+/**
+ * mixprec_feature_get_rank:
+ * @self: a #MixprecFeature
+ *
+ * Returns: the feature's rank: among features of the same kind, name and
+ *   device, the highest rank is used
+ *
+ * Since: 1.0
+ */
+guint
+mixprec_feature_get_rank (MixprecFeature *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_FEATURE (self), 0);
+
+  return self->rank;
+}
+
+/**
+ * mixprec_feature_get_description:
+ * @self: a #MixprecFeature
+ *
+ * Returns: the plugin's one-sentence description of the feature; empty
+ *   when it gave none
+ *
+ * Since: 1.0
+ */
+const gchar *
+mixprec_feature_get_description (MixprecFeature *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_FEATURE (self), NULL);
+
+  return self->description;
+}
+
+/**
+ * mixprec_feature_get_plugin_name:
+ * @self: a #MixprecFeature
+ *
+ * Returns: the name of the plugin that registered the feature (valid even
+ *   after the plugin object is gone)
+ *
+ * Since: 1.0
+ */
+const gchar *
+mixprec_feature_get_plugin_name (MixprecFeature *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_FEATURE (self), NULL);
+
+  return self->plugin_name;
+}
+
+/**
+ * mixprec_feature_get_plugin:
+ * @self: a #MixprecFeature
+ *
+ * Returns: (transfer none) (nullable): the plugin that registered the
+ *   feature, or %NULL when the plugin object was finalized (the registry
+ *   it belonged to was)
+ *
+ * Since: 1.0
+ */
+MixprecPlugin *
+mixprec_feature_get_plugin (MixprecFeature *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_FEATURE (self), NULL);
+
+  return self->plugin;
+}
+
+/**
+ * mixprec_feature_get_n_hparams:
+ * @self: a #MixprecFeature
+ *
+ * Returns: the number of hyper-parameters of an optimizer; 0 for other
+ *   kinds of features
+ *
+ * Since: 1.0
+ */
+guint
+mixprec_feature_get_n_hparams (MixprecFeature *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_FEATURE (self), 0);
+
+  return self->kind == MIXPREC_FEATURE_KIND_OPTIMIZER ? self->optimizer.n_hparams : 0;
+}
+
+/**
+ * mixprec_feature_find_hparam:
+ * @self: a #MixprecFeature
+ * @name: a hyper-parameter name, e.g. "weight_decay"
+ *
+ * Returns: the index of the hyper-parameter called @name (its position in
+ *   the values the optimizer receives), or -1 when there is none
+ *
+ * Since: 1.0
+ */
+gint
+mixprec_feature_find_hparam (MixprecFeature *self,
+                             const gchar    *name)
+{
+  g_return_val_if_fail (MIXPREC_IS_FEATURE (self), -1);
+  g_return_val_if_fail (name != NULL, -1);
+
+  for (guint i = 0; i < mixprec_feature_get_n_hparams (self); i++)
+    if (g_str_equal (self->hparams[i].name, name))
+      return (gint) i;
+  return -1;
+}
+
+/* Programmer errors: an index past the schema. */
+#define CHECK_HPARAM_INDEX(self, index, val) G_STMT_START {                 \
+    g_return_val_if_fail (MIXPREC_IS_FEATURE (self), (val));                \
+    g_return_val_if_fail ((index) < mixprec_feature_get_n_hparams (self), (val)); \
+  } G_STMT_END
+
+/**
+ * mixprec_feature_get_hparam_name:
+ * @self: a #MixprecFeature
+ * @index: a hyper-parameter index, less than mixprec_feature_get_n_hparams()
+ *
+ * Returns: the name of the hyper-parameter, as configurations spell it
+ *
+ * Since: 1.0
+ */
+const gchar *
+mixprec_feature_get_hparam_name (MixprecFeature *self,
+                                 guint           index)
+{
+  CHECK_HPARAM_INDEX (self, index, NULL);
+
+  return self->hparams[index].name;
+}
+
+/**
+ * mixprec_feature_get_hparam_description:
+ * @self: a #MixprecFeature
+ * @index: a hyper-parameter index, less than mixprec_feature_get_n_hparams()
+ *
+ * Returns: what the hyper-parameter does; empty when the plugin did not say
+ *
+ * Since: 1.0
+ */
+const gchar *
+mixprec_feature_get_hparam_description (MixprecFeature *self,
+                                        guint           index)
+{
+  CHECK_HPARAM_INDEX (self, index, NULL);
+
+  return self->hparams[index].description;
+}
+
+/**
+ * mixprec_feature_get_hparam_type:
+ * @self: a #MixprecFeature
+ * @index: a hyper-parameter index, less than mixprec_feature_get_n_hparams()
+ *
+ * Returns: which values the hyper-parameter accepts
+ *
+ * Since: 1.0
+ */
+MixprecHyperParamType
+mixprec_feature_get_hparam_type (MixprecFeature *self,
+                                 guint           index)
+{
+  CHECK_HPARAM_INDEX (self, index, MIXPREC_HYPER_PARAM_TYPE_DOUBLE);
+
+  return (MixprecHyperParamType) self->hparams[index].type;
+}
+
+/**
+ * mixprec_feature_get_hparam_default:
+ * @self: a #MixprecFeature
+ * @index: a hyper-parameter index, less than mixprec_feature_get_n_hparams()
+ *
+ * Returns: the value used when a configuration does not set the
+ *   hyper-parameter; within its range
+ *
+ * Since: 1.0
+ */
+gdouble
+mixprec_feature_get_hparam_default (MixprecFeature *self,
+                                    guint           index)
+{
+  CHECK_HPARAM_INDEX (self, index, 0.0);
+
+  return self->hparams[index].default_value;
+}
+
+/**
+ * mixprec_feature_get_hparam_minimum:
+ * @self: a #MixprecFeature
+ * @index: a hyper-parameter index, less than mixprec_feature_get_n_hparams()
+ *
+ * Returns: the smallest valid value (inclusive; may be -infinity)
+ *
+ * Since: 1.0
+ */
+gdouble
+mixprec_feature_get_hparam_minimum (MixprecFeature *self,
+                                    guint           index)
+{
+  CHECK_HPARAM_INDEX (self, index, 0.0);
+
+  return self->hparams[index].min_value;
+}
+
+/**
+ * mixprec_feature_get_hparam_maximum:
+ * @self: a #MixprecFeature
+ * @index: a hyper-parameter index, less than mixprec_feature_get_n_hparams()
+ *
+ * Returns: the largest valid value (inclusive; may be +infinity)
+ *
+ * Since: 1.0
+ */
+gdouble
+mixprec_feature_get_hparam_maximum (MixprecFeature *self,
+                                    guint           index)
+{
+  CHECK_HPARAM_INDEX (self, index, 0.0);
+
+  return self->hparams[index].max_value;
+}
+
+/**
+ * mixprec_feature_get_n_state_slots:
+ * @self: a #MixprecFeature
+ *
+ * Returns: how many FP32 values of state an optimizer keeps per parameter
+ *   element (2 for Adam's moments); 0 for other kinds of features
+ *
+ * Since: 1.0
+ */
+guint
+mixprec_feature_get_n_state_slots (MixprecFeature *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_FEATURE (self), 0);
+
+  return self->kind == MIXPREC_FEATURE_KIND_OPTIMIZER ? self->optimizer.n_state_slots : 0;
+}
+
+/**
+ * mixprec_feature_get_state_names:
+ * @self: a #MixprecFeature
+ *
+ * Returns: (transfer none) (array zero-terminated=1): the names of an
+ *   optimizer's state slots (e.g. "exp_avg", "exp_avg_sq"), as checkpoints
+ *   store them; empty for other kinds of features
+ *
+ * Since: 1.0
+ */
+const gchar * const *
+mixprec_feature_get_state_names (MixprecFeature *self)
+{
+  static const gchar * const none[] = { NULL };
+
+  g_return_val_if_fail (MIXPREC_IS_FEATURE (self), NULL);
+
+  if (self->state_names == NULL)
+    return none;
+  return (const gchar * const *) self->state_names;
+}
+
+/**
+ * mixprec_feature_get_grad_dtypes:
+ * @self: a #MixprecFeature
+ * @n_dtypes: (out): the number of data types returned
+ *
+ * Returns: (transfer none) (array length=n_dtypes) (nullable): the
+ *   gradient data types an optimizer accepts (plugin ABI 1.0: float32,
+ *   float16 and bfloat16 for every optimizer); %NULL for other kinds
+ *
+ * Since: 1.0
+ */
+const MixprecDType *
+mixprec_feature_get_grad_dtypes (MixprecFeature *self,
+                                 gsize          *n_dtypes)
+{
+  g_return_val_if_fail (MIXPREC_IS_FEATURE (self), NULL);
+  g_return_val_if_fail (n_dtypes != NULL, NULL);
+
+  if (self->kind != MIXPREC_FEATURE_KIND_OPTIMIZER)
+    {
+      *n_dtypes = 0;
+      return NULL;
+    }
+  *n_dtypes = G_N_ELEMENTS (optimizer_grad_dtypes);
+  return optimizer_grad_dtypes;
+}
+
+/**
+ * mixprec_feature_get_working_dtypes:
+ * @self: a #MixprecFeature
+ * @n_dtypes: (out): the number of data types returned
+ *
+ * Returns: (transfer none) (array length=n_dtypes) (nullable): the data
+ *   types an optimizer can write the working copy in (plugin ABI 1.0:
+ *   float16, bfloat16 and float32 for every optimizer); %NULL for other
+ *   kinds
+ *
+ * Since: 1.0
+ */
+const MixprecDType *
+mixprec_feature_get_working_dtypes (MixprecFeature *self,
+                                    gsize          *n_dtypes)
+{
+  g_return_val_if_fail (MIXPREC_IS_FEATURE (self), NULL);
+  g_return_val_if_fail (n_dtypes != NULL, NULL);
+
+  if (self->kind != MIXPREC_FEATURE_KIND_OPTIMIZER)
+    {
+      *n_dtypes = 0;
+      return NULL;
+    }
+  *n_dtypes = G_N_ELEMENTS (optimizer_working_dtypes);
+  return optimizer_working_dtypes;
+}

@@ -1,0 +1,192 @@
+/* mixprec-plugin.h — the plugin ABI: what a plugin .so exports and the
+ * vtables it registers.
+ *
+ * Plain C on purpose: plugins are built separately from the library, maybe
+ * by other compilers and years apart, so nothing here depends on GLib's
+ * types or on the library's internals. The discipline is NCCL's net-plugin
+ * one: a released struct is frozen; a new revision is a new struct (…V2),
+ * and the library keeps a shim for the old one. Structs that the library
+ * fills for the plugin begin with their size so fields can be appended in a
+ * minor revision; structs a plugin fills end with reserved space that must
+ * be zero.
+ *
+ * A plugin file named `mixprec-NAME.so` (dashes allowed in NAME) exports one
+ * symbol, `mixprec_plugin_NAME_get_desc` (dashes turned into underscores),
+ * returning a static #MixprecPluginDesc. The library checks the ABI version
+ * (major equal, minor at most the library's), then calls init(), which
+ * registers the plugin's features through the host table.
+ *
+ * This header may be included on its own, without <mixprec/mixprec.h>.
+ */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The ABI revision this header describes; also in mixprec-version.h as
+ * MIXPREC_PLUGIN_ABI_MAJOR/MINOR for the library's own use. */
+#define MIXPREC_PLUGIN_ABI_VERSION_MAJOR 1
+#define MIXPREC_PLUGIN_ABI_VERSION_MINOR 0
+
+#if defined(__GNUC__)
+# define MIXPREC_PLUGIN_EXPORT __attribute__((visibility ("default")))
+#else
+# define MIXPREC_PLUGIN_EXPORT
+#endif
+
+/* Return codes of plugin functions. A failing call also writes a sentence
+ * into the caller's error buffer (see each function). */
+typedef enum {
+  MIXPREC_PLUGIN_OK = 0,
+  MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT = 1,   /* the caller passed something wrong */
+  MIXPREC_PLUGIN_ERR_UNSUPPORTED = 2,        /* a dtype, rounding or option this feature lacks */
+  MIXPREC_PLUGIN_ERR_RUNTIME = 3,            /* the device or transport failed */
+  MIXPREC_PLUGIN_ERR_TIMEOUT = 4,            /* a peer did not answer in time */
+  MIXPREC_PLUGIN_ERR_NO_MEMORY = 5,
+} MixprecPluginStatus;
+
+/* Element types, numerically equal to MixprecDType. */
+typedef enum {
+  MIXPREC_PLUGIN_DTYPE_FLOAT32 = 0,
+  MIXPREC_PLUGIN_DTYPE_FLOAT16 = 1,
+  MIXPREC_PLUGIN_DTYPE_BFLOAT16 = 2,
+  MIXPREC_PLUGIN_DTYPE_FLOAT8_E4M3 = 3,
+  MIXPREC_PLUGIN_DTYPE_FLOAT8_E5M2 = 4,
+} MixprecPluginDType;
+
+/* Rounding modes, numerically equal to MixprecRounding. */
+typedef enum {
+  MIXPREC_PLUGIN_ROUNDING_NEAREST_EVEN = 0,
+  MIXPREC_PLUGIN_ROUNDING_STOCHASTIC = 1,
+} MixprecPluginRounding;
+
+/* ------------------------------------------------------------ hyper-parameters */
+
+typedef enum {
+  MIXPREC_HPARAM_DOUBLE = 0,
+  MIXPREC_HPARAM_BOOL = 1,     /* stored as 0.0 or 1.0 */
+  MIXPREC_HPARAM_INT = 2,      /* stored as an integral double */
+} MixprecHParamType;
+
+/* One hyper-parameter of an optimizer: the schema users see in
+ * mixprec-inspect and the config is validated against. Values travel as
+ * doubles in schema order. */
+typedef struct {
+  const char *name;            /* "lr", "beta1", "beta2", "eps", "weight_decay"...:
+                                  DeepSpeed's optimizer.params keys, with the
+                                  "betas" pair split into beta1 and beta2 */
+  const char *description;
+  MixprecHParamType type;
+  double default_value;
+  double min_value;            /* inclusive bounds */
+  double max_value;
+  void *reserved[4];
+} MixprecHParamSpecV1;
+
+/* ------------------------------------------------------------ optimizers */
+
+/* Arguments of one fused optimizer step over a contiguous range of n
+ * elements. Filled by the library; plugins read only the first
+ * struct_size bytes they know. */
+typedef struct {
+  size_t struct_size;          /* sizeof (MixprecOptimizerStepV1) of the caller */
+  const double *hparams;       /* n_hparams values, schema order */
+  unsigned n_hparams;
+  uint64_t step;               /* 1-based count of applied steps, for bias correction */
+  double lr;                   /* the scheduled learning rate of this step */
+  float grad_factor;           /* multiply every gradient by this first:
+                                  1 / (loss_scale * clip_coef) */
+  MixprecPluginDType grad_dtype;     /* float32, float16 or bfloat16 */
+  MixprecPluginDType working_dtype;  /* dtype of working[] */
+  MixprecPluginRounding rounding;    /* how working[] is written */
+  uint64_t seed;               /* stochastic rounding: per tensor and step */
+  uint64_t first_index;        /* global element index of element 0, so the
+                                  random stream does not depend on sharding */
+} MixprecOptimizerStepV1;
+
+/* A fused optimizer for one device. step() handles one contiguous range;
+ * it is called concurrently from several threads on disjoint ranges, so it
+ * keeps no mutable global state.
+ *
+ * Buffers of step():
+ *   master   FP32 master weights, updated in place; NULL when the parameter
+ *            has no FP32 master (bf16 without master weights): then the
+ *            parameter is read from working[] and written back to it.
+ *   grad     gradients in args->grad_dtype (not modified)
+ *   states   n_state_slots FP32 arrays, updated in place
+ *   working  the low-precision copy written from the new master; NULL when
+ *            the master is itself the parameter (FP32 training)
+ * On failure returns a MixprecPluginStatus and writes a sentence into
+ * errbuf (errbuf_len bytes, always NUL-terminated). */
+typedef struct {
+  const char *name;            /* "adamw" */
+  const char *device;          /* "cpu", "cuda" */
+  unsigned rank;               /* the highest rank wins among equal names */
+  const char *description;
+  const MixprecHParamSpecV1 *hparams;
+  unsigned n_hparams;
+  unsigned n_state_slots;      /* FP32 values of state per element */
+  const char *const *state_names;   /* n_state_slots names, e.g. "exp_avg" */
+  int (*step) (const MixprecOptimizerStepV1 *args,
+               float                        *master,
+               const void                   *grad,
+               float *const                 *states,
+               void                         *working,
+               size_t                        n,
+               char                         *errbuf,
+               size_t                        errbuf_len);
+  void *reserved[8];
+} MixprecOptimizerV1;
+
+/* ------------------------------------------------------------ plugins */
+
+/* What the library offers a plugin during init(). The table is valid only
+ * until init() returns: a plugin must not keep it. A registration the
+ * library refuses makes the whole plugin fail to load, even when init()
+ * then returns MIXPREC_PLUGIN_OK. */
+typedef struct MixprecPluginHostV1 MixprecPluginHostV1;
+struct MixprecPluginHostV1 {
+  size_t struct_size;
+  unsigned abi_major;          /* the library's plugin ABI */
+  unsigned abi_minor;
+  void *host_data;             /* pass back unchanged */
+  /* Registers a feature; the vtable must stay valid while the module is
+   * loaded (modules are never unloaded). Returns MIXPREC_PLUGIN_OK or an
+   * error with a sentence in errbuf. */
+  int (*register_optimizer) (MixprecPluginHostV1      *host,
+                             const MixprecOptimizerV1 *optimizer,
+                             char                     *errbuf,
+                             size_t                    errbuf_len);
+  void *reserved[16];
+};
+
+/* The static description a plugin returns from its entry point. abi_major
+ * and abi_minor stay the first two fields in every revision: the library
+ * reads nothing else before it has checked them. */
+typedef struct {
+  unsigned abi_major;          /* MIXPREC_PLUGIN_ABI_VERSION_MAJOR at build time */
+  unsigned abi_minor;
+  const char *name;            /* "optim-adamw" */
+  const char *description;
+  const char *version;
+  const char *license;         /* SPDX identifier */
+  const char *origin;          /* where it comes from (URL or package) */
+  /* Registers the plugin's features. Returns MIXPREC_PLUGIN_OK, or another
+   * status with a sentence in errbuf: then the plugin is reported as failed
+   * and none of its features are used. */
+  int (*init) (MixprecPluginHostV1 *host,
+               char                *errbuf,
+               size_t               errbuf_len);
+  void *reserved[8];
+} MixprecPluginDesc;
+
+/* The type of the entry point `mixprec_plugin_NAME_get_desc`. */
+typedef const MixprecPluginDesc *(*MixprecPluginGetDescFunc) (void);
+
+#ifdef __cplusplus
+}
+#endif

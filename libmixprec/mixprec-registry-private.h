@@ -1,0 +1,75 @@
+/* mixprec-registry-private.h — what the registry, the plugin loader and the
+ * engine share about plugins and features; never installed. */
+#pragma once
+
+#include <gmodule.h>
+
+#include "mixprec.h"
+#include "mixprec-plugin.h"
+
+G_BEGIN_DECLS
+
+/* Size of the error buffers handed to plugin functions. */
+#define _MIXPREC_PLUGIN_ERRBUF_SIZE 1024
+
+/* ---- features (mixprec-feature.c) */
+
+/* Checks an optimizer vtable a plugin registers: required fields, names,
+ * hyper-parameter schema (types, bounds, defaults), state names, reserved
+ * space. The message names the optimizer and the rule it breaks. */
+gboolean        _mixprec_optimizer_vtable_check        (const MixprecOptimizerV1 *vtable,
+                                                        GError                  **error);
+/* A feature holding a copy of a vtable that passed the check. */
+MixprecFeature *_mixprec_feature_new_optimizer         (const MixprecOptimizerV1 *vtable,
+                                                        MixprecPlugin            *plugin);
+
+/* For the engine: the optimizer's vtable (NULL for other kinds), and its
+ * default hyper-parameters in schema order (n_hparams values). */
+const MixprecOptimizerV1 *_mixprec_feature_get_optimizer_vtable (MixprecFeature *feature);
+const gdouble  *_mixprec_feature_get_hparam_defaults   (MixprecFeature *feature,
+                                                        guint          *n_hparams);
+/* Calls the optimizer's step(), filling args->struct_size, hparams and
+ * n_hparams (the defaults when @hparams is NULL) and turning a failure
+ * into MIXPREC_PLUGIN_ERROR_CALL_FAILED. */
+gboolean        _mixprec_feature_optimizer_step        (MixprecFeature           *feature,
+                                                        MixprecOptimizerStepV1   *args,
+                                                        const gdouble            *hparams,
+                                                        gfloat                   *master,
+                                                        gconstpointer             grad,
+                                                        gfloat * const           *states,
+                                                        gpointer                  working,
+                                                        gsize                     n,
+                                                        GError                  **error);
+
+/* ---- plugins (mixprec-plugin-object.c, mixprec-plugin-loader.c) */
+
+/* The NAME of a file called mixprec-NAME.so ("mixprec-optim-adamw.so" ->
+ * "optim-adamw"), or NULL for any other base name. The loader refuses a
+ * NAME with characters other than letters, digits, '-' and '_'. */
+gchar          *_mixprec_plugin_name_from_filename     (const gchar *filename);
+
+/* Opens, checks and initialises one plugin file called mixprec-NAME.so.
+ * Always returns a plugin: loaded, or not loaded with its load error set. */
+MixprecPlugin  *_mixprec_plugin_load                   (const gchar *filename,
+                                                        const gchar *name);
+
+/* "runtime error": a MixprecPluginStatus in words, for messages. */
+const gchar    *_mixprec_plugin_status_to_string       (int status);
+
+/* Building blocks of the loader. */
+MixprecPlugin  *_mixprec_plugin_new                    (const gchar *filename,
+                                                        const gchar *name);
+void            _mixprec_plugin_set_abi                (MixprecPlugin *self,
+                                                        guint          abi_major,
+                                                        guint          abi_minor);
+void            _mixprec_plugin_set_description        (MixprecPlugin           *self,
+                                                        const MixprecPluginDesc *desc);
+void            _mixprec_plugin_set_loaded             (MixprecPlugin *self,
+                                                        GModule       *module,
+                                                        GPtrArray     *features);
+void            _mixprec_plugin_set_load_error         (MixprecPlugin *self,
+                                                        GError        *error);
+/* The features in registration order, owned by the plugin. */
+GPtrArray      *_mixprec_plugin_peek_features          (MixprecPlugin *self);
+
+G_END_DECLS

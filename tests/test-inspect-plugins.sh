@@ -1,0 +1,157 @@
+#!/bin/sh
+# test-inspect-plugins.sh — mixprec-inspect's plugin listing and details,
+# against the build tree's optimizer plugins and the test plugins of
+# tests/plugins/ (one valid, nine broken). Prints TAP.
+
+top=${MIXPREC_TOP_BUILDDIR:-.}
+inspect="$top/tools/mixprec-inspect"
+test_plugins="$top/tests/plugins"
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/mixprec-inspect-XXXXXX") || exit 99
+trap 'rm -rf "$tmp"' EXIT
+
+n=0
+failed=0
+
+ok () {
+  n=$((n + 1))
+  echo "ok $n - $1"
+}
+
+not_ok () {
+  n=$((n + 1))
+  failed=1
+  echo "not ok $n - $1"
+  sed 's/^/# /' "$tmp/out" "$tmp/err"
+}
+
+skip () {
+  n=$((n + 1))
+  echo "ok $n - $1 # SKIP $2"
+}
+
+# run EXPECTED-STATUS ARGS...: runs mixprec-inspect, output in $tmp/out and $tmp/err
+run () {
+  expected=$1
+  shift
+  "$inspect" "$@" >"$tmp/out" 2>"$tmp/err"
+  status=$?
+  [ "$status" -eq "$expected" ]
+}
+
+# has FILE TEXT: the fixed string TEXT is one of FILE's lines' contents
+has () {
+  grep -F -q -e "$2" "$1"
+}
+
+echo "1..14"
+
+# The build tree's optimizer plugins (make check puts plugins/ on MIXPREC_PLUGIN_PATH).
+if run 0 && has "$tmp/out" "Total count: "; then
+  ok "listing ends with the totals"
+else
+  not_ok "listing ends with the totals"
+fi
+if [ -d "$top/plugins/.libs" ]; then
+  if run 0 && has "$tmp/out" "optim-adamw:  adamw (optimizer, cpu, rank " &&
+     has "$tmp/out" "optim-sgd:  sgd (optimizer, cpu, rank " &&
+     has "$tmp/out" "optim-lion:  lion (optimizer, cpu, rank "; then
+    ok "listing shows adamw, sgd and lion for cpu"
+  else
+    not_ok "listing shows adamw, sgd and lion for cpu"
+  fi
+  if run 0 adamw && has "$tmp/out" "Feature Details:" && has "$tmp/out" "Hyper-parameters (" &&
+     grep -E -q '^  lr +: ' "$tmp/out" && grep -E -q 'Double\. Range: .* Default: ' "$tmp/out"; then
+    ok "adamw details list its hyper-parameters"
+  else
+    not_ok "adamw details list its hyper-parameters"
+  fi
+else
+  skip "listing shows adamw, sgd and lion for cpu" "no plugins built in plugins/.libs"
+  skip "adamw details list its hyper-parameters" "no plugins built in plugins/.libs"
+fi
+
+# The test plugins: two valid, nine broken.
+MIXPREC_PLUGIN_PATH=$test_plugins
+export MIXPREC_PLUGIN_PATH
+
+if run 0 && has "$tmp/out" "test-good:  testopt (optimizer, cpu, rank 100): momentum SGD for the registry tests"; then
+  ok "listing shows a feature line per feature"
+else
+  not_ok "listing shows a feature line per feature"
+fi
+if has "$tmp/out" "Total count: 2 plugins, 5 features"; then
+  ok "totals count the loaded plugins and their features"
+else
+  not_ok "totals count the loaded plugins and their features"
+fi
+if has "$tmp/out" "Failed to load: 9 plugins"; then
+  ok "failures are counted"
+else
+  not_ok "failures are counted"
+fi
+if has "$tmp/out" "mixprec-test-abi-major.so: built for plugin ABI 2.0, this libmixprec supports 1.0" &&
+   has "$tmp/out" "mixprec-test-init-fails.so: plugin 'test-init-fails' failed to initialise: the test accelerator is not present"; then
+  ok "each failure names the file and the reason"
+else
+  not_ok "each failure names the file and the reason"
+fi
+
+if run 0 testopt && has "$tmp/out" "Rank                     200" &&
+   has "$tmp/out" "Rank                     100" &&
+   has "$tmp/out" "Gradients                float32, float16, bfloat16" &&
+   has "$tmp/out" "  momentum_buffer"; then
+  ok "feature details: every feature of that name, dtypes, state"
+else
+  not_ok "feature details: every feature of that name, dtypes, state"
+fi
+if has "$tmp/out" "Integer. Range: 0 - 1000 Default: 10" &&
+   has "$tmp/out" "Double. Range: 0 - inf Default: 0.001" &&
+   has "$tmp/out" "Boolean. Default: false"; then
+  ok "feature details: every hyper-parameter with type, range and default"
+else
+  not_ok "feature details: every hyper-parameter with type, range and default"
+fi
+
+if run 0 test-good && has "$tmp/out" "Plugin Details:" &&
+   has "$tmp/out" "Filename                 $test_plugins/.libs/mixprec-test-good.so" &&
+   has "$tmp/out" "Version                  1.2.3" &&
+   has "$tmp/out" "License                  LGPL-2.1-or-later" &&
+   has "$tmp/out" "ABI                      1.0" &&
+   has "$tmp/out" "  2 features"; then
+  ok "plugin details"
+else
+  not_ok "plugin details"
+fi
+
+if run 1 test-name-mismatch && has "$tmp/out" "Status                   failed to load" &&
+   has "$tmp/out" "the plugin calls itself 'test-renamed'"; then
+  ok "a plugin that failed: details with the reason, exit status 1"
+else
+  not_ok "a plugin that failed: details with the reason, exit status 1"
+fi
+
+if run 1 no-such-thing && has "$tmp/err" "No such plugin or feature 'no-such-thing'" &&
+   [ ! -s "$tmp/out" ]; then
+  ok "an unknown name exits with status 1"
+else
+  not_ok "an unknown name exits with status 1"
+fi
+
+# An empty search path from here on.
+MIXPREC_PLUGIN_PATH=
+
+if run 0 "$test_plugins/.libs/mixprec-test-good.so" &&
+   has "$tmp/out" "Name                     test-good"; then
+  ok "a plugin file given by its path"
+else
+  not_ok "a plugin file given by its path"
+fi
+
+if run 0 && has "$tmp/out" "Total count: 0 plugins, 0 features" &&
+   has "$tmp/out" "the plugin search path is empty"; then
+  ok "an empty search path is explained"
+else
+  not_ok "an empty search path is explained"
+fi
+
+exit $failed

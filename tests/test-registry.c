@@ -1,0 +1,839 @@
+/* test-registry.c — plugin discovery and loading: the test plugins of
+ * tests/plugins/ (one valid, the others each broken in one way), search
+ * order, duplicates, rank selection, look-up errors, the checks on
+ * optimizer vtables, and the optimizer plugins of the build tree. */
+#include "config.h"
+
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <glib/gstdio.h>
+#include <mixprec/mixprec.h>
+
+#include "mixprec-registry-private.h"
+
+static gchar *
+test_plugins_dir (void)
+{
+  return g_test_build_filename (G_TEST_BUILT, "plugins", NULL);
+}
+
+static gchar *
+test_plugin_file (const gchar *name)
+{
+  g_autofree gchar *base = g_strdup_printf ("mixprec-%s.so", name);
+
+  return g_test_build_filename (G_TEST_BUILT, "plugins", ".libs", base, NULL);
+}
+
+static MixprecRegistry *
+test_plugins_registry (void)
+{
+  g_autofree gchar *dir = test_plugins_dir ();
+  const gchar *paths[] = { dir, NULL };
+
+  return mixprec_registry_new_for_paths (paths, FALSE);
+}
+
+/* Removes a temporary tree without following links out of it. */
+static void
+remove_tree (const gchar *path)
+{
+  GStatBuf st;
+
+  if (g_lstat (path, &st) != 0)
+    return;
+  if (S_ISDIR (st.st_mode))
+    {
+      g_autoptr(GDir) dir = g_dir_open (path, 0, NULL);
+      const gchar *entry;
+
+      while (dir != NULL && (entry = g_dir_read_name (dir)) != NULL)
+        {
+          g_autofree gchar *child = g_build_filename (path, entry, NULL);
+
+          remove_tree (child);
+        }
+      g_assert_no_errno (g_rmdir (path));
+    }
+  else
+    g_assert_no_errno (g_unlink (path));
+}
+
+static gchar *
+make_temp_dir (void)
+{
+  g_autoptr(GError) error = NULL;
+  gchar *dir = g_dir_make_tmp ("mixprec-registry-XXXXXX", &error);
+
+  g_assert_no_error (error);
+  return dir;
+}
+
+static void
+link_plugin (const gchar *target_name,
+             const gchar *dir,
+             const gchar *link_base)
+{
+  g_autofree gchar *target = test_plugin_file (target_name);
+  g_autofree gchar *link = g_build_filename (dir, link_base, NULL);
+
+  g_assert_true (g_file_test (target, G_FILE_TEST_IS_REGULAR));
+  g_assert_no_errno (symlink (target, link));
+}
+
+static MixprecPlugin *
+find_in (GList       *plugins,
+         const gchar *name)
+{
+  for (GList *l = plugins; l != NULL; l = l->next)
+    if (g_str_equal (mixprec_plugin_get_name (l->data), name))
+      return l->data;
+  return NULL;
+}
+
+static MixprecFeature *
+plugin_feature (MixprecPlugin *plugin,
+                const gchar   *name)
+{
+  g_autolist(MixprecFeature) features = mixprec_plugin_get_features (plugin);
+
+  for (GList *l = features; l != NULL; l = l->next)
+    if (g_str_equal (mixprec_feature_get_name (l->data), name))
+      return g_object_ref (l->data);
+  return NULL;
+}
+
+/* ------------------------------------------------------------ file names */
+
+static void
+test_registry_plugin_name (void)
+{
+  const struct {
+    const gchar *filename;
+    const gchar *name;
+  } cases[] = {
+    { "mixprec-optim-adamw.so", "optim-adamw" },
+    { "/usr/lib/mixprec-1.0/mixprec-comm-ucx.so", "comm-ucx" },
+    { "mixprec-a.so", "a" },
+    { "mixprec-.so", NULL },
+    { "mixprec.so", NULL },
+    { "libmixprec.so", NULL },
+    { "mixprec-optim-adamw.so.0", NULL },
+    { "mixprec-optim-adamw.la", NULL },
+    { "/mixprec-dir.so/libfoo.so", NULL },
+  };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autofree gchar *name = _mixprec_plugin_name_from_filename (cases[i].filename);
+
+      g_assert_cmpstr (name, ==, cases[i].name);
+    }
+}
+
+/* ------------------------------------------------------------ the valid plugin */
+
+static void
+test_registry_good_plugin (void)
+{
+  g_autoptr(MixprecRegistry) registry = test_plugins_registry ();
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MixprecPlugin) plugin = NULL;
+  g_autoptr(MixprecFeature) feature = NULL;
+  g_autofree gchar *expected_file = test_plugin_file ("test-good");
+  g_autolist(MixprecFeature) features = NULL;
+  const struct {
+    const gchar *name;
+    MixprecHyperParamType type;
+    gdouble def, min, max;
+  } hparams[] = {
+    { "lr", MIXPREC_HYPER_PARAM_TYPE_DOUBLE, 1e-3, 0.0, INFINITY },
+    { "momentum", MIXPREC_HYPER_PARAM_TYPE_DOUBLE, 0.9, 0.0, 1.0 },
+    { "nesterov", MIXPREC_HYPER_PARAM_TYPE_BOOL, 0.0, 0.0, 1.0 },
+    { "warmup", MIXPREC_HYPER_PARAM_TYPE_INT, 10.0, 0.0, 1000.0 },
+  };
+  const MixprecDType grad_dtypes[] = {
+    MIXPREC_DTYPE_FLOAT32, MIXPREC_DTYPE_FLOAT16, MIXPREC_DTYPE_BFLOAT16,
+  };
+  const MixprecDType *dtypes;
+  gsize n_dtypes;
+
+  plugin = mixprec_registry_find_plugin (registry, "test-good", &error);
+  g_assert_no_error (error);
+  g_assert_true (mixprec_plugin_is_loaded (plugin));
+  g_assert_null (mixprec_plugin_get_load_error (plugin));
+  g_assert_cmpstr (mixprec_plugin_get_name (plugin), ==, "test-good");
+  g_assert_cmpstr (mixprec_plugin_get_filename (plugin), ==, expected_file);
+  g_assert_cmpstr (mixprec_plugin_get_description (plugin), ==, "a valid plugin for the registry tests");
+  g_assert_cmpstr (mixprec_plugin_get_version (plugin), ==, "1.2.3");
+  g_assert_cmpstr (mixprec_plugin_get_license (plugin), ==, "LGPL-2.1-or-later");
+  g_assert_cmpstr (mixprec_plugin_get_origin (plugin), ==, "libmixprec tests");
+  g_assert_cmpuint (mixprec_plugin_get_abi_major (plugin), ==, 1);
+  g_assert_cmpuint (mixprec_plugin_get_abi_minor (plugin), ==, 0);
+
+  features = mixprec_plugin_get_features (plugin);
+  g_assert_cmpuint (g_list_length (features), ==, 2);
+  g_assert_cmpstr (mixprec_feature_get_name (features->data), ==, "testopt");
+  g_assert_cmpstr (mixprec_feature_get_name (features->next->data), ==, "otheropt");
+
+  feature = g_object_ref (features->data);
+  g_assert_cmpint (mixprec_feature_get_kind (feature), ==, MIXPREC_FEATURE_KIND_OPTIMIZER);
+  g_assert_cmpstr (mixprec_feature_get_device (feature), ==, "cpu");
+  g_assert_cmpuint (mixprec_feature_get_rank (feature), ==, 100);
+  g_assert_cmpstr (mixprec_feature_get_description (feature), ==, "momentum SGD for the registry tests");
+  g_assert_cmpstr (mixprec_feature_get_plugin_name (feature), ==, "test-good");
+  g_assert_true (mixprec_feature_get_plugin (feature) == plugin);
+
+  g_assert_cmpuint (mixprec_feature_get_n_hparams (feature), ==, G_N_ELEMENTS (hparams));
+  for (guint i = 0; i < G_N_ELEMENTS (hparams); i++)
+    {
+      g_assert_cmpstr (mixprec_feature_get_hparam_name (feature, i), ==, hparams[i].name);
+      g_assert_cmpint (mixprec_feature_get_hparam_type (feature, i), ==, hparams[i].type);
+      g_assert_cmpfloat (mixprec_feature_get_hparam_default (feature, i), ==, hparams[i].def);
+      g_assert_cmpfloat (mixprec_feature_get_hparam_minimum (feature, i), ==, hparams[i].min);
+      g_assert_cmpfloat (mixprec_feature_get_hparam_maximum (feature, i), ==, hparams[i].max);
+      g_assert_cmpint (mixprec_feature_find_hparam (feature, hparams[i].name), ==, (gint) i);
+    }
+  g_assert_cmpstr (mixprec_feature_get_hparam_description (feature, 1), ==, "weight of the previous update");
+  g_assert_cmpint (mixprec_feature_find_hparam (feature, "betas"), ==, -1);
+
+  g_assert_cmpuint (mixprec_feature_get_n_state_slots (feature), ==, 1);
+  g_assert_cmpstrv (mixprec_feature_get_state_names (feature),
+                    ((const gchar * const[]) { "momentum_buffer", NULL }));
+
+  dtypes = mixprec_feature_get_grad_dtypes (feature, &n_dtypes);
+  g_assert_cmpmem (dtypes, n_dtypes * sizeof *dtypes, grad_dtypes, sizeof grad_dtypes);
+  dtypes = mixprec_feature_get_working_dtypes (feature, &n_dtypes);
+  g_assert_cmpuint (n_dtypes, ==, 3);
+
+  /* The feature outlives the registry; its plugin pointer does not. */
+  g_clear_object (&plugin);
+  g_clear_object (&registry);
+  g_list_free_full (g_steal_pointer (&features), g_object_unref);
+  g_assert_null (mixprec_feature_get_plugin (feature));
+  g_assert_cmpstr (mixprec_feature_get_plugin_name (feature), ==, "test-good");
+  g_assert_cmpstr (mixprec_feature_get_hparam_name (feature, 3), ==, "warmup");
+}
+
+/* ------------------------------------------------------------ broken plugins */
+
+typedef struct
+{
+  const gchar *plugin;
+  gint code;
+  const gchar *reason[2];
+} ExpectedFailure;
+
+static const ExpectedFailure expected_failures[] = {
+  { "test-abi-major", MIXPREC_PLUGIN_ERROR_ABI_MISMATCH,
+    { "built for plugin ABI 2.0", "this libmixprec supports 1.0" } },
+  { "test-abi-minor", MIXPREC_PLUGIN_ERROR_ABI_MISMATCH,
+    { "built for plugin ABI 1.1", "this libmixprec supports 1.0" } },
+  { "test-bad-feature", MIXPREC_PLUGIN_ERROR_BAD_FEATURE,
+    { "registered an invalid feature", "optimizer 'badopt' (cpu): its step function is NULL" } },
+  { "test-init-fails", MIXPREC_PLUGIN_ERROR_INIT_FAILED,
+    { "failed to initialise", "the test accelerator is not present (runtime error, status 3)" } },
+  { "test-name-mismatch", MIXPREC_PLUGIN_ERROR_BAD_DESCRIPTION,
+    { "calls itself 'test-renamed'", "file name says 'test-name-mismatch'" } },
+  { "test-no-entry", MIXPREC_PLUGIN_ERROR_NO_ENTRY_POINT,
+    { "not a libmixprec plugin", "mixprec_plugin_test_no_entry_get_desc()" } },
+  { "test-no-init", MIXPREC_PLUGIN_ERROR_BAD_DESCRIPTION,
+    { "has no init function", NULL } },
+  { "test-null-desc", MIXPREC_PLUGIN_ERROR_BAD_DESCRIPTION,
+    { "mixprec_plugin_test_null_desc_get_desc() returned no plugin description", NULL } },
+  { "test-unrelated", MIXPREC_PLUGIN_ERROR_NO_ENTRY_POINT,
+    { "not a libmixprec plugin", "mixprec_plugin_test_unrelated_get_desc()" } },
+};
+
+static void
+test_registry_broken_plugins (void)
+{
+  g_autoptr(MixprecRegistry) registry = test_plugins_registry ();
+  g_autolist(MixprecPlugin) plugins = mixprec_registry_get_plugins (registry);
+  g_autolist(MixprecPlugin) failures = mixprec_registry_get_failures (registry);
+  g_autolist(MixprecFeature) features = mixprec_registry_get_features (registry);
+
+  g_assert_cmpuint (g_list_length (plugins), ==, 2);
+  g_assert_nonnull (find_in (plugins, "test-good"));
+  g_assert_nonnull (find_in (plugins, "test-rank"));
+  g_assert_cmpuint (g_list_length (failures), ==, G_N_ELEMENTS (expected_failures));
+
+  for (gsize i = 0; i < G_N_ELEMENTS (expected_failures); i++)
+    {
+      const ExpectedFailure *e = &expected_failures[i];
+      MixprecPlugin *plugin = find_in (failures, e->plugin);
+      g_autofree gchar *file = test_plugin_file (e->plugin);
+      g_autofree gchar *prefix = g_strconcat (file, ": ", NULL);
+      g_autolist(MixprecFeature) own = NULL;
+      const GError *error;
+
+      g_test_message ("failure of %s", e->plugin);
+      g_assert_nonnull (plugin);
+      g_assert_false (mixprec_plugin_is_loaded (plugin));
+      g_assert_cmpstr (mixprec_plugin_get_filename (plugin), ==, file);
+      error = mixprec_plugin_get_load_error (plugin);
+      g_assert_error ((GError *) error, MIXPREC_PLUGIN_ERROR, e->code);
+      g_assert_true (g_str_has_prefix (error->message, prefix));
+      for (gsize r = 0; r < G_N_ELEMENTS (e->reason) && e->reason[r] != NULL; r++)
+        g_assert_nonnull (strstr (error->message, e->reason[r]));
+      own = mixprec_plugin_get_features (plugin);
+      g_assert_null (own);
+    }
+
+  /* What the failing plugins registered before failing is not used. */
+  g_assert_cmpuint (g_list_length (features), ==, 5);
+  for (GList *l = features; l != NULL; l = l->next)
+    {
+      g_assert_cmpstr (mixprec_feature_get_name (l->data), !=, "failopt");
+      g_assert_cmpstr (mixprec_feature_get_name (l->data), !=, "badopt");
+    }
+
+  /* Only the version fields of a mismatched description are read. */
+  g_assert_cmpuint (mixprec_plugin_get_abi_major (find_in (failures, "test-abi-major")), ==, 2);
+  g_assert_null (mixprec_plugin_get_description (find_in (failures, "test-abi-major")));
+}
+
+static void
+test_registry_not_modules (void)
+{
+  g_autofree gchar *dir = make_temp_dir ();
+  g_autofree gchar *garbage = g_build_filename (dir, "mixprec-garbage.so", NULL);
+  g_autofree gchar *empty = g_build_filename (dir, "mixprec-empty.so", NULL);
+  g_autofree gchar *other = g_build_filename (dir, "notes.txt", NULL);
+  g_autofree gchar *odd = g_build_filename (dir, "mixprec-odd.name.so", NULL);
+  g_autofree gchar *named = g_build_filename (dir, "libfoo.so", NULL);
+  g_autoptr(GError) error = NULL;
+  const gchar *paths[] = { dir, named, NULL };
+  g_autoptr(MixprecRegistry) registry = NULL;
+  g_autolist(MixprecPlugin) failures = NULL;
+  const struct {
+    const gchar *file;
+    const gchar *name;
+    gint code;
+    const gchar *reason;
+  } expected[] = {
+    { empty, "empty", MIXPREC_PLUGIN_ERROR_OPEN, "not a loadable module: " },
+    { garbage, "garbage", MIXPREC_PLUGIN_ERROR_OPEN, "not a loadable module: " },
+    { odd, "odd.name", MIXPREC_PLUGIN_ERROR_NO_ENTRY_POINT, "'odd.name' is not a plugin name" },
+    { named, "libfoo.so", MIXPREC_PLUGIN_ERROR_NO_ENTRY_POINT, "not a plugin file name" },
+  };
+  GList *l;
+
+  /* Longer than an ELF header, so the loader reads it and rejects it. */
+  g_file_set_contents (garbage, "This is text, not an ELF shared object. A file named like a "
+                       "plugin must still be reported, not loaded.\n", -1, &error);
+  g_assert_no_error (error);
+  g_file_set_contents (empty, "", 0, &error);
+  g_assert_no_error (error);
+  g_file_set_contents (other, "not a candidate: wrong name\n", -1, &error);
+  g_assert_no_error (error);
+  g_file_set_contents (odd, "", 0, &error);
+  g_assert_no_error (error);
+  g_file_set_contents (named, "", 0, &error);
+  g_assert_no_error (error);
+
+  registry = mixprec_registry_new_for_paths (paths, FALSE);
+  failures = mixprec_registry_get_failures (registry);
+  g_assert_cmpuint (g_list_length (failures), ==, G_N_ELEMENTS (expected));
+  /* In search order: the directory's entries sorted by name, then the file. */
+  l = failures;
+  for (gsize i = 0; i < G_N_ELEMENTS (expected); i++, l = l->next)
+    {
+      const GError *e = mixprec_plugin_get_load_error (l->data);
+      g_autofree gchar *prefix = g_strconcat (expected[i].file, ": ", NULL);
+
+      g_assert_cmpstr (mixprec_plugin_get_filename (l->data), ==, expected[i].file);
+      g_assert_cmpstr (mixprec_plugin_get_name (l->data), ==, expected[i].name);
+      g_assert_error ((GError *) e, MIXPREC_PLUGIN_ERROR, expected[i].code);
+      g_assert_true (g_str_has_prefix (e->message, prefix));
+      g_assert_nonnull (strstr (e->message, expected[i].reason));
+      /* The dynamic loader's reason follows, without the file name again. */
+      if (expected[i].code == MIXPREC_PLUGIN_ERROR_OPEN)
+        g_assert_null (strstr (e->message + strlen (prefix), expected[i].file));
+    }
+  g_assert_null (mixprec_registry_get_plugins (registry));
+
+  g_clear_object (&registry);
+  remove_tree (dir);
+}
+
+/* ------------------------------------------------------------ search order */
+
+static void
+test_registry_duplicates (void)
+{
+  g_autofree gchar *first = make_temp_dir ();
+  g_autofree gchar *second = make_temp_dir ();
+  g_autofree gchar *good_in_first = g_build_filename (first, "mixprec-test-good.so", NULL);
+  g_autofree gchar *fake_in_second = g_build_filename (second, "mixprec-test-good.so", NULL);
+
+  /* The same plugin name twice: the real plugin, and an unrelated .so that
+   * claims its name (and so has no entry point). */
+  link_plugin ("test-good", first, "mixprec-test-good.so");
+  link_plugin ("test-unrelated", second, "mixprec-test-good.so");
+
+  {
+    const gchar *paths[] = { first, second, NULL };
+    g_autoptr(MixprecRegistry) registry = mixprec_registry_new_for_paths (paths, FALSE);
+    g_autolist(MixprecPlugin) plugins = mixprec_registry_get_plugins (registry);
+
+    g_assert_cmpuint (g_list_length (plugins), ==, 1);
+    g_assert_cmpstr (mixprec_plugin_get_filename (plugins->data), ==, good_in_first);
+    /* The later file is ignored, not reported. */
+    g_assert_null (mixprec_registry_get_failures (registry));
+  }
+  {
+    const gchar *paths[] = { second, first, NULL };
+    g_autoptr(MixprecRegistry) registry = mixprec_registry_new_for_paths (paths, FALSE);
+    g_autolist(MixprecPlugin) failures = mixprec_registry_get_failures (registry);
+
+    /* The first file owns the name even though it fails. */
+    g_assert_null (mixprec_registry_get_plugins (registry));
+    g_assert_cmpuint (g_list_length (failures), ==, 1);
+    g_assert_cmpstr (mixprec_plugin_get_filename (failures->data), ==, fake_in_second);
+    g_assert_error ((GError *) mixprec_plugin_get_load_error (failures->data),
+                    MIXPREC_PLUGIN_ERROR, MIXPREC_PLUGIN_ERROR_NO_ENTRY_POINT);
+  }
+
+  remove_tree (first);
+  remove_tree (second);
+}
+
+static void
+test_registry_symlink_loop (void)
+{
+  g_autofree gchar *dir = make_temp_dir ();
+  g_autofree gchar *sub = g_build_filename (dir, "sub", "deeper", NULL);
+  g_autofree gchar *loop = g_build_filename (sub, "loop", NULL);
+  const gchar *paths[] = { dir, NULL };
+  g_autoptr(MixprecRegistry) registry = NULL;
+  g_autolist(MixprecPlugin) plugins = NULL;
+  g_autofree gchar *expected = g_build_filename (sub, "mixprec-test-good.so", NULL);
+
+  g_assert_no_errno (g_mkdir_with_parents (sub, 0700));
+  link_plugin ("test-good", sub, "mixprec-test-good.so");
+  /* sub/deeper/loop -> the top directory: following it forever would never end. */
+  g_assert_no_errno (symlink (dir, loop));
+
+  registry = mixprec_registry_new_for_paths (paths, FALSE);
+  plugins = mixprec_registry_get_plugins (registry);
+  g_assert_cmpuint (g_list_length (plugins), ==, 1);
+  g_assert_cmpstr (mixprec_plugin_get_filename (plugins->data), ==, expected);
+  g_assert_null (mixprec_registry_get_failures (registry));
+
+  g_clear_object (&registry);
+  remove_tree (dir);
+}
+
+static void
+test_registry_system_path (void)
+{
+  g_autofree gchar *dir = make_temp_dir ();
+  g_autofree gchar *saved = g_strdup (g_getenv ("MIXPREC_PLUGIN_SYSTEM_PATH"));
+  g_autofree gchar *list = g_strconcat (dir, ":/nonexistent/mixprec", NULL);
+  const gchar *paths[] = { "/nonexistent/user", NULL };
+
+  link_plugin ("test-good", dir, "mixprec-test-good.so");
+
+  g_setenv ("MIXPREC_PLUGIN_SYSTEM_PATH", list, TRUE);
+  {
+    g_autoptr(MixprecRegistry) with = mixprec_registry_new_for_paths (paths, TRUE);
+    g_autoptr(MixprecRegistry) without = mixprec_registry_new_for_paths (paths, FALSE);
+    g_autoptr(MixprecPlugin) plugin = mixprec_registry_find_plugin (with, "test-good", NULL);
+
+    g_assert_cmpstrv (mixprec_registry_get_search_path (with),
+                      ((const gchar * const[]) { "/nonexistent/user", dir, "/nonexistent/mixprec", NULL }));
+    g_assert_nonnull (plugin);
+    g_assert_cmpstrv (mixprec_registry_get_search_path (without),
+                      ((const gchar * const[]) { "/nonexistent/user", NULL }));
+    g_assert_null (mixprec_registry_get_plugins (without));
+  }
+
+  /* Set but empty: no system directory at all. */
+  g_setenv ("MIXPREC_PLUGIN_SYSTEM_PATH", "", TRUE);
+  {
+    g_autoptr(MixprecRegistry) registry = mixprec_registry_new_for_paths (NULL, TRUE);
+
+    g_assert_cmpstrv (mixprec_registry_get_search_path (registry), ((const gchar * const[]) { NULL }));
+  }
+
+  /* Unset: the directory libmixprec was configured with. */
+  g_unsetenv ("MIXPREC_PLUGIN_SYSTEM_PATH");
+  {
+    g_autoptr(MixprecRegistry) registry = mixprec_registry_new_for_paths (NULL, TRUE);
+
+    g_assert_cmpstrv (mixprec_registry_get_search_path (registry),
+                      ((const gchar * const[]) { MIXPREC_PLUGIN_DIR, NULL }));
+  }
+
+  if (saved != NULL)
+    g_setenv ("MIXPREC_PLUGIN_SYSTEM_PATH", saved, TRUE);
+  remove_tree (dir);
+}
+
+/* ------------------------------------------------------------ look-ups */
+
+static void
+test_registry_rank (void)
+{
+  g_autoptr(MixprecRegistry) registry = test_plugins_registry ();
+  const struct {
+    const gchar *name;
+    const gchar *device;
+    guint rank;
+    const gchar *plugin;
+  } cases[] = {
+    /* found second, ranked higher */
+    { "testopt", "cpu", 200, "test-rank" },
+    /* found first, ranked higher */
+    { "otheropt", "cpu", 20, "test-good" },
+    { "testopt", "testdev", 5, "test-rank" },
+    { "testopt", NULL, 200, "test-rank" },
+  };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autoptr(GError) error = NULL;
+      g_autoptr(MixprecFeature) feature =
+        mixprec_registry_find_feature (registry, MIXPREC_FEATURE_KIND_OPTIMIZER,
+                                       cases[i].name, cases[i].device, &error);
+
+      g_assert_no_error (error);
+      g_assert_cmpuint (mixprec_feature_get_rank (feature), ==, cases[i].rank);
+      g_assert_cmpstr (mixprec_feature_get_plugin_name (feature), ==, cases[i].plugin);
+    }
+}
+
+static void
+test_registry_lookup_errors (void)
+{
+  g_autoptr(MixprecRegistry) registry = test_plugins_registry ();
+  g_autoptr(MixprecRegistry) empty = mixprec_registry_new_for_paths (NULL, FALSE);
+  g_autoptr(GError) error = NULL;
+  MixprecFeature *feature;
+  MixprecPlugin *plugin;
+
+  feature = mixprec_registry_find_feature (registry, MIXPREC_FEATURE_KIND_OPTIMIZER,
+                                           "nosuch", "cpu", &error);
+  g_assert_null (feature);
+  g_assert_error (error, MIXPREC_PLUGIN_ERROR, MIXPREC_PLUGIN_ERROR_NOT_FOUND);
+  g_assert_cmpstr (error->message, ==,
+                   "no optimizer 'nosuch' for device 'cpu'; available: otheropt (cpu), "
+                   "testopt (cpu), testopt (testdev); 9 plugin files failed to load "
+                   "(run mixprec-inspect to see why)");
+  g_clear_error (&error);
+
+  feature = mixprec_registry_find_feature (registry, MIXPREC_FEATURE_KIND_OPTIMIZER,
+                                           "testopt", "cuda", &error);
+  g_assert_null (feature);
+  g_assert_error (error, MIXPREC_PLUGIN_ERROR, MIXPREC_PLUGIN_ERROR_NOT_FOUND);
+  g_assert_true (g_str_has_prefix (error->message, "no optimizer 'testopt' for device 'cuda'; available: "));
+  g_clear_error (&error);
+
+  /* Features registered by a plugin whose init() failed do not exist. */
+  feature = mixprec_registry_find_feature (registry, MIXPREC_FEATURE_KIND_OPTIMIZER,
+                                           "failopt", NULL, &error);
+  g_assert_null (feature);
+  g_assert_error (error, MIXPREC_PLUGIN_ERROR, MIXPREC_PLUGIN_ERROR_NOT_FOUND);
+  g_assert_true (g_str_has_prefix (error->message, "no optimizer 'failopt' for any device; "));
+  g_clear_error (&error);
+
+  feature = mixprec_registry_find_feature (registry, MIXPREC_FEATURE_KIND_COMM, "ucx", NULL, &error);
+  g_assert_null (feature);
+  g_assert_error (error, MIXPREC_PLUGIN_ERROR, MIXPREC_PLUGIN_ERROR_NOT_FOUND);
+  g_assert_true (g_str_has_prefix (error->message, "no comm 'ucx' for any device; no plugin provides any comm (searched: "));
+  g_clear_error (&error);
+
+  plugin = mixprec_registry_find_plugin (registry, "test-abi-major", &error);
+  g_assert_null (plugin);
+  g_assert_error (error, MIXPREC_PLUGIN_ERROR, MIXPREC_PLUGIN_ERROR_NOT_FOUND);
+  g_assert_true (g_str_has_prefix (error->message, "plugin 'test-abi-major' failed to load: "));
+  g_assert_nonnull (strstr (error->message, "built for plugin ABI 2.0"));
+  g_clear_error (&error);
+
+  plugin = mixprec_registry_find_plugin (registry, "optim-nosuch", &error);
+  g_assert_null (plugin);
+  g_assert_error (error, MIXPREC_PLUGIN_ERROR, MIXPREC_PLUGIN_ERROR_NOT_FOUND);
+  g_assert_cmpstr (error->message, ==, "no plugin 'optim-nosuch'; loaded plugins: test-good, test-rank");
+  g_clear_error (&error);
+
+  plugin = mixprec_registry_find_plugin (empty, "optim-adamw", &error);
+  g_assert_null (plugin);
+  g_assert_error (error, MIXPREC_PLUGIN_ERROR, MIXPREC_PLUGIN_ERROR_NOT_FOUND);
+  g_assert_cmpstr (error->message, ==, "no plugin 'optim-adamw'; no plugins loaded "
+                   "(the plugin search path is empty)");
+}
+
+/* ------------------------------------------------------------ vtable checks */
+
+static int
+dummy_step (const MixprecOptimizerStepV1 *args,
+            float                        *master,
+            const void                   *grad,
+            float *const                 *states,
+            void                         *working,
+            size_t                        n,
+            char                         *errbuf,
+            size_t                        errbuf_len)
+{
+  return MIXPREC_PLUGIN_OK;
+}
+
+static void
+test_registry_vtable_check (void)
+{
+  static const char *const two_states[] = { "exp_avg", "exp_avg_sq" };
+  static const char *const same_states[] = { "exp_avg", "exp_avg" };
+  static const char *const null_state[] = { "exp_avg", NULL };
+  static const MixprecHParamSpecV1 ok_spec = {
+    .name = "lr", .type = MIXPREC_HPARAM_DOUBLE, .default_value = 1e-3,
+    .min_value = 0.0, .max_value = INFINITY,
+  };
+  static int reserved_marker;
+  MixprecHParamSpecV1 spec[2];
+  MixprecOptimizerV1 v;
+  const MixprecOptimizerV1 valid = {
+    .name = "adamw", .device = "cpu", .rank = 100, .step = dummy_step,
+    .hparams = &ok_spec, .n_hparams = 1,
+    .n_state_slots = 2, .state_names = two_states,
+  };
+  g_autoptr(GError) error = NULL;
+
+  g_assert_true (_mixprec_optimizer_vtable_check (&valid, &error));
+  g_assert_no_error (error);
+
+  /* Each case breaks one rule of a copy of the valid vtable. */
+#define EXPECT_REFUSED(reason) G_STMT_START {                                  \
+    g_test_message ("vtable case: %s", reason);                                \
+    g_assert_false (_mixprec_optimizer_vtable_check (&v, &error));             \
+    g_assert_error (error, MIXPREC_PLUGIN_ERROR, MIXPREC_PLUGIN_ERROR_BAD_FEATURE); \
+    if (strstr (error->message, reason) == NULL)                               \
+      g_error ("'%s' does not say '%s'", error->message, reason);              \
+    g_clear_error (&error);                                                    \
+  } G_STMT_END
+
+  g_assert_false (_mixprec_optimizer_vtable_check (NULL, &error));
+  g_assert_error (error, MIXPREC_PLUGIN_ERROR, MIXPREC_PLUGIN_ERROR_BAD_FEATURE);
+  g_clear_error (&error);
+
+  v = valid; v.name = NULL;
+  EXPECT_REFUSED ("the optimizer name is missing or not an identifier");
+  v = valid; v.name = "adam w";
+  EXPECT_REFUSED ("the optimizer name is missing or not an identifier");
+  v = valid; v.name = "0adam";
+  EXPECT_REFUSED ("the optimizer name is missing or not an identifier");
+  v = valid; v.device = NULL;
+  EXPECT_REFUSED ("optimizer 'adamw': the device name is missing");
+  v = valid; v.step = NULL;
+  EXPECT_REFUSED ("optimizer 'adamw' (cpu): its step function is NULL");
+  v = valid; v.hparams = NULL;
+  EXPECT_REFUSED ("n_hparams is 1 but hparams is NULL");
+  v = valid; v.n_hparams = 0;
+  EXPECT_REFUSED ("n_hparams is 0 but hparams is set");
+  v = valid; v.n_hparams = 65;
+  EXPECT_REFUSED ("65 hyper-parameters is more than the limit of 64");
+  v = valid; v.state_names = NULL;
+  EXPECT_REFUSED ("it keeps 2 state slots but state_names is NULL");
+  v = valid; v.state_names = null_state;
+  EXPECT_REFUSED ("state slot 1 has no name");
+  v = valid; v.state_names = same_states;
+  EXPECT_REFUSED ("state slot name 'exp_avg' is used twice");
+  v = valid; v.n_state_slots = 17;
+  EXPECT_REFUSED ("17 state slots is more than the limit of 16");
+  v = valid; v.reserved[3] = &reserved_marker;
+  EXPECT_REFUSED ("its reserved fields are not zero");
+
+  v = valid; v.hparams = spec; v.n_hparams = 1;
+  spec[0] = ok_spec; spec[0].name = "";
+  EXPECT_REFUSED ("a hyper-parameter name is missing or not an identifier");
+  spec[0] = ok_spec; spec[0].type = (MixprecHParamType) 7;
+  EXPECT_REFUSED ("hyper-parameter 'lr': type 7 is not a MixprecHParamType");
+  spec[0] = ok_spec; spec[0].default_value = -1.0;
+  EXPECT_REFUSED ("hyper-parameter 'lr': default -1 is outside its range [0, inf]");
+  spec[0] = ok_spec; spec[0].default_value = NAN;
+  EXPECT_REFUSED ("hyper-parameter 'lr': default nan is outside its range");
+  spec[0] = ok_spec; spec[0].min_value = 2.0; spec[0].max_value = 1.0;
+  EXPECT_REFUSED ("hyper-parameter 'lr': range [2, 1] is not an interval");
+  spec[0] = ok_spec; spec[0].max_value = NAN;
+  EXPECT_REFUSED ("hyper-parameter 'lr': range [0, nan] is not an interval");
+  spec[0] = ok_spec; spec[0].reserved[0] = &reserved_marker;
+  EXPECT_REFUSED ("hyper-parameter 'lr': its reserved fields are not zero");
+  spec[0] = ok_spec; spec[0].type = MIXPREC_HPARAM_BOOL; spec[0].default_value = 1.0;
+  spec[0].max_value = 2.0;
+  EXPECT_REFUSED ("a boolean must have the range [0, 1], not [0, 2]");
+  spec[0] = ok_spec; spec[0].type = MIXPREC_HPARAM_INT; spec[0].default_value = 1.5;
+  EXPECT_REFUSED ("an integer or boolean needs an integral default and bounds");
+  spec[0] = ok_spec; spec[0].type = MIXPREC_HPARAM_INT; spec[0].default_value = 1.0;
+  spec[0].max_value = 10.5;
+  EXPECT_REFUSED ("an integer or boolean needs an integral default and bounds");
+  v.n_hparams = 2;
+  spec[0] = ok_spec; spec[1] = ok_spec;
+  EXPECT_REFUSED ("hyper-parameter 'lr' is declared twice");
+
+  /* An integer with an unbounded range and a boolean are fine. */
+  spec[0] = ok_spec; spec[0].type = MIXPREC_HPARAM_INT; spec[0].default_value = 3.0;
+  spec[1] = ok_spec; spec[1].name = "amsgrad"; spec[1].type = MIXPREC_HPARAM_BOOL;
+  spec[1].default_value = 0.0; spec[1].max_value = 1.0;
+  g_assert_true (_mixprec_optimizer_vtable_check (&v, &error));
+  g_assert_no_error (error);
+#undef EXPECT_REFUSED
+}
+
+/* ------------------------------------------------------------ calling an optimizer */
+
+static void
+test_registry_optimizer_step (void)
+{
+  g_autoptr(MixprecRegistry) registry = test_plugins_registry ();
+  g_autoptr(MixprecPlugin) plugin = mixprec_registry_find_plugin (registry, "test-good", NULL);
+  g_autoptr(MixprecFeature) feature = plugin_feature (plugin, "testopt");
+  g_autoptr(GError) error = NULL;
+  const MixprecOptimizerV1 *vtable = _mixprec_feature_get_optimizer_vtable (feature);
+  const gdouble *defaults;
+  guint n_defaults;
+  gfloat master[4] = { 1.0f, -2.0f, 0.5f, 4.0f };
+  gfloat buffer[4] = { 0.25f, 0.0f, -1.0f, 2.0f };
+  const gfloat grad[4] = { 8.0f, -4.0f, 2.0f, 0.0f };
+  gfloat expected_master[4], expected_buffer[4];
+  gfloat *states[1] = { buffer };
+  MixprecOptimizerStepV1 args = { 0 };
+
+  g_assert_nonnull (vtable);
+  g_assert_cmpstr (vtable->name, ==, "testopt");
+  g_assert_cmpstr (vtable->hparams[1].name, ==, "momentum");
+  g_assert_cmpstr (vtable->state_names[0], ==, "momentum_buffer");
+  defaults = _mixprec_feature_get_hparam_defaults (feature, &n_defaults);
+  g_assert_cmpuint (n_defaults, ==, 4);
+  g_assert_cmpfloat (defaults[1], ==, 0.9);
+
+  /* buf = 0.9 buf + g / 4;  master -= 0.5 buf  (all exact in binary32
+   * except 0.9, which both sides round the same way). */
+  for (guint i = 0; i < 4; i++)
+    {
+      expected_buffer[i] = 0.9f * buffer[i] + grad[i] * 0.25f;
+      expected_master[i] = master[i] - 0.5f * expected_buffer[i];
+    }
+  args.lr = 0.5;
+  args.grad_factor = 0.25f;
+  args.grad_dtype = MIXPREC_PLUGIN_DTYPE_FLOAT32;
+  args.working_dtype = MIXPREC_PLUGIN_DTYPE_FLOAT32;
+  g_assert_true (_mixprec_feature_optimizer_step (feature, &args, NULL, master, grad,
+                                                  states, NULL, 4, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (args.struct_size, ==, sizeof args);
+  g_assert_cmpmem (buffer, sizeof buffer, expected_buffer, sizeof expected_buffer);
+  g_assert_cmpmem (master, sizeof master, expected_master, sizeof expected_master);
+
+  /* A failure of the plugin becomes an error carrying its sentence. */
+  args.grad_dtype = MIXPREC_PLUGIN_DTYPE_FLOAT16;
+  g_assert_false (_mixprec_feature_optimizer_step (feature, &args, NULL, master, grad,
+                                                   states, NULL, 4, &error));
+  g_assert_error (error, MIXPREC_PLUGIN_ERROR, MIXPREC_PLUGIN_ERROR_CALL_FAILED);
+  g_assert_cmpstr (error->message, ==,
+                   "optimizer 'testopt' (cpu, plugin test-good) failed on 4 elements: "
+                   "testopt takes float32 gradients only, got dtype 1 (unsupported, status 2)");
+}
+
+/* ------------------------------------------------------------ the default registry */
+
+static gpointer
+get_default_thread (gpointer data)
+{
+  return mixprec_registry_get_default ();
+}
+
+static void
+test_registry_default_threads (void)
+{
+  GThread *threads[4];
+  gpointer seen[G_N_ELEMENTS (threads)];
+
+  for (gsize i = 0; i < G_N_ELEMENTS (threads); i++)
+    threads[i] = g_thread_new ("get-default", get_default_thread, NULL);
+  for (gsize i = 0; i < G_N_ELEMENTS (threads); i++)
+    seen[i] = g_thread_join (threads[i]);
+  for (gsize i = 0; i < G_N_ELEMENTS (threads); i++)
+    {
+      g_assert_nonnull (seen[i]);
+      g_assert_true (seen[i] == seen[0]);
+    }
+  g_assert_true (mixprec_registry_get_default () == seen[0]);
+}
+
+static void
+test_registry_default_build_tree (void)
+{
+  const gchar *top = g_getenv ("MIXPREC_TOP_BUILDDIR");
+  const gchar *path = g_getenv ("MIXPREC_PLUGIN_PATH");
+  const gchar *optimizers[] = { "adamw", "sgd", "lion" };
+  g_autofree gchar *libs = NULL;
+  g_auto(GStrv) expected_path = NULL;
+  MixprecRegistry *registry;
+  g_autolist(MixprecPlugin) failures = NULL;
+
+  if (top == NULL || path == NULL)
+    {
+      g_test_skip ("MIXPREC_TOP_BUILDDIR and MIXPREC_PLUGIN_PATH are set by make check");
+      return;
+    }
+  libs = g_build_filename (top, "plugins", ".libs", NULL);
+  if (!g_file_test (libs, G_FILE_TEST_IS_DIR))
+    {
+      g_test_skip ("no optimizer plugins built in plugins/.libs yet");
+      return;
+    }
+
+  registry = mixprec_registry_get_default ();
+  expected_path = g_strsplit (path, ":", -1);
+  g_assert_cmpstrv (mixprec_registry_get_search_path (registry), expected_path);
+
+  for (gsize i = 0; i < G_N_ELEMENTS (optimizers); i++)
+    {
+      g_autoptr(GError) error = NULL;
+      g_autoptr(MixprecFeature) feature =
+        mixprec_registry_find_feature (registry, MIXPREC_FEATURE_KIND_OPTIMIZER,
+                                       optimizers[i], "cpu", &error);
+      g_autofree gchar *plugin = g_strconcat ("optim-", optimizers[i], NULL);
+
+      g_assert_no_error (error);
+      g_assert_cmpstr (mixprec_feature_get_device (feature), ==, "cpu");
+      g_assert_cmpstr (mixprec_feature_get_plugin_name (feature), ==, plugin);
+      g_assert_cmpint (mixprec_feature_find_hparam (feature, "lr"), >=, 0);
+    }
+
+  /* No optimizer plugin of the build tree fails to load. */
+  failures = mixprec_registry_get_failures (registry);
+  for (GList *l = failures; l != NULL; l = l->next)
+    {
+      const GError *e = mixprec_plugin_get_load_error (l->data);
+
+      g_test_message ("%s", e->message);
+      g_assert_false (g_str_has_prefix (mixprec_plugin_get_name (l->data), "optim-"));
+    }
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+
+  g_test_add_func ("/registry/plugin-name", test_registry_plugin_name);
+  g_test_add_func ("/registry/good-plugin", test_registry_good_plugin);
+  g_test_add_func ("/registry/broken-plugins", test_registry_broken_plugins);
+  g_test_add_func ("/registry/not-modules", test_registry_not_modules);
+  g_test_add_func ("/registry/duplicates", test_registry_duplicates);
+  g_test_add_func ("/registry/symlink-loop", test_registry_symlink_loop);
+  g_test_add_func ("/registry/system-path", test_registry_system_path);
+  g_test_add_func ("/registry/rank", test_registry_rank);
+  g_test_add_func ("/registry/lookup-errors", test_registry_lookup_errors);
+  g_test_add_func ("/registry/vtable-check", test_registry_vtable_check);
+  g_test_add_func ("/registry/optimizer-step", test_registry_optimizer_step);
+  g_test_add_func ("/registry/default/threads", test_registry_default_threads);
+  g_test_add_func ("/registry/default/build-tree", test_registry_default_build_tree);
+
+  return g_test_run ();
+}

@@ -1,0 +1,92 @@
+/* mixprec-engine-kernels.c — element-wise CPU kernels of the step pipeline.
+ * Values of any dtype are widened to FP32 a tile at a time with the
+ * conversion kernels (SIMD where the CPU has it), so each kernel here is a
+ * plain loop over floats. */
+#include "config.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "mixprec-engine-kernels-private.h"
+#include "mixprec-dtype-private.h"
+
+#define TILE 2048
+
+static const gfloat *
+widen (const _MixprecConvertKernels *k,
+       gconstpointer                 src,
+       MixprecDType                  dtype,
+       gsize                         offset,
+       gsize                         n,
+       gfloat                       *tile)
+{
+  const guint8 *base = (const guint8 *) src + offset * mixprec_dtype_get_size (dtype);
+
+  if (dtype == MIXPREC_DTYPE_FLOAT32)
+    return (const gfloat *) base;
+  k->to_f32[dtype] (base, tile, n, 0, 0);
+  return tile;
+}
+
+void
+_mixprec_kernel_fold (gpointer      dst,
+                      MixprecDType  dst_dtype,
+                      gconstpointer src,
+                      MixprecDType  src_dtype,
+                      gsize         n,
+                      gboolean      first)
+{
+  const _MixprecConvertKernels *k = _mixprec_convert_kernels ();
+  gsize dst_size = mixprec_dtype_get_size (dst_dtype);
+  gfloat a[TILE], b[TILE];
+
+  for (gsize off = 0; off < n; off += TILE)
+    {
+      gsize len = MIN ((gsize) TILE, n - off);
+      guint8 *out = (guint8 *) dst + off * dst_size;
+      const gfloat *g = widen (k, src, src_dtype, off, len, a);
+
+      if (!first)
+        {
+          const gfloat *acc = widen (k, dst, dst_dtype, off, len, b);
+
+          for (gsize i = 0; i < len; i++)
+            b[i] = acc[i] + g[i];
+          g = b;
+        }
+      if (dst_dtype == MIXPREC_DTYPE_FLOAT32)
+        {
+          if ((gconstpointer) g != (gconstpointer) out)
+            memmove (out, g, len * sizeof (gfloat));
+        }
+      else
+        k->from_f32_rne[dst_dtype] (g, out, len, 0, 0);
+    }
+}
+
+gdouble
+_mixprec_kernel_sumsq (gconstpointer src,
+                       MixprecDType  dtype,
+                       gsize         n)
+{
+  const _MixprecConvertKernels *k = _mixprec_convert_kernels ();
+  gdouble lane[8] = { 0 };
+  gfloat tile[TILE];
+  gsize j = 0;
+
+  for (gsize off = 0; off < n; off += TILE)
+    {
+      gsize len = MIN ((gsize) TILE, n - off);
+      const gfloat *v = widen (k, src, dtype, off, len, tile);
+
+      /* Element i always lands in lane i % 8 of the whole range, whatever
+       * the tiling, so the order of additions is fixed. */
+      for (gsize i = 0; i < len; i++, j++)
+        {
+          gdouble x = v[i];
+          lane[j & 7] += x * x;
+        }
+    }
+  return ((lane[0] + lane[1]) + (lane[2] + lane[3])) +
+         ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}

@@ -1,0 +1,158 @@
+/* mixprec-engine.h — the step pipeline: from gradients to new working weights */
+#pragma once
+
+#if !defined(__MIXPREC_INSIDE__) && !defined(MIXPREC_COMPILATION)
+#error "Only <mixprec/mixprec.h> can be included directly."
+#endif
+
+#include <glib-object.h>
+#include "mixprec-version.h"
+#include "mixprec-dtype.h"
+#include "mixprec-config.h"
+#include "mixprec-param.h"
+#include "mixprec-loss-scaler.h"
+
+G_BEGIN_DECLS
+
+/**
+ * MIXPREC_ENGINE_ERROR:
+ *
+ * Error domain of #MixprecEngine. Errors in this domain are from the
+ * #MixprecEngineError enumeration.
+ *
+ * Since: 1.0
+ */
+#define MIXPREC_ENGINE_ERROR (mixprec_engine_error_quark ())
+
+/**
+ * MixprecEngineError:
+ * @MIXPREC_ENGINE_ERROR_INVALID_PARAM: a parameter registration was refused
+ *   (duplicate name, empty shape, too large, bad buffer)
+ * @MIXPREC_ENGINE_ERROR_WRONG_STATE: a call out of order (registering after
+ *   the first step, stepping before any backward pass...)
+ * @MIXPREC_ENGINE_ERROR_OPTIMIZER: the optimizer could not be found, its
+ *   hyper-parameters are invalid, or its step failed
+ * @MIXPREC_ENGINE_ERROR_SCALER: the loss scaler refused an update (the
+ *   scale is already at its minimum)
+ * @MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT: a wrong size, dtype or name
+ *
+ * Errors from #MixprecEngine.
+ *
+ * Since: 1.0
+ */
+typedef enum {
+  MIXPREC_ENGINE_ERROR_INVALID_PARAM,
+  MIXPREC_ENGINE_ERROR_WRONG_STATE,
+  MIXPREC_ENGINE_ERROR_OPTIMIZER,
+  MIXPREC_ENGINE_ERROR_SCALER,
+  MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
+} MixprecEngineError;
+
+/**
+ * MixprecStepResult:
+ * @applied: %TRUE when the optimizer step ran; %FALSE when it was skipped
+ *   because a gradient was not finite
+ * @loss_scale: the scale the gradients of this step were computed with
+ * @next_loss_scale: the scale to multiply the next loss by
+ * @grad_norm: the global L2 norm of the unscaled, averaged gradients
+ *   before clipping (infinite or NaN on overflow)
+ * @clip_coef: the clipping divisor applied (1 when not clipped)
+ * @step: optimizer steps taken so far, skipped ones included
+ * @applied_steps: optimizer steps applied so far
+ * @skipped_steps: optimizer steps skipped so far
+ * @lr: the learning rate this step used (or would have used)
+ *
+ * What one call to mixprec_engine_step() did.
+ *
+ * Since: 1.0
+ */
+typedef struct {
+  gboolean applied;
+  gdouble loss_scale;
+  gdouble next_loss_scale;
+  gdouble grad_norm;
+  gdouble clip_coef;
+  guint64 step;
+  guint64 applied_steps;
+  guint64 skipped_steps;
+  gdouble lr;
+  /*< private >*/
+  gpointer _mixprec_reserved[4];
+} MixprecStepResult;
+
+#define MIXPREC_TYPE_STEP_RESULT (mixprec_step_result_get_type ())
+MIXPREC_AVAILABLE_IN_1_0
+GType              mixprec_step_result_get_type (void) G_GNUC_CONST;
+MIXPREC_AVAILABLE_IN_1_0
+MixprecStepResult *mixprec_step_result_copy     (const MixprecStepResult *result);
+MIXPREC_AVAILABLE_IN_1_0
+void               mixprec_step_result_free     (MixprecStepResult       *result);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (MixprecStepResult, mixprec_step_result_free)
+
+#define MIXPREC_TYPE_ENGINE (mixprec_engine_get_type ())
+MIXPREC_AVAILABLE_IN_1_0
+G_DECLARE_FINAL_TYPE (MixprecEngine, mixprec_engine, MIXPREC, ENGINE, GObject)
+
+MIXPREC_AVAILABLE_IN_1_0
+GQuark             mixprec_engine_error_quark       (void);
+
+MIXPREC_AVAILABLE_IN_1_0
+MixprecEngine     *mixprec_engine_new               (MixprecConfig  *config,
+                                                     GError        **error);
+MIXPREC_AVAILABLE_IN_1_0
+MixprecConfig     *mixprec_engine_get_config        (MixprecEngine  *self);
+MIXPREC_AVAILABLE_IN_1_0
+MixprecLossScaler *mixprec_engine_get_loss_scaler   (MixprecEngine  *self);
+
+MIXPREC_AVAILABLE_IN_1_0
+MixprecParam      *mixprec_engine_register_param    (MixprecEngine  *self,
+                                                     const gchar    *name,
+                                                     const guint64  *shape,
+                                                     guint           n_dims,
+                                                     const gchar    *module_type,
+                                                     MixprecDType    init_dtype,
+                                                     GBytes         *init,
+                                                     GError        **error);
+MIXPREC_AVAILABLE_IN_1_0
+MixprecParam      *mixprec_engine_register_external (MixprecEngine  *self,
+                                                     const gchar    *name,
+                                                     const guint64  *shape,
+                                                     guint           n_dims,
+                                                     const gchar    *module_type,
+                                                     gpointer        working,
+                                                     gpointer        grad,
+                                                     GError        **error);
+MIXPREC_AVAILABLE_IN_1_0
+gboolean           mixprec_engine_prepare           (MixprecEngine  *self,
+                                                     GError        **error);
+MIXPREC_AVAILABLE_IN_1_0
+MixprecParam      *mixprec_engine_get_param         (MixprecEngine  *self,
+                                                     const gchar    *name);
+MIXPREC_AVAILABLE_IN_1_0
+GPtrArray         *mixprec_engine_get_params        (MixprecEngine  *self);
+
+MIXPREC_AVAILABLE_IN_1_0
+GStrv              mixprec_engine_get_optimizer_state_names (MixprecEngine *self);
+MIXPREC_AVAILABLE_IN_1_0
+GBytes            *mixprec_engine_get_optimizer_state (MixprecEngine  *self,
+                                                     const gchar    *param_name,
+                                                     const gchar    *slot,
+                                                     GError        **error);
+
+MIXPREC_AVAILABLE_IN_1_0
+gdouble            mixprec_engine_get_loss_scale    (MixprecEngine  *self);
+MIXPREC_AVAILABLE_IN_1_0
+gdouble            mixprec_engine_get_lr            (MixprecEngine  *self);
+MIXPREC_AVAILABLE_IN_1_0
+guint              mixprec_engine_get_gradient_accumulation_steps (MixprecEngine *self);
+MIXPREC_AVAILABLE_IN_1_0
+gboolean           mixprec_engine_is_accumulation_boundary (MixprecEngine *self);
+
+MIXPREC_AVAILABLE_IN_1_0
+gboolean           mixprec_engine_backward_done     (MixprecEngine  *self,
+                                                     GError        **error);
+MIXPREC_AVAILABLE_IN_1_0
+MixprecStepResult *mixprec_engine_step              (MixprecEngine  *self,
+                                                     GError        **error);
+
+G_END_DECLS

@@ -1,0 +1,48 @@
+/* mixprec-param-private.h — how the engine builds and wires a MixprecParam */
+#pragma once
+
+#include "mixprec.h"
+
+G_BEGIN_DECLS
+
+/* Where a parameter's values live once the engine has laid out its
+ * buffers. Pointers are NULL before that. */
+typedef struct {
+  gpointer working;          /* working copy, working dtype */
+  gpointer grad;             /* gradient written by the user, grad dtype */
+  gfloat *master;            /* FP32 master (== working when the working dtype
+                                is FP32 and no separate master is kept); NULL
+                                for bf16 without master weights */
+  guint group;               /* index of the engine group holding it */
+  guint64 offset;            /* element offset inside the group */
+} _MixprecParamStorage;
+
+typedef struct {
+  MixprecDType working;
+  MixprecDType grad;
+  MixprecDType accum;
+  MixprecDType comm;
+  gboolean has_master;       /* a separate FP32 master copy exists */
+} _MixprecParamDTypes;
+
+MixprecParam *_mixprec_param_new (gpointer                   engine,
+                                  const gchar               *name,
+                                  const guint64             *shape,
+                                  guint                      n_dims,
+                                  guint64                    numel,
+                                  const gchar               *module_type,
+                                  const _MixprecParamDTypes *dtypes,
+                                  gdouble                    weight_decay_multiplier,
+                                  gboolean                   external);
+
+_MixprecParamStorage *_mixprec_param_get_storage (MixprecParam *self);
+gboolean              _mixprec_param_is_external (MixprecParam *self);
+/* Asks the owning engine to lay out its buffers (first access). */
+gboolean              _mixprec_param_ensure_storage (MixprecParam *self,
+                                                     GError      **error);
+
+/* Implemented by the engine: lays out every buffer on first use. */
+gboolean _mixprec_engine_ensure_prepared (gpointer  engine,
+                                          GError  **error);
+
+G_END_DECLS

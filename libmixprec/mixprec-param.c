@@ -1,0 +1,515 @@
+/* mixprec-param.c — one registered tensor: its name, shape, dtypes and views
+ * of the engine-owned (or user-owned) buffers. */
+#include "config.h"
+
+#include <string.h>
+
+#include "mixprec.h"
+#include "mixprec-param-private.h"
+
+/**
+ * MixprecParam:
+ *
+ * A tensor registered with a #MixprecEngine: its name, shape, module type,
+ * the dtypes the precision policy chose for it, and views of its buffers.
+ *
+ * The buffers exist once the engine has laid them out, which happens at
+ * the first access to any buffer, at mixprec_engine_prepare(), or at the
+ * first mixprec_engine_backward_done(); from then on the pointers stay
+ * valid for the engine's lifetime.
+ *
+ * Since: 1.0
+ */
+struct _MixprecParam
+{
+  GObject parent_instance;
+
+  gpointer engine;          /* weak: the engine owns its params */
+  gchar *name;
+  gchar *module_type;
+  guint64 *shape;
+  guint n_dims;
+  guint64 numel;
+  _MixprecParamDTypes dtypes;
+  gdouble weight_decay_multiplier;
+  gboolean external;
+  _MixprecParamStorage storage;
+};
+
+G_DEFINE_FINAL_TYPE (MixprecParam, mixprec_param, G_TYPE_OBJECT)
+
+static void
+mixprec_param_dispose (GObject *object)
+{
+  MixprecParam *self = MIXPREC_PARAM (object);
+
+  if (self->engine != NULL)
+    {
+      g_object_remove_weak_pointer (G_OBJECT (self->engine), &self->engine);
+      self->engine = NULL;
+    }
+  memset (&self->storage, 0, sizeof self->storage);
+  G_OBJECT_CLASS (mixprec_param_parent_class)->dispose (object);
+}
+
+static void
+mixprec_param_finalize (GObject *object)
+{
+  MixprecParam *self = MIXPREC_PARAM (object);
+
+  g_free (self->name);
+  g_free (self->module_type);
+  g_free (self->shape);
+  G_OBJECT_CLASS (mixprec_param_parent_class)->finalize (object);
+}
+
+static void
+mixprec_param_class_init (MixprecParamClass *klass)
+{
+  GObjectClass *object_class = G_OBJECT_CLASS (klass);
+
+  object_class->dispose = mixprec_param_dispose;
+  object_class->finalize = mixprec_param_finalize;
+}
+
+static void
+mixprec_param_init (MixprecParam *self)
+{
+}
+
+MixprecParam *
+_mixprec_param_new (gpointer                   engine,
+                    const gchar               *name,
+                    const guint64             *shape,
+                    guint                      n_dims,
+                    guint64                    numel,
+                    const gchar               *module_type,
+                    const _MixprecParamDTypes *dtypes,
+                    gdouble                    weight_decay_multiplier,
+                    gboolean                   external)
+{
+  MixprecParam *self = g_object_new (MIXPREC_TYPE_PARAM, NULL);
+
+  self->engine = engine;
+  g_object_add_weak_pointer (G_OBJECT (engine), &self->engine);
+  self->name = g_strdup (name);
+  self->module_type = g_strdup (module_type != NULL ? module_type : "");
+  self->shape = g_memdup2 (shape, sizeof (guint64) * MAX (n_dims, 1));
+  self->n_dims = n_dims;
+  self->numel = numel;
+  self->dtypes = *dtypes;
+  self->weight_decay_multiplier = weight_decay_multiplier;
+  self->external = external;
+  return self;
+}
+
+_MixprecParamStorage *
+_mixprec_param_get_storage (MixprecParam *self)
+{
+  return &self->storage;
+}
+
+gboolean
+_mixprec_param_is_external (MixprecParam *self)
+{
+  return self->external;
+}
+
+gboolean
+_mixprec_param_ensure_storage (MixprecParam *self,
+                               GError      **error)
+{
+  if (self->engine == NULL)
+    {
+      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_WRONG_STATE,
+                   "parameter '%s': its engine no longer exists", self->name);
+      return FALSE;
+    }
+  return _mixprec_engine_ensure_prepared (self->engine, error);
+}
+
+/**
+ * mixprec_param_get_name:
+ * @self: a #MixprecParam
+ *
+ * Returns: the name the parameter was registered under
+ *
+ * Since: 1.0
+ */
+const gchar *
+mixprec_param_get_name (MixprecParam *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_PARAM (self), NULL);
+  return self->name;
+}
+
+/**
+ * mixprec_param_get_module_type:
+ * @self: a #MixprecParam
+ *
+ * Returns: the module type given at registration ("Linear", "LayerNorm"...),
+ *   or "" when none was given
+ *
+ * Since: 1.0
+ */
+const gchar *
+mixprec_param_get_module_type (MixprecParam *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_PARAM (self), NULL);
+  return self->module_type;
+}
+
+/**
+ * mixprec_param_get_shape:
+ * @self: a #MixprecParam
+ * @n_dims: (out): return location for the number of dimensions
+ *
+ * Returns: (array length=n_dims) (transfer none): the shape
+ *
+ * Since: 1.0
+ */
+const guint64 *
+mixprec_param_get_shape (MixprecParam *self,
+                         guint        *n_dims)
+{
+  g_return_val_if_fail (MIXPREC_IS_PARAM (self), NULL);
+  g_return_val_if_fail (n_dims != NULL, NULL);
+  *n_dims = self->n_dims;
+  return self->shape;
+}
+
+/**
+ * mixprec_param_get_numel:
+ * @self: a #MixprecParam
+ *
+ * Returns: the number of elements (the product of the shape)
+ *
+ * Since: 1.0
+ */
+guint64
+mixprec_param_get_numel (MixprecParam *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_PARAM (self), 0);
+  return self->numel;
+}
+
+/**
+ * mixprec_param_get_working_dtype:
+ * @self: a #MixprecParam
+ *
+ * Returns: the dtype of the working copy the forward pass reads
+ *
+ * Since: 1.0
+ */
+MixprecDType
+mixprec_param_get_working_dtype (MixprecParam *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_PARAM (self), MIXPREC_DTYPE_FLOAT32);
+  return self->dtypes.working;
+}
+
+/**
+ * mixprec_param_get_grad_dtype:
+ * @self: a #MixprecParam
+ *
+ * Returns: the dtype gradients are written in (the working dtype)
+ *
+ * Since: 1.0
+ */
+MixprecDType
+mixprec_param_get_grad_dtype (MixprecParam *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_PARAM (self), MIXPREC_DTYPE_FLOAT32);
+  return self->dtypes.grad;
+}
+
+/**
+ * mixprec_param_get_accum_dtype:
+ * @self: a #MixprecParam
+ *
+ * Returns: the dtype gradients are accumulated in across micro-steps
+ *
+ * Since: 1.0
+ */
+MixprecDType
+mixprec_param_get_accum_dtype (MixprecParam *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_PARAM (self), MIXPREC_DTYPE_FLOAT32);
+  return self->dtypes.accum;
+}
+
+/**
+ * mixprec_param_get_comm_dtype:
+ * @self: a #MixprecParam
+ *
+ * Returns: the dtype gradients are communicated in between ranks
+ *
+ * Since: 1.0
+ */
+MixprecDType
+mixprec_param_get_comm_dtype (MixprecParam *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_PARAM (self), MIXPREC_DTYPE_FLOAT32);
+  return self->dtypes.comm;
+}
+
+/**
+ * mixprec_param_has_master:
+ * @self: a #MixprecParam
+ *
+ * Returns: %TRUE when a separate FP32 master copy is kept (fp16 and bf16
+ *   modes); %FALSE when the working copy is itself FP32 or when training
+ *   in bf16 without master weights
+ *
+ * Since: 1.0
+ */
+gboolean
+mixprec_param_has_master (MixprecParam *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_PARAM (self), FALSE);
+  return self->dtypes.has_master;
+}
+
+/**
+ * mixprec_param_get_weight_decay_multiplier:
+ * @self: a #MixprecParam
+ *
+ * Returns: 1 when the optimizer's weight decay applies to this parameter,
+ *   0 when it is exempt (one-dimensional parameters such as biases and
+ *   normalisation weights, by default)
+ *
+ * Since: 1.0
+ */
+gdouble
+mixprec_param_get_weight_decay_multiplier (MixprecParam *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_PARAM (self), 1.0);
+  return self->weight_decay_multiplier;
+}
+
+/**
+ * mixprec_param_get_working_data: (skip)
+ * @self: a #MixprecParam
+ *
+ * The working copy the forward pass reads, in
+ * mixprec_param_get_working_dtype(). Lays out the engine's buffers on the
+ * first call (after which no more parameters can be registered).
+ *
+ * Returns: (nullable): the working copy, or %NULL when the engine could
+ *   not allocate its buffers (mixprec_engine_prepare() reports why)
+ *
+ * Since: 1.0
+ */
+gpointer
+mixprec_param_get_working_data (MixprecParam *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_PARAM (self), NULL);
+  if (!_mixprec_param_ensure_storage (self, NULL))
+    return NULL;
+  return self->storage.working;
+}
+
+/**
+ * mixprec_param_get_grad_data: (skip)
+ * @self: a #MixprecParam
+ *
+ * The buffer the backward pass writes this parameter's gradient into (of
+ * the scaled loss), in mixprec_param_get_grad_dtype(). The engine zeroes
+ * it after consuming it in mixprec_engine_backward_done(), so a backward
+ * pass may either overwrite it or add to it.
+ *
+ * Returns: (nullable): the gradient buffer, or %NULL when the engine could
+ *   not allocate its buffers
+ *
+ * Since: 1.0
+ */
+gpointer
+mixprec_param_get_grad_data (MixprecParam *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_PARAM (self), NULL);
+  if (!_mixprec_param_ensure_storage (self, NULL))
+    return NULL;
+  return self->storage.grad;
+}
+
+/**
+ * mixprec_param_get_master_data: (skip)
+ * @self: a #MixprecParam
+ *
+ * Returns: (nullable): the FP32 values the optimizer updates (the master
+ *   copy, or the working copy when it is FP32), or %NULL in bf16 without
+ *   master weights
+ *
+ * Since: 1.0
+ */
+const gfloat *
+mixprec_param_get_master_data (MixprecParam *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_PARAM (self), NULL);
+  if (!_mixprec_param_ensure_storage (self, NULL))
+    return NULL;
+  return self->storage.master;
+}
+
+/**
+ * mixprec_param_get_working:
+ * @self: a #MixprecParam
+ * @dtype: the dtype to return the values in
+ * @error: return location for a #GError
+ *
+ * Copies the working copy, converted to @dtype (round to nearest even when
+ * narrowing).
+ *
+ * Returns: (transfer full): the values, or %NULL with @error set
+ *
+ * Since: 1.0
+ */
+GBytes *
+mixprec_param_get_working (MixprecParam *self,
+                           MixprecDType  dtype,
+                           GError      **error)
+{
+  g_autoptr(GBytes) src = NULL;
+
+  g_return_val_if_fail (MIXPREC_IS_PARAM (self), NULL);
+  if (!_mixprec_param_ensure_storage (self, error))
+    return NULL;
+  /* A copy, never a view: the engine's buffers change with every step and
+   * go away with the engine. */
+  src = g_bytes_new (self->storage.working,
+                     self->numel * mixprec_dtype_get_size (self->dtypes.working));
+  if (dtype == self->dtypes.working)
+    return g_steal_pointer (&src);
+  return mixprec_convert (self->dtypes.working, src, dtype,
+                          MIXPREC_ROUNDING_NEAREST_EVEN, 0, error);
+}
+
+/**
+ * mixprec_param_get_master:
+ * @self: a #MixprecParam
+ * @error: return location for a #GError
+ *
+ * Copies the FP32 values the optimizer updates; in bf16 without master
+ * weights, the working copy widened to FP32.
+ *
+ * Returns: (transfer full): FP32 values, or %NULL with @error set
+ *
+ * Since: 1.0
+ */
+GBytes *
+mixprec_param_get_master (MixprecParam *self,
+                          GError      **error)
+{
+  g_return_val_if_fail (MIXPREC_IS_PARAM (self), NULL);
+  if (!_mixprec_param_ensure_storage (self, error))
+    return NULL;
+  if (self->storage.master == NULL)
+    return mixprec_param_get_working (self, MIXPREC_DTYPE_FLOAT32, error);
+  return g_bytes_new (self->storage.master, self->numel * sizeof (gfloat));
+}
+
+static gboolean
+store_grad (MixprecParam *self,
+            MixprecDType  dtype,
+            GBytes       *grad,
+            gboolean      add,
+            GError      **error)
+{
+  gsize len = 0;
+  gconstpointer data;
+  g_autofree gfloat *sum = NULL;
+
+  if (!mixprec_dtype_is_valid (dtype))
+    {
+      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
+                   "parameter '%s': %d is not a dtype", self->name, (gint) dtype);
+      return FALSE;
+    }
+  data = g_bytes_get_data (grad, &len);
+  if (len != self->numel * mixprec_dtype_get_size (dtype))
+    {
+      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
+                   "parameter '%s': gradient of %" G_GSIZE_FORMAT " bytes, expected %"
+                   G_GUINT64_FORMAT " elements of %s (%" G_GUINT64_FORMAT " bytes)",
+                   self->name, len, self->numel, mixprec_dtype_get_name (dtype),
+                   self->numel * mixprec_dtype_get_size (dtype));
+      return FALSE;
+    }
+  if (!_mixprec_param_ensure_storage (self, error))
+    return FALSE;
+  if (!add)
+    return mixprec_convert_array (dtype, data, self->dtypes.grad, self->storage.grad,
+                                  self->numel, MIXPREC_ROUNDING_NEAREST_EVEN, 0, 0, error);
+
+  /* Add in FP32, then round once into the gradient dtype. */
+  sum = g_try_new (gfloat, MAX (self->numel, 1) * 2);
+  if (sum == NULL)
+    {
+      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
+                   "parameter '%s': out of memory adding a gradient", self->name);
+      return FALSE;
+    }
+  if (!mixprec_convert_array (dtype, data, MIXPREC_DTYPE_FLOAT32, sum, self->numel,
+                              MIXPREC_ROUNDING_NEAREST_EVEN, 0, 0, error) ||
+      !mixprec_convert_array (self->dtypes.grad, self->storage.grad, MIXPREC_DTYPE_FLOAT32,
+                              sum + self->numel, self->numel,
+                              MIXPREC_ROUNDING_NEAREST_EVEN, 0, 0, error))
+    return FALSE;
+  for (guint64 i = 0; i < self->numel; i++)
+    sum[i] += sum[self->numel + i];
+  return mixprec_convert_array (MIXPREC_DTYPE_FLOAT32, sum, self->dtypes.grad,
+                                self->storage.grad, self->numel,
+                                MIXPREC_ROUNDING_NEAREST_EVEN, 0, 0, error);
+}
+
+/**
+ * mixprec_param_set_grad:
+ * @self: a #MixprecParam
+ * @dtype: the dtype of @grad
+ * @grad: the gradient of the scaled loss, numel elements of @dtype
+ * @error: return location for a #GError
+ *
+ * Writes the gradient buffer from a copy in any dtype (converted with
+ * round to nearest even). Meant for bindings, where the gradient comes from
+ * another array library.
+ *
+ * Returns: %TRUE on success
+ *
+ * Since: 1.0
+ */
+gboolean
+mixprec_param_set_grad (MixprecParam *self,
+                        MixprecDType  dtype,
+                        GBytes       *grad,
+                        GError      **error)
+{
+  g_return_val_if_fail (MIXPREC_IS_PARAM (self), FALSE);
+  g_return_val_if_fail (grad != NULL, FALSE);
+  return store_grad (self, dtype, grad, FALSE, error);
+}
+
+/**
+ * mixprec_param_add_grad:
+ * @self: a #MixprecParam
+ * @dtype: the dtype of @grad
+ * @grad: a gradient contribution, numel elements of @dtype
+ * @error: return location for a #GError
+ *
+ * Adds to the gradient buffer (in FP32, rounded once into the gradient
+ * dtype), for backward passes that produce a parameter's gradient in
+ * several pieces.
+ *
+ * Returns: %TRUE on success
+ *
+ * Since: 1.0
+ */
+gboolean
+mixprec_param_add_grad (MixprecParam *self,
+                        MixprecDType  dtype,
+                        GBytes       *grad,
+                        GError      **error)
+{
+  g_return_val_if_fail (MIXPREC_IS_PARAM (self), FALSE);
+  g_return_val_if_fail (grad != NULL, FALSE);
+  return store_grad (self, dtype, grad, TRUE, error);
+}

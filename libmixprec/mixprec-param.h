@@ -1,0 +1,67 @@
+/* mixprec-param.h — one registered tensor and its buffers */
+#pragma once
+
+#if !defined(__MIXPREC_INSIDE__) && !defined(MIXPREC_COMPILATION)
+#error "Only <mixprec/mixprec.h> can be included directly."
+#endif
+
+#include <glib-object.h>
+#include "mixprec-version.h"
+#include "mixprec-dtype.h"
+
+G_BEGIN_DECLS
+
+#define MIXPREC_TYPE_PARAM (mixprec_param_get_type ())
+MIXPREC_AVAILABLE_IN_1_0
+G_DECLARE_FINAL_TYPE (MixprecParam, mixprec_param, MIXPREC, PARAM, GObject)
+
+MIXPREC_AVAILABLE_IN_1_0
+const gchar  *mixprec_param_get_name              (MixprecParam *self);
+MIXPREC_AVAILABLE_IN_1_0
+const gchar  *mixprec_param_get_module_type       (MixprecParam *self);
+MIXPREC_AVAILABLE_IN_1_0
+const guint64 *mixprec_param_get_shape            (MixprecParam *self,
+                                                   guint        *n_dims);
+MIXPREC_AVAILABLE_IN_1_0
+guint64       mixprec_param_get_numel             (MixprecParam *self);
+MIXPREC_AVAILABLE_IN_1_0
+MixprecDType  mixprec_param_get_working_dtype     (MixprecParam *self);
+MIXPREC_AVAILABLE_IN_1_0
+MixprecDType  mixprec_param_get_grad_dtype        (MixprecParam *self);
+MIXPREC_AVAILABLE_IN_1_0
+MixprecDType  mixprec_param_get_accum_dtype       (MixprecParam *self);
+MIXPREC_AVAILABLE_IN_1_0
+MixprecDType  mixprec_param_get_comm_dtype        (MixprecParam *self);
+MIXPREC_AVAILABLE_IN_1_0
+gboolean      mixprec_param_has_master            (MixprecParam *self);
+MIXPREC_AVAILABLE_IN_1_0
+gdouble       mixprec_param_get_weight_decay_multiplier (MixprecParam *self);
+
+/* Direct access for C trainers (not for bindings). */
+MIXPREC_AVAILABLE_IN_1_0
+gpointer      mixprec_param_get_working_data      (MixprecParam *self);
+MIXPREC_AVAILABLE_IN_1_0
+gpointer      mixprec_param_get_grad_data         (MixprecParam *self);
+MIXPREC_AVAILABLE_IN_1_0
+const gfloat *mixprec_param_get_master_data       (MixprecParam *self);
+
+/* Copies, for bindings and tests. */
+MIXPREC_AVAILABLE_IN_1_0
+GBytes       *mixprec_param_get_working           (MixprecParam *self,
+                                                   MixprecDType  dtype,
+                                                   GError      **error);
+MIXPREC_AVAILABLE_IN_1_0
+GBytes       *mixprec_param_get_master            (MixprecParam *self,
+                                                   GError      **error);
+MIXPREC_AVAILABLE_IN_1_0
+gboolean      mixprec_param_set_grad              (MixprecParam *self,
+                                                   MixprecDType  dtype,
+                                                   GBytes       *grad,
+                                                   GError      **error);
+MIXPREC_AVAILABLE_IN_1_0
+gboolean      mixprec_param_add_grad              (MixprecParam *self,
+                                                   MixprecDType  dtype,
+                                                   GBytes       *grad,
+                                                   GError      **error);
+
+G_END_DECLS

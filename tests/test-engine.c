@@ -1,0 +1,534 @@
+/* test-engine.c — the step pipeline end to end with scripted gradients.
+ * Expected values come from the formulas of REFERENCE.md (clipping,
+ * unscaling, averaging), DeepSpeed's published scaler sequence, and exact
+ * binary arithmetic worked out in the comments. */
+#include <math.h>
+#include <string.h>
+
+#include <mixprec/mixprec.h>
+
+static MixprecEngine *
+engine_from_json (const gchar *json)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MixprecConfig) config = mixprec_config_new_from_data (json, -1, &error);
+  MixprecEngine *engine;
+
+  g_assert_no_error (error);
+  engine = mixprec_engine_new (config, &error);
+  g_assert_no_error (error);
+  return engine;
+}
+
+static MixprecParam *
+add_param (MixprecEngine *engine,
+           const gchar   *name,
+           guint64        rows,
+           guint64        cols,
+           const gchar   *module_type,
+           const gfloat  *values)
+{
+  g_autoptr(GError) error = NULL;
+  guint64 shape[2] = { rows, cols };
+  guint n_dims = cols > 0 ? 2 : 1;
+  guint64 numel = rows * (cols > 0 ? cols : 1);
+  g_autoptr(GBytes) init = g_bytes_new (values, numel * sizeof (gfloat));
+  MixprecParam *p = mixprec_engine_register_param (engine, name, shape, n_dims, module_type,
+                                                   MIXPREC_DTYPE_FLOAT32, init, &error);
+  g_assert_no_error (error);
+  return p;
+}
+
+static void
+set_grad_f32 (MixprecParam *p, const gfloat *values)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GBytes) b = g_bytes_new (values, mixprec_param_get_numel (p) * sizeof (gfloat));
+
+  g_assert_true (mixprec_param_set_grad (p, MIXPREC_DTYPE_FLOAT32, b, &error));
+  g_assert_no_error (error);
+}
+
+static MixprecStepResult *
+one_step (MixprecEngine *engine)
+{
+  g_autoptr(GError) error = NULL;
+  MixprecStepResult *r;
+
+  g_assert_true (mixprec_engine_backward_done (engine, &error));
+  g_assert_no_error (error);
+  r = mixprec_engine_step (engine, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (r);
+  return r;
+}
+
+static gfloat
+master_at (MixprecParam *p, guint i)
+{
+  g_autoptr(GBytes) b = mixprec_param_get_master (p, NULL);
+  return ((const gfloat *) g_bytes_get_data (b, NULL))[i];
+}
+
+/* A step with one non-finite gradient changes nothing but the counters and
+ * the scale: masters, working copies and optimizer state stay bit-identical. */
+static void
+test_engine_overflow_skips_bit_exact (void)
+{
+  g_autoptr(MixprecEngine) e = engine_from_json (
+    "{\"fp16\": {\"enabled\": true, \"initial_scale_power\": 8, \"loss_scale_window\": 2,"
+    "            \"hysteresis\": 1},"
+    " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.01, \"weight_decay\": 0.1}}}");
+  const gfloat w[6] = { 0.5f, -0.25f, 1.0f, 2.0f, -3.0f, 0.125f };
+  const gfloat b[3] = { 0.1f, 0.2f, 0.3f };
+  gfloat gw[6] = { 1, 2, 3, 4, 5, 6 };
+  const gfloat gb[3] = { 1, 1, 1 };
+  MixprecParam *pw = add_param (e, "fc.weight", 2, 3, "Linear", w);
+  MixprecParam *pb = add_param (e, "fc.bias", 3, 0, "Linear", b);
+  g_autoptr(MixprecStepResult) r1 = NULL;
+  g_autoptr(MixprecStepResult) r2 = NULL;
+  g_autoptr(GBytes) master_before = NULL, master_after = NULL;
+  g_autoptr(GBytes) working_before = NULL, working_after = NULL;
+  g_autoptr(GBytes) m_before = NULL, m_after = NULL, v_before = NULL, v_after = NULL;
+  gdouble lr_before;
+
+  /* One clean step so the optimizer state is not all zeros. */
+  set_grad_f32 (pw, gw);
+  set_grad_f32 (pb, gb);
+  r1 = one_step (e);
+  g_assert_true (r1->applied);
+  g_assert_cmpfloat (r1->loss_scale, ==, 256.0);
+
+  master_before = mixprec_param_get_master (pw, NULL);
+  working_before = mixprec_param_get_working (pw, MIXPREC_DTYPE_FLOAT16, NULL);
+  m_before = mixprec_engine_get_optimizer_state (e, "fc.weight", "exp_avg", NULL);
+  v_before = mixprec_engine_get_optimizer_state (e, "fc.weight", "exp_avg_sq", NULL);
+  lr_before = mixprec_engine_get_lr (e);
+
+  gw[4] = INFINITY;
+  set_grad_f32 (pw, gw);
+  set_grad_f32 (pb, gb);
+  r2 = one_step (e);
+  g_assert_false (r2->applied);
+  g_assert_cmpuint (r2->skipped_steps, ==, 1);
+  g_assert_cmpuint (r2->applied_steps, ==, 1);
+  g_assert_cmpuint (r2->step, ==, 2);
+  g_assert_false (isfinite (r2->grad_norm));
+  /* hysteresis 1: the first overflow halves the scale (REFERENCE §2). */
+  g_assert_cmpfloat (r2->loss_scale, ==, 256.0);
+  g_assert_cmpfloat (r2->next_loss_scale, ==, 128.0);
+  g_assert_cmpfloat (mixprec_engine_get_lr (e), ==, lr_before);
+
+  master_after = mixprec_param_get_master (pw, NULL);
+  working_after = mixprec_param_get_working (pw, MIXPREC_DTYPE_FLOAT16, NULL);
+  m_after = mixprec_engine_get_optimizer_state (e, "fc.weight", "exp_avg", NULL);
+  v_after = mixprec_engine_get_optimizer_state (e, "fc.weight", "exp_avg_sq", NULL);
+  g_assert_true (g_bytes_equal (master_before, master_after));
+  g_assert_true (g_bytes_equal (working_before, working_after));
+  g_assert_true (g_bytes_equal (m_before, m_after));
+  g_assert_true (g_bytes_equal (v_before, v_after));
+}
+
+/* The published DeepSpeed sequence (power 8, window 2, hysteresis 2, ten
+ * clean steps) comes out of the engine's step results. */
+static void
+test_engine_scaler_sequence (void)
+{
+  g_autoptr(MixprecEngine) e = engine_from_json (
+    "{\"fp16\": {\"enabled\": true, \"initial_scale_power\": 8, \"loss_scale_window\": 2,"
+    "            \"hysteresis\": 2},"
+    " \"optimizer\": {\"type\": \"SGD\", \"params\": {\"lr\": 0.0}}}");
+  const gdouble expected[] = { 256, 256, 512, 512, 1024, 1024, 2048, 2048, 4096, 4096 };
+  const gfloat w[2] = { 1, 2 };
+  MixprecParam *p = add_param (e, "w", 1, 2, "Linear", w);
+
+  for (guint i = 0; i < G_N_ELEMENTS (expected); i++)
+    {
+      const gfloat g[2] = { 0.5f, 0.25f };
+      g_autoptr(MixprecStepResult) r = NULL;
+
+      set_grad_f32 (p, g);
+      r = one_step (e);
+      g_assert_cmpfloat (r->next_loss_scale, ==, expected[i]);
+    }
+}
+
+/* Clipping and unscaling in one factor: with SGD (lr 1, no momentum) the
+ * update is exactly the gradient times 1/(scale * coef), where
+ * coef = max((norm + 1e-6) / clip, 1) and norm is of the unscaled gradient. */
+static void
+test_engine_clipping_formula (void)
+{
+  g_autoptr(MixprecEngine) e = engine_from_json (
+    "{\"gradient_clipping\": 1.0,"
+    " \"optimizer\": {\"type\": \"SGD\", \"params\": {\"lr\": 1.0}}}");
+  const gfloat w[4] = { 0, 0, 0, 0 };
+  const gfloat g[4] = { 3, 4, 0, 0 };            /* norm 5 */
+  MixprecParam *p = add_param (e, "w", 2, 2, "Linear", w);
+  g_autoptr(MixprecStepResult) r = NULL;
+  gdouble coef = MAX ((5.0 + 1e-6) / 1.0, 1.0);
+  gfloat factor = (gfloat) (1.0 / coef);
+
+  set_grad_f32 (p, g);
+  r = one_step (e);
+  g_assert_true (r->applied);
+  g_assert_cmpfloat_with_epsilon (r->grad_norm, 5.0, 1e-12);
+  g_assert_cmpfloat_with_epsilon (r->clip_coef, coef, 1e-12);
+  g_assert_cmpfloat_with_epsilon (master_at (p, 0), -3.0f * factor, 1e-6);
+  g_assert_cmpfloat_with_epsilon (master_at (p, 1), -4.0f * factor, 1e-6);
+  /* The clipped update has norm 1 (to within the 1e-6 of the formula). */
+  g_assert_cmpfloat_with_epsilon (hypot (master_at (p, 0), master_at (p, 1)), 1.0, 1e-5);
+}
+
+/* fp16 with a static scale: the user writes gradients of the scaled loss;
+ * the update is the unscaled gradient. */
+static void
+test_engine_unscale (void)
+{
+  g_autoptr(MixprecEngine) e = engine_from_json (
+    "{\"fp16\": {\"enabled\": true, \"loss_scale\": 1024},"
+    " \"optimizer\": {\"type\": \"SGD\", \"params\": {\"lr\": 1.0}}}");
+  const gfloat w[2] = { 1.0f, 1.0f };
+  /* 0.25 * 1024 and 2^-10 * 1024 are exact in fp16. */
+  const gfloat g[2] = { 0.25f * 1024, 0.0009765625f * 1024 };
+  MixprecParam *p = add_param (e, "w", 1, 2, "Linear", w);
+  g_autoptr(MixprecStepResult) r = NULL;
+
+  g_assert_cmpint (mixprec_param_get_working_dtype (p), ==, MIXPREC_DTYPE_FLOAT16);
+  g_assert_true (mixprec_param_has_master (p));
+  g_assert_cmpfloat (mixprec_engine_get_loss_scale (e), ==, 1024.0);
+  set_grad_f32 (p, g);
+  r = one_step (e);
+  g_assert_cmpfloat (master_at (p, 0), ==, 0.75f);
+  g_assert_cmpfloat (master_at (p, 1), ==, 1.0f - 0.0009765625f);
+  g_assert_cmpfloat_with_epsilon (r->grad_norm, hypot (0.25, 0.0009765625), 1e-12);
+}
+
+/* Gradient accumulation across two micro-steps in the configured dtype.
+ * Micro-gradients 1 and 2^-11 (both exact in fp16): their fp32 sum is
+ * 1 + 2^-11; in fp16 that sum is a tie between 1 and 1 + 2^-10 and rounds
+ * to even, 1. The step averages over the micro-steps (factor 1/2), so SGD
+ * with lr 1 moves the weight by -(1 + 2^-11)/2 or by -1/2. */
+static void
+check_accumulation (const gchar *json,
+                    MixprecDType expected_accum,
+                    gfloat       first,
+                    gfloat       second,
+                    gfloat       expected_delta)
+{
+  g_autoptr(MixprecEngine) e = engine_from_json (json);
+  const gfloat w[2] = { 0, 0 };
+  MixprecParam *p = add_param (e, "w", 1, 2, "Linear", w);
+  const gfloat g1[2] = { first, 0 }, g2[2] = { second, 0 };
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MixprecStepResult) r = NULL;
+
+  g_assert_cmpint (mixprec_param_get_accum_dtype (p), ==, expected_accum);
+  set_grad_f32 (p, g1);
+  g_assert_true (mixprec_engine_backward_done (e, &error));
+  g_assert_false (mixprec_engine_is_accumulation_boundary (e));
+  set_grad_f32 (p, g2);
+  g_assert_true (mixprec_engine_backward_done (e, &error));
+  g_assert_true (mixprec_engine_is_accumulation_boundary (e));
+  r = mixprec_engine_step (e, &error);
+  g_assert_no_error (error);
+  g_assert_cmpfloat (master_at (p, 0), ==, -expected_delta);
+}
+
+static void
+test_engine_accumulation_dtypes (void)
+{
+  const gfloat fp16_tie = 0.00048828125f;   /* 2^-11 */
+  const gfloat bf16_tie = 0.00390625f;      /* 2^-8: 1 + 2^-8 ties in bf16 */
+
+  check_accumulation ("{\"fp16\": {\"enabled\": true, \"loss_scale\": 1},"
+                      " \"data_types\": {\"grad_accum_dtype\": \"fp32\"},"
+                      " \"gradient_accumulation_steps\": 2,"
+                      " \"optimizer\": {\"type\": \"SGD\", \"params\": {\"lr\": 1.0}}}",
+                      MIXPREC_DTYPE_FLOAT32, 1.0f, fp16_tie, (1.0f + fp16_tie) / 2);
+  check_accumulation ("{\"fp16\": {\"enabled\": true, \"loss_scale\": 1},"
+                      " \"data_types\": {\"grad_accum_dtype\": \"fp16\"},"
+                      " \"gradient_accumulation_steps\": 2,"
+                      " \"optimizer\": {\"type\": \"SGD\", \"params\": {\"lr\": 1.0}}}",
+                      MIXPREC_DTYPE_FLOAT16, 1.0f, fp16_tie, 0.5f);
+  /* bf16 accumulates in fp32 by default (a deliberate difference from
+   * DeepSpeed); asking for bf16 accumulation loses the small gradient. */
+  check_accumulation ("{\"bf16\": {\"enabled\": true}, \"gradient_accumulation_steps\": 2,"
+                      " \"optimizer\": {\"type\": \"SGD\", \"params\": {\"lr\": 1.0}}}",
+                      MIXPREC_DTYPE_FLOAT32, 1.0f, bf16_tie, (1.0f + bf16_tie) / 2);
+  check_accumulation ("{\"bf16\": {\"enabled\": true}, \"gradient_accumulation_steps\": 2,"
+                      " \"data_types\": {\"grad_accum_dtype\": \"bf16\"},"
+                      " \"optimizer\": {\"type\": \"SGD\", \"params\": {\"lr\": 1.0}}}",
+                      MIXPREC_DTYPE_BFLOAT16, 1.0f, bf16_tie, 0.5f);
+}
+
+/* mixprec.fp32_modules: LayerNorm stays FP32 end to end, so a gradient
+ * that would underflow in fp16 (1e-8 < 2^-24) still moves its weight. */
+static void
+test_engine_fp32_modules (void)
+{
+  g_autoptr(MixprecEngine) e = engine_from_json (
+    "{\"fp16\": {\"enabled\": true, \"loss_scale\": 1},"
+    " \"mixprec\": {\"fp32_modules\": [\"LayerNorm\"]},"
+    " \"optimizer\": {\"type\": \"SGD\", \"params\": {\"lr\": 1.0}}}");
+  const gfloat w[2] = { 1, 1 };
+  const gfloat g[2] = { 1e-8f, 1e-8f };
+  MixprecParam *ln = add_param (e, "ln.weight", 2, 0, "LayerNorm", w);
+  MixprecParam *fc = add_param (e, "fc.weight", 1, 2, "Linear", w);
+  g_autoptr(MixprecStepResult) r = NULL;
+
+  g_assert_cmpint (mixprec_param_get_working_dtype (ln), ==, MIXPREC_DTYPE_FLOAT32);
+  g_assert_cmpint (mixprec_param_get_grad_dtype (ln), ==, MIXPREC_DTYPE_FLOAT32);
+  g_assert_cmpint (mixprec_param_get_accum_dtype (ln), ==, MIXPREC_DTYPE_FLOAT32);
+  g_assert_cmpint (mixprec_param_get_comm_dtype (ln), ==, MIXPREC_DTYPE_FLOAT32);
+  g_assert_false (mixprec_param_has_master (ln));
+  g_assert_cmpint (mixprec_param_get_working_dtype (fc), ==, MIXPREC_DTYPE_FLOAT16);
+
+  set_grad_f32 (ln, g);
+  set_grad_f32 (fc, g);
+  r = one_step (e);
+  g_assert_true (r->applied);
+  g_assert_cmpfloat (master_at (ln, 0), ==, 1.0f - 1e-8f);
+  /* In fp16 the gradient flushed to zero: the Linear weight did not move. */
+  g_assert_cmpfloat (master_at (fc, 0), ==, 1.0f);
+}
+
+/* The LR schedule advances on applied steps only. WarmupLR linear from 0
+ * to 0.01 over 10 steps: DeepSpeed's rate for iteration i is 0.001 * i, and
+ * the step after p applied steps uses iteration p - 1 (the schedule's
+ * constructor already wrote the rate of iteration -1, warmup_min_lr), so the
+ * applied steps see 0, 0, 0.001, ... and skipped steps repeat the rate. */
+static void
+test_engine_lr_not_advanced_on_skip (void)
+{
+  g_autoptr(MixprecEngine) e = engine_from_json (
+    "{\"fp16\": {\"enabled\": true, \"initial_scale_power\": 4, \"hysteresis\": 1},"
+    " \"optimizer\": {\"type\": \"SGD\", \"params\": {\"lr\": 0.01}},"
+    " \"scheduler\": {\"type\": \"WarmupLR\", \"params\": {\"warmup_min_lr\": 0,"
+    "     \"warmup_max_lr\": 0.01, \"warmup_num_steps\": 10, \"warmup_type\": \"linear\"}}}");
+  const gfloat w[2] = { 0, 0 };
+  MixprecParam *p = add_param (e, "w", 1, 2, "Linear", w);
+  const gboolean overflow[] = { FALSE, TRUE, FALSE, TRUE, TRUE, FALSE };
+  const gdouble expected_lr[] = { 0.0, 0.0, 0.0, 0.001, 0.001, 0.001 };
+
+  for (guint i = 0; i < G_N_ELEMENTS (overflow); i++)
+    {
+      const gfloat g[2] = { overflow[i] ? NAN : 1.0f, 1.0f };
+      g_autoptr(MixprecStepResult) r = NULL;
+
+      set_grad_f32 (p, g);
+      r = one_step (e);
+      g_assert_cmpint (r->applied, ==, !overflow[i]);
+      g_assert_cmpfloat_with_epsilon (r->lr, expected_lr[i], 1e-15);
+    }
+}
+
+/* One-dimensional parameters are exempt from weight decay: with zero
+ * gradients AdamW's update is pure decay, p *= (1 - lr * wd) for matrices
+ * (p -= lr * wd * p) and nothing for vectors. */
+static void
+test_engine_no_decay_for_vectors (void)
+{
+  g_autoptr(MixprecEngine) e = engine_from_json (
+    "{\"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.1, \"weight_decay\": 0.5}}}");
+  const gfloat w[4] = { 1, 2, 3, 4 };
+  const gfloat zero[4] = { 0 };
+  MixprecParam *mat = add_param (e, "w", 2, 2, "Linear", w);
+  MixprecParam *vec = add_param (e, "b", 4, 0, "Linear", w);
+  g_autoptr(MixprecStepResult) r = NULL;
+
+  g_assert_cmpfloat (mixprec_param_get_weight_decay_multiplier (mat), ==, 1.0);
+  g_assert_cmpfloat (mixprec_param_get_weight_decay_multiplier (vec), ==, 0.0);
+  set_grad_f32 (mat, zero);
+  set_grad_f32 (vec, zero);
+  r = one_step (e);
+  g_assert_cmpfloat_with_epsilon (master_at (mat, 1), 2.0f - 0.1f * 0.5f * 2.0f, 1e-6);
+  g_assert_cmpfloat (master_at (vec, 1), ==, 2.0f);
+}
+
+/* In bf16 the working copy is the master rounded to nearest even, checked
+ * through the conversion API (a separate code path from the fused step). */
+static void
+test_engine_working_copy_is_rounded_master (void)
+{
+  g_autoptr(MixprecEngine) e = engine_from_json (
+    "{\"bf16\": {\"enabled\": true},"
+    " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.003}}}");
+  gfloat w[256], g[256];
+  MixprecParam *p;
+  GRand *rand = g_rand_new_with_seed (7);
+
+  for (guint i = 0; i < 256; i++)
+    w[i] = (gfloat) g_rand_double_range (rand, -1, 1);
+  p = add_param (e, "w", 16, 16, "Linear", w);
+  for (guint s = 0; s < 5; s++)
+    {
+      g_autoptr(MixprecStepResult) r = NULL;
+      g_autoptr(GBytes) master = NULL, expected = NULL, working = NULL;
+
+      for (guint i = 0; i < 256; i++)
+        g[i] = (gfloat) g_rand_double_range (rand, -1, 1);
+      set_grad_f32 (p, g);
+      r = one_step (e);
+      master = mixprec_param_get_master (p, NULL);
+      expected = mixprec_convert (MIXPREC_DTYPE_FLOAT32, master, MIXPREC_DTYPE_BFLOAT16,
+                                  MIXPREC_ROUNDING_NEAREST_EVEN, 0, NULL);
+      working = mixprec_param_get_working (p, MIXPREC_DTYPE_BFLOAT16, NULL);
+      g_assert_true (g_bytes_equal (expected, working));
+    }
+  g_rand_free (rand);
+}
+
+/* bf16 without master weights and stochastic rounding: the parameters live
+ * only in bf16, and a rerun with the same seed gives the same bits. */
+static void
+test_engine_bf16_no_master_reproducible (void)
+{
+  const gchar *json =
+    "{\"bf16\": {\"enabled\": true, \"bf16_master_weights_and_grads\": true},"
+    " \"mixprec\": {\"stochastic_rounding\": true, \"seed\": 1234},"
+    " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.001}}}";
+  g_autoptr(GBytes) first = NULL;
+
+  for (guint run = 0; run < 2; run++)
+    {
+      g_autoptr(MixprecEngine) e = engine_from_json (json);
+      gfloat w[300], g[300];
+      MixprecParam *p;
+      g_autoptr(GBytes) out = NULL;
+
+      for (guint i = 0; i < 300; i++)
+        w[i] = 1.0f + i * 1e-3f;
+      p = add_param (e, "w", 10, 30, "Linear", w);
+      g_assert_false (mixprec_param_has_master (p));
+      g_assert_null (mixprec_param_get_master_data (p));
+      for (guint s = 0; s < 3; s++)
+        {
+          g_autoptr(MixprecStepResult) r = NULL;
+
+          for (guint i = 0; i < 300; i++)
+            g[i] = sinf ((gfloat) (i + 7 * s));
+          set_grad_f32 (p, g);
+          r = one_step (e);
+        }
+      out = mixprec_param_get_working (p, MIXPREC_DTYPE_BFLOAT16, NULL);
+      if (first == NULL)
+        first = g_bytes_ref (out);
+      else
+        g_assert_true (g_bytes_equal (first, out));
+    }
+}
+
+/* Memory the caller owns: the engine reads gradients from it and writes the
+ * new working values back into it. */
+static void
+test_engine_external_memory (void)
+{
+  g_autoptr(MixprecEngine) e = engine_from_json (
+    "{\"optimizer\": {\"type\": \"SGD\", \"params\": {\"lr\": 0.5}}}");
+  gfloat working[3] = { 1, 2, 3 };
+  gfloat grad[3] = { 0 };
+  guint64 shape[1] = { 3 };
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MixprecStepResult) r = NULL;
+  MixprecParam *p = mixprec_engine_register_external (e, "ext", shape, 1, "Linear",
+                                                      working, grad, &error);
+
+  g_assert_no_error (error);
+  g_assert_nonnull (p);
+  grad[0] = 2;
+  grad[1] = 4;
+  grad[2] = -2;
+  r = one_step (e);
+  g_assert_cmpfloat (working[0], ==, 0.0f);
+  g_assert_cmpfloat (working[1], ==, 0.0f);
+  g_assert_cmpfloat (working[2], ==, 4.0f);
+  /* Consumed gradients are zeroed for backward passes that add. */
+  g_assert_cmpfloat (grad[0], ==, 0.0f);
+}
+
+static void
+test_engine_errors (void)
+{
+  g_autoptr(MixprecEngine) e = engine_from_json ("{}");
+  const gfloat w[2] = { 1, 2 };
+  guint64 shape[1] = { 2 };
+  g_autoptr(GBytes) init = g_bytes_new (w, sizeof w);
+  g_autoptr(GBytes) short_init = g_bytes_new (w, 4);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MixprecConfig) bad_opt = NULL;
+
+  g_assert_nonnull (mixprec_engine_register_param (e, "a", shape, 1, NULL,
+                                                   MIXPREC_DTYPE_FLOAT32, init, &error));
+  g_assert_null (mixprec_engine_register_param (e, "a", shape, 1, NULL,
+                                                MIXPREC_DTYPE_FLOAT32, init, &error));
+  g_assert_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_PARAM);
+  g_assert_nonnull (strstr (error->message, "'a'"));
+  g_clear_error (&error);
+
+  g_assert_null (mixprec_engine_register_param (e, "b", shape, 1, NULL,
+                                                MIXPREC_DTYPE_FLOAT32, short_init, &error));
+  g_assert_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_PARAM);
+  g_assert_nonnull (strstr (error->message, "'b'"));
+  g_clear_error (&error);
+
+  g_assert_null (mixprec_engine_step (e, &error));
+  g_assert_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_WRONG_STATE);
+  g_clear_error (&error);
+
+  g_assert_true (mixprec_engine_backward_done (e, &error));
+  g_assert_false (mixprec_engine_backward_done (e, &error));
+  g_assert_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_WRONG_STATE);
+  g_clear_error (&error);
+
+  g_assert_null (mixprec_engine_register_param (e, "c", shape, 1, NULL,
+                                                MIXPREC_DTYPE_FLOAT32, init, &error));
+  g_assert_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_WRONG_STATE);
+  g_clear_error (&error);
+
+  g_assert_null (mixprec_engine_get_optimizer_state (e, "a", "no_such_slot", &error));
+  g_assert_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+
+  bad_opt = mixprec_config_new_from_data (
+    "{\"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.1, \"momentum\": 0.9}}}",
+    -1, &error);
+  g_assert_no_error (error);
+  g_assert_null (mixprec_engine_new (bad_opt, &error));
+  g_assert_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_OPTIMIZER);
+  g_assert_nonnull (strstr (error->message, "optimizer.params.momentum"));
+}
+
+static void
+test_engine_unknown_optimizer (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MixprecConfig) config = mixprec_config_new_from_data (
+    "{\"optimizer\": {\"type\": \"OneBitLamb\", \"params\": {}}}", -1, &error);
+
+  g_assert_no_error (error);
+  g_assert_null (mixprec_engine_new (config, &error));
+  g_assert_nonnull (error);
+  g_assert_nonnull (strstr (error->message, "optimizer.type"));
+  g_assert_nonnull (strstr (error->message, "onebitlamb"));
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/engine/overflow-skips-bit-exact", test_engine_overflow_skips_bit_exact);
+  g_test_add_func ("/engine/scaler-sequence", test_engine_scaler_sequence);
+  g_test_add_func ("/engine/clipping-formula", test_engine_clipping_formula);
+  g_test_add_func ("/engine/unscale", test_engine_unscale);
+  g_test_add_func ("/engine/accumulation-dtypes", test_engine_accumulation_dtypes);
+  g_test_add_func ("/engine/fp32-modules", test_engine_fp32_modules);
+  g_test_add_func ("/engine/lr-not-advanced-on-skip", test_engine_lr_not_advanced_on_skip);
+  g_test_add_func ("/engine/no-decay-for-vectors", test_engine_no_decay_for_vectors);
+  g_test_add_func ("/engine/working-copy-is-rounded-master", test_engine_working_copy_is_rounded_master);
+  g_test_add_func ("/engine/bf16-no-master-reproducible", test_engine_bf16_no_master_reproducible);
+  g_test_add_func ("/engine/external-memory", test_engine_external_memory);
+  g_test_add_func ("/engine/errors", test_engine_errors);
+  g_test_add_func ("/engine/unknown-optimizer", test_engine_unknown_optimizer);
+  return g_test_run ();
+}

@@ -1,0 +1,1412 @@
+/* mixprec-config-load.c — reads a parsed JSON document into
+ * MixprecConfigSettings: every key of every section is type- and
+ * range-checked, unknown keys are reported with a suggestion, DeepSpeed keys
+ * libmixprec does not act on become warnings, and combinations that make no
+ * sense are refused. Every problem is collected; nothing stops at the first. */
+#include "config.h"
+
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#include "mixprec.h"
+#include "mixprec-config-private.h"
+
+typedef struct
+{
+  const gchar *name;
+  const gchar *default_json;    /* NULL: warn whenever the key is present */
+  const gchar *reason;          /* NULL: the section's reason */
+} IgnoredKey;
+
+typedef struct
+{
+  MixprecConfigSettings *s;
+  MixprecConfigReport   *report;
+
+  /* Which defaults the document overrode: some defaults depend on other
+   * keys (the scaler semantics, the precision mode, the ZeRO stage). */
+  gboolean initial_scale_power_set;
+  gboolean loss_scale_window_set;
+  gboolean hysteresis_set;
+  gboolean min_loss_scale_set;
+  gboolean grad_accum_set;
+  gboolean communication_set;
+  gboolean overlap_comm_set;
+  gboolean raise_at_min_scale_set;
+  gboolean precision_mode_set;
+  MixprecPrecisionMode precision_mode_asserted;
+  gboolean fp16_master_weights_and_grads;
+} Loader;
+
+/* ------------------------------------------------------------ helpers */
+
+static gchar *
+join_path (const gchar *section,
+           const gchar *key)
+{
+  GString *path = g_string_new (section);
+
+  _mixprec_json_path_append_key (path, key);
+  return g_string_free (path, FALSE);
+}
+
+static gchar *
+show_node (JsonNode *node)
+{
+  g_autofree gchar *text = json_to_string (node, FALSE);
+
+  if (g_utf8_strlen (text, -1) > 60)
+    {
+      gchar *cut = g_utf8_offset_to_pointer (text, 57);
+
+      return g_strdup_printf ("%.*s...", (gint) (cut - text), text);
+    }
+  return g_steal_pointer (&text);
+}
+
+static gboolean
+is_auto (JsonNode *node)
+{
+  return JSON_NODE_HOLDS_VALUE (node)
+         && json_node_get_value_type (node) == G_TYPE_STRING
+         && g_str_equal (json_node_get_string (node), "auto");
+}
+
+static void
+report_invalid (Loader      *l,
+                const gchar *path,
+                const gchar *rule,
+                JsonNode    *node)
+{
+  g_autofree gchar *shown = show_node (node);
+
+  if (is_auto (node))
+    _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_INVALID_VALUE,
+                                  "%s: must be %s, got \"auto\" (a Hugging Face Trainer "
+                                  "placeholder the Trainer fills in; write the value itself)",
+                                  path, rule);
+  else
+    _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_INVALID_VALUE,
+                                  "%s: must be %s, got %s", path, rule, shown);
+}
+
+/* The member @key of @o, or NULL when it is absent or when the scanner
+ * already reported it (a duplicate key, a number out of range). */
+static JsonNode *
+lookup (Loader      *l,
+        JsonObject  *o,
+        const gchar *section,
+        const gchar *key,
+        gchar      **path_out)
+{
+  g_autofree gchar *path = NULL;
+  JsonNode *node;
+
+  if (o == NULL || (node = json_object_get_member (o, key)) == NULL)
+    return NULL;
+  path = join_path (section, key);
+  if (g_hash_table_contains (l->report->reported, path))
+    return NULL;
+  *path_out = g_steal_pointer (&path);
+  return node;
+}
+
+static gboolean
+read_bool (Loader      *l,
+           JsonObject  *o,
+           const gchar *section,
+           const gchar *key,
+           gboolean    *out)
+{
+  g_autofree gchar *path = NULL;
+  JsonNode *node = lookup (l, o, section, key, &path);
+
+  if (node == NULL)
+    return FALSE;
+  if (!JSON_NODE_HOLDS_VALUE (node) || json_node_get_value_type (node) != G_TYPE_BOOLEAN)
+    {
+      report_invalid (l, path, "true or false", node);
+      return FALSE;
+    }
+  *out = json_node_get_boolean (node);
+  return TRUE;
+}
+
+/* JSON has one number type; a document may write 5e8 for an integer. An
+ * integral double is accepted when it is exact (at most 2^53). */
+static gboolean
+node_to_integer (JsonNode *node,
+                 gint64   *out)
+{
+  GType type;
+
+  if (!JSON_NODE_HOLDS_VALUE (node))
+    return FALSE;
+  type = json_node_get_value_type (node);
+  if (type == G_TYPE_INT64)
+    {
+      *out = json_node_get_int (node);
+      return TRUE;
+    }
+  if (type == G_TYPE_DOUBLE)
+    {
+      gdouble d = json_node_get_double (node);
+
+      if (isfinite (d) && d == floor (d) && fabs (d) <= 9007199254740992.0)
+        {
+          *out = (gint64) d;
+          return TRUE;
+        }
+    }
+  return FALSE;
+}
+
+static gboolean
+node_to_number (JsonNode *node,
+                gdouble  *out)
+{
+  GType type;
+
+  if (!JSON_NODE_HOLDS_VALUE (node))
+    return FALSE;
+  type = json_node_get_value_type (node);
+  if (type == G_TYPE_INT64)
+    *out = (gdouble) json_node_get_int (node);
+  else if (type == G_TYPE_DOUBLE)
+    *out = json_node_get_double (node);
+  else
+    return FALSE;
+  return isfinite (*out);
+}
+
+/* Returns TRUE with *out set when the key holds a valid integer; FALSE when
+ * it is absent, null (and @nullable), or invalid (reported). */
+static gboolean
+read_int (Loader      *l,
+          JsonObject  *o,
+          const gchar *section,
+          const gchar *key,
+          gint64       min,
+          gint64       max,
+          gboolean     nullable,
+          const gchar *rule,
+          gint64      *out)
+{
+  g_autofree gchar *path = NULL;
+  JsonNode *node = lookup (l, o, section, key, &path);
+  gint64 value;
+
+  if (node == NULL || (nullable && JSON_NODE_HOLDS_NULL (node)))
+    return FALSE;
+  if (!node_to_integer (node, &value) || value < min || value > max)
+    {
+      report_invalid (l, path, rule, node);
+      return FALSE;
+    }
+  *out = value;
+  return TRUE;
+}
+
+typedef enum { OPEN, CLOSED } Bound;
+
+static gboolean
+read_number (Loader      *l,
+             JsonObject  *o,
+             const gchar *section,
+             const gchar *key,
+             gdouble      min,
+             Bound        min_bound,
+             gdouble      max,
+             Bound        max_bound,
+             const gchar *rule,
+             gdouble     *out)
+{
+  g_autofree gchar *path = NULL;
+  JsonNode *node = lookup (l, o, section, key, &path);
+  gdouble value;
+
+  if (node == NULL)
+    return FALSE;
+  if (!node_to_number (node, &value)
+      || (min_bound == CLOSED ? value < min : value <= min)
+      || (max_bound == CLOSED ? value > max : value >= max))
+    {
+      report_invalid (l, path, rule, node);
+      return FALSE;
+    }
+  *out = value;
+  return TRUE;
+}
+
+static gboolean
+read_string (Loader       *l,
+             JsonObject   *o,
+             const gchar  *section,
+             const gchar  *key,
+             gboolean      nullable,
+             const gchar  *rule,
+             const gchar **out,
+             gchar       **path_out)
+{
+  g_autofree gchar *path = NULL;
+  JsonNode *node = lookup (l, o, section, key, &path);
+
+  if (node == NULL || (nullable && JSON_NODE_HOLDS_NULL (node)))
+    return FALSE;
+  if (!JSON_NODE_HOLDS_VALUE (node) || json_node_get_value_type (node) != G_TYPE_STRING
+      || *json_node_get_string (node) == '\0' || is_auto (node))
+    {
+      report_invalid (l, path, rule, node);
+      return FALSE;
+    }
+  *out = json_node_get_string (node);
+  if (path_out != NULL)
+    *path_out = g_steal_pointer (&path);
+  return TRUE;
+}
+
+static gboolean
+read_choice (Loader              *l,
+             JsonObject          *o,
+             const gchar         *section,
+             const gchar         *key,
+             const gchar * const *choices,
+             guint               *out)
+{
+  g_autofree gchar *path = NULL;
+  g_autofree gchar *list = g_strjoinv ("\", \"", (gchar **) choices);
+  g_autofree gchar *rule = g_strdup_printf ("one of \"%s\"", list);
+  JsonNode *node = lookup (l, o, section, key, &path);
+
+  if (node == NULL)
+    return FALSE;
+  if (JSON_NODE_HOLDS_VALUE (node) && json_node_get_value_type (node) == G_TYPE_STRING)
+    for (guint i = 0; choices[i] != NULL; i++)
+      if (g_str_equal (json_node_get_string (node), choices[i]))
+        {
+          *out = i;
+          return TRUE;
+        }
+  report_invalid (l, path, rule, node);
+  return FALSE;
+}
+
+/* An array of non-empty strings. */
+static gboolean
+read_strv (Loader      *l,
+           JsonObject  *o,
+           const gchar *section,
+           const gchar *key,
+           gboolean     nullable,
+           const gchar *rule,
+           GStrv       *out)
+{
+  g_autofree gchar *path = NULL;
+  JsonNode *node = lookup (l, o, section, key, &path);
+  JsonArray *array;
+  g_autoptr(GStrvBuilder) builder = NULL;
+  gboolean ok = TRUE;
+
+  if (node == NULL || (nullable && JSON_NODE_HOLDS_NULL (node)))
+    return FALSE;
+  if (!JSON_NODE_HOLDS_ARRAY (node))
+    {
+      report_invalid (l, path, rule, node);
+      return FALSE;
+    }
+  array = json_node_get_array (node);
+  builder = g_strv_builder_new ();
+  for (guint i = 0; i < json_array_get_length (array); i++)
+    {
+      JsonNode *element = json_array_get_element (array, i);
+      g_autoptr(GString) element_path = g_string_new (path);
+
+      _mixprec_json_path_append_index (element_path, i);
+      if (g_hash_table_contains (l->report->reported, element_path->str))
+        {
+          ok = FALSE;
+          continue;
+        }
+      if (!JSON_NODE_HOLDS_VALUE (element)
+          || json_node_get_value_type (element) != G_TYPE_STRING
+          || *json_node_get_string (element) == '\0')
+        {
+          report_invalid (l, element_path->str, "a non-empty string", element);
+          ok = FALSE;
+          continue;
+        }
+      g_strv_builder_add (builder, json_node_get_string (element));
+    }
+  if (!ok)
+    return FALSE;
+  g_strfreev (*out);
+  *out = g_strv_builder_end (builder);
+  return TRUE;
+}
+
+static const gchar *const fp8_prefixes[] = { "fp8", "float8", "e4m3", "e5m2", NULL };
+
+/* DeepSpeed's spellings (DtypeEnum), case-insensitive. */
+static gboolean
+parse_dtype (const gchar  *name,
+             MixprecDType *out)
+{
+  static const struct { const gchar *name; MixprecDType dtype; } names[] = {
+    { "fp32", MIXPREC_DTYPE_FLOAT32 }, { "float32", MIXPREC_DTYPE_FLOAT32 },
+    { "float", MIXPREC_DTYPE_FLOAT32 }, { "torch.float32", MIXPREC_DTYPE_FLOAT32 },
+    { "fp16", MIXPREC_DTYPE_FLOAT16 }, { "float16", MIXPREC_DTYPE_FLOAT16 },
+    { "half", MIXPREC_DTYPE_FLOAT16 }, { "torch.float16", MIXPREC_DTYPE_FLOAT16 },
+    { "bf16", MIXPREC_DTYPE_BFLOAT16 }, { "bfloat16", MIXPREC_DTYPE_BFLOAT16 },
+    { "torch.bfloat16", MIXPREC_DTYPE_BFLOAT16 },
+  };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (names); i++)
+    if (g_ascii_strcasecmp (name, names[i].name) == 0)
+      {
+        *out = names[i].dtype;
+        return TRUE;
+      }
+  return FALSE;
+}
+
+static gboolean
+is_fp8_name (const gchar *name)
+{
+  const gchar *bare = g_str_has_prefix (name, "torch.") ? name + 6 : name;
+
+  for (guint i = 0; fp8_prefixes[i] != NULL; i++)
+    if (g_ascii_strncasecmp (bare, fp8_prefixes[i], strlen (fp8_prefixes[i])) == 0)
+      return TRUE;
+  return FALSE;
+}
+
+/* A dtype key: fp32, fp16 or bf16 (with DeepSpeed's aliases); fp8 is named
+ * and refused with its own reason. */
+static gboolean
+read_dtype (Loader       *l,
+            JsonObject   *o,
+            const gchar  *section,
+            const gchar  *key,
+            const gchar  *what,
+            MixprecDType *out)
+{
+  g_autofree gchar *path = NULL;
+  JsonNode *node = lookup (l, o, section, key, &path);
+  const gchar *rule = "one of \"fp32\", \"fp16\", \"bf16\" (or \"float32\", \"float\", "
+                      "\"float16\", \"half\", \"bfloat16\")";
+
+  if (node == NULL || JSON_NODE_HOLDS_NULL (node))
+    return FALSE;
+  if (JSON_NODE_HOLDS_VALUE (node) && json_node_get_value_type (node) == G_TYPE_STRING)
+    {
+      const gchar *name = json_node_get_string (node);
+
+      if (parse_dtype (name, out))
+        return TRUE;
+      if (is_fp8_name (name))
+        {
+          _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_UNSUPPORTED,
+                                        "%s: must be fp32, fp16 or bf16, got \"%s\": "
+                                        "FP8 has too few bits to be a %s "
+                                        "(FP8 is for matrix-multiply inputs with "
+                                        "per-tensor scaling)", path, name, what);
+          return FALSE;
+        }
+    }
+  report_invalid (l, path, rule, node);
+  return FALSE;
+}
+
+static gboolean
+in_list (const gchar         *name,
+         const gchar * const *list)
+{
+  return list != NULL && g_strv_contains (list, name);
+}
+
+static gboolean
+equals_default (JsonNode    *node,
+                const gchar *default_json)
+{
+  g_autoptr(JsonNode) def = json_from_string (default_json, NULL);
+  gdouble a, b;
+
+  if (def == NULL)
+    return FALSE;
+  /* {"device": "none"} is how DeepSpeed (and the Hugging Face templates)
+   * spell "no offload": it asks for what libmixprec does anyway. */
+  if (JSON_NODE_HOLDS_NULL (def) && JSON_NODE_HOLDS_OBJECT (node))
+    {
+      JsonNode *device = json_object_get_member (json_node_get_object (node), "device");
+
+      return device != NULL && JSON_NODE_HOLDS_VALUE (device)
+             && json_node_get_value_type (device) == G_TYPE_STRING
+             && g_str_equal (json_node_get_string (device), "none");
+    }
+  if (node_to_number (node, &a) && node_to_number (def, &b))
+    return a == b;
+  return json_node_equal (node, def);
+}
+
+/* Reports every member of @o that is not one of @known: DeepSpeed keys
+ * libmixprec ignores become warnings, the rest errors with a suggestion. */
+static void
+check_members (Loader              *l,
+               JsonObject          *o,
+               const gchar         *section,
+               const gchar * const *known,
+               const IgnoredKey    *ignored,
+               const gchar         *ignored_reason)
+{
+  g_autoptr(GList) members = json_object_get_members (o);
+
+  for (GList *m = members; m != NULL; m = m->next)
+    {
+      const gchar *key = m->data;
+      g_autofree gchar *path = join_path (section, key);
+      const IgnoredKey *ig = NULL;
+
+      if (in_list (key, known) || g_hash_table_contains (l->report->reported, path))
+        continue;
+      for (guint i = 0; ignored != NULL && ignored[i].name != NULL; i++)
+        if (g_str_equal (key, ignored[i].name))
+          ig = &ignored[i];
+
+      if (ig != NULL)
+        {
+          JsonNode *node = json_object_get_member (o, key);
+
+          if (ig->default_json == NULL || !equals_default (node, ig->default_json))
+            _mixprec_config_report_warning (l->report, "%s: %s; ignored", path,
+                                            ig->reason != NULL ? ig->reason : ignored_reason);
+        }
+      else
+        {
+          g_autoptr(GPtrArray) candidates = g_ptr_array_new ();
+          const gchar *suggestion;
+
+          for (guint i = 0; known[i] != NULL; i++)
+            g_ptr_array_add (candidates, (gpointer) known[i]);
+          for (guint i = 0; ignored != NULL && ignored[i].name != NULL; i++)
+            g_ptr_array_add (candidates, (gpointer) ignored[i].name);
+          g_ptr_array_add (candidates, NULL);
+          suggestion = _mixprec_suggest (key, (const gchar * const *) candidates->pdata);
+
+          if (suggestion != NULL)
+            _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_UNKNOWN_KEY,
+                                          "%s: unknown key in %s (did you mean %s?)",
+                                          path, *section ? section : "the top level",
+                                          suggestion);
+          else
+            {
+              g_autofree gchar *list = g_strjoinv (", ", (gchar **) known);
+
+              _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_UNKNOWN_KEY,
+                                            "%s: unknown key in %s; the keys are %s",
+                                            path, *section ? section : "the top level",
+                                            list);
+            }
+        }
+    }
+}
+
+/* The object @key of the top level, or NULL (absent, or not an object:
+ * reported). */
+static JsonObject *
+section_object (Loader      *l,
+                JsonObject  *root,
+                const gchar *key,
+                gboolean     null_is_absent)
+{
+  g_autofree gchar *path = NULL;
+  JsonNode *node = lookup (l, root, "", key, &path);
+
+  if (node == NULL || (null_is_absent && JSON_NODE_HOLDS_NULL (node)))
+    return NULL;
+  if (!JSON_NODE_HOLDS_OBJECT (node))
+    {
+      report_invalid (l, path, "a JSON object", node);
+      return NULL;
+    }
+  return json_node_get_object (node);
+}
+
+/* ------------------------------------------------------------ sections */
+
+static void
+load_fp16 (Loader     *l,
+           JsonObject *o)
+{
+  static const gchar *const known[] = {
+    "enabled", "loss_scale", "initial_scale_power", "loss_scale_window",
+    "hysteresis", "consecutive_hysteresis", "min_loss_scale",
+    "fp16_master_weights_and_grads", NULL
+  };
+  static const IgnoredKey ignored[] = {
+    { "auto_cast", "false", "libmixprec does not run the forward pass, so it casts no inputs" },
+    { "fused_mode", "true", "a legacy DeepSpeed switch; libmixprec always fuses" },
+    { NULL, NULL, NULL }
+  };
+  MixprecConfigSettings *s = l->s;
+  gint64 i;
+
+  if (o == NULL)
+    return;
+  check_members (l, o, "fp16", known, ignored, NULL);
+  read_bool (l, o, "fp16", "enabled", &s->fp16_enabled);
+  read_number (l, o, "fp16", "loss_scale", 0, CLOSED, FLT_MAX, CLOSED,
+               "a number >= 0 (0 selects dynamic scaling) no larger than 3.4e38",
+               &s->loss_scale);
+  if (read_int (l, o, "fp16", "initial_scale_power", 0, 127, FALSE,
+                "an integer from 0 to 127 (the initial scale is 2^power)", &i))
+    {
+      s->initial_scale_power = (gint) i;
+      l->initial_scale_power_set = TRUE;
+    }
+  if (read_int (l, o, "fp16", "loss_scale_window", 1, G_MAXUINT, FALSE,
+                "a positive integer", &i))
+    {
+      s->loss_scale_window = (guint) i;
+      l->loss_scale_window_set = TRUE;
+    }
+  if (read_int (l, o, "fp16", "hysteresis", 1, G_MAXUINT, FALSE,
+                "a positive integer", &i))
+    {
+      s->hysteresis = (guint) i;
+      l->hysteresis_set = TRUE;
+    }
+  read_bool (l, o, "fp16", "consecutive_hysteresis", &s->consecutive_hysteresis);
+  if (read_number (l, o, "fp16", "min_loss_scale", 0, OPEN, FLT_MAX, CLOSED,
+                   "a number > 0 no larger than 3.4e38", &s->min_loss_scale))
+    l->min_loss_scale_set = TRUE;
+  read_bool (l, o, "fp16", "fp16_master_weights_and_grads", &l->fp16_master_weights_and_grads);
+}
+
+static void
+load_bf16 (Loader      *l,
+           JsonObject  *o,
+           const gchar *section)
+{
+  static const gchar *const known[] = {
+    "enabled", "check_grad_overflow", "bf16_master_weights_and_grads",
+    "bf16_optimizer_states", NULL
+  };
+  static const IgnoredKey ignored[] = {
+    { "immediate_grad_update", NULL,
+      "libmixprec folds each micro-step's gradients into the accumulation buffer as "
+      "they arrive, so the setting has no counterpart" },
+    { NULL, NULL, NULL }
+  };
+  MixprecConfigSettings *s = l->s;
+  gboolean optimizer_states = FALSE;
+
+  if (o == NULL)
+    return;
+  check_members (l, o, section, known, ignored, NULL);
+  read_bool (l, o, section, "enabled", &s->bf16_enabled);
+  read_bool (l, o, section, "check_grad_overflow", &s->check_grad_overflow);
+  read_bool (l, o, section, "bf16_master_weights_and_grads", &s->bf16_master_weights_and_grads);
+  if (read_bool (l, o, section, "bf16_optimizer_states", &optimizer_states) && optimizer_states)
+    _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_UNSUPPORTED,
+                                  "%s.bf16_optimizer_states: must be false, got true: "
+                                  "libmixprec keeps optimizer state in FP32, where Adam's "
+                                  "second moment does not underflow", section);
+}
+
+static void
+load_data_types (Loader     *l,
+                 JsonObject *o)
+{
+  static const gchar *const known[] = { "grad_accum_dtype", NULL };
+
+  if (o == NULL)
+    return;
+  check_members (l, o, "data_types", known, NULL, NULL);
+  if (read_dtype (l, o, "data_types", "grad_accum_dtype",
+                  "gradient accumulation dtype", &l->s->grad_accum_dtype))
+    l->grad_accum_set = TRUE;
+}
+
+static void
+load_torch_autocast (Loader     *l,
+                     JsonObject *o)
+{
+  static const gchar *const known[] = {
+    "enabled", "dtype", "lower_precision_safe_modules", NULL
+  };
+  MixprecConfigSettings *s = l->s;
+  MixprecDType dtype;
+
+  if (o == NULL)
+    return;
+  check_members (l, o, "torch_autocast", known, NULL, NULL);
+  read_bool (l, o, "torch_autocast", "enabled", &s->autocast_enabled);
+  if (read_dtype (l, o, "torch_autocast", "dtype", "autocast dtype", &dtype))
+    {
+      if (dtype == MIXPREC_DTYPE_FLOAT32)
+        _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_INVALID_VALUE,
+                                      "torch_autocast.dtype: must be fp16 or bf16, got \"%s\": "
+                                      "autocast to fp32 is plain fp32 training; disable "
+                                      "torch_autocast instead",
+                                      json_object_get_string_member (o, "dtype"));
+      else
+        s->autocast_dtype = dtype;
+    }
+  read_strv (l, o, "torch_autocast", "lower_precision_safe_modules", TRUE,
+             "an array of module type names such as [\"Linear\", \"Conv2d\"]",
+             &s->lower_precision_safe_modules);
+}
+
+static void
+load_zero (Loader     *l,
+           JsonObject *root)
+{
+  static const gchar *const known[] = {
+    "stage", "reduce_bucket_size", "allgather_bucket_size", "overlap_comm",
+    "contiguous_gradients", NULL
+  };
+  /* Real DeepSpeed keys (runtime/zero/config.py): accepted so that real
+   * configurations load, reported when they ask for something. */
+  static const IgnoredKey ignored[] = {
+    { "reduce_scatter", "true", "libmixprec always reduce-scatters gradients under ZeRO-2/3" },
+    { "allgather_partitions", "true", "libmixprec always all-gathers the updated partitions" },
+    { "use_multi_rank_bucket_allreduce", "true", NULL },
+    { "load_from_fp32_weights", "true", "libmixprec checkpoints always hold the FP32 masters" },
+    { "elastic_checkpoint", "false", NULL },
+    { "offload_param", "null",
+      "parameter offload is not implemented; parameters stay on the configured device" },
+    { "offload_optimizer", "null",
+      "optimizer offload is not implemented; optimizer state stays on the configured device" },
+    { "zenflow", "null", NULL },
+    { "sub_group_size", "1000000000", NULL },
+    { "cpu_offload", "false", "deprecated DeepSpeed key; optimizer offload is not implemented" },
+    { "cpu_offload_param", "false", "deprecated DeepSpeed key; parameter offload is not implemented" },
+    { "cpu_offload_use_pin_memory", "false", NULL },
+    { "prefetch_bucket_size", "50000000", NULL },
+    { "stage3_prefetch_bucket_size", "50000000", NULL },
+    { "param_persistence_threshold", "100000", NULL },
+    { "stage3_param_persistence_threshold", "100000", NULL },
+    { "model_persistence_threshold", "9223372036854775807", NULL },
+    { "stage3_model_persistence_threshold", "9223372036854775807", NULL },
+    { "max_live_parameters", "1000000000", NULL },
+    { "stage3_max_live_parameters", "1000000000", NULL },
+    { "max_reuse_distance", "1000000000", NULL },
+    { "stage3_max_reuse_distance", "1000000000", NULL },
+    { "gather_16bit_weights_on_model_save", "false", NULL },
+    { "stage3_gather_16bit_weights_on_model_save", "false", NULL },
+    { "stage3_gather_fp16_weights_on_model_save", "false", NULL },
+    { "module_granularity_threshold", "0", NULL },
+    { "stage3_module_granularity_threshold", "0", NULL },
+    { "use_all_reduce_for_fetch_params", "false", NULL },
+    { "stage3_use_all_reduce_for_fetch_params", "false", NULL },
+    { "allgather_sequential", "false", NULL },
+    { "stage3_allgather_sequential", "false", NULL },
+    { "partition_stream_chunk_size", "0", NULL },
+    { "stage3_partition_stream_chunk_size", "0", NULL },
+    { "ignore_unused_parameters", "true", NULL },
+    { "legacy_stage1", "false", NULL },
+    { "round_robin_gradients", "false", NULL },
+    { "zero_hpz_partition_size", "1", NULL },
+    { "zero_quantized_weights", "false",
+      "quantized ZeRO++ weights are not implemented; weights travel in the working dtype" },
+    { "zero_quantized_nontrainable_weights", "false", NULL },
+    { "zero_quantized_gradients", "false",
+      "quantized ZeRO++ gradients are not implemented; gradients travel in the "
+      "communication dtype" },
+    { "zeropp_loco_param", "null", NULL },
+    { "mics_shard_size", "-1", NULL },
+    { "mics_hierarchical_params_gather", "false", NULL },
+    { "memory_efficient_linear", "true", NULL },
+    { "pipeline_loading_checkpoint", "false", NULL },
+    { "override_module_apply", "true", NULL },
+    { "log_trace_cache_warnings", "false", NULL },
+    { "enable_sanity_checks", "false", NULL },
+    { "save_muon_momentum_buffer_in_memory", "false", NULL },
+    { "leaf_module", NULL, NULL },
+    { NULL, NULL, NULL }
+  };
+  MixprecConfigSettings *s = l->s;
+  g_autofree gchar *path = NULL;
+  JsonNode *node = lookup (l, root, "", "zero_optimization", &path);
+  JsonNode *overlap;
+  JsonObject *o;
+  gint64 i;
+
+  if (node == NULL)
+    return;
+  if (JSON_NODE_HOLDS_VALUE (node) && json_node_get_value_type (node) == G_TYPE_BOOLEAN)
+    {
+      /* DeepSpeed's oldest form: true means stage 1. */
+      s->zero_stage = json_node_get_boolean (node) ? 1 : 0;
+      _mixprec_config_report_warning (l->report,
+                                      "zero_optimization: the boolean form is deprecated in "
+                                      "DeepSpeed; read as {\"stage\": %u}", s->zero_stage);
+      return;
+    }
+  if (!JSON_NODE_HOLDS_OBJECT (node))
+    {
+      report_invalid (l, path, "a JSON object", node);
+      return;
+    }
+  o = json_node_get_object (node);
+  check_members (l, o, "zero_optimization", known, ignored,
+                 "a DeepSpeed ZeRO setting libmixprec does not implement");
+  if (read_int (l, o, "zero_optimization", "stage", 0, 3, FALSE,
+                "an integer from 0 to 3", &i))
+    s->zero_stage = (guint) i;
+  if (read_int (l, o, "zero_optimization", "reduce_bucket_size", 1, G_MAXINT64, FALSE,
+                "a positive number of elements", &i))
+    s->reduce_bucket_size = (guint64) i;
+  if (read_int (l, o, "zero_optimization", "allgather_bucket_size", 1, G_MAXINT64, FALSE,
+                "a positive number of elements", &i))
+    s->allgather_bucket_size = (guint64) i;
+  /* null keeps DeepSpeed's dynamic default, as an absent key does. */
+  overlap = json_object_get_member (o, "overlap_comm");
+  if (overlap != NULL && !JSON_NODE_HOLDS_NULL (overlap))
+    l->overlap_comm_set = read_bool (l, o, "zero_optimization", "overlap_comm", &s->overlap_comm);
+  read_bool (l, o, "zero_optimization", "contiguous_gradients", &s->contiguous_gradients);
+}
+
+/* "auto" anywhere in optimizer or scheduler params is an unfilled Hugging
+ * Face placeholder: no optimizer can use it. */
+static void
+check_params_for_auto (Loader      *l,
+                       JsonNode    *node,
+                       GString     *path)
+{
+  gsize len = path->len;
+
+  if (g_hash_table_contains (l->report->reported, path->str))
+    return;
+  if (is_auto (node))
+    {
+      _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_INVALID_VALUE,
+                                    "%s: must be an actual value, got \"auto\" (a Hugging "
+                                    "Face Trainer placeholder the Trainer fills in; write the "
+                                    "value itself)",
+                                    path->str);
+    }
+  else if (JSON_NODE_HOLDS_OBJECT (node))
+    {
+      g_autoptr(GList) members = json_object_get_members (json_node_get_object (node));
+
+      for (GList *m = members; m != NULL; m = m->next)
+        {
+          _mixprec_json_path_append_key (path, m->data);
+          check_params_for_auto (l, json_object_get_member (json_node_get_object (node), m->data), path);
+          g_string_truncate (path, len);
+        }
+    }
+  else if (JSON_NODE_HOLDS_ARRAY (node))
+    {
+      JsonArray *array = json_node_get_array (node);
+
+      for (guint i = 0; i < json_array_get_length (array); i++)
+        {
+          _mixprec_json_path_append_index (path, i);
+          check_params_for_auto (l, json_array_get_element (array, i), path);
+          g_string_truncate (path, len);
+        }
+    }
+}
+
+static void
+load_typed_section (Loader      *l,
+                    JsonObject  *o,
+                    const gchar *section,
+                    gchar      **type_out,
+                    JsonObject **params_out)
+{
+  static const gchar *const known[] = { "type", "params", NULL };
+  static const IgnoredKey ignored[] = {
+    { "legacy_fusion", "false", "a legacy DeepSpeed switch with no counterpart" },
+    { NULL, NULL, NULL }
+  };
+  const gchar *type = NULL;
+  g_autofree gchar *path = NULL;
+  g_autofree gchar *type_path = join_path (section, "type");
+  JsonNode *params;
+
+  if (o == NULL)
+    return;
+  check_members (l, o, section, known, g_str_equal (section, "optimizer") ? ignored : NULL, NULL);
+  if (read_string (l, o, section, "type", FALSE, "a non-empty string naming the type, e.g. \"AdamW\"",
+                   &type, NULL))
+    *type_out = g_strdup (type);
+  else if (!json_object_has_member (o, "type")
+           && !g_hash_table_contains (l->report->reported, type_path))
+    _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_INVALID_VALUE,
+                                  "%s: missing; the section needs a \"type\" such as \"%s\"",
+                                  type_path,
+                                  g_str_equal (section, "optimizer") ? "AdamW" : "WarmupLR");
+
+  params = lookup (l, o, section, "params", &path);
+  if (params == NULL || JSON_NODE_HOLDS_NULL (params))
+    *params_out = json_object_new ();
+  else if (!JSON_NODE_HOLDS_OBJECT (params))
+    {
+      report_invalid (l, path, "a JSON object of parameters", params);
+      *params_out = json_object_new ();
+    }
+  else
+    {
+      g_autoptr(GString) walk = g_string_new (path);
+      JsonObject *p = json_node_get_object (params);
+
+      check_params_for_auto (l, params, walk);
+      if (g_str_equal (section, "optimizer") && json_object_has_member (p, "max_grad_norm"))
+        _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_UNSUPPORTED,
+                                      "optimizer.params.max_grad_norm: not an optimizer parameter "
+                                      "(DeepSpeed refuses it too); set the top-level "
+                                      "\"gradient_clipping\" instead");
+      *params_out = json_object_ref (p);
+    }
+  if (*type_out == NULL)
+    g_clear_pointer (params_out, json_object_unref);
+}
+
+static void
+load_scaler (Loader     *l,
+             JsonObject *o)
+{
+  static const gchar *const known[] = {
+    "semantics", "max_scale", "growth_factor", "backoff_factor", "raise_at_min_scale", NULL
+  };
+  static const gchar *const semantics[] = { "deepspeed", "torch", "megatron", NULL };
+  MixprecConfigSettings *s = l->s;
+  guint index;
+
+  check_members (l, o, "mixprec.scaler", known, NULL, NULL);
+  if (read_choice (l, o, "mixprec.scaler", "semantics", semantics, &index))
+    s->semantics = (MixprecScalerSemantics) index;
+  read_number (l, o, "mixprec.scaler", "max_scale", 0, CLOSED, FLT_MAX, CLOSED,
+               "a number >= 0 (0 = no bound other than staying finite) no larger than 3.4e38",
+               &s->max_scale);
+  read_number (l, o, "mixprec.scaler", "growth_factor", 1, OPEN, 65536, CLOSED,
+               "a number > 1 and at most 65536", &s->growth_factor);
+  read_number (l, o, "mixprec.scaler", "backoff_factor", 0, OPEN, 1, OPEN,
+               "a number between 0 and 1, both excluded", &s->backoff_factor);
+  l->raise_at_min_scale_set = read_bool (l, o, "mixprec.scaler", "raise_at_min_scale",
+                                         &s->raise_at_min_scale);
+}
+
+static const gchar *const precision_mode_names[] = {
+  "fp32", "fp16", "bf16", "bf16_no_master", "autocast", NULL
+};
+
+static void
+load_mixprec (Loader     *l,
+              JsonObject *o)
+{
+  static const gchar *const known[] = {
+    "precision_mode", "fp32_modules", "fp32_params", "stochastic_rounding", "seed",
+    "scaler", "comm", "device", NULL
+  };
+  static const gchar *const comms[] = { "auto", "local", "ucx", "nccl", NULL };
+  static const gchar *const devices[] = { "cpu", "cuda", NULL };
+  MixprecConfigSettings *s = l->s;
+  g_autofree gchar *path = NULL;
+  JsonNode *scaler;
+  guint index;
+  gint64 seed;
+
+  if (o == NULL)
+    return;
+  check_members (l, o, "mixprec", known, NULL, NULL);
+  if (read_choice (l, o, "mixprec", "precision_mode", precision_mode_names, &index))
+    {
+      l->precision_mode_set = TRUE;
+      l->precision_mode_asserted = (MixprecPrecisionMode) index;
+    }
+  read_strv (l, o, "mixprec", "fp32_modules", FALSE,
+             "an array of module type names such as [\"LayerNorm\"]", &s->fp32_modules);
+  read_strv (l, o, "mixprec", "fp32_params", FALSE,
+             "an array of parameter names or glob patterns such as [\"*.norm.weight\"]",
+             &s->fp32_params);
+  read_bool (l, o, "mixprec", "stochastic_rounding", &s->stochastic_rounding);
+  if (read_int (l, o, "mixprec", "seed", 0, G_MAXINT64, FALSE,
+                "an integer from 0 to 9223372036854775807", &seed))
+    s->seed = (guint64) seed;
+  scaler = lookup (l, o, "mixprec", "scaler", &path);
+  if (scaler != NULL)
+    {
+      if (JSON_NODE_HOLDS_OBJECT (scaler))
+        load_scaler (l, json_node_get_object (scaler));
+      else
+        report_invalid (l, path, "a JSON object", scaler);
+    }
+  if (read_choice (l, o, "mixprec", "comm", comms, &index))
+    {
+      g_free (s->comm_backend);
+      s->comm_backend = g_strdup (comms[index]);
+    }
+  if (read_choice (l, o, "mixprec", "device", devices, &index))
+    {
+      g_free (s->device);
+      s->device = g_strdup (devices[index]);
+    }
+}
+
+/* ------------------------------------------------------------ top level */
+
+/* Top-level DeepSpeed sections for features outside libmixprec's scope:
+ * accepted, so that real DeepSpeed files load, and named in a warning. */
+static const gchar *const deepspeed_only_sections[] = {
+  "activation_checkpointing", "aio", "amp", "autotuning", "checkpoint", "comet",
+  "comms_logger", "compile", "compression_training", "csv_monitor",
+  "curriculum_learning", "data_efficiency", "dataloader_drop_last",
+  "disable_allgather", "dump_state", "eigenvalue", "elasticity", "flops_profiler",
+  "gradient_predivide_factor", "graph_harvesting", "hybrid_engine",
+  "load_universal_checkpoint", "memory_breakdown", "monitor_config", "nebula",
+  "pipeline", "prescale_gradients", "progressive_layer_drop", "quantize_training",
+  "seq_parallel_communication_data_type", "sequence_parallel_size",
+  "sparse_attention", "sparse_gradients", "steps_per_print", "tensor_parallel",
+  "tensorboard", "timers", "use_data_before_expert_parallelism",
+  "use_node_local_storage", "vocabulary_size", "wall_clock_breakdown", "wandb",
+  "weight_quantization", "zero_allow_untested_optimizer",
+  "zero_force_ds_cpu_optimizer", NULL
+};
+
+static const gchar *const top_level_keys[] = {
+  "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
+  "gradient_clipping", "communication_data_type", "fp16", "bf16", "bfloat16",
+  "data_types", "torch_autocast", "zero_optimization", "optimizer", "scheduler",
+  "mixprec", NULL
+};
+
+static void
+check_top_level (Loader     *l,
+                 JsonObject *root)
+{
+  g_autoptr(GList) members = json_object_get_members (root);
+  g_autoptr(GPtrArray) candidates = g_ptr_array_new ();
+
+  for (guint i = 0; top_level_keys[i] != NULL; i++)
+    g_ptr_array_add (candidates, (gpointer) top_level_keys[i]);
+  for (guint i = 0; deepspeed_only_sections[i] != NULL; i++)
+    g_ptr_array_add (candidates, (gpointer) deepspeed_only_sections[i]);
+  g_ptr_array_add (candidates, NULL);
+
+  for (GList *m = members; m != NULL; m = m->next)
+    {
+      const gchar *key = m->data;
+      g_autoptr(GString) path = g_string_new (NULL);
+      const gchar *suggestion;
+
+      _mixprec_json_path_append_key (path, key);
+      if (in_list (key, top_level_keys) || g_hash_table_contains (l->report->reported, path->str))
+        continue;
+      if (g_str_equal (key, "amp"))
+        {
+          JsonNode *amp = json_object_get_member (root, key);
+          JsonNode *enabled = JSON_NODE_HOLDS_OBJECT (amp)
+                              ? json_object_get_member (json_node_get_object (amp), "enabled")
+                              : NULL;
+
+          /* Apex amp changes precision; ignoring an enabled one would
+           * silently train in another precision than asked. */
+          if (enabled != NULL && JSON_NODE_HOLDS_VALUE (enabled)
+              && json_node_get_value_type (enabled) == G_TYPE_BOOLEAN
+              && json_node_get_boolean (enabled))
+            {
+              _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_UNSUPPORTED,
+                                            "amp.enabled: must be false, got true: Apex amp is "
+                                            "not supported; use \"fp16\" (like opt_level O2) or "
+                                            "\"torch_autocast\" (like O1)");
+              continue;
+            }
+        }
+      if (in_list (key, deepspeed_only_sections))
+        {
+          _mixprec_config_report_warning (l->report,
+                                          "%s: a DeepSpeed setting for a feature libmixprec "
+                                          "does not implement; ignored", path->str);
+          continue;
+        }
+      suggestion = _mixprec_suggest (key, (const gchar * const *) candidates->pdata);
+      if (suggestion != NULL)
+        _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_UNKNOWN_KEY,
+                                      "%s: unknown key in the top level (did you mean %s?)",
+                                      path->str, suggestion);
+      else
+        _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_UNKNOWN_KEY,
+                                      "%s: unknown key in the top level; it is neither a "
+                                      "DeepSpeed nor a libmixprec setting (libmixprec's own "
+                                      "settings go in the \"mixprec\" section)", path->str);
+    }
+}
+
+static void
+load_training (Loader     *l,
+               JsonObject *root)
+{
+  MixprecConfigSettings *s = l->s;
+  MixprecDType dtype;
+  gint64 i;
+
+  if (read_int (l, root, "", "train_batch_size", 1, G_MAXUINT, TRUE,
+                "a positive integer (or null: derived from the other two)", &i))
+    s->train_batch_size = (guint) i;
+  if (read_int (l, root, "", "train_micro_batch_size_per_gpu", 1, G_MAXUINT, TRUE,
+                "a positive integer (or null: derived from the other two)", &i))
+    s->train_micro_batch_size_per_gpu = (guint) i;
+  if (read_int (l, root, "", "gradient_accumulation_steps", 1, G_MAXUINT, TRUE,
+                "a positive integer (or null: derived from the other two)", &i))
+    s->gradient_accumulation_steps = (guint) i;
+  read_number (l, root, "", "gradient_clipping", 0, CLOSED, G_MAXDOUBLE, CLOSED,
+               "a finite number >= 0 (0 turns clipping off)", &s->gradient_clipping);
+  if (read_dtype (l, root, "", "communication_data_type", "communication dtype", &dtype))
+    {
+      s->communication_dtype = dtype;
+      l->communication_set = TRUE;
+    }
+}
+
+/* ------------------------------------------------------------ cross-checks */
+
+static MixprecDType
+gradient_dtype (MixprecConfigSettings *s)
+{
+  switch (s->mode)
+    {
+    case MIXPREC_PRECISION_MODE_FP16:
+      return MIXPREC_DTYPE_FLOAT16;
+    case MIXPREC_PRECISION_MODE_BF16:
+    case MIXPREC_PRECISION_MODE_BF16_NO_MASTER:
+      return MIXPREC_DTYPE_BFLOAT16;
+    case MIXPREC_PRECISION_MODE_FP32:
+    case MIXPREC_PRECISION_MODE_AUTOCAST:
+    default:
+      return MIXPREC_DTYPE_FLOAT32;
+    }
+}
+
+static MixprecDType
+low_dtype (MixprecConfigSettings *s)
+{
+  if (s->mode == MIXPREC_PRECISION_MODE_AUTOCAST)
+    return s->autocast_dtype;
+  return gradient_dtype (s);
+}
+
+static void
+resolve_mode (Loader *l)
+{
+  MixprecConfigSettings *s = l->s;
+
+  if (s->fp16_enabled && s->bf16_enabled)
+    _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_CONFLICT,
+                                  "bf16.enabled: cannot be true while fp16.enabled is also "
+                                  "true; enable one of fp16 and bf16");
+  if (s->autocast_enabled && (s->fp16_enabled || s->bf16_enabled))
+    _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_CONFLICT,
+                                  "torch_autocast.enabled: cannot be true while %s.enabled is "
+                                  "also true: autocast keeps the parameters in FP32 and lowers "
+                                  "precision per operation, %s stores the parameters "
+                                  "themselves in low precision; enable one",
+                                  s->fp16_enabled ? "fp16" : "bf16",
+                                  s->fp16_enabled ? "fp16" : "bf16");
+
+  if (s->fp16_enabled)
+    s->mode = MIXPREC_PRECISION_MODE_FP16;
+  else if (s->bf16_enabled)
+    s->mode = s->bf16_master_weights_and_grads ? MIXPREC_PRECISION_MODE_BF16_NO_MASTER
+                                               : MIXPREC_PRECISION_MODE_BF16;
+  else if (s->autocast_enabled)
+    s->mode = MIXPREC_PRECISION_MODE_AUTOCAST;
+  else
+    s->mode = MIXPREC_PRECISION_MODE_FP32;
+
+  if (s->bf16_master_weights_and_grads && !s->bf16_enabled)
+    _mixprec_config_report_warning (l->report,
+                                    "bf16.bf16_master_weights_and_grads: has no effect while "
+                                    "bf16.enabled is false; ignored");
+  if (l->fp16_master_weights_and_grads)
+    {
+      if (s->fp16_enabled)
+        _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_UNSUPPORTED,
+                                      "fp16.fp16_master_weights_and_grads: must be false, got "
+                                      "true: FP16 weights without an FP32 master lose every "
+                                      "update smaller than 1/2048 of the weight; libmixprec "
+                                      "trains without a master only in bf16 "
+                                      "(bf16.bf16_master_weights_and_grads)");
+      else
+        _mixprec_config_report_warning (l->report,
+                                        "fp16.fp16_master_weights_and_grads: has no effect while "
+                                        "fp16.enabled is false; ignored");
+    }
+
+  if (l->precision_mode_set && l->precision_mode_asserted != s->mode)
+    _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_CONFLICT,
+                                  "mixprec.precision_mode: says \"%s\" but the fp16, bf16 and "
+                                  "torch_autocast sections select \"%s\"; the mode is chosen "
+                                  "by those sections and this key only asserts it",
+                                  precision_mode_names[l->precision_mode_asserted],
+                                  precision_mode_names[s->mode]);
+}
+
+static void
+resolve_dtypes (Loader *l)
+{
+  MixprecConfigSettings *s = l->s;
+  MixprecDType grad = gradient_dtype (s);
+  MixprecDType low = low_dtype (s);
+  const gchar *mode = precision_mode_names[s->mode];
+
+  /* DeepSpeed accumulates in the gradient dtype. For bf16 with FP32
+   * masters libmixprec accumulates in FP32: bf16's 8 bits of precision
+   * lose most of each micro-batch's contribution (DeepSpeed issues #1800,
+   * #2352, #2768). */
+  if (!l->grad_accum_set)
+    s->grad_accum_dtype = s->mode == MIXPREC_PRECISION_MODE_BF16 ? MIXPREC_DTYPE_FLOAT32 : grad;
+  else if (s->grad_accum_dtype != grad && s->grad_accum_dtype != MIXPREC_DTYPE_FLOAT32)
+    _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_CONFLICT,
+                                  "data_types.grad_accum_dtype: must be %s%s in %s mode, "
+                                  "got \"%s\": gradients are %s, and accumulating them in a "
+                                  "format with %s loses them",
+                                  _mixprec_config_dtype_short_name (grad),
+                                  grad == MIXPREC_DTYPE_FLOAT32 ? "" : " or fp32", mode,
+                                  _mixprec_config_dtype_short_name (s->grad_accum_dtype),
+                                  _mixprec_config_dtype_short_name (grad),
+                                  s->grad_accum_dtype == MIXPREC_DTYPE_FLOAT16
+                                    ? "less range (max 65504)" : "fewer bits of precision");
+
+  /* DeepSpeed communicates in the gradient dtype; libmixprec communicates
+   * what it accumulated unless told otherwise. */
+  if (!l->communication_set)
+    s->communication_dtype = s->grad_accum_dtype;
+  else if (s->communication_dtype == MIXPREC_DTYPE_FLOAT16 && low != MIXPREC_DTYPE_FLOAT16)
+    _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_CONFLICT,
+                                  "communication_data_type: must be fp32 or bf16 in %s mode, "
+                                  "got \"fp16\": only loss-scaled fp16 training keeps "
+                                  "gradients inside fp16's range (max 65504)", mode);
+  else if (s->communication_dtype == MIXPREC_DTYPE_BFLOAT16 && low == MIXPREC_DTYPE_FLOAT16)
+    _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_CONFLICT,
+                                  "communication_data_type: must be fp16 or fp32 in %s mode, "
+                                  "got \"bf16\": fp16 gradients sent as bf16 lose 3 bits of "
+                                  "precision and gain range the loss scale already provides",
+                                  mode);
+
+  if (s->stochastic_rounding
+      && (s->mode == MIXPREC_PRECISION_MODE_FP32 || s->mode == MIXPREC_PRECISION_MODE_AUTOCAST))
+    _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_CONFLICT,
+                                  "mixprec.stochastic_rounding: must be false in %s mode, got "
+                                  "true: %s, so no weight is ever rounded to a lower precision",
+                                  mode,
+                                  s->mode == MIXPREC_PRECISION_MODE_FP32
+                                    ? "every value stays FP32"
+                                    : "autocast keeps the parameters in FP32");
+
+  if (s->mode == MIXPREC_PRECISION_MODE_AUTOCAST)
+    for (guint i = 0; s->fp32_modules[i] != NULL; i++)
+      for (guint j = 0; s->lower_precision_safe_modules[j] != NULL; j++)
+        if (_mixprec_module_type_matches (s->fp32_modules[i], s->lower_precision_safe_modules[j]))
+          _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_CONFLICT,
+                                        "mixprec.fp32_modules[%u]: \"%s\" is also listed in "
+                                        "torch_autocast.lower_precision_safe_modules; a module "
+                                        "type is either kept in FP32 or communicated in %s, "
+                                        "not both", i, s->fp32_modules[i],
+                                        _mixprec_config_dtype_short_name (s->autocast_dtype));
+}
+
+static void
+resolve_scaler (Loader *l)
+{
+  MixprecConfigSettings *s = l->s;
+  gdouble initial;
+
+  /* Each published scaler's own defaults, where the document is silent. */
+  switch (s->semantics)
+    {
+    case MIXPREC_SCALER_SEMANTICS_TORCH:
+      if (!l->loss_scale_window_set)
+        s->loss_scale_window = 2000;
+      if (!l->hysteresis_set)
+        s->hysteresis = 1;
+      else if (s->hysteresis != 1)
+        _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_CONFLICT,
+                                      "fp16.hysteresis: must be 1 with mixprec.scaler.semantics "
+                                      "\"torch\", got %u: PyTorch's GradScaler backs off on "
+                                      "every overflow", s->hysteresis);
+      if (!l->raise_at_min_scale_set)
+        s->raise_at_min_scale = FALSE;
+      break;
+    case MIXPREC_SCALER_SEMANTICS_MEGATRON:
+      if (!l->initial_scale_power_set)
+        s->initial_scale_power = 32;
+      if (!l->raise_at_min_scale_set)
+        s->raise_at_min_scale = FALSE;
+      break;
+    case MIXPREC_SCALER_SEMANTICS_DEEPSPEED:
+    default:
+      break;
+    }
+  if (s->consecutive_hysteresis && s->semantics != MIXPREC_SCALER_SEMANTICS_DEEPSPEED)
+    _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_CONFLICT,
+                                  "fp16.consecutive_hysteresis: must be false with "
+                                  "mixprec.scaler.semantics \"%s\", got true: only DeepSpeed's "
+                                  "scaler refills the hysteresis on clean steps",
+                                  s->semantics == MIXPREC_SCALER_SEMANTICS_TORCH ? "torch" : "megatron");
+
+  initial = ldexp (1.0, s->initial_scale_power);
+  if (s->loss_scale == 0 && s->min_loss_scale > initial)
+    _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_CONFLICT,
+                                  "fp16.min_loss_scale: must not exceed the initial scale "
+                                  "2^%d = %g, got %g", s->initial_scale_power, initial,
+                                  s->min_loss_scale);
+  if (s->max_scale > 0)
+    {
+      if (s->max_scale < s->min_loss_scale)
+        _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_CONFLICT,
+                                      "mixprec.scaler.max_scale: must be at least "
+                                      "fp16.min_loss_scale (%g), got %g",
+                                      s->min_loss_scale, s->max_scale);
+      else if (s->loss_scale == 0 && s->max_scale < initial)
+        _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_CONFLICT,
+                                      "mixprec.scaler.max_scale: must be at least the initial "
+                                      "scale 2^%d = %g, got %g", s->initial_scale_power,
+                                      initial, s->max_scale);
+      else if (s->loss_scale > s->max_scale)
+        _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_CONFLICT,
+                                      "mixprec.scaler.max_scale: must be at least the static "
+                                      "fp16.loss_scale (%g), got %g", s->loss_scale, s->max_scale);
+    }
+}
+
+static void
+resolve_rest (Loader *l)
+{
+  MixprecConfigSettings *s = l->s;
+
+  /* DeepSpeed's dynamic default: overlap only where it pays, in stage 3. */
+  if (!l->overlap_comm_set)
+    s->overlap_comm = s->zero_stage == 3;
+
+  if (g_str_equal (s->comm_backend, "nccl") && g_str_equal (s->device, "cpu"))
+    _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_CONFLICT,
+                                  "mixprec.comm: \"nccl\" needs mixprec.device \"cuda\", got "
+                                  "device \"cpu\": NCCL moves device memory only");
+
+  if (s->train_batch_size != 0 && s->train_micro_batch_size_per_gpu != 0
+      && s->gradient_accumulation_steps != 0)
+    {
+      guint64 per_rank = (guint64) s->train_micro_batch_size_per_gpu * s->gradient_accumulation_steps;
+
+      if (s->train_batch_size % per_rank != 0)
+        _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_CONFLICT,
+                                      "train_batch_size: must be a multiple of "
+                                      "train_micro_batch_size_per_gpu * "
+                                      "gradient_accumulation_steps = %u * %u = %" G_GUINT64_FORMAT
+                                      " (the world size is their quotient), got %u",
+                                      s->train_micro_batch_size_per_gpu,
+                                      s->gradient_accumulation_steps, per_rank,
+                                      s->train_batch_size);
+    }
+}
+
+gboolean
+_mixprec_config_settings_load (MixprecConfigSettings *settings,
+                               JsonNode              *root,
+                               MixprecConfigReport   *report)
+{
+  Loader l = { .s = settings, .report = report };
+  JsonObject *o;
+  gboolean has_bf16, has_bfloat16;
+
+  if (!JSON_NODE_HOLDS_OBJECT (root))
+    {
+      g_autofree gchar *shown = show_node (root);
+
+      _mixprec_config_report_error (report, MIXPREC_CONFIG_ERROR_PARSE,
+                                    "(top level): must be a JSON object such as "
+                                    "{\"fp16\": {\"enabled\": true}}, got %s", shown);
+      return FALSE;
+    }
+  o = json_node_get_object (root);
+
+  check_top_level (&l, o);
+  load_training (&l, o);
+  load_fp16 (&l, section_object (&l, o, "fp16", FALSE));
+  has_bf16 = json_object_has_member (o, "bf16");
+  has_bfloat16 = json_object_has_member (o, "bfloat16");
+  if (has_bf16 && has_bfloat16)
+    _mixprec_config_report_error (report, MIXPREC_CONFIG_ERROR_CONFLICT,
+                                  "bfloat16: cannot appear together with bf16; \"bfloat16\" is "
+                                  "DeepSpeed's old name for the same section, keep one");
+  else if (has_bfloat16)
+    load_bf16 (&l, section_object (&l, o, "bfloat16", FALSE), "bfloat16");
+  if (has_bf16)
+    load_bf16 (&l, section_object (&l, o, "bf16", FALSE), "bf16");
+  load_data_types (&l, section_object (&l, o, "data_types", FALSE));
+  load_torch_autocast (&l, section_object (&l, o, "torch_autocast", FALSE));
+  load_zero (&l, o);
+  load_typed_section (&l, section_object (&l, o, "optimizer", TRUE), "optimizer",
+                      &settings->optimizer_type, &settings->optimizer_params);
+  load_typed_section (&l, section_object (&l, o, "scheduler", TRUE), "scheduler",
+                      &settings->scheduler_type, &settings->scheduler_params);
+  load_mixprec (&l, section_object (&l, o, "mixprec", FALSE));
+
+  resolve_mode (&l);
+  resolve_dtypes (&l);
+  resolve_scaler (&l);
+  resolve_rest (&l);
+
+  return report->problems->len == 0;
+}
+
+void
+_mixprec_config_settings_init_defaults (MixprecConfigSettings *s)
+{
+  static const gchar *const safe_modules[] = { "Linear", "Conv1d", "Conv2d", "Conv3d", NULL };
+
+  memset (s, 0, sizeof *s);
+  s->mode = MIXPREC_PRECISION_MODE_FP32;
+
+  s->loss_scale = 0;
+  s->initial_scale_power = 16;
+  s->loss_scale_window = 1000;
+  s->hysteresis = 2;
+  s->consecutive_hysteresis = FALSE;
+  s->min_loss_scale = 1;
+
+  s->check_grad_overflow = TRUE;
+
+  s->grad_accum_dtype = MIXPREC_DTYPE_FLOAT32;
+  s->communication_dtype = MIXPREC_DTYPE_FLOAT32;
+
+  s->autocast_dtype = MIXPREC_DTYPE_BFLOAT16;
+  s->lower_precision_safe_modules = g_strdupv ((gchar **) safe_modules);
+
+  s->zero_stage = 0;
+  s->reduce_bucket_size = 500000000;
+  s->allgather_bucket_size = 500000000;
+  s->overlap_comm = FALSE;
+  s->contiguous_gradients = TRUE;
+
+  s->gradient_clipping = 0;
+
+  s->fp32_modules = g_new0 (gchar *, 1);
+  s->fp32_params = g_new0 (gchar *, 1);
+  s->semantics = MIXPREC_SCALER_SEMANTICS_DEEPSPEED;
+  s->max_scale = 0;
+  s->growth_factor = 2;
+  s->backoff_factor = 0.5;
+  s->raise_at_min_scale = TRUE;
+  s->comm_backend = g_strdup ("auto");
+  s->device = g_strdup ("cpu");
+}
+
+void
+_mixprec_config_settings_clear (MixprecConfigSettings *s)
+{
+  g_clear_pointer (&s->lower_precision_safe_modules, g_strfreev);
+  g_clear_pointer (&s->optimizer_type, g_free);
+  g_clear_pointer (&s->optimizer_params, json_object_unref);
+  g_clear_pointer (&s->scheduler_type, g_free);
+  g_clear_pointer (&s->scheduler_params, json_object_unref);
+  g_clear_pointer (&s->fp32_modules, g_strfreev);
+  g_clear_pointer (&s->fp32_params, g_strfreev);
+  g_clear_pointer (&s->comm_backend, g_free);
+  g_clear_pointer (&s->device, g_free);
+}

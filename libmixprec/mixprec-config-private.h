@@ -1,0 +1,148 @@
+/* mixprec-config-private.h — what the configuration files share: the
+ * resolved settings, the list of problems found while reading a document,
+ * and the strict JSON scanner that runs before json-glib. */
+#pragma once
+
+#include "mixprec.h"
+
+G_BEGIN_DECLS
+
+/* Deeper documents are refused before json-glib, whose parser recurses
+ * once per level, ever sees them. A real configuration nests about 4. */
+#define _MIXPREC_CONFIG_MAX_DEPTH 64
+
+/* A configuration is a few kilobytes; a bigger file is a mistake (or
+ * /dev/zero), and reading it whole would only exhaust memory. */
+#define _MIXPREC_CONFIG_MAX_FILE_SIZE (16 * 1024 * 1024)
+
+typedef struct
+{
+  MixprecConfigError code;
+  gchar *message;            /* "<path>: <rule>, got <value>" */
+} MixprecConfigProblem;
+
+typedef struct
+{
+  GPtrArray  *problems;      /* MixprecConfigProblem */
+  GPtrArray  *warnings;      /* gchar*, no NULL terminator until the end */
+  GHashTable *reported;      /* paths already reported by the scanner */
+} MixprecConfigReport;
+
+void _mixprec_config_report_init  (MixprecConfigReport *report);
+void _mixprec_config_report_clear (MixprecConfigReport *report);
+void _mixprec_config_report_error (MixprecConfigReport *report,
+                                   MixprecConfigError   code,
+                                   const gchar         *format,
+                                   ...) G_GNUC_PRINTF (3, 4);
+void _mixprec_config_report_warning (MixprecConfigReport *report,
+                                     const gchar         *format,
+                                     ...) G_GNUC_PRINTF (2, 3);
+
+/* The typed settings behind a MixprecConfig, every default filled in. */
+typedef struct
+{
+  MixprecPrecisionMode mode;
+
+  /* fp16 */
+  gboolean fp16_enabled;
+  gdouble  loss_scale;
+  gint     initial_scale_power;
+  guint    loss_scale_window;
+  guint    hysteresis;
+  gboolean consecutive_hysteresis;
+  gdouble  min_loss_scale;
+
+  /* bf16 */
+  gboolean bf16_enabled;
+  gboolean check_grad_overflow;
+  gboolean bf16_master_weights_and_grads;
+
+  /* dtypes */
+  MixprecDType grad_accum_dtype;
+  MixprecDType communication_dtype;
+
+  /* torch_autocast */
+  gboolean     autocast_enabled;
+  MixprecDType autocast_dtype;
+  GStrv        lower_precision_safe_modules;
+
+  /* zero_optimization */
+  guint    zero_stage;
+  guint64  reduce_bucket_size;
+  guint64  allgather_bucket_size;
+  gboolean overlap_comm;
+  gboolean contiguous_gradients;
+
+  /* training; 0 means unset for the three batch values */
+  gdouble  gradient_clipping;
+  guint    gradient_accumulation_steps;
+  guint    train_batch_size;
+  guint    train_micro_batch_size_per_gpu;
+  gchar      *optimizer_type;
+  JsonObject *optimizer_params;
+  gchar      *scheduler_type;
+  JsonObject *scheduler_params;
+
+  /* mixprec */
+  GStrv    fp32_modules;
+  GStrv    fp32_params;
+  gboolean stochastic_rounding;
+  guint64  seed;
+  MixprecScalerSemantics semantics;
+  gdouble  max_scale;
+  gdouble  growth_factor;
+  gdouble  backoff_factor;
+  gboolean raise_at_min_scale;
+  gchar   *comm_backend;
+  gchar   *device;
+} MixprecConfigSettings;
+
+void     _mixprec_config_settings_init_defaults (MixprecConfigSettings *settings);
+void     _mixprec_config_settings_clear         (MixprecConfigSettings *settings);
+
+/* Reads @root into @settings, reporting every problem into @report.
+ * Returns TRUE when no error was reported. */
+gboolean _mixprec_config_settings_load          (MixprecConfigSettings *settings,
+                                                 JsonNode              *root,
+                                                 MixprecConfigReport   *report);
+
+/* Checks @data is strict RFC 8259 JSON that json-glib can be trusted with:
+ * UTF-8, nesting at most _MIXPREC_CONFIG_MAX_DEPTH, numbers that fit,
+ * no duplicate keys. Syntax problems stop the scan (returns FALSE); range
+ * and duplicate problems are reported with their path added to
+ * report->reported, and the scan goes on. */
+gboolean _mixprec_json_scan                     (const gchar           *data,
+                                                 gsize                  length,
+                                                 MixprecConfigReport   *report);
+
+/* Appends @node as indented JSON (two spaces per @level) whose numbers read
+ * back to the same values; json-glib 1.6's generator does not. */
+void     _mixprec_json_write                    (GString               *out,
+                                                 JsonNode              *node,
+                                                 guint                  level);
+
+/* JSON paths as messages print them: a.b, a["odd key"], a[3]. */
+void     _mixprec_json_path_append_key          (GString               *path,
+                                                 const gchar           *key);
+void     _mixprec_json_path_append_index        (GString               *path,
+                                                 guint                  index);
+
+/* Damerau-Levenshtein (optimal string alignment) distance, ASCII
+ * case-insensitive. */
+guint    _mixprec_edit_distance                 (const gchar           *a,
+                                                 const gchar           *b);
+/* The closest of @candidates to @word, or NULL when none is close enough
+ * to be a plausible typo. */
+const gchar *_mixprec_suggest                   (const gchar           *word,
+                                                 const gchar * const   *candidates);
+
+/* Canonical DeepSpeed spelling of a dtype: "fp32", "fp16", "bf16". */
+const gchar *_mixprec_config_dtype_short_name   (MixprecDType           dtype);
+
+/* Whether a module type @type matches @listed: equal, or equal after
+ * dropping a dotted package prefix from either ("torch.nn.Linear" matches
+ * "Linear"). */
+gboolean _mixprec_module_type_matches           (const gchar           *type,
+                                                 const gchar           *listed);
+
+G_END_DECLS

@@ -1,0 +1,191 @@
+/* mixprec-config.h — a DeepSpeed-style JSON configuration, validated and
+ * resolved into typed settings */
+#pragma once
+
+#if !defined(__MIXPREC_INSIDE__) && !defined(MIXPREC_COMPILATION)
+#error "Only <mixprec/mixprec.h> can be included directly."
+#endif
+
+#include <glib-object.h>
+#include <json-glib/json-glib.h>
+#include "mixprec-version.h"
+#include "mixprec-dtype.h"
+#include "mixprec-loss-scaler.h"
+
+G_BEGIN_DECLS
+
+/**
+ * MIXPREC_CONFIG_ERROR:
+ *
+ * Error domain of #MixprecConfig. Errors in this domain are from the
+ * #MixprecConfigError enumeration.
+ *
+ * Since: 1.0
+ */
+#define MIXPREC_CONFIG_ERROR (mixprec_config_error_quark ())
+
+/**
+ * MixprecConfigError:
+ * @MIXPREC_CONFIG_ERROR_PARSE: the input is not a JSON document libmixprec
+ *   accepts: empty, not UTF-8, a syntax error, nesting too deep, or a top
+ *   level that is not an object
+ * @MIXPREC_CONFIG_ERROR_INVALID_VALUE: a value of the wrong type or outside
+ *   the range its key allows
+ * @MIXPREC_CONFIG_ERROR_UNKNOWN_KEY: a key that is neither a libmixprec key
+ *   nor a DeepSpeed key
+ * @MIXPREC_CONFIG_ERROR_CONFLICT: values that are valid one by one but make
+ *   no sense together
+ * @MIXPREC_CONFIG_ERROR_IO: the file could not be read
+ * @MIXPREC_CONFIG_ERROR_UNSUPPORTED: a DeepSpeed setting whose meaning
+ *   libmixprec cannot honour and will not silently drop
+ * @MIXPREC_CONFIG_ERROR_DUPLICATE_KEY: a key written twice in one object
+ *
+ * Errors from parsing and validating a configuration. When a document has
+ * several problems, one #GError carries all of them, one per line, with
+ * the code of the first. Values are appended only.
+ *
+ * Since: 1.0
+ */
+typedef enum {
+  MIXPREC_CONFIG_ERROR_PARSE,
+  MIXPREC_CONFIG_ERROR_INVALID_VALUE,
+  MIXPREC_CONFIG_ERROR_UNKNOWN_KEY,
+  MIXPREC_CONFIG_ERROR_CONFLICT,
+  MIXPREC_CONFIG_ERROR_IO,
+  MIXPREC_CONFIG_ERROR_UNSUPPORTED,
+  MIXPREC_CONFIG_ERROR_DUPLICATE_KEY,
+} MixprecConfigError;
+
+/**
+ * MixprecPrecisionMode:
+ * @MIXPREC_PRECISION_MODE_FP32: everything in FP32 (no `fp16`, `bf16` or
+ *   `torch_autocast` section enabled)
+ * @MIXPREC_PRECISION_MODE_FP16: FP16 working weights and gradients, FP32
+ *   master weights, loss scaling (`fp16.enabled`)
+ * @MIXPREC_PRECISION_MODE_BF16: BF16 working weights and gradients, FP32
+ *   master weights (`bf16.enabled`)
+ * @MIXPREC_PRECISION_MODE_BF16_NO_MASTER: BF16 weights updated in place,
+ *   no FP32 copy (`bf16.bf16_master_weights_and_grads`)
+ * @MIXPREC_PRECISION_MODE_AUTOCAST: FP32 parameters; the gradients of the
+ *   lower-precision-safe modules are communicated in the autocast dtype
+ *   (`torch_autocast.enabled`)
+ *
+ * How a configuration stores weights and gradients.
+ *
+ * Since: 1.0
+ */
+typedef enum {
+  MIXPREC_PRECISION_MODE_FP32,
+  MIXPREC_PRECISION_MODE_FP16,
+  MIXPREC_PRECISION_MODE_BF16,
+  MIXPREC_PRECISION_MODE_BF16_NO_MASTER,
+  MIXPREC_PRECISION_MODE_AUTOCAST,
+} MixprecPrecisionMode;
+
+MIXPREC_AVAILABLE_IN_1_0
+const gchar   *mixprec_precision_mode_get_name   (MixprecPrecisionMode mode);
+
+#define MIXPREC_TYPE_CONFIG (mixprec_config_get_type ())
+MIXPREC_AVAILABLE_IN_1_0
+G_DECLARE_FINAL_TYPE (MixprecConfig, mixprec_config, MIXPREC, CONFIG, GObject)
+
+MIXPREC_AVAILABLE_IN_1_0
+GQuark         mixprec_config_error_quark        (void);
+
+MIXPREC_AVAILABLE_IN_1_0
+MixprecConfig *mixprec_config_new                (void);
+MIXPREC_AVAILABLE_IN_1_0
+MixprecConfig *mixprec_config_new_from_file      (const gchar   *path,
+                                                  GError       **error);
+MIXPREC_AVAILABLE_IN_1_0
+MixprecConfig *mixprec_config_new_from_data      (const gchar   *data,
+                                                  gssize         length,
+                                                  GError       **error);
+MIXPREC_AVAILABLE_IN_1_0
+gchar         *mixprec_config_to_data            (MixprecConfig *self,
+                                                  gsize         *length);
+MIXPREC_AVAILABLE_IN_1_0
+GStrv          mixprec_config_get_warnings       (MixprecConfig *self);
+
+MIXPREC_AVAILABLE_IN_1_0
+MixprecPrecisionMode mixprec_config_get_precision_mode     (MixprecConfig *self);
+MIXPREC_AVAILABLE_IN_1_0
+MixprecDType   mixprec_config_get_low_dtype                (MixprecConfig *self);
+MIXPREC_AVAILABLE_IN_1_0
+MixprecDType   mixprec_config_get_grad_accum_dtype         (MixprecConfig *self);
+MIXPREC_AVAILABLE_IN_1_0
+MixprecDType   mixprec_config_get_communication_dtype      (MixprecConfig *self);
+
+MIXPREC_AVAILABLE_IN_1_0
+gdouble        mixprec_config_get_loss_scale               (MixprecConfig *self);
+MIXPREC_AVAILABLE_IN_1_0
+gint           mixprec_config_get_initial_scale_power      (MixprecConfig *self);
+MIXPREC_AVAILABLE_IN_1_0
+guint          mixprec_config_get_loss_scale_window        (MixprecConfig *self);
+MIXPREC_AVAILABLE_IN_1_0
+guint          mixprec_config_get_hysteresis               (MixprecConfig *self);
+MIXPREC_AVAILABLE_IN_1_0
+gboolean       mixprec_config_get_consecutive_hysteresis   (MixprecConfig *self);
+MIXPREC_AVAILABLE_IN_1_0
+gdouble        mixprec_config_get_min_loss_scale           (MixprecConfig *self);
+MIXPREC_AVAILABLE_IN_1_0
+gboolean       mixprec_config_get_check_grad_overflow      (MixprecConfig *self);
+
+MIXPREC_AVAILABLE_IN_1_0
+MixprecScalerSemantics mixprec_config_get_scaler_semantics (MixprecConfig *self);
+MIXPREC_AVAILABLE_IN_1_0
+gdouble        mixprec_config_get_max_scale                (MixprecConfig *self);
+MIXPREC_AVAILABLE_IN_1_0
+gdouble        mixprec_config_get_growth_factor            (MixprecConfig *self);
+MIXPREC_AVAILABLE_IN_1_0
+gdouble        mixprec_config_get_backoff_factor           (MixprecConfig *self);
+MIXPREC_AVAILABLE_IN_1_0
+gboolean       mixprec_config_get_raise_at_min_scale       (MixprecConfig *self);
+MIXPREC_AVAILABLE_IN_1_0
+const gchar * const *mixprec_config_get_fp32_modules       (MixprecConfig *self);
+MIXPREC_AVAILABLE_IN_1_0
+const gchar * const *mixprec_config_get_fp32_params        (MixprecConfig *self);
+MIXPREC_AVAILABLE_IN_1_0
+gboolean       mixprec_config_get_stochastic_rounding      (MixprecConfig *self);
+MIXPREC_AVAILABLE_IN_1_0
+const gchar   *mixprec_config_get_comm_backend             (MixprecConfig *self);
+MIXPREC_AVAILABLE_IN_1_0
+const gchar   *mixprec_config_get_device                   (MixprecConfig *self);
+MIXPREC_AVAILABLE_IN_1_0
+guint64        mixprec_config_get_seed                     (MixprecConfig *self);
+
+MIXPREC_AVAILABLE_IN_1_0
+guint          mixprec_config_get_zero_stage               (MixprecConfig *self);
+MIXPREC_AVAILABLE_IN_1_0
+guint64        mixprec_config_get_reduce_bucket_size       (MixprecConfig *self);
+MIXPREC_AVAILABLE_IN_1_0
+guint64        mixprec_config_get_allgather_bucket_size    (MixprecConfig *self);
+MIXPREC_AVAILABLE_IN_1_0
+gboolean       mixprec_config_get_overlap_comm             (MixprecConfig *self);
+MIXPREC_AVAILABLE_IN_1_0
+gboolean       mixprec_config_get_contiguous_gradients     (MixprecConfig *self);
+MIXPREC_AVAILABLE_IN_1_0
+gdouble        mixprec_config_get_gradient_clipping        (MixprecConfig *self);
+MIXPREC_AVAILABLE_IN_1_0
+guint          mixprec_config_get_gradient_accumulation_steps (MixprecConfig *self);
+MIXPREC_AVAILABLE_IN_1_0
+guint          mixprec_config_get_train_batch_size         (MixprecConfig *self);
+MIXPREC_AVAILABLE_IN_1_0
+guint          mixprec_config_get_train_micro_batch_size_per_gpu (MixprecConfig *self);
+MIXPREC_AVAILABLE_IN_1_0
+gboolean       mixprec_config_resolve_batch                (MixprecConfig *self,
+                                                            guint          world_size,
+                                                            GError       **error);
+
+MIXPREC_AVAILABLE_IN_1_0
+const gchar   *mixprec_config_get_optimizer_type           (MixprecConfig *self);
+MIXPREC_AVAILABLE_IN_1_0
+JsonObject    *mixprec_config_get_optimizer_params         (MixprecConfig *self);
+MIXPREC_AVAILABLE_IN_1_0
+const gchar   *mixprec_config_get_scheduler_type           (MixprecConfig *self);
+MIXPREC_AVAILABLE_IN_1_0
+JsonObject    *mixprec_config_get_scheduler_params         (MixprecConfig *self);
+MIXPREC_AVAILABLE_IN_1_0
+const gchar * const *mixprec_config_get_lower_precision_safe_modules (MixprecConfig *self);
+
+G_END_DECLS

@@ -1,0 +1,1141 @@
+/* test-config.c — MixprecConfig against DeepSpeed's documented defaults
+ * and rules (REFERENCE §1), a table of invalid documents each naming the
+ * path it must report, malformed input that must fail cleanly, a corpus of
+ * realistic DeepSpeed files, and the to_data round trip. */
+#include <string.h>
+#include <glib/gstdio.h>
+
+#include <mixprec/mixprec.h>
+
+static MixprecConfig *
+load (const gchar *json)
+{
+  g_autoptr(GError) error = NULL;
+  MixprecConfig *config = mixprec_config_new_from_data (json, -1, &error);
+
+  if (config == NULL)
+    g_error ("%s did not load: %s", json, error->message);
+  return config;
+}
+
+static gboolean
+has_line_containing (const gchar *message,
+                     const gchar *a,
+                     const gchar *b)
+{
+  g_auto(GStrv) lines = g_strsplit (message, "\n", -1);
+
+  for (guint i = 0; lines[i] != NULL; i++)
+    if (strstr (lines[i], a) != NULL && (b == NULL || strstr (lines[i], b) != NULL))
+      return TRUE;
+  return FALSE;
+}
+
+/* Each line of an error names a place first: "path: rule". */
+static void
+assert_well_formed (const GError *error)
+{
+  g_auto(GStrv) lines = NULL;
+
+  g_assert_nonnull (error);
+  g_assert_true (error->domain == MIXPREC_CONFIG_ERROR);
+  g_assert_true (g_utf8_validate (error->message, -1, NULL));
+  lines = g_strsplit (error->message, "\n", -1);
+  g_assert_cmpuint (g_strv_length (lines), >=, 1);
+  for (guint i = 0; lines[i] != NULL; i++)
+    {
+      g_assert_nonnull (strstr (lines[i], ": "));
+      g_assert_cmpuint (strlen (lines[i]), <, 1000);
+    }
+}
+
+static guint
+count_lines (const gchar *message)
+{
+  g_auto(GStrv) lines = g_strsplit (message, "\n", -1);
+
+  return g_strv_length (lines);
+}
+
+/* ------------------------------------------------------------ defaults */
+
+static void
+check_reference_defaults (MixprecConfig *c)
+{
+  /* REFERENCE §1, DeepSpeed's defaults. */
+  g_assert_cmpint (mixprec_config_get_precision_mode (c), ==, MIXPREC_PRECISION_MODE_FP32);
+  g_assert_cmpfloat (mixprec_config_get_loss_scale (c), ==, 0);
+  g_assert_cmpint (mixprec_config_get_initial_scale_power (c), ==, 16);
+  g_assert_cmpuint (mixprec_config_get_loss_scale_window (c), ==, 1000);
+  g_assert_cmpuint (mixprec_config_get_hysteresis (c), ==, 2);
+  g_assert_false (mixprec_config_get_consecutive_hysteresis (c));
+  g_assert_cmpfloat (mixprec_config_get_min_loss_scale (c), ==, 1);
+  g_assert_cmpuint (mixprec_config_get_zero_stage (c), ==, 0);
+  g_assert_cmpuint (mixprec_config_get_reduce_bucket_size (c), ==, 500000000);
+  g_assert_cmpuint (mixprec_config_get_allgather_bucket_size (c), ==, 500000000);
+  g_assert_false (mixprec_config_get_overlap_comm (c));
+  g_assert_true (mixprec_config_get_contiguous_gradients (c));
+  g_assert_cmpfloat (mixprec_config_get_gradient_clipping (c), ==, 0);
+  g_assert_cmpuint (mixprec_config_get_gradient_accumulation_steps (c), ==, 1);
+  g_assert_cmpuint (mixprec_config_get_train_batch_size (c), ==, 0);
+  g_assert_cmpuint (mixprec_config_get_train_micro_batch_size_per_gpu (c), ==, 0);
+  g_assert_null (mixprec_config_get_optimizer_type (c));
+  g_assert_null (mixprec_config_get_optimizer_params (c));
+  g_assert_null (mixprec_config_get_scheduler_type (c));
+  g_assert_null (mixprec_config_get_scheduler_params (c));
+  g_assert_cmpint (mixprec_config_get_low_dtype (c), ==, MIXPREC_DTYPE_FLOAT32);
+  g_assert_cmpint (mixprec_config_get_grad_accum_dtype (c), ==, MIXPREC_DTYPE_FLOAT32);
+  g_assert_cmpint (mixprec_config_get_communication_dtype (c), ==, MIXPREC_DTYPE_FLOAT32);
+  g_assert_false (mixprec_config_get_check_grad_overflow (c));
+  {
+    const gchar *const safe[] = { "Linear", "Conv1d", "Conv2d", "Conv3d", NULL };
+
+    g_assert_true (g_strv_equal ((const gchar * const *) safe,
+                                 mixprec_config_get_lower_precision_safe_modules (c)));
+  }
+
+  /* The mixprec section's documented defaults. */
+  g_assert_cmpint (mixprec_config_get_scaler_semantics (c), ==, MIXPREC_SCALER_SEMANTICS_DEEPSPEED);
+  g_assert_cmpfloat (mixprec_config_get_max_scale (c), ==, 0);
+  g_assert_cmpfloat (mixprec_config_get_growth_factor (c), ==, 2);
+  g_assert_cmpfloat (mixprec_config_get_backoff_factor (c), ==, 0.5);
+  g_assert_true (mixprec_config_get_raise_at_min_scale (c));
+  g_assert_cmpuint (g_strv_length ((gchar **) mixprec_config_get_fp32_modules (c)), ==, 0);
+  g_assert_cmpuint (g_strv_length ((gchar **) mixprec_config_get_fp32_params (c)), ==, 0);
+  g_assert_false (mixprec_config_get_stochastic_rounding (c));
+  g_assert_cmpstr (mixprec_config_get_comm_backend (c), ==, "auto");
+  g_assert_cmpstr (mixprec_config_get_device (c), ==, "cpu");
+  g_assert_cmpuint (mixprec_config_get_seed (c), ==, 0);
+  g_assert_cmpuint (g_strv_length (mixprec_config_get_warnings (c)), ==, 0);
+}
+
+static void
+test_config_defaults (void)
+{
+  g_autoptr(MixprecConfig) fresh = mixprec_config_new ();
+  g_autoptr(MixprecConfig) empty = load ("{}");
+  g_autoptr(MixprecConfig) spaced = load (" \n\t{ }\r\n");
+
+  check_reference_defaults (fresh);
+  check_reference_defaults (empty);
+  check_reference_defaults (spaced);
+}
+
+/* The resolved dtypes of each mode: DeepSpeed's, except FP32 accumulation
+ * for bf16 (REFERENCE §1, issues #1800 #2352 #2768). */
+static void
+test_config_mode_dtypes (void)
+{
+  static const struct {
+    const gchar *json;
+    MixprecPrecisionMode mode;
+    MixprecDType low, accum, comm;
+    gboolean check_overflow;
+  } cases[] = {
+    { "{}", MIXPREC_PRECISION_MODE_FP32,
+      MIXPREC_DTYPE_FLOAT32, MIXPREC_DTYPE_FLOAT32, MIXPREC_DTYPE_FLOAT32, FALSE },
+    { "{\"fp16\": {\"enabled\": true}}", MIXPREC_PRECISION_MODE_FP16,
+      MIXPREC_DTYPE_FLOAT16, MIXPREC_DTYPE_FLOAT16, MIXPREC_DTYPE_FLOAT16, TRUE },
+    { "{\"bf16\": {\"enabled\": true}}", MIXPREC_PRECISION_MODE_BF16,
+      MIXPREC_DTYPE_BFLOAT16, MIXPREC_DTYPE_FLOAT32, MIXPREC_DTYPE_FLOAT32, TRUE },
+    { "{\"bfloat16\": {\"enabled\": true}}", MIXPREC_PRECISION_MODE_BF16,
+      MIXPREC_DTYPE_BFLOAT16, MIXPREC_DTYPE_FLOAT32, MIXPREC_DTYPE_FLOAT32, TRUE },
+    { "{\"bf16\": {\"enabled\": true, \"check_grad_overflow\": false}}", MIXPREC_PRECISION_MODE_BF16,
+      MIXPREC_DTYPE_BFLOAT16, MIXPREC_DTYPE_FLOAT32, MIXPREC_DTYPE_FLOAT32, FALSE },
+    { "{\"bf16\": {\"enabled\": true, \"bf16_master_weights_and_grads\": true}}",
+      MIXPREC_PRECISION_MODE_BF16_NO_MASTER,
+      MIXPREC_DTYPE_BFLOAT16, MIXPREC_DTYPE_BFLOAT16, MIXPREC_DTYPE_BFLOAT16, TRUE },
+    { "{\"bf16\": {\"enabled\": true}, \"data_types\": {\"grad_accum_dtype\": \"bf16\"}}",
+      MIXPREC_PRECISION_MODE_BF16,
+      MIXPREC_DTYPE_BFLOAT16, MIXPREC_DTYPE_BFLOAT16, MIXPREC_DTYPE_BFLOAT16, TRUE },
+    { "{\"fp16\": {\"enabled\": true}, \"data_types\": {\"grad_accum_dtype\": \"float32\"}}",
+      MIXPREC_PRECISION_MODE_FP16,
+      MIXPREC_DTYPE_FLOAT16, MIXPREC_DTYPE_FLOAT32, MIXPREC_DTYPE_FLOAT32, TRUE },
+    { "{\"fp16\": {\"enabled\": true}, \"communication_data_type\": \"fp32\"}",
+      MIXPREC_PRECISION_MODE_FP16,
+      MIXPREC_DTYPE_FLOAT16, MIXPREC_DTYPE_FLOAT16, MIXPREC_DTYPE_FLOAT32, TRUE },
+    { "{\"communication_data_type\": \"BF16\"}", MIXPREC_PRECISION_MODE_FP32,
+      MIXPREC_DTYPE_FLOAT32, MIXPREC_DTYPE_FLOAT32, MIXPREC_DTYPE_BFLOAT16, FALSE },
+    { "{\"torch_autocast\": {\"enabled\": true}}", MIXPREC_PRECISION_MODE_AUTOCAST,
+      MIXPREC_DTYPE_BFLOAT16, MIXPREC_DTYPE_FLOAT32, MIXPREC_DTYPE_FLOAT32, TRUE },
+    { "{\"torch_autocast\": {\"enabled\": true, \"dtype\": \"torch.float16\"}}",
+      MIXPREC_PRECISION_MODE_AUTOCAST,
+      MIXPREC_DTYPE_FLOAT16, MIXPREC_DTYPE_FLOAT32, MIXPREC_DTYPE_FLOAT32, TRUE },
+    { "{\"torch_autocast\": {\"enabled\": true, \"dtype\": \"half\"}, \"communication_data_type\": \"fp16\"}",
+      MIXPREC_PRECISION_MODE_AUTOCAST,
+      MIXPREC_DTYPE_FLOAT16, MIXPREC_DTYPE_FLOAT32, MIXPREC_DTYPE_FLOAT16, TRUE },
+    /* A disabled section does not count, whatever else it holds. */
+    { "{\"fp16\": {\"enabled\": false, \"loss_scale\": 8}, \"bf16\": {\"enabled\": true}}",
+      MIXPREC_PRECISION_MODE_BF16,
+      MIXPREC_DTYPE_BFLOAT16, MIXPREC_DTYPE_FLOAT32, MIXPREC_DTYPE_FLOAT32, TRUE },
+  };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autoptr(MixprecConfig) c = load (cases[i].json);
+
+      g_test_message ("%s", cases[i].json);
+      g_assert_cmpint (mixprec_config_get_precision_mode (c), ==, cases[i].mode);
+      g_assert_cmpint (mixprec_config_get_low_dtype (c), ==, cases[i].low);
+      g_assert_cmpint (mixprec_config_get_grad_accum_dtype (c), ==, cases[i].accum);
+      g_assert_cmpint (mixprec_config_get_communication_dtype (c), ==, cases[i].comm);
+      g_assert_cmpint (mixprec_config_get_check_grad_overflow (c), ==, cases[i].check_overflow);
+    }
+}
+
+static void
+test_config_overlap_default (void)
+{
+  /* DeepSpeed: overlap_comm defaults to true only for stage 3. */
+  for (guint stage = 0; stage <= 3; stage++)
+    {
+      g_autofree gchar *json = g_strdup_printf ("{\"zero_optimization\": {\"stage\": %u}}", stage);
+      g_autofree gchar *json_null = g_strdup_printf ("{\"zero_optimization\": {\"stage\": %u, \"overlap_comm\": null}}", stage);
+      g_autofree gchar *json_off = g_strdup_printf ("{\"zero_optimization\": {\"stage\": %u, \"overlap_comm\": false}}", stage);
+      g_autoptr(MixprecConfig) c = load (json);
+      g_autoptr(MixprecConfig) n = load (json_null);
+      g_autoptr(MixprecConfig) off = load (json_off);
+
+      g_assert_cmpuint (mixprec_config_get_zero_stage (c), ==, stage);
+      g_assert_cmpint (mixprec_config_get_overlap_comm (c), ==, stage == 3);
+      g_assert_cmpint (mixprec_config_get_overlap_comm (n), ==, stage == 3);
+      g_assert_false (mixprec_config_get_overlap_comm (off));
+    }
+}
+
+static void
+test_config_scaler_semantics (void)
+{
+  static const struct {
+    const gchar *json;
+    MixprecScalerSemantics semantics;
+    gint power;
+    guint window, hysteresis;
+    gdouble min_scale;
+    gboolean raise;
+  } cases[] = {
+    /* DeepSpeed's loss_scaler.py defaults. */
+    { "{\"fp16\": {\"enabled\": true}}",
+      MIXPREC_SCALER_SEMANTICS_DEEPSPEED, 16, 1000, 2, 1, TRUE },
+    /* GradScaler: init 2^16, growth_interval 2000, no hysteresis, never raises. */
+    { "{\"fp16\": {\"enabled\": true}, \"mixprec\": {\"scaler\": {\"semantics\": \"torch\"}}}",
+      MIXPREC_SCALER_SEMANTICS_TORCH, 16, 2000, 1, 1, FALSE },
+    /* Megatron: init 2^32, window 1000, hysteresis 2, min 1. */
+    { "{\"fp16\": {\"enabled\": true}, \"mixprec\": {\"scaler\": {\"semantics\": \"megatron\"}}}",
+      MIXPREC_SCALER_SEMANTICS_MEGATRON, 32, 1000, 2, 1, FALSE },
+    /* Values written in the file win over the semantics' defaults. */
+    { "{\"fp16\": {\"enabled\": true, \"initial_scale_power\": 12, \"loss_scale_window\": 50, \"hysteresis\": 1},"
+      " \"mixprec\": {\"scaler\": {\"semantics\": \"torch\", \"raise_at_min_scale\": true}}}",
+      MIXPREC_SCALER_SEMANTICS_TORCH, 12, 50, 1, 1, TRUE },
+    { "{\"fp16\": {\"enabled\": true, \"initial_scale_power\": 20, \"hysteresis\": 4, \"min_loss_scale\": 0.25},"
+      " \"mixprec\": {\"scaler\": {\"semantics\": \"megatron\"}}}",
+      MIXPREC_SCALER_SEMANTICS_MEGATRON, 20, 1000, 4, 0.25, FALSE },
+  };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autoptr(MixprecConfig) c = load (cases[i].json);
+
+      g_test_message ("%s", cases[i].json);
+      g_assert_cmpint (mixprec_config_get_scaler_semantics (c), ==, cases[i].semantics);
+      g_assert_cmpint (mixprec_config_get_initial_scale_power (c), ==, cases[i].power);
+      g_assert_cmpuint (mixprec_config_get_loss_scale_window (c), ==, cases[i].window);
+      g_assert_cmpuint (mixprec_config_get_hysteresis (c), ==, cases[i].hysteresis);
+      g_assert_cmpfloat (mixprec_config_get_min_loss_scale (c), ==, cases[i].min_scale);
+      g_assert_cmpint (mixprec_config_get_raise_at_min_scale (c), ==, cases[i].raise);
+    }
+}
+
+/* ------------------------------------------------------------ invalid */
+
+typedef struct
+{
+  const gchar *json;
+  const gchar *path;         /* the line must start with this path */
+  const gchar *fragment;     /* and contain this */
+  MixprecConfigError code;
+} InvalidCase;
+
+static const InvalidCase invalid_cases[] = {
+  { "{\"fp16\": {\"loss_scale_window\": -3}}", "fp16.loss_scale_window", "must be a positive integer, got -3", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"fp16\": {\"loss_scale_window\": 0}}", "fp16.loss_scale_window", "positive integer", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"fp16\": {\"loss_scale_window\": 2.5}}", "fp16.loss_scale_window", "got 2.5", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"fp16\": {\"loss_scale\": true}}", "fp16.loss_scale", "a number >= 0", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"fp16\": {\"loss_scale\": -1}}", "fp16.loss_scale", "got -1", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"fp16\": {\"loss_scale\": \"128\"}}", "fp16.loss_scale", "got \"128\"", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"fp16\": {\"loss_scale\": 1e39}}", "fp16.loss_scale", "3.4e38", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"fp16\": {\"loss_scale\": 1e400}}", "fp16.loss_scale", "number out of range", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"fp16\": {\"enabled\": \"true\"}}", "fp16.enabled", "true or false", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"fp16\": {\"enabled\": 1}}", "fp16.enabled", "got 1", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"fp16\": {\"enabled\": null}}", "fp16.enabled", "got null", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"fp16\": {\"initial_scale_power\": 128}}", "fp16.initial_scale_power", "from 0 to 127", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"fp16\": {\"initial_scale_power\": -1}}", "fp16.initial_scale_power", "got -1", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"fp16\": {\"hysteresis\": 0}}", "fp16.hysteresis", "positive integer", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"fp16\": {\"min_loss_scale\": 0}}", "fp16.min_loss_scale", "> 0", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"fp16\": {\"min_loss_scale\": 1024, \"initial_scale_power\": 8}}", "fp16.min_loss_scale", "initial scale 2^8 = 256", MIXPREC_CONFIG_ERROR_CONFLICT },
+  { "{\"fp16\": 1}", "fp16", "a JSON object", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"fp16\": {\"enabled\": true, \"fp16_master_weights_and_grads\": true}}", "fp16.fp16_master_weights_and_grads", "FP32 master", MIXPREC_CONFIG_ERROR_UNSUPPORTED },
+  { "{\"fp16\": {\"enabled\": true}, \"bf16\": {\"enabled\": true}}", "bf16.enabled", "fp16.enabled is also true", MIXPREC_CONFIG_ERROR_CONFLICT },
+  { "{\"fp16\": {\"enabled\": true}, \"torch_autocast\": {\"enabled\": true}}", "torch_autocast.enabled", "fp16.enabled", MIXPREC_CONFIG_ERROR_CONFLICT },
+  { "{\"bf16\": {\"enabled\": true}, \"torch_autocast\": {\"enabled\": true}}", "torch_autocast.enabled", "bf16.enabled", MIXPREC_CONFIG_ERROR_CONFLICT },
+  { "{\"bf16\": {}, \"bfloat16\": {}}", "bfloat16", "together with bf16", MIXPREC_CONFIG_ERROR_CONFLICT },
+  { "{\"bf16\": {\"bf16_optimizer_states\": true}}", "bf16.bf16_optimizer_states", "FP32", MIXPREC_CONFIG_ERROR_UNSUPPORTED },
+  { "{\"bfloat16\": {\"enabled\": \"yes\"}}", "bfloat16.enabled", "true or false", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"bf16\": {\"enabled\": true}, \"data_types\": {\"grad_accum_dtype\": \"fp16\"}}", "data_types.grad_accum_dtype", "must be bf16 or fp32 in bf16 mode", MIXPREC_CONFIG_ERROR_CONFLICT },
+  { "{\"fp16\": {\"enabled\": true}, \"data_types\": {\"grad_accum_dtype\": \"bf16\"}}", "data_types.grad_accum_dtype", "must be fp16 or fp32 in fp16 mode", MIXPREC_CONFIG_ERROR_CONFLICT },
+  { "{\"data_types\": {\"grad_accum_dtype\": \"bf16\"}}", "data_types.grad_accum_dtype", "must be fp32 in fp32 mode", MIXPREC_CONFIG_ERROR_CONFLICT },
+  { "{\"data_types\": {\"grad_accum_dtype\": \"fp8\"}}", "data_types.grad_accum_dtype", "FP8", MIXPREC_CONFIG_ERROR_UNSUPPORTED },
+  { "{\"data_types\": {\"grad_accum_dtype\": \"int8\"}}", "data_types.grad_accum_dtype", "one of \"fp32\"", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"data_types\": {\"grad_accum_dtype\": 32}}", "data_types.grad_accum_dtype", "got 32", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"communication_data_type\": \"fp16\"}", "communication_data_type", "must be fp32 or bf16 in fp32 mode", MIXPREC_CONFIG_ERROR_CONFLICT },
+  { "{\"fp16\": {\"enabled\": true}, \"communication_data_type\": \"bf16\"}", "communication_data_type", "must be fp16 or fp32 in fp16 mode", MIXPREC_CONFIG_ERROR_CONFLICT },
+  { "{\"communication_data_type\": \"float8_e5m2\"}", "communication_data_type", "FP8", MIXPREC_CONFIG_ERROR_UNSUPPORTED },
+  { "{\"torch_autocast\": {\"enabled\": true, \"dtype\": \"fp32\"}}", "torch_autocast.dtype", "plain fp32 training", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"torch_autocast\": {\"enabled\": true, \"dtype\": \"e4m3\"}}", "torch_autocast.dtype", "FP8", MIXPREC_CONFIG_ERROR_UNSUPPORTED },
+  { "{\"torch_autocast\": {\"lower_precision_safe_modules\": \"Linear\"}}", "torch_autocast.lower_precision_safe_modules", "an array", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"torch_autocast\": {\"lower_precision_safe_modules\": [\"Linear\", 3]}}", "torch_autocast.lower_precision_safe_modules[1]", "non-empty string", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"torch_autocast\": {\"enabled\": true}, \"mixprec\": {\"fp32_modules\": [\"torch.nn.Linear\"]}}", "mixprec.fp32_modules[0]", "lower_precision_safe_modules", MIXPREC_CONFIG_ERROR_CONFLICT },
+  { "{\"torch_autocast\": {\"enabled\": true}, \"mixprec\": {\"stochastic_rounding\": true}}", "mixprec.stochastic_rounding", "autocast mode", MIXPREC_CONFIG_ERROR_CONFLICT },
+  { "{\"zero_optimization\": {\"stage\": 4}}", "zero_optimization.stage", "from 0 to 3, got 4", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"zero_optimization\": {\"stage\": 2.5}}", "zero_optimization.stage", "got 2.5", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"zero_optimization\": {\"stage\": \"2\"}}", "zero_optimization.stage", "got \"2\"", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"zero_optimization\": {\"stage\": false}}", "zero_optimization.stage", "got false", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"zero_optimization\": {\"reduce_bucket_size\": 0}}", "zero_optimization.reduce_bucket_size", "positive", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"zero_optimization\": {\"allgather_bucket_size\": 1e30}}", "zero_optimization.allgather_bucket_size", "positive", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"zero_optimization\": []}", "zero_optimization", "a JSON object", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"zero_optimization\": {\"overlap_comm\": \"yes\"}}", "zero_optimization.overlap_comm", "true or false", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"gradient_clipping\": -1}", "gradient_clipping", ">= 0", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"gradient_clipping\": \"auto\"}", "gradient_clipping", "Hugging Face", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"gradient_accumulation_steps\": 0}", "gradient_accumulation_steps", "positive integer", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"train_batch_size\": 4294967296}", "train_batch_size", "positive integer", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"train_batch_size\": 99999999999999999999}", "train_batch_size", "integer out of range", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"train_micro_batch_size_per_gpu\": -2}", "train_micro_batch_size_per_gpu", "got -2", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"train_batch_size\": 30, \"train_micro_batch_size_per_gpu\": 4, \"gradient_accumulation_steps\": 2}", "train_batch_size", "multiple of", MIXPREC_CONFIG_ERROR_CONFLICT },
+  { "{\"optimizer\": {\"params\": {\"lr\": 1}}}", "optimizer.type", "missing", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"optimizer\": {\"type\": \"\"}}", "optimizer.type", "non-empty string", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"optimizer\": {\"type\": \"AdamW\", \"params\": []}}", "optimizer.params", "a JSON object", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": \"auto\"}}}", "optimizer.params.lr", "\"auto\"", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"optimizer\": {\"type\": \"AdamW\", \"params\": {\"betas\": [\"auto\", 0.999]}}}", "optimizer.params.betas[0]", "\"auto\"", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"optimizer\": {\"type\": \"AdamW\", \"params\": {\"max_grad_norm\": 1.0}}}", "optimizer.params.max_grad_norm", "gradient_clipping", MIXPREC_CONFIG_ERROR_UNSUPPORTED },
+  { "{\"optimizer\": \"AdamW\"}", "optimizer", "a JSON object", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"scheduler\": {\"type\": \"WarmupLR\", \"params\": {\"warmup_max_lr\": \"auto\"}}}", "scheduler.params.warmup_max_lr", "\"auto\"", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"scheduler\": {\"type\": 7}}", "scheduler.type", "got 7", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"mixprec\": {\"scaler\": {\"semantics\": \"apex\"}}}", "mixprec.scaler.semantics", "one of \"deepspeed\", \"torch\", \"megatron\"", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"mixprec\": {\"scaler\": {\"growth_factor\": 1}}}", "mixprec.scaler.growth_factor", "> 1", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"mixprec\": {\"scaler\": {\"backoff_factor\": 1}}}", "mixprec.scaler.backoff_factor", "between 0 and 1", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"mixprec\": {\"scaler\": {\"backoff_factor\": 0}}}", "mixprec.scaler.backoff_factor", "got 0", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"mixprec\": {\"scaler\": {\"max_scale\": 100}}}", "mixprec.scaler.max_scale", "initial scale 2^16 = 65536", MIXPREC_CONFIG_ERROR_CONFLICT },
+  { "{\"fp16\": {\"loss_scale\": 1024}, \"mixprec\": {\"scaler\": {\"max_scale\": 100}}}", "mixprec.scaler.max_scale", "static", MIXPREC_CONFIG_ERROR_CONFLICT },
+  { "{\"mixprec\": {\"scaler\": []}}", "mixprec.scaler", "a JSON object", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"mixprec\": {\"stochastic_rounding\": true}}", "mixprec.stochastic_rounding", "must be false in fp32 mode", MIXPREC_CONFIG_ERROR_CONFLICT },
+  { "{\"mixprec\": {\"comm\": \"mpi\"}}", "mixprec.comm", "one of \"auto\"", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"mixprec\": {\"comm\": \"nccl\"}}", "mixprec.comm", "device \"cpu\"", MIXPREC_CONFIG_ERROR_CONFLICT },
+  { "{\"mixprec\": {\"device\": \"tpu\"}}", "mixprec.device", "\"cuda\"", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"mixprec\": {\"fp32_modules\": \"LayerNorm\"}}", "mixprec.fp32_modules", "an array", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"mixprec\": {\"fp32_params\": [\"\"]}}", "mixprec.fp32_params[0]", "non-empty string", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"mixprec\": {\"seed\": -1}}", "mixprec.seed", "from 0", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"mixprec\": {\"precision_mode\": \"bf16\"}}", "mixprec.precision_mode", "select \"fp32\"", MIXPREC_CONFIG_ERROR_CONFLICT },
+  { "{\"mixprec\": {\"precision_mode\": \"fp8\"}}", "mixprec.precision_mode", "\"bf16_no_master\"", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"fp16\": {\"hysteresis\": 2}, \"mixprec\": {\"scaler\": {\"semantics\": \"torch\"}}}", "fp16.hysteresis", "must be 1", MIXPREC_CONFIG_ERROR_CONFLICT },
+  { "{\"fp16\": {\"consecutive_hysteresis\": true}, \"mixprec\": {\"scaler\": {\"semantics\": \"megatron\"}}}", "fp16.consecutive_hysteresis", "megatron", MIXPREC_CONFIG_ERROR_CONFLICT },
+  { "{\"amp\": {\"enabled\": true, \"opt_level\": \"O1\"}}", "amp.enabled", "Apex amp", MIXPREC_CONFIG_ERROR_UNSUPPORTED },
+  { "{\"fp16\": {\"enabled\": true, \"enabled\": false}}", "fp16.enabled", "written twice", MIXPREC_CONFIG_ERROR_DUPLICATE_KEY },
+  { "{\"fp16\": {}, \"fp16\": {}}", "fp16", "lines 1 and 1", MIXPREC_CONFIG_ERROR_DUPLICATE_KEY },
+  { "{\"a b\": 1}", "[\"a b\"]", "unknown key", MIXPREC_CONFIG_ERROR_UNKNOWN_KEY },
+  { "{\"fp16\": {\"line\\nbreak\": 1}}", "fp16[\"line\\u000Abreak\"]", "unknown key", MIXPREC_CONFIG_ERROR_UNKNOWN_KEY },
+  { "{\"fp16\": {\"loss_scale_windw\": 10}}", "fp16.loss_scale_windw", "did you mean loss_scale_window?", MIXPREC_CONFIG_ERROR_UNKNOWN_KEY },
+  { "[]", "(top level)", "must be a JSON object", MIXPREC_CONFIG_ERROR_PARSE },
+  { "{\"fp16\": {\"enabled\": tru}}", "fp16.enabled", "line 1, column 22", MIXPREC_CONFIG_ERROR_PARSE },
+};
+
+static void
+test_config_invalid_table (void)
+{
+  g_assert_cmpuint (G_N_ELEMENTS (invalid_cases), >=, 40);
+  for (gsize i = 0; i < G_N_ELEMENTS (invalid_cases); i++)
+    {
+      const InvalidCase *t = &invalid_cases[i];
+      g_autoptr(GError) error = NULL;
+      g_autoptr(MixprecConfig) c = mixprec_config_new_from_data (t->json, -1, &error);
+      g_autofree gchar *prefix = g_strconcat (t->path, ": ", NULL);
+
+      g_test_message ("%s -> %s", t->json, error != NULL ? error->message : "(loaded)");
+      g_assert_null (c);
+      assert_well_formed (error);
+      g_assert_true (g_str_has_prefix (error->message, prefix)
+                     || has_line_containing (error->message, prefix, NULL));
+      g_assert_true (has_line_containing (error->message, prefix, t->fragment));
+      g_assert_error (error, MIXPREC_CONFIG_ERROR, (gint) t->code);
+    }
+}
+
+static void
+test_config_all_errors_listed (void)
+{
+  const gchar *json =
+    "{\n"
+    "  \"fp16\": {\"enabled\": true, \"loss_scale_window\": -3, \"hysteresis\": \"2\"},\n"
+    "  \"zero_optimization\": {\"stage\": 7, \"stag\": 2},\n"
+    "  \"gradient_clipping\": -0.5,\n"
+    "  \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": \"auto\"}},\n"
+    "  \"mixprec\": {\"device\": \"gpu\"},\n"
+    "  \"zero_optimisation\": {}\n"
+    "}\n";
+  static const gchar *const expected[][2] = {
+    { "fp16.loss_scale_window: ", "got -3" },
+    { "fp16.hysteresis: ", "got \"2\"" },
+    { "zero_optimization.stage: ", "got 7" },
+    { "zero_optimization.stag: ", "did you mean stage?" },
+    { "gradient_clipping: ", "got -0.5" },
+    { "optimizer.params.lr: ", "\"auto\"" },
+    { "mixprec.device: ", "got \"gpu\"" },
+    { "zero_optimisation: ", "did you mean zero_optimization?" },
+  };
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MixprecConfig) c = mixprec_config_new_from_data (json, -1, &error);
+  g_autofree gchar *path = NULL;
+  g_autoptr(GError) file_error = NULL;
+  g_autoptr(MixprecConfig) from_file = NULL;
+  gint fd;
+
+  g_assert_null (c);
+  assert_well_formed (error);
+  g_assert_cmpuint (count_lines (error->message), ==, G_N_ELEMENTS (expected));
+  for (gsize i = 0; i < G_N_ELEMENTS (expected); i++)
+    g_assert_true (has_line_containing (error->message, expected[i][0], expected[i][1]));
+
+  /* From a file, every line also names the file. */
+  fd = g_file_open_tmp ("mixprec-config-XXXXXX.json", &path, NULL);
+  g_assert_cmpint (fd, >=, 0);
+  g_assert_true (g_file_set_contents (path, json, -1, NULL));
+  g_close (fd, NULL);
+  from_file = mixprec_config_new_from_file (path, &file_error);
+  g_assert_null (from_file);
+  assert_well_formed (file_error);
+  g_assert_cmpuint (count_lines (file_error->message), ==, G_N_ELEMENTS (expected));
+  {
+    g_auto(GStrv) lines = g_strsplit (file_error->message, "\n", -1);
+    g_autofree gchar *prefix = g_strconcat (path, ": ", NULL);
+
+    for (guint i = 0; lines[i] != NULL; i++)
+      g_assert_true (g_str_has_prefix (lines[i], prefix));
+  }
+  g_unlink (path);
+}
+
+static void
+test_config_suggestions (void)
+{
+  static const gchar *const cases[][3] = {
+    { "{\"fp16\": {\"loss_scale_windw\": 10}}", "fp16.loss_scale_windw", "loss_scale_window" },
+    { "{\"fp16\": {\"enabeld\": true}}", "fp16.enabeld", "enabled" },
+    { "{\"fp16\": {\"intial_scale_power\": 8}}", "fp16.intial_scale_power", "initial_scale_power" },
+    { "{\"fp16\": {\"Hysteresis\": 2}}", "fp16.Hysteresis", "hysteresis" },
+    { "{\"bf16\": {\"check_grad_overflw\": true}}", "bf16.check_grad_overflw", "check_grad_overflow" },
+    { "{\"zero_optimization\": {\"stag\": 2}}", "zero_optimization.stag", "stage" },
+    { "{\"zero_optimization\": {\"stage3_max_live_paramters\": 1}}", "zero_optimization.stage3_max_live_paramters", "stage3_max_live_parameters" },
+    { "{\"zero_optimization\": {\"overlap_com\": true}}", "zero_optimization.overlap_com", "overlap_comm" },
+    { "{\"torch_autocast\": {\"lower_precision_safe_module\": []}}", "torch_autocast.lower_precision_safe_module", "lower_precision_safe_modules" },
+    { "{\"data_types\": {\"grad_acum_dtype\": \"fp32\"}}", "data_types.grad_acum_dtype", "grad_accum_dtype" },
+    { "{\"mixprec\": {\"fp32_module\": []}}", "mixprec.fp32_module", "fp32_modules" },
+    { "{\"mixprec\": {\"scaler\": {\"semantic\": \"torch\"}}}", "mixprec.scaler.semantic", "semantics" },
+    { "{\"optimizer\": {\"typ\": \"AdamW\"}}", "optimizer.typ", "type" },
+    { "{\"zero_optimisation\": {}}", "zero_optimisation", "zero_optimization" },
+    { "{\"gradient_cliping\": 1.0}", "gradient_cliping", "gradient_clipping" },
+    { "{\"fp_16\": {}}", "fp_16", "fp16" },
+    { "{\"flops_profilr\": {}}", "flops_profilr", "flops_profiler" },
+    { "{\"train_batch_sizes\": 8}", "train_batch_sizes", "train_batch_size" },
+    { "{\"mixpec\": {}}", "mixpec", "mixprec" },
+  };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autoptr(GError) error = NULL;
+      g_autoptr(MixprecConfig) c = mixprec_config_new_from_data (cases[i][0], -1, &error);
+      g_autofree gchar *prefix = g_strconcat (cases[i][1], ": ", NULL);
+      g_autofree gchar *hint = g_strdup_printf ("did you mean %s?", cases[i][2]);
+
+      g_test_message ("%s", cases[i][0]);
+      g_assert_null (c);
+      g_assert_error (error, MIXPREC_CONFIG_ERROR, MIXPREC_CONFIG_ERROR_UNKNOWN_KEY);
+      g_assert_true (has_line_containing (error->message, prefix, hint));
+    }
+
+  /* Nothing close: no guess, but the section's keys are listed. */
+  {
+    g_autoptr(GError) error = NULL;
+    g_autoptr(MixprecConfig) c = mixprec_config_new_from_data ("{\"fp16\": {\"xyzzy\": 1}, \"frobnicate\": 2}", -1, &error);
+
+    g_assert_null (c);
+    g_assert_null (strstr (error->message, "did you mean"));
+    g_assert_true (has_line_containing (error->message, "fp16.xyzzy: ", "loss_scale_window"));
+    g_assert_true (has_line_containing (error->message, "frobnicate: ", "\"mixprec\" section"));
+  }
+}
+
+/* ------------------------------------------------------------ malformed */
+
+static void
+expect_parse_failure (const gchar *data,
+                      gsize        length,
+                      const gchar *fragment)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MixprecConfig) c = mixprec_config_new_from_data (data, (gssize) length, &error);
+
+  g_assert_null (c);
+  assert_well_formed (error);
+  if (fragment != NULL && strstr (error->message, fragment) == NULL)
+    g_error ("expected \"%s\" in: %s", fragment, error->message);
+}
+
+static gchar *
+nested (guint        depth,
+        const gchar *open,
+        const gchar *close)
+{
+  GString *s = g_string_new (NULL);
+
+  for (guint i = 0; i < depth; i++)
+    g_string_append (s, open);
+  for (guint i = 0; i < depth; i++)
+    g_string_append (s, close);
+  return g_string_free (s, FALSE);
+}
+
+static void
+test_config_malformed (void)
+{
+  static const struct { const gchar *data; const gchar *fragment; } cases[] = {
+    { "", "empty" },
+    { "   \n\t  ", "empty" },
+    { "{", "line 1, column 2" },
+    { "{\"fp16\": {\"enabled\": true}", "expected ',' or '}'" },
+    { "{\"fp16\": ", "expected a value" },
+    { "{\"fp16\": {\"enabled\": NaN}}", "fp16.enabled: invalid JSON" },
+    { "{\"fp16\": {\"loss_scale\": Infinity}}", "fp16.loss_scale: invalid JSON" },
+    { "{\"fp16\": {\"loss_scale\": -Infinity}}", "expected a digit" },
+    { "{\"fp16\": {\"loss_scale\": -1e400}}", "number out of range" },
+    { "{\"fp16\": {\"loss_scale\": 1e999999999999}}", "number out of range" },
+    { "{\"seed\": 18446744073709551616}", "integer out of range" },
+    { "{\"fp16\": {\"loss_scale\": 0x10}}", "expected ',' or '}'" },
+    { "{\"fp16\": {\"loss_scale\": 010}}", "leading zeros" },
+    { "{\"fp16\": {\"loss_scale\": .5}}", "expected a value" },
+    { "{\"fp16\": {\"loss_scale\": 1.}}", "after the decimal point" },
+    { "{\"fp16\": {\"loss_scale\": 1e}}", "exponent" },
+    { "{'fp16': {}}", "member name" },
+    { "{\"fp16\": {},}", "member name" },
+    { "{\"a\": [1, 2,]}", "expected a value" },
+    { "// comment\n{}", "no comments" },
+    { "{} /* trailing */", "end of the document" },
+    { "{}{}", "end of the document" },
+    { "[1, 2, 3]", "must be a JSON object" },
+    { "\"fp16\"", "must be a JSON object" },
+    { "42", "must be a JSON object" },
+    { "null", "must be a JSON object" },
+    { "true", "must be a JSON object" },
+    { "{\"a\": \"\\ud800\"}", "surrogate" },
+    { "{\"a\": \"\\udc00\"}", "surrogate" },
+    { "{\"a\": \"\\ud800\\u0041\"}", "surrogate" },
+    { "{\"a\": \"\\u0000\"}", "U+0000" },
+    { "{\"a\": \"\\x41\"}", "expected one of" },
+    { "{\"a\": \"\\u12G4\"}", "hexadecimal" },
+    { "{\"a\": \"tab\there\"}", "control characters" },
+    { "{\"a\": \"unterminated", "closing" },
+    { "{\"fp16\": {\"enabled\": tRUE}}", "expected a value" },
+    { "{\"fp16\" {}}", "expected ':'" },
+    { "\xEF\xBB\xBF", "empty" },
+  };
+  /* Bytes that are not UTF-8: a lone continuation byte, an overlong
+   * encoding, a surrogate encoded in UTF-8, a truncated sequence, Latin-1. */
+  static const gchar *const non_utf8[] = {
+    "{\"a\": \"\x80\"}", "{\"a\": \"\xC0\xAF\"}", "{\"a\": \"\xED\xA0\x80\"}",
+    "{\"a\": \"\xE2\x82\"}", "{\"caf\xE9\": 1}", "\xFF\xFE{\0}\0",
+  };
+  static const guchar garbage[] = { 0x7f, 0x45, 0x4c, 0x46, 0x02, 0x01, 0x01, 0x00, 0x00, 0xff, 0xd8 };
+  const gchar with_nul[] = "{\"fp16\": {}\0}";
+
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_test_message ("%s", cases[i].data);
+      expect_parse_failure (cases[i].data, strlen (cases[i].data), cases[i].fragment);
+    }
+  for (gsize i = 0; i < G_N_ELEMENTS (non_utf8); i++)
+    expect_parse_failure (non_utf8[i], strlen (non_utf8[i]) + (i == 5 ? 3 : 0), "UTF-8");
+  expect_parse_failure ((const gchar *) garbage, sizeof garbage, NULL);
+  expect_parse_failure (with_nul, sizeof with_nul - 1, "NUL byte");
+
+  /* The line and column of a syntax error count lines and characters. */
+  {
+    const gchar *doc = "{\n  \"fp16\": {\n    \"enabled\": yes\n  }\n}";
+
+    expect_parse_failure (doc, strlen (doc), "fp16.enabled: invalid JSON at line 3, column 16");
+  }
+  expect_parse_failure ("{\"é\": [1, 2, x]}", strlen ("{\"é\": [1, 2, x]}"),
+                        "[\"é\"][2]: invalid JSON at line 1, column 14");
+
+  /* A byte-order mark in front of a valid document is accepted. */
+  {
+    g_autoptr(MixprecConfig) c = load ("\xEF\xBB\xBF{\"fp16\": {\"enabled\": true}}");
+
+    g_assert_cmpint (mixprec_config_get_precision_mode (c), ==, MIXPREC_PRECISION_MODE_FP16);
+  }
+}
+
+static void
+test_config_deep_nesting (void)
+{
+  /* json-glib recurses once per level: these must be refused before it
+   * sees them, without exhausting the stack. */
+  g_autofree gchar *arrays = nested (100000, "[", "]");
+  g_autofree gchar *objects = nested (100000, "{\"a\":", "}");
+  g_autofree gchar *open_only = nested (100000, "[", "");
+  g_autofree gchar *in_params = NULL;
+  g_autofree gchar *shallow_body = nested (60, "[", "]");
+  g_autofree gchar *shallow = NULL;
+
+  expect_parse_failure (arrays, strlen (arrays), "nesting deeper than 64 levels");
+  expect_parse_failure (objects, strlen (objects), "nesting deeper than 64 levels");
+  expect_parse_failure (open_only, strlen (open_only), "nesting deeper than 64 levels");
+  /* The path of the refusal points into the document. */
+  {
+    g_autofree gchar *deep = nested (70, "[", "]");
+
+    in_params = g_strdup_printf ("{\"optimizer\": {\"type\": \"X\", \"params\": {\"p\": %s}}}", deep);
+    expect_parse_failure (in_params, strlen (in_params), "optimizer.params.p[0][0]");
+  }
+
+  /* Moderate nesting inside optimizer params is allowed. */
+  shallow = g_strdup_printf ("{\"optimizer\": {\"type\": \"X\", \"params\": {\"p\": %s}}}", shallow_body);
+  {
+    g_autoptr(MixprecConfig) c = load (shallow);
+
+    g_assert_cmpstr (mixprec_config_get_optimizer_type (c), ==, "X");
+  }
+}
+
+/* Random mutations of a valid document: every outcome is a config or a
+ * well-formed error, never a crash, a hang or a stray g_warning. */
+static void
+test_config_fuzz (void)
+{
+  const gchar *seed_doc =
+    "{\"train_batch_size\": 64, \"train_micro_batch_size_per_gpu\": 4,"
+    " \"fp16\": {\"enabled\": true, \"loss_scale\": 0, \"initial_scale_power\": 16},"
+    " \"zero_optimization\": {\"stage\": 2, \"reduce_bucket_size\": 5e8},"
+    " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1e-4, \"betas\": [0.9, 0.999]}},"
+    " \"mixprec\": {\"fp32_modules\": [\"LayerNorm\"], \"scaler\": {\"semantics\": \"torch\"}}}";
+  static const gchar interesting[] = "{}[]\",:0123456789.eE+-\\ntfu\xC3\xFF\x00 ";
+  g_autoptr(GRand) rand = g_rand_new_with_seed (20240611);
+  gsize n = strlen (seed_doc);
+  guint loaded = 0, refused = 0;
+
+  for (guint iteration = 0; iteration < 3000; iteration++)
+    {
+      g_autofree gchar *doc = g_memdup2 (seed_doc, n + 1);
+      guint edits = g_rand_int_range (rand, 1, 4);
+      gsize length = n;
+      g_autoptr(GError) error = NULL;
+      g_autoptr(MixprecConfig) c = NULL;
+
+      for (guint e = 0; e < edits && length > 0; e++)
+        {
+          gsize at = g_rand_int_range (rand, 0, (gint32) length);
+
+          switch (g_rand_int_range (rand, 0, 3))
+            {
+            case 0:
+              doc[at] = interesting[g_rand_int_range (rand, 0, sizeof interesting - 1)];
+              break;
+            case 1:
+              doc[at] = (gchar) g_rand_int_range (rand, 0, 256);
+              break;
+            default:
+              length = at;
+              break;
+            }
+        }
+      c = mixprec_config_new_from_data (doc, (gssize) length, &error);
+      if (c != NULL)
+        {
+          g_autofree gchar *text = mixprec_config_to_data (c, NULL);
+
+          g_assert_no_error (error);
+          g_assert_nonnull (text);
+          loaded++;
+        }
+      else
+        {
+          assert_well_formed (error);
+          refused++;
+        }
+    }
+  g_test_message ("fuzz: %u loaded, %u refused", loaded, refused);
+  g_assert_cmpuint (refused, >, 0);
+}
+
+static void
+test_config_file_errors (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MixprecConfig) c = NULL;
+  g_autofree gchar *dir = g_dir_make_tmp ("mixprec-config-XXXXXX", NULL);
+  g_autofree gchar *big = g_build_filename (dir, "big.json", NULL);
+  g_autofree gchar *empty = g_build_filename (dir, "empty.json", NULL);
+  g_autofree gchar *missing = g_build_filename (dir, "missing.json", NULL);
+  g_autofree gchar *padding = NULL;
+  gsize big_size = 17 * 1024 * 1024;
+
+  c = mixprec_config_new_from_file (missing, &error);
+  g_assert_null (c);
+  g_assert_error (error, MIXPREC_CONFIG_ERROR, MIXPREC_CONFIG_ERROR_IO);
+  g_assert_nonnull (strstr (error->message, "missing.json"));
+  g_clear_error (&error);
+
+  c = mixprec_config_new_from_file (dir, &error);
+  g_assert_null (c);
+  g_assert_error (error, MIXPREC_CONFIG_ERROR, MIXPREC_CONFIG_ERROR_IO);
+  g_clear_error (&error);
+
+  g_assert_true (g_file_set_contents (empty, "", 0, NULL));
+  c = mixprec_config_new_from_file (empty, &error);
+  g_assert_null (c);
+  g_assert_error (error, MIXPREC_CONFIG_ERROR, MIXPREC_CONFIG_ERROR_PARSE);
+  g_assert_true (g_str_has_prefix (error->message, empty));
+  g_clear_error (&error);
+
+  /* Larger than any configuration: refused without reading it all. */
+  padding = g_malloc (big_size);
+  memset (padding, ' ', big_size);
+  padding[0] = '{';
+  padding[big_size - 1] = '}';
+  g_assert_true (g_file_set_contents (big, padding, big_size, NULL));
+  c = mixprec_config_new_from_file (big, &error);
+  g_assert_null (c);
+  g_assert_error (error, MIXPREC_CONFIG_ERROR, MIXPREC_CONFIG_ERROR_IO);
+  g_assert_nonnull (strstr (error->message, "MiB"));
+  g_clear_error (&error);
+
+  /* An endless device must not hang the reader. */
+  if (g_file_test ("/dev/zero", G_FILE_TEST_EXISTS))
+    {
+      c = mixprec_config_new_from_file ("/dev/zero", &error);
+      g_assert_null (c);
+      g_assert_error (error, MIXPREC_CONFIG_ERROR, MIXPREC_CONFIG_ERROR_IO);
+      g_clear_error (&error);
+    }
+
+  g_unlink (big);
+  g_unlink (empty);
+  g_rmdir (dir);
+}
+
+/* ------------------------------------------------------------ warnings */
+
+static gboolean
+warned (MixprecConfig *c,
+        const gchar   *prefix)
+{
+  GStrv warnings = mixprec_config_get_warnings (c);
+
+  for (guint i = 0; warnings[i] != NULL; i++)
+    if (g_str_has_prefix (warnings[i], prefix))
+      return TRUE;
+  return FALSE;
+}
+
+static void
+test_config_warnings (void)
+{
+  g_autoptr(MixprecConfig) c = load (
+    "{\"flops_profiler\": {\"enabled\": true}, \"wandb\": {\"enabled\": false},"
+    " \"steps_per_print\": 10, \"amp\": {\"enabled\": false},"
+    " \"zero_optimization\": {\"stage\": 3, \"offload_optimizer\": {\"device\": \"cpu\"},"
+    "   \"offload_param\": {\"device\": \"none\"}, \"reduce_scatter\": true,"
+    "   \"round_robin_gradients\": true, \"stage3_max_live_parameters\": 1e9,"
+    "   \"stage3_prefetch_bucket_size\": 1000},"
+    " \"fp16\": {\"auto_cast\": true, \"fp16_master_weights_and_grads\": true},"
+    " \"bf16\": {\"bf16_master_weights_and_grads\": true}}");
+  g_autoptr(MixprecConfig) z = load ("{\"zero_optimization\": true}");
+
+  g_assert_true (warned (c, "flops_profiler: "));
+  g_assert_true (warned (c, "wandb: "));
+  g_assert_true (warned (c, "steps_per_print: "));
+  g_assert_true (warned (c, "amp: "));
+  g_assert_true (warned (c, "zero_optimization.offload_optimizer: "));
+  g_assert_true (warned (c, "zero_optimization.round_robin_gradients: "));
+  g_assert_true (warned (c, "zero_optimization.stage3_prefetch_bucket_size: "));
+  g_assert_true (warned (c, "fp16.auto_cast: "));
+  g_assert_true (warned (c, "fp16.fp16_master_weights_and_grads: "));
+  g_assert_true (warned (c, "bf16.bf16_master_weights_and_grads: "));
+  /* DeepSpeed's own defaults ask for nothing: no warning. */
+  g_assert_false (warned (c, "zero_optimization.reduce_scatter"));
+  g_assert_false (warned (c, "zero_optimization.stage3_max_live_parameters"));
+  g_assert_false (warned (c, "zero_optimization.offload_param"));
+  g_assert_cmpuint (g_strv_length (mixprec_config_get_warnings (c)), ==, 10);
+  g_assert_cmpint (mixprec_config_get_precision_mode (c), ==, MIXPREC_PRECISION_MODE_FP32);
+
+  /* DeepSpeed's oldest form of the ZeRO section. */
+  g_assert_cmpuint (mixprec_config_get_zero_stage (z), ==, 1);
+  g_assert_true (warned (z, "zero_optimization: "));
+}
+
+/* ------------------------------------------------------------ corpus */
+
+static MixprecConfig *
+load_corpus (const gchar *name)
+{
+  g_autofree gchar *path = g_test_build_filename (G_TEST_DIST, "configs", name, NULL);
+  g_autoptr(GError) error = NULL;
+  MixprecConfig *c = mixprec_config_new_from_file (path, &error);
+
+  g_assert_no_error (error);
+  g_assert_nonnull (c);
+  return c;
+}
+
+static void
+assert_round_trip (MixprecConfig *c)
+{
+  g_autofree gchar *text = mixprec_config_to_data (c, NULL);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MixprecConfig) again = mixprec_config_new_from_data (text, -1, &error);
+  g_autofree gchar *text_again = NULL;
+
+  g_assert_no_error (error);
+  text_again = mixprec_config_to_data (again, NULL);
+  g_assert_cmpstr (text, ==, text_again);
+  g_assert_cmpuint (g_strv_length (mixprec_config_get_warnings (again)), ==, 0);
+  g_assert_cmpint (mixprec_config_get_precision_mode (again), ==, mixprec_config_get_precision_mode (c));
+}
+
+static void
+test_config_corpus_zero2_fp16 (void)
+{
+  g_autoptr(MixprecConfig) c = load_corpus ("zero2-fp16-warmup.json");
+  JsonObject *params;
+  JsonArray *betas;
+
+  g_assert_cmpint (mixprec_config_get_precision_mode (c), ==, MIXPREC_PRECISION_MODE_FP16);
+  g_assert_cmpint (mixprec_config_get_grad_accum_dtype (c), ==, MIXPREC_DTYPE_FLOAT16);
+  g_assert_cmpint (mixprec_config_get_communication_dtype (c), ==, MIXPREC_DTYPE_FLOAT16);
+  g_assert_cmpuint (mixprec_config_get_zero_stage (c), ==, 2);
+  g_assert_cmpuint (mixprec_config_get_reduce_bucket_size (c), ==, 200000000);
+  g_assert_cmpuint (mixprec_config_get_allgather_bucket_size (c), ==, 200000000);
+  g_assert_true (mixprec_config_get_overlap_comm (c));
+  g_assert_cmpfloat (mixprec_config_get_gradient_clipping (c), ==, 1.0);
+  g_assert_cmpfloat (mixprec_config_get_loss_scale (c), ==, 0);
+  g_assert_cmpint (mixprec_config_get_initial_scale_power (c), ==, 16);
+  g_assert_cmpuint (mixprec_config_get_train_batch_size (c), ==, 64);
+  g_assert_cmpuint (mixprec_config_get_train_micro_batch_size_per_gpu (c), ==, 4);
+  g_assert_cmpuint (mixprec_config_get_gradient_accumulation_steps (c), ==, 2);
+  g_assert_cmpstr (mixprec_config_get_optimizer_type (c), ==, "AdamW");
+  params = mixprec_config_get_optimizer_params (c);
+  g_assert_cmpfloat (json_object_get_double_member (params, "lr"), ==, 3e-4);
+  betas = json_object_get_array_member (params, "betas");
+  g_assert_cmpfloat (json_array_get_double_element (betas, 1), ==, 0.95);
+  g_assert_cmpstr (mixprec_config_get_scheduler_type (c), ==, "WarmupLR");
+  g_assert_cmpint (json_object_get_int_member (mixprec_config_get_scheduler_params (c), "warmup_num_steps"), ==, 500);
+  /* Only the two DeepSpeed-only top-level keys; default-valued ignored keys are silent. */
+  g_assert_cmpuint (g_strv_length (mixprec_config_get_warnings (c)), ==, 2);
+  g_assert_true (warned (c, "steps_per_print: "));
+  g_assert_true (warned (c, "wall_clock_breakdown: "));
+  /* 64 = 4 * 2 * world: world 8 fits, world 4 does not. */
+  g_assert_true (mixprec_config_resolve_batch (c, 8, NULL));
+  g_assert_false (mixprec_config_resolve_batch (c, 4, NULL));
+  assert_round_trip (c);
+}
+
+static void
+test_config_corpus_zero3_bf16 (void)
+{
+  g_autoptr(MixprecConfig) c = load_corpus ("zero3-bf16-offload.json");
+  static const gchar *const expected_warnings[] = {
+    "zero_optimization.offload_optimizer: ", "zero_optimization.offload_param: ",
+    "zero_optimization.stage3_prefetch_bucket_size: ",
+    "zero_optimization.stage3_param_persistence_threshold: ",
+    "zero_optimization.stage3_gather_16bit_weights_on_model_save: ",
+    "steps_per_print: ", "wall_clock_breakdown: ",
+  };
+
+  g_assert_cmpint (mixprec_config_get_precision_mode (c), ==, MIXPREC_PRECISION_MODE_BF16);
+  g_assert_cmpint (mixprec_config_get_low_dtype (c), ==, MIXPREC_DTYPE_BFLOAT16);
+  g_assert_cmpint (mixprec_config_get_grad_accum_dtype (c), ==, MIXPREC_DTYPE_FLOAT32);
+  g_assert_cmpint (mixprec_config_get_communication_dtype (c), ==, MIXPREC_DTYPE_FLOAT32);
+  g_assert_true (mixprec_config_get_check_grad_overflow (c));
+  g_assert_cmpuint (mixprec_config_get_zero_stage (c), ==, 3);
+  g_assert_true (mixprec_config_get_overlap_comm (c));
+  g_assert_cmpuint (mixprec_config_get_reduce_bucket_size (c), ==, 16777216);
+  g_assert_cmpuint (mixprec_config_get_allgather_bucket_size (c), ==, 500000000);
+  g_assert_cmpstr (mixprec_config_get_scheduler_type (c), ==, "WarmupDecayLR");
+  g_assert_cmpuint (g_strv_length (mixprec_config_get_warnings (c)), ==, G_N_ELEMENTS (expected_warnings));
+  for (gsize i = 0; i < G_N_ELEMENTS (expected_warnings); i++)
+    g_assert_true (warned (c, expected_warnings[i]));
+
+  /* micro 2, gas 4 on 8 ranks: train_batch_size = 64. */
+  g_assert_cmpuint (mixprec_config_get_train_batch_size (c), ==, 0);
+  g_assert_true (mixprec_config_resolve_batch (c, 8, NULL));
+  g_assert_cmpuint (mixprec_config_get_train_batch_size (c), ==, 64);
+  assert_round_trip (c);
+}
+
+static void
+test_config_corpus_autocast (void)
+{
+  g_autoptr(MixprecConfig) c = load_corpus ("autocast-bf16.json");
+  const gchar *const safe[] = { "torch.nn.Linear", "torch.nn.Conv2d", NULL };
+  const gchar *const fp32[] = { "LayerNorm", "Embedding", NULL };
+
+  g_assert_cmpint (mixprec_config_get_precision_mode (c), ==, MIXPREC_PRECISION_MODE_AUTOCAST);
+  g_assert_cmpint (mixprec_config_get_low_dtype (c), ==, MIXPREC_DTYPE_BFLOAT16);
+  g_assert_cmpint (mixprec_config_get_grad_accum_dtype (c), ==, MIXPREC_DTYPE_FLOAT32);
+  g_assert_cmpint (mixprec_config_get_communication_dtype (c), ==, MIXPREC_DTYPE_FLOAT32);
+  g_assert_true (g_strv_equal (safe, mixprec_config_get_lower_precision_safe_modules (c)));
+  g_assert_true (g_strv_equal (fp32, mixprec_config_get_fp32_modules (c)));
+  g_assert_cmpuint (mixprec_config_get_zero_stage (c), ==, 1);
+  g_assert_cmpstr (mixprec_config_get_optimizer_type (c), ==, "Adam");
+  g_assert_cmpuint (g_strv_length (mixprec_config_get_warnings (c)), ==, 0);
+  assert_round_trip (c);
+}
+
+static void
+test_config_corpus_hf_trainer (void)
+{
+  g_autoptr(MixprecConfig) c = load_corpus ("hf-trainer-resolved.json");
+  g_autofree gchar *auto_path = g_test_build_filename (G_TEST_DIST, "configs", "hf-trainer-auto.json", NULL);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MixprecConfig) unresolved = NULL;
+  /* Every "auto" the Trainer would have filled in is named, in one error. */
+  static const gchar *const auto_paths[] = {
+    "fp16.enabled: ", "bf16.enabled: ", "optimizer.params.lr: ", "optimizer.params.betas: ",
+    "optimizer.params.eps: ", "optimizer.params.weight_decay: ",
+    "scheduler.params.warmup_min_lr: ", "scheduler.params.warmup_max_lr: ",
+    "scheduler.params.warmup_num_steps: ", "zero_optimization.reduce_bucket_size: ",
+    "gradient_accumulation_steps: ", "gradient_clipping: ", "train_batch_size: ",
+    "train_micro_batch_size_per_gpu: ",
+  };
+
+  g_assert_cmpint (mixprec_config_get_precision_mode (c), ==, MIXPREC_PRECISION_MODE_BF16);
+  g_assert_cmpuint (mixprec_config_get_zero_stage (c), ==, 2);
+  g_assert_cmpuint (mixprec_config_get_train_batch_size (c), ==, 32);
+  g_assert_cmpuint (mixprec_config_get_gradient_accumulation_steps (c), ==, 1);
+  /* offload_optimizer {"device": "none"} asks for nothing; round_robin_gradients does. */
+  g_assert_false (warned (c, "zero_optimization.offload_optimizer"));
+  g_assert_true (warned (c, "zero_optimization.round_robin_gradients: "));
+  g_assert_true (mixprec_config_resolve_batch (c, 4, NULL));
+  g_assert_cmpuint (mixprec_config_get_train_micro_batch_size_per_gpu (c), ==, 8);
+  assert_round_trip (c);
+
+  unresolved = mixprec_config_new_from_file (auto_path, &error);
+  g_assert_null (unresolved);
+  assert_well_formed (error);
+  g_assert_cmpuint (count_lines (error->message), ==, G_N_ELEMENTS (auto_paths));
+  for (gsize i = 0; i < G_N_ELEMENTS (auto_paths); i++)
+    g_assert_true (has_line_containing (error->message, auto_paths[i], "Hugging Face"));
+}
+
+static void
+test_config_corpus_monitors (void)
+{
+  g_autoptr(MixprecConfig) c = load_corpus ("monitors-profiler.json");
+  static const gchar *const sections[] = {
+    "activation_checkpointing: ", "flops_profiler: ", "tensorboard: ", "wandb: ",
+    "csv_monitor: ", "comms_logger: ", "steps_per_print: ", "wall_clock_breakdown: ",
+    "zero_optimization: ",
+  };
+
+  g_assert_cmpint (mixprec_config_get_precision_mode (c), ==, MIXPREC_PRECISION_MODE_FP16);
+  g_assert_cmpfloat (mixprec_config_get_loss_scale (c), ==, 128);
+  g_assert_cmpuint (mixprec_config_get_zero_stage (c), ==, 1);
+  g_assert_cmpstr (mixprec_config_get_optimizer_type (c), ==, "Lamb");
+  g_assert_cmpuint (g_strv_length (mixprec_config_get_warnings (c)), ==, G_N_ELEMENTS (sections));
+  for (gsize i = 0; i < G_N_ELEMENTS (sections); i++)
+    g_assert_true (warned (c, sections[i]));
+  /* 256 = 16 * gas * world: 3 ranks do not divide it, 16 ranks need gas 1. */
+  g_assert_false (mixprec_config_resolve_batch (c, 3, NULL));
+  g_assert_true (mixprec_config_resolve_batch (c, 16, NULL));
+  g_assert_cmpuint (mixprec_config_get_gradient_accumulation_steps (c), ==, 1);
+  assert_round_trip (c);
+}
+
+static void
+test_config_corpus_mixprec_sections (void)
+{
+  g_autoptr(MixprecConfig) t = load_corpus ("fp16-torch-scaler.json");
+  g_autoptr(MixprecConfig) b = load_corpus ("bf16-no-master.json");
+  const gchar *const fp32_params[] = { "lm_head.*", "*.router.weight", NULL };
+
+  g_assert_cmpint (mixprec_config_get_precision_mode (t), ==, MIXPREC_PRECISION_MODE_FP16);
+  g_assert_cmpint (mixprec_config_get_grad_accum_dtype (t), ==, MIXPREC_DTYPE_FLOAT32);
+  g_assert_cmpint (mixprec_config_get_communication_dtype (t), ==, MIXPREC_DTYPE_FLOAT32);
+  g_assert_cmpint (mixprec_config_get_scaler_semantics (t), ==, MIXPREC_SCALER_SEMANTICS_TORCH);
+  g_assert_cmpuint (mixprec_config_get_loss_scale_window (t), ==, 2000);
+  g_assert_cmpuint (mixprec_config_get_hysteresis (t), ==, 1);
+  g_assert_cmpfloat (mixprec_config_get_max_scale (t), ==, 16777216);
+  g_assert_false (mixprec_config_get_raise_at_min_scale (t));
+  g_assert_true (g_strv_equal (fp32_params, mixprec_config_get_fp32_params (t)));
+  g_assert_cmpstr (mixprec_config_get_comm_backend (t), ==, "nccl");
+  g_assert_cmpstr (mixprec_config_get_device (t), ==, "cuda");
+  assert_round_trip (t);
+
+  g_assert_cmpint (mixprec_config_get_precision_mode (b), ==, MIXPREC_PRECISION_MODE_BF16_NO_MASTER);
+  g_assert_cmpint (mixprec_config_get_grad_accum_dtype (b), ==, MIXPREC_DTYPE_BFLOAT16);
+  g_assert_cmpint (mixprec_config_get_communication_dtype (b), ==, MIXPREC_DTYPE_BFLOAT16);
+  g_assert_false (mixprec_config_get_check_grad_overflow (b));
+  g_assert_true (mixprec_config_get_stochastic_rounding (b));
+  g_assert_cmpuint (mixprec_config_get_seed (b), ==, 1234);
+  g_assert_cmpstr (mixprec_config_get_comm_backend (b), ==, "ucx");
+  assert_round_trip (b);
+}
+
+/* ------------------------------------------------------------ to_data */
+
+static void
+test_config_to_data (void)
+{
+  g_autoptr(MixprecConfig) c = load ("{\"bf16\": {\"enabled\": true}, \"zero_optimization\": {\"stage\": 3}}");
+  gsize length = 0;
+  g_autofree gchar *text = mixprec_config_to_data (c, &length);
+  g_autoptr(JsonNode) root = json_from_string (text, NULL);
+  JsonObject *o, *fp16, *mixprec, *scaler;
+
+  g_assert_cmpuint (length, ==, strlen (text));
+  g_assert_nonnull (root);
+  o = json_node_get_object (root);
+  /* Every section, resolved. */
+  g_assert_true (json_object_get_null_member (o, "train_batch_size"));
+  g_assert_cmpstr (json_object_get_string_member (o, "communication_data_type"), ==, "fp32");
+  g_assert_cmpstr (json_object_get_string_member (json_object_get_object_member (o, "data_types"), "grad_accum_dtype"), ==, "fp32");
+  fp16 = json_object_get_object_member (o, "fp16");
+  g_assert_cmpint (json_object_get_int_member (fp16, "initial_scale_power"), ==, 16);
+  g_assert_cmpint (json_object_get_int_member (fp16, "loss_scale_window"), ==, 1000);
+  g_assert_cmpint (json_object_get_int_member (fp16, "hysteresis"), ==, 2);
+  g_assert_cmpfloat (json_object_get_double_member (fp16, "min_loss_scale"), ==, 1);
+  g_assert_true (json_object_get_boolean_member (json_object_get_object_member (o, "bf16"), "check_grad_overflow"));
+  g_assert_true (json_object_get_boolean_member (json_object_get_object_member (o, "zero_optimization"), "overlap_comm"));
+  g_assert_cmpint (json_object_get_int_member (json_object_get_object_member (o, "zero_optimization"), "reduce_bucket_size"), ==, 500000000);
+  g_assert_cmpstr (json_object_get_string_member (json_object_get_object_member (o, "torch_autocast"), "dtype"), ==, "bf16");
+  g_assert_true (json_object_get_null_member (o, "optimizer"));
+  g_assert_true (json_object_get_null_member (o, "scheduler"));
+  mixprec = json_object_get_object_member (o, "mixprec");
+  g_assert_cmpstr (json_object_get_string_member (mixprec, "precision_mode"), ==, "bf16");
+  g_assert_cmpstr (json_object_get_string_member (mixprec, "comm"), ==, "auto");
+  scaler = json_object_get_object_member (mixprec, "scaler");
+  g_assert_cmpstr (json_object_get_string_member (scaler, "semantics"), ==, "deepspeed");
+  g_assert_cmpfloat (json_object_get_double_member (scaler, "backoff_factor"), ==, 0.5);
+  assert_round_trip (c);
+
+  /* Round trips across modes and semantics. */
+  {
+    static const gchar *const docs[] = {
+      "{}",
+      "{\"fp16\": {\"enabled\": true, \"loss_scale\": 512}}",
+      "{\"torch_autocast\": {\"enabled\": true, \"dtype\": \"fp16\"}, \"communication_data_type\": \"fp16\"}",
+      "{\"fp16\": {\"enabled\": true}, \"mixprec\": {\"scaler\": {\"semantics\": \"megatron\", \"growth_factor\": 1.5}}}",
+      "{\"bf16\": {\"enabled\": true, \"bf16_master_weights_and_grads\": true}, \"data_types\": {\"grad_accum_dtype\": \"fp32\"}}",
+      "{\"train_micro_batch_size_per_gpu\": 3, \"gradient_accumulation_steps\": 5, \"mixprec\": {\"seed\": 9223372036854775807}}",
+    };
+
+    for (gsize i = 0; i < G_N_ELEMENTS (docs); i++)
+      {
+        g_autoptr(MixprecConfig) d = load (docs[i]);
+
+        assert_round_trip (d);
+      }
+  }
+}
+
+/* ------------------------------------------------------------ batch */
+
+static void
+test_config_resolve_batch (void)
+{
+  /* DeepSpeed's _configure_train_batch_size: train = micro * gas * world;
+   * the missing one is derived, gas defaults to 1. 0 means unset. */
+  static const struct {
+    guint batch, micro, gas, world;
+    gboolean ok;
+    guint want_batch, want_micro, want_gas;
+  } cases[] = {
+    { 64, 4, 2, 8, TRUE, 64, 4, 2 },
+    { 64, 4, 0, 8, TRUE, 64, 4, 2 },
+    { 64, 0, 2, 8, TRUE, 64, 4, 2 },
+    { 0, 4, 2, 8, TRUE, 64, 4, 2 },
+    { 64, 0, 0, 8, TRUE, 64, 8, 1 },
+    { 0, 4, 0, 8, TRUE, 32, 4, 1 },
+    { 7, 7, 0, 1, TRUE, 7, 7, 1 },
+    { 64, 4, 2, 4, FALSE, 0, 0, 0 },
+    { 30, 4, 0, 2, FALSE, 0, 0, 0 },
+    { 2, 0, 0, 4, FALSE, 0, 0, 0 },
+    { 12, 0, 5, 1, FALSE, 0, 0, 0 },
+    { 0, 0, 2, 8, FALSE, 0, 0, 0 },
+    { 0, 0, 0, 1, FALSE, 0, 0, 0 },
+    { 0, 65536, 65536, 2, FALSE, 0, 0, 0 },
+  };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autoptr(GString) json = g_string_new ("{");
+      g_autoptr(MixprecConfig) c = NULL;
+      g_autoptr(GError) error = NULL;
+
+      if (cases[i].batch)
+        g_string_append_printf (json, "\"train_batch_size\": %u,", cases[i].batch);
+      if (cases[i].micro)
+        g_string_append_printf (json, "\"train_micro_batch_size_per_gpu\": %u,", cases[i].micro);
+      if (cases[i].gas)
+        g_string_append_printf (json, "\"gradient_accumulation_steps\": %u,", cases[i].gas);
+      g_string_append (json, "\"fp16\": {}}");
+      c = load (json->str);
+
+      g_test_message ("%s on %u ranks", json->str, cases[i].world);
+      if (cases[i].ok)
+        {
+          g_assert_true (mixprec_config_resolve_batch (c, cases[i].world, &error));
+          g_assert_no_error (error);
+          g_assert_cmpuint (mixprec_config_get_train_batch_size (c), ==, cases[i].want_batch);
+          g_assert_cmpuint (mixprec_config_get_train_micro_batch_size_per_gpu (c), ==, cases[i].want_micro);
+          g_assert_cmpuint (mixprec_config_get_gradient_accumulation_steps (c), ==, cases[i].want_gas);
+          /* Resolving again with the same world size agrees with itself. */
+          g_assert_true (mixprec_config_resolve_batch (c, cases[i].world, NULL));
+          assert_round_trip (c);
+        }
+      else
+        {
+          g_assert_false (mixprec_config_resolve_batch (c, cases[i].world, &error));
+          g_assert_nonnull (error);
+          g_assert_true (error->domain == MIXPREC_CONFIG_ERROR);
+          g_assert_true (g_str_has_prefix (error->message, "train_batch_size: "));
+          /* A failed resolution changes nothing. */
+          g_assert_cmpuint (mixprec_config_get_train_batch_size (c), ==, cases[i].batch);
+          g_assert_cmpuint (mixprec_config_get_train_micro_batch_size_per_gpu (c), ==, cases[i].micro);
+        }
+    }
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/config/defaults", test_config_defaults);
+  g_test_add_func ("/config/mode-dtypes", test_config_mode_dtypes);
+  g_test_add_func ("/config/overlap-default", test_config_overlap_default);
+  g_test_add_func ("/config/scaler-semantics", test_config_scaler_semantics);
+  g_test_add_func ("/config/invalid/table", test_config_invalid_table);
+  g_test_add_func ("/config/invalid/all-errors-listed", test_config_all_errors_listed);
+  g_test_add_func ("/config/invalid/suggestions", test_config_suggestions);
+  g_test_add_func ("/config/malformed/battery", test_config_malformed);
+  g_test_add_func ("/config/malformed/deep-nesting", test_config_deep_nesting);
+  g_test_add_func ("/config/malformed/fuzz", test_config_fuzz);
+  g_test_add_func ("/config/malformed/files", test_config_file_errors);
+  g_test_add_func ("/config/warnings", test_config_warnings);
+  g_test_add_func ("/config/corpus/zero2-fp16-warmup", test_config_corpus_zero2_fp16);
+  g_test_add_func ("/config/corpus/zero3-bf16-offload", test_config_corpus_zero3_bf16);
+  g_test_add_func ("/config/corpus/autocast-bf16", test_config_corpus_autocast);
+  g_test_add_func ("/config/corpus/hf-trainer", test_config_corpus_hf_trainer);
+  g_test_add_func ("/config/corpus/monitors-profiler", test_config_corpus_monitors);
+  g_test_add_func ("/config/corpus/mixprec-sections", test_config_corpus_mixprec_sections);
+  g_test_add_func ("/config/to-data", test_config_to_data);
+  g_test_add_func ("/config/resolve-batch", test_config_resolve_batch);
+  return g_test_run ();
+}

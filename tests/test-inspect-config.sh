@@ -1,0 +1,91 @@
+#!/bin/sh
+# test-inspect-config.sh — `mixprec-inspect --config FILE`: a valid file
+# prints the resolved configuration and exits 0; an invalid one prints every
+# problem on stderr and exits 1. Prints TAP.
+
+top=${MIXPREC_TOP_BUILDDIR:-.}
+srcdir=${G_TEST_SRCDIR:-$(dirname "$0")}
+inspect="$top/tools/mixprec-inspect"
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/mixprec-inspect-config-XXXXXX") || exit 99
+trap 'rm -rf "$tmp"' EXIT
+
+n=0
+failed=0
+
+ok () {
+  n=$((n + 1))
+  echo "ok $n - $1"
+}
+
+not_ok () {
+  n=$((n + 1))
+  failed=1
+  echo "not ok $n - $1"
+  sed 's/^/# /' "$tmp/out" "$tmp/err"
+}
+
+check () {
+  if eval "$2"; then ok "$1"; else not_ok "$1"; fi
+}
+
+# run EXPECTED-STATUS ARGS...: output in $tmp/out and $tmp/err
+run () {
+  expected=$1
+  shift
+  "$inspect" "$@" >"$tmp/out" 2>"$tmp/err"
+  [ $? -eq "$expected" ]
+}
+
+has () {
+  grep -F -q -e "$2" "$1"
+}
+
+echo "1..8"
+
+check "a valid ZeRO-2 fp16 file exits 0 and prints resolved keys" \
+  'run 0 --config "$srcdir/configs/zero2-fp16-warmup.json" &&
+   has "$tmp/out" "\"precision_mode\": \"fp16\"" &&
+   has "$tmp/out" "\"grad_accum_dtype\": \"fp16\"" &&
+   has "$tmp/out" "\"reduce_bucket_size\": 200000000"'
+
+check "defaults DeepSpeed leaves implicit are printed" \
+  'has "$tmp/out" "\"hysteresis\": 2" && has "$tmp/out" "\"semantics\": \"deepspeed\""'
+
+check "DeepSpeed-only sections are warnings on stderr, not errors" \
+  'has "$tmp/err" "warning: " && has "$tmp/err" "steps_per_print" &&
+   ! has "$tmp/err" "error: "'
+
+check "the printed configuration loads again and prints the same" \
+  'cp "$tmp/out" "$tmp/resolved.json" &&
+   run 0 --config "$tmp/resolved.json" && cmp -s "$tmp/out" "$tmp/resolved.json" &&
+   [ ! -s "$tmp/err" ]'
+
+cat >"$tmp/bad.json" <<'JSON'
+{
+  "fp16": {"enabled": true, "loss_scale_window": -3, "loss_scale_windw": 5},
+  "bf16": {"enabled": true},
+  "zero_optimization": {"stage": 5},
+  "gradient_clipping": "auto",
+  "wandb": {"enabled": true}
+}
+JSON
+
+check "an invalid file exits 1 with nothing on stdout" \
+  'run 1 --config "$tmp/bad.json" && [ ! -s "$tmp/out" ]'
+
+check "every problem is printed, each with the file and the JSON path" \
+  'has "$tmp/err" "bad.json: fp16.loss_scale_window: must be a positive integer, got -3" &&
+   has "$tmp/err" "bad.json: fp16.loss_scale_windw: unknown key in fp16 (did you mean loss_scale_window?)" &&
+   has "$tmp/err" "bad.json: bf16.enabled: cannot be true while fp16.enabled is also true" &&
+   has "$tmp/err" "bad.json: zero_optimization.stage: must be an integer from 0 to 3, got 5" &&
+   has "$tmp/err" "bad.json: gradient_clipping: " &&
+   [ "$(grep -c "^error: " "$tmp/err")" -eq 5 ]'
+
+printf '{"fp16": {"enabled": tru' >"$tmp/truncated.json"
+check "malformed JSON is reported with its line and column" \
+  'run 1 --config "$tmp/truncated.json" && has "$tmp/err" "line 1, column 22"'
+
+check "a missing file exits 1" \
+  'run 1 --config "$tmp/no-such-file.json" && has "$tmp/err" "no-such-file.json"'
+
+exit $failed

@@ -1,0 +1,114 @@
+/* mixprec-bootstrap-private.h — what the library shares about the
+ * bootstrap: the environment parser (which tests reach without opening
+ * sockets), the object's fields and helpers shared by rank 0's and the
+ * other ranks' sides of the rendezvous, and the plain-C table handed to
+ * comm plugins. */
+#pragma once
+
+#include <gio/gio.h>
+
+#include "mixprec-bootstrap.h"
+#include "mixprec-plugin.h"
+#include "mixprec-bootstrap-wire-private.h"
+
+G_BEGIN_DECLS
+
+/* The resolved rank settings of one process, before any socket is opened. */
+typedef struct {
+  guint rank;
+  guint world_size;
+  guint local_rank;
+  guint local_world_size;
+  gchar *master_addr;          /* NULL when world_size == 1 */
+  guint16 master_port;         /* 0 when world_size == 1 */
+  guint timeout_ms;            /* from MIXPREC_TIMEOUT, or 0 when unset */
+  const gchar *source;         /* "mixprec", "torchrun", "openmpi", "slurm", "single" */
+} MixprecBootstrapSettings;
+
+void     _mixprec_bootstrap_settings_clear  (MixprecBootstrapSettings *settings);
+gboolean _mixprec_bootstrap_parse_environ   (const gchar * const      *envp,
+                                             MixprecBootstrapSettings *settings,
+                                             GError                  **error);
+gboolean _mixprec_bootstrap_is_loopback    (const gchar              *addr);
+gchar   *_mixprec_bootstrap_first_host      (const gchar              *nodelist,
+                                             GError                  **error);
+
+/* Shared by the object (mixprec-bootstrap.c) and the two sides of the
+ * rendezvous. */
+struct _MixprecBootstrap
+{
+  GObject parent_instance;
+
+  guint rank;
+  guint world_size;
+  guint local_rank;
+  guint local_world_size;
+  guint timeout_ms;
+  const gchar *source;
+  gchar *master_addr;
+  guint16 master_port;
+
+  GCancellable *cancellable;    /* cancelled by abort */
+  GError *failure;              /* the first failure; later calls repeat it */
+  guint32 seq;                  /* collectives started so far */
+
+  GSocket *listener;            /* rank 0 */
+  GPtrArray *pending;           /* rank 0: connections not yet admitted */
+  MixprecWireConn **peers;      /* rank 0: one per rank, [0] unused */
+  MixprecWireConn *root;        /* other ranks: the connection to rank 0 */
+
+  MixprecBootstrapV1 vtable;
+};
+
+/* The kinds of collective, carried in GATHER frames so that ranks calling
+ * different ones are caught. */
+enum
+{
+  MIXPREC_BOOTSTRAP_KIND_ALL_GATHER = 0,
+  MIXPREC_BOOTSTRAP_KIND_BARRIER = 1,
+};
+
+const gchar *_mixprec_bootstrap_kind_name   (guint                      kind);
+gint64       _mixprec_bootstrap_deadline    (MixprecBootstrap          *self);
+gint64       _mixprec_bootstrap_slack_us    (MixprecBootstrap          *self);
+void         _mixprec_bootstrap_fail        (MixprecBootstrap          *self,
+                                             const GError              *error);
+void         _mixprec_bootstrap_fail_with   (MixprecBootstrap          *self,
+                                             GError                   **error,
+                                             MixprecBootstrapError      code,
+                                             const gchar               *format,
+                                             ...) G_GNUC_PRINTF (4, 5);
+void         _mixprec_bootstrap_set_aborted (MixprecBootstrap          *self,
+                                             GError                   **error);
+void         _mixprec_bootstrap_fail_aborted (MixprecBootstrap         *self,
+                                              GError                  **error);
+GList       *_mixprec_bootstrap_resolve     (MixprecBootstrap          *self,
+                                             GError                   **error);
+void         _mixprec_bootstrap_tune_socket (GSocket                   *socket);
+
+/* rank 0 (mixprec-bootstrap-root.c) */
+gboolean _mixprec_bootstrap_root_setup  (MixprecBootstrap *self,
+                                         GError          **error);
+gboolean _mixprec_bootstrap_root_gather (MixprecBootstrap *self,
+                                         guint             kind,
+                                         gconstpointer     in,
+                                         gsize             len,
+                                         guint8           *out,
+                                         GError          **error);
+void     _mixprec_bootstrap_root_tell_failure (MixprecBootstrap *self,
+                                              const GError     *error);
+/* every other rank (mixprec-bootstrap-peer.c) */
+gboolean _mixprec_bootstrap_peer_join   (MixprecBootstrap *self,
+                                         GError          **error);
+gboolean _mixprec_bootstrap_peer_gather (MixprecBootstrap *self,
+                                         guint             kind,
+                                         gconstpointer     in,
+                                         gsize             len,
+                                         guint8           *out,
+                                         GError          **error);
+
+/* The table handed to a communicator's init(); ctx is @self, and the
+ * functions write the GError message into errbuf. Owned by @self. */
+const MixprecBootstrapV1 *_mixprec_bootstrap_get_vtable (MixprecBootstrap *self);
+
+G_END_DECLS

@@ -1,0 +1,160 @@
+#!/bin/sh
+# test-mixprec-run.sh — the local launcher: the rank variables each rank
+# sees, the "[RANK] " prefix on stdout and stderr, the first failure ending
+# the job (by status or by signal, quickly, with a message naming the rank),
+# SIGTERM reaching the ranks, usage errors, and a real three-rank
+# rendezvous through test-bootstrap's child mode. Prints TAP.
+
+top=${MIXPREC_TOP_BUILDDIR:-.}
+run="$top/tools/mixprec-run"
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/mixprec-run-XXXXXX") || exit 99
+background=
+cleanup () {
+  [ -n "$background" ] && kill -KILL "$background" 2>/dev/null
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+n=0
+
+ok () {
+  n=$((n + 1))
+  echo "ok $n - $1"
+}
+
+not_ok () {
+  n=$((n + 1))
+  echo "not ok $n - $1"
+  sed 's/^/# out: /' "$tmp/out"
+  sed 's/^/# err: /' "$tmp/err"
+}
+
+check () {
+  if [ "$1" = 0 ]; then ok "$2"; else not_ok "$2"; fi
+}
+
+# launch ARGS...: runs mixprec-run; output in $tmp/out and $tmp/err,
+# exit status in $status, wall time in $elapsed_ms
+launch () {
+  start=$(date +%s%3N)
+  "$run" "$@" >"$tmp/out" 2>"$tmp/err"
+  status=$?
+  elapsed_ms=$(( $(date +%s%3N) - start ))
+}
+
+# has FILE TEXT: some line of FILE is exactly TEXT
+has () {
+  grep -F -x -q -e "$2" "$1"
+}
+
+# contains FILE TEXT: some line of FILE contains TEXT
+contains () {
+  grep -F -q -e "$2" "$1"
+}
+
+echo "1..17"
+
+launch -n 3 sh -c 'echo rank $MIXPREC_RANK of $MIXPREC_WORLD_SIZE'
+sort "$tmp/out" > "$tmp/sorted"
+printf '[0] rank 0 of 3\n[1] rank 1 of 3\n[2] rank 2 of 3\n' > "$tmp/expected"
+cmp -s "$tmp/sorted" "$tmp/expected" && [ "$status" = 0 ] && [ ! -s "$tmp/err" ]
+check $? "three ranks, each line prefixed with its rank; exit 0"
+
+launch -n 2 sh -c 'echo $MIXPREC_RANK $MIXPREC_LOCAL_RANK $MIXPREC_LOCAL_WORLD_SIZE $MIXPREC_MASTER_ADDR $MIXPREC_MASTER_PORT ${MIXPREC_TIMEOUT-unset}'
+port=$(sed -n 's/^\[0\] 0 0 2 127\.0\.0\.1 \([0-9][0-9]*\) unset$/\1/p' "$tmp/out")
+[ -n "$port" ] && [ "$port" -ge 1 ] && [ "$port" -le 65535 ] && has "$tmp/out" "[1] 1 1 2 127.0.0.1 $port unset"
+check $? "local rank, local world size, address and a free port, the same for every rank"
+
+launch -n 1 --port 23456 --timeout 2.5 --addr 127.0.0.1 sh -c 'echo $MIXPREC_MASTER_PORT $MIXPREC_TIMEOUT'
+has "$tmp/out" "[0] 23456 2.5" && [ "$status" = 0 ]
+check $? "--port and --timeout reach the ranks"
+
+launch -n 2 sh -c 'echo to-stdout; echo to-stderr >&2'
+has "$tmp/out" "[1] to-stdout" && has "$tmp/err" "[1] to-stderr" && ! contains "$tmp/out" "to-stderr" \
+  && ! contains "$tmp/err" "to-stdout"
+check $? "stderr is prefixed too, and stays on stderr"
+
+launch -n 1 sh -c 'printf "a\nb\n\nno newline"'
+printf '[0] a\n[0] b\n[0] \n[0] no newline\n' > "$tmp/expected"
+cmp -s "$tmp/out" "$tmp/expected"
+check $? "several lines in one write, an empty line, and a final partial line"
+
+launch -n 1 sh -c 'printf "\001\377\000x\n"'
+printf '[0] \001\377\000x\n' > "$tmp/expected"
+cmp -s "$tmp/out" "$tmp/expected"
+check $? "bytes pass through unchanged"
+
+launch -n 3 sh -c 'if [ $MIXPREC_RANK = 1 ]; then echo failing; exit 3; fi; sleep 30'
+[ "$status" = 3 ] && has "$tmp/err" "mixprec-run: rank 1 exited with status 3" && has "$tmp/out" "[1] failing" \
+  && [ "$elapsed_ms" -lt 7000 ]
+check $? "a failing rank: its status, a message naming it, the sleeping ranks ended at once (${elapsed_ms} ms)"
+
+# rank 0 fails only once rank 1 ignores SIGTERM
+export MIXPREC_TEST_FLAG="$tmp/trapped"
+launch -n 2 --grace 1 sh -c 'if [ $MIXPREC_RANK = 0 ]; then
+    while [ ! -e "$MIXPREC_TEST_FLAG" ]; do sleep 0.05; done; exit 5
+  fi
+  trap "" TERM; touch "$MIXPREC_TEST_FLAG"; sleep 30'
+unset MIXPREC_TEST_FLAG
+[ "$status" = 5 ] && [ "$elapsed_ms" -ge 900 ] && [ "$elapsed_ms" -lt 3000 ]
+check $? "a rank that ignores SIGTERM is killed after the grace period (${elapsed_ms} ms)"
+
+launch -n 2 sh -c 'if [ $MIXPREC_RANK = 0 ]; then kill -SEGV $$; fi; sleep 30'
+[ "$status" = 139 ] && has "$tmp/err" "mixprec-run: rank 0 was killed by signal SIGSEGV" && [ "$elapsed_ms" -lt 7000 ]
+check $? "a rank killed by a signal: 128 + signal, a message naming the signal"
+
+"$run" -n 2 sh -c 'trap "echo got TERM; exit 7" TERM; echo ready; sleep 30 & wait $!' >"$tmp/out" 2>"$tmp/err" &
+background=$!
+tries=0
+while [ "$(grep -c ready "$tmp/out" 2>/dev/null)" != 2 ] && [ $tries -lt 100 ]; do
+  sleep 0.1
+  tries=$((tries + 1))
+done
+kill -TERM "$background"
+wait "$background"
+status=$?
+background=
+[ "$status" = 143 ] && has "$tmp/out" "[0] got TERM" && has "$tmp/out" "[1] got TERM" \
+  && contains "$tmp/err" "got SIGTERM, passing it to the ranks"
+check $? "SIGTERM to mixprec-run reaches every rank; exit 128 + SIGTERM"
+
+launch -n 1 sh -c 'echo "args: $*"' sh -n 5 --port x
+has "$tmp/out" "[0] args: -n 5 --port x"
+check $? "the program's own options pass through"
+
+launch -n 2 -- sh -c 'echo plain'
+has "$tmp/out" "[0] plain" && has "$tmp/out" "[1] plain"
+check $? "-- before the program"
+
+launch -n 2 --no-prefix sh -c 'echo plain'
+[ "$(cat "$tmp/out")" = "$(printf 'plain\nplain')" ]
+check $? "--no-prefix leaves the output alone"
+
+launch -n 0 true
+[ "$status" = 2 ] && contains "$tmp/err" "-n must be from 1 to"
+check $? "-n 0 is a usage error (exit 2)"
+
+ok_usage=0
+for args in "true" "-n 2" "--bogus -n 2 true" "-n 2 --port 70000 true" "-n 2 --timeout soon true" "-n x true"; do
+  # shellcheck disable=SC2086
+  launch $args
+  if [ "$status" != 2 ] || ! contains "$tmp/err" "mixprec-run: "; then
+    echo "# '$args' gave status $status"
+    ok_usage=1
+  fi
+done
+check $ok_usage "missing -n or program, unknown options and bad values exit 2 with a message"
+
+launch -n 2 "$tmp/does-not-exist"
+[ "$status" = 127 ] && contains "$tmp/err" "mixprec-run: cannot start rank 0:"
+check $? "a program that cannot start: exit 127, naming the rank"
+
+if [ -x "$top/tests/test-bootstrap" ]; then
+  launch -n 3 --timeout 10 "$top/tests/test-bootstrap" --child gather
+  sort "$tmp/out" > "$tmp/sorted"
+  printf '[0] ok\n[1] ok\n[2] ok\n' > "$tmp/expected"
+  cmp -s "$tmp/sorted" "$tmp/expected" && [ "$status" = 0 ]
+  check $? "three real ranks meet through the bootstrap and all-gather"
+else
+  ok "three real ranks meet through the bootstrap # SKIP tests/test-bootstrap not built"
+fi

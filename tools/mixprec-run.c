@@ -1,0 +1,511 @@
+/* mixprec-run.c — starts N local ranks of a program with the MIXPREC_
+ * rank variables set, prefixes their output with the rank, and ends the
+ * whole job as soon as one rank fails. The single-host counterpart of
+ * `torchrun --standalone`. */
+#include "config.h"
+
+#include <errno.h>
+#include <locale.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <glib-unix.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
+
+#include <mixprec/mixprec.h>
+
+#include "run-private.h"
+
+#define MAX_RANKS 4096
+
+typedef struct _Job Job;
+
+typedef struct
+{
+  Job *job;
+  guint rank;
+  GSubprocess *process;
+  GPid pid;                     /* also its process group */
+  gboolean running;
+  RunRelay *out;
+  RunRelay *err;
+} Rank;
+
+struct _Job
+{
+  Rank *ranks;
+  guint n;
+  guint running;
+  GMainLoop *loop;
+  guint grace_ms;
+
+  guint failed_rank;            /* G_MAXUINT until a rank fails */
+  gint status;                  /* what mixprec-run exits with */
+  gchar *verdict;               /* "mixprec-run: rank 1 exited...", once shown NULL */
+  gint signal;                  /* the first signal we received, 0 for none */
+  gboolean stopping;            /* SIGTERM sent to the ranks */
+  guint grace_id;
+  guint drain_id;
+};
+
+static const gchar *
+signal_name (gint signo)
+{
+  static const struct { gint signo; const gchar *name; } names[] = {
+    { SIGHUP, "SIGHUP" }, { SIGINT, "SIGINT" }, { SIGQUIT, "SIGQUIT" },
+    { SIGILL, "SIGILL" }, { SIGTRAP, "SIGTRAP" }, { SIGABRT, "SIGABRT" },
+    { SIGBUS, "SIGBUS" }, { SIGFPE, "SIGFPE" }, { SIGKILL, "SIGKILL" },
+    { SIGUSR1, "SIGUSR1" }, { SIGSEGV, "SIGSEGV" }, { SIGUSR2, "SIGUSR2" },
+    { SIGPIPE, "SIGPIPE" }, { SIGALRM, "SIGALRM" }, { SIGTERM, "SIGTERM" },
+    { SIGXCPU, "SIGXCPU" }, { SIGXFSZ, "SIGXFSZ" },
+  };
+  static gchar other[32];
+
+  for (guint i = 0; i < G_N_ELEMENTS (names); i++)
+    if (names[i].signo == signo)
+      return names[i].name;
+  g_snprintf (other, sizeof other, "signal %d", signo);
+  return other;
+}
+
+/* Runs in each child between fork and exec: its own process group, so a
+ * signal reaches the rank and everything it started; default SIGPIPE;
+ * and on Linux, SIGTERM should mixprec-run itself die. */
+static void
+child_setup (gpointer user_data)
+{
+  (void) user_data;
+  setpgid (0, 0);
+  signal (SIGPIPE, SIG_DFL);
+#ifdef __linux__
+  prctl (PR_SET_PDEATHSIG, SIGTERM);
+#endif
+}
+
+static gboolean
+rank_has_output (Rank *r)
+{
+  return (r->out != NULL && !run_relay_is_eof (r->out))
+         || (r->err != NULL && !run_relay_is_eof (r->err));
+}
+
+/* Signals every rank whose process group may still hold something: a
+ * running rank, or one whose pipes something still keeps open. */
+static void
+signal_ranks (Job  *job,
+              gint  signo)
+{
+  for (guint i = 0; i < job->n; i++)
+    {
+      Rank *r = &job->ranks[i];
+
+      if (r->pid <= 0 || (!r->running && !rank_has_output (r)))
+        continue;
+      if (kill (-r->pid, signo) < 0 && r->running)
+        kill (r->pid, signo);
+    }
+}
+
+/* Says which rank failed, after the last words it wrote itself. */
+static void
+show_verdict (Job *job)
+{
+  if (job->verdict == NULL)
+    return;
+  run_write_all (STDERR_FILENO, job->verdict, strlen (job->verdict));
+  g_clear_pointer (&job->verdict, g_free);
+}
+
+static void
+maybe_quit (Job *job)
+{
+  if (job->failed_rank != G_MAXUINT && !rank_has_output (&job->ranks[job->failed_rank]))
+    show_verdict (job);
+
+  for (guint i = 0; i < job->n; i++)
+    if (job->ranks[i].running || rank_has_output (&job->ranks[i]))
+      return;
+  g_main_loop_quit (job->loop);
+}
+
+static gboolean
+grace_over (gpointer user_data)
+{
+  Job *job = user_data;
+
+  job->grace_id = 0;
+  signal_ranks (job, SIGKILL);
+  return G_SOURCE_REMOVE;
+}
+
+/* All ranks ended, but something they started (in another process group)
+ * still holds a pipe: stop waiting for it. */
+static gboolean
+drain_over (gpointer user_data)
+{
+  Job *job = user_data;
+
+  job->drain_id = 0;
+  g_main_loop_quit (job->loop);
+  return G_SOURCE_REMOVE;
+}
+
+/* Asks every rank to stop, and forces them after the grace period. */
+static void
+stop_ranks (Job *job)
+{
+  if (job->stopping)
+    return;
+  job->stopping = TRUE;
+  signal_ranks (job, SIGTERM);
+  job->grace_id = g_timeout_add (job->grace_ms, grace_over, job);
+}
+
+static void
+rank_exited (GObject      *source,
+             GAsyncResult *result,
+             gpointer      user_data)
+{
+  Rank *r = user_data;
+  Job *job = r->job;
+  GSubprocess *process = G_SUBPROCESS (source);
+
+  g_subprocess_wait_finish (process, result, NULL);
+  r->running = FALSE;
+  job->running--;
+
+  if (job->failed_rank == G_MAXUINT && job->signal == 0 && !job->stopping)
+    {
+      g_autofree gchar *message = NULL;
+
+      if (g_subprocess_get_if_signaled (process))
+        {
+          gint signo = g_subprocess_get_term_sig (process);
+
+          message = g_strdup_printf ("mixprec-run: rank %u was killed by signal %s\n",
+                                     r->rank, signal_name (signo));
+          job->status = 128 + signo;
+        }
+      else if (g_subprocess_get_exit_status (process) != 0)
+        {
+          message = g_strdup_printf ("mixprec-run: rank %u exited with status %d\n", r->rank,
+                                     g_subprocess_get_exit_status (process));
+          job->status = g_subprocess_get_exit_status (process);
+        }
+      if (message != NULL)
+        {
+          job->failed_rank = r->rank;
+          job->verdict = g_steal_pointer (&message);
+          stop_ranks (job);
+        }
+    }
+
+  if (job->running == 0)
+    {
+      if (job->grace_id != 0)
+        g_source_remove (job->grace_id);
+      job->grace_id = 0;
+      /* give pipes kept open by leftovers a moment, then stop reading */
+      job->drain_id = g_timeout_add (1000, drain_over, job);
+    }
+  maybe_quit (job);
+}
+
+static void
+relay_done (RunRelay *relay,
+            gpointer  user_data)
+{
+  Rank *r = user_data;
+
+  (void) relay;
+  maybe_quit (r->job);
+}
+
+static gboolean
+got_signal (gpointer user_data,
+            gint     signo)
+{
+  Job *job = user_data;
+  g_autofree gchar *message = NULL;
+
+  if (job->signal == 0)
+    {
+      job->signal = signo;
+      message = g_strdup_printf ("mixprec-run: got %s, passing it to the ranks\n",
+                                 signal_name (signo));
+      signal_ranks (job, signo);
+    }
+  else
+    {
+      message = g_strdup_printf ("mixprec-run: got %s again, killing the ranks\n",
+                                 signal_name (signo));
+      signal_ranks (job, SIGKILL);
+    }
+  run_write_all (STDERR_FILENO, message, strlen (message));
+  return G_SOURCE_CONTINUE;
+}
+
+static gboolean
+on_sigint (gpointer user_data)
+{
+  return got_signal (user_data, SIGINT);
+}
+
+static gboolean
+on_sigterm (gpointer user_data)
+{
+  return got_signal (user_data, SIGTERM);
+}
+
+static gboolean
+on_sighup (gpointer user_data)
+{
+  return got_signal (user_data, SIGHUP);
+}
+
+/* A port that was free a moment ago on @addr: the kernel picks it. */
+static guint16
+pick_port (const gchar *addr,
+           GError     **error)
+{
+  g_autoptr(GInetAddress) inet = g_inet_address_new_from_string (addr);
+  g_autoptr(GSocketAddress) any = NULL;
+  g_autoptr(GSocketAddress) bound = NULL;
+  g_autoptr(GSocket) socket = NULL;
+
+  if (inet == NULL)
+    {
+      g_autoptr(GResolver) resolver = g_resolver_get_default ();
+      GList *list = g_resolver_lookup_by_name (resolver, addr, NULL, error);
+
+      if (list == NULL)
+        return 0;
+      inet = g_object_ref (list->data);
+      g_list_free_full (list, g_object_unref);
+    }
+  socket = g_socket_new (g_inet_address_get_family (inet), G_SOCKET_TYPE_STREAM,
+                         G_SOCKET_PROTOCOL_TCP, error);
+  if (socket == NULL)
+    return 0;
+  any = g_inet_socket_address_new (inet, 0);
+  if (!g_socket_bind (socket, any, FALSE, error))
+    return 0;
+  bound = g_socket_get_local_address (socket, error);
+  if (bound == NULL)
+    return 0;
+  return g_inet_socket_address_get_port (G_INET_SOCKET_ADDRESS (bound));
+}
+
+static gboolean
+start_rank (Job                 *job,
+            Rank                *r,
+            GSubprocessLauncher *launcher,
+            const gchar * const *argv,
+            gboolean             prefix,
+            GError             **error)
+{
+  g_autofree gchar *rank_s = g_strdup_printf ("%u", r->rank);
+  g_autofree gchar *tag = g_strdup_printf ("[%u] ", r->rank);
+  const gchar *pid_s;
+
+  g_subprocess_launcher_setenv (launcher, "MIXPREC_RANK", rank_s, TRUE);
+  g_subprocess_launcher_setenv (launcher, "MIXPREC_LOCAL_RANK", rank_s, TRUE);
+  r->process = g_subprocess_launcher_spawnv (launcher, argv, error);
+  if (r->process == NULL)
+    return FALSE;
+  r->running = TRUE;
+  job->running++;
+  pid_s = g_subprocess_get_identifier (r->process);
+  r->pid = pid_s != NULL ? (GPid) atoi (pid_s) : 0;
+  /* also here, not only in the child: whichever runs first wins the race
+   * against an early signal */
+  if (r->pid > 0)
+    setpgid (r->pid, r->pid);
+  g_subprocess_wait_async (r->process, NULL, rank_exited, r);
+  if (prefix)
+    {
+      r->out = run_relay_new (g_subprocess_get_stdout_pipe (r->process), STDOUT_FILENO, tag,
+                              relay_done, r);
+      r->err = run_relay_new (g_subprocess_get_stderr_pipe (r->process), STDERR_FILENO, tag,
+                              relay_done, r);
+      run_relay_start (r->out);
+      run_relay_start (r->err);
+    }
+  return TRUE;
+}
+
+static int
+usage_error (const gchar *message)
+{
+  g_printerr ("mixprec-run: %s\n", message);
+  g_printerr ("Run 'mixprec-run --help' to see the options.\n");
+  return 2;
+}
+
+int
+main (int argc, char **argv)
+{
+  gint nproc = G_MININT;        /* not given */
+  gint port = 0;
+  g_autofree gchar *addr = NULL;
+  g_autofree gchar *timeout_s = NULL;
+  gdouble grace_s = 5.0;
+  gboolean no_prefix = FALSE;
+  gboolean show_version = FALSE;
+  g_autoptr(GOptionContext) context = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GSubprocessLauncher) launcher = NULL;
+  g_autofree gchar *world_s = NULL;
+  g_autofree gchar *port_s = NULL;
+  const gchar * const *program;
+  Job job = { 0, };
+  const GOptionEntry entries[] = {
+    { "nproc", 'n', 0, G_OPTION_ARG_INT, &nproc,
+      "Number of ranks to start (required)", "N" },
+    { "port", 0, 0, G_OPTION_ARG_INT, &port,
+      "TCP port for rank 0's rendezvous (default: a free one)", "P" },
+    { "addr", 0, 0, G_OPTION_ARG_STRING, &addr,
+      "Address rank 0 listens on (default: 127.0.0.1)", "ADDR" },
+    { "timeout", 0, 0, G_OPTION_ARG_STRING, &timeout_s,
+      "Rendezvous and collective timeout of the ranks, in seconds (sets MIXPREC_TIMEOUT)", "S" },
+    { "grace", 0, 0, G_OPTION_ARG_DOUBLE, &grace_s,
+      "Seconds between SIGTERM and SIGKILL when ending the ranks (default: 5)", "S" },
+    { "no-prefix", 0, 0, G_OPTION_ARG_NONE, &no_prefix,
+      "Let the ranks write to our stdout and stderr directly, without \"[RANK] \"", NULL },
+    { "version", 0, 0, G_OPTION_ARG_NONE, &show_version,
+      "Print the version and exit", NULL },
+    G_OPTION_ENTRY_NULL
+  };
+
+  setlocale (LC_ALL, "");
+  /* a reader of our output that goes away (`| head`) must not end the
+   * job: the output is dropped, the ranks run on (they get SIGPIPE back
+   * in child_setup) */
+  signal (SIGPIPE, SIG_IGN);
+  context = g_option_context_new ("PROGRAM [ARGUMENTS...] - run N local ranks of a program");
+  g_option_context_set_summary (context,
+      "Starts N copies of PROGRAM as ranks 0 to N-1 of one job on this host,\n"
+      "with MIXPREC_RANK, MIXPREC_WORLD_SIZE, MIXPREC_LOCAL_RANK,\n"
+      "MIXPREC_LOCAL_WORLD_SIZE, MIXPREC_MASTER_ADDR and MIXPREC_MASTER_PORT set.\n"
+      "Each line a rank prints is prefixed with \"[RANK] \". When a rank fails,\n"
+      "the others are stopped and mixprec-run exits with that rank's status.");
+  /* stop at PROGRAM, so its own options reach it untouched */
+  g_option_context_set_strict_posix (context, TRUE);
+  g_option_context_add_main_entries (context, entries, NULL);
+  if (!g_option_context_parse (context, &argc, &argv, &error))
+    return usage_error (error->message);
+  if (show_version)
+    {
+      g_print ("mixprec-run %s\n", MIXPREC_VERSION_S);
+      return 0;
+    }
+
+  program = (const gchar * const *) argv + 1;
+  if (program[0] != NULL && g_str_equal (program[0], "--"))
+    program++;
+  if (program[0] == NULL)
+    return usage_error ("no PROGRAM to run");
+  if (nproc == G_MININT)
+    return usage_error ("the number of ranks is missing: give -n N");
+  if (nproc < 1 || nproc > MAX_RANKS)
+    {
+      g_autofree gchar *message = g_strdup_printf ("-n must be from 1 to %d, got %d",
+                                                   MAX_RANKS, nproc);
+      return usage_error (message);
+    }
+  if (port < 0 || port > 65535)
+    {
+      g_autofree gchar *message = g_strdup_printf ("--port must be from 1 to 65535, got %d", port);
+      return usage_error (message);
+    }
+  if (timeout_s != NULL)
+    {
+      gchar *end = NULL;
+      gdouble t = g_ascii_strtod (timeout_s, &end);
+
+      if (*timeout_s == '\0' || *end != '\0' || !(t >= 0.001) || t > G_MAXUINT / 1000)
+        {
+          g_autofree gchar *message = g_strdup_printf ("--timeout must be a positive number "
+                                                       "of seconds, got '%s'", timeout_s);
+          return usage_error (message);
+        }
+    }
+  if (!(grace_s >= 0) || grace_s > 3600)
+    return usage_error ("--grace must be from 0 to 3600 seconds");
+  if (addr == NULL)
+    addr = g_strdup ("127.0.0.1");
+  if (port == 0)
+    {
+      port = pick_port (addr, &error);
+      if (port == 0)
+        {
+          g_printerr ("mixprec-run: cannot find a free port on %s: %s\n", addr,
+                      error != NULL ? error->message : "no address");
+          return 1;
+        }
+    }
+
+  launcher = g_subprocess_launcher_new (no_prefix ? G_SUBPROCESS_FLAGS_NONE
+                                        : G_SUBPROCESS_FLAGS_STDOUT_PIPE
+                                          | G_SUBPROCESS_FLAGS_STDERR_PIPE);
+  g_subprocess_launcher_set_child_setup (launcher, child_setup, NULL, NULL);
+  world_s = g_strdup_printf ("%d", nproc);
+  port_s = g_strdup_printf ("%d", port);
+  g_subprocess_launcher_setenv (launcher, "MIXPREC_WORLD_SIZE", world_s, TRUE);
+  g_subprocess_launcher_setenv (launcher, "MIXPREC_LOCAL_WORLD_SIZE", world_s, TRUE);
+  g_subprocess_launcher_setenv (launcher, "MIXPREC_MASTER_ADDR", addr, TRUE);
+  g_subprocess_launcher_setenv (launcher, "MIXPREC_MASTER_PORT", port_s, TRUE);
+  if (timeout_s != NULL)
+    g_subprocess_launcher_setenv (launcher, "MIXPREC_TIMEOUT", timeout_s, TRUE);
+
+  job.n = (guint) nproc;
+  job.ranks = g_new0 (Rank, job.n);
+  job.loop = g_main_loop_new (NULL, FALSE);
+  job.grace_ms = (guint) (grace_s * 1000);
+  job.failed_rank = G_MAXUINT;
+  g_unix_signal_add (SIGINT, on_sigint, &job);
+  g_unix_signal_add (SIGTERM, on_sigterm, &job);
+  g_unix_signal_add (SIGHUP, on_sighup, &job);
+
+  for (guint i = 0; i < job.n; i++)
+    {
+      job.ranks[i].job = &job;
+      job.ranks[i].rank = i;
+      if (!start_rank (&job, &job.ranks[i], launcher, program, !no_prefix, &error))
+        {
+          g_printerr ("mixprec-run: cannot start rank %u: %s\n", i, error->message);
+          job.failed_rank = i;
+          job.status = 127;
+          stop_ranks (&job);
+          break;
+        }
+    }
+
+  if (job.running > 0)
+    g_main_loop_run (job.loop);
+
+  for (guint i = 0; i < job.n; i++)
+    {
+      Rank *r = &job.ranks[i];
+
+      if (r->out != NULL)
+        run_relay_flush (r->out);
+      if (r->err != NULL)
+        run_relay_flush (r->err);
+      run_relay_free (r->out);
+      run_relay_free (r->err);
+      g_clear_object (&r->process);
+    }
+  show_verdict (&job);
+  g_free (job.ranks);
+  g_main_loop_unref (job.loop);
+
+  if (job.failed_rank != G_MAXUINT)
+    return job.status;
+  if (job.signal != 0)
+    return 128 + job.signal;
+  return 0;
+}

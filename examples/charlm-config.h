@@ -1,0 +1,21 @@
+/* charlm-config.h — the JSON config file with the command line's
+ * overrides applied. */
+#pragma once
+
+#include <mixprec/mixprec.h>
+
+G_BEGIN_DECLS
+
+typedef struct
+{
+  gint steps;                /* > 0: the run's length, and the schedule's */
+  guint micro_batch;         /* > 0: replaces train_micro_batch_size_per_gpu */
+  gboolean seed_set;
+  guint64 seed;              /* replaces mixprec.seed when seed_set */
+} CharlmOverrides;
+
+MixprecConfig *charlm_config_load (const gchar     *path,
+                                   CharlmOverrides *overrides,
+                                   GError         **error);
+
+G_END_DECLS

@@ -1,0 +1,810 @@
+/* charlm-model.c — forward and backward of the character MLP in plain
+ * loops, with low-precision training emulated the way a GPU does it:
+ *
+ *  - each layer computes in the working dtype of its parameters
+ *    (mixprec_param_get_working_dtype(): fp16, bf16 or fp32);
+ *  - products are accumulated in fp32, as tensor cores do;
+ *  - every tensor a layer stores (its output, kept for backward, and the
+ *    gradient it hands to the layer below) is rounded to that dtype;
+ *  - a layer given a tensor of another dtype casts it on the way in, and
+ *    the gradient is cast back on the way out;
+ *  - softmax and cross-entropy run in fp32, as autocast runs them.
+ *
+ * The buffers themselves are fp32 so the kernels stay readable: a value
+ * "stored in fp16" is an fp32 holding exactly an fp16 value, which gives
+ * the same numbers as fp16 storage. store_as() does the rounding through
+ * mixprec_convert_array(). Gradients are what the engine receives: those
+ * of the loss multiplied by the loss scale, so with fp16 and a scale of 1
+ * small gradients flush to zero exactly as they would on a GPU. */
+#include <math.h>
+#include <string.h>
+
+#include "charlm-model.h"
+
+#define LAYERNORM_EPS 1e-5f
+
+struct _CharlmModel
+{
+  CharlmShape shape;
+  guint max_batch;
+  guint batch;                         /* rows of the last forward */
+
+  MixprecParam *params[CHARLM_N_PARAMS];
+  gsize numel[CHARLM_N_PARAMS];
+  gfloat *w[CHARLM_N_PARAMS];          /* working weights, widened to fp32 */
+  gfloat *g[CHARLM_N_PARAMS];          /* gradients, accumulated in fp32 */
+
+  /* The dtype each layer computes and stores in. */
+  MixprecDType dt_wte, dt_h1, dt_ln1, dt_h2, dt_ln2, dt_out;
+
+  /* Activations kept for backward, [batch, width]. */
+  guint8 *contexts;
+  guint8 *targets;
+  gfloat *x0;                          /* embeddings, concatenated */
+  gfloat *x0c;                         /* x0 cast for h1 */
+  gfloat *a1, *mean1, *rstd1, *t1, *t1c;
+  gfloat *a2, *mean2, *rstd2, *t2, *t2c;
+  gfloat *logits;
+  gfloat *probs;                       /* fp32 softmax */
+
+  /* Gradients flowing down, [batch, width]. */
+  gfloat *dlogits;
+  gfloat *dh;
+  gfloat *dh2;
+  gfloat *dx0;
+
+  gpointer scratch;                    /* low-precision side of store_as() */
+
+  /* Gradient values stored since the last charlm_model_take_underflow():
+   * how many were not zero, and how many of those the store flushed. */
+  guint64 grad_nonzero;
+  guint64 grad_flushed;
+};
+
+static const struct
+{
+  const gchar *name;
+  const gchar *module_type;
+} param_info[CHARLM_N_PARAMS] = {
+  [CHARLM_WTE] = { "wte.weight", "Embedding" },
+  [CHARLM_H1_W] = { "h1.weight", "Linear" },
+  [CHARLM_LN1_W] = { "ln1.weight", "LayerNorm" },
+  [CHARLM_LN1_B] = { "ln1.bias", "LayerNorm" },
+  [CHARLM_H2_W] = { "h2.weight", "Linear" },
+  [CHARLM_LN2_W] = { "ln2.weight", "LayerNorm" },
+  [CHARLM_LN2_B] = { "ln2.bias", "LayerNorm" },
+  [CHARLM_OUT_W] = { "out.weight", "Linear" },
+  [CHARLM_OUT_B] = { "out.bias", "Linear" },
+};
+
+/* ------------------------------------------------------------ emulation */
+
+/* Rounds @x as storing it in @dtype would: to nearest even, fp16
+ * overflowing to inf and flushing gradually to zero below 6e-8. */
+static void
+store_as (CharlmModel  *model,
+          MixprecDType  dtype,
+          gfloat       *x,
+          gsize         n)
+{
+  g_autoptr(GError) error = NULL;
+
+  if (dtype == MIXPREC_DTYPE_FLOAT32)
+    return;
+  if (!mixprec_convert_array (MIXPREC_DTYPE_FLOAT32, x, dtype, model->scratch, n,
+                              MIXPREC_ROUNDING_NEAREST_EVEN, 0, 0, &error) ||
+      !mixprec_convert_array (dtype, model->scratch, MIXPREC_DTYPE_FLOAT32, x, n,
+                              MIXPREC_ROUNDING_NEAREST_EVEN, 0, 0, &error))
+    g_error ("converting activations: %s", error->message);
+}
+
+/* store_as() for a gradient, counting the values it flushes to zero: the
+ * underflow that loss scaling exists to prevent. Rounding never turns a
+ * zero into something else, so every new zero was a flushed value. */
+static void
+store_grad_as (CharlmModel  *model,
+               MixprecDType  dtype,
+               gfloat       *x,
+               gsize         n)
+{
+  gsize zeros_before = 0, zeros_after = 0;
+
+  for (gsize i = 0; i < n; i++)
+    zeros_before += x[i] == 0.0f;
+  store_as (model, dtype, x, n);
+  for (gsize i = 0; i < n; i++)
+    zeros_after += x[i] == 0.0f;
+  model->grad_nonzero += n - zeros_before;
+  model->grad_flushed += zeros_after - zeros_before;
+}
+
+/* A layer receiving a tensor of another dtype computes on a cast copy. */
+static void
+cast_into (CharlmModel  *model,
+           MixprecDType  dtype,
+           gfloat       *dst,
+           const gfloat *src,
+           gsize         n)
+{
+  memcpy (dst, src, n * sizeof (gfloat));
+  store_as (model, dtype, dst, n);
+}
+
+/* -------------------------------------------------------------- kernels */
+
+/* out[n][o] = bias[o] + sum_i in[n][i] * weight[o][i]. Four outputs at a
+ * time give the processor four independent sums to work on; each sum
+ * still runs over i in order, so the result does not depend on the
+ * blocking. */
+static void
+linear_forward (gfloat       *out,
+                const gfloat *in,
+                const gfloat *weight,
+                const gfloat *bias,
+                guint         batch,
+                guint         n_in,
+                guint         n_out)
+{
+  for (guint n = 0; n < batch; n++)
+    {
+      const gfloat *x = in + (gsize) n * n_in;
+      gfloat *y = out + (gsize) n * n_out;
+      guint o = 0;
+
+      for (; o + 4 <= n_out; o += 4)
+        {
+          const gfloat *w0 = weight + (gsize) o * n_in;
+          const gfloat *w1 = w0 + n_in, *w2 = w1 + n_in, *w3 = w2 + n_in;
+          gfloat s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+
+          for (guint i = 0; i < n_in; i++)
+            {
+              s0 += x[i] * w0[i];
+              s1 += x[i] * w1[i];
+              s2 += x[i] * w2[i];
+              s3 += x[i] * w3[i];
+            }
+          y[o] = s0;
+          y[o + 1] = s1;
+          y[o + 2] = s2;
+          y[o + 3] = s3;
+        }
+      for (; o < n_out; o++)
+        {
+          const gfloat *w0 = weight + (gsize) o * n_in;
+          gfloat s0 = 0;
+
+          for (guint i = 0; i < n_in; i++)
+            s0 += x[i] * w0[i];
+          y[o] = s0;
+        }
+      if (bias != NULL)
+        for (o = 0; o < n_out; o++)
+          y[o] += bias[o];
+    }
+}
+
+/* dweight[o][i] = sum_n dout[n][o] * in[n][i], dbias[o] = sum_n dout[n][o],
+ * din[n][i] = sum_o dout[n][o] * weight[o][i]: each an fp32 sum. */
+static void
+linear_backward (gfloat       *din,
+                 gfloat       *dweight,
+                 gfloat       *dbias,
+                 const gfloat *dout,
+                 const gfloat *in,
+                 const gfloat *weight,
+                 guint         batch,
+                 guint         n_in,
+                 guint         n_out)
+{
+  memset (din, 0, (gsize) batch * n_in * sizeof (gfloat));
+  for (guint n = 0; n < batch; n++)
+    {
+      gfloat *dx = din + (gsize) n * n_in;
+
+      for (guint o = 0; o < n_out; o++)
+        {
+          const gfloat *w = weight + (gsize) o * n_in;
+          gfloat d = dout[(gsize) n * n_out + o];
+
+          for (guint i = 0; i < n_in; i++)
+            dx[i] += d * w[i];
+        }
+    }
+
+  memset (dweight, 0, (gsize) n_out * n_in * sizeof (gfloat));
+  for (guint o = 0; o < n_out; o++)
+    {
+      gfloat *dw = dweight + (gsize) o * n_in;
+
+      for (guint n = 0; n < batch; n++)
+        {
+          const gfloat *x = in + (gsize) n * n_in;
+          gfloat d = dout[(gsize) n * n_out + o];
+
+          for (guint i = 0; i < n_in; i++)
+            dw[i] += d * x[i];
+        }
+    }
+
+  if (dbias != NULL)
+    for (guint o = 0; o < n_out; o++)
+      {
+        gfloat s = 0;
+
+        for (guint n = 0; n < batch; n++)
+          s += dout[(gsize) n * n_out + o];
+        dbias[o] = s;
+      }
+}
+
+/* Mean and variance in fp32 whatever the input dtype, as PyTorch's
+ * LayerNorm kernels do; mean and 1/std are kept for backward. */
+static void
+layernorm_forward (gfloat       *out,
+                   gfloat       *mean,
+                   gfloat       *rstd,
+                   const gfloat *in,
+                   const gfloat *gamma,
+                   const gfloat *beta,
+                   guint         batch,
+                   guint         width)
+{
+  for (guint n = 0; n < batch; n++)
+    {
+      const gfloat *x = in + (gsize) n * width;
+      gfloat *y = out + (gsize) n * width;
+      gfloat m = 0, v = 0, r;
+
+      for (guint i = 0; i < width; i++)
+        m += x[i];
+      m /= width;
+      for (guint i = 0; i < width; i++)
+        v += (x[i] - m) * (x[i] - m);
+      v /= width;
+      r = 1.0f / sqrtf (v + LAYERNORM_EPS);
+      for (guint i = 0; i < width; i++)
+        y[i] = (x[i] - m) * r * gamma[i] + beta[i];
+      mean[n] = m;
+      rstd[n] = r;
+    }
+}
+
+static void
+layernorm_backward (gfloat       *din,
+                    gfloat       *dgamma,
+                    gfloat       *dbeta,
+                    const gfloat *dout,
+                    const gfloat *in,
+                    const gfloat *mean,
+                    const gfloat *rstd,
+                    const gfloat *gamma,
+                    guint         batch,
+                    guint         width)
+{
+  memset (dgamma, 0, width * sizeof (gfloat));
+  memset (dbeta, 0, width * sizeof (gfloat));
+  for (guint n = 0; n < batch; n++)
+    {
+      const gfloat *x = in + (gsize) n * width;
+      const gfloat *dy = dout + (gsize) n * width;
+      gfloat *dx = din + (gsize) n * width;
+      gfloat dnorm_mean = 0, dnorm_xhat_mean = 0;
+
+      for (guint i = 0; i < width; i++)
+        {
+          gfloat xhat = (x[i] - mean[n]) * rstd[n];
+          gfloat dnorm = dy[i] * gamma[i];
+
+          dnorm_mean += dnorm;
+          dnorm_xhat_mean += dnorm * xhat;
+        }
+      dnorm_mean /= width;
+      dnorm_xhat_mean /= width;
+
+      for (guint i = 0; i < width; i++)
+        {
+          gfloat xhat = (x[i] - mean[n]) * rstd[n];
+          gfloat dnorm = dy[i] * gamma[i];
+
+          dx[i] = (dnorm - dnorm_mean - xhat * dnorm_xhat_mean) * rstd[n];
+          dgamma[i] += dy[i] * xhat;
+          dbeta[i] += dy[i];
+        }
+    }
+}
+
+/* Per-example loss -log softmax(logits)[target], in fp32. */
+static gdouble
+cross_entropy_forward (gfloat       *probs,
+                       const gfloat *logits,
+                       const guint8 *targets,
+                       guint         batch)
+{
+  gdouble total = 0;
+
+  for (guint n = 0; n < batch; n++)
+    {
+      const gfloat *z = logits + (gsize) n * CHARLM_VOCAB;
+      gfloat *p = probs + (gsize) n * CHARLM_VOCAB;
+      gfloat max = z[0], sum = 0;
+
+      for (guint v = 1; v < CHARLM_VOCAB; v++)
+        max = MAX (max, z[v]);
+      for (guint v = 0; v < CHARLM_VOCAB; v++)
+        {
+          p[v] = expf (z[v] - max);
+          sum += p[v];
+        }
+      for (guint v = 0; v < CHARLM_VOCAB; v++)
+        p[v] /= sum;
+      total += -(logf (p[targets[n]]));
+    }
+  return total / batch;
+}
+
+/* ---------------------------------------------------------------- model */
+
+static gsize
+param_numel (const CharlmShape *s,
+             CharlmParamId      id)
+{
+  switch (id)
+    {
+    case CHARLM_WTE:
+      return (gsize) CHARLM_VOCAB * s->n_embd;
+    case CHARLM_H1_W:
+      return (gsize) s->n_hidden * s->block_size * s->n_embd;
+    case CHARLM_H2_W:
+      return (gsize) s->n_hidden * s->n_hidden;
+    case CHARLM_OUT_W:
+      return (gsize) CHARLM_VOCAB * s->n_hidden;
+    case CHARLM_OUT_B:
+      return CHARLM_VOCAB;
+    case CHARLM_LN1_W:
+    case CHARLM_LN1_B:
+    case CHARLM_LN2_W:
+    case CHARLM_LN2_B:
+    case CHARLM_N_PARAMS:
+    default:
+      return s->n_hidden;
+    }
+}
+
+static guint
+param_shape (const CharlmShape *s,
+             CharlmParamId      id,
+             guint64           *shape)
+{
+  switch (id)
+    {
+    case CHARLM_WTE:
+      shape[0] = CHARLM_VOCAB;
+      shape[1] = s->n_embd;
+      return 2;
+    case CHARLM_H1_W:
+      shape[0] = s->n_hidden;
+      shape[1] = (guint64) s->block_size * s->n_embd;
+      return 2;
+    case CHARLM_H2_W:
+      shape[0] = s->n_hidden;
+      shape[1] = s->n_hidden;
+      return 2;
+    case CHARLM_OUT_W:
+      shape[0] = CHARLM_VOCAB;
+      shape[1] = s->n_hidden;
+      return 2;
+    case CHARLM_OUT_B:
+      shape[0] = CHARLM_VOCAB;
+      return 1;
+    case CHARLM_LN1_W:
+    case CHARLM_LN1_B:
+    case CHARLM_LN2_W:
+    case CHARLM_LN2_B:
+    case CHARLM_N_PARAMS:
+    default:
+      shape[0] = s->n_hidden;
+      return 1;
+    }
+}
+
+/* Embeddings N(0, 1); Linear weights N(0, 1) * gain / sqrt(fan_in) with
+ * tanh's gain 5/3 (Kaiming); the output layer scaled down further so the
+ * first predictions are near uniform (makemore's trick), which also makes
+ * the gradients reaching the lower layers small at the start — small
+ * enough to underflow fp16 without loss scaling. LayerNorm starts as the
+ * identity, biases at zero. */
+static void
+init_values (const CharlmShape *s,
+             CharlmParamId      id,
+             CharlmRng         *rng,
+             gfloat            *values,
+             gsize              n)
+{
+  gdouble std;
+
+  switch (id)
+    {
+    case CHARLM_WTE:
+      std = 1.0;
+      break;
+    case CHARLM_H1_W:
+      std = (5.0 / 3.0) / sqrt ((gdouble) s->block_size * s->n_embd);
+      break;
+    case CHARLM_H2_W:
+      std = (5.0 / 3.0) / sqrt ((gdouble) s->n_hidden);
+      break;
+    case CHARLM_OUT_W:
+      std = s->out_init_scale / sqrt ((gdouble) s->n_hidden);
+      break;
+    case CHARLM_LN1_W:
+    case CHARLM_LN2_W:
+      for (gsize i = 0; i < n; i++)
+        values[i] = 1.0f;
+      return;
+    case CHARLM_LN1_B:
+    case CHARLM_LN2_B:
+    case CHARLM_OUT_B:
+    case CHARLM_N_PARAMS:
+    default:
+      memset (values, 0, n * sizeof (gfloat));
+      return;
+    }
+  for (gsize i = 0; i < n; i++)
+    values[i] = (gfloat) (charlm_rng_normal (rng) * std);
+}
+
+CharlmModel *
+charlm_model_new (MixprecEngine     *engine,
+                  const CharlmShape *shape,
+                  guint              max_batch,
+                  guint64            seed,
+                  GError           **error)
+{
+  g_autoptr(CharlmModel) model = g_new0 (CharlmModel, 1);
+  CharlmRng rng;
+  gsize in_width = (gsize) shape->block_size * shape->n_embd;
+  gsize widest = MAX (MAX (in_width, shape->n_hidden), CHARLM_VOCAB);
+  gsize rows = max_batch;
+
+  model->shape = *shape;
+  model->max_batch = max_batch;
+
+  charlm_rng_init (&rng, seed, 0);
+  for (guint id = 0; id < CHARLM_N_PARAMS; id++)
+    {
+      guint64 dims[2];
+      guint n_dims = param_shape (shape, id, dims);
+      gsize n = param_numel (shape, id);
+      g_autofree gfloat *init = g_new (gfloat, n);
+      g_autoptr(GBytes) bytes = NULL;
+
+      init_values (shape, id, &rng, init, n);
+      bytes = g_bytes_new_take (g_steal_pointer (&init), n * sizeof (gfloat));
+      model->params[id] = mixprec_engine_register_param (engine, param_info[id].name,
+                                                         dims, n_dims,
+                                                         param_info[id].module_type,
+                                                         MIXPREC_DTYPE_FLOAT32, bytes,
+                                                         error);
+      if (model->params[id] == NULL)
+        return NULL;
+      g_object_ref (model->params[id]);
+      model->numel[id] = n;
+      model->w[id] = g_new (gfloat, n);
+      model->g[id] = g_new (gfloat, n);
+    }
+
+  model->dt_wte = mixprec_param_get_working_dtype (model->params[CHARLM_WTE]);
+  model->dt_h1 = mixprec_param_get_working_dtype (model->params[CHARLM_H1_W]);
+  model->dt_ln1 = mixprec_param_get_working_dtype (model->params[CHARLM_LN1_W]);
+  model->dt_h2 = mixprec_param_get_working_dtype (model->params[CHARLM_H2_W]);
+  model->dt_ln2 = mixprec_param_get_working_dtype (model->params[CHARLM_LN2_W]);
+  model->dt_out = mixprec_param_get_working_dtype (model->params[CHARLM_OUT_W]);
+
+  model->contexts = g_new (guint8, rows * shape->block_size);
+  model->targets = g_new (guint8, rows);
+  model->x0 = g_new (gfloat, rows * in_width);
+  model->x0c = g_new (gfloat, rows * in_width);
+  model->a1 = g_new (gfloat, rows * shape->n_hidden);
+  model->t1 = g_new (gfloat, rows * shape->n_hidden);
+  model->t1c = g_new (gfloat, rows * shape->n_hidden);
+  model->a2 = g_new (gfloat, rows * shape->n_hidden);
+  model->t2 = g_new (gfloat, rows * shape->n_hidden);
+  model->t2c = g_new (gfloat, rows * shape->n_hidden);
+  model->mean1 = g_new (gfloat, rows);
+  model->rstd1 = g_new (gfloat, rows);
+  model->mean2 = g_new (gfloat, rows);
+  model->rstd2 = g_new (gfloat, rows);
+  model->logits = g_new (gfloat, rows * CHARLM_VOCAB);
+  model->probs = g_new (gfloat, rows * CHARLM_VOCAB);
+  model->dlogits = g_new (gfloat, rows * CHARLM_VOCAB);
+  model->dh = g_new (gfloat, rows * shape->n_hidden);
+  model->dh2 = g_new (gfloat, rows * shape->n_hidden);
+  model->dx0 = g_new (gfloat, rows * in_width);
+  model->scratch = g_malloc (rows * widest * sizeof (gfloat));
+
+  charlm_model_load_weights (model);
+  return g_steal_pointer (&model);
+}
+
+void
+charlm_model_free (CharlmModel *model)
+{
+  for (guint id = 0; id < CHARLM_N_PARAMS; id++)
+    {
+      g_clear_object (&model->params[id]);
+      g_free (model->w[id]);
+      g_free (model->g[id]);
+    }
+  g_free (model->contexts);
+  g_free (model->targets);
+  g_free (model->x0);
+  g_free (model->x0c);
+  g_free (model->a1);
+  g_free (model->t1);
+  g_free (model->t1c);
+  g_free (model->a2);
+  g_free (model->t2);
+  g_free (model->t2c);
+  g_free (model->mean1);
+  g_free (model->rstd1);
+  g_free (model->mean2);
+  g_free (model->rstd2);
+  g_free (model->logits);
+  g_free (model->probs);
+  g_free (model->dlogits);
+  g_free (model->dh);
+  g_free (model->dh2);
+  g_free (model->dx0);
+  g_free (model->scratch);
+  g_free (model);
+}
+
+guint64
+charlm_model_get_n_params (CharlmModel *model)
+{
+  guint64 total = 0;
+
+  for (guint id = 0; id < CHARLM_N_PARAMS; id++)
+    total += model->numel[id];
+  return total;
+}
+
+MixprecParam *
+charlm_model_get_param (CharlmModel   *model,
+                        CharlmParamId  id)
+{
+  g_return_val_if_fail (id < CHARLM_N_PARAMS, NULL);
+  return model->params[id];
+}
+
+/* Widens the engine's working copies (fp16/bf16/fp32) to fp32 once per
+ * optimizer step; the widened values are exactly the low-precision ones. */
+void
+charlm_model_load_weights (CharlmModel *model)
+{
+  for (guint id = 0; id < CHARLM_N_PARAMS; id++)
+    {
+      g_autoptr(GError) error = NULL;
+      MixprecParam *p = model->params[id];
+
+      if (!mixprec_convert_array (mixprec_param_get_working_dtype (p),
+                                  mixprec_param_get_working_data (p),
+                                  MIXPREC_DTYPE_FLOAT32, model->w[id], model->numel[id],
+                                  MIXPREC_ROUNDING_NEAREST_EVEN, 0, 0, &error))
+        g_error ("reading %s: %s", mixprec_param_get_name (p), error->message);
+    }
+}
+
+/* Hidden block: Linear -> LayerNorm -> tanh, returning the tanh output.
+ * @in is already in the Linear's dtype; @weight is the Linear's id, the
+ * LayerNorm's weight and bias come next. */
+static void
+hidden_forward (CharlmModel  *model,
+                const gfloat *in,
+                guint         n_in,
+                CharlmParamId weight,
+                MixprecDType  dt_linear,
+                MixprecDType  dt_ln,
+                gfloat       *a,
+                gfloat       *mean,
+                gfloat       *rstd,
+                gfloat       *t)
+{
+  guint batch = model->batch;
+  guint h = model->shape.n_hidden;
+  gsize n = (gsize) batch * h;
+
+  linear_forward (a, in, model->w[weight], NULL, batch, n_in, h);
+  store_as (model, dt_linear, a, n);
+  /* a is exact in dt_ln whenever dt_ln is at least as wide, which the
+   * engine's policies guarantee (LayerNorm is never narrower). */
+  layernorm_forward (t, mean, rstd, a, model->w[weight + 1], model->w[weight + 2], batch, h);
+  store_as (model, dt_ln, t, n);
+  for (gsize i = 0; i < n; i++)
+    t[i] = tanhf (t[i]);
+  store_as (model, dt_ln, t, n);
+}
+
+gdouble
+charlm_model_forward (CharlmModel  *model,
+                      const guint8 *contexts,
+                      const guint8 *targets,
+                      guint         batch)
+{
+  const CharlmShape *s = &model->shape;
+  gsize in_width = (gsize) s->block_size * s->n_embd;
+  gsize nh = (gsize) batch * s->n_hidden;
+
+  g_return_val_if_fail (batch > 0 && batch <= model->max_batch, NAN);
+
+  model->batch = batch;
+  memcpy (model->contexts, contexts, (gsize) batch * s->block_size);
+  memcpy (model->targets, targets, batch);
+
+  /* Embedding lookup: rows of the working table, already in dt_wte. */
+  for (guint n = 0; n < batch; n++)
+    for (guint b = 0; b < s->block_size; b++)
+      memcpy (model->x0 + n * in_width + (gsize) b * s->n_embd,
+              model->w[CHARLM_WTE] + (gsize) contexts[(gsize) n * s->block_size + b] * s->n_embd,
+              s->n_embd * sizeof (gfloat));
+
+  cast_into (model, model->dt_h1, model->x0c, model->x0, batch * in_width);
+  hidden_forward (model, model->x0c, in_width, CHARLM_H1_W, model->dt_h1, model->dt_ln1,
+                  model->a1, model->mean1, model->rstd1, model->t1);
+  cast_into (model, model->dt_h2, model->t1c, model->t1, nh);
+  hidden_forward (model, model->t1c, s->n_hidden, CHARLM_H2_W, model->dt_h2, model->dt_ln2,
+                  model->a2, model->mean2, model->rstd2, model->t2);
+  cast_into (model, model->dt_out, model->t2c, model->t2, nh);
+
+  linear_forward (model->logits, model->t2c, model->w[CHARLM_OUT_W], model->w[CHARLM_OUT_B],
+                  batch, s->n_hidden, CHARLM_VOCAB);
+  store_as (model, model->dt_out, model->logits, (gsize) batch * CHARLM_VOCAB);
+
+  return cross_entropy_forward (model->probs, model->logits, targets, batch);
+}
+
+/* Backward through tanh and LayerNorm of one hidden block: @dt holds the
+ * gradient of t on entry; the gradient of a is written to @da. */
+static void
+hidden_backward_norm (CharlmModel  *model,
+                      gfloat       *dt,
+                      gfloat       *da,
+                      const gfloat *a,
+                      const gfloat *mean,
+                      const gfloat *rstd,
+                      const gfloat *t,
+                      CharlmParamId weight,
+                      MixprecDType  dt_linear,
+                      MixprecDType  dt_ln)
+{
+  guint batch = model->batch;
+  guint h = model->shape.n_hidden;
+  gsize n = (gsize) batch * h;
+
+  store_as (model, dt_ln, dt, n);
+  for (gsize i = 0; i < n; i++)
+    dt[i] *= 1.0f - t[i] * t[i];
+  store_grad_as (model, dt_ln, dt, n);
+  layernorm_backward (da, model->g[weight + 1], model->g[weight + 2], dt, a, mean, rstd,
+                      model->w[weight + 1], batch, h);
+  store_grad_as (model, dt_linear, da, n);
+}
+
+/* Hands the fp32 sums to the engine in the parameter's gradient dtype. */
+static void
+write_grads (CharlmModel *model)
+{
+  for (guint id = 0; id < CHARLM_N_PARAMS; id++)
+    {
+      g_autoptr(GError) error = NULL;
+      MixprecParam *p = model->params[id];
+
+      MixprecDType dtype = mixprec_param_get_grad_dtype (p);
+
+      /* Rounded here first only to count what the conversion flushes. */
+      store_grad_as (model, dtype, model->g[id], model->numel[id]);
+      if (!mixprec_convert_array (MIXPREC_DTYPE_FLOAT32, model->g[id], dtype,
+                                  mixprec_param_get_grad_data (p), model->numel[id],
+                                  MIXPREC_ROUNDING_NEAREST_EVEN, 0, 0, &error))
+        g_error ("writing the gradient of %s: %s", mixprec_param_get_name (p), error->message);
+    }
+}
+
+void
+charlm_model_backward (CharlmModel *model,
+                       gdouble      loss_scale)
+{
+  const CharlmShape *s = &model->shape;
+  guint batch = model->batch;
+  gsize in_width = (gsize) s->block_size * s->n_embd;
+  gsize nh = (gsize) batch * s->n_hidden;
+  /* d(scale * mean loss)/dlogits = scale / batch * (softmax - onehot). */
+  gfloat factor = (gfloat) (loss_scale / batch);
+
+  for (guint n = 0; n < batch; n++)
+    for (guint v = 0; v < CHARLM_VOCAB; v++)
+      {
+        gsize k = (gsize) n * CHARLM_VOCAB + v;
+
+        model->dlogits[k] = (model->probs[k] - (v == model->targets[n] ? 1.0f : 0.0f)) * factor;
+      }
+  store_grad_as (model, model->dt_out, model->dlogits, (gsize) batch * CHARLM_VOCAB);
+
+  linear_backward (model->dh, model->g[CHARLM_OUT_W], model->g[CHARLM_OUT_B], model->dlogits,
+                   model->t2c, model->w[CHARLM_OUT_W], batch, s->n_hidden, CHARLM_VOCAB);
+  store_grad_as (model, model->dt_out, model->dh, nh);
+
+  hidden_backward_norm (model, model->dh, model->dh2, model->a2, model->mean2, model->rstd2,
+                        model->t2, CHARLM_H2_W, model->dt_h2, model->dt_ln2);
+  linear_backward (model->dh, model->g[CHARLM_H2_W], NULL, model->dh2, model->t1c,
+                   model->w[CHARLM_H2_W], batch, s->n_hidden, s->n_hidden);
+  store_grad_as (model, model->dt_h2, model->dh, nh);
+
+  hidden_backward_norm (model, model->dh, model->dh2, model->a1, model->mean1, model->rstd1,
+                        model->t1, CHARLM_H1_W, model->dt_h1, model->dt_ln1);
+  linear_backward (model->dx0, model->g[CHARLM_H1_W], NULL, model->dh2, model->x0c,
+                   model->w[CHARLM_H1_W], batch, in_width, s->n_hidden);
+  store_grad_as (model, model->dt_h1, model->dx0, batch * in_width);
+  store_as (model, model->dt_wte, model->dx0, batch * in_width);
+
+  /* Embedding: each context position adds its gradient to its row. */
+  memset (model->g[CHARLM_WTE], 0, model->numel[CHARLM_WTE] * sizeof (gfloat));
+  for (guint n = 0; n < batch; n++)
+    for (guint b = 0; b < s->block_size; b++)
+      {
+        gfloat *row = model->g[CHARLM_WTE]
+                      + (gsize) model->contexts[(gsize) n * s->block_size + b] * s->n_embd;
+        const gfloat *d = model->dx0 + n * in_width + (gsize) b * s->n_embd;
+
+        for (guint e = 0; e < s->n_embd; e++)
+          row[e] += d[e];
+      }
+
+  write_grads (model);
+}
+
+/* Mean loss over every @stride-th example, in the same precision as
+ * training. */
+gdouble
+charlm_model_evaluate (CharlmModel          *model,
+                       const CharlmExamples *examples,
+                       gsize                 stride)
+{
+  guint block = examples->block_size;
+  g_autofree guint8 *contexts = g_new (guint8, (gsize) model->max_batch * block);
+  g_autofree guint8 *targets = g_new (guint8, model->max_batch);
+  gdouble total = 0;
+  gsize count = 0;
+  gsize i = 0;
+
+  g_return_val_if_fail (stride > 0 && block == model->shape.block_size, NAN);
+
+  while (i < examples->n)
+    {
+      guint rows = 0;
+
+      for (; i < examples->n && rows < model->max_batch; i += stride, rows++)
+        {
+          memcpy (contexts + (gsize) rows * block, examples->contexts + i * block, block);
+          targets[rows] = examples->targets[i];
+        }
+      total += charlm_model_forward (model, contexts, targets, rows) * rows;
+      count += rows;
+    }
+  return total / count;
+}
+
+/* The fraction of the nonzero gradient values stored since the last call
+ * (activation gradients and the parameter gradients handed to the engine)
+ * that the low-precision dtype flushed to zero. */
+gdouble
+charlm_model_take_underflow (CharlmModel *model)
+{
+  gdouble fraction = model->grad_nonzero > 0
+                     ? (gdouble) model->grad_flushed / model->grad_nonzero : 0.0;
+
+  model->grad_nonzero = 0;
+  model->grad_flushed = 0;
+  return fraction;
+}

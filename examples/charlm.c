@@ -1,0 +1,397 @@
+/* charlm.c — trains a character-level language model on a word list with
+ * libmixprec doing the precision side: master weights, loss scaling,
+ * clipping, AdamW and the learning-rate schedule. The model's forward and
+ * backward (charlm-model.c) are ordinary C loops; the DeepSpeed-style JSON
+ * config picks fp32, bf16 or fp16.
+ *
+ *   charlm --config examples/configs/fp16.json
+ *
+ * prints a progress line on stderr, writes one CSV row per evaluation and
+ * ends with "val_loss=<loss on the whole val split>" on stdout. */
+#include <errno.h>
+#include <locale.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include <glib/gstdio.h>
+
+#include <mixprec/mixprec.h>
+
+#include "charlm-config.h"
+#include "charlm-data.h"
+#include "charlm-model.h"
+
+#define DEFAULT_WORDS "/usr/share/dict/american-english"
+#define DEFAULT_STEPS 3000
+#define DEFAULT_EVAL_EVERY 250
+/* The evaluations during training use about this many val examples (a
+ * fixed, evenly spread subset); the final one uses all of them. */
+#define EVAL_SUBSET 4096
+/* What an integer option holds when it was not on the command line. */
+#define NOT_GIVEN G_MININT
+
+static const CharlmShape default_shape = {
+  .block_size = 5,
+  .n_embd = 16,
+  .n_hidden = 192,
+  .out_init_scale = 0.1,
+};
+
+typedef struct
+{
+  gchar *config_path;
+  gint steps;
+  gint batch;
+  CharlmOverrides overrides;
+  gchar *csv_path;
+  gint eval_every;
+  gchar *words_path;
+  gdouble loss_weight;
+  gboolean quiet;
+} Options;
+
+static void
+options_clear (Options *o)
+{
+  g_free (o->config_path);
+  g_free (o->csv_path);
+  g_free (o->words_path);
+}
+
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (Options, options_clear)
+
+static gboolean
+parse_seed (const gchar *option_name,
+            const gchar *value,
+            gpointer     data,
+            GError     **error)
+{
+  Options *o = data;
+  guint64 seed;
+
+  if (!g_ascii_string_to_unsigned (value, 10, 0, G_MAXINT64, &seed, error))
+    {
+      g_prefix_error (error, "%s: ", option_name);
+      return FALSE;
+    }
+  o->overrides.seed = seed;
+  o->overrides.seed_set = TRUE;
+  return TRUE;
+}
+
+static gboolean
+parse_options (Options  *o,
+               int      *argc,
+               char   ***argv,
+               GError  **error)
+{
+  g_autoptr(GOptionContext) context = NULL;
+  GOptionGroup *group;
+  const GOptionEntry entries[] = {
+    { "config", 'c', 0, G_OPTION_ARG_FILENAME, &o->config_path,
+      "DeepSpeed-style JSON config (default: the bf16 example)", "FILE" },
+    { "steps", 's', 0, G_OPTION_ARG_INT, &o->steps,
+      "Optimizer steps; also the schedule's total_num_steps (default: that, else 3000)", "N" },
+    { "batch", 'b', 0, G_OPTION_ARG_INT, &o->batch,
+      "Micro-batch size, overriding train_micro_batch_size_per_gpu", "N" },
+    { "seed", 0, 0, G_OPTION_ARG_CALLBACK, (gpointer) parse_seed,
+      "Seed of the initial weights and batch order, overriding mixprec.seed", "N" },
+    { "csv", 0, 0, G_OPTION_ARG_FILENAME, &o->csv_path,
+      "Where to write the per-evaluation CSV (default charlm.csv)", "FILE" },
+    { "eval-every", 'e', 0, G_OPTION_ARG_INT, &o->eval_every,
+      "Steps between evaluations, CSV rows and log lines (default 250)", "N" },
+    { "words", 'w', 0, G_OPTION_ARG_FILENAME, &o->words_path,
+      "Word list, one word a line (default " DEFAULT_WORDS ")", "FILE" },
+    { "loss-weight", 0, 0, G_OPTION_ARG_DOUBLE, &o->loss_weight,
+      "Multiply the loss by W before backward (default 1); W << 1 makes the "
+      "gradients as small as in a model averaging over far more tokens", "W" },
+    { "quiet", 'q', 0, G_OPTION_ARG_NONE, &o->quiet,
+      "Print only the final val_loss line", NULL },
+    G_OPTION_ENTRY_NULL
+  };
+
+  context = g_option_context_new ("- train a character-level language model with libmixprec");
+  g_option_context_set_summary (context,
+                                "A Bengio-style MLP over characters, trained on a word list in the "
+                                "precision the config asks for.\nThe last line on stdout is "
+                                "val_loss=<mean cross-entropy on the validation words, in nats>.");
+  group = g_option_group_new (NULL, NULL, NULL, o, NULL);
+  g_option_group_add_entries (group, entries);
+  g_option_context_set_main_group (context, group);
+
+  o->steps = NOT_GIVEN;
+  o->batch = NOT_GIVEN;
+  o->eval_every = DEFAULT_EVAL_EVERY;
+  o->loss_weight = 1.0;
+  if (!g_option_context_parse (context, argc, argv, error))
+    return FALSE;
+  if ((o->steps <= 0 && o->steps != NOT_GIVEN) || (o->batch <= 0 && o->batch != NOT_GIVEN) ||
+      o->eval_every <= 0 || !(o->loss_weight > 0 && isfinite (o->loss_weight)))
+    {
+      g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                   "--steps, --batch, --eval-every and --loss-weight must be positive");
+      return FALSE;
+    }
+
+  if (o->config_path == NULL)
+    o->config_path = g_build_filename (CHARLM_CONFIG_DIR, "bf16.json", NULL);
+  if (o->csv_path == NULL)
+    o->csv_path = g_strdup ("charlm.csv");
+  if (o->words_path == NULL)
+    o->words_path = g_strdup (DEFAULT_WORDS);
+  o->overrides.steps = MAX (o->steps, 0);
+  o->overrides.micro_batch = (guint) MAX (o->batch, 0);
+  return TRUE;
+}
+
+static const gchar *
+describe_mode (MixprecConfig *config)
+{
+  switch (mixprec_config_get_precision_mode (config))
+    {
+    case MIXPREC_PRECISION_MODE_FP32:
+      return "fp32";
+    case MIXPREC_PRECISION_MODE_FP16:
+      return mixprec_config_get_loss_scale (config) > 0 ? "fp16 (static loss scale)"
+                                                        : "fp16 (dynamic loss scale)";
+    case MIXPREC_PRECISION_MODE_BF16:
+      return "bf16";
+    case MIXPREC_PRECISION_MODE_BF16_NO_MASTER:
+      return "bf16 (no fp32 master)";
+    case MIXPREC_PRECISION_MODE_AUTOCAST:
+      return "autocast";
+    default:
+      return "unknown";
+    }
+}
+
+typedef struct
+{
+  gboolean tty;
+  gboolean quiet;
+  gboolean line_open;            /* a \r line waits to be finished */
+  gint64 last_draw;
+} Progress;
+
+/* What happened since the last evaluation. */
+typedef struct
+{
+  gdouble loss_sum;
+  guint micro_steps;
+  guint64 examples;
+  gint64 us;
+} Interval;
+
+static void
+progress_print (Progress                *progress,
+                gboolean                 final,
+                gint                     steps,
+                const MixprecStepResult *r,
+                const Interval          *interval,
+                gdouble                  val_loss,
+                gdouble                  underflow)
+{
+  g_autoptr(GString) line = g_string_new (NULL);
+  gdouble per_s = interval->us > 0 ? interval->examples * 1e6 / interval->us : 0;
+
+  if (progress->quiet)
+    return;
+  g_string_append_printf (line, "step %5" G_GUINT64_FORMAT "/%d | loss %.4f",
+                          r->step, steps, interval->loss_sum / interval->micro_steps);
+  if (!isnan (val_loss))
+    g_string_append_printf (line, " | val %.4f", val_loss);
+  g_string_append_printf (line, " | scale %g | grad norm %.3g | skipped %" G_GUINT64_FORMAT
+                          " | underflow %.1f%% | lr %.2e | %.0f tok/s",
+                          r->loss_scale, r->grad_norm, r->skipped_steps, 100 * underflow, r->lr,
+                          per_s);
+  if (progress->tty)
+    {
+      /* \033[K clears what a longer previous line left behind. */
+      fprintf (stderr, "\r%s\033[K%s", line->str, final ? "\n" : "");
+      progress->line_open = !final;
+    }
+  else if (final)
+    fprintf (stderr, "%s\n", line->str);
+  fflush (stderr);
+  progress->last_draw = g_get_monotonic_time ();
+}
+
+static void
+print_setup (MixprecConfig       *config,
+             CharlmModel         *model,
+             const CharlmDataset *data,
+             gint                 steps)
+{
+  const CharlmParamId shown[] = { CHARLM_WTE, CHARLM_H1_W, CHARLM_LN1_W };
+
+  g_printerr ("charlm: %s, %" G_GUINT64_FORMAT " parameters, %u train / %u val words "
+              "(%zu / %zu examples), micro-batch %u x %u, %d steps, seed %" G_GUINT64_FORMAT "\n",
+              describe_mode (config), charlm_model_get_n_params (model),
+              data->n_train_words, data->n_val_words, data->train.n, data->val.n,
+              mixprec_config_get_train_micro_batch_size_per_gpu (config),
+              mixprec_config_get_gradient_accumulation_steps (config), steps,
+              mixprec_config_get_seed (config));
+
+  g_printerr ("charlm: working / gradient dtypes:");
+  for (guint i = 0; i < G_N_ELEMENTS (shown); i++)
+    {
+      MixprecParam *p = charlm_model_get_param (model, shown[i]);
+
+      g_printerr ("%s %s %s / %s", i > 0 ? "," : "", mixprec_param_get_module_type (p),
+                  mixprec_dtype_get_name (mixprec_param_get_working_dtype (p)),
+                  mixprec_dtype_get_name (mixprec_param_get_grad_dtype (p)));
+    }
+  g_printerr ("\n");
+}
+
+/* One optimizer step: the configured number of micro-batches, each
+ * forward, backward and handed to the engine, then the engine's step. */
+static MixprecStepResult *
+train_step (MixprecEngine       *engine,
+            CharlmModel         *model,
+            const CharlmExamples *train,
+            CharlmRng           *rng,
+            guint                micro_batch,
+            guint                accumulation,
+            gdouble              loss_weight,
+            guint8              *contexts,
+            guint8              *targets,
+            Interval            *interval,
+            GError             **error)
+{
+  for (guint micro = 0; micro < accumulation; micro++)
+    {
+      charlm_examples_sample (train, rng, micro_batch, contexts, targets);
+      interval->loss_sum += charlm_model_forward (model, contexts, targets, micro_batch);
+      interval->micro_steps++;
+      interval->examples += micro_batch;
+      /* The engine wants the gradients of the scaled loss. */
+      charlm_model_backward (model, loss_weight * mixprec_engine_get_loss_scale (engine));
+      if (!mixprec_engine_backward_done (engine, error))
+        return NULL;
+    }
+  return mixprec_engine_step (engine, error);
+}
+
+int
+main (int    argc,
+      char **argv)
+{
+  g_auto(Options) options = { 0 };
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MixprecConfig) config = NULL;
+  g_autoptr(MixprecEngine) engine = NULL;
+  g_autoptr(CharlmModel) model = NULL;
+  g_auto(CharlmDataset) data = { { 0 } };
+  g_autofree guint8 *contexts = NULL;
+  g_autofree guint8 *targets = NULL;
+  CharlmShape shape = default_shape;
+  CharlmRng batch_rng;
+  Progress progress = { 0 };
+  Interval interval = { 0 };
+  gint64 start = g_get_monotonic_time ();
+  guint micro_batch, accumulation;
+  gdouble val_loss = NAN, underflow = 0;
+  gsize eval_stride;
+  GStrv warnings;
+  FILE *csv;
+  gint steps;
+
+  /* Messages in the terminal's character set; numbers stay in the C
+   * locale so that val_loss=2.1 reads the same everywhere. */
+  setlocale (LC_CTYPE, "");
+
+  /* charlm is never installed: unless told otherwise it uses the plugins
+   * (the AdamW optimizer) built next to it. */
+  g_setenv ("MIXPREC_PLUGIN_PATH", CHARLM_PLUGIN_DIR, FALSE);
+
+  if (!parse_options (&options, &argc, &argv, &error) ||
+      (config = charlm_config_load (options.config_path, &options.overrides, &error)) == NULL ||
+      !charlm_dataset_load (&data, options.words_path, shape.block_size, &error))
+    {
+      g_printerr ("charlm: %s\n", error->message);
+      return 1;
+    }
+  warnings = mixprec_config_get_warnings (config);
+  for (guint i = 0; warnings != NULL && warnings[i] != NULL; i++)
+    g_printerr ("charlm: %s: warning: %s\n", options.config_path, warnings[i]);
+
+  steps = options.overrides.steps > 0 ? options.overrides.steps : DEFAULT_STEPS;
+  micro_batch = mixprec_config_get_train_micro_batch_size_per_gpu (config);
+  accumulation = mixprec_config_get_gradient_accumulation_steps (config);
+  engine = mixprec_engine_new (config, &error);
+  if (engine == NULL ||
+      (model = charlm_model_new (engine, &shape, MAX (micro_batch, 256),
+                                 mixprec_config_get_seed (config), &error)) == NULL)
+    {
+      g_printerr ("charlm: %s\n", error->message);
+      return 1;
+    }
+
+  csv = g_fopen (options.csv_path, "w");
+  if (csv == NULL)
+    {
+      int saved_errno = errno;
+
+      g_printerr ("charlm: cannot write %s: %s\n", options.csv_path, g_strerror (saved_errno));
+      return 1;
+    }
+  fprintf (csv, "step,train_loss,val_loss,loss_scale,grad_norm,skipped_steps,lr,tokens_per_s,"
+           "grad_underflow\n");
+
+  progress.tty = isatty (fileno (stderr));
+  progress.quiet = options.quiet;
+  if (!options.quiet)
+    print_setup (config, model, &data, steps);
+
+  contexts = g_new (guint8, (gsize) micro_batch * shape.block_size);
+  targets = g_new (guint8, micro_batch);
+  charlm_rng_init (&batch_rng, mixprec_config_get_seed (config), 1);
+  eval_stride = MAX (data.val.n / EVAL_SUBSET, 1);
+
+  for (gint step = 1; step <= steps; step++)
+    {
+      g_autoptr(MixprecStepResult) r = NULL;
+      gint64 t0 = g_get_monotonic_time ();
+      gboolean eval_now = step % options.eval_every == 0 || step == steps;
+
+      r = train_step (engine, model, &data.train, &batch_rng, micro_batch, accumulation,
+                      options.loss_weight, contexts, targets, &interval, &error);
+      if (r == NULL)
+        {
+          g_printerr ("%scharlm: step %d: %s\n", progress.line_open ? "\n" : "", step,
+                      error->message);
+          fclose (csv);
+          return 1;
+        }
+      charlm_model_load_weights (model);
+      interval.us += g_get_monotonic_time () - t0;
+
+      if (eval_now)
+        {
+          underflow = charlm_model_take_underflow (model);
+          val_loss = charlm_model_evaluate (model, &data.val, eval_stride);
+          fprintf (csv, "%d,%.6f,%.6f,%g,%.6g,%" G_GUINT64_FORMAT ",%.6g,%.1f,%.6f\n",
+                   step, interval.loss_sum / interval.micro_steps, val_loss, r->loss_scale,
+                   r->grad_norm, r->skipped_steps, r->lr,
+                   interval.us > 0 ? interval.examples * 1e6 / interval.us : 0, underflow);
+          progress_print (&progress, TRUE, steps, r, &interval, val_loss, underflow);
+          interval = (Interval) { 0 };
+        }
+      else if (progress.tty && g_get_monotonic_time () - progress.last_draw > G_USEC_PER_SEC / 10)
+        progress_print (&progress, FALSE, steps, r, &interval, val_loss, underflow);
+    }
+  if (ferror (csv) | fclose (csv))
+    {
+      g_printerr ("charlm: cannot write %s\n", options.csv_path);
+      return 1;
+    }
+
+  val_loss = charlm_model_evaluate (model, &data.val, 1);
+  if (!options.quiet)
+    g_printerr ("charlm: %d steps in %.1f s, CSV in %s\n", steps,
+                (g_get_monotonic_time () - start) / 1e6, options.csv_path);
+  printf ("val_loss=%.6f\n", val_loss);
+  return 0;
+}

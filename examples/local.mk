@@ -1,0 +1,23 @@
+## examples/local.mk — programs written against the public API only.
+
+# --- charlm: a character-level language model trained through the engine
+noinst_PROGRAMS += examples/charlm
+examples_charlm_SOURCES = \
+	examples/charlm.c \
+	examples/charlm-config.h \
+	examples/charlm-config.c \
+	examples/charlm-data.h \
+	examples/charlm-data.c \
+	examples/charlm-model.h \
+	examples/charlm-model.c
+examples_charlm_CPPFLAGS = $(AM_CPPFLAGS) \
+	-DCHARLM_CONFIG_DIR=\"$(abs_top_srcdir)/examples/configs\" \
+	-DCHARLM_PLUGIN_DIR=\"$(abs_top_builddir)/plugins\"
+examples_charlm_LDADD = libmixprec/libmixprec.la $(MIXPREC_DEPS_LIBS) -lm
+charlm_configs = \
+	examples/configs/fp32.json \
+	examples/configs/bf16.json \
+	examples/configs/fp16.json \
+	examples/configs/fp16-fp32-layernorm.json \
+	examples/configs/fp16-static1.json
+EXTRA_DIST += $(charlm_configs) examples/charlm.py examples/README.md

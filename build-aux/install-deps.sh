@@ -13,4 +13,19 @@ $SUDO apt-get install -y -q --no-install-recommends \
   gobject-introspection libgirepository1.0-dev gir1.2-glib-2.0 \
   valac gjs python3 python3-gi python3-venv \
   libucx-dev \
-  wamerican python3-numpy python3-matplotlib
+  wamerican python3-numpy python3-matplotlib \
+  abigail-tools debhelper apt-utils
+
+# The checkpoint test reads libmixprec's files with the reference safetensors
+# package, which Debian does not ship: a venv from PyPI that also sees
+# Debian's gi and numpy. configure finds it there.
+VENV="${XDG_CACHE_HOME:-$HOME/.cache}/libmixprec/venv"
+if ! "$VENV/bin/python3" -c 'import gi, numpy, safetensors.numpy' >/dev/null 2>&1; then
+  if /usr/bin/python3 -m venv --system-site-packages "$VENV" &&
+     "$VENV/bin/pip" install -q 'safetensors>=0.4'; then
+    echo "install-deps: safetensors installed in $VENV"
+  else
+    echo "install-deps: warning: could not install safetensors into $VENV;" \
+         "the checkpoint interoperability test will be skipped" >&2
+  fi
+fi

@@ -1,0 +1,33 @@
+## bench/local.mk — benchmarks: built by `make bench`, never run by `make check`.
+bench_programs =
+EXTRA_PROGRAMS = $(bench_programs)
+CLEANFILES += $(bench_programs)
+bench: $(bench_programs)
+.PHONY: bench
+
+# --- dtype: full 2^32 conversion sweep, conversion throughput vs memcpy
+bench_programs += bench/dtype-sweep bench/bench-convert
+bench_dtype_sweep_SOURCES = bench/dtype-sweep.c tests/dtype-reference.h
+bench_dtype_sweep_CPPFLAGS = $(tests_internal_cppflags)
+bench_dtype_sweep_LDADD = $(tests_internal_ldadd) -lm
+bench_bench_convert_SOURCES = bench/bench-convert.c
+bench_bench_convert_CPPFLAGS = $(tests_internal_cppflags)
+bench_bench_convert_LDADD = $(tests_internal_ldadd)
+
+# --- adamw: the fused optimizer step against memory bandwidth (and, through
+# bench/run-bench-adamw.sh, against PyTorch's CPU AdamW)
+bench_programs += bench/bench-adamw
+bench_bench_adamw_LDADD = $(MIXPREC_DEPS_LIBS) $(PTHREAD_LIBS) $(LIBS)
+EXTRA_bench_bench_adamw_DEPENDENCIES = plugins/mixprec-optim-adamw.la
+EXTRA_DIST += bench/bench-adamw-torch.py bench/run-bench-adamw.sh
+
+# --- comm: bus bandwidth of all_reduce, reduce_scatter and all_gather over
+# the comm-ucx plugin; bench/run-bench-comm.sh runs it beside Open MPI's
+# MPI_Allreduce (bench/bench-mpi-allreduce.c, built with mpicc there) and
+# PyTorch's gloo backend (bench/bench-comm-gloo.py)
+bench_programs += bench/bench-comm
+bench_bench_comm_LDADD = libmixprec/libmixprec.la $(MIXPREC_DEPS_LIBS)
+EXTRA_DIST += \
+	bench/bench-mpi-allreduce.c \
+	bench/bench-comm-gloo.py \
+	bench/run-bench-comm.sh

@@ -1,0 +1,199 @@
+## libmixprec/local.mk — the library. A convenience library holds all the code
+## so tests can reach internal kernels; libmixprec.la wraps it with the export
+## map. Each object appends its files in its own block below.
+
+mixprec_public_headers = libmixprec/mixprec.h
+mixprec_built_public_headers = \
+	libmixprec/mixprec-version.h \
+	libmixprec/mixprec-enum-types.h
+# Public headers that declare enums (input to glib-mkenums).
+mixprec_enum_headers =
+# Library sources (.c and private headers).
+mixprec_sources =
+# Sources compiled with AVX2/F16C/FMA enabled (x86-64 only; selected at run time).
+mixprec_simd_sources =
+
+# --- plugin ABI: installed plain-C header, not part of the GObject API
+# (so not scanned for introspection)
+mixprec_abi_headers = libmixprec/mixprec-plugin.h
+
+# --- runtime (version queries, library-wide helpers)
+mixprec_public_headers += libmixprec/mixprec-runtime.h
+mixprec_sources += \
+	libmixprec/mixprec-runtime.c \
+	libmixprec/mixprec-parallel-private.h \
+	libmixprec/mixprec-parallel.c \
+	libmixprec/mixprec-cpu-private.h \
+	libmixprec/mixprec-cpu.c
+
+# --- dtype (number formats and conversions)
+mixprec_public_headers += libmixprec/mixprec-dtype.h
+mixprec_enum_headers += libmixprec/mixprec-dtype.h
+mixprec_sources += \
+	libmixprec/mixprec-dtype-private.h \
+	libmixprec/mixprec-dtype.c \
+	libmixprec/mixprec-convert.c
+mixprec_simd_sources += \
+	libmixprec/mixprec-avx2-private.h \
+	libmixprec/mixprec-convert-avx2.c
+
+# --- loss scalers
+mixprec_public_headers += \
+	libmixprec/mixprec-loss-scaler.h \
+	libmixprec/mixprec-static-scaler.h \
+	libmixprec/mixprec-dynamic-scaler.h
+mixprec_enum_headers += libmixprec/mixprec-loss-scaler.h
+mixprec_sources += \
+	libmixprec/mixprec-loss-scaler-private.h \
+	libmixprec/mixprec-loss-scaler.c \
+	libmixprec/mixprec-static-scaler.c \
+	libmixprec/mixprec-dynamic-scaler.c \
+	libmixprec/mixprec-loss-scaler-config.c
+
+# --- registry (plugin discovery, loading, ABI checks)
+mixprec_public_headers += \
+	libmixprec/mixprec-plugin-object.h \
+	libmixprec/mixprec-feature.h \
+	libmixprec/mixprec-registry.h
+mixprec_enum_headers += \
+	libmixprec/mixprec-plugin-object.h \
+	libmixprec/mixprec-feature.h
+mixprec_sources += \
+	libmixprec/mixprec-registry-private.h \
+	libmixprec/mixprec-plugin-object.c \
+	libmixprec/mixprec-plugin-loader.c \
+	libmixprec/mixprec-feature.c \
+	libmixprec/mixprec-registry.c
+
+# --- config (DeepSpeed-style JSON) and precision policy
+mixprec_public_headers += \
+	libmixprec/mixprec-config.h \
+	libmixprec/mixprec-policy.h
+mixprec_enum_headers += \
+	libmixprec/mixprec-config.h \
+	libmixprec/mixprec-policy.h
+mixprec_sources += \
+	libmixprec/mixprec-config-private.h \
+	libmixprec/mixprec-config.c \
+	libmixprec/mixprec-config-load.c \
+	libmixprec/mixprec-config-report.c \
+	libmixprec/mixprec-json-scan.c \
+	libmixprec/mixprec-json-write.c \
+	libmixprec/mixprec-policy.c
+
+# --- learning-rate schedules (DeepSpeed's WarmupLR, WarmupDecayLR, WarmupCosineLR)
+mixprec_public_headers += libmixprec/mixprec-lr-schedule.h
+mixprec_enum_headers += libmixprec/mixprec-lr-schedule.h
+mixprec_sources += libmixprec/mixprec-lr-schedule.c
+
+# --- partitioner (ZeRO layout arithmetic)
+mixprec_public_headers += libmixprec/mixprec-partitioner.h
+mixprec_enum_headers += libmixprec/mixprec-partitioner.h
+mixprec_sources += libmixprec/mixprec-partitioner.c
+
+# --- engine (parameters, the step pipeline and its CPU kernels)
+mixprec_public_headers += \
+	libmixprec/mixprec-param.h \
+	libmixprec/mixprec-engine.h
+mixprec_enum_headers += libmixprec/mixprec-engine.h
+mixprec_sources += \
+	libmixprec/mixprec-param-private.h \
+	libmixprec/mixprec-param.c \
+	libmixprec/mixprec-engine-kernels-private.h \
+	libmixprec/mixprec-engine-kernels.c \
+	libmixprec/mixprec-engine-private.h \
+	libmixprec/mixprec-engine-impl-private.h \
+	libmixprec/mixprec-engine.c \
+	libmixprec/mixprec-engine-layout.c \
+	libmixprec/mixprec-engine-step.c \
+	libmixprec/mixprec-engine-zero3.c \
+	libmixprec/mixprec-engine-access.c
+
+# --- bootstrap (rank discovery, rendezvous, control-message exchange)
+mixprec_public_headers += libmixprec/mixprec-bootstrap.h
+mixprec_enum_headers += libmixprec/mixprec-bootstrap.h
+mixprec_sources += \
+	libmixprec/mixprec-bootstrap-private.h \
+	libmixprec/mixprec-bootstrap-wire-private.h \
+	libmixprec/mixprec-bootstrap.c \
+	libmixprec/mixprec-bootstrap-root.c \
+	libmixprec/mixprec-bootstrap-peer.c \
+	libmixprec/mixprec-bootstrap-env.c \
+	libmixprec/mixprec-bootstrap-wire.c
+
+# --- comm: MixprecComm, its requests, and the built-in plugin with the
+# single-process "local" communicator
+mixprec_public_headers += libmixprec/mixprec-comm.h
+mixprec_enum_headers += libmixprec/mixprec-comm.h
+mixprec_sources += \
+	libmixprec/mixprec-comm-private.h \
+	libmixprec/mixprec-reduce-private.h \
+	libmixprec/mixprec-comm.c \
+	libmixprec/mixprec-comm-request.c \
+	libmixprec/mixprec-comm-bytes.c \
+	libmixprec/mixprec-comm-local.c \
+	libmixprec/mixprec-builtin.c
+
+# --- checkpoints (crash-safe sharded save/load, safetensors, FP32 export)
+mixprec_public_headers += libmixprec/mixprec-checkpoint.h
+mixprec_enum_headers += libmixprec/mixprec-checkpoint.h
+mixprec_sources += \
+	libmixprec/mixprec-safetensors-private.h \
+	libmixprec/mixprec-safetensors.c \
+	libmixprec/mixprec-safetensors-writer.c \
+	libmixprec/mixprec-checkpoint-private.h \
+	libmixprec/mixprec-checkpoint.c \
+	libmixprec/mixprec-checkpoint-manifest.c \
+	libmixprec/mixprec-checkpoint-fs.c \
+	libmixprec/mixprec-checkpoint-save.c \
+	libmixprec/mixprec-checkpoint-load.c \
+	libmixprec/mixprec-checkpoint-export.c
+
+# ---------------------------------------------------------------- rules
+mixprec_include_HEADERS = $(mixprec_public_headers) $(mixprec_abi_headers)
+nodist_mixprec_include_HEADERS = $(mixprec_built_public_headers)
+
+noinst_LTLIBRARIES += libmixprec/libmixprec-internal.la
+libmixprec_libmixprec_internal_la_SOURCES = $(mixprec_sources) $(mixprec_public_headers) $(mixprec_abi_headers)
+nodist_libmixprec_libmixprec_internal_la_SOURCES = \
+	libmixprec/mixprec-enum-types.c \
+	libmixprec/mixprec-enum-types.h
+libmixprec_libmixprec_internal_la_CPPFLAGS = $(AM_CPPFLAGS) -DMIXPREC_COMPILATION
+libmixprec_libmixprec_internal_la_CFLAGS = $(AM_CFLAGS) $(MIXPREC_HIDDEN_CFLAGS)
+libmixprec_libmixprec_internal_la_LIBADD = $(MIXPREC_DEPS_LIBS) $(PTHREAD_LIBS) $(LIBS)
+# SIMD kernels: compiled with AVX2/F16C/FMA enabled, called only after
+# _mixprec_cpu_simd_level() says the CPU has them.
+if HAVE_X86_SIMD
+noinst_LTLIBRARIES += libmixprec/libmixprec-simd.la
+libmixprec_libmixprec_simd_la_SOURCES = $(mixprec_simd_sources)
+libmixprec_libmixprec_simd_la_CPPFLAGS = $(libmixprec_libmixprec_internal_la_CPPFLAGS)
+libmixprec_libmixprec_simd_la_CFLAGS = $(libmixprec_libmixprec_internal_la_CFLAGS) $(MIXPREC_SIMD_CFLAGS)
+libmixprec_libmixprec_internal_la_LIBADD += libmixprec/libmixprec-simd.la
+endif
+EXTRA_DIST += $(mixprec_simd_sources)
+
+lib_LTLIBRARIES += libmixprec/libmixprec.la
+libmixprec_libmixprec_la_SOURCES =
+libmixprec_libmixprec_la_LIBADD = libmixprec/libmixprec-internal.la
+libmixprec_libmixprec_la_LDFLAGS = \
+	-version-info $(MIXPREC_LT_VERSION_INFO) \
+	$(MIXPREC_VSCRIPT_LDFLAGS) $(MIXPREC_LINK_LDFLAGS) \
+	$(PTHREAD_CFLAGS)
+EXTRA_libmixprec_libmixprec_la_DEPENDENCIES = libmixprec/libmixprec.map
+
+# Enum GTypes.
+libmixprec/mixprec-enum-types.h: $(mixprec_enum_headers) libmixprec/mixprec-enum-types.h.template
+	$(AM_V_GEN)$(MKDIR_P) libmixprec && $(GLIB_MKENUMS) \
+	  --template $(srcdir)/libmixprec/mixprec-enum-types.h.template \
+	  $(addprefix $(srcdir)/,$(mixprec_enum_headers)) > $@.tmp && mv $@.tmp $@
+libmixprec/mixprec-enum-types.c: $(mixprec_enum_headers) libmixprec/mixprec-enum-types.c.template libmixprec/mixprec-enum-types.h
+	$(AM_V_GEN)$(MKDIR_P) libmixprec && $(GLIB_MKENUMS) \
+	  --template $(srcdir)/libmixprec/mixprec-enum-types.c.template \
+	  $(addprefix $(srcdir)/,$(mixprec_enum_headers)) > $@.tmp && mv $@.tmp $@
+BUILT_SOURCES += libmixprec/mixprec-enum-types.h libmixprec/mixprec-enum-types.c
+CLEANFILES += libmixprec/mixprec-enum-types.h libmixprec/mixprec-enum-types.c
+EXTRA_DIST += \
+	libmixprec/libmixprec.map \
+	libmixprec/mixprec-version.h.in \
+	libmixprec/mixprec-enum-types.h.template \
+	libmixprec/mixprec-enum-types.c.template

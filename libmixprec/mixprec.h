@@ -1,0 +1,23 @@
+/* mixprec.h — the one header applications include: <mixprec/mixprec.h>. */
+#pragma once
+#define __MIXPREC_INSIDE__
+#include "mixprec-version.h"
+#include "mixprec-enum-types.h"
+#include "mixprec-runtime.h"
+#include "mixprec-dtype.h"
+#include "mixprec-loss-scaler.h"
+#include "mixprec-static-scaler.h"
+#include "mixprec-dynamic-scaler.h"
+#include "mixprec-config.h"
+#include "mixprec-policy.h"
+#include "mixprec-lr-schedule.h"
+#include "mixprec-partitioner.h"
+#include "mixprec-param.h"
+#include "mixprec-engine.h"
+#include "mixprec-plugin-object.h"
+#include "mixprec-feature.h"
+#include "mixprec-registry.h"
+#include "mixprec-bootstrap.h"
+#include "mixprec-comm.h"
+#include "mixprec-checkpoint.h"
+#undef __MIXPREC_INSIDE__

@@ -1,0 +1,92 @@
+## plugins/local.mk — run-time loadable plugins, installed in $(mixprec_plugindir).
+
+# Every plugin lands here; each block below appends its own.
+mixprec_plugin_LTLIBRARIES =
+
+# --- optim: the fused cpu optimizers (adamw, sgd, lion). Each is a module
+# that links neither libmixprec nor GLib: the ABI header, the inline
+# conversions of mixprec-dtype-private.h and libm are all it uses. The
+# AVX2/FMA kernels sit in per-plugin convenience libraries compiled with
+# $(MIXPREC_SIMD_CFLAGS); init() picks them only on a CPU that has them.
+optim_plugin_cppflags = $(AM_CPPFLAGS) -I$(top_srcdir)/plugins
+optim_plugin_cflags = $(AM_CFLAGS) $(MIXPREC_HIDDEN_CFLAGS)
+optim_plugin_ldflags = -module -avoid-version -no-undefined -export-symbols-regex '^mixprec_plugin_'
+
+noinst_LTLIBRARIES += plugins/libmixprec-optim-common.la
+plugins_libmixprec_optim_common_la_SOURCES = \
+	plugins/optim-common.h \
+	plugins/optim-common-avx2.h \
+	plugins/optim-common.c
+plugins_libmixprec_optim_common_la_CPPFLAGS = $(optim_plugin_cppflags)
+plugins_libmixprec_optim_common_la_CFLAGS = $(optim_plugin_cflags)
+
+mixprec_plugin_LTLIBRARIES += plugins/mixprec-optim-adamw.la
+plugins_mixprec_optim_adamw_la_SOURCES = \
+	plugins/optim-adamw/adamw-kernels.h \
+	plugins/optim-adamw/adamw-scalar.c \
+	plugins/optim-adamw/optim-adamw.c
+plugins_mixprec_optim_adamw_la_CPPFLAGS = $(optim_plugin_cppflags)
+plugins_mixprec_optim_adamw_la_CFLAGS = $(optim_plugin_cflags)
+plugins_mixprec_optim_adamw_la_LDFLAGS = $(optim_plugin_ldflags)
+plugins_mixprec_optim_adamw_la_LIBADD = plugins/libmixprec-optim-common.la
+
+mixprec_plugin_LTLIBRARIES += plugins/mixprec-optim-sgd.la
+plugins_mixprec_optim_sgd_la_SOURCES = \
+	plugins/optim-sgd/sgd-kernels.h \
+	plugins/optim-sgd/sgd-scalar.c \
+	plugins/optim-sgd/optim-sgd.c
+plugins_mixprec_optim_sgd_la_CPPFLAGS = $(optim_plugin_cppflags)
+plugins_mixprec_optim_sgd_la_CFLAGS = $(optim_plugin_cflags)
+plugins_mixprec_optim_sgd_la_LDFLAGS = $(optim_plugin_ldflags)
+plugins_mixprec_optim_sgd_la_LIBADD = plugins/libmixprec-optim-common.la
+
+mixprec_plugin_LTLIBRARIES += plugins/mixprec-optim-lion.la
+plugins_mixprec_optim_lion_la_SOURCES = \
+	plugins/optim-lion/lion-kernels.h \
+	plugins/optim-lion/lion-scalar.c \
+	plugins/optim-lion/optim-lion.c
+plugins_mixprec_optim_lion_la_CPPFLAGS = $(optim_plugin_cppflags)
+plugins_mixprec_optim_lion_la_CFLAGS = $(optim_plugin_cflags)
+plugins_mixprec_optim_lion_la_LDFLAGS = $(optim_plugin_ldflags)
+plugins_mixprec_optim_lion_la_LIBADD = plugins/libmixprec-optim-common.la
+
+optim_simd_sources = \
+	plugins/optim-adamw/adamw-avx2.c \
+	plugins/optim-sgd/sgd-avx2.c \
+	plugins/optim-lion/lion-avx2.c
+EXTRA_DIST += $(optim_simd_sources)
+if HAVE_X86_SIMD
+noinst_LTLIBRARIES += \
+	plugins/libmixprec-optim-adamw-avx2.la \
+	plugins/libmixprec-optim-sgd-avx2.la \
+	plugins/libmixprec-optim-lion-avx2.la
+plugins_libmixprec_optim_adamw_avx2_la_SOURCES = plugins/optim-adamw/adamw-avx2.c
+plugins_libmixprec_optim_adamw_avx2_la_CPPFLAGS = $(optim_plugin_cppflags)
+plugins_libmixprec_optim_adamw_avx2_la_CFLAGS = $(optim_plugin_cflags) $(MIXPREC_SIMD_CFLAGS)
+plugins_mixprec_optim_adamw_la_LIBADD += plugins/libmixprec-optim-adamw-avx2.la
+plugins_libmixprec_optim_sgd_avx2_la_SOURCES = plugins/optim-sgd/sgd-avx2.c
+plugins_libmixprec_optim_sgd_avx2_la_CPPFLAGS = $(optim_plugin_cppflags)
+plugins_libmixprec_optim_sgd_avx2_la_CFLAGS = $(optim_plugin_cflags) $(MIXPREC_SIMD_CFLAGS)
+plugins_mixprec_optim_sgd_la_LIBADD += plugins/libmixprec-optim-sgd-avx2.la
+plugins_libmixprec_optim_lion_avx2_la_SOURCES = plugins/optim-lion/lion-avx2.c
+plugins_libmixprec_optim_lion_avx2_la_CPPFLAGS = $(optim_plugin_cppflags)
+plugins_libmixprec_optim_lion_avx2_la_CFLAGS = $(optim_plugin_cflags) $(MIXPREC_SIMD_CFLAGS)
+plugins_mixprec_optim_lion_la_LIBADD += plugins/libmixprec-optim-lion-avx2.la
+endif
+
+# --- comm-ucx: collectives between processes over UCX (host memory). Like
+# the optimizers it links neither libmixprec nor GLib: the ABI header and
+# the inline reduction of mixprec-reduce-private.h are all it takes from
+# the library.
+if HAVE_UCX
+mixprec_plugin_LTLIBRARIES += plugins/mixprec-comm-ucx.la
+plugins_mixprec_comm_ucx_la_SOURCES = \
+	plugins/comm-ucx/ucx-comm.h \
+	plugins/comm-ucx/comm-ucx.c \
+	plugins/comm-ucx/ucx-transport.c \
+	plugins/comm-ucx/ucx-ops.c
+plugins_mixprec_comm_ucx_la_CPPFLAGS = $(AM_CPPFLAGS) $(UCX_CFLAGS)
+plugins_mixprec_comm_ucx_la_CFLAGS = $(AM_CFLAGS) $(MIXPREC_HIDDEN_CFLAGS)
+plugins_mixprec_comm_ucx_la_LDFLAGS = -module -avoid-version -no-undefined -export-symbols-regex '^mixprec_plugin_'
+plugins_mixprec_comm_ucx_la_LIBADD = $(UCX_LIBS)
+endif

@@ -1,0 +1,274 @@
+## tests/local.mk — `make check`. GTest programs speak TAP (GLib >= 2.62 prints
+## it by default); Python and gjs
+## tests print TAP themselves. All run against the uninstalled build.
+
+LOG_DRIVER = env AM_TAP_AWK='$(AWK)' $(SHELL) $(top_srcdir)/build-aux/tap-driver.sh
+LOG_DRIVER_FLAGS = --comments
+TEST_EXTENSIONS = .py .js .sh
+PY_LOG_DRIVER = $(LOG_DRIVER)
+PY_LOG_COMPILER = $(PYTHON_GI)
+JS_LOG_DRIVER = $(LOG_DRIVER)
+JS_LOG_COMPILER = $(GJS)
+SH_LOG_DRIVER = $(LOG_DRIVER)
+SH_LOG_COMPILER = $(SHELL)
+
+AM_TESTS_ENVIRONMENT = \
+	export G_TEST_SRCDIR="$(abs_top_srcdir)/tests"; \
+	export G_TEST_BUILDDIR="$(abs_top_builddir)/tests"; \
+	export MIXPREC_TOP_BUILDDIR="$(abs_top_builddir)"; \
+	export LD_LIBRARY_PATH="$(abs_top_builddir)/libmixprec/.libs$${LD_LIBRARY_PATH:+:$$LD_LIBRARY_PATH}"; \
+	export GI_TYPELIB_PATH="$(abs_top_builddir)/bindings$${GI_TYPELIB_PATH:+:$$GI_TYPELIB_PATH}"; \
+	export MIXPREC_PLUGIN_PATH="$(abs_top_builddir)/plugins"; \
+	export MIXPREC_PLUGIN_SYSTEM_PATH=""; \
+	export MALLOC_PERTURB_=165; \
+	export UCX_NET_DEVICES=lo;
+
+# Tests of public behaviour link the shared library; tests that compare
+# internal kernels (scalar against SIMD) link the convenience library.
+tests_public_ldadd = libmixprec/libmixprec.la $(MIXPREC_DEPS_LIBS)
+tests_internal_ldadd = libmixprec/libmixprec-internal.la $(MIXPREC_DEPS_LIBS) $(PTHREAD_LIBS)
+tests_internal_cppflags = $(AM_CPPFLAGS) -DMIXPREC_COMPILATION
+
+EXTRA_DIST += build-aux/tap-driver.sh
+
+# --- runtime
+check_PROGRAMS += tests/test-runtime
+tests_test_runtime_LDADD = $(tests_public_ldadd)
+TESTS += tests/test-runtime
+
+# --- bindings: the same library from Python, gjs and Vala
+EXTRA_DIST += tests/test-dtype-gi.py tests/test-dtype-gi.js tests/test-dtype-vala.vala
+if HAVE_PYTHON_GI
+TESTS += tests/test-dtype-gi.py
+endif
+if HAVE_GJS
+TESTS += tests/test-dtype-gi.js
+endif
+if HAVE_VALAC
+# valac compiles against the generated mixprec.vapi and the uninstalled library.
+tests/test-dtype-vala$(EXEEXT): $(srcdir)/tests/test-dtype-vala.vala bindings/mixprec.vapi libmixprec/libmixprec.la include/mixprec/.stamp
+	$(AM_V_GEN)$(MKDIR_P) tests/vala-c && $(VALAC) --quiet \
+	  --vapidir=$(top_builddir)/bindings --pkg mixprec --pkg gio-2.0 --pkg json-glib-1.0 \
+	  --directory=tests/vala-c --basedir=$(srcdir)/tests \
+	  -X -I$(top_builddir)/include -X -w $(foreach f,$(MIXPREC_DEPS_CFLAGS),-X $(f)) \
+	  -X -L$(top_builddir)/libmixprec/.libs -X -lmixprec \
+	  -o $(abs_top_builddir)/tests/test-dtype-vala$(EXEEXT) $(srcdir)/tests/test-dtype-vala.vala
+check_SCRIPTS += tests/test-dtype-vala$(EXEEXT)
+TESTS += tests/test-dtype-vala$(EXEEXT)
+CLEANFILES += tests/test-dtype-vala$(EXEEXT)
+endif
+
+# --- loss scalers
+check_PROGRAMS += tests/test-loss-scaler
+tests_test_loss_scaler_LDADD = $(tests_public_ldadd)
+TESTS += tests/test-loss-scaler
+if HAVE_PYTHON_GI
+TESTS += tests/test-loss-scaler-gi.py
+endif
+EXTRA_DIST += tests/test-loss-scaler-gi.py
+
+# --- registry: plugin loading, with deliberately broken test plugins built
+# as uninstalled modules in tests/plugins/ (not on the default search path)
+test_registry_plugins = \
+	tests/plugins/mixprec-test-good.la \
+	tests/plugins/mixprec-test-rank.la \
+	tests/plugins/mixprec-test-abi-major.la \
+	tests/plugins/mixprec-test-abi-minor.la \
+	tests/plugins/mixprec-test-no-entry.la \
+	tests/plugins/mixprec-test-init-fails.la \
+	tests/plugins/mixprec-test-name-mismatch.la \
+	tests/plugins/mixprec-test-bad-feature.la \
+	tests/plugins/mixprec-test-null-desc.la \
+	tests/plugins/mixprec-test-no-init.la \
+	tests/plugins/mixprec-test-unrelated.la
+check_LTLIBRARIES += $(test_registry_plugins)
+# -rpath makes libtool build a shared module although it is never installed.
+test_plugin_ldflags = -module -avoid-version -shared -rpath /nowhere
+tests_plugins_mixprec_test_good_la_SOURCES = tests/plugins/test-good.c
+tests_plugins_mixprec_test_good_la_LDFLAGS = $(test_plugin_ldflags)
+tests_plugins_mixprec_test_rank_la_SOURCES = tests/plugins/test-rank.c
+tests_plugins_mixprec_test_rank_la_LDFLAGS = $(test_plugin_ldflags)
+tests_plugins_mixprec_test_abi_major_la_SOURCES = tests/plugins/test-abi-major.c
+tests_plugins_mixprec_test_abi_major_la_LDFLAGS = $(test_plugin_ldflags)
+tests_plugins_mixprec_test_abi_minor_la_SOURCES = tests/plugins/test-abi-minor.c
+tests_plugins_mixprec_test_abi_minor_la_LDFLAGS = $(test_plugin_ldflags)
+tests_plugins_mixprec_test_no_entry_la_SOURCES = tests/plugins/test-no-entry.c
+tests_plugins_mixprec_test_no_entry_la_LDFLAGS = $(test_plugin_ldflags)
+tests_plugins_mixprec_test_init_fails_la_SOURCES = tests/plugins/test-init-fails.c
+tests_plugins_mixprec_test_init_fails_la_LDFLAGS = $(test_plugin_ldflags)
+tests_plugins_mixprec_test_name_mismatch_la_SOURCES = tests/plugins/test-name-mismatch.c
+tests_plugins_mixprec_test_name_mismatch_la_LDFLAGS = $(test_plugin_ldflags)
+tests_plugins_mixprec_test_bad_feature_la_SOURCES = tests/plugins/test-bad-feature.c
+tests_plugins_mixprec_test_bad_feature_la_LDFLAGS = $(test_plugin_ldflags)
+tests_plugins_mixprec_test_null_desc_la_SOURCES = tests/plugins/test-null-desc.c
+tests_plugins_mixprec_test_null_desc_la_LDFLAGS = $(test_plugin_ldflags)
+tests_plugins_mixprec_test_no_init_la_SOURCES = tests/plugins/test-no-init.c
+tests_plugins_mixprec_test_no_init_la_LDFLAGS = $(test_plugin_ldflags)
+tests_plugins_mixprec_test_unrelated_la_SOURCES = tests/plugins/test-unrelated.c
+tests_plugins_mixprec_test_unrelated_la_LDFLAGS = $(test_plugin_ldflags)
+
+check_PROGRAMS += tests/test-registry
+tests_test_registry_CPPFLAGS = $(tests_internal_cppflags)
+tests_test_registry_LDADD = $(tests_internal_ldadd)
+EXTRA_tests_test_registry_DEPENDENCIES = $(test_registry_plugins)
+TESTS += tests/test-registry
+if HAVE_PYTHON_GI
+TESTS += tests/test-registry-gi.py
+endif
+TESTS += tests/test-inspect-plugins.sh
+EXTRA_DIST += tests/test-registry-gi.py tests/test-inspect-plugins.sh
+
+# --- dtype
+check_PROGRAMS += tests/test-dtype
+tests_test_dtype_SOURCES = tests/test-dtype.c tests/dtype-reference.h
+tests_test_dtype_CPPFLAGS = $(tests_internal_cppflags)
+tests_test_dtype_LDADD = $(tests_internal_ldadd) -lm
+TESTS += tests/test-dtype
+
+# --- optim: the cpu optimizer plugins, loaded from plugins/.libs
+check_PROGRAMS += tests/test-optim
+tests_test_optim_LDADD = $(tests_public_ldadd) $(LIBS)
+EXTRA_tests_test_optim_DEPENDENCIES = \
+	plugins/mixprec-optim-adamw.la \
+	plugins/mixprec-optim-sgd.la \
+	plugins/mixprec-optim-lion.la
+TESTS += tests/test-optim
+
+# --- learning-rate schedules
+check_PROGRAMS += tests/test-lr-schedule
+tests_test_lr_schedule_LDADD = $(tests_public_ldadd) -lm
+TESTS += tests/test-lr-schedule
+EXTRA_DIST += tests/test-lr-schedule-gi.py
+if HAVE_PYTHON_GI
+TESTS += tests/test-lr-schedule-gi.py
+endif
+
+# --- partitioner
+check_PROGRAMS += tests/test-partitioner
+tests_test_partitioner_LDADD = $(tests_public_ldadd)
+TESTS += tests/test-partitioner
+EXTRA_DIST += tests/test-partitioner-gi.py
+if HAVE_PYTHON_GI
+TESTS += tests/test-partitioner-gi.py
+endif
+
+# --- config and precision policy (corpus of real-world DeepSpeed files in tests/configs)
+check_PROGRAMS += tests/test-config tests/test-policy
+tests_test_config_LDADD = $(tests_public_ldadd)
+tests_test_policy_LDADD = $(tests_public_ldadd)
+TESTS += tests/test-config tests/test-policy tests/test-inspect-config.sh
+EXTRA_DIST += \
+	tests/test-inspect-config.sh \
+	tests/configs/autocast-bf16.json \
+	tests/configs/bf16-no-master.json \
+	tests/configs/fp16-torch-scaler.json \
+	tests/configs/hf-trainer-auto.json \
+	tests/configs/hf-trainer-resolved.json \
+	tests/configs/monitors-profiler.json \
+	tests/configs/zero2-fp16-warmup.json \
+	tests/configs/zero3-bf16-offload.json
+
+# --- engine
+check_PROGRAMS += tests/test-engine
+tests_test_engine_LDADD = $(tests_public_ldadd) -lm
+TESTS += tests/test-engine
+EXTRA_DIST += tests/test-engine-gi.py
+if HAVE_PYTHON_GI
+TESTS += tests/test-engine-gi.py
+endif
+
+# --- example trainer: examples/charlm in short runs, and its Python twin
+EXTRA_DIST += tests/test-charlm.sh tests/test-charlm-py.py
+TESTS += tests/test-charlm.sh
+if HAVE_PYTHON_GI
+TESTS += tests/test-charlm-py.py
+endif
+
+# --- abi: layouts of the public structs and vtables (x86-64 table), and the
+# plugin ABI checked in both directions. The host-check plugin sits in its
+# own folder so the registry tests' plugin counts stay as they are.
+check_LTLIBRARIES += tests/abi-plugins/mixprec-test-host-check.la
+tests_abi_plugins_mixprec_test_host_check_la_SOURCES = tests/abi-plugins/test-host-check.c
+tests_abi_plugins_mixprec_test_host_check_la_LDFLAGS = $(test_plugin_ldflags)
+check_PROGRAMS += tests/test-abi
+tests_test_abi_LDADD = $(tests_public_ldadd)
+EXTRA_tests_test_abi_DEPENDENCIES = \
+	tests/abi-plugins/mixprec-test-host-check.la \
+	plugins/mixprec-optim-adamw.la \
+	plugins/mixprec-optim-sgd.la \
+	plugins/mixprec-optim-lion.la
+TESTS += tests/test-abi
+
+# --- bootstrap: environment parsing, and real multi-process rendezvous
+# (the test re-executes itself as the other ranks, on 127.0.0.1)
+check_PROGRAMS += tests/test-bootstrap
+tests_test_bootstrap_CPPFLAGS = $(tests_internal_cppflags)
+tests_test_bootstrap_LDADD = $(tests_internal_ldadd)
+TESTS += tests/test-bootstrap
+EXTRA_DIST += tests/test-bootstrap-gi.py
+if HAVE_PYTHON_GI
+TESTS += tests/test-bootstrap-gi.py
+endif
+
+# --- mixprec-run: the local launcher (its last case runs test-bootstrap's ranks)
+TESTS += tests/test-mixprec-run.sh
+EXTRA_DIST += tests/test-mixprec-run.sh
+
+# --- comm: the built-in local communicator, argument checks, plugin
+# failures (tests/plugins/test-comm.c), and multi-process runs of the
+# comm-ucx plugin at 2, 3 and 4 ranks (skipped when UCX is not configured)
+test_registry_plugins += \
+	tests/plugins/mixprec-test-comm.la \
+	tests/plugins/mixprec-test-bad-comm.la
+tests_plugins_mixprec_test_comm_la_SOURCES = tests/plugins/test-comm.c
+tests_plugins_mixprec_test_comm_la_LDFLAGS = $(test_plugin_ldflags)
+tests_plugins_mixprec_test_bad_comm_la_SOURCES = tests/plugins/test-bad-comm.c
+tests_plugins_mixprec_test_bad_comm_la_LDFLAGS = $(test_plugin_ldflags)
+check_PROGRAMS += tests/test-comm
+tests_test_comm_LDADD = $(tests_public_ldadd) -lm
+tests_test_comm_CPPFLAGS = $(AM_CPPFLAGS)
+EXTRA_tests_test_comm_DEPENDENCIES = $(test_registry_plugins)
+if HAVE_UCX
+tests_test_comm_CPPFLAGS += -DMIXPREC_TEST_HAVE_UCX=1
+EXTRA_tests_test_comm_DEPENDENCIES += plugins/mixprec-comm-ucx.la
+endif
+TESTS += tests/test-comm
+EXTRA_DIST += tests/test-comm-gi.py
+if HAVE_PYTHON_GI
+TESTS += tests/test-comm-gi.py
+endif
+
+# --- ZeRO across processes (needs the UCX comm plugin)
+if HAVE_UCX
+check_PROGRAMS += tests/test-zero
+tests_test_zero_LDADD = $(tests_public_ldadd) -lm
+TESTS += tests/test-zero
+endif
+
+# --- checkpoints: resume, cross-precision, crash safety (fork + SIGKILL),
+# corruption battery; links the convenience library to reach the
+# safetensors reader and the list of crash-hook points
+check_PROGRAMS += tests/test-checkpoint
+tests_test_checkpoint_SOURCES = \
+	tests/test-checkpoint.c \
+	tests/checkpoint-common.c \
+	tests/checkpoint-common.h
+tests_test_checkpoint_CPPFLAGS = $(tests_internal_cppflags)
+tests_test_checkpoint_LDADD = $(tests_internal_ldadd) -lm
+EXTRA_tests_test_checkpoint_DEPENDENCIES = \
+	plugins/mixprec-optim-adamw.la \
+	plugins/mixprec-optim-sgd.la \
+	tools/mixprec-inspect$(EXEEXT)
+TESTS += tests/test-checkpoint
+# The same files read by the reference `safetensors` package (PyPI): run by
+# PYTHON_GI like every .py test, the script re-executes itself with
+# PYTHON_SAFETENSORS when its own Python lacks the package.
+EXTRA_DIST += tests/test-checkpoint-safetensors-gi.py
+AM_TESTS_ENVIRONMENT += export PYTHON_SAFETENSORS="$(PYTHON_SAFETENSORS)";
+if HAVE_PYTHON_SAFETENSORS
+TESTS += tests/test-checkpoint-safetensors-gi.py
+endif
+# The example trainer's --save-every / --resume: a resumed run ends with the
+# uninterrupted run's checkpoint, byte for byte.
+TESTS += tests/test-charlm-resume.sh
+EXTRA_DIST += tests/test-charlm-resume.sh

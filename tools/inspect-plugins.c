@@ -1,0 +1,358 @@
+/* inspect-plugins.c — `mixprec-inspect` and `mixprec-inspect NAME`: the
+ * plugins and features the registry finds, the ones that failed and why,
+ * and the details of one plugin or feature, in gst-inspect-1.0's manner. */
+#include "config.h"
+
+#include <string.h>
+
+#include "inspect-private.h"
+
+#define LABEL_WIDTH 24
+
+static const gchar *
+kind_name (MixprecFeatureKind kind)
+{
+  g_autoptr(GEnumClass) klass = g_type_class_ref (MIXPREC_TYPE_FEATURE_KIND);
+  const GEnumValue *value = g_enum_get_value (klass, kind);
+
+  /* The nicks live in the class, which is never unloaded. */
+  return value != NULL ? value->value_nick : "unknown";
+}
+
+static const gchar *
+plural (guint n)
+{
+  return n == 1 ? "" : "s";
+}
+
+static gint
+compare_plugins (gconstpointer a,
+                 gconstpointer b)
+{
+  return strcmp (mixprec_plugin_get_name ((MixprecPlugin *) a),
+                 mixprec_plugin_get_name ((MixprecPlugin *) b));
+}
+
+/* By name, then device, then the highest rank first. */
+static gint
+compare_features (gconstpointer a,
+                  gconstpointer b)
+{
+  MixprecFeature *fa = (MixprecFeature *) a;
+  MixprecFeature *fb = (MixprecFeature *) b;
+  gint c = strcmp (mixprec_feature_get_name (fa), mixprec_feature_get_name (fb));
+
+  if (c == 0)
+    c = strcmp (mixprec_feature_get_device (fa), mixprec_feature_get_device (fb));
+  if (c == 0)
+    c = (mixprec_feature_get_rank (fa) < mixprec_feature_get_rank (fb)) -
+        (mixprec_feature_get_rank (fa) > mixprec_feature_get_rank (fb));
+  return c;
+}
+
+static void
+print_feature_line (MixprecFeature *feature)
+{
+  const gchar *description = mixprec_feature_get_description (feature);
+
+  g_print ("%s:  %s (%s, %s, rank %u)%s%s\n",
+           mixprec_feature_get_plugin_name (feature),
+           mixprec_feature_get_name (feature),
+           kind_name (mixprec_feature_get_kind (feature)),
+           mixprec_feature_get_device (feature),
+           mixprec_feature_get_rank (feature),
+           description[0] != '\0' ? ": " : "", description);
+}
+
+static void
+print_failures (GList *failures)
+{
+  if (failures == NULL)
+    return;
+  g_print ("Failed to load: %u plugin%s\n", g_list_length (failures),
+           plural (g_list_length (failures)));
+  for (GList *l = failures; l != NULL; l = l->next)
+    g_print ("  %s\n", mixprec_plugin_get_load_error (l->data)->message);
+}
+
+int
+inspect_list (void)
+{
+  MixprecRegistry *registry = mixprec_registry_get_default ();
+  g_autolist(MixprecPlugin) plugins = mixprec_registry_get_plugins (registry);
+  g_autolist(MixprecPlugin) failures = mixprec_registry_get_failures (registry);
+  guint n_features = 0;
+
+  plugins = g_list_sort (plugins, compare_plugins);
+  for (GList *p = plugins; p != NULL; p = p->next)
+    {
+      g_autolist(MixprecFeature) features = mixprec_plugin_get_features (p->data);
+
+      features = g_list_sort (features, compare_features);
+      if (features == NULL)
+        g_print ("%s:  no features\n", mixprec_plugin_get_name (p->data));
+      for (GList *f = features; f != NULL; f = f->next)
+        {
+          print_feature_line (f->data);
+          n_features++;
+        }
+    }
+
+  g_print ("\nTotal count: %u plugin%s, %u feature%s\n",
+           g_list_length (plugins), plural (g_list_length (plugins)),
+           n_features, plural (n_features));
+  print_failures (failures);
+
+  /* The built-in plugin is always there; say how the search went when it
+   * found no plugin file at all. */
+  if (failures == NULL && (plugins == NULL ||
+                           (plugins->next == NULL && mixprec_plugin_get_filename (plugins->data) == NULL)))
+    {
+      const gchar * const *path = mixprec_registry_get_search_path (registry);
+      g_autofree gchar *joined = g_strjoinv (":", (gchar **) path);
+
+      if (path[0] != NULL)
+        g_print ("No plugin files were found in %s\n", joined);
+      else
+        g_print ("No plugin files were found: the plugin search path is empty\n");
+      g_print ("Set MIXPREC_PLUGIN_PATH to a colon-separated list of directories to search.\n");
+    }
+  return 0;
+}
+
+/* ------------------------------------------------------------ details */
+
+static void
+print_field (const gchar *label,
+             const gchar *value)
+{
+  g_print ("  %-*s %s\n", LABEL_WIDTH, label, value != NULL ? value : "(unknown)");
+}
+
+static void
+print_plugin_fields (MixprecPlugin *plugin)
+{
+  g_autofree gchar *abi = g_strdup_printf ("%u.%u", mixprec_plugin_get_abi_major (plugin),
+                                           mixprec_plugin_get_abi_minor (plugin));
+  const GError *error = mixprec_plugin_get_load_error (plugin);
+
+  print_field ("Name", mixprec_plugin_get_name (plugin));
+  print_field ("Description", mixprec_plugin_get_description (plugin));
+  print_field ("Filename", mixprec_plugin_get_filename (plugin) != NULL
+                           ? mixprec_plugin_get_filename (plugin) : "(built into libmixprec)");
+  print_field ("Version", mixprec_plugin_get_version (plugin));
+  print_field ("License", mixprec_plugin_get_license (plugin));
+  print_field ("Origin", mixprec_plugin_get_origin (plugin));
+  print_field ("ABI", mixprec_plugin_get_abi_major (plugin) != 0 ? abi : NULL);
+  print_field ("Status", error == NULL ? "loaded" : "failed to load");
+  if (error != NULL)
+    print_field ("Reason", error->message);
+}
+
+static int
+print_plugin (MixprecPlugin *plugin)
+{
+  g_autolist(MixprecFeature) features = mixprec_plugin_get_features (plugin);
+
+  g_print ("Plugin Details:\n");
+  print_plugin_fields (plugin);
+  if (!mixprec_plugin_is_loaded (plugin))
+    return 1;
+
+  features = g_list_sort (features, compare_features);
+  g_print ("\nFeatures:\n");
+  for (GList *f = features; f != NULL; f = f->next)
+    {
+      const gchar *description = mixprec_feature_get_description (f->data);
+
+      g_print ("  %s (%s, %s, rank %u)%s%s\n",
+               mixprec_feature_get_name (f->data),
+               kind_name (mixprec_feature_get_kind (f->data)),
+               mixprec_feature_get_device (f->data),
+               mixprec_feature_get_rank (f->data),
+               description[0] != '\0' ? ": " : "", description);
+    }
+  g_print ("\n  %u feature%s\n", g_list_length (features), plural (g_list_length (features)));
+  return 0;
+}
+
+static gchar *
+dtype_list (const MixprecDType *dtypes,
+            gsize               n)
+{
+  g_autoptr(GString) out = g_string_new (NULL);
+
+  for (gsize i = 0; i < n; i++)
+    g_string_append_printf (out, "%s%s", i > 0 ? ", " : "", mixprec_dtype_get_name (dtypes[i]));
+  return g_string_free (g_steal_pointer (&out), FALSE);
+}
+
+static void
+print_hparam (MixprecFeature *feature,
+              guint           i)
+{
+  const gchar *description = mixprec_feature_get_hparam_description (feature, i);
+  gdouble def = mixprec_feature_get_hparam_default (feature, i);
+  gdouble min = mixprec_feature_get_hparam_minimum (feature, i);
+  gdouble max = mixprec_feature_get_hparam_maximum (feature, i);
+
+  g_print ("  %-*s: %s\n", LABEL_WIDTH - 1, mixprec_feature_get_hparam_name (feature, i),
+           description[0] != '\0' ? description : "(no description)");
+  switch (mixprec_feature_get_hparam_type (feature, i))
+    {
+    case MIXPREC_HYPER_PARAM_TYPE_BOOL:
+      g_print ("  %-*s  Boolean. Default: %s\n", LABEL_WIDTH - 1, "",
+               def != 0.0 ? "true" : "false");
+      break;
+    case MIXPREC_HYPER_PARAM_TYPE_INT:
+      g_print ("  %-*s  Integer. Range: %.17g - %.17g Default: %.17g\n", LABEL_WIDTH - 1, "",
+               min, max, def);
+      break;
+    case MIXPREC_HYPER_PARAM_TYPE_DOUBLE:
+    default:
+      g_print ("  %-*s  Double. Range: %g - %g Default: %g\n", LABEL_WIDTH - 1, "",
+               min, max, def);
+      break;
+    }
+}
+
+static void
+print_feature (MixprecFeature *feature)
+{
+  MixprecPlugin *plugin = mixprec_feature_get_plugin (feature);
+  g_autofree gchar *rank = g_strdup_printf ("%u", mixprec_feature_get_rank (feature));
+  const gchar * const *states = mixprec_feature_get_state_names (feature);
+  const MixprecDType *dtypes;
+  gsize n_dtypes;
+  guint n_hparams = mixprec_feature_get_n_hparams (feature);
+
+  g_print ("Feature Details:\n");
+  print_field ("Name", mixprec_feature_get_name (feature));
+  print_field ("Kind", kind_name (mixprec_feature_get_kind (feature)));
+  print_field ("Device", mixprec_feature_get_device (feature));
+  print_field ("Rank", rank);
+  print_field ("Description", mixprec_feature_get_description (feature));
+
+  if (plugin != NULL)
+    {
+      g_print ("\nPlugin Details:\n");
+      print_plugin_fields (plugin);
+    }
+
+  if (mixprec_feature_get_kind (feature) == MIXPREC_FEATURE_KIND_COMM)
+    {
+      g_autofree gchar *list = NULL;
+
+      dtypes = mixprec_feature_get_comm_dtypes (feature, &n_dtypes);
+      list = dtype_list (dtypes, n_dtypes);
+      g_print ("\nCollectives:\n");
+      print_field ("Operations", "all_reduce (sum, max), reduce_scatter (sum, max), "
+                   "all_gather, broadcast, barrier; each blocking or started");
+      print_field ("Data types", list);
+      print_field ("Buffers", g_str_equal (mixprec_feature_get_device (feature), "cpu")
+                              ? "host memory" : mixprec_feature_get_device (feature));
+      return;
+    }
+  if (mixprec_feature_get_kind (feature) != MIXPREC_FEATURE_KIND_OPTIMIZER)
+    return;
+
+  g_print ("\nData types:\n");
+  dtypes = mixprec_feature_get_grad_dtypes (feature, &n_dtypes);
+  {
+    g_autofree gchar *list = dtype_list (dtypes, n_dtypes);
+
+    print_field ("Gradients", list);
+  }
+  dtypes = mixprec_feature_get_working_dtypes (feature, &n_dtypes);
+  {
+    g_autofree gchar *list = dtype_list (dtypes, n_dtypes);
+
+    print_field ("Working copy", list);
+  }
+  print_field ("Master weights", "float32");
+
+  g_print ("\nState (%u FP32 value%s per element):\n",
+           mixprec_feature_get_n_state_slots (feature),
+           plural (mixprec_feature_get_n_state_slots (feature)));
+  if (states[0] == NULL)
+    g_print ("  none\n");
+  for (guint i = 0; states[i] != NULL; i++)
+    g_print ("  %s\n", states[i]);
+
+  g_print ("\nHyper-parameters (%u):\n", n_hparams);
+  if (n_hparams == 0)
+    g_print ("  none\n");
+  for (guint i = 0; i < n_hparams; i++)
+    print_hparam (feature, i);
+}
+
+static gint
+compare_rank_descending (gconstpointer a,
+                         gconstpointer b)
+{
+  guint ra = mixprec_feature_get_rank ((MixprecFeature *) a);
+  guint rb = mixprec_feature_get_rank ((MixprecFeature *) b);
+
+  return (ra < rb) - (ra > rb);
+}
+
+/* A path to one plugin file: load just that file, as a plugin author would
+ * check it. */
+static int
+inspect_file (const gchar *filename)
+{
+  const gchar *paths[] = { filename, NULL };
+  g_autoptr(MixprecRegistry) registry = mixprec_registry_new_for_paths (paths, FALSE);
+  g_autolist(MixprecPlugin) plugins = mixprec_registry_get_plugins (registry);
+  g_autolist(MixprecPlugin) failures = mixprec_registry_get_failures (registry);
+
+  if (plugins != NULL)
+    return print_plugin (plugins->data);
+  if (failures != NULL)
+    return print_plugin (failures->data);
+  g_printerr ("%s: not a plugin file\n", filename);
+  return 1;
+}
+
+int
+inspect_name (const gchar *name)
+{
+  MixprecRegistry *registry;
+  g_autolist(MixprecFeature) all = NULL;
+  g_autoptr(GList) matches = NULL;
+  g_autolist(MixprecPlugin) failures = NULL;
+  g_autoptr(MixprecPlugin) plugin = NULL;
+
+  if ((strchr (name, G_DIR_SEPARATOR) != NULL || g_str_has_suffix (name, ".so")) &&
+      g_file_test (name, G_FILE_TEST_EXISTS))
+    return inspect_file (name);
+
+  registry = mixprec_registry_get_default ();
+  all = mixprec_registry_get_features (registry);
+  for (GList *l = all; l != NULL; l = l->next)
+    if (g_str_equal (mixprec_feature_get_name (l->data), name))
+      matches = g_list_prepend (matches, l->data);
+  if (matches != NULL)
+    {
+      matches = g_list_sort (g_list_reverse (matches), compare_rank_descending);
+      for (GList *l = matches; l != NULL; l = l->next)
+        {
+          if (l != matches)
+            g_print ("\n");
+          print_feature (l->data);
+        }
+      return 0;
+    }
+
+  plugin = mixprec_registry_find_plugin (registry, name, NULL);
+  if (plugin != NULL)
+    return print_plugin (plugin);
+
+  failures = mixprec_registry_get_failures (registry);
+  for (GList *l = failures; l != NULL; l = l->next)
+    if (g_str_equal (mixprec_plugin_get_name (l->data), name))
+      return print_plugin (l->data);
+
+  g_printerr ("No such plugin or feature '%s'\n", name);
+  return 1;
+}

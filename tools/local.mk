@@ -1,0 +1,25 @@
+## tools/local.mk — command-line tools.
+
+bin_PROGRAMS += tools/mixprec-inspect
+tools_mixprec_inspect_SOURCES = \
+	tools/mixprec-inspect.c \
+	tools/inspect-private.h \
+	tools/inspect-formats.c
+tools_mixprec_inspect_LDADD = libmixprec/libmixprec.la $(MIXPREC_DEPS_LIBS)
+
+# --- plugins and features (no argument, or a plugin or feature name)
+tools_mixprec_inspect_SOURCES += tools/inspect-plugins.c
+
+# --- configuration (--config FILE)
+tools_mixprec_inspect_SOURCES += tools/inspect-config.c
+
+# --- checkpoints (--checkpoint DIR [--verify])
+tools_mixprec_inspect_SOURCES += tools/inspect-checkpoint.c
+
+# --- mixprec-run: the local launcher (needs GLib/GIO only, not the library)
+bin_PROGRAMS += tools/mixprec-run
+tools_mixprec_run_SOURCES = \
+	tools/mixprec-run.c \
+	tools/run-private.h \
+	tools/run-relay.c
+tools_mixprec_run_LDADD = $(MIXPREC_DEPS_LIBS)

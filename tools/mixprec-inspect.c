@@ -1,0 +1,92 @@
+/* mixprec-inspect.c — describes the installed libmixprec: its number
+ * formats, and (as they land) plugins, configs, checkpoints and memory
+ * plans. Modelled on gst-inspect-1.0. */
+#include "config.h"
+
+#include <locale.h>
+#include <stdlib.h>
+
+#include "inspect-private.h"
+
+int
+main (int argc, char **argv)
+{
+  gboolean show_version = FALSE;
+  gboolean show_formats = FALSE;
+  g_autofree gchar *config_path = NULL;
+  g_autofree gchar *checkpoint_dir = NULL;
+  gboolean verify = FALSE;
+  g_autoptr(GOptionContext) context = NULL;
+  g_autoptr(GError) error = NULL;
+  const GOptionEntry entries[] = {
+    { "version", 0, 0, G_OPTION_ARG_NONE, &show_version,
+      "Print the version of the tool and of the library it runs with", NULL },
+    { "formats", 0, 0, G_OPTION_ARG_NONE, &show_formats,
+      "Print a table of the number formats: bits, max, min normal, min subnormal, epsilon", NULL },
+    { "config", 0, 0, G_OPTION_ARG_FILENAME, &config_path,
+      "Validate a DeepSpeed-style JSON configuration and print it resolved (see mixprec.json(5))", "FILE" },
+    { "checkpoint", 0, 0, G_OPTION_ARG_FILENAME, &checkpoint_dir,
+      "Describe a checkpoint (a folder with manifest.json, or one whose 'latest' names one)", "DIR" },
+    { "verify", 0, 0, G_OPTION_ARG_NONE, &verify,
+      "With --checkpoint, recompute every file's SHA-256 and check it against the manifest", NULL },
+    G_OPTION_ENTRY_NULL
+  };
+
+  setlocale (LC_ALL, "");
+  context = g_option_context_new ("[PLUGIN | FEATURE | FILE.so] - describe libmixprec");
+  g_option_context_set_summary (context,
+      "Prints what the installed libmixprec provides. Without an argument, lists\n"
+      "every plugin and feature (and the plugins that failed to load, with why);\n"
+      "with a plugin or feature name or a plugin file, prints its details.");
+  g_option_context_add_main_entries (context, entries, NULL);
+  if (!g_option_context_parse (context, &argc, &argv, &error))
+    {
+      g_printerr ("mixprec-inspect: %s\n", error->message);
+      g_printerr ("Run 'mixprec-inspect --help' to see the options.\n");
+      return 2;
+    }
+
+  if (show_version)
+    {
+      g_print ("mixprec-inspect %s\n", MIXPREC_VERSION_S);
+      g_print ("libmixprec %u.%u.%u (kernels: %s, threads: %u)\n",
+               mixprec_get_major_version (), mixprec_get_minor_version (),
+               mixprec_get_micro_version (), mixprec_get_simd_name (),
+               mixprec_get_num_threads ());
+      return 0;
+    }
+  if (show_formats)
+    return inspect_formats ();
+  if (checkpoint_dir != NULL)
+    {
+      if (argc > 1)
+        {
+          g_printerr ("mixprec-inspect: unexpected argument '%s' after --checkpoint\n", argv[1]);
+          return 2;
+        }
+      return inspect_checkpoint (checkpoint_dir, verify);
+    }
+  if (verify)
+    {
+      g_printerr ("mixprec-inspect: --verify needs --checkpoint DIR\n");
+      return 2;
+    }
+  if (config_path != NULL)
+    {
+      if (argc > 1)
+        {
+          g_printerr ("mixprec-inspect: unexpected argument '%s' after --config\n", argv[1]);
+          return 2;
+        }
+      return inspect_config (config_path);
+    }
+
+  if (argc > 2)
+    {
+      g_printerr ("mixprec-inspect: unexpected argument '%s'\n", argv[2]);
+      return 2;
+    }
+  if (argc == 2)
+    return inspect_name (argv[1]);
+  return inspect_list ();
+}

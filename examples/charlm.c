@@ -7,7 +7,9 @@
  *   charlm --config examples/configs/fp16.json
  *
  * prints a progress line on stderr, writes one CSV row per evaluation and
- * ends with "val_loss=<loss on the whole val split>" on stdout. */
+ * ends with "val_loss=<loss on the whole val split>" on stdout. With
+ * --save-every N it checkpoints into --save-dir every N steps; --resume
+ * continues from the latest checkpoint there, bit for bit. */
 #include <errno.h>
 #include <locale.h>
 #include <math.h>
@@ -25,6 +27,7 @@
 #define DEFAULT_WORDS "/usr/share/dict/american-english"
 #define DEFAULT_STEPS 3000
 #define DEFAULT_EVAL_EVERY 250
+#define DEFAULT_SAVE_DIR "charlm-checkpoints"
 /* The evaluations during training use about this many val examples (a
  * fixed, evenly spread subset); the final one uses all of them. */
 #define EVAL_SUBSET 4096
@@ -49,6 +52,9 @@ typedef struct
   gchar *words_path;
   gdouble loss_weight;
   gboolean quiet;
+  gint save_every;
+  gchar *save_dir;
+  gboolean resume;
 } Options;
 
 static void
@@ -57,6 +63,7 @@ options_clear (Options *o)
   g_free (o->config_path);
   g_free (o->csv_path);
   g_free (o->words_path);
+  g_free (o->save_dir);
 }
 
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (Options, options_clear)
@@ -108,6 +115,14 @@ parse_options (Options  *o,
       "gradients as small as in a model averaging over far more tokens", "W" },
     { "quiet", 'q', 0, G_OPTION_ARG_NONE, &o->quiet,
       "Print only the final val_loss line", NULL },
+    { "save-every", 0, 0, G_OPTION_ARG_INT, &o->save_every,
+      "Save a checkpoint every N optimizer steps (default: never)", "N" },
+    { "save-dir", 0, 0, G_OPTION_ARG_FILENAME, &o->save_dir,
+      "Where checkpoints go, one folder per step plus 'latest' (default " DEFAULT_SAVE_DIR ")",
+      "DIR" },
+    { "resume", 0, 0, G_OPTION_ARG_NONE, &o->resume,
+      "Continue from the latest checkpoint in the save folder (from scratch when it has none)",
+      NULL },
     G_OPTION_ENTRY_NULL
   };
 
@@ -127,10 +142,10 @@ parse_options (Options  *o,
   if (!g_option_context_parse (context, argc, argv, error))
     return FALSE;
   if ((o->steps <= 0 && o->steps != NOT_GIVEN) || (o->batch <= 0 && o->batch != NOT_GIVEN) ||
-      o->eval_every <= 0 || !(o->loss_weight > 0 && isfinite (o->loss_weight)))
+      o->eval_every <= 0 || o->save_every < 0 || !(o->loss_weight > 0 && isfinite (o->loss_weight)))
     {
       g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-                   "--steps, --batch, --eval-every and --loss-weight must be positive");
+                   "--steps, --batch, --eval-every, --save-every and --loss-weight must be positive");
       return FALSE;
     }
 
@@ -140,6 +155,8 @@ parse_options (Options  *o,
     o->csv_path = g_strdup ("charlm.csv");
   if (o->words_path == NULL)
     o->words_path = g_strdup (DEFAULT_WORDS);
+  if (o->save_dir == NULL)
+    o->save_dir = g_strdup (DEFAULT_SAVE_DIR);
   o->overrides.steps = MAX (o->steps, 0);
   o->overrides.micro_batch = (guint) MAX (o->batch, 0);
   return TRUE;
@@ -274,6 +291,44 @@ train_step (MixprecEngine       *engine,
   return mixprec_engine_step (engine, error);
 }
 
+/* --resume: the engine continues from the latest checkpoint in @dir, and
+ * the batch order from the same place: the draws of the steps already
+ * taken are replayed and thrown away. Returns the number of steps the
+ * checkpoint had taken (0 when @dir holds none), or -1 on error. */
+static gint64
+resume (MixprecEngine        *engine,
+        CharlmModel          *model,
+        const gchar          *dir,
+        const CharlmExamples *train,
+        CharlmRng            *rng,
+        guint                 micro_batch,
+        guint                 accumulation,
+        guint8               *contexts,
+        guint8               *targets,
+        GError              **error)
+{
+  g_autoptr(MixprecCheckpoint) checkpoint = NULL;
+  g_autoptr(GError) local_error = NULL;
+  guint64 steps;
+
+  checkpoint = mixprec_checkpoint_open (dir, &local_error);
+  if (checkpoint == NULL &&
+      g_error_matches (local_error, MIXPREC_CHECKPOINT_ERROR, MIXPREC_CHECKPOINT_ERROR_NOT_FOUND))
+    return 0;
+  if (checkpoint == NULL)
+    {
+      g_propagate_error (error, g_steal_pointer (&local_error));
+      return -1;
+    }
+  if (!mixprec_engine_load_checkpoint (engine, mixprec_checkpoint_get_path (checkpoint), error))
+    return -1;
+  charlm_model_load_weights (model);
+  steps = mixprec_checkpoint_get_step (checkpoint);
+  for (guint64 i = 0; i < steps * accumulation; i++)
+    charlm_examples_sample (train, rng, micro_batch, contexts, targets);
+  return (gint64) MIN (steps, (guint64) G_MAXINT);
+}
+
 int
 main (int    argc,
       char **argv)
@@ -297,6 +352,7 @@ main (int    argc,
   GStrv warnings;
   FILE *csv;
   gint steps;
+  gint64 first_step = 1;
 
   /* Messages in the terminal's character set; numbers stay in the C
    * locale so that val_loss=2.1 reads the same everywhere. */
@@ -350,7 +406,23 @@ main (int    argc,
   charlm_rng_init (&batch_rng, mixprec_config_get_seed (config), 1);
   eval_stride = MAX (data.val.n / EVAL_SUBSET, 1);
 
-  for (gint step = 1; step <= steps; step++)
+  if (options.resume)
+    {
+      first_step = resume (engine, model, options.save_dir, &data.train, &batch_rng, micro_batch,
+                           accumulation, contexts, targets, &error) + 1;
+      if (first_step == 0)
+        {
+          g_printerr ("charlm: --resume: %s\n", error->message);
+          fclose (csv);
+          return 1;
+        }
+      if (!options.quiet)
+        g_printerr ("charlm: %s step %" G_GINT64_FORMAT "\n",
+                    first_step > 1 ? "resuming after" : "no checkpoint in the save folder; starting at",
+                    first_step > 1 ? first_step - 1 : first_step);
+    }
+
+  for (gint step = (gint) first_step; step <= steps; step++)
     {
       g_autoptr(MixprecStepResult) r = NULL;
       gint64 t0 = g_get_monotonic_time ();
@@ -367,6 +439,19 @@ main (int    argc,
         }
       charlm_model_load_weights (model);
       interval.us += g_get_monotonic_time () - t0;
+
+      if (options.save_every > 0 && step % options.save_every == 0)
+        {
+          if (!mixprec_engine_save_checkpoint (engine, options.save_dir, &error))
+            {
+              g_printerr ("%scharlm: step %d: %s\n", progress.line_open ? "\n" : "", step,
+                          error->message);
+              fclose (csv);
+              return 1;
+            }
+          if (!options.quiet && !progress.tty)
+            g_printerr ("charlm: saved step %d in %s\n", step, options.save_dir);
+        }
 
       if (eval_now)
         {

@@ -1,0 +1,212 @@
+/* mixprec-checkpoint-private.h — what the checkpoint files share: the
+ * parsed manifest, durable file operations, and the crash-test hook.
+ * Never installed. */
+#pragma once
+
+#include "mixprec.h"
+#include "mixprec-safetensors-private.h"
+
+G_BEGIN_DECLS
+
+#define _MIXPREC_CHECKPOINT_MANIFEST "manifest.json"
+#define _MIXPREC_CHECKPOINT_LATEST "latest"
+#define _MIXPREC_CHECKPOINT_TMP_PREFIX ".tmp-"
+/* Shard files are rank-NNNNN.safetensors (at least five digits). */
+#define _MIXPREC_CHECKPOINT_SHARD_FORMAT "rank-%05u.safetensors"
+/* Identifies a shard file in its safetensors metadata ("format"). */
+#define _MIXPREC_CHECKPOINT_SHARD_KIND "libmixprec-shard"
+#define _MIXPREC_CHECKPOINT_MANIFEST_KIND "libmixprec-checkpoint"
+/* A manifest lists every parameter's pieces; even 10^5 parameters over
+ * 10^3 ranks stay below this. A bigger file is damage, not a manifest. */
+#define _MIXPREC_CHECKPOINT_MAX_MANIFEST (256 * 1024 * 1024)
+/* No ZeRO job has more ranks; the cap keeps hostile values small. */
+#define _MIXPREC_CHECKPOINT_MAX_WORLD (1u << 20)
+
+typedef struct
+{
+  guint   rank;
+  guint   file;              /* index into _MixprecManifest.files */
+  guint64 begin;             /* element range of the parameter */
+  guint64 end;
+} _MixprecManifestPiece;
+
+typedef struct
+{
+  gchar   *name;
+  guint64 *shape;
+  guint    n_dims;
+  guint64  numel;
+  gchar   *module_type;
+  GArray  *pieces;           /* _MixprecManifestPiece, sorted by begin, covering [0, numel) */
+} _MixprecManifestParam;
+
+typedef struct
+{
+  gchar  *name;              /* a file name inside the checkpoint folder */
+  guint   rank;
+  guint64 size;
+  gchar  *sha256;            /* 64 lowercase hex digits */
+} _MixprecManifestFile;
+
+typedef struct
+{
+  guint    format_version;
+  gchar   *libmixprec_version;
+  gchar   *tag;
+  guint64  step;
+  guint64  applied_steps;
+  guint64  skipped_steps;
+  guint64  seed;
+  gchar   *precision_mode;   /* mixprec_precision_mode_get_name() */
+  gchar   *low_dtype;        /* mixprec_dtype_get_name() */
+  guint    world_size;
+  guint    zero_stage;
+  gchar   *scaler_type;
+  GVariant *scaler_state;    /* a{sv} */
+  gchar   *lr_schedule_type;
+  guint64  lr_position;
+  gdouble  base_lr;
+  gchar   *optimizer_name;
+  GStrv    state_names;
+  JsonNode *hyper_parameters; /* an object; informational */
+  GPtrArray *params;         /* _MixprecManifestParam, registration order */
+  GHashTable *param_index;   /* name -> param */
+  GPtrArray *files;          /* _MixprecManifestFile */
+} _MixprecManifest;
+
+void      _mixprec_manifest_init   (_MixprecManifest *m);
+void      _mixprec_manifest_clear  (_MixprecManifest *m);
+/* Validates @data (the contents of @path) completely: strict JSON, every
+ * key with its type and range, pieces that cover each parameter exactly,
+ * files that exist in the list. */
+gboolean  _mixprec_manifest_parse  (_MixprecManifest *m,
+                                    const gchar      *path,
+                                    const gchar      *data,
+                                    gsize             length,
+                                    GError          **error);
+gchar    *_mixprec_manifest_to_json (const _MixprecManifest *m);
+/* Checks pieces of one parameter cover [0, numel) once; @where prefixes
+ * the message. */
+gboolean  _mixprec_manifest_check_pieces (const _MixprecManifestParam *p,
+                                          const gchar                 *where,
+                                          GError                     **error);
+
+/* Tags and file names a checkpoint may use: 1..200 bytes of [A-Za-z0-9._-],
+ * not starting with '.'. */
+gboolean  _mixprec_checkpoint_name_is_valid (const gchar *name);
+
+/* Whether an engine in @mode with low dtype @low scales FP16 losses. */
+gboolean  _mixprec_checkpoint_mode_scales (const gchar *mode,
+                                           const gchar *low);
+
+/* Metadata keys of a shard file for parameter @name: its element range
+ * "begin:end" and its full shape "d0,d1,...". */
+gchar    *_mixprec_checkpoint_range_key (const gchar *name);
+gchar    *_mixprec_checkpoint_shape_key (const gchar *name);
+gchar    *_mixprec_checkpoint_format_shape (const guint64 *shape,
+                                            guint          n_dims,
+                                            const gchar   *separator);
+
+/* ---------------------------------------------------------------- MixprecCheckpoint */
+
+const _MixprecManifest *_mixprec_checkpoint_get_manifest (MixprecCheckpoint *self);
+/* Checks file @file's size and SHA-256 against the manifest (once; the
+ * result is remembered). */
+gboolean  _mixprec_checkpoint_verify_file (MixprecCheckpoint *self,
+                                           guint              file,
+                                           GError           **error);
+/* The tensor that holds @slot ("master" or a state slot) of @piece of
+ * @param, checked against the manifest: present, F32, one dimension of
+ * the piece's length, the range metadata equal to the piece's. The shard
+ * file is opened (and its header validated) once. */
+const _MixprecSafetensorsTensor *
+          _mixprec_checkpoint_piece_tensor (MixprecCheckpoint           *self,
+                                            const _MixprecManifestParam *param,
+                                            const _MixprecManifestPiece *piece,
+                                            const gchar                 *slot,
+                                            _MixprecSafetensors        **shard,
+                                            GError                     **error);
+
+/* The safetensors metadata both FP32 exports carry, so that exporting an
+ * engine and exporting its checkpoint give the same bytes. */
+void      _mixprec_checkpoint_export_metadata (_MixprecSafetensorsWriter *w,
+                                               guint64                    step);
+/* Moves a finished file at @tmp_path to @path and makes the rename
+ * durable. */
+gboolean  _mixprec_checkpoint_commit_file (const gchar *tmp_path,
+                                           const gchar *path,
+                                           GError     **error);
+
+/* ---------------------------------------------------------------- files */
+
+gboolean  _mixprec_write_all       (int           fd,
+                                    gconstpointer data,
+                                    gsize         length,
+                                    const gchar  *path,
+                                    GError      **error);
+gboolean  _mixprec_pwrite_all      (int           fd,
+                                    gconstpointer data,
+                                    gsize         length,
+                                    guint64       offset,
+                                    const gchar  *path,
+                                    GError      **error);
+/* A short read is an error naming @path: the file shrank under us. */
+gboolean  _mixprec_pread_all       (int           fd,
+                                    gpointer      data,
+                                    gsize         length,
+                                    guint64       offset,
+                                    const gchar  *path,
+                                    GError      **error);
+gboolean  _mixprec_fsync_fd        (int           fd,
+                                    const gchar  *path,
+                                    GError      **error);
+gboolean  _mixprec_fsync_dir       (const gchar  *dir,
+                                    GError      **error);
+/* Writes @data to dir/name with O_EXCL after removing a stale one, then
+ * fsyncs it (not the folder). @halfway runs after half the bytes. */
+gboolean  _mixprec_write_file_synced (const gchar  *dir,
+                                      const gchar  *name,
+                                      const gchar  *data,
+                                      gsize         length,
+                                      GFunc         halfway,
+                                      gpointer      halfway_data,
+                                      GError      **error);
+/* Reads a whole regular file of at most @max bytes (NUL-terminated). */
+gchar    *_mixprec_read_small_file (const gchar  *path,
+                                    gsize         max,
+                                    gsize        *length,
+                                    GError      **error);
+/* SHA-256 (hex) and size of a whole file. */
+gchar    *_mixprec_file_sha256     (const gchar  *path,
+                                    guint64      *size,
+                                    GError      **error);
+/* Removes a folder holding regular files only, as saves leave it; what
+ * cannot be removed is left in place. */
+void      _mixprec_remove_flat_dir (const gchar  *dir);
+/* Renames @from to @to; when @to exists the two are swapped atomically
+ * where the filesystem can (so @to never goes missing) and @from then
+ * holds the old @to. Sets *swapped accordingly. */
+gboolean  _mixprec_rename_dir      (const gchar  *from,
+                                    const gchar  *to,
+                                    gboolean     *swapped,
+                                    GError      **error);
+void      _mixprec_set_io_error    (GError      **error,
+                                    int           saved_errno,
+                                    const gchar  *path,
+                                    const gchar  *action);
+
+/* ---------------------------------------------------------------- test hook */
+
+/* The points of a save, in order, at which MIXPREC_CHECKPOINT_TEST_HOOK
+ * can stop it; NULL-terminated. */
+extern const gchar * const _mixprec_checkpoint_hook_points[];
+
+/* With MIXPREC_CHECKPOINT_TEST_HOOK="abort:POINT[@RANK]" the process
+ * kills itself with SIGKILL at POINT; with "pause:POINT[@RANK]" it
+ * creates the file named by MIXPREC_CHECKPOINT_TEST_HOOK_MARKER (default
+ * ROOT/.mixprec-test-hook-paused) and sleeps until killed. A testing aid. */
+void      _mixprec_checkpoint_hook (const gchar *point,
+                                    guint        rank,
+                                    const gchar *root);
+
+G_END_DECLS

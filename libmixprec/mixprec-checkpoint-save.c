@@ -1,0 +1,574 @@
+/* mixprec-checkpoint-save.c — mixprec_engine_save_checkpoint(): every rank
+ * writes its shard into a temporary folder, rank 0 checks and hashes them
+ * all, writes the manifest, renames the folder into place and only then
+ * moves `latest`. Each step is made durable before the next, so a crash
+ * anywhere leaves the previous checkpoint whole and `latest` naming a
+ * complete one. */
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "mixprec.h"
+#include "mixprec-checkpoint-private.h"
+#include "mixprec-engine-private.h"
+
+typedef struct
+{
+  MixprecEngine *engine;
+  GArray        *shards;     /* _MixprecEngineShard */
+  _MixprecEngineCounters counters;
+  guint          rank;
+  guint          world;
+  const gchar   *root;
+  const gchar   *tag;
+  gchar         *tmp;        /* root/.tmp-<tag> */
+  gchar         *final;      /* root/<tag> */
+  gchar         *shard_sha256; /* of the file this rank wrote */
+} Save;
+
+typedef struct
+{
+  const Save  *save;
+  const gchar *point;
+} Halfway;
+
+static void
+hook (const Save  *s,
+      const gchar *point)
+{
+  _mixprec_checkpoint_hook (point, s->rank, s->root);
+}
+
+static void
+halfway_hook (gpointer data,
+              gpointer unused)
+{
+  const Halfway *h = data;
+
+  hook (h->save, h->point);
+}
+
+static gchar *
+shard_name (guint rank)
+{
+  return g_strdup_printf (_MIXPREC_CHECKPOINT_SHARD_FORMAT, rank);
+}
+
+static gboolean
+add_shard_tensors (const Save                *s,
+                   _MixprecSafetensorsWriter *w,
+                   GError                   **error)
+{
+  const gchar * const *slots = mixprec_feature_get_state_names (_mixprec_engine_get_optimizer (s->engine));
+  g_autofree gchar *text = NULL;
+
+  _mixprec_safetensors_writer_add_metadata (w, "format", _MIXPREC_CHECKPOINT_SHARD_KIND);
+  _mixprec_safetensors_writer_add_metadata (w, "format_version",
+                                            G_STRINGIFY (MIXPREC_CHECKPOINT_FORMAT_VERSION));
+  text = g_strdup_printf ("%u", s->rank);
+  _mixprec_safetensors_writer_add_metadata (w, "rank", text);
+  g_free (text);
+  text = g_strdup_printf ("%u", s->world);
+  _mixprec_safetensors_writer_add_metadata (w, "world_size", text);
+  g_free (text);
+  text = g_strdup_printf ("%" G_GUINT64_FORMAT, s->counters.steps);
+  _mixprec_safetensors_writer_add_metadata (w, "step", text);
+
+  /* The engine's shards are disjoint across ranks at every stage (under
+   * ZeRO-0 each rank saves its partition), so each element is stored once. */
+  for (guint i = 0; i < s->shards->len; i++)
+    {
+      const _MixprecEngineShard *sh = &g_array_index (s->shards, _MixprecEngineShard, i);
+      const gchar *name = mixprec_param_get_name (sh->param);
+      guint64 n = sh->end - sh->begin;
+      g_autofree gchar *key = NULL;
+      g_autofree gchar *value = NULL;
+      g_autofree gchar *tensor = NULL;
+      const guint64 *shape;
+      guint n_dims;
+
+      if (n == 0)
+        continue;
+      key = _mixprec_checkpoint_range_key (name);
+      value = g_strdup_printf ("%" G_GUINT64_FORMAT ":%" G_GUINT64_FORMAT, sh->begin, sh->end);
+      _mixprec_safetensors_writer_add_metadata (w, key, value);
+      g_free (key);
+      g_free (value);
+      shape = mixprec_param_get_shape (sh->param, &n_dims);
+      key = _mixprec_checkpoint_shape_key (name);
+      value = _mixprec_checkpoint_format_shape (shape, n_dims, ",");
+      _mixprec_safetensors_writer_add_metadata (w, key, value);
+
+      /* Without a master copy the working values are the weights; widened
+       * to FP32 exactly. */
+      tensor = g_strconcat (name, "/master", NULL);
+      if (!_mixprec_safetensors_writer_add_array (w, tensor, "F32", &n, 1,
+                                                  sh->master != NULL ? MIXPREC_DTYPE_FLOAT32
+                                                                     : sh->working_dtype,
+                                                  sh->master != NULL ? (gconstpointer) sh->master
+                                                                     : sh->working,
+                                                  error))
+        return FALSE;
+      for (guint k = 0; k < sh->n_state_slots && slots != NULL && slots[k] != NULL; k++)
+        {
+          g_free (tensor);
+          tensor = g_strconcat (name, "/", slots[k], NULL);
+          if (!_mixprec_safetensors_writer_add_array (w, tensor, "F32", &n, 1, MIXPREC_DTYPE_FLOAT32,
+                                                      sh->states[k], error))
+            return FALSE;
+        }
+    }
+  return TRUE;
+}
+
+/* The shard is written under a temporary name and renamed when complete
+ * and synced: rank 0 takes the final name as this rank's word that it is. */
+static gboolean
+write_shard (Save    *s,
+             GError **error)
+{
+  g_autoptr(_MixprecSafetensorsWriter) w = _mixprec_safetensors_writer_new ();
+  g_autoptr(GChecksum) sum = g_checksum_new (G_CHECKSUM_SHA256);
+  g_autofree gchar *name = shard_name (s->rank);
+  g_autofree gchar *path = g_build_filename (s->tmp, name, NULL);
+  g_autofree gchar *partial = g_strconcat (path, ".partial", NULL);
+  Halfway halfway = { s, "mid-shard-write" };
+  gboolean ok;
+  int fd;
+
+  if (!add_shard_tensors (s, w, error))
+    return FALSE;
+  fd = open (partial, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0)
+    {
+      _mixprec_set_io_error (error, errno, partial, "cannot create");
+      return FALSE;
+    }
+  ok = _mixprec_safetensors_writer_write (w, fd, partial, sum, halfway_hook, &halfway, error);
+  if (ok)
+    hook (s, "after-shard-write");
+  ok = ok && _mixprec_fsync_fd (fd, partial, error);
+  if (close (fd) != 0 && ok)
+    {
+      _mixprec_set_io_error (error, errno, partial, "cannot close");
+      ok = FALSE;
+    }
+  if (ok && rename (partial, path) != 0)
+    {
+      _mixprec_set_io_error (error, errno, path, "cannot rename the finished shard into place");
+      ok = FALSE;
+    }
+  if (!ok)
+    return FALSE;
+  hook (s, "after-shard-fsync");
+  s->shard_sha256 = g_strdup (g_checksum_get_string (sum));
+  return TRUE;
+}
+
+static gboolean
+parse_range (const gchar *text,
+             guint64     *begin,
+             guint64     *end)
+{
+  g_auto(GStrv) parts = text != NULL ? g_strsplit (text, ":", 3) : NULL;
+
+  return parts != NULL && g_strv_length (parts) == 2 &&
+         g_ascii_string_to_unsigned (parts[0], 10, 0, G_MAXINT64, begin, NULL) &&
+         g_ascii_string_to_unsigned (parts[1], 10, 0, G_MAXINT64, end, NULL);
+}
+
+/* Rank 0, once every rank has written: hashes each shard and reads back
+ * which ranges it holds, so the manifest describes the files as they are
+ * on disk. */
+static gboolean
+describe_files (const Save       *s,
+                _MixprecManifest *m,
+                GError          **error)
+{
+  for (guint r = 0; r < s->world; r++)
+    {
+      _MixprecManifestFile *f = g_new0 (_MixprecManifestFile, 1);
+      g_autofree gchar *path = NULL;
+      g_autoptr(_MixprecSafetensors) st = NULL;
+
+      f->name = shard_name (r);
+      f->rank = r;
+      g_ptr_array_add (m->files, f);
+      path = g_build_filename (s->tmp, f->name, NULL);
+      if (!g_file_test (path, G_FILE_TEST_EXISTS))
+        {
+          g_set_error (error, MIXPREC_CHECKPOINT_ERROR, MIXPREC_CHECKPOINT_ERROR_MISSING_SHARD,
+                       "%s: rank %u did not finish writing its shard; the checkpoint is "
+                       "abandoned and the previous one stays current", path, r);
+          return FALSE;
+        }
+      f->sha256 = _mixprec_file_sha256 (path, &f->size, error);
+      if (f->sha256 == NULL || (st = _mixprec_safetensors_open (path, error)) == NULL)
+        return FALSE;
+      for (guint i = 0; i < m->params->len; i++)
+        {
+          _MixprecManifestParam *p = g_ptr_array_index (m->params, i);
+          g_autofree gchar *key = _mixprec_checkpoint_range_key (p->name);
+          const gchar *range = _mixprec_safetensors_get_metadata (st, key);
+          _MixprecManifestPiece piece = { r, r, 0, 0 };
+
+          if (range == NULL)
+            continue;
+          if (!parse_range (range, &piece.begin, &piece.end))
+            {
+              g_set_error (error, MIXPREC_CHECKPOINT_ERROR, MIXPREC_CHECKPOINT_ERROR_CORRUPT,
+                           "%s: metadata '%s' is '%s', not begin:end", path, key, range);
+              return FALSE;
+            }
+          g_array_append_val (p->pieces, piece);
+        }
+    }
+  for (guint i = 0; i < m->params->len; i++)
+    if (!_mixprec_manifest_check_pieces (g_ptr_array_index (m->params, i), s->tmp, error))
+      return FALSE;
+  return TRUE;
+}
+
+static gboolean
+build_manifest (const Save       *s,
+                _MixprecManifest *m,
+                GError          **error)
+{
+  MixprecConfig *config = mixprec_engine_get_config (s->engine);
+  MixprecLossScaler *scaler = mixprec_engine_get_loss_scaler (s->engine);
+  MixprecLrSchedule *schedule = _mixprec_engine_get_schedule (s->engine);
+  MixprecFeature *optimizer = _mixprec_engine_get_optimizer (s->engine);
+  JsonObject *hparams = mixprec_config_get_optimizer_params (config);
+
+  m->format_version = MIXPREC_CHECKPOINT_FORMAT_VERSION;
+  m->libmixprec_version = g_strdup (MIXPREC_VERSION_S);
+  m->tag = g_strdup (s->tag);
+  m->step = s->counters.steps;
+  m->applied_steps = s->counters.applied_steps;
+  m->skipped_steps = s->counters.skipped_steps;
+  m->seed = s->counters.seed;
+  m->precision_mode = g_strdup (mixprec_precision_mode_get_name (mixprec_config_get_precision_mode (config)));
+  m->low_dtype = g_strdup (mixprec_dtype_get_name (mixprec_config_get_low_dtype (config)));
+  m->world_size = s->world;
+  m->zero_stage = _mixprec_engine_get_zero_stage (s->engine);
+  m->scaler_type = g_strdup (G_OBJECT_TYPE_NAME (scaler));
+  m->scaler_state = mixprec_loss_scaler_save_state (scaler);
+  m->lr_schedule_type = g_strdup (mixprec_lr_schedule_get_type_name (schedule));
+  m->lr_position = mixprec_lr_schedule_get_position (schedule);
+  m->base_lr = mixprec_lr_schedule_get_base_lr (schedule);
+  m->optimizer_name = g_strdup (mixprec_feature_get_name (optimizer));
+  m->state_names = g_strdupv ((GStrv) mixprec_feature_get_state_names (optimizer));
+  if (m->state_names == NULL)
+    m->state_names = g_new0 (gchar *, 1);
+  if (hparams != NULL)
+    {
+      m->hyper_parameters = json_node_new (JSON_NODE_OBJECT);
+      json_node_set_object (m->hyper_parameters, hparams);
+    }
+
+  for (guint i = 0; i < s->shards->len; i++)
+    {
+      MixprecParam *param = g_array_index (s->shards, _MixprecEngineShard, i).param;
+      _MixprecManifestParam *p = g_new0 (_MixprecManifestParam, 1);
+      const guint64 *shape = mixprec_param_get_shape (param, &p->n_dims);
+
+      p->name = g_strdup (mixprec_param_get_name (param));
+      p->shape = g_memdup2 (shape, sizeof (guint64) * MAX (p->n_dims, 1));
+      p->numel = mixprec_param_get_numel (param);
+      p->module_type = g_strdup (mixprec_param_get_module_type (param));
+      p->pieces = g_array_new (FALSE, FALSE, sizeof (_MixprecManifestPiece));
+      g_ptr_array_add (m->params, p);
+      g_hash_table_insert (m->param_index, p->name, p);
+    }
+  return describe_files (s, m, error);
+}
+
+/* Folders left by saves that crashed, now that a newer save succeeded. */
+static void
+remove_stale (const Save *s)
+{
+  DIR *d = opendir (s->root);
+  struct dirent *entry;
+  GPtrArray *stale = g_ptr_array_new_with_free_func (g_free);
+
+  if (d == NULL)
+    {
+      g_ptr_array_unref (stale);
+      return;
+    }
+  while ((entry = readdir (d)) != NULL)
+    if (g_str_has_prefix (entry->d_name, _MIXPREC_CHECKPOINT_TMP_PREFIX))
+      g_ptr_array_add (stale, g_build_filename (s->root, entry->d_name, NULL));
+  closedir (d);
+  for (guint i = 0; i < stale->len; i++)
+    if (g_file_test (g_ptr_array_index (stale, i), G_FILE_TEST_IS_DIR))
+      _mixprec_remove_flat_dir (g_ptr_array_index (stale, i));
+  g_ptr_array_unref (stale);
+}
+
+/* Rank 0's part after every shard is on disk. */
+static gboolean
+commit (Save                       *s,
+        MixprecCheckpointSaveFlags  flags,
+        GError                    **error)
+{
+  _MixprecManifest m;
+  g_autofree gchar *json = NULL;
+  g_autofree gchar *latest = NULL;
+  Halfway mid_manifest = { s, "mid-manifest" };
+  Halfway mid_latest = { s, "mid-latest" };
+  gboolean swapped = FALSE;
+  gboolean ok;
+
+  hook (s, "before-manifest");
+  _mixprec_manifest_init (&m);
+  ok = build_manifest (s, &m, error);
+  if (ok)
+    json = _mixprec_manifest_to_json (&m);
+  _mixprec_manifest_clear (&m);
+  if (!ok ||
+      !_mixprec_write_file_synced (s->tmp, _MIXPREC_CHECKPOINT_MANIFEST, json, strlen (json),
+                                   halfway_hook, &mid_manifest, error))
+    return FALSE;
+  hook (s, "after-manifest");
+  if (!_mixprec_fsync_dir (s->tmp, error))
+    return FALSE;
+  hook (s, "before-rename");
+  if (!_mixprec_rename_dir (s->tmp, s->final, &swapped, error))
+    return FALSE;
+  hook (s, "after-rename");
+  if (!_mixprec_fsync_dir (s->root, error))
+    return FALSE;
+
+  if (!(flags & MIXPREC_CHECKPOINT_SAVE_NO_LATEST))
+    {
+      g_autofree gchar *tmp_latest = g_build_filename (s->root, _MIXPREC_CHECKPOINT_LATEST ".tmp", NULL);
+
+      hook (s, "before-latest");
+      latest = g_strconcat (s->tag, "\n", NULL);
+      if (!_mixprec_write_file_synced (s->root, _MIXPREC_CHECKPOINT_LATEST ".tmp", latest,
+                                       strlen (latest), halfway_hook, &mid_latest, error))
+        return FALSE;
+      hook (s, "after-latest-tmp");
+      g_free (latest);
+      latest = g_build_filename (s->root, _MIXPREC_CHECKPOINT_LATEST, NULL);
+      if (rename (tmp_latest, latest) != 0)
+        {
+          _mixprec_set_io_error (error, errno, latest, "cannot replace");
+          return FALSE;
+        }
+      hook (s, "after-latest");
+      if (!_mixprec_fsync_dir (s->root, error))
+        return FALSE;
+    }
+  hook (s, "before-cleanup");
+  /* After a swap the temporary name holds the previous checkpoint of the
+   * same tag; it goes with the other leftovers. */
+  remove_stale (s);
+  return TRUE;
+}
+
+/* Ranks other than 0 learn whether rank 0 committed from the shared
+ * filesystem: the committed manifest must record the very bytes this rank
+ * wrote. */
+static gboolean
+confirm (const Save *s,
+         GError    **error)
+{
+  g_autofree gchar *path = g_build_filename (s->final, _MIXPREC_CHECKPOINT_MANIFEST, NULL);
+  g_autofree gchar *data = NULL;
+  _MixprecManifest m;
+  gsize length;
+  gboolean ok;
+
+  data = _mixprec_read_small_file (path, _MIXPREC_CHECKPOINT_MAX_MANIFEST, &length, error);
+  if (data == NULL)
+    return FALSE;
+  _mixprec_manifest_init (&m);
+  ok = _mixprec_manifest_parse (&m, path, data, length, error);
+  if (ok && (s->rank >= m.files->len ||
+             !g_str_equal (((_MixprecManifestFile *) g_ptr_array_index (m.files, s->rank))->sha256,
+                           s->shard_sha256)))
+    {
+      g_set_error (error, MIXPREC_CHECKPOINT_ERROR, MIXPREC_CHECKPOINT_ERROR_IO,
+                   "%s: rank 0 did not commit the shard rank %u wrote (see rank 0's error)",
+                   path, s->rank);
+      ok = FALSE;
+    }
+  _mixprec_manifest_clear (&m);
+  return ok;
+}
+
+/**
+ * mixprec_engine_save_checkpoint_full:
+ * @engine: a #MixprecEngine
+ * @dir: the folder that holds the checkpoints (created if needed)
+ * @tag: (nullable): the new checkpoint's folder name inside @dir, a
+ *   plain name of `[A-Za-z0-9._-]` not starting with '.'; %NULL for
+ *   `step-N` with N the engine's step count
+ * @flags: #MixprecCheckpointSaveFlags
+ * @error: return location for a #GError
+ *
+ * Saves the engine's training state into `@dir/@tag`: the FP32 master
+ * weights (the working values widened to FP32 for bf16 without master
+ * weights) and every optimizer state slot, one safetensors file per rank,
+ * and a `manifest.json` with the counters, the loss scaler, the
+ * learning-rate position, the seed, the precision mode and the partition
+ * layout. See #MixprecCheckpoint for the format. Gradients are not saved:
+ * save between optimizer steps.
+ *
+ * Every rank of the engine calls this (it is collective), with the same
+ * @dir on a filesystem all ranks share. The save is crash-safe:
+ *
+ * 1. rank 0 creates `@dir/.tmp-@tag/`; each rank writes and fsyncs its
+ *    shard there;
+ * 2. rank 0 checks every shard, hashes it, writes and fsyncs
+ *    `manifest.json`, fsyncs the folder and renames it to `@dir/@tag`
+ *    (swapping atomically with an existing checkpoint of the same tag
+ *    where the filesystem allows), then fsyncs @dir;
+ * 3. unless %MIXPREC_CHECKPOINT_SAVE_NO_LATEST, rank 0 writes
+ *    `@dir/latest.tmp` holding the tag, fsyncs it, renames it to
+ *    `@dir/latest` and fsyncs @dir;
+ * 4. leftovers of crashed saves (`@dir/.tmp-*`) are removed.
+ *
+ * A crash at any point leaves `latest` naming a complete checkpoint, and
+ * every earlier checkpoint untouched. (Re-saving an existing tag swaps
+ * the folders with renameat2()'s RENAME_EXCHANGE; on a filesystem without
+ * it the old folder is moved aside first, and a crash between the two
+ * renames leaves it whole as `@dir/.tmp-@tag.old`, which loading then
+ * points to.) Earlier checkpoints are kept;
+ * removing old ones is left to the caller. One job saves into a @dir at a
+ * time.
+ *
+ * For tests, the environment variable `MIXPREC_CHECKPOINT_TEST_HOOK` set
+ * to `abort:POINT` makes the process kill itself (SIGKILL) at POINT of
+ * the save, and `pause:POINT` makes it create the file named by
+ * `MIXPREC_CHECKPOINT_TEST_HOOK_MARKER` (default
+ * `@dir/.mixprec-test-hook-paused`) and sleep until killed; `@RANK` after
+ * POINT limits it to one rank. The points, in order: after-tmpdir,
+ * mid-shard-write, after-shard-write, after-shard-fsync, before-manifest,
+ * mid-manifest, after-manifest, before-rename, after-rename,
+ * before-latest, mid-latest, after-latest-tmp, after-latest,
+ * before-cleanup.
+ *
+ * Returns: %TRUE once the checkpoint is durable; %FALSE with @error set
+ *   (%MIXPREC_CHECKPOINT_ERROR_INVALID_ARGUMENT for a bad tag,
+ *   %MIXPREC_CHECKPOINT_ERROR_IO naming the file and the system's reason,
+ *   %MIXPREC_CHECKPOINT_ERROR_MISSING_SHARD when a rank did not write its
+ *   shard), in which case `latest` still names the previous checkpoint
+ *
+ * Since: 1.0
+ */
+gboolean
+mixprec_engine_save_checkpoint_full (MixprecEngine              *engine,
+                                     const gchar                *dir,
+                                     const gchar                *tag,
+                                     MixprecCheckpointSaveFlags  flags,
+                                     GError                    **error)
+{
+  Save s = { 0 };
+  g_autofree gchar *default_tag = NULL;
+  g_autofree gchar *tmp_name = NULL;
+  g_autoptr(GError) local_error = NULL;
+  gboolean ok = TRUE;
+
+  g_return_val_if_fail (MIXPREC_IS_ENGINE (engine), FALSE);
+  g_return_val_if_fail (dir != NULL, FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+
+  s.engine = engine;
+  s.root = dir;
+  s.rank = _mixprec_engine_get_rank (engine);
+  s.world = _mixprec_engine_get_world_size (engine);
+  _mixprec_engine_get_counters (engine, &s.counters);
+  if (tag == NULL)
+    tag = default_tag = g_strdup_printf ("step-%" G_GUINT64_FORMAT, s.counters.steps);
+  if (!_mixprec_checkpoint_name_is_valid (tag) || g_str_equal (tag, _MIXPREC_CHECKPOINT_LATEST) ||
+      g_str_equal (tag, _MIXPREC_CHECKPOINT_LATEST ".tmp"))
+    {
+      g_set_error (error, MIXPREC_CHECKPOINT_ERROR, MIXPREC_CHECKPOINT_ERROR_INVALID_ARGUMENT,
+                   "'%s' cannot tag a checkpoint: a tag is 1 to 200 characters from "
+                   "A-Z a-z 0-9 . _ -, does not start with '.', and is not 'latest'", tag);
+      return FALSE;
+    }
+  s.shards = _mixprec_engine_get_shards (engine, error);
+  if (s.shards == NULL)
+    return FALSE;
+  s.tag = tag;
+  tmp_name = g_strconcat (_MIXPREC_CHECKPOINT_TMP_PREFIX, tag, NULL);
+  s.tmp = g_build_filename (dir, tmp_name, NULL);
+  s.final = g_build_filename (dir, tag, NULL);
+
+  /* Failures do not return early: the other ranks wait at the barriers. */
+  if (s.rank == 0)
+    {
+      if (g_mkdir_with_parents (dir, 0755) != 0)
+        {
+          _mixprec_set_io_error (&local_error, errno, dir, "cannot create the folder");
+          ok = FALSE;
+        }
+      else
+        {
+          _mixprec_remove_flat_dir (s.tmp);
+          if (mkdir (s.tmp, 0755) != 0)
+            {
+              _mixprec_set_io_error (&local_error, errno, s.tmp, "cannot create the folder");
+              ok = FALSE;
+            }
+          else
+            hook (&s, "after-tmpdir");
+        }
+    }
+  if (!_mixprec_engine_barrier (engine, ok ? &local_error : NULL))
+    ok = FALSE;
+  if (ok && !write_shard (&s, &local_error))
+    ok = FALSE;
+  if (!_mixprec_engine_barrier (engine, ok ? &local_error : NULL))
+    ok = FALSE;
+  if (ok && s.rank == 0 && !commit (&s, flags, &local_error))
+    ok = FALSE;
+  if (!_mixprec_engine_barrier (engine, ok ? &local_error : NULL))
+    ok = FALSE;
+  if (ok && s.rank != 0 && !confirm (&s, &local_error))
+    ok = FALSE;
+
+  g_array_unref (s.shards);
+  g_free (s.tmp);
+  g_free (s.final);
+  g_free (s.shard_sha256);
+  if (!ok)
+    {
+      if (local_error == NULL)
+        g_set_error (&local_error, MIXPREC_CHECKPOINT_ERROR, MIXPREC_CHECKPOINT_ERROR_IO,
+                     "%s: the ranks could not synchronise during the save", dir);
+      g_propagate_error (error, g_steal_pointer (&local_error));
+    }
+  return ok;
+}
+
+/**
+ * mixprec_engine_save_checkpoint:
+ * @engine: a #MixprecEngine
+ * @dir: the folder that holds the checkpoints (created if needed)
+ * @error: return location for a #GError
+ *
+ * Saves a checkpoint into `@dir/step-N` and points `@dir/latest` at it;
+ * mixprec_engine_save_checkpoint_full() with a %NULL tag and no flags.
+ *
+ * Returns: %TRUE once the checkpoint is durable; %FALSE with @error set
+ *
+ * Since: 1.0
+ */
+gboolean
+mixprec_engine_save_checkpoint (MixprecEngine *engine,
+                                const gchar   *dir,
+                                GError       **error)
+{
+  return mixprec_engine_save_checkpoint_full (engine, dir, NULL, MIXPREC_CHECKPOINT_SAVE_NONE, error);
+}

@@ -1,0 +1,78 @@
+#!/bin/sh
+# test-charlm-resume.sh — the example trainer's --save-every, --save-dir and
+# --resume: a run stopped at a checkpoint and resumed writes, at the end, a
+# checkpoint byte for byte equal to the uninterrupted run's, and prints the
+# same val_loss. fp16 with dynamic loss scaling, so the scaler state, the
+# schedule and the batch order must all resume. Prints TAP.
+
+top_builddir=${MIXPREC_TOP_BUILDDIR:-.}
+srcdir=${G_TEST_SRCDIR:-$(dirname "$0")}/..
+charlm=$top_builddir/examples/charlm
+config=$srcdir/examples/configs/fp16.json
+words=/usr/share/dict/american-english
+
+if [ ! -r "$words" ]; then
+  echo "1..0 # SKIP $words is missing (Debian package wamerican)"
+  exit 0
+fi
+if [ ! -x "$charlm" ]; then
+  echo "Bail out! $charlm is not built"
+  exit 1
+fi
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/test-charlm-resume.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+
+echo "1..6"
+n=0
+failed=0
+
+ok () {
+  n=$((n + 1))
+  echo "ok $n - $1"
+}
+
+not_ok () {
+  n=$((n + 1))
+  failed=1
+  echo "not ok $n - $1"
+  for f in "$tmp"/*.err; do sed "s|^|# $(basename "$f"): |" "$f"; done
+}
+
+check () {
+  if eval "$2"; then ok "$1"; else not_ok "$1"; fi
+}
+
+# train NAME [OPTIONS...]: 30 steps checkpointed every 10 into $tmp/ck.
+train () {
+  name=$1
+  shift
+  "$charlm" --config "$config" --words "$words" --steps 30 --batch 32 --eval-every 10 \
+    --csv "$tmp/$name.csv" --save-every 10 --save-dir "$tmp/ck" "$@" \
+    >"$tmp/$name.out" 2>"$tmp/$name.err"
+}
+
+sum () {
+  sha256sum "$1" | cut -d' ' -f1
+}
+
+train whole
+rc=$?
+check "an uninterrupted run saves step-10, step-20 and step-30" \
+  '[ $rc -eq 0 ] && [ -f "$tmp/ck/step-10/manifest.json" ] && [ -f "$tmp/ck/step-30/manifest.json" ]'
+check "latest names the last checkpoint" '[ "$(cat "$tmp/ck/latest")" = step-30 ]'
+whole_sum=$(sum "$tmp/ck/step-30/rank-00000.safetensors")
+whole_manifest=$(grep -v '"sha256"' "$tmp/ck/step-30/manifest.json")
+
+# As if the job had died after step 10: latest names step-10 again.
+printf 'step-10\n' >"$tmp/ck/latest"
+train resumed --resume
+rc=$?
+check "the resumed run finishes" '[ $rc -eq 0 ] && grep -q "resuming after step 10" "$tmp/resumed.err"'
+check "its step-30 shard is byte for byte the uninterrupted run's" \
+  '[ "$(sum "$tmp/ck/step-30/rank-00000.safetensors")" = "$whole_sum" ]'
+check "its step-30 manifest too (counters, scaler, schedule)" \
+  '[ "$(grep -v "\"sha256\"" "$tmp/ck/step-30/manifest.json")" = "$whole_manifest" ]'
+check "the same val_loss" '[ "$(cat "$tmp/resumed.out")" = "$(cat "$tmp/whole.out")" ]'
+
+exit $failed

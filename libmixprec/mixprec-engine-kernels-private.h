@@ -10,7 +10,7 @@ G_BEGIN_DECLS
 /* Elements per block of the sum of squares. The engine sums each block on
  * its own and then adds the block sums in order, so the result does not
  * depend on how blocks are spread across threads. */
-#define _MIXPREC_SUMSQ_BLOCK ((gsize) 65536)
+#define _MIXPREC_SUMSQ_BLOCK ((gsize) 4096)
 
 /* dst (dst_dtype) = src when @first, else round(dst + src), elementwise;
  * the sum is formed in FP32 and rounded to nearest even once. */

@@ -11,6 +11,7 @@
 #include "mixprec-config.h"
 #include "mixprec-param.h"
 #include "mixprec-loss-scaler.h"
+#include "mixprec-comm.h"
 
 G_BEGIN_DECLS
 
@@ -35,6 +36,8 @@ G_BEGIN_DECLS
  * @MIXPREC_ENGINE_ERROR_SCALER: the loss scaler refused an update (the
  *   scale is already at its minimum)
  * @MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT: a wrong size, dtype or name
+ * @MIXPREC_ENGINE_ERROR_COMM: communication between ranks failed (a peer
+ *   died or stopped answering, or the rendezvous failed)
  *
  * Errors from #MixprecEngine.
  *
@@ -46,6 +49,7 @@ typedef enum {
   MIXPREC_ENGINE_ERROR_OPTIMIZER,
   MIXPREC_ENGINE_ERROR_SCALER,
   MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
+  MIXPREC_ENGINE_ERROR_COMM,
 } MixprecEngineError;
 
 /**
@@ -89,6 +93,49 @@ MIXPREC_AVAILABLE_IN_1_0
 void               mixprec_step_result_free     (MixprecStepResult       *result);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (MixprecStepResult, mixprec_step_result_free)
 
+/**
+ * MixprecMemoryReport:
+ * @working: working copies resident on this rank (under ZeRO-3 the shard)
+ * @gradients: the gradient buffers the backward pass writes
+ * @accumulation: gradient accumulation buffers (sharded from ZeRO-2 on)
+ * @masters: FP32 master weights (sharded from ZeRO-1 on)
+ * @optimizer_state: optimizer state (sharded from ZeRO-1 on)
+ * @communication: staging buffers for sending gradients and, under ZeRO-3,
+ *   gathered working copies
+ * @total: the sum of the above
+ *
+ * Bytes per category on one rank, as the engine allocates them or as
+ * mixprec_memory_plan_new() predicts them.
+ *
+ * Since: 1.0
+ */
+typedef struct {
+  guint64 working;
+  guint64 gradients;
+  guint64 accumulation;
+  guint64 masters;
+  guint64 optimizer_state;
+  guint64 communication;
+  guint64 total;
+  /*< private >*/
+  gpointer _mixprec_reserved[4];
+} MixprecMemoryReport;
+
+#define MIXPREC_TYPE_MEMORY_REPORT (mixprec_memory_report_get_type ())
+MIXPREC_AVAILABLE_IN_1_0
+GType                mixprec_memory_report_get_type (void) G_GNUC_CONST;
+MIXPREC_AVAILABLE_IN_1_0
+MixprecMemoryReport *mixprec_memory_report_copy     (const MixprecMemoryReport *report);
+MIXPREC_AVAILABLE_IN_1_0
+void                 mixprec_memory_report_free     (MixprecMemoryReport       *report);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (MixprecMemoryReport, mixprec_memory_report_free)
+
+MIXPREC_AVAILABLE_IN_1_0
+MixprecMemoryReport *mixprec_memory_plan_new        (MixprecConfig  *config,
+                                                     guint64         n_params,
+                                                     guint           world_size,
+                                                     GError        **error);
+
 #define MIXPREC_TYPE_ENGINE (mixprec_engine_get_type ())
 MIXPREC_AVAILABLE_IN_1_0
 G_DECLARE_FINAL_TYPE (MixprecEngine, mixprec_engine, MIXPREC, ENGINE, GObject)
@@ -100,7 +147,18 @@ MIXPREC_AVAILABLE_IN_1_0
 MixprecEngine     *mixprec_engine_new               (MixprecConfig  *config,
                                                      GError        **error);
 MIXPREC_AVAILABLE_IN_1_0
+MixprecEngine     *mixprec_engine_new_with_comm     (MixprecConfig  *config,
+                                                     MixprecComm    *comm,
+                                                     MixprecComm    *model_parallel_comm,
+                                                     GError        **error);
+MIXPREC_AVAILABLE_IN_1_0
 MixprecConfig     *mixprec_engine_get_config        (MixprecEngine  *self);
+MIXPREC_AVAILABLE_IN_1_0
+guint              mixprec_engine_get_rank          (MixprecEngine  *self);
+MIXPREC_AVAILABLE_IN_1_0
+guint              mixprec_engine_get_world_size    (MixprecEngine  *self);
+MIXPREC_AVAILABLE_IN_1_0
+guint              mixprec_engine_get_zero_stage    (MixprecEngine  *self);
 MIXPREC_AVAILABLE_IN_1_0
 MixprecLossScaler *mixprec_engine_get_loss_scaler   (MixprecEngine  *self);
 
@@ -147,6 +205,29 @@ MIXPREC_AVAILABLE_IN_1_0
 guint              mixprec_engine_get_gradient_accumulation_steps (MixprecEngine *self);
 MIXPREC_AVAILABLE_IN_1_0
 gboolean           mixprec_engine_is_accumulation_boundary (MixprecEngine *self);
+
+MIXPREC_AVAILABLE_IN_1_0
+gboolean           mixprec_engine_gather            (MixprecEngine  *self,
+                                                     MixprecParam   *param,
+                                                     GError        **error);
+MIXPREC_AVAILABLE_IN_1_0
+gboolean           mixprec_engine_prefetch          (MixprecEngine  *self,
+                                                     MixprecParam   *param,
+                                                     GError        **error);
+MIXPREC_AVAILABLE_IN_1_0
+void               mixprec_engine_release           (MixprecEngine  *self,
+                                                     MixprecParam   *param);
+MIXPREC_AVAILABLE_IN_1_0
+gboolean           mixprec_engine_gather_all        (MixprecEngine  *self,
+                                                     GError        **error);
+MIXPREC_AVAILABLE_IN_1_0
+void               mixprec_engine_release_all       (MixprecEngine  *self);
+MIXPREC_AVAILABLE_IN_1_0
+GBytes            *mixprec_engine_gather_master     (MixprecEngine  *self,
+                                                     const gchar    *param_name,
+                                                     GError        **error);
+MIXPREC_AVAILABLE_IN_1_0
+MixprecMemoryReport *mixprec_engine_get_memory_report (MixprecEngine *self);
 
 MIXPREC_AVAILABLE_IN_1_0
 gboolean           mixprec_engine_backward_done     (MixprecEngine  *self,

@@ -390,7 +390,8 @@ mixprec_param_get_working (MixprecParam *self,
  * @error: return location for a #GError
  *
  * Copies the FP32 values the optimizer updates; in bf16 without master
- * weights, the working copy widened to FP32.
+ * weights, the working copy widened to FP32. Across ranks from ZeRO-1 on
+ * these are sharded: use mixprec_engine_gather_master() there.
  *
  * Returns: (transfer full): FP32 values, or %NULL with @error set
  *
@@ -403,6 +404,14 @@ mixprec_param_get_master (MixprecParam *self,
   g_return_val_if_fail (MIXPREC_IS_PARAM (self), NULL);
   if (!_mixprec_param_ensure_storage (self, error))
     return NULL;
+  if (self->storage.master == NULL && (self->dtypes.has_master ||
+                                       self->dtypes.working == MIXPREC_DTYPE_FLOAT32))
+    {
+      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_WRONG_STATE,
+                   "parameter '%s': its FP32 values are sharded across ranks; "
+                   "mixprec_engine_gather_master() assembles them", self->name);
+      return NULL;
+    }
   if (self->storage.master == NULL)
     return mixprec_param_get_working (self, MIXPREC_DTYPE_FLOAT32, error);
   return g_bytes_new (self->storage.master, self->numel * sizeof (gfloat));

@@ -499,6 +499,38 @@ test_engine_errors (void)
   g_assert_nonnull (strstr (error->message, "optimizer.params.momentum"));
 }
 
+/* The memory plan predicts what an engine of one group allocates:
+ * bf16 with two accumulation steps keeps a bf16 working copy and gradient
+ * (2 + 2 bytes), an FP32 accumulation buffer, master and AdamW's two
+ * state slots (4 + 4 + 8 bytes) per element. */
+static void
+test_engine_memory_plan (void)
+{
+  const gchar *json = "{\"bf16\": {\"enabled\": true}, \"gradient_accumulation_steps\": 2,"
+                      " \"optimizer\": {\"type\": \"AdamW\"}}";
+  g_autoptr(MixprecEngine) e = engine_from_json (json);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MixprecConfig) config = mixprec_config_new_from_data (json, -1, &error);
+  g_autoptr(MixprecMemoryReport) report = NULL;
+  g_autoptr(MixprecMemoryReport) plan = NULL;
+  g_autofree gfloat *w = g_new0 (gfloat, 300 * 7);
+
+  add_param (e, "a", 300, 5, "Linear", w);
+  add_param (e, "b", 100, 2, "Linear", w);
+  report = mixprec_engine_get_memory_report (e);
+  plan = mixprec_memory_plan_new (config, 1700, 1, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (report->working, ==, 1700 * 2);
+  g_assert_cmpuint (report->gradients, ==, 1700 * 2);
+  g_assert_cmpuint (report->accumulation, ==, 1700 * 4);
+  g_assert_cmpuint (report->masters, ==, 1700 * 4);
+  g_assert_cmpuint (report->optimizer_state, ==, 1700 * 8);
+  g_assert_cmpuint (report->communication, ==, 0);
+  g_assert_cmpuint (report->total, ==, 1700 * 20);
+  g_assert_cmpmem (report, G_STRUCT_OFFSET (MixprecMemoryReport, _mixprec_reserved),
+                   plan, G_STRUCT_OFFSET (MixprecMemoryReport, _mixprec_reserved));
+}
+
 static void
 test_engine_unknown_optimizer (void)
 {
@@ -530,5 +562,6 @@ main (int argc, char **argv)
   g_test_add_func ("/engine/external-memory", test_engine_external_memory);
   g_test_add_func ("/engine/errors", test_engine_errors);
   g_test_add_func ("/engine/unknown-optimizer", test_engine_unknown_optimizer);
+  g_test_add_func ("/engine/memory-plan", test_engine_memory_plan);
   return g_test_run ();
 }

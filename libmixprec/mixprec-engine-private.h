@@ -1,0 +1,60 @@
+/* mixprec-engine-private.h — what checkpoints (and later the distributed
+ * parts) need from the engine's internals. Never installed. */
+#pragma once
+
+#include "mixprec.h"
+
+G_BEGIN_DECLS
+
+/* The part of one parameter this rank owns: the element range
+ * [begin, end) of the parameter (the whole parameter on one process; a
+ * ZeRO shard otherwise) with pointers to the values of that range. */
+typedef struct {
+  MixprecParam *param;
+  guint64 begin;
+  guint64 end;
+  /* FP32 values the optimizer updates for [begin, end): the master copy,
+   * or the working copy when that is FP32; NULL in bf16 without master
+   * weights, where @working holds the only copy. */
+  gfloat *master;
+  /* The working copy for [begin, end) in the parameter's working dtype;
+   * equal to @master when the working dtype is FP32. */
+  gpointer working;
+  MixprecDType working_dtype;
+  /* n_state_slots FP32 arrays for [begin, end), in the optimizer's order. */
+  gfloat *states[16];
+  guint n_state_slots;
+} _MixprecEngineShard;
+
+typedef struct {
+  guint64 steps;             /* optimizer steps taken, skipped ones included */
+  guint64 applied_steps;
+  guint64 skipped_steps;
+  guint64 seed;              /* mixprec.seed, for stochastic rounding */
+} _MixprecEngineCounters;
+
+/* One shard per registered parameter, in registration order (empty ranges
+ * where this rank owns nothing). Lays out the buffers if needed. The
+ * pointers stay valid while the engine lives. */
+GArray            *_mixprec_engine_get_shards        (MixprecEngine                *self,
+                                                      GError                      **error);
+void               _mixprec_engine_get_counters      (MixprecEngine                *self,
+                                                      _MixprecEngineCounters       *counters);
+void               _mixprec_engine_set_counters      (MixprecEngine                *self,
+                                                      const _MixprecEngineCounters *counters);
+MixprecLrSchedule *_mixprec_engine_get_schedule      (MixprecEngine                *self);
+MixprecFeature    *_mixprec_engine_get_optimizer     (MixprecEngine                *self);
+guint              _mixprec_engine_get_rank          (MixprecEngine                *self);
+guint              _mixprec_engine_get_world_size    (MixprecEngine                *self);
+guint              _mixprec_engine_get_zero_stage    (MixprecEngine                *self);
+/* Collective over the engine's ranks (a no-op on one process). */
+gboolean           _mixprec_engine_barrier           (MixprecEngine                *self,
+                                                      GError                      **error);
+/* After masters (or, without masters, working values) were written through
+ * the shards: rounds every working copy from its master with nearest-even
+ * rounding and makes the copies whole again on every rank. Also clears any
+ * half-accumulated gradients. */
+gboolean           _mixprec_engine_refresh_working   (MixprecEngine                *self,
+                                                      GError                      **error);
+
+G_END_DECLS

@@ -1,0 +1,66 @@
+/* multiproc.c — start this test binary as several ranks on 127.0.0.1. */
+#include <gio/gio.h>
+
+#include "multiproc.h"
+
+guint16
+mp_free_port (void)
+{
+  g_autoptr(GSocket) sock = g_socket_new (G_SOCKET_FAMILY_IPV4, G_SOCKET_TYPE_STREAM,
+                                          G_SOCKET_PROTOCOL_TCP, NULL);
+  g_autoptr(GInetAddress) lo = g_inet_address_new_loopback (G_SOCKET_FAMILY_IPV4);
+  g_autoptr(GSocketAddress) addr = g_inet_socket_address_new (lo, 0);
+  g_autoptr(GSocketAddress) bound = NULL;
+
+  g_assert_true (g_socket_bind (sock, addr, TRUE, NULL));
+  bound = g_socket_get_local_address (sock, NULL);
+  return g_inet_socket_address_get_port (G_INET_SOCKET_ADDRESS (bound));
+}
+
+void
+mp_run_ranks (guint               world,
+              guint               timeout_ms,
+              const gchar * const *env,
+              gint                *status)
+{
+  g_autofree gchar *self_exe = g_file_read_link ("/proc/self/exe", NULL);
+  g_autofree gchar *port = g_strdup_printf ("%u", mp_free_port ());
+  g_autofree gchar *size = g_strdup_printf ("%u", world);
+  g_autofree gchar *timeout = g_strdup_printf ("%u", timeout_ms);
+  g_autoptr(GPtrArray) children = g_ptr_array_new_with_free_func (g_object_unref);
+
+  g_assert_nonnull (self_exe);
+  for (guint r = 0; r < world; r++)
+    {
+      g_autoptr(GSubprocessLauncher) l = g_subprocess_launcher_new (G_SUBPROCESS_FLAGS_NONE);
+      g_autofree gchar *rank = g_strdup_printf ("%u", r);
+      g_autoptr(GError) error = NULL;
+      GSubprocess *child;
+
+      for (guint i = 0; env != NULL && env[i] != NULL; i++)
+        {
+          g_auto(GStrv) kv = g_strsplit (env[i], "=", 2);
+          g_subprocess_launcher_setenv (l, kv[0], kv[1] != NULL ? kv[1] : "", TRUE);
+        }
+      g_subprocess_launcher_setenv (l, "MIXPREC_RANK", rank, TRUE);
+      g_subprocess_launcher_setenv (l, "MIXPREC_WORLD_SIZE", size, TRUE);
+      g_subprocess_launcher_setenv (l, "MIXPREC_LOCAL_RANK", rank, TRUE);
+      g_subprocess_launcher_setenv (l, "MIXPREC_LOCAL_WORLD_SIZE", size, TRUE);
+      g_subprocess_launcher_setenv (l, "MIXPREC_MASTER_ADDR", "127.0.0.1", TRUE);
+      g_subprocess_launcher_setenv (l, "MIXPREC_MASTER_PORT", port, TRUE);
+      g_subprocess_launcher_setenv (l, "MIXPREC_COMM_TIMEOUT_MS", timeout, TRUE);
+      child = g_subprocess_launcher_spawn (l, &error, self_exe, NULL);
+      g_assert_no_error (error);
+      g_ptr_array_add (children, child);
+    }
+  for (guint r = 0; r < world; r++)
+    {
+      GSubprocess *child = g_ptr_array_index (children, r);
+      g_autoptr(GError) error = NULL;
+
+      g_subprocess_wait (child, NULL, &error);
+      g_assert_no_error (error);
+      status[r] = g_subprocess_get_if_exited (child) ? g_subprocess_get_exit_status (child)
+                                                     : 128 + g_subprocess_get_term_sig (child);
+    }
+}

@@ -1,0 +1,223 @@
+/* test-checkpoint-dist.c — checkpoints across ranks: resuming on 2 ranks
+ * continues bit for bit, and a checkpoint saved in fp16 on 2 ranks (ZeRO-2)
+ * loads into bf16 on 3 ranks (ZeRO-3) and into fp32 on one process with the
+ * same master weights. The expectations are the weights themselves, read
+ * through mixprec_engine_gather_master() before saving and after loading. */
+#include <glib/gstdio.h>
+#include <string.h>
+
+#include <mixprec/mixprec.h>
+
+#include "checkpoint-common.h"
+#include "multiproc.h"
+
+#define TIMEOUT_MS 5000
+
+/* A mode's configuration with a ZeRO stage added. */
+static gchar *
+json_with_stage (guint mode, guint stage)
+{
+  return g_strdup_printf ("{\"zero_optimization\": {\"stage\": %u}, %s", stage,
+                          ckpt_modes[mode].json + 1);
+}
+
+/* Every parameter's FP32 weights, assembled across ranks (collective). */
+static GByteArray *
+gathered_weights (MixprecEngine *engine)
+{
+  g_autoptr(GPtrArray) params = mixprec_engine_get_params (engine);
+  GByteArray *out = g_byte_array_new ();
+
+  for (guint i = 0; i < params->len; i++)
+    {
+      g_autoptr(GError) error = NULL;
+      g_autoptr(GBytes) w = mixprec_engine_gather_master (engine,
+                                                          mixprec_param_get_name (g_ptr_array_index (params, i)),
+                                                          &error);
+      g_assert_no_error (error);
+      g_byte_array_append (out, g_bytes_get_data (w, NULL), g_bytes_get_size (w));
+    }
+  return out;
+}
+
+/* One communicator per process, shared by the engines a rank builds one
+ * after the other (each mixprec_engine_new() would meet at the rendezvous
+ * again); NULL on one process. */
+static MixprecComm *
+process_comm (void)
+{
+  static MixprecComm *comm = NULL;
+  g_autoptr(GError) error = NULL;
+
+  if (comm == NULL && g_getenv ("MIXPREC_RANK") != NULL)
+    {
+      g_autoptr(MixprecBootstrap) bootstrap = mixprec_bootstrap_new_from_environment (TIMEOUT_MS, &error);
+
+      g_assert_no_error (error);
+      comm = mixprec_comm_new (bootstrap, "auto", "cpu", TIMEOUT_MS, &error);
+      g_assert_no_error (error);
+    }
+  return comm;
+}
+
+static MixprecEngine *
+model_engine (guint mode, guint stage, guint variant)
+{
+  g_autofree gchar *json = json_with_stage (mode, stage);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MixprecConfig) config = mixprec_config_new_from_data (json, -1, &error);
+  MixprecEngine *engine;
+
+  g_assert_no_error (error);
+  engine = mixprec_engine_new_with_comm (config, process_comm (), NULL, &error);
+  g_assert_no_error (error);
+  ckpt_build_model (engine, variant, 0);
+  return engine;
+}
+
+static void
+write_out (MixprecEngine *engine, GByteArray *bytes)
+{
+  g_autoptr(GError) error = NULL;
+
+  if (mixprec_engine_get_rank (engine) == 0)
+    {
+      g_file_set_contents (g_getenv ("MIXPREC_TEST_OUT"), (const gchar *) bytes->data,
+                           bytes->len, &error);
+      g_assert_no_error (error);
+    }
+}
+
+/* A rank. Actions: resume:MODE:STAGE, save:MODE:STAGE, load:MODE:STAGE. */
+static int
+child_main (const gchar *action)
+{
+  g_auto(GStrv) f = g_strsplit (action, ":", 3);
+  guint mode = atoi (f[1]), stage = atoi (f[2]);
+  const gchar *dir = g_getenv ("MIXPREC_TEST_DIR");
+  g_autoptr(GError) error = NULL;
+
+  if (g_str_equal (f[0], "resume"))
+    {
+      g_autoptr(MixprecEngine) a = model_engine (mode, stage, 0);
+      g_autoptr(MixprecEngine) b = NULL;
+      g_autoptr(GByteArray) wa = NULL, wb = NULL;
+
+      ckpt_train (a, 0, 5, ckpt_modes[mode].overflows);
+      g_assert_true (mixprec_engine_save_checkpoint (a, dir, &error));
+      g_assert_no_error (error);
+      ckpt_train (a, 5, 4, ckpt_modes[mode].overflows);
+      wa = gathered_weights (a);
+
+      b = model_engine (mode, stage, 1);
+      g_assert_true (mixprec_engine_load_checkpoint (b, dir, &error));
+      g_assert_no_error (error);
+      ckpt_train (b, 5, 4, ckpt_modes[mode].overflows);
+      wb = gathered_weights (b);
+      return wa->len == wb->len && memcmp (wa->data, wb->data, wa->len) == 0 ? 0 : 5;
+    }
+  else if (g_str_equal (f[0], "save"))
+    {
+      g_autoptr(MixprecEngine) e = model_engine (mode, stage, 0);
+      g_autoptr(GByteArray) w = NULL;
+
+      ckpt_train (e, 0, 6, ckpt_modes[mode].overflows);
+      g_assert_true (mixprec_engine_save_checkpoint (e, dir, &error));
+      g_assert_no_error (error);
+      w = gathered_weights (e);
+      write_out (e, w);
+      return 0;
+    }
+  else if (g_str_equal (f[0], "load"))
+    {
+      g_autoptr(MixprecEngine) e = model_engine (mode, stage, 1);
+      g_autoptr(GByteArray) w = NULL;
+
+      g_assert_true (mixprec_engine_load_checkpoint (e, dir, &error));
+      g_assert_no_error (error);
+      w = gathered_weights (e);
+      write_out (e, w);
+      return 0;
+    }
+  return 2;
+}
+
+static void
+run (guint world, const gchar *action, const gchar *dir, const gchar *out, gint *status)
+{
+  g_autofree gchar *a = g_strdup_printf ("MIXPREC_TEST_CKPT=%s", action);
+  g_autofree gchar *d = g_strdup_printf ("MIXPREC_TEST_DIR=%s", dir);
+  g_autofree gchar *o = g_strdup_printf ("MIXPREC_TEST_OUT=%s", out);
+  const gchar *env[] = { a, d, o, NULL };
+
+  mp_run_ranks (world, TIMEOUT_MS, env, status);
+}
+
+static void
+test_resume_two_ranks (gconstpointer data)
+{
+  guint stage = GPOINTER_TO_UINT (data);
+  g_autofree gchar *dir = ckpt_make_tmpdir ();
+  g_autofree gchar *action = g_strdup_printf ("resume:1:%u", stage);   /* fp16 with overflows */
+  gint status[2];
+
+  run (2, action, dir, "/dev/null", status);
+  g_assert_cmpint (status[0], ==, 0);
+  g_assert_cmpint (status[1], ==, 0);
+  ckpt_remove_tree (dir);
+}
+
+static void
+test_across_precisions_and_world_sizes (void)
+{
+  g_autofree gchar *dir = ckpt_make_tmpdir ();
+  g_autofree gchar *saved = g_build_filename (dir, "saved.bin", NULL);
+  g_autofree gchar *loaded = g_build_filename (dir, "loaded.bin", NULL);
+  g_autofree gchar *ckpt = g_build_filename (dir, "ckpt", NULL);
+  g_autofree gchar *a = NULL, *b = NULL;
+  gsize alen = 0, blen = 0;
+  gint status[3];
+  g_autoptr(GError) error = NULL;
+
+  /* fp16 (mode 1) on 2 ranks, ZeRO-2. */
+  run (2, "save:1:2", ckpt, saved, status);
+  g_assert_cmpint (status[0], ==, 0);
+  g_assert_cmpint (status[1], ==, 0);
+  g_assert_true (g_file_get_contents (saved, &a, &alen, &error));
+
+  /* bf16 (mode 2) on 3 ranks, ZeRO-3. */
+  run (3, "load:2:3", ckpt, loaded, status);
+  for (guint r = 0; r < 3; r++)
+    g_assert_cmpint (status[r], ==, 0);
+  g_assert_true (g_file_get_contents (loaded, &b, &blen, &error));
+  g_assert_cmpmem (a, alen, b, blen);
+
+  /* fp32 (mode 0) on this one process. */
+  {
+    g_autoptr(MixprecEngine) e = model_engine (0, 0, 1);
+    g_autoptr(GByteArray) w = NULL;
+
+    g_assert_true (mixprec_engine_load_checkpoint (e, ckpt, &error));
+    g_assert_no_error (error);
+    w = gathered_weights (e);
+    g_assert_cmpmem (a, alen, w->data, w->len);
+  }
+  ckpt_remove_tree (dir);
+}
+
+int
+main (int argc, char **argv)
+{
+  const gchar *action = g_getenv ("MIXPREC_TEST_CKPT");
+
+  if (action != NULL)
+    return child_main (action);
+
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_data_func ("/checkpoint-dist/resume/world2/stage0", GUINT_TO_POINTER (0), test_resume_two_ranks);
+  g_test_add_data_func ("/checkpoint-dist/resume/world2/stage2", GUINT_TO_POINTER (2), test_resume_two_ranks);
+  g_test_add_data_func ("/checkpoint-dist/resume/world2/stage3", GUINT_TO_POINTER (3), test_resume_two_ranks);
+  g_test_add_func ("/checkpoint-dist/fp16-world2-to-bf16-world3-and-fp32-world1",
+                   test_across_precisions_and_world_sizes);
+  return g_test_run ();
+}

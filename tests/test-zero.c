@@ -1,0 +1,383 @@
+/* test-zero.c — ZeRO stages across real processes. The same global batch on
+ * W ranks (gradient_accumulation_steps g, micro-batch m on rank m % W) must
+ * give the same master weights and working copies, bit for bit, as one
+ * process with gradient_accumulation_steps W * g: the reference is that
+ * single-process run, computed in this process. Children are this binary
+ * re-executed with the rank variables set. */
+#include <math.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include <gio/gio.h>
+#include <glib/gstdio.h>
+#include <mixprec/mixprec.h>
+
+#include "multiproc.h"
+
+#define TIMEOUT_MS 3000
+
+typedef struct {
+  const gchar *mode;        /* "fp32", "bf16", "fp16" */
+  guint stage;
+  guint world;
+  guint gas;                /* per rank */
+  guint steps;
+  gint overflow_step;       /* -1, or the step whose micro-batch overflows */
+  gint overflow_rank;       /* the only rank whose gradient is not finite */
+} Scenario;
+
+/* Two matrices (one split across partitions) and a vector (its own group:
+ * vectors are not decayed). */
+static const struct { const gchar *name; guint64 rows, cols; } model[] = {
+  { "w1", 3000, 5 }, { "b1", 1000, 0 }, { "w2", 4100, 2 },
+};
+
+static gchar *
+config_json (const Scenario *s, guint gas)
+{
+  const gchar *precision =
+    g_str_equal (s->mode, "fp16") ? "\"fp16\": {\"enabled\": true, \"initial_scale_power\": 12,"
+                                    " \"hysteresis\": 1},"
+    : g_str_equal (s->mode, "bf16") ? "\"bf16\": {\"enabled\": true},"
+    : "";
+
+  return g_strdup_printf ("{%s \"zero_optimization\": {\"stage\": %u, \"reduce_bucket_size\": 3000},"
+                          " \"gradient_accumulation_steps\": %u, \"gradient_clipping\": 1.0,"
+                          " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.01,"
+                          "   \"weight_decay\": 0.1}},"
+                          " \"scheduler\": {\"type\": \"WarmupLR\", \"params\": {\"warmup_num_steps\": 3}}}",
+                          precision, s->stage, gas);
+}
+
+/* The gradient of global micro-batch m at step k: deterministic, of both
+ * signs and several magnitudes; non-finite where the scenario says. */
+static gfloat
+grad_value (const Scenario *s, guint step, guint m, guint p, guint64 i)
+{
+  if ((gint) step == s->overflow_step && (gint) (m % s->world) == s->overflow_rank && i == 7)
+    return INFINITY;
+  return (gfloat) (sin (0.37 * m + 0.011 * (gdouble) i + 1.3 * step + p) *
+                   exp2 ((gdouble) ((i * 7 + m) % 9) - 4.0));
+}
+
+static MixprecEngine *
+build_engine (const Scenario *s, guint gas)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree gchar *json = config_json (s, gas);
+  g_autoptr(MixprecConfig) config = mixprec_config_new_from_data (json, -1, &error);
+  MixprecEngine *engine;
+
+  g_assert_no_error (error);
+  engine = mixprec_engine_new (config, &error);
+  g_assert_no_error (error);
+  for (guint p = 0; p < G_N_ELEMENTS (model); p++)
+    {
+      guint64 numel = model[p].rows * MAX (model[p].cols, 1);
+      guint64 shape[2] = { model[p].rows, model[p].cols };
+      g_autofree gfloat *init = g_new (gfloat, numel);
+      g_autoptr(GBytes) bytes = NULL;
+
+      for (guint64 i = 0; i < numel; i++)
+        init[i] = (gfloat) cos (0.1 * (gdouble) i + p) * 0.5f;
+      bytes = g_bytes_new (init, numel * sizeof (gfloat));
+      g_assert_nonnull (mixprec_engine_register_param (engine, model[p].name, shape,
+                                                       model[p].cols ? 2 : 1, "Linear",
+                                                       MIXPREC_DTYPE_FLOAT32, bytes, &error));
+      g_assert_no_error (error);
+    }
+  return engine;
+}
+
+/* Runs the scenario's steps; @rank and @world say which micro-batches this
+ * engine sees. Returns FALSE with @error on a failed collective. */
+static gboolean
+train (MixprecEngine *engine, const Scenario *s, guint rank, guint world, guint gas,
+       gint die_at_step, GError **error)
+{
+  for (guint k = 0; k < s->steps; k++)
+    {
+      g_autoptr(MixprecStepResult) r = NULL;
+
+      for (guint local = 0; local < gas; local++)
+        {
+          guint m = local * world + rank;
+
+          if ((gint) k == die_at_step && local == 0)
+            raise (SIGKILL);
+          for (guint p = 0; p < G_N_ELEMENTS (model); p++)
+            {
+              MixprecParam *param = mixprec_engine_get_param (engine, model[p].name);
+              guint64 numel = mixprec_param_get_numel (param);
+              g_autofree gfloat *g = g_new (gfloat, numel);
+              gdouble scale = mixprec_engine_get_loss_scale (engine);
+              g_autoptr(GBytes) bytes = NULL;
+
+              for (guint64 i = 0; i < numel; i++)
+                g[i] = (gfloat) (grad_value (s, k, m, p, i) * scale);
+              bytes = g_bytes_new_take (g_steal_pointer (&g), numel * sizeof (gfloat));
+              if (!mixprec_param_set_grad (param, MIXPREC_DTYPE_FLOAT32, bytes, error))
+                return FALSE;
+            }
+          if (!mixprec_engine_backward_done (engine, error))
+            return FALSE;
+        }
+      r = mixprec_engine_step (engine, error);
+      if (r == NULL)
+        return FALSE;
+    }
+  return TRUE;
+}
+
+/* Master weights then FP32 working copies of every parameter. */
+static GByteArray *
+snapshot (MixprecEngine *engine, GError **error)
+{
+  GByteArray *out = g_byte_array_new ();
+
+  if (!mixprec_engine_gather_all (engine, error))
+    return NULL;
+  for (guint p = 0; p < G_N_ELEMENTS (model); p++)
+    {
+      MixprecParam *param = mixprec_engine_get_param (engine, model[p].name);
+      g_autoptr(GBytes) master = mixprec_engine_gather_master (engine, model[p].name, error);
+      g_autoptr(GBytes) working = NULL;
+
+      if (master == NULL)
+        return NULL;
+      working = mixprec_param_get_working (param, MIXPREC_DTYPE_FLOAT32, error);
+      if (working == NULL)
+        return NULL;
+      g_byte_array_append (out, g_bytes_get_data (master, NULL), g_bytes_get_size (master));
+      g_byte_array_append (out, g_bytes_get_data (working, NULL), g_bytes_get_size (working));
+    }
+  mixprec_engine_release_all (engine);
+  return out;
+}
+
+static gboolean
+parse_scenario (const gchar *text, Scenario *s)
+{
+  g_auto(GStrv) f = g_strsplit (text, ":", -1);
+
+  if (g_strv_length (f) != 7)
+    return FALSE;
+  s->mode = g_intern_string (f[0]);
+  s->stage = atoi (f[1]);
+  s->world = atoi (f[2]);
+  s->gas = atoi (f[3]);
+  s->steps = atoi (f[4]);
+  s->overflow_step = atoi (f[5]);
+  s->overflow_rank = atoi (f[6]);
+  return TRUE;
+}
+
+/* The engine's allocation on this rank equals the memory plan in every
+ * category: the model is two groups (matrices, and vectors exempt from
+ * decay), each planned as a model of its own. */
+static gboolean
+plan_matches (const Scenario *s, const MixprecMemoryReport *mem)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree gchar *json = config_json (s, s->gas);
+  g_autoptr(MixprecConfig) config = mixprec_config_new_from_data (json, -1, &error);
+  guint64 n[2] = { 0, 0 };
+  MixprecMemoryReport sum = { 0 };
+
+  for (guint p = 0; p < G_N_ELEMENTS (model); p++)
+    n[model[p].cols ? 0 : 1] += model[p].rows * MAX (model[p].cols, 1);
+  for (guint k = 0; k < 2; k++)
+    {
+      g_autoptr(MixprecMemoryReport) plan = mixprec_memory_plan_new (config, n[k], s->world, &error);
+
+      if (plan == NULL)
+        return FALSE;
+      sum.working += plan->working;
+      sum.gradients += plan->gradients;
+      sum.accumulation += plan->accumulation;
+      sum.masters += plan->masters;
+      sum.optimizer_state += plan->optimizer_state;
+      sum.communication += plan->communication;
+      sum.total += plan->total;
+    }
+  if (sum.working != mem->working || sum.gradients != mem->gradients ||
+      sum.accumulation != mem->accumulation || sum.masters != mem->masters ||
+      sum.optimizer_state != mem->optimizer_state || sum.communication != mem->communication ||
+      sum.total != mem->total)
+    {
+      g_printerr ("memory report differs from the plan: total %" G_GUINT64_FORMAT " vs %"
+                  G_GUINT64_FORMAT "\n", mem->total, sum.total);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* A child rank: exit 0 after writing its snapshot (rank 0) and memory
+ * report; exit 3 when a collective failed with an engine COMM error, 4
+ * when its memory report differs from the plan. */
+static int
+child_main (void)
+{
+  Scenario s;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MixprecEngine) engine = NULL;
+  g_autoptr(GByteArray) snap = NULL;
+  g_autoptr(MixprecMemoryReport) mem = NULL;
+  const gchar *out = g_getenv ("MIXPREC_TEST_OUT");
+  gint die = atoi (g_getenv ("MIXPREC_TEST_DIE_AT") ? g_getenv ("MIXPREC_TEST_DIE_AT") : "-1");
+  guint rank;
+  g_autofree gchar *memfile = NULL;
+  g_autofree gchar *memtext = NULL;
+
+  if (!parse_scenario (g_getenv ("MIXPREC_TEST_SCENARIO"), &s))
+    return 2;
+  engine = build_engine (&s, s.gas);
+  rank = mixprec_engine_get_rank (engine);
+  if (mixprec_engine_get_world_size (engine) != s.world)
+    return 2;
+  if (!train (engine, &s, rank, s.world, s.gas, rank == 1 ? die : -1, &error) ||
+      (snap = snapshot (engine, &error)) == NULL)
+    {
+      g_printerr ("rank %u: %s\n", rank, error->message);
+      return g_error_matches (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_COMM) ? 3 : 1;
+    }
+  mem = mixprec_engine_get_memory_report (engine);
+  if (!plan_matches (&s, mem))
+    return 4;
+  memtext = g_strdup_printf ("%" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT,
+                             mem->optimizer_state, mem->masters, mem->accumulation);
+  memfile = g_strdup_printf ("%s.mem%u", out, rank);
+  if (!g_file_set_contents (memfile, memtext, -1, &error))
+    return 1;
+  if (rank == 0 && !g_file_set_contents (out, (const gchar *) snap->data, snap->len, &error))
+    return 1;
+  return 0;
+}
+
+/* Starts @s.world ranks of this binary running the scenario. */
+static void
+run_children (const Scenario *s, const gchar *out, gint die_at, gint *status)
+{
+  g_autofree gchar *scenario = g_strdup_printf ("MIXPREC_TEST_SCENARIO=%s:%u:%u:%u:%u:%d:%d", s->mode,
+                                                s->stage, s->world, s->gas, s->steps,
+                                                s->overflow_step, s->overflow_rank);
+  g_autofree gchar *out_var = g_strdup_printf ("MIXPREC_TEST_OUT=%s", out);
+  g_autofree gchar *die = g_strdup_printf ("MIXPREC_TEST_DIE_AT=%d", die_at);
+  const gchar *env[] = { "MIXPREC_TEST_ZERO_CHILD=1", scenario, out_var, die, NULL };
+
+  mp_run_ranks (s->world, TIMEOUT_MS, env, status);
+}
+
+static guint64
+padded_numel (guint64 numel, guint world)
+{
+  guint64 align = (guint64) world * 4096;   /* the sum-of-squares block is 4096 */
+  return (numel + align - 1) / align * align;
+}
+
+static void
+test_zero_scenario (gconstpointer data)
+{
+  const Scenario *s = data;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MixprecEngine) ref = NULL;
+  g_autoptr(GByteArray) expected = NULL;
+  g_autofree gchar *dir = g_dir_make_tmp ("mixprec-zero-XXXXXX", &error);
+  g_autofree gchar *out = g_build_filename (dir, "snapshot", NULL);
+  g_autofree gchar *got = NULL;
+  gsize got_len = 0;
+  gint status[8];
+  guint64 matrices = 0, vectors = 0;
+
+  /* The reference: one process, every micro-batch in order. */
+  ref = build_engine (s, s->gas * s->world);
+  g_assert_true (train (ref, s, 0, 1, s->gas * s->world, -1, &error));
+  g_assert_no_error (error);
+  expected = snapshot (ref, &error);
+  g_assert_no_error (error);
+
+  run_children (s, out, -1, status);
+  for (guint r = 0; r < s->world; r++)
+    g_assert_cmpint (status[r], ==, 0);
+  g_assert_true (g_file_get_contents (out, &got, &got_len, &error));
+  g_assert_cmpuint (got_len, ==, expected->len);
+  g_assert_true (memcmp (got, expected->data, got_len) == 0);
+
+  /* Optimizer state per rank: 1/world of the (padded) whole from ZeRO-1 on;
+   * AdamW keeps two FP32 slots. Matrices and vectors are separate groups. */
+  for (guint p = 0; p < G_N_ELEMENTS (model); p++)
+    {
+      guint64 n = model[p].rows * MAX (model[p].cols, 1);
+      if (model[p].cols)
+        matrices += n;
+      else
+        vectors += n;
+    }
+  for (guint r = 0; r < s->world; r++)
+    {
+      g_autofree gchar *file = g_strdup_printf ("%s.mem%u", out, r);
+      g_autofree gchar *text = NULL;
+      guint64 state = 0, per_rank;
+
+      g_assert_true (g_file_get_contents (file, &text, NULL, &error));
+      state = g_ascii_strtoull (text, NULL, 10);
+      per_rank = (padded_numel (matrices, s->world) + padded_numel (vectors, s->world)) /
+                 (s->stage >= 1 ? s->world : 1);
+      g_assert_cmpuint (state, ==, 2 * sizeof (gfloat) * per_rank);
+      g_remove (file);
+    }
+  g_remove (out);
+  g_rmdir (dir);
+}
+
+/* A rank that dies mid-step makes the other fail with a communication
+ * error within the timeout, never hang. */
+static void
+test_zero_dead_peer (void)
+{
+  Scenario s = { "bf16", 2, 2, 1, 4, -1, -1 };
+  g_autoptr(GError) error = NULL;
+  g_autofree gchar *dir = g_dir_make_tmp ("mixprec-zero-XXXXXX", &error);
+  g_autofree gchar *out = g_build_filename (dir, "snapshot", NULL);
+  gint status[2];
+  gint64 start = g_get_monotonic_time ();
+
+  run_children (&s, out, 2, status);
+  g_assert_cmpint (status[1], ==, 128 + SIGKILL);
+  g_assert_cmpint (status[0], ==, 3);
+  /* The timeout is 3 s; allow generous slack for a loaded machine. */
+  g_assert_cmpint (g_get_monotonic_time () - start, <, 30 * G_USEC_PER_SEC);
+  g_rmdir (dir);
+}
+
+int
+main (int argc, char **argv)
+{
+  static const Scenario scenarios[] = {
+    { "fp32", 0, 2, 1, 3, -1, -1 },
+    { "fp32", 1, 2, 2, 3, -1, -1 },
+    { "bf16", 1, 2, 1, 3, -1, -1 },
+    { "bf16", 2, 2, 2, 3, -1, -1 },
+    { "bf16", 3, 2, 1, 3, -1, -1 },
+    { "fp16", 2, 2, 1, 4, 1, 1 },      /* overflow on rank 1 only, at step 1 */
+    { "bf16", 2, 3, 1, 3, -1, -1 },
+    { "fp32", 3, 3, 2, 2, -1, -1 },
+    { "bf16", 1, 4, 1, 2, -1, -1 },
+  };
+
+  if (g_getenv ("MIXPREC_TEST_ZERO_CHILD") != NULL)
+    return child_main ();
+
+  g_test_init (&argc, &argv, NULL);
+  for (guint i = 0; i < G_N_ELEMENTS (scenarios); i++)
+    {
+      const Scenario *s = &scenarios[i];
+      g_autofree gchar *path = g_strdup_printf ("/zero/%s/stage%u/world%u/gas%u%s", s->mode, s->stage,
+                                                s->world, s->gas,
+                                                s->overflow_step >= 0 ? "/overflow-on-one-rank" : "");
+      g_test_add_data_func (path, s, test_zero_scenario);
+    }
+  g_test_add_func ("/zero/dead-peer", test_zero_dead_peer);
+  return g_test_run ();
+}

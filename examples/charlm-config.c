@@ -119,6 +119,24 @@ apply_overrides (JsonObject      *root,
         json_object_remove_member (root, "train_batch_size");
     }
 
+  if (overrides->accumulation > 0)
+    {
+      json_object_set_int_member (root, "gradient_accumulation_steps", overrides->accumulation);
+      if (json_object_has_member (root, "train_batch_size"))
+        json_object_remove_member (root, "train_batch_size");
+    }
+  if (overrides->zero_stage >= 0)
+    {
+      JsonObject *zero = object_member (root, "zero_optimization");
+
+      if (zero == NULL)
+        {
+          zero = json_object_new ();
+          json_object_set_object_member (root, "zero_optimization", zero);
+        }
+      json_object_set_int_member (zero, "stage", overrides->zero_stage);
+    }
+
   fit_schedule (root, &overrides->steps);
 
   if (overrides->seed_set)

@@ -10,6 +10,8 @@ typedef struct
 {
   gint steps;                /* > 0: the run's length, and the schedule's */
   guint micro_batch;         /* > 0: replaces train_micro_batch_size_per_gpu */
+  guint accumulation;        /* > 0: replaces gradient_accumulation_steps */
+  gint zero_stage;           /* >= 0: replaces zero_optimization.stage */
   gboolean seed_set;
   guint64 seed;              /* replaces mixprec.seed when seed_set */
 } CharlmOverrides;

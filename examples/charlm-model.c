@@ -29,6 +29,7 @@ struct _CharlmModel
   guint max_batch;
   guint batch;                         /* rows of the last forward */
 
+  MixprecEngine *engine;               /* borrowed: it outlives the model */
   MixprecParam *params[CHARLM_N_PARAMS];
   gsize numel[CHARLM_N_PARAMS];
   gfloat *w[CHARLM_N_PARAMS];          /* working weights, widened to fp32 */
@@ -462,6 +463,8 @@ charlm_model_new (MixprecEngine     *engine,
                   GError           **error)
 {
   g_autoptr(CharlmModel) model = g_new0 (CharlmModel, 1);
+
+  model->engine = engine;
   CharlmRng rng;
   gsize in_width = (gsize) shape->block_size * shape->n_embd;
   gsize widest = MAX (MAX (in_width, shape->n_hidden), CHARLM_VOCAB);
@@ -583,6 +586,12 @@ charlm_model_get_param (CharlmModel   *model,
 void
 charlm_model_load_weights (CharlmModel *model)
 {
+  g_autoptr(GError) gather_error = NULL;
+
+  /* Under ZeRO-3 each rank keeps a shard; the whole working copies exist
+   * between gather and release (a no-op at other stages). */
+  if (!mixprec_engine_gather_all (model->engine, &gather_error))
+    g_error ("gathering the working weights: %s", gather_error->message);
   for (guint id = 0; id < CHARLM_N_PARAMS; id++)
     {
       g_autoptr(GError) error = NULL;
@@ -594,6 +603,7 @@ charlm_model_load_weights (CharlmModel *model)
                                   MIXPREC_ROUNDING_NEAREST_EVEN, 0, 0, &error))
         g_error ("reading %s: %s", mixprec_param_get_name (p), error->message);
     }
+  mixprec_engine_release_all (model->engine);
 }
 
 /* Hidden block: Linear -> LayerNorm -> tanh, returning the tanh output.

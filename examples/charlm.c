@@ -46,6 +46,8 @@ typedef struct
   gchar *config_path;
   gint steps;
   gint batch;
+  gint accumulation;
+  gint zero_stage;
   CharlmOverrides overrides;
   gchar *csv_path;
   gint eval_every;
@@ -100,6 +102,10 @@ parse_options (Options  *o,
       "DeepSpeed-style JSON config (default: the bf16 example)", "FILE" },
     { "steps", 's', 0, G_OPTION_ARG_INT, &o->steps,
       "Optimizer steps; also the schedule's total_num_steps (default: that, else 3000)", "N" },
+    { "accumulation", 0, 0, G_OPTION_ARG_INT, &o->accumulation,
+      "Micro-batches per optimizer step on each rank (replaces gradient_accumulation_steps)", "N" },
+    { "zero-stage", 0, 0, G_OPTION_ARG_INT, &o->zero_stage,
+      "ZeRO stage when run on several ranks with mixprec-run (replaces zero_optimization.stage)", "0-3" },
     { "batch", 'b', 0, G_OPTION_ARG_INT, &o->batch,
       "Micro-batch size, overriding train_micro_batch_size_per_gpu", "N" },
     { "seed", 0, 0, G_OPTION_ARG_CALLBACK, (gpointer) parse_seed,
@@ -137,15 +143,20 @@ parse_options (Options  *o,
 
   o->steps = NOT_GIVEN;
   o->batch = NOT_GIVEN;
+  o->accumulation = NOT_GIVEN;
+  o->zero_stage = NOT_GIVEN;
   o->eval_every = DEFAULT_EVAL_EVERY;
   o->loss_weight = 1.0;
   if (!g_option_context_parse (context, argc, argv, error))
     return FALSE;
   if ((o->steps <= 0 && o->steps != NOT_GIVEN) || (o->batch <= 0 && o->batch != NOT_GIVEN) ||
+      (o->accumulation <= 0 && o->accumulation != NOT_GIVEN) ||
+      (o->zero_stage != NOT_GIVEN && (o->zero_stage < 0 || o->zero_stage > 3)) ||
       o->eval_every <= 0 || o->save_every < 0 || !(o->loss_weight > 0 && isfinite (o->loss_weight)))
     {
       g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-                   "--steps, --batch, --eval-every, --save-every and --loss-weight must be positive");
+                   "--steps, --batch, --accumulation, --eval-every, --save-every and --loss-weight "
+                   "must be positive, --zero-stage between 0 and 3");
       return FALSE;
     }
 
@@ -159,6 +170,8 @@ parse_options (Options  *o,
     o->save_dir = g_strdup (DEFAULT_SAVE_DIR);
   o->overrides.steps = MAX (o->steps, 0);
   o->overrides.micro_batch = (guint) MAX (o->batch, 0);
+  o->overrides.accumulation = (guint) MAX (o->accumulation, 0);
+  o->overrides.zero_stage = o->zero_stage == NOT_GIVEN ? -1 : o->zero_stage;
   return TRUE;
 }
 
@@ -277,9 +290,19 @@ train_step (MixprecEngine       *engine,
             Interval            *interval,
             GError             **error)
 {
-  for (guint micro = 0; micro < accumulation; micro++)
+  guint rank = mixprec_engine_get_rank (engine);
+  guint world = mixprec_engine_get_world_size (engine);
+
+  /* Every rank draws the whole global batch (world * accumulation
+   * micro-batches) from the same stream and computes micro-batch m when
+   * m % world is its rank: one process with world times the accumulation
+   * steps sees the same micro-batches in the same order, and the engine
+   * then gives it the same weights bit for bit. */
+  for (guint m = 0; m < accumulation * world; m++)
     {
       charlm_examples_sample (train, rng, micro_batch, contexts, targets);
+      if (m % world != rank)
+        continue;
       interval->loss_sum += charlm_model_forward (model, contexts, targets, micro_batch);
       interval->micro_steps++;
       interval->examples += micro_batch;
@@ -324,7 +347,7 @@ resume (MixprecEngine        *engine,
     return -1;
   charlm_model_load_weights (model);
   steps = mixprec_checkpoint_get_step (checkpoint);
-  for (guint64 i = 0; i < steps * accumulation; i++)
+  for (guint64 i = 0; i < steps * accumulation * mixprec_engine_get_world_size (engine); i++)
     charlm_examples_sample (train, rng, micro_batch, contexts, targets);
   return (gint64) MIN (steps, (guint64) G_MAXINT);
 }
@@ -385,6 +408,14 @@ main (int    argc,
       return 1;
     }
 
+  /* Across ranks every rank trains and evaluates (and prints its val_loss,
+   * the same on all), but only rank 0 reports progress and writes the CSV. */
+  if (mixprec_engine_get_rank (engine) != 0)
+    {
+      options.quiet = TRUE;
+      g_free (options.csv_path);
+      options.csv_path = g_strdup ("/dev/null");
+    }
   csv = g_fopen (options.csv_path, "w");
   if (csv == NULL)
     {

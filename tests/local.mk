@@ -225,6 +225,12 @@ tests_plugins_mixprec_test_comm_la_LDFLAGS = $(test_plugin_ldflags)
 tests_plugins_mixprec_test_bad_comm_la_SOURCES = tests/plugins/test-bad-comm.c
 tests_plugins_mixprec_test_bad_comm_la_LDFLAGS = $(test_plugin_ldflags)
 check_PROGRAMS += tests/test-comm
+tests_test_comm_SOURCES = \
+	tests/test-comm.c \
+	tests/comm-ranks.c \
+	tests/comm-ranks.h \
+	tests/comm-reference.h \
+	tests/dtype-reference.h
 tests_test_comm_LDADD = $(tests_public_ldadd) -lm
 tests_test_comm_CPPFLAGS = $(AM_CPPFLAGS)
 EXTRA_tests_test_comm_DEPENDENCIES = $(test_registry_plugins)
@@ -241,6 +247,7 @@ endif
 # --- ZeRO across processes (needs the UCX comm plugin)
 if HAVE_UCX
 check_PROGRAMS += tests/test-zero
+tests_test_zero_SOURCES = tests/test-zero.c tests/multiproc.c tests/multiproc.h
 tests_test_zero_LDADD = $(tests_public_ldadd) -lm
 TESTS += tests/test-zero
 endif
@@ -272,3 +279,26 @@ endif
 # uninterrupted run's checkpoint, byte for byte.
 TESTS += tests/test-charlm-resume.sh
 EXTRA_DIST += tests/test-charlm-resume.sh
+
+# --- checkpoints across ranks (needs the UCX comm plugin)
+if HAVE_UCX
+check_PROGRAMS += tests/test-checkpoint-dist
+tests_test_checkpoint_dist_SOURCES = \
+	tests/test-checkpoint-dist.c \
+	tests/checkpoint-common.c \
+	tests/checkpoint-common.h \
+	tests/multiproc.c \
+	tests/multiproc.h
+tests_test_checkpoint_dist_LDADD = $(tests_public_ldadd) -lm
+TESTS += tests/test-checkpoint-dist
+endif
+
+# --- memory plan
+TESTS += tests/test-inspect-plan.sh
+EXTRA_DIST += tests/test-inspect-plan.sh
+
+# --- the example trainer across ranks
+if HAVE_UCX
+TESTS += tests/test-charlm-dist.sh
+endif
+EXTRA_DIST += tests/test-charlm-dist.sh

@@ -11,6 +11,9 @@ int inspect_formats (void);
 int inspect_list    (void);
 int inspect_name    (const gchar *name);
 int inspect_config  (const gchar *path);
+int inspect_plan    (const gchar *config_path,
+                     guint64      n_params,
+                     guint        world_size);
 int inspect_checkpoint (const gchar *dir,
                         gboolean     verify);
 

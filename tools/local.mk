@@ -4,7 +4,8 @@ bin_PROGRAMS += tools/mixprec-inspect
 tools_mixprec_inspect_SOURCES = \
 	tools/mixprec-inspect.c \
 	tools/inspect-private.h \
-	tools/inspect-formats.c
+	tools/inspect-formats.c \
+	tools/inspect-plan.c
 tools_mixprec_inspect_LDADD = libmixprec/libmixprec.la $(MIXPREC_DEPS_LIBS)
 
 # --- plugins and features (no argument, or a plugin or feature name)

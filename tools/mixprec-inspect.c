@@ -15,6 +15,9 @@ main (int argc, char **argv)
   gboolean show_formats = FALSE;
   g_autofree gchar *config_path = NULL;
   g_autofree gchar *checkpoint_dir = NULL;
+  gboolean plan = FALSE;
+  gint64 plan_params = 0;
+  gint plan_world = 1;
   gboolean verify = FALSE;
   g_autoptr(GOptionContext) context = NULL;
   g_autoptr(GError) error = NULL;
@@ -25,6 +28,13 @@ main (int argc, char **argv)
       "Print a table of the number formats: bits, max, min normal, min subnormal, epsilon", NULL },
     { "config", 0, 0, G_OPTION_ARG_FILENAME, &config_path,
       "Validate a DeepSpeed-style JSON configuration and print it resolved (see mixprec.json(5))", "FILE" },
+    { "plan", 0, 0, G_OPTION_ARG_NONE, &plan,
+      "Print the bytes one rank needs for a model of --params N over --world W ranks "
+      "under --config FILE (default: FP32, no ZeRO)", NULL },
+    { "params", 0, 0, G_OPTION_ARG_INT64, &plan_params,
+      "With --plan, the number of parameters (elements) of the model", "N" },
+    { "world", 0, 0, G_OPTION_ARG_INT, &plan_world,
+      "With --plan, the number of data-parallel ranks (default 1)", "W" },
     { "checkpoint", 0, 0, G_OPTION_ARG_FILENAME, &checkpoint_dir,
       "Describe a checkpoint (a folder with manifest.json, or one whose 'latest' names one)", "DIR" },
     { "verify", 0, 0, G_OPTION_ARG_NONE, &verify,
@@ -57,6 +67,16 @@ main (int argc, char **argv)
     }
   if (show_formats)
     return inspect_formats ();
+  if (plan)
+    {
+      if (argc > 1 || plan_params <= 0 || plan_world <= 0)
+        {
+          g_printerr ("mixprec-inspect: --plan needs --params N and optionally --world W "
+                      "(both positive) and --config FILE, nothing else\n");
+          return 2;
+        }
+      return inspect_plan (config_path, (guint64) plan_params, (guint) plan_world);
+    }
   if (checkpoint_dir != NULL)
     {
       if (argc > 1)

@@ -351,6 +351,111 @@ test_zero_dead_peer (void)
   g_rmdir (dir);
 }
 
+/* Model parallelism: two ranks hold different parts of a model (each its
+ * own data-parallel group of one), so their gradients differ; overflow and
+ * the norm are agreed over the model-parallel communicator. Rank r's
+ * gradient at step k is (r + 1) * (k + 1) * 0.25 for all 8 elements, and
+ * rank 1's is infinite at step 1. */
+#define MP_STEPS 3
+
+static gfloat
+mp_grad (guint rank, guint step)
+{
+  return (gfloat) ((rank + 1) * (step + 1)) * 0.25f;
+}
+
+static int
+mp_child_main (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MixprecBootstrap) bootstrap = mixprec_bootstrap_new_from_environment (TIMEOUT_MS, &error);
+  g_autoptr(MixprecComm) mp = NULL;
+  g_autoptr(MixprecConfig) config = NULL;
+  g_autoptr(MixprecEngine) engine = NULL;
+  g_autoptr(GString) out = g_string_new (NULL);
+  g_autofree gchar *file = NULL;
+  guint rank;
+  gfloat init[8] = { 0 };
+  guint64 shape[1] = { 8 };
+  g_autoptr(GBytes) bytes = g_bytes_new (init, sizeof init);
+  MixprecParam *p;
+
+  if (bootstrap == NULL)
+    return 1;
+  rank = mixprec_bootstrap_get_rank (bootstrap);
+  mp = mixprec_comm_new (bootstrap, "auto", "cpu", TIMEOUT_MS, &error);
+  config = mixprec_config_new_from_data ("{\"fp16\": {\"enabled\": true, \"initial_scale_power\": 4,"
+                                         " \"hysteresis\": 1},"
+                                         " \"optimizer\": {\"type\": \"SGD\", \"params\": {\"lr\": 0.1}}}",
+                                         -1, &error);
+  if (mp == NULL || config == NULL)
+    return 1;
+  engine = mixprec_engine_new_with_comm (config, NULL, mp, &error);
+  if (engine == NULL || mixprec_engine_get_world_size (engine) != 1)
+    return 1;
+  p = mixprec_engine_register_param (engine, "w", shape, 1, "Linear", MIXPREC_DTYPE_FLOAT32,
+                                     bytes, &error);
+  for (guint k = 0; k < MP_STEPS && p != NULL; k++)
+    {
+      gfloat g[8];
+      gdouble scale = mixprec_engine_get_loss_scale (engine);
+      g_autoptr(GBytes) gb = NULL;
+      g_autoptr(MixprecStepResult) r = NULL;
+
+      for (guint i = 0; i < 8; i++)
+        g[i] = (k == 1 && rank == 1) ? INFINITY : (gfloat) (mp_grad (rank, k) * scale);
+      gb = g_bytes_new (g, sizeof g);
+      if (!mixprec_param_set_grad (p, MIXPREC_DTYPE_FLOAT32, gb, &error) ||
+          !mixprec_engine_backward_done (engine, &error) ||
+          (r = mixprec_engine_step (engine, &error)) == NULL)
+        {
+          g_printerr ("rank %u: %s\n", rank, error->message);
+          return 1;
+        }
+      g_string_append_printf (out, "%d %.17g\n", r->applied, r->grad_norm);
+    }
+  file = g_strdup_printf ("%s.%u", g_getenv ("MIXPREC_TEST_OUT"), rank);
+  return g_file_set_contents (file, out->str, -1, NULL) ? 0 : 1;
+}
+
+static void
+test_zero_model_parallel (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree gchar *dir = g_dir_make_tmp ("mixprec-mp-XXXXXX", &error);
+  g_autofree gchar *out = g_build_filename (dir, "mp", NULL);
+  g_autofree gchar *out_var = g_strdup_printf ("MIXPREC_TEST_OUT=%s", out);
+  const gchar *env[] = { "MIXPREC_TEST_MP_CHILD=1", out_var, NULL };
+  gint status[2];
+
+  mp_run_ranks (2, TIMEOUT_MS, env, status);
+  g_assert_cmpint (status[0], ==, 0);
+  g_assert_cmpint (status[1], ==, 0);
+  for (guint r = 0; r < 2; r++)
+    {
+      g_autofree gchar *file = g_strdup_printf ("%s.%u", out, r);
+      g_autofree gchar *text = NULL;
+      g_auto(GStrv) lines = NULL;
+
+      g_assert_true (g_file_get_contents (file, &text, NULL, &error));
+      lines = g_strsplit (text, "\n", -1);
+      for (guint k = 0; k < MP_STEPS; k++)
+        {
+          gint applied = 0;
+          gdouble norm = 0;
+          /* Both ranks' 8 elements: the norm of the whole model. */
+          gdouble expected = sqrt (8.0 * (mp_grad (0, k) * mp_grad (0, k) + mp_grad (1, k) * mp_grad (1, k)));
+
+          g_assert_cmpint (sscanf (lines[k], "%d %lg", &applied, &norm), ==, 2);
+          g_assert_cmpint (applied, ==, k != 1);     /* rank 1's overflow skips both */
+          if (k != 1)
+            g_assert_cmpfloat_with_epsilon (norm, expected, 1e-12 * expected);
+        }
+      g_remove (file);
+    }
+  g_rmdir (dir);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -368,6 +473,8 @@ main (int argc, char **argv)
 
   if (g_getenv ("MIXPREC_TEST_ZERO_CHILD") != NULL)
     return child_main ();
+  if (g_getenv ("MIXPREC_TEST_MP_CHILD") != NULL)
+    return mp_child_main ();
 
   g_test_init (&argc, &argv, NULL);
   for (guint i = 0; i < G_N_ELEMENTS (scenarios); i++)
@@ -379,5 +486,6 @@ main (int argc, char **argv)
       g_test_add_data_func (path, s, test_zero_scenario);
     }
   g_test_add_func ("/zero/dead-peer", test_zero_dead_peer);
+  g_test_add_func ("/zero/model-parallel-agreement", test_zero_model_parallel);
   return g_test_run ();
 }

@@ -1,0 +1,522 @@
+/* bench-adamw.c — the fused AdamW step of the optim-adamw plugin against
+ * the machine's memory bandwidth, measured in the same run.
+ *
+ * The job is the bandwidth-bound one of REFERENCE §7: FP32 master, exp_avg
+ * and exp_avg_sq, a bf16 gradient in (times an unscale factor), a bf16
+ * working copy out with round-to-nearest-even: 28 bytes per parameter. The
+ * range is cut into one contiguous part per thread, the way the engine
+ * calls step() concurrently on disjoint ranges.
+ *
+ * Bandwidth is the best of STREAM-like kernels over three arrays far
+ * larger than the last-level cache, run by the same threads before and
+ * after the steps: memcpy counting 2 x bytes; the triad a = b + s * c,
+ * with ordinary and with non-temporal stores, and the in-place a += s * b,
+ * each counting 12 bytes per element. The triad's write-allocate traffic
+ * goes uncounted, as in STREAM, while the step's own stores are mostly in
+ * place; taking the best of all of them gives the strictest denominator.
+ *
+ *   bench-adamw [--plugin PATH] [--threads N] [--sizes M,M,...]
+ *               [--min-seconds S] [--bandwidth-mib N] [--tsv]
+ *
+ * Sizes are in Mi parameters (default 1,4,16,64,256); --bandwidth-mib 0
+ * skips the bandwidth kernels. Each figure is the best of repeated runs
+ * lasting at least --min-seconds (at least 3). The
+ * plugin defaults to $MIXPREC_TOP_BUILDDIR/plugins/.libs/mixprec-optim-adamw.so,
+ * else ./plugins/.libs/ under the current directory. */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <glib.h>
+#include <gmodule.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+#include <mixprec/mixprec-plugin.h>
+
+#define BYTES_PER_PARAM 28
+
+/* ------------------------------------------------------------ thread pool
+ *
+ * The calling thread is part 0; the others wait on a barrier between
+ * runs, so a run costs two barrier crossings and no thread creation. */
+
+typedef void (*PartFunc) (gpointer data,
+                          guint    part,
+                          guint    n_parts);
+
+typedef struct {
+  guint n_threads;
+  pthread_t *threads;
+  pthread_barrier_t start;
+  pthread_barrier_t done;
+  PartFunc func;
+  gpointer data;
+  gboolean quit;
+} Pool;
+
+typedef struct {
+  Pool *pool;
+  guint part;
+} Worker;
+
+static gpointer
+worker_main (gpointer data)
+{
+  Worker *w = data;
+  Pool *pool = w->pool;
+
+  for (;;)
+    {
+      pthread_barrier_wait (&pool->start);
+      if (pool->quit)
+        break;
+      pool->func (pool->data, w->part, pool->n_threads);
+      pthread_barrier_wait (&pool->done);
+    }
+  g_free (w);
+  return NULL;
+}
+
+static Pool *
+pool_new (guint n_threads)
+{
+  Pool *pool = g_new0 (Pool, 1);
+
+  pool->n_threads = n_threads;
+  pool->threads = g_new0 (pthread_t, n_threads);
+  pthread_barrier_init (&pool->start, NULL, n_threads);
+  pthread_barrier_init (&pool->done, NULL, n_threads);
+  for (guint k = 1; k < n_threads; k++)
+    {
+      Worker *w = g_new0 (Worker, 1);
+
+      w->pool = pool;
+      w->part = k;
+      if (pthread_create (&pool->threads[k], NULL, worker_main, w) != 0)
+        g_error ("pthread_create failed");
+    }
+  return pool;
+}
+
+static void
+pool_run (Pool     *pool,
+          PartFunc  func,
+          gpointer  data)
+{
+  pool->func = func;
+  pool->data = data;
+  pthread_barrier_wait (&pool->start);
+  func (data, 0, pool->n_threads);
+  pthread_barrier_wait (&pool->done);
+}
+
+static void
+pool_free (Pool *pool)
+{
+  pool->quit = TRUE;
+  pthread_barrier_wait (&pool->start);
+  for (guint k = 1; k < pool->n_threads; k++)
+    pthread_join (pool->threads[k], NULL);
+  pthread_barrier_destroy (&pool->start);
+  pthread_barrier_destroy (&pool->done);
+  g_free (pool->threads);
+  g_free (pool);
+}
+
+/* Part @part of @n elements, cut on multiples of 8 (whole SIMD blocks and
+ * cache lines of fp32). */
+static void
+part_range (gsize  n,
+            guint  part,
+            guint  n_parts,
+            gsize *begin,
+            gsize *end)
+{
+  gsize blocks = (n + 7) / 8;
+
+  *begin = MIN (n, blocks * part / n_parts * 8);
+  *end = MIN (n, blocks * (part + 1) / n_parts * 8);
+}
+
+/* Best seconds of one pool_run over runs lasting @min_seconds in all. */
+static double
+best_seconds (Pool     *pool,
+              PartFunc  func,
+              gpointer  data,
+              double    min_seconds)
+{
+  double best = INFINITY, total = 0;
+
+  for (guint run = 0; run < 3 || (total < min_seconds && run < 1000); run++)
+    {
+      gint64 t0 = g_get_monotonic_time ();
+      double s;
+
+      pool_run (pool, func, data);
+      s = (g_get_monotonic_time () - t0) * 1e-6;
+      best = MIN (best, s);
+      total += s;
+    }
+  return best;
+}
+
+/* ------------------------------------------------------------ bandwidth */
+
+typedef struct {
+  float *a;
+  float *b;
+  float *c;
+  gsize n;
+} Stream;
+
+static void
+stream_copy (gpointer data,
+             guint    part,
+             guint    n_parts)
+{
+  Stream *s = data;
+  gsize begin, end;
+
+  part_range (s->n, part, n_parts, &begin, &end);
+  memcpy (s->a + begin, s->b + begin, (end - begin) * sizeof (float));
+}
+
+static void
+stream_triad (gpointer data,
+              guint    part,
+              guint    n_parts)
+{
+  Stream *s = data;
+  float *restrict a = s->a;
+  const float *restrict b = s->b;
+  const float *restrict c = s->c;
+  gsize begin, end;
+
+  part_range (s->n, part, n_parts, &begin, &end);
+  for (gsize i = begin; i < end; i++)
+    a[i] = b[i] + 3.0f * c[i];
+}
+
+#ifdef __SSE2__
+/* The triad with non-temporal stores: no read-for-ownership, the most a
+ * core can write. */
+static void
+stream_triad_nt (gpointer data,
+                 guint    part,
+                 guint    n_parts)
+{
+  Stream *s = data;
+  const __m128 three = _mm_set1_ps (3.0f);
+  gsize begin, end;
+
+  part_range (s->n, part, n_parts, &begin, &end);
+  for (gsize i = begin; i < end; i += 4)
+    _mm_stream_ps (s->a + i, _mm_add_ps (_mm_load_ps (s->b + i), _mm_mul_ps (three, _mm_load_ps (s->c + i))));
+  _mm_sfence ();
+}
+#endif
+
+/* In place, like most of the step's traffic: no write-allocate. */
+static void
+stream_axpy (gpointer data,
+             guint    part,
+             guint    n_parts)
+{
+  Stream *s = data;
+  float *restrict a = s->a;
+  const float *restrict b = s->b;
+  gsize begin, end;
+
+  part_range (s->n, part, n_parts, &begin, &end);
+  for (gsize i = begin; i < end; i++)
+    a[i] += 3.0f * b[i];
+}
+
+static void
+stream_init (gpointer data,
+             guint    part,
+             guint    n_parts)
+{
+  Stream *s = data;
+  gsize begin, end;
+
+  part_range (s->n, part, n_parts, &begin, &end);
+  for (gsize i = begin; i < end; i++)
+    {
+      s->a[i] = 0;
+      s->b[i] = 1;
+      s->c[i] = 2;
+    }
+}
+
+typedef struct {
+  const gchar *name;
+  PartFunc func;
+  double bytes_per_element;
+} StreamKernel;
+
+static const StreamKernel stream_kernels[] = {
+  { "memcpy", stream_copy, 8 },
+  { "triad", stream_triad, 12 },
+#ifdef __SSE2__
+  { "triad-nt", stream_triad_nt, 12 },
+#endif
+  { "axpy", stream_axpy, 12 },
+};
+
+/* Raises best[k] to the bytes per second of stream_kernels[k] if higher. */
+static void
+measure_bandwidth (Pool   *pool,
+                   gsize   mib,
+                   double  min_seconds,
+                   double *best)
+{
+  Stream s;
+
+  s.n = mib * 1024 * 1024 / sizeof (float);
+  /* 64-byte aligned, for the aligned SSE loads and stores. */
+  s.a = g_aligned_alloc (s.n, sizeof (float), 64);
+  s.b = g_aligned_alloc (s.n, sizeof (float), 64);
+  s.c = g_aligned_alloc (s.n, sizeof (float), 64);
+  pool_run (pool, stream_init, &s);
+  for (guint k = 0; k < G_N_ELEMENTS (stream_kernels); k++)
+    best[k] = MAX (best[k], stream_kernels[k].bytes_per_element * s.n /
+                            best_seconds (pool, stream_kernels[k].func, &s, min_seconds));
+  g_aligned_free (s.a);
+  g_aligned_free (s.b);
+  g_aligned_free (s.c);
+}
+
+/* ------------------------------------------------------------ the step */
+
+typedef struct {
+  MixprecPluginHostV1 host;
+  const MixprecOptimizerV1 *optimizer;
+} Host;
+
+static int
+host_register (MixprecPluginHostV1      *host,
+               const MixprecOptimizerV1 *optimizer,
+               char                     *errbuf,
+               size_t                    errbuf_len)
+{
+  ((Host *) host->host_data)->optimizer = optimizer;
+  return MIXPREC_PLUGIN_OK;
+}
+
+static const MixprecOptimizerV1 *
+load_adamw (const gchar *path)
+{
+  MixprecPluginGetDescFunc get_desc;
+  Host host = { { 0 } };
+  char errbuf[256] = "";
+  GModule *module = g_module_open (path, G_MODULE_BIND_LOCAL);
+
+  if (module == NULL)
+    g_error ("%s", g_module_error ());
+  if (!g_module_symbol (module, "mixprec_plugin_optim_adamw_get_desc", (gpointer *) &get_desc))
+    g_error ("%s: %s", path, g_module_error ());
+  host.host.struct_size = sizeof host.host;
+  host.host.abi_major = MIXPREC_PLUGIN_ABI_VERSION_MAJOR;
+  host.host.abi_minor = MIXPREC_PLUGIN_ABI_VERSION_MINOR;
+  host.host.host_data = &host;
+  host.host.register_optimizer = host_register;
+  if (get_desc ()->init (&host.host, errbuf, sizeof errbuf) != MIXPREC_PLUGIN_OK)
+    g_error ("%s: init failed: %s", path, errbuf);
+  return host.optimizer;
+}
+
+typedef struct {
+  const MixprecOptimizerV1 *opt;
+  MixprecOptimizerStepV1 args;
+  double hparams[7];
+  gsize n;
+  float *master;
+  float *m;
+  float *v;
+  guint16 *grad;
+  guint16 *working;
+} Step;
+
+static void
+step_part (gpointer data,
+           guint    part,
+           guint    n_parts)
+{
+  Step *s = data;
+  MixprecOptimizerStepV1 args = s->args;
+  char errbuf[256];
+  float *states[2];
+  gsize begin, end;
+
+  part_range (s->n, part, n_parts, &begin, &end);
+  args.first_index = begin;
+  states[0] = s->m + begin;
+  states[1] = s->v + begin;
+  if (s->opt->step (&args, s->master + begin, s->grad + begin, states, s->working + begin,
+                    end - begin, errbuf, sizeof errbuf) != MIXPREC_PLUGIN_OK)
+    g_error ("step failed: %s", errbuf);
+}
+
+static void
+step_init (gpointer data,
+           guint    part,
+           guint    n_parts)
+{
+  Step *s = data;
+  gsize begin, end;
+
+  part_range (s->n, part, n_parts, &begin, &end);
+  for (gsize i = begin; i < end; i++)
+    {
+      /* Gradients of a loss scaled by 1024, unscaled by grad_factor. */
+      float g = (float) ((int) (i % 2001) - 1000);
+      guint32 u;
+
+      memcpy (&u, &g, 4);
+      s->grad[i] = (guint16) (u >> 16);
+      s->master[i] = (float) (i % 1000) * 1e-4f - 0.05f;
+      s->m[i] = 0;
+      s->v[i] = 0;
+      s->working[i] = 0;
+    }
+}
+
+/* Best seconds of one step over @n parameters. */
+static double
+measure_step (Pool                     *pool,
+              const MixprecOptimizerV1 *opt,
+              gsize                     n,
+              double                    min_seconds)
+{
+  static const double defaults[] = { 1e-3, 0.9, 0.999, 1e-8, 0.01, 1, 1 };
+  Step s = { 0 };
+  double best;
+
+  s.opt = opt;
+  s.n = n;
+  memcpy (s.hparams, defaults, sizeof defaults);
+  s.args.struct_size = sizeof s.args;
+  s.args.hparams = s.hparams;
+  s.args.n_hparams = G_N_ELEMENTS (defaults);
+  s.args.step = 1;
+  s.args.lr = 1e-3;
+  s.args.grad_factor = 1.0f / 1024;
+  s.args.grad_dtype = MIXPREC_PLUGIN_DTYPE_BFLOAT16;
+  s.args.working_dtype = MIXPREC_PLUGIN_DTYPE_BFLOAT16;
+  s.args.rounding = MIXPREC_PLUGIN_ROUNDING_NEAREST_EVEN;
+  s.master = g_new (float, n);
+  s.m = g_new (float, n);
+  s.v = g_new (float, n);
+  s.grad = g_new (guint16, n);
+  s.working = g_new (guint16, n);
+  pool_run (pool, step_init, &s);
+  pool_run (pool, step_part, &s);      /* warm-up */
+  s.args.step++;
+  best = best_seconds (pool, step_part, &s, min_seconds);
+  g_free (s.master);
+  g_free (s.m);
+  g_free (s.v);
+  g_free (s.grad);
+  g_free (s.working);
+  return best;
+}
+
+int
+main (int    argc,
+      char **argv)
+{
+  g_autofree gchar *plugin = NULL;
+  g_autofree gchar *sizes_arg = NULL;
+  g_auto(GStrv) sizes = NULL;
+  gint threads = 2;
+  gint bandwidth_mib = 256;
+  double min_seconds = 1.0;
+  gboolean tsv = FALSE;
+  GOptionEntry entries[] = {
+    { "plugin", 0, 0, G_OPTION_ARG_FILENAME, &plugin, "the optim-adamw module", "PATH" },
+    { "threads", 0, 0, G_OPTION_ARG_INT, &threads, "threads (default 2)", "N" },
+    { "sizes", 0, 0, G_OPTION_ARG_STRING, &sizes_arg, "Mi parameters (default 1,4,16,64,256)", "M,M" },
+    { "min-seconds", 0, 0, G_OPTION_ARG_DOUBLE, &min_seconds, "time per figure (default 1)", "S" },
+    { "bandwidth-mib", 0, 0, G_OPTION_ARG_INT, &bandwidth_mib, "STREAM array size (default 256; 0: skip)", "N" },
+    { "tsv", 0, 0, G_OPTION_ARG_NONE, &tsv, "tab-separated output for scripts", NULL },
+    { NULL }
+  };
+  g_autoptr(GOptionContext) context = g_option_context_new ("- fused AdamW step against memory bandwidth");
+  g_autoptr(GError) error = NULL;
+  const MixprecOptimizerV1 *opt;
+  double bw_best[G_N_ELEMENTS (stream_kernels)] = { 0 };
+  double bw = 0;
+  g_autoptr(GArray) ns = g_array_new (FALSE, FALSE, sizeof (gsize));
+  g_autoptr(GArray) rates = g_array_new (FALSE, FALSE, sizeof (double));
+  Pool *pool;
+
+  g_option_context_add_main_entries (context, entries, NULL);
+  if (!g_option_context_parse (context, &argc, &argv, &error))
+    {
+      g_printerr ("%s\n", error->message);
+      return 2;
+    }
+  if (threads < 1 || bandwidth_mib < 0)
+    {
+      g_printerr ("--threads must be positive and --bandwidth-mib not negative\n");
+      return 2;
+    }
+  if (plugin == NULL)
+    plugin = g_build_filename (g_getenv ("MIXPREC_TOP_BUILDDIR") ? g_getenv ("MIXPREC_TOP_BUILDDIR") : ".",
+                               "plugins", ".libs", "mixprec-optim-adamw.so", NULL);
+  sizes = g_strsplit (sizes_arg ? sizes_arg : "1,4,16,64,256", ",", -1);
+  opt = load_adamw (plugin);
+  pool = pool_new (threads);
+
+  /* Bandwidth before and after the steps, best of both: a machine shared
+   * with other work is then judged by its quietest moments on both sides. */
+  if (bandwidth_mib > 0)
+    measure_bandwidth (pool, bandwidth_mib, min_seconds, bw_best);
+  for (guint k = 0; sizes[k] != NULL; k++)
+    {
+      gsize n = (gsize) (g_ascii_strtod (sizes[k], NULL) * (1 << 20));
+      double pps;
+
+      if (n == 0)
+        continue;
+      pps = n / measure_step (pool, opt, n, min_seconds);
+      g_array_append_val (ns, n);
+      g_array_append_val (rates, pps);
+    }
+  if (bandwidth_mib > 0)
+    measure_bandwidth (pool, bandwidth_mib, min_seconds, bw_best);
+
+  for (guint k = 0; k < G_N_ELEMENTS (stream_kernels) && bandwidth_mib > 0; k++)
+    {
+      bw = MAX (bw, bw_best[k]);
+      if (tsv)
+        g_print ("bandwidth\t%s\t%.3f\n", stream_kernels[k].name, bw_best[k] / 1e9);
+      else
+        g_print ("%s %s %.2f GB/s", k == 0 ? "memory bandwidth:" : ",", stream_kernels[k].name,
+                 bw_best[k] / 1e9);
+    }
+  if (!tsv && bandwidth_mib > 0)
+    g_print ("\n%d threads, %d MiB arrays; the best of these is 100%%\n%10s %14s %10s %12s\n",
+             threads, bandwidth_mib, "params", "params/s", "GB/s", "% bandwidth");
+  else if (!tsv)
+    g_print ("%d threads\n%10s %14s %10s\n", threads, "params", "params/s", "GB/s");
+  for (guint k = 0; k < ns->len; k++)
+    {
+      gsize n = g_array_index (ns, gsize, k);
+      double pps = g_array_index (rates, double, k);
+
+      if (tsv)
+        g_print ("adamw\t%" G_GSIZE_FORMAT "\t%.6g\t%.3f\n", n, pps, pps * BYTES_PER_PARAM / 1e9);
+      else if (bw > 0)
+        g_print ("%9gM %14.4g %10.2f %11.1f%%\n", (double) n / (1 << 20), pps,
+                 pps * BYTES_PER_PARAM / 1e9, 100 * pps * BYTES_PER_PARAM / bw);
+      else
+        g_print ("%9gM %14.4g %10.2f\n", (double) n / (1 << 20), pps, pps * BYTES_PER_PARAM / 1e9);
+    }
+  pool_free (pool);
+  return 0;
+}

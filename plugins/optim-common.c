@@ -1,0 +1,186 @@
+/* optim-common.c — the argument checks and dispatch every cpu optimizer
+ * plugin's step() and init() share (linked into each plugin). */
+#include "config.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <strings.h>
+
+#include "optim-common.h"
+
+int
+_mixprec_optim_fail (char       *errbuf,
+                     size_t      errbuf_len,
+                     int         status,
+                     const char *format,
+                     ...)
+{
+  va_list ap;
+
+  if (errbuf == NULL || errbuf_len == 0)
+    return status;
+  va_start (ap, format);
+  vsnprintf (errbuf, errbuf_len, format, ap);
+  va_end (ap);
+  return status;
+}
+
+static int
+dtype_is_supported (MixprecPluginDType dtype)
+{
+  return dtype == MIXPREC_PLUGIN_DTYPE_FLOAT32 ||
+         dtype == MIXPREC_PLUGIN_DTYPE_FLOAT16 ||
+         dtype == MIXPREC_PLUGIN_DTYPE_BFLOAT16;
+}
+
+static int
+check_hparams (const MixprecOptimizerV1     *schema,
+               const MixprecOptimizerStepV1 *args,
+               char                         *errbuf,
+               size_t                        errbuf_len)
+{
+  if (args->n_hparams != schema->n_hparams || (args->n_hparams > 0 && args->hparams == NULL))
+    return _mixprec_optim_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
+                                "Optimizer %s takes %u hyper-parameters in its schema's order, "
+                                "got %u.", schema->name, schema->n_hparams,
+                                args->hparams == NULL ? 0 : args->n_hparams);
+  for (unsigned k = 0; k < schema->n_hparams; k++)
+    {
+      const MixprecHParamSpecV1 *spec = &schema->hparams[k];
+      double value = args->hparams[k];
+
+      /* The negated test also catches NaN. */
+      if (!(value >= spec->min_value && value <= spec->max_value))
+        return _mixprec_optim_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
+                                    "Optimizer %s: hyper-parameter %s must lie in [%g, %g], got %g.",
+                                    schema->name, spec->name, spec->min_value, spec->max_value, value);
+      if (spec->type != MIXPREC_HPARAM_DOUBLE && value != floor (value))
+        return _mixprec_optim_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
+                                    "Optimizer %s: hyper-parameter %s must be %s, got %g.",
+                                    schema->name, spec->name,
+                                    spec->type == MIXPREC_HPARAM_BOOL ? "0 or 1" : "an integer",
+                                    value);
+    }
+  return MIXPREC_PLUGIN_OK;
+}
+
+static int
+check_args (const MixprecOptimizerV1 *schema,
+            const _MixprecOptimRange *r,
+            char                     *errbuf,
+            size_t                    errbuf_len)
+{
+  const MixprecOptimizerStepV1 *args = r->args;
+  const char *name = schema->name;
+
+  if (args == NULL || args->struct_size < sizeof (MixprecOptimizerStepV1))
+    return _mixprec_optim_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
+                                "Optimizer %s needs a MixprecOptimizerStepV1 of at least %zu bytes, "
+                                "got %zu.", name, sizeof (MixprecOptimizerStepV1),
+                                args == NULL ? (size_t) 0 : args->struct_size);
+  if (!dtype_is_supported (args->grad_dtype))
+    return _mixprec_optim_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_UNSUPPORTED,
+                                "Optimizer %s on cpu takes float32, float16 or bfloat16 gradients, "
+                                "not dtype %d.", name, (int) args->grad_dtype);
+  if (r->working != NULL && !dtype_is_supported (args->working_dtype))
+    return _mixprec_optim_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_UNSUPPORTED,
+                                "Optimizer %s on cpu writes float32, float16 or bfloat16 working "
+                                "copies, not dtype %d.", name, (int) args->working_dtype);
+  if (args->rounding != MIXPREC_PLUGIN_ROUNDING_NEAREST_EVEN &&
+      args->rounding != MIXPREC_PLUGIN_ROUNDING_STOCHASTIC)
+    return _mixprec_optim_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_UNSUPPORTED,
+                                "Optimizer %s: rounding mode %d is neither nearest-even (0) nor "
+                                "stochastic (1).", name, (int) args->rounding);
+  if (args->step == 0)
+    return _mixprec_optim_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
+                                "Optimizer %s: the step count is 1-based, got 0.", name);
+  if (!(args->lr >= 0 && args->lr <= DBL_MAX))
+    return _mixprec_optim_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
+                                "Optimizer %s: the learning rate must be finite and not negative, "
+                                "got %g.", name, args->lr);
+  if (r->n == 0)
+    return check_hparams (schema, args, errbuf, errbuf_len);
+  if (r->master == NULL && r->working == NULL)
+    return _mixprec_optim_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
+                                "Optimizer %s needs the parameter: master and working are both NULL.",
+                                name);
+  if (r->grad == NULL)
+    return _mixprec_optim_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
+                                "Optimizer %s: the gradient buffer is NULL.", name);
+  for (unsigned k = 0; k < schema->n_state_slots; k++)
+    if (r->states == NULL || r->states[k] == NULL)
+      return _mixprec_optim_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
+                                  "Optimizer %s: state slot %u (%s) is NULL.", name, k,
+                                  schema->state_names[k]);
+  return check_hparams (schema, args, errbuf, errbuf_len);
+}
+
+int
+_mixprec_optim_step (const _MixprecOptimKernels   *kernels,
+                     int                           use_simd,
+                     const MixprecOptimizerStepV1 *args,
+                     float                        *master,
+                     const void                   *grad,
+                     float *const                 *states,
+                     void                         *working,
+                     size_t                        n,
+                     char                         *errbuf,
+                     size_t                        errbuf_len)
+{
+  _MixprecOptimRange range = { args, master, grad, states, working, n, kernels->schema->n_state_slots };
+  float consts[_MIXPREC_OPTIM_MAX_CONSTS];
+  size_t done = 0;
+  int status;
+
+  status = check_args (kernels->schema, &range, errbuf, errbuf_len);
+  if (status == MIXPREC_PLUGIN_OK)
+    status = kernels->prepare (args, consts, errbuf, errbuf_len);
+  if (status != MIXPREC_PLUGIN_OK)
+    return status;
+
+  if (use_simd && kernels->run_simd != NULL)
+    done = kernels->run_simd (&range, consts);
+  kernels->run_scalar (&range, consts, done);
+  if (errbuf != NULL && errbuf_len > 0)
+    errbuf[0] = '\0';
+  return MIXPREC_PLUGIN_OK;
+}
+
+static int
+cpu_has_simd (void)
+{
+  const char *forced = getenv ("MIXPREC_SIMD");
+
+  if (forced != NULL && strcasecmp (forced, "scalar") == 0)
+    return 0;
+#ifdef MIXPREC_HAVE_X86_SIMD
+  __builtin_cpu_init ();
+  return __builtin_cpu_supports ("avx2") && __builtin_cpu_supports ("fma") &&
+         __builtin_cpu_supports ("f16c");
+#else
+  return 0;
+#endif
+}
+
+int
+_mixprec_optim_register (MixprecPluginHostV1      *host,
+                         const MixprecOptimizerV1 *scalar,
+                         const MixprecOptimizerV1 *simd,
+                         char                     *errbuf,
+                         size_t                    errbuf_len)
+{
+  if (host == NULL || host->register_optimizer == NULL ||
+      host->struct_size < offsetof (MixprecPluginHostV1, register_optimizer) + sizeof host->register_optimizer)
+    return _mixprec_optim_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
+                                "Optimizer %s: the host table offers no register_optimizer.",
+                                scalar->name);
+  if (host->abi_major != MIXPREC_PLUGIN_ABI_VERSION_MAJOR)
+    return _mixprec_optim_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_UNSUPPORTED,
+                                "Optimizer %s was built for plugin ABI %d.x; the library offers %u.%u.",
+                                scalar->name, MIXPREC_PLUGIN_ABI_VERSION_MAJOR,
+                                host->abi_major, host->abi_minor);
+  return host->register_optimizer (host, simd != NULL && cpu_has_simd () ? simd : scalar,
+                                   errbuf, errbuf_len);
+}

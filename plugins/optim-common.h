@@ -1,0 +1,251 @@
+/* optim-common.h — what the cpu optimizer plugins share: the checks every
+ * step() makes, dispatch between the scalar and AVX2 kernels, and the
+ * per-element plumbing around an optimizer's update (gradient of any dtype
+ * times grad_factor, parameter from the master or the working copy, working
+ * copy written with either rounding).
+ *
+ * Plugins link nothing of libmixprec: they get the ABI header and the
+ * static inline conversions of mixprec-dtype-private.h, nothing more. */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+#include <float.h>
+
+#include "mixprec-plugin.h"
+#include "mixprec-dtype-private.h"
+
+G_BEGIN_DECLS
+
+/* Among features of equal name and device the highest rank wins; these are
+ * the reference cpu optimizers, so they take GStreamer's "primary". */
+#define _MIXPREC_OPTIM_RANK 256
+
+/* The most state slots an optimizer of this family has. */
+#define _MIXPREC_OPTIM_MAX_STATES 4
+
+/* One step() call after its arguments were checked. */
+typedef struct {
+  const MixprecOptimizerStepV1 *args;
+  float                        *master;     /* NULL: the parameter is working[] */
+  const void                   *grad;
+  float *const                 *states;     /* n_states of them */
+  void                         *working;    /* NULL: no low-precision copy */
+  size_t                        n;
+  unsigned                      n_states;
+} _MixprecOptimRange;
+
+/* The per-call constants of an optimizer: floats, indexed by the
+ * optimizer's own enum, that prepare() fills once per call (computed in
+ * double, rounded once), so the scalar and SIMD loops use the same bits. */
+#define _MIXPREC_OPTIM_MAX_CONSTS 16
+
+typedef struct {
+  /* The registered schema, for the checks and messages. */
+  const MixprecOptimizerV1 *schema;
+  /* Checks what the schema's bounds cannot express and fills consts. */
+  int    (*prepare)    (const MixprecOptimizerStepV1 *args,
+                        float                        *consts,
+                        char                         *errbuf,
+                        size_t                        errbuf_len);
+  /* Elements start .. n-1. */
+  void   (*run_scalar) (const _MixprecOptimRange     *range,
+                        const float                  *consts,
+                        size_t                        start);
+  /* A multiple of 8 elements from 0; returns how many it did. NULL when
+   * the build has no SIMD kernels. */
+  size_t (*run_simd)   (const _MixprecOptimRange     *range,
+                        const float                  *consts);
+} _MixprecOptimKernels;
+
+/* Declares an optimizer's two kernels, PREFIX_run_scalar (elements
+ * start .. n-1) and PREFIX_run_avx2 (defined only in SIMD builds). */
+#define _MIXPREC_OPTIM_DECLARE_KERNELS(prefix) \
+  void   prefix##_run_scalar (const _MixprecOptimRange *range, \
+                              const float              *consts, \
+                              size_t                    start); \
+  size_t prefix##_run_avx2   (const _MixprecOptimRange *range, \
+                              const float              *consts)
+
+/* The whole of a step(): checks, prepare(), the kernels (SIMD or not). */
+int  _mixprec_optim_step     (const _MixprecOptimKernels    *kernels,
+                              int                            use_simd,
+                              const MixprecOptimizerStepV1  *args,
+                              float                         *master,
+                              const void                    *grad,
+                              float *const                  *states,
+                              void                          *working,
+                              size_t                         n,
+                              char                          *errbuf,
+                              size_t                         errbuf_len);
+
+/* Writes a sentence into errbuf (when there is one) and returns status. */
+int  _mixprec_optim_fail     (char                          *errbuf,
+                              size_t                         errbuf_len,
+                              int                            status,
+                              const char                    *format,
+                              ...) G_GNUC_PRINTF (4, 5);
+
+/* init(): registers @simd when it is not NULL, the CPU has AVX2, FMA and
+ * F16C, and MIXPREC_SIMD is not "scalar" (read at each call, so a test can
+ * capture both vtables); @scalar otherwise. */
+int  _mixprec_optim_register (MixprecPluginHostV1           *host,
+                              const MixprecOptimizerV1      *scalar,
+                              const MixprecOptimizerV1      *simd,
+                              char                          *errbuf,
+                              size_t                         errbuf_len);
+
+/* A kernel of the SIMD build, or NULL in a build without one. */
+#ifdef MIXPREC_HAVE_X86_SIMD
+# define _MIXPREC_OPTIM_SIMD(kernel) (kernel)
+#else
+# define _MIXPREC_OPTIM_SIMD(kernel) NULL
+#endif
+
+/* A vtable of this family; the two of a plugin differ in step only. */
+#define _MIXPREC_OPTIM_VTABLE(oname, odescription, ohparams, ostates, ostep) \
+  { .name = (oname), .device = "cpu", .rank = _MIXPREC_OPTIM_RANK, \
+    .description = (odescription), \
+    .hparams = (ohparams), .n_hparams = G_N_ELEMENTS (ohparams), \
+    .n_state_slots = G_N_ELEMENTS (ostates), .state_names = (ostates), \
+    .step = (ostep) }
+
+/* A step() entry point running @kernels, SIMD or not. */
+#define _MIXPREC_OPTIM_STEP_FUNC(func, kernels, use_simd) \
+  static int \
+  func (const MixprecOptimizerStepV1 *args, float *master, const void *grad, \
+        float *const *states, void *working, size_t n, char *errbuf, size_t errbuf_len) \
+  { \
+    return _mixprec_optim_step ((kernels), (use_simd), args, master, grad, states, working, n, \
+                                errbuf, errbuf_len); \
+  }
+
+/* Defines the plugin around one optimizer, the way GST_PLUGIN_DEFINE does:
+ * the two step() entry points and vtables, init(), the description and the
+ * entry point mixprec_plugin_<symbol>_get_desc. */
+#define _MIXPREC_OPTIM_PLUGIN_DEFINE(symbol, plugin_name, plugin_description, \
+                                     oname, odescription, ohparams, ostates, \
+                                     oprepare, orun_scalar, orun_simd) \
+  static const MixprecOptimizerV1 symbol##_scalar_vtable; \
+  static const _MixprecOptimKernels symbol##_kernels = { \
+    &symbol##_scalar_vtable, (oprepare), (orun_scalar), _MIXPREC_OPTIM_SIMD (orun_simd) }; \
+  _MIXPREC_OPTIM_STEP_FUNC (symbol##_step_scalar, &symbol##_kernels, 0) \
+  _MIXPREC_OPTIM_STEP_FUNC (symbol##_step_simd, &symbol##_kernels, 1) \
+  static const MixprecOptimizerV1 symbol##_scalar_vtable = \
+    _MIXPREC_OPTIM_VTABLE (oname, odescription, ohparams, ostates, symbol##_step_scalar); \
+  static const MixprecOptimizerV1 symbol##_simd_vtable = \
+    _MIXPREC_OPTIM_VTABLE (oname, odescription, ohparams, ostates, symbol##_step_simd); \
+  static int \
+  symbol##_init (MixprecPluginHostV1 *host, char *errbuf, size_t errbuf_len) \
+  { \
+    return _mixprec_optim_register (host, &symbol##_scalar_vtable, \
+                                    symbol##_kernels.run_simd != NULL ? &symbol##_simd_vtable : NULL, \
+                                    errbuf, errbuf_len); \
+  } \
+  static const MixprecPluginDesc symbol##_desc = { \
+    MIXPREC_PLUGIN_ABI_VERSION_MAJOR, MIXPREC_PLUGIN_ABI_VERSION_MINOR, \
+    (plugin_name), (plugin_description), PACKAGE_VERSION, "LGPL-2.1-or-later", PACKAGE_NAME, \
+    symbol##_init, { NULL } }; \
+  MIXPREC_PLUGIN_EXPORT const MixprecPluginDesc *mixprec_plugin_##symbol##_get_desc (void); \
+  const MixprecPluginDesc * \
+  mixprec_plugin_##symbol##_get_desc (void) \
+  { \
+    return &symbol##_desc; \
+  }
+
+/* ------------------------------------------------------------ one element
+ *
+ * The scalar loop of every optimizer and the tail of its SIMD loop. */
+
+typedef float (*_MixprecOptimUpdate1) (const float  *consts,
+                                       float         p,
+                                       float         g,
+                                       float *const *states,
+                                       size_t        i);
+
+static inline float
+_mixprec_optim_grad1 (const _MixprecOptimRange *r,
+                      size_t                    i)
+{
+  float g;
+
+  switch (r->args->grad_dtype)
+    {
+    case MIXPREC_PLUGIN_DTYPE_BFLOAT16:
+      g = _mixprec_bf16_to_f32 (((const guint16 *) r->grad)[i]);
+      break;
+    case MIXPREC_PLUGIN_DTYPE_FLOAT16:
+      g = _mixprec_f16_to_f32 (((const guint16 *) r->grad)[i]);
+      break;
+    default:
+      g = ((const float *) r->grad)[i];
+      break;
+    }
+  return g * r->args->grad_factor;
+}
+
+static inline float
+_mixprec_optim_param1 (const _MixprecOptimRange *r,
+                       size_t                    i)
+{
+  if (r->master != NULL)
+    return r->master[i];
+  switch (r->args->working_dtype)
+    {
+    case MIXPREC_PLUGIN_DTYPE_BFLOAT16:
+      return _mixprec_bf16_to_f32 (((const guint16 *) r->working)[i]);
+    case MIXPREC_PLUGIN_DTYPE_FLOAT16:
+      return _mixprec_f16_to_f32 (((const guint16 *) r->working)[i]);
+    default:
+      return ((const float *) r->working)[i];
+    }
+}
+
+static inline void
+_mixprec_optim_store1 (const _MixprecOptimRange *r,
+                       size_t                    i,
+                       float                     p)
+{
+  const MixprecOptimizerStepV1 *a = r->args;
+  int sr = a->rounding == MIXPREC_PLUGIN_ROUNDING_STOCHASTIC;
+
+  if (r->master != NULL)
+    r->master[i] = p;
+  if (r->working == NULL)
+    return;
+  switch (a->working_dtype)
+    {
+    case MIXPREC_PLUGIN_DTYPE_BFLOAT16:
+      ((guint16 *) r->working)[i] =
+        sr ? _mixprec_f32_to_bf16_sr (p, _mixprec_sr_bits (a->seed, a->first_index + i))
+           : _mixprec_f32_to_bf16_rne (p);
+      break;
+    case MIXPREC_PLUGIN_DTYPE_FLOAT16:
+      ((guint16 *) r->working)[i] =
+        sr ? _mixprec_f32_to_f16_sr (p, _mixprec_sr_bits (a->seed, a->first_index + i))
+           : _mixprec_f32_to_f16_rne (p);
+      break;
+    default:
+      ((float *) r->working)[i] = p;
+      break;
+    }
+}
+
+/* The scalar loop around @update; inlined into each optimizer's scalar
+ * kernel, where @update is a constant and gets inlined too. */
+static inline __attribute__ ((always_inline)) void
+_mixprec_optim_run_scalar (const _MixprecOptimRange *r,
+                           const float              *consts,
+                           size_t                    start,
+                           _MixprecOptimUpdate1      update)
+{
+  for (size_t i = start; i < r->n; i++)
+    {
+      float p = _mixprec_optim_param1 (r, i);
+      float g = _mixprec_optim_grad1 (r, i);
+
+      _mixprec_optim_store1 (r, i, update (consts, p, g, r->states, i));
+    }
+}
+
+G_END_DECLS

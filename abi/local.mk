@@ -5,7 +5,7 @@
 ##   make check-abi       fails when the built library breaks the baseline:
 ##                        a removed or changed symbol, a changed public type,
 ##                        a soname that does not follow configure.ac, or an
-##                        exported symbol outside the MIXPREC_1.0 node.
+##                        exported symbol that is not mixprec_*.
 ##                        Added symbols are compatible and pass.
 ##   make abi-baseline    rewrites the baseline from the built library. Only
 ##                        for a release, or when a release deliberately breaks

@@ -18,6 +18,8 @@ G_STATIC_ASSERT ((int) MIXPREC_DTYPE_BFLOAT16 == (int) MIXPREC_PLUGIN_DTYPE_BFLO
 
 /* Sanity limits: a schema larger than these is garbage read through a
  * wrong pointer, not an optimizer. */
+/* The dtypes a dtype_mask may name (MixprecPluginDType). */
+#define N_PLUGIN_DTYPES 5
 #define MAX_NAME_LENGTH 64
 #define MAX_HPARAMS 64
 #define MAX_STATE_SLOTS 16
@@ -25,15 +27,16 @@ G_STATIC_ASSERT ((int) MIXPREC_DTYPE_BFLOAT16 == (int) MIXPREC_PLUGIN_DTYPE_BFLO
 /**
  * MixprecFeature:
  *
- * One capability a plugin registered: an optimizer (and, in later plugin
- * ABI revisions, a communication backend or a device), known by its kind,
- * name and device. Several features may share a name and device; the one
- * with the highest rank is used.
+ * One capability a plugin registered: an optimizer or a communication
+ * backend (and, in a later plugin ABI revision, a device), known by its
+ * kind, name and device. Several features may share a name and device; the
+ * one with the highest rank is used.
  *
  * An optimizer feature also describes its hyper-parameters (name, type,
  * default value and inclusive range, in the order the plugin receives
  * them), the number of FP32 state values it keeps per element, and the
- * data types it accepts.
+ * data types it accepts. A communication feature describes the data types
+ * its collectives accept (mixprec_feature_get_comm_dtypes()).
  *
  * Features are created by the #MixprecRegistry while it loads plugins.
  *
@@ -58,6 +61,12 @@ struct _MixprecFeature
   gdouble *hparam_defaults;
   GStringChunk *strings;
   const gchar **state_names;    /* NULL-terminated */
+
+  /* Communicators: a copy of the vtable whose strings are the feature's,
+   * and the dtypes of its dtype_mask in MixprecDType order. */
+  MixprecCommV1 comm;
+  MixprecDType *comm_dtypes;
+  gsize n_comm_dtypes;
 };
 
 G_DEFINE_FINAL_TYPE (MixprecFeature, mixprec_feature, G_TYPE_OBJECT)
@@ -98,6 +107,7 @@ mixprec_feature_finalize (GObject *object)
   g_free (self->hparams);
   g_free (self->hparam_defaults);
   g_free (self->state_names);
+  g_free (self->comm_dtypes);
   if (self->strings != NULL)
     g_string_chunk_free (self->strings);
 
@@ -499,6 +509,127 @@ _mixprec_feature_optimizer_step (MixprecFeature         *feature,
   return FALSE;
 }
 
+/* ------------------------------------------------------------ communicators */
+
+static gboolean
+comm_check (const MixprecCommV1 *vtable,
+            GString             *problem)
+{
+  const struct {
+    const char *name;
+    gboolean set;
+  } functions[] = {
+    { "init", vtable->init != NULL },
+    { "all_reduce", vtable->all_reduce != NULL },
+    { "reduce_scatter", vtable->reduce_scatter != NULL },
+    { "all_gather", vtable->all_gather != NULL },
+    { "broadcast", vtable->broadcast != NULL },
+    { "barrier", vtable->barrier != NULL },
+    { "test", vtable->test != NULL },
+    { "wait", vtable->wait != NULL },
+    { "abort", vtable->abort != NULL },
+    { "finalize", vtable->finalize != NULL },
+  };
+
+  if (!identifier_is_valid (vtable->name))
+    {
+      g_string_append (problem, "the comm name is missing or not an identifier "
+                       "(a letter, then letters, digits, '-' or '_', at most 64 characters)");
+      return FALSE;
+    }
+  if (!identifier_is_valid (vtable->device))
+    {
+      g_string_append_printf (problem, "comm '%s': the device name is missing or not "
+                              "an identifier", vtable->name);
+      return FALSE;
+    }
+  g_string_append_printf (problem, "comm '%s' (%s): ", vtable->name, vtable->device);
+  for (gsize i = 0; i < G_N_ELEMENTS (functions); i++)
+    if (!functions[i].set)
+      {
+        g_string_append_printf (problem, "its %s function is NULL; a communicator "
+                                "implements every function of MixprecCommV1",
+                                functions[i].name);
+        return FALSE;
+      }
+  if (vtable->dtype_mask == 0)
+    {
+      g_string_append (problem, "its dtype_mask is 0: it must accept at least one dtype");
+      return FALSE;
+    }
+  if (vtable->dtype_mask >> N_PLUGIN_DTYPES != 0)
+    {
+      g_string_append_printf (problem, "its dtype_mask 0x%x has bits for dtypes that do "
+                              "not exist (the known dtypes are bits 0 to %d)",
+                              vtable->dtype_mask, N_PLUGIN_DTYPES - 1);
+      return FALSE;
+    }
+  if (!pointers_are_null (vtable->reserved, G_N_ELEMENTS (vtable->reserved)))
+    {
+      g_string_append (problem, "its reserved fields are not zero (was it built against "
+                       "another mixprec-plugin.h?)");
+      return FALSE;
+    }
+  return TRUE;
+}
+
+gboolean
+_mixprec_comm_vtable_check (const MixprecCommV1 *vtable,
+                            GError             **error)
+{
+  g_autoptr(GString) problem = g_string_new (NULL);
+
+  if (vtable == NULL)
+    {
+      g_set_error_literal (error, MIXPREC_PLUGIN_ERROR, MIXPREC_PLUGIN_ERROR_BAD_FEATURE,
+                           "the comm vtable is NULL");
+      return FALSE;
+    }
+  if (!comm_check (vtable, problem))
+    {
+      g_set_error_literal (error, MIXPREC_PLUGIN_ERROR, MIXPREC_PLUGIN_ERROR_BAD_FEATURE,
+                           problem->str);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+MixprecFeature *
+_mixprec_feature_new_comm (const MixprecCommV1 *vtable,
+                           MixprecPlugin       *plugin)
+{
+  MixprecFeature *self = g_object_new (MIXPREC_TYPE_FEATURE, NULL);
+
+  self->kind = MIXPREC_FEATURE_KIND_COMM;
+  self->name = g_strdup (vtable->name);
+  self->device = g_strdup (vtable->device);
+  self->description = g_strdup (vtable->description != NULL ? vtable->description : "");
+  self->rank = vtable->rank;
+  self->plugin_name = g_strdup (mixprec_plugin_get_name (plugin));
+  self->plugin = plugin;
+  g_object_add_weak_pointer (G_OBJECT (plugin), (gpointer *) &self->plugin);
+
+  self->comm = *vtable;
+  self->comm.name = self->name;
+  self->comm.device = self->device;
+  self->comm.description = self->description;
+
+  self->comm_dtypes = g_new0 (MixprecDType, N_PLUGIN_DTYPES);
+  for (guint d = 0; d < N_PLUGIN_DTYPES; d++)
+    if (vtable->dtype_mask & (1u << d))
+      self->comm_dtypes[self->n_comm_dtypes++] = (MixprecDType) d;
+
+  return self;
+}
+
+const MixprecCommV1 *
+_mixprec_feature_get_comm_vtable (MixprecFeature *feature)
+{
+  g_return_val_if_fail (MIXPREC_IS_FEATURE (feature), NULL);
+
+  return feature->kind == MIXPREC_FEATURE_KIND_COMM ? &feature->comm : NULL;
+}
+
 /* ------------------------------------------------------------ public API */
 
 /**
@@ -865,4 +996,31 @@ mixprec_feature_get_working_dtypes (MixprecFeature *self,
     }
   *n_dtypes = G_N_ELEMENTS (optimizer_working_dtypes);
   return optimizer_working_dtypes;
+}
+
+/**
+ * mixprec_feature_get_comm_dtypes:
+ * @self: a #MixprecFeature
+ * @n_dtypes: (out): the number of data types returned
+ *
+ * Returns: (transfer none) (array length=n_dtypes) (nullable): the data
+ *   types a communication feature's collectives accept, in #MixprecDType
+ *   order; %NULL for other kinds
+ *
+ * Since: 1.0
+ */
+const MixprecDType *
+mixprec_feature_get_comm_dtypes (MixprecFeature *self,
+                                 gsize          *n_dtypes)
+{
+  g_return_val_if_fail (MIXPREC_IS_FEATURE (self), NULL);
+  g_return_val_if_fail (n_dtypes != NULL, NULL);
+
+  if (self->kind != MIXPREC_FEATURE_KIND_COMM)
+    {
+      *n_dtypes = 0;
+      return NULL;
+    }
+  *n_dtypes = self->n_comm_dtypes;
+  return self->comm_dtypes;
 }

@@ -17,8 +17,8 @@ G_BEGIN_DECLS
  * MixprecFeatureKind:
  * @MIXPREC_FEATURE_KIND_OPTIMIZER: a fused optimizer step (a
  *   `MixprecOptimizerV1` vtable)
- * @MIXPREC_FEATURE_KIND_COMM: collectives between ranks (no plugin ABI
- *   revision registers these yet)
+ * @MIXPREC_FEATURE_KIND_COMM: collectives between ranks (a `MixprecCommV1`
+ *   vtable)
  * @MIXPREC_FEATURE_KIND_DEVICE: memory, copies and kernels of a device (no
  *   plugin ABI revision registers these yet)
  *
@@ -104,6 +104,9 @@ const MixprecDType   *mixprec_feature_get_grad_dtypes       (MixprecFeature *sel
                                                              gsize          *n_dtypes);
 MIXPREC_AVAILABLE_IN_1_0
 const MixprecDType   *mixprec_feature_get_working_dtypes    (MixprecFeature *self,
+                                                             gsize          *n_dtypes);
+MIXPREC_AVAILABLE_IN_1_0
+const MixprecDType   *mixprec_feature_get_comm_dtypes       (MixprecFeature *self,
                                                              gsize          *n_dtypes);
 
 G_END_DECLS

@@ -56,52 +56,102 @@ write_errbuf (char        *errbuf,
     g_strlcpy (errbuf, message, errbuf_len);
 }
 
+/* Whether init() already registered a feature of this kind, name and device. */
+static gboolean
+is_registered_twice (LoadContext        *ctx,
+                     MixprecFeatureKind  kind,
+                     const char         *name,
+                     const char         *device,
+                     GError            **error)
+{
+  for (guint i = 0; i < ctx->features->len; i++)
+    {
+      MixprecFeature *f = g_ptr_array_index (ctx->features, i);
+
+      if (mixprec_feature_get_kind (f) == kind &&
+          g_str_equal (mixprec_feature_get_name (f), name) &&
+          g_str_equal (mixprec_feature_get_device (f), device))
+        {
+          g_set_error (error, MIXPREC_PLUGIN_ERROR, MIXPREC_PLUGIN_ERROR_BAD_FEATURE,
+                       "%s '%s' (%s) is registered twice",
+                       kind == MIXPREC_FEATURE_KIND_COMM ? "comm" : "optimizer",
+                       name, device);
+          return TRUE;
+        }
+    }
+  return FALSE;
+}
+
+/* Answers a refused registration: the sentence for the plugin, and the
+ * first refusal kept for the load error. */
+static int
+refuse (LoadContext *ctx,
+        GError      *error,
+        char        *errbuf,
+        size_t       errbuf_len)
+{
+  write_errbuf (errbuf, errbuf_len, error->message);
+  g_debug ("%s: refused a feature: %s", mixprec_plugin_get_name (ctx->plugin), error->message);
+  if (ctx->refused == NULL)
+    ctx->refused = error;
+  else
+    g_error_free (error);
+  return MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT;
+}
+
+static LoadContext *
+host_context (MixprecPluginHostV1 *host,
+              const gchar         *function,
+              char                *errbuf,
+              size_t               errbuf_len)
+{
+  if (host == NULL || host->host_data == NULL)
+    {
+      g_autofree gchar *message = g_strdup_printf ("%s() needs the host table that init() "
+                                                   "received", function);
+
+      write_errbuf (errbuf, errbuf_len, message);
+      return NULL;
+    }
+  return host->host_data;
+}
+
 static int
 host_register_optimizer (MixprecPluginHostV1      *host,
                          const MixprecOptimizerV1 *optimizer,
                          char                     *errbuf,
                          size_t                    errbuf_len)
 {
-  LoadContext *ctx;
-  g_autoptr(GError) error = NULL;
+  LoadContext *ctx = host_context (host, "register_optimizer", errbuf, errbuf_len);
+  GError *error = NULL;
 
-  if (host == NULL || host->host_data == NULL)
-    {
-      write_errbuf (errbuf, errbuf_len, "register_optimizer() needs the host table "
-                    "that init() received");
-      return MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT;
-    }
-  ctx = host->host_data;
-
-  if (_mixprec_optimizer_vtable_check (optimizer, &error))
-    {
-      for (guint i = 0; i < ctx->features->len; i++)
-        {
-          MixprecFeature *f = g_ptr_array_index (ctx->features, i);
-
-          if (mixprec_feature_get_kind (f) == MIXPREC_FEATURE_KIND_OPTIMIZER &&
-              g_str_equal (mixprec_feature_get_name (f), optimizer->name) &&
-              g_str_equal (mixprec_feature_get_device (f), optimizer->device))
-            {
-              g_set_error (&error, MIXPREC_PLUGIN_ERROR, MIXPREC_PLUGIN_ERROR_BAD_FEATURE,
-                           "optimizer '%s' (%s) is registered twice",
-                           optimizer->name, optimizer->device);
-              break;
-            }
-        }
-    }
-
-  if (error != NULL)
-    {
-      write_errbuf (errbuf, errbuf_len, error->message);
-      g_debug ("%s: refused a feature: %s", mixprec_plugin_get_filename (ctx->plugin),
-               error->message);
-      if (ctx->refused == NULL)
-        ctx->refused = g_steal_pointer (&error);
-      return MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT;
-    }
+  if (ctx == NULL)
+    return MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT;
+  if (!_mixprec_optimizer_vtable_check (optimizer, &error) ||
+      is_registered_twice (ctx, MIXPREC_FEATURE_KIND_OPTIMIZER, optimizer->name,
+                           optimizer->device, &error))
+    return refuse (ctx, error, errbuf, errbuf_len);
 
   g_ptr_array_add (ctx->features, _mixprec_feature_new_optimizer (optimizer, ctx->plugin));
+  return MIXPREC_PLUGIN_OK;
+}
+
+static int
+host_register_comm (MixprecPluginHostV1 *host,
+                    const MixprecCommV1 *comm,
+                    char                *errbuf,
+                    size_t               errbuf_len)
+{
+  LoadContext *ctx = host_context (host, "register_comm", errbuf, errbuf_len);
+  GError *error = NULL;
+
+  if (ctx == NULL)
+    return MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT;
+  if (!_mixprec_comm_vtable_check (comm, &error) ||
+      is_registered_twice (ctx, MIXPREC_FEATURE_KIND_COMM, comm->name, comm->device, &error))
+    return refuse (ctx, error, errbuf, errbuf_len);
+
+  g_ptr_array_add (ctx->features, _mixprec_feature_new_comm (comm, ctx->plugin));
   return MIXPREC_PLUGIN_OK;
 }
 
@@ -136,7 +186,8 @@ plugin_init (MixprecPlugin            *plugin,
              GModule                  *module,
              GError                  **error)
 {
-  const gchar *filename = mixprec_plugin_get_filename (plugin);
+  const gchar *filename = mixprec_plugin_get_filename (plugin) != NULL
+    ? mixprec_plugin_get_filename (plugin) : "libmixprec";
   char errbuf[_MIXPREC_PLUGIN_ERRBUF_SIZE] = "";
   g_autoptr(GPtrArray) features = g_ptr_array_new_with_free_func (g_object_unref);
   LoadContext ctx = { plugin, features, NULL };
@@ -146,6 +197,7 @@ plugin_init (MixprecPlugin            *plugin,
     .abi_minor = MIXPREC_PLUGIN_ABI_MINOR,
     .host_data = &ctx,
     .register_optimizer = host_register_optimizer,
+    .register_comm = host_register_comm,
   };
   int status;
 
@@ -295,4 +347,19 @@ _mixprec_plugin_load (const gchar *filename,
   g_debug ("%s: loaded plugin '%s' with %u features", filename, name,
            _mixprec_plugin_peek_features (plugin)->len);
   return g_steal_pointer (&plugin);
+}
+
+MixprecPlugin *
+_mixprec_plugin_load_builtin (void)
+{
+  const MixprecPluginDesc *desc = _mixprec_builtin_get_desc ();
+  g_autoptr(GError) error = NULL;
+  MixprecPlugin *plugin = _mixprec_plugin_new (NULL, desc->name);
+
+  _mixprec_plugin_set_description (plugin, desc);
+  /* The built-in features pass the same checks as a plugin file's; failing
+   * them is a bug of the library, reported like any plugin's failure. */
+  if (!plugin_init (plugin, desc, NULL, &error))
+    _mixprec_plugin_set_load_error (plugin, g_steal_pointer (&error));
+  return plugin;
 }

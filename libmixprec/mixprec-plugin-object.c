@@ -18,6 +18,9 @@
  *
  * A loaded plugin's module is never unloaded.
  *
+ * The features compiled into libmixprec itself (the `local` communicator)
+ * belong to a plugin named "builtin", which has no file.
+ *
  * Since: 1.0
  */
 struct _MixprecPlugin
@@ -33,7 +36,8 @@ struct _MixprecPlugin
   guint abi_major;
   guint abi_minor;
 
-  GModule *module;              /* resident once loaded */
+  GModule *module;              /* resident once loaded; NULL for "builtin" */
+  gboolean loaded;
   GPtrArray *features;          /* MixprecFeature, registration order */
   GError *load_error;
 };
@@ -132,7 +136,8 @@ mixprec_plugin_class_init (MixprecPluginClass *klass)
   /**
    * MixprecPlugin:filename:
    *
-   * The file the plugin was found in.
+   * The file the plugin was found in; %NULL for the plugin "builtin",
+   * whose features are part of libmixprec.
    *
    * Since: 1.0
    */
@@ -230,6 +235,7 @@ _mixprec_plugin_set_loaded (MixprecPlugin *self,
                             GPtrArray     *features)
 {
   self->module = module;
+  self->loaded = TRUE;
   for (guint i = 0; i < features->len; i++)
     g_ptr_array_add (self->features, g_object_ref (g_ptr_array_index (features, i)));
 }
@@ -265,6 +271,8 @@ _mixprec_plugin_status_to_string (int status)
       return "timeout";
     case MIXPREC_PLUGIN_ERR_NO_MEMORY:
       return "out of memory";
+    case MIXPREC_PLUGIN_ERR_PEER_FAILED:
+      return "peer failed";
     default:
       return "unknown status";
     }
@@ -293,7 +301,8 @@ mixprec_plugin_get_name (MixprecPlugin *self)
  * mixprec_plugin_get_filename:
  * @self: a #MixprecPlugin
  *
- * Returns: (type filename): the file the plugin was found in
+ * Returns: (type filename) (nullable): the file the plugin was found in;
+ *   %NULL for the plugin "builtin", whose features are part of libmixprec
  *
  * Since: 1.0
  */
@@ -420,7 +429,7 @@ mixprec_plugin_is_loaded (MixprecPlugin *self)
 {
   g_return_val_if_fail (MIXPREC_IS_PLUGIN (self), FALSE);
 
-  return self->load_error == NULL && self->module != NULL;
+  return self->load_error == NULL && self->loaded;
 }
 
 /**

@@ -47,6 +47,7 @@ typedef enum {
   MIXPREC_PLUGIN_ERR_RUNTIME = 3,            /* the device or transport failed */
   MIXPREC_PLUGIN_ERR_TIMEOUT = 4,            /* a peer did not answer in time */
   MIXPREC_PLUGIN_ERR_NO_MEMORY = 5,
+  MIXPREC_PLUGIN_ERR_PEER_FAILED = 6,        /* the transport reported a peer's failure */
 } MixprecPluginStatus;
 
 /* Element types, numerically equal to MixprecDType. */
@@ -142,6 +143,164 @@ typedef struct {
   void *reserved[8];
 } MixprecOptimizerV1;
 
+/* ------------------------------------------------------------ communication */
+
+typedef enum {
+  MIXPREC_PLUGIN_REDUCE_SUM = 0,
+  MIXPREC_PLUGIN_REDUCE_MAX = 1,
+} MixprecPluginReduceOp;
+
+/* Flags of the collectives. */
+enum {
+  /* reduce_scatter and all_reduce: add the reduction onto what recv already
+   * holds, as its first term: recv = ((recv + x_0) + x_1) + ... (for MAX,
+   * recv joins the comparison the same way). The engine folds micro-steps
+   * this way so the order of additions is the same at any world size.
+   * all_reduce: recv must hold the same values on every rank (as it does
+   * when it holds earlier all_reduce results); a communicator may take the
+   * first term from any one rank's copy. */
+  MIXPREC_PLUGIN_COMM_ACCUMULATE = 1u << 0,
+  /* reduce_scatter and all_reduce: recv is FP32 whatever dtype send has;
+   * the FP32 sum is stored without rounding to dtype. Gradients travel in
+   * the communication dtype but land in an FP32 accumulation buffer. */
+  MIXPREC_PLUGIN_COMM_RECV_FP32 = 1u << 1,
+};
+
+/* The rendezvous the library offers a communicator at init(): small control
+ * messages between all ranks, e.g. to swap transport addresses. Both calls
+ * are collective and block until every rank has called them or the timeout
+ * passes. */
+typedef struct {
+  size_t struct_size;
+  unsigned rank;
+  unsigned world_size;
+  unsigned local_rank;         /* rank among the processes of this host */
+  unsigned local_world_size;
+  void *ctx;                   /* pass back unchanged */
+  /* out receives world_size * len bytes: rank r's bytes at r * len. */
+  int (*all_gather) (void       *ctx,
+                     const void *in,
+                     size_t      len,
+                     void       *out,
+                     char       *errbuf,
+                     size_t      errbuf_len);
+  int (*barrier) (void   *ctx,
+                  char   *errbuf,
+                  size_t  errbuf_len);
+  void *reserved[8];
+} MixprecBootstrapV1;
+
+/* Arguments of a communicator's init(). */
+typedef struct {
+  size_t struct_size;
+  const MixprecBootstrapV1 *bootstrap;   /* valid during init() only */
+  unsigned timeout_ms;         /* a peer silent this long is a failure */
+  void *device_stream;         /* device communicators: the engine's stream */
+} MixprecCommInitV1;
+
+/* A communicator over one group of ranks.
+ *
+ * Determinism is part of the contract: a SUM is formed in rank order,
+ * ((x_0 + x_1) + x_2) + ..., in FP32 for float16 and bfloat16 data (rounded
+ * to nearest even once, at the end), and every rank receives the same bits.
+ * A MAX compares in the same order and keeps the larger value; a NaN wins
+ * over any number (the first NaN in rank order when there are several).
+ * Buffers are in the memory kind of @device ("cpu": host memory).
+ *
+ * Every rank calls the same collectives in the same order with the same
+ * counts, dtypes and roots. Calls on one communicator come from one thread
+ * at a time, except abort().
+ *
+ * Each collective takes an optional request out-pointer: NULL makes the call
+ * blocking; otherwise the call starts the operation and returns a request
+ * the caller must pass to wait() exactly once (test() may be called before).
+ * Several requests may be outstanding at once; they complete in any order.
+ * Counts are in elements. On failure a function returns a
+ * MixprecPluginStatus and writes a sentence naming the peer rank into
+ * errbuf; a peer whose failure the transport reports is
+ * MIXPREC_PLUGIN_ERR_PEER_FAILED, one that stays silent longer than the
+ * timeout is MIXPREC_PLUGIN_ERR_TIMEOUT: never a hang. */
+typedef struct {
+  const char *name;            /* "ucx" */
+  const char *device;          /* memory the buffers live in: "cpu", "cuda" */
+  unsigned rank;               /* the highest rank wins among equal names */
+  const char *description;
+  unsigned dtype_mask;         /* bit (1 << MixprecPluginDType) per dtype */
+  int (*init) (const MixprecCommInitV1 *args,
+               void                   **comm,
+               char                    *errbuf,
+               size_t                   errbuf_len);
+  /* recv[i] = op over ranks of send[i]; send == recv is allowed (not with
+   * RECV_FP32 for a narrower dtype). */
+  int (*all_reduce) (void                 *comm,
+                     const void           *send,
+                     void                 *recv,
+                     size_t                count,
+                     MixprecPluginDType    dtype,
+                     MixprecPluginReduceOp op,
+                     unsigned              flags,
+                     void                **request,
+                     char                 *errbuf,
+                     size_t                errbuf_len);
+  /* send holds world_size * count elements; rank r receives in recv (count
+   * elements) the reduction of every rank's send[r * count ...]. recv may
+   * be exactly send + rank * count (in place) when neither ACCUMULATE nor,
+   * for a narrower dtype, RECV_FP32 is set; it overlaps send nowhere else. */
+  int (*reduce_scatter) (void                 *comm,
+                         const void           *send,
+                         void                 *recv,
+                         size_t                count,
+                         MixprecPluginDType    dtype,
+                         MixprecPluginReduceOp op,
+                         unsigned              flags,
+                         void                **request,
+                         char                 *errbuf,
+                         size_t                errbuf_len);
+  /* Each rank contributes count elements; recv (world_size * count) gets
+   * rank r's at r * count. send may point into recv at rank * count. */
+  int (*all_gather) (void              *comm,
+                     const void        *send,
+                     void              *recv,
+                     size_t             count,
+                     MixprecPluginDType dtype,
+                     void             **request,
+                     char              *errbuf,
+                     size_t             errbuf_len);
+  int (*broadcast) (void              *comm,
+                    void              *buf,
+                    size_t             count,
+                    MixprecPluginDType dtype,
+                    unsigned           root,
+                    void             **request,
+                    char              *errbuf,
+                    size_t             errbuf_len);
+  int (*barrier) (void   *comm,
+                  void  **request,
+                  char   *errbuf,
+                  size_t  errbuf_len);
+  /* Advances the request without blocking: *done = 1 once it finished,
+   * successfully or not (then wait() returns at once with its status).
+   * Returns MIXPREC_PLUGIN_OK unless the test itself could not run. */
+  int (*test) (void   *comm,
+               void   *request,
+               int    *done,
+               char   *errbuf,
+               size_t  errbuf_len);
+  /* Waits for the request and releases it; its status is the operation's. */
+  int (*wait) (void   *comm,
+               void   *request,
+               char   *errbuf,
+               size_t  errbuf_len);
+  /* Makes every pending and future operation fail quickly (a peer failed).
+   * Safe to call from another thread while one waits. */
+  void (*abort) (void *comm);
+  /* Releases the communicator; pending requests must have been waited for. */
+  int (*finalize) (void   *comm,
+                   char   *errbuf,
+                   size_t  errbuf_len);
+  void *reserved[8];
+} MixprecCommV1;
+
 /* ------------------------------------------------------------ plugins */
 
 /* What the library offers a plugin during init(). The table is valid only
@@ -161,7 +320,11 @@ struct MixprecPluginHostV1 {
                              const MixprecOptimizerV1 *optimizer,
                              char                     *errbuf,
                              size_t                    errbuf_len);
-  void *reserved[16];
+  int (*register_comm) (MixprecPluginHostV1 *host,
+                        const MixprecCommV1 *comm,
+                        char                *errbuf,
+                        size_t               errbuf_len);
+  void *reserved[15];
 };
 
 /* The static description a plugin returns from its entry point. abi_major

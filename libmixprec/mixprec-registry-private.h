@@ -41,6 +41,16 @@ gboolean        _mixprec_feature_optimizer_step        (MixprecFeature          
                                                         gsize                     n,
                                                         GError                  **error);
 
+/* Checks a communicator vtable a plugin registers: name, device, every
+ * function, a dtype_mask naming only known dtypes, reserved space. */
+gboolean        _mixprec_comm_vtable_check             (const MixprecCommV1 *vtable,
+                                                        GError             **error);
+/* A feature holding a copy of a comm vtable that passed the check. */
+MixprecFeature *_mixprec_feature_new_comm              (const MixprecCommV1 *vtable,
+                                                        MixprecPlugin       *plugin);
+/* For MixprecComm: the communicator's vtable (NULL for other kinds). */
+const MixprecCommV1 *_mixprec_feature_get_comm_vtable  (MixprecFeature *feature);
+
 /* ---- plugins (mixprec-plugin-object.c, mixprec-plugin-loader.c) */
 
 /* The NAME of a file called mixprec-NAME.so ("mixprec-optim-adamw.so" ->
@@ -52,6 +62,13 @@ gchar          *_mixprec_plugin_name_from_filename     (const gchar *filename);
  * Always returns a plugin: loaded, or not loaded with its load error set. */
 MixprecPlugin  *_mixprec_plugin_load                   (const gchar *filename,
                                                         const gchar *name);
+
+/* The plugin named "builtin": the features compiled into libmixprec
+ * (mixprec-builtin.c), registered through the same host table and checks
+ * as a plugin file's. It has no file and no module. */
+#define _MIXPREC_BUILTIN_PLUGIN_NAME "builtin"
+const MixprecPluginDesc *_mixprec_builtin_get_desc     (void);
+MixprecPlugin  *_mixprec_plugin_load_builtin           (void);
 
 /* "runtime error": a MixprecPluginStatus in words, for messages. */
 const gchar    *_mixprec_plugin_status_to_string       (int status);

@@ -32,6 +32,11 @@
  * built for another plugin ABI, or whose init() fails is skipped and kept
  * in mixprec_registry_get_failures() with the reason.
  *
+ * A registry that includes the system directories (the default registry
+ * does) also holds the features compiled into libmixprec, as the plugin
+ * "builtin" listed first: the `local` communicator of a single process.
+ * A plugin file called `mixprec-builtin.so` is ignored there.
+ *
  * A registry never changes after it is created, so one may be used from
  * several threads at once.
  *
@@ -88,23 +93,11 @@ mixprec_registry_init (MixprecRegistry *self)
 
 /* ------------------------------------------------------------ scanning */
 
+/* Takes @plugin, loaded or failed. */
 static void
-scan_candidate (Scan        *scan,
-                const gchar *filename,
-                const gchar *name)
+add_plugin (MixprecRegistry *self,
+            MixprecPlugin   *plugin)
 {
-  MixprecRegistry *self = scan->registry;
-  MixprecPlugin *plugin;
-
-  if (g_hash_table_contains (scan->names, name))
-    {
-      g_debug ("%s: ignored: plugin '%s' was already found earlier in the search path",
-               filename, name);
-      return;
-    }
-  g_hash_table_add (scan->names, g_strdup (name));
-
-  plugin = _mixprec_plugin_load (filename, name);
   if (mixprec_plugin_is_loaded (plugin))
     {
       GPtrArray *features = _mixprec_plugin_peek_features (plugin);
@@ -115,6 +108,22 @@ scan_candidate (Scan        *scan,
     }
   else
     g_ptr_array_add (self->failures, plugin);
+}
+
+static void
+scan_candidate (Scan        *scan,
+                const gchar *filename,
+                const gchar *name)
+{
+  if (g_hash_table_contains (scan->names, name))
+    {
+      g_debug ("%s: ignored: plugin '%s' was already found earlier in the search path",
+               filename, name);
+      return;
+    }
+  g_hash_table_add (scan->names, g_strdup (name));
+
+  add_plugin (scan->registry, _mixprec_plugin_load (filename, name));
 }
 
 static gint
@@ -230,6 +239,13 @@ registry_new_scanned (GStrvBuilder *builder,
 
   scan.names = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   scan.visited = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  if (include_system)
+    {
+      MixprecPlugin *builtin = _mixprec_plugin_load_builtin ();
+
+      g_hash_table_add (scan.names, g_strdup (mixprec_plugin_get_name (builtin)));
+      add_plugin (self, builtin);
+    }
   for (guint i = 0; self->search_path[i] != NULL; i++)
     scan_path (&scan, self->search_path[i]);
   g_hash_table_unref (scan.names);
@@ -276,7 +292,8 @@ mixprec_registry_get_default (void)
  *   directories to search, in order (a plugin file may be named instead of
  *   a directory); `MIXPREC_PLUGIN_PATH` is not read
  * @include_system: whether to search the system plugin directories after
- *   @paths (see #MixprecRegistry)
+ *   @paths and to include the features built into libmixprec (see
+ *   #MixprecRegistry)
  *
  * Creates a registry of the plugins in @paths, for tools and tests that
  * must not depend on the environment. The plugins are loaded before this

@@ -1,7 +1,8 @@
 #!/bin/sh
 # test-inspect-plugins.sh — mixprec-inspect's plugin listing and details,
 # against the build tree's optimizer plugins and the test plugins of
-# tests/plugins/ (one valid, nine broken). Prints TAP.
+# tests/plugins/ (three valid, ten broken), and the built-in plugin.
+# Prints TAP.
 
 top=${MIXPREC_TOP_BUILDDIR:-.}
 inspect="$top/tools/mixprec-inspect"
@@ -43,7 +44,7 @@ has () {
   grep -F -q -e "$2" "$1"
 }
 
-echo "1..14"
+echo "1..17"
 
 # The build tree's optimizer plugins (make check puts plugins/ on MIXPREC_PLUGIN_PATH).
 if run 0 && has "$tmp/out" "Total count: "; then
@@ -70,7 +71,7 @@ else
   skip "adamw details list its hyper-parameters" "no plugins built in plugins/.libs"
 fi
 
-# The test plugins: two valid, nine broken.
+# The test plugins: three valid, ten broken.
 MIXPREC_PLUGIN_PATH=$test_plugins
 export MIXPREC_PLUGIN_PATH
 
@@ -79,12 +80,12 @@ if run 0 && has "$tmp/out" "test-good:  testopt (optimizer, cpu, rank 100): mome
 else
   not_ok "listing shows a feature line per feature"
 fi
-if has "$tmp/out" "Total count: 2 plugins, 5 features"; then
+if has "$tmp/out" "Total count: 4 plugins, 7 features"; then
   ok "totals count the loaded plugins and their features"
 else
   not_ok "totals count the loaded plugins and their features"
 fi
-if has "$tmp/out" "Failed to load: 9 plugins"; then
+if has "$tmp/out" "Failed to load: 10 plugins"; then
   ok "failures are counted"
 else
   not_ok "failures are counted"
@@ -123,6 +124,28 @@ else
   not_ok "plugin details"
 fi
 
+if run 0 && has "$tmp/out" "builtin:  local (comm, cpu, rank 0): a world of one process" &&
+   has "$tmp/out" "test-comm:  testcomm (comm, cpu, rank 1)"; then
+  ok "communicators are listed, the built-in one too"
+else
+  not_ok "communicators are listed, the built-in one too"
+fi
+
+if run 0 testcomm && has "$tmp/out" "Kind                     comm" &&
+   has "$tmp/out" "Data types               float32" &&
+   has "$tmp/out" "Buffers                  host memory"; then
+  ok "communicator details: data types and memory"
+else
+  not_ok "communicator details: data types and memory"
+fi
+
+if run 0 builtin && has "$tmp/out" "Filename                 (built into libmixprec)" &&
+   has "$tmp/out" "  local (comm, cpu, rank 0)"; then
+  ok "the built-in plugin has no file"
+else
+  not_ok "the built-in plugin has no file"
+fi
+
 if run 1 test-name-mismatch && has "$tmp/out" "Status                   failed to load" &&
    has "$tmp/out" "the plugin calls itself 'test-renamed'"; then
   ok "a plugin that failed: details with the reason, exit status 1"
@@ -147,7 +170,7 @@ else
   not_ok "a plugin file given by its path"
 fi
 
-if run 0 && has "$tmp/out" "Total count: 0 plugins, 0 features" &&
+if run 0 && has "$tmp/out" "Total count: 1 plugin, 1 feature" &&
    has "$tmp/out" "the plugin search path is empty"; then
   ok "an empty search path is explained"
 else

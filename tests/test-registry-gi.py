@@ -25,14 +25,15 @@ registry = Mixprec.Registry.new_for_paths([os.path.join(build, "plugins")], Fals
 plugins = registry.get_plugins()
 check("get_plugins returns a list of plugins",
       isinstance(plugins, list) and all(isinstance(p, Mixprec.Plugin) for p in plugins))
-check("the valid test plugins load", sorted(p.get_name() for p in plugins) == ["test-good", "test-rank"])
+check("the valid test plugins load",
+      sorted(p.get_name() for p in plugins) == ["test-comm", "test-good", "test-rank"])
 
 good = registry.find_plugin("test-good")
 check("plugin properties", (good.props.version, good.props.license, good.props.loaded) ==
       ("1.2.3", "LGPL-2.1-or-later", True))
 
 failures = {p.get_name(): p for p in registry.get_failures()}
-check("nine broken test plugins are reported", len(failures) == 9)
+check("ten broken test plugins are reported", len(failures) == 10)
 err = failures["test-abi-major"].get_load_error()
 check("a failure carries a GLib.Error in the plugin domain",
       err.matches(Mixprec.plugin_error_quark(), Mixprec.PluginError.ABI_MISMATCH) and
@@ -63,7 +64,16 @@ except GLib.Error as e:
     check("unknown feature raises", e.matches(Mixprec.plugin_error_quark(), Mixprec.PluginError.NOT_FOUND)
           and "available: otheropt (cpu), testopt (cpu), testopt (testdev)" in e.message)
 
+testcomm = registry.find_feature(Mixprec.FeatureKind.COMM, "testcomm", "cpu")
+check("a communicator's dtypes", (testcomm.get_kind(), testcomm.get_comm_dtypes()) ==
+      (Mixprec.FeatureKind.COMM, [Mixprec.DType.FLOAT32]))
+check("an optimizer has no comm dtypes", testopt.get_comm_dtypes() == [])
+
 default = Mixprec.Registry.get_default()
+builtin = default.find_plugin("builtin")
+check("the default registry holds the built-in plugin, without a file",
+      builtin.get_filename() is None and builtin.is_loaded() and
+      [f.get_name() for f in builtin.get_features()] == ["local"])
 check("the default registry lists plugins", isinstance(default.get_plugins(), list))
 check("the default registry is one object", default is Mixprec.Registry.get_default())
 

@@ -1,7 +1,8 @@
 /* test-registry.c — plugin discovery and loading: the test plugins of
- * tests/plugins/ (one valid, the others each broken in one way), search
+ * tests/plugins/ (three valid, the others each broken in one way), search
  * order, duplicates, rank selection, look-up errors, the checks on
- * optimizer vtables, and the optimizer plugins of the build tree. */
+ * optimizer and communicator vtables, the built-in plugin, and the
+ * optimizer plugins of the build tree. */
 #include "config.h"
 
 #include <errno.h>
@@ -233,6 +234,8 @@ static const ExpectedFailure expected_failures[] = {
     { "built for plugin ABI 2.0", "this libmixprec supports 1.0" } },
   { "test-abi-minor", MIXPREC_PLUGIN_ERROR_ABI_MISMATCH,
     { "built for plugin ABI 1.1", "this libmixprec supports 1.0" } },
+  { "test-bad-comm", MIXPREC_PLUGIN_ERROR_BAD_FEATURE,
+    { "registered an invalid feature", "comm 'badcomm' (cpu): its wait function is NULL" } },
   { "test-bad-feature", MIXPREC_PLUGIN_ERROR_BAD_FEATURE,
     { "registered an invalid feature", "optimizer 'badopt' (cpu): its step function is NULL" } },
   { "test-init-fails", MIXPREC_PLUGIN_ERROR_INIT_FAILED,
@@ -257,9 +260,10 @@ test_registry_broken_plugins (void)
   g_autolist(MixprecPlugin) failures = mixprec_registry_get_failures (registry);
   g_autolist(MixprecFeature) features = mixprec_registry_get_features (registry);
 
-  g_assert_cmpuint (g_list_length (plugins), ==, 2);
+  g_assert_cmpuint (g_list_length (plugins), ==, 3);
   g_assert_nonnull (find_in (plugins, "test-good"));
   g_assert_nonnull (find_in (plugins, "test-rank"));
+  g_assert_nonnull (find_in (plugins, "test-comm"));
   g_assert_cmpuint (g_list_length (failures), ==, G_N_ELEMENTS (expected_failures));
 
   for (gsize i = 0; i < G_N_ELEMENTS (expected_failures); i++)
@@ -285,11 +289,12 @@ test_registry_broken_plugins (void)
     }
 
   /* What the failing plugins registered before failing is not used. */
-  g_assert_cmpuint (g_list_length (features), ==, 5);
+  g_assert_cmpuint (g_list_length (features), ==, 6);
   for (GList *l = features; l != NULL; l = l->next)
     {
       g_assert_cmpstr (mixprec_feature_get_name (l->data), !=, "failopt");
       g_assert_cmpstr (mixprec_feature_get_name (l->data), !=, "badopt");
+      g_assert_cmpstr (mixprec_feature_get_name (l->data), !=, "badcomm");
     }
 
   /* Only the version fields of a mismatched description are read. */
@@ -523,7 +528,7 @@ test_registry_lookup_errors (void)
   g_assert_error (error, MIXPREC_PLUGIN_ERROR, MIXPREC_PLUGIN_ERROR_NOT_FOUND);
   g_assert_cmpstr (error->message, ==,
                    "no optimizer 'nosuch' for device 'cpu'; available: otheropt (cpu), "
-                   "testopt (cpu), testopt (testdev); 9 plugin files failed to load "
+                   "testopt (cpu), testopt (testdev); 10 plugin files failed to load "
                    "(run mixprec-inspect to see why)");
   g_clear_error (&error);
 
@@ -545,7 +550,13 @@ test_registry_lookup_errors (void)
   feature = mixprec_registry_find_feature (registry, MIXPREC_FEATURE_KIND_COMM, "ucx", NULL, &error);
   g_assert_null (feature);
   g_assert_error (error, MIXPREC_PLUGIN_ERROR, MIXPREC_PLUGIN_ERROR_NOT_FOUND);
-  g_assert_true (g_str_has_prefix (error->message, "no comm 'ucx' for any device; no plugin provides any comm (searched: "));
+  g_assert_true (g_str_has_prefix (error->message, "no comm 'ucx' for any device; available: testcomm (cpu); "));
+  g_clear_error (&error);
+
+  feature = mixprec_registry_find_feature (registry, MIXPREC_FEATURE_KIND_DEVICE, "cuda", NULL, &error);
+  g_assert_null (feature);
+  g_assert_error (error, MIXPREC_PLUGIN_ERROR, MIXPREC_PLUGIN_ERROR_NOT_FOUND);
+  g_assert_true (g_str_has_prefix (error->message, "no device 'cuda' for any device; no plugin provides any device (searched: "));
   g_clear_error (&error);
 
   plugin = mixprec_registry_find_plugin (registry, "test-abi-major", &error);
@@ -558,7 +569,7 @@ test_registry_lookup_errors (void)
   plugin = mixprec_registry_find_plugin (registry, "optim-nosuch", &error);
   g_assert_null (plugin);
   g_assert_error (error, MIXPREC_PLUGIN_ERROR, MIXPREC_PLUGIN_ERROR_NOT_FOUND);
-  g_assert_cmpstr (error->message, ==, "no plugin 'optim-nosuch'; loaded plugins: test-good, test-rank");
+  g_assert_cmpstr (error->message, ==, "no plugin 'optim-nosuch'; loaded plugins: test-comm, test-good, test-rank");
   g_clear_error (&error);
 
   plugin = mixprec_registry_find_plugin (empty, "optim-adamw", &error);
@@ -816,6 +827,287 @@ test_registry_default_build_tree (void)
     }
 }
 
+/* ------------------------------------------------------------ communicators */
+
+static int
+dummy_comm_init (const MixprecCommInitV1 *args,
+                 void                   **comm,
+                 char                    *errbuf,
+                 size_t                   errbuf_len)
+{
+  return MIXPREC_PLUGIN_ERR_UNSUPPORTED;
+}
+
+static int
+dummy_all_reduce (void                 *comm,
+                  const void           *send,
+                  void                 *recv,
+                  size_t                count,
+                  MixprecPluginDType    dtype,
+                  MixprecPluginReduceOp op,
+                  unsigned              flags,
+                  void                **request,
+                  char                 *errbuf,
+                  size_t                errbuf_len)
+{
+  return MIXPREC_PLUGIN_ERR_UNSUPPORTED;
+}
+
+static int
+dummy_all_gather (void              *comm,
+                  const void        *send,
+                  void              *recv,
+                  size_t             count,
+                  MixprecPluginDType dtype,
+                  void             **request,
+                  char              *errbuf,
+                  size_t             errbuf_len)
+{
+  return MIXPREC_PLUGIN_ERR_UNSUPPORTED;
+}
+
+static int
+dummy_broadcast (void              *comm,
+                 void              *buf,
+                 size_t             count,
+                 MixprecPluginDType dtype,
+                 unsigned           root,
+                 void             **request,
+                 char              *errbuf,
+                 size_t             errbuf_len)
+{
+  return MIXPREC_PLUGIN_ERR_UNSUPPORTED;
+}
+
+static int
+dummy_barrier (void   *comm,
+               void  **request,
+               char   *errbuf,
+               size_t  errbuf_len)
+{
+  return MIXPREC_PLUGIN_ERR_UNSUPPORTED;
+}
+
+static int
+dummy_test (void   *comm,
+            void   *request,
+            int    *done,
+            char   *errbuf,
+            size_t  errbuf_len)
+{
+  return MIXPREC_PLUGIN_ERR_UNSUPPORTED;
+}
+
+static int
+dummy_wait (void   *comm,
+            void   *request,
+            char   *errbuf,
+            size_t  errbuf_len)
+{
+  return MIXPREC_PLUGIN_ERR_UNSUPPORTED;
+}
+
+static void
+dummy_abort (void *comm)
+{
+}
+
+static int
+dummy_finalize (void   *comm,
+                char   *errbuf,
+                size_t  errbuf_len)
+{
+  return MIXPREC_PLUGIN_OK;
+}
+
+static void
+test_registry_comm_vtable_check (void)
+{
+  static int reserved_marker;
+  g_autofree gchar *name_65 = g_strnfill (65, 'c');
+  const MixprecCommV1 valid = {
+    .name = "ucx", .device = "cpu", .rank = 100, .dtype_mask = 0x7,
+    .init = dummy_comm_init, .all_reduce = dummy_all_reduce,
+    .reduce_scatter = dummy_all_reduce, .all_gather = dummy_all_gather,
+    .broadcast = dummy_broadcast, .barrier = dummy_barrier, .test = dummy_test,
+    .wait = dummy_wait, .abort = dummy_abort, .finalize = dummy_finalize,
+  };
+  const gchar *function_names[] = {
+    "init", "all_reduce", "reduce_scatter", "all_gather", "broadcast", "barrier",
+    "test", "wait", "abort", "finalize",
+  };
+  g_autoptr(GError) error = NULL;
+  MixprecCommV1 v;
+
+  g_assert_true (_mixprec_comm_vtable_check (&valid, &error));
+  g_assert_no_error (error);
+  g_assert_false (_mixprec_comm_vtable_check (NULL, &error));
+  g_assert_error (error, MIXPREC_PLUGIN_ERROR, MIXPREC_PLUGIN_ERROR_BAD_FEATURE);
+  g_clear_error (&error);
+
+#define EXPECT_COMM_REFUSED(reason) G_STMT_START {                             \
+    g_test_message ("comm vtable case: %s", reason);                           \
+    g_assert_false (_mixprec_comm_vtable_check (&v, &error));                  \
+    g_assert_error (error, MIXPREC_PLUGIN_ERROR, MIXPREC_PLUGIN_ERROR_BAD_FEATURE); \
+    if (strstr (error->message, reason) == NULL)                               \
+      g_error ("'%s' does not say '%s'", error->message, reason);              \
+    g_clear_error (&error);                                                    \
+  } G_STMT_END
+
+  v = valid; v.name = NULL;
+  EXPECT_COMM_REFUSED ("the comm name is missing or not an identifier");
+  v = valid; v.name = "u c x";
+  EXPECT_COMM_REFUSED ("the comm name is missing or not an identifier");
+  v = valid; v.name = name_65;
+  EXPECT_COMM_REFUSED ("at most 64 characters");
+  v = valid; v.device = "";
+  EXPECT_COMM_REFUSED ("comm 'ucx': the device name is missing or not an identifier");
+  /* Every function, one at a time. */
+  for (gsize i = 0; i < G_N_ELEMENTS (function_names); i++)
+    {
+      g_autofree gchar *reason = g_strdup_printf ("comm 'ucx' (cpu): its %s function is NULL",
+                                                  function_names[i]);
+
+      v = valid;
+      switch (i)
+        {
+        case 0: v.init = NULL; break;
+        case 1: v.all_reduce = NULL; break;
+        case 2: v.reduce_scatter = NULL; break;
+        case 3: v.all_gather = NULL; break;
+        case 4: v.broadcast = NULL; break;
+        case 5: v.barrier = NULL; break;
+        case 6: v.test = NULL; break;
+        case 7: v.wait = NULL; break;
+        case 8: v.abort = NULL; break;
+        default: v.finalize = NULL; break;
+        }
+      EXPECT_COMM_REFUSED (reason);
+    }
+  v = valid; v.dtype_mask = 0;
+  EXPECT_COMM_REFUSED ("comm 'ucx' (cpu): its dtype_mask is 0: it must accept at least one dtype");
+  v = valid; v.dtype_mask = 0x21;
+  EXPECT_COMM_REFUSED ("its dtype_mask 0x21 has bits for dtypes that do not exist "
+                       "(the known dtypes are bits 0 to 4)");
+  v = valid; v.reserved[7] = &reserved_marker;
+  EXPECT_COMM_REFUSED ("its reserved fields are not zero");
+#undef EXPECT_COMM_REFUSED
+
+  /* The fp8 dtypes are valid bits. */
+  v = valid; v.dtype_mask = 0x1f;
+  g_assert_true (_mixprec_comm_vtable_check (&v, &error));
+  g_assert_no_error (error);
+}
+
+static void
+test_registry_comm_plugin (void)
+{
+  g_autoptr(MixprecRegistry) registry = test_plugins_registry ();
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MixprecFeature) feature = NULL;
+  const MixprecCommV1 *vtable;
+  const MixprecDType *dtypes;
+  gsize n_dtypes;
+
+  feature = mixprec_registry_find_feature (registry, MIXPREC_FEATURE_KIND_COMM, "testcomm",
+                                           "cpu", &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (mixprec_feature_get_kind (feature), ==, MIXPREC_FEATURE_KIND_COMM);
+  g_assert_cmpuint (mixprec_feature_get_rank (feature), ==, 1);
+  g_assert_cmpstr (mixprec_feature_get_plugin_name (feature), ==, "test-comm");
+  g_assert_cmpstr (mixprec_feature_get_description (feature), ==,
+                   "a one-process communicator for the comm tests");
+  dtypes = mixprec_feature_get_comm_dtypes (feature, &n_dtypes);
+  g_assert_cmpuint (n_dtypes, ==, 1);
+  g_assert_cmpint (dtypes[0], ==, MIXPREC_DTYPE_FLOAT32);
+
+  /* Optimizer properties of a communicator are empty. */
+  g_assert_null (mixprec_feature_get_grad_dtypes (feature, &n_dtypes));
+  g_assert_cmpuint (n_dtypes, ==, 0);
+  g_assert_cmpuint (mixprec_feature_get_n_hparams (feature), ==, 0);
+  g_assert_null (_mixprec_feature_get_optimizer_vtable (feature));
+
+  /* The copy of the vtable keeps the functions and owns its strings. */
+  vtable = _mixprec_feature_get_comm_vtable (feature);
+  g_assert_nonnull (vtable);
+  g_assert_true (vtable->name == mixprec_feature_get_name (feature));
+  g_assert_cmpuint (vtable->dtype_mask, ==, 1u << MIXPREC_PLUGIN_DTYPE_FLOAT32);
+  g_assert_nonnull (vtable->wait);
+
+  /* And an optimizer has no comm side. */
+  g_clear_object (&feature);
+  feature = mixprec_registry_find_feature (registry, MIXPREC_FEATURE_KIND_OPTIMIZER, "testopt",
+                                           "cpu", &error);
+  g_assert_null (_mixprec_feature_get_comm_vtable (feature));
+  g_assert_null (mixprec_feature_get_comm_dtypes (feature, &n_dtypes));
+
+  /* Look-ups of communicators name the kind and list what there is. */
+  g_clear_object (&feature);
+  feature = mixprec_registry_find_feature (registry, MIXPREC_FEATURE_KIND_COMM, "nccl",
+                                           "cuda", &error);
+  g_assert_null (feature);
+  g_assert_error (error, MIXPREC_PLUGIN_ERROR, MIXPREC_PLUGIN_ERROR_NOT_FOUND);
+  g_assert_nonnull (strstr (error->message, "no comm 'nccl' for device 'cuda'; available: testcomm (cpu)"));
+}
+
+/* The plugin "builtin": in every registry that includes the system
+ * directories, with the local communicator, and no file. */
+static void
+test_registry_builtin (void)
+{
+  g_autofree gchar *saved = g_strdup (g_getenv ("MIXPREC_PLUGIN_SYSTEM_PATH"));
+  g_autofree gchar *dir = make_temp_dir ();
+  const gchar *paths[] = { dir, NULL };
+  const MixprecDType expected[] = { MIXPREC_DTYPE_FLOAT32, MIXPREC_DTYPE_FLOAT16, MIXPREC_DTYPE_BFLOAT16 };
+
+  /* A file that claims the name is not loaded in its place. */
+  link_plugin ("test-good", dir, "mixprec-builtin.so");
+  g_setenv ("MIXPREC_PLUGIN_SYSTEM_PATH", "", TRUE);
+  {
+    g_autoptr(MixprecRegistry) with = mixprec_registry_new_for_paths (paths, TRUE);
+    g_autoptr(MixprecRegistry) without = mixprec_registry_new_for_paths (paths, FALSE);
+    g_autolist(MixprecPlugin) plugins = mixprec_registry_get_plugins (with);
+    g_autolist(MixprecFeature) features = NULL;
+    g_autoptr(MixprecFeature) local = NULL;
+    g_autoptr(GError) error = NULL;
+    MixprecPlugin *builtin;
+    const MixprecDType *dtypes;
+    gsize n_dtypes;
+
+    g_assert_cmpuint (g_list_length (plugins), ==, 1);
+    g_assert_null (mixprec_registry_get_failures (with));
+    builtin = plugins->data;
+    g_assert_cmpstr (mixprec_plugin_get_name (builtin), ==, "builtin");
+    g_assert_null (mixprec_plugin_get_filename (builtin));
+    g_assert_true (mixprec_plugin_is_loaded (builtin));
+    g_assert_cmpstr (mixprec_plugin_get_version (builtin), ==, PACKAGE_VERSION);
+    g_assert_cmpstr (mixprec_plugin_get_license (builtin), ==, "LGPL-2.1-or-later");
+    g_assert_cmpuint (mixprec_plugin_get_abi_major (builtin), ==, MIXPREC_PLUGIN_ABI_VERSION_MAJOR);
+
+    features = mixprec_plugin_get_features (builtin);
+    g_assert_cmpuint (g_list_length (features), ==, 1);
+    local = mixprec_registry_find_feature (with, MIXPREC_FEATURE_KIND_COMM, "local", "cpu", &error);
+    g_assert_no_error (error);
+    g_assert_true (local == features->data);
+    g_assert_cmpuint (mixprec_feature_get_rank (local), ==, 0);
+    dtypes = mixprec_feature_get_comm_dtypes (local, &n_dtypes);
+    g_assert_cmpmem (dtypes, n_dtypes * sizeof *dtypes, expected, sizeof expected);
+
+    /* Without the system part there is no built-in plugin, and the
+     * impostor is tried: it lacks mixprec_plugin_builtin_get_desc(). */
+    g_assert_null (mixprec_registry_get_plugins (without));
+    g_assert_null (mixprec_registry_find_plugin (without, "builtin", &error));
+    g_assert_error (error, MIXPREC_PLUGIN_ERROR, MIXPREC_PLUGIN_ERROR_NOT_FOUND);
+    g_assert_nonnull (strstr (error->message, "mixprec_plugin_builtin_get_desc()"));
+  }
+
+  if (saved != NULL)
+    g_setenv ("MIXPREC_PLUGIN_SYSTEM_PATH", saved, TRUE);
+  else
+    g_unsetenv ("MIXPREC_PLUGIN_SYSTEM_PATH");
+  remove_tree (dir);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -832,6 +1124,9 @@ main (int argc, char **argv)
   g_test_add_func ("/registry/lookup-errors", test_registry_lookup_errors);
   g_test_add_func ("/registry/vtable-check", test_registry_vtable_check);
   g_test_add_func ("/registry/optimizer-step", test_registry_optimizer_step);
+  g_test_add_func ("/registry/comm-vtable-check", test_registry_comm_vtable_check);
+  g_test_add_func ("/registry/comm-plugin", test_registry_comm_plugin);
+  g_test_add_func ("/registry/builtin", test_registry_builtin);
   g_test_add_func ("/registry/default/threads", test_registry_default_threads);
   g_test_add_func ("/registry/default/build-tree", test_registry_default_build_tree);
 

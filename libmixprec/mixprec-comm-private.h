@@ -1,0 +1,39 @@
+/* mixprec-comm-private.h — what the library shares about communicators;
+ * never installed. */
+#pragma once
+
+#include "mixprec.h"
+#include "mixprec-plugin.h"
+
+G_BEGIN_DECLS
+
+/* The communicator "local" (mixprec-comm-local.c), registered by the
+ * plugin "builtin". */
+const MixprecCommV1 *_mixprec_comm_local_get_vtable (void);
+
+/* The feature a communicator runs on (transfer none). */
+MixprecFeature      *_mixprec_comm_get_feature      (MixprecComm *self);
+
+/* Between the communicator and its requests (mixprec-comm-request.c):
+ * the plugin's test() and wait() under the communicator's lock, and a
+ * plugin status turned into a MIXPREC_COMM_ERROR naming the operation. */
+int                  _mixprec_comm_plugin_test      (MixprecComm *self,
+                                                     void        *handle,
+                                                     int         *done,
+                                                     char        *errbuf,
+                                                     size_t       errbuf_len);
+int                  _mixprec_comm_plugin_wait      (MixprecComm *self,
+                                                     void        *handle,
+                                                     char        *errbuf,
+                                                     size_t       errbuf_len);
+gboolean             _mixprec_comm_check_status     (MixprecComm *self,
+                                                     int          status,
+                                                     const char  *errbuf,
+                                                     const gchar *what,
+                                                     GError     **error);
+/* Takes @what. */
+MixprecCommRequest  *_mixprec_comm_request_new      (MixprecComm *comm,
+                                                     void        *handle,
+                                                     gchar       *what);
+
+G_END_DECLS

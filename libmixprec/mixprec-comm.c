@@ -1,0 +1,1148 @@
+/* mixprec-comm.c — MixprecComm: collectives between the ranks of a
+ * bootstrap, run by a communication feature of the plugin registry (the
+ * built-in "local" one for a single process, comm-ucx across processes).
+ * This file checks every argument before the plugin sees it and turns the
+ * plugin's status and sentence into a GError. */
+#include "config.h"
+
+#include <string.h>
+
+#include "mixprec.h"
+#include "mixprec-bootstrap-private.h"
+#include "mixprec-comm-private.h"
+#include "mixprec-registry-private.h"
+
+/* The public enums mirror the ABI's plain-C ones value for value. */
+G_STATIC_ASSERT ((int) MIXPREC_REDUCE_SUM == (int) MIXPREC_PLUGIN_REDUCE_SUM);
+G_STATIC_ASSERT ((int) MIXPREC_REDUCE_MAX == (int) MIXPREC_PLUGIN_REDUCE_MAX);
+G_STATIC_ASSERT ((int) MIXPREC_COMM_ACCUMULATE == (int) MIXPREC_PLUGIN_COMM_ACCUMULATE);
+G_STATIC_ASSERT ((int) MIXPREC_COMM_RECV_FP32 == (int) MIXPREC_PLUGIN_COMM_RECV_FP32);
+
+#define KNOWN_FLAGS ((guint) (MIXPREC_COMM_ACCUMULATE | MIXPREC_COMM_RECV_FP32))
+
+/**
+ * MixprecComm:
+ *
+ * A communicator: the collectives of data-parallel training (all-reduce,
+ * reduce-scatter, all-gather, broadcast, barrier) between the ranks of a
+ * #MixprecBootstrap, carried out by a communication feature of the plugin
+ * registry — the built-in `local` backend for a single process, or a
+ * plugin such as `comm-ucx` across processes.
+ *
+ * Every backend honours the same contract: a sum is formed in rank order,
+ * ((x0 + x1) + x2) + ..., in FP32 also for float16 and bfloat16 buffers
+ * (rounded to nearest even once, at the end), and every rank receives the
+ * same bits, so a run is reproducible at a given world size.
+ *
+ * Every rank must call the same collectives in the same order, with the
+ * same counts, dtypes and roots. Each collective has a blocking form and a
+ * `_start` form returning a #MixprecCommRequest; several requests may be
+ * outstanding. A communicator is used from one thread at a time (calls
+ * from other threads wait for it), except mixprec_comm_abort().
+ *
+ * A peer that dies or stays silent for longer than the timeout makes the
+ * collectives of the other ranks fail with %MIXPREC_COMM_ERROR_PEER_FAILED
+ * or %MIXPREC_COMM_ERROR_TIMEOUT, naming the rank: a job never hangs. The
+ * timeout counts only time without any progress, so large transfers do
+ * not trip it. After such an error the communicator is broken.
+ *
+ * Drop the last reference on every rank at about the same time: a backend
+ * may wait there for the other ranks to finish with it (comm-ucx does, at
+ * most the timeout, unless the communicator is broken).
+ *
+ * The built-in `local` backend serves a world of one process: its
+ * collectives are copies and its requests complete at once. The
+ * `comm-ucx` plugin works in host memory over UCX (shared memory within a
+ * host) and reads `MIXPREC_UCX_CHUNK_BYTES` (pipeline chunk, default
+ * 256 KiB), `MIXPREC_UCX_WINDOW` (chunks in flight per peer, default 4),
+ * `MIXPREC_UCX_SPIN_US` (polling before a waiting rank yields its core,
+ * default 1000) and `MIXPREC_UCX_ERROR_MODE` ("none" or "peer") besides
+ * UCX's own `UCX_*` variables; it progresses only inside the calls of the
+ * communicator and its requests.
+ *
+ * Since: 1.0
+ */
+struct _MixprecComm
+{
+  GObject parent_instance;
+
+  MixprecBootstrap *bootstrap;  /* NULL: a world of one process */
+  MixprecFeature *feature;
+  const MixprecCommV1 *vtable;  /* owned by the feature */
+  void *handle;
+  guint rank;
+  guint world_size;
+  guint timeout_ms;
+  gint aborted;                 /* atomic */
+  GMutex lock;                  /* one plugin call at a time, abort() excepted */
+};
+
+G_DEFINE_FINAL_TYPE (MixprecComm, mixprec_comm, G_TYPE_OBJECT)
+
+G_DEFINE_QUARK (mixprec-comm-error-quark, mixprec_comm_error)
+
+enum
+{
+  PROP_0,
+  PROP_RANK,
+  PROP_WORLD_SIZE,
+  PROP_BACKEND,
+  PROP_DEVICE,
+  PROP_TIMEOUT,
+  N_PROPS
+};
+
+static GParamSpec *properties[N_PROPS];
+
+static void
+mixprec_comm_finalize (GObject *object)
+{
+  MixprecComm *self = MIXPREC_COMM (object);
+
+  if (self->handle != NULL)
+    {
+      char errbuf[_MIXPREC_PLUGIN_ERRBUF_SIZE] = "";
+      int status = self->vtable->finalize (self->handle, errbuf, sizeof errbuf);
+
+      errbuf[sizeof errbuf - 1] = '\0';
+      if (status != MIXPREC_PLUGIN_OK)
+        g_debug ("comm '%s': finalize failed: %s (status %d)",
+                 mixprec_feature_get_name (self->feature), errbuf, status);
+    }
+  g_clear_object (&self->feature);
+  g_clear_object (&self->bootstrap);
+  g_mutex_clear (&self->lock);
+
+  G_OBJECT_CLASS (mixprec_comm_parent_class)->finalize (object);
+}
+
+static void
+mixprec_comm_get_property (GObject    *object,
+                           guint       prop_id,
+                           GValue     *value,
+                           GParamSpec *pspec)
+{
+  MixprecComm *self = MIXPREC_COMM (object);
+
+  switch (prop_id)
+    {
+    case PROP_RANK:
+      g_value_set_uint (value, self->rank);
+      break;
+    case PROP_WORLD_SIZE:
+      g_value_set_uint (value, self->world_size);
+      break;
+    case PROP_BACKEND:
+      g_value_set_string (value, mixprec_comm_get_backend (self));
+      break;
+    case PROP_DEVICE:
+      g_value_set_string (value, mixprec_comm_get_device (self));
+      break;
+    case PROP_TIMEOUT:
+      g_value_set_uint (value, self->timeout_ms);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+    }
+}
+
+static void
+mixprec_comm_class_init (MixprecCommClass *klass)
+{
+  GObjectClass *object_class = G_OBJECT_CLASS (klass);
+  const GParamFlags flags = G_PARAM_READABLE | G_PARAM_STATIC_STRINGS;
+
+  object_class->finalize = mixprec_comm_finalize;
+  object_class->get_property = mixprec_comm_get_property;
+
+  /**
+   * MixprecComm:rank:
+   *
+   * This process's rank, from 0 to #MixprecComm:world-size - 1.
+   *
+   * Since: 1.0
+   */
+  properties[PROP_RANK] = g_param_spec_uint ("rank", NULL, NULL, 0, G_MAXUINT, 0, flags);
+  /**
+   * MixprecComm:world-size:
+   *
+   * The number of ranks.
+   *
+   * Since: 1.0
+   */
+  properties[PROP_WORLD_SIZE] = g_param_spec_uint ("world-size", NULL, NULL, 1, G_MAXUINT, 1, flags);
+  /**
+   * MixprecComm:backend:
+   *
+   * The name of the communication feature in use, e.g. "local" or "ucx".
+   *
+   * Since: 1.0
+   */
+  properties[PROP_BACKEND] = g_param_spec_string ("backend", NULL, NULL, NULL, flags);
+  /**
+   * MixprecComm:device:
+   *
+   * The device whose memory the buffers live in, e.g. "cpu".
+   *
+   * Since: 1.0
+   */
+  properties[PROP_DEVICE] = g_param_spec_string ("device", NULL, NULL, NULL, flags);
+  /**
+   * MixprecComm:timeout:
+   *
+   * Milliseconds a collective may go without any progress before it fails.
+   *
+   * Since: 1.0
+   */
+  properties[PROP_TIMEOUT] = g_param_spec_uint ("timeout", NULL, NULL, 1, G_MAXUINT, 1, flags);
+
+  g_object_class_install_properties (object_class, N_PROPS, properties);
+}
+
+static void
+mixprec_comm_init (MixprecComm *self)
+{
+  g_mutex_init (&self->lock);
+}
+
+/* ------------------------------------------------------------ a world of one */
+
+/* The bootstrap table of a communicator created without a bootstrap. */
+static int
+single_all_gather (void       *ctx,
+                   const void *in,
+                   size_t      len,
+                   void       *out,
+                   char       *errbuf,
+                   size_t      errbuf_len)
+{
+  if (len > 0)
+    memmove (out, in, len);
+  return MIXPREC_PLUGIN_OK;
+}
+
+static int
+single_barrier (void   *ctx,
+                char   *errbuf,
+                size_t  errbuf_len)
+{
+  return MIXPREC_PLUGIN_OK;
+}
+
+static const MixprecBootstrapV1 single_bootstrap = {
+  .struct_size = sizeof (MixprecBootstrapV1),
+  .rank = 0,
+  .world_size = 1,
+  .local_rank = 0,
+  .local_world_size = 1,
+  .all_gather = single_all_gather,
+  .barrier = single_barrier,
+};
+
+/* ------------------------------------------------------------ choosing a backend */
+
+/* "auto": "local" for one process; otherwise the highest-ranked feature for
+ * @device that is not "local" (which serves one process only). */
+static MixprecFeature *
+choose_auto (MixprecRegistry  *registry,
+             const gchar      *device,
+             guint             world_size,
+             GError          **error)
+{
+  g_autolist(MixprecFeature) features = mixprec_registry_get_features (registry);
+  g_autoptr(GString) available = g_string_new (NULL);
+  MixprecFeature *best = NULL;
+
+  for (GList *l = features; l != NULL; l = l->next)
+    {
+      MixprecFeature *f = l->data;
+      gboolean is_local;
+
+      if (mixprec_feature_get_kind (f) != MIXPREC_FEATURE_KIND_COMM)
+        continue;
+      g_string_append_printf (available, "%s%s (%s)", available->len > 0 ? ", " : "",
+                              mixprec_feature_get_name (f), mixprec_feature_get_device (f));
+      if (!g_str_equal (mixprec_feature_get_device (f), device))
+        continue;
+      is_local = g_str_equal (mixprec_feature_get_name (f), "local");
+      if (world_size == 1 && is_local)
+        return g_object_ref (f);
+      if (!is_local && (best == NULL || mixprec_feature_get_rank (f) > mixprec_feature_get_rank (best)))
+        best = f;
+    }
+  if (best != NULL)
+    return g_object_ref (best);
+
+  g_set_error (error, MIXPREC_COMM_ERROR, MIXPREC_COMM_ERROR_NOT_FOUND,
+               "no communication backend for device '%s' serves a world of %u processes "
+               "(available: %s); install a comm plugin such as comm-ucx or add its "
+               "directory to MIXPREC_PLUGIN_PATH",
+               device, world_size, available->len > 0 ? available->str : "none");
+  return NULL;
+}
+
+static MixprecFeature *
+choose_feature (const gchar  *backend,
+                const gchar  *device,
+                guint         world_size,
+                GError      **error)
+{
+  MixprecRegistry *registry = mixprec_registry_get_default ();
+  g_autoptr(GError) local_error = NULL;
+  MixprecFeature *feature;
+
+  if (backend == NULL || g_str_equal (backend, "auto"))
+    return choose_auto (registry, device, world_size, error);
+
+  feature = mixprec_registry_find_feature (registry, MIXPREC_FEATURE_KIND_COMM, backend,
+                                           device, &local_error);
+  if (feature == NULL)
+    g_set_error (error, MIXPREC_COMM_ERROR, MIXPREC_COMM_ERROR_NOT_FOUND,
+                 "communication backend '%s': %s", backend, local_error->message);
+  return feature;
+}
+
+/* ------------------------------------------------------------ construction */
+
+/**
+ * mixprec_comm_new:
+ * @bootstrap: (nullable): the ranks to connect; %NULL for a world of one
+ *   process
+ * @backend: (nullable): a communication feature name (e.g. "ucx",
+ *   "local"), or "auto" (the same as %NULL): "local" for one process,
+ *   otherwise the highest-ranked communication feature for @device
+ * @device: (nullable): where the buffers live: "cpu" (the default, %NULL)
+ * @timeout_ms: how long, in milliseconds, a collective may go without any
+ *   progress before it fails; 0 takes @bootstrap's timeout (or
+ *   %MIXPREC_BOOTSTRAP_DEFAULT_TIMEOUT_MS without one)
+ * @error: return location for a #GError
+ *
+ * Creates a communicator between the ranks of @bootstrap. This is itself a
+ * collective: every rank calls it, and the backend exchanges its
+ * addresses through @bootstrap.
+ *
+ * Returns: (transfer full): a new communicator, or %NULL with @error set:
+ *   %MIXPREC_COMM_ERROR_NOT_FOUND when the registry has no such backend
+ *   for @device, %MIXPREC_COMM_ERROR_INIT when the backend failed to
+ *   connect the ranks
+ *
+ * Since: 1.0
+ */
+MixprecComm *
+mixprec_comm_new (MixprecBootstrap  *bootstrap,
+                  const gchar       *backend,
+                  const gchar       *device,
+                  guint              timeout_ms,
+                  GError           **error)
+{
+  g_autoptr(MixprecComm) self = NULL;
+  char errbuf[_MIXPREC_PLUGIN_ERRBUF_SIZE] = "";
+  MixprecCommInitV1 args = { 0 };
+  int status;
+
+  g_return_val_if_fail (bootstrap == NULL || MIXPREC_IS_BOOTSTRAP (bootstrap), NULL);
+  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
+
+  self = g_object_new (MIXPREC_TYPE_COMM, NULL);
+  if (device == NULL)
+    device = "cpu";
+  if (bootstrap != NULL)
+    {
+      self->bootstrap = g_object_ref (bootstrap);
+      self->rank = mixprec_bootstrap_get_rank (bootstrap);
+      self->world_size = mixprec_bootstrap_get_world_size (bootstrap);
+    }
+  else
+    {
+      self->rank = 0;
+      self->world_size = 1;
+    }
+  self->timeout_ms = timeout_ms;
+  if (self->timeout_ms == 0 && bootstrap != NULL)
+    self->timeout_ms = mixprec_bootstrap_get_timeout (bootstrap);
+  if (self->timeout_ms == 0)
+    self->timeout_ms = MIXPREC_BOOTSTRAP_DEFAULT_TIMEOUT_MS;
+
+  self->feature = choose_feature (backend, device, self->world_size, error);
+  if (self->feature == NULL)
+    return NULL;
+  self->vtable = _mixprec_feature_get_comm_vtable (self->feature);
+
+  args.struct_size = sizeof args;
+  args.bootstrap = bootstrap != NULL ? _mixprec_bootstrap_get_vtable (bootstrap) : &single_bootstrap;
+  args.timeout_ms = self->timeout_ms;
+  status = self->vtable->init (&args, &self->handle, errbuf, sizeof errbuf);
+  errbuf[sizeof errbuf - 1] = '\0';
+  if (status != MIXPREC_PLUGIN_OK)
+    {
+      self->handle = NULL;
+      g_set_error (error, MIXPREC_COMM_ERROR, MIXPREC_COMM_ERROR_INIT,
+                   "communication backend '%s' (%s, plugin %s) failed to connect rank %u "
+                   "of %u: %s (%s, status %d)",
+                   mixprec_feature_get_name (self->feature), device,
+                   mixprec_feature_get_plugin_name (self->feature), self->rank,
+                   self->world_size, errbuf[0] != '\0' ? errbuf : "it gave no reason",
+                   _mixprec_plugin_status_to_string (status), status);
+      return NULL;
+    }
+  g_debug ("comm: rank %u of %u on backend '%s' (%s), timeout %u ms", self->rank,
+           self->world_size, mixprec_feature_get_name (self->feature), device, self->timeout_ms);
+  return g_steal_pointer (&self);
+}
+
+/* ------------------------------------------------------------ properties */
+
+/**
+ * mixprec_comm_get_rank:
+ * @self: a #MixprecComm
+ *
+ * Returns: this process's rank
+ *
+ * Since: 1.0
+ */
+guint
+mixprec_comm_get_rank (MixprecComm *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_COMM (self), 0);
+
+  return self->rank;
+}
+
+/**
+ * mixprec_comm_get_world_size:
+ * @self: a #MixprecComm
+ *
+ * Returns: the number of ranks
+ *
+ * Since: 1.0
+ */
+guint
+mixprec_comm_get_world_size (MixprecComm *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_COMM (self), 1);
+
+  return self->world_size;
+}
+
+/**
+ * mixprec_comm_get_backend:
+ * @self: a #MixprecComm
+ *
+ * Returns: the name of the communication feature in use, e.g. "local"
+ *
+ * Since: 1.0
+ */
+const gchar *
+mixprec_comm_get_backend (MixprecComm *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_COMM (self), NULL);
+
+  return mixprec_feature_get_name (self->feature);
+}
+
+/**
+ * mixprec_comm_get_device:
+ * @self: a #MixprecComm
+ *
+ * Returns: the device whose memory the buffers live in, e.g. "cpu"
+ *
+ * Since: 1.0
+ */
+const gchar *
+mixprec_comm_get_device (MixprecComm *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_COMM (self), NULL);
+
+  return mixprec_feature_get_device (self->feature);
+}
+
+/**
+ * mixprec_comm_get_timeout:
+ * @self: a #MixprecComm
+ *
+ * Returns: the milliseconds a collective may go without progress
+ *
+ * Since: 1.0
+ */
+guint
+mixprec_comm_get_timeout (MixprecComm *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_COMM (self), 0);
+
+  return self->timeout_ms;
+}
+
+/**
+ * mixprec_comm_supports_dtype:
+ * @self: a #MixprecComm
+ * @dtype: a data type
+ *
+ * Returns: whether the collectives accept buffers of @dtype
+ *
+ * Since: 1.0
+ */
+gboolean
+mixprec_comm_supports_dtype (MixprecComm  *self,
+                             MixprecDType  dtype)
+{
+  g_return_val_if_fail (MIXPREC_IS_COMM (self), FALSE);
+
+  return (guint) dtype < 32 && (self->vtable->dtype_mask & (1u << dtype)) != 0;
+}
+
+MixprecFeature *
+_mixprec_comm_get_feature (MixprecComm *self)
+{
+  return self->feature;
+}
+
+/* ------------------------------------------------------------ plugin calls */
+
+gboolean
+_mixprec_comm_check_status (MixprecComm *self,
+                            int          status,
+                            const char  *errbuf,
+                            const gchar *what,
+                            GError     **error)
+{
+  gint code;
+
+  if (status == MIXPREC_PLUGIN_OK)
+    return TRUE;
+
+  if (g_atomic_int_get (&self->aborted))
+    code = MIXPREC_COMM_ERROR_ABORTED;
+  else
+    switch (status)
+      {
+      case MIXPREC_PLUGIN_ERR_TIMEOUT:
+        code = MIXPREC_COMM_ERROR_TIMEOUT;
+        break;
+      case MIXPREC_PLUGIN_ERR_PEER_FAILED:
+        code = MIXPREC_COMM_ERROR_PEER_FAILED;
+        break;
+      case MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT:
+      case MIXPREC_PLUGIN_ERR_UNSUPPORTED:
+        code = MIXPREC_COMM_ERROR_INVALID_ARGUMENT;
+        break;
+      default:
+        code = MIXPREC_COMM_ERROR_FAILED;
+        break;
+      }
+  g_set_error (error, MIXPREC_COMM_ERROR, code,
+               "%s on rank %u of %u (comm '%s'): %s (%s, status %d)",
+               what, self->rank, self->world_size, mixprec_feature_get_name (self->feature),
+               errbuf != NULL && errbuf[0] != '\0' ? errbuf : "the backend gave no reason",
+               _mixprec_plugin_status_to_string (status), status);
+  return FALSE;
+}
+
+int
+_mixprec_comm_plugin_test (MixprecComm *self,
+                           void        *handle,
+                           int         *done,
+                           char        *errbuf,
+                           size_t       errbuf_len)
+{
+  g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&self->lock);
+
+  return self->vtable->test (self->handle, handle, done, errbuf, errbuf_len);
+}
+
+int
+_mixprec_comm_plugin_wait (MixprecComm *self,
+                           void        *handle,
+                           char        *errbuf,
+                           size_t       errbuf_len)
+{
+  g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&self->lock);
+
+  return self->vtable->wait (self->handle, handle, errbuf, errbuf_len);
+}
+
+/* ------------------------------------------------------------ argument checks */
+
+typedef enum
+{
+  CALL_ALL_REDUCE,
+  CALL_REDUCE_SCATTER,
+  CALL_ALL_GATHER,
+  CALL_BROADCAST,
+  CALL_BARRIER,
+} CallKind;
+
+static const gchar * const call_names[] = {
+  "all_reduce", "reduce_scatter", "all_gather", "broadcast", "barrier",
+};
+
+/* One collective's arguments. */
+typedef struct
+{
+  CallKind kind;
+  const void *send;
+  void *recv;
+  gsize count;
+  MixprecDType dtype;
+  MixprecReduceOp op;
+  guint flags;
+  guint root;
+} Call;
+
+static gboolean
+ranges_overlap (const void *a,
+                gsize       a_len,
+                const void *b,
+                gsize       b_len)
+{
+  guintptr pa = (guintptr) a, pb = (guintptr) b;
+
+  return a_len > 0 && b_len > 0 && pa < pb + b_len && pb < pa + a_len;
+}
+
+static gchar *
+dtype_list (MixprecComm *self)
+{
+  gsize n;
+  const MixprecDType *dtypes = mixprec_feature_get_comm_dtypes (self->feature, &n);
+  g_autoptr(GString) out = g_string_new (NULL);
+
+  for (gsize i = 0; i < n; i++)
+    g_string_append_printf (out, "%s%s", i > 0 ? ", " : "", mixprec_dtype_get_name (dtypes[i]));
+  return g_string_free (g_steal_pointer (&out), FALSE);
+}
+
+static gboolean
+invalid (GError      **error,
+         const gchar  *format,
+         ...) G_GNUC_PRINTF (2, 3);
+
+static gboolean
+invalid (GError      **error,
+         const gchar  *format,
+         ...)
+{
+  va_list args;
+  g_autofree gchar *message = NULL;
+
+  va_start (args, format);
+  message = g_strdup_vprintf (format, args);
+  va_end (args);
+  g_set_error_literal (error, MIXPREC_COMM_ERROR, MIXPREC_COMM_ERROR_INVALID_ARGUMENT, message);
+  return FALSE;
+}
+
+static gboolean
+check_call (MixprecComm  *self,
+            const Call   *call,
+            GError      **error)
+{
+  const gchar *name = call_names[call->kind];
+  gsize esize, world = self->world_size, bytes, recv_bytes;
+  gboolean same_size;
+
+  if (call->kind == CALL_BARRIER)
+    return TRUE;
+
+  if (!mixprec_comm_supports_dtype (self, call->dtype))
+    {
+      g_autofree gchar *supported = dtype_list (self);
+      g_autofree gchar *shown = mixprec_dtype_is_valid (call->dtype)
+        ? g_strdup (mixprec_dtype_get_name (call->dtype))
+        : g_strdup_printf ("%d (not a MixprecDType)", (int) call->dtype);
+
+      return invalid (error, "%s: comm '%s' (%s) does not accept dtype %s; it accepts %s",
+                      name, mixprec_comm_get_backend (self), mixprec_comm_get_device (self),
+                      shown, supported);
+    }
+  esize = mixprec_dtype_get_size (call->dtype);
+
+  if (call->kind == CALL_ALL_REDUCE || call->kind == CALL_REDUCE_SCATTER)
+    {
+      if (call->op != MIXPREC_REDUCE_SUM && call->op != MIXPREC_REDUCE_MAX)
+        return invalid (error, "%s: operation %d is not a MixprecReduceOp (sum or max)",
+                        name, (int) call->op);
+      if ((call->flags & ~KNOWN_FLAGS) != 0)
+        return invalid (error, "%s: flags 0x%x include bits that are not MixprecCommFlags",
+                        name, call->flags);
+    }
+  if (call->kind == CALL_BROADCAST && call->root >= self->world_size)
+    return invalid (error, "broadcast: root %u is not a rank of a world of %u processes",
+                    call->root, self->world_size);
+
+  /* The largest buffer is world * count elements (reduce_scatter's send,
+   * all_gather's recv); it must be addressable. */
+  if (call->count > G_MAXSIZE / esize / world)
+    return invalid (error, "%s: %" G_GSIZE_FORMAT " elements of %s per rank, times %u "
+                    "ranks, do not fit in the address space",
+                    name, call->count, mixprec_dtype_get_name (call->dtype), self->world_size);
+  bytes = call->count * esize;
+  recv_bytes = (call->flags & MIXPREC_COMM_RECV_FP32) ? call->count * 4 : bytes;
+  same_size = recv_bytes == bytes;
+
+  switch (call->kind)
+    {
+    case CALL_ALL_REDUCE:
+      if (call->send == call->recv && bytes > 0 && !same_size)
+        return invalid (error, "all_reduce: an in-place all_reduce cannot use RECV_FP32 with "
+                        "dtype %s: the float32 results are larger than the elements they "
+                        "replace", mixprec_dtype_get_name (call->dtype));
+      if (call->send != call->recv && ranges_overlap (call->send, bytes, call->recv, recv_bytes))
+        return invalid (error, "all_reduce: the send and receive buffers overlap without "
+                        "being the same; pass the same pointer for an in-place all_reduce");
+      break;
+    case CALL_REDUCE_SCATTER:
+      if (call->recv == (const char *) call->send + self->rank * bytes && bytes > 0)
+        {
+          if (!same_size)
+            return invalid (error, "reduce_scatter: an in-place reduce_scatter cannot use "
+                            "RECV_FP32 with dtype %s: the float32 results are larger than "
+                            "the elements they replace", mixprec_dtype_get_name (call->dtype));
+          if (call->flags & MIXPREC_COMM_ACCUMULATE)
+            return invalid (error, "reduce_scatter: an in-place reduce_scatter (recv at this "
+                            "rank's part of send) cannot ACCUMULATE: recv would be both the "
+                            "first term and this rank's contribution");
+        }
+      else if (ranges_overlap (call->send, bytes * world, call->recv, recv_bytes))
+        return invalid (error, "reduce_scatter: the receive buffer overlaps the send buffer; "
+                        "it may only be exactly this rank's part of it (send + rank * count)");
+      break;
+    case CALL_ALL_GATHER:
+      if (call->send != (const char *) call->recv + self->rank * bytes &&
+          ranges_overlap (call->send, bytes, call->recv, bytes * world))
+        return invalid (error, "all_gather: the send buffer overlaps the receive buffer; "
+                        "it may only be exactly this rank's part of it (recv + rank * count)");
+      break;
+    case CALL_BROADCAST:
+    case CALL_BARRIER:
+    default:
+      break;
+    }
+  return TRUE;
+}
+
+static gchar *
+describe_call (const Call *call)
+{
+  if (call->kind == CALL_BARRIER)
+    return g_strdup ("barrier");
+  return g_strdup_printf ("%s of %" G_GSIZE_FORMAT " %s element%s", call_names[call->kind],
+                          call->count, mixprec_dtype_get_name (call->dtype),
+                          call->count == 1 ? "" : "s");
+}
+
+/* Checks @call and hands it to the plugin: blocking when @request is NULL,
+ * otherwise started, with the plugin's request in *request. */
+static gboolean
+run_call (MixprecComm  *self,
+          const Call   *call,
+          void        **request,
+          gchar       **what,
+          GError      **error)
+{
+  char errbuf[_MIXPREC_PLUGIN_ERRBUF_SIZE] = "";
+  g_autofree gchar *description = NULL;
+  MixprecPluginDType dtype = (MixprecPluginDType) call->dtype;
+  MixprecPluginReduceOp op = (MixprecPluginReduceOp) call->op;
+  int status = MIXPREC_PLUGIN_OK;
+
+  if (!check_call (self, call, error))
+    return FALSE;
+  description = describe_call (call);
+
+  {
+    g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&self->lock);
+
+    switch (call->kind)
+      {
+      case CALL_ALL_REDUCE:
+        status = self->vtable->all_reduce (self->handle, call->send, call->recv, call->count,
+                                           dtype, op, call->flags, request,
+                                           errbuf, sizeof errbuf);
+        break;
+      case CALL_REDUCE_SCATTER:
+        status = self->vtable->reduce_scatter (self->handle, call->send, call->recv,
+                                               call->count, dtype, op, call->flags, request,
+                                               errbuf, sizeof errbuf);
+        break;
+      case CALL_ALL_GATHER:
+        status = self->vtable->all_gather (self->handle, call->send, call->recv, call->count,
+                                           dtype, request, errbuf, sizeof errbuf);
+        break;
+      case CALL_BROADCAST:
+        status = self->vtable->broadcast (self->handle, call->recv, call->count, dtype,
+                                          call->root, request, errbuf, sizeof errbuf);
+        break;
+      case CALL_BARRIER:
+      default:
+        status = self->vtable->barrier (self->handle, request, errbuf, sizeof errbuf);
+        break;
+      }
+  }
+  errbuf[sizeof errbuf - 1] = '\0';
+  if (!_mixprec_comm_check_status (self, status, errbuf, description, error))
+    return FALSE;
+  if (what != NULL)
+    *what = g_steal_pointer (&description);
+  return TRUE;
+}
+
+static gboolean
+run_blocking (MixprecComm  *self,
+              const Call   *call,
+              GError      **error)
+{
+  return run_call (self, call, NULL, NULL, error);
+}
+
+static MixprecCommRequest *
+run_started (MixprecComm  *self,
+             const Call   *call,
+             GError      **error)
+{
+  void *handle = NULL;
+  gchar *what = NULL;
+
+  if (!run_call (self, call, &handle, &what, error))
+    return NULL;
+  return _mixprec_comm_request_new (self, handle, what);
+}
+
+#define CHECK_BUFFERS(send, recv, count, val) G_STMT_START {               \
+    g_return_val_if_fail (MIXPREC_IS_COMM (self), (val));                   \
+    g_return_val_if_fail ((count) == 0 || ((send) != NULL && (recv) != NULL), (val)); \
+    g_return_val_if_fail (error == NULL || *error == NULL, (val));          \
+  } G_STMT_END
+
+/* ------------------------------------------------------------ collectives */
+
+/**
+ * mixprec_comm_all_reduce: (skip)
+ * @self: a #MixprecComm
+ * @send: (nullable): @count elements of @dtype from this rank
+ * @recv: (nullable): where the @count reduced elements go (float32 ones
+ *   with %MIXPREC_COMM_RECV_FP32); may be @send (in place)
+ * @count: the number of elements, the same on every rank
+ * @dtype: the buffers' data type
+ * @op: how the ranks' values combine
+ * @flags: %MIXPREC_COMM_ACCUMULATE to fold the result into @recv,
+ *   %MIXPREC_COMM_RECV_FP32 for a float32 @recv
+ * @error: return location for a #GError
+ *
+ * recv[i] = op over the ranks of send[i], identical on every rank. A sum
+ * is formed in rank order in FP32 and rounded once (see #MixprecComm).
+ *
+ * Returns: %TRUE on success; %FALSE with @error set (see #MixprecCommError)
+ *
+ * Since: 1.0
+ */
+gboolean
+mixprec_comm_all_reduce (MixprecComm       *self,
+                         gconstpointer      send,
+                         gpointer           recv,
+                         gsize              count,
+                         MixprecDType       dtype,
+                         MixprecReduceOp    op,
+                         MixprecCommFlags   flags,
+                         GError           **error)
+{
+  Call call = { CALL_ALL_REDUCE, send, recv, count, dtype, op, flags, 0 };
+
+  CHECK_BUFFERS (send, recv, count, FALSE);
+  return run_blocking (self, &call, error);
+}
+
+/**
+ * mixprec_comm_reduce_scatter: (skip)
+ * @self: a #MixprecComm
+ * @send: (nullable): world size × @count elements of @dtype from this rank
+ * @recv: (nullable): where this rank's @count reduced elements go (float32
+ *   ones with %MIXPREC_COMM_RECV_FP32): the reduction of every rank's
+ *   send[rank × @count ...]. It may be exactly
+ *   this rank's part of @send (in place, without
+ *   %MIXPREC_COMM_ACCUMULATE) and must not overlap @send otherwise.
+ * @count: the number of elements each rank receives, the same on every rank
+ * @dtype: the buffers' data type
+ * @op: how the ranks' values combine
+ * @flags: %MIXPREC_COMM_ACCUMULATE to fold the result into @recv,
+ *   %MIXPREC_COMM_RECV_FP32 for a float32 @recv
+ * @error: return location for a #GError
+ *
+ * The ZeRO gradient reduction: each rank receives its part of the reduced
+ * buffer.
+ *
+ * Returns: %TRUE on success; %FALSE with @error set (see #MixprecCommError)
+ *
+ * Since: 1.0
+ */
+gboolean
+mixprec_comm_reduce_scatter (MixprecComm       *self,
+                             gconstpointer      send,
+                             gpointer           recv,
+                             gsize              count,
+                             MixprecDType       dtype,
+                             MixprecReduceOp    op,
+                             MixprecCommFlags   flags,
+                             GError           **error)
+{
+  Call call = { CALL_REDUCE_SCATTER, send, recv, count, dtype, op, flags, 0 };
+
+  CHECK_BUFFERS (send, recv, count, FALSE);
+  return run_blocking (self, &call, error);
+}
+
+/**
+ * mixprec_comm_all_gather: (skip)
+ * @self: a #MixprecComm
+ * @send: (nullable): @count elements of @dtype from this rank; may be
+ *   exactly this rank's part of @recv (recv + rank × @count)
+ * @recv: (nullable): world size × @count elements: rank r's at r × @count
+ * @count: the number of elements each rank contributes, the same on every rank
+ * @dtype: the buffers' data type
+ * @error: return location for a #GError
+ *
+ * Gathers every rank's elements on every rank.
+ *
+ * Returns: %TRUE on success; %FALSE with @error set (see #MixprecCommError)
+ *
+ * Since: 1.0
+ */
+gboolean
+mixprec_comm_all_gather (MixprecComm   *self,
+                         gconstpointer  send,
+                         gpointer       recv,
+                         gsize          count,
+                         MixprecDType   dtype,
+                         GError       **error)
+{
+  Call call = { CALL_ALL_GATHER, send, recv, count, dtype, MIXPREC_REDUCE_SUM, 0, 0 };
+
+  CHECK_BUFFERS (send, recv, count, FALSE);
+  return run_blocking (self, &call, error);
+}
+
+/**
+ * mixprec_comm_broadcast: (skip)
+ * @self: a #MixprecComm
+ * @buf: (nullable): @count elements: read on @root, written on the others
+ * @count: the number of elements, the same on every rank
+ * @dtype: the buffer's data type
+ * @root: the rank whose elements every rank receives
+ * @error: return location for a #GError
+ *
+ * Copies @root's buffer to every rank.
+ *
+ * Returns: %TRUE on success; %FALSE with @error set (see #MixprecCommError)
+ *
+ * Since: 1.0
+ */
+gboolean
+mixprec_comm_broadcast (MixprecComm   *self,
+                        gpointer       buf,
+                        gsize          count,
+                        MixprecDType   dtype,
+                        guint          root,
+                        GError       **error)
+{
+  Call call = { CALL_BROADCAST, buf, buf, count, dtype, MIXPREC_REDUCE_SUM, 0, root };
+
+  CHECK_BUFFERS (buf, buf, count, FALSE);
+  return run_blocking (self, &call, error);
+}
+
+/**
+ * mixprec_comm_barrier:
+ * @self: a #MixprecComm
+ * @error: return location for a #GError
+ *
+ * Returns once every rank has called it.
+ *
+ * Returns: %TRUE on success; %FALSE with @error set (see #MixprecCommError)
+ *
+ * Since: 1.0
+ */
+gboolean
+mixprec_comm_barrier (MixprecComm  *self,
+                      GError      **error)
+{
+  Call call = { CALL_BARRIER, NULL, NULL, 0, MIXPREC_DTYPE_FLOAT32, MIXPREC_REDUCE_SUM, 0, 0 };
+
+  g_return_val_if_fail (MIXPREC_IS_COMM (self), FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+  return run_blocking (self, &call, error);
+}
+
+/**
+ * mixprec_comm_all_reduce_start: (skip)
+ * @self: a #MixprecComm
+ * @send: (nullable): as for mixprec_comm_all_reduce()
+ * @recv: (nullable): as for mixprec_comm_all_reduce()
+ * @count: as for mixprec_comm_all_reduce()
+ * @dtype: as for mixprec_comm_all_reduce()
+ * @op: as for mixprec_comm_all_reduce()
+ * @flags: as for mixprec_comm_all_reduce()
+ * @error: return location for a #GError
+ *
+ * Starts mixprec_comm_all_reduce(). The buffers must stay valid and
+ * untouched until the request completes.
+ *
+ * Returns: (transfer full): the request to wait for, or %NULL with @error
+ *   set when the operation could not start
+ *
+ * Since: 1.0
+ */
+MixprecCommRequest *
+mixprec_comm_all_reduce_start (MixprecComm       *self,
+                               gconstpointer      send,
+                               gpointer           recv,
+                               gsize              count,
+                               MixprecDType       dtype,
+                               MixprecReduceOp    op,
+                               MixprecCommFlags   flags,
+                               GError           **error)
+{
+  Call call = { CALL_ALL_REDUCE, send, recv, count, dtype, op, flags, 0 };
+
+  CHECK_BUFFERS (send, recv, count, NULL);
+  return run_started (self, &call, error);
+}
+
+/**
+ * mixprec_comm_reduce_scatter_start: (skip)
+ * @self: a #MixprecComm
+ * @send: (nullable): as for mixprec_comm_reduce_scatter()
+ * @recv: (nullable): as for mixprec_comm_reduce_scatter()
+ * @count: as for mixprec_comm_reduce_scatter()
+ * @dtype: as for mixprec_comm_reduce_scatter()
+ * @op: as for mixprec_comm_reduce_scatter()
+ * @flags: as for mixprec_comm_reduce_scatter()
+ * @error: return location for a #GError
+ *
+ * Starts mixprec_comm_reduce_scatter(). The buffers must stay valid and
+ * untouched until the request completes.
+ *
+ * Returns: (transfer full): the request to wait for, or %NULL with @error
+ *   set when the operation could not start
+ *
+ * Since: 1.0
+ */
+MixprecCommRequest *
+mixprec_comm_reduce_scatter_start (MixprecComm       *self,
+                                   gconstpointer      send,
+                                   gpointer           recv,
+                                   gsize              count,
+                                   MixprecDType       dtype,
+                                   MixprecReduceOp    op,
+                                   MixprecCommFlags   flags,
+                                   GError           **error)
+{
+  Call call = { CALL_REDUCE_SCATTER, send, recv, count, dtype, op, flags, 0 };
+
+  CHECK_BUFFERS (send, recv, count, NULL);
+  return run_started (self, &call, error);
+}
+
+/**
+ * mixprec_comm_all_gather_start: (skip)
+ * @self: a #MixprecComm
+ * @send: (nullable): as for mixprec_comm_all_gather()
+ * @recv: (nullable): as for mixprec_comm_all_gather()
+ * @count: as for mixprec_comm_all_gather()
+ * @dtype: as for mixprec_comm_all_gather()
+ * @error: return location for a #GError
+ *
+ * Starts mixprec_comm_all_gather(). The buffers must stay valid and
+ * untouched until the request completes.
+ *
+ * Returns: (transfer full): the request to wait for, or %NULL with @error
+ *   set when the operation could not start
+ *
+ * Since: 1.0
+ */
+MixprecCommRequest *
+mixprec_comm_all_gather_start (MixprecComm   *self,
+                               gconstpointer  send,
+                               gpointer       recv,
+                               gsize          count,
+                               MixprecDType   dtype,
+                               GError       **error)
+{
+  Call call = { CALL_ALL_GATHER, send, recv, count, dtype, MIXPREC_REDUCE_SUM, 0, 0 };
+
+  CHECK_BUFFERS (send, recv, count, NULL);
+  return run_started (self, &call, error);
+}
+
+/**
+ * mixprec_comm_broadcast_start: (skip)
+ * @self: a #MixprecComm
+ * @buf: (nullable): as for mixprec_comm_broadcast()
+ * @count: as for mixprec_comm_broadcast()
+ * @dtype: as for mixprec_comm_broadcast()
+ * @root: as for mixprec_comm_broadcast()
+ * @error: return location for a #GError
+ *
+ * Starts mixprec_comm_broadcast(). The buffer must stay valid and
+ * untouched until the request completes.
+ *
+ * Returns: (transfer full): the request to wait for, or %NULL with @error
+ *   set when the operation could not start
+ *
+ * Since: 1.0
+ */
+MixprecCommRequest *
+mixprec_comm_broadcast_start (MixprecComm   *self,
+                              gpointer       buf,
+                              gsize          count,
+                              MixprecDType   dtype,
+                              guint          root,
+                              GError       **error)
+{
+  Call call = { CALL_BROADCAST, buf, buf, count, dtype, MIXPREC_REDUCE_SUM, 0, root };
+
+  CHECK_BUFFERS (buf, buf, count, NULL);
+  return run_started (self, &call, error);
+}
+
+/**
+ * mixprec_comm_barrier_start:
+ * @self: a #MixprecComm
+ * @error: return location for a #GError
+ *
+ * Starts mixprec_comm_barrier(): the request completes once every rank
+ * has started its barrier.
+ *
+ * Returns: (transfer full): the request to wait for, or %NULL with @error
+ *   set when the operation could not start
+ *
+ * Since: 1.0
+ */
+MixprecCommRequest *
+mixprec_comm_barrier_start (MixprecComm  *self,
+                            GError      **error)
+{
+  Call call = { CALL_BARRIER, NULL, NULL, 0, MIXPREC_DTYPE_FLOAT32, MIXPREC_REDUCE_SUM, 0, 0 };
+
+  g_return_val_if_fail (MIXPREC_IS_COMM (self), NULL);
+  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
+  return run_started (self, &call, error);
+}
+
+/**
+ * mixprec_comm_abort:
+ * @self: a #MixprecComm
+ *
+ * Makes every pending and later collective of @self fail quickly with
+ * %MIXPREC_COMM_ERROR_ABORTED, e.g. when this rank learns that the job is
+ * going down. May be called from any thread, also while another thread
+ * waits for a collective.
+ *
+ * Since: 1.0
+ */
+void
+mixprec_comm_abort (MixprecComm *self)
+{
+  g_return_if_fail (MIXPREC_IS_COMM (self));
+
+  g_atomic_int_set (&self->aborted, 1);
+  self->vtable->abort (self->handle);
+}

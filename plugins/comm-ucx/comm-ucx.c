@@ -1,0 +1,542 @@
+/* comm-ucx.c — the plugin "comm-ucx": the communicator "ucx" for host
+ * memory, over UCX's tag-matching API. Every rank opens one UCP worker,
+ * swaps worker addresses through the library's bootstrap and keeps an
+ * endpoint to every other rank.
+ *
+ * Progress happens on the caller's thread, inside the collectives, test()
+ * and wait(); a started collective whose request is never tested advances
+ * only while the rank runs other collectives of the communicator.
+ *
+ * Settings (environment, read at init):
+ *   MIXPREC_UCX_CHUNK_BYTES  pipeline chunk of the collectives (default
+ *                            256 KiB; 4 KiB to 64 MiB)
+ *   MIXPREC_UCX_WINDOW       reduce-scatter chunks received at once per
+ *                            peer (default 4; 1 to 64)
+ *   MIXPREC_UCX_SPIN_US      how long a waiting rank polls before it
+ *                            yields its core, then sleeps (default 1000;
+ *                            0 to 1000000)
+ *   MIXPREC_UCX_ERROR_MODE   "none" (default) or "peer": UCX's
+ *                            UCP_ERR_HANDLING_MODE for the endpoints.
+ *                            UCX 1.13 gives up its shared-memory
+ *                            transports under "peer" and falls back to
+ *                            TCP; the plugin detects dead peers on the
+ *                            same host from the process table and silent
+ *                            ones by the timeout in either mode.
+ *   UCX_*                    UCX's own (UCX_TLS, UCX_NET_DEVICES, ...).
+ *                            When every rank runs on one host and
+ *                            UCX_RNDV_THRESH is unset, the plugin sets it
+ *                            to "inf" for its context: copying through
+ *                            shared memory measured faster than CMA's
+ *                            single copy (see ucx-transport.c).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "mixprec-reduce-private.h"
+#include "ucx-comm.h"
+
+MIXPREC_PLUGIN_EXPORT const MixprecPluginDesc *mixprec_plugin_comm_ucx_get_desc (void);
+
+#define UCX_DTYPE_MASK ((1u << MIXPREC_PLUGIN_DTYPE_FLOAT32) | \
+                        (1u << MIXPREC_PLUGIN_DTYPE_FLOAT16) | \
+                        (1u << MIXPREC_PLUGIN_DTYPE_BFLOAT16))
+
+#define DEFAULT_CHUNK_BYTES ((size_t) 256 << 10)
+#define DEFAULT_WINDOW 4
+#define DEFAULT_SPIN_US 1000
+/* After spinning, how long a waiting rank yields before it sleeps. */
+#define YIELD_NS INT64_C(10000000)
+
+/* Time spent away from the communicator (the caller computing between two
+ * calls) counts at most this much towards a stall: a rank that computes
+ * for a minute does not time out its own pending collective. */
+#define MAX_CREDITED_GAP_NS INT64_C(100000000)
+
+static int
+set_error (char       *errbuf,
+           size_t      errbuf_len,
+           int         status,
+           const char *format,
+           ...) __attribute__ ((format (printf, 4, 5)));
+
+static int
+set_error (char       *errbuf,
+           size_t      errbuf_len,
+           int         status,
+           const char *format,
+           ...)
+{
+  va_list args;
+
+  if (errbuf != NULL && errbuf_len > 0)
+    {
+      va_start (args, format);
+      vsnprintf (errbuf, errbuf_len, format, args);
+      va_end (args);
+    }
+  return status;
+}
+
+static int
+env_size (const char *name,
+          size_t      fallback,
+          size_t      min,
+          size_t      max,
+          size_t     *out,
+          char       *errbuf,
+          size_t      errbuf_len)
+{
+  const char *value = getenv (name);
+  char *end = NULL;
+  unsigned long long v;
+
+  *out = fallback;
+  if (value == NULL || value[0] == '\0')
+    return MIXPREC_PLUGIN_OK;
+  errno = 0;
+  v = strtoull (value, &end, 10);
+  if (errno != 0 || end == value || *end != '\0' || v < min || v > max)
+    return set_error (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
+                      "%s=%s: must be an integer from %zu to %zu", name, value, min, max);
+  *out = (size_t) v;
+  return MIXPREC_PLUGIN_OK;
+}
+
+/* ------------------------------------------------------------ progress */
+
+/* A rank with nothing to do first spins (the next message is usually
+ * microseconds away, and a yielded core may not come back for a scheduler
+ * time slice), then yields its core (ranks may outnumber cores), then
+ * sleeps so that a long wait does not burn a core. */
+static void
+idle (const UcxComm *comm,
+      int64_t        idle_since,
+      int64_t        now)
+{
+  if (now - idle_since < comm->spin_ns)
+    return;
+  if (now - idle_since < comm->spin_ns + YIELD_NS)
+    {
+      sched_yield ();
+      return;
+    }
+  nanosleep (&(struct timespec) { 0, 50000 }, NULL);
+}
+
+/* Where the stall clock of a new progress loop starts: at the end of the
+ * previous loop, but at most MAX_CREDITED_GAP_NS back. */
+static int64_t
+poll_start (UcxComm *comm)
+{
+  int64_t now = ucx_now_ns ();
+
+  if (comm->last_poll_ns == 0)
+    return now;
+  if (now - comm->last_poll_ns > MAX_CREDITED_GAP_NS)
+    return now - MAX_CREDITED_GAP_NS;
+  return comm->last_poll_ns;
+}
+
+/* One round: abort check, UCX progress, operations, stalls. */
+static int
+poll_once (UcxComm *comm,
+           int64_t *t_prev)
+{
+  int busy;
+  int64_t now;
+
+  if (__atomic_load_n (&comm->aborted, __ATOMIC_ACQUIRE) && !comm->broken)
+    ucx_comm_break (comm, MIXPREC_PLUGIN_ERR_RUNTIME, "the communicator was aborted");
+  busy = ucx_comm_progress (comm);
+  now = ucx_now_ns ();
+  ucx_comm_check_stalls (comm, now - *t_prev);
+  *t_prev = now;
+  comm->last_poll_ns = now;
+  return busy;
+}
+
+static void
+run_until_finished (UcxComm *comm,
+                    UcxOp   *op)
+{
+  int64_t t_prev = poll_start (comm);
+  int64_t idle_since = ucx_now_ns ();
+
+  while (!op->finished)
+    {
+      if (poll_once (comm, &t_prev))
+        idle_since = t_prev;
+      else if (!op->finished)
+        idle (comm, idle_since, t_prev);
+    }
+}
+
+static void
+unlink_op (UcxOp *op)
+{
+  UcxComm *comm = op->comm;
+
+  if (op->prev != NULL)
+    op->prev->next = op->next;
+  else if (comm->active == op)
+    comm->active = op->next;
+  if (op->next != NULL)
+    op->next->prev = op->prev;
+  op->prev = op->next = NULL;
+}
+
+/* Releases a finished operation and hands back its outcome. */
+static int
+finish_op (UcxOp  *op,
+           char   *errbuf,
+           size_t  errbuf_len)
+{
+  int status = op->status;
+
+  /* Drain completions that arrived after the operation finished. */
+  while (op->done_head != NULL)
+    {
+      UcxXfer *x = op->done_head;
+
+      op->done_head = x->next_done;
+      ucx_xfer_release (x);
+    }
+  if (status != MIXPREC_PLUGIN_OK)
+    set_error (errbuf, errbuf_len, status, "%s", op->message);
+  unlink_op (op);
+  ucx_op_free (op);
+  return status;
+}
+
+/* ------------------------------------------------------------ collectives */
+
+static int
+check_dtype (MixprecPluginDType  dtype,
+             char               *errbuf,
+             size_t              errbuf_len)
+{
+  if ((unsigned) dtype >= 32 || !(UCX_DTYPE_MASK & (1u << dtype)))
+    return set_error (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_UNSUPPORTED,
+                      "the ucx communicator does not handle dtype %d", (int) dtype);
+  return MIXPREC_PLUGIN_OK;
+}
+
+/* Starts an operation; blocks until it finishes when @request is NULL. */
+static int
+launch (UcxComm               *comm,
+        UcxOpKind              kind,
+        const void            *send,
+        void                  *recv,
+        size_t                 count,
+        MixprecPluginDType     dtype,
+        MixprecPluginReduceOp  reduce,
+        unsigned               flags,
+        unsigned               root,
+        void                 **request,
+        char                  *errbuf,
+        size_t                 errbuf_len)
+{
+  UcxOp *op;
+  int status = check_dtype (dtype, errbuf, errbuf_len);
+
+  if (status != MIXPREC_PLUGIN_OK)
+    return status;
+  if (__atomic_load_n (&comm->aborted, __ATOMIC_ACQUIRE) && !comm->broken)
+    ucx_comm_break (comm, MIXPREC_PLUGIN_ERR_RUNTIME, "the communicator was aborted");
+  if (comm->broken)
+    return set_error (errbuf, errbuf_len, comm->broken,
+                      "the communicator is broken by an earlier failure: %s",
+                      comm->broken_message);
+  if (root >= comm->world_size)
+    return set_error (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
+                      "root %u is not a rank of a world of %u", root, comm->world_size);
+
+  op = ucx_op_new (comm, kind, send, recv, count, dtype, reduce, flags, root);
+  if (op == NULL)
+    return set_error (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_NO_MEMORY,
+                      "no memory to start a %s of %zu elements",
+                      kind == UCX_OP_BARRIER ? "barrier" : "collective", count);
+  ucx_op_start (op);
+  if (request != NULL)
+    {
+      *request = op;
+      return MIXPREC_PLUGIN_OK;
+    }
+  run_until_finished (comm, op);
+  return finish_op (op, errbuf, errbuf_len);
+}
+
+static int
+ucx_all_reduce (void                 *comm,
+                const void           *send,
+                void                 *recv,
+                size_t                count,
+                MixprecPluginDType    dtype,
+                MixprecPluginReduceOp op,
+                unsigned              flags,
+                void                **request,
+                char                 *errbuf,
+                size_t                errbuf_len)
+{
+  return launch (comm, UCX_OP_ALL_REDUCE, send, recv, count, dtype, op, flags, 0,
+                 request, errbuf, errbuf_len);
+}
+
+static int
+ucx_reduce_scatter (void                 *comm,
+                    const void           *send,
+                    void                 *recv,
+                    size_t                count,
+                    MixprecPluginDType    dtype,
+                    MixprecPluginReduceOp op,
+                    unsigned              flags,
+                    void                **request,
+                    char                 *errbuf,
+                    size_t                errbuf_len)
+{
+  return launch (comm, UCX_OP_REDUCE_SCATTER, send, recv, count, dtype, op, flags, 0,
+                 request, errbuf, errbuf_len);
+}
+
+static int
+ucx_all_gather (void              *comm,
+                const void        *send,
+                void              *recv,
+                size_t             count,
+                MixprecPluginDType dtype,
+                void             **request,
+                char              *errbuf,
+                size_t             errbuf_len)
+{
+  return launch (comm, UCX_OP_ALL_GATHER, send, recv, count, dtype,
+                 MIXPREC_PLUGIN_REDUCE_SUM, 0, 0, request, errbuf, errbuf_len);
+}
+
+static int
+ucx_broadcast (void              *comm,
+               void              *buf,
+               size_t             count,
+               MixprecPluginDType dtype,
+               unsigned           root,
+               void             **request,
+               char              *errbuf,
+               size_t             errbuf_len)
+{
+  return launch (comm, UCX_OP_BROADCAST, buf, buf, count, dtype,
+                 MIXPREC_PLUGIN_REDUCE_SUM, 0, root, request, errbuf, errbuf_len);
+}
+
+static int
+ucx_barrier (void   *comm,
+             void  **request,
+             char   *errbuf,
+             size_t  errbuf_len)
+{
+  return launch (comm, UCX_OP_BARRIER, NULL, NULL, 0, MIXPREC_PLUGIN_DTYPE_FLOAT32,
+                 MIXPREC_PLUGIN_REDUCE_SUM, 0, 0, request, errbuf, errbuf_len);
+}
+
+static int
+ucx_test (void   *comm,
+          void   *request,
+          int    *done,
+          char   *errbuf,
+          size_t  errbuf_len)
+{
+  UcxOp *op = request;
+
+  if (!op->finished)
+    {
+      int64_t t_prev = poll_start (comm);
+
+      poll_once (comm, &t_prev);
+    }
+  *done = op->finished;
+  return MIXPREC_PLUGIN_OK;
+}
+
+static int
+ucx_wait (void   *comm,
+          void   *request,
+          char   *errbuf,
+          size_t  errbuf_len)
+{
+  UcxOp *op = request;
+
+  run_until_finished (comm, op);
+  return finish_op (op, errbuf, errbuf_len);
+}
+
+static void
+ucx_abort (void *comm)
+{
+  __atomic_store_n (&((UcxComm *) comm)->aborted, 1, __ATOMIC_RELEASE);
+}
+
+/* ------------------------------------------------------------ life cycle */
+
+static void
+comm_free (UcxComm *comm)
+{
+  ucx_comm_close (comm);
+  free (comm->eps);
+  free (comm->peers);
+  free (comm->peer_status);
+  free (comm);
+}
+
+static int
+ucx_init (const MixprecCommInitV1 *args,
+          void                   **out,
+          char                    *errbuf,
+          size_t                   errbuf_len)
+{
+  const MixprecBootstrapV1 *bootstrap;
+  const char *mode = getenv ("MIXPREC_UCX_ERROR_MODE");
+  size_t window, spin_us;
+  UcxComm *comm;
+  int status;
+
+  if (args == NULL || args->struct_size < offsetof (MixprecCommInitV1, device_stream) ||
+      args->bootstrap == NULL || args->bootstrap->all_gather == NULL)
+    return set_error (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
+                      "init() needs its arguments and a bootstrap");
+  bootstrap = args->bootstrap;
+  if (bootstrap->world_size == 0 || bootstrap->world_size > UCX_MAX_WORLD ||
+      bootstrap->rank >= bootstrap->world_size)
+    return set_error (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_UNSUPPORTED,
+                      "rank %u of a world of %u: the ucx communicator serves 1 to %u ranks",
+                      bootstrap->rank, bootstrap->world_size, UCX_MAX_WORLD);
+  if (mode != NULL && mode[0] != '\0' && strcmp (mode, "none") != 0 && strcmp (mode, "peer") != 0)
+    return set_error (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
+                      "MIXPREC_UCX_ERROR_MODE=%s: must be \"none\" or \"peer\"", mode);
+
+  comm = calloc (1, sizeof *comm);
+  if (comm == NULL)
+    return set_error (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_NO_MEMORY,
+                      "no memory for a communicator");
+  comm->rank = bootstrap->rank;
+  comm->world_size = bootstrap->world_size;
+  comm->timeout_ns = (int64_t) (args->timeout_ms > 0 ? args->timeout_ms : 300000) * 1000000;
+  comm->error_mode_peer = mode != NULL && strcmp (mode, "peer") == 0;
+  status = env_size ("MIXPREC_UCX_CHUNK_BYTES", DEFAULT_CHUNK_BYTES, 4096, (size_t) 64 << 20,
+                     &comm->chunk_bytes, errbuf, errbuf_len);
+  if (status == MIXPREC_PLUGIN_OK)
+    status = env_size ("MIXPREC_UCX_WINDOW", DEFAULT_WINDOW, 1, 64, &window, errbuf, errbuf_len);
+  if (status == MIXPREC_PLUGIN_OK)
+    status = env_size ("MIXPREC_UCX_SPIN_US", DEFAULT_SPIN_US, 0, 1000000, &spin_us,
+                       errbuf, errbuf_len);
+  if (status != MIXPREC_PLUGIN_OK)
+    {
+      free (comm);
+      return status;
+    }
+  comm->window = (unsigned) window;
+  comm->spin_ns = (int64_t) spin_us * 1000;
+  comm->scratch_bytes = comm->window * (comm->world_size > 1 ? comm->world_size - 1 : 1) *
+                        comm->chunk_bytes;
+  comm->eps = calloc (comm->world_size, sizeof *comm->eps);
+  comm->peers = calloc (comm->world_size, sizeof *comm->peers);
+  comm->peer_status = calloc (comm->world_size, sizeof *comm->peer_status);
+  if (comm->eps == NULL || comm->peers == NULL || comm->peer_status == NULL)
+    {
+      comm_free (comm);
+      return set_error (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_NO_MEMORY,
+                        "no memory for %u peers", bootstrap->world_size);
+    }
+  for (unsigned p = 0; p < comm->world_size; p++)
+    comm->peer_status[p] = UCS_OK;
+
+  status = ucx_comm_open (comm, bootstrap, errbuf, errbuf_len);
+  /* A first barrier proves that every endpoint carries messages. */
+  if (status == MIXPREC_PLUGIN_OK && comm->world_size > 1)
+    {
+      char inner[512] = "";
+
+      status = ucx_barrier (comm, NULL, inner, sizeof inner);
+      if (status != MIXPREC_PLUGIN_OK)
+        set_error (errbuf, errbuf_len, status, "the first exchange over UCX failed: %s", inner);
+    }
+  if (status != MIXPREC_PLUGIN_OK)
+    {
+      comm_free (comm);
+      return status;
+    }
+  *out = comm;
+  return MIXPREC_PLUGIN_OK;
+}
+
+static int
+ucx_finalize (void   *handle,
+              char   *errbuf,
+              size_t  errbuf_len)
+{
+  UcxComm *comm = handle;
+
+  /* Requests nobody waited for: their buffers may be gone, so stop them. */
+  if (comm->active != NULL)
+    ucx_comm_break (comm, MIXPREC_PLUGIN_ERR_RUNTIME,
+                    "the communicator was finalized with collectives still running");
+  while (comm->active != NULL)
+    finish_op (comm->active, NULL, 0);
+  /* Leave together, so that no rank closes its endpoints while a peer
+   * still finishes a collective that needs them. */
+  if (!comm->broken && comm->world_size > 1)
+    {
+      char inner[512] = "";
+
+      if (ucx_barrier (comm, NULL, inner, sizeof inner) != MIXPREC_PLUGIN_OK)
+        comm->broken = MIXPREC_PLUGIN_ERR_RUNTIME;
+    }
+  comm_free (comm);
+  return MIXPREC_PLUGIN_OK;
+}
+
+static const MixprecCommV1 ucx_comm = {
+  .name = "ucx",
+  .device = "cpu",
+  .rank = 100,
+  .description = "collectives in host memory over UCX (shared memory, TCP, InfiniBand)",
+  .dtype_mask = UCX_DTYPE_MASK,
+  .init = ucx_init,
+  .all_reduce = ucx_all_reduce,
+  .reduce_scatter = ucx_reduce_scatter,
+  .all_gather = ucx_all_gather,
+  .broadcast = ucx_broadcast,
+  .barrier = ucx_barrier,
+  .test = ucx_test,
+  .wait = ucx_wait,
+  .abort = ucx_abort,
+  .finalize = ucx_finalize,
+};
+
+static int
+comm_ucx_init (MixprecPluginHostV1 *host,
+               char                *errbuf,
+               size_t               errbuf_len)
+{
+  return host->register_comm (host, &ucx_comm, errbuf, errbuf_len);
+}
+
+static const MixprecPluginDesc desc = {
+  .abi_major = MIXPREC_PLUGIN_ABI_VERSION_MAJOR,
+  .abi_minor = MIXPREC_PLUGIN_ABI_VERSION_MINOR,
+  .name = "comm-ucx",
+  .description = "collectives between processes over UCX",
+  .version = PACKAGE_VERSION,
+  .license = "LGPL-2.1-or-later",
+  .origin = "libmixprec",
+  .init = comm_ucx_init,
+};
+
+const MixprecPluginDesc *
+mixprec_plugin_comm_ucx_get_desc (void)
+{
+  return &desc;
+}

@@ -1,0 +1,236 @@
+/* ucx-comm.h — the comm-ucx plugin's communicator, operations and
+ * transfers, shared by its three files: comm-ucx.c (the ABI entry points),
+ * ucx-transport.c (UCX context, endpoints, transfers, failures) and
+ * ucx-ops.c (the collectives as state machines).
+ *
+ * Everything runs on the caller's thread: UCX progresses only inside the
+ * plugin's calls (a collective, test() or wait()), which also perform the
+ * reductions. abort() only sets a flag that the next progress loop acts on. */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <ucp/api/ucp.h>
+
+#include "mixprec-plugin.h"
+
+/* The 64-bit tag of every message: which operation (sequence number), which
+ * phase of it, which sender and which chunk. Collectives that are
+ * outstanding at the same time never match each other's messages. */
+#define UCX_TAG_SEQ_BITS   24
+#define UCX_TAG_PHASE_BITS 2
+#define UCX_TAG_RANK_BITS  14
+#define UCX_TAG_CHUNK_BITS 24
+#define UCX_MAX_WORLD      (1u << UCX_TAG_RANK_BITS)
+#define UCX_MAX_CHUNKS     ((size_t) 1 << UCX_TAG_CHUNK_BITS)
+
+typedef enum
+{
+  UCX_PHASE_SCATTER = 0,        /* reduce-scatter contributions */
+  UCX_PHASE_GATHER = 1,         /* all-gather parts (and all-reduce results) */
+  UCX_PHASE_BROADCAST = 2,
+  UCX_PHASE_BARRIER = 3,
+} UcxPhase;
+
+typedef enum
+{
+  UCX_OP_ALL_REDUCE,
+  UCX_OP_REDUCE_SCATTER,
+  UCX_OP_ALL_GATHER,
+  UCX_OP_BROADCAST,
+  UCX_OP_BARRIER,
+} UcxOpKind;
+
+typedef struct UcxComm UcxComm;
+typedef struct UcxOp UcxOp;
+
+typedef enum
+{
+  UCX_XFER_IDLE,
+  UCX_XFER_PENDING,
+  UCX_XFER_DONE,
+} UcxXferState;
+
+/* One UCX send or receive of an operation. */
+typedef struct
+{
+  UcxOp *op;
+  void *req;                    /* UCX request until the progress loop frees it */
+  unsigned peer;
+  unsigned is_recv : 1;
+  unsigned paced : 1;           /* a reduce-scatter send, posted within the window */
+  UcxXferState state;
+  ucs_status_t status;
+  uint32_t chunk;
+  int slot;                     /* reduce-scatter receive slot, or -1 */
+  size_t expected;              /* receives: bytes the peer must send */
+  size_t received;
+  void *next_done;              /* UcxXfer: the op's list of fresh completions */
+} UcxXfer;
+
+/* A reduce-scatter receive slot: one chunk's contributions from every peer. */
+typedef struct
+{
+  size_t chunk;                 /* (size_t) -1 when idle */
+  unsigned arrived;
+  UcxXfer *xfers;               /* world_size - 1, peers in rank order without self */
+  char *scratch;                /* world_size - 1 chunk buffers */
+} UcxSlot;
+
+struct UcxOp
+{
+  UcxComm *comm;
+  UcxOp *prev, *next;           /* the communicator's active operations */
+  UcxOpKind kind;
+  uint32_t seq;
+  MixprecPluginDType dtype;     /* of send and of the messages of the scatter phase */
+  MixprecPluginDType out_dtype; /* of recv (float32 with RECV_FP32) */
+  MixprecPluginReduceOp reduce;
+  unsigned flags;
+  size_t esize, out_esize;
+  const char *send;
+  char *recv;
+  size_t count;
+  unsigned root;
+
+  /* Layout in elements: part p starts at part_off[p] (of send for the
+   * scatter phase, of recv for the gather phase) and is chunked in
+   * chunk_elems pieces. */
+  size_t *part_off;
+  size_t *part_len;
+  size_t chunk_elems;
+  char *result;                 /* where this rank's reduced part goes */
+
+  /* Every transfer of the operation. */
+  UcxXfer *xfers;
+  size_t n_xfers;
+  size_t n_unfinished;          /* transfers posted and not yet complete */
+  UcxXfer *done_head;           /* completed since the op last advanced */
+  UcxXfer *gather_sends;        /* n_chunks(me) * (world - 1), posted per reduced chunk */
+
+  /* Reduce-scatter sends, per other rank (index in rank order without
+   * self): their transfers, how many are posted, how many are in flight.
+   * Each is a synchronous send, complete once the receiver matched it, so
+   * at most a window of them waits unmatched at any receiver. */
+  UcxXfer **paced;
+  size_t *paced_posted;
+  size_t *paced_total;
+  unsigned *paced_in_flight;
+  size_t paced_left;            /* not posted yet, all peers */
+
+  /* Reduce-scatter receive window. */
+  UcxSlot *slots;
+  unsigned n_slots;
+  size_t next_chunk;            /* next chunk of my part to assign to a slot */
+  size_t chunks_reduced;
+  char *scratch;                /* from the communicator's pool */
+
+  int finished;
+  int status;
+  char message[512];
+  int64_t stall_ns;             /* time polled without progress */
+  int progressed;
+};
+
+/* What each rank tells the others at init, before UCX starts. */
+typedef struct
+{
+  int64_t pid;
+  char host[96];                /* boot id and pid namespace: same value = same host */
+} UcxPeerInfo;
+
+struct UcxComm
+{
+  ucp_context_h context;
+  ucp_worker_h worker;
+  ucp_ep_h *eps;                /* world_size; NULL for self and after a forced close */
+  UcxPeerInfo *peers;
+  unsigned rank;
+  unsigned world_size;
+  int64_t timeout_ns;
+  int error_mode_peer;          /* endpoints created with UCP_ERR_HANDLING_MODE_PEER */
+  size_t chunk_bytes;
+  unsigned window;
+  int64_t spin_ns;              /* polling before yielding, when idle */
+
+  uint32_t next_seq;
+  UcxOp *active;                /* started, not yet waited for */
+
+  /* Peers whose endpoint reported an error (status per rank, UCS_OK if fine). */
+  ucs_status_t *peer_status;
+  /* Once set, every operation fails with this status and sentence. */
+  int broken;
+  char broken_message[512];
+  int aborted;                  /* atomic */
+
+  /* Reusable reduce-scatter scratch buffers. */
+  char **scratch_pool;
+  unsigned n_scratch_pool;
+  unsigned scratch_pool_size;
+  size_t scratch_bytes;
+
+  int64_t liveness_checked_ns;
+  int64_t last_poll_ns;         /* end of the last progress loop */
+};
+
+/* ---- ucx-transport.c */
+int64_t  ucx_now_ns            (void);
+int      ucx_comm_open         (UcxComm                    *comm,
+                                const MixprecBootstrapV1   *bootstrap,
+                                char                       *errbuf,
+                                size_t                      errbuf_len);
+void     ucx_comm_close        (UcxComm                    *comm);
+uint64_t ucx_tag               (uint32_t                    seq,
+                                UcxPhase                    phase,
+                                unsigned                    sender,
+                                size_t                      chunk);
+/* Posts a transfer; a failure to post completes it with an error status. */
+void     ucx_xfer_send         (UcxXfer                    *xfer,
+                                const void                 *buffer,
+                                size_t                      length,
+                                uint64_t                    tag,
+                                int                         sync);
+void     ucx_xfer_recv         (UcxXfer                    *xfer,
+                                void                       *buffer,
+                                size_t                      length,
+                                uint64_t                    tag);
+/* Frees the UCX request of a completed transfer. */
+void     ucx_xfer_release      (UcxXfer                    *xfer);
+/* Marks the communicator broken and brings every transfer of every active
+ * operation to completion (cancelled receives, force-closed endpoints), so
+ * that no buffer stays in UCX's hands. */
+void     ucx_comm_break        (UcxComm                    *comm,
+                                int                         status,
+                                const char                 *format,
+                                ...) __attribute__ ((format (printf, 3, 4)));
+/* Whether rank @peer, running on this host, has exited. */
+int      ucx_peer_has_exited   (UcxComm                    *comm,
+                                unsigned                    peer);
+char    *ucx_scratch_take      (UcxComm                    *comm);
+void     ucx_scratch_give      (UcxComm                    *comm,
+                                char                       *scratch);
+
+/* ---- ucx-ops.c */
+UcxOp   *ucx_op_new            (UcxComm                    *comm,
+                                UcxOpKind                   kind,
+                                const void                 *send,
+                                void                       *recv,
+                                size_t                      count,
+                                MixprecPluginDType          dtype,
+                                MixprecPluginReduceOp       reduce,
+                                unsigned                    flags,
+                                unsigned                    root);
+void     ucx_op_start          (UcxOp                      *op);
+/* Advances every active operation once; returns non-zero when anything
+ * happened. */
+int      ucx_comm_progress     (UcxComm                    *comm);
+/* Fails operations silent for longer than the timeout; @elapsed_ns is
+ * the polling time since the previous call. */
+void     ucx_comm_check_stalls (UcxComm                    *comm,
+                                int64_t                     elapsed_ns);
+void     ucx_op_fail           (UcxOp                      *op,
+                                int                         status,
+                                const char                 *message);
+void     ucx_op_free           (UcxOp                      *op);
+const char *ucx_op_name        (const UcxOp                *op);

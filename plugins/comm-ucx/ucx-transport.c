@@ -1,0 +1,590 @@
+/* ucx-transport.c — the UCX side of comm-ucx: context, worker and one
+ * endpoint per peer (addresses swapped through the library's bootstrap),
+ * tagged sends and receives that report to their operation, and the
+ * breakdown path that leaves no transfer in UCX's hands after a failure. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ucx-comm.h"
+
+/* How long the breakdown path waits for cancelled and force-closed
+ * transfers to report back before it stops waiting for them: they
+ * usually do at once, and a failure must not take long. */
+#define BREAK_DRAIN_NS INT64_C(200000000)
+
+int64_t
+ucx_now_ns (void)
+{
+  struct timespec ts;
+
+  clock_gettime (CLOCK_MONOTONIC, &ts);
+  return (int64_t) ts.tv_sec * INT64_C(1000000000) + ts.tv_nsec;
+}
+
+uint64_t
+ucx_tag (uint32_t seq,
+         UcxPhase phase,
+         unsigned sender,
+         size_t   chunk)
+{
+  return ((uint64_t) (seq & ((1u << UCX_TAG_SEQ_BITS) - 1)) <<
+          (UCX_TAG_PHASE_BITS + UCX_TAG_RANK_BITS + UCX_TAG_CHUNK_BITS)) |
+         ((uint64_t) phase << (UCX_TAG_RANK_BITS + UCX_TAG_CHUNK_BITS)) |
+         ((uint64_t) sender << UCX_TAG_CHUNK_BITS) |
+         (uint64_t) chunk;
+}
+
+/* ------------------------------------------------------------ peers */
+
+/* Processes with the same boot id and pid namespace see each other's
+ * pids, so a dead local peer can be told from a slow one. */
+static void
+host_identity (char   *out,
+               size_t  len)
+{
+  char boot[64] = "";
+  struct stat st;
+  FILE *f = fopen ("/proc/sys/kernel/random/boot_id", "r");
+
+  if (f != NULL)
+    {
+      if (fgets (boot, sizeof boot, f) == NULL)
+        boot[0] = '\0';
+      fclose (f);
+      boot[strcspn (boot, "\n")] = '\0';
+    }
+  if (boot[0] == '\0' || stat ("/proc/self/ns/pid", &st) != 0)
+    {
+      /* Unknown: an identity no other process shares, so no peer counts
+       * as local. */
+      snprintf (out, len, "unknown:%ld", (long) getpid ());
+      return;
+    }
+  snprintf (out, len, "%s:%llu", boot, (unsigned long long) st.st_ino);
+}
+
+int
+ucx_peer_has_exited (UcxComm  *comm,
+                     unsigned  peer)
+{
+  char path[64], buf[512];
+  FILE *f;
+  size_t n;
+  const char *paren;
+
+  if (strcmp (comm->peers[peer].host, comm->peers[comm->rank].host) != 0)
+    return 0;
+  snprintf (path, sizeof path, "/proc/%lld/stat", (long long) comm->peers[peer].pid);
+  f = fopen (path, "r");
+  if (f == NULL)
+    return errno == ENOENT;
+  n = fread (buf, 1, sizeof buf - 1, f);
+  fclose (f);
+  buf[n] = '\0';
+  /* "pid (comm) S ...": a zombie (Z) or dead (X) process has exited, even
+   * though its parent has not reaped it yet. */
+  paren = strrchr (buf, ')');
+  return paren != NULL && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X');
+}
+
+static void
+ep_error (void        *arg,
+          ucp_ep_h     ep,
+          ucs_status_t status)
+{
+  UcxComm *comm = arg;
+
+  for (unsigned p = 0; p < comm->world_size; p++)
+    if (comm->eps[p] == ep && comm->peer_status[p] == UCS_OK)
+      comm->peer_status[p] = status != UCS_OK ? status : UCS_ERR_ENDPOINT_TIMEOUT;
+}
+
+/* ------------------------------------------------------------ setup */
+
+static int
+fail (char       *errbuf,
+      size_t      errbuf_len,
+      int         status,
+      const char *format,
+      ...) __attribute__ ((format (printf, 4, 5)));
+
+static int
+fail (char       *errbuf,
+      size_t      errbuf_len,
+      int         status,
+      const char *format,
+      ...)
+{
+  va_list args;
+
+  va_start (args, format);
+  vsnprintf (errbuf, errbuf_len, format, args);
+  va_end (args);
+  return status;
+}
+
+/* The bootstrap's all_gather, with its sentence prefixed. */
+static int
+exchange (const MixprecBootstrapV1 *bootstrap,
+          const void               *in,
+          size_t                    len,
+          void                     *out,
+          const char               *what,
+          char                     *errbuf,
+          size_t                    errbuf_len)
+{
+  char inner[512] = "";
+  int status = bootstrap->all_gather (bootstrap->ctx, in, len, out, inner, sizeof inner);
+
+  inner[sizeof inner - 1] = '\0';
+  if (status != MIXPREC_PLUGIN_OK)
+    return fail (errbuf, errbuf_len, status, "exchanging %s through the bootstrap failed: %s",
+                 what, inner[0] != '\0' ? inner : "no reason given");
+  return MIXPREC_PLUGIN_OK;
+}
+
+static int
+create_endpoints (UcxComm       *comm,
+                  const uint8_t *addresses,
+                  size_t         stride,
+                  char          *errbuf,
+                  size_t         errbuf_len)
+{
+  for (unsigned p = 0; p < comm->world_size; p++)
+    {
+      ucp_ep_params_t params;
+      ucs_status_t status;
+
+      if (p == comm->rank)
+        continue;
+      memset (&params, 0, sizeof params);
+      params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
+                          UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                          UCP_EP_PARAM_FIELD_ERR_HANDLER;
+      params.address = (const ucp_address_t *) (addresses + p * stride);
+      params.err_mode = comm->error_mode_peer ? UCP_ERR_HANDLING_MODE_PEER
+                                              : UCP_ERR_HANDLING_MODE_NONE;
+      params.err_handler.cb = ep_error;
+      params.err_handler.arg = comm;
+      status = ucp_ep_create (comm->worker, &params, &comm->eps[p]);
+      if (status != UCS_OK)
+        {
+          comm->eps[p] = NULL;
+          return fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_RUNTIME,
+                       "UCX could not create an endpoint to rank %u: %s",
+                       p, ucs_status_string (status));
+        }
+    }
+  return MIXPREC_PLUGIN_OK;
+}
+
+/* Whether every rank runs on this host. */
+static int
+all_local (const UcxComm *comm)
+{
+  for (unsigned p = 0; p < comm->world_size; p++)
+    if (strcmp (comm->peers[p].host, comm->peers[comm->rank].host) != 0)
+      return 0;
+  return 1;
+}
+
+int
+ucx_comm_open (UcxComm                  *comm,
+               const MixprecBootstrapV1 *bootstrap,
+               char                     *errbuf,
+               size_t                    errbuf_len)
+{
+  ucp_config_t *config = NULL;
+  ucp_params_t params;
+  ucp_worker_params_t worker_params;
+  ucp_address_t *address = NULL;
+  size_t address_length = 0, stride = 0;
+  uint64_t *lengths = NULL;
+  uint64_t mine_length;
+  UcxPeerInfo mine;
+  uint8_t *padded = NULL, *addresses = NULL;
+  ucs_status_t status;
+  int result;
+
+  /* Who runs where first: it decides the protocols below. */
+  memset (&mine, 0, sizeof mine);
+  mine.pid = (int64_t) getpid ();
+  host_identity (mine.host, sizeof mine.host);
+  result = exchange (bootstrap, &mine, sizeof mine, comm->peers, "process identities",
+                     errbuf, errbuf_len);
+  if (result != MIXPREC_PLUGIN_OK)
+    return result;
+
+  status = ucp_config_read (NULL, NULL, &config);
+  if (status != UCS_OK)
+    return fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_RUNTIME,
+                 "UCX could not read its configuration (UCX_* environment): %s",
+                 ucs_status_string (status));
+  /* Within one host, copying through UCX's shared-memory FIFOs (eager)
+   * beats its single-copy rendezvous over CMA (process_vm_readv), whose
+   * page pinning costs more than a second copy on virtual machines: every
+   * message of a collective is at most a chunk, so all go eager. The
+   * user's UCX_RNDV_THRESH wins. */
+  if (all_local (comm) && getenv ("UCX_RNDV_THRESH") == NULL)
+    ucp_config_modify (config, "RNDV_THRESH", "inf");
+  memset (&params, 0, sizeof params);
+  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS |
+                      UCP_PARAM_FIELD_ESTIMATED_NUM_PPN;
+  params.features = UCP_FEATURE_TAG;
+  params.estimated_num_eps = comm->world_size;
+  params.estimated_num_ppn = bootstrap->local_world_size > 0 ? bootstrap->local_world_size : 1;
+  status = ucp_init (&params, config, &comm->context);
+  ucp_config_release (config);
+  if (status != UCS_OK)
+    {
+      comm->context = NULL;
+      return fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_RUNTIME,
+                   "UCX could not start (ucp_init): %s; check the UCX_* environment "
+                   "(UCX_TLS, UCX_NET_DEVICES)", ucs_status_string (status));
+    }
+
+  memset (&worker_params, 0, sizeof worker_params);
+  worker_params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  worker_params.thread_mode = UCS_THREAD_MODE_SINGLE;
+  status = ucp_worker_create (comm->context, &worker_params, &comm->worker);
+  if (status != UCS_OK)
+    {
+      comm->worker = NULL;
+      return fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_RUNTIME,
+                   "UCX could not create a worker: %s", ucs_status_string (status));
+    }
+  status = ucp_worker_get_address (comm->worker, &address, &address_length);
+  if (status != UCS_OK)
+    return fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_RUNTIME,
+                 "UCX could not tell its worker address: %s", ucs_status_string (status));
+
+  /* Addresses differ in length; the bootstrap gathers equal lengths, so
+   * first the lengths, then the addresses padded to the longest. */
+  mine_length = address_length;
+  lengths = calloc (comm->world_size, sizeof *lengths);
+  if (lengths == NULL)
+    result = fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_NO_MEMORY,
+                   "no memory for %u UCX address lengths", comm->world_size);
+  else
+    result = exchange (bootstrap, &mine_length, sizeof mine_length, lengths,
+                       "UCX address lengths", errbuf, errbuf_len);
+  if (result == MIXPREC_PLUGIN_OK)
+    {
+      for (unsigned p = 0; p < comm->world_size; p++)
+        if (lengths[p] > stride)
+          stride = lengths[p];
+      padded = calloc (1, stride);
+      addresses = calloc (comm->world_size, stride);
+      if (padded == NULL || addresses == NULL)
+        result = fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_NO_MEMORY,
+                       "no memory for %u UCX addresses of %zu bytes", comm->world_size, stride);
+    }
+  if (result == MIXPREC_PLUGIN_OK)
+    {
+      memcpy (padded, address, address_length);
+      result = exchange (bootstrap, padded, stride, addresses, "UCX worker addresses",
+                         errbuf, errbuf_len);
+    }
+  if (result == MIXPREC_PLUGIN_OK)
+    result = create_endpoints (comm, addresses, stride, errbuf, errbuf_len);
+
+  ucp_worker_release_address (comm->worker, address);
+  free (lengths);
+  free (padded);
+  free (addresses);
+  return result;
+}
+
+/* Runs a close request to completion or until the deadline. */
+static void
+close_endpoint (UcxComm *comm,
+                unsigned peer,
+                int      force,
+                int64_t  deadline)
+{
+  ucp_request_param_t param;
+  ucs_status_ptr_t request;
+
+  if (comm->eps[peer] == NULL)
+    return;
+  memset (&param, 0, sizeof param);
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+  param.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+  request = ucp_ep_close_nbx (comm->eps[peer], &param);
+  comm->eps[peer] = NULL;
+  if (request == NULL || UCS_PTR_IS_ERR (request))
+    return;
+  /* A peer that is gone may never confirm; the request is released
+   * either way and UCX finishes the close on its own. */
+  while (ucp_request_check_status (request) == UCS_INPROGRESS && ucx_now_ns () < deadline)
+    ucp_worker_progress (comm->worker);
+  ucp_request_free (request);
+}
+
+void
+ucx_comm_close (UcxComm *comm)
+{
+  /* A graceful close flushes what is in flight: give it the timeout, at
+   * most ten seconds. A forced one only waits for UCX's confirmation. */
+  int64_t flush_ns = comm->timeout_ns < INT64_C(10000000000) ? comm->timeout_ns
+                                                              : INT64_C(10000000000);
+
+  for (unsigned p = 0; comm->eps != NULL && p < comm->world_size; p++)
+    {
+      int force = comm->broken || comm->peer_status[p] != UCS_OK;
+
+      close_endpoint (comm, p, force, ucx_now_ns () + (force ? BREAK_DRAIN_NS : flush_ns));
+    }
+  if (comm->worker != NULL)
+    ucp_worker_destroy (comm->worker);
+  if (comm->context != NULL)
+    ucp_cleanup (comm->context);
+  comm->worker = NULL;
+  comm->context = NULL;
+  for (unsigned i = 0; i < comm->n_scratch_pool; i++)
+    free (comm->scratch_pool[i]);
+  free (comm->scratch_pool);
+  comm->scratch_pool = NULL;
+  comm->n_scratch_pool = 0;
+}
+
+/* ------------------------------------------------------------ transfers */
+
+static void
+xfer_complete (UcxXfer      *xfer,
+               ucs_status_t  status)
+{
+  UcxOp *op = xfer->op;
+
+  xfer->state = UCX_XFER_DONE;
+  xfer->status = status;
+  xfer->next_done = op->done_head;
+  op->done_head = xfer;
+  op->n_unfinished--;
+  op->progressed = 1;
+}
+
+static void
+send_done (void        *request,
+           ucs_status_t status,
+           void        *user_data)
+{
+  xfer_complete (user_data, status);
+}
+
+static void
+recv_done (void                      *request,
+           ucs_status_t               status,
+           const ucp_tag_recv_info_t *info,
+           void                      *user_data)
+{
+  UcxXfer *xfer = user_data;
+
+  if (info != NULL)
+    xfer->received = info->length;
+  xfer_complete (xfer, status);
+}
+
+static void
+xfer_begin (UcxXfer *xfer)
+{
+  xfer->state = UCX_XFER_PENDING;
+  xfer->req = NULL;
+  xfer->status = UCS_INPROGRESS;
+  xfer->received = 0;
+  xfer->op->n_unfinished++;
+}
+
+void
+ucx_xfer_send (UcxXfer    *xfer,
+               const void *buffer,
+               size_t      length,
+               uint64_t    tag,
+               int         sync)
+{
+  UcxComm *comm = xfer->op->comm;
+  ucp_request_param_t param;
+  ucs_status_ptr_t request;
+
+  xfer_begin (xfer);
+  if (comm->eps[xfer->peer] == NULL)
+    {
+      xfer_complete (xfer, UCS_ERR_CONNECTION_RESET);
+      return;
+    }
+  memset (&param, 0, sizeof param);
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  param.cb.send = send_done;
+  param.user_data = xfer;
+  request = sync ? ucp_tag_send_sync_nbx (comm->eps[xfer->peer], buffer, length, tag, &param)
+                 : ucp_tag_send_nbx (comm->eps[xfer->peer], buffer, length, tag, &param);
+  if (request == NULL)
+    xfer_complete (xfer, UCS_OK);
+  else if (UCS_PTR_IS_ERR (request))
+    xfer_complete (xfer, UCS_PTR_STATUS (request));
+  else
+    xfer->req = request;
+}
+
+void
+ucx_xfer_recv (UcxXfer  *xfer,
+               void     *buffer,
+               size_t    length,
+               uint64_t  tag)
+{
+  UcxComm *comm = xfer->op->comm;
+  ucp_request_param_t param;
+  ucs_status_ptr_t request;
+
+  xfer_begin (xfer);
+  xfer->expected = length;
+  memset (&param, 0, sizeof param);
+  /* No immediate completion: UCX 1.13 leaves recv_info unset on that path,
+   * and the received length is what tells a mismatched count. */
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                       UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+  param.cb.recv = recv_done;
+  param.user_data = xfer;
+  request = ucp_tag_recv_nbx (comm->worker, buffer, length, tag, UINT64_MAX, &param);
+  if (request == NULL)
+    xfer_complete (xfer, UCS_ERR_NO_PROGRESS);
+  else if (UCS_PTR_IS_ERR (request))
+    xfer_complete (xfer, UCS_PTR_STATUS (request));
+  else
+    xfer->req = request;
+}
+
+void
+ucx_xfer_release (UcxXfer *xfer)
+{
+  if (xfer->req != NULL)
+    {
+      ucp_request_free (xfer->req);
+      xfer->req = NULL;
+    }
+}
+
+/* ------------------------------------------------------------ breakdown */
+
+static size_t
+count_pending (UcxComm *comm)
+{
+  size_t n = 0;
+
+  for (UcxOp *op = comm->active; op != NULL; op = op->next)
+    n += op->n_unfinished;
+  return n;
+}
+
+static void
+drain (UcxComm *comm,
+       int64_t  deadline)
+{
+  while (count_pending (comm) > 0 && ucx_now_ns () < deadline)
+    ucp_worker_progress (comm->worker);
+}
+
+void
+ucx_comm_break (UcxComm    *comm,
+                int         status,
+                const char *format,
+                ...)
+{
+  va_list args;
+  int64_t deadline;
+
+  if (!comm->broken)
+    {
+      comm->broken = status;
+      va_start (args, format);
+      vsnprintf (comm->broken_message, sizeof comm->broken_message, format, args);
+      va_end (args);
+    }
+
+  for (UcxOp *op = comm->active; op != NULL; op = op->next)
+    if (!op->finished)
+      {
+        op->finished = 1;
+        op->status = comm->broken;
+        snprintf (op->message, sizeof op->message, "%s", comm->broken_message);
+      }
+
+  /* Receives can be cancelled; sends are completed by force-closing the
+   * endpoints they wait on. Either way UCX lets go of the user's buffers. */
+  for (UcxOp *op = comm->active; op != NULL; op = op->next)
+    for (size_t i = 0; i < op->n_xfers; i++)
+      if (op->xfers[i].state == UCX_XFER_PENDING && op->xfers[i].is_recv &&
+          op->xfers[i].req != NULL)
+        ucp_request_cancel (comm->worker, op->xfers[i].req);
+  drain (comm, ucx_now_ns () + BREAK_DRAIN_NS / 4);
+  deadline = ucx_now_ns () + BREAK_DRAIN_NS;
+
+  for (unsigned p = 0; p < comm->world_size && count_pending (comm) > 0; p++)
+    {
+      int waits_on_peer = 0;
+
+      for (UcxOp *op = comm->active; op != NULL && !waits_on_peer; op = op->next)
+        for (size_t i = 0; i < op->n_xfers && !waits_on_peer; i++)
+          waits_on_peer = op->xfers[i].state == UCX_XFER_PENDING && op->xfers[i].peer == p;
+      if (waits_on_peer)
+        close_endpoint (comm, p, 1, deadline);
+    }
+  drain (comm, deadline);
+
+  /* Whatever is still pending now will never report: forget it, so that
+   * no operation waits for it. */
+  for (UcxOp *op = comm->active; op != NULL; op = op->next)
+    for (size_t i = 0; i < op->n_xfers; i++)
+      if (op->xfers[i].state == UCX_XFER_PENDING)
+        {
+          /* Freeing a pending request also stops its callback. */
+          ucx_xfer_release (&op->xfers[i]);
+          op->xfers[i].state = UCX_XFER_DONE;
+          op->xfers[i].status = UCS_ERR_CANCELED;
+          op->n_unfinished--;
+        }
+}
+
+/* ------------------------------------------------------------ scratch */
+
+char *
+ucx_scratch_take (UcxComm *comm)
+{
+  void *p = NULL;
+
+  if (comm->n_scratch_pool > 0)
+    return comm->scratch_pool[--comm->n_scratch_pool];
+  if (posix_memalign (&p, 64, comm->scratch_bytes) != 0)
+    return NULL;
+  return p;
+}
+
+void
+ucx_scratch_give (UcxComm *comm,
+                  char    *scratch)
+{
+  if (scratch == NULL)
+    return;
+  if (comm->n_scratch_pool == comm->scratch_pool_size)
+    {
+      unsigned size = comm->scratch_pool_size > 0 ? comm->scratch_pool_size * 2 : 4;
+      char **pool = realloc (comm->scratch_pool, size * sizeof *pool);
+
+      if (pool == NULL)
+        {
+          free (scratch);
+          return;
+        }
+      comm->scratch_pool = pool;
+      comm->scratch_pool_size = size;
+    }
+  comm->scratch_pool[comm->n_scratch_pool++] = scratch;
+}

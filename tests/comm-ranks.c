@@ -1,0 +1,612 @@
+/* comm-ranks.c — one rank of test-comm's multi-process cases over the
+ * comm-ucx plugin: every collective, dtype, operation and size against the
+ * serial reference, several collectives outstanding at once, and the
+ * failure cases (a rank killed or stopped midway, an abort). */
+#include "config.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <mixprec/mixprec.h>
+
+#include "comm-ranks.h"
+#include "comm-reference.h"
+
+typedef struct
+{
+  guint rank;
+  guint world;
+  MixprecComm *comm;
+  guint64 hash;                 /* of every result, compared across ranks */
+  guint n_cases;
+} Child;
+
+typedef enum
+{
+  COLL_ALL_REDUCE,
+  COLL_REDUCE_SCATTER,
+  COLL_ALL_GATHER,
+  COLL_BROADCAST,
+} Coll;
+
+static const gchar * const coll_names[] = { "all_reduce", "reduce_scatter", "all_gather", "broadcast" };
+
+typedef struct
+{
+  Coll coll;
+  MixprecDType dtype;
+  MixprecReduceOp op;
+  guint flags;
+  gsize count;
+  gboolean in_place;
+  guint root;
+} Case;
+
+/* A started case: its buffers, kept until it is checked. */
+typedef struct
+{
+  Case k;
+  guint salt;
+  guint8 *send;
+  guint8 *recv;
+  guint8 *start;                /* recv before the call, for ACCUMULATE */
+  MixprecCommRequest *request;
+} Run;
+
+static void
+hash_bytes (Child        *c,
+            gconstpointer data,
+            gsize         len)
+{
+  const guint8 *p = data;
+
+  for (gsize i = 0; i < len; i++)
+    c->hash = (c->hash ^ p[i]) * G_GUINT64_CONSTANT (0x100000001b3);
+}
+
+static MixprecDType
+out_dtype (const Case *k)
+{
+  return (k->flags & MIXPREC_COMM_RECV_FP32) ? MIXPREC_DTYPE_FLOAT32 : k->dtype;
+}
+
+static void
+run_prepare (Child *c,
+             Run   *r)
+{
+  const Case *k = &r->k;
+  gsize es = mixprec_dtype_get_size (k->dtype);
+  gsize out_es = mixprec_dtype_get_size (out_dtype (k));
+  gsize n_send = k->coll == COLL_REDUCE_SCATTER ? c->world * k->count : k->count;
+  gsize n_recv = k->coll == COLL_ALL_GATHER ? c->world * k->count : k->count;
+
+  r->send = g_malloc (MAX (n_send * es, 1));
+  r->recv = g_malloc (MAX (n_recv * out_es, 1));
+  r->start = g_malloc (MAX (n_recv * out_es, 1));
+  for (gsize i = 0; i < n_send; i++)
+    store_bits (k->dtype, r->send, i, input_bits (k->dtype, c->rank, c->world, i, r->salt));
+  /* recv's first term: the same on every rank for an all_reduce, this
+   * rank's own for a reduce_scatter. */
+  for (gsize i = 0; i < n_recv; i++)
+    store_bits (out_dtype (k), r->start, i,
+                input_bits (out_dtype (k), k->coll == COLL_ALL_REDUCE ? 0 : c->rank + 7, 64, i,
+                            r->salt + 1000));
+  memcpy (r->recv, r->start, n_recv * out_es);
+  if (k->coll == COLL_BROADCAST)
+    memcpy (r->recv, r->send, k->count * es);
+  if (k->in_place && k->coll == COLL_ALL_REDUCE)
+    memcpy (r->recv, r->send, k->count * es);
+}
+
+static gpointer
+run_send_ptr (Child *c,
+              Run   *r)
+{
+  const Case *k = &r->k;
+  gsize es = mixprec_dtype_get_size (k->dtype);
+
+  if (!k->in_place)
+    return r->send;
+  switch (k->coll)
+    {
+    case COLL_ALL_REDUCE:
+      return r->recv;
+    case COLL_ALL_GATHER:
+      memcpy (r->recv + c->rank * k->count * es, r->send, k->count * es);
+      return r->recv + c->rank * k->count * es;
+    default:
+      return r->send;
+    }
+}
+
+static gpointer
+run_recv_ptr (Child *c,
+              Run   *r)
+{
+  const Case *k = &r->k;
+
+  if (k->in_place && k->coll == COLL_REDUCE_SCATTER)
+    return r->send + c->rank * k->count * mixprec_dtype_get_size (k->dtype);
+  return r->recv;
+}
+
+/* Runs the case blocking (@request NULL) or starts it. */
+static gboolean
+run_start (Child               *c,
+           Run                 *r,
+           MixprecCommRequest **request,
+           GError             **error)
+{
+  const Case *k = &r->k;
+  gpointer send = run_send_ptr (c, r), recv = run_recv_ptr (c, r);
+
+  switch (k->coll)
+    {
+    case COLL_ALL_REDUCE:
+      if (request != NULL)
+        return (*request = mixprec_comm_all_reduce_start (c->comm, send, recv, k->count, k->dtype,
+                                                          k->op, k->flags, error)) != NULL;
+      return mixprec_comm_all_reduce (c->comm, send, recv, k->count, k->dtype, k->op, k->flags,
+                                      error);
+    case COLL_REDUCE_SCATTER:
+      if (request != NULL)
+        return (*request = mixprec_comm_reduce_scatter_start (c->comm, send, recv, k->count,
+                                                              k->dtype, k->op, k->flags,
+                                                              error)) != NULL;
+      return mixprec_comm_reduce_scatter (c->comm, send, recv, k->count, k->dtype, k->op,
+                                          k->flags, error);
+    case COLL_ALL_GATHER:
+      if (request != NULL)
+        return (*request = mixprec_comm_all_gather_start (c->comm, send, recv, k->count,
+                                                          k->dtype, error)) != NULL;
+      return mixprec_comm_all_gather (c->comm, send, recv, k->count, k->dtype, error);
+    case COLL_BROADCAST:
+    default:
+      if (request != NULL)
+        return (*request = mixprec_comm_broadcast_start (c->comm, recv, k->count, k->dtype,
+                                                         k->root, error)) != NULL;
+      return mixprec_comm_broadcast (c->comm, recv, k->count, k->dtype, k->root, error);
+    }
+}
+
+/* Compares a finished case with the serial reference; FALSE with @why. */
+static gboolean
+run_check (Child   *c,
+           Run     *r,
+           GString *why)
+{
+  const Case *k = &r->k;
+  MixprecDType od = out_dtype (k);
+  const guint8 *result = run_recv_ptr (c, r);
+  gsize n = k->coll == COLL_ALL_GATHER ? c->world * k->count : k->count;
+
+  for (gsize i = 0; i < n; i++)
+    {
+      guint32 got = load_bits (od, result, i);
+      gboolean ok;
+      gfloat acc = 0;
+
+      if (k->coll == COLL_ALL_GATHER)
+        ok = got == input_bits (k->dtype, (guint) (i / k->count), c->world, i % k->count, r->salt);
+      else if (k->coll == COLL_BROADCAST)
+        ok = got == input_bits (k->dtype, k->root, c->world, i, r->salt);
+      else
+        {
+          gsize at = k->coll == COLL_REDUCE_SCATTER ? c->rank * k->count + i : i;
+          guint first = 0;
+
+          if (k->flags & MIXPREC_COMM_ACCUMULATE)
+            acc = bits_value (od, load_bits (od, r->start, i));
+          else
+            acc = bits_value (k->dtype, input_bits (k->dtype, first++, c->world, at, r->salt));
+          for (guint q = first; q < c->world; q++)
+            acc = fold (k->op, acc, bits_value (k->dtype, input_bits (k->dtype, q, c->world, at, r->salt)));
+          ok = matches (od, got, acc);
+        }
+      if (!ok)
+        {
+          g_string_append_printf (why, "%s of %" G_GSIZE_FORMAT " %s (op %d, flags 0x%x, %s, "
+                                  "root %u) on rank %u of %u: element %" G_GSIZE_FORMAT
+                                  " is 0x%x, expected %.9g",
+                                  coll_names[k->coll], k->count, mixprec_dtype_get_name (k->dtype),
+                                  k->op, k->flags, k->in_place ? "in place" : "apart", k->root,
+                                  c->rank, c->world, i, got, (gdouble) acc);
+          return FALSE;
+        }
+    }
+  /* A reduce_scatter leaves each rank a different part. */
+  if (k->coll != COLL_REDUCE_SCATTER)
+    hash_bytes (c, result, n * mixprec_dtype_get_size (od));
+  return TRUE;
+}
+
+static void
+run_clear (Run *r)
+{
+  g_free (r->send);
+  g_free (r->recv);
+  g_free (r->start);
+  g_clear_object (&r->request);
+}
+
+static gboolean
+run_case (Child      *c,
+          const Case *k,
+          GString    *why)
+{
+  g_autoptr(GError) error = NULL;
+  Run r = { *k, c->n_cases++, NULL, NULL, NULL, NULL };
+  gboolean ok;
+
+  run_prepare (c, &r);
+  if (!run_start (c, &r, NULL, &error))
+    {
+      g_string_append_printf (why, "%s of %" G_GSIZE_FORMAT " %s failed: %s", coll_names[k->coll],
+                              k->count, mixprec_dtype_get_name (k->dtype), error->message);
+      run_clear (&r);
+      return FALSE;
+    }
+  ok = run_check (c, &r, why);
+  run_clear (&r);
+  return ok;
+}
+
+/* Several collectives outstanding at once, tested, then waited for in
+ * reverse order. */
+static gboolean
+run_concurrent (Child   *c,
+                GString *why)
+{
+  const Case cases[] = {
+    { COLL_ALL_REDUCE, MIXPREC_DTYPE_FLOAT32, MIXPREC_REDUCE_SUM, 0, (1 << 18) + 5, FALSE, 0 },
+    { COLL_REDUCE_SCATTER, MIXPREC_DTYPE_BFLOAT16, MIXPREC_REDUCE_SUM, MIXPREC_COMM_ACCUMULATE, 1001, FALSE, 0 },
+    { COLL_ALL_GATHER, MIXPREC_DTYPE_FLOAT16, 0, 0, 1001, FALSE, 0 },
+    { COLL_BROADCAST, MIXPREC_DTYPE_FLOAT32, 0, 0, 4099, FALSE, c->world - 1 },
+    { COLL_ALL_REDUCE, MIXPREC_DTYPE_FLOAT16, MIXPREC_REDUCE_MAX, 0, 1001, FALSE, 0 },
+    { COLL_ALL_REDUCE, MIXPREC_DTYPE_BFLOAT16, MIXPREC_REDUCE_SUM, MIXPREC_COMM_RECV_FP32, 70001, FALSE, 0 },
+  };
+  Run runs[G_N_ELEMENTS (cases)];
+  g_autoptr(MixprecCommRequest) barrier = NULL;
+  g_autoptr(GError) error = NULL;
+  gboolean ok = TRUE;
+
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      runs[i] = (Run) { cases[i], c->n_cases++, NULL, NULL, NULL, NULL };
+      run_prepare (c, &runs[i]);
+      if (!run_start (c, &runs[i], &runs[i].request, &error))
+        {
+          g_string_append_printf (why, "starting concurrent case %" G_GSIZE_FORMAT ": %s", i,
+                                  error->message);
+          for (gsize j = 0; j <= i; j++)
+            run_clear (&runs[j]);
+          return FALSE;
+        }
+    }
+  barrier = mixprec_comm_barrier_start (c->comm, &error);
+  for (gsize i = 0; i < G_N_ELEMENTS (cases) && error == NULL; i++)
+    mixprec_comm_request_test (runs[i].request, &error);
+  for (gsize i = G_N_ELEMENTS (cases); i > 0 && error == NULL; i--)
+    if (mixprec_comm_request_wait (runs[i - 1].request, &error))
+      ok = ok && run_check (c, &runs[i - 1], why);
+  if (error == NULL)
+    mixprec_comm_request_wait (barrier, &error);
+  if (error != NULL)
+    {
+      g_string_append_printf (why, "concurrent collectives: %s", error->message);
+      ok = FALSE;
+    }
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    run_clear (&runs[i]);
+  return ok;
+}
+
+static gboolean
+scenario_collectives (Child   *c,
+                      GString *why)
+{
+  const MixprecDType dtypes[] = { MIXPREC_DTYPE_FLOAT32, MIXPREC_DTYPE_FLOAT16, MIXPREC_DTYPE_BFLOAT16 };
+  const gsize sizes[] = { 0, 1, c->world - 1, 1001, (1 << 20) + 3 };
+  const gsize odd = 3;
+  g_autoptr(GError) error = NULL;
+  guint64 *hashes;
+  Case k;
+
+  for (gsize d = 0; d < G_N_ELEMENTS (dtypes); d++)
+    for (gsize s = 0; s < G_N_ELEMENTS (sizes); s++)
+      {
+        /* reduce_scatter sends world times its count: keep that a few MiB. */
+        gsize rs_count = s == G_N_ELEMENTS (sizes) - 1 ? (1 << 18) + 3 : sizes[s];
+
+        for (gint op = MIXPREC_REDUCE_SUM; op <= MIXPREC_REDUCE_MAX; op++)
+          {
+            k = (Case) { COLL_ALL_REDUCE, dtypes[d], op, 0, sizes[s], FALSE, 0 };
+            if (!run_case (c, &k, why))
+              return FALSE;
+            k.coll = COLL_REDUCE_SCATTER;
+            k.count = rs_count;
+            if (!run_case (c, &k, why))
+              return FALSE;
+            if (s != odd)
+              continue;
+            /* RECV_FP32, ACCUMULATE, in place, and RECV_FP32 with ACCUMULATE. */
+            for (guint variant = 0; variant < 5; variant++)
+              {
+                guint flags = variant == 1 ? MIXPREC_COMM_ACCUMULATE : 0;
+                gboolean in_place = variant == 2;
+
+                if (variant == 4)
+                  flags = MIXPREC_COMM_RECV_FP32 | MIXPREC_COMM_ACCUMULATE;
+                else if (variant == 0)
+                  flags = MIXPREC_COMM_RECV_FP32;
+                if ((flags & MIXPREC_COMM_RECV_FP32) && dtypes[d] == MIXPREC_DTYPE_FLOAT32)
+                  continue;
+                /* In place, recv's first term would be each rank's own
+                 * data: all_reduce needs it equal on every rank, and
+                 * reduce_scatter refuses it. */
+                if (in_place && (flags & MIXPREC_COMM_ACCUMULATE))
+                  continue;
+                k = (Case) { COLL_ALL_REDUCE, dtypes[d], op, flags, sizes[s], in_place, 0 };
+                if (!run_case (c, &k, why))
+                  return FALSE;
+                k.coll = COLL_REDUCE_SCATTER;
+                k.count = rs_count;
+                if (!run_case (c, &k, why))
+                  return FALSE;
+              }
+          }
+        k = (Case) { COLL_ALL_GATHER, dtypes[d], 0, 0, rs_count, FALSE, 0 };
+        if (!run_case (c, &k, why))
+          return FALSE;
+        k.in_place = TRUE;
+        if (s == odd && !run_case (c, &k, why))
+          return FALSE;
+        k = (Case) { COLL_BROADCAST, dtypes[d], 0, 0, sizes[s], FALSE, (guint) (s + d) % c->world };
+        if (!run_case (c, &k, why))
+          return FALSE;
+      }
+
+  if (!run_concurrent (c, why))
+    return FALSE;
+
+  /* Dropping a started collective waits for it. */
+  {
+    gfloat x[3] = { 1.0f + c->rank, 2, 3 }, y[3] = { 0 };
+    MixprecCommRequest *r = mixprec_comm_all_reduce_start (c->comm, x, y, 3, MIXPREC_DTYPE_FLOAT32,
+                                                           MIXPREC_REDUCE_SUM, 0, &error);
+
+    if (r == NULL)
+      {
+        g_string_append_printf (why, "a last all_reduce: %s", error->message);
+        return FALSE;
+      }
+    mixprec_comm_request_free (r);
+    if (y[0] != (gfloat) (c->world * (c->world + 1) / 2) || y[2] != 3.0f * c->world)
+      {
+        g_string_append_printf (why, "a dropped all_reduce gave %g %g %g", y[0], y[1], y[2]);
+        return FALSE;
+      }
+  }
+
+  /* Every rank saw the same bits. */
+  hashes = g_new0 (guint64, c->world);
+  if (!mixprec_comm_all_gather (c->comm, &c->hash, hashes, 2, MIXPREC_DTYPE_FLOAT32, &error))
+    {
+      g_string_append_printf (why, "gathering result hashes: %s", error->message);
+      g_free (hashes);
+      return FALSE;
+    }
+  for (guint q = 0; q < c->world; q++)
+    if (hashes[q] != hashes[0])
+      {
+        g_string_append_printf (why, "rank %u's results differ from rank 0's", q);
+        g_free (hashes);
+        return FALSE;
+      }
+  g_free (hashes);
+  g_printerr ("rank %u: %u cases, results identical on all %u ranks\n", c->rank, c->n_cases, c->world);
+  return mixprec_comm_barrier (c->comm, NULL);
+}
+
+/* A big collective that the victim (the last rank) leaves midway: killed
+ * (@stop FALSE) or stopped (@stop TRUE). The others must fail with an
+ * error that names it, within the timeout. */
+static gboolean
+scenario_lose_rank (Child    *c,
+                    gboolean  stop,
+                    GString  *why)
+{
+  guint victim = c->world - 1;
+  gsize n = (gsize) 8 << 20;
+  g_autofree gfloat *send = g_new0 (gfloat, n);
+  g_autofree gfloat *recv = g_new0 (gfloat, n);
+  g_autoptr(GError) error = NULL;
+  g_autofree gchar *name = g_strdup_printf ("rank %u", victim);
+  gint64 start;
+  gint64 elapsed_ms;
+
+  if (!mixprec_comm_barrier (c->comm, &error))
+    {
+      g_string_append_printf (why, "first barrier: %s", error->message);
+      return FALSE;
+    }
+  if (c->rank == victim)
+    {
+      MixprecCommRequest *r = mixprec_comm_all_reduce_start (c->comm, send, recv, n,
+                                                             MIXPREC_DTYPE_FLOAT32,
+                                                             MIXPREC_REDUCE_SUM, 0, &error);
+
+      /* Let some of it flow, then vanish midway: a few polls move a few
+       * chunks, far from the hundreds this collective needs. */
+      for (guint i = 0; r != NULL && i < 3; i++)
+        mixprec_comm_request_test (r, NULL);
+      raise (stop ? SIGSTOP : SIGKILL);
+      /* A stopped victim is killed by the parent; it never gets here. */
+      _exit (3);
+    }
+
+  start = g_get_monotonic_time ();
+  if (mixprec_comm_all_reduce (c->comm, send, recv, n, MIXPREC_DTYPE_FLOAT32,
+                               MIXPREC_REDUCE_SUM, 0, &error))
+    {
+      g_string_append (why, "the all_reduce succeeded without the victim");
+      return FALSE;
+    }
+  elapsed_ms = (g_get_monotonic_time () - start) / 1000;
+  g_printerr ("rank %u: failed after %" G_GINT64_FORMAT " ms: %s\n", c->rank, elapsed_ms, error->message);
+  if (!(g_error_matches (error, MIXPREC_COMM_ERROR, MIXPREC_COMM_ERROR_TIMEOUT) ||
+        (!stop && g_error_matches (error, MIXPREC_COMM_ERROR, MIXPREC_COMM_ERROR_PEER_FAILED))))
+    {
+      g_string_append_printf (why, "unexpected error (code %d): %s", error->code, error->message);
+      return FALSE;
+    }
+  if (strstr (error->message, name) == NULL)
+    {
+      g_string_append_printf (why, "the error does not name %s: %s", name, error->message);
+      return FALSE;
+    }
+  if (elapsed_ms > CHILD_TIMEOUT_MS + 2000)
+    {
+      g_string_append_printf (why, "the failure took %" G_GINT64_FORMAT " ms, more than the "
+                              "%d ms timeout allows", elapsed_ms, CHILD_TIMEOUT_MS);
+      return FALSE;
+    }
+  /* The communicator stays broken, and says so at once. */
+  g_clear_error (&error);
+  start = g_get_monotonic_time ();
+  if (mixprec_comm_barrier (c->comm, &error) ||
+      !(error->code == MIXPREC_COMM_ERROR_TIMEOUT || error->code == MIXPREC_COMM_ERROR_PEER_FAILED) ||
+      strstr (error->message, "broken by an earlier failure") == NULL ||
+      g_get_monotonic_time () - start > 500000)
+    {
+      g_string_append_printf (why, "the next collective did not fail at once: %s",
+                              error != NULL ? error->message : "it succeeded");
+      return FALSE;
+    }
+  return TRUE;
+}
+
+static gpointer
+abort_later (gpointer data)
+{
+  g_usleep (200000);
+  mixprec_comm_abort (data);
+  return NULL;
+}
+
+/* Rank 0 waits for a collective rank 1 never joins; another thread aborts. */
+static gboolean
+scenario_abort (Child   *c,
+                GString *why)
+{
+  gfloat x[1000] = { 0 };
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MixprecCommRequest) r = NULL;
+  GThread *thread;
+  gint64 start;
+
+  if (c->rank != 0)
+    {
+      g_usleep (500000);
+      return TRUE;
+    }
+  r = mixprec_comm_all_reduce_start (c->comm, x, x, 1000, MIXPREC_DTYPE_FLOAT32,
+                                     MIXPREC_REDUCE_SUM, 0, &error);
+  start = g_get_monotonic_time ();
+  thread = g_thread_new ("abort", abort_later, c->comm);
+  if (r == NULL || mixprec_comm_request_wait (r, &error))
+    {
+      g_string_append (why, "the all_reduce did not fail");
+      g_thread_join (thread);
+      return FALSE;
+    }
+  g_thread_join (thread);
+  g_printerr ("rank 0: aborted after %" G_GINT64_FORMAT " ms: %s\n",
+              (g_get_monotonic_time () - start) / 1000, error->message);
+  /* Without the abort the wait would last the timeout and end TIMEOUT. */
+  if (!g_error_matches (error, MIXPREC_COMM_ERROR, MIXPREC_COMM_ERROR_ABORTED) ||
+      g_get_monotonic_time () - start >= CHILD_TIMEOUT_MS * 1000)
+    {
+      g_string_append_printf (why, "expected an ABORTED error before the timeout: %s",
+                              error->message);
+      return FALSE;
+    }
+  g_clear_error (&error);
+  if (mixprec_comm_barrier (c->comm, &error) ||
+      !g_error_matches (error, MIXPREC_COMM_ERROR, MIXPREC_COMM_ERROR_ABORTED))
+    {
+      g_string_append (why, "a collective after the abort did not fail as aborted");
+      return FALSE;
+    }
+  return TRUE;
+}
+
+int
+comm_ranks_main (int    argc,
+                 char **argv)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MixprecBootstrap) bootstrap = NULL;
+  g_autoptr(GString) why = g_string_new (NULL);
+  Child c = { 0 };
+  const gchar *scenario;
+  guint port;
+  gboolean ok;
+  FILE *log;
+
+  if (argc != 7)
+    return 2;
+  log = freopen (argv[6], "w", stderr);
+  if (log == NULL)
+    return 2;
+  setvbuf (stderr, NULL, _IOLBF, 0);
+  /* UCX logs to stdout, which is the parent's TAP stream. */
+  if (dup2 (fileno (stderr), STDOUT_FILENO) < 0)
+    return 2;
+  /* Whatever happens, this rank does not outlive the test. */
+  alarm (GROUP_DEADLINE_S);
+  scenario = argv[2];
+  c.rank = (guint) atoi (argv[3]);
+  c.world = (guint) atoi (argv[4]);
+  port = (guint) atoi (argv[5]);
+  c.hash = G_GUINT64_CONSTANT (0xcbf29ce484222325);
+
+  bootstrap = mixprec_bootstrap_new (c.rank, c.world, "127.0.0.1", (guint16) port,
+                                     CHILD_TIMEOUT_MS * 5, &error);
+  if (bootstrap == NULL)
+    {
+      g_printerr ("rank %u: bootstrap: %s\n", c.rank, error->message);
+      return 1;
+    }
+  c.comm = mixprec_comm_new (bootstrap, "ucx", "cpu", CHILD_TIMEOUT_MS, &error);
+  if (c.comm == NULL)
+    {
+      g_printerr ("rank %u: communicator: %s\n", c.rank, error->message);
+      return 1;
+    }
+
+  if (g_str_equal (scenario, "collectives"))
+    ok = scenario_collectives (&c, why);
+  else if (g_str_equal (scenario, "kill"))
+    ok = scenario_lose_rank (&c, FALSE, why);
+  else if (g_str_equal (scenario, "stop"))
+    ok = scenario_lose_rank (&c, TRUE, why);
+  else if (g_str_equal (scenario, "abort"))
+    ok = scenario_abort (&c, why);
+  else
+    {
+      g_string_append_printf (why, "unknown scenario '%s'", scenario);
+      ok = FALSE;
+    }
+  if (!ok)
+    g_printerr ("rank %u: FAILED: %s\n", c.rank, why->str);
+  g_object_unref (c.comm);
+  /* Leave without running atexit handlers of libraries that share the
+   * parent's state (the test harness's). */
+  fflush (stderr);
+  _exit (ok ? 0 : 1);
+}

@@ -24,8 +24,8 @@ read_owned_master (Group         *g,
                    gfloat        *out,
                    GError       **error)
 {
-  const Segment *seg = &g_array_index (g->segments, Segment, 0);
   guint64 po = _mixprec_param_get_storage (p)->offset;
+  const Segment *seg = _mixprec_engine_segment_of (g, po);
 
   if (seg->master != NULL)
     {
@@ -333,7 +333,7 @@ _mixprec_engine_get_shards (MixprecEngine *self,
       MixprecParam *p = g_ptr_array_index (self->params, i);
       _MixprecParamStorage *s = _mixprec_param_get_storage (p);
       Group *g = g_ptr_array_index (self->groups, s->group);
-      const Segment *seg = NULL;
+      const Segment *seg = _mixprec_engine_segment_of (g, s->offset);
       guint64 numel = mixprec_param_get_numel (p);
       /* A checkpoint stores each element once: across ranks, each saves its
        * partition, whatever the stage keeps besides. */
@@ -341,14 +341,6 @@ _mixprec_engine_get_shards (MixprecEngine *self,
       guint64 hi = self->world > 1 ? MIN (g->own_end, s->offset + numel) : s->offset + numel;
       _MixprecEngineShard shard = { 0 };
 
-      for (guint k = 0; k < g->segments->len; k++)
-        {
-          const Segment *c = &g_array_index (g->segments, Segment, k);
-          if (s->offset >= c->offset && s->offset < c->offset + MAX (c->numel, 1))
-            seg = c;
-        }
-      if (seg == NULL)
-        seg = &g_array_index (g->segments, Segment, 0);
       if (hi < lo)
         hi = lo;
       shard.param = p;

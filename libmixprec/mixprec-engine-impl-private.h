@@ -174,4 +174,9 @@ Group * _mixprec_engine_group_of (MixprecEngine *self, MixprecParam *param);
 guint64 _mixprec_engine_step_seed (MixprecEngine *self,
                                    guint          group);
 
+/* The segment holding element @offset of @g's element space (the one
+ * starting at a parameter's offset, for a parameter's first element). */
+const Segment *_mixprec_engine_segment_of (const Group *g,
+                                           guint64      offset);
+
 G_END_DECLS

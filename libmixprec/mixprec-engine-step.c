@@ -15,6 +15,26 @@
 /* ---------------------------------------------------------------- pieces */
 
 
+const Segment *
+_mixprec_engine_segment_of (const Group *g,
+                            guint64      offset)
+{
+  /* The last segment starting at or before @offset: empty parameters
+   * (numel 0) share their offset with the next segment, and any of them
+   * serves, since nothing is read through it. */
+  const Segment *found = &g_array_index (g->segments, Segment, 0);
+
+  for (guint i = 1; i < g->segments->len; i++)
+    {
+      const Segment *seg = &g_array_index (g->segments, Segment, i);
+
+      if (seg->offset > offset)
+        break;
+      found = seg;
+    }
+  return found;
+}
+
 void
 _mixprec_engine_for_each_piece (Group    *g,
                 guint64   begin,

@@ -447,6 +447,37 @@ test_engine_external_memory (void)
   g_assert_cmpfloat (grad[0], ==, 0.0f);
 }
 
+/* Several caller-owned parameters: each is read from its own memory (the
+ * second one's master after an SGD step with lr 0.5 is w - 0.5 * g). */
+static void
+test_engine_external_memory_second_param (void)
+{
+  g_autoptr(MixprecEngine) e = engine_from_json (
+    "{\"optimizer\": {\"type\": \"SGD\", \"params\": {\"lr\": 0.5}}}");
+  gfloat w1[2] = { 1, 2 }, g1[2] = { 0 };
+  gfloat w2[3] = { 10, 20, 30 }, g2[3] = { 0 };
+  guint64 s1[1] = { 2 }, s2[1] = { 3 };
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MixprecStepResult) r = NULL;
+  g_autoptr(GBytes) master = NULL;
+  const gfloat *m;
+
+  g_assert_nonnull (mixprec_engine_register_external (e, "first", s1, 1, "Linear", w1, g1, &error));
+  g_assert_nonnull (mixprec_engine_register_external (e, "second", s2, 1, "Linear", w2, g2, &error));
+  g_assert_no_error (error);
+  g2[0] = 2;
+  g2[1] = 4;
+  g2[2] = 8;
+  r = one_step (e);
+  master = mixprec_engine_gather_master (e, "second", &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (g_bytes_get_size (master), ==, 3 * sizeof (gfloat));
+  m = g_bytes_get_data (master, NULL);
+  g_assert_cmpfloat (m[0], ==, 9.0f);
+  g_assert_cmpfloat (m[1], ==, 18.0f);
+  g_assert_cmpfloat (m[2], ==, 26.0f);
+}
+
 static void
 test_engine_errors (void)
 {
@@ -560,6 +591,7 @@ main (int argc, char **argv)
   g_test_add_func ("/engine/working-copy-is-rounded-master", test_engine_working_copy_is_rounded_master);
   g_test_add_func ("/engine/bf16-no-master-reproducible", test_engine_bf16_no_master_reproducible);
   g_test_add_func ("/engine/external-memory", test_engine_external_memory);
+  g_test_add_func ("/engine/external-memory-second-param", test_engine_external_memory_second_param);
   g_test_add_func ("/engine/errors", test_engine_errors);
   g_test_add_func ("/engine/unknown-optimizer", test_engine_unknown_optimizer);
   g_test_add_func ("/engine/memory-plan", test_engine_memory_plan);

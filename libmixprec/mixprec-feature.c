@@ -393,41 +393,56 @@ optimizer_check (const MixprecOptimizerV1 *vtable,
   return TRUE;
 }
 
+/* A vtable check's outcome as a GError naming the rule it broke. */
+static gboolean
+check_result (gboolean      ok,
+              const gchar  *problem,
+              GError      **error)
+{
+  if (!ok)
+    g_set_error_literal (error, MIXPREC_PLUGIN_ERROR, MIXPREC_PLUGIN_ERROR_BAD_FEATURE, problem);
+  return ok;
+}
+
+/* What every kind of feature carries; the kind-specific parts follow. */
+static MixprecFeature *
+feature_new (MixprecFeatureKind  kind,
+             const gchar        *name,
+             const gchar        *device,
+             const gchar        *description,
+             guint               rank,
+             MixprecPlugin      *plugin)
+{
+  MixprecFeature *self = g_object_new (MIXPREC_TYPE_FEATURE, NULL);
+
+  self->kind = kind;
+  self->name = g_strdup (name);
+  self->device = g_strdup (device);
+  self->description = g_strdup (description != NULL ? description : "");
+  self->rank = rank;
+  self->plugin_name = g_strdup (mixprec_plugin_get_name (plugin));
+  self->plugin = plugin;
+  g_object_add_weak_pointer (G_OBJECT (plugin), (gpointer *) &self->plugin);
+  return self;
+}
+
 gboolean
 _mixprec_optimizer_vtable_check (const MixprecOptimizerV1 *vtable,
                                  GError                  **error)
 {
   g_autoptr(GString) problem = g_string_new (NULL);
+  /* The check grows @problem: read its text only once the check is done. */
+  gboolean ok = vtable != NULL && optimizer_check (vtable, problem);
 
-  if (vtable == NULL)
-    {
-      g_set_error_literal (error, MIXPREC_PLUGIN_ERROR, MIXPREC_PLUGIN_ERROR_BAD_FEATURE,
-                           "the optimizer vtable is NULL");
-      return FALSE;
-    }
-  if (!optimizer_check (vtable, problem))
-    {
-      g_set_error_literal (error, MIXPREC_PLUGIN_ERROR, MIXPREC_PLUGIN_ERROR_BAD_FEATURE,
-                           problem->str);
-      return FALSE;
-    }
-  return TRUE;
+  return check_result (ok, vtable != NULL ? problem->str : "the optimizer vtable is NULL", error);
 }
 
 MixprecFeature *
 _mixprec_feature_new_optimizer (const MixprecOptimizerV1 *vtable,
                                 MixprecPlugin            *plugin)
 {
-  MixprecFeature *self = g_object_new (MIXPREC_TYPE_FEATURE, NULL);
-
-  self->kind = MIXPREC_FEATURE_KIND_OPTIMIZER;
-  self->name = g_strdup (vtable->name);
-  self->device = g_strdup (vtable->device);
-  self->description = g_strdup (vtable->description != NULL ? vtable->description : "");
-  self->rank = vtable->rank;
-  self->plugin_name = g_strdup (mixprec_plugin_get_name (plugin));
-  self->plugin = plugin;
-  g_object_add_weak_pointer (G_OBJECT (plugin), (gpointer *) &self->plugin);
+  MixprecFeature *self = feature_new (MIXPREC_FEATURE_KIND_OPTIMIZER, vtable->name, vtable->device,
+                                      vtable->description, vtable->rank, plugin);
 
   self->strings = g_string_chunk_new (256);
   self->optimizer = *vtable;
@@ -578,36 +593,18 @@ _mixprec_comm_vtable_check (const MixprecCommV1 *vtable,
                             GError             **error)
 {
   g_autoptr(GString) problem = g_string_new (NULL);
+  /* The check grows @problem: read its text only once the check is done. */
+  gboolean ok = vtable != NULL && comm_check (vtable, problem);
 
-  if (vtable == NULL)
-    {
-      g_set_error_literal (error, MIXPREC_PLUGIN_ERROR, MIXPREC_PLUGIN_ERROR_BAD_FEATURE,
-                           "the comm vtable is NULL");
-      return FALSE;
-    }
-  if (!comm_check (vtable, problem))
-    {
-      g_set_error_literal (error, MIXPREC_PLUGIN_ERROR, MIXPREC_PLUGIN_ERROR_BAD_FEATURE,
-                           problem->str);
-      return FALSE;
-    }
-  return TRUE;
+  return check_result (ok, vtable != NULL ? problem->str : "the comm vtable is NULL", error);
 }
 
 MixprecFeature *
 _mixprec_feature_new_comm (const MixprecCommV1 *vtable,
                            MixprecPlugin       *plugin)
 {
-  MixprecFeature *self = g_object_new (MIXPREC_TYPE_FEATURE, NULL);
-
-  self->kind = MIXPREC_FEATURE_KIND_COMM;
-  self->name = g_strdup (vtable->name);
-  self->device = g_strdup (vtable->device);
-  self->description = g_strdup (vtable->description != NULL ? vtable->description : "");
-  self->rank = vtable->rank;
-  self->plugin_name = g_strdup (mixprec_plugin_get_name (plugin));
-  self->plugin = plugin;
-  g_object_add_weak_pointer (G_OBJECT (plugin), (gpointer *) &self->plugin);
+  MixprecFeature *self = feature_new (MIXPREC_FEATURE_KIND_COMM, vtable->name, vtable->device,
+                                      vtable->description, vtable->rank, plugin);
 
   self->comm = *vtable;
   self->comm.name = self->name;

@@ -23,6 +23,7 @@ typedef struct
   MixprecComm *comm;
   guint64 hash;                 /* of every result, compared across ranks */
   guint n_cases;
+  gchar *dir;                   /* the group's directory, for markers */
 } Child;
 
 typedef enum
@@ -434,6 +435,31 @@ scenario_lose_rank (Child    *c,
       g_string_append_printf (why, "first barrier: %s", error->message);
       return FALSE;
     }
+  /* The victim must not vanish while a peer still finishes that barrier:
+   * a message it sent just before dying can be lost with it (a TCP reset
+   * drops what the peer had not read yet), and the peer would then rightly
+   * fail the barrier instead of the all_reduce under test. So the others
+   * say, outside UCX, that they are through. */
+  if (c->rank != victim)
+    {
+      g_autofree gchar *marker = g_strdup_printf ("%s/through-barrier-%u", c->dir, c->rank);
+
+      if (!g_file_set_contents (marker, "", 0, &error))
+        {
+          g_string_append_printf (why, "marker: %s", error->message);
+          return FALSE;
+        }
+    }
+  else
+    {
+      for (guint r = 0; r < victim; r++)
+        {
+          g_autofree gchar *marker = g_strdup_printf ("%s/through-barrier-%u", c->dir, r);
+
+          while (!g_file_test (marker, G_FILE_TEST_EXISTS))
+            g_usleep (1000);
+        }
+    }
   if (c->rank == victim)
     {
       MixprecCommRequest *r = mixprec_comm_all_reduce_start (c->comm, send, recv, n,
@@ -570,6 +596,7 @@ comm_ranks_main (int    argc,
   /* Whatever happens, this rank does not outlive the test. */
   alarm (GROUP_DEADLINE_S);
   scenario = argv[2];
+  c.dir = g_path_get_dirname (argv[6]);
   c.rank = (guint) atoi (argv[3]);
   c.world = (guint) atoi (argv[4]);
   port = (guint) atoi (argv[5]);
@@ -605,6 +632,7 @@ comm_ranks_main (int    argc,
   if (!ok)
     g_printerr ("rank %u: FAILED: %s\n", c.rank, why->str);
   g_object_unref (c.comm);
+  g_free (c.dir);
   /* Leave without running atexit handlers of libraries that share the
    * parent's state (the test harness's). */
   fflush (stderr);

@@ -483,6 +483,12 @@ run_group (const gchar *scenario,
         g_test_message ("rank %u (status 0x%x):\n%s", r, ranks[r].status, text);
       g_unlink (ranks[r].log);
     }
+  for (guint r = 0; r < world; r++)
+    {
+      g_autofree gchar *marker = g_strdup_printf ("%s/through-barrier-%u", dir, r);
+
+      g_unlink (marker);
+    }
   g_rmdir (dir);
   return ranks;
 }

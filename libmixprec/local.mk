@@ -101,6 +101,8 @@ mixprec_sources += \
 	libmixprec/mixprec-param.c \
 	libmixprec/mixprec-engine-kernels-private.h \
 	libmixprec/mixprec-engine-kernels.c \
+	libmixprec/mixprec-device-private.h \
+	libmixprec/mixprec-device.c \
 	libmixprec/mixprec-engine-private.h \
 	libmixprec/mixprec-engine-impl-private.h \
 	libmixprec/mixprec-engine.c \

@@ -11,6 +11,16 @@ G_BEGIN_DECLS
  * plugin "builtin". */
 const MixprecCommV1 *_mixprec_comm_local_get_vtable (void);
 
+/* mixprec_comm_new() whose collectives are queued on @device_stream (a
+ * device's stream, e.g. the engine's cudaStream_t; NULL: the backend's
+ * own). */
+MixprecComm         *_mixprec_comm_new_on_stream    (MixprecBootstrap *bootstrap,
+                                                     const gchar      *backend,
+                                                     const gchar      *device,
+                                                     guint             timeout_ms,
+                                                     gpointer          device_stream,
+                                                     GError          **error);
+
 /* The feature a communicator runs on (transfer none). */
 MixprecFeature      *_mixprec_comm_get_feature      (MixprecComm *self);
 

@@ -312,6 +312,8 @@ choose_feature (const gchar  *backend,
  *   "local"), or "auto" (the same as %NULL): "local" for one process,
  *   otherwise the highest-ranked communication feature for @device
  * @device: (nullable): where the buffers live: "cpu" (the default, %NULL)
+ *   or a device such as "cuda" (device memory; the communicator then uses
+ *   its own stream on the calling thread's current device)
  * @timeout_ms: how long, in milliseconds, a collective may go without any
  *   progress before it fails; 0 takes @bootstrap's timeout (or
  *   %MIXPREC_BOOTSTRAP_DEFAULT_TIMEOUT_MS without one)
@@ -334,6 +336,17 @@ mixprec_comm_new (MixprecBootstrap  *bootstrap,
                   const gchar       *device,
                   guint              timeout_ms,
                   GError           **error)
+{
+  return _mixprec_comm_new_on_stream (bootstrap, backend, device, timeout_ms, NULL, error);
+}
+
+MixprecComm *
+_mixprec_comm_new_on_stream (MixprecBootstrap  *bootstrap,
+                             const gchar       *backend,
+                             const gchar       *device,
+                             guint              timeout_ms,
+                             gpointer           device_stream,
+                             GError           **error)
 {
   g_autoptr(MixprecComm) self = NULL;
   char errbuf[_MIXPREC_PLUGIN_ERRBUF_SIZE] = "";
@@ -371,6 +384,7 @@ mixprec_comm_new (MixprecBootstrap  *bootstrap,
   args.struct_size = sizeof args;
   args.bootstrap = bootstrap != NULL ? _mixprec_bootstrap_get_vtable (bootstrap) : &single_bootstrap;
   args.timeout_ms = self->timeout_ms;
+  args.device_stream = device_stream;
   status = self->vtable->init (&args, &self->handle, errbuf, sizeof errbuf);
   errbuf[sizeof errbuf - 1] = '\0';
   if (status != MIXPREC_PLUGIN_OK)

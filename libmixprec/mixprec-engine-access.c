@@ -28,14 +28,12 @@ read_owned_master (Group         *g,
   const Segment *seg = _mixprec_engine_segment_of (g, po);
 
   if (seg->master != NULL)
-    {
-      memcpy (out, seg->master + (po + begin - seg->master_base), (end - begin) * sizeof (gfloat));
-      return TRUE;
-    }
-  return mixprec_convert_array (g->dtypes.working,
-                                _mixprec_engine_at (seg->working, g->dtypes.working, po + begin - seg->working_base),
-                                MIXPREC_DTYPE_FLOAT32, out, end - begin,
-                                MIXPREC_ROUNDING_NEAREST_EVEN, 0, 0, error);
+    return _mixprec_device_download (g->device, seg->master + (po + begin - seg->master_base),
+                                     MIXPREC_DTYPE_FLOAT32, out, MIXPREC_DTYPE_FLOAT32,
+                                     end - begin, error);
+  return _mixprec_device_download (g->device,
+                                   _mixprec_engine_at (seg->working, g->dtypes.working, po + begin - seg->working_base),
+                                   g->dtypes.working, out, MIXPREC_DTYPE_FLOAT32, end - begin, error);
 }
 
 /**
@@ -165,7 +163,7 @@ mixprec_memory_plan_new (MixprecConfig *config,
     }
   /* A local engine resolves the policy and the optimizer exactly as
    * training would. */
-  probe = _mixprec_engine_new_internal (config, NULL, NULL, error);
+  probe = _mixprec_engine_new_internal (config, NULL, NULL, NULL, TRUE, error);
   if (probe == NULL)
     return NULL;
   if (!mixprec_precision_policy_resolve (probe->policy, "param", "Linear", &dt.working, &master,
@@ -246,8 +244,15 @@ mixprec_engine_get_optimizer_state (MixprecEngine *self,
   names = mixprec_feature_get_state_names (self->optimizer);
   for (guint i = 0; names != NULL && names[i] != NULL; i++)
     if (g_str_equal (names[i], slot))
-      return g_bytes_new (g->states[i] + s->offset,
-                          mixprec_param_get_numel (param) * sizeof (gfloat));
+      {
+        guint64 numel = mixprec_param_get_numel (param);
+        g_autofree gfloat *out = g_new (gfloat, MAX (numel, 1));
+
+        if (!_mixprec_device_download (g->device, g->states[i] + s->offset, MIXPREC_DTYPE_FLOAT32,
+                                       out, MIXPREC_DTYPE_FLOAT32, numel, error))
+          return NULL;
+        return g_bytes_new_take (g_steal_pointer (&out), numel * sizeof (gfloat));
+      }
   g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
                "the '%s' optimizer has no state slot '%s'",
                mixprec_feature_get_name (self->optimizer), slot);
@@ -317,6 +322,102 @@ mixprec_engine_is_accumulation_boundary (MixprecEngine *self)
 
 /* ---------------------------------------------------------------- private API */
 
+void
+_mixprec_engine_drop_mirrors (Group *g)
+{
+  if (g->mirrors == NULL)
+    return;
+  for (guint i = 0; i < g->mirrors->len; i++)
+    g_free (g_array_index (g->mirrors, HostMirror, i).host);
+  g_clear_pointer (&g->mirrors, g_array_unref);
+}
+
+/* Copies @bytes of device buffer @buffer to the host, for the shards. */
+static gboolean
+add_mirror (Group        *g,
+            gpointer      buffer,
+            gsize         bytes,
+            GError      **error)
+{
+  HostMirror m = { buffer, NULL, bytes };
+
+  if (buffer == NULL)
+    return TRUE;
+  for (guint i = 0; i < g->mirrors->len; i++)
+    if (g_array_index (g->mirrors, HostMirror, i).device == buffer)
+      return TRUE;
+  m.host = g_try_malloc (MAX (bytes, 1));
+  if (m.host == NULL)
+    {
+      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_PARAM,
+                   "out of memory copying %" G_GSIZE_FORMAT " bytes of device buffers "
+                   "to the host for a checkpoint", bytes);
+      return FALSE;
+    }
+  g_array_append_val (g->mirrors, m);
+  return _mixprec_device_copy (g->device, m.host, buffer, bytes,
+                               MIXPREC_PLUGIN_COPY_DEVICE_TO_HOST, error);
+}
+
+/* Host copies of every buffer a checkpoint reads or writes: the working
+ * copy, the masters and the optimizer state. */
+static gboolean
+mirror_group (MixprecEngine *self,
+              Group         *g,
+              GError       **error)
+{
+  guint64 part = g->own_end - g->own_begin;
+  guint64 n_state = g->state_sharded ? part : g->padded;
+  guint64 n_working = g->working_sharded ? part : g->padded;
+
+  _mixprec_engine_drop_mirrors (g);
+  g->mirrors = g_array_new (FALSE, FALSE, sizeof (HostMirror));
+  if (!add_mirror (g, g->working, n_working * mixprec_dtype_get_size (g->dtypes.working), error) ||
+      !add_mirror (g, g->master, n_state * sizeof (gfloat), error))
+    return FALSE;
+  for (guint k = 0; k < mixprec_feature_get_n_state_slots (self->optimizer); k++)
+    if (!add_mirror (g, g->states[k], n_state * sizeof (gfloat), error))
+      return FALSE;
+  return TRUE;
+}
+
+/* The host address of device address @p inside one of @g's mirrors;
+ * @p itself on the host. */
+static gpointer
+host_view (Group *g, gconstpointer p)
+{
+  if (g->mirrors == NULL || p == NULL)
+    return (gpointer) p;
+  for (guint i = 0; i < g->mirrors->len; i++)
+    {
+      HostMirror *m = &g_array_index (g->mirrors, HostMirror, i);
+      const guint8 *base = m->device;
+
+      if ((const guint8 *) p >= base && (const guint8 *) p <= base + m->bytes)
+        return (guint8 *) m->host + ((const guint8 *) p - base);
+    }
+  g_return_val_if_reached (NULL);
+}
+
+/* Writes the mirrors back to the device (after a checkpoint was loaded
+ * into them) and drops them. */
+static gboolean
+upload_mirrors (Group   *g,
+                GError **error)
+{
+  gboolean ok = TRUE;
+
+  for (guint i = 0; g->mirrors != NULL && i < g->mirrors->len && ok; i++)
+    {
+      HostMirror *m = &g_array_index (g->mirrors, HostMirror, i);
+
+      ok = _mixprec_device_copy (g->device, m->device, m->host, m->bytes,
+                                 MIXPREC_PLUGIN_COPY_HOST_TO_DEVICE, error);
+    }
+  _mixprec_engine_drop_mirrors (g);
+  return ok;
+}
+
 GArray *
 _mixprec_engine_get_shards (MixprecEngine *self,
                             GError       **error)
@@ -326,6 +427,9 @@ _mixprec_engine_get_shards (MixprecEngine *self,
 
   if (!mixprec_engine_prepare (self, error))
     return NULL;
+  /* Fresh host copies for every call: the device's values move on. */
+  for (guint j = 0; j < self->groups->len; j++)
+    _mixprec_engine_drop_mirrors (g_ptr_array_index (self->groups, j));
   n_slots = mixprec_feature_get_n_state_slots (self->optimizer);
   shards = g_array_sized_new (FALSE, TRUE, sizeof (_MixprecEngineShard), self->params->len);
   for (guint i = 0; i < self->params->len; i++)
@@ -343,15 +447,20 @@ _mixprec_engine_get_shards (MixprecEngine *self,
 
       if (hi < lo)
         hi = lo;
+      if (g->device != NULL && g->mirrors == NULL && !mirror_group (self, g, error))
+        {
+          g_array_unref (shards);
+          return NULL;
+        }
       shard.param = p;
       shard.begin = lo - s->offset;
       shard.end = hi - s->offset;
-      shard.master = seg->master != NULL ? seg->master + (lo - seg->master_base) : NULL;
-      shard.working = _mixprec_engine_at (seg->working, g->dtypes.working, lo - seg->working_base);
+      shard.master = seg->master != NULL ? host_view (g, seg->master + (lo - seg->master_base)) : NULL;
+      shard.working = host_view (g, _mixprec_engine_at (seg->working, g->dtypes.working, lo - seg->working_base));
       shard.working_dtype = g->dtypes.working;
       shard.n_state_slots = MIN (n_slots, G_N_ELEMENTS (shard.states));
       for (guint k = 0; k < shard.n_state_slots; k++)
-        shard.states[k] = g->states[k] + _mixprec_engine_state_index (g, lo);
+        shard.states[k] = host_view (g, g->states[k] + _mixprec_engine_state_index (g, lo));
       g_array_append_val (shards, shard);
     }
   return shards;
@@ -453,6 +562,10 @@ _mixprec_engine_refresh_working (MixprecEngine *self,
       guint64 lo = self->world > 1 ? g->own_begin : 0;
       guint64 hi = self->world > 1 ? MIN (g->own_end, g->numel) : g->numel;
 
+      /* On a device, what was restored sits in the host mirrors. */
+      if (!upload_mirrors (g, error))
+        return FALSE;
+
       if (self->world > 1 && !g->state_sharded)
         {
           /* ZeRO-0 across ranks: masters and state are whole everywhere,
@@ -484,11 +597,11 @@ _mixprec_engine_refresh_working (MixprecEngine *self,
        * bit for bit: with stochastic rounding its seed and the element's
        * position in the group pick the same random bits. */
       if (seg->master != NULL && seg->master != (gpointer) seg->working && lo < hi &&
-          !mixprec_convert_array (MIXPREC_DTYPE_FLOAT32, seg->master + (lo - seg->master_base),
-                                  g->dtypes.working, _mixprec_engine_at (seg->working, g->dtypes.working, lo - seg->working_base),
-                                  hi - lo,
-                                  stochastic ? MIXPREC_ROUNDING_STOCHASTIC : MIXPREC_ROUNDING_NEAREST_EVEN,
-                                  stochastic ? _mixprec_engine_step_seed (self, g->index) : 0, lo, error))
+          !_mixprec_device_convert (g->device, seg->master + (lo - seg->master_base), MIXPREC_DTYPE_FLOAT32,
+                                    _mixprec_engine_at (seg->working, g->dtypes.working, lo - seg->working_base),
+                                    g->dtypes.working, hi - lo,
+                                    stochastic ? MIXPREC_ROUNDING_STOCHASTIC : MIXPREC_ROUNDING_NEAREST_EVEN,
+                                    stochastic ? _mixprec_engine_step_seed (self, g->index) : 0, lo, error))
         return FALSE;
       /* Without a separate master (FP32 or bf16-only working copies) each
        * rank restored its partition of the working copy itself. */

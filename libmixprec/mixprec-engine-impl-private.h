@@ -5,6 +5,7 @@
 
 #include "mixprec.h"
 #include "mixprec-comm-private.h"
+#include "mixprec-device-private.h"
 #include "mixprec-engine-kernels-private.h"
 #include "mixprec-param-private.h"
 
@@ -59,7 +60,18 @@ typedef struct {
   gdouble *hparams;          /* the optimizer's values for this group */
   GPtrArray *pending;        /* MixprecCommRequest: gradient reductions in flight */
   MixprecCommRequest *prefetch;
+  _MixprecDevice *device;    /* where the buffers live (NULL: host memory) */
+  GError *device_error;      /* the first failure of a device kernel in a pass */
+  GArray *mirrors;           /* HostMirror: device buffers copied for checkpoints */
 } Group;
+
+/* A host copy of one device buffer, which checkpoints read and write
+ * through their shards. */
+typedef struct {
+  gpointer device;
+  gpointer host;
+  gsize bytes;
+} HostMirror;
 
 struct _MixprecEngine
 {
@@ -74,6 +86,10 @@ struct _MixprecEngine
   guint n_hparams;
   gint weight_decay_index;   /* -1 when the optimizer has none */
 
+  _MixprecDevice *device;    /* mixprec.device; NULL for "cpu" */
+  gdouble *norm_sums;        /* device: block sums of every group, then the total */
+  gsize n_norm_sums;
+  gboolean comm_on_stream;   /* the communicator queues on the device's stream */
   MixprecComm *comm;         /* data-parallel group; NULL on one process */
   MixprecComm *mp_comm;      /* optional model-parallel group */
   guint rank;
@@ -138,7 +154,8 @@ void _mixprec_engine_for_each_piece (Group    *g,
 
 void _mixprec_engine_clear_gradients (MixprecEngine *self);
 
-gpointer _mixprec_engine_alloc_buffer (guint64      numel,
+gpointer _mixprec_engine_alloc_buffer (_MixprecDevice *device,
+              guint64      numel,
               gsize        elem_size,
               const gchar *what,
               GError     **error);
@@ -158,10 +175,23 @@ void _mixprec_engine_add_shape_bytes (MixprecMemoryReport       *r,
                  const GroupShape          *s,
                  guint                      n_slots);
 
+/* @device: the engine's device when the caller opened it (NULL: open
+ * mixprec.device). @plan_only: an engine that only resolves the policy and
+ * the optimizer (memory plans for a device this machine may lack). */
 MixprecEngine * _mixprec_engine_new_internal (MixprecConfig *config,
+            _MixprecDevice *device,
             MixprecComm   *comm,
             MixprecComm   *mp_comm,
+            gboolean       plan_only,
             GError       **error);
+
+/* Frees @g's host mirrors. */
+void _mixprec_engine_drop_mirrors (Group *g);
+
+/* Before a collective on device buffers: a communicator with a stream of
+ * its own must find the device's work done. */
+gboolean _mixprec_engine_before_comm (MixprecEngine *self,
+              GError       **error);
 
 gboolean _mixprec_engine_wait_pending (MixprecEngine *self,
               GError       **error);

@@ -21,6 +21,13 @@ void    _mixprec_kernel_fold  (gpointer      dst,
                                gsize         n,
                                gboolean      first);
 
+/* buf (dtype) = round(buf * factor), elementwise; the product is formed in
+ * FP32 and rounded to nearest even once. */
+void    _mixprec_kernel_scale (gpointer      buf,
+                               MixprecDType  dtype,
+                               gsize         n,
+                               gfloat        factor);
+
 /* The sum of squares of @n values in double precision, in a fixed order
  * (eight interleaved partial sums, combined pairwise); non-finite when any
  * value is non-finite. */

@@ -64,6 +64,36 @@ _mixprec_kernel_fold (gpointer      dst,
     }
 }
 
+void
+_mixprec_kernel_scale (gpointer      buf,
+                       MixprecDType  dtype,
+                       gsize         n,
+                       gfloat        factor)
+{
+  const _MixprecConvertKernels *k = _mixprec_convert_kernels ();
+  gsize size = mixprec_dtype_get_size (dtype);
+  gfloat tile[TILE];
+
+  for (gsize off = 0; off < n; off += TILE)
+    {
+      gsize len = MIN ((gsize) TILE, n - off);
+      guint8 *p = (guint8 *) buf + off * size;
+      gfloat *v = (gfloat *) widen (k, buf, dtype, off, len, tile);
+
+      if (v != tile)
+        {
+          memcpy (tile, v, len * sizeof (gfloat));
+          v = tile;
+        }
+      for (gsize i = 0; i < len; i++)
+        v[i] *= factor;
+      if (dtype == MIXPREC_DTYPE_FLOAT32)
+        memcpy (p, v, len * sizeof (gfloat));
+      else
+        k->from_f32_rne[dtype] (v, p, len, 0, 0);
+    }
+}
+
 gdouble
 _mixprec_kernel_sumsq (gconstpointer src,
                        MixprecDType  dtype,

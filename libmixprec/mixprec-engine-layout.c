@@ -77,25 +77,21 @@ _mixprec_engine_add_shape_bytes (MixprecMemoryReport       *r,
 }
 
 gpointer
-_mixprec_engine_alloc_buffer (guint64      numel,
+_mixprec_engine_alloc_buffer (_MixprecDevice *device,
+              guint64      numel,
               gsize        elem_size,
               const gchar *what,
               GError     **error)
 {
-  gpointer p = NULL;
-  gsize bytes = (gsize) MAX (numel, 1) * elem_size;
-
-  /* 64-byte alignment: whole cache lines per thread chunk, aligned SIMD.
-   * Zeroed: padding must hold zeros, and fresh optimizer state is zero. */
-  bytes = (bytes + 63) & ~(gsize) 63;
-  if (posix_memalign (&p, 64, bytes) != 0)
+  /* Never NULL on success: an empty buffer still has an address. Zeroed:
+   * padding must hold zeros, and fresh optimizer state is zero. */
+  if (numel > G_MAXSIZE / MAX (elem_size, 1))
     {
       g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_PARAM,
-                   "out of memory allocating %" G_GSIZE_FORMAT " bytes for %s", bytes, what);
+                   "%s: %" G_GUINT64_FORMAT " elements do not fit in memory", what, numel);
       return NULL;
     }
-  memset (p, 0, bytes);
-  return p;
+  return _mixprec_device_alloc (device, (gsize) MAX (numel, 1) * elem_size, what, error);
 }
 
 static gboolean
@@ -161,25 +157,25 @@ layout_group (MixprecEngine *self,
     }
 
   if (shape.working &&
-      (g->working = _mixprec_engine_alloc_buffer (shape.working, wsize, "working copies", error)) == NULL)
+      (g->working = _mixprec_engine_alloc_buffer (self->device, shape.working, wsize, "working copies", error)) == NULL)
     return FALSE;
   if (shape.grad &&
-      (g->grad = _mixprec_engine_alloc_buffer (shape.grad, wsize, "gradients", error)) == NULL)
+      (g->grad = _mixprec_engine_alloc_buffer (self->device, shape.grad, wsize, "gradients", error)) == NULL)
     return FALSE;
   if (shape.master &&
-      (g->master = _mixprec_engine_alloc_buffer (shape.master, sizeof (gfloat), "FP32 master weights", error)) == NULL)
+      (g->master = _mixprec_engine_alloc_buffer (self->device, shape.master, sizeof (gfloat), "FP32 master weights", error)) == NULL)
     return FALSE;
   if (shape.accum &&
-      (g->accum = _mixprec_engine_alloc_buffer (shape.accum, mixprec_dtype_get_size (g->dtypes.accum),
+      (g->accum = _mixprec_engine_alloc_buffer (self->device, shape.accum, mixprec_dtype_get_size (g->dtypes.accum),
                                 "gradient accumulation", error)) == NULL)
     return FALSE;
   if (shape.staging &&
-      (g->staging = _mixprec_engine_alloc_buffer (shape.staging, mixprec_dtype_get_size (_mixprec_engine_wire_dtype (&g->dtypes)),
+      (g->staging = _mixprec_engine_alloc_buffer (self->device, shape.staging, mixprec_dtype_get_size (_mixprec_engine_wire_dtype (&g->dtypes)),
                                   "gradient communication", error)) == NULL)
     return FALSE;
   g->states = g_new0 (gfloat *, n_slots + 1);
   for (guint s = 0; s < n_slots; s++)
-    if ((g->states[s] = _mixprec_engine_alloc_buffer (shape.state, sizeof (gfloat), "optimizer state", error)) == NULL)
+    if ((g->states[s] = _mixprec_engine_alloc_buffer (self->device, shape.state, sizeof (gfloat), "optimizer state", error)) == NULL)
       return FALSE;
   _mixprec_engine_add_shape_bytes (&self->memory, &g->dtypes, &shape, n_slots);
 
@@ -196,6 +192,8 @@ layout_group (MixprecEngine *self,
       Segment seg = { offset, numel, NULL, offset, NULL, NULL, offset };
 
       s->group = g->index;
+      if (s->device == NULL)
+        s->device = _mixprec_device_ref (self->device);
       s->offset = offset;
       if (!g->external)
         {
@@ -231,18 +229,21 @@ layout_group (MixprecEngine *self,
           guint64 wlo = MAX (offset, g->working_sharded ? g->own_begin : 0);
           guint64 whi = MIN (offset + numel, g->working_sharded ? g->own_end : G_MAXUINT64);
 
-          if (separate && mlo < mhi)
-            memcpy (seg.master + (mlo - seg.master_base), v + (mlo - offset),
-                    (mhi - mlo) * sizeof (gfloat));
+          if (separate && mlo < mhi &&
+              !_mixprec_device_upload (self->device, v + (mlo - offset), MIXPREC_DTYPE_FLOAT32,
+                                       seg.master + (mlo - seg.master_base), MIXPREC_DTYPE_FLOAT32,
+                                       mhi - mlo, error))
+            return FALSE;
           if (wlo < whi &&
-              !mixprec_convert_array (MIXPREC_DTYPE_FLOAT32, v + (wlo - offset), g->dtypes.working,
-                                      _mixprec_engine_at (seg.working, g->dtypes.working, wlo - seg.working_base),
-                                      whi - wlo, MIXPREC_ROUNDING_NEAREST_EVEN, 0, 0, error))
+              !_mixprec_device_upload (self->device, v + (wlo - offset), MIXPREC_DTYPE_FLOAT32,
+                                       _mixprec_engine_at (seg.working, g->dtypes.working, wlo - seg.working_base),
+                                       g->dtypes.working, whi - wlo, error))
             return FALSE;
         }
       if (init == NULL && seg.master != NULL && seg.master != (gpointer) seg.working &&
-          !mixprec_convert_array (g->dtypes.working, s->working, MIXPREC_DTYPE_FLOAT32,
-                                  s->master, numel, MIXPREC_ROUNDING_NEAREST_EVEN, 0, 0, error))
+          !_mixprec_device_convert (self->device, s->working, g->dtypes.working, s->master,
+                                    MIXPREC_DTYPE_FLOAT32, numel, MIXPREC_ROUNDING_NEAREST_EVEN,
+                                    0, 0, error))
         return FALSE;
 
       if (g->external || i == 0)
@@ -307,6 +308,7 @@ mixprec_engine_prepare (MixprecEngine *self,
           g->dtypes.has_master = mixprec_param_has_master (p);
           g->weight_decay_multiplier = mixprec_param_get_weight_decay_multiplier (p);
           g->external = _mixprec_param_is_external (p);
+          g->device = _mixprec_device_ref (self->device);
           g->params = g_ptr_array_new ();
           g->segments = g_array_new (FALSE, FALSE, sizeof (Segment));
           g->pending = g_ptr_array_new_with_free_func ((GDestroyNotify) mixprec_comm_request_free);

@@ -53,6 +53,52 @@ _mixprec_engine_for_each_piece (Group    *g,
     }
 }
 
+/* Runs @func over [0, n): across the thread pool on the host, in one call
+ * on a device, whose kernels queue on one stream anyway. */
+static void
+group_for (Group            *g,
+           gsize             n,
+           _MixprecRangeFunc func,
+           gpointer          data)
+{
+  if (g->device == NULL)
+    _mixprec_parallel_for (n, _MIXPREC_ENGINE_MIN_CHUNK, 64, func, data);
+  else if (n > 0)
+    func (0, n, data);
+}
+
+/* Keeps the first failure of a device call during a pass over @g; the
+ * host's kernels do not fail. */
+static void
+keep_device_error (Group  *g,
+                   GError *error)
+{
+  if (g->device_error == NULL)
+    g->device_error = error;
+  else
+    g_error_free (error);
+}
+
+static gboolean
+take_device_error (Group   *g,
+                   GError **error)
+{
+  if (g->device_error == NULL)
+    return TRUE;
+  g_propagate_error (error, g_steal_pointer (&g->device_error));
+  return FALSE;
+}
+
+/* The gradient buffer at @p zeroed for the next backward pass. */
+static void
+zero_grad (Group *g, gpointer p, guint64 n)
+{
+  GError *error = NULL;
+
+  if (!_mixprec_device_zero (g->device, p, n * mixprec_dtype_get_size (g->dtypes.grad), &error))
+    keep_device_error (g, error);
+}
+
 /* ---------------------------------------------------------------- micro-steps */
 
 typedef struct {
@@ -65,10 +111,13 @@ fold_piece (Group *g, const Segment *seg, guint64 begin, guint64 n, gpointer dat
 {
   FoldJob *job = data;
   gpointer grad = _mixprec_engine_at (seg->grad, g->dtypes.grad, begin - seg->offset);
+  GError *error = NULL;
 
-  _mixprec_kernel_fold (_mixprec_engine_at (g->accum, g->dtypes.accum, _mixprec_engine_accum_index (g, begin)), g->dtypes.accum,
-                        grad, g->dtypes.grad, n, job->first);
-  memset (grad, 0, n * mixprec_dtype_get_size (g->dtypes.grad));
+  if (!_mixprec_device_accumulate (g->device,
+                                   _mixprec_engine_at (g->accum, g->dtypes.accum, _mixprec_engine_accum_index (g, begin)),
+                                   g->dtypes.accum, grad, g->dtypes.grad, n, job->first, &error))
+    keep_device_error (g, error);
+  zero_grad (g, grad, n);
 }
 
 static void
@@ -100,11 +149,15 @@ pack_range (gsize begin, gsize end, gpointer data)
       guint64 n = MIN (end - f, bucket_begin + w - within);
       guint64 dst = f;
 
+      GError *error = NULL;
+
       if (g->accum_sharded)
         dst = world * bucket_begin + r * w + (within - bucket_begin);
-      _mixprec_kernel_fold (_mixprec_engine_at (g->staging, wire, dst), wire,
-                            _mixprec_engine_at (g->grad, g->dtypes.grad, f), g->dtypes.grad, n, TRUE);
-      memset (_mixprec_engine_at (g->grad, g->dtypes.grad, f), 0, n * mixprec_dtype_get_size (g->dtypes.grad));
+      if (!_mixprec_device_accumulate (g->device, _mixprec_engine_at (g->staging, wire, dst), wire,
+                                       _mixprec_engine_at (g->grad, g->dtypes.grad, f), g->dtypes.grad,
+                                       n, TRUE, &error))
+        keep_device_error (g, error);
+      zero_grad (g, _mixprec_engine_at (g->grad, g->dtypes.grad, f), n);
       f += n;
     }
 }
@@ -124,7 +177,9 @@ reduce_group (MixprecEngine *self,
   if (g->dtypes.accum == MIXPREC_DTYPE_FLOAT32 && wire != MIXPREC_DTYPE_FLOAT32)
     flags |= MIXPREC_COMM_RECV_FP32;
 
-  _mixprec_parallel_for (g->padded, _MIXPREC_ENGINE_MIN_CHUNK, 64, pack_range, g);
+  group_for (g, g->padded, pack_range, g);
+  if (!take_device_error (g, error) || !_mixprec_engine_before_comm (self, error))
+    return FALSE;
 
   for (guint64 b = 0; b < part; b += width)
     {
@@ -221,7 +276,11 @@ mixprec_engine_backward_done (MixprecEngine *self,
             return FALSE;
         }
       else if (g->accum != NULL)
-        _mixprec_parallel_for (g->numel, _MIXPREC_ENGINE_MIN_CHUNK, 64, fold_range, &job);
+        {
+          group_for (g, g->numel, fold_range, &job);
+          if (!take_device_error (g, error))
+            return FALSE;
+        }
     }
   self->micro_steps++;
   if (!self->overlap)
@@ -302,6 +361,86 @@ gather_doubles (MixprecComm   *comm,
   return TRUE;
 }
 
+static gsize
+n_blocks (guint64 n)
+{
+  return (n + _MIXPREC_SUMSQ_BLOCK - 1) / _MIXPREC_SUMSQ_BLOCK;
+}
+
+/* gradient_sumsq() on a device, with the same blocks and the same order:
+ * one multi-tensor launch per group writes its block sums into one device
+ * array holding every group's, which the device adds up in order; the
+ * host reads back the total alone, the step's one round trip. The array:
+ * every group's block sums, then room for this rank's partition, the
+ * total, and the model-parallel ranks' totals. */
+static gboolean
+gradient_sumsq_device (MixprecEngine *self,
+                       gdouble       *total_out,
+                       GError       **error)
+{
+  guint mp_world = self->mp_comm != NULL ? mixprec_comm_get_world_size (self->mp_comm) : 0;
+  gsize n_all = 0, n_mine_max = 0, at = 0;
+  gdouble *mine, *total;
+  GError *local = NULL;
+
+  for (guint j = 0; j < self->groups->len; j++)
+    {
+      Group *g = g_ptr_array_index (self->groups, j);
+
+      n_all += n_blocks (g->padded);
+      n_mine_max = MAX (n_mine_max, n_blocks (g->own_end - g->own_begin));
+    }
+  if (self->norm_sums == NULL)
+    {
+      self->n_norm_sums = n_all + n_mine_max + 1 + mp_world;
+      self->norm_sums = _mixprec_engine_alloc_buffer (self->device, self->n_norm_sums, sizeof (gdouble),
+                                                      "gradient norm", error);
+      if (self->norm_sums == NULL)
+        return FALSE;
+    }
+  mine = self->norm_sums + n_all;
+  total = mine + n_mine_max;
+  if (!_mixprec_device_zero (self->device, self->norm_sums, self->n_norm_sums * sizeof (gdouble), error))
+    return FALSE;
+
+  for (guint j = 0; j < self->groups->len; j++)
+    {
+      Group *g = g_ptr_array_index (self->groups, j);
+      guint64 begin = g->state_sharded ? g->own_begin : 0;
+      guint64 end = MIN (g->state_sharded ? g->own_end : g->padded, g->numel);
+      MixprecDeviceRangeV1 range = { NULL, (MixprecPluginDType) source_dtype (g), 0 };
+      gsize n_group = n_blocks (g->padded);
+
+      range.n = end > begin ? end - begin : 0;
+      range.data = g->accum != NULL
+        ? _mixprec_engine_at (g->accum, g->dtypes.accum, _mixprec_engine_accum_index (g, begin))
+        : _mixprec_engine_at (g->grad, g->dtypes.grad, begin);
+      if (!_mixprec_device_sumsq_blocks (self->device, &range, 1, _MIXPREC_SUMSQ_BLOCK,
+                                         g->state_sharded ? mine : self->norm_sums + at, error) ||
+          (g->state_sharded && !_mixprec_engine_before_comm (self, error)))
+        return FALSE;
+      if (g->state_sharded &&
+          !gather_doubles (self->comm, mine, n_blocks (g->own_end - g->own_begin),
+                           self->norm_sums + at, error))
+        return FALSE;
+      at += n_group;
+    }
+  if (!_mixprec_device_sum_ordered (self->device, self->norm_sums, n_all, total, error))
+    return FALSE;
+  if (self->mp_comm != NULL &&
+      (!_mixprec_engine_before_comm (self, error) ||
+       !gather_doubles (self->mp_comm, total, 1, total + 1, error) ||
+       !_mixprec_device_sum_ordered (self->device, total + 1, mp_world, total, error)))
+    return FALSE;
+  if (!_mixprec_device_copy (self->device, total_out, total, sizeof (gdouble),
+                             MIXPREC_PLUGIN_COPY_DEVICE_TO_HOST, &local))
+    {
+      g_propagate_prefixed_error (error, local, "reading the gradient norm: ");
+      return FALSE;
+    }
+  return TRUE;
+}
+
 /* The sum of squares of every gradient the step will read, identical on
  * every rank and at every world size: fixed-size blocks of each group's
  * element space, their sums added in index order. */
@@ -311,6 +450,9 @@ gradient_sumsq (MixprecEngine *self,
                 GError       **error)
 {
   gdouble total = 0.0;
+
+  if (self->device != NULL)
+    return gradient_sumsq_device (self, total_out, error);
 
   for (guint j = 0; j < self->groups->len; j++)
     {
@@ -380,6 +522,7 @@ step_piece (Group *g, const Segment *seg, guint64 begin, guint64 n, gpointer dat
   if (seg->working != (gpointer) seg->master)
     working = _mixprec_engine_at (seg->working, g->dtypes.working, begin - seg->working_base);
   args.first_index = begin;
+  args.device_stream = _mixprec_device_get_stream (g->device);
 
   if (!_mixprec_feature_optimizer_step (job->engine->optimizer, &args, g->hparams,
                                         master, grad, states, working, n, &error))
@@ -405,8 +548,7 @@ step_chunk (gsize begin, gsize end, gpointer data)
 static void
 zero_piece (Group *g, const Segment *seg, guint64 begin, guint64 n, gpointer data)
 {
-  memset (_mixprec_engine_at (seg->grad, g->dtypes.grad, begin - seg->offset), 0,
-          n * mixprec_dtype_get_size (g->dtypes.grad));
+  zero_grad (g, _mixprec_engine_at (seg->grad, g->dtypes.grad, begin - seg->offset), n);
 }
 
 static void
@@ -426,7 +568,9 @@ _mixprec_engine_clear_gradients (MixprecEngine *self)
       /* Accumulation buffers are overwritten by the next first fold;
        * gradients read in place must be zeroed for backward passes that add. */
       if (g->accum == NULL)
-        _mixprec_parallel_for (g->numel, _MIXPREC_ENGINE_MIN_CHUNK, 64, zero_range, g);
+        group_for (g, g->numel, zero_range, g);
+      /* Nothing to report it to: the next pass meets a broken device. */
+      g_clear_error (&g->device_error);
     }
   self->micro_steps = 0;
 }
@@ -441,6 +585,8 @@ gather_working (MixprecEngine *self,
 
   if (self->world == 1 || self->stage == 0 || self->stage >= 3)
     return TRUE;
+  if (!_mixprec_engine_before_comm (self, error))
+    return FALSE;
   for (guint j = 0; j < self->groups->len; j++)
     {
       Group *g = g_ptr_array_index (self->groups, j);
@@ -488,7 +634,7 @@ apply_optimizer (MixprecEngine *self,
                                            : MIXPREC_PLUGIN_ROUNDING_NEAREST_EVEN;
       job.args.seed = _mixprec_engine_step_seed (self, g->index);
       g_mutex_init (&job.lock);
-      _mixprec_parallel_for (hi - lo, _MIXPREC_ENGINE_MIN_CHUNK, 64, step_chunk, &job);
+      group_for (g, hi - lo, step_chunk, &job);
       g_mutex_clear (&job.lock);
       if (job.error != NULL)
         {

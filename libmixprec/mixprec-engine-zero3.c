@@ -29,8 +29,10 @@ start_gather (MixprecEngine *self,
   GError *local = NULL;
 
   if (g->gathered == NULL &&
-      (g->gathered = _mixprec_engine_alloc_buffer (g->padded, mixprec_dtype_get_size (g->dtypes.working),
+      (g->gathered = _mixprec_engine_alloc_buffer (g->device, g->padded, mixprec_dtype_get_size (g->dtypes.working),
                                    "gathered working copies", error)) == NULL)
+    return FALSE;
+  if (!_mixprec_engine_before_comm (self, error))
     return FALSE;
   g->prefetch = mixprec_comm_all_gather_start (self->comm, g->working, g->gathered, part,
                                                g->dtypes.working, &local);

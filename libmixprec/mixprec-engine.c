@@ -118,15 +118,18 @@ group_free (gpointer data)
   if (g->states != NULL)
     {
       for (guint s = 0; g->states[s] != NULL; s++)
-        free (g->states[s]);
+        _mixprec_device_free (g->device, g->states[s]);
       g_free (g->states);
     }
-  free (g->working);
-  free (g->grad);
-  free (g->accum);
-  free (g->staging);
-  free (g->gathered);
-  free (g->master);
+  _mixprec_device_free (g->device, g->working);
+  _mixprec_device_free (g->device, g->grad);
+  _mixprec_device_free (g->device, g->accum);
+  _mixprec_device_free (g->device, g->staging);
+  _mixprec_device_free (g->device, g->gathered);
+  _mixprec_device_free (g->device, g->master);
+  g_clear_error (&g->device_error);
+  _mixprec_engine_drop_mirrors (g);
+  g_clear_pointer (&g->device, _mixprec_device_unref);
   g_free (g->hparams);
   g_clear_object (&g->partitioner);
   g_clear_pointer (&g->pending, g_ptr_array_unref);
@@ -149,8 +152,11 @@ mixprec_engine_finalize (GObject *object)
   g_clear_object (&self->schedule);
   g_clear_object (&self->scaler);
   g_clear_object (&self->policy);
+  /* Communicators go before the device whose stream they may use. */
   g_clear_object (&self->comm);
   g_clear_object (&self->mp_comm);
+  _mixprec_device_free (self->device, self->norm_sums);
+  g_clear_pointer (&self->device, _mixprec_device_unref);
   g_clear_object (&self->config);
   G_OBJECT_CLASS (mixprec_engine_parent_class)->finalize (object);
 }
@@ -276,9 +282,13 @@ setup_optimizer (MixprecEngine *self,
   g_autoptr(GString) errors = g_string_new (NULL);
   g_autoptr(GList) members = NULL;
 
+  /* The optimizer runs where the buffers are (a plan has no device open
+   * and asks about the configured one). */
   self->optimizer = mixprec_registry_find_feature (registry, MIXPREC_FEATURE_KIND_OPTIMIZER,
                                                    feature_name,
-                                                   mixprec_config_get_device (self->config),
+                                                   self->device != NULL
+                                                   ? _mixprec_device_get_name (self->device)
+                                                   : mixprec_config_get_device (self->config),
                                                    error);
   if (self->optimizer == NULL)
     {
@@ -367,15 +377,78 @@ check_distributed_config (MixprecEngine *self,
   return TRUE;
 }
 
+/* The engine's device, unless the caller opened it already. */
+static gboolean
+open_device (MixprecEngine  *self,
+             _MixprecDevice *device,
+             GError        **error)
+{
+  const gchar *name = mixprec_config_get_device (self->config);
+  GError *local = NULL;
+
+  if (device != NULL)
+    {
+      self->device = _mixprec_device_ref (device);
+      return TRUE;
+    }
+  self->device = _mixprec_device_open (name != NULL ? name : "cpu", -1, &local);
+  if (local != NULL)
+    {
+      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
+                   "mixprec.device: cannot use device '%s': %s", name, local->message);
+      g_error_free (local);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+gboolean
+_mixprec_engine_before_comm (MixprecEngine *self,
+                             GError       **error)
+{
+  if (self->device == NULL || self->comm_on_stream)
+    return TRUE;
+  return _mixprec_device_synchronize (self->device, error);
+}
+
+/* Collectives move the engine's buffers, so they must run where those
+ * live. */
+static gboolean
+check_comm_device (MixprecEngine *self,
+                   MixprecComm   *comm,
+                   const gchar   *which,
+                   GError       **error)
+{
+  const gchar *mine = _mixprec_device_get_name (self->device);
+
+  if (comm == NULL || g_strcmp0 (mixprec_comm_get_device (comm), mine) == 0)
+    return TRUE;
+  g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
+               "the %s communicator moves '%s' memory (backend '%s'), but the engine's "
+               "buffers are on device '%s' (mixprec.device); use a backend for '%s' "
+               "(e.g. %s)", which, mixprec_comm_get_device (comm),
+               mixprec_comm_get_backend (comm), mine, mine,
+               g_str_equal (mine, "cuda") ? "nccl" : "ucx");
+  return FALSE;
+}
+
 MixprecEngine *
-_mixprec_engine_new_internal (MixprecConfig *config,
+_mixprec_engine_new_internal (MixprecConfig  *config,
+            _MixprecDevice *device,
             MixprecComm   *comm,
             MixprecComm   *mp_comm,
+            gboolean       plan_only,
             GError       **error)
 {
   g_autoptr(MixprecEngine) self = g_object_new (MIXPREC_TYPE_ENGINE, NULL);
 
   self->config = g_object_ref (config);
+  /* A device the caller opened had the communicator made on its stream. */
+  self->comm_on_stream = device != NULL;
+  if ((!plan_only && !open_device (self, device, error)) ||
+      !check_comm_device (self, comm, "data-parallel", error) ||
+      !check_comm_device (self, mp_comm, "model-parallel", error))
+    return NULL;
   self->gas = MAX (mixprec_config_get_gradient_accumulation_steps (config), 1);
   self->seed = mixprec_config_get_seed (config);
   self->stochastic = mixprec_config_get_stochastic_rounding (config);
@@ -434,6 +507,8 @@ mixprec_engine_new (MixprecConfig *config,
 {
   g_autoptr(MixprecBootstrap) bootstrap = NULL;
   g_autoptr(MixprecComm) comm = NULL;
+  g_autoptr(_MixprecDevice) device = NULL;
+  const gchar *device_name;
   GError *local = NULL;
   guint timeout = comm_timeout ();
 
@@ -443,14 +518,26 @@ mixprec_engine_new (MixprecConfig *config,
   bootstrap = mixprec_bootstrap_new_from_environment (timeout, &local);
   if (bootstrap == NULL)
     return (_mixprec_engine_comm_failed (error, local, "rendezvous"), NULL);
+  /* The device first: a device communicator joins its stream (and the
+   * device the plugin selected, LOCAL_RANK's for cuda). */
+  device_name = mixprec_config_get_device (config);
+  device = _mixprec_device_open (device_name != NULL ? device_name : "cpu", -1, &local);
+  if (local != NULL)
+    {
+      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
+                   "mixprec.device: cannot use device '%s': %s", device_name, local->message);
+      g_error_free (local);
+      return NULL;
+    }
   if (mixprec_bootstrap_get_world_size (bootstrap) > 1)
     {
-      comm = mixprec_comm_new (bootstrap, mixprec_config_get_comm_backend (config),
-                               mixprec_config_get_device (config), timeout, &local);
+      comm = _mixprec_comm_new_on_stream (bootstrap, mixprec_config_get_comm_backend (config),
+                                          _mixprec_device_get_name (device), timeout,
+                                          _mixprec_device_get_stream (device), &local);
       if (comm == NULL)
         return (_mixprec_engine_comm_failed (error, local, "communicator"), NULL);
     }
-  return _mixprec_engine_new_internal (config, comm, NULL, error);
+  return _mixprec_engine_new_internal (config, device, comm, NULL, FALSE, error);
 }
 
 /**
@@ -479,7 +566,7 @@ mixprec_engine_new_with_comm (MixprecConfig *config,
   g_return_val_if_fail (MIXPREC_IS_CONFIG (config), NULL);
   g_return_val_if_fail (comm == NULL || MIXPREC_IS_COMM (comm), NULL);
   g_return_val_if_fail (model_parallel_comm == NULL || MIXPREC_IS_COMM (model_parallel_comm), NULL);
-  return _mixprec_engine_new_internal (config, comm, model_parallel_comm, error);
+  return _mixprec_engine_new_internal (config, NULL, comm, model_parallel_comm, FALSE, error);
 }
 
 /**
@@ -778,6 +865,17 @@ mixprec_engine_register_external (MixprecEngine  *self,
                    "parameter '%s': memory the caller owns can only be registered on one "
                    "process; across %u ranks the engine shards its own buffers",
                    name, self->world);
+      return NULL;
+    }
+  if (self->device != NULL)
+    {
+      /* The device's sum of squares runs over whole blocks of one buffer;
+       * per-parameter buffers would cut blocks apart. */
+      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_PARAM,
+                   "parameter '%s': memory the caller owns can only be registered with "
+                   "mixprec.device \"cpu\"; on '%s' register the parameter with "
+                   "mixprec_engine_register_param() and write its gradient into "
+                   "mixprec_param_get_grad_data()", name, _mixprec_device_get_name (self->device));
       return NULL;
     }
   if (numel > 0 && (working == NULL || grad == NULL))

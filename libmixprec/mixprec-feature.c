@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "mixprec.h"
+#include "mixprec-device-private.h"
 #include "mixprec-registry-private.h"
 
 /* The public enums mirror the ABI's plain-C ones value for value. */
@@ -27,9 +28,9 @@ G_STATIC_ASSERT ((int) MIXPREC_DTYPE_BFLOAT16 == (int) MIXPREC_PLUGIN_DTYPE_BFLO
 /**
  * MixprecFeature:
  *
- * One capability a plugin registered: an optimizer or a communication
- * backend (and, in a later plugin ABI revision, a device), known by its
- * kind, name and device. Several features may share a name and device; the
+ * One capability a plugin registered: an optimizer, a communication
+ * backend or a device, known by its kind, name and device (a device
+ * feature's device is its own name). Several features may share a name and device; the
  * one with the highest rank is used.
  *
  * An optimizer feature also describes its hyper-parameters (name, type,
@@ -67,6 +68,9 @@ struct _MixprecFeature
   MixprecCommV1 comm;
   MixprecDType *comm_dtypes;
   gsize n_comm_dtypes;
+
+  /* Devices: a copy of the vtable whose strings are the feature's. */
+  MixprecDeviceV1 device_vtable;
 };
 
 G_DEFINE_FINAL_TYPE (MixprecFeature, mixprec_feature, G_TYPE_OBJECT)
@@ -627,6 +631,99 @@ _mixprec_feature_get_comm_vtable (MixprecFeature *feature)
   return feature->kind == MIXPREC_FEATURE_KIND_COMM ? &feature->comm : NULL;
 }
 
+/* ------------------------------------------------------------ devices */
+
+static gboolean
+device_check (const MixprecDeviceV1 *vtable,
+              GString               *problem)
+{
+  const struct {
+    const char *name;
+    gboolean set;
+  } functions[] = {
+    { "probe", vtable->probe != NULL },
+    { "open", vtable->open != NULL },
+    { "close", vtable->close != NULL },
+    { "describe", vtable->describe != NULL },
+    { "get_stream", vtable->get_stream != NULL },
+    { "alloc", vtable->alloc != NULL },
+    { "free", vtable->free != NULL },
+    { "memset_zero", vtable->memset_zero != NULL },
+    { "copy", vtable->copy != NULL },
+    { "synchronize", vtable->synchronize != NULL },
+    { "event_create", vtable->event_create != NULL },
+    { "event_record", vtable->event_record != NULL },
+    { "event_query", vtable->event_query != NULL },
+    { "event_wait", vtable->event_wait != NULL },
+    { "event_destroy", vtable->event_destroy != NULL },
+    { "convert", vtable->convert != NULL },
+    { "accumulate", vtable->accumulate != NULL },
+    { "scale", vtable->scale != NULL },
+    { "sumsq_blocks", vtable->sumsq_blocks != NULL },
+    { "sum_ordered", vtable->sum_ordered != NULL },
+  };
+
+  if (!identifier_is_valid (vtable->name))
+    {
+      g_string_append (problem, "the device name is missing or not an identifier "
+                       "(a letter, then letters, digits, '-' or '_', at most 64 characters)");
+      return FALSE;
+    }
+  if (g_str_equal (vtable->name, "cpu"))
+    {
+      g_string_append (problem, "device 'cpu': the name belongs to the library's host "
+                       "memory and kernels; a plugin cannot replace it");
+      return FALSE;
+    }
+  g_string_append_printf (problem, "device '%s': ", vtable->name);
+  for (gsize i = 0; i < G_N_ELEMENTS (functions); i++)
+    if (!functions[i].set)
+      {
+        g_string_append_printf (problem, "its %s function is NULL; a device implements "
+                                "every function of MixprecDeviceV1", functions[i].name);
+        return FALSE;
+      }
+  if (!pointers_are_null (vtable->reserved, G_N_ELEMENTS (vtable->reserved)))
+    {
+      g_string_append (problem, "its reserved fields are not zero (was it built against "
+                       "another mixprec-plugin.h?)");
+      return FALSE;
+    }
+  return TRUE;
+}
+
+gboolean
+_mixprec_device_vtable_check (const MixprecDeviceV1 *vtable,
+                              GError              **error)
+{
+  g_autoptr(GString) problem = g_string_new (NULL);
+  /* The check grows @problem: read its text only once the check is done. */
+  gboolean ok = vtable != NULL && device_check (vtable, problem);
+
+  return check_result (ok, vtable != NULL ? problem->str : "the device vtable is NULL", error);
+}
+
+MixprecFeature *
+_mixprec_feature_new_device (const MixprecDeviceV1 *vtable,
+                             MixprecPlugin         *plugin)
+{
+  MixprecFeature *self = feature_new (MIXPREC_FEATURE_KIND_DEVICE, vtable->name, vtable->name,
+                                      vtable->description, vtable->rank, plugin);
+
+  self->device_vtable = *vtable;
+  self->device_vtable.name = self->name;
+  self->device_vtable.description = self->description;
+  return self;
+}
+
+const MixprecDeviceV1 *
+_mixprec_feature_get_device_vtable (MixprecFeature *feature)
+{
+  g_return_val_if_fail (MIXPREC_IS_FEATURE (feature), NULL);
+
+  return feature->kind == MIXPREC_FEATURE_KIND_DEVICE ? &feature->device_vtable : NULL;
+}
+
 /* ------------------------------------------------------------ public API */
 
 /**
@@ -993,6 +1090,33 @@ mixprec_feature_get_working_dtypes (MixprecFeature *self,
     }
   *n_dtypes = G_N_ELEMENTS (optimizer_working_dtypes);
   return optimizer_working_dtypes;
+}
+
+/**
+ * mixprec_feature_probe_device:
+ * @self: a #MixprecFeature of kind %MIXPREC_FEATURE_KIND_DEVICE
+ * @n_devices: (out) (optional): how many devices the plugin can use
+ * @error: return location for a #GError
+ *
+ * Asks a device plugin whether it can run here: a plugin loads on any
+ * machine, but its device needs a driver and hardware. Cheap: it opens no
+ * device.
+ *
+ * Returns: %TRUE when at least one device is usable; otherwise %FALSE with
+ *   @error (%MIXPREC_PLUGIN_ERROR_CALL_FAILED) saying why, e.g. that no
+ *   driver or no device was found
+ *
+ * Since: 1.0
+ */
+gboolean
+mixprec_feature_probe_device (MixprecFeature *self,
+                              gint           *n_devices,
+                              GError        **error)
+{
+  g_return_val_if_fail (MIXPREC_IS_FEATURE (self), FALSE);
+  g_return_val_if_fail (self->kind == MIXPREC_FEATURE_KIND_DEVICE, FALSE);
+
+  return _mixprec_device_probe (self, n_devices, error);
 }
 
 /**

@@ -19,8 +19,8 @@ G_BEGIN_DECLS
  *   `MixprecOptimizerV1` vtable)
  * @MIXPREC_FEATURE_KIND_COMM: collectives between ranks (a `MixprecCommV1`
  *   vtable)
- * @MIXPREC_FEATURE_KIND_DEVICE: memory, copies and kernels of a device (no
- *   plugin ABI revision registers these yet)
+ * @MIXPREC_FEATURE_KIND_DEVICE: memory, copies and kernels of a device (a
+ *   `MixprecDeviceV1` vtable); its device is its own name
  *
  * What a #MixprecFeature provides. Values are appended only, never
  * renumbered.
@@ -105,6 +105,10 @@ const MixprecDType   *mixprec_feature_get_grad_dtypes       (MixprecFeature *sel
 MIXPREC_AVAILABLE_IN_1_0
 const MixprecDType   *mixprec_feature_get_working_dtypes    (MixprecFeature *self,
                                                              gsize          *n_dtypes);
+MIXPREC_AVAILABLE_IN_1_0
+gboolean              mixprec_feature_probe_device          (MixprecFeature *self,
+                                                             gint           *n_devices,
+                                                             GError        **error);
 MIXPREC_AVAILABLE_IN_1_0
 const MixprecDType   *mixprec_feature_get_comm_dtypes       (MixprecFeature *self,
                                                              gsize          *n_dtypes);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "mixprec.h"
+#include "mixprec-device-private.h"
 
 G_BEGIN_DECLS
 
@@ -13,6 +14,8 @@ typedef struct {
   gfloat *master;            /* FP32 master (== working when the working dtype
                                 is FP32 and no separate master is kept); NULL
                                 for bf16 without master weights */
+  _MixprecDevice *device;    /* where the pointers point (NULL: host), a
+                                reference the parameter holds */
   guint group;               /* index of the engine group holding it */
   guint64 offset;            /* element offset inside the group */
 } _MixprecParamStorage;

@@ -48,6 +48,7 @@ mixprec_param_dispose (GObject *object)
       g_object_remove_weak_pointer (G_OBJECT (self->engine), &self->engine);
       self->engine = NULL;
     }
+  g_clear_pointer (&self->storage.device, _mixprec_device_unref);
   memset (&self->storage, 0, sizeof self->storage);
   G_OBJECT_CLASS (mixprec_param_parent_class)->dispose (object);
 }
@@ -293,7 +294,10 @@ mixprec_param_get_weight_decay_multiplier (MixprecParam *self)
  *
  * The working copy the forward pass reads, in
  * mixprec_param_get_working_dtype(). Lays out the engine's buffers on the
- * first call (after which no more parameters can be registered).
+ * first call (after which no more parameters can be registered). The
+ * pointer is in the memory of the engine's device (`mixprec.device`):
+ * host memory for "cpu", device memory for "cuda"; mixprec_param_get_working()
+ * copies to the host from either.
  *
  * Returns: (nullable): the working copy, or %NULL when the engine could
  *   not allocate its buffers (mixprec_engine_prepare() reports why)
@@ -316,7 +320,9 @@ mixprec_param_get_working_data (MixprecParam *self)
  * The buffer the backward pass writes this parameter's gradient into (of
  * the scaled loss), in mixprec_param_get_grad_dtype(). The engine zeroes
  * it after consuming it in mixprec_engine_backward_done(), so a backward
- * pass may either overwrite it or add to it.
+ * pass may either overwrite it or add to it. Like the working copy it is
+ * in the engine's device memory; mixprec_param_set_grad() writes it from
+ * the host.
  *
  * Returns: (nullable): the gradient buffer, or %NULL when the engine could
  *   not allocate its buffers
@@ -369,38 +375,34 @@ mixprec_param_get_working (MixprecParam *self,
                            MixprecDType  dtype,
                            GError      **error)
 {
-  g_autoptr(GBytes) src = NULL;
+  gsize bytes;
+  g_autofree gpointer out = NULL;
 
   g_return_val_if_fail (MIXPREC_IS_PARAM (self), NULL);
+  if (!mixprec_dtype_is_valid (dtype))
+    {
+      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
+                   "parameter '%s': %d is not a dtype", self->name, (gint) dtype);
+      return NULL;
+    }
   if (!_mixprec_param_ensure_storage (self, error))
     return NULL;
   /* A copy, never a view: the engine's buffers change with every step and
-   * go away with the engine. */
-  src = g_bytes_new (self->storage.working,
-                     self->numel * mixprec_dtype_get_size (self->dtypes.working));
-  if (dtype == self->dtypes.working)
-    return g_steal_pointer (&src);
-  return mixprec_convert (self->dtypes.working, src, dtype,
-                          MIXPREC_ROUNDING_NEAREST_EVEN, 0, error);
+   * go away with the engine (and may be in device memory). */
+  bytes = self->numel * mixprec_dtype_get_size (dtype);
+  out = g_malloc (MAX (bytes, 1));
+  if (!_mixprec_device_download (self->storage.device, self->storage.working,
+                                 self->dtypes.working, out, dtype, self->numel, error))
+    return NULL;
+  return g_bytes_new_take (g_steal_pointer (&out), bytes);
 }
 
-/**
- * mixprec_param_get_master:
- * @self: a #MixprecParam
- * @error: return location for a #GError
- *
- * Copies the FP32 values the optimizer updates; in bf16 without master
- * weights, the working copy widened to FP32. Across ranks from ZeRO-1 on
- * these are sharded: use mixprec_engine_gather_master() there.
- *
- * Returns: (transfer full): FP32 values, or %NULL with @error set
- *
- * Since: 1.0
- */
 GBytes *
 mixprec_param_get_master (MixprecParam *self,
                           GError      **error)
 {
+  g_autofree gfloat *out = NULL;
+
   g_return_val_if_fail (MIXPREC_IS_PARAM (self), NULL);
   if (!_mixprec_param_ensure_storage (self, error))
     return NULL;
@@ -414,7 +416,11 @@ mixprec_param_get_master (MixprecParam *self,
     }
   if (self->storage.master == NULL)
     return mixprec_param_get_working (self, MIXPREC_DTYPE_FLOAT32, error);
-  return g_bytes_new (self->storage.master, self->numel * sizeof (gfloat));
+  out = g_new (gfloat, MAX (self->numel, 1));
+  if (!_mixprec_device_download (self->storage.device, self->storage.master, MIXPREC_DTYPE_FLOAT32,
+                                 out, MIXPREC_DTYPE_FLOAT32, self->numel, error))
+    return NULL;
+  return g_bytes_new_take (g_steal_pointer (&out), self->numel * sizeof (gfloat));
 }
 
 static gboolean
@@ -447,8 +453,8 @@ store_grad (MixprecParam *self,
   if (!_mixprec_param_ensure_storage (self, error))
     return FALSE;
   if (!add)
-    return mixprec_convert_array (dtype, data, self->dtypes.grad, self->storage.grad,
-                                  self->numel, MIXPREC_ROUNDING_NEAREST_EVEN, 0, 0, error);
+    return _mixprec_device_upload (self->storage.device, data, dtype, self->storage.grad,
+                                   self->dtypes.grad, self->numel, error);
 
   /* Add in FP32, then round once into the gradient dtype. */
   sum = g_try_new (gfloat, MAX (self->numel, 1) * 2);
@@ -460,32 +466,15 @@ store_grad (MixprecParam *self,
     }
   if (!mixprec_convert_array (dtype, data, MIXPREC_DTYPE_FLOAT32, sum, self->numel,
                               MIXPREC_ROUNDING_NEAREST_EVEN, 0, 0, error) ||
-      !mixprec_convert_array (self->dtypes.grad, self->storage.grad, MIXPREC_DTYPE_FLOAT32,
-                              sum + self->numel, self->numel,
-                              MIXPREC_ROUNDING_NEAREST_EVEN, 0, 0, error))
+      !_mixprec_device_download (self->storage.device, self->storage.grad, self->dtypes.grad,
+                                 sum + self->numel, MIXPREC_DTYPE_FLOAT32, self->numel, error))
     return FALSE;
   for (guint64 i = 0; i < self->numel; i++)
     sum[i] += sum[self->numel + i];
-  return mixprec_convert_array (MIXPREC_DTYPE_FLOAT32, sum, self->dtypes.grad,
-                                self->storage.grad, self->numel,
-                                MIXPREC_ROUNDING_NEAREST_EVEN, 0, 0, error);
+  return _mixprec_device_upload (self->storage.device, sum, MIXPREC_DTYPE_FLOAT32,
+                                 self->storage.grad, self->dtypes.grad, self->numel, error);
 }
 
-/**
- * mixprec_param_set_grad:
- * @self: a #MixprecParam
- * @dtype: the dtype of @grad
- * @grad: the gradient of the scaled loss, numel elements of @dtype
- * @error: return location for a #GError
- *
- * Writes the gradient buffer from a copy in any dtype (converted with
- * round to nearest even). Meant for bindings, where the gradient comes from
- * another array library.
- *
- * Returns: %TRUE on success
- *
- * Since: 1.0
- */
 gboolean
 mixprec_param_set_grad (MixprecParam *self,
                         MixprecDType  dtype,

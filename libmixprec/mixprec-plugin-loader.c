@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "mixprec.h"
+#include "mixprec-device-private.h"
 #include "mixprec-registry-private.h"
 
 /* The library's plugin ABI has two spellings (configure's, in
@@ -155,6 +156,25 @@ host_register_comm (MixprecPluginHostV1 *host,
   return MIXPREC_PLUGIN_OK;
 }
 
+static int
+host_register_device (MixprecPluginHostV1   *host,
+                      const MixprecDeviceV1 *device,
+                      char                  *errbuf,
+                      size_t                 errbuf_len)
+{
+  LoadContext *ctx = host_context (host, "register_device", errbuf, errbuf_len);
+  GError *error = NULL;
+
+  if (ctx == NULL)
+    return MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT;
+  if (!_mixprec_device_vtable_check (device, &error) ||
+      is_registered_twice (ctx, MIXPREC_FEATURE_KIND_DEVICE, device->name, device->name, &error))
+    return refuse (ctx, error, errbuf, errbuf_len);
+
+  g_ptr_array_add (ctx->features, _mixprec_feature_new_device (device, ctx->plugin));
+  return MIXPREC_PLUGIN_OK;
+}
+
 /* dlerror() strings usually repeat the file name; the message has it once. */
 static const gchar *
 strip_filename (const gchar *message,
@@ -198,6 +218,7 @@ plugin_init (MixprecPlugin            *plugin,
     .host_data = &ctx,
     .register_optimizer = host_register_optimizer,
     .register_comm = host_register_comm,
+    .register_device = host_register_device,
   };
   int status;
 

@@ -107,6 +107,9 @@ typedef struct {
   uint64_t seed;               /* stochastic rounding: per tensor and step */
   uint64_t first_index;        /* global element index of element 0, so the
                                   random stream does not depend on sharding */
+  void *device_stream;         /* device optimizers: the stream the step is
+                                  queued on (a cudaStream_t for "cuda");
+                                  NULL for "cpu" */
 } MixprecOptimizerStepV1;
 
 /* A fused optimizer for one device. step() handles one contiguous range;
@@ -301,6 +304,179 @@ typedef struct {
   void *reserved[8];
 } MixprecCommV1;
 
+/* ------------------------------------------------------------ devices */
+
+/* Directions of MixprecDeviceV1.copy(). */
+typedef enum {
+  MIXPREC_PLUGIN_COPY_HOST_TO_DEVICE = 0,
+  MIXPREC_PLUGIN_COPY_DEVICE_TO_HOST = 1,
+  MIXPREC_PLUGIN_COPY_DEVICE_TO_DEVICE = 2,
+} MixprecPluginCopyKind;
+
+/* Arguments of a device's open(). Filled by the library. */
+typedef struct {
+  size_t struct_size;
+  int ordinal;                 /* the device to use; -1: the plugin's default
+                                  (for "cuda": LOCAL_RANK, else 0) */
+} MixprecDeviceOpenV1;
+
+/* One range of the multi-tensor sum of squares: n elements of dtype in
+ * device memory, cut into blocks of block_size elements (the last one
+ * shorter). */
+typedef struct {
+  const void *data;
+  MixprecPluginDType dtype;
+  size_t n;
+} MixprecDeviceRangeV1;
+
+/* A device: memory, copies, one stream, events, and the element-wise
+ * kernels of the engine's step pipeline. The library opens at most one
+ * handle per engine and calls it from one thread at a time.
+ *
+ * Ordering: every copy and kernel is queued on the handle's one stream
+ * (get_stream()) and runs in call order; a function returns once the work
+ * is queued, except where it says it waits. Kernels read and write device
+ * memory only. An error of an asynchronous launch may surface at a later
+ * call; every call that fails writes a sentence naming the runtime call
+ * and its error into errbuf.
+ *
+ * The kernels produce the same bits as the library's CPU kernels:
+ *   convert      dst[i] = src[i] converted (as mixprec_convert_array(), with
+ *                stochastic-rounding bits drawn from (seed, first_index + i))
+ *   accumulate   dst[i] = first ? round(src[i]) : round(dst[i] + src[i]),
+ *                the sum formed in FP32 and rounded to nearest even once
+ *   scale        buf[i] = round(buf[i] * factor), the product in FP32
+ *   sumsq_blocks for each range in order, for each block of it in order, one
+ *                double: the squares (in double) of the block's values added
+ *                into eight lanes (element i into lane i % 8, in order),
+ *                the lanes combined as ((0+1)+(2+3))+((4+5)+(6+7));
+ *                written to consecutive entries of block_sums (device)
+ *   sum_ordered  *out (device) = ((0 + v[0]) + v[1]) + ... + v[n-1], in double
+ */
+typedef struct {
+  const char *name;            /* "cuda" */
+  unsigned rank;               /* the highest rank wins among equal names */
+  const char *description;
+  /* Whether a device is usable here: MIXPREC_PLUGIN_OK with *n_devices > 0,
+   * or another status with the reason in errbuf (no driver, no device...).
+   * Cheap, creates no context beyond what the runtime needs to count. */
+  int (*probe) (int    *n_devices,
+                char   *errbuf,
+                size_t  errbuf_len);
+  int (*open) (const MixprecDeviceOpenV1 *args,
+               void                    **device,
+               char                     *errbuf,
+               size_t                    errbuf_len);
+  /* Waits for the stream and releases the handle (its allocations must
+   * have been freed). */
+  int (*close) (void   *device,
+                char   *errbuf,
+                size_t  errbuf_len);
+  /* One line about the open device: model, ordinal, capability, memory. */
+  int (*describe) (void   *device,
+                   char   *out,
+                   size_t  out_len);
+  /* The stream every call is queued on (a cudaStream_t for "cuda"); comm
+   * plugins of this device and device optimizers receive it. */
+  void *(*get_stream) (void *device);
+  /* Device memory, aligned to at least 256 bytes; alloc of 0 bytes gives
+   * NULL. free() waits for the stream first. */
+  int (*alloc) (void   *device,
+                size_t  bytes,
+                void  **ptr,
+                char   *errbuf,
+                size_t  errbuf_len);
+  int (*free) (void   *device,
+               void   *ptr,
+               char   *errbuf,
+               size_t  errbuf_len);
+  int (*memset_zero) (void   *device,
+                      void   *ptr,
+                      size_t  bytes,
+                      char   *errbuf,
+                      size_t  errbuf_len);
+  /* Host memory may be pageable. A copy from the host returns once the host
+   * buffer may be reused; a copy to the host returns once the data is
+   * there (it waits for the stream). */
+  int (*copy) (void                 *device,
+               void                 *dst,
+               const void           *src,
+               size_t                bytes,
+               MixprecPluginCopyKind kind,
+               char                 *errbuf,
+               size_t                errbuf_len);
+  /* Waits until everything queued so far has run. */
+  int (*synchronize) (void   *device,
+                      char   *errbuf,
+                      size_t  errbuf_len);
+  /* Events mark a point of the stream: record() marks the work queued so
+   * far; query() sets *done without waiting; wait() blocks the host. */
+  int (*event_create) (void   *device,
+                       void  **event,
+                       char   *errbuf,
+                       size_t  errbuf_len);
+  int (*event_record) (void   *device,
+                       void   *event,
+                       char   *errbuf,
+                       size_t  errbuf_len);
+  int (*event_query) (void   *device,
+                      void   *event,
+                      int    *done,
+                      char   *errbuf,
+                      size_t  errbuf_len);
+  int (*event_wait) (void   *device,
+                     void   *event,
+                     char   *errbuf,
+                     size_t  errbuf_len);
+  int (*event_destroy) (void   *device,
+                        void   *event,
+                        char   *errbuf,
+                        size_t  errbuf_len);
+  /* The kernels (see above). */
+  int (*convert) (void                 *device,
+                  const void           *src,
+                  MixprecPluginDType    src_dtype,
+                  void                 *dst,
+                  MixprecPluginDType    dst_dtype,
+                  size_t                n,
+                  MixprecPluginRounding rounding,
+                  uint64_t              seed,
+                  uint64_t              first_index,
+                  char                 *errbuf,
+                  size_t                errbuf_len);
+  int (*accumulate) (void              *device,
+                     void              *dst,
+                     MixprecPluginDType dst_dtype,
+                     const void        *src,
+                     MixprecPluginDType src_dtype,
+                     size_t             n,
+                     int                first,
+                     char              *errbuf,
+                     size_t             errbuf_len);
+  int (*scale) (void              *device,
+                void              *buf,
+                MixprecPluginDType dtype,
+                size_t             n,
+                float              factor,
+                char              *errbuf,
+                size_t             errbuf_len);
+  /* @ranges is host memory, read before the call returns. */
+  int (*sumsq_blocks) (void                       *device,
+                       const MixprecDeviceRangeV1 *ranges,
+                       unsigned                    n_ranges,
+                       size_t                      block_size,
+                       double                     *block_sums,
+                       char                       *errbuf,
+                       size_t                      errbuf_len);
+  int (*sum_ordered) (void         *device,
+                      const double *values,
+                      size_t        n,
+                      double       *out,
+                      char         *errbuf,
+                      size_t        errbuf_len);
+  void *reserved[16];
+} MixprecDeviceV1;
+
 /* ------------------------------------------------------------ plugins */
 
 /* What the library offers a plugin during init(). The table is valid only
@@ -324,7 +500,11 @@ struct MixprecPluginHostV1 {
                         const MixprecCommV1 *comm,
                         char                *errbuf,
                         size_t               errbuf_len);
-  void *reserved[15];
+  int (*register_device) (MixprecPluginHostV1   *host,
+                          const MixprecDeviceV1 *device,
+                          char                  *errbuf,
+                          size_t                 errbuf_len);
+  void *reserved[14];
 };
 
 /* The static description a plugin returns from its entry point. abi_major

@@ -142,6 +142,7 @@ static const FieldOffset optimizer_step_fields[] = {
   F (MixprecOptimizerStepV1, rounding, 52),
   F (MixprecOptimizerStepV1, seed, 56),
   F (MixprecOptimizerStepV1, first_index, 64),
+  F (MixprecOptimizerStepV1, device_stream, 72),
   END
 };
 
@@ -200,6 +201,47 @@ static const FieldOffset comm_fields[] = {
   END
 };
 
+static const FieldOffset device_open_fields[] = {
+  F (MixprecDeviceOpenV1, struct_size, 0),
+  F (MixprecDeviceOpenV1, ordinal, 8),
+  END
+};
+
+static const FieldOffset device_range_fields[] = {
+  F (MixprecDeviceRangeV1, data, 0),
+  F (MixprecDeviceRangeV1, dtype, 8),
+  F (MixprecDeviceRangeV1, n, 16),
+  END
+};
+
+static const FieldOffset device_fields[] = {
+  F (MixprecDeviceV1, name, 0),
+  F (MixprecDeviceV1, rank, 8),
+  F (MixprecDeviceV1, description, 16),
+  F (MixprecDeviceV1, probe, 24),
+  F (MixprecDeviceV1, open, 32),
+  F (MixprecDeviceV1, close, 40),
+  F (MixprecDeviceV1, describe, 48),
+  F (MixprecDeviceV1, get_stream, 56),
+  F (MixprecDeviceV1, alloc, 64),
+  F (MixprecDeviceV1, free, 72),
+  F (MixprecDeviceV1, memset_zero, 80),
+  F (MixprecDeviceV1, copy, 88),
+  F (MixprecDeviceV1, synchronize, 96),
+  F (MixprecDeviceV1, event_create, 104),
+  F (MixprecDeviceV1, event_record, 112),
+  F (MixprecDeviceV1, event_query, 120),
+  F (MixprecDeviceV1, event_wait, 128),
+  F (MixprecDeviceV1, event_destroy, 136),
+  F (MixprecDeviceV1, convert, 144),
+  F (MixprecDeviceV1, accumulate, 152),
+  F (MixprecDeviceV1, scale, 160),
+  F (MixprecDeviceV1, sumsq_blocks, 168),
+  F (MixprecDeviceV1, sum_ordered, 176),
+  F (MixprecDeviceV1, reserved, 184),
+  END
+};
+
 static const FieldOffset plugin_host_fields[] = {
   F (MixprecPluginHostV1, struct_size, 0),
   F (MixprecPluginHostV1, abi_major, 8),
@@ -207,7 +249,8 @@ static const FieldOffset plugin_host_fields[] = {
   F (MixprecPluginHostV1, host_data, 16),
   F (MixprecPluginHostV1, register_optimizer, 24),
   F (MixprecPluginHostV1, register_comm, 32),
-  F (MixprecPluginHostV1, reserved, 40),
+  F (MixprecPluginHostV1, register_device, 40),
+  F (MixprecPluginHostV1, reserved, 48),
   END
 };
 
@@ -236,11 +279,14 @@ static const Layout layouts[] = {
   L (MixprecLossScaler, 24, loss_scaler_fields),
   L (MixprecLossScalerClass, 232, loss_scaler_class_fields),
   L (MixprecHParamSpecV1, 80, hparam_spec_fields),
-  L (MixprecOptimizerStepV1, 72, optimizer_step_fields),
+  L (MixprecOptimizerStepV1, 80, optimizer_step_fields),
   L (MixprecOptimizerV1, 128, optimizer_fields),
   L (MixprecBootstrapV1, 112, bootstrap_fields),
   L (MixprecCommInitV1, 32, comm_init_fields),
   L (MixprecCommV1, 184, comm_fields),
+  L (MixprecDeviceOpenV1, 16, device_open_fields),
+  L (MixprecDeviceRangeV1, 24, device_range_fields),
+  L (MixprecDeviceV1, 312, device_fields),
   L (MixprecPluginHostV1, 160, plugin_host_fields),
   L (MixprecPluginDesc, 120, plugin_desc_fields),
 };

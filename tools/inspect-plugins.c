@@ -50,18 +50,34 @@ compare_features (gconstpointer a,
   return c;
 }
 
+/* "1 device usable", or why none is, for a device feature. */
+static gchar *
+device_usability (MixprecFeature *feature)
+{
+  g_autoptr(GError) error = NULL;
+  gint n = 0;
+
+  if (!mixprec_feature_probe_device (feature, &n, &error))
+    return g_strdup (error->message);
+  return g_strdup_printf ("%d device%s usable", n, plural ((guint) n));
+}
+
 static void
 print_feature_line (MixprecFeature *feature)
 {
   const gchar *description = mixprec_feature_get_description (feature);
+  g_autofree gchar *usable = NULL;
 
-  g_print ("%s:  %s (%s, %s, rank %u)%s%s\n",
+  if (mixprec_feature_get_kind (feature) == MIXPREC_FEATURE_KIND_DEVICE)
+    usable = device_usability (feature);
+  g_print ("%s:  %s (%s, %s, rank %u)%s%s%s%s%s\n",
            mixprec_feature_get_plugin_name (feature),
            mixprec_feature_get_name (feature),
            kind_name (mixprec_feature_get_kind (feature)),
            mixprec_feature_get_device (feature),
            mixprec_feature_get_rank (feature),
-           description[0] != '\0' ? ": " : "", description);
+           description[0] != '\0' ? ": " : "", description,
+           usable != NULL ? " [" : "", usable != NULL ? usable : "", usable != NULL ? "]" : "");
 }
 
 static void
@@ -251,6 +267,16 @@ print_feature (MixprecFeature *feature)
       print_field ("Data types", list);
       print_field ("Buffers", g_str_equal (mixprec_feature_get_device (feature), "cpu")
                               ? "host memory" : mixprec_feature_get_device (feature));
+      return;
+    }
+  if (mixprec_feature_get_kind (feature) == MIXPREC_FEATURE_KIND_DEVICE)
+    {
+      g_autofree gchar *usable = device_usability (feature);
+
+      g_print ("\nDevice:\n");
+      print_field ("Usable here", usable);
+      print_field ("Kernels", "convert (nearest-even, stochastic), accumulate, scale, "
+                   "multi-tensor sum of squares; the same bits as the cpu kernels");
       return;
     }
   if (mixprec_feature_get_kind (feature) != MIXPREC_FEATURE_KIND_OPTIMIZER)

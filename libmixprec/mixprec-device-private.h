@@ -1,0 +1,151 @@
+/* mixprec-device-private.h — where the engine's buffers live and which
+ * kernels touch them: host memory and the library's CPU kernels, or a
+ * device plugin (MixprecDeviceV1) and its kernels. Never installed.
+ *
+ * Every function takes a _MixprecDevice that may be NULL: NULL is host
+ * memory, so code written against this file runs unchanged on the CPU.
+ * Failures of a plugin become GErrors in MIXPREC_PLUGIN_ERROR
+ * (MIXPREC_PLUGIN_ERROR_CALL_FAILED) naming the device and the call. */
+#pragma once
+
+#include "mixprec.h"
+#include "mixprec-plugin.h"
+
+G_BEGIN_DECLS
+
+typedef struct _MixprecDevice _MixprecDevice;
+
+/* Opens device @name ("cpu" gives NULL with no error: host memory) of the
+ * default registry; @ordinal -1 lets the plugin choose (cuda: LOCAL_RANK).
+ * Fails when no plugin provides @name or the plugin finds no usable
+ * device. */
+_MixprecDevice *_mixprec_device_open          (const gchar    *name,
+                                               gint            ordinal,
+                                               GError        **error);
+/* The same, with a feature of kind MIXPREC_FEATURE_KIND_DEVICE. */
+_MixprecDevice *_mixprec_device_open_feature  (MixprecFeature *feature,
+                                               gint            ordinal,
+                                               GError        **error);
+_MixprecDevice *_mixprec_device_ref           (_MixprecDevice *device);
+/* Waits for the device and closes it with the last reference. */
+void            _mixprec_device_unref         (_MixprecDevice *device);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (_MixprecDevice, _mixprec_device_unref)
+
+/* Whether a plugin's device is usable here: TRUE with the count, or FALSE
+ * with the plugin's reason (no driver, no device) in @error. */
+gboolean        _mixprec_device_probe         (MixprecFeature *feature,
+                                               gint           *n_devices,
+                                               GError        **error);
+
+/* "cpu" for NULL. */
+const gchar    *_mixprec_device_get_name      (_MixprecDevice *device);
+/* One line about the device (its model, ordinal, memory). */
+gchar          *_mixprec_device_describe      (_MixprecDevice *device);
+/* The plugin's stream (NULL for the host). */
+gpointer        _mixprec_device_get_stream    (_MixprecDevice *device);
+
+/* @bytes of zeroed memory; @what names the buffer in the error. NULL with
+ * no error for 0 bytes. */
+gpointer        _mixprec_device_alloc         (_MixprecDevice *device,
+                                               gsize           bytes,
+                                               const gchar    *what,
+                                               GError        **error);
+void            _mixprec_device_free          (_MixprecDevice *device,
+                                               gpointer        ptr);
+gboolean        _mixprec_device_zero          (_MixprecDevice *device,
+                                               gpointer        ptr,
+                                               gsize           bytes,
+                                               GError        **error);
+/* Between host memory and the device's (or within either). A copy to the
+ * host returns with the data there. */
+gboolean        _mixprec_device_copy          (_MixprecDevice       *device,
+                                               gpointer              dst,
+                                               gconstpointer         src,
+                                               gsize                 bytes,
+                                               MixprecPluginCopyKind kind,
+                                               GError              **error);
+/* Typed transfers between the host and @device's memory, converted with
+ * round to nearest even on the host (the conversion kernels give the same
+ * bits on either side). With a NULL device both are host conversions. */
+gboolean        _mixprec_device_download      (_MixprecDevice *device,
+                                               gconstpointer   src,
+                                               MixprecDType    src_dtype,
+                                               gpointer        host_dst,
+                                               MixprecDType    dst_dtype,
+                                               gsize           n,
+                                               GError        **error);
+gboolean        _mixprec_device_upload        (_MixprecDevice *device,
+                                               gconstpointer   host_src,
+                                               MixprecDType    src_dtype,
+                                               gpointer        dst,
+                                               MixprecDType    dst_dtype,
+                                               gsize           n,
+                                               GError        **error);
+gboolean        _mixprec_device_synchronize   (_MixprecDevice *device,
+                                               GError        **error);
+
+/* The kernels of MixprecDeviceV1, with the same bits on either side. */
+gboolean        _mixprec_device_convert       (_MixprecDevice *device,
+                                               gconstpointer   src,
+                                               MixprecDType    src_dtype,
+                                               gpointer        dst,
+                                               MixprecDType    dst_dtype,
+                                               gsize           n,
+                                               MixprecRounding rounding,
+                                               guint64         seed,
+                                               guint64         first_index,
+                                               GError        **error);
+gboolean        _mixprec_device_accumulate    (_MixprecDevice *device,
+                                               gpointer        dst,
+                                               MixprecDType    dst_dtype,
+                                               gconstpointer   src,
+                                               MixprecDType    src_dtype,
+                                               gsize           n,
+                                               gboolean        first,
+                                               GError        **error);
+gboolean        _mixprec_device_scale         (_MixprecDevice *device,
+                                               gpointer        buf,
+                                               MixprecDType    dtype,
+                                               gsize           n,
+                                               gfloat          factor,
+                                               GError        **error);
+gboolean        _mixprec_device_sumsq_blocks  (_MixprecDevice             *device,
+                                               const MixprecDeviceRangeV1 *ranges,
+                                               guint                       n_ranges,
+                                               gsize                       block_size,
+                                               gdouble                    *block_sums,
+                                               GError                    **error);
+gboolean        _mixprec_device_sum_ordered   (_MixprecDevice *device,
+                                               const gdouble  *values,
+                                               gsize           n,
+                                               gdouble        *out,
+                                               GError        **error);
+
+/* Events of the device's stream; on the host every event is complete. */
+gpointer        _mixprec_device_event_new     (_MixprecDevice *device,
+                                               GError        **error);
+gboolean        _mixprec_device_event_record  (_MixprecDevice *device,
+                                               gpointer        event,
+                                               GError        **error);
+gboolean        _mixprec_device_event_query   (_MixprecDevice *device,
+                                               gpointer        event,
+                                               gboolean       *done,
+                                               GError        **error);
+gboolean        _mixprec_device_event_wait    (_MixprecDevice *device,
+                                               gpointer        event,
+                                               GError        **error);
+void            _mixprec_device_event_free    (_MixprecDevice *device,
+                                               gpointer        event);
+
+/* ---- features (mixprec-feature.c) */
+
+/* Checks a device vtable a plugin registers: name, every function,
+ * reserved space. */
+gboolean        _mixprec_device_vtable_check  (const MixprecDeviceV1 *vtable,
+                                               GError              **error);
+MixprecFeature *_mixprec_feature_new_device   (const MixprecDeviceV1 *vtable,
+                                               MixprecPlugin         *plugin);
+/* The device's vtable (NULL for other kinds). */
+const MixprecDeviceV1 *_mixprec_feature_get_device_vtable (MixprecFeature *feature);
+
+G_END_DECLS

@@ -137,6 +137,18 @@ apply_overrides (JsonObject      *root,
       json_object_set_int_member (zero, "stage", overrides->zero_stage);
     }
 
+  if (overrides->device != NULL)
+    {
+      JsonObject *mixprec = object_member (root, "mixprec");
+
+      if (mixprec == NULL)
+        {
+          mixprec = json_object_new ();
+          json_object_set_object_member (root, "mixprec", mixprec);
+        }
+      json_object_set_string_member (mixprec, "device", overrides->device);
+    }
+
   fit_schedule (root, &overrides->steps);
 
   if (overrides->seed_set)

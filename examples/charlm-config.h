@@ -12,6 +12,7 @@ typedef struct
   guint micro_batch;         /* > 0: replaces train_micro_batch_size_per_gpu */
   guint accumulation;        /* > 0: replaces gradient_accumulation_steps */
   gint zero_stage;           /* >= 0: replaces zero_optimization.stage */
+  const gchar *device;          /* mixprec.device, or NULL to keep the config's */
   gboolean seed_set;
   guint64 seed;              /* replaces mixprec.seed when seed_set */
 } CharlmOverrides;

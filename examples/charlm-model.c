@@ -596,12 +596,13 @@ charlm_model_load_weights (CharlmModel *model)
     {
       g_autoptr(GError) error = NULL;
       MixprecParam *p = model->params[id];
+      /* A copy through the engine: its working copies may be in GPU
+       * memory (mixprec.device "cuda") while this model runs on the CPU. */
+      g_autoptr(GBytes) w = mixprec_param_get_working (p, MIXPREC_DTYPE_FLOAT32, &error);
 
-      if (!mixprec_convert_array (mixprec_param_get_working_dtype (p),
-                                  mixprec_param_get_working_data (p),
-                                  MIXPREC_DTYPE_FLOAT32, model->w[id], model->numel[id],
-                                  MIXPREC_ROUNDING_NEAREST_EVEN, 0, 0, &error))
+      if (w == NULL)
         g_error ("reading %s: %s", mixprec_param_get_name (p), error->message);
+      memcpy (model->w[id], g_bytes_get_data (w, NULL), model->numel[id] * sizeof (gfloat));
     }
   mixprec_engine_release_all (model->engine);
 }
@@ -714,9 +715,9 @@ write_grads (CharlmModel *model)
 
       /* Rounded here first only to count what the conversion flushes. */
       store_grad_as (model, dtype, model->g[id], model->numel[id]);
-      if (!mixprec_convert_array (MIXPREC_DTYPE_FLOAT32, model->g[id], dtype,
-                                  mixprec_param_get_grad_data (p), model->numel[id],
-                                  MIXPREC_ROUNDING_NEAREST_EVEN, 0, 0, &error))
+      g_autoptr(GBytes) grad = g_bytes_new_static (model->g[id], model->numel[id] * sizeof (gfloat));
+
+      if (!mixprec_param_set_grad (p, MIXPREC_DTYPE_FLOAT32, grad, &error))
         g_error ("writing the gradient of %s: %s", mixprec_param_get_name (p), error->message);
     }
 }

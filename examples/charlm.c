@@ -48,6 +48,7 @@ typedef struct
   gint batch;
   gint accumulation;
   gint zero_stage;
+  gchar *device;
   CharlmOverrides overrides;
   gchar *csv_path;
   gint eval_every;
@@ -63,6 +64,7 @@ static void
 options_clear (Options *o)
 {
   g_free (o->config_path);
+  g_free (o->device);
   g_free (o->csv_path);
   g_free (o->words_path);
   g_free (o->save_dir);
@@ -106,6 +108,9 @@ parse_options (Options  *o,
       "Micro-batches per optimizer step on each rank (replaces gradient_accumulation_steps)", "N" },
     { "zero-stage", 0, 0, G_OPTION_ARG_INT, &o->zero_stage,
       "ZeRO stage when run on several ranks with mixprec-run (replaces zero_optimization.stage)", "0-3" },
+    { "device", 0, 0, G_OPTION_ARG_STRING, &o->device,
+      "Where the engine keeps master weights, gradients and optimizer state: cpu or "
+      "cuda (replaces mixprec.device); the model itself always runs on the CPU", "DEVICE" },
     { "batch", 'b', 0, G_OPTION_ARG_INT, &o->batch,
       "Micro-batch size, overriding train_micro_batch_size_per_gpu", "N" },
     { "seed", 0, 0, G_OPTION_ARG_CALLBACK, (gpointer) parse_seed,
@@ -172,6 +177,7 @@ parse_options (Options  *o,
   o->overrides.micro_batch = (guint) MAX (o->batch, 0);
   o->overrides.accumulation = (guint) MAX (o->accumulation, 0);
   o->overrides.zero_stage = o->zero_stage == NOT_GIVEN ? -1 : o->zero_stage;
+  o->overrides.device = o->device;
   return TRUE;
 }
 

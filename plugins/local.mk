@@ -22,7 +22,9 @@ plugins_libmixprec_optim_common_la_CFLAGS = $(optim_plugin_cflags)
 
 mixprec_plugin_LTLIBRARIES += plugins/mixprec-optim-adamw.la
 plugins_mixprec_optim_adamw_la_SOURCES = \
+	plugins/optim-adamw/adamw-consts.h \
 	plugins/optim-adamw/adamw-kernels.h \
+	plugins/optim-adamw/adamw-schema.c \
 	plugins/optim-adamw/adamw-scalar.c \
 	plugins/optim-adamw/optim-adamw.c
 plugins_mixprec_optim_adamw_la_CPPFLAGS = $(optim_plugin_cppflags)
@@ -32,7 +34,9 @@ plugins_mixprec_optim_adamw_la_LIBADD = plugins/libmixprec-optim-common.la
 
 mixprec_plugin_LTLIBRARIES += plugins/mixprec-optim-sgd.la
 plugins_mixprec_optim_sgd_la_SOURCES = \
+	plugins/optim-sgd/sgd-consts.h \
 	plugins/optim-sgd/sgd-kernels.h \
+	plugins/optim-sgd/sgd-schema.c \
 	plugins/optim-sgd/sgd-scalar.c \
 	plugins/optim-sgd/optim-sgd.c
 plugins_mixprec_optim_sgd_la_CPPFLAGS = $(optim_plugin_cppflags)
@@ -42,7 +46,9 @@ plugins_mixprec_optim_sgd_la_LIBADD = plugins/libmixprec-optim-common.la
 
 mixprec_plugin_LTLIBRARIES += plugins/mixprec-optim-lion.la
 plugins_mixprec_optim_lion_la_SOURCES = \
+	plugins/optim-lion/lion-consts.h \
 	plugins/optim-lion/lion-kernels.h \
+	plugins/optim-lion/lion-schema.c \
 	plugins/optim-lion/lion-scalar.c \
 	plugins/optim-lion/optim-lion.c
 plugins_mixprec_optim_lion_la_CPPFLAGS = $(optim_plugin_cppflags)
@@ -90,3 +96,4 @@ plugins_mixprec_comm_ucx_la_CFLAGS = $(AM_CFLAGS) $(MIXPREC_HIDDEN_CFLAGS)
 plugins_mixprec_comm_ucx_la_LDFLAGS = -module -avoid-version -no-undefined -export-symbols-regex '^mixprec_plugin_'
 plugins_mixprec_comm_ucx_la_LIBADD = $(UCX_LIBS)
 endif
+

@@ -66,11 +66,11 @@ check_hparams (const MixprecOptimizerV1     *schema,
   return MIXPREC_PLUGIN_OK;
 }
 
-static int
-check_args (const MixprecOptimizerV1 *schema,
-            const _MixprecOptimRange *r,
-            char                     *errbuf,
-            size_t                    errbuf_len)
+int
+_mixprec_optim_check_args (const MixprecOptimizerV1 *schema,
+                           const _MixprecOptimRange *r,
+                           char                     *errbuf,
+                           size_t                    errbuf_len)
 {
   const MixprecOptimizerStepV1 *args = r->args;
   const char *name = schema->name;
@@ -82,12 +82,12 @@ check_args (const MixprecOptimizerV1 *schema,
                                 args == NULL ? (size_t) 0 : args->struct_size);
   if (!dtype_is_supported (args->grad_dtype))
     return _mixprec_optim_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_UNSUPPORTED,
-                                "Optimizer %s on cpu takes float32, float16 or bfloat16 gradients, "
-                                "not dtype %d.", name, (int) args->grad_dtype);
+                                "Optimizer %s on %s takes float32, float16 or bfloat16 gradients, "
+                                "not dtype %d.", name, schema->device, (int) args->grad_dtype);
   if (r->working != NULL && !dtype_is_supported (args->working_dtype))
     return _mixprec_optim_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_UNSUPPORTED,
-                                "Optimizer %s on cpu writes float32, float16 or bfloat16 working "
-                                "copies, not dtype %d.", name, (int) args->working_dtype);
+                                "Optimizer %s on %s writes float32, float16 or bfloat16 working "
+                                "copies, not dtype %d.", name, schema->device, (int) args->working_dtype);
   if (args->rounding != MIXPREC_PLUGIN_ROUNDING_NEAREST_EVEN &&
       args->rounding != MIXPREC_PLUGIN_ROUNDING_STOCHASTIC)
     return _mixprec_optim_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_UNSUPPORTED,
@@ -134,7 +134,7 @@ _mixprec_optim_step (const _MixprecOptimKernels   *kernels,
   size_t done = 0;
   int status;
 
-  status = check_args (kernels->schema, &range, errbuf, errbuf_len);
+  status = _mixprec_optim_check_args (kernels->schema, &range, errbuf, errbuf_len);
   if (status == MIXPREC_PLUGIN_OK)
     status = kernels->prepare (args, consts, errbuf, errbuf_len);
   if (status != MIXPREC_PLUGIN_OK)

@@ -79,6 +79,14 @@ int  _mixprec_optim_step     (const _MixprecOptimKernels    *kernels,
                               char                          *errbuf,
                               size_t                         errbuf_len);
 
+/* The checks of every step(), whatever the device: the arguments struct,
+ * dtypes, rounding, step count, learning rate, buffers (when n > 0) and
+ * the hyper-parameters against @schema's bounds. */
+int  _mixprec_optim_check_args (const MixprecOptimizerV1      *schema,
+                                const _MixprecOptimRange      *range,
+                                char                          *errbuf,
+                                size_t                         errbuf_len);
+
 /* Writes a sentence into errbuf (when there is one) and returns status. */
 int  _mixprec_optim_fail     (char                          *errbuf,
                               size_t                         errbuf_len,

@@ -1,26 +1,24 @@
-/* adamw-kernels.h — the per-call constants of the Adam/AdamW step and its
- * two kernels (adamw-scalar.c, adamw-avx2.c), which give the same bits. */
+/* adamw-kernels.h — the Adam/AdamW schema and prepare() (adamw-schema.c,
+ * shared with the cuda plugin) and the two cpu kernels (adamw-scalar.c,
+ * adamw-avx2.c), which give the same bits. */
 #pragma once
 
 #include "optim-common.h"
+#include "adamw-consts.h"
 
 G_BEGIN_DECLS
 
-/* Indices into the constants prepare() computes in double, once per call. */
-enum {
-  ADAMW_BETA1,
-  ADAMW_ONE_MINUS_BETA1,
-  ADAMW_BETA2,
-  ADAMW_ONE_MINUS_BETA2,
-  ADAMW_EPS,
-  ADAMW_RSQRT_BC2,        /* 1 / sqrt(1 - beta2^t), or 1 */
-  ADAMW_NEG_STEP_SIZE,    /* -lr / (1 - beta1^t), or -lr */
-  ADAMW_L2_DECAY,         /* weight_decay in Adam (L2) mode, else 0 */
-  ADAMW_NEG_LR_DECAY,     /* -lr * weight_decay in AdamW mode, else 0 */
-  ADAMW_N_CONSTS
-};
-
 G_STATIC_ASSERT (ADAMW_N_CONSTS <= _MIXPREC_OPTIM_MAX_CONSTS);
+
+#define ADAMW_N_HPARAMS 7
+
+extern const MixprecHParamSpecV1 _mixprec_adamw_hparams[ADAMW_N_HPARAMS];
+extern const char *const _mixprec_adamw_states[2];
+
+int _mixprec_adamw_prepare (const MixprecOptimizerStepV1 *args,
+                            float                        *consts,
+                            char                         *errbuf,
+                            size_t                        errbuf_len);
 
 _MIXPREC_OPTIM_DECLARE_KERNELS (_mixprec_adamw);
 

@@ -97,3 +97,57 @@ plugins_mixprec_comm_ucx_la_LDFLAGS = -module -avoid-version -no-undefined -expo
 plugins_mixprec_comm_ucx_la_LIBADD = $(UCX_LIBS)
 endif
 
+# --- CUDA: kernels compiled by nvcc into libtool objects that a module
+# lists in its LIBADD (build-aux/nvcc-lt writes the .lo). --fmad=false: a
+# multiply-add fuses only where the source says fmaf(), as in the CPU
+# kernels, so both produce the same bits. No exceptions and no guarded
+# statics (nvcc's launch stubs would otherwise want them): the modules
+# link with the C compiler and must not need libstdc++.
+EXTRA_DIST += build-aux/nvcc-lt
+SUFFIXES += .cu
+NVCC_FLAGS = $(NVCC_GENCODE) -O3 -std=c++17 --fmad=false -Werror all-warnings \
+	-Xcompiler -fvisibility=hidden -Xcompiler -Wall -Xcompiler -Wextra \
+	-Xcompiler -fno-exceptions -Xcompiler -fno-threadsafe-statics
+NVCC_CPPFLAGS = $(DEFS) -I$(top_builddir) -I$(top_srcdir)/libmixprec \
+	-I$(top_builddir)/libmixprec -I$(top_srcdir)/plugins $(CUDA_CPPFLAGS)
+.cu.lo:
+	$(AM_V_GEN)$(SHELL) $(top_srcdir)/build-aux/nvcc-lt $@ $(NVCC) $(NVCC_FLAGS) $(NVCC_CPPFLAGS) $<
+
+# --- device-cuda: the "cuda" device and the cuda adamw, sgd and lion
+# optimizers. Host code in C (the ABI header, optim-common's checks, the
+# optimizers' shared schemas and prepare()), kernels from nvcc; links
+# cudart, never libmixprec or GLib. init() touches no driver, so the
+# module loads on hosts without a GPU.
+device_cuda_kernels = \
+	plugins/device-cuda/cuda-kernels.cu \
+	plugins/device-cuda/cuda-optim.cu
+device_cuda_kernel_headers = \
+	plugins/device-cuda/cuda-launch.h \
+	plugins/device-cuda/cuda-dtype.cuh \
+	plugins/device-cuda/cuda-grid.cuh
+EXTRA_DIST += $(device_cuda_kernels) $(device_cuda_kernel_headers) \
+	plugins/device-cuda/cuda-optim-kernel.cuh
+if HAVE_CUDA
+mixprec_plugin_LTLIBRARIES += plugins/mixprec-device-cuda.la
+plugins_mixprec_device_cuda_la_SOURCES = \
+	plugins/device-cuda/cuda-plugin.h \
+	plugins/device-cuda/device-cuda.c \
+	plugins/device-cuda/cuda-optim.c \
+	plugins/optim-adamw/adamw-schema.c \
+	plugins/optim-sgd/sgd-schema.c \
+	plugins/optim-lion/lion-schema.c
+plugins_mixprec_device_cuda_la_CPPFLAGS = $(optim_plugin_cppflags) $(CUDA_CPPFLAGS)
+plugins_mixprec_device_cuda_la_CFLAGS = $(optim_plugin_cflags)
+plugins_mixprec_device_cuda_la_LDFLAGS = $(optim_plugin_ldflags)
+plugins_mixprec_device_cuda_la_LIBADD = \
+	plugins/device-cuda/cuda-kernels.lo \
+	plugins/device-cuda/cuda-optim.lo \
+	plugins/libmixprec-optim-common.la \
+	$(CUDA_LIBS)
+plugins/device-cuda/cuda-kernels.lo: $(device_cuda_kernel_headers)
+plugins/device-cuda/cuda-optim.lo: $(device_cuda_kernel_headers) \
+	plugins/device-cuda/cuda-optim-kernel.cuh \
+	plugins/optim-adamw/adamw-consts.h \
+	plugins/optim-sgd/sgd-consts.h \
+	plugins/optim-lion/lion-consts.h
+endif

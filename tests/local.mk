@@ -302,3 +302,17 @@ if HAVE_UCX
 TESTS += tests/test-charlm-dist.sh
 endif
 EXTRA_DIST += tests/test-charlm-dist.sh
+
+# --- device-cuda: the cuda plugin's features and failures without a GPU;
+# its kernels and optimizers bitwise against the CPU ones where a GPU is.
+if HAVE_CUDA
+check_PROGRAMS += tests/test-device-cuda
+tests_test_device_cuda_CPPFLAGS = $(tests_internal_cppflags) $(CUDA_CPPFLAGS)
+tests_test_device_cuda_LDADD = $(tests_internal_ldadd) $(CUDA_LIBS) -lm
+EXTRA_tests_test_device_cuda_DEPENDENCIES = \
+	plugins/mixprec-device-cuda.la \
+	plugins/mixprec-optim-adamw.la \
+	plugins/mixprec-optim-sgd.la \
+	plugins/mixprec-optim-lion.la
+TESTS += tests/test-device-cuda
+endif

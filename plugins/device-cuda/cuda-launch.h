@@ -1,0 +1,98 @@
+/* cuda-launch.h — the boundary between the cuda plugin's host code (C,
+ * device-cuda.c and cuda-optim.c) and its kernels (cuda-kernels.cu,
+ * cuda-optim.cu). Each launcher queues one kernel on @stream and returns
+ * the CUDA error of the launch, with the failing runtime call's name in
+ * *call; arguments were checked by the caller. Plain C types only. */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One range of sumsq_blocks as the kernel sees it: the caller's range plus
+ * the index of its first output, so that a thread finds its range by
+ * binary search over a table sorted by first_block. */
+typedef struct {
+  const void *data;
+  int dtype;                   /* a MixprecPluginDType */
+  size_t n;
+  size_t first_block;
+} MixprecCudaRange;
+
+/* What the fused optimizer kernel runs. */
+typedef enum {
+  MIXPREC_CUDA_OPTIM_ADAMW,
+  MIXPREC_CUDA_OPTIM_SGD_PLAIN,
+  MIXPREC_CUDA_OPTIM_SGD_FIRST,
+  MIXPREC_CUDA_OPTIM_SGD_MOMENTUM,
+  MIXPREC_CUDA_OPTIM_LION,
+} MixprecCudaOptimKind;
+
+#define MIXPREC_CUDA_OPTIM_MAX_CONSTS 16
+#define MIXPREC_CUDA_OPTIM_MAX_STATES 2
+
+/* One step() over one range, passed by value as the kernel's parameter. */
+typedef struct {
+  MixprecCudaOptimKind kind;
+  float consts[MIXPREC_CUDA_OPTIM_MAX_CONSTS];   /* from the shared prepare() */
+  float grad_factor;
+  int grad_dtype;              /* float32, float16 or bfloat16 */
+  int working_dtype;           /* the same three, or -1 without a working copy */
+  int stochastic;
+  uint64_t seed;
+  uint64_t first_index;
+  float *master;               /* NULL: the parameter is working[] */
+  const void *grad;
+  float *states[MIXPREC_CUDA_OPTIM_MAX_STATES];
+  void *working;
+  size_t n;
+} MixprecCudaOptimLaunch;
+
+cudaError_t _mixprec_cuda_convert      (const void   *src,
+                                        int           src_dtype,
+                                        void         *dst,
+                                        int           dst_dtype,
+                                        size_t        n,
+                                        int           stochastic,
+                                        uint64_t      seed,
+                                        uint64_t      first_index,
+                                        cudaStream_t  stream,
+                                        const char  **call);
+cudaError_t _mixprec_cuda_accumulate   (void         *dst,
+                                        int           dst_dtype,
+                                        const void   *src,
+                                        int           src_dtype,
+                                        size_t        n,
+                                        int           first,
+                                        cudaStream_t  stream,
+                                        const char  **call);
+cudaError_t _mixprec_cuda_scale        (void         *buf,
+                                        int           dtype,
+                                        size_t        n,
+                                        float         factor,
+                                        cudaStream_t  stream,
+                                        const char  **call);
+/* @table: n_ranges entries in device memory. */
+cudaError_t _mixprec_cuda_sumsq_blocks (const MixprecCudaRange *table,
+                                        unsigned      n_ranges,
+                                        size_t        n_blocks,
+                                        size_t        block_size,
+                                        double       *block_sums,
+                                        cudaStream_t  stream,
+                                        const char  **call);
+cudaError_t _mixprec_cuda_sum_ordered  (const double *values,
+                                        size_t        n,
+                                        double       *out,
+                                        cudaStream_t  stream,
+                                        const char  **call);
+cudaError_t _mixprec_cuda_optim_step   (const MixprecCudaOptimLaunch *launch,
+                                        cudaStream_t  stream,
+                                        const char  **call);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,280 @@
+/* cuda-optim-kernel.cuh — the fused optimizer kernel of cuda-optim.cu:
+ * the update formulas, the per-element plumbing and the kernel itself,
+ * apart from the launch code so that a reader (or a host-side emulation)
+ * can take them alone. See cuda-optim.cu for the contract. */
+#pragma once
+
+#include "cuda-launch.h"
+#include "cuda-dtype.cuh"
+#include "cuda-grid.cuh"
+
+#include "optim-adamw/adamw-consts.h"
+#include "optim-sgd/sgd-consts.h"
+#include "optim-lion/lion-consts.h"
+
+static_assert (ADAMW_N_CONSTS <= MIXPREC_CUDA_OPTIM_MAX_CONSTS, "adamw constants");
+static_assert (SGD_N_CONSTS <= MIXPREC_CUDA_OPTIM_MAX_CONSTS, "sgd constants");
+static_assert (LION_N_CONSTS <= MIXPREC_CUDA_OPTIM_MAX_CONSTS, "lion constants");
+
+#define VEC 4
+
+/* ------------------------------------------------------------ updates
+ * Each: n_states, whether the states are read and written, and update(),
+ * the scalar form of its cpu kernel with the states in registers. */
+
+struct AdamW {
+  static constexpr int n_states = 2;
+  static constexpr bool reads = true, writes = true;
+
+  static __device__ __forceinline__ float
+  update (const float *c, float p, float g, float *s)
+  {
+    float denom;
+
+    g = fmaf (c[ADAMW_L2_DECAY], p, g);
+    s[0] = fmaf (c[ADAMW_ONE_MINUS_BETA1], g, c[ADAMW_BETA1] * s[0]);
+    s[1] = fmaf (c[ADAMW_ONE_MINUS_BETA2], g * g, c[ADAMW_BETA2] * s[1]);
+    denom = fmaf (__fsqrt_rn (s[1]), c[ADAMW_RSQRT_BC2], c[ADAMW_EPS]);
+    p = fmaf (c[ADAMW_NEG_LR_DECAY], p, p);
+    return fmaf (c[ADAMW_NEG_STEP_SIZE], __fdiv_rn (s[0], denom), p);
+  }
+};
+
+/* torch.optim.SGD; MODE says what the buffer does this call, as in
+ * sgd-scalar.c: untouched (plain), written (first step), updated. */
+template <int MODE>
+struct Sgd {
+  static constexpr int n_states = 1;
+  static constexpr bool reads = MODE == SGD_MOMENTUM, writes = MODE != SGD_PLAIN;
+
+  static __device__ __forceinline__ float
+  update (const float *c, float p, float g, float *s)
+  {
+    g = fmaf (c[SGD_WEIGHT_DECAY], p, g);
+    if (MODE != SGD_PLAIN)
+      {
+        s[0] = MODE == SGD_FIRST ? g
+                                 : fmaf (c[SGD_ONE_MINUS_DAMPENING], g, c[SGD_MOMENTUM_COEF] * s[0]);
+        g = c[SGD_NESTEROV] != 0 ? fmaf (c[SGD_MOMENTUM_COEF], s[0], g) : s[0];
+      }
+    return fmaf (c[SGD_NEG_LR], g, p);
+  }
+};
+
+struct Lion {
+  static constexpr int n_states = 1;
+  static constexpr bool reads = true, writes = true;
+
+  static __device__ __forceinline__ float
+  update (const float *c, float p, float g, float *s)
+  {
+    float u = fmaf (c[LION_ONE_MINUS_BETA1], g, c[LION_BETA1] * s[0]);
+    /* sign(), keeping zeros and NaNs as lion-scalar.c does. */
+    float sign = u > 0 ? 1.0f : u < 0 ? -1.0f : u;
+
+    s[0] = fmaf (c[LION_ONE_MINUS_BETA2], g, c[LION_BETA2] * s[0]);
+    p = fmaf (c[LION_NEG_LR_DECAY], p, p);
+    return fmaf (c[LION_NEG_LR], sign, p);
+  }
+};
+
+/* ------------------------------------------------------------ loads and stores
+ * DT is the dtype of the array: 0 float32, 1 float16, 2 bfloat16. */
+
+template <int DT>
+static __device__ __forceinline__ float
+load1 (const void *base, size_t i)
+{
+  return mp_to_f32<DT> (((const typename MpType<DT>::T *) base)[i]);
+}
+
+/* Four elements from i (a multiple of four; the array is 16-byte aligned
+ * for fp32, 8-byte for 16-bit types). */
+template <int DT>
+static __device__ __forceinline__ void
+load4 (const void *base, size_t i, float out[VEC])
+{
+  if constexpr (DT == 0)
+    {
+      float4 v = *(const float4 *) ((const float *) base + i);
+
+      out[0] = v.x; out[1] = v.y; out[2] = v.z; out[3] = v.w;
+    }
+  else
+    {
+      /* Little-endian: the low half of each word is the lower index. */
+      uint2 v = *(const uint2 *) ((const uint16_t *) base + i);
+
+      out[0] = mp_to_f32<DT> ((uint16_t) (v.x & 0xFFFF));
+      out[1] = mp_to_f32<DT> ((uint16_t) (v.x >> 16));
+      out[2] = mp_to_f32<DT> ((uint16_t) (v.y & 0xFFFF));
+      out[3] = mp_to_f32<DT> ((uint16_t) (v.y >> 16));
+    }
+}
+
+/* The working copy of p for element index (first_index + i). */
+template <int W>
+static __device__ __forceinline__ typename MpType<W>::T
+round_working (const MixprecCudaOptimLaunch &L, float p, uint64_t key, uint64_t index)
+{
+  if (W == 0 || !L.stochastic)
+    return mp_from_f32_rne<W> (p);
+  return mp_from_f32_sr<W> (p, mp_sr_bits_keyed (key, (uint32_t) index));
+}
+
+template <int W>
+static __device__ __forceinline__ void
+store1 (const MixprecCudaOptimLaunch &L, size_t i, float p)
+{
+  if (L.master != NULL)
+    L.master[i] = p;
+  if constexpr (W >= 0)
+    {
+      uint64_t index = L.first_index + i;
+      uint64_t key = W != 0 && L.stochastic ? mp_sr_key (L.seed, (uint32_t) (index >> 32)) : 0;
+
+      ((typename MpType<W>::T *) L.working)[i] = round_working<W> (L, p, key, index);
+    }
+}
+
+template <int W>
+static __device__ __forceinline__ void
+store4 (const MixprecCudaOptimLaunch &L, size_t i, const float p[VEC])
+{
+  if (L.master != NULL)
+    *(float4 *) (L.master + i) = make_float4 (p[0], p[1], p[2], p[3]);
+  if constexpr (W == 0)
+    *(float4 *) ((float *) L.working + i) = make_float4 (p[0], p[1], p[2], p[3]);
+  else if constexpr (W > 0)
+    {
+      uint64_t index = L.first_index + i;
+      uint32_t hi = (uint32_t) (index >> 32);
+      uint64_t key = L.stochastic ? mp_sr_key (L.seed, hi) : 0;
+      uint16_t h[VEC];
+
+      for (int j = 0; j < VEC; j++)
+        {
+          /* The key changes where the index crosses a multiple of 2^32. */
+          if (L.stochastic && (uint32_t) ((index + j) >> 32) != hi)
+            key = mp_sr_key (L.seed, hi = (uint32_t) ((index + j) >> 32));
+          h[j] = round_working<W> (L, p[j], key, index + j);
+        }
+      *(uint2 *) ((uint16_t *) L.working + i) =
+        make_uint2 ((uint32_t) h[0] | (uint32_t) h[1] << 16, (uint32_t) h[2] | (uint32_t) h[3] << 16);
+    }
+}
+
+/* ------------------------------------------------------------ the kernel */
+
+template <class Op, int G, int W>
+static __device__ __forceinline__ void
+step1 (const MixprecCudaOptimLaunch &L, size_t i)
+{
+  float s[Op::n_states];
+  float p, g;
+
+  p = L.master != NULL ? L.master[i] : load1<W < 0 ? 0 : W> (L.working, i);
+  g = load1<G> (L.grad, i) * L.grad_factor;
+  for (int k = 0; k < Op::n_states; k++)
+    s[k] = Op::reads ? L.states[k][i] : 0.0f;
+  p = Op::update (L.consts, p, g, s);
+  if (Op::writes)
+    for (int k = 0; k < Op::n_states; k++)
+      L.states[k][i] = s[k];
+  store1<W> (L, i, p);
+}
+
+template <class Op, int G, int W>
+static __device__ __forceinline__ void
+step4 (const MixprecCudaOptimLaunch &L, size_t i)
+{
+  float s[Op::n_states][VEC];
+  float p[VEC], g[VEC];
+
+  if (L.master != NULL)
+    load4<0> (L.master, i, p);
+  else
+    load4<W < 0 ? 0 : W> (L.working, i, p);
+  load4<G> (L.grad, i, g);
+  for (int k = 0; k < Op::n_states; k++)
+    {
+      if (Op::reads)
+        load4<0> (L.states[k], i, s[k]);
+      else
+        for (int j = 0; j < VEC; j++)
+          s[k][j] = 0.0f;
+    }
+  for (int j = 0; j < VEC; j++)
+    {
+      float sj[Op::n_states];
+
+      for (int k = 0; k < Op::n_states; k++)
+        sj[k] = s[k][j];
+      p[j] = Op::update (L.consts, p[j], g[j] * L.grad_factor, sj);
+      for (int k = 0; k < Op::n_states; k++)
+        s[k][j] = sj[k];
+    }
+  if (Op::writes)
+    for (int k = 0; k < Op::n_states; k++)
+      *(float4 *) (L.states[k] + i) = make_float4 (s[k][0], s[k][1], s[k][2], s[k][3]);
+  store4<W> (L, i, p);
+}
+
+/* Where groups of four elements start aligned for 128-bit loads of fp32
+ * arrays and 64-bit loads of 16-bit ones (four elements either way) in
+ * every array at once: the number of elements to do one at a time first,
+ * or -1 when the arrays disagree (then the whole range goes one at a
+ * time). A shard of a larger buffer usually starts at the same element
+ * offset in all of them, so it still gets the vector path. */
+static inline int
+vector_head (const void *const *arrays, const size_t *sizes, int n_arrays, size_t n)
+{
+  int misalignment = -1;
+
+  for (int k = 0; k < n_arrays; k++)
+    {
+      uintptr_t p = (uintptr_t) arrays[k];
+      int m;
+
+      if (arrays[k] == NULL)
+        continue;
+      if (p % sizes[k] != 0)
+        return -1;
+      m = (int) (p % (VEC * sizes[k]) / sizes[k]);
+      if (misalignment >= 0 && m != misalignment)
+        return -1;
+      misalignment = m;
+    }
+  if (misalignment < 0 || (size_t) ((VEC - misalignment) % VEC) > n)
+    return -1;
+  return (VEC - misalignment) % VEC;
+}
+
+/* @head < 0: one element at a time. Otherwise elements head, head + 4, ...
+ * start groups aligned in every array, which threads take four at a time;
+ * the first @head elements and the last (n - head) % 4 are one per thread
+ * among the first threads of the grid. */
+template <class Op, int G, int W>
+static __global__ void
+__launch_bounds__ (MIXPREC_CUDA_THREADS)
+optim_kernel (const MixprecCudaOptimLaunch L, int head)
+{
+  if (head >= 0)
+    {
+      size_t n4 = (L.n - head) / VEC;
+      size_t t = (size_t) blockIdx.x * blockDim.x + threadIdx.x;
+
+      MIXPREC_CUDA_FOR (v, n4)
+        step4<Op, G, W> (L, head + v * VEC);
+      if (t < (size_t) head)
+        step1<Op, G, W> (L, t);
+      else if (head + n4 * VEC + (t - head) < L.n)
+        step1<Op, G, W> (L, head + n4 * VEC + (t - head));
+    }
+  else
+    {
+      MIXPREC_CUDA_FOR (i, L.n)
+        step1<Op, G, W> (L, i);
+    }
+}
+

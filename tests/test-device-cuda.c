@@ -1,0 +1,911 @@
+/* test-device-cuda.c — the device-cuda plugin: its features in the
+ * registry (schemas equal to the cpu optimizers'), its failures on a host
+ * without a GPU (probe, open, bad optimizer arguments: none touches the
+ * device), and on a GPU every kernel bitwise against the library's CPU
+ * kernels (_mixprec_device_* with a NULL device) and every optimizer
+ * bitwise against the cpu feature of the same name.
+ *
+ * GPU tests skip with the probe's reason when there is no usable device. */
+#include "config.h"
+
+#include <math.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+#include <mixprec/mixprec.h>
+
+#include "mixprec-device-private.h"
+#include "mixprec-registry-private.h"
+
+static const gchar *const optimizers[] = { "adamw", "sgd", "lion" };
+
+static MixprecFeature *
+find (MixprecFeatureKind kind,
+      const gchar       *name,
+      const gchar       *device)
+{
+  g_autoptr(GError) error = NULL;
+  MixprecFeature *feature = mixprec_registry_find_feature (mixprec_registry_get_default (), kind,
+                                                           name, device, &error);
+
+  g_assert_no_error (error);
+  g_assert_nonnull (feature);
+  return feature;
+}
+
+/* The reason no GPU is usable here, or NULL when one is. */
+static gchar *
+no_gpu_reason (void)
+{
+  g_autoptr(MixprecFeature) feature = find (MIXPREC_FEATURE_KIND_DEVICE, "cuda", "cuda");
+  g_autoptr(GError) error = NULL;
+  gint n = 0;
+
+  if (_mixprec_device_probe (feature, &n, &error))
+    {
+      g_assert_cmpint (n, >, 0);
+      return NULL;
+    }
+  return g_strdup (error->message);
+}
+
+/* Opens the GPU, or skips the test (returns NULL) with the probe's reason. */
+static _MixprecDevice *
+open_or_skip (void)
+{
+  g_autofree gchar *reason = no_gpu_reason ();
+  g_autoptr(GError) error = NULL;
+  _MixprecDevice *device;
+
+  if (reason != NULL)
+    {
+      g_test_skip (reason);
+      return NULL;
+    }
+  device = _mixprec_device_open ("cuda", -1, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (device);
+  return device;
+}
+
+/* ------------------------------------------------------------ host side */
+
+static void
+test_registered (void)
+{
+  MixprecRegistry *registry = mixprec_registry_get_default ();
+  g_autoptr(MixprecFeature) device = find (MIXPREC_FEATURE_KIND_DEVICE, "cuda", "cuda");
+
+  for (GList *l = mixprec_registry_get_failures (registry); l != NULL; l = l->next)
+    g_assert_cmpstr (mixprec_plugin_get_name (l->data), !=, "device-cuda");
+  g_assert_cmpstr (mixprec_feature_get_plugin_name (device), ==, "device-cuda");
+  g_assert_cmpuint (mixprec_feature_get_rank (device), ==, 256);
+  g_assert_nonnull (_mixprec_feature_get_device_vtable (device));
+
+  for (guint k = 0; k < G_N_ELEMENTS (optimizers); k++)
+    {
+      g_autoptr(MixprecFeature) gpu = find (MIXPREC_FEATURE_KIND_OPTIMIZER, optimizers[k], "cuda");
+      g_autoptr(MixprecFeature) cpu = find (MIXPREC_FEATURE_KIND_OPTIMIZER, optimizers[k], "cpu");
+      const gchar *const *gpu_states, *const *cpu_states;
+      guint n = mixprec_feature_get_n_hparams (cpu);
+
+      g_assert_cmpstr (mixprec_feature_get_plugin_name (gpu), ==, "device-cuda");
+      g_assert_cmpstr (mixprec_feature_get_device (gpu), ==, "cuda");
+      g_assert_cmpuint (mixprec_feature_get_rank (gpu), ==, 256);
+      g_assert_cmpuint (n, >, 0);
+      g_assert_cmpuint (mixprec_feature_get_n_hparams (gpu), ==, n);
+      for (guint h = 0; h < n; h++)
+        {
+          g_assert_cmpstr (mixprec_feature_get_hparam_name (gpu, h), ==,
+                           mixprec_feature_get_hparam_name (cpu, h));
+          g_assert_cmpstr (mixprec_feature_get_hparam_description (gpu, h), ==,
+                           mixprec_feature_get_hparam_description (cpu, h));
+          g_assert_cmpint (mixprec_feature_get_hparam_type (gpu, h), ==,
+                           mixprec_feature_get_hparam_type (cpu, h));
+          g_assert_cmpfloat (mixprec_feature_get_hparam_default (gpu, h), ==,
+                             mixprec_feature_get_hparam_default (cpu, h));
+          g_assert_cmpfloat (mixprec_feature_get_hparam_minimum (gpu, h), ==,
+                             mixprec_feature_get_hparam_minimum (cpu, h));
+          g_assert_cmpfloat (mixprec_feature_get_hparam_maximum (gpu, h), ==,
+                             mixprec_feature_get_hparam_maximum (cpu, h));
+        }
+      g_assert_cmpuint (mixprec_feature_get_n_state_slots (gpu), ==,
+                        mixprec_feature_get_n_state_slots (cpu));
+      gpu_states = mixprec_feature_get_state_names (gpu);
+      cpu_states = mixprec_feature_get_state_names (cpu);
+      for (guint s = 0; s < mixprec_feature_get_n_state_slots (cpu); s++)
+        g_assert_cmpstr (gpu_states[s], ==, cpu_states[s]);
+    }
+}
+
+static void
+test_probe_and_open (void)
+{
+  g_autoptr(MixprecFeature) feature = find (MIXPREC_FEATURE_KIND_DEVICE, "cuda", "cuda");
+  const MixprecDeviceV1 *vtable = _mixprec_feature_get_device_vtable (feature);
+  g_autofree gchar *reason = no_gpu_reason ();
+  g_autoptr(GError) error = NULL;
+  MixprecDeviceOpenV1 args = { sizeof args, -1 };
+  char errbuf[512] = "";
+  void *handle = NULL;
+  int n = -1;
+  _MixprecDevice *device;
+
+  if (reason == NULL)
+    {
+      g_autofree gchar *line = NULL;
+
+      /* A GPU: open it, describe it, refuse an ordinal it lacks. */
+      g_assert_cmpint (vtable->probe (&n, errbuf, sizeof errbuf), ==, MIXPREC_PLUGIN_OK);
+      device = _mixprec_device_open ("cuda", 0, &error);
+      g_assert_no_error (error);
+      line = _mixprec_device_describe (device);
+      g_assert_nonnull (strstr (line, "(cuda:0, sm_"));
+      g_assert_nonnull (strstr (line, " GiB)"));
+      g_assert_nonnull (_mixprec_device_get_stream (device));
+      _mixprec_device_unref (device);
+      g_assert_null (_mixprec_device_open ("cuda", n, &error));
+      g_assert_error (error, MIXPREC_PLUGIN_ERROR, MIXPREC_PLUGIN_ERROR_CALL_FAILED);
+      g_assert_nonnull (strstr (error->message, "does not exist"));
+      return;
+    }
+
+  /* No GPU: the runtime's own words, naming the call. */
+  g_assert_nonnull (strstr (reason, "cudaGetDeviceCount: "));
+  g_assert_cmpint (vtable->probe (&n, errbuf, sizeof errbuf), !=, MIXPREC_PLUGIN_OK);
+  g_assert_cmpint (n, ==, 0);
+  g_assert_true (g_str_has_prefix (errbuf, "cudaGetDeviceCount: "));
+  g_assert_nonnull (strstr (reason, errbuf));
+
+  device = _mixprec_device_open ("cuda", -1, &error);
+  g_assert_null (device);
+  g_assert_error (error, MIXPREC_PLUGIN_ERROR, MIXPREC_PLUGIN_ERROR_CALL_FAILED);
+  g_assert_nonnull (strstr (error->message, "cudaGetDeviceCount: "));
+
+  /* The plugin's open() on its own fails the same way. */
+  errbuf[0] = '\0';
+  g_assert_cmpint (vtable->open (&args, &handle, errbuf, sizeof errbuf), !=, MIXPREC_PLUGIN_OK);
+  g_assert_null (handle);
+  g_assert_true (g_str_has_prefix (errbuf, "cudaGetDeviceCount: "));
+}
+
+static void
+test_bad_local_rank (void)
+{
+  g_autoptr(MixprecFeature) feature = find (MIXPREC_FEATURE_KIND_DEVICE, "cuda", "cuda");
+  const MixprecDeviceV1 *vtable = _mixprec_feature_get_device_vtable (feature);
+  MixprecDeviceOpenV1 args = { sizeof args, -1 };
+  char errbuf[512] = "";
+  void *handle = NULL;
+
+  /* Checked before the runtime is asked anything. */
+  g_setenv ("LOCAL_RANK", "two", TRUE);
+  g_assert_cmpint (vtable->open (&args, &handle, errbuf, sizeof errbuf), ==,
+                   MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT);
+  g_unsetenv ("LOCAL_RANK");
+  g_assert_null (handle);
+  g_assert_nonnull (strstr (errbuf, "LOCAL_RANK=\"two\""));
+
+  args.ordinal = -2;
+  g_assert_cmpint (vtable->open (&args, &handle, errbuf, sizeof errbuf), ==,
+                   MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT);
+  g_assert_nonnull (strstr (errbuf, "ordinal -2"));
+}
+
+/* Entry points given no handle fail with a sentence instead of crashing. */
+static void
+test_null_handle (void)
+{
+  g_autoptr(MixprecFeature) feature = find (MIXPREC_FEATURE_KIND_DEVICE, "cuda", "cuda");
+  const MixprecDeviceV1 *vtable = _mixprec_feature_get_device_vtable (feature);
+  char errbuf[512] = "";
+  void *ptr = &ptr;
+
+  g_assert_cmpint (vtable->alloc (NULL, 64, &ptr, errbuf, sizeof errbuf), ==,
+                   MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT);
+  g_assert_null (ptr);
+  g_assert_nonnull (strstr (errbuf, "handle is NULL"));
+  errbuf[0] = '\0';
+  g_assert_cmpint (vtable->synchronize (NULL, errbuf, sizeof errbuf), ==,
+                   MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT);
+  g_assert_nonnull (strstr (errbuf, "handle is NULL"));
+  g_assert_null (vtable->get_stream (NULL));
+  g_assert_cmpint (vtable->close (NULL, errbuf, sizeof errbuf), ==, MIXPREC_PLUGIN_OK);
+}
+
+/* step() rejects what the cpu feature rejects, before any CUDA call. */
+static void
+test_optimizer_bad_arguments (void)
+{
+  for (guint k = 0; k < G_N_ELEMENTS (optimizers); k++)
+    {
+      g_autoptr(MixprecFeature) gpu = find (MIXPREC_FEATURE_KIND_OPTIMIZER, optimizers[k], "cuda");
+      const MixprecOptimizerV1 *vt = _mixprec_feature_get_optimizer_vtable (gpu);
+      guint n_states = mixprec_feature_get_n_state_slots (gpu);
+      gfloat master[8] = { 0 }, grad[8] = { 0 }, s0[8] = { 0 }, s1[8] = { 0 };
+      gfloat *states[2] = { s0, s1 };
+      MixprecOptimizerStepV1 args = { 0 };
+      g_autoptr(GError) error = NULL;
+      g_autofree gdouble *hparams = NULL;
+      guint n_hparams;
+      const gdouble *defaults = _mixprec_feature_get_hparam_defaults (gpu, &n_hparams);
+      char errbuf[512] = "";
+
+      g_assert_cmpuint (n_states, <=, 2);
+      args.step = 1;
+      args.lr = 1e-3;
+      args.grad_factor = 1.0f;
+
+      /* An fp8 gradient: unsupported, named with the device. */
+      args.grad_dtype = MIXPREC_PLUGIN_DTYPE_FLOAT8_E4M3;
+      g_assert_false (_mixprec_feature_optimizer_step (gpu, &args, NULL, master, grad, states, NULL,
+                                                       8, &error));
+      g_assert_error (error, MIXPREC_PLUGIN_ERROR, MIXPREC_PLUGIN_ERROR_CALL_FAILED);
+      g_assert_nonnull (strstr (error->message, "on cuda takes float32, float16 or bfloat16"));
+      g_clear_error (&error);
+      args.grad_dtype = MIXPREC_PLUGIN_DTYPE_FLOAT32;
+
+      /* An fp8 working copy. */
+      args.working_dtype = MIXPREC_PLUGIN_DTYPE_FLOAT8_E5M2;
+      g_assert_false (_mixprec_feature_optimizer_step (gpu, &args, NULL, master, grad, states, grad,
+                                                       8, &error));
+      g_assert_nonnull (strstr (error->message, "on cuda writes float32, float16 or bfloat16"));
+      g_clear_error (&error);
+      args.working_dtype = MIXPREC_PLUGIN_DTYPE_BFLOAT16;
+
+      /* n elements and no parameter, no gradient, no state. */
+      g_assert_false (_mixprec_feature_optimizer_step (gpu, &args, NULL, NULL, grad, states, NULL,
+                                                       8, &error));
+      g_assert_nonnull (strstr (error->message, "master and working are both NULL"));
+      g_clear_error (&error);
+      g_assert_false (_mixprec_feature_optimizer_step (gpu, &args, NULL, master, NULL, states, NULL,
+                                                       8, &error));
+      g_assert_nonnull (strstr (error->message, "gradient buffer is NULL"));
+      g_clear_error (&error);
+      g_assert_false (_mixprec_feature_optimizer_step (gpu, &args, NULL, master, grad, NULL, NULL,
+                                                       8, &error));
+      g_assert_nonnull (strstr (error->message, "state slot 0"));
+      g_clear_error (&error);
+
+      /* Step 0, a negative learning rate, a stochastic-rounding mode 7. */
+      args.step = 0;
+      g_assert_false (_mixprec_feature_optimizer_step (gpu, &args, NULL, master, grad, states, NULL,
+                                                       8, &error));
+      g_assert_nonnull (strstr (error->message, "1-based"));
+      g_clear_error (&error);
+      args.step = 1;
+      args.lr = -1;
+      g_assert_false (_mixprec_feature_optimizer_step (gpu, &args, NULL, master, grad, states, NULL,
+                                                       8, &error));
+      g_assert_nonnull (strstr (error->message, "learning rate"));
+      g_clear_error (&error);
+      args.lr = 1e-3;
+      args.rounding = 7;
+      g_assert_false (_mixprec_feature_optimizer_step (gpu, &args, NULL, master, grad, states, NULL,
+                                                       8, &error));
+      g_assert_nonnull (strstr (error->message, "rounding mode 7"));
+      g_clear_error (&error);
+      args.rounding = MIXPREC_PLUGIN_ROUNDING_NEAREST_EVEN;
+
+      /* A hyper-parameter out of the schema's bounds (the first one past
+       * its maximum, or negative for the unbounded ones). */
+      hparams = g_memdup2 (defaults, n_hparams * sizeof (gdouble));
+      hparams[1] = -1;
+      g_assert_false (_mixprec_feature_optimizer_step (gpu, &args, hparams, master, grad, states, NULL,
+                                                       8, &error));
+      g_assert_nonnull (strstr (error->message, mixprec_feature_get_hparam_name (gpu, 1)));
+      g_clear_error (&error);
+
+      /* No elements: valid, and nothing to queue. */
+      g_assert_true (_mixprec_feature_optimizer_step (gpu, &args, NULL, NULL, NULL, NULL, NULL, 0,
+                                                      &error));
+      g_assert_no_error (error);
+
+      /* The vtable straight: a status and a sentence in errbuf. */
+      args.struct_size = sizeof args;
+      args.hparams = defaults;
+      args.n_hparams = n_hparams;
+      args.grad_dtype = 9;
+      g_assert_cmpint (vt->step (&args, master, grad, states, NULL, 8, errbuf, sizeof errbuf), ==,
+                       MIXPREC_PLUGIN_ERR_UNSUPPORTED);
+      g_assert_nonnull (strstr (errbuf, "not dtype 9"));
+    }
+}
+
+/* ------------------------------------------------------------ GPU helpers */
+
+#define N_RANDOM 1000000
+
+static gsize
+dsize (MixprecDType dtype)
+{
+  return mixprec_dtype_get_size (dtype);
+}
+
+static gpointer
+upload (_MixprecDevice *device,
+        gconstpointer   host,
+        gsize           bytes)
+{
+  g_autoptr(GError) error = NULL;
+  gpointer p = _mixprec_device_alloc (device, MAX (bytes, 1), "test buffer", &error);
+
+  g_assert_no_error (error);
+  if (bytes > 0)
+    g_assert_true (_mixprec_device_copy (device, p, host, bytes, MIXPREC_PLUGIN_COPY_HOST_TO_DEVICE,
+                                         &error));
+  g_assert_no_error (error);
+  return p;
+}
+
+static void
+download (_MixprecDevice *device,
+          gpointer        host,
+          gconstpointer   dev,
+          gsize           bytes)
+{
+  g_autoptr(GError) error = NULL;
+
+  g_assert_true (_mixprec_device_copy (device, host, dev, bytes, MIXPREC_PLUGIN_COPY_DEVICE_TO_HOST,
+                                       &error));
+  g_assert_no_error (error);
+}
+
+static gfloat
+decode1 (MixprecDType  dtype,
+         gconstpointer buf,
+         gsize         i)
+{
+  gfloat f;
+
+  g_assert_true (mixprec_convert_array (dtype, (const guint8 *) buf + i * dsize (dtype),
+                                        MIXPREC_DTYPE_FLOAT32, &f, 1, MIXPREC_ROUNDING_NEAREST_EVEN,
+                                        0, 0, NULL));
+  return f;
+}
+
+/* Bitwise, except that where arithmetic made a NaN, any NaN will do: the
+ * payload of a NaN result is the hardware's (x86 propagates an operand's,
+ * NVIDIA GPUs return a canonical one), not the library's. */
+static void
+assert_same (const gchar  *what,
+             MixprecDType  dtype,
+             gconstpointer expected,
+             gconstpointer actual,
+             gsize         n,
+             gboolean      nan_any)
+{
+  gsize size = dsize (dtype);
+
+  if (memcmp (expected, actual, n * size) == 0)
+    return;
+  for (gsize i = 0; i < n; i++)
+    {
+      const guint8 *e = (const guint8 *) expected + i * size;
+      const guint8 *a = (const guint8 *) actual + i * size;
+
+      if (memcmp (e, a, size) == 0)
+        continue;
+      if (nan_any && isnan (decode1 (dtype, e, 0)) && isnan (decode1 (dtype, a, 0)))
+        continue;
+      g_error ("%s: %s element %" G_GSIZE_FORMAT " differs: cpu %.9g, cuda %.9g", what,
+               mixprec_dtype_get_name (dtype), i, decode1 (dtype, e, 0), decode1 (dtype, a, 0));
+    }
+}
+
+/* fp32 values worth converting: zeros, infinities, NaNs with payloads and
+ * signs, denormals of every format, ties and near-ties at each format's
+ * precision, the largest finite values and just past them. */
+static GArray *
+special_f32 (void)
+{
+  static const guint32 bits[] = {
+    0x00000000, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0xFFC00000, 0x7F800001,
+    0xFF800001, 0x7FA5A5A5, 0xFFDEAD01, 0x7FFFFFFF, 0x00000001, 0x80000001, 0x007FFFFF,
+    0x00800000, 0x33000000, 0x33000001, 0x337FFFFF, 0x33800000, 0x33C00000, 0x387FC000,
+    0x38800000, 0x477FE000, 0x477FEFFF, 0x477FF000, 0x477FFFFF, 0x47800000, 0x7F7FFFFF,
+    0x7F7F8000, 0x7F7F7FFF, 0xFF7FFFFF, 0x3F808000, 0x3F818000, 0x3F808001, 0x3F800800,
+    0x3F801000, 0x43E00000, 0x43E80000, 0x43F00000, 0x3B000000, 0x3A800000, 0x3A000000,
+    0x47600000, 0x47700000, 0x37800000, 0x37000000, 0x36800000, 0x3C000000, 0x3C100000,
+  };
+  GArray *a = g_array_new (FALSE, FALSE, sizeof (gfloat));
+
+  for (guint k = 0; k < G_N_ELEMENTS (bits); k++)
+    for (guint delta = 0; delta < 3; delta++)
+      {
+        guint32 u = bits[k] + delta - 1;
+        gfloat f;
+
+        if (bits[k] == 0 && delta == 0)
+          continue;
+        memcpy (&f, &u, sizeof f);
+        g_array_append_val (a, f);
+        u ^= 0x80000000;
+        memcpy (&f, &u, sizeof f);
+        g_array_append_val (a, f);
+      }
+  return a;
+}
+
+static gfloat
+random_f32 (GRand *rand)
+{
+  switch (g_rand_int_range (rand, 0, 4))
+    {
+    case 0:
+      {
+        /* Any bit pattern: NaNs, denormals, huge values. */
+        guint32 u = g_rand_int (rand);
+        gfloat f;
+
+        memcpy (&f, &u, sizeof f);
+        return f;
+      }
+    case 1:
+      return (gfloat) g_rand_double_range (rand, -2, 2);
+    case 2:
+      return (gfloat) (g_rand_double_range (rand, -1, 1) * pow (2, g_rand_int_range (rand, -30, 20)));
+    default:
+      return (gfloat) (g_rand_double_range (rand, -1, 1) * pow (2, g_rand_int_range (rand, -140, 128)));
+    }
+}
+
+/* @n values of @dtype: every bit pattern of a narrow format first, then
+ * the specials (rounded into it), then random ones. */
+static gpointer
+source_values (MixprecDType dtype,
+               gsize        n,
+               GRand       *rand)
+{
+  g_autoptr(GArray) specials = special_f32 ();
+  g_autofree gfloat *f = g_new (gfloat, n);
+  guint8 *out = g_malloc (n * dsize (dtype));
+  gsize i = 0, patterns = dtype == MIXPREC_DTYPE_FLOAT32 ? 0 : (gsize) 1 << (8 * dsize (dtype));
+
+  for (gsize k = 0; k < specials->len && k < n; k++)
+    f[k] = g_array_index (specials, gfloat, k);
+  for (gsize k = specials->len; k < n; k++)
+    f[k] = random_f32 (rand);
+  g_assert_true (mixprec_convert_array (MIXPREC_DTYPE_FLOAT32, f, dtype, out, n,
+                                        MIXPREC_ROUNDING_NEAREST_EVEN, 0, 0, NULL));
+  /* Every pattern, overwriting the start (patterns < n). */
+  for (i = 0; i < patterns && i < n; i++)
+    {
+      if (dsize (dtype) == 2)
+        ((guint16 *) out)[i] = (guint16) i;
+      else
+        out[i] = (guint8) i;
+    }
+  return out;
+}
+
+/* ------------------------------------------------------------ GPU: kernels */
+
+static void
+test_convert (void)
+{
+  g_autoptr(_MixprecDevice) device = open_or_skip ();
+  g_autoptr(GRand) rand = g_rand_new_with_seed (1234);
+  /* Sizes not a multiple of anything, and a window crossing 2^32 in the
+   * random stream, where the key of stochastic rounding changes. */
+  static const guint64 first_indices[] = { 0, 7, G_GUINT64_CONSTANT (0xFFFFFFFF) - 1000 };
+  const gsize n = N_RANDOM + 77;
+
+  if (device == NULL)
+    return;
+  for (MixprecDType s = 0; s < MIXPREC_DTYPE_COUNT; s++)
+    {
+      g_autofree gpointer src = source_values (s, n, rand);
+      gpointer dev_src = upload (device, src, n * dsize (s));
+
+      for (MixprecDType d = 0; d < MIXPREC_DTYPE_COUNT; d++)
+        for (MixprecRounding r = 0; r <= MIXPREC_ROUNDING_STOCHASTIC; r++)
+          for (guint f = 0; f < G_N_ELEMENTS (first_indices); f++)
+            {
+              g_autofree gpointer expected = g_malloc (n * dsize (d));
+              g_autofree gpointer actual = g_malloc (n * dsize (d));
+              g_autoptr(GError) error = NULL;
+              gpointer dev_dst;
+              g_autofree gchar *what = g_strdup_printf ("convert %s -> %s, rounding %d, index %"
+                                                        G_GUINT64_FORMAT, mixprec_dtype_get_name (s),
+                                                        mixprec_dtype_get_name (d), r, first_indices[f]);
+
+              dev_dst = _mixprec_device_alloc (device, n * dsize (d), "dst", &error);
+              g_assert_no_error (error);
+              g_assert_true (mixprec_convert_array (s, src, d, expected, n, r, 99, first_indices[f],
+                                                    &error));
+              /* Misaligned too: start one element in. */
+              g_assert_true (_mixprec_device_convert (device, (guint8 *) dev_src + dsize (s), s,
+                                                      (guint8 *) dev_dst + dsize (d), d, n - 1, r, 99,
+                                                      first_indices[f] + 1, &error));
+              g_assert_true (_mixprec_device_convert (device, dev_src, s, dev_dst, d, 1, r, 99,
+                                                      first_indices[f], &error));
+              g_assert_no_error (error);
+              download (device, actual, dev_dst, n * dsize (d));
+              assert_same (what, d, expected, actual, n, FALSE);
+              _mixprec_device_free (device, dev_dst);
+              if (f > 0 && r == MIXPREC_ROUNDING_NEAREST_EVEN)
+                break;          /* the index matters to stochastic rounding only */
+            }
+      _mixprec_device_free (device, dev_src);
+    }
+}
+
+static void
+test_accumulate_scale (void)
+{
+  g_autoptr(_MixprecDevice) device = open_or_skip ();
+  g_autoptr(GRand) rand = g_rand_new_with_seed (99);
+  const gsize n = 300007;
+
+  if (device == NULL)
+    return;
+  for (MixprecDType d = 0; d < MIXPREC_DTYPE_COUNT; d++)
+    {
+      g_autofree gpointer dst0 = source_values (d, n, rand);
+
+      for (MixprecDType s = 0; s < MIXPREC_DTYPE_COUNT; s++)
+        for (gint first = 0; first <= 1; first++)
+          {
+            g_autofree gpointer src = source_values (s, n, rand);
+            g_autofree gpointer expected = g_memdup2 (dst0, n * dsize (d));
+            g_autofree gpointer actual = g_malloc (n * dsize (d));
+            gpointer dev_src = upload (device, src, n * dsize (s));
+            gpointer dev_dst = upload (device, dst0, n * dsize (d));
+            g_autoptr(GError) error = NULL;
+            g_autofree gchar *what = g_strdup_printf ("accumulate %s into %s, first %d",
+                                                      mixprec_dtype_get_name (s),
+                                                      mixprec_dtype_get_name (d), first);
+
+            g_assert_true (_mixprec_device_accumulate (NULL, expected, d, src, s, n, first, &error));
+            g_assert_true (_mixprec_device_accumulate (device, dev_dst, d, dev_src, s, n, first,
+                                                       &error));
+            g_assert_no_error (error);
+            download (device, actual, dev_dst, n * dsize (d));
+            /* first: a conversion, every bit counts; else a sum. */
+            assert_same (what, d, expected, actual, n, !first);
+            _mixprec_device_free (device, dev_src);
+            _mixprec_device_free (device, dev_dst);
+          }
+
+      for (guint k = 0; k < 3; k++)
+        {
+          static const gfloat factors[] = { 0.3713f, 1e30f, -65536.5f };
+          g_autofree gpointer expected = g_memdup2 (dst0, n * dsize (d));
+          g_autofree gpointer actual = g_malloc (n * dsize (d));
+          gpointer dev_buf = upload (device, dst0, n * dsize (d));
+          g_autoptr(GError) error = NULL;
+          g_autofree gchar *what = g_strdup_printf ("scale %s by %g", mixprec_dtype_get_name (d),
+                                                    factors[k]);
+
+          g_assert_true (_mixprec_device_scale (NULL, expected, d, n, factors[k], &error));
+          g_assert_true (_mixprec_device_scale (device, (guint8 *) dev_buf + dsize (d), d, n - 1,
+                                                factors[k], &error));
+          g_assert_true (_mixprec_device_scale (device, dev_buf, d, 1, factors[k], &error));
+          g_assert_no_error (error);
+          download (device, actual, dev_buf, n * dsize (d));
+          assert_same (what, d, expected, actual, n, TRUE);
+          _mixprec_device_free (device, dev_buf);
+        }
+    }
+}
+
+static void
+test_sumsq_blocks (void)
+{
+  g_autoptr(_MixprecDevice) device = open_or_skip ();
+  g_autoptr(GRand) rand = g_rand_new_with_seed (7);
+  /* More ranges than the plugin's first table holds (64), some empty, some
+   * shorter than a block, dtypes mixed, data one element off alignment. */
+  const guint n_ranges = 150;
+  const gsize block_size = 1000;
+  g_autofree MixprecDeviceRangeV1 *host_ranges = g_new0 (MixprecDeviceRangeV1, n_ranges);
+  g_autofree MixprecDeviceRangeV1 *dev_ranges = g_new0 (MixprecDeviceRangeV1, n_ranges);
+  g_autoptr(GPtrArray) host_data = g_ptr_array_new_with_free_func (g_free);
+  gsize n_blocks = 0;
+
+  if (device == NULL)
+    return;
+  for (guint r = 0; r < n_ranges; r++)
+    {
+      MixprecDType dtype = r % MIXPREC_DTYPE_COUNT;
+      gsize n = r % 7 == 3 ? 0 : (gsize) g_rand_int_range (rand, 1, 20000);
+      g_autofree gfloat *f = g_new (gfloat, n + 1);
+      guint8 *data = g_malloc ((n + 1) * dsize (dtype));
+
+      for (gsize i = 0; i <= n; i++)
+        f[i] = (gfloat) (g_rand_double_range (rand, -1, 1) * pow (2, g_rand_int_range (rand, -20, 8)));
+      mixprec_convert_array (MIXPREC_DTYPE_FLOAT32, f, dtype, data, n + 1,
+                             MIXPREC_ROUNDING_NEAREST_EVEN, 0, 0, NULL);
+      g_ptr_array_add (host_data, data);
+      host_ranges[r] = (MixprecDeviceRangeV1) { data + dsize (dtype), (MixprecPluginDType) dtype, n };
+      dev_ranges[r] = (MixprecDeviceRangeV1) {
+        (guint8 *) upload (device, data, (n + 1) * dsize (dtype)) + dsize (dtype), (MixprecPluginDType) dtype, n };
+      n_blocks += (n + block_size - 1) / block_size;
+    }
+
+  for (guint pass = 0; pass < 2; pass++)
+    {
+      g_autofree gdouble *expected = g_new (gdouble, n_blocks);
+      g_autofree gdouble *actual = g_new (gdouble, n_blocks);
+      g_autoptr(GError) error = NULL;
+      gdouble *dev_sums = _mixprec_device_alloc (device, n_blocks * sizeof (gdouble), "sums", &error);
+      gdouble *dev_total = _mixprec_device_alloc (device, sizeof (gdouble), "total", &error);
+      gdouble total_cpu, total_gpu;
+      /* The second pass uses a prefix: the table is reused, not regrown. */
+      guint used = pass == 0 ? n_ranges : 40;
+      gsize used_blocks = 0;
+
+      for (guint r = 0; r < used; r++)
+        used_blocks += (host_ranges[r].n + block_size - 1) / block_size;
+      g_assert_true (_mixprec_device_sumsq_blocks (NULL, host_ranges, used, block_size, expected,
+                                                   &error));
+      g_assert_true (_mixprec_device_sumsq_blocks (device, dev_ranges, used, block_size, dev_sums,
+                                                   &error));
+      g_assert_no_error (error);
+      download (device, actual, dev_sums, used_blocks * sizeof (gdouble));
+      g_assert_cmpmem (expected, used_blocks * sizeof (gdouble), actual, used_blocks * sizeof (gdouble));
+
+      g_assert_true (_mixprec_device_sum_ordered (NULL, expected, used_blocks, &total_cpu, &error));
+      g_assert_true (_mixprec_device_sum_ordered (device, dev_sums, used_blocks, dev_total, &error));
+      g_assert_no_error (error);
+      download (device, &total_gpu, dev_total, sizeof total_gpu);
+      g_assert_cmpmem (&total_cpu, sizeof total_cpu, &total_gpu, sizeof total_gpu);
+      g_assert_cmpfloat (total_cpu, >, 0);
+      _mixprec_device_free (device, dev_sums);
+      _mixprec_device_free (device, dev_total);
+    }
+  for (guint r = 0; r < n_ranges; r++)
+    _mixprec_device_free (device, (guint8 *) dev_ranges[r].data - dsize ((MixprecDType) dev_ranges[r].dtype));
+}
+
+/* ------------------------------------------------------------ GPU: optimizers */
+
+typedef struct {
+  const gchar *name;
+  const gchar *label;
+  /* Values for the schema's leading hyper-parameters; NAN keeps the default. */
+  gdouble hparams[8];
+} OptCase;
+
+static const OptCase opt_cases[] = {
+  { "adamw", "adamw", { NAN, 0.9, 0.999, 1e-8, 0.01, 1, 1 } },
+  { "adamw", "adam-l2", { NAN, 0.8, 0.99, 1e-6, 0.05, 1, 0 } },
+  { "adamw", "adamw-no-bias-correction", { NAN, 0.9, 0.95, 1e-8, 0.1, 0, 1 } },
+  { "sgd", "sgd-plain", { NAN, 0, 0, 0, 0 } },
+  { "sgd", "sgd-momentum-dampening-wd", { NAN, 0.9, 0.1, 0.01, 0 } },
+  { "sgd", "sgd-nesterov", { NAN, 0.9, 0, 0.001, 1 } },
+  { "lion", "lion", { NAN, 0.9, 0.99, 0.1 } },
+};
+
+typedef struct {
+  MixprecDType grad;
+  gint working;          /* a MixprecDType, or -1 for none */
+  gboolean master;
+  MixprecRounding rounding;
+} OptLayout;
+
+static const OptLayout layouts[] = {
+  { MIXPREC_DTYPE_FLOAT32, -1, TRUE, MIXPREC_ROUNDING_NEAREST_EVEN },
+  { MIXPREC_DTYPE_FLOAT16, MIXPREC_DTYPE_FLOAT16, TRUE, MIXPREC_ROUNDING_NEAREST_EVEN },
+  { MIXPREC_DTYPE_FLOAT16, MIXPREC_DTYPE_FLOAT16, TRUE, MIXPREC_ROUNDING_STOCHASTIC },
+  { MIXPREC_DTYPE_BFLOAT16, MIXPREC_DTYPE_BFLOAT16, TRUE, MIXPREC_ROUNDING_NEAREST_EVEN },
+  { MIXPREC_DTYPE_BFLOAT16, MIXPREC_DTYPE_BFLOAT16, TRUE, MIXPREC_ROUNDING_STOCHASTIC },
+  { MIXPREC_DTYPE_FLOAT32, MIXPREC_DTYPE_BFLOAT16, TRUE, MIXPREC_ROUNDING_STOCHASTIC },
+  { MIXPREC_DTYPE_BFLOAT16, MIXPREC_DTYPE_BFLOAT16, FALSE, MIXPREC_ROUNDING_NEAREST_EVEN },
+  { MIXPREC_DTYPE_BFLOAT16, MIXPREC_DTYPE_BFLOAT16, FALSE, MIXPREC_ROUNDING_STOCHASTIC },
+  { MIXPREC_DTYPE_FLOAT16, MIXPREC_DTYPE_FLOAT16, FALSE, MIXPREC_ROUNDING_STOCHASTIC },
+  { MIXPREC_DTYPE_FLOAT32, MIXPREC_DTYPE_FLOAT32, FALSE, MIXPREC_ROUNDING_NEAREST_EVEN },
+};
+
+typedef struct {
+  gsize n;
+  gsize offset;          /* elements into each allocation */
+  guint64 first_index;
+  gsize grad_shift;      /* further elements into the gradient's */
+} OptShape;
+
+static const OptShape shapes[] = {
+  /* Aligned groups of four and a tail; the random key changes inside a
+   * group. */
+  { 40963, 0, G_GUINT64_CONSTANT (0xFFFFFFFF) - 2001, 0 },
+  /* Every array one, two or three elements off: a head before the groups. */
+  { 1037, 1, 12345, 0 },
+  { 4102, 2, G_GUINT64_CONSTANT (0xFFFFFFFF) - 2000, 0 },
+  { 999, 3, 3, 0 },
+  /* The gradient misaligned against the rest: one element at a time. */
+  { 2051, 0, 5, 1 },
+  { 2051, 2, G_GUINT64_CONSTANT (0xFFFFFFFF) - 1000, 3 },
+};
+
+static void
+run_optimizer_case (_MixprecDevice  *device,
+                    const OptCase   *oc,
+                    const OptLayout *lay,
+                    const OptShape  *shape,
+                    GRand           *rand)
+{
+  g_autoptr(MixprecFeature) cpu = find (MIXPREC_FEATURE_KIND_OPTIMIZER, oc->name, "cpu");
+  g_autoptr(MixprecFeature) gpu = find (MIXPREC_FEATURE_KIND_OPTIMIZER, oc->name, "cuda");
+  guint n_hparams, n_states = mixprec_feature_get_n_state_slots (cpu);
+  const gdouble *defaults = _mixprec_feature_get_hparam_defaults (cpu, &n_hparams);
+  g_autofree gdouble *hparams = g_memdup2 (defaults, n_hparams * sizeof (gdouble));
+  const gsize n = shape->n, total = shape->n + shape->offset + shape->grad_shift;
+  const gsize off = shape->offset, goff = shape->offset + shape->grad_shift;
+  gsize wsize = lay->working >= 0 ? dsize (lay->working) : 0;
+  g_autofree gfloat *master = g_new (gfloat, total);
+  g_autofree gfloat *f = g_new (gfloat, total);
+  g_autofree guint8 *working = g_malloc (4 * total);
+  g_autofree guint8 *grad = g_malloc (dsize (lay->grad) * total);
+  g_autofree guint8 *check = g_malloc (4 * total);
+  gfloat *states[2] = { NULL, NULL }, *dev_states[2] = { NULL, NULL };
+  gfloat *dev_master;
+  gpointer dev_working, dev_grad;
+  g_autoptr(GError) error = NULL;
+
+  for (guint h = 0; h < n_hparams && h < G_N_ELEMENTS (oc->hparams); h++)
+    if (!isnan (oc->hparams[h]))
+      hparams[h] = oc->hparams[h];
+  for (gsize i = 0; i < total; i++)
+    master[i] = (gfloat) g_rand_double_range (rand, -1, 1);
+  g_assert_true (mixprec_convert_array (MIXPREC_DTYPE_FLOAT32, master, MAX (lay->working, 0), working,
+                                        total, MIXPREC_ROUNDING_NEAREST_EVEN, 0, 0, NULL));
+  if (!lay->master && lay->working != MIXPREC_DTYPE_FLOAT32)
+    {
+      /* The parameter lives in the working copy: start from its values. */
+      mixprec_convert_array (lay->working, working, MIXPREC_DTYPE_FLOAT32, master, total,
+                             MIXPREC_ROUNDING_NEAREST_EVEN, 0, 0, NULL);
+    }
+  for (guint s = 0; s < n_states; s++)
+    {
+      states[s] = g_new (gfloat, total);
+      for (gsize i = 0; i < total; i++)
+        /* The second moment of adamw must not be negative. */
+        states[s][i] = (gfloat) (s == 1 ? g_rand_double_range (rand, 0, 0.01)
+                                        : g_rand_double_range (rand, -0.1, 0.1));
+      dev_states[s] = upload (device, states[s], 4 * total);
+    }
+  dev_master = upload (device, master, 4 * total);
+  dev_working = upload (device, working, 4 * total);
+
+  for (guint64 step = 1; step <= 3; step++)
+    {
+      MixprecOptimizerStepV1 cpu_args = { 0 }, gpu_args;
+      gfloat *const cpu_states[2] = { states[0] != NULL ? states[0] + off : NULL,
+                                      states[1] != NULL ? states[1] + off : NULL };
+      gfloat *const gpu_states[2] = { dev_states[0] != NULL ? dev_states[0] + off : NULL,
+                                      dev_states[1] != NULL ? dev_states[1] + off : NULL };
+      g_autofree gchar *what = g_strdup_printf ("%s, grad %s, working %s, master %d, rounding %d, "
+                                                "n %" G_GSIZE_FORMAT "+%" G_GSIZE_FORMAT ", step %"
+                                                G_GUINT64_FORMAT, oc->label,
+                                                mixprec_dtype_get_name (lay->grad),
+                                                lay->working >= 0 ? mixprec_dtype_get_name (lay->working)
+                                                                  : "none",
+                                                lay->master, lay->rounding, off, n, step);
+
+      /* Gradients of every size, a few zero, scaled by a loss scale. */
+      for (gsize i = 0; i < total; i++)
+        f[i] = g_rand_int_range (rand, 0, 50) == 0 ? 0.0f
+                                                   : (gfloat) (g_rand_double_range (rand, -1, 1) *
+                                                               pow (2, g_rand_int_range (rand, -6, 10)));
+      g_assert_true (mixprec_convert_array (MIXPREC_DTYPE_FLOAT32, f, lay->grad, grad, total,
+                                            MIXPREC_ROUNDING_NEAREST_EVEN, 0, 0, NULL));
+      dev_grad = upload (device, grad, dsize (lay->grad) * total);
+
+      cpu_args.step = step;
+      cpu_args.lr = 1e-2 / (gdouble) step;
+      cpu_args.grad_factor = 1.0f / 1024.0f * 3.0f;
+      cpu_args.grad_dtype = (MixprecPluginDType) lay->grad;
+      cpu_args.working_dtype = (MixprecPluginDType) MAX (lay->working, 0);
+      cpu_args.rounding = (MixprecPluginRounding) lay->rounding;
+      cpu_args.seed = 0x5EED0000 + step;
+      cpu_args.first_index = shape->first_index;
+      gpu_args = cpu_args;
+      gpu_args.device_stream = _mixprec_device_get_stream (device);
+
+      g_assert_true (_mixprec_feature_optimizer_step (cpu, &cpu_args, hparams,
+                                                      lay->master ? master + off : NULL, grad + goff * dsize (lay->grad),
+                                                      cpu_states,
+                                                      lay->working >= 0 ? working + off * wsize : NULL,
+                                                      n, &error));
+      g_assert_no_error (error);
+      g_assert_true (_mixprec_feature_optimizer_step (gpu, &gpu_args, hparams,
+                                                      lay->master ? dev_master + off : NULL,
+                                                      (guint8 *) dev_grad + goff * dsize (lay->grad),
+                                                      gpu_states,
+                                                      lay->working >= 0 ? (guint8 *) dev_working + off * wsize
+                                                                        : NULL,
+                                                      n, &error));
+      g_assert_no_error (error);
+
+      download (device, check, dev_master, 4 * total);
+      assert_same (what, MIXPREC_DTYPE_FLOAT32, master, check, total, FALSE);
+      for (guint s = 0; s < n_states; s++)
+        {
+          download (device, check, dev_states[s], 4 * total);
+          assert_same (what, MIXPREC_DTYPE_FLOAT32, states[s], check, total, FALSE);
+        }
+      if (lay->working >= 0)
+        {
+          download (device, check, dev_working, wsize * total);
+          assert_same (what, lay->working, working, check, total, FALSE);
+        }
+      _mixprec_device_free (device, dev_grad);
+    }
+
+  for (guint s = 0; s < n_states; s++)
+    {
+      _mixprec_device_free (device, dev_states[s]);
+      g_free (states[s]);
+    }
+  _mixprec_device_free (device, dev_master);
+  _mixprec_device_free (device, dev_working);
+}
+
+static void
+test_optimizers (void)
+{
+  g_autoptr(_MixprecDevice) device = open_or_skip ();
+  g_autoptr(GRand) rand = g_rand_new_with_seed (2024);
+
+  if (device == NULL)
+    return;
+  for (guint c = 0; c < G_N_ELEMENTS (opt_cases); c++)
+    for (guint l = 0; l < G_N_ELEMENTS (layouts); l++)
+      for (guint s = 0; s < G_N_ELEMENTS (shapes); s++)
+        run_optimizer_case (device, &opt_cases[c], &layouts[l], &shapes[s], rand);
+}
+
+/* The default stream (NULL) of the current device works too. */
+static void
+test_optimizer_default_stream (void)
+{
+  g_autoptr(_MixprecDevice) device = open_or_skip ();
+  g_autoptr(MixprecFeature) gpu = NULL;
+  gfloat master[5] = { 1, 2, 3, 4, 5 }, grad[5] = { 1, -1, 0, 2, -2 }, out[5];
+  gfloat *dev_master, *dev_grad, *dev_buf;
+  MixprecOptimizerStepV1 args = { 0 };
+  g_autoptr(GError) error = NULL;
+
+  if (device == NULL)
+    return;
+  gpu = find (MIXPREC_FEATURE_KIND_OPTIMIZER, "sgd", "cuda");
+  dev_master = upload (device, master, sizeof master);
+  dev_grad = upload (device, grad, sizeof grad);
+  dev_buf = upload (device, grad, sizeof grad);
+  args.step = 1;
+  args.lr = 0.5;
+  args.grad_factor = 1.0f;
+  g_assert_true (_mixprec_feature_optimizer_step (gpu, &args, NULL, dev_master, dev_grad,
+                                                  (gfloat *const[]) { dev_buf }, NULL, 5, &error));
+  g_assert_no_error (error);
+  /* The legacy default stream does not order the handle's non-blocking
+   * one: wait for the whole device. */
+  g_assert_cmpint (cudaDeviceSynchronize (), ==, cudaSuccess);
+  /* Plain SGD: p - lr * g, exactly (the products are exact here). */
+  download (device, out, dev_master, sizeof out);
+  for (guint i = 0; i < 5; i++)
+    g_assert_cmpfloat (out[i], ==, master[i] - 0.5f * grad[i]);
+  _mixprec_device_free (device, dev_master);
+  _mixprec_device_free (device, dev_grad);
+  _mixprec_device_free (device, dev_buf);
+}
+
+int
+main (int    argc,
+      char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+
+  g_test_add_func ("/device-cuda/registered", test_registered);
+  g_test_add_func ("/device-cuda/probe-and-open", test_probe_and_open);
+  g_test_add_func ("/device-cuda/bad-local-rank", test_bad_local_rank);
+  g_test_add_func ("/device-cuda/null-handle", test_null_handle);
+  g_test_add_func ("/device-cuda/optimizer/bad-arguments", test_optimizer_bad_arguments);
+  g_test_add_func ("/device-cuda/gpu/convert", test_convert);
+  g_test_add_func ("/device-cuda/gpu/accumulate-scale", test_accumulate_scale);
+  g_test_add_func ("/device-cuda/gpu/sumsq-blocks", test_sumsq_blocks);
+  g_test_add_func ("/device-cuda/gpu/optimizers", test_optimizers);
+  g_test_add_func ("/device-cuda/gpu/optimizer-default-stream", test_optimizer_default_stream);
+  return g_test_run ();
+}

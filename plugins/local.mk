@@ -113,6 +113,30 @@ NVCC_CPPFLAGS = $(DEFS) -I$(top_builddir) -I$(top_srcdir)/libmixprec \
 .cu.lo:
 	$(AM_V_GEN)$(SHELL) $(top_srcdir)/build-aux/nvcc-lt $@ $(NVCC) $(NVCC_FLAGS) $(NVCC_CPPFLAGS) $<
 
+# --- comm-nccl: collectives between CUDA devices over NCCL. Like comm-ucx
+# it links neither libmixprec nor GLib: the ABI header, libc, the CUDA
+# runtime and NCCL. Its few kernels (widening, first-term folding, the MAX
+# keys) are one nvcc-built object.
+EXTRA_DIST += plugins/comm-nccl/nccl-kernels.cu
+if HAVE_NCCL
+mixprec_plugin_LTLIBRARIES += plugins/mixprec-comm-nccl.la
+plugins_mixprec_comm_nccl_la_SOURCES = \
+	plugins/comm-nccl/nccl-kernels.h \
+	plugins/comm-nccl/comm-nccl.c
+plugins_mixprec_comm_nccl_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS) $(NCCL_CPPFLAGS)
+plugins_mixprec_comm_nccl_la_CFLAGS = $(AM_CFLAGS) $(MIXPREC_HIDDEN_CFLAGS) $(PTHREAD_CFLAGS)
+plugins_mixprec_comm_nccl_la_LDFLAGS = -module -avoid-version -no-undefined -export-symbols-regex '^mixprec_plugin_'
+# -lstdc++: the host side nvcc generates for the kernels' launch stubs
+# calls the C++ runtime (__gxx_personality_v0, __cxa_guard_*).
+plugins_mixprec_comm_nccl_la_LIBADD = plugins/comm-nccl/nccl-kernels.lo $(NCCL_LIBS) $(CUDA_LIBS) \
+	$(PTHREAD_LIBS) -lstdc++
+plugins/comm-nccl/nccl-kernels.lo: \
+	plugins/comm-nccl/nccl-kernels.h \
+	libmixprec/mixprec-plugin.h \
+	build-aux/nvcc-lt
+CLEANFILES += plugins/comm-nccl/nccl-kernels.lo plugins/comm-nccl/.libs/nccl-kernels.o
+endif
+
 # --- device-cuda: the "cuda" device and the cuda adamw, sgd and lion
 # optimizers. Host code in C (the ABI header, optim-common's checks, the
 # optimizers' shared schemas and prepare()), kernels from nvcc; links

@@ -303,6 +303,35 @@ TESTS += tests/test-charlm-dist.sh
 endif
 EXTRA_DIST += tests/test-charlm-dist.sh
 
+# --- comm-nccl: registration and failures without a GPU everywhere; the
+# collectives on a device where cudaGetDeviceCount finds one (skipped
+# otherwise). The test calls the CUDA runtime itself for device buffers.
+if HAVE_NCCL
+check_PROGRAMS += tests/test-comm-nccl
+tests_test_comm_nccl_SOURCES = \
+	tests/test-comm-nccl.c \
+	tests/comm-reference.h \
+	tests/dtype-reference.h
+tests_test_comm_nccl_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+tests_test_comm_nccl_LDADD = $(tests_public_ldadd) $(CUDA_LIBS) -lm
+EXTRA_tests_test_comm_nccl_DEPENDENCIES = plugins/mixprec-comm-nccl.la
+TESTS += tests/test-comm-nccl
+endif
+
+# --- engine on a device: a host-memory device plugin ("hostdev", its own
+# kernels, the cpu optimizers behind the stream check) drives the engine's
+# device path against the cpu engine, bit for bit, on any machine.
+check_LTLIBRARIES += tests/device-plugins/mixprec-test-hostdev.la
+tests_device_plugins_mixprec_test_hostdev_la_SOURCES = tests/device-plugins/test-hostdev.c
+tests_device_plugins_mixprec_test_hostdev_la_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/libmixprec
+tests_device_plugins_mixprec_test_hostdev_la_LDFLAGS = $(test_plugin_ldflags)
+
+check_PROGRAMS += tests/test-engine-device
+tests_test_engine_device_CPPFLAGS = $(tests_internal_cppflags)
+tests_test_engine_device_LDADD = $(tests_internal_ldadd) -lm
+EXTRA_tests_test_engine_device_DEPENDENCIES = tests/device-plugins/mixprec-test-hostdev.la
+TESTS += tests/test-engine-device
+
 # --- device-cuda: the cuda plugin's features and failures without a GPU;
 # its kernels and optimizers bitwise against the CPU ones where a GPU is.
 if HAVE_CUDA

@@ -1,0 +1,479 @@
+/* test-hostdev.c — a device plugin whose "device memory" is host memory,
+ * so the engine's device path (every buffer behind MixprecDeviceV1, the
+ * optimizer on the device's stream, one read of the norm per step) runs
+ * and is checked on any machine, against the engine on "cpu".
+ *
+ * Its kernels are a second implementation, written here element by element
+ * from the contract in mixprec-plugin.h with the scalar conversions of
+ * mixprec-dtype-private.h, not the library's array kernels. Its optimizers
+ * ("adamw", "sgd", "lion" for device "hostdev") are the cpu plugins' step()
+ * functions, loaded from the build tree, behind a check that the engine
+ * passes the device's stream. Every allocation is tracked: the test reads
+ * the counters below to see that the engine used the device and freed
+ * everything. */
+#include "config.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mixprec-plugin.h"
+#include "mixprec-dtype-private.h"
+
+/* Read by the test through dlsym(). */
+MIXPREC_PLUGIN_EXPORT unsigned mixprec_test_hostdev_live_allocations;
+MIXPREC_PLUGIN_EXPORT unsigned mixprec_test_hostdev_kernel_calls;
+MIXPREC_PLUGIN_EXPORT unsigned mixprec_test_hostdev_optimizer_calls;
+
+typedef struct {
+  char magic[8];               /* "stream": what get_stream() hands out */
+} HostDevice;
+
+static int
+fail (char *errbuf, size_t len, int status, const char *message)
+{
+  if (errbuf != NULL && len > 0)
+    snprintf (errbuf, len, "%s", message);
+  return status;
+}
+
+static int
+hd_probe (int *n, char *errbuf, size_t len)
+{
+  if (getenv ("MIXPREC_TEST_HOSTDEV_ABSENT") != NULL)
+    return fail (errbuf, len, MIXPREC_PLUGIN_ERR_RUNTIME, "hostdevGetCount: no host device (test)");
+  *n = 1;
+  return MIXPREC_PLUGIN_OK;
+}
+
+static int
+hd_open (const MixprecDeviceOpenV1 *args, void **device, char *errbuf, size_t len)
+{
+  HostDevice *d;
+
+  if (args->ordinal > 0)
+    return fail (errbuf, len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT, "only ordinal 0 exists");
+  d = calloc (1, sizeof *d);
+  memcpy (d->magic, "stream", 7);
+  *device = d;
+  return MIXPREC_PLUGIN_OK;
+}
+
+static int
+hd_close (void *device, char *errbuf, size_t len)
+{
+  (void) errbuf;
+  (void) len;
+  free (device);
+  return MIXPREC_PLUGIN_OK;
+}
+
+static int
+hd_describe (void *device, char *out, size_t len)
+{
+  (void) device;
+  snprintf (out, len, "host memory posing as a device (test)");
+  return MIXPREC_PLUGIN_OK;
+}
+
+static void *
+hd_get_stream (void *device)
+{
+  return device;
+}
+
+static int
+hd_alloc (void *device, size_t bytes, void **ptr, char *errbuf, size_t len)
+{
+  (void) device;
+  *ptr = NULL;
+  if (bytes == 0)
+    return MIXPREC_PLUGIN_OK;
+  if (posix_memalign (ptr, 256, bytes) != 0)
+    return fail (errbuf, len, MIXPREC_PLUGIN_ERR_NO_MEMORY, "hostdevMalloc: out of memory");
+  /* Garbage, as device memory would hold: the engine must zero it. */
+  memset (*ptr, 0xA5, bytes);
+  mixprec_test_hostdev_live_allocations++;
+  return MIXPREC_PLUGIN_OK;
+}
+
+static int
+hd_free (void *device, void *ptr, char *errbuf, size_t len)
+{
+  (void) device;
+  (void) errbuf;
+  (void) len;
+  if (ptr != NULL)
+    {
+      free (ptr);
+      mixprec_test_hostdev_live_allocations--;
+    }
+  return MIXPREC_PLUGIN_OK;
+}
+
+static int
+hd_memset_zero (void *device, void *ptr, size_t bytes, char *errbuf, size_t len)
+{
+  (void) device;
+  (void) errbuf;
+  (void) len;
+  memset (ptr, 0, bytes);
+  return MIXPREC_PLUGIN_OK;
+}
+
+static int
+hd_copy (void *device, void *dst, const void *src, size_t bytes, MixprecPluginCopyKind kind,
+         char *errbuf, size_t len)
+{
+  (void) device;
+  if ((unsigned) kind > MIXPREC_PLUGIN_COPY_DEVICE_TO_DEVICE)
+    return fail (errbuf, len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT, "unknown copy kind");
+  memmove (dst, src, bytes);
+  return MIXPREC_PLUGIN_OK;
+}
+
+static int
+hd_synchronize (void *device, char *errbuf, size_t len)
+{
+  (void) device;
+  (void) errbuf;
+  (void) len;
+  return MIXPREC_PLUGIN_OK;
+}
+
+static int
+hd_event_create (void *device, void **event, char *errbuf, size_t len)
+{
+  (void) device;
+  (void) errbuf;
+  (void) len;
+  *event = calloc (1, 1);
+  return MIXPREC_PLUGIN_OK;
+}
+
+static int
+hd_event_record (void *device, void *event, char *errbuf, size_t len)
+{
+  (void) device;
+  (void) event;
+  (void) errbuf;
+  (void) len;
+  return MIXPREC_PLUGIN_OK;
+}
+
+static int
+hd_event_query (void *device, void *event, int *done, char *errbuf, size_t len)
+{
+  (void) device;
+  (void) event;
+  (void) errbuf;
+  (void) len;
+  *done = 1;
+  return MIXPREC_PLUGIN_OK;
+}
+
+static int
+hd_event_wait (void *device, void *event, char *errbuf, size_t len)
+{
+  (void) device;
+  (void) event;
+  (void) errbuf;
+  (void) len;
+  return MIXPREC_PLUGIN_OK;
+}
+
+static int
+hd_event_destroy (void *device, void *event, char *errbuf, size_t len)
+{
+  (void) device;
+  (void) errbuf;
+  (void) len;
+  free (event);
+  return MIXPREC_PLUGIN_OK;
+}
+
+/* ------------------------------------------------------------ kernels */
+
+static float
+load (const void *p, MixprecPluginDType dtype, size_t i)
+{
+  switch (dtype)
+    {
+    case MIXPREC_PLUGIN_DTYPE_FLOAT32: return ((const float *) p)[i];
+    case MIXPREC_PLUGIN_DTYPE_FLOAT16: return _mixprec_f16_to_f32 (((const uint16_t *) p)[i]);
+    case MIXPREC_PLUGIN_DTYPE_BFLOAT16: return _mixprec_bf16_to_f32 (((const uint16_t *) p)[i]);
+    case MIXPREC_PLUGIN_DTYPE_FLOAT8_E4M3: return _mixprec_e4m3_to_f32 (((const uint8_t *) p)[i]);
+    case MIXPREC_PLUGIN_DTYPE_FLOAT8_E5M2: return _mixprec_e5m2_to_f32 (((const uint8_t *) p)[i]);
+    default: return 0.0f;
+    }
+}
+
+static void
+store (void *p, MixprecPluginDType dtype, size_t i, float v, int stochastic, uint32_t r)
+{
+  switch (dtype)
+    {
+    case MIXPREC_PLUGIN_DTYPE_FLOAT32:
+      ((float *) p)[i] = v;
+      break;
+    case MIXPREC_PLUGIN_DTYPE_FLOAT16:
+      ((uint16_t *) p)[i] = stochastic ? _mixprec_f32_to_f16_sr (v, r) : _mixprec_f32_to_f16_rne (v);
+      break;
+    case MIXPREC_PLUGIN_DTYPE_BFLOAT16:
+      ((uint16_t *) p)[i] = stochastic ? _mixprec_f32_to_bf16_sr (v, r) : _mixprec_f32_to_bf16_rne (v);
+      break;
+    case MIXPREC_PLUGIN_DTYPE_FLOAT8_E4M3:
+      ((uint8_t *) p)[i] = stochastic ? _mixprec_f32_to_e4m3_sr (v, r) : _mixprec_f32_to_e4m3_rne (v);
+      break;
+    case MIXPREC_PLUGIN_DTYPE_FLOAT8_E5M2:
+      ((uint8_t *) p)[i] = stochastic ? _mixprec_f32_to_e5m2_sr (v, r) : _mixprec_f32_to_e5m2_rne (v);
+      break;
+    default:
+      break;
+    }
+}
+
+static int
+hd_convert (void *device, const void *src, MixprecPluginDType src_dtype, void *dst,
+            MixprecPluginDType dst_dtype, size_t n, MixprecPluginRounding rounding,
+            uint64_t seed, uint64_t first_index, char *errbuf, size_t len)
+{
+  int stochastic = rounding == MIXPREC_PLUGIN_ROUNDING_STOCHASTIC;
+
+  (void) device;
+  (void) errbuf;
+  (void) len;
+  mixprec_test_hostdev_kernel_calls++;
+  /* Through FP32, as the contract says; a same-dtype copy keeps NaN bits. */
+  if (src_dtype == dst_dtype)
+    {
+      static const size_t sizes[] = { 4, 2, 2, 1, 1 };
+
+      memmove (dst, src, n * sizes[src_dtype]);
+      return MIXPREC_PLUGIN_OK;
+    }
+  for (size_t i = 0; i < n; i++)
+    store (dst, dst_dtype, i, load (src, src_dtype, i), stochastic,
+           stochastic ? _mixprec_sr_bits (seed, first_index + i) : 0);
+  return MIXPREC_PLUGIN_OK;
+}
+
+static int
+hd_accumulate (void *device, void *dst, MixprecPluginDType dst_dtype, const void *src,
+               MixprecPluginDType src_dtype, size_t n, int first, char *errbuf, size_t len)
+{
+  (void) device;
+  (void) errbuf;
+  (void) len;
+  mixprec_test_hostdev_kernel_calls++;
+  for (size_t i = 0; i < n; i++)
+    {
+      float v = load (src, src_dtype, i);
+
+      if (!first)
+        v = load (dst, dst_dtype, i) + v;
+      store (dst, dst_dtype, i, v, 0, 0);
+    }
+  return MIXPREC_PLUGIN_OK;
+}
+
+static int
+hd_scale (void *device, void *buf, MixprecPluginDType dtype, size_t n, float factor,
+          char *errbuf, size_t len)
+{
+  (void) device;
+  (void) errbuf;
+  (void) len;
+  mixprec_test_hostdev_kernel_calls++;
+  for (size_t i = 0; i < n; i++)
+    store (buf, dtype, i, load (buf, dtype, i) * factor, 0, 0);
+  return MIXPREC_PLUGIN_OK;
+}
+
+static int
+hd_sumsq_blocks (void *device, const MixprecDeviceRangeV1 *ranges, unsigned n_ranges,
+                 size_t block_size, double *block_sums, char *errbuf, size_t len)
+{
+  size_t out = 0;
+
+  (void) device;
+  if (block_size == 0)
+    return fail (errbuf, len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT, "block_size is 0");
+  mixprec_test_hostdev_kernel_calls++;
+  for (unsigned r = 0; r < n_ranges; r++)
+    for (size_t b = 0; b < ranges[r].n; b += block_size)
+      {
+        double lane[8] = { 0 };
+        size_t m = ranges[r].n - b < block_size ? ranges[r].n - b : block_size;
+
+        for (size_t i = 0; i < m; i++)
+          {
+            double x = load (ranges[r].data, ranges[r].dtype, b + i);
+
+            lane[i % 8] += x * x;
+          }
+        block_sums[out++] = ((lane[0] + lane[1]) + (lane[2] + lane[3])) +
+                            ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+      }
+  return MIXPREC_PLUGIN_OK;
+}
+
+static int
+hd_sum_ordered (void *device, const double *values, size_t n, double *out, char *errbuf, size_t len)
+{
+  double sum = 0.0;
+
+  (void) device;
+  (void) errbuf;
+  (void) len;
+  mixprec_test_hostdev_kernel_calls++;
+  for (size_t i = 0; i < n; i++)
+    sum += values[i];
+  *out = sum;
+  return MIXPREC_PLUGIN_OK;
+}
+
+static const MixprecDeviceV1 hostdev_vtable = {
+  .name = "hostdev",
+  .rank = 1,
+  .description = "host memory behind the device ABI, for tests",
+  .probe = hd_probe,
+  .open = hd_open,
+  .close = hd_close,
+  .describe = hd_describe,
+  .get_stream = hd_get_stream,
+  .alloc = hd_alloc,
+  .free = hd_free,
+  .memset_zero = hd_memset_zero,
+  .copy = hd_copy,
+  .synchronize = hd_synchronize,
+  .event_create = hd_event_create,
+  .event_record = hd_event_record,
+  .event_query = hd_event_query,
+  .event_wait = hd_event_wait,
+  .event_destroy = hd_event_destroy,
+  .convert = hd_convert,
+  .accumulate = hd_accumulate,
+  .scale = hd_scale,
+  .sumsq_blocks = hd_sumsq_blocks,
+  .sum_ordered = hd_sum_ordered,
+};
+
+/* ------------------------------------------------------------ optimizers */
+
+#define N_OPTIMIZERS 3
+static MixprecOptimizerV1 cpu_optimizers[N_OPTIMIZERS];
+static MixprecOptimizerV1 device_optimizers[N_OPTIMIZERS];
+static unsigned n_captured;
+
+static int
+capture_optimizer (MixprecPluginHostV1 *host, const MixprecOptimizerV1 *optimizer,
+                   char *errbuf, size_t len)
+{
+  (void) host;
+  if (n_captured >= N_OPTIMIZERS)
+    return fail (errbuf, len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT, "too many optimizers");
+  cpu_optimizers[n_captured++] = *optimizer;
+  return MIXPREC_PLUGIN_OK;
+}
+
+/* The device's step: the cpu step, once the stream is the device's. */
+static int
+step_on_stream (unsigned which, const MixprecOptimizerStepV1 *args, float *master, const void *grad,
+                float *const *states, void *working, size_t n, char *errbuf, size_t len)
+{
+  const HostDevice *stream = args->device_stream;
+
+  if (args->struct_size < sizeof *args || stream == NULL || memcmp (stream->magic, "stream", 7) != 0)
+    return fail (errbuf, len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
+                 "the step did not come with the hostdev stream");
+  mixprec_test_hostdev_optimizer_calls++;
+  return cpu_optimizers[which].step (args, master, grad, states, working, n, errbuf, len);
+}
+
+#define STEP_ENTRY(i) \
+  static int step_##i (const MixprecOptimizerStepV1 *args, float *master, const void *grad, \
+                       float *const *states, void *working, size_t n, char *errbuf, size_t len) \
+  { return step_on_stream (i, args, master, grad, states, working, n, errbuf, len); }
+STEP_ENTRY (0)
+STEP_ENTRY (1)
+STEP_ENTRY (2)
+
+typedef int (*StepFunc) (const MixprecOptimizerStepV1 *, float *, const void *, float *const *,
+                         void *, size_t, char *, size_t);
+static const StepFunc step_entries[N_OPTIMIZERS] = { step_0, step_1, step_2 };
+
+/* Loads the cpu optimizer plugin @name of the build tree and keeps the
+ * vtable its init() registers. */
+static int
+load_cpu_optimizer (const char *top, const char *name, char *errbuf, size_t len)
+{
+  char path[4096], symbol[128];
+  const MixprecPluginDesc *(*get_desc) (void);
+  const MixprecPluginDesc *desc;
+  MixprecPluginHostV1 host = { 0 };
+  void *module;
+
+  snprintf (path, sizeof path, "%s/plugins/.libs/mixprec-optim-%s.so", top, name);
+  snprintf (symbol, sizeof symbol, "mixprec_plugin_optim_%s_get_desc", name);
+  module = dlopen (path, RTLD_NOW | RTLD_LOCAL);
+  if (module == NULL)
+    return fail (errbuf, len, MIXPREC_PLUGIN_ERR_RUNTIME, dlerror ());
+  *(void **) &get_desc = dlsym (module, symbol);
+  if (get_desc == NULL || (desc = get_desc ()) == NULL)
+    return fail (errbuf, len, MIXPREC_PLUGIN_ERR_RUNTIME, "no optimizer entry point");
+  host.struct_size = sizeof host;
+  host.abi_major = MIXPREC_PLUGIN_ABI_VERSION_MAJOR;
+  host.abi_minor = MIXPREC_PLUGIN_ABI_VERSION_MINOR;
+  host.register_optimizer = capture_optimizer;
+  return desc->init (&host, errbuf, len);
+}
+
+static int
+hostdev_init (MixprecPluginHostV1 *host, char *errbuf, size_t len)
+{
+  static const char *const names[N_OPTIMIZERS] = { "adamw", "sgd", "lion" };
+  const char *top = getenv ("MIXPREC_TOP_BUILDDIR");
+  int status = host->register_device (host, &hostdev_vtable, errbuf, len);
+
+  /* Outside the build tree there are no cpu optimizers to wrap. A second
+   * registry (tests make several) reuses what the first init loaded. */
+  if (status != MIXPREC_PLUGIN_OK || top == NULL)
+    return status;
+  for (unsigned i = 0; n_captured < N_OPTIMIZERS && i < N_OPTIMIZERS; i++)
+    {
+      status = load_cpu_optimizer (top, names[i], errbuf, len);
+      if (status != MIXPREC_PLUGIN_OK)
+        return status;
+    }
+  for (unsigned i = 0; i < N_OPTIMIZERS; i++)
+    {
+      device_optimizers[i] = cpu_optimizers[i];
+      device_optimizers[i].device = "hostdev";
+      device_optimizers[i].step = step_entries[i];
+      status = host->register_optimizer (host, &device_optimizers[i], errbuf, len);
+      if (status != MIXPREC_PLUGIN_OK)
+        return status;
+    }
+  return MIXPREC_PLUGIN_OK;
+}
+
+static const MixprecPluginDesc hostdev_desc = {
+  .abi_major = MIXPREC_PLUGIN_ABI_VERSION_MAJOR,
+  .abi_minor = MIXPREC_PLUGIN_ABI_VERSION_MINOR,
+  .name = "test-hostdev",
+  .description = "a host-memory device for testing the engine's device path",
+  .version = PACKAGE_VERSION,
+  .license = "LGPL-2.1-or-later",
+  .origin = "libmixprec tests",
+  .init = hostdev_init,
+};
+
+MIXPREC_PLUGIN_EXPORT const MixprecPluginDesc *mixprec_plugin_test_hostdev_get_desc (void);
+
+const MixprecPluginDesc *
+mixprec_plugin_test_hostdev_get_desc (void)
+{
+  return &hostdev_desc;
+}

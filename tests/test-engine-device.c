@@ -1,0 +1,471 @@
+/* test-engine-device.c — the engine with its buffers behind a device
+ * plugin. The "hostdev" test plugin (tests/device-plugins/) keeps device
+ * memory in the host and has kernels of its own, so this runs anywhere:
+ * every training run on the device must give the cpu engine's results bit
+ * for bit (masters, working copies, optimizer state, norms, scales), and
+ * checkpoints must move between the two. The same comparison runs on a
+ * GPU with device "cuda" when MIXPREC_TEST_DEVICE=cuda (and skips, with
+ * the plugin's reason, where no GPU is usable). */
+#include "config.h"
+
+#include <dlfcn.h>
+#include <math.h>
+#include <string.h>
+
+#include <glib/gstdio.h>
+
+#include "mixprec.h"
+#include "mixprec-device-private.h"
+#include "mixprec-engine-impl-private.h"
+#include "mixprec-engine-private.h"
+
+typedef struct {
+  const gchar *name;
+  const gchar *config;
+  guint steps;
+  gint overflow_step;          /* 1-based step whose gradient holds an inf; 0: none */
+} Case;
+
+static const Case cases[] = {
+  { "fp16-adamw-clip",
+    "{\"train_micro_batch_size_per_gpu\": 1, \"gradient_accumulation_steps\": 2,"
+    " \"gradient_clipping\": 0.5,"
+    " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.01, \"weight_decay\": 0.1}},"
+    " \"fp16\": {\"enabled\": true, \"initial_scale_power\": 8, \"loss_scale_window\": 2},"
+    " \"mixprec\": {\"seed\": 7, \"fp32_modules\": [\"LayerNorm\"]}}", 5, 3 },
+  { "bf16-adamw-stochastic",
+    "{\"train_micro_batch_size_per_gpu\": 1,"
+    " \"optimizer\": {\"type\": \"Adam\", \"params\": {\"lr\": 0.003, \"weight_decay\": 0.01}},"
+    " \"bf16\": {\"enabled\": true},"
+    " \"mixprec\": {\"seed\": 99, \"stochastic_rounding\": true}}", 4, 0 },
+  { "bf16-sgd-accumulate-bf16",
+    "{\"train_micro_batch_size_per_gpu\": 1, \"gradient_accumulation_steps\": 3,"
+    " \"optimizer\": {\"type\": \"SGD\", \"params\": {\"lr\": 0.05, \"momentum\": 0.9,"
+    " \"nesterov\": true, \"weight_decay\": 0.001}},"
+    " \"bf16\": {\"enabled\": true}, \"data_types\": {\"grad_accum_dtype\": \"bf16\"}}", 3, 0 },
+  { "fp32-lion",
+    "{\"train_micro_batch_size_per_gpu\": 1, \"gradient_clipping\": 1.0,"
+    " \"optimizer\": {\"type\": \"Lion\", \"params\": {\"lr\": 0.001, \"weight_decay\": 0.5}}}", 3, 0 },
+};
+
+static const struct {
+  const gchar *name;
+  const gchar *module;
+  guint64 numel;
+} params[] = {
+  { "embed.weight", "Embedding", 5003 },
+  { "block.ln.weight", "LayerNorm", 64 },
+  { "block.fc.weight", "Linear", 4096 + 17 },
+  { "block.fc.bias", "Linear", 1 },
+};
+
+static const gchar *
+device_under_test (void)
+{
+  const gchar *name = g_getenv ("MIXPREC_TEST_DEVICE");
+
+  return name != NULL && name[0] != '\0' ? name : "hostdev";
+}
+
+/* A value a reader can recompute: a hash of (seed, index) mapped to
+ * [-1, 1), spanning several binades so rounding matters. */
+static gfloat
+value_at (guint seed, guint64 i)
+{
+  guint32 x = (guint32) (i * 2654435761u) ^ (seed * 0x9E3779B9u);
+
+  x ^= x >> 15;
+  x *= 0x2C1B3C6Du;
+  x ^= x >> 12;
+  return ((gfloat) (x & 0xFFFFFF) / 8388608.0f - 1.0f) * (gfloat) (1u << (x >> 29)) / 8.0f;
+}
+
+static GBytes *
+values (guint seed, guint64 n, gfloat factor)
+{
+  gfloat *v = g_new (gfloat, MAX (n, 1));
+
+  for (guint64 i = 0; i < n; i++)
+    v[i] = value_at (seed, i) * factor;
+  return g_bytes_new_take (v, n * sizeof (gfloat));
+}
+
+static MixprecEngine *
+new_engine (const gchar *json, _MixprecDevice *device, GError **error)
+{
+  g_autoptr(MixprecConfig) config = mixprec_config_new_from_data (json, -1, error);
+
+  if (config == NULL)
+    return NULL;
+  return _mixprec_engine_new_internal (config, device, NULL, NULL, FALSE, error);
+}
+
+static void
+register_params (MixprecEngine *engine)
+{
+  for (gsize p = 0; p < G_N_ELEMENTS (params); p++)
+    {
+      g_autoptr(GError) error = NULL;
+      g_autoptr(GBytes) init = values (1000 + (guint) p, params[p].numel, 1.0f);
+      guint64 shape[1] = { params[p].numel };
+
+      g_assert_nonnull (mixprec_engine_register_param (engine, params[p].name, shape, 1,
+                                                       params[p].module, MIXPREC_DTYPE_FLOAT32,
+                                                       init, &error));
+      g_assert_no_error (error);
+    }
+}
+
+/* One optimizer step of @c: gradients of the scaled loss, written through
+ * the host API. */
+static MixprecStepResult *
+train_step (MixprecEngine *engine, const Case *c, guint step)
+{
+  g_autoptr(GError) error = NULL;
+  MixprecStepResult *result;
+  guint gas = mixprec_engine_get_gradient_accumulation_steps (engine);
+
+  for (guint m = 0; m < gas; m++)
+    {
+      for (gsize p = 0; p < G_N_ELEMENTS (params); p++)
+        {
+          MixprecParam *param = mixprec_engine_get_param (engine, params[p].name);
+          gfloat scale = (gfloat) mixprec_engine_get_loss_scale (engine);
+          g_autoptr(GBytes) grad = values (step * 131 + m * 17 + (guint) p, params[p].numel,
+                                           scale * 0.01f);
+
+          if ((gint) step == c->overflow_step && p == 2 && m == gas - 1)
+            {
+              gfloat *v = g_memdup2 (g_bytes_get_data (grad, NULL), params[p].numel * sizeof (gfloat));
+
+              v[5] = INFINITY;
+              g_bytes_unref (grad);
+              grad = g_bytes_new_take (v, params[p].numel * sizeof (gfloat));
+            }
+          g_assert_true (mixprec_param_set_grad (param, MIXPREC_DTYPE_FLOAT32, grad, &error));
+          g_assert_no_error (error);
+        }
+      g_assert_true (mixprec_engine_backward_done (engine, &error));
+      g_assert_no_error (error);
+    }
+  result = mixprec_engine_step (engine, &error);
+  g_assert_no_error (error);
+  return result;
+}
+
+static void
+assert_same_bytes (GBytes *a, GBytes *b, const gchar *what, const gchar *param)
+{
+  gsize na, nb;
+  const guint8 *pa = g_bytes_get_data (a, &na);
+  const guint8 *pb = g_bytes_get_data (b, &nb);
+
+  g_assert_cmpuint (na, ==, nb);
+  for (gsize i = 0; i < na; i++)
+    if (pa[i] != pb[i])
+      g_error ("%s of %s differs at byte %" G_GSIZE_FORMAT ": 0x%02x on the cpu, 0x%02x on the device",
+               what, param, i, pa[i], pb[i]);
+}
+
+/* Masters, working copies and every optimizer state slot, bitwise. */
+static void
+assert_same_state (MixprecEngine *cpu, MixprecEngine *dev)
+{
+  const gchar * const *slots;
+  g_autoptr(GError) error = NULL;
+
+  slots = mixprec_feature_get_state_names (_mixprec_engine_get_optimizer (cpu));
+  for (gsize p = 0; p < G_N_ELEMENTS (params); p++)
+    {
+      MixprecParam *a = mixprec_engine_get_param (cpu, params[p].name);
+      MixprecParam *b = mixprec_engine_get_param (dev, params[p].name);
+      g_autoptr(GBytes) ma = mixprec_param_get_master (a, &error);
+      g_autoptr(GBytes) mb = mixprec_param_get_master (b, &error);
+      g_autoptr(GBytes) wa = mixprec_param_get_working (a, mixprec_param_get_working_dtype (a), &error);
+      g_autoptr(GBytes) wb = mixprec_param_get_working (b, mixprec_param_get_working_dtype (b), &error);
+
+      g_assert_no_error (error);
+      assert_same_bytes (ma, mb, "the FP32 master", params[p].name);
+      assert_same_bytes (wa, wb, "the working copy", params[p].name);
+      for (guint s = 0; slots != NULL && slots[s] != NULL; s++)
+        {
+          g_autoptr(GBytes) sa = mixprec_engine_get_optimizer_state (cpu, params[p].name, slots[s], &error);
+          g_autoptr(GBytes) sb = mixprec_engine_get_optimizer_state (dev, params[p].name, slots[s], &error);
+
+          g_assert_no_error (error);
+          assert_same_bytes (sa, sb, slots[s], params[p].name);
+        }
+    }
+}
+
+static void
+assert_same_result (const MixprecStepResult *a, const MixprecStepResult *b)
+{
+  g_assert_cmpint (a->applied, ==, b->applied);
+  g_assert_cmpfloat (a->loss_scale, ==, b->loss_scale);
+  g_assert_cmpfloat (a->next_loss_scale, ==, b->next_loss_scale);
+  g_assert_true (a->grad_norm == b->grad_norm || (isnan (a->grad_norm) && isnan (b->grad_norm)) ||
+                 (isinf (a->grad_norm) && isinf (b->grad_norm)));
+  g_assert_cmpfloat (a->clip_coef, ==, b->clip_coef);
+  g_assert_cmpfloat (a->lr, ==, b->lr);
+  g_assert_cmpuint (a->skipped_steps, ==, b->skipped_steps);
+}
+
+/* The device, or NULL after g_test_skip() with the plugin's reason. */
+static _MixprecDevice *
+open_device_or_skip (void)
+{
+  g_autoptr(GError) error = NULL;
+  _MixprecDevice *device = _mixprec_device_open (device_under_test (), -1, &error);
+
+  if (device == NULL)
+    {
+      if (g_getenv ("MIXPREC_REQUIRE_GPU") != NULL)
+        g_error ("device %s required: %s", device_under_test (), error->message);
+      g_test_skip (error->message);
+    }
+  return device;
+}
+
+static void
+test_matches_cpu (gconstpointer data)
+{
+  const Case *c = data;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(_MixprecDevice) device = open_device_or_skip ();
+  g_autoptr(MixprecEngine) cpu = NULL;
+  g_autoptr(MixprecEngine) dev = NULL;
+  guint applied = 0;
+
+  if (device == NULL)
+    return;
+  cpu = new_engine (c->config, NULL, &error);
+  g_assert_no_error (error);
+  dev = new_engine (c->config, device, &error);
+  g_assert_no_error (error);
+  register_params (cpu);
+  register_params (dev);
+  assert_same_state (cpu, dev);
+
+  for (guint step = 1; step <= c->steps; step++)
+    {
+      g_autoptr(MixprecStepResult) a = train_step (cpu, c, step);
+      g_autoptr(MixprecStepResult) b = train_step (dev, c, step);
+
+      assert_same_result (a, b);
+      applied += a->applied;
+      g_assert_cmpint (a->applied, ==, (gint) step != c->overflow_step);
+      assert_same_state (cpu, dev);
+    }
+  g_assert_cmpuint (applied, ==, c->steps - (c->overflow_step > 0));
+}
+
+/* A checkpoint saved on the device loads on the cpu and the other way
+ * round; both continue identically. */
+static void
+test_checkpoint (void)
+{
+  const Case *c = &cases[0];
+  g_autoptr(GError) error = NULL;
+  g_autoptr(_MixprecDevice) device = open_device_or_skip ();
+  g_autofree gchar *dir = NULL;
+  g_autofree gchar *from_dev = NULL;
+  g_autofree gchar *from_cpu = NULL;
+  g_autoptr(MixprecEngine) cpu = NULL;
+  g_autoptr(MixprecEngine) dev = NULL;
+  g_autoptr(MixprecEngine) cpu2 = NULL;
+  g_autoptr(MixprecEngine) dev2 = NULL;
+
+  if (device == NULL)
+    return;
+  dir = g_dir_make_tmp ("mixprec-engine-device-XXXXXX", &error);
+  g_assert_no_error (error);
+  from_dev = g_build_filename (dir, "from-device", NULL);
+  from_cpu = g_build_filename (dir, "from-cpu", NULL);
+
+  cpu = new_engine (c->config, NULL, &error);
+  dev = new_engine (c->config, device, &error);
+  g_assert_no_error (error);
+  register_params (cpu);
+  register_params (dev);
+  for (guint step = 1; step <= 2; step++)
+    {
+      g_autoptr(MixprecStepResult) a = train_step (cpu, c, step);
+      g_autoptr(MixprecStepResult) b = train_step (dev, c, step);
+    }
+  g_assert_true (mixprec_engine_save_checkpoint (dev, from_dev, &error));
+  g_assert_no_error (error);
+  g_assert_true (mixprec_engine_save_checkpoint (cpu, from_cpu, &error));
+  g_assert_no_error (error);
+
+  /* Swapped: the cpu resumes the device's run and the device the cpu's. */
+  cpu2 = new_engine (c->config, NULL, &error);
+  dev2 = new_engine (c->config, device, &error);
+  g_assert_no_error (error);
+  register_params (cpu2);
+  register_params (dev2);
+  g_assert_true (mixprec_engine_load_checkpoint (cpu2, from_dev, &error));
+  g_assert_no_error (error);
+  g_assert_true (mixprec_engine_load_checkpoint (dev2, from_cpu, &error));
+  g_assert_no_error (error);
+  assert_same_state (cpu, dev2);
+  assert_same_state (cpu2, dev);
+  for (guint step = 3; step <= c->steps; step++)
+    {
+      g_autoptr(MixprecStepResult) a = train_step (cpu2, c, step);
+      g_autoptr(MixprecStepResult) b = train_step (dev2, c, step);
+      g_autoptr(MixprecStepResult) r = train_step (cpu, c, step);
+
+      assert_same_result (a, b);
+      assert_same_result (a, r);
+    }
+  assert_same_state (cpu2, dev2);
+  assert_same_state (cpu, dev2);
+
+  for (const gchar *const *d = (const gchar *const[]) { from_dev, from_cpu, NULL }; *d != NULL; d++)
+    {
+      g_autoptr(GDir) listing = g_dir_open (*d, 0, NULL);
+      const gchar *name;
+
+      while (listing != NULL && (name = g_dir_read_name (listing)) != NULL)
+        {
+          g_autofree gchar *path = g_build_filename (*d, name, NULL);
+
+          g_unlink (path);
+        }
+      g_rmdir (*d);
+    }
+  g_rmdir (dir);
+}
+
+/* What the engine refuses on a device, and how. */
+static void
+test_errors (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(_MixprecDevice) device = NULL;
+  g_autoptr(MixprecEngine) engine = NULL;
+  g_autoptr(MixprecComm) comm = NULL;
+  g_autoptr(MixprecConfig) config = NULL;
+  guint64 shape[1] = { 4 };
+  gfloat w[4] = { 0 }, g[4] = { 0 };
+
+  if (!g_str_equal (device_under_test (), "hostdev"))
+    {
+      g_test_skip ("the error paths are checked with the hostdev plugin");
+      return;
+    }
+  /* A plugin that finds no usable device says why, under the config key. */
+  g_setenv ("MIXPREC_TEST_HOSTDEV_ABSENT", "1", TRUE);
+  g_assert_null (_mixprec_device_open ("hostdev", -1, &error));
+  g_unsetenv ("MIXPREC_TEST_HOSTDEV_ABSENT");
+  g_assert_error (error, MIXPREC_PLUGIN_ERROR, MIXPREC_PLUGIN_ERROR_CALL_FAILED);
+  g_assert_cmpstr (error->message, ==, "no hostdev device is usable: hostdevGetCount: no host device (test)");
+  g_clear_error (&error);
+
+  g_assert_null (_mixprec_device_open ("nonesuch", -1, &error));
+  g_assert_nonnull (error);
+  g_assert_nonnull (strstr (error->message, "nonesuch"));
+  g_clear_error (&error);
+
+  /* "cpu" is the host: no device, no error. */
+  g_assert_null (_mixprec_device_open ("cpu", -1, &error));
+  g_assert_no_error (error);
+
+  device = _mixprec_device_open ("hostdev", -1, &error);
+  g_assert_no_error (error);
+  engine = new_engine (cases[1].config, device, &error);
+  g_assert_no_error (error);
+  g_assert_null (mixprec_engine_register_external (engine, "ext", shape, 1, "Linear", w, g, &error));
+  g_assert_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_PARAM);
+  g_assert_nonnull (strstr (error->message, "parameter 'ext': memory the caller owns can only be "
+                                            "registered with mixprec.device \"cpu\""));
+  g_clear_error (&error);
+
+  /* A communicator of host memory cannot move device buffers. */
+  comm = mixprec_comm_new (NULL, "local", "cpu", 0, &error);
+  g_assert_no_error (error);
+  config = mixprec_config_new_from_data (cases[1].config, -1, &error);
+  g_assert_no_error (error);
+  g_assert_null (_mixprec_engine_new_internal (config, device, comm, NULL, FALSE, &error));
+  g_assert_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT);
+  g_assert_cmpstr (error->message, ==, "the data-parallel communicator moves 'cpu' memory "
+                   "(backend 'local'), but the engine's buffers are on device 'hostdev' "
+                   "(mixprec.device); use a backend for 'hostdev' (e.g. ucx)");
+}
+
+/* The device path really ran on the device: kernels and optimizer calls
+ * went through the plugin, and every allocation was given back. */
+static void
+test_accounting (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(_MixprecDevice) device = NULL;
+  g_autofree gchar *file = g_build_filename (g_getenv ("MIXPREC_TOP_BUILDDIR"), "tests",
+                                             "device-plugins", ".libs", "mixprec-test-hostdev.so", NULL);
+  void *module;
+  unsigned *live, *kernels, *steps;
+  unsigned kernels_before, steps_before;
+
+  if (!g_str_equal (device_under_test (), "hostdev"))
+    {
+      g_test_skip ("the accounting is the hostdev plugin's");
+      return;
+    }
+  device = _mixprec_device_open ("hostdev", -1, &error);
+  g_assert_no_error (error);
+  module = dlopen (file, RTLD_NOW | RTLD_NOLOAD);
+  g_assert_nonnull (module);
+  live = dlsym (module, "mixprec_test_hostdev_live_allocations");
+  kernels = dlsym (module, "mixprec_test_hostdev_kernel_calls");
+  steps = dlsym (module, "mixprec_test_hostdev_optimizer_calls");
+  g_assert_true (live != NULL && kernels != NULL && steps != NULL);
+  g_assert_cmpuint (*live, ==, 0);
+  kernels_before = *kernels;
+  steps_before = *steps;
+  {
+    g_autoptr(MixprecEngine) engine = new_engine (cases[0].config, device, &error);
+    g_autoptr(MixprecStepResult) result = NULL;
+    MixprecParam *param;
+
+    g_assert_no_error (error);
+    register_params (engine);
+    result = train_step (engine, &cases[0], 1);
+    g_assert_true (result->applied);
+    g_assert_cmpuint (*live, >, 0);
+    /* The pointers users write gradients to are the device's. */
+    param = mixprec_engine_get_param (engine, params[0].name);
+    g_assert_nonnull (mixprec_param_get_grad_data (param));
+  }
+  g_assert_cmpuint (*kernels, >, kernels_before);
+  g_assert_cmpuint (*steps, >, steps_before);
+  g_assert_cmpuint (*live, ==, 0);
+  dlclose (module);
+}
+
+int
+main (int argc, char **argv)
+{
+  const gchar *top = g_getenv ("MIXPREC_TOP_BUILDDIR");
+  g_autofree gchar *path = NULL;
+
+  g_test_init (&argc, &argv, NULL);
+  /* Before the default registry exists: the hostdev plugin sits beside the
+   * build's own plugins. */
+  if (top != NULL)
+    {
+      path = g_strdup_printf ("%s/plugins:%s/tests/device-plugins", top, top);
+      g_setenv ("MIXPREC_PLUGIN_PATH", path, TRUE);
+    }
+
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autofree gchar *name = g_strdup_printf ("/engine-device/matches-cpu/%s", cases[i].name);
+
+      g_test_add_data_func (name, &cases[i], test_matches_cpu);
+    }
+  g_test_add_func ("/engine-device/checkpoint", test_checkpoint);
+  g_test_add_func ("/engine-device/errors", test_errors);
+  g_test_add_func ("/engine-device/accounting", test_accounting);
+  return g_test_run ();
+}

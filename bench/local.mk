@@ -31,3 +31,14 @@ EXTRA_DIST += \
 	bench/bench-mpi-allreduce.c \
 	bench/bench-comm-gloo.py \
 	bench/run-bench-comm.sh
+
+# --- adamw-cuda: the device-cuda plugin's fused AdamW step against the
+# GPU's device-to-device copy bandwidth; bench/adamw-torch-cuda.py is the
+# PyTorch peer and build-aux/run-gpu-checks.sh runs both on a GPU machine
+EXTRA_DIST += bench/adamw-torch-cuda.py build-aux/run-gpu-checks.sh
+if HAVE_CUDA
+bench_programs += bench/bench-adamw-cuda
+bench_bench_adamw_cuda_SOURCES = bench/bench-adamw-cuda.c
+bench_bench_adamw_cuda_CPPFLAGS = $(tests_internal_cppflags) $(CUDA_CPPFLAGS)
+bench_bench_adamw_cuda_LDADD = $(tests_internal_ldadd) $(CUDA_LIBS) -lm
+endif

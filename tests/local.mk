@@ -345,3 +345,7 @@ EXTRA_tests_test_device_cuda_DEPENDENCIES = \
 	plugins/mixprec-optim-lion.la
 TESTS += tests/test-device-cuda
 endif
+if HAVE_CUDA
+TESTS += tests/test-engine-cuda.sh
+endif
+EXTRA_DIST += tests/test-engine-cuda.sh

@@ -347,8 +347,25 @@ test_errors (void)
   g_autoptr(MixprecEngine) engine = NULL;
   g_autoptr(MixprecComm) comm = NULL;
   g_autoptr(MixprecConfig) config = NULL;
+  g_autoptr(MixprecFeature) feature = NULL;
+  gint n_devices = 0;
   guint64 shape[1] = { 4 };
   gfloat w[4] = { 0 }, g[4] = { 0 };
+
+  /* The public probe: usable, and then not, with the plugin's reason. */
+  feature = mixprec_registry_find_feature (mixprec_registry_get_default (), MIXPREC_FEATURE_KIND_DEVICE,
+                                           "hostdev", "hostdev", &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (mixprec_feature_get_device (feature), ==, "hostdev");
+  g_assert_true (mixprec_feature_probe_device (feature, &n_devices, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (n_devices, ==, 1);
+  g_setenv ("MIXPREC_TEST_HOSTDEV_ABSENT", "1", TRUE);
+  g_assert_false (mixprec_feature_probe_device (feature, NULL, &error));
+  g_unsetenv ("MIXPREC_TEST_HOSTDEV_ABSENT");
+  g_assert_error (error, MIXPREC_PLUGIN_ERROR, MIXPREC_PLUGIN_ERROR_CALL_FAILED);
+  g_assert_cmpstr (error->message, ==, "no hostdev device is usable: hostdevGetCount: no host device (test)");
+  g_clear_error (&error);
 
   /* A plugin that finds no usable device says why, under the config key. */
   g_setenv ("MIXPREC_TEST_HOSTDEV_ABSENT", "1", TRUE);

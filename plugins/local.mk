@@ -122,7 +122,10 @@ if HAVE_NCCL
 mixprec_plugin_LTLIBRARIES += plugins/mixprec-comm-nccl.la
 plugins_mixprec_comm_nccl_la_SOURCES = \
 	plugins/comm-nccl/nccl-kernels.h \
-	plugins/comm-nccl/comm-nccl.c
+	plugins/comm-nccl/nccl-comm.h \
+	plugins/comm-nccl/comm-nccl.c \
+	plugins/comm-nccl/nccl-failures.c \
+	plugins/comm-nccl/nccl-ops.c
 plugins_mixprec_comm_nccl_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS) $(NCCL_CPPFLAGS)
 plugins_mixprec_comm_nccl_la_CFLAGS = $(AM_CFLAGS) $(MIXPREC_HIDDEN_CFLAGS) $(PTHREAD_CFLAGS)
 plugins_mixprec_comm_nccl_la_LDFLAGS = -module -avoid-version -no-undefined -export-symbols-regex '^mixprec_plugin_'

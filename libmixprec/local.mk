@@ -130,6 +130,7 @@ mixprec_enum_headers += libmixprec/mixprec-comm.h
 mixprec_sources += \
 	libmixprec/mixprec-comm-private.h \
 	libmixprec/mixprec-reduce-private.h \
+	libmixprec/mixprec-plugin-fail-private.h \
 	libmixprec/mixprec-comm.c \
 	libmixprec/mixprec-comm-request.c \
 	libmixprec/mixprec-comm-bytes.c \

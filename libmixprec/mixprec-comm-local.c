@@ -9,6 +9,7 @@
 
 #include "mixprec.h"
 #include "mixprec-comm-private.h"
+#include "mixprec-plugin-fail-private.h"
 #include "mixprec-reduce-private.h"
 
 #define LOCAL_DTYPE_MASK ((1u << MIXPREC_PLUGIN_DTYPE_FLOAT32) | \
@@ -23,30 +24,6 @@ typedef struct
 /* What a started operation hands back: it is already complete. */
 static const char local_request_done = 0;
 
-static int
-fail (char        *errbuf,
-      size_t       errbuf_len,
-      int          status,
-      const gchar *format,
-      ...) G_GNUC_PRINTF (4, 5);
-
-static int
-fail (char        *errbuf,
-      size_t       errbuf_len,
-      int          status,
-      const gchar *format,
-      ...)
-{
-  va_list args;
-
-  if (errbuf != NULL && errbuf_len > 0)
-    {
-      va_start (args, format);
-      g_vsnprintf (errbuf, errbuf_len, format, args);
-      va_end (args);
-    }
-  return status;
-}
 
 /* Common checks of every collective, and the request of a started one. */
 static int
@@ -57,10 +34,10 @@ local_begin (LocalComm          *comm,
              size_t              errbuf_len)
 {
   if (g_atomic_int_get (&comm->aborted))
-    return fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_RUNTIME,
+    return _mixprec_plugin_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_RUNTIME,
                  "the communicator was aborted");
   if ((unsigned) dtype >= 32 || !(LOCAL_DTYPE_MASK & (1u << dtype)))
-    return fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_UNSUPPORTED,
+    return _mixprec_plugin_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_UNSUPPORTED,
                  "the local communicator does not reduce dtype %d", (int) dtype);
   if (request != NULL)
     *request = (void *) &local_request_done;
@@ -75,10 +52,10 @@ local_init (const MixprecCommInitV1 *args,
 {
   if (args == NULL || args->struct_size < G_STRUCT_OFFSET (MixprecCommInitV1, device_stream) ||
       args->bootstrap == NULL)
-    return fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
+    return _mixprec_plugin_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
                  "init() needs its arguments and a bootstrap");
   if (args->bootstrap->world_size != 1)
-    return fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_UNSUPPORTED,
+    return _mixprec_plugin_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_UNSUPPORTED,
                  "the local communicator serves a world of one process, but this world "
                  "has %u ranks; use a multi-process backend such as 'ucx'",
                  args->bootstrap->world_size);
@@ -171,7 +148,7 @@ local_broadcast (void              *comm,
                  size_t             errbuf_len)
 {
   if (root != 0)
-    return fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
+    return _mixprec_plugin_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
                  "broadcast root %u is not a rank of a world of one process", root);
   return local_begin (comm, dtype, request, errbuf, errbuf_len);
 }

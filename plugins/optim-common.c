@@ -10,23 +10,6 @@
 
 #include "optim-common.h"
 
-int
-_mixprec_optim_fail (char       *errbuf,
-                     size_t      errbuf_len,
-                     int         status,
-                     const char *format,
-                     ...)
-{
-  va_list ap;
-
-  if (errbuf == NULL || errbuf_len == 0)
-    return status;
-  va_start (ap, format);
-  vsnprintf (errbuf, errbuf_len, format, ap);
-  va_end (ap);
-  return status;
-}
-
 static int
 dtype_is_supported (MixprecPluginDType dtype)
 {

@@ -13,6 +13,7 @@
 #include <float.h>
 
 #include "mixprec-plugin.h"
+#include "mixprec-plugin-fail-private.h"
 #include "mixprec-dtype-private.h"
 
 G_BEGIN_DECLS
@@ -88,11 +89,7 @@ int  _mixprec_optim_check_args (const MixprecOptimizerV1      *schema,
                                 size_t                         errbuf_len);
 
 /* Writes a sentence into errbuf (when there is one) and returns status. */
-int  _mixprec_optim_fail     (char                          *errbuf,
-                              size_t                         errbuf_len,
-                              int                            status,
-                              const char                    *format,
-                              ...) G_GNUC_PRINTF (4, 5);
+#define _mixprec_optim_fail _mixprec_plugin_fail
 
 /* init(): registers @simd when it is not NULL, the CPU has AVX2, FMA and
  * F16C, and MIXPREC_SIMD is not "scalar" (read at each call, so a test can

@@ -44,24 +44,24 @@ release_resources (NcclComm *comm,
 
   if (comm->scratch != NULL && (err = cudaFreeAsync (comm->scratch, comm->stream)) != cudaSuccess &&
       status == MIXPREC_PLUGIN_OK)
-    status = set_error (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_RUNTIME,
+    status = _mixprec_plugin_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_RUNTIME,
                         "cudaFreeAsync (scratch) on rank %u failed: %s", comm->rank,
                         cudaGetErrorString (err));
   if (comm->barrier_buf != NULL &&
       (err = cudaFreeAsync (comm->barrier_buf, comm->stream)) != cudaSuccess &&
       status == MIXPREC_PLUGIN_OK)
-    status = set_error (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_RUNTIME,
+    status = _mixprec_plugin_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_RUNTIME,
                         "cudaFreeAsync (barrier buffer) on rank %u failed: %s", comm->rank,
                         cudaGetErrorString (err));
   if (comm->own_stream)
     {
       if ((err = cudaStreamSynchronize (comm->stream)) != cudaSuccess &&
           status == MIXPREC_PLUGIN_OK)
-        status = set_error (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_RUNTIME,
+        status = _mixprec_plugin_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_RUNTIME,
                             "cudaStreamSynchronize on rank %u failed: %s", comm->rank,
                             cudaGetErrorString (err));
       if ((err = cudaStreamDestroy (comm->stream)) != cudaSuccess && status == MIXPREC_PLUGIN_OK)
-        status = set_error (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_RUNTIME,
+        status = _mixprec_plugin_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_RUNTIME,
                             "cudaStreamDestroy on rank %u failed: %s", comm->rank,
                             cudaGetErrorString (err));
     }
@@ -104,13 +104,13 @@ open_device (NcclComm               *comm,
   cudaError_t err = cudaGetDevice (&comm->device);
 
   if (err != cudaSuccess)
-    return set_error (errbuf, errbuf_len, cuda_status (err), "cudaGetDevice: %s",
+    return _mixprec_plugin_fail (errbuf, errbuf_len, cuda_status (err), "cudaGetDevice: %s",
                       cudaGetErrorString (err));
   /* Makes the runtime create the device's context now, so that a broken
    * device fails here rather than inside NCCL. */
   err = cudaFree (NULL);
   if (err != cudaSuccess)
-    return set_error (errbuf, errbuf_len, cuda_status (err),
+    return _mixprec_plugin_fail (errbuf, errbuf_len, cuda_status (err),
                       "cudaFree (NULL), creating the context of device %d: %s", comm->device,
                       cudaGetErrorString (err));
   if (args->struct_size >= offsetof (MixprecCommInitV1, device_stream) + sizeof (void *) &&
@@ -120,7 +120,7 @@ open_device (NcclComm               *comm,
     {
       err = cudaStreamCreateWithFlags (&comm->stream, cudaStreamNonBlocking);
       if (err != cudaSuccess)
-        return set_error (errbuf, errbuf_len, cuda_status (err),
+        return _mixprec_plugin_fail (errbuf, errbuf_len, cuda_status (err),
                           "cudaStreamCreateWithFlags on device %d: %s", comm->device,
                           cudaGetErrorString (err));
       comm->own_stream = 1;
@@ -129,13 +129,13 @@ open_device (NcclComm               *comm,
   if (err != cudaSuccess)
     {
       comm->barrier_buf = NULL;
-      return set_error (errbuf, errbuf_len, cuda_status (err),
+      return _mixprec_plugin_fail (errbuf, errbuf_len, cuda_status (err),
                         "cudaMallocAsync (barrier buffer) on device %d: %s", comm->device,
                         cudaGetErrorString (err));
     }
   err = cudaMemsetAsync (comm->barrier_buf, 0, sizeof (float), comm->stream);
   if (err != cudaSuccess)
-    return set_error (errbuf, errbuf_len, cuda_status (err),
+    return _mixprec_plugin_fail (errbuf, errbuf_len, cuda_status (err),
                       "cudaMemsetAsync (barrier buffer) on device %d: %s", comm->device,
                       cudaGetErrorString (err));
   return MIXPREC_PLUGIN_OK;
@@ -158,7 +158,7 @@ exchange_id (NcclComm                 *comm,
   int status;
 
   if (all == NULL)
-    return set_error (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_NO_MEMORY,
+    return _mixprec_plugin_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_NO_MEMORY,
                       "no memory to exchange the NCCL id of %u ranks", comm->world_size);
   mine.status = local_status;
   if (comm->rank == 0 && local_status == MIXPREC_PLUGIN_OK)
@@ -168,7 +168,7 @@ exchange_id (NcclComm                 *comm,
       if (res != ncclSuccess)
         {
           mine.status = nccl_status (res);
-          set_error (errbuf, errbuf_len, mine.status, "ncclGetUniqueId: %s (%s)",
+          _mixprec_plugin_fail (errbuf, errbuf_len, mine.status, "ncclGetUniqueId: %s (%s)",
                      ncclGetErrorString (res), nccl_detail (NULL));
         }
     }
@@ -176,13 +176,13 @@ exchange_id (NcclComm                 *comm,
   if (status != MIXPREC_PLUGIN_OK)
     {
       free (all);
-      return set_error (errbuf, errbuf_len, status,
+      return _mixprec_plugin_fail (errbuf, errbuf_len, status,
                         "exchanging the NCCL id through the bootstrap failed: %s", inner);
     }
   status = mine.status;         /* this rank's own reason is already in errbuf */
   for (unsigned r = 0; r < comm->world_size && status == MIXPREC_PLUGIN_OK; r++)
     if (all[r].status != MIXPREC_PLUGIN_OK)
-      status = set_error (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_PEER_FAILED,
+      status = _mixprec_plugin_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_PEER_FAILED,
                           "rank %u could not %s, so the NCCL communicator was not created", r,
                           r == 0 ? "open its CUDA device or create the NCCL id"
                                  : "open its CUDA device");
@@ -207,18 +207,18 @@ nccl_init (const MixprecCommInitV1 *args,
 
   if (args == NULL || args->struct_size < offsetof (MixprecCommInitV1, device_stream) ||
       args->bootstrap == NULL || args->bootstrap->all_gather == NULL)
-    return set_error (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
+    return _mixprec_plugin_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
                       "init() needs its arguments and a bootstrap");
   bootstrap = args->bootstrap;
   if (bootstrap->world_size == 0 || bootstrap->world_size > (unsigned) INT32_MAX ||
       bootstrap->rank >= bootstrap->world_size)
-    return set_error (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
+    return _mixprec_plugin_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
                       "rank %u of a world of %u is not a rank the nccl communicator can serve",
                       bootstrap->rank, bootstrap->world_size);
 
   comm = calloc (1, sizeof *comm);
   if (comm == NULL)
-    return set_error (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_NO_MEMORY,
+    return _mixprec_plugin_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_NO_MEMORY,
                       "no memory for a communicator");
   pthread_mutex_init (&comm->lock, NULL);
   comm->rank = bootstrap->rank;
@@ -246,12 +246,12 @@ nccl_init (const MixprecCommInitV1 *args,
   if (res != ncclSuccess)
     {
       if (res == ncclInProgress)
-        status = set_error (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_TIMEOUT,
+        status = _mixprec_plugin_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_TIMEOUT,
                             "ncclCommInitRankConfig on rank %u of %u did not finish within "
                             "%u ms: a peer may have died or hung", comm->rank,
                             comm->world_size, comm->timeout_ms);
       else
-        status = set_error (errbuf, errbuf_len, nccl_status (res),
+        status = _mixprec_plugin_fail (errbuf, errbuf_len, nccl_status (res),
                             "%s on rank %u of %u (device %d): %s (%s)",
                             query != ncclSuccess ? "ncclCommGetAsyncError" : "ncclCommInitRankConfig",
                             comm->rank, comm->world_size, comm->device,
@@ -280,7 +280,7 @@ nccl_finalize (void   *handle,
   err = enter_device (comm, &saved);
   if (err != cudaSuccess)
     {
-      status = set_error (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_RUNTIME,
+      status = _mixprec_plugin_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_RUNTIME,
                           "selecting device %d to finalize rank %u failed: %s", comm->device,
                           comm->rank, cudaGetErrorString (err));
       break_locked (comm, status, "finalize could not select the device");
@@ -299,18 +299,18 @@ nccl_finalize (void   *handle,
           res = ncclCommDestroy (comm->nccl);
           comm->nccl = NULL;
           if (res != ncclSuccess && res != ncclInProgress)
-            status = set_error (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_RUNTIME,
+            status = _mixprec_plugin_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_RUNTIME,
                                 "ncclCommDestroy on rank %u failed: %s", comm->rank,
                                 ncclGetErrorString (res));
         }
       else
         {
           if (res == ncclInProgress)
-            status = set_error (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_TIMEOUT,
+            status = _mixprec_plugin_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_TIMEOUT,
                                 "ncclCommFinalize on rank %u did not finish within %u ms: a "
                                 "peer may have died or hung", comm->rank, comm->timeout_ms);
           else
-            status = set_error (errbuf, errbuf_len, nccl_status (res),
+            status = _mixprec_plugin_fail (errbuf, errbuf_len, nccl_status (res),
                                 "%s on rank %u failed: %s (%s)",
                                 query != ncclSuccess ? "ncclCommGetAsyncError" : "ncclCommFinalize",
                                 comm->rank, ncclGetErrorString (res), nccl_detail (comm->nccl));
@@ -321,7 +321,7 @@ nccl_finalize (void   *handle,
   status = release_resources (comm, status, errbuf, errbuf_len);
   if (saved != device && (err = cudaSetDevice (saved)) != cudaSuccess &&
       status == MIXPREC_PLUGIN_OK)
-    status = set_error (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_RUNTIME,
+    status = _mixprec_plugin_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_RUNTIME,
                         "selecting the caller's device %d again failed: %s", saved,
                         cudaGetErrorString (err));
   return status;

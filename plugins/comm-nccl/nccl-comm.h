@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "mixprec-plugin.h"
+#include "mixprec-plugin-fail-private.h"
 
 /* The CUDA and NCCL headers are not written for this project's warnings
  * (they test undefined macros and declare `f()` without a prototype). */
@@ -73,11 +74,6 @@ typedef struct
 } NcclRequest;
 
 /* ---- nccl-failures.c */
-int          set_error    (char         *errbuf,
-                           size_t        errbuf_len,
-                           int           status,
-                           const char   *format,
-                           ...) __attribute__ ((format (printf, 4, 5)));
 int          cuda_status  (cudaError_t   err);
 int          nccl_status  (ncclResult_t  res);
 const char  *nccl_detail  (ncclComm_t    comm);

@@ -22,24 +22,6 @@ const char * const op_names[] = {
 };
 
 int
-set_error (char       *errbuf,
-           size_t      errbuf_len,
-           int         status,
-           const char *format,
-           ...)
-{
-  va_list args;
-
-  if (errbuf != NULL && errbuf_len > 0)
-    {
-      va_start (args, format);
-      vsnprintf (errbuf, errbuf_len, format, args);
-      va_end (args);
-    }
-  return status;
-}
-
-int
 cuda_status (cudaError_t err)
 {
   return err == cudaErrorMemoryAllocation ? MIXPREC_PLUGIN_ERR_NO_MEMORY
@@ -151,7 +133,7 @@ broken_error (const NcclComm *comm,
               char           *errbuf,
               size_t          errbuf_len)
 {
-  return set_error (errbuf, errbuf_len, comm->broken,
+  return _mixprec_plugin_fail (errbuf, errbuf_len, comm->broken,
                     "the communicator is broken by an earlier failure: %s",
                     comm->broken_message);
 }
@@ -170,7 +152,7 @@ fail_cuda (NcclComm    *comm,
 {
   break_locked (comm, cuda_status (err), "%s for %s #%u on rank %u failed: %s", call,
                 op_names[kind], seq, comm->rank, cudaGetErrorString (err));
-  return set_error (errbuf, errbuf_len, comm->broken, "%s", comm->broken_message);
+  return _mixprec_plugin_fail (errbuf, errbuf_len, comm->broken, "%s", comm->broken_message);
 }
 
 int
@@ -186,7 +168,7 @@ fail_nccl (NcclComm     *comm,
                 op_names[kind], seq, comm->rank, ncclGetErrorString (res),
                 nccl_detail (comm->nccl),
                 res == ncclRemoteError ? "; a peer process failed or exited" : "");
-  return set_error (errbuf, errbuf_len, comm->broken, "%s", comm->broken_message);
+  return _mixprec_plugin_fail (errbuf, errbuf_len, comm->broken, "%s", comm->broken_message);
 }
 
 /* With comm->lock held, right after an NCCL call on the communicator:
@@ -221,7 +203,7 @@ settle (NcclComm     *comm,
                         "%s for %s #%u on rank %u was still being queued after %u ms; a "
                         "peer may have died or hung", call, op_names[kind], seq, comm->rank,
                         comm->timeout_ms);
-          return set_error (errbuf, errbuf_len, comm->broken, "%s", comm->broken_message);
+          return _mixprec_plugin_fail (errbuf, errbuf_len, comm->broken, "%s", comm->broken_message);
         }
       pthread_mutex_unlock (&comm->lock);
       pause_poll (++polls);

@@ -269,9 +269,9 @@ finish_request (NcclComm    *comm,
   cudaError_t err = req->event != NULL ? cudaEventDestroy (req->event) : cudaSuccess;
 
   if (status != MIXPREC_PLUGIN_OK)
-    set_error (errbuf, errbuf_len, status, "%s", req->message);
+    _mixprec_plugin_fail (errbuf, errbuf_len, status, "%s", req->message);
   else if (err != cudaSuccess)
-    status = set_error (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_RUNTIME,
+    status = _mixprec_plugin_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_RUNTIME,
                         "cudaEventDestroy after %s #%u on rank %u failed: %s",
                         op_names[req->kind], req->seq, comm->rank, cudaGetErrorString (err));
   if (req->on_heap)
@@ -301,7 +301,7 @@ wait_request (NcclComm    *comm,
                         "died or hung, or called other collectives; the NCCL communicator "
                         "was aborted", op_names[req->kind], req->seq, comm->rank,
                         comm->timeout_ms);
-          req->status = set_error (req->message, sizeof req->message, comm->broken, "%s",
+          req->status = _mixprec_plugin_fail (req->message, sizeof req->message, comm->broken, "%s",
                                    comm->broken_message);
           req->finished = 1;
           pthread_mutex_unlock (&comm->lock);
@@ -329,38 +329,38 @@ check_call (const NcclComm *comm,
   if (c->kind == OP_BARRIER)
     return MIXPREC_PLUGIN_OK;
   if ((unsigned) c->dtype >= 32 || !(NCCL_DTYPE_MASK & (1u << c->dtype)))
-    return set_error (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_UNSUPPORTED,
+    return _mixprec_plugin_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_UNSUPPORTED,
                       "%s: the nccl communicator does not handle dtype %d; it takes float32, "
                       "float16 and bfloat16", name, (int) c->dtype);
   esize = dtype_size (c->dtype);
   if (reduction && c->op != MIXPREC_PLUGIN_REDUCE_SUM && c->op != MIXPREC_PLUGIN_REDUCE_MAX)
-    return set_error (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
+    return _mixprec_plugin_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
                       "%s: reduction %d is neither sum (0) nor max (1)", name, (int) c->op);
   if (reduction && (c->flags & ~KNOWN_FLAGS) != 0)
-    return set_error (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
+    return _mixprec_plugin_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
                       "%s: flags 0x%x include bits the nccl communicator does not know",
                       name, c->flags);
   if (c->count > SIZE_MAX / 4 / world)
-    return set_error (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
+    return _mixprec_plugin_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
                       "%s: %zu elements per rank, times %zu ranks, do not fit in the "
                       "address space", name, c->count, world);
   if (c->count > 0 && (c->recv == NULL || c->send == NULL))
-    return set_error (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
+    return _mixprec_plugin_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
                       "%s: the %s buffer is NULL but count is %zu elements", name,
                       c->kind == OP_BROADCAST ? "device" : c->recv == NULL ? "receive" : "send",
                       c->count);
   if (c->kind == OP_BROADCAST && c->root >= comm->world_size)
-    return set_error (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
+    return _mixprec_plugin_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
                       "broadcast: root %u is not a rank of a world of %u", c->root,
                       comm->world_size);
   if (c->kind == OP_ALL_REDUCE && narrow_fp32 && c->send == c->recv && c->count > 0)
-    return set_error (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
+    return _mixprec_plugin_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
                       "all_reduce: an in-place all_reduce cannot use RECV_FP32 with a 16-bit "
                       "dtype: the float32 results are larger than the elements they replace");
   if (c->kind == OP_REDUCE_SCATTER && c->count > 0 &&
       (const char *) c->recv == (const char *) c->send + comm->rank * c->count * esize &&
       (narrow_fp32 || (c->flags & MIXPREC_PLUGIN_COMM_ACCUMULATE)))
-    return set_error (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
+    return _mixprec_plugin_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
                       "reduce_scatter: an in-place reduce_scatter (recv at this rank's part "
                       "of send) cannot use %s",
                       narrow_fp32 ? "RECV_FP32 with a 16-bit dtype" : "ACCUMULATE");
@@ -387,7 +387,7 @@ launch (NcclComm    *comm,
     {
       req = calloc (1, sizeof *req);
       if (req == NULL)
-        return set_error (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_NO_MEMORY,
+        return _mixprec_plugin_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_NO_MEMORY,
                           "no memory for the request of a %s", op_names[c->kind]);
       req->on_heap = 1;
     }

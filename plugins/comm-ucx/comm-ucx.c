@@ -38,6 +38,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "mixprec-plugin-fail-private.h"
 #include "mixprec-reduce-private.h"
 #include "ucx-comm.h"
 
@@ -59,31 +60,6 @@ MIXPREC_PLUGIN_EXPORT const MixprecPluginDesc *mixprec_plugin_comm_ucx_get_desc 
 #define MAX_CREDITED_GAP_NS INT64_C(100000000)
 
 static int
-set_error (char       *errbuf,
-           size_t      errbuf_len,
-           int         status,
-           const char *format,
-           ...) __attribute__ ((format (printf, 4, 5)));
-
-static int
-set_error (char       *errbuf,
-           size_t      errbuf_len,
-           int         status,
-           const char *format,
-           ...)
-{
-  va_list args;
-
-  if (errbuf != NULL && errbuf_len > 0)
-    {
-      va_start (args, format);
-      vsnprintf (errbuf, errbuf_len, format, args);
-      va_end (args);
-    }
-  return status;
-}
-
-static int
 env_size (const char *name,
           size_t      fallback,
           size_t      min,
@@ -102,7 +78,7 @@ env_size (const char *name,
   errno = 0;
   v = strtoull (value, &end, 10);
   if (errno != 0 || end == value || *end != '\0' || v < min || v > max)
-    return set_error (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
+    return _mixprec_plugin_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
                       "%s=%s: must be an integer from %zu to %zu", name, value, min, max);
   *out = (size_t) v;
   return MIXPREC_PLUGIN_OK;
@@ -208,7 +184,7 @@ finish_op (UcxOp  *op,
       ucx_xfer_release (x);
     }
   if (status != MIXPREC_PLUGIN_OK)
-    set_error (errbuf, errbuf_len, status, "%s", op->message);
+    _mixprec_plugin_fail (errbuf, errbuf_len, status, "%s", op->message);
   unlink_op (op);
   ucx_op_free (op);
   return status;
@@ -222,7 +198,7 @@ check_dtype (MixprecPluginDType  dtype,
              size_t              errbuf_len)
 {
   if ((unsigned) dtype >= 32 || !(UCX_DTYPE_MASK & (1u << dtype)))
-    return set_error (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_UNSUPPORTED,
+    return _mixprec_plugin_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_UNSUPPORTED,
                       "the ucx communicator does not handle dtype %d", (int) dtype);
   return MIXPREC_PLUGIN_OK;
 }
@@ -250,16 +226,16 @@ launch (UcxComm               *comm,
   if (__atomic_load_n (&comm->aborted, __ATOMIC_ACQUIRE) && !comm->broken)
     ucx_comm_break (comm, MIXPREC_PLUGIN_ERR_RUNTIME, "the communicator was aborted");
   if (comm->broken)
-    return set_error (errbuf, errbuf_len, comm->broken,
+    return _mixprec_plugin_fail (errbuf, errbuf_len, comm->broken,
                       "the communicator is broken by an earlier failure: %s",
                       comm->broken_message);
   if (root >= comm->world_size)
-    return set_error (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
+    return _mixprec_plugin_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
                       "root %u is not a rank of a world of %u", root, comm->world_size);
 
   op = ucx_op_new (comm, kind, send, recv, count, dtype, reduce, flags, root);
   if (op == NULL)
-    return set_error (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_NO_MEMORY,
+    return _mixprec_plugin_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_NO_MEMORY,
                       "no memory to start a %s of %zu elements",
                       kind == UCX_OP_BARRIER ? "barrier" : "collective", count);
   ucx_op_start (op);
@@ -405,21 +381,21 @@ ucx_init (const MixprecCommInitV1 *args,
 
   if (args == NULL || args->struct_size < offsetof (MixprecCommInitV1, device_stream) ||
       args->bootstrap == NULL || args->bootstrap->all_gather == NULL)
-    return set_error (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
+    return _mixprec_plugin_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
                       "init() needs its arguments and a bootstrap");
   bootstrap = args->bootstrap;
   if (bootstrap->world_size == 0 || bootstrap->world_size > UCX_MAX_WORLD ||
       bootstrap->rank >= bootstrap->world_size)
-    return set_error (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_UNSUPPORTED,
+    return _mixprec_plugin_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_UNSUPPORTED,
                       "rank %u of a world of %u: the ucx communicator serves 1 to %u ranks",
                       bootstrap->rank, bootstrap->world_size, UCX_MAX_WORLD);
   if (mode != NULL && mode[0] != '\0' && strcmp (mode, "none") != 0 && strcmp (mode, "peer") != 0)
-    return set_error (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
+    return _mixprec_plugin_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
                       "MIXPREC_UCX_ERROR_MODE=%s: must be \"none\" or \"peer\"", mode);
 
   comm = calloc (1, sizeof *comm);
   if (comm == NULL)
-    return set_error (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_NO_MEMORY,
+    return _mixprec_plugin_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_NO_MEMORY,
                       "no memory for a communicator");
   comm->rank = bootstrap->rank;
   comm->world_size = bootstrap->world_size;
@@ -447,7 +423,7 @@ ucx_init (const MixprecCommInitV1 *args,
   if (comm->eps == NULL || comm->peers == NULL || comm->peer_status == NULL)
     {
       comm_free (comm);
-      return set_error (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_NO_MEMORY,
+      return _mixprec_plugin_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_NO_MEMORY,
                         "no memory for %u peers", bootstrap->world_size);
     }
   for (unsigned p = 0; p < comm->world_size; p++)
@@ -461,7 +437,7 @@ ucx_init (const MixprecCommInitV1 *args,
 
       status = ucx_barrier (comm, NULL, inner, sizeof inner);
       if (status != MIXPREC_PLUGIN_OK)
-        set_error (errbuf, errbuf_len, status, "the first exchange over UCX failed: %s", inner);
+        _mixprec_plugin_fail (errbuf, errbuf_len, status, "the first exchange over UCX failed: %s", inner);
     }
   if (status != MIXPREC_PLUGIN_OK)
     {

@@ -271,6 +271,21 @@ _mixprec_device_copy (_MixprecDevice       *device,
                 "copy", errbuf, error);
 }
 
+/* Host memory for a typed transfer that converts on the host. */
+static gpointer
+stage (_MixprecDevice *device,
+       gsize           bytes,
+       GError        **error)
+{
+  gpointer staged = g_try_malloc (bytes);
+
+  if (staged == NULL)
+    g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_PARAM,
+                 "out of memory staging %" G_GSIZE_FORMAT " bytes between the host and "
+                 "device %s", bytes, device->label);
+  return staged;
+}
+
 gboolean
 _mixprec_device_download (_MixprecDevice *device,
                           gconstpointer   src,
@@ -288,14 +303,9 @@ _mixprec_device_download (_MixprecDevice *device,
                                   MIXPREC_ROUNDING_NEAREST_EVEN, 0, 0, error);
   if (src_dtype == dst_dtype)
     return _mixprec_device_copy (device, host_dst, src, bytes, MIXPREC_PLUGIN_COPY_DEVICE_TO_HOST, error);
-  staged = g_try_malloc (bytes);
+  staged = stage (device, bytes, error);
   if (staged == NULL)
-    {
-      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_PARAM,
-                   "out of memory staging %" G_GSIZE_FORMAT " bytes from device %s",
-                   bytes, device->label);
-      return FALSE;
-    }
+    return FALSE;
   return _mixprec_device_copy (device, staged, src, bytes, MIXPREC_PLUGIN_COPY_DEVICE_TO_HOST, error) &&
          mixprec_convert_array (src_dtype, staged, dst_dtype, host_dst, n,
                                 MIXPREC_ROUNDING_NEAREST_EVEN, 0, 0, error);
@@ -318,14 +328,9 @@ _mixprec_device_upload (_MixprecDevice *device,
                                   MIXPREC_ROUNDING_NEAREST_EVEN, 0, 0, error);
   if (src_dtype == dst_dtype)
     return _mixprec_device_copy (device, dst, host_src, bytes, MIXPREC_PLUGIN_COPY_HOST_TO_DEVICE, error);
-  staged = g_try_malloc (bytes);
+  staged = stage (device, bytes, error);
   if (staged == NULL)
-    {
-      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_PARAM,
-                   "out of memory staging %" G_GSIZE_FORMAT " bytes for device %s",
-                   bytes, device->label);
-      return FALSE;
-    }
+    return FALSE;
   return mixprec_convert_array (src_dtype, host_src, dst_dtype, staged, n,
                                 MIXPREC_ROUNDING_NEAREST_EVEN, 0, 0, error) &&
          _mixprec_device_copy (device, dst, staged, bytes, MIXPREC_PLUGIN_COPY_HOST_TO_DEVICE, error);

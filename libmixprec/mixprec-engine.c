@@ -377,28 +377,33 @@ check_distributed_config (MixprecEngine *self,
   return TRUE;
 }
 
+/* Opens mixprec.device into *@device (NULL for "cpu"). */
+static gboolean
+open_config_device (MixprecConfig   *config,
+                    _MixprecDevice **device,
+                    GError         **error)
+{
+  const gchar *name = mixprec_config_get_device (config);
+  GError *local = NULL;
+
+  *device = _mixprec_device_open (name != NULL ? name : "cpu", -1, &local);
+  if (local == NULL)
+    return TRUE;
+  g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
+               "mixprec.device: cannot use device '%s': %s", name, local->message);
+  g_error_free (local);
+  return FALSE;
+}
+
 /* The engine's device, unless the caller opened it already. */
 static gboolean
 open_device (MixprecEngine  *self,
              _MixprecDevice *device,
              GError        **error)
 {
-  const gchar *name = mixprec_config_get_device (self->config);
-  GError *local = NULL;
-
-  if (device != NULL)
-    {
-      self->device = _mixprec_device_ref (device);
-      return TRUE;
-    }
-  self->device = _mixprec_device_open (name != NULL ? name : "cpu", -1, &local);
-  if (local != NULL)
-    {
-      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
-                   "mixprec.device: cannot use device '%s': %s", name, local->message);
-      g_error_free (local);
-      return FALSE;
-    }
+  if (device == NULL)
+    return open_config_device (self->config, &self->device, error);
+  self->device = _mixprec_device_ref (device);
   return TRUE;
 }
 
@@ -508,7 +513,6 @@ mixprec_engine_new (MixprecConfig *config,
   g_autoptr(MixprecBootstrap) bootstrap = NULL;
   g_autoptr(MixprecComm) comm = NULL;
   g_autoptr(_MixprecDevice) device = NULL;
-  const gchar *device_name;
   GError *local = NULL;
   guint timeout = comm_timeout ();
 
@@ -520,15 +524,8 @@ mixprec_engine_new (MixprecConfig *config,
     return (_mixprec_engine_comm_failed (error, local, "rendezvous"), NULL);
   /* The device first: a device communicator joins its stream (and the
    * device the plugin selected, LOCAL_RANK's for cuda). */
-  device_name = mixprec_config_get_device (config);
-  device = _mixprec_device_open (device_name != NULL ? device_name : "cpu", -1, &local);
-  if (local != NULL)
-    {
-      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
-                   "mixprec.device: cannot use device '%s': %s", device_name, local->message);
-      g_error_free (local);
-      return NULL;
-    }
+  if (!open_config_device (config, &device, error))
+    return NULL;
   if (mixprec_bootstrap_get_world_size (bootstrap) > 1)
     {
       comm = _mixprec_comm_new_on_stream (bootstrap, mixprec_config_get_comm_backend (config),

@@ -250,6 +250,43 @@ pointers_are_null (void * const *p,
   return TRUE;
 }
 
+/* A vtable's reserved space, which must be zero: a plugin built against
+ * another revision of mixprec-plugin.h has something there. */
+static gboolean
+reserved_is_zero (void * const *reserved,
+                  gsize         n,
+                  GString      *problem)
+{
+  if (pointers_are_null (reserved, n))
+    return TRUE;
+  g_string_append (problem, "its reserved fields are not zero (was it built against "
+                   "another mixprec-plugin.h?)");
+  return FALSE;
+}
+
+/* One function of a vtable every implementation must provide. */
+typedef struct {
+  const char *name;
+  gboolean set;
+} RequiredFunction;
+
+static gboolean
+functions_are_set (const RequiredFunction *functions,
+                   gsize                   n,
+                   const gchar            *implementer,
+                   const gchar            *table,
+                   GString                *problem)
+{
+  for (gsize i = 0; i < n; i++)
+    if (!functions[i].set)
+      {
+        g_string_append_printf (problem, "its %s function is NULL; %s implements every "
+                                "function of %s", functions[i].name, implementer, table);
+        return FALSE;
+      }
+  return TRUE;
+}
+
 static gboolean
 is_integral_or_infinite (double v)
 {
@@ -388,13 +425,7 @@ optimizer_check (const MixprecOptimizerV1 *vtable,
             return FALSE;
           }
     }
-  if (!pointers_are_null (vtable->reserved, G_N_ELEMENTS (vtable->reserved)))
-    {
-      g_string_append (problem, "its reserved fields are not zero (was it built against "
-                       "another mixprec-plugin.h?)");
-      return FALSE;
-    }
-  return TRUE;
+  return reserved_is_zero (vtable->reserved, G_N_ELEMENTS (vtable->reserved), problem);
 }
 
 /* A vtable check's outcome as a GError naming the rule it broke. */
@@ -534,10 +565,7 @@ static gboolean
 comm_check (const MixprecCommV1 *vtable,
             GString             *problem)
 {
-  const struct {
-    const char *name;
-    gboolean set;
-  } functions[] = {
+  const RequiredFunction functions[] = {
     { "init", vtable->init != NULL },
     { "all_reduce", vtable->all_reduce != NULL },
     { "reduce_scatter", vtable->reduce_scatter != NULL },
@@ -563,14 +591,9 @@ comm_check (const MixprecCommV1 *vtable,
       return FALSE;
     }
   g_string_append_printf (problem, "comm '%s' (%s): ", vtable->name, vtable->device);
-  for (gsize i = 0; i < G_N_ELEMENTS (functions); i++)
-    if (!functions[i].set)
-      {
-        g_string_append_printf (problem, "its %s function is NULL; a communicator "
-                                "implements every function of MixprecCommV1",
-                                functions[i].name);
-        return FALSE;
-      }
+  if (!functions_are_set (functions, G_N_ELEMENTS (functions), "a communicator",
+                          "MixprecCommV1", problem))
+    return FALSE;
   if (vtable->dtype_mask == 0)
     {
       g_string_append (problem, "its dtype_mask is 0: it must accept at least one dtype");
@@ -583,13 +606,7 @@ comm_check (const MixprecCommV1 *vtable,
                               vtable->dtype_mask, N_PLUGIN_DTYPES - 1);
       return FALSE;
     }
-  if (!pointers_are_null (vtable->reserved, G_N_ELEMENTS (vtable->reserved)))
-    {
-      g_string_append (problem, "its reserved fields are not zero (was it built against "
-                       "another mixprec-plugin.h?)");
-      return FALSE;
-    }
-  return TRUE;
+  return reserved_is_zero (vtable->reserved, G_N_ELEMENTS (vtable->reserved), problem);
 }
 
 gboolean
@@ -637,10 +654,7 @@ static gboolean
 device_check (const MixprecDeviceV1 *vtable,
               GString               *problem)
 {
-  const struct {
-    const char *name;
-    gboolean set;
-  } functions[] = {
+  const RequiredFunction functions[] = {
     { "probe", vtable->probe != NULL },
     { "open", vtable->open != NULL },
     { "close", vtable->close != NULL },
@@ -676,20 +690,10 @@ device_check (const MixprecDeviceV1 *vtable,
       return FALSE;
     }
   g_string_append_printf (problem, "device '%s': ", vtable->name);
-  for (gsize i = 0; i < G_N_ELEMENTS (functions); i++)
-    if (!functions[i].set)
-      {
-        g_string_append_printf (problem, "its %s function is NULL; a device implements "
-                                "every function of MixprecDeviceV1", functions[i].name);
-        return FALSE;
-      }
-  if (!pointers_are_null (vtable->reserved, G_N_ELEMENTS (vtable->reserved)))
-    {
-      g_string_append (problem, "its reserved fields are not zero (was it built against "
-                       "another mixprec-plugin.h?)");
-      return FALSE;
-    }
-  return TRUE;
+  if (!functions_are_set (functions, G_N_ELEMENTS (functions), "a device",
+                          "MixprecDeviceV1", problem))
+    return FALSE;
+  return reserved_is_zero (vtable->reserved, G_N_ELEMENTS (vtable->reserved), problem);
 }
 
 gboolean

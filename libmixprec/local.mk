@@ -107,6 +107,8 @@ mixprec_sources += \
 	libmixprec/mixprec-engine-impl-private.h \
 	libmixprec/mixprec-engine.c \
 	libmixprec/mixprec-engine-layout.c \
+	libmixprec/mixprec-engine-reduce.c \
+	libmixprec/mixprec-engine-memory.c \
 	libmixprec/mixprec-engine-step.c \
 	libmixprec/mixprec-engine-zero3.c \
 	libmixprec/mixprec-engine-access.c

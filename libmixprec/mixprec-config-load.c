@@ -658,13 +658,47 @@ load_torch_autocast (Loader     *l,
              &s->lower_precision_safe_modules);
 }
 
+/* A ZeRO-3 size DeepSpeed reads under two names: the stage3_ key its
+ * documentation uses, and @alias, the same name without the prefix
+ * (runtime/zero/config.py). Both are read so that each bad value is
+ * reported; a file that writes both is refused rather than one silently
+ * winning. */
+static void
+read_stage3_elements (Loader      *l,
+                      JsonObject  *o,
+                      const gchar *alias,
+                      guint64     *out)
+{
+  g_autofree gchar *key = g_strconcat ("stage3_", alias, NULL);
+  gint64 i;
+
+  if (json_object_has_member (o, key) && json_object_has_member (o, alias))
+    {
+      g_autofree gchar *alias_path = join_path ("zero_optimization", alias);
+      g_autofree gchar *key_path = join_path ("zero_optimization", key);
+
+      _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_CONFLICT,
+                                    "%s: the same setting as %s; give only one",
+                                    alias_path, key_path);
+    }
+  if (read_int (l, o, "zero_optimization", key, 0, G_MAXINT64, FALSE,
+                "a non-negative number of elements", &i))
+    *out = (guint64) i;
+  if (read_int (l, o, "zero_optimization", alias, 0, G_MAXINT64, FALSE,
+                "a non-negative number of elements", &i))
+    *out = (guint64) i;
+}
+
 static void
 load_zero (Loader     *l,
            JsonObject *root)
 {
   static const gchar *const known[] = {
     "stage", "reduce_bucket_size", "allgather_bucket_size", "overlap_comm",
-    "contiguous_gradients", NULL
+    "contiguous_gradients",
+    "stage3_prefetch_bucket_size", "prefetch_bucket_size",
+    "stage3_param_persistence_threshold", "param_persistence_threshold",
+    "stage3_max_live_parameters", "max_live_parameters", NULL
   };
   /* Real DeepSpeed keys (runtime/zero/config.py): accepted so that real
    * configurations load, reported when they ask for something. */
@@ -683,14 +717,8 @@ load_zero (Loader     *l,
     { "cpu_offload", "false", "deprecated DeepSpeed key; optimizer offload is not implemented" },
     { "cpu_offload_param", "false", "deprecated DeepSpeed key; parameter offload is not implemented" },
     { "cpu_offload_use_pin_memory", "false", NULL },
-    { "prefetch_bucket_size", "50000000", NULL },
-    { "stage3_prefetch_bucket_size", "50000000", NULL },
-    { "param_persistence_threshold", "100000", NULL },
-    { "stage3_param_persistence_threshold", "100000", NULL },
     { "model_persistence_threshold", "9223372036854775807", NULL },
     { "stage3_model_persistence_threshold", "9223372036854775807", NULL },
-    { "max_live_parameters", "1000000000", NULL },
-    { "stage3_max_live_parameters", "1000000000", NULL },
     { "max_reuse_distance", "1000000000", NULL },
     { "stage3_max_reuse_distance", "1000000000", NULL },
     { "gather_16bit_weights_on_model_save", "false", NULL },
@@ -766,6 +794,9 @@ load_zero (Loader     *l,
   if (overlap != NULL && !JSON_NODE_HOLDS_NULL (overlap))
     l->overlap_comm_set = read_bool (l, o, "zero_optimization", "overlap_comm", &s->overlap_comm);
   read_bool (l, o, "zero_optimization", "contiguous_gradients", &s->contiguous_gradients);
+  read_stage3_elements (l, o, "prefetch_bucket_size", &s->prefetch_bucket_size);
+  read_stage3_elements (l, o, "param_persistence_threshold", &s->param_persistence_threshold);
+  read_stage3_elements (l, o, "max_live_parameters", &s->max_live_parameters);
 }
 
 /* "auto" anywhere in optimizer or scheduler params is an unfilled Hugging
@@ -1383,6 +1414,9 @@ _mixprec_config_settings_init_defaults (MixprecConfigSettings *s)
   s->allgather_bucket_size = 500000000;
   s->overlap_comm = FALSE;
   s->contiguous_gradients = TRUE;
+  s->prefetch_bucket_size = 50000000;
+  s->param_persistence_threshold = 100000;
+  s->max_live_parameters = 1000000000;
 
   s->gradient_clipping = 0;
 

@@ -72,6 +72,9 @@ typedef struct
   guint64  allgather_bucket_size;
   gboolean overlap_comm;
   gboolean contiguous_gradients;
+  guint64  prefetch_bucket_size;          /* stage3_*, or the unprefixed alias */
+  guint64  param_persistence_threshold;
+  guint64  max_live_parameters;
 
   /* training; 0 means unset for the three batch values */
   gdouble  gradient_clipping;

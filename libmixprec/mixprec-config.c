@@ -475,6 +475,12 @@ mixprec_config_to_data (MixprecConfig *self,
   json_builder_add_boolean_value (b, s->overlap_comm);
   json_builder_set_member_name (b, "contiguous_gradients");
   json_builder_add_boolean_value (b, s->contiguous_gradients);
+  json_builder_set_member_name (b, "stage3_prefetch_bucket_size");
+  json_builder_add_int_value (b, (gint64) s->prefetch_bucket_size);
+  json_builder_set_member_name (b, "stage3_param_persistence_threshold");
+  json_builder_add_int_value (b, (gint64) s->param_persistence_threshold);
+  json_builder_set_member_name (b, "stage3_max_live_parameters");
+  json_builder_add_int_value (b, (gint64) s->max_live_parameters);
   json_builder_end_object (b);
 
   add_typed_section (b, "optimizer", s->optimizer_type, s->optimizer_params);
@@ -1035,6 +1041,63 @@ mixprec_config_get_contiguous_gradients (MixprecConfig *self)
 {
   g_return_val_if_fail (MIXPREC_IS_CONFIG (self), TRUE);
   return self->settings.contiguous_gradients;
+}
+
+/**
+ * mixprec_config_get_prefetch_bucket_size:
+ * @self: a #MixprecConfig
+ *
+ * Gets `zero_optimization.stage3_prefetch_bucket_size` (also read as
+ * `prefetch_bucket_size`): under ZeRO-3, the most elements of parameters
+ * being gathered ahead of use (mixprec_engine_prefetch()) at any time.
+ *
+ * Returns: the number of elements (5e7 by default)
+ *
+ * Since: 1.0
+ */
+guint64
+mixprec_config_get_prefetch_bucket_size (MixprecConfig *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_CONFIG (self), 0);
+  return self->settings.prefetch_bucket_size;
+}
+
+/**
+ * mixprec_config_get_param_persistence_threshold:
+ * @self: a #MixprecConfig
+ *
+ * Gets `zero_optimization.stage3_param_persistence_threshold` (also
+ * `param_persistence_threshold`): parameters with fewer elements are not
+ * partitioned under ZeRO-3; every rank keeps their whole working copy.
+ *
+ * Returns: the number of elements (1e5 by default)
+ *
+ * Since: 1.0
+ */
+guint64
+mixprec_config_get_param_persistence_threshold (MixprecConfig *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_CONFIG (self), 0);
+  return self->settings.param_persistence_threshold;
+}
+
+/**
+ * mixprec_config_get_max_live_parameters:
+ * @self: a #MixprecConfig
+ *
+ * Gets `zero_optimization.stage3_max_live_parameters` (also
+ * `max_live_parameters`): under ZeRO-3, prefetching stops when gathered
+ * parameters and prefetches would exceed this many elements.
+ *
+ * Returns: the number of elements (1e9 by default)
+ *
+ * Since: 1.0
+ */
+guint64
+mixprec_config_get_max_live_parameters (MixprecConfig *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_CONFIG (self), 0);
+  return self->settings.max_live_parameters;
 }
 
 /**

@@ -165,6 +165,12 @@ gboolean       mixprec_config_get_overlap_comm             (MixprecConfig *self)
 MIXPREC_AVAILABLE_IN_1_0
 gboolean       mixprec_config_get_contiguous_gradients     (MixprecConfig *self);
 MIXPREC_AVAILABLE_IN_1_0
+guint64        mixprec_config_get_prefetch_bucket_size     (MixprecConfig *self);
+MIXPREC_AVAILABLE_IN_1_0
+guint64        mixprec_config_get_param_persistence_threshold (MixprecConfig *self);
+MIXPREC_AVAILABLE_IN_1_0
+guint64        mixprec_config_get_max_live_parameters      (MixprecConfig *self);
+MIXPREC_AVAILABLE_IN_1_0
 gdouble        mixprec_config_get_gradient_clipping        (MixprecConfig *self);
 MIXPREC_AVAILABLE_IN_1_0
 guint          mixprec_config_get_gradient_accumulation_steps (MixprecConfig *self);

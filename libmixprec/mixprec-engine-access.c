@@ -15,9 +15,9 @@
 /* ---------------------------------------------------------------- access */
 
 /* Copies the FP32 values of @p's elements [begin, end) that this rank
- * holds (masters, else the working copy widened) into @out. */
+ * holds whole (masters, else the working copy widened) into @out. */
 static gboolean
-read_owned_master (Group         *g,
+read_whole_values (Group         *g,
                    MixprecParam  *p,
                    guint64        begin,
                    guint64        end,
@@ -44,7 +44,7 @@ read_owned_master (Group         *g,
  *
  * The FP32 values the optimizer keeps for a parameter (its master copy, or
  * in bf16 without master weights its working copy widened), assembled from
- * every rank's partition. Collective when the state is sharded: every rank
+ * every rank's slice. Collective when the values are sharded: every rank
  * must call it for the same parameters in the same order.
  *
  * Returns: (transfer full): numel FP32 values, or %NULL with @error set
@@ -58,10 +58,14 @@ mixprec_engine_gather_master (MixprecEngine *self,
 {
   MixprecParam *p;
   Group *g;
-  guint64 numel, po, part;
-  g_autofree gfloat *whole = NULL;
-  g_autofree gfloat *mine = NULL;
+  Unit *u;
+  guint64 numel, e0;
+  MixprecDType dtype = MIXPREC_DTYPE_FLOAT32;
+  gconstpointer slices;
+  gpointer whole = NULL;
+  g_autofree gfloat *out = NULL;
   GError *local = NULL;
+  gboolean ok;
 
   g_return_val_if_fail (MIXPREC_IS_ENGINE (self), NULL);
   g_return_val_if_fail (param_name != NULL, NULL);
@@ -76,106 +80,41 @@ mixprec_engine_gather_master (MixprecEngine *self,
   if (!mixprec_engine_prepare (self, error))
     return NULL;
   g = _mixprec_engine_group_of (self, p);
+  u = _mixprec_engine_unit_of (self, p);
   numel = mixprec_param_get_numel (p);
-  if (!g->state_sharded)
+  out = g_new (gfloat, MAX (numel, 1));
+  e0 = _mixprec_param_get_storage (p)->offset - u->flat;
+
+  /* Whole on this rank: no master and a whole working copy, or masters
+   * that are not sharded. */
+  if (self->world == 1 || (g->master != NULL ? !g->state_local : !g->working_local))
     {
-      whole = g_new (gfloat, MAX (numel, 1));
-      if (!read_owned_master (g, p, 0, numel, whole, error))
+      if (!read_whole_values (g, p, 0, numel, out, error))
         return NULL;
-      return g_bytes_new_take (g_steal_pointer (&whole), numel * sizeof (gfloat));
+      return g_bytes_new_take (g_steal_pointer (&out), numel * sizeof (gfloat));
     }
 
-  /* Every rank contributes its partition of the group; the parameter is a
-   * window of the gathered element space. */
-  po = _mixprec_param_get_storage (p)->offset;
-  part = g->own_end - g->own_begin;
-  mine = g_new0 (gfloat, MAX (part, 1));
-  whole = g_new0 (gfloat, MAX (g->padded, 1));
-  {
-    guint64 lo = MAX (g->own_begin, po), hi = MIN (g->own_end, po + numel);
-
-    if (lo < hi && !read_owned_master (g, p, lo - po, hi - po, mine + (lo - g->own_begin), error))
-      return NULL;
-  }
-  if (!mixprec_comm_all_gather (self->comm, mine, whole, part, MIXPREC_DTYPE_FLOAT32, &local))
-    return (_mixprec_engine_comm_failed (error, local, "gathering master weights"), NULL);
-  return g_bytes_new (whole + po, numel * sizeof (gfloat));
-}
-
-/**
- * mixprec_engine_get_memory_report:
- * @self: a #MixprecEngine
- *
- * What the engine allocated on this rank, by category (ZeRO-3 gathered
- * copies counted at their full size, as while gathered). Lays out the
- * buffers if that has not happened yet.
- *
- * Returns: (transfer full): the report
- *
- * Since: 1.0
- */
-MixprecMemoryReport *
-mixprec_engine_get_memory_report (MixprecEngine *self)
-{
-  g_return_val_if_fail (MIXPREC_IS_ENGINE (self), NULL);
-
-  mixprec_engine_prepare (self, NULL);
-  return mixprec_memory_report_copy (&self->memory);
-}
-
-/**
- * mixprec_memory_plan_new:
- * @config: a training configuration
- * @n_params: the number of parameters (elements) of the model
- * @world_size: the number of data-parallel ranks
- * @error: return location for a #GError
- *
- * Predicts the bytes one rank allocates for a model of @n_params elements
- * under @config's precision mode, ZeRO stage, accumulation and optimizer
- * (its state slots), laid out as one parameter group, with the same
- * arithmetic the engine uses (padding included). An engine whose
- * parameters form one group reports exactly this.
- *
- * Returns: (transfer full): the plan, or %NULL with @error set
- *
- * Since: 1.0
- */
-MixprecMemoryReport *
-mixprec_memory_plan_new (MixprecConfig *config,
-                         guint64        n_params,
-                         guint          world_size,
-                         GError       **error)
-{
-  g_autoptr(MixprecEngine) probe = NULL;
-  _MixprecParamDTypes dt = { 0 };
-  MixprecDType master;
-  GroupShape shape;
-  MixprecMemoryReport report = { 0 };
-  guint stage;
-
-  g_return_val_if_fail (MIXPREC_IS_CONFIG (config), NULL);
-
-  if (world_size == 0)
+  /* Every rank contributes its slice of the parameter's unit. */
+  if (g->master != NULL)
+    slices = _mixprec_engine_at (g->master, MIXPREC_DTYPE_FLOAT32, u->local);
+  else
     {
-      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
-                   "world size: must be at least 1, got 0");
-      return NULL;
+      slices = _mixprec_engine_at (g->working, g->dtypes.working, u->local);
+      dtype = g->dtypes.working;
     }
-  /* A local engine resolves the policy and the optimizer exactly as
-   * training would. */
-  probe = _mixprec_engine_new_internal (config, NULL, NULL, NULL, TRUE, error);
-  if (probe == NULL)
+  whole = _mixprec_device_alloc (g->device, MAX (u->padded, 1) * mixprec_dtype_get_size (dtype),
+                                 "gathered master weights", error);
+  if (whole == NULL)
     return NULL;
-  if (!mixprec_precision_policy_resolve (probe->policy, "param", "Linear", &dt.working, &master,
-                                         &dt.has_master, &dt.accum, &dt.comm, error))
+  ok = _mixprec_engine_before_comm (self, error);
+  if (ok && !mixprec_comm_all_gather (self->comm, slices, whole, UNIT_SLICE (self, u), dtype, &local))
+    ok = _mixprec_engine_comm_failed (error, local, "gathering master weights");
+  ok = ok && _mixprec_device_download (g->device, _mixprec_engine_at (whole, dtype, e0), dtype,
+                                       out, MIXPREC_DTYPE_FLOAT32, numel, error);
+  _mixprec_device_free (g->device, whole);
+  if (!ok)
     return NULL;
-  dt.grad = dt.working;
-  if (dt.working == MIXPREC_DTYPE_FLOAT32)
-    dt.has_master = FALSE;
-  stage = world_size > 1 ? mixprec_config_get_zero_stage (config) : 0;
-  _mixprec_engine_group_shape (&dt, n_params, world_size, stage, probe->gas, FALSE, &shape);
-  _mixprec_engine_add_shape_bytes (&report, &dt, &shape, mixprec_feature_get_n_state_slots (probe->optimizer));
-  return mixprec_memory_report_copy (&report);
+  return g_bytes_new_take (g_steal_pointer (&out), numel * sizeof (gfloat));
 }
 
 /**
@@ -234,7 +173,7 @@ mixprec_engine_get_optimizer_state (MixprecEngine *self,
     return NULL;
   s = _mixprec_param_get_storage (param);
   g = g_ptr_array_index (self->groups, s->group);
-  if (g->state_sharded)
+  if (g->state_local)
     {
       g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_WRONG_STATE,
                    "parameter '%s': optimizer state is sharded across %u ranks (ZeRO-%u)",
@@ -366,9 +305,8 @@ mirror_group (MixprecEngine *self,
               Group         *g,
               GError       **error)
 {
-  guint64 part = g->own_end - g->own_begin;
-  guint64 n_state = g->state_sharded ? part : g->padded;
-  guint64 n_working = g->working_sharded ? part : g->padded;
+  guint64 n_state = g->state_local ? g->local_n : g->padded;
+  guint64 n_working = g->working_local ? g->local_n : g->padded;
 
   _mixprec_engine_drop_mirrors (g);
   g->mirrors = g_array_new (FALSE, FALSE, sizeof (HostMirror));
@@ -418,6 +356,56 @@ upload_mirrors (Group   *g,
   return ok;
 }
 
+/* This rank's part of @p: the whole parameter on one process, its slice
+ * of the parameter's unit across ranks. */
+static void
+shard_of (MixprecEngine      *self,
+          Group              *g,
+          MixprecParam       *p,
+          _MixprecEngineShard *shard,
+          guint               n_slots)
+{
+  _MixprecParamStorage *s = _mixprec_param_get_storage (p);
+  const Unit *u = &g_array_index (g->units, Unit, s->unit);
+  guint64 numel = mixprec_param_get_numel (p);
+  guint64 e0 = s->offset - u->flat;
+  guint64 slice = UNIT_SLICE (self, u);
+  guint64 lo = MAX (e0, self->rank * slice), hi = MIN (e0 + numel, (self->rank + 1) * slice);
+  gfloat *master;
+  guint64 state_at;
+  gpointer working;
+
+  shard->param = p;
+  shard->working_dtype = g->dtypes.working;
+  shard->n_state_slots = MIN (n_slots, G_N_ELEMENTS (shard->states));
+  if (self->world == 1)
+    {
+      const Segment *seg = _mixprec_engine_segment_of (g, s->offset);
+
+      shard->begin = 0;
+      shard->end = numel;
+      shard->master = seg->master != NULL ? host_view (g, seg->master + (s->offset - seg->master_base)) : NULL;
+      shard->working = host_view (g, _mixprec_engine_at (seg->working, g->dtypes.working, s->offset - seg->working_base));
+      for (guint k = 0; k < shard->n_state_slots; k++)
+        shard->states[k] = host_view (g, g->states[k] + s->offset);
+      return;
+    }
+  /* A checkpoint stores each element once: each rank saves its slice,
+   * whatever the stage keeps besides. */
+  if (hi <= lo)
+    {
+      shard->begin = shard->end = 0;
+      return;
+    }
+  shard->begin = lo - e0;
+  shard->end = hi - e0;
+  _mixprec_engine_values_at (self, g, u, lo, &master, &state_at, &working);
+  shard->master = host_view (g, master);
+  shard->working = host_view (g, working != NULL ? working : master);
+  for (guint k = 0; k < shard->n_state_slots; k++)
+    shard->states[k] = host_view (g, g->states[k] + state_at);
+}
+
 GArray *
 _mixprec_engine_get_shards (MixprecEngine *self,
                             GError       **error)
@@ -435,32 +423,15 @@ _mixprec_engine_get_shards (MixprecEngine *self,
   for (guint i = 0; i < self->params->len; i++)
     {
       MixprecParam *p = g_ptr_array_index (self->params, i);
-      _MixprecParamStorage *s = _mixprec_param_get_storage (p);
-      Group *g = g_ptr_array_index (self->groups, s->group);
-      const Segment *seg = _mixprec_engine_segment_of (g, s->offset);
-      guint64 numel = mixprec_param_get_numel (p);
-      /* A checkpoint stores each element once: across ranks, each saves its
-       * partition, whatever the stage keeps besides. */
-      guint64 lo = self->world > 1 ? MAX (g->own_begin, s->offset) : s->offset;
-      guint64 hi = self->world > 1 ? MIN (g->own_end, s->offset + numel) : s->offset + numel;
+      Group *g = _mixprec_engine_group_of (self, p);
       _MixprecEngineShard shard = { 0 };
 
-      if (hi < lo)
-        hi = lo;
       if (g->device != NULL && g->mirrors == NULL && !mirror_group (self, g, error))
         {
           g_array_unref (shards);
           return NULL;
         }
-      shard.param = p;
-      shard.begin = lo - s->offset;
-      shard.end = hi - s->offset;
-      shard.master = seg->master != NULL ? host_view (g, seg->master + (lo - seg->master_base)) : NULL;
-      shard.working = host_view (g, _mixprec_engine_at (seg->working, g->dtypes.working, lo - seg->working_base));
-      shard.working_dtype = g->dtypes.working;
-      shard.n_state_slots = MIN (n_slots, G_N_ELEMENTS (shard.states));
-      for (guint k = 0; k < shard.n_state_slots; k++)
-        shard.states[k] = host_view (g, g->states[k] + _mixprec_engine_state_index (g, lo));
+      shard_of (self, g, p, &shard, n_slots);
       g_array_append_val (shards, shard);
     }
   return shards;
@@ -529,54 +500,49 @@ _mixprec_engine_barrier (MixprecEngine *self,
   return TRUE;
 }
 
-/* Makes a buffer of the group's element space whole on every rank after
- * each rank wrote its partition of it (ZeRO-0 keeps whole copies). */
+/* Rounds the FP32 values of @u's elements [e, e + n) into its working
+ * copy as the last applied step rounded them, so a resumed run continues
+ * bit for bit: with stochastic rounding its seed and the element's
+ * position in the group pick the same random bits. */
 static gboolean
-gather_partitions (MixprecEngine *self,
-                   Group         *g,
-                   gpointer       buffer,
-                   MixprecDType   dtype,
-                   GError       **error)
+round_working (MixprecEngine *self,
+               Group         *g,
+               const Unit    *u,
+               guint64        e,
+               guint64        n,
+               GError       **error)
 {
-  GError *local = NULL;
+  gboolean stochastic = self->stochastic && self->applied_steps > 0;
+  gfloat *master;
+  guint64 state_at;
+  gpointer working;
 
-  if (!mixprec_comm_all_gather (self->comm, _mixprec_engine_at (buffer, dtype, g->own_begin), buffer,
-                                g->own_end - g->own_begin, dtype, &local))
-    return _mixprec_engine_comm_failed (error, local, "gathering restored values");
-  return TRUE;
+  if (n == 0)
+    return TRUE;
+  _mixprec_engine_values_at (self, g, u, e, &master, &state_at, &working);
+  if (working == NULL || master == NULL)
+    return TRUE;
+  return _mixprec_device_convert (g->device, master, MIXPREC_DTYPE_FLOAT32, working, g->dtypes.working, n,
+                                  stochastic ? MIXPREC_ROUNDING_STOCHASTIC : MIXPREC_ROUNDING_NEAREST_EVEN,
+                                  stochastic ? _mixprec_engine_step_seed (self, g->index) : 0,
+                                  u->index + e, error);
 }
 
 gboolean
 _mixprec_engine_refresh_working (MixprecEngine *self,
                                  GError       **error)
 {
-  gboolean stochastic = self->stochastic && self->applied_steps > 0;
-
   if (!mixprec_engine_prepare (self, error))
     return FALSE;
   mixprec_engine_release_all (self);
   for (guint j = 0; j < self->groups->len; j++)
     {
       Group *g = g_ptr_array_index (self->groups, j);
-      const Segment *seg = &g_array_index (g->segments, Segment, 0);
-      guint64 lo = self->world > 1 ? g->own_begin : 0;
-      guint64 hi = self->world > 1 ? MIN (g->own_end, g->numel) : g->numel;
 
       /* On a device, what was restored sits in the host mirrors. */
       if (!upload_mirrors (g, error))
         return FALSE;
 
-      if (self->world > 1 && !g->state_sharded)
-        {
-          /* ZeRO-0 across ranks: masters and state are whole everywhere,
-           * but each rank restored only its partition. */
-          if (g->master != NULL &&
-              !gather_partitions (self, g, g->master, MIXPREC_DTYPE_FLOAT32, error))
-            return FALSE;
-          for (guint k = 0; g->states[k] != NULL; k++)
-            if (!gather_partitions (self, g, g->states[k], MIXPREC_DTYPE_FLOAT32, error))
-              return FALSE;
-        }
       if (g->external)
         {
           for (guint k = 0; k < g->segments->len; k++)
@@ -591,25 +557,37 @@ _mixprec_engine_refresh_working (MixprecEngine *self,
             }
           continue;
         }
-      if (self->world > 1 && !g->state_sharded)
-        hi = g->numel, lo = 0;
-      /* Round as the last applied step did, so a resumed run continues
-       * bit for bit: with stochastic rounding its seed and the element's
-       * position in the group pick the same random bits. */
-      if (seg->master != NULL && seg->master != (gpointer) seg->working && lo < hi &&
-          !_mixprec_device_convert (g->device, seg->master + (lo - seg->master_base), MIXPREC_DTYPE_FLOAT32,
-                                    _mixprec_engine_at (seg->working, g->dtypes.working, lo - seg->working_base),
-                                    g->dtypes.working, hi - lo,
-                                    stochastic ? MIXPREC_ROUNDING_STOCHASTIC : MIXPREC_ROUNDING_NEAREST_EVEN,
-                                    stochastic ? _mixprec_engine_step_seed (self, g->index) : 0, lo, error))
-        return FALSE;
-      /* Without a separate master (FP32 or bf16-only working copies) each
-       * rank restored its partition of the working copy itself. */
-      if (self->world > 1 && !g->working_sharded &&
-          (g->state_sharded || seg->master == NULL || seg->master == (gpointer) seg->working) &&
-          !gather_partitions (self, g, g->working, g->dtypes.working, error))
-        return FALSE;
+      if (self->world > 1 && !g->state_local)
+        {
+          /* ZeRO-0 across ranks: every rank keeps everything but restored
+           * its slices only. */
+          if (g->master != NULL &&
+              !_mixprec_engine_gather_slices (self, g, NULL, g->master, MIXPREC_DTYPE_FLOAT32,
+                                              "gathering restored values", error))
+            return FALSE;
+          if (g->master == NULL &&
+              !_mixprec_engine_gather_slices (self, g, NULL, g->working, g->dtypes.working,
+                                              "gathering restored values", error))
+            return FALSE;
+          for (guint k = 0; g->states[k] != NULL; k++)
+            if (!_mixprec_engine_gather_slices (self, g, NULL, g->states[k], MIXPREC_DTYPE_FLOAT32,
+                                                "gathering restored values", error))
+              return FALSE;
+        }
+      for (guint k = 0; k < g->units->len; k++)
+        {
+          const Unit *u = &g_array_index (g->units, Unit, k);
+          guint64 slice = UNIT_SLICE (self, u), e = self->rank * slice;
+          guint64 n = u->numel > e ? MIN (u->numel - e, slice) : 0;
+
+          if (self->world == 1 || !g->state_local)
+            e = 0, n = u->numel;
+          if (!round_working (self, g, u, e, n, error))
+            return FALSE;
+        }
     }
+  if (self->stage >= 1 && !_mixprec_engine_refresh_whole (self, error))
+    return FALSE;
   _mixprec_engine_clear_gradients (self);
   return TRUE;
 }

@@ -20,9 +20,9 @@ G_BEGIN_DECLS
 #define _MIXPREC_ENGINE_DEFAULT_TIMEOUT_MS 300000
 
 /* A run of a group's elements that share buffers: the whole group for
- * engine-owned parameters, one parameter for user-owned memory. Each
- * pointer addresses the element whose index in the group's element space
- * is the matching *_base. */
+ * engine-owned parameters, one parameter for user-owned memory (one
+ * process only). Each pointer addresses the element whose index in the
+ * group's element space is the matching *_base. */
 typedef struct {
   guint64 offset;            /* in the group's element space */
   guint64 numel;
@@ -33,36 +33,105 @@ typedef struct {
   guint64 master_base;
 } Segment;
 
+/* Parameters are partitioned in *units*: runs of consecutive parameters of
+ * one group, at most _MIXPREC_UNIT_ELEMENTS elements unless one parameter
+ * is larger, never mixing parameters below the ZeRO-3 persistence
+ * threshold with larger ones. Across W ranks a unit is padded to a
+ * multiple of W * _MIXPREC_SUMSQ_BLOCK and cut into W equal slices, slice r
+ * belonging to rank r: one reduce-scatter per unit hands every rank its
+ * slice, one all-gather makes it whole again, and every rank's part of a
+ * parameter is one contiguous range. Units depend on the parameters and
+ * the config only, never on the world size: the sum of squares is formed
+ * per block of a unit, so it comes out the same at any world size. */
+#define _MIXPREC_UNIT_ELEMENTS ((guint64) 1 << 20)
+
+/* Gradient staging slots: at least a unit of several parameters, at most
+ * this many elements, two of them. */
+#define _MIXPREC_SLOT_MAX_ELEMENTS ((guint64) 1 << 22)
+#define _MIXPREC_N_SLOTS 2
+
+typedef struct {
+  guint first_param;         /* index in the group's params */
+  guint n_params;
+  guint64 index;             /* first element in the unpadded element space */
+  guint64 numel;             /* real elements */
+  guint64 flat;              /* first element in the padded element space */
+  guint64 padded;            /* numel padded to world * block (numel on one process) */
+  guint64 local;             /* where this rank's slice starts in the sharded buffers */
+  guint64 first_block;       /* its first sum-of-squares block among this rank's */
+  gboolean persistent;       /* ZeRO-3: every rank keeps the whole working copy */
+  guint64 persist_at;        /* ZeRO-3: where it lies in the persistent copies */
+  /* The current micro-step's gradients. */
+  guint64 arrived;           /* elements handed over with reduce_grad() */
+  gboolean started;          /* its reduction has been started */
+  gint slot;                 /* the staging slot collecting it, or -1 */
+  /* ZeRO-3 gathering. */
+  gpointer gathered;         /* the whole working copy while gathered */
+  guint gather_count;
+  gboolean prefetched;       /* gathering ahead, counted in the prefetch window */
+  MixprecCommRequest *gathering;
+} Unit;
+
+typedef enum {
+  ACCUM_NONE,                /* one process: gradients read in place */
+  ACCUM_FLAT,                /* one process: a buffer of the element space */
+  ACCUM_SHARD,               /* ranks: this rank's slice of every unit */
+  ACCUM_IN_GRAD,             /* ranks, one micro-step, grad dtype == accum dtype:
+                                reduced in place into this rank's slices of
+                                the gradient buffer */
+} AccumMode;
+
+typedef enum {
+  SLOT_FREE,
+  SLOT_FILLING,              /* collecting a unit's parameters */
+  SLOT_IN_FLIGHT,            /* the send buffer of a started reduction */
+} SlotState;
+
+typedef struct {
+  gpointer data;             /* slot_elements of the wire dtype */
+  SlotState state;
+} Slot;
+
+/* A started reduction and what its completion frees. */
+typedef struct {
+  MixprecCommRequest *request;
+  gint slot;                 /* the staging slot it sends from, or -1 */
+  guint64 zero_begin;        /* gradient elements to zero once sent */
+  guint64 zero_n;
+} Pending;
+
 typedef struct {
   guint index;
   _MixprecParamDTypes dtypes;
+  MixprecDType wire;         /* what gradients travel in */
   gdouble weight_decay_multiplier;
   gboolean external;
   guint64 numel;             /* real elements */
-  guint64 padded;            /* the element space: numel padded by the partitioner */
-  guint64 own_begin;         /* this rank's partition of the element space */
-  guint64 own_end;
-  gboolean state_sharded;    /* masters and optimizer state hold the partition only */
-  gboolean accum_sharded;    /* the accumulation buffer holds the partition only */
-  gboolean working_sharded;  /* ZeRO-3: the working copy holds the partition only */
+  guint64 padded;            /* the padded element space: sum of unit sizes */
+  guint64 local_n;           /* this rank's slices: padded / world */
+  guint64 persist_n;         /* ZeRO-3: elements of persistent units */
+  GArray *units;             /* Unit */
   GPtrArray *params;         /* MixprecParam, borrowed from the engine */
-  GArray *segments;          /* Segment */
-  MixprecPartitioner *partitioner;   /* NULL on one process */
+  GArray *segments;          /* Segment (one process) */
+  gboolean state_local;      /* masters and optimizer state hold the slices only */
+  gboolean working_local;    /* ZeRO-3: the working copy holds the slices only */
+  AccumMode accum_mode;
   /* Buffers (NULL where not needed). */
-  gpointer working;
-  gpointer grad;             /* always the whole element space */
-  gpointer accum;            /* NULL when gradients are read in place */
-  gpointer staging;          /* gradients in the comm dtype, bucket-packed */
-  gpointer gathered;         /* ZeRO-3: the whole working copy while gathered */
-  guint gather_count;
+  gpointer working;          /* padded element space, or the slices under ZeRO-3 */
+  gpointer persistent;       /* ZeRO-3: whole working copies of persistent units */
+  gpointer grad;             /* padded element space; NULL until used under ZeRO-2/3 */
+  gpointer accum;
   gfloat *master;
   gfloat **states;
+  GArray *slots;             /* Slot */
+  guint64 slot_elements;
+  GArray *pending;           /* Pending: reductions in flight */
   gdouble *hparams;          /* the optimizer's values for this group */
-  GPtrArray *pending;        /* MixprecCommRequest: gradient reductions in flight */
-  MixprecCommRequest *prefetch;
   _MixprecDevice *device;    /* where the buffers live (NULL: host memory) */
   GError *device_error;      /* the first failure of a device kernel in a pass */
   GArray *mirrors;           /* HostMirror: device buffers copied for checkpoints */
+  gdouble *norm;             /* block sums: this rank's, then (ranks) every rank's */
+  guint64 n_blocks;          /* this rank's blocks */
 } Group;
 
 /* A host copy of one device buffer, which checkpoints read and write
@@ -72,6 +141,23 @@ typedef struct {
   gpointer host;
   gsize bytes;
 } HostMirror;
+
+/* The buffers an engine holds, by name: what the memory report lists and
+ * the plan predicts, in this order. */
+typedef enum {
+  BUF_WORKING,
+  BUF_PERSISTENT,
+  BUF_GATHERED,
+  BUF_GRADIENTS,
+  BUF_ACCUM,
+  BUF_MASTERS,
+  BUF_STATE,
+  BUF_STAGING,
+  BUF_NORM,
+  N_BUFS
+} BufferKind;
+
+extern const gchar * const _mixprec_engine_buffer_names[N_BUFS];
 
 struct _MixprecEngine
 {
@@ -87,7 +173,7 @@ struct _MixprecEngine
   gint weight_decay_index;   /* -1 when the optimizer has none */
 
   _MixprecDevice *device;    /* mixprec.device; NULL for "cpu" */
-  gdouble *norm_sums;        /* device: block sums of every group, then the total */
+  gdouble *norm_sums;        /* block sums of every group, then the total */
   gsize n_norm_sums;
   gboolean comm_on_stream;   /* the communicator queues on the device's stream */
   MixprecComm *comm;         /* data-parallel group; NULL on one process */
@@ -98,13 +184,23 @@ struct _MixprecEngine
 
   GPtrArray *params;         /* MixprecParam, registration order */
   GHashTable *by_name;       /* name -> MixprecParam (borrowed) */
-  GHashTable *init_values;   /* MixprecParam -> GBytes (FP32), until laid out */
+  GHashTable *init_values;   /* MixprecParam -> InitValues, until laid out */
   GPtrArray *groups;         /* Group */
   gboolean prepared;
-  MixprecMemoryReport memory;
+
+  /* What is allocated, by buffer kind: now, and the most at once. */
+  GHashTable *allocations;   /* address -> (kind, bytes) */
+  guint64 buf_bytes[N_BUFS];
+  guint64 buf_peak[N_BUFS];
+  guint64 buf_plan[N_BUFS];  /* what the layout planned */
+
+  /* ZeRO-3 gathering, in elements. */
+  guint64 live_elements;     /* gathered units, prefetches included */
+  guint64 prefetching;       /* units being gathered ahead */
 
   guint gas;                 /* gradient_accumulation_steps */
   guint micro_steps;         /* backward passes folded since the last step */
+  guint intake_step;         /* micro-step whose gradients reduce_grad() takes */
   guint64 steps;
   guint64 applied_steps;
   guint64 skipped_steps;
@@ -113,21 +209,29 @@ struct _MixprecEngine
   gboolean overlap;
 };
 
-
-/* Elements of each buffer one group needs on this rank. The engine
- * allocates exactly these, and mixprec_memory_plan_new() reports them, so
- * the plan and the engine's report agree by construction. */
+/* Elements of each buffer one group needs on this rank, from its units.
+ * The engine allocates exactly these, and the memory plan reports them,
+ * so the plan and the engine's report agree by construction. */
 typedef struct {
-  guint64 padded;            /* element space */
-  guint64 part;              /* partition size */
+  guint64 padded;            /* padded element space */
+  guint64 local_n;           /* this rank's slices */
+  guint64 persist_n;         /* ZeRO-3 persistent units */
   guint64 working;           /* working dtype */
+  guint64 persistent;        /* working dtype */
   guint64 grad;              /* grad dtype */
+  AccumMode accum_mode;
   guint64 accum;             /* accum dtype */
-  guint64 staging;           /* comm (or accum) dtype */
   guint64 master;            /* FP32 */
   guint64 state;             /* FP32, per slot */
-  guint64 gathered;          /* working dtype, ZeRO-3 while gathered */
+  guint64 slot_elements;     /* wire dtype, per staging slot */
+  guint64 n_slots;
+  guint64 norm_blocks;       /* doubles (host) */
 } GroupShape;
+
+typedef struct {
+  MixprecDType dtype;
+  GBytes *values;
+} InitValues;
 
 /* Calls @func on every piece of @g's segments inside [begin, end). */
 typedef void (*PieceFunc) (Group         *g,
@@ -136,15 +240,9 @@ typedef void (*PieceFunc) (Group         *g,
                            guint64        n,
                            gpointer       data);
 
-void _mixprec_engine_wait_requests (GPtrArray *requests, GError **error);
-
 gboolean _mixprec_engine_comm_failed (GError **error, GError *cause, const gchar *what);
 
 gpointer _mixprec_engine_at (gpointer base, MixprecDType dtype, guint64 index);
-
-guint64 _mixprec_engine_state_index (const Group *g, guint64 flat);
-
-guint64 _mixprec_engine_accum_index (const Group *g, guint64 flat);
 
 void _mixprec_engine_for_each_piece (Group    *g,
                 guint64   begin,
@@ -154,26 +252,45 @@ void _mixprec_engine_for_each_piece (Group    *g,
 
 void _mixprec_engine_clear_gradients (MixprecEngine *self);
 
-gpointer _mixprec_engine_alloc_buffer (_MixprecDevice *device,
-              guint64      numel,
-              gsize        elem_size,
-              const gchar *what,
-              GError     **error);
+/* The units of a group of parameters of @sizes (group order). */
+GArray *_mixprec_engine_make_units (const guint64 *sizes,
+                                    guint          n_sizes,
+                                    guint          world,
+                                    guint          stage,
+                                    guint64        persistence_threshold);
 
 void _mixprec_engine_group_shape (const _MixprecParamDTypes *dt,
-             guint64                    numel,
-             guint                      world,
-             guint                      stage,
-             guint                      gas,
-             gboolean                   external,
-             GroupShape                *shape);
+                                  MixprecDType               wire,
+                                  GArray                    *units,
+                                  guint                      world,
+                                  guint                      stage,
+                                  guint                      gas,
+                                  gboolean                   external,
+                                  guint64                    reduce_bucket_size,
+                                  GroupShape                *shape);
 
+/* The dtype gradients travel in between ranks. */
 MixprecDType _mixprec_engine_wire_dtype (const _MixprecParamDTypes *dt);
 
-void _mixprec_engine_add_shape_bytes (MixprecMemoryReport       *r,
-                 const _MixprecParamDTypes *dt,
-                 const GroupShape          *s,
-                 guint                      n_slots);
+/* Adds the bytes of @s to @bytes, indexed by BufferKind. */
+void _mixprec_engine_add_shape_bytes (guint64                   *bytes,
+                                      const _MixprecParamDTypes *dt,
+                                      const GroupShape          *s,
+                                      guint                      n_slots);
+
+/* Allocations through these are what the memory report counts. */
+gpointer _mixprec_engine_alloc (MixprecEngine  *self,
+                                _MixprecDevice *device,
+                                guint64         numel,
+                                gsize           elem_size,
+                                BufferKind      kind,
+                                GError        **error);
+void     _mixprec_engine_free  (MixprecEngine  *self,
+                                _MixprecDevice *device,
+                                gpointer        buffer);
+
+/* The slice size of @u on @self's ranks. */
+#define UNIT_SLICE(self, u) ((u)->padded / (self)->world)
 
 /* @device: the engine's device when the caller opened it (NULL: open
  * mixprec.device). @plan_only: an engine that only resolves the policy and
@@ -197,6 +314,54 @@ gboolean _mixprec_engine_wait_pending (MixprecEngine *self,
               GError       **error);
 
 Group * _mixprec_engine_group_of (MixprecEngine *self, MixprecParam *param);
+Unit *  _mixprec_engine_unit_of  (MixprecEngine *self, MixprecParam *param);
+
+/* Waits for @g's reductions in flight and frees what they held; keeps the
+ * first failure in @error. */
+void _mixprec_engine_wait_group (MixprecEngine *self,
+                                 Group         *g,
+                                 GError       **error);
+
+/* Allocates @g's whole gradient buffer if it has none (ZeRO-2/3 allocate
+ * it only when the caller writes whole gradients). */
+gboolean _mixprec_engine_ensure_grad (MixprecEngine *self,
+                                      Group         *g,
+                                      GError       **error);
+
+/* All-gathers every unit's slices of @local (a sharded buffer of @dtype)
+ * into the padded element space at @flat, unit by unit, in place when
+ * @flat already holds this rank's slices at their places. */
+gboolean _mixprec_engine_gather_slices (MixprecEngine *self,
+                                        Group         *g,
+                                        gconstpointer  local,
+                                        gpointer       flat,
+                                        MixprecDType   dtype,
+                                        const gchar   *what,
+                                        GError       **error);
+
+/* Where the optimizer's values for element @e of @u live on this rank (an
+ * element this rank updates): the FP32 values (NULL in bf16 without
+ * masters), the index into the state arrays, and the working copy (NULL
+ * when the FP32 values are the working copy). */
+void _mixprec_engine_values_at (MixprecEngine *self,
+                                Group         *g,
+                                const Unit    *u,
+                                guint64        e,
+                                gfloat       **master,
+                                guint64       *state_at,
+                                gpointer      *working);
+
+/* After the optimizer wrote this rank's slices: the working copies whole
+ * again on every rank (ZeRO-1/2), or the persistent ones (ZeRO-3). */
+gboolean _mixprec_engine_refresh_whole (MixprecEngine *self,
+                                        GError       **error);
+
+/* Address of element @e (unit-relative) of @u in a padded-space buffer,
+ * and of element @e of this rank's slice in a sharded buffer. */
+gpointer _mixprec_engine_flat_at  (MixprecEngine *self, const Unit *u, gpointer base,
+                                   MixprecDType dtype, guint64 e);
+gpointer _mixprec_engine_local_at (MixprecEngine *self, const Unit *u, gpointer base,
+                                   MixprecDType dtype, guint64 e);
 
 /* The stochastic-rounding seed of @group for the step that made the
  * current applied-step count (the working copies it wrote can be rounded

@@ -1,6 +1,6 @@
 /* mixprec-engine-layout.c — how an engine lays out its parameters: groups,
- * ZeRO partitions, buffers, and the memory report and plan that follow
- * from the same arithmetic. */
+ * units and their ZeRO slices, buffers, and the memory arithmetic the
+ * report and the plan share. */
 #include "config.h"
 
 #include <math.h>
@@ -13,76 +13,32 @@
 #include "mixprec-parallel-private.h"
 #include "mixprec-registry-private.h"
 
-/* ---------------------------------------------------------------- layout */
+const gchar * const _mixprec_engine_buffer_names[N_BUFS] = {
+  [BUF_WORKING] = "working copies",
+  [BUF_PERSISTENT] = "persistent working copies",
+  [BUF_GATHERED] = "gathered working copies",
+  [BUF_GRADIENTS] = "gradients",
+  [BUF_ACCUM] = "gradient accumulation",
+  [BUF_MASTERS] = "FP32 master weights",
+  [BUF_STATE] = "optimizer state",
+  [BUF_STAGING] = "gradient staging",
+  [BUF_NORM] = "gradient norm blocks",
+};
 
-
-void
-_mixprec_engine_group_shape (const _MixprecParamDTypes *dt,
-             guint64                    numel,
-             guint                      world,
-             guint                      stage,
-             guint                      gas,
-             gboolean                   external,
-             GroupShape                *shape)
-{
-  guint64 align = (guint64) world * _MIXPREC_SUMSQ_BLOCK;
-
-  memset (shape, 0, sizeof *shape);
-  shape->padded = world > 1 ? (numel + align - 1) / align * align : numel;
-  shape->part = shape->padded / world;
-  if (!external)
-    {
-      shape->working = stage >= 3 ? shape->part : shape->padded;
-      shape->grad = shape->padded;
-    }
-  /* One process reads gradients in place when a step has one micro-step
-   * and the accumulation dtype would not round them; several ranks always
-   * need somewhere to receive the reduction. */
-  if (world > 1 || gas > 1 ||
-      !(dt->accum == dt->grad || dt->accum == MIXPREC_DTYPE_FLOAT32))
-    shape->accum = stage >= 2 ? shape->part : shape->padded;
-  if (world > 1)
-    shape->staging = shape->padded;
-  if (dt->has_master)
-    shape->master = stage >= 1 ? shape->part : shape->padded;
-  shape->state = stage >= 1 ? shape->part : shape->padded;
-  if (stage >= 3)
-    shape->gathered = shape->padded;
-}
-
-/* The dtype gradients travel in: the communication dtype when they land in
- * an FP32 accumulator (which the comm fills without rounding), else the
- * accumulation dtype itself (checked to equal the communication dtype). */
-MixprecDType
-_mixprec_engine_wire_dtype (const _MixprecParamDTypes *dt)
-{
-  return dt->accum == MIXPREC_DTYPE_FLOAT32 ? dt->comm : dt->accum;
-}
-
-void
-_mixprec_engine_add_shape_bytes (MixprecMemoryReport       *r,
-                 const _MixprecParamDTypes *dt,
-                 const GroupShape          *s,
-                 guint                      n_slots)
-{
-  r->working += s->working * mixprec_dtype_get_size (dt->working);
-  r->gradients += s->grad * mixprec_dtype_get_size (dt->grad);
-  r->accumulation += s->accum * mixprec_dtype_get_size (dt->accum);
-  r->masters += s->master * sizeof (gfloat);
-  r->optimizer_state += s->state * sizeof (gfloat) * n_slots;
-  r->communication += s->staging * mixprec_dtype_get_size (_mixprec_engine_wire_dtype (dt)) +
-                      s->gathered * mixprec_dtype_get_size (dt->working);
-  r->total = r->working + r->gradients + r->accumulation + r->masters +
-             r->optimizer_state + r->communication;
-}
+/* ---------------------------------------------------------------- allocation */
 
 gpointer
-_mixprec_engine_alloc_buffer (_MixprecDevice *device,
-              guint64      numel,
-              gsize        elem_size,
-              const gchar *what,
-              GError     **error)
+_mixprec_engine_alloc (MixprecEngine  *self,
+                       _MixprecDevice *device,
+                       guint64         numel,
+                       gsize           elem_size,
+                       BufferKind      kind,
+                       GError        **error)
 {
+  const gchar *what = _mixprec_engine_buffer_names[kind];
+  gsize bytes;
+  gpointer p;
+
   /* Never NULL on success: an empty buffer still has an address. Zeroed:
    * padding must hold zeros, and fresh optimizer state is zero. */
   if (numel > G_MAXSIZE / MAX (elem_size, 1))
@@ -91,7 +47,223 @@ _mixprec_engine_alloc_buffer (_MixprecDevice *device,
                    "%s: %" G_GUINT64_FORMAT " elements do not fit in memory", what, numel);
       return NULL;
     }
-  return _mixprec_device_alloc (device, (gsize) MAX (numel, 1) * elem_size, what, error);
+  bytes = (gsize) numel * elem_size;
+  p = _mixprec_device_alloc (device, MAX (bytes, 1), what, error);
+  if (p == NULL)
+    return NULL;
+  g_hash_table_insert (self->allocations, p,
+                       GSIZE_TO_POINTER (((gsize) bytes << 4) | (gsize) kind));
+  self->buf_bytes[kind] += bytes;
+  self->buf_peak[kind] = MAX (self->buf_peak[kind], self->buf_bytes[kind]);
+  return p;
+}
+
+void
+_mixprec_engine_free (MixprecEngine  *self,
+                      _MixprecDevice *device,
+                      gpointer        buffer)
+{
+  gpointer value;
+
+  if (buffer == NULL)
+    return;
+  if (g_hash_table_steal_extended (self->allocations, buffer, NULL, &value))
+    {
+      gsize packed = GPOINTER_TO_SIZE (value);
+
+      self->buf_bytes[packed & 0xf] -= packed >> 4;
+    }
+  _mixprec_device_free (device, buffer);
+}
+
+/* ---------------------------------------------------------------- arithmetic */
+
+GArray *
+_mixprec_engine_make_units (const guint64 *sizes,
+                            guint          n_sizes,
+                            guint          world,
+                            guint          stage,
+                            guint64        persistence_threshold)
+{
+  GArray *units = g_array_new (FALSE, TRUE, sizeof (Unit));
+  guint64 align = (guint64) world * _MIXPREC_SUMSQ_BLOCK;
+  guint64 index = 0, flat = 0, local = 0, persist = 0, block = 0;
+  Unit *u = NULL;
+
+  for (guint i = 0; i < n_sizes; i++)
+    {
+      gboolean small = sizes[i] < persistence_threshold;
+
+      /* Packed with the unit before while the class matches and the unit
+       * stays within the unit size; a larger parameter is a unit alone. */
+      if (u == NULL || small != u->persistent ||
+          u->numel + sizes[i] > _MIXPREC_UNIT_ELEMENTS)
+        {
+          Unit fresh = { 0 };
+
+          fresh.first_param = i;
+          fresh.index = index;
+          fresh.persistent = small;
+          fresh.slot = -1;
+          g_array_append_val (units, fresh);
+          u = &g_array_index (units, Unit, units->len - 1);
+        }
+      u->n_params++;
+      u->numel += sizes[i];
+      index += sizes[i];
+    }
+  for (guint k = 0; k < units->len; k++)
+    {
+      u = &g_array_index (units, Unit, k);
+      u->padded = world > 1 ? (u->numel + align - 1) / align * align : u->numel;
+      u->flat = flat;
+      u->local = local;
+      u->first_block = block;
+      flat += u->padded;
+      local += u->padded / world;
+      block += (u->padded / world + _MIXPREC_SUMSQ_BLOCK - 1) / _MIXPREC_SUMSQ_BLOCK;
+      /* The class shapes units at every stage (so units do not depend on
+       * the stage); only ZeRO-3 keeps small parameters whole. */
+      if (stage < 3 || world == 1)
+        u->persistent = FALSE;
+      if (u->persistent)
+        {
+          u->persist_at = persist;
+          persist += u->padded;
+        }
+    }
+  return units;
+}
+
+/* The dtype gradients travel in: where they land in an FP32 accumulator
+ * and the communication dtype is FP32, the gradient dtype itself (the
+ * backend widens each value exactly before adding, so the sums are those
+ * of FP32 gradients, for half the bytes); else the communication dtype
+ * into an FP32 accumulator, or the accumulation dtype itself (checked to
+ * equal the communication dtype). */
+MixprecDType
+_mixprec_engine_wire_dtype (const _MixprecParamDTypes *dt)
+{
+  if (dt->accum != MIXPREC_DTYPE_FLOAT32)
+    return dt->accum;
+  if (dt->comm == MIXPREC_DTYPE_FLOAT32)
+    return dt->grad;
+  return dt->comm;
+}
+
+void
+_mixprec_engine_group_shape (const _MixprecParamDTypes *dt,
+                             MixprecDType               wire,
+                             GArray                    *units,
+                             guint                      world,
+                             guint                      stage,
+                             guint                      gas,
+                             gboolean                   external,
+                             guint64                    reduce_bucket_size,
+                             GroupShape                *shape)
+{
+  guint64 max_packed = 0, max_unit = 0;
+
+  memset (shape, 0, sizeof *shape);
+  for (guint k = 0; k < units->len; k++)
+    {
+      const Unit *u = &g_array_index (units, Unit, k);
+
+      shape->padded += u->padded;
+      shape->local_n += u->padded / world;
+      shape->norm_blocks += (u->padded / world + _MIXPREC_SUMSQ_BLOCK - 1) / _MIXPREC_SUMSQ_BLOCK;
+      if (u->persistent)
+        shape->persist_n += u->padded;
+      if (u->n_params > 1)
+        max_packed = MAX (max_packed, u->padded);
+      max_unit = MAX (max_unit, u->padded);
+    }
+  /* Block sums of this rank's slices, then of every rank's. */
+  if (world > 1)
+    shape->norm_blocks *= 1 + world;
+
+  if (!external)
+    {
+      shape->working = stage >= 3 ? shape->local_n : shape->padded;
+      shape->persistent = stage >= 3 ? shape->persist_n : 0;
+      /* Under ZeRO-2/3 gradients arrive one parameter at a time; a whole
+       * gradient buffer exists only when the caller asks for one. */
+      shape->grad = world > 1 && stage >= 2 ? 0 : shape->padded;
+    }
+
+  if (world == 1)
+    {
+      /* One process reads gradients in place when a step has one
+       * micro-step and the accumulation dtype would not round them. */
+      shape->accum_mode = gas > 1 || !(dt->accum == dt->grad || dt->accum == MIXPREC_DTYPE_FLOAT32)
+                          ? ACCUM_FLAT : ACCUM_NONE;
+      shape->accum = shape->accum_mode == ACCUM_FLAT ? shape->padded : 0;
+    }
+  else if (gas == 1 && dt->grad == dt->accum && stage <= 1)
+    shape->accum_mode = ACCUM_IN_GRAD;
+  else
+    {
+      shape->accum_mode = ACCUM_SHARD;
+      shape->accum = shape->local_n;
+    }
+
+  if (dt->has_master)
+    shape->master = stage >= 1 ? shape->local_n : shape->padded;
+  shape->state = stage >= 1 ? shape->local_n : shape->padded;
+
+  /* Staging: where gradients collect between the caller and the wire
+   * (ZeRO-2/3), or get converted on their way out of the gradient
+   * buffer (a wire dtype other than the gradients'). */
+  if (world > 1 && (stage >= 2 || wire != dt->grad))
+    {
+      guint64 window = CLAMP (reduce_bucket_size / _MIXPREC_N_SLOTS,
+                              (guint64) world * _MIXPREC_SUMSQ_BLOCK, _MIXPREC_SLOT_MAX_ELEMENTS);
+
+      shape->slot_elements = MIN (MAX (window, max_packed), max_unit);
+      shape->slot_elements = MAX (shape->slot_elements, 1);
+      shape->n_slots = _MIXPREC_N_SLOTS;
+    }
+}
+
+void
+_mixprec_engine_add_shape_bytes (guint64                   *bytes,
+                                 const _MixprecParamDTypes *dt,
+                                 const GroupShape          *s,
+                                 guint                      n_slots)
+{
+  gsize wsize = mixprec_dtype_get_size (dt->working);
+
+  bytes[BUF_WORKING] += s->working * wsize;
+  bytes[BUF_PERSISTENT] += s->persistent * wsize;
+  bytes[BUF_GRADIENTS] += s->grad * mixprec_dtype_get_size (dt->grad);
+  bytes[BUF_ACCUM] += s->accum * mixprec_dtype_get_size (dt->accum);
+  bytes[BUF_MASTERS] += s->master * sizeof (gfloat);
+  bytes[BUF_STATE] += s->state * sizeof (gfloat) * n_slots;
+  bytes[BUF_STAGING] += s->n_slots * s->slot_elements *
+                        mixprec_dtype_get_size (_mixprec_engine_wire_dtype (dt));
+  bytes[BUF_NORM] += s->norm_blocks * sizeof (gdouble);
+}
+
+/* ---------------------------------------------------------------- addressing */
+
+gpointer
+_mixprec_engine_at (gpointer base, MixprecDType dtype, guint64 index)
+{
+  return (guint8 *) base + index * mixprec_dtype_get_size (dtype);
+}
+
+gpointer
+_mixprec_engine_flat_at (MixprecEngine *self, const Unit *u, gpointer base,
+                         MixprecDType dtype, guint64 e)
+{
+  return _mixprec_engine_at (base, dtype, u->flat + e);
+}
+
+gpointer
+_mixprec_engine_local_at (MixprecEngine *self, const Unit *u, gpointer base,
+                          MixprecDType dtype, guint64 e)
+{
+  return _mixprec_engine_at (base, dtype, u->local + (e - self->rank * UNIT_SLICE (self, u)));
 }
 
 static gboolean
@@ -105,23 +277,62 @@ same_group (const Group *g, MixprecParam *p)
          g->weight_decay_multiplier == mixprec_param_get_weight_decay_multiplier (p);
 }
 
-gpointer
-_mixprec_engine_at (gpointer base, MixprecDType dtype, guint64 index)
-{
-  return (guint8 *) base + index * mixprec_dtype_get_size (dtype);
-}
+/* ---------------------------------------------------------------- layout */
 
-/* Where element @flat of the group's element space lives in each buffer. */
-guint64
-_mixprec_engine_state_index (const Group *g, guint64 flat)
+/* Writes @p's initial values into the parts of the buffers this rank
+ * holds: the master (or FP32 working) values of its slice, and the
+ * working copy (whole below ZeRO-3, the slice under it). */
+static gboolean
+init_param (MixprecEngine *self,
+            Group         *g,
+            MixprecParam  *p,
+            GError       **error)
 {
-  return g->state_sharded ? flat - g->own_begin : flat;
-}
+  _MixprecParamStorage *s = _mixprec_param_get_storage (p);
+  InitValues *init = g_hash_table_lookup (self->init_values, p);
+  const Unit *u = &g_array_index (g->units, Unit, s->unit);
+  guint64 numel = mixprec_param_get_numel (p);
+  guint64 e0 = s->offset - u->flat;          /* the parameter inside its unit */
+  guint64 slice = UNIT_SLICE (self, u);
+  guint64 lo = MAX (e0, self->rank * slice), hi = MIN (e0 + numel, (self->rank + 1) * slice);
+  gsize isize;
+  const guint8 *v;
 
-guint64
-_mixprec_engine_accum_index (const Group *g, guint64 flat)
-{
-  return g->accum_sharded ? flat - g->own_begin : flat;
+  if (init == NULL || numel == 0)
+    return TRUE;
+  v = g_bytes_get_data (init->values, NULL);
+  isize = mixprec_dtype_get_size (init->dtype);
+  if (self->world == 1)
+    lo = e0, hi = e0 + numel;
+
+  if (g->master != NULL)
+    {
+      gboolean whole = !g->state_local;
+      guint64 a = whole ? e0 : lo, b = whole ? e0 + numel : hi;
+
+      if (a < b &&
+          !_mixprec_device_upload (self->device, v + (a - e0) * isize, init->dtype,
+                                   whole ? (gpointer) _mixprec_engine_flat_at (self, u, g->master, MIXPREC_DTYPE_FLOAT32, a)
+                                         : _mixprec_engine_local_at (self, u, g->master, MIXPREC_DTYPE_FLOAT32, a),
+                                   MIXPREC_DTYPE_FLOAT32, b - a, error))
+        return FALSE;
+    }
+  if (g->working_local)
+    {
+      if (lo < hi &&
+          !_mixprec_device_upload (self->device, v + (lo - e0) * isize, init->dtype,
+                                   _mixprec_engine_local_at (self, u, g->working, g->dtypes.working, lo),
+                                   g->dtypes.working, hi - lo, error))
+        return FALSE;
+      if (u->persistent &&
+          !_mixprec_device_upload (self->device, v, init->dtype,
+                                   _mixprec_engine_at (g->persistent, g->dtypes.working, u->persist_at + e0),
+                                   g->dtypes.working, numel, error))
+        return FALSE;
+      return TRUE;
+    }
+  return _mixprec_device_upload (self->device, v, init->dtype, s->working, g->dtypes.working,
+                                 numel, error);
 }
 
 static gboolean
@@ -131,127 +342,161 @@ layout_group (MixprecEngine *self,
 {
   gsize wsize = mixprec_dtype_get_size (g->dtypes.working);
   guint n_slots = mixprec_feature_get_n_state_slots (self->optimizer);
+  g_autofree guint64 *sizes = g_new (guint64, MAX (g->params->len, 1));
   GroupShape shape;
-  guint64 offset = 0;
 
-  _mixprec_engine_group_shape (&g->dtypes, g->numel, self->world, self->stage, self->gas, g->external, &shape);
+  for (guint i = 0; i < g->params->len; i++)
+    sizes[i] = mixprec_param_get_numel (g_ptr_array_index (g->params, i));
+  g->units = _mixprec_engine_make_units (sizes, g->params->len, self->world, self->stage,
+                                         mixprec_config_get_param_persistence_threshold (self->config));
+  g->wire = _mixprec_engine_wire_dtype (&g->dtypes);
+  _mixprec_engine_group_shape (&g->dtypes, g->wire, g->units, self->world, self->stage, self->gas,
+                               g->external, mixprec_config_get_reduce_bucket_size (self->config),
+                               &shape);
   g->padded = shape.padded;
-  g->own_begin = self->world > 1 ? (guint64) self->rank * shape.part : 0;
-  g->own_end = g->own_begin + shape.part;
-  g->state_sharded = self->stage >= 1;
-  g->accum_sharded = self->stage >= 2;
-  g->working_sharded = self->stage >= 3;
-  if (self->world > 1)
-    {
-      g_autofree guint64 *sizes = g_new (guint64, MAX (g->params->len, 1));
-
-      for (guint i = 0; i < g->params->len; i++)
-        sizes[i] = mixprec_param_get_numel (g_ptr_array_index (g->params, i));
-      g->partitioner = mixprec_partitioner_new (sizes, g->params->len, self->world,
-                                                (guint64) self->world * _MIXPREC_SUMSQ_BLOCK,
-                                                MAX (mixprec_config_get_reduce_bucket_size (self->config), 1),
-                                                error);
-      if (g->partitioner == NULL)
-        return FALSE;
-      g_assert (mixprec_partitioner_get_padded_total (g->partitioner) == g->padded);
-    }
+  g->local_n = shape.local_n;
+  g->persist_n = shape.persist_n;
+  g->state_local = self->stage >= 1;
+  g->working_local = self->stage >= 3;
+  g->accum_mode = shape.accum_mode;
+  g->slot_elements = shape.slot_elements;
 
   if (shape.working &&
-      (g->working = _mixprec_engine_alloc_buffer (self->device, shape.working, wsize, "working copies", error)) == NULL)
+      (g->working = _mixprec_engine_alloc (self, self->device, shape.working, wsize, BUF_WORKING, error)) == NULL)
+    return FALSE;
+  if (shape.persistent &&
+      (g->persistent = _mixprec_engine_alloc (self, self->device, shape.persistent, wsize, BUF_PERSISTENT, error)) == NULL)
     return FALSE;
   if (shape.grad &&
-      (g->grad = _mixprec_engine_alloc_buffer (self->device, shape.grad, wsize, "gradients", error)) == NULL)
+      (g->grad = _mixprec_engine_alloc (self, self->device, shape.grad, wsize, BUF_GRADIENTS, error)) == NULL)
     return FALSE;
   if (shape.master &&
-      (g->master = _mixprec_engine_alloc_buffer (self->device, shape.master, sizeof (gfloat), "FP32 master weights", error)) == NULL)
+      (g->master = _mixprec_engine_alloc (self, self->device, shape.master, sizeof (gfloat), BUF_MASTERS, error)) == NULL)
     return FALSE;
   if (shape.accum &&
-      (g->accum = _mixprec_engine_alloc_buffer (self->device, shape.accum, mixprec_dtype_get_size (g->dtypes.accum),
-                                "gradient accumulation", error)) == NULL)
+      (g->accum = _mixprec_engine_alloc (self, self->device, shape.accum,
+                                         mixprec_dtype_get_size (g->dtypes.accum), BUF_ACCUM, error)) == NULL)
     return FALSE;
-  if (shape.staging &&
-      (g->staging = _mixprec_engine_alloc_buffer (self->device, shape.staging, mixprec_dtype_get_size (_mixprec_engine_wire_dtype (&g->dtypes)),
-                                  "gradient communication", error)) == NULL)
+  for (guint k = 0; k < shape.n_slots; k++)
+    {
+      Slot slot = { NULL, SLOT_FREE };
+
+      slot.data = _mixprec_engine_alloc (self, self->device, shape.slot_elements,
+                                         mixprec_dtype_get_size (g->wire), BUF_STAGING, error);
+      if (slot.data == NULL)
+        return FALSE;
+      g_array_append_val (g->slots, slot);
+    }
+  g->n_blocks = self->world > 1 ? shape.norm_blocks / (1 + self->world) : shape.norm_blocks;
+  if ((g->norm = _mixprec_engine_alloc (self, self->device, shape.norm_blocks, sizeof (gdouble),
+                                        BUF_NORM, error)) == NULL)
     return FALSE;
   g->states = g_new0 (gfloat *, n_slots + 1);
-  for (guint s = 0; s < n_slots; s++)
-    if ((g->states[s] = _mixprec_engine_alloc_buffer (self->device, shape.state, sizeof (gfloat), "optimizer state", error)) == NULL)
+  for (guint k = 0; k < n_slots; k++)
+    if ((g->states[k] = _mixprec_engine_alloc (self, self->device, shape.state, sizeof (gfloat),
+                                               BUF_STATE, error)) == NULL)
       return FALSE;
-  _mixprec_engine_add_shape_bytes (&self->memory, &g->dtypes, &shape, n_slots);
+  _mixprec_engine_add_shape_bytes (self->buf_plan, &g->dtypes, &shape, n_slots);
 
   g->hparams = g_memdup2 (self->hparams, sizeof (gdouble) * MAX (self->n_hparams, 1));
   if (self->weight_decay_index >= 0)
     g->hparams[self->weight_decay_index] *= g->weight_decay_multiplier;
 
+  for (guint k = 0; k < g->units->len; k++)
+    {
+      const Unit *u = &g_array_index (g->units, Unit, k);
+      guint64 flat = u->flat, index = u->index;
+
+      for (guint i = u->first_param; i < u->first_param + u->n_params; i++)
+        {
+          MixprecParam *p = g_ptr_array_index (g->params, i);
+          _MixprecParamStorage *s = _mixprec_param_get_storage (p);
+          guint64 numel = mixprec_param_get_numel (p);
+
+          s->group = g->index;
+          s->unit = k;
+          s->offset = flat;
+          s->index = index;
+          if (s->device == NULL)
+            s->device = _mixprec_device_ref (self->device);
+          if (!g->external)
+            {
+              if (!g->working_local)
+                s->working = (guint8 *) g->working + flat * wsize;
+              else if (u->persistent)
+                s->working = (guint8 *) g->persistent + (u->persist_at + (flat - u->flat)) * wsize;
+              else
+                s->working = NULL;
+              s->grad = g->grad != NULL ? (guint8 *) g->grad + flat * wsize : NULL;
+            }
+          flat += numel;
+          index += numel;
+        }
+    }
+
+  /* One process keeps segments: runs that share buffers, so external
+   * memory (one buffer per parameter) and engine buffers read alike. */
   for (guint i = 0; i < g->params->len; i++)
     {
       MixprecParam *p = g_ptr_array_index (g->params, i);
       _MixprecParamStorage *s = _mixprec_param_get_storage (p);
       guint64 numel = mixprec_param_get_numel (p);
-      GBytes *init = g_hash_table_lookup (self->init_values, p);
-      Segment seg = { offset, numel, NULL, offset, NULL, NULL, offset };
+      Segment seg = { s->offset, numel, NULL, s->offset, NULL, NULL, s->offset };
 
-      s->group = g->index;
-      if (s->device == NULL)
-        s->device = _mixprec_device_ref (self->device);
-      s->offset = offset;
-      if (!g->external)
-        {
-          s->working = g->working_sharded ? NULL : (guint8 *) g->working + offset * wsize;
-          s->grad = (guint8 *) g->grad + offset * wsize;
-        }
-      /* The FP32 values the optimizer updates, addressed from the group's
-       * element space: a separate master, the FP32 working copy, or none. */
       if (g->dtypes.has_master)
         {
           seg.master = g->master;
-          seg.master_base = g->state_sharded ? g->own_begin : 0;
+          seg.master_base = 0;
         }
       else if (g->dtypes.working == MIXPREC_DTYPE_FLOAT32)
         {
           seg.master = g->external ? s->working : g->working;
-          seg.master_base = g->external ? offset : (g->working_sharded ? g->own_begin : 0);
+          seg.master_base = g->external ? s->offset : 0;
         }
       seg.working = g->external ? s->working : g->working;
-      seg.working_base = g->external ? offset : (g->working_sharded ? g->own_begin : 0);
+      seg.working_base = g->external ? s->offset : 0;
       seg.grad = g->external ? s->grad : g->grad;
-      s->master = (seg.master != NULL && !g->state_sharded) ? seg.master + (offset - seg.master_base) : NULL;
-
-      /* Initial values (every rank registers the same ones): from the
-       * registration copy, or (external memory) the caller's working copy.
-       * Each rank keeps the parts of its buffers it holds. */
-      if (init != NULL)
-        {
-          const gfloat *v = g_bytes_get_data (init, NULL);
-          gboolean separate = seg.master != NULL && seg.master != (gpointer) seg.working;
-          guint64 mlo = MAX (offset, g->state_sharded ? g->own_begin : 0);
-          guint64 mhi = MIN (offset + numel, g->state_sharded ? g->own_end : G_MAXUINT64);
-          guint64 wlo = MAX (offset, g->working_sharded ? g->own_begin : 0);
-          guint64 whi = MIN (offset + numel, g->working_sharded ? g->own_end : G_MAXUINT64);
-
-          if (separate && mlo < mhi &&
-              !_mixprec_device_upload (self->device, v + (mlo - offset), MIXPREC_DTYPE_FLOAT32,
-                                       seg.master + (mlo - seg.master_base), MIXPREC_DTYPE_FLOAT32,
-                                       mhi - mlo, error))
-            return FALSE;
-          if (wlo < whi &&
-              !_mixprec_device_upload (self->device, v + (wlo - offset), MIXPREC_DTYPE_FLOAT32,
-                                       _mixprec_engine_at (seg.working, g->dtypes.working, wlo - seg.working_base),
-                                       g->dtypes.working, whi - wlo, error))
-            return FALSE;
-        }
-      if (init == NULL && seg.master != NULL && seg.master != (gpointer) seg.working &&
-          !_mixprec_device_convert (self->device, s->working, g->dtypes.working, s->master,
-                                    MIXPREC_DTYPE_FLOAT32, numel, MIXPREC_ROUNDING_NEAREST_EVEN,
-                                    0, 0, error))
-        return FALSE;
+      s->master = (seg.master != NULL && !g->state_local && !g->working_local)
+                  ? seg.master + (s->offset - seg.master_base) : NULL;
 
       if (g->external || i == 0)
         g_array_append_val (g->segments, seg);
       else
-        g_array_index (g->segments, Segment, 0).numel += numel;
-      offset += numel;
+        g_array_index (g->segments, Segment, 0).numel = s->offset + numel;
+
+      if (!init_param (self, g, p, error))
+        return FALSE;
+      /* External memory holds the initial values in its working copy. */
+      if (g_hash_table_lookup (self->init_values, p) == NULL && g->external &&
+          seg.master != NULL && seg.master != (gpointer) seg.working &&
+          !_mixprec_device_convert (self->device, s->working, g->dtypes.working, s->master,
+                                    MIXPREC_DTYPE_FLOAT32, numel, MIXPREC_ROUNDING_NEAREST_EVEN,
+                                    0, 0, error))
+        return FALSE;
     }
+  return TRUE;
+}
+
+gboolean
+_mixprec_engine_ensure_grad (MixprecEngine *self,
+                             Group         *g,
+                             GError       **error)
+{
+  gsize wsize = mixprec_dtype_get_size (g->dtypes.working);
+
+  if (g->grad != NULL || g->external)
+    return TRUE;
+  g->grad = _mixprec_engine_alloc (self, self->device, g->padded, wsize, BUF_GRADIENTS, error);
+  if (g->grad == NULL)
+    return FALSE;
+  for (guint i = 0; i < g->params->len; i++)
+    {
+      _MixprecParamStorage *s = _mixprec_param_get_storage (g_ptr_array_index (g->params, i));
+
+      s->grad = (guint8 *) g->grad + s->offset * wsize;
+    }
+  for (guint i = 0; i < g->segments->len; i++)
+    g_array_index (g->segments, Segment, i).grad = g->grad;
   return TRUE;
 }
 
@@ -270,11 +515,12 @@ _mixprec_engine_ensure_prepared (gpointer  engine,
  * Lays out the buffers of every registered parameter: contiguous groups of
  * parameters that share their dtypes and optimizer settings, each with its
  * working copies, gradients, FP32 masters, accumulation buffer and
- * optimizer state, partitioned across ranks as the ZeRO stage says. Called
- * implicitly by the first buffer access, mixprec_engine_backward_done() or
- * mixprec_engine_step(); calling it explicitly reports allocation failures
- * where they happen. Afterwards no more parameters can be registered. Every
- * rank must register the same parameters in the same order.
+ * optimizer state, partitioned across ranks as the ZeRO stage says (see
+ * mixprec_engine_list_buffers()). Called implicitly by the first buffer
+ * access, mixprec_engine_backward_done() or mixprec_engine_step(); calling
+ * it explicitly reports allocation failures where they happen. Afterwards
+ * no more parameters can be registered. Every rank must register the same
+ * parameters in the same order.
  *
  * Returns: %TRUE on success (also when already prepared)
  *
@@ -311,14 +557,15 @@ mixprec_engine_prepare (MixprecEngine *self,
           g->device = _mixprec_device_ref (self->device);
           g->params = g_ptr_array_new ();
           g->segments = g_array_new (FALSE, FALSE, sizeof (Segment));
-          g->pending = g_ptr_array_new_with_free_func ((GDestroyNotify) mixprec_comm_request_free);
+          g->slots = g_array_new (FALSE, TRUE, sizeof (Slot));
+          g->pending = g_array_new (FALSE, TRUE, sizeof (Pending));
           g_ptr_array_add (self->groups, g);
         }
       g_ptr_array_add (g->params, p);
       g->numel += mixprec_param_get_numel (p);
     }
 
-  memset (&self->memory, 0, sizeof self->memory);
+  memset (self->buf_plan, 0, sizeof self->buf_plan);
   for (guint j = 0; j < self->groups->len; j++)
     if (!layout_group (self, g_ptr_array_index (self->groups, j), error))
       {
@@ -330,3 +577,12 @@ mixprec_engine_prepare (MixprecEngine *self,
   return TRUE;
 }
 
+gboolean
+_mixprec_engine_ensure_grad_of (gpointer      engine,
+                                MixprecParam *param,
+                                GError      **error)
+{
+  MixprecEngine *self = MIXPREC_ENGINE (engine);
+
+  return _mixprec_engine_ensure_grad (self, _mixprec_engine_group_of (self, param), error);
+}

@@ -1,5 +1,7 @@
-/* mixprec-engine-step.c — micro-steps (folding and reducing gradients) and
- * the optimizer step at the accumulation boundary. */
+/* mixprec-engine-step.c — the optimizer step at the accumulation boundary:
+ * the sum of squares (which is also the overflow check), the scaler, skip
+ * or clip, the fused optimizer over this rank's part, and the working
+ * copies made whole again. */
 #include "config.h"
 
 #include <math.h>
@@ -13,7 +15,6 @@
 #include "mixprec-registry-private.h"
 
 /* ---------------------------------------------------------------- pieces */
-
 
 const Segment *
 _mixprec_engine_segment_of (const Group *g,
@@ -37,10 +38,10 @@ _mixprec_engine_segment_of (const Group *g,
 
 void
 _mixprec_engine_for_each_piece (Group    *g,
-                guint64   begin,
-                guint64   end,
-                PieceFunc func,
-                gpointer  data)
+                                guint64   begin,
+                                guint64   end,
+                                PieceFunc func,
+                                gpointer  data)
 {
   for (guint i = 0; i < g->segments->len; i++)
     {
@@ -53,266 +54,39 @@ _mixprec_engine_for_each_piece (Group    *g,
     }
 }
 
-/* Runs @func over [0, n): across the thread pool on the host, in one call
- * on a device, whose kernels queue on one stream anyway. */
-static void
-group_for (Group            *g,
-           gsize             n,
-           _MixprecRangeFunc func,
-           gpointer          data)
+/* This rank's real elements of @u's slice: [rank * slice, + the result). */
+static guint64
+real_in_slice (MixprecEngine *self, const Unit *u)
 {
-  if (g->device == NULL)
-    _mixprec_parallel_for (n, _MIXPREC_ENGINE_MIN_CHUNK, 64, func, data);
-  else if (n > 0)
-    func (0, n, data);
+  guint64 slice = UNIT_SLICE (self, u), begin = self->rank * slice;
+
+  return u->numel > begin ? MIN (u->numel - begin, slice) : 0;
 }
 
-/* Keeps the first failure of a device call during a pass over @g; the
- * host's kernels do not fail. */
-static void
-keep_device_error (Group  *g,
-                   GError *error)
+/* The unit holding this rank's block @j (the last one starting at or
+ * before it: units without blocks share the next one's first block). */
+static const Unit *
+unit_of_block (const Group *g, guint64 j)
 {
-  if (g->device_error == NULL)
-    g->device_error = error;
-  else
-    g_error_free (error);
-}
+  guint lo = 0, hi = g->units->len;
 
-static gboolean
-take_device_error (Group   *g,
-                   GError **error)
-{
-  if (g->device_error == NULL)
-    return TRUE;
-  g_propagate_error (error, g_steal_pointer (&g->device_error));
-  return FALSE;
-}
-
-/* The gradient buffer at @p zeroed for the next backward pass. */
-static void
-zero_grad (Group *g, gpointer p, guint64 n)
-{
-  GError *error = NULL;
-
-  if (!_mixprec_device_zero (g->device, p, n * mixprec_dtype_get_size (g->dtypes.grad), &error))
-    keep_device_error (g, error);
-}
-
-/* ---------------------------------------------------------------- micro-steps */
-
-typedef struct {
-  Group *group;
-  gboolean first;
-} FoldJob;
-
-static void
-fold_piece (Group *g, const Segment *seg, guint64 begin, guint64 n, gpointer data)
-{
-  FoldJob *job = data;
-  gpointer grad = _mixprec_engine_at (seg->grad, g->dtypes.grad, begin - seg->offset);
-  GError *error = NULL;
-
-  if (!_mixprec_device_accumulate (g->device,
-                                   _mixprec_engine_at (g->accum, g->dtypes.accum, _mixprec_engine_accum_index (g, begin)),
-                                   g->dtypes.accum, grad, g->dtypes.grad, n, job->first, &error))
-    keep_device_error (g, error);
-  zero_grad (g, grad, n);
-}
-
-static void
-fold_range (gsize begin, gsize end, gpointer data)
-{
-  FoldJob *job = data;
-  _mixprec_engine_for_each_piece (job->group, begin, end, fold_piece, job);
-}
-
-/* Gradients into the staging buffer in the wire dtype, and the gradient
- * buffer zeroed for the next backward pass. From ZeRO-2 on, the staging
- * buffer is packed bucket by bucket: bucket i's slices of every rank's
- * partition lie next to each other, so one reduce-scatter per bucket gives
- * each rank its own slice. */
-static void
-pack_range (gsize begin, gsize end, gpointer data)
-{
-  Group *g = data;
-  MixprecDType wire = _mixprec_engine_wire_dtype (&g->dtypes);
-  guint64 part = g->padded / mixprec_partitioner_get_world_size (g->partitioner);
-  guint world = mixprec_partitioner_get_world_size (g->partitioner);
-  guint64 width = mixprec_partitioner_get_bucket_width (g->partitioner);
-
-  for (guint64 f = begin; f < end; )
+  while (hi - lo > 1)
     {
-      guint64 r = f / part, within = f % part;
-      guint64 bucket_begin = within / width * width;
-      guint64 w = MIN (width, part - bucket_begin);
-      guint64 n = MIN (end - f, bucket_begin + w - within);
-      guint64 dst = f;
+      guint mid = (lo + hi) / 2;
 
-      GError *error = NULL;
-
-      if (g->accum_sharded)
-        dst = world * bucket_begin + r * w + (within - bucket_begin);
-      if (!_mixprec_device_accumulate (g->device, _mixprec_engine_at (g->staging, wire, dst), wire,
-                                       _mixprec_engine_at (g->grad, g->dtypes.grad, f), g->dtypes.grad,
-                                       n, TRUE, &error))
-        keep_device_error (g, error);
-      zero_grad (g, _mixprec_engine_at (g->grad, g->dtypes.grad, f), n);
-      f += n;
-    }
-}
-
-static gboolean
-reduce_group (MixprecEngine *self,
-              Group         *g,
-              gboolean       first,
-              GError       **error)
-{
-  MixprecDType wire = _mixprec_engine_wire_dtype (&g->dtypes);
-  guint flags = first ? 0 : MIXPREC_COMM_ACCUMULATE;
-  guint64 width = mixprec_partitioner_get_bucket_width (g->partitioner);
-  guint64 part = g->padded / self->world;
-  GError *local = NULL;
-
-  if (g->dtypes.accum == MIXPREC_DTYPE_FLOAT32 && wire != MIXPREC_DTYPE_FLOAT32)
-    flags |= MIXPREC_COMM_RECV_FP32;
-
-  group_for (g, g->padded, pack_range, g);
-  if (!take_device_error (g, error) || !_mixprec_engine_before_comm (self, error))
-    return FALSE;
-
-  for (guint64 b = 0; b < part; b += width)
-    {
-      guint64 w = MIN (width, part - b);
-      MixprecCommRequest *req;
-
-      if (g->accum_sharded)
-        req = mixprec_comm_reduce_scatter_start (self->comm, _mixprec_engine_at (g->staging, wire, self->world * b),
-                                                 _mixprec_engine_at (g->accum, g->dtypes.accum, b), w, wire,
-                                                 MIXPREC_REDUCE_SUM, flags, &local);
+      if (g_array_index (g->units, Unit, mid).first_block <= j)
+        lo = mid;
       else
-        {
-          /* The same bucket width over the whole element space. */
-          guint64 lo = b * self->world, n = w * self->world;
-
-          req = mixprec_comm_all_reduce_start (self->comm, _mixprec_engine_at (g->staging, wire, lo),
-                                               _mixprec_engine_at (g->accum, g->dtypes.accum, lo), n, wire,
-                                               MIXPREC_REDUCE_SUM, flags, &local);
-        }
-      if (req == NULL)
-        {
-          _mixprec_engine_wait_requests (g->pending, NULL);
-          return _mixprec_engine_comm_failed (error, local, "reducing gradients");
-        }
-      g_ptr_array_add (g->pending, req);
+        hi = mid;
     }
-  return TRUE;
+  return &g_array_index (g->units, Unit, lo);
 }
 
-gboolean
-_mixprec_engine_wait_pending (MixprecEngine *self,
-              GError       **error)
-{
-  GError *local = NULL;
-
-  for (guint j = 0; j < self->groups->len; j++)
-    {
-      Group *g = g_ptr_array_index (self->groups, j);
-
-      _mixprec_engine_wait_requests (g->pending, &local);
-    }
-  if (local != NULL)
-    return _mixprec_engine_comm_failed (error, local, "reducing gradients");
-  return TRUE;
-}
-
-/**
- * mixprec_engine_backward_done:
- * @self: a #MixprecEngine
- * @error: return location for a #GError
- *
- * Tells the engine that every parameter's gradient buffer holds the
- * gradient of this micro-batch's loss multiplied by
- * mixprec_engine_get_loss_scale(). The engine folds the gradients into
- * its accumulation buffers (in each parameter's accumulation dtype) and
- * zeroes the gradient buffers, or, with one micro-step per step on one
- * process, reads them in place at mixprec_engine_step(). Across ranks it
- * reduces them (all-reduce up to ZeRO-1, reduce-scatter bucket by bucket
- * from ZeRO-2, in the communication dtype); with overlap_comm the reduction
- * runs while the caller computes the next micro-batch. Call it
- * gradient_accumulation_steps times, then mixprec_engine_step().
- *
- * Returns: %TRUE on success
- *
- * Since: 1.0
- */
-gboolean
-mixprec_engine_backward_done (MixprecEngine *self,
-                              GError       **error)
-{
-  g_return_val_if_fail (MIXPREC_IS_ENGINE (self), FALSE);
-
-  if (!mixprec_engine_prepare (self, error))
-    return FALSE;
-  if (self->micro_steps >= self->gas)
-    {
-      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_WRONG_STATE,
-                   "backward_done() called %u times since the last step(), but "
-                   "gradient_accumulation_steps is %u: call step() first",
-                   self->micro_steps + 1, self->gas);
-      return FALSE;
-    }
-  /* The previous micro-step's reductions accumulate into the same buffers. */
-  if (!_mixprec_engine_wait_pending (self, error))
-    return FALSE;
-  for (guint j = 0; j < self->groups->len; j++)
-    {
-      Group *g = g_ptr_array_index (self->groups, j);
-      FoldJob job = { g, self->micro_steps == 0 };
-
-      if (self->world > 1)
-        {
-          if (!reduce_group (self, g, self->micro_steps == 0, error))
-            return FALSE;
-        }
-      else if (g->accum != NULL)
-        {
-          group_for (g, g->numel, fold_range, &job);
-          if (!take_device_error (g, error))
-            return FALSE;
-        }
-    }
-  self->micro_steps++;
-  if (!self->overlap)
-    return _mixprec_engine_wait_pending (self, error);
-  return TRUE;
-}
-
-/* ---------------------------------------------------------------- step */
-
-/* The gradients the step reads: the accumulation buffer, or the user's
- * gradient buffers in place. */
-static MixprecDType
-source_dtype (const Group *g)
-{
-  return g->accum != NULL ? g->dtypes.accum : g->dtypes.grad;
-}
-
-/* The part of the element space whose gradients this rank reads at the
- * step: its partition when state is sharded, else everything real. */
-static void
-step_range (const Group *g, guint64 *begin, guint64 *end)
-{
-  *begin = g->state_sharded ? g->own_begin : 0;
-  *end = MIN (g->state_sharded ? g->own_end : g->padded, g->numel);
-  if (*end < *begin)
-    *end = *begin;
-}
+/* ---------------------------------------------------------------- sum of squares */
 
 typedef struct {
+  MixprecEngine *engine;
   Group *group;
-  gdouble *block_sums;
-  guint64 first_block;
 } SumsqJob;
 
 static void
@@ -320,35 +94,88 @@ sumsq_piece (Group *g, const Segment *seg, guint64 begin, guint64 n, gpointer da
 {
   gdouble *sum = data;
 
-  if (g->accum != NULL)
-    *sum += _mixprec_kernel_sumsq (_mixprec_engine_at (g->accum, g->dtypes.accum, _mixprec_engine_accum_index (g, begin)),
-                                   g->dtypes.accum, n);
-  else
-    *sum += _mixprec_kernel_sumsq (_mixprec_engine_at (seg->grad, g->dtypes.grad, begin - seg->offset),
-                                   g->dtypes.grad, n);
+  *sum += _mixprec_kernel_sumsq (_mixprec_engine_at (seg->grad, g->dtypes.grad, begin - seg->offset),
+                                 g->dtypes.grad, n);
+}
+
+/* Where this rank's reduced gradients of @u's slice start, and in what
+ * dtype. */
+static gconstpointer
+slice_source (MixprecEngine *self, Group *g, const Unit *u, MixprecDType *dtype)
+{
+  if (self->world == 1)
+    {
+      *dtype = g->accum != NULL ? g->dtypes.accum : g->dtypes.grad;
+      return g->accum != NULL ? _mixprec_engine_at (g->accum, g->dtypes.accum, u->flat)
+                              : _mixprec_engine_at (g->grad, g->dtypes.grad, u->flat);
+    }
+  *dtype = g->dtypes.accum;
+  if (g->accum_mode == ACCUM_IN_GRAD)
+    return _mixprec_engine_flat_at (self, u, g->grad, g->dtypes.grad, self->rank * UNIT_SLICE (self, u));
+  return _mixprec_engine_at (g->accum, g->dtypes.accum, u->local);
 }
 
 static void
 sumsq_blocks (gsize first, gsize end, gpointer data)
 {
   SumsqJob *job = data;
+  MixprecEngine *self = job->engine;
+  Group *g = job->group;
 
-  for (gsize b = first; b < end; b++)
+  for (gsize j = first; j < end; j++)
     {
-      guint64 begin = (job->first_block + b) * _MIXPREC_SUMSQ_BLOCK;
-      guint64 stop = MIN (begin + _MIXPREC_SUMSQ_BLOCK, job->group->numel);
+      const Unit *u = unit_of_block (g, j);
+      guint64 b = (j - u->first_block) * _MIXPREC_SUMSQ_BLOCK;
+      guint64 real = real_in_slice (self, u);
+      guint64 n = real > b ? MIN (_MIXPREC_SUMSQ_BLOCK, real - b) : 0;
       gdouble sum = 0.0;
+      MixprecDType dtype;
 
-      if (begin < stop)
-        _mixprec_engine_for_each_piece (job->group, begin, stop, sumsq_piece, &sum);
-      job->block_sums[b] = sum;
+      if (n > 0 && self->world == 1 && g->accum == NULL)
+        _mixprec_engine_for_each_piece (g, u->flat + b, u->flat + b + n, sumsq_piece, &sum);
+      else if (n > 0)
+        {
+          gconstpointer src = slice_source (self, g, u, &dtype);
+
+          sum = _mixprec_kernel_sumsq (_mixprec_engine_at ((gpointer) src, dtype, b), dtype, n);
+        }
+      g->norm[j] = sum;
     }
 }
 
-/* Sums @n doubles that every rank contributes, in rank order, over @comm:
- * gathered as raw bytes (the comm moves floats, and gathering is exact). */
+/* This rank's block sums on a device: one multi-block launch per unit
+ * (real elements only, so each block is the one a single process sums),
+ * into the group's device array zeroed first. */
 static gboolean
-gather_doubles (MixprecComm   *comm,
+sumsq_blocks_device (MixprecEngine *self,
+                     Group         *g,
+                     GError       **error)
+{
+  if (!_mixprec_device_zero (self->device, g->norm, g->n_blocks * sizeof (gdouble), error))
+    return FALSE;
+  for (guint k = 0; k < g->units->len; k++)
+    {
+      const Unit *u = &g_array_index (g->units, Unit, k);
+      MixprecDeviceRangeV1 range = { NULL, 0, 0 };
+      MixprecDType dtype;
+
+      range.n = real_in_slice (self, u);
+      if (range.n == 0)
+        continue;
+      range.data = slice_source (self, g, u, &dtype);
+      range.dtype = (MixprecPluginDType) dtype;
+      if (!_mixprec_device_sumsq_blocks (self->device, &range, 1, _MIXPREC_SUMSQ_BLOCK,
+                                         g->norm + u->first_block, error))
+        return FALSE;
+    }
+  return TRUE;
+}
+
+/* Gathers @n doubles from every rank, in rank order, over @comm (as raw
+ * bytes: the comm moves floats, and gathering is exact). */
+static gboolean
+gather_doubles (MixprecEngine *self,
+                MixprecComm   *comm,
                 const gdouble *mine,
                 gsize          n,
                 gdouble       *all,
@@ -356,94 +183,16 @@ gather_doubles (MixprecComm   *comm,
 {
   GError *local = NULL;
 
+  if (!_mixprec_engine_before_comm (self, error))
+    return FALSE;
   if (!mixprec_comm_all_gather (comm, mine, all, n * 2, MIXPREC_DTYPE_FLOAT32, &local))
     return _mixprec_engine_comm_failed (error, local, "agreeing on the gradient norm");
   return TRUE;
 }
 
-static gsize
-n_blocks (guint64 n)
-{
-  return (n + _MIXPREC_SUMSQ_BLOCK - 1) / _MIXPREC_SUMSQ_BLOCK;
-}
-
-/* gradient_sumsq() on a device, with the same blocks and the same order:
- * one multi-tensor launch per group writes its block sums into one device
- * array holding every group's, which the device adds up in order; the
- * host reads back the total alone, the step's one round trip. The array:
- * every group's block sums, then room for this rank's partition, the
- * total, and the model-parallel ranks' totals. */
-static gboolean
-gradient_sumsq_device (MixprecEngine *self,
-                       gdouble       *total_out,
-                       GError       **error)
-{
-  guint mp_world = self->mp_comm != NULL ? mixprec_comm_get_world_size (self->mp_comm) : 0;
-  gsize n_all = 0, n_mine_max = 0, at = 0;
-  gdouble *mine, *total;
-  GError *local = NULL;
-
-  for (guint j = 0; j < self->groups->len; j++)
-    {
-      Group *g = g_ptr_array_index (self->groups, j);
-
-      n_all += n_blocks (g->padded);
-      n_mine_max = MAX (n_mine_max, n_blocks (g->own_end - g->own_begin));
-    }
-  if (self->norm_sums == NULL)
-    {
-      self->n_norm_sums = n_all + n_mine_max + 1 + mp_world;
-      self->norm_sums = _mixprec_engine_alloc_buffer (self->device, self->n_norm_sums, sizeof (gdouble),
-                                                      "gradient norm", error);
-      if (self->norm_sums == NULL)
-        return FALSE;
-    }
-  mine = self->norm_sums + n_all;
-  total = mine + n_mine_max;
-  if (!_mixprec_device_zero (self->device, self->norm_sums, self->n_norm_sums * sizeof (gdouble), error))
-    return FALSE;
-
-  for (guint j = 0; j < self->groups->len; j++)
-    {
-      Group *g = g_ptr_array_index (self->groups, j);
-      guint64 begin = g->state_sharded ? g->own_begin : 0;
-      guint64 end = MIN (g->state_sharded ? g->own_end : g->padded, g->numel);
-      MixprecDeviceRangeV1 range = { NULL, (MixprecPluginDType) source_dtype (g), 0 };
-      gsize n_group = n_blocks (g->padded);
-
-      range.n = end > begin ? end - begin : 0;
-      range.data = g->accum != NULL
-        ? _mixprec_engine_at (g->accum, g->dtypes.accum, _mixprec_engine_accum_index (g, begin))
-        : _mixprec_engine_at (g->grad, g->dtypes.grad, begin);
-      if (!_mixprec_device_sumsq_blocks (self->device, &range, 1, _MIXPREC_SUMSQ_BLOCK,
-                                         g->state_sharded ? mine : self->norm_sums + at, error) ||
-          (g->state_sharded && !_mixprec_engine_before_comm (self, error)))
-        return FALSE;
-      if (g->state_sharded &&
-          !gather_doubles (self->comm, mine, n_blocks (g->own_end - g->own_begin),
-                           self->norm_sums + at, error))
-        return FALSE;
-      at += n_group;
-    }
-  if (!_mixprec_device_sum_ordered (self->device, self->norm_sums, n_all, total, error))
-    return FALSE;
-  if (self->mp_comm != NULL &&
-      (!_mixprec_engine_before_comm (self, error) ||
-       !gather_doubles (self->mp_comm, total, 1, total + 1, error) ||
-       !_mixprec_device_sum_ordered (self->device, total + 1, mp_world, total, error)))
-    return FALSE;
-  if (!_mixprec_device_copy (self->device, total_out, total, sizeof (gdouble),
-                             MIXPREC_PLUGIN_COPY_DEVICE_TO_HOST, &local))
-    {
-      g_propagate_prefixed_error (error, local, "reading the gradient norm: ");
-      return FALSE;
-    }
-  return TRUE;
-}
-
 /* The sum of squares of every gradient the step will read, identical on
- * every rank and at every world size: fixed-size blocks of each group's
- * element space, their sums added in index order. */
+ * every rank and at every world size: fixed blocks of each unit, their
+ * sums added in the order of the units, and of the blocks inside them. */
 static gboolean
 gradient_sumsq (MixprecEngine *self,
                 gdouble       *total_out,
@@ -451,33 +200,50 @@ gradient_sumsq (MixprecEngine *self,
 {
   gdouble total = 0.0;
 
-  if (self->device != NULL)
-    return gradient_sumsq_device (self, total_out, error);
-
   for (guint j = 0; j < self->groups->len; j++)
     {
       Group *g = g_ptr_array_index (self->groups, j);
-      gsize n_all = (g->padded + _MIXPREC_SUMSQ_BLOCK - 1) / _MIXPREC_SUMSQ_BLOCK;
-      g_autofree gdouble *all = g_new0 (gdouble, MAX (n_all, 1));
-      SumsqJob job = { g, all, 0 };
+      guint64 n_all = self->world > 1 ? g->n_blocks * self->world : g->n_blocks;
+      g_autofree gdouble *host = NULL;
+      const gdouble *all;
 
-      if (g->state_sharded)
+      if (self->device != NULL)
         {
-          /* Each rank sums the blocks of its partition (whole blocks, by the
-           * partition alignment), then everyone gathers every block sum. */
-          gsize n_mine = (g->own_end - g->own_begin) / _MIXPREC_SUMSQ_BLOCK;
-          g_autofree gdouble *mine = g_new0 (gdouble, MAX (n_mine, 1));
-
-          job.block_sums = mine;
-          job.first_block = g->own_begin / _MIXPREC_SUMSQ_BLOCK;
-          _mixprec_parallel_for (n_mine, 1, 1, sumsq_blocks, &job);
-          if (!gather_doubles (self->comm, mine, n_mine, all, error))
+          if (!sumsq_blocks_device (self, g, error))
             return FALSE;
         }
       else
-        _mixprec_parallel_for (n_all, 1, 1, sumsq_blocks, &job);
-      for (gsize b = 0; b < n_all; b++)
-        total += all[b];
+        {
+          SumsqJob job = { self, g };
+
+          _mixprec_parallel_for (g->n_blocks, 1, 1, sumsq_blocks, &job);
+        }
+      if (self->world > 1 &&
+          !gather_doubles (self, self->comm, g->norm, g->n_blocks, g->norm + g->n_blocks, error))
+        return FALSE;
+      all = self->world > 1 ? g->norm + g->n_blocks : g->norm;
+      if (self->device != NULL)
+        {
+          GError *local = NULL;
+
+          host = g_new (gdouble, MAX (n_all, 1));
+          if (!_mixprec_device_copy (self->device, host, all, n_all * sizeof (gdouble),
+                                     MIXPREC_PLUGIN_COPY_DEVICE_TO_HOST, &local))
+            {
+              g_propagate_prefixed_error (error, local, "reading the gradient norm: ");
+              return FALSE;
+            }
+          all = host;
+        }
+      for (guint k = 0; k < g->units->len; k++)
+        {
+          const Unit *u = &g_array_index (g->units, Unit, k);
+          guint64 nb = (UNIT_SLICE (self, u) + _MIXPREC_SUMSQ_BLOCK - 1) / _MIXPREC_SUMSQ_BLOCK;
+
+          for (guint r = 0; r < self->world; r++)
+            for (guint64 b = 0; b < nb; b++)
+              total += all[r * g->n_blocks + u->first_block + b];
+        }
     }
 
   if (self->mp_comm != NULL)
@@ -485,8 +251,25 @@ gradient_sumsq (MixprecEngine *self,
       guint n = mixprec_comm_get_world_size (self->mp_comm);
       g_autofree gdouble *all = g_new0 (gdouble, n);
 
-      if (!gather_doubles (self->mp_comm, &total, 1, all, error))
-        return FALSE;
+      if (self->device == NULL)
+        {
+          if (!gather_doubles (self, self->mp_comm, &total, 1, all, error))
+            return FALSE;
+        }
+      else
+        {
+          /* The communicator moves device memory. */
+          if (self->norm_sums == NULL &&
+              (self->norm_sums = _mixprec_engine_alloc (self, self->device, 1 + n, sizeof (gdouble),
+                                                        BUF_NORM, error)) == NULL)
+            return FALSE;
+          if (!_mixprec_device_copy (self->device, self->norm_sums, &total, sizeof total,
+                                     MIXPREC_PLUGIN_COPY_HOST_TO_DEVICE, error) ||
+              !gather_doubles (self, self->mp_comm, self->norm_sums, 1, self->norm_sums + 1, error) ||
+              !_mixprec_device_copy (self->device, all, self->norm_sums + 1, n * sizeof (gdouble),
+                                     MIXPREC_PLUGIN_COPY_DEVICE_TO_HOST, error))
+            return FALSE;
+        }
       total = 0.0;
       for (guint r = 0; r < n; r++)
         total += all[r];
@@ -495,37 +278,49 @@ gradient_sumsq (MixprecEngine *self,
   return TRUE;
 }
 
+/* ---------------------------------------------------------------- optimizer */
+
+/* A run of elements the optimizer updates in one call. */
+typedef struct {
+  guint64 first_index;       /* position in the group's unpadded element space */
+  guint64 n;
+  gconstpointer grad;        /* the step's gradient dtype */
+  gfloat *master;            /* NULL: no FP32 values (bf16 without masters) */
+  guint64 state_at;          /* index into the state arrays */
+  gpointer working;          /* NULL when it is @master */
+} OptPiece;
+
 typedef struct {
   MixprecEngine *engine;
   Group *group;
   MixprecOptimizerStepV1 args;
+  MixprecDType grad_dtype;
+  const OptPiece *pieces;
+  guint n_pieces;
+  guint64 *starts;           /* n_pieces + 1 prefix sums of n */
   GMutex lock;
   GError *error;
 } StepJob;
 
 static void
-step_piece (Group *g, const Segment *seg, guint64 begin, guint64 n, gpointer data)
+step_run (StepJob *job, const OptPiece *p, guint64 off, guint64 n)
 {
-  StepJob *job = data;
   MixprecOptimizerStepV1 args = job->args;
+  Group *g = job->group;
   gfloat *states[16];
   guint n_slots = mixprec_feature_get_n_state_slots (job->engine->optimizer);
-  gconstpointer grad;
-  gpointer working = NULL;
-  gfloat *master = seg->master != NULL ? seg->master + (begin - seg->master_base) : NULL;
   GError *error = NULL;
 
   for (guint s = 0; s < n_slots && s < G_N_ELEMENTS (states); s++)
-    states[s] = g->states[s] + _mixprec_engine_state_index (g, begin);
-  grad = g->accum != NULL ? _mixprec_engine_at (g->accum, g->dtypes.accum, _mixprec_engine_accum_index (g, begin))
-                          : _mixprec_engine_at (seg->grad, g->dtypes.grad, begin - seg->offset);
-  if (seg->working != (gpointer) seg->master)
-    working = _mixprec_engine_at (seg->working, g->dtypes.working, begin - seg->working_base);
-  args.first_index = begin;
+    states[s] = g->states[s] + p->state_at + off;
+  args.first_index = p->first_index + off;
   args.device_stream = _mixprec_device_get_stream (g->device);
-
   if (!_mixprec_feature_optimizer_step (job->engine->optimizer, &args, g->hparams,
-                                        master, grad, states, working, n, &error))
+                                        p->master != NULL ? p->master + off : NULL,
+                                        _mixprec_engine_at ((gpointer) p->grad, job->grad_dtype, off),
+                                        states,
+                                        p->working != NULL ? _mixprec_engine_at (p->working, g->dtypes.working, off) : NULL,
+                                        n, &error))
     {
       g_mutex_lock (&job->lock);
       if (job->error == NULL)
@@ -539,62 +334,208 @@ static void
 step_chunk (gsize begin, gsize end, gpointer data)
 {
   StepJob *job = data;
-  guint64 lo, hi;
+  guint lo = 0, hi = job->n_pieces;
 
-  step_range (job->group, &lo, &hi);
-  _mixprec_engine_for_each_piece (job->group, lo + begin, lo + end, step_piece, job);
+  /* The piece holding @begin, then on through the chunk. */
+  while (hi - lo > 1)
+    {
+      guint mid = (lo + hi) / 2;
+
+      if (job->starts[mid] <= begin)
+        lo = mid;
+      else
+        hi = mid;
+    }
+  for (guint i = lo; i < job->n_pieces && job->starts[i] < end; i++)
+    {
+      guint64 a = MAX (begin, job->starts[i]), b = MIN (end, job->starts[i + 1]);
+
+      if (a < b)
+        step_run (job, &job->pieces[i], a - job->starts[i], b - a);
+    }
 }
 
-static void
-zero_piece (Group *g, const Segment *seg, guint64 begin, guint64 n, gpointer data)
+/* Runs the optimizer over @pieces: across the thread pool on the host, a
+ * call per piece on a device. */
+static gboolean
+run_pieces (MixprecEngine                *self,
+            Group                        *g,
+            const MixprecOptimizerStepV1 *args,
+            MixprecDType                  grad_dtype,
+            const OptPiece               *pieces,
+            guint                         n_pieces,
+            GError                      **error)
 {
-  zero_grad (g, _mixprec_engine_at (seg->grad, g->dtypes.grad, begin - seg->offset), n);
-}
+  StepJob job = { self, g, *args, grad_dtype, pieces, n_pieces, NULL, { 0 }, NULL };
+  g_autofree guint64 *starts = g_new (guint64, n_pieces + 1);
 
-static void
-zero_range (gsize begin, gsize end, gpointer data)
-{
-  _mixprec_engine_for_each_piece (data, begin, end, zero_piece, NULL);
+  starts[0] = 0;
+  for (guint i = 0; i < n_pieces; i++)
+    starts[i + 1] = starts[i] + pieces[i].n;
+  job.starts = starts;
+  g_mutex_init (&job.lock);
+  if (g->device == NULL)
+    _mixprec_parallel_for (starts[n_pieces], _MIXPREC_ENGINE_MIN_CHUNK, 64, step_chunk, &job);
+  else
+    for (guint i = 0; i < n_pieces; i++)
+      if (pieces[i].n > 0)
+        step_run (&job, &pieces[i], 0, pieces[i].n);
+  g_mutex_clear (&job.lock);
+  if (job.error != NULL)
+    {
+      g_propagate_prefixed_error (error, job.error, "step %" G_GUINT64_FORMAT ": ", self->steps);
+      return FALSE;
+    }
+  return TRUE;
 }
 
 void
-_mixprec_engine_clear_gradients (MixprecEngine *self)
+_mixprec_engine_values_at (MixprecEngine *self,
+                           Group         *g,
+                           const Unit    *u,
+                           guint64        e,
+                           gfloat       **master,
+                           guint64       *state_at,
+                           gpointer      *working)
 {
-  _mixprec_engine_wait_pending (self, NULL);
-  for (guint j = 0; j < self->groups->len; j++)
-    {
-      Group *g = g_ptr_array_index (self->groups, j);
+  gpointer w = g->working_local
+               ? _mixprec_engine_local_at (self, u, g->working, g->dtypes.working, e)
+               : _mixprec_engine_flat_at (self, u, g->working, g->dtypes.working, e);
 
-      /* Accumulation buffers are overwritten by the next first fold;
-       * gradients read in place must be zeroed for backward passes that add. */
-      if (g->accum == NULL)
-        group_for (g, g->numel, zero_range, g);
-      /* Nothing to report it to: the next pass meets a broken device. */
-      g_clear_error (&g->device_error);
-    }
-  self->micro_steps = 0;
+  *state_at = g->state_local ? u->local + (e - self->rank * UNIT_SLICE (self, u)) : u->flat + e;
+  if (g->dtypes.has_master)
+    *master = g->master + *state_at;
+  else if (g->dtypes.working == MIXPREC_DTYPE_FLOAT32)
+    *master = w;
+  else
+    *master = NULL;
+  *working = (gpointer) *master == w ? NULL : w;
 }
 
-/* ZeRO-1/2: every rank updated the working copy of its partition; gather
- * the partitions so each rank has the whole copy again. */
-static gboolean
-gather_working (MixprecEngine *self,
-                GError       **error)
+static void
+values_at (MixprecEngine *self, Group *g, const Unit *u, guint64 e, OptPiece *p)
 {
+  _mixprec_engine_values_at (self, g, u, e, &p->master, &p->state_at, &p->working);
+  p->first_index = u->index + e;
+}
+
+/* One process: one piece per segment (engine buffers, or each parameter's
+ * external memory). */
+static GArray *
+pieces_one_process (MixprecEngine *self, Group *g)
+{
+  GArray *pieces = g_array_new (FALSE, TRUE, sizeof (OptPiece));
+
+  for (guint i = 0; i < g->segments->len; i++)
+    {
+      const Segment *seg = &g_array_index (g->segments, Segment, i);
+      OptPiece p = { seg->offset, seg->numel, NULL, NULL, seg->offset, NULL };
+
+      p.grad = g->accum != NULL ? _mixprec_engine_at (g->accum, g->dtypes.accum, seg->offset)
+                                : seg->grad;
+      p.master = seg->master != NULL ? seg->master + (seg->offset - seg->master_base) : NULL;
+      if (seg->working != (gpointer) seg->master)
+        p.working = _mixprec_engine_at (seg->working, g->dtypes.working, seg->offset - seg->working_base);
+      g_array_append_val (pieces, p);
+    }
+  return pieces;
+}
+
+/* Sharded state: this rank's slice of every unit. */
+static GArray *
+pieces_own_slices (MixprecEngine *self, Group *g)
+{
+  GArray *pieces = g_array_new (FALSE, TRUE, sizeof (OptPiece));
+
+  for (guint k = 0; k < g->units->len; k++)
+    {
+      const Unit *u = &g_array_index (g->units, Unit, k);
+      guint64 e = self->rank * UNIT_SLICE (self, u);
+      OptPiece p = { 0 };
+      MixprecDType dtype;
+
+      p.n = real_in_slice (self, u);
+      if (p.n == 0)
+        continue;
+      values_at (self, g, u, e, &p);
+      p.grad = slice_source (self, g, u, &dtype);
+      g_array_append_val (pieces, p);
+    }
+  return pieces;
+}
+
+/* ZeRO-0 across ranks with the gradients reduced in place: every rank
+ * updates every unit from the whole gradient buffer. */
+static GArray *
+pieces_whole_units (MixprecEngine *self, Group *g)
+{
+  GArray *pieces = g_array_new (FALSE, TRUE, sizeof (OptPiece));
+
+  for (guint k = 0; k < g->units->len; k++)
+    {
+      const Unit *u = &g_array_index (g->units, Unit, k);
+      OptPiece p = { 0 };
+
+      if (u->numel == 0)
+        continue;
+      values_at (self, g, u, 0, &p);
+      p.n = u->numel;
+      p.grad = _mixprec_engine_flat_at (self, u, g->grad, g->dtypes.grad, 0);
+      g_array_append_val (pieces, p);
+    }
+  return pieces;
+}
+
+/* ZeRO-0 across ranks, gradients reduced into slices: every rank needs
+ * every gradient, so window [a, a + w) of each rank's slice of each unit
+ * is gathered into the gradient buffer, which the step no longer needs,
+ * and the optimizer runs over those W pieces. */
+static gboolean
+step_gathered_windows (MixprecEngine                *self,
+                       Group                        *g,
+                       const MixprecOptimizerStepV1 *args,
+                       GError                      **error)
+{
+  gsize asize = mixprec_dtype_get_size (g->dtypes.accum);
+  guint64 room = g->padded * mixprec_dtype_get_size (g->dtypes.grad) / asize / self->world;
+  gpointer scratch = g->grad;
   GError *local = NULL;
 
-  if (self->world == 1 || self->stage == 0 || self->stage >= 3)
+  if (room == 0)
     return TRUE;
-  if (!_mixprec_engine_before_comm (self, error))
-    return FALSE;
-  for (guint j = 0; j < self->groups->len; j++)
+  for (guint k = 0; k < g->units->len; k++)
     {
-      Group *g = g_ptr_array_index (self->groups, j);
-      guint64 part = g->own_end - g->own_begin;
+      const Unit *u = &g_array_index (g->units, Unit, k);
+      guint64 slice = UNIT_SLICE (self, u);
 
-      if (!mixprec_comm_all_gather (self->comm, _mixprec_engine_at (g->working, g->dtypes.working, g->own_begin),
-                                    g->working, part, g->dtypes.working, &local))
-        return _mixprec_engine_comm_failed (error, local, "gathering the updated working copies");
+      for (guint64 a = 0; a < slice; a += room)
+        {
+          guint64 w = MIN (room, slice - a);
+          OptPiece pieces[G_MAXUINT8];
+          g_autofree OptPiece *many = self->world > G_N_ELEMENTS (pieces) ? g_new0 (OptPiece, self->world) : NULL;
+          OptPiece *at = many != NULL ? many : pieces;
+          guint n = 0;
+
+          if (!_mixprec_engine_before_comm (self, error))
+            return FALSE;
+          if (!mixprec_comm_all_gather (self->comm, _mixprec_engine_at (g->accum, g->dtypes.accum, u->local + a),
+                                        scratch, w, g->dtypes.accum, &local))
+            return _mixprec_engine_comm_failed (error, local, "gathering the reduced gradients");
+          for (guint r = 0; r < self->world; r++)
+            {
+              guint64 e = r * slice + a;
+              OptPiece p = { 0 };
+
+              if (e >= u->numel)
+                break;
+              values_at (self, g, u, e, &p);
+              p.n = MIN (w, u->numel - e);
+              p.grad = _mixprec_engine_at (scratch, g->dtypes.accum, (guint64) r * w);
+              at[n++] = p;
+            }
+          if (!run_pieces (self, g, args, g->dtypes.accum, at, n, error))
+            return FALSE;
+        }
     }
   return TRUE;
 }
@@ -621,30 +562,148 @@ apply_optimizer (MixprecEngine *self,
   for (guint j = 0; j < self->groups->len; j++)
     {
       Group *g = g_ptr_array_index (self->groups, j);
-      StepJob job = { self, g, { 0 }, { 0 }, NULL };
-      guint64 lo, hi;
+      MixprecOptimizerStepV1 args = { 0 };
+      MixprecDType grad_dtype = self->world == 1 && g->accum == NULL ? g->dtypes.grad : g->dtypes.accum;
+      g_autoptr(GArray) pieces = NULL;
 
-      step_range (g, &lo, &hi);
-      job.args.step = self->applied_steps;
-      job.args.lr = lr;
-      job.args.grad_factor = factor;
-      job.args.grad_dtype = (MixprecPluginDType) source_dtype (g);
-      job.args.working_dtype = (MixprecPluginDType) g->dtypes.working;
-      job.args.rounding = self->stochastic ? MIXPREC_PLUGIN_ROUNDING_STOCHASTIC
-                                           : MIXPREC_PLUGIN_ROUNDING_NEAREST_EVEN;
-      job.args.seed = _mixprec_engine_step_seed (self, g->index);
-      g_mutex_init (&job.lock);
-      group_for (g, hi - lo, step_chunk, &job);
-      g_mutex_clear (&job.lock);
-      if (job.error != NULL)
+      args.step = self->applied_steps;
+      args.lr = lr;
+      args.grad_factor = factor;
+      args.grad_dtype = (MixprecPluginDType) grad_dtype;
+      args.working_dtype = (MixprecPluginDType) g->dtypes.working;
+      args.rounding = self->stochastic ? MIXPREC_PLUGIN_ROUNDING_STOCHASTIC
+                                       : MIXPREC_PLUGIN_ROUNDING_NEAREST_EVEN;
+      args.seed = _mixprec_engine_step_seed (self, g->index);
+
+      if (self->world == 1)
+        pieces = pieces_one_process (self, g);
+      else if (self->stage >= 1)
+        pieces = pieces_own_slices (self, g);
+      else if (g->accum_mode == ACCUM_IN_GRAD)
         {
-          g_propagate_prefixed_error (error, job.error, "step %" G_GUINT64_FORMAT ": ",
-                                      self->steps);
-          return FALSE;
+          if (!_mixprec_engine_gather_slices (self, g, NULL, g->grad, g->dtypes.grad,
+                                              "gathering the reduced gradients", error))
+            return FALSE;
+          pieces = pieces_whole_units (self, g);
         }
+      else
+        {
+          if (!step_gathered_windows (self, g, &args, error))
+            return FALSE;
+          continue;
+        }
+      if (!run_pieces (self, g, &args, grad_dtype, (const OptPiece *) pieces->data, pieces->len, error))
+        return FALSE;
     }
   return TRUE;
 }
+
+/* ---------------------------------------------------------------- whole again */
+
+/* Collectives started but not waited for, at most this many. */
+#define MAX_GATHERS_IN_FLIGHT 8
+
+gboolean
+_mixprec_engine_gather_slices (MixprecEngine *self,
+                               Group         *g,
+                               gconstpointer  local,
+                               gpointer       flat,
+                               MixprecDType   dtype,
+                               const gchar   *what,
+                               GError       **error)
+{
+  g_autoptr(GPtrArray) requests = g_ptr_array_new_with_free_func ((GDestroyNotify) mixprec_comm_request_free);
+  GError *failure = NULL;
+
+  if (!_mixprec_engine_before_comm (self, error))
+    return FALSE;
+  for (guint k = 0; k < g->units->len && failure == NULL; k++)
+    {
+      const Unit *u = &g_array_index (g->units, Unit, k);
+      guint64 slice = UNIT_SLICE (self, u);
+      gconstpointer send = local != NULL ? _mixprec_engine_at ((gpointer) local, dtype, u->local)
+                                         : _mixprec_engine_flat_at (self, u, flat, dtype, self->rank * slice);
+      MixprecCommRequest *req;
+
+      if (slice == 0)
+        continue;
+      if (requests->len == MAX_GATHERS_IN_FLIGHT)
+        {
+          mixprec_comm_request_wait (g_ptr_array_index (requests, 0), &failure);
+          g_ptr_array_remove_index (requests, 0);
+          if (failure != NULL)
+            break;
+        }
+      req = mixprec_comm_all_gather_start (self->comm, send, _mixprec_engine_flat_at (self, u, flat, dtype, 0),
+                                           slice, dtype, &failure);
+      if (req != NULL)
+        g_ptr_array_add (requests, req);
+    }
+  for (guint i = 0; i < requests->len; i++)
+    {
+      GError *local_error = NULL;
+
+      if (!mixprec_comm_request_wait (g_ptr_array_index (requests, i), &local_error))
+        {
+          if (failure == NULL)
+            failure = local_error;
+          else
+            g_error_free (local_error);
+        }
+    }
+  if (failure != NULL)
+    return _mixprec_engine_comm_failed (error, failure, what);
+  return TRUE;
+}
+
+/* ZeRO-3: the whole copies of persistent units from every rank's slice. */
+static gboolean
+refresh_persistent (MixprecEngine *self,
+                    Group         *g,
+                    GError       **error)
+{
+  GError *local = NULL;
+
+  if (g->persistent == NULL)
+    return TRUE;
+  if (!_mixprec_engine_before_comm (self, error))
+    return FALSE;
+  for (guint k = 0; k < g->units->len; k++)
+    {
+      const Unit *u = &g_array_index (g->units, Unit, k);
+
+      if (!u->persistent || u->padded == 0)
+        continue;
+      if (!mixprec_comm_all_gather (self->comm, _mixprec_engine_at (g->working, g->dtypes.working, u->local),
+                                    _mixprec_engine_at (g->persistent, g->dtypes.working, u->persist_at),
+                                    UNIT_SLICE (self, u), g->dtypes.working, &local))
+        return _mixprec_engine_comm_failed (error, local, "gathering persistent parameters");
+    }
+  return TRUE;
+}
+
+/* After the optimizer wrote this rank's slices of the working copies:
+ * every rank's copies whole again (ZeRO-1/2), or the persistent ones
+ * (ZeRO-3). */
+gboolean
+_mixprec_engine_refresh_whole (MixprecEngine *self,
+                               GError       **error)
+{
+  if (self->world == 1 || self->stage == 0)
+    return TRUE;
+  for (guint j = 0; j < self->groups->len; j++)
+    {
+      Group *g = g_ptr_array_index (self->groups, j);
+
+      if (g->working_local ? !refresh_persistent (self, g, error)
+                           : !_mixprec_engine_gather_slices (self, g, NULL, g->working, g->dtypes.working,
+                                                             "gathering the updated working copies", error))
+        return FALSE;
+    }
+  return TRUE;
+}
+
+/* ---------------------------------------------------------------- step */
 
 /**
  * mixprec_engine_step:
@@ -655,7 +714,7 @@ apply_optimizer (MixprecEngine *self,
  *
  * 1. the sum of squares of every gradient, which is non-finite exactly when
  *    some gradient is (one pass over the gradients; across ranks each sums
- *    its partition and all agree on the total, so an overflow on one rank
+ *    its slices and all agree on the total, so an overflow on one rank
  *    makes every rank skip);
  * 2. the loss scaler's update with that overflow flag;
  * 3. on overflow (when overflow checking applies), the step is skipped: the
@@ -744,7 +803,7 @@ mixprec_engine_step (MixprecEngine *self,
       mixprec_lr_schedule_advance (self->schedule);
       result->applied = TRUE;
       result->clip_coef = coef;
-      if (!gather_working (self, error))
+      if (!_mixprec_engine_refresh_whole (self, error))
         {
           _mixprec_engine_clear_gradients (self);
           return NULL;
@@ -758,4 +817,3 @@ mixprec_engine_step (MixprecEngine *self,
   result->next_loss_scale = mixprec_loss_scaler_get_scale (self->scaler);
   return g_steal_pointer (&result);
 }
-

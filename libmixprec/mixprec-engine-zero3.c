@@ -1,5 +1,5 @@
-/* mixprec-engine-zero3.c — ZeRO-3 parameter gathering, and gathering the
- * master weights of sharded state. */
+/* mixprec-engine-zero3.c — ZeRO-3 parameter gathering, unit by unit, with
+ * a bounded prefetch window. */
 #include "config.h"
 
 #include <math.h>
@@ -20,38 +20,89 @@ _mixprec_engine_group_of (MixprecEngine *self, MixprecParam *param)
   return g_ptr_array_index (self->groups, _mixprec_param_get_storage (param)->group);
 }
 
+static void
+point_params (MixprecEngine *self, Group *g, const Unit *u, gpointer base)
+{
+  gsize wsize = mixprec_dtype_get_size (g->dtypes.working);
+
+  for (guint i = u->first_param; i < u->first_param + u->n_params; i++)
+    {
+      _MixprecParamStorage *s = _mixprec_param_get_storage (g_ptr_array_index (g->params, i));
+
+      s->working = base != NULL ? (guint8 *) base + (s->offset - u->flat) * wsize : NULL;
+    }
+}
+
 static gboolean
 start_gather (MixprecEngine *self,
               Group         *g,
+              Unit          *u,
               GError       **error)
 {
-  guint64 part = g->own_end - g->own_begin;
   GError *local = NULL;
 
-  if (g->gathered == NULL &&
-      (g->gathered = _mixprec_engine_alloc_buffer (g->device, g->padded, mixprec_dtype_get_size (g->dtypes.working),
-                                   "gathered working copies", error)) == NULL)
+  u->gathered = _mixprec_engine_alloc (self, g->device, u->padded, mixprec_dtype_get_size (g->dtypes.working),
+                                       BUF_GATHERED, error);
+  if (u->gathered == NULL || !_mixprec_engine_before_comm (self, error))
     return FALSE;
-  if (!_mixprec_engine_before_comm (self, error))
-    return FALSE;
-  g->prefetch = mixprec_comm_all_gather_start (self->comm, g->working, g->gathered, part,
-                                               g->dtypes.working, &local);
-  if (g->prefetch == NULL)
-    return _mixprec_engine_comm_failed (error, local, "gathering a ZeRO-3 parameter group");
+  u->gathering = mixprec_comm_all_gather_start (self->comm,
+                                                _mixprec_engine_at (g->working, g->dtypes.working, u->local),
+                                                u->gathered, UNIT_SLICE (self, u), g->dtypes.working, &local);
+  if (u->gathering == NULL)
+    {
+      _mixprec_engine_free (self, g->device, g_steal_pointer (&u->gathered));
+      return _mixprec_engine_comm_failed (error, local, "gathering a ZeRO-3 parameter unit");
+    }
+  self->live_elements += u->padded;
+  return TRUE;
+}
+
+/* Waits for @u's gather, if one is on its way. */
+static gboolean
+finish_gather (MixprecEngine *self,
+               Unit          *u,
+               GError       **error)
+{
+  GError *local = NULL;
+  gboolean ok;
+
+  if (u->gathering == NULL)
+    return TRUE;
+  ok = mixprec_comm_request_wait (u->gathering, &local);
+  g_clear_pointer (&u->gathering, mixprec_comm_request_free);
+  if (u->prefetched)
+    {
+      self->prefetching -= u->padded;
+      u->prefetched = FALSE;
+    }
+  if (!ok)
+    return _mixprec_engine_comm_failed (error, local, "gathering a ZeRO-3 parameter unit");
   return TRUE;
 }
 
 static void
-point_params (Group *g, gpointer base)
+drop_unit (MixprecEngine *self, Group *g, Unit *u)
 {
-  gsize wsize = mixprec_dtype_get_size (g->dtypes.working);
+  finish_gather (self, u, NULL);
+  if (u->gathered == NULL)
+    return;
+  point_params (self, g, u, NULL);
+  _mixprec_engine_free (self, g->device, g_steal_pointer (&u->gathered));
+  self->live_elements -= u->padded;
+  u->gather_count = 0;
+}
 
-  for (guint i = 0; i < g->params->len; i++)
-    {
-      _MixprecParamStorage *s = _mixprec_param_get_storage (g_ptr_array_index (g->params, i));
+/* The unit to gather for @param, or NULL when there is nothing to gather
+ * (below ZeRO-3, or a persistent parameter every rank holds whole). */
+static Unit *
+gatherable (MixprecEngine *self, MixprecParam *param)
+{
+  Unit *u;
 
-      s->working = base != NULL ? (guint8 *) base + s->offset * wsize : NULL;
-    }
+  if (self->stage < 3)
+    return NULL;
+  u = _mixprec_engine_unit_of (self, param);
+  return u->persistent ? NULL : u;
 }
 
 /**
@@ -60,10 +111,15 @@ point_params (Group *g, gpointer base)
  * @param: a parameter of @self
  * @error: return location for a #GError
  *
- * Under ZeRO-3, starts gathering the group of parameters @param belongs to
- * in the background, so a later mixprec_engine_gather() finds it ready.
- * Collective: every rank prefetches the same groups in the same order. Does
- * nothing below ZeRO-3 or when the group is gathered or on its way.
+ * Under ZeRO-3, starts gathering the unit @param belongs to (the
+ * parameter, or it and its small neighbours) in the background, so a
+ * later mixprec_engine_gather() finds it ready. Prefetches stay within
+ * `stage3_prefetch_bucket_size` elements on their way and
+ * `stage3_max_live_parameters` gathered in all; one beyond either is left
+ * to mixprec_engine_gather(). Collective: every rank prefetches the same
+ * parameters in the same order. Does nothing below ZeRO-3, for parameters
+ * below `stage3_param_persistence_threshold` (every rank keeps them
+ * whole), or when the unit is gathered or on its way.
  *
  * Returns: %TRUE on success
  *
@@ -74,19 +130,26 @@ mixprec_engine_prefetch (MixprecEngine *self,
                          MixprecParam  *param,
                          GError       **error)
 {
-  Group *g;
+  Unit *u;
 
   g_return_val_if_fail (MIXPREC_IS_ENGINE (self), FALSE);
   g_return_val_if_fail (MIXPREC_IS_PARAM (param), FALSE);
 
   if (!mixprec_engine_prepare (self, error))
     return FALSE;
-  if (self->stage < 3)
+  u = gatherable (self, param);
+  if (u == NULL || u->gathered != NULL)
     return TRUE;
-  g = _mixprec_engine_group_of (self, param);
-  if (g->gather_count > 0 || g->prefetch != NULL)
+  /* The prefetch window and the live limit bound what is gathered ahead;
+   * a prefetch beyond them is left to gather(). */
+  if (self->prefetching + u->padded > mixprec_config_get_prefetch_bucket_size (self->config) ||
+      self->live_elements + u->padded > mixprec_config_get_max_live_parameters (self->config))
     return TRUE;
-  return start_gather (self, g, error);
+  if (!start_gather (self, _mixprec_engine_group_of (self, param), u, error))
+    return FALSE;
+  u->prefetched = TRUE;
+  self->prefetching += u->padded;
+  return TRUE;
 }
 
 /**
@@ -96,11 +159,13 @@ mixprec_engine_prefetch (MixprecEngine *self,
  * @error: return location for a #GError
  *
  * Under ZeRO-3, makes the whole working copy of @param (and of the other
- * parameters of its group) available through
+ * parameters of its unit) available through
  * mixprec_param_get_working_data() until the matching
- * mixprec_engine_release(). Collective: every rank gathers the same
- * parameters in the same order. Gathers nest; below ZeRO-3 the working
- * copies are always whole and this does nothing.
+ * mixprec_engine_release(): one all-gather of the unit's slices, so the
+ * memory it takes is the unit's, not the model's. Collective: every rank
+ * gathers the same parameters in the same order. Gathers nest; below
+ * ZeRO-3, and for persistent parameters, the working copies are always
+ * whole and this does nothing.
  *
  * Returns: %TRUE on success
  *
@@ -112,28 +177,29 @@ mixprec_engine_gather (MixprecEngine *self,
                        GError       **error)
 {
   Group *g;
-  GError *local = NULL;
-  gboolean ok;
+  Unit *u;
 
   g_return_val_if_fail (MIXPREC_IS_ENGINE (self), FALSE);
   g_return_val_if_fail (MIXPREC_IS_PARAM (param), FALSE);
 
   if (!mixprec_engine_prepare (self, error))
     return FALSE;
-  if (self->stage < 3)
+  u = gatherable (self, param);
+  if (u == NULL)
     return TRUE;
   g = _mixprec_engine_group_of (self, param);
-  if (g->gather_count == 0)
+  if (u->gather_count == 0)
     {
-      if (g->prefetch == NULL && !start_gather (self, g, error))
+      if (u->gathered == NULL && !start_gather (self, g, u, error))
         return FALSE;
-      ok = mixprec_comm_request_wait (g->prefetch, &local);
-      g_clear_pointer (&g->prefetch, mixprec_comm_request_free);
-      if (!ok)
-        return _mixprec_engine_comm_failed (error, local, "gathering a ZeRO-3 parameter group");
-      point_params (g, g->gathered);
+      if (!finish_gather (self, u, error))
+        {
+          drop_unit (self, g, u);
+          return FALSE;
+        }
+      point_params (self, g, u, u->gathered);
     }
-  g->gather_count++;
+  u->gather_count++;
   return TRUE;
 }
 
@@ -142,9 +208,9 @@ mixprec_engine_gather (MixprecEngine *self,
  * @self: a #MixprecEngine
  * @param: a parameter gathered with mixprec_engine_gather()
  *
- * Ends one mixprec_engine_gather() of @param's group; when the last one
- * ends, the whole working copy is freed and only this rank's partition
- * stays. Does nothing below ZeRO-3.
+ * Ends one mixprec_engine_gather() of @param's unit; when the last one
+ * ends, the whole working copy is freed and only this rank's slice stays.
+ * Does nothing below ZeRO-3.
  *
  * Since: 1.0
  */
@@ -152,21 +218,18 @@ void
 mixprec_engine_release (MixprecEngine *self,
                         MixprecParam  *param)
 {
-  Group *g;
+  Unit *u;
 
   g_return_if_fail (MIXPREC_IS_ENGINE (self));
   g_return_if_fail (MIXPREC_IS_PARAM (param));
 
-  if (self->stage < 3 || !self->prepared)
+  if (!self->prepared)
     return;
-  g = _mixprec_engine_group_of (self, param);
-  if (g->gather_count == 0)
+  u = gatherable (self, param);
+  if (u == NULL || u->gather_count == 0)
     return;
-  if (--g->gather_count == 0)
-    {
-      point_params (g, NULL);
-      g_clear_pointer (&g->gathered, free);
-    }
+  if (--u->gather_count == 0)
+    drop_unit (self, _mixprec_engine_group_of (self, param), u);
 }
 
 /**
@@ -174,8 +237,8 @@ mixprec_engine_release (MixprecEngine *self,
  * @self: a #MixprecEngine
  * @error: return location for a #GError
  *
- * Gathers every parameter group (see mixprec_engine_gather()); for models
- * small enough to hold whole during the forward and backward passes.
+ * Gathers every parameter (see mixprec_engine_gather()); for models small
+ * enough to hold whole during the forward and backward passes.
  *
  * Returns: %TRUE on success
  *
@@ -189,11 +252,14 @@ mixprec_engine_gather_all (MixprecEngine *self,
 
   if (!mixprec_engine_prepare (self, error))
     return FALSE;
-  for (guint j = 0; j < self->groups->len; j++)
+  for (guint i = 0; i < self->params->len; i++)
     {
-      Group *g = g_ptr_array_index (self->groups, j);
+      MixprecParam *p = g_ptr_array_index (self->params, i);
+      Unit *u = gatherable (self, p);
 
-      if (g->params->len > 0 && !mixprec_engine_gather (self, g_ptr_array_index (g->params, 0), error))
+      /* Once per unit: its first parameter stands for it. */
+      if (u != NULL && _mixprec_engine_group_of (self, p)->params->pdata[u->first_param] == p &&
+          !mixprec_engine_gather (self, p, error))
         return FALSE;
     }
   return TRUE;
@@ -203,8 +269,9 @@ mixprec_engine_gather_all (MixprecEngine *self,
  * mixprec_engine_release_all:
  * @self: a #MixprecEngine
  *
- * Releases every gathered parameter group completely; mixprec_engine_step()
- * does this itself, since the step changes the working copies.
+ * Releases every gathered parameter completely, prefetches included;
+ * mixprec_engine_step() does this itself, since the step changes the
+ * working copies.
  *
  * Since: 1.0
  */
@@ -219,14 +286,7 @@ mixprec_engine_release_all (MixprecEngine *self)
     {
       Group *g = g_ptr_array_index (self->groups, j);
 
-      if (g->prefetch != NULL)
-        {
-          mixprec_comm_request_wait (g->prefetch, NULL);
-          g_clear_pointer (&g->prefetch, mixprec_comm_request_free);
-        }
-      g->gather_count = 0;
-      point_params (g, NULL);
-      g_clear_pointer (&g->gathered, free);
+      for (guint k = 0; k < g->units->len; k++)
+        drop_unit (self, g, &g_array_index (g->units, Unit, k));
     }
 }
-

@@ -89,53 +89,54 @@ mixprec_memory_report_free (MixprecMemoryReport *report)
   g_free (report);
 }
 
-void
-_mixprec_engine_wait_requests (GPtrArray *requests, GError **error)
-{
-  /* Wait for every request even after a failure: none may be left running
-   * over buffers that are about to change. */
-  for (guint i = 0; i < requests->len; i++)
-    {
-      g_autoptr(GError) local = NULL;
-
-      if (!mixprec_comm_request_wait (g_ptr_array_index (requests, i), &local) &&
-          error != NULL && *error == NULL)
-        *error = g_steal_pointer (&local);
-    }
-  g_ptr_array_set_size (requests, 0);
-}
-
 static void
-group_free (gpointer data)
+group_free (MixprecEngine *self,
+            Group         *g)
 {
-  Group *g = data;
-
   if (g->pending != NULL)
-    _mixprec_engine_wait_requests (g->pending, NULL);
-  if (g->prefetch != NULL)
-    mixprec_comm_request_wait (g->prefetch, NULL);
-  g_clear_pointer (&g->prefetch, mixprec_comm_request_free);
+    _mixprec_engine_wait_group (self, g, NULL);
+  for (guint k = 0; g->units != NULL && k < g->units->len; k++)
+    {
+      Unit *u = &g_array_index (g->units, Unit, k);
+
+      if (u->gathering != NULL)
+        mixprec_comm_request_wait (u->gathering, NULL);
+      g_clear_pointer (&u->gathering, mixprec_comm_request_free);
+      _mixprec_engine_free (self, g->device, u->gathered);
+    }
   if (g->states != NULL)
     {
       for (guint s = 0; g->states[s] != NULL; s++)
-        _mixprec_device_free (g->device, g->states[s]);
+        _mixprec_engine_free (self, g->device, g->states[s]);
       g_free (g->states);
     }
-  _mixprec_device_free (g->device, g->working);
-  _mixprec_device_free (g->device, g->grad);
-  _mixprec_device_free (g->device, g->accum);
-  _mixprec_device_free (g->device, g->staging);
-  _mixprec_device_free (g->device, g->gathered);
-  _mixprec_device_free (g->device, g->master);
+  for (guint i = 0; g->slots != NULL && i < g->slots->len; i++)
+    _mixprec_engine_free (self, g->device, g_array_index (g->slots, Slot, i).data);
+  _mixprec_engine_free (self, g->device, g->working);
+  _mixprec_engine_free (self, g->device, g->persistent);
+  _mixprec_engine_free (self, g->device, g->grad);
+  _mixprec_engine_free (self, g->device, g->accum);
+  _mixprec_engine_free (self, g->device, g->master);
+  _mixprec_engine_free (self, g->device, g->norm);
   g_clear_error (&g->device_error);
   _mixprec_engine_drop_mirrors (g);
   g_clear_pointer (&g->device, _mixprec_device_unref);
   g_free (g->hparams);
-  g_clear_object (&g->partitioner);
-  g_clear_pointer (&g->pending, g_ptr_array_unref);
+  g_clear_pointer (&g->pending, g_array_unref);
+  g_clear_pointer (&g->slots, g_array_unref);
+  g_clear_pointer (&g->units, g_array_unref);
   g_clear_pointer (&g->params, g_ptr_array_unref);
   g_clear_pointer (&g->segments, g_array_unref);
   g_free (g);
+}
+
+static void
+init_values_free (gpointer data)
+{
+  InitValues *v = data;
+
+  g_bytes_unref (v->values);
+  g_free (v);
 }
 
 static void
@@ -143,6 +144,8 @@ mixprec_engine_finalize (GObject *object)
 {
   MixprecEngine *self = MIXPREC_ENGINE (object);
 
+  for (guint j = 0; self->groups != NULL && j < self->groups->len; j++)
+    group_free (self, g_ptr_array_index (self->groups, j));
   g_clear_pointer (&self->groups, g_ptr_array_unref);
   g_clear_pointer (&self->init_values, g_hash_table_unref);
   g_clear_pointer (&self->by_name, g_hash_table_unref);
@@ -155,7 +158,8 @@ mixprec_engine_finalize (GObject *object)
   /* Communicators go before the device whose stream they may use. */
   g_clear_object (&self->comm);
   g_clear_object (&self->mp_comm);
-  _mixprec_device_free (self->device, self->norm_sums);
+  _mixprec_engine_free (self, self->device, self->norm_sums);
+  g_clear_pointer (&self->allocations, g_hash_table_unref);
   g_clear_pointer (&self->device, _mixprec_device_unref);
   g_clear_object (&self->config);
   G_OBJECT_CLASS (mixprec_engine_parent_class)->finalize (object);
@@ -173,8 +177,9 @@ mixprec_engine_init (MixprecEngine *self)
   self->params = g_ptr_array_new_with_free_func (g_object_unref);
   self->by_name = g_hash_table_new (g_str_hash, g_str_equal);
   self->init_values = g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL,
-                                             (GDestroyNotify) g_bytes_unref);
-  self->groups = g_ptr_array_new_with_free_func (group_free);
+                                             init_values_free);
+  self->groups = g_ptr_array_new ();
+  self->allocations = g_hash_table_new (g_direct_hash, g_direct_equal);
   self->weight_decay_index = -1;
   self->world = 1;
 }
@@ -749,8 +754,10 @@ add_param (MixprecEngine  *self,
  *
  * Registers a parameter whose buffers the engine owns and lays out with
  * the others of the same precision and optimizer settings. The initial
- * values are copied (widened to FP32 for the master, rounded to nearest
- * even for a low-precision working copy).
+ * values are taken when the engine lays out its buffers (widened to FP32
+ * for the master, rounded to nearest even for a low-precision working
+ * copy; under ZeRO each rank keeps only the parts it holds); until then
+ * the engine keeps a reference to @init, not a copy.
  *
  * Returns: (transfer none): the parameter, owned by the engine, or %NULL
  *   with @error set
@@ -769,9 +776,8 @@ mixprec_engine_register_param (MixprecEngine  *self,
 {
   guint64 numel = 0;
   gsize len = 0;
-  gconstpointer data;
   MixprecParam *param;
-  g_autofree gfloat *values = NULL;
+  g_autofree InitValues *values = NULL;
 
   g_return_val_if_fail (MIXPREC_IS_ENGINE (self), NULL);
   g_return_val_if_fail (init != NULL, NULL);
@@ -784,7 +790,7 @@ mixprec_engine_register_param (MixprecEngine  *self,
                    "parameter '%s': %d is not a dtype", name, (gint) init_dtype);
       return NULL;
     }
-  data = g_bytes_get_data (init, &len);
+  g_bytes_get_data (init, &len);
   if (len != numel * mixprec_dtype_get_size (init_dtype))
     {
       g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_PARAM,
@@ -794,23 +800,15 @@ mixprec_engine_register_param (MixprecEngine  *self,
                    numel * mixprec_dtype_get_size (init_dtype));
       return NULL;
     }
-  values = g_try_malloc (MAX (numel, 1) * sizeof (gfloat));
-  if (values == NULL)
-    {
-      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_PARAM,
-                   "parameter '%s': out of memory copying %" G_GUINT64_FORMAT " initial values",
-                   name, numel);
-      return NULL;
-    }
-  if (!mixprec_convert_array (init_dtype, data, MIXPREC_DTYPE_FLOAT32, values, numel,
-                              MIXPREC_ROUNDING_NEAREST_EVEN, 0, 0, error))
-    return NULL;
-
   param = add_param (self, name, shape, n_dims, numel, module_type, FALSE, error);
   if (param == NULL)
     return NULL;
-  g_hash_table_insert (self->init_values, param,
-                       g_bytes_new_take (g_steal_pointer (&values), numel * sizeof (gfloat)));
+  /* A reference, not a copy: GBytes never change, and a model registered
+   * parameter by parameter then costs no second copy of itself. */
+  values = g_new (InitValues, 1);
+  values->dtype = init_dtype;
+  values->values = g_bytes_ref (init);
+  g_hash_table_insert (self->init_values, param, g_steal_pointer (&values));
   return param;
 }
 

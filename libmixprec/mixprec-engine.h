@@ -95,17 +95,21 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (MixprecStepResult, mixprec_step_result_free)
 
 /**
  * MixprecMemoryReport:
- * @working: working copies resident on this rank (under ZeRO-3 the shard)
- * @gradients: the gradient buffers the backward pass writes
- * @accumulation: gradient accumulation buffers (sharded from ZeRO-2 on)
+ * @working: working copies resident on this rank (under ZeRO-3 the slices,
+ *   plus the whole copies of persistent parameters)
+ * @gradients: the whole gradient buffers the backward pass writes (none
+ *   under ZeRO-2/3 unless the caller asks for them)
+ * @accumulation: gradient accumulation buffers (this rank's slices across
+ *   ranks)
  * @masters: FP32 master weights (sharded from ZeRO-1 on)
  * @optimizer_state: optimizer state (sharded from ZeRO-1 on)
- * @communication: staging buffers for sending gradients and, under ZeRO-3,
- *   gathered working copies
+ * @communication: gradient staging, the sum-of-squares blocks and, under
+ *   ZeRO-3, gathered working copies
  * @total: the sum of the above
  *
- * Bytes per category on one rank, as the engine allocates them or as
- * mixprec_memory_plan_new() predicts them.
+ * Bytes per category on one rank, as the engine allocates them (the most
+ * it held at once) or as mixprec_memory_plan_new() predicts them.
+ * mixprec_engine_list_buffers() names every buffer behind the categories.
  *
  * Since: 1.0
  */
@@ -130,8 +134,51 @@ MIXPREC_AVAILABLE_IN_1_0
 void                 mixprec_memory_report_free     (MixprecMemoryReport       *report);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (MixprecMemoryReport, mixprec_memory_report_free)
 
+/**
+ * MixprecMemoryBuffer:
+ * @name: what the buffer holds, e.g. "working copies", "gradient staging"
+ * @bytes: bytes held now (for a plan: predicted)
+ * @peak_bytes: the most bytes held at once since the engine was made
+ *   (for a plan: predicted)
+ * @planned_bytes: what the layout (or the plan) predicts
+ *
+ * One kind of buffer of an engine on one rank, summed over its parameter
+ * groups.
+ *
+ * Since: 1.0
+ */
+typedef struct {
+  gchar *name;
+  guint64 bytes;
+  guint64 peak_bytes;
+  guint64 planned_bytes;
+  /*< private >*/
+  gpointer _mixprec_reserved[4];
+} MixprecMemoryBuffer;
+
+#define MIXPREC_TYPE_MEMORY_BUFFER (mixprec_memory_buffer_get_type ())
+MIXPREC_AVAILABLE_IN_1_0
+GType                mixprec_memory_buffer_get_type (void) G_GNUC_CONST;
+MIXPREC_AVAILABLE_IN_1_0
+MixprecMemoryBuffer *mixprec_memory_buffer_copy     (const MixprecMemoryBuffer *buffer);
+MIXPREC_AVAILABLE_IN_1_0
+void                 mixprec_memory_buffer_free     (MixprecMemoryBuffer       *buffer);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (MixprecMemoryBuffer, mixprec_memory_buffer_free)
+
 MIXPREC_AVAILABLE_IN_1_0
 MixprecMemoryReport *mixprec_memory_plan_new        (MixprecConfig  *config,
+                                                     guint64         n_params,
+                                                     guint           world_size,
+                                                     GError        **error);
+MIXPREC_AVAILABLE_IN_1_0
+GPtrArray           *mixprec_memory_plan_list_buffers (MixprecConfig *config,
+                                                     const guint64  *param_sizes,
+                                                     guint           n_params,
+                                                     guint           world_size,
+                                                     guint64         gathered,
+                                                     GError        **error);
+MIXPREC_AVAILABLE_IN_1_0
+MixprecMemoryReport *mixprec_memory_plan_new_deepspeed (MixprecConfig *config,
                                                      guint64         n_params,
                                                      guint           world_size,
                                                      GError        **error);
@@ -228,6 +275,8 @@ GBytes            *mixprec_engine_gather_master     (MixprecEngine  *self,
                                                      GError        **error);
 MIXPREC_AVAILABLE_IN_1_0
 MixprecMemoryReport *mixprec_engine_get_memory_report (MixprecEngine *self);
+MIXPREC_AVAILABLE_IN_1_0
+GPtrArray         *mixprec_engine_list_buffers      (MixprecEngine  *self);
 
 MIXPREC_AVAILABLE_IN_1_0
 gboolean           mixprec_engine_backward_done     (MixprecEngine  *self,

@@ -17,7 +17,13 @@ typedef struct {
   _MixprecDevice *device;    /* where the pointers point (NULL: host), a
                                 reference the parameter holds */
   guint group;               /* index of the engine group holding it */
-  guint64 offset;            /* element offset inside the group */
+  guint unit;                /* index of its unit in the group */
+  guint64 offset;            /* element offset inside the group's padded
+                                element space */
+  guint64 index;             /* element offset inside the group's unpadded
+                                element space */
+  guint handed;              /* 1 + the micro-step its gradient was handed
+                                over in with reduce_grad(), 0 if none */
 } _MixprecParamStorage;
 
 typedef struct {
@@ -43,6 +49,13 @@ gboolean              _mixprec_param_is_external (MixprecParam *self);
 /* Asks the owning engine to lay out its buffers (first access). */
 gboolean              _mixprec_param_ensure_storage (MixprecParam *self,
                                                      GError      **error);
+
+gpointer              _mixprec_param_get_engine    (MixprecParam *self);
+
+/* Implemented by the engine: the whole gradient buffer of @param's group. */
+gboolean _mixprec_engine_ensure_grad_of (gpointer      engine,
+                                         MixprecParam *param,
+                                         GError      **error);
 
 /* Implemented by the engine: lays out every buffer on first use. */
 gboolean _mixprec_engine_ensure_prepared (gpointer  engine,

@@ -129,6 +129,22 @@ _mixprec_param_ensure_storage (MixprecParam *self,
   return _mixprec_engine_ensure_prepared (self->engine, error);
 }
 
+gpointer
+_mixprec_param_get_engine (MixprecParam *self)
+{
+  return self->engine;
+}
+
+/* The whole gradient buffer, which ZeRO-2/3 allocate on first use. */
+static gboolean
+ensure_grad (MixprecParam *self,
+             GError      **error)
+{
+  if (!_mixprec_param_ensure_storage (self, error))
+    return FALSE;
+  return _mixprec_engine_ensure_grad_of (self->engine, self, error);
+}
+
 /**
  * mixprec_param_get_name:
  * @self: a #MixprecParam
@@ -324,6 +340,12 @@ mixprec_param_get_working_data (MixprecParam *self)
  * in the engine's device memory; mixprec_param_set_grad() writes it from
  * the host.
  *
+ * Under ZeRO-2 and ZeRO-3 across ranks the engine keeps no gradient buffer
+ * of the model's size unless asked: the first call of this function (or of
+ * mixprec_param_set_grad() or mixprec_param_add_grad()) allocates one for
+ * the parameter's whole group. Large models hand gradients over with
+ * mixprec_param_reduce_grad() instead.
+ *
  * Returns: (nullable): the gradient buffer, or %NULL when the engine could
  *   not allocate its buffers
  *
@@ -333,7 +355,7 @@ gpointer
 mixprec_param_get_grad_data (MixprecParam *self)
 {
   g_return_val_if_fail (MIXPREC_IS_PARAM (self), NULL);
-  if (!_mixprec_param_ensure_storage (self, NULL))
+  if (!ensure_grad (self, NULL))
     return NULL;
   return self->storage.grad;
 }
@@ -450,7 +472,7 @@ store_grad (MixprecParam *self,
                    self->numel * mixprec_dtype_get_size (dtype));
       return FALSE;
     }
-  if (!_mixprec_param_ensure_storage (self, error))
+  if (!ensure_grad (self, error))
     return FALSE;
   if (!add)
     return _mixprec_device_upload (self->storage.device, data, dtype, self->storage.grad,

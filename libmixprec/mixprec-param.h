@@ -63,5 +63,15 @@ gboolean      mixprec_param_add_grad              (MixprecParam *self,
                                                    MixprecDType  dtype,
                                                    GBytes       *grad,
                                                    GError      **error);
+MIXPREC_AVAILABLE_IN_1_0
+gboolean      mixprec_param_reduce_grad           (MixprecParam  *self,
+                                                   MixprecDType   dtype,
+                                                   gconstpointer  grad,
+                                                   GError       **error);
+MIXPREC_AVAILABLE_IN_1_0
+gboolean      mixprec_param_reduce_grad_bytes     (MixprecParam  *self,
+                                                   MixprecDType   dtype,
+                                                   GBytes        *grad,
+                                                   GError       **error);
 
 G_END_DECLS

@@ -76,6 +76,15 @@ static const FieldOffset memory_report_fields[] = {
   END
 };
 
+static const FieldOffset memory_buffer_fields[] = {
+  F (MixprecMemoryBuffer, name, 0),
+  F (MixprecMemoryBuffer, bytes, 8),
+  F (MixprecMemoryBuffer, peak_bytes, 16),
+  F (MixprecMemoryBuffer, planned_bytes, 24),
+  F (MixprecMemoryBuffer, _mixprec_reserved, 32),
+  END
+};
+
 /* guint, padding to 8, three guint64. */
 static const FieldOffset partition_piece_fields[] = {
   F (MixprecPartitionPiece, param_index, 0),
@@ -274,6 +283,7 @@ static const FieldOffset plugin_desc_fields[] = {
 static const Layout layouts[] = {
   L (MixprecStepResult, 104, step_result_fields),
   L (MixprecMemoryReport, 88, memory_report_fields),
+  L (MixprecMemoryBuffer, 64, memory_buffer_fields),
   L (MixprecPartitionPiece, 32, partition_piece_fields),
   L (MixprecParamPrecision, 56, param_precision_fields),
   L (MixprecLossScaler, 24, loss_scaler_fields),

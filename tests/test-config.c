@@ -75,6 +75,9 @@ check_reference_defaults (MixprecConfig *c)
   g_assert_cmpuint (mixprec_config_get_allgather_bucket_size (c), ==, 500000000);
   g_assert_false (mixprec_config_get_overlap_comm (c));
   g_assert_true (mixprec_config_get_contiguous_gradients (c));
+  g_assert_cmpuint (mixprec_config_get_prefetch_bucket_size (c), ==, 50000000);
+  g_assert_cmpuint (mixprec_config_get_param_persistence_threshold (c), ==, 100000);
+  g_assert_cmpuint (mixprec_config_get_max_live_parameters (c), ==, 1000000000);
   g_assert_cmpfloat (mixprec_config_get_gradient_clipping (c), ==, 0);
   g_assert_cmpuint (mixprec_config_get_gradient_accumulation_steps (c), ==, 1);
   g_assert_cmpuint (mixprec_config_get_train_batch_size (c), ==, 0);
@@ -203,6 +206,42 @@ test_config_overlap_default (void)
     }
 }
 
+/* DeepSpeed's runtime/zero/config.py reads each of these under its stage3_
+ * key and under the same name without the prefix; 0 is allowed (ge=0). */
+static void
+test_config_stage3_sizes (void)
+{
+  static const struct {
+    const gchar *json;
+    guint64 prefetch, persistence, live;
+  } cases[] = {
+    { "{\"zero_optimization\": {\"stage\": 3, \"stage3_prefetch_bucket_size\": 15099494,"
+      " \"stage3_param_persistence_threshold\": 40960, \"stage3_max_live_parameters\": 3e8}}",
+      15099494, 40960, 300000000 },
+    { "{\"zero_optimization\": {\"stage\": 3, \"prefetch_bucket_size\": 2e7,"
+      " \"param_persistence_threshold\": 1024, \"max_live_parameters\": 123456789}}",
+      20000000, 1024, 123456789 },
+    /* One spelling of one setting each, the others at their defaults. */
+    { "{\"zero_optimization\": {\"param_persistence_threshold\": 0,"
+      " \"stage3_max_live_parameters\": 0}}",
+      50000000, 0, 0 },
+    { "{\"zero_optimization\": {\"stage3_prefetch_bucket_size\": 0}}",
+      0, 100000, 1000000000 },
+  };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autoptr(MixprecConfig) c = load (cases[i].json);
+
+      g_test_message ("%s", cases[i].json);
+      g_assert_cmpuint (mixprec_config_get_prefetch_bucket_size (c), ==, cases[i].prefetch);
+      g_assert_cmpuint (mixprec_config_get_param_persistence_threshold (c), ==, cases[i].persistence);
+      g_assert_cmpuint (mixprec_config_get_max_live_parameters (c), ==, cases[i].live);
+      /* Real settings now: read, not warned about. */
+      g_assert_cmpuint (g_strv_length (mixprec_config_get_warnings (c)), ==, 0);
+    }
+}
+
 static void
 test_config_scaler_semantics (void)
 {
@@ -302,6 +341,14 @@ static const InvalidCase invalid_cases[] = {
   { "{\"zero_optimization\": {\"stage\": false}}", "zero_optimization.stage", "got false", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
   { "{\"zero_optimization\": {\"reduce_bucket_size\": 0}}", "zero_optimization.reduce_bucket_size", "positive", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
   { "{\"zero_optimization\": {\"allgather_bucket_size\": 1e30}}", "zero_optimization.allgather_bucket_size", "positive", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"zero_optimization\": {\"stage3_prefetch_bucket_size\": -1}}", "zero_optimization.stage3_prefetch_bucket_size", "must be a non-negative number of elements, got -1", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"zero_optimization\": {\"param_persistence_threshold\": -100}}", "zero_optimization.param_persistence_threshold", "non-negative number of elements, got -100", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"zero_optimization\": {\"max_live_parameters\": \"1e9\"}}", "zero_optimization.max_live_parameters", "non-negative number of elements, got \"1e9\"", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"zero_optimization\": {\"stage3_max_live_parameters\": 2.5}}", "zero_optimization.stage3_max_live_parameters", "got 2.5", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"zero_optimization\": {\"stage3_param_persistence_threshold\": \"auto\"}}", "zero_optimization.stage3_param_persistence_threshold", "Hugging Face", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"zero_optimization\": {\"prefetch_bucket_size\": 1, \"stage3_prefetch_bucket_size\": 1}}", "zero_optimization.prefetch_bucket_size", "the same setting as zero_optimization.stage3_prefetch_bucket_size; give only one", MIXPREC_CONFIG_ERROR_CONFLICT },
+  { "{\"zero_optimization\": {\"stage3_param_persistence_threshold\": 10, \"param_persistence_threshold\": 20}}", "zero_optimization.param_persistence_threshold", "the same setting as zero_optimization.stage3_param_persistence_threshold", MIXPREC_CONFIG_ERROR_CONFLICT },
+  { "{\"zero_optimization\": {\"max_live_parameters\": 1e9, \"stage3_max_live_parameters\": 1e9}}", "zero_optimization.max_live_parameters", "the same setting as zero_optimization.stage3_max_live_parameters", MIXPREC_CONFIG_ERROR_CONFLICT },
   { "{\"zero_optimization\": []}", "zero_optimization", "a JSON object", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
   { "{\"zero_optimization\": {\"overlap_comm\": \"yes\"}}", "zero_optimization.overlap_comm", "true or false", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
   { "{\"gradient_clipping\": -1}", "gradient_clipping", ">= 0", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
@@ -753,7 +800,7 @@ test_config_warnings (void)
     " \"zero_optimization\": {\"stage\": 3, \"offload_optimizer\": {\"device\": \"cpu\"},"
     "   \"offload_param\": {\"device\": \"none\"}, \"reduce_scatter\": true,"
     "   \"round_robin_gradients\": true, \"stage3_max_live_parameters\": 1e9,"
-    "   \"stage3_prefetch_bucket_size\": 1000},"
+    "   \"stage3_prefetch_bucket_size\": 1000, \"stage3_max_reuse_distance\": 0},"
     " \"fp16\": {\"auto_cast\": true, \"fp16_master_weights_and_grads\": true},"
     " \"bf16\": {\"bf16_master_weights_and_grads\": true}}");
   g_autoptr(MixprecConfig) z = load ("{\"zero_optimization\": true}");
@@ -764,14 +811,17 @@ test_config_warnings (void)
   g_assert_true (warned (c, "amp: "));
   g_assert_true (warned (c, "zero_optimization.offload_optimizer: "));
   g_assert_true (warned (c, "zero_optimization.round_robin_gradients: "));
-  g_assert_true (warned (c, "zero_optimization.stage3_prefetch_bucket_size: "));
+  g_assert_true (warned (c, "zero_optimization.stage3_max_reuse_distance: "));
   g_assert_true (warned (c, "fp16.auto_cast: "));
   g_assert_true (warned (c, "fp16.fp16_master_weights_and_grads: "));
   g_assert_true (warned (c, "bf16.bf16_master_weights_and_grads: "));
   /* DeepSpeed's own defaults ask for nothing: no warning. */
   g_assert_false (warned (c, "zero_optimization.reduce_scatter"));
-  g_assert_false (warned (c, "zero_optimization.stage3_max_live_parameters"));
   g_assert_false (warned (c, "zero_optimization.offload_param"));
+  /* Settings libmixprec reads are never warned about, whatever their value. */
+  g_assert_false (warned (c, "zero_optimization.stage3_max_live_parameters"));
+  g_assert_false (warned (c, "zero_optimization.stage3_prefetch_bucket_size"));
+  g_assert_cmpuint (mixprec_config_get_prefetch_bucket_size (c), ==, 1000);
   g_assert_cmpuint (g_strv_length (mixprec_config_get_warnings (c)), ==, 10);
   g_assert_cmpint (mixprec_config_get_precision_mode (c), ==, MIXPREC_PRECISION_MODE_FP32);
 
@@ -852,8 +902,6 @@ test_config_corpus_zero3_bf16 (void)
   g_autoptr(MixprecConfig) c = load_corpus ("zero3-bf16-offload.json");
   static const gchar *const expected_warnings[] = {
     "zero_optimization.offload_optimizer: ", "zero_optimization.offload_param: ",
-    "zero_optimization.stage3_prefetch_bucket_size: ",
-    "zero_optimization.stage3_param_persistence_threshold: ",
     "zero_optimization.stage3_gather_16bit_weights_on_model_save: ",
     "steps_per_print: ", "wall_clock_breakdown: ",
   };
@@ -867,6 +915,9 @@ test_config_corpus_zero3_bf16 (void)
   g_assert_true (mixprec_config_get_overlap_comm (c));
   g_assert_cmpuint (mixprec_config_get_reduce_bucket_size (c), ==, 16777216);
   g_assert_cmpuint (mixprec_config_get_allgather_bucket_size (c), ==, 500000000);
+  g_assert_cmpuint (mixprec_config_get_prefetch_bucket_size (c), ==, 15099494);
+  g_assert_cmpuint (mixprec_config_get_param_persistence_threshold (c), ==, 40960);
+  g_assert_cmpuint (mixprec_config_get_max_live_parameters (c), ==, 1000000000);
   g_assert_cmpstr (mixprec_config_get_scheduler_type (c), ==, "WarmupDecayLR");
   g_assert_cmpuint (g_strv_length (mixprec_config_get_warnings (c)), ==, G_N_ELEMENTS (expected_warnings));
   for (gsize i = 0; i < G_N_ELEMENTS (expected_warnings); i++)
@@ -911,6 +962,8 @@ test_config_corpus_hf_trainer (void)
     "optimizer.params.eps: ", "optimizer.params.weight_decay: ",
     "scheduler.params.warmup_min_lr: ", "scheduler.params.warmup_max_lr: ",
     "scheduler.params.warmup_num_steps: ", "zero_optimization.reduce_bucket_size: ",
+    "zero_optimization.stage3_prefetch_bucket_size: ",
+    "zero_optimization.stage3_param_persistence_threshold: ",
     "gradient_accumulation_steps: ", "gradient_clipping: ", "train_batch_size: ",
     "train_micro_batch_size_per_gpu: ",
   };
@@ -997,7 +1050,7 @@ test_config_to_data (void)
   gsize length = 0;
   g_autofree gchar *text = mixprec_config_to_data (c, &length);
   g_autoptr(JsonNode) root = json_from_string (text, NULL);
-  JsonObject *o, *fp16, *mixprec, *scaler;
+  JsonObject *o, *fp16, *zero, *mixprec, *scaler;
 
   g_assert_cmpuint (length, ==, strlen (text));
   g_assert_nonnull (root);
@@ -1013,7 +1066,18 @@ test_config_to_data (void)
   g_assert_cmpfloat (json_object_get_double_member (fp16, "min_loss_scale"), ==, 1);
   g_assert_true (json_object_get_boolean_member (json_object_get_object_member (o, "bf16"), "check_grad_overflow"));
   g_assert_true (json_object_get_boolean_member (json_object_get_object_member (o, "zero_optimization"), "overlap_comm"));
-  g_assert_cmpint (json_object_get_int_member (json_object_get_object_member (o, "zero_optimization"), "reduce_bucket_size"), ==, 500000000);
+  zero = json_object_get_object_member (o, "zero_optimization");
+  g_assert_cmpint (json_object_get_int_member (zero, "reduce_bucket_size"), ==, 500000000);
+  /* The ZeRO-3 sizes under DeepSpeed's stage3_ names, after contiguous_gradients. */
+  g_assert_cmpint (json_object_get_int_member (zero, "stage3_prefetch_bucket_size"), ==, 50000000);
+  g_assert_cmpint (json_object_get_int_member (zero, "stage3_param_persistence_threshold"), ==, 100000);
+  g_assert_cmpint (json_object_get_int_member (zero, "stage3_max_live_parameters"), ==, 1000000000);
+  g_assert_false (json_object_has_member (zero, "prefetch_bucket_size"));
+  g_assert_false (json_object_has_member (zero, "param_persistence_threshold"));
+  g_assert_false (json_object_has_member (zero, "max_live_parameters"));
+  g_assert_true (strstr (text, "\"contiguous_gradients\"") < strstr (text, "\"stage3_prefetch_bucket_size\""));
+  g_assert_true (strstr (text, "\"stage3_prefetch_bucket_size\"") < strstr (text, "\"stage3_param_persistence_threshold\""));
+  g_assert_true (strstr (text, "\"stage3_param_persistence_threshold\"") < strstr (text, "\"stage3_max_live_parameters\""));
   g_assert_cmpstr (json_object_get_string_member (json_object_get_object_member (o, "torch_autocast"), "dtype"), ==, "bf16");
   g_assert_true (json_object_get_null_member (o, "optimizer"));
   g_assert_true (json_object_get_null_member (o, "scheduler"));
@@ -1034,6 +1098,7 @@ test_config_to_data (void)
       "{\"fp16\": {\"enabled\": true}, \"mixprec\": {\"scaler\": {\"semantics\": \"megatron\", \"growth_factor\": 1.5}}}",
       "{\"bf16\": {\"enabled\": true, \"bf16_master_weights_and_grads\": true}, \"data_types\": {\"grad_accum_dtype\": \"fp32\"}}",
       "{\"train_micro_batch_size_per_gpu\": 3, \"gradient_accumulation_steps\": 5, \"mixprec\": {\"seed\": 9223372036854775807}}",
+      "{\"zero_optimization\": {\"stage\": 3, \"prefetch_bucket_size\": 0, \"param_persistence_threshold\": 4096, \"max_live_parameters\": 9223372036854775807}}",
     };
 
     for (gsize i = 0; i < G_N_ELEMENTS (docs); i++)
@@ -1043,6 +1108,27 @@ test_config_to_data (void)
         assert_round_trip (d);
       }
   }
+}
+
+/* A value read under the short alias comes back under its stage3_ name. */
+static void
+test_config_to_data_stage3_names (void)
+{
+  g_autoptr(MixprecConfig) c = load ("{\"zero_optimization\": {\"stage\": 3, \"prefetch_bucket_size\": 7,"
+                                     " \"param_persistence_threshold\": 8, \"max_live_parameters\": 9}}");
+  g_autofree gchar *text = mixprec_config_to_data (c, NULL);
+  g_autoptr(JsonNode) root = json_from_string (text, NULL);
+  JsonObject *zero;
+
+  g_assert_nonnull (root);
+  zero = json_object_get_object_member (json_node_get_object (root), "zero_optimization");
+  g_assert_cmpint (json_object_get_int_member (zero, "stage3_prefetch_bucket_size"), ==, 7);
+  g_assert_cmpint (json_object_get_int_member (zero, "stage3_param_persistence_threshold"), ==, 8);
+  g_assert_cmpint (json_object_get_int_member (zero, "stage3_max_live_parameters"), ==, 9);
+  g_assert_false (json_object_has_member (zero, "prefetch_bucket_size"));
+  g_assert_false (json_object_has_member (zero, "param_persistence_threshold"));
+  g_assert_false (json_object_has_member (zero, "max_live_parameters"));
+  assert_round_trip (c);
 }
 
 /* ------------------------------------------------------------ batch */
@@ -1120,6 +1206,7 @@ main (int argc, char **argv)
   g_test_add_func ("/config/defaults", test_config_defaults);
   g_test_add_func ("/config/mode-dtypes", test_config_mode_dtypes);
   g_test_add_func ("/config/overlap-default", test_config_overlap_default);
+  g_test_add_func ("/config/stage3-sizes", test_config_stage3_sizes);
   g_test_add_func ("/config/scaler-semantics", test_config_scaler_semantics);
   g_test_add_func ("/config/invalid/table", test_config_invalid_table);
   g_test_add_func ("/config/invalid/all-errors-listed", test_config_all_errors_listed);
@@ -1136,6 +1223,7 @@ main (int argc, char **argv)
   g_test_add_func ("/config/corpus/monitors-profiler", test_config_corpus_monitors);
   g_test_add_func ("/config/corpus/mixprec-sections", test_config_corpus_mixprec_sections);
   g_test_add_func ("/config/to-data", test_config_to_data);
+  g_test_add_func ("/config/to-data/stage3-names", test_config_to_data_stage3_names);
   g_test_add_func ("/config/resolve-batch", test_config_resolve_batch);
   return g_test_run ();
 }

@@ -533,7 +533,9 @@ test_engine_errors (void)
 /* The memory plan predicts what an engine of one group allocates:
  * bf16 with two accumulation steps keeps a bf16 working copy and gradient
  * (2 + 2 bytes), an FP32 accumulation buffer, master and AdamW's two
- * state slots (4 + 4 + 8 bytes) per element. */
+ * state slots (4 + 4 + 8 bytes) per element, and one double per 4096
+ * elements of a unit for the sum of squares (the two matrices, both
+ * small, share a unit). */
 static void
 test_engine_memory_plan (void)
 {
@@ -544,6 +546,9 @@ test_engine_memory_plan (void)
   g_autoptr(MixprecConfig) config = mixprec_config_new_from_data (json, -1, &error);
   g_autoptr(MixprecMemoryReport) report = NULL;
   g_autoptr(MixprecMemoryReport) plan = NULL;
+  g_autoptr(GPtrArray) held = NULL;
+  g_autoptr(GPtrArray) planned = NULL;
+  const guint64 sizes[] = { 1500, 200 };
   g_autofree gfloat *w = g_new0 (gfloat, 300 * 7);
 
   add_param (e, "a", 300, 5, "Linear", w);
@@ -556,10 +561,28 @@ test_engine_memory_plan (void)
   g_assert_cmpuint (report->accumulation, ==, 1700 * 4);
   g_assert_cmpuint (report->masters, ==, 1700 * 4);
   g_assert_cmpuint (report->optimizer_state, ==, 1700 * 8);
-  g_assert_cmpuint (report->communication, ==, 0);
-  g_assert_cmpuint (report->total, ==, 1700 * 20);
+  g_assert_cmpuint (report->communication, ==, 8);
+  g_assert_cmpuint (report->total, ==, 1700 * 20 + 8);
   g_assert_cmpmem (report, G_STRUCT_OFFSET (MixprecMemoryReport, _mixprec_reserved),
                    plan, G_STRUCT_OFFSET (MixprecMemoryReport, _mixprec_reserved));
+
+  /* Buffer by buffer: held now, the most at once, the layout's plan and
+   * the plan made without an engine all agree. */
+  held = mixprec_engine_list_buffers (e);
+  planned = mixprec_memory_plan_list_buffers (config, sizes, G_N_ELEMENTS (sizes), 1, 0, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (held->len, ==, planned->len);
+  g_assert_cmpuint (held->len, ==, 6);
+  for (guint i = 0; i < held->len; i++)
+    {
+      MixprecMemoryBuffer *h = g_ptr_array_index (held, i);
+      MixprecMemoryBuffer *p = g_ptr_array_index (planned, i);
+
+      g_assert_cmpstr (h->name, ==, p->name);
+      g_assert_cmpuint (h->bytes, ==, p->planned_bytes);
+      g_assert_cmpuint (h->peak_bytes, ==, p->planned_bytes);
+      g_assert_cmpuint (h->planned_bytes, ==, p->planned_bytes);
+    }
 }
 
 static void

@@ -1,8 +1,10 @@
 #!/bin/sh
 # test-inspect-plan.sh — mixprec-inspect --plan against the layout rules
-# worked out here: parameters padded to a multiple of world * 4096 elements
-# (whole sum-of-squares blocks per rank), masters and optimizer state
-# sharded from ZeRO-1, accumulation from ZeRO-2, working copies at ZeRO-3.
+# worked out here: a unit (here the one parameter) padded to a multiple of
+# world * 4096 elements (whole sum-of-squares blocks per rank), the
+# accumulation sharded across ranks, masters and optimizer state from
+# ZeRO-1, gradients handed over per parameter from ZeRO-2, working copies
+# at ZeRO-3; and DeepSpeed's formula beside it.
 inspect="$MIXPREC_TOP_BUILDDIR/tools/mixprec-inspect"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -11,14 +13,17 @@ fail=0
 ok () { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fail=1; fi; }
 field () { awk -v k="$1" '$0 ~ "^  " k " " { for (i = 1; i <= NF; i++) if ($i == "bytes") { print $(i - 1); exit } }' "$2"; }
 
-echo "1..5"
+echo "1..8"
 
 # FP32, one process, AdamW: working 4 + gradient 4 + two state slots 8.
 "$inspect" --plan --params 1000 >"$tmp/fp32" 2>&1
 ok $? "plan for fp32 exits 0"
-[ "$(field working "$tmp/fp32")" = 4000 ] && [ "$(field gradients "$tmp/fp32")" = 4000 ] &&
-  [ "$(field masters "$tmp/fp32")" = 0 ] && [ "$(field 'optimizer state' "$tmp/fp32")" = 8000 ] &&
-  [ "$(field total "$tmp/fp32")" = 16000 ]
+# One sum-of-squares block: 8 bytes.
+[ "$(field 'working copies' "$tmp/fp32")" = 4000 ] && [ "$(field gradients "$tmp/fp32")" = 4000 ] &&
+  [ -z "$(field 'FP32 master weights' "$tmp/fp32")" ] &&
+  [ "$(field 'optimizer state' "$tmp/fp32")" = 8000 ] &&
+  [ "$(field 'gradient norm blocks' "$tmp/fp32")" = 8 ] &&
+  [ "$(field total "$tmp/fp32")" = 16008 ]
 ok $? "fp32 on one process: 16 bytes per parameter"
 
 # bf16, ZeRO-2, 8 ranks, 10^9 parameters: padded to 30518 * 32768.
@@ -28,17 +33,40 @@ JSON
 "$inspect" --plan --params 1000000000 --world 8 --config "$tmp/z2.json" >"$tmp/z2" 2>&1
 padded=$((30518 * 32768))
 part=$((padded / 8))
-[ "$(field working "$tmp/z2")" = $((2 * padded)) ] && [ "$(field masters "$tmp/z2")" = $((4 * part)) ] &&
-  [ "$(field accumulation "$tmp/z2")" = $((4 * part)) ] &&
-  [ "$(field 'optimizer state' "$tmp/z2")" = $((8 * part)) ]
-ok $? "bf16 ZeRO-2 over 8 ranks shards masters, state and accumulation"
+[ "$(field 'working copies' "$tmp/z2")" = $((2 * padded)) ] &&
+  [ "$(field 'FP32 master weights' "$tmp/z2")" = $((4 * part)) ] &&
+  [ "$(field 'gradient accumulation' "$tmp/z2")" = $((4 * part)) ] &&
+  [ "$(field 'optimizer state' "$tmp/z2")" = $((8 * part)) ] &&
+  [ -z "$(field gradients "$tmp/z2")" ]
+ok $? "bf16 ZeRO-2 over 8 ranks shards masters, state and accumulation, holds no gradients"
+
+# Two staging slots of 2^22 bf16 elements (reduce_bucket_size / 2 is more).
+[ "$(field 'gradient staging' "$tmp/z2")" = $((2 * 4194304 * 2)) ]
+ok $? "ZeRO-2 stages gradients in two slots of at most 2^22 elements"
 
 cat >"$tmp/z3.json" <<'JSON'
 {"bf16": {"enabled": true}, "zero_optimization": {"stage": 3}, "optimizer": {"type": "AdamW"}}
 JSON
 "$inspect" --plan --params 1000000000 --world 8 --config "$tmp/z3.json" >"$tmp/z3" 2>&1
-[ "$(field working "$tmp/z3")" = $((2 * part)) ]
-ok $? "ZeRO-3 keeps only this rank's working copy"
+# Gathered: one prefetch bucket (5e7) held, one prefetching, bf16.
+[ "$(field 'working copies' "$tmp/z3")" = $((2 * part)) ] &&
+  [ "$(field 'gathered working copies' "$tmp/z3")" = 200000000 ]
+ok $? "ZeRO-3 keeps only this rank's working copy and the gathered window"
+
+# The issue's bounds for 10^9 parameters over 8 ranks, bf16 + AdamW, in
+# bytes per parameter as printed: DeepSpeed's formula plus the buckets.
+bpp () { awk '/^  total / { print $(NF - 1) }' "$1"; }
+dsb () { awk '/^  total / { print $NF }' "$1"; }
+for s in 0 1; do
+  sed "s/\"stage\": 2/\"stage\": $s/" "$tmp/z2.json" >"$tmp/z$s.json"
+  "$inspect" --plan --params 1000000000 --world 8 --config "$tmp/z$s.json" >"$tmp/z$s" 2>&1
+done
+awk -v a="$(bpp "$tmp/z0")" -v b="$(bpp "$tmp/z1")" -v c="$(bpp "$tmp/z2")" -v d="$(bpp "$tmp/z3")" \
+  'BEGIN { exit !(a <= 16.5 && b <= 6.0 && c <= 4.25 && d <= 2.5) }'
+ok $? "stages 0-3 within 16.5, 6.0, 4.25 and 2.5 bytes per parameter"
+[ "$(dsb "$tmp/z0")" = 16.00 ] && [ "$(dsb "$tmp/z1")" = 5.50 ] && [ "$(dsb "$tmp/z2")" = 3.75 ] &&
+  [ "$(dsb "$tmp/z3")" = 2.00 ]
+ok $? "DeepSpeed's formula: 16, 5.5, 3.75 and 2 bytes per parameter"
 
 "$inspect" --plan --world 2 >"$tmp/bad" 2>&1
 [ $? = 2 ] && grep -q -- "--params" "$tmp/bad"

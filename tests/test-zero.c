@@ -25,12 +25,16 @@ typedef struct {
   guint steps;
   gint overflow_step;       /* -1, or the step whose micro-batch overflows */
   gint overflow_rank;       /* the only rank whose gradient is not finite */
+  gboolean intake;          /* gradients handed over one parameter at a time
+                               (mixprec_param_reduce_grad(), backward order,
+                               overlap_comm), ZeRO-3 gathering each in turn */
 } Scenario;
 
-/* Two matrices (one split across partitions) and a vector (its own group:
- * vectors are not decayed). */
+/* Two small matrices (packed into one unit), a vector (its own group:
+ * vectors are not decayed), and a matrix above the ZeRO-3 persistence
+ * threshold, a unit of its own larger than a staging slot. */
 static const struct { const gchar *name; guint64 rows, cols; } model[] = {
-  { "w1", 3000, 5 }, { "b1", 1000, 0 }, { "w2", 4100, 2 },
+  { "w1", 3000, 5 }, { "b1", 1000, 0 }, { "w2", 4100, 2 }, { "w3", 300, 400 },
 };
 
 static gchar *
@@ -42,12 +46,13 @@ config_json (const Scenario *s, guint gas)
     : g_str_equal (s->mode, "bf16") ? "\"bf16\": {\"enabled\": true},"
     : "";
 
-  return g_strdup_printf ("{%s \"zero_optimization\": {\"stage\": %u, \"reduce_bucket_size\": 3000},"
+  return g_strdup_printf ("{%s \"zero_optimization\": {\"stage\": %u, \"reduce_bucket_size\": 3000,"
+                          "  \"overlap_comm\": %s},"
                           " \"gradient_accumulation_steps\": %u, \"gradient_clipping\": 1.0,"
                           " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.01,"
                           "   \"weight_decay\": 0.1}},"
                           " \"scheduler\": {\"type\": \"WarmupLR\", \"params\": {\"warmup_num_steps\": 3}}}",
-                          precision, s->stage, gas);
+                          precision, s->stage, s->intake ? "true" : "false", gas);
 }
 
 /* The gradient of global micro-batch m at step k: deterministic, of both
@@ -106,16 +111,36 @@ train (MixprecEngine *engine, const Scenario *s, guint rank, guint world, guint 
 
           if ((gint) k == die_at_step && local == 0)
             raise (SIGKILL);
-          for (guint p = 0; p < G_N_ELEMENTS (model); p++)
+          for (guint q = 0; q < G_N_ELEMENTS (model); q++)
             {
+              /* The backward pass meets the parameters last to first. */
+              guint p = s->intake ? G_N_ELEMENTS (model) - 1 - q : q;
               MixprecParam *param = mixprec_engine_get_param (engine, model[p].name);
               guint64 numel = mixprec_param_get_numel (param);
               g_autofree gfloat *g = g_new (gfloat, numel);
               gdouble scale = mixprec_engine_get_loss_scale (engine);
               g_autoptr(GBytes) bytes = NULL;
 
+              if (s->intake)
+                {
+                  /* ZeRO-3: the layer is gathered for its backward pass,
+                   * the next one prefetched. */
+                  if (q + 1 < G_N_ELEMENTS (model) &&
+                      !mixprec_engine_prefetch (engine, mixprec_engine_get_param (engine, model[p - 1].name), error))
+                    return FALSE;
+                  if (!mixprec_engine_gather (engine, param, error))
+                    return FALSE;
+                  g_assert_nonnull (mixprec_param_get_working_data (param));
+                  mixprec_engine_release (engine, param);
+                }
               for (guint64 i = 0; i < numel; i++)
                 g[i] = (gfloat) (grad_value (s, k, m, p, i) * scale);
+              if (s->intake)
+                {
+                  if (!mixprec_param_reduce_grad (param, MIXPREC_DTYPE_FLOAT32, g, error))
+                    return FALSE;
+                  continue;
+                }
               bytes = g_bytes_new_take (g_steal_pointer (&g), numel * sizeof (gfloat));
               if (!mixprec_param_set_grad (param, MIXPREC_DTYPE_FLOAT32, bytes, error))
                 return FALSE;
@@ -161,7 +186,7 @@ parse_scenario (const gchar *text, Scenario *s)
 {
   g_auto(GStrv) f = g_strsplit (text, ":", -1);
 
-  if (g_strv_length (f) != 7)
+  if (g_strv_length (f) != 8)
     return FALSE;
   s->mode = g_intern_string (f[0]);
   s->stage = atoi (f[1]);
@@ -170,47 +195,122 @@ parse_scenario (const gchar *text, Scenario *s)
   s->steps = atoi (f[4]);
   s->overflow_step = atoi (f[5]);
   s->overflow_rank = atoi (f[6]);
+  s->intake = atoi (f[7]);
   return TRUE;
 }
 
-/* The engine's allocation on this rank equals the memory plan in every
- * category: the model is two groups (matrices, and vectors exempt from
- * decay), each planned as a model of its own. */
+/* The engine's allocation on this rank equals the memory plan buffer by
+ * buffer: the bytes it holds after the steps, the most it held, and what
+ * its layout planned. The model is two groups (matrices, and vectors exempt
+ * from decay), each planned as a model of its own. */
 static gboolean
-plan_matches (const Scenario *s, const MixprecMemoryReport *mem)
+plan_matches (const Scenario *s, MixprecEngine *engine)
 {
   g_autoptr(GError) error = NULL;
   g_autofree gchar *json = config_json (s, s->gas);
   g_autoptr(MixprecConfig) config = mixprec_config_new_from_data (json, -1, &error);
-  guint64 n[2] = { 0, 0 };
-  MixprecMemoryReport sum = { 0 };
+  g_autoptr(GPtrArray) held = mixprec_engine_list_buffers (engine);
+  guint64 sizes[2][G_N_ELEMENTS (model)];
+  guint n[2] = { 0, 0 };
+  g_autoptr(GHashTable) planned = g_hash_table_new (g_str_hash, g_str_equal);
+  g_autoptr(GPtrArray) plans = g_ptr_array_new_with_free_func ((GDestroyNotify) g_ptr_array_unref);
+  gboolean ok = TRUE;
 
   for (guint p = 0; p < G_N_ELEMENTS (model); p++)
-    n[model[p].cols ? 0 : 1] += model[p].rows * MAX (model[p].cols, 1);
+    {
+      guint k = model[p].cols ? 0 : 1;
+
+      sizes[k][n[k]++] = model[p].rows * MAX (model[p].cols, 1);
+    }
   for (guint k = 0; k < 2; k++)
     {
-      g_autoptr(MixprecMemoryReport) plan = mixprec_memory_plan_new (config, n[k], s->world, &error);
+      GPtrArray *plan = mixprec_memory_plan_list_buffers (config, sizes[k], n[k], s->world, 0, &error);
 
       if (plan == NULL)
         return FALSE;
-      sum.working += plan->working;
-      sum.gradients += plan->gradients;
-      sum.accumulation += plan->accumulation;
-      sum.masters += plan->masters;
-      sum.optimizer_state += plan->optimizer_state;
-      sum.communication += plan->communication;
-      sum.total += plan->total;
+      g_ptr_array_add (plans, plan);
+      /* Written whole under ZeRO-2/3, gradients take a whole buffer, as
+       * ZeRO-1 plans it. */
+      if (!s->intake && s->stage >= 2)
+        {
+          Scenario one = *s;
+          g_autofree gchar *json1 = NULL;
+          g_autoptr(MixprecConfig) config1 = NULL;
+          GPtrArray *plan1;
+
+          one.stage = 1;
+          json1 = config_json (&one, one.gas);
+          config1 = mixprec_config_new_from_data (json1, -1, &error);
+          plan1 = mixprec_memory_plan_list_buffers (config1, sizes[k], n[k], s->world, 0, &error);
+          if (plan1 == NULL)
+            return FALSE;
+          g_ptr_array_add (plans, plan1);
+          for (guint i = 0; i < plan1->len; i++)
+            {
+              MixprecMemoryBuffer *b = g_ptr_array_index (plan1, i);
+
+              if (g_str_equal (b->name, "gradients"))
+                g_hash_table_insert (planned, (gpointer) "whole gradients",
+                                     GSIZE_TO_POINTER (GPOINTER_TO_SIZE (g_hash_table_lookup (planned, "whole gradients")) +
+                                                       b->planned_bytes));
+            }
+        }
+      for (guint i = 0; i < plan->len; i++)
+        {
+          MixprecMemoryBuffer *b = g_ptr_array_index (plan, i);
+          guint64 sum = GPOINTER_TO_SIZE (g_hash_table_lookup (planned, b->name));
+
+          /* ZeRO-3 gathers: the plan assumes a prefetch window; this
+           * trainer gathers everything at once, checked below. */
+          if (g_str_equal (b->name, "gathered working copies"))
+            continue;
+          g_hash_table_insert (planned, b->name, GSIZE_TO_POINTER (sum + b->planned_bytes));
+        }
     }
-  if (sum.working != mem->working || sum.gradients != mem->gradients ||
-      sum.accumulation != mem->accumulation || sum.masters != mem->masters ||
-      sum.optimizer_state != mem->optimizer_state || sum.communication != mem->communication ||
-      sum.total != mem->total)
+  for (guint i = 0; i < held->len; i++)
     {
-      g_printerr ("memory report differs from the plan: total %" G_GUINT64_FORMAT " vs %"
-                  G_GUINT64_FORMAT "\n", mem->total, sum.total);
-      return FALSE;
+      MixprecMemoryBuffer *b = g_ptr_array_index (held, i);
+      guint64 want = GPOINTER_TO_SIZE (g_hash_table_lookup (planned, b->name));
+
+      if (g_str_equal (b->name, "gathered working copies"))
+        {
+          /* Released by the step; at most every unit at once. */
+          if (b->bytes != 0 || b->planned_bytes != 0)
+            ok = FALSE;
+          continue;
+        }
+      if (g_str_equal (b->name, "gradients") && want == 0)
+        {
+          /* Allocated on first use, not by the layout. */
+          want = GPOINTER_TO_SIZE (g_hash_table_lookup (planned, "whole gradients"));
+          g_hash_table_remove (planned, "whole gradients");
+          if (b->planned_bytes != 0 || b->peak_bytes != want || b->bytes != want)
+            ok = FALSE;
+          continue;
+        }
+      if (b->planned_bytes != want || b->peak_bytes != want || b->bytes != want)
+        {
+          g_printerr ("buffer '%s': held %" G_GUINT64_FORMAT ", peak %" G_GUINT64_FORMAT
+                      ", layout %" G_GUINT64_FORMAT ", plan %" G_GUINT64_FORMAT "\n",
+                      b->name, b->bytes, b->peak_bytes, b->planned_bytes, want);
+          ok = FALSE;
+        }
+      g_hash_table_remove (planned, b->name);
     }
-  return TRUE;
+  {
+    GHashTableIter iter;
+    gpointer key, value;
+
+    g_hash_table_iter_init (&iter, planned);
+    while (g_hash_table_iter_next (&iter, &key, &value))
+      if (GPOINTER_TO_SIZE (value) != 0)
+        {
+          g_printerr ("buffer '%s': planned %" G_GSIZE_FORMAT " bytes, never allocated\n",
+                      (const gchar *) key, GPOINTER_TO_SIZE (value));
+          ok = FALSE;
+        }
+  }
+  return ok;
 }
 
 /* A child rank: exit 0 after writing its snapshot (rank 0) and memory
@@ -243,7 +343,7 @@ child_main (void)
       return g_error_matches (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_COMM) ? 3 : 1;
     }
   mem = mixprec_engine_get_memory_report (engine);
-  if (!plan_matches (&s, mem))
+  if (!plan_matches (&s, engine))
     return 4;
   memtext = g_strdup_printf ("%" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT,
                              mem->optimizer_state, mem->masters, mem->accumulation);
@@ -259,9 +359,9 @@ child_main (void)
 static void
 run_children (const Scenario *s, const gchar *out, gint die_at, gint *status)
 {
-  g_autofree gchar *scenario = g_strdup_printf ("MIXPREC_TEST_SCENARIO=%s:%u:%u:%u:%u:%d:%d", s->mode,
-                                                s->stage, s->world, s->gas, s->steps,
-                                                s->overflow_step, s->overflow_rank);
+  g_autofree gchar *scenario = g_strdup_printf ("MIXPREC_TEST_SCENARIO=%s:%u:%u:%u:%u:%d:%d:%d",
+                                                s->mode, s->stage, s->world, s->gas, s->steps,
+                                                s->overflow_step, s->overflow_rank, s->intake);
   g_autofree gchar *out_var = g_strdup_printf ("MIXPREC_TEST_OUT=%s", out);
   g_autofree gchar *die = g_strdup_printf ("MIXPREC_TEST_DIE_AT=%d", die_at);
   const gchar *env[] = { "MIXPREC_TEST_ZERO_CHILD=1", scenario, out_var, die, NULL };
@@ -304,16 +404,13 @@ test_zero_scenario (gconstpointer data)
   g_assert_cmpuint (got_len, ==, expected->len);
   g_assert_true (memcmp (got, expected->data, got_len) == 0);
 
-  /* Optimizer state per rank: 1/world of the (padded) whole from ZeRO-1 on;
-   * AdamW keeps two FP32 slots. Matrices and vectors are separate groups. */
-  for (guint p = 0; p < G_N_ELEMENTS (model); p++)
-    {
-      guint64 n = model[p].rows * MAX (model[p].cols, 1);
-      if (model[p].cols)
-        matrices += n;
-      else
-        vectors += n;
-    }
+  /* Optimizer state per rank: 1/world of the whole from ZeRO-1 on, each
+   * unit padded to world * 4096 elements; AdamW keeps two FP32 slots. The
+   * units: w1 and w2 packed (both below the persistence threshold), w3
+   * alone, b1 alone (vectors are a group of their own). */
+  matrices = padded_numel (model[0].rows * model[0].cols + model[2].rows * model[2].cols, s->world) +
+             padded_numel (model[3].rows * model[3].cols, s->world);
+  vectors = padded_numel (model[1].rows, s->world);
   for (guint r = 0; r < s->world; r++)
     {
       g_autofree gchar *file = g_strdup_printf ("%s.mem%u", out, r);
@@ -322,8 +419,7 @@ test_zero_scenario (gconstpointer data)
 
       g_assert_true (g_file_get_contents (file, &text, NULL, &error));
       state = g_ascii_strtoull (text, NULL, 10);
-      per_rank = (padded_numel (matrices, s->world) + padded_numel (vectors, s->world)) /
-                 (s->stage >= 1 ? s->world : 1);
+      per_rank = (matrices + vectors) / (s->stage >= 1 ? s->world : 1);
       g_assert_cmpuint (state, ==, 2 * sizeof (gfloat) * per_rank);
       g_remove (file);
     }
@@ -469,6 +565,13 @@ main (int argc, char **argv)
     { "bf16", 2, 3, 1, 3, -1, -1 },
     { "fp32", 3, 3, 2, 2, -1, -1 },
     { "bf16", 1, 4, 1, 2, -1, -1 },
+    /* Gradients handed over as the backward pass produces them. */
+    { "bf16", 0, 3, 1, 2, -1, -1, TRUE },
+    { "fp32", 1, 2, 1, 2, -1, -1, TRUE },
+    { "bf16", 2, 3, 2, 2, -1, -1, TRUE },
+    { "fp16", 2, 2, 1, 4, 1, 1, TRUE },
+    { "bf16", 3, 3, 1, 3, -1, -1, TRUE },
+    { "fp32", 3, 2, 2, 2, -1, -1, TRUE },
   };
 
   if (g_getenv ("MIXPREC_TEST_ZERO_CHILD") != NULL)
@@ -480,7 +583,8 @@ main (int argc, char **argv)
   for (guint i = 0; i < G_N_ELEMENTS (scenarios); i++)
     {
       const Scenario *s = &scenarios[i];
-      g_autofree gchar *path = g_strdup_printf ("/zero/%s/stage%u/world%u/gas%u%s", s->mode, s->stage,
+      g_autofree gchar *path = g_strdup_printf ("/zero/%s/%s/stage%u/world%u/gas%u%s",
+                                                s->intake ? "per-param" : "whole", s->mode, s->stage,
                                                 s->world, s->gas,
                                                 s->overflow_step >= 0 ? "/overflow-on-one-rank" : "");
       g_test_add_data_func (path, s, test_zero_scenario);

@@ -1,6 +1,7 @@
 /* inspect-plan.c — `mixprec-inspect --plan`: the bytes one rank needs for a
  * model of N parameters under a config's precision mode and ZeRO stage,
- * from the same arithmetic the engine lays its buffers out with. */
+ * buffer by buffer, from the arithmetic the engine lays its buffers out
+ * with, beside DeepSpeed's formula for the same configuration. */
 #include "config.h"
 
 #include "inspect-private.h"
@@ -11,23 +12,51 @@ human (guint64 bytes)
   return g_format_size_full (bytes, G_FORMAT_SIZE_IEC_UNITS);
 }
 
+static gdouble
+per_param (guint64 bytes, guint64 n_params)
+{
+  return n_params > 0 ? (gdouble) bytes / (gdouble) n_params : 0.0;
+}
+
 static void
-row (const gchar *what, guint64 bytes, guint64 n_params)
+row (const gchar *what, guint64 bytes, guint64 n_params, gint64 deepspeed)
 {
   g_autofree gchar *size = human (bytes);
 
-  g_print ("  %-18s %16" G_GUINT64_FORMAT " bytes  %12s  %6.2f bytes/param\n", what, bytes, size,
-           n_params > 0 ? (gdouble) bytes / (gdouble) n_params : 0.0);
+  g_print ("  %-27s %16" G_GUINT64_FORMAT " bytes  %10s  %6.2f", what, bytes, size,
+           per_param (bytes, n_params));
+  if (deepspeed >= 0)
+    g_print ("  %9.2f", per_param ((guint64) deepspeed, n_params));
+  g_print ("\n");
+}
+
+/* DeepSpeed's formula counts parameters, gradients and optimizer state
+ * (masters included); buffers are not in it. */
+static gint64
+deepspeed_share (const gchar *name, const MixprecMemoryReport *ds)
+{
+  if (g_str_equal (name, "working copies"))
+    return (gint64) ds->working;
+  if (g_str_equal (name, "FP32 master weights"))
+    return (gint64) ds->masters;
+  if (g_str_equal (name, "optimizer state"))
+    return (gint64) ds->optimizer_state;
+  return -1;
 }
 
 int
 inspect_plan (const gchar *config_path,
               guint64      n_params,
-              guint        world_size)
+              guint        world_size,
+              guint64      gathered)
 {
   g_autoptr(GError) error = NULL;
   g_autoptr(MixprecConfig) config = NULL;
-  g_autoptr(MixprecMemoryReport) plan = NULL;
+  g_autoptr(GPtrArray) buffers = NULL;
+  g_autoptr(MixprecMemoryReport) ds = NULL;
+  guint64 total = 0;
+  gboolean grads_shown = FALSE;
+  guint stage;
 
   if (n_params == 0 || world_size == 0)
     {
@@ -41,22 +70,35 @@ inspect_plan (const gchar *config_path,
       g_printerr ("%s\n", error->message);
       return 1;
     }
-  plan = mixprec_memory_plan_new (config, n_params, world_size, &error);
-  if (plan == NULL)
+  buffers = mixprec_memory_plan_list_buffers (config, &n_params, 1, world_size, gathered, &error);
+  if (buffers == NULL ||
+      (ds = mixprec_memory_plan_new_deepspeed (config, n_params, world_size, &error)) == NULL)
     {
       g_printerr ("mixprec-inspect: %s\n", error->message);
       return 1;
     }
+  stage = world_size > 1 ? mixprec_config_get_zero_stage (config) : 0;
   g_print ("Memory plan per rank: %" G_GUINT64_FORMAT " parameters, %u rank%s, %s, ZeRO stage %u\n",
            n_params, world_size, world_size == 1 ? "" : "s",
-           mixprec_precision_mode_get_name (mixprec_config_get_precision_mode (config)),
-           world_size > 1 ? mixprec_config_get_zero_stage (config) : 0);
-  row ("working params", plan->working, n_params);
-  row ("gradients", plan->gradients, n_params);
-  row ("accumulation", plan->accumulation, n_params);
-  row ("masters", plan->masters, n_params);
-  row ("optimizer state", plan->optimizer_state, n_params);
-  row ("communication", plan->communication, n_params);
-  row ("total", plan->total, n_params);
+           mixprec_precision_mode_get_name (mixprec_config_get_precision_mode (config)), stage);
+  if (stage >= 2)
+    g_print ("(gradients handed over per parameter with mixprec_param_reduce_grad())\n");
+  g_print ("  %-27s %16s        %10s  %6s  %9s\n", "buffer", "", "", "B/param", "DeepSpeed");
+  for (guint i = 0; i < buffers->len; i++)
+    {
+      MixprecMemoryBuffer *b = g_ptr_array_index (buffers, i);
+      gint64 share = deepspeed_share (b->name, ds);
+
+      /* DeepSpeed's gradients stand beside whatever holds ours. */
+      if (!grads_shown && (g_str_equal (b->name, "gradients") ||
+                           g_str_equal (b->name, "gradient accumulation")))
+        {
+          share = (gint64) ds->gradients;
+          grads_shown = TRUE;
+        }
+      row (b->name, b->planned_bytes, n_params, share);
+      total += b->planned_bytes;
+    }
+  row ("total", total, n_params, (gint64) ds->total);
   return 0;
 }

@@ -13,7 +13,8 @@ int inspect_name    (const gchar *name);
 int inspect_config  (const gchar *path);
 int inspect_plan    (const gchar *config_path,
                      guint64      n_params,
-                     guint        world_size);
+                     guint        world_size,
+                     guint64      gathered);
 int inspect_checkpoint (const gchar *dir,
                         gboolean     verify);
 

@@ -18,6 +18,7 @@ main (int argc, char **argv)
   gboolean plan = FALSE;
   gint64 plan_params = 0;
   gint plan_world = 1;
+  gint64 plan_gathered = 0;
   gboolean verify = FALSE;
   g_autoptr(GOptionContext) context = NULL;
   g_autoptr(GError) error = NULL;
@@ -35,6 +36,9 @@ main (int argc, char **argv)
       "With --plan, the number of parameters (elements) of the model", "N" },
     { "world", 0, 0, G_OPTION_ARG_INT, &plan_world,
       "With --plan, the number of data-parallel ranks (default 1)", "W" },
+    { "gathered", 0, 0, G_OPTION_ARG_INT64, &plan_gathered,
+      "With --plan under ZeRO-3, the most elements of parameters the trainer holds gathered at "
+      "once besides the prefetch window (default: one stage3_prefetch_bucket_size)", "N" },
     { "checkpoint", 0, 0, G_OPTION_ARG_FILENAME, &checkpoint_dir,
       "Describe a checkpoint (a folder with manifest.json, or one whose 'latest' names one)", "DIR" },
     { "verify", 0, 0, G_OPTION_ARG_NONE, &verify,
@@ -69,13 +73,14 @@ main (int argc, char **argv)
     return inspect_formats ();
   if (plan)
     {
-      if (argc > 1 || plan_params <= 0 || plan_world <= 0)
+      if (argc > 1 || plan_params <= 0 || plan_world <= 0 || plan_gathered < 0)
         {
           g_printerr ("mixprec-inspect: --plan needs --params N and optionally --world W "
                       "(both positive) and --config FILE, nothing else\n");
           return 2;
         }
-      return inspect_plan (config_path, (guint64) plan_params, (guint) plan_world);
+      return inspect_plan (config_path, (guint64) plan_params, (guint) plan_world,
+                           (guint64) plan_gathered);
     }
   if (checkpoint_dir != NULL)
     {

@@ -1,0 +1,337 @@
+/* mixprec-engine-memory.c — what an engine holds, buffer by buffer, what
+ * a plan predicts with the same arithmetic, and DeepSpeed's formula for
+ * the same configuration beside them. */
+#include "config.h"
+
+#include <string.h>
+
+#include "mixprec.h"
+#include "mixprec-engine-impl-private.h"
+#include "mixprec-engine-private.h"
+
+G_DEFINE_BOXED_TYPE (MixprecMemoryBuffer, mixprec_memory_buffer,
+                     mixprec_memory_buffer_copy, mixprec_memory_buffer_free)
+
+/**
+ * mixprec_memory_buffer_copy:
+ * @buffer: a #MixprecMemoryBuffer
+ *
+ * Returns: (transfer full): a copy of @buffer
+ *
+ * Since: 1.0
+ */
+MixprecMemoryBuffer *
+mixprec_memory_buffer_copy (const MixprecMemoryBuffer *buffer)
+{
+  MixprecMemoryBuffer *copy;
+
+  g_return_val_if_fail (buffer != NULL, NULL);
+  copy = g_memdup2 (buffer, sizeof *buffer);
+  copy->name = g_strdup (buffer->name);
+  return copy;
+}
+
+/**
+ * mixprec_memory_buffer_free:
+ * @buffer: a #MixprecMemoryBuffer
+ *
+ * Frees @buffer.
+ *
+ * Since: 1.0
+ */
+void
+mixprec_memory_buffer_free (MixprecMemoryBuffer *buffer)
+{
+  if (buffer == NULL)
+    return;
+  g_free (buffer->name);
+  g_free (buffer);
+}
+
+static GPtrArray *
+buffer_list (const guint64 *bytes,
+             const guint64 *peak,
+             const guint64 *planned)
+{
+  GPtrArray *out = g_ptr_array_new_with_free_func ((GDestroyNotify) mixprec_memory_buffer_free);
+
+  for (guint k = 0; k < N_BUFS; k++)
+    {
+      MixprecMemoryBuffer *b;
+
+      if (bytes[k] == 0 && peak[k] == 0 && planned[k] == 0)
+        continue;
+      b = g_new0 (MixprecMemoryBuffer, 1);
+      b->name = g_strdup (_mixprec_engine_buffer_names[k]);
+      b->bytes = bytes[k];
+      b->peak_bytes = peak[k];
+      b->planned_bytes = planned[k];
+      g_ptr_array_add (out, b);
+    }
+  return out;
+}
+
+static MixprecMemoryReport *
+report_of (const guint64 *bytes)
+{
+  MixprecMemoryReport r = { 0 };
+
+  r.working = bytes[BUF_WORKING] + bytes[BUF_PERSISTENT];
+  r.gradients = bytes[BUF_GRADIENTS];
+  r.accumulation = bytes[BUF_ACCUM];
+  r.masters = bytes[BUF_MASTERS];
+  r.optimizer_state = bytes[BUF_STATE];
+  r.communication = bytes[BUF_STAGING] + bytes[BUF_GATHERED] + bytes[BUF_NORM];
+  r.total = r.working + r.gradients + r.accumulation + r.masters + r.optimizer_state +
+            r.communication;
+  return mixprec_memory_report_copy (&r);
+}
+
+/**
+ * mixprec_engine_get_memory_report:
+ * @self: a #MixprecEngine
+ *
+ * What the engine allocated on this rank, by category: for each buffer
+ * the most it held at once, so ZeRO-3's gathered copies count as much as
+ * were gathered together. Lays out the buffers if that has not happened
+ * yet.
+ *
+ * Returns: (transfer full): the report
+ *
+ * Since: 1.0
+ */
+MixprecMemoryReport *
+mixprec_engine_get_memory_report (MixprecEngine *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_ENGINE (self), NULL);
+
+  mixprec_engine_prepare (self, NULL);
+  return report_of (self->buf_peak);
+}
+
+/**
+ * mixprec_engine_list_buffers:
+ * @self: a #MixprecEngine
+ *
+ * Every kind of buffer the engine holds on this rank (summed over its
+ * parameter groups): its bytes now, the most at once, and what the layout
+ * planned for it, which mixprec_memory_plan_list_buffers() predicts for the
+ * same parameters. The names:
+ *
+ * - "working copies": the low-precision copies the forward pass reads,
+ *   whole up to ZeRO-2, this rank's slices under ZeRO-3;
+ * - "persistent working copies": ZeRO-3, the whole copies of parameters
+ *   below stage3_param_persistence_threshold;
+ * - "gathered working copies": ZeRO-3, units gathered or prefetched;
+ * - "gradients": the whole gradient buffers (one process, ZeRO-0/1, or
+ *   ZeRO-2/3 once the caller asked for them);
+ * - "gradient accumulation": the FP32 (or accumulation dtype) sums,
+ *   this rank's slices across ranks;
+ * - "FP32 master weights", "optimizer state";
+ * - "gradient staging": slots gradients collect in on their way to the
+ *   reduce-scatter;
+ * - "gradient norm blocks": the sum-of-squares blocks of this rank and,
+ *   across ranks, of every rank.
+ *
+ * Returns: (transfer container) (element-type MixprecMemoryBuffer): the
+ *   buffers, in the order above, those never allocated nor planned left
+ *   out
+ *
+ * Since: 1.0
+ */
+GPtrArray *
+mixprec_engine_list_buffers (MixprecEngine *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_ENGINE (self), NULL);
+
+  mixprec_engine_prepare (self, NULL);
+  return buffer_list (self->buf_bytes, self->buf_peak, self->buf_plan);
+}
+
+/* The plan's buffers for parameters of @sizes forming one group. */
+static gboolean
+plan_bytes (MixprecConfig *config,
+            const guint64 *sizes,
+            guint          n_sizes,
+            guint          world,
+            guint64        gathered,
+            guint64       *bytes,
+            GError       **error)
+{
+  g_autoptr(MixprecEngine) probe = NULL;
+  g_autoptr(GArray) units = NULL;
+  _MixprecParamDTypes dt = { 0 };
+  MixprecDType master;
+  GroupShape shape;
+  guint stage;
+
+  if (world == 0)
+    {
+      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
+                   "world size: must be at least 1, got 0");
+      return FALSE;
+    }
+  /* A local engine resolves the policy and the optimizer exactly as
+   * training would. */
+  probe = _mixprec_engine_new_internal (config, NULL, NULL, NULL, TRUE, error);
+  if (probe == NULL)
+    return FALSE;
+  if (!mixprec_precision_policy_resolve (probe->policy, "param", "Linear", &dt.working, &master,
+                                         &dt.has_master, &dt.accum, &dt.comm, error))
+    return FALSE;
+  dt.grad = dt.working;
+  if (dt.working == MIXPREC_DTYPE_FLOAT32)
+    dt.has_master = FALSE;
+  stage = world > 1 ? mixprec_config_get_zero_stage (config) : 0;
+  units = _mixprec_engine_make_units (sizes, n_sizes, world, stage,
+                                      mixprec_config_get_param_persistence_threshold (config));
+  _mixprec_engine_group_shape (&dt, _mixprec_engine_wire_dtype (&dt), units, world, stage, probe->gas,
+                               FALSE, mixprec_config_get_reduce_bucket_size (config), &shape);
+  _mixprec_engine_add_shape_bytes (bytes, &dt, &shape, mixprec_feature_get_n_state_slots (probe->optimizer));
+  if (stage >= 3)
+    {
+      /* What the trainer holds gathered, plus the prefetch window, never
+       * more than the partitioned parameters. */
+      guint64 window = mixprec_config_get_prefetch_bucket_size (config);
+      guint64 live = gathered > 0 ? gathered : window;
+
+      bytes[BUF_GATHERED] = MIN (shape.padded - shape.persist_n, live + window) *
+                            mixprec_dtype_get_size (dt.working);
+    }
+  return TRUE;
+}
+
+/**
+ * mixprec_memory_plan_new:
+ * @config: a training configuration
+ * @n_params: the number of parameters (elements) of the model
+ * @world_size: the number of data-parallel ranks
+ * @error: return location for a #GError
+ *
+ * Predicts the bytes one rank needs for a model of @n_params elements
+ * under @config's precision mode, ZeRO stage, accumulation and optimizer
+ * (its state slots), laid out as one parameter, with the arithmetic the
+ * engine uses (padding included). Under ZeRO-2/3 gradients are assumed
+ * to arrive through mixprec_param_reduce_grad(); under ZeRO-3 the trainer
+ * is assumed to hold one stage3_prefetch_bucket_size of parameters
+ * gathered besides the prefetch window (see
+ * mixprec_memory_plan_list_buffers() to say otherwise).
+ *
+ * Returns: (transfer full): the plan, or %NULL with @error set
+ *
+ * Since: 1.0
+ */
+MixprecMemoryReport *
+mixprec_memory_plan_new (MixprecConfig *config,
+                         guint64        n_params,
+                         guint          world_size,
+                         GError       **error)
+{
+  guint64 bytes[N_BUFS] = { 0 };
+
+  g_return_val_if_fail (MIXPREC_IS_CONFIG (config), NULL);
+
+  if (!plan_bytes (config, &n_params, 1, world_size, 0, bytes, error))
+    return NULL;
+  return report_of (bytes);
+}
+
+/**
+ * mixprec_memory_plan_list_buffers:
+ * @config: a training configuration
+ * @param_sizes: (array length=n_params): the element count of every
+ *   parameter, in registration order
+ * @n_params: the number of parameters
+ * @world_size: the number of data-parallel ranks
+ * @gathered: under ZeRO-3, the most elements of parameters the trainer
+ *   holds gathered at once besides the prefetch window; 0 for one
+ *   stage3_prefetch_bucket_size
+ * @error: return location for a #GError
+ *
+ * Predicts, buffer by buffer (see mixprec_engine_list_buffers()), what
+ * one rank holds for these parameters registered as one group (the same
+ * module type), as the engine lays them out. Every field of each buffer
+ * holds the prediction.
+ *
+ * Returns: (transfer container) (element-type MixprecMemoryBuffer): the
+ *   buffers, or %NULL with @error set
+ *
+ * Since: 1.0
+ */
+GPtrArray *
+mixprec_memory_plan_list_buffers (MixprecConfig *config,
+                                  const guint64 *param_sizes,
+                                  guint          n_params,
+                                  guint          world_size,
+                                  guint64        gathered,
+                                  GError       **error)
+{
+  guint64 bytes[N_BUFS] = { 0 };
+
+  g_return_val_if_fail (MIXPREC_IS_CONFIG (config), NULL);
+  g_return_val_if_fail (param_sizes != NULL || n_params == 0, NULL);
+
+  if (!plan_bytes (config, param_sizes, n_params, world_size, gathered, bytes, error))
+    return NULL;
+  return buffer_list (bytes, bytes, bytes);
+}
+
+/**
+ * mixprec_memory_plan_new_deepspeed:
+ * @config: a training configuration
+ * @n_params: the number of parameters (elements) of the model
+ * @world_size: the number of data-parallel ranks
+ * @error: return location for a #GError
+ *
+ * DeepSpeed's formula for the same configuration (the ZeRO paper's model
+ * states, without buffers): Ψ parameters of P bytes (the working dtype),
+ * gradients of P bytes, and K bytes of optimizer state per parameter (4
+ * for an FP32 master when there is one, 4 per state slot). ZeRO-1 divides
+ * K by the world size, ZeRO-2 the gradients and K, ZeRO-3 all three:
+ * (2 + 2 + 12) Ψ / N for Adam in bf16 under ZeRO-3. The master bytes go to
+ * @masters, the state slots to @optimizer_state; @accumulation and
+ * @communication stay 0.
+ *
+ * Returns: (transfer full): the formula's bytes per rank, or %NULL with
+ *   @error set
+ *
+ * Since: 1.0
+ */
+MixprecMemoryReport *
+mixprec_memory_plan_new_deepspeed (MixprecConfig *config,
+                                   guint64        n_params,
+                                   guint          world_size,
+                                   GError       **error)
+{
+  g_autoptr(MixprecEngine) probe = NULL;
+  _MixprecParamDTypes dt = { 0 };
+  MixprecDType master;
+  MixprecMemoryReport r = { 0 };
+  guint stage;
+  gdouble psi = (gdouble) n_params, n;
+
+  g_return_val_if_fail (MIXPREC_IS_CONFIG (config), NULL);
+
+  if (world_size == 0)
+    {
+      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
+                   "world size: must be at least 1, got 0");
+      return NULL;
+    }
+  probe = _mixprec_engine_new_internal (config, NULL, NULL, NULL, TRUE, error);
+  if (probe == NULL ||
+      !mixprec_precision_policy_resolve (probe->policy, "param", "Linear", &dt.working, &master,
+                                         &dt.has_master, &dt.accum, &dt.comm, error))
+    return NULL;
+  if (dt.working == MIXPREC_DTYPE_FLOAT32)
+    dt.has_master = FALSE;
+  stage = world_size > 1 ? mixprec_config_get_zero_stage (config) : 0;
+  n = world_size;
+  r.working = (guint64) (psi * mixprec_dtype_get_size (dt.working) / (stage >= 3 ? n : 1));
+  r.gradients = (guint64) (psi * mixprec_dtype_get_size (dt.working) / (stage >= 2 ? n : 1));
+  r.masters = (guint64) (psi * (dt.has_master ? 4 : 0) / (stage >= 1 ? n : 1));
+  r.optimizer_state = (guint64) (psi * 4 * mixprec_feature_get_n_state_slots (probe->optimizer) /
+                                 (stage >= 1 ? n : 1));
+  r.total = r.working + r.gradients + r.masters + r.optimizer_state;
+  return mixprec_memory_report_copy (&r);
+}

@@ -1,0 +1,679 @@
+/* mixprec-engine-reduce.c — micro-steps: gradients taken from the caller
+ * (whole, or one parameter at a time as the backward pass produces them),
+ * folded on one process, reduce-scattered unit by unit across ranks. */
+#include "config.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mixprec.h"
+#include "mixprec-engine-impl-private.h"
+#include "mixprec-engine-private.h"
+#include "mixprec-parallel-private.h"
+#include "mixprec-registry-private.h"
+
+/* ---------------------------------------------------------------- helpers */
+
+/* Keeps the first failure of a device call during a pass over @g; the
+ * host's kernels do not fail. */
+static void
+keep_device_error (Group  *g,
+                   GError *error)
+{
+  if (g->device_error == NULL)
+    g->device_error = error;
+  else
+    g_error_free (error);
+}
+
+static gboolean
+take_device_error (Group   *g,
+                   GError **error)
+{
+  if (g->device_error == NULL)
+    return TRUE;
+  g_propagate_error (error, g_steal_pointer (&g->device_error));
+  return FALSE;
+}
+
+typedef struct {
+  Group *group;
+  gpointer dst;
+  MixprecDType dst_dtype;
+  gconstpointer src;         /* NULL: zeros */
+  MixprecDType src_dtype;
+} CopyJob;
+
+static void
+copy_range (gsize begin, gsize end, gpointer data)
+{
+  CopyJob *job = data;
+  GError *error = NULL;
+  gboolean ok;
+
+  if (job->src == NULL)
+    ok = _mixprec_device_zero (job->group->device, _mixprec_engine_at (job->dst, job->dst_dtype, begin),
+                               (end - begin) * mixprec_dtype_get_size (job->dst_dtype), &error);
+  else
+    ok = _mixprec_device_accumulate (job->group->device, _mixprec_engine_at (job->dst, job->dst_dtype, begin),
+                                     job->dst_dtype,
+                                     _mixprec_engine_at ((gpointer) job->src, job->src_dtype, begin),
+                                     job->src_dtype, end - begin, TRUE, &error);
+  if (!ok)
+    keep_device_error (job->group, error);
+}
+
+/* dst[0, n) = src[0, n) converted (zeros when @src is NULL), across the
+ * thread pool on the host, in one call on a device. */
+static void
+copy_into (Group        *g,
+           gpointer      dst,
+           MixprecDType  dst_dtype,
+           gconstpointer src,
+           MixprecDType  src_dtype,
+           guint64       n)
+{
+  CopyJob job = { g, dst, dst_dtype, src, src_dtype };
+
+  if (n == 0)
+    return;
+  if (g->device == NULL)
+    _mixprec_parallel_for (n, _MIXPREC_ENGINE_MIN_CHUNK, 64, copy_range, &job);
+  else
+    copy_range (0, n, &job);
+}
+
+Unit *
+_mixprec_engine_unit_of (MixprecEngine *self, MixprecParam *param)
+{
+  Group *g = _mixprec_engine_group_of (self, param);
+
+  return &g_array_index (g->units, Unit, _mixprec_param_get_storage (param)->unit);
+}
+
+/* ---------------------------------------------------------------- requests */
+
+static void
+finish_pending (MixprecEngine *self,
+                Group         *g,
+                guint          k,
+                GError       **error)
+{
+  Pending p = g_array_index (g->pending, Pending, k);
+  g_autoptr(GError) local = NULL;
+
+  g_array_remove_index (g->pending, k);
+  if (!mixprec_comm_request_wait (p.request, &local) && error != NULL && *error == NULL)
+    *error = g_steal_pointer (&local);
+  mixprec_comm_request_free (p.request);
+  if (p.slot >= 0)
+    g_array_index (g->slots, Slot, p.slot).state = SLOT_FREE;
+  if (p.zero_n > 0)
+    copy_into (g, _mixprec_engine_at (g->grad, g->dtypes.grad, p.zero_begin), g->dtypes.grad,
+               NULL, g->dtypes.grad, p.zero_n);
+}
+
+void
+_mixprec_engine_wait_group (MixprecEngine *self,
+                            Group         *g,
+                            GError       **error)
+{
+  /* Wait for every request even after a failure: none may be left running
+   * over buffers that are about to change. */
+  while (g->pending->len > 0)
+    finish_pending (self, g, 0, error);
+}
+
+gboolean
+_mixprec_engine_wait_pending (MixprecEngine *self,
+                              GError       **error)
+{
+  GError *local = NULL;
+
+  for (guint j = 0; j < self->groups->len; j++)
+    _mixprec_engine_wait_group (self, g_ptr_array_index (self->groups, j), &local);
+  if (local != NULL)
+    return _mixprec_engine_comm_failed (error, local, "reducing gradients");
+  return TRUE;
+}
+
+/* A free staging slot: a free one, else the oldest one in flight once its
+ * reduction is done, else (every slot collecting a unit whose parameters
+ * arrive apart) a new one. */
+static gint
+acquire_slot (MixprecEngine *self,
+              Group         *g,
+              GError       **error)
+{
+  Slot fresh = { NULL, SLOT_FREE };
+
+  for (guint i = 0; i < g->slots->len; i++)
+    if (g_array_index (g->slots, Slot, i).state == SLOT_FREE)
+      return (gint) i;
+  for (guint k = 0; k < g->pending->len; k++)
+    {
+      gint slot = g_array_index (g->pending, Pending, k).slot;
+      GError *local = NULL;
+
+      if (slot < 0)
+        continue;
+      finish_pending (self, g, k, &local);
+      if (local != NULL)
+        return (_mixprec_engine_comm_failed (error, local, "reducing gradients"), -1);
+      return slot;
+    }
+  fresh.data = _mixprec_engine_alloc (self, self->device, g->slot_elements,
+                                      mixprec_dtype_get_size (g->wire), BUF_STAGING, error);
+  if (fresh.data == NULL)
+    return -1;
+  g_array_append_val (g->slots, fresh);
+  return (gint) g->slots->len - 1;
+}
+
+/* ---------------------------------------------------------------- reducing a unit */
+
+/* Where this rank's reduced slice of @u goes. */
+static gpointer
+reduce_target (MixprecEngine *self, Group *g, const Unit *u)
+{
+  if (g->accum_mode == ACCUM_IN_GRAD)
+    return _mixprec_engine_flat_at (self, u, g->grad, g->dtypes.grad, self->rank * UNIT_SLICE (self, u));
+  return _mixprec_engine_at (g->accum, g->dtypes.accum, u->local);
+}
+
+static gboolean
+start_reduce (MixprecEngine *self,
+              Group         *g,
+              gconstpointer  send,
+              gpointer       recv,
+              guint64        count,
+              gint           slot,
+              guint64        zero_begin,
+              guint64        zero_n,
+              GError       **error)
+{
+  guint flags = self->micro_steps == 0 ? 0 : MIXPREC_COMM_ACCUMULATE;
+  Pending p = { NULL, slot, zero_begin, zero_n };
+  GError *local = NULL;
+
+  if (g->dtypes.accum == MIXPREC_DTYPE_FLOAT32 && g->wire != MIXPREC_DTYPE_FLOAT32)
+    flags |= MIXPREC_COMM_RECV_FP32;
+  if (!take_device_error (g, error) || !_mixprec_engine_before_comm (self, error))
+    return FALSE;
+  p.request = mixprec_comm_reduce_scatter_start (self->comm, send, recv, count, g->wire,
+                                                 MIXPREC_REDUCE_SUM, flags, &local);
+  if (p.request == NULL)
+    {
+      if (slot >= 0)
+        g_array_index (g->slots, Slot, slot).state = SLOT_FREE;
+      return _mixprec_engine_comm_failed (error, local, "reducing gradients");
+    }
+  if (slot >= 0)
+    g_array_index (g->slots, Slot, slot).state = SLOT_IN_FLIGHT;
+  g_array_append_val (g->pending, p);
+  return TRUE;
+}
+
+/* Reduces @u through staging slots, window by window: window [a, a + w) of
+ * every rank's slice, packed rank after rank, is one reduce-scatter that
+ * leaves [a, a + w) of this rank's slice reduced. @src holds the unit's
+ * elements [e0, e0 + n) in @src_dtype (NULL: zeros); the rest are zero. */
+static gboolean
+reduce_windows (MixprecEngine *self,
+                Group         *g,
+                Unit          *u,
+                gconstpointer  src,
+                MixprecDType   src_dtype,
+                guint64        e0,
+                guint64        n,
+                GError       **error)
+{
+  guint64 slice = UNIT_SLICE (self, u);
+  guint64 width = MAX (g->slot_elements / self->world, 1);
+  gpointer target = reduce_target (self, g, u);
+
+  for (guint64 a = 0; a < slice; a += width)
+    {
+      guint64 w = MIN (width, slice - a);
+      gint slot = acquire_slot (self, g, error);
+      gpointer data;
+
+      if (slot < 0)
+        return FALSE;
+      data = g_array_index (g->slots, Slot, slot).data;
+      for (guint r = 0; r < self->world; r++)
+        {
+          guint64 lo = r * slice + a, hi = lo + w;
+          guint64 clo = src != NULL ? CLAMP (e0, lo, hi) : hi;
+          guint64 chi = src != NULL ? CLAMP (e0 + n, lo, hi) : hi;
+          gpointer dst = _mixprec_engine_at (data, g->wire, (guint64) r * w);
+
+          /* zeros, the caller's values, zeros */
+          copy_into (g, dst, g->wire, NULL, g->wire, clo - lo);
+          if (chi > clo)
+            copy_into (g, _mixprec_engine_at (dst, g->wire, clo - lo), g->wire,
+                       _mixprec_engine_at ((gpointer) src, src_dtype, clo - e0), src_dtype, chi - clo);
+          copy_into (g, _mixprec_engine_at (dst, g->wire, MAX (chi, clo) - lo), g->wire,
+                     NULL, g->wire, hi - MAX (chi, clo));
+        }
+      if (!start_reduce (self, g, data, _mixprec_engine_at (target, g->dtypes.accum, a),
+                         w, slot, 0, 0, error))
+        return FALSE;
+    }
+  return TRUE;
+}
+
+/* Starts this micro-step's reduction of @u from wherever its gradients
+ * are: the gradient buffer, the slot collecting it, or nowhere (zeros). */
+static gboolean
+reduce_unit (MixprecEngine *self,
+             Group         *g,
+             Unit          *u,
+             GError       **error)
+{
+  guint64 slice = UNIT_SLICE (self, u);
+  gboolean zero_at_clear = self->stage == 0 || g->accum_mode == ACCUM_IN_GRAD;
+
+  u->started = TRUE;
+  if (slice == 0)
+    return TRUE;
+  if (g->grad != NULL)
+    {
+      gpointer grad = _mixprec_engine_flat_at (self, u, g->grad, g->dtypes.grad, 0);
+
+      if (g->wire == g->dtypes.grad)
+        return start_reduce (self, g, grad, reduce_target (self, g, u), slice, -1,
+                             u->flat, zero_at_clear ? 0 : u->padded, error);
+      if (!reduce_windows (self, g, u, grad, g->dtypes.grad, 0, u->padded, error))
+        return FALSE;
+      if (!zero_at_clear)
+        copy_into (g, grad, g->dtypes.grad, NULL, g->dtypes.grad, u->padded);
+      return take_device_error (g, error);
+    }
+  if (u->slot >= 0)
+    {
+      gint slot = u->slot;
+
+      u->slot = -1;
+      return start_reduce (self, g, g_array_index (g->slots, Slot, slot).data,
+                           reduce_target (self, g, u), slice, slot, 0, 0, error);
+    }
+  return reduce_windows (self, g, u, NULL, g->wire, 0, 0, error);
+}
+
+/* Before the first reduction of a micro-step: the previous micro-step's
+ * reductions accumulate into the same buffers. */
+static gboolean
+begin_intake (MixprecEngine *self,
+              GError       **error)
+{
+  if (self->intake_step == self->micro_steps)
+    return TRUE;
+  self->intake_step = self->micro_steps;
+  return _mixprec_engine_wait_pending (self, error);
+}
+
+static void
+reset_units (MixprecEngine *self)
+{
+  for (guint j = 0; j < self->groups->len; j++)
+    {
+      Group *g = g_ptr_array_index (self->groups, j);
+
+      for (guint k = 0; k < g->units->len; k++)
+        {
+          Unit *u = &g_array_index (g->units, Unit, k);
+
+          u->arrived = 0;
+          u->started = FALSE;
+          u->slot = -1;
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- one process */
+
+typedef struct {
+  Group *group;
+  gboolean first;
+} FoldJob;
+
+static void
+fold_piece (Group *g, const Segment *seg, guint64 begin, guint64 n, gpointer data)
+{
+  FoldJob *job = data;
+  gpointer grad = _mixprec_engine_at (seg->grad, g->dtypes.grad, begin - seg->offset);
+  GError *error = NULL;
+
+  if (!_mixprec_device_accumulate (g->device, _mixprec_engine_at (g->accum, g->dtypes.accum, begin),
+                                   g->dtypes.accum, grad, g->dtypes.grad, n, job->first, &error) ||
+      !_mixprec_device_zero (g->device, grad, n * mixprec_dtype_get_size (g->dtypes.grad), &error))
+    keep_device_error (g, error);
+}
+
+static void
+fold_range (gsize begin, gsize end, gpointer data)
+{
+  FoldJob *job = data;
+  _mixprec_engine_for_each_piece (job->group, begin, end, fold_piece, job);
+}
+
+/* ---------------------------------------------------------------- intake */
+
+/**
+ * mixprec_param_reduce_grad: (skip)
+ * @self: a #MixprecParam
+ * @dtype: the dtype of @grad
+ * @grad: this micro-batch's gradient of the parameter (of the scaled
+ *   loss), mixprec_param_get_numel() elements of @dtype, in the memory of
+ *   the engine's device
+ * @error: return location for a #GError
+ *
+ * Hands over one parameter's gradient as the backward pass produces it.
+ * The engine copies it (converted to the gradient dtype, or straight into
+ * the dtype it travels in) and, across ranks, starts the reduce-scatter
+ * of the parameter's unit as soon as the unit's last parameter arrived,
+ * while the caller goes on with the rest of the backward pass. @grad may
+ * be freed or reused when the call returns.
+ *
+ * Under ZeRO-2 and ZeRO-3 this is how gradients reach the engine without
+ * a gradient buffer the size of the model: only two staging slots exist
+ * (see mixprec_engine_list_buffers()). A parameter whose gradient is not
+ * handed over before mixprec_engine_backward_done() counts as zero, or,
+ * when the caller wrote it into mixprec_param_get_grad_data(), as what it
+ * wrote.
+ *
+ * Collective across ranks: every rank hands over the same parameters in
+ * the same order. Handing parameters over in the order of the backward
+ * pass (the reverse of registration) or of registration keeps the
+ * staging within its two slots; parameters of one unit that arrive far
+ * apart hold a slot each until their unit is complete.
+ *
+ * Returns: %TRUE on success; %FALSE with @error set when the parameter
+ *   was already handed over in this micro-step, the engine expects step(),
+ *   or a reduction failed
+ *
+ * Since: 1.0
+ */
+gboolean
+mixprec_param_reduce_grad (MixprecParam  *self,
+                           MixprecDType   dtype,
+                           gconstpointer  grad,
+                           GError       **error)
+{
+  MixprecEngine *engine;
+  _MixprecParamStorage *s;
+  guint64 numel;
+  Group *g;
+  Unit *u;
+
+  g_return_val_if_fail (MIXPREC_IS_PARAM (self), FALSE);
+  numel = mixprec_param_get_numel (self);
+  g_return_val_if_fail (grad != NULL || numel == 0, FALSE);
+
+  if (!mixprec_dtype_is_valid (dtype))
+    {
+      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
+                   "parameter '%s': %d is not a dtype", mixprec_param_get_name (self), (gint) dtype);
+      return FALSE;
+    }
+  if (!_mixprec_param_ensure_storage (self, error))
+    return FALSE;
+  engine = MIXPREC_ENGINE (_mixprec_param_get_engine (self));
+  s = _mixprec_param_get_storage (self);
+  if (engine->micro_steps >= engine->gas)
+    {
+      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_WRONG_STATE,
+                   "parameter '%s': gradient handed over after %u backward_done() calls, but "
+                   "gradient_accumulation_steps is %u: call step() first",
+                   mixprec_param_get_name (self), engine->micro_steps, engine->gas);
+      return FALSE;
+    }
+  if (s->handed == engine->micro_steps + 1)
+    {
+      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_WRONG_STATE,
+                   "parameter '%s': gradient already handed over in micro-step %u; "
+                   "add partial gradients up before handing them over",
+                   mixprec_param_get_name (self), engine->micro_steps + 1);
+      return FALSE;
+    }
+  if (!begin_intake (engine, error))
+    return FALSE;
+  s->handed = engine->micro_steps + 1;
+  g = _mixprec_engine_group_of (engine, self);
+  u = &g_array_index (g->units, Unit, s->unit);
+
+  if (g->grad != NULL || engine->world == 1)
+    {
+      /* Into the gradient buffer (the caller's, for external memory). */
+      copy_into (g, s->grad, g->dtypes.grad, grad, dtype, numel);
+      if (!take_device_error (g, error))
+        return FALSE;
+      u->arrived += numel;
+      if (engine->world == 1 || u->arrived < u->numel)
+        return TRUE;
+      return reduce_unit (engine, g, u, error);
+    }
+
+  if (numel == u->numel)
+    {
+      /* A unit of its own (empty neighbours aside): straight from the
+       * caller's memory into the wire, window by window. */
+      u->arrived = numel;
+      u->started = TRUE;
+      return reduce_windows (engine, g, u, grad, dtype, s->offset - u->flat, numel, error) &&
+             take_device_error (g, error);
+    }
+
+  /* A unit of several parameters collects in a slot until complete. */
+  if (u->slot < 0)
+    {
+      gint slot = acquire_slot (engine, g, error);
+
+      if (slot < 0)
+        return FALSE;
+      u->slot = slot;
+      g_array_index (g->slots, Slot, slot).state = SLOT_FILLING;
+      copy_into (g, g_array_index (g->slots, Slot, slot).data, g->wire, NULL, g->wire, u->padded);
+    }
+  copy_into (g, _mixprec_engine_at (g_array_index (g->slots, Slot, u->slot).data, g->wire, s->offset - u->flat),
+             g->wire, grad, dtype, numel);
+  if (!take_device_error (g, error))
+    return FALSE;
+  u->arrived += numel;
+  if (u->arrived < u->numel)
+    return TRUE;
+  return reduce_unit (engine, g, u, error);
+}
+
+/**
+ * mixprec_param_reduce_grad_bytes: (rename-to mixprec_param_reduce_grad)
+ * @self: a #MixprecParam
+ * @dtype: the dtype of @grad
+ * @grad: this micro-batch's gradient, numel elements of @dtype (host memory)
+ * @error: return location for a #GError
+ *
+ * mixprec_param_reduce_grad() for bindings: the gradient as bytes in host
+ * memory (copied to the engine's device when it has one).
+ *
+ * Returns: %TRUE on success
+ *
+ * Since: 1.0
+ */
+gboolean
+mixprec_param_reduce_grad_bytes (MixprecParam  *self,
+                                 MixprecDType   dtype,
+                                 GBytes        *grad,
+                                 GError       **error)
+{
+  gsize len = 0;
+  gconstpointer data;
+  g_autofree gpointer staged = NULL;
+  _MixprecParamStorage *s;
+  guint64 numel;
+
+  g_return_val_if_fail (MIXPREC_IS_PARAM (self), FALSE);
+  g_return_val_if_fail (grad != NULL, FALSE);
+
+  numel = mixprec_param_get_numel (self);
+  data = g_bytes_get_data (grad, &len);
+  if (!mixprec_dtype_is_valid (dtype) || len != numel * mixprec_dtype_get_size (dtype))
+    {
+      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
+                   "parameter '%s': gradient of %" G_GSIZE_FORMAT " bytes, expected %"
+                   G_GUINT64_FORMAT " elements of %s", mixprec_param_get_name (self), len, numel,
+                   mixprec_dtype_is_valid (dtype) ? mixprec_dtype_get_name (dtype) : "a valid dtype");
+      return FALSE;
+    }
+  if (!_mixprec_param_ensure_storage (self, error))
+    return FALSE;
+  s = _mixprec_param_get_storage (self);
+  if (s->device != NULL && numel > 0)
+    {
+      /* Device memory for the device's kernels. */
+      staged = _mixprec_device_alloc (s->device, len, "gradient upload", error);
+      if (staged == NULL ||
+          !_mixprec_device_upload (s->device, data, dtype, staged, dtype, numel, error))
+        {
+          if (staged != NULL)
+            _mixprec_device_free (s->device, g_steal_pointer (&staged));
+          return FALSE;
+        }
+      {
+        gboolean ok = mixprec_param_reduce_grad (self, dtype, staged, error) &&
+                      _mixprec_device_synchronize (s->device, error);
+
+        _mixprec_device_free (s->device, g_steal_pointer (&staged));
+        return ok;
+      }
+    }
+  return mixprec_param_reduce_grad (self, dtype, data, error);
+}
+
+/* ---------------------------------------------------------------- micro-step */
+
+/**
+ * mixprec_engine_backward_done:
+ * @self: a #MixprecEngine
+ * @error: return location for a #GError
+ *
+ * Ends a micro-step. Every parameter's gradient is what the caller handed
+ * over with mixprec_param_reduce_grad(), or else what it wrote into the
+ * gradient buffer (mixprec_param_get_grad_data(), mixprec_param_set_grad()),
+ * or zero: the gradient of this micro-batch's loss multiplied by
+ * mixprec_engine_get_loss_scale().
+ *
+ * On one process the engine folds the gradients into its accumulation
+ * buffers (in each parameter's accumulation dtype) and zeroes the
+ * gradient buffers, or, with one micro-step per step, reads them in place
+ * at mixprec_engine_step(). Across ranks it reduce-scatters every unit not
+ * yet on its way, so each rank receives the sum over the ranks of its
+ * slice of the gradients, accumulated in FP32 (or the accumulation dtype)
+ * in rank order. With overlap_comm the reductions run on while the caller
+ * computes the next micro-batch. Call it gradient_accumulation_steps
+ * times, then mixprec_engine_step().
+ *
+ * Returns: %TRUE on success
+ *
+ * Since: 1.0
+ */
+gboolean
+mixprec_engine_backward_done (MixprecEngine *self,
+                              GError       **error)
+{
+  g_return_val_if_fail (MIXPREC_IS_ENGINE (self), FALSE);
+
+  if (!mixprec_engine_prepare (self, error))
+    return FALSE;
+  if (self->micro_steps >= self->gas)
+    {
+      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_WRONG_STATE,
+                   "backward_done() called %u times since the last step(), but "
+                   "gradient_accumulation_steps is %u: call step() first",
+                   self->micro_steps + 1, self->gas);
+      return FALSE;
+    }
+  if (!begin_intake (self, error))
+    return FALSE;
+  for (guint j = 0; j < self->groups->len; j++)
+    {
+      Group *g = g_ptr_array_index (self->groups, j);
+
+      if (self->world > 1)
+        {
+          for (guint k = 0; k < g->units->len; k++)
+            {
+              Unit *u = &g_array_index (g->units, Unit, k);
+
+              if (!u->started && !reduce_unit (self, g, u, error))
+                return FALSE;
+            }
+        }
+      else if (g->accum != NULL)
+        {
+          FoldJob job = { g, self->micro_steps == 0 };
+
+          if (g->device == NULL)
+            _mixprec_parallel_for (g->numel, _MIXPREC_ENGINE_MIN_CHUNK, 64, fold_range, &job);
+          else if (g->numel > 0)
+            fold_range (0, g->numel, &job);
+          if (!take_device_error (g, error))
+            return FALSE;
+        }
+    }
+  reset_units (self);
+  self->micro_steps++;
+  if (!self->overlap)
+    return _mixprec_engine_wait_pending (self, error);
+  return TRUE;
+}
+
+static void
+zero_piece (Group *g, const Segment *seg, guint64 begin, guint64 n, gpointer data)
+{
+  GError *error = NULL;
+
+  if (!_mixprec_device_zero (g->device, _mixprec_engine_at (seg->grad, g->dtypes.grad, begin - seg->offset),
+                             n * mixprec_dtype_get_size (g->dtypes.grad), &error))
+    keep_device_error (g, error);
+}
+
+static void
+zero_range (gsize begin, gsize end, gpointer data)
+{
+  _mixprec_engine_for_each_piece (data, begin, end, zero_piece, NULL);
+}
+
+void
+_mixprec_engine_clear_gradients (MixprecEngine *self)
+{
+  _mixprec_engine_wait_pending (self, NULL);
+  for (guint j = 0; j < self->groups->len; j++)
+    {
+      Group *g = g_ptr_array_index (self->groups, j);
+
+      /* Accumulation buffers are overwritten by the next first fold;
+       * gradients read in place, reduced in place or used as scratch by
+       * the step must be zeroed for backward passes that add. */
+      if (self->world == 1 && g->accum == NULL)
+        {
+          if (g->device == NULL)
+            _mixprec_parallel_for (g->numel, _MIXPREC_ENGINE_MIN_CHUNK, 64, zero_range, g);
+          else if (g->numel > 0)
+            zero_range (0, g->numel, g);
+        }
+      else if (self->world > 1 && g->grad != NULL &&
+               (self->stage == 0 || g->accum_mode == ACCUM_IN_GRAD))
+        copy_into (g, g->grad, g->dtypes.grad, NULL, g->dtypes.grad, g->padded);
+      for (guint i = 0; i < g->slots->len; i++)
+        g_array_index (g->slots, Slot, i).state = SLOT_FREE;
+      /* Nothing to report it to: the next pass meets a broken device. */
+      g_clear_error (&g->device_error);
+    }
+  for (guint i = 0; i < self->params->len; i++)
+    _mixprec_param_get_storage (g_ptr_array_index (self->params, i))->handed = 0;
+  reset_units (self);
+  self->micro_steps = 0;
+  self->intake_step = 0;
+}

@@ -42,3 +42,11 @@ bench_bench_adamw_cuda_SOURCES = bench/bench-adamw-cuda.c
 bench_bench_adamw_cuda_CPPFLAGS = $(tests_internal_cppflags) $(CUDA_CPPFLAGS)
 bench_bench_adamw_cuda_LDADD = $(tests_internal_ldadd) $(CUDA_LIBS) -lm
 endif
+
+# --- zero-memory: peak resident memory of a ~150M-parameter model at ZeRO
+# stages 0 to 3 on 3 ranks, beside the engine's accounting, its memory plan
+# and DeepSpeed's formula; per-parameter gradient intake against whole
+# gradients at stages 2 and 3 (bench/run-bench-zero-memory.sh)
+bench_programs += bench/bench-zero-memory
+bench_bench_zero_memory_LDADD = libmixprec/libmixprec.la $(MIXPREC_DEPS_LIBS)
+EXTRA_DIST += bench/run-bench-zero-memory.sh

@@ -33,13 +33,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 
 #include <glib/gstdio.h>
 #include <mixprec/mixprec.h>
+
+#include "multiproc.h"
 
 #define N_CONTEXT 1024
 #define PERSISTENCE_THRESHOLD 100000
@@ -641,31 +640,13 @@ rank_main (void)
 
 /* ------------------------------------------------------------ the driver */
 
-static guint
-free_port (void)
-{
-  struct sockaddr_in addr = { 0 };
-  socklen_t len = sizeof addr;
-  int fd = socket (AF_INET, SOCK_STREAM, 0);
-  guint port = 0;
-
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl (INADDR_LOOPBACK);
-  if (fd >= 0 && bind (fd, (struct sockaddr *) &addr, sizeof addr) == 0 &&
-      getsockname (fd, (struct sockaddr *) &addr, &len) == 0)
-    port = ntohs (addr.sin_port);
-  if (fd >= 0)
-    close (fd);
-  return port;
-}
-
 /* One run: --ranks copies of this program at @zero_stage on @which path;
  * when one fails the others are stopped rather than left waiting for it. */
 static gboolean
 run_ranks (guint zero_stage, const gchar *which, const gchar *file)
 {
   g_autofree gchar *self = g_file_read_link ("/proc/self/exe", NULL);
-  g_autofree gchar *port = g_strdup_printf ("%u", free_port ());
+  g_autofree gchar *port = g_strdup_printf ("%u", mp_free_port ());
   g_autofree gchar *world = g_strdup_printf ("%d", ranks);
   g_autofree gchar *s_stage = g_strdup_printf ("%u", zero_stage);
   g_autofree gchar *s_blocks = g_strdup_printf ("%d", blocks);

@@ -48,5 +48,7 @@ endif
 # and DeepSpeed's formula; per-parameter gradient intake against whole
 # gradients at stages 2 and 3 (bench/run-bench-zero-memory.sh)
 bench_programs += bench/bench-zero-memory
+bench_bench_zero_memory_SOURCES = bench/bench-zero-memory.c tests/multiproc.c tests/multiproc.h
+bench_bench_zero_memory_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests
 bench_bench_zero_memory_LDADD = libmixprec/libmixprec.la $(MIXPREC_DEPS_LIBS)
 EXTRA_DIST += bench/run-bench-zero-memory.sh

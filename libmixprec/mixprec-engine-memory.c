@@ -133,7 +133,7 @@ mixprec_engine_get_memory_report (MixprecEngine *self)
  * - "gradient norm blocks": the sum-of-squares blocks of this rank and,
  *   across ranks, of every rank.
  *
- * Returns: (transfer container) (element-type MixprecMemoryBuffer): the
+ * Returns: (transfer full) (element-type MixprecMemoryBuffer): the
  *   buffers, in the order above, those never allocated nor planned left
  *   out
  *
@@ -146,6 +146,34 @@ mixprec_engine_list_buffers (MixprecEngine *self)
 
   mixprec_engine_prepare (self, NULL);
   return buffer_list (self->buf_bytes, self->buf_peak, self->buf_plan);
+}
+
+/* A local engine that resolves the policy and the optimizer exactly as
+ * training would, and the dtypes of a "Linear" parameter under it. */
+static MixprecEngine *
+probe_model (MixprecConfig       *config,
+             guint                world,
+             _MixprecParamDTypes *dt,
+             GError             **error)
+{
+  g_autoptr(MixprecEngine) probe = NULL;
+  MixprecDType master;
+
+  if (world == 0)
+    {
+      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
+                   "world size: must be at least 1, got 0");
+      return NULL;
+    }
+  probe = _mixprec_engine_new_internal (config, NULL, NULL, NULL, TRUE, error);
+  if (probe == NULL ||
+      !mixprec_precision_policy_resolve (probe->policy, "param", "Linear", &dt->working, &master,
+                                         &dt->has_master, &dt->accum, &dt->comm, error))
+    return NULL;
+  dt->grad = dt->working;
+  if (dt->working == MIXPREC_DTYPE_FLOAT32)
+    dt->has_master = FALSE;
+  return g_steal_pointer (&probe);
 }
 
 /* The plan's buffers for parameters of @sizes forming one group. */
@@ -161,27 +189,12 @@ plan_bytes (MixprecConfig *config,
   g_autoptr(MixprecEngine) probe = NULL;
   g_autoptr(GArray) units = NULL;
   _MixprecParamDTypes dt = { 0 };
-  MixprecDType master;
   GroupShape shape;
   guint stage;
 
-  if (world == 0)
-    {
-      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
-                   "world size: must be at least 1, got 0");
-      return FALSE;
-    }
-  /* A local engine resolves the policy and the optimizer exactly as
-   * training would. */
-  probe = _mixprec_engine_new_internal (config, NULL, NULL, NULL, TRUE, error);
+  probe = probe_model (config, world, &dt, error);
   if (probe == NULL)
     return FALSE;
-  if (!mixprec_precision_policy_resolve (probe->policy, "param", "Linear", &dt.working, &master,
-                                         &dt.has_master, &dt.accum, &dt.comm, error))
-    return FALSE;
-  dt.grad = dt.working;
-  if (dt.working == MIXPREC_DTYPE_FLOAT32)
-    dt.has_master = FALSE;
   stage = world > 1 ? mixprec_config_get_zero_stage (config) : 0;
   units = _mixprec_engine_make_units (sizes, n_sizes, world, stage,
                                       mixprec_config_get_param_persistence_threshold (config));
@@ -253,7 +266,7 @@ mixprec_memory_plan_new (MixprecConfig *config,
  * module type), as the engine lays them out. Every field of each buffer
  * holds the prediction.
  *
- * Returns: (transfer container) (element-type MixprecMemoryBuffer): the
+ * Returns: (transfer full) (element-type MixprecMemoryBuffer): the
  *   buffers, or %NULL with @error set
  *
  * Since: 1.0
@@ -305,26 +318,15 @@ mixprec_memory_plan_new_deepspeed (MixprecConfig *config,
 {
   g_autoptr(MixprecEngine) probe = NULL;
   _MixprecParamDTypes dt = { 0 };
-  MixprecDType master;
   MixprecMemoryReport r = { 0 };
   guint stage;
   gdouble psi = (gdouble) n_params, n;
 
   g_return_val_if_fail (MIXPREC_IS_CONFIG (config), NULL);
 
-  if (world_size == 0)
-    {
-      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
-                   "world size: must be at least 1, got 0");
-      return NULL;
-    }
-  probe = _mixprec_engine_new_internal (config, NULL, NULL, NULL, TRUE, error);
-  if (probe == NULL ||
-      !mixprec_precision_policy_resolve (probe->policy, "param", "Linear", &dt.working, &master,
-                                         &dt.has_master, &dt.accum, &dt.comm, error))
+  probe = probe_model (config, world_size, &dt, error);
+  if (probe == NULL)
     return NULL;
-  if (dt.working == MIXPREC_DTYPE_FLOAT32)
-    dt.has_master = FALSE;
   stage = world_size > 1 ? mixprec_config_get_zero_stage (config) : 0;
   n = world_size;
   r.working = (guint64) (psi * mixprec_dtype_get_size (dt.working) / (stage >= 3 ? n : 1));

@@ -441,46 +441,27 @@ pieces_one_process (MixprecEngine *self, Group *g)
   return pieces;
 }
 
-/* Sharded state: this rank's slice of every unit. */
+/* Every unit's part this rank updates: its slice (sharded state), or,
+ * @whole, every element (ZeRO-0 across ranks with the gradients reduced in
+ * place and gathered into the whole gradient buffer). */
 static GArray *
-pieces_own_slices (MixprecEngine *self, Group *g)
+pieces_of_units (MixprecEngine *self, Group *g, gboolean whole)
 {
   GArray *pieces = g_array_new (FALSE, TRUE, sizeof (OptPiece));
 
   for (guint k = 0; k < g->units->len; k++)
     {
       const Unit *u = &g_array_index (g->units, Unit, k);
-      guint64 e = self->rank * UNIT_SLICE (self, u);
+      guint64 e = whole ? 0 : self->rank * UNIT_SLICE (self, u);
       OptPiece p = { 0 };
       MixprecDType dtype;
 
-      p.n = real_in_slice (self, u);
+      p.n = whole ? u->numel : real_in_slice (self, u);
       if (p.n == 0)
         continue;
       values_at (self, g, u, e, &p);
-      p.grad = slice_source (self, g, u, &dtype);
-      g_array_append_val (pieces, p);
-    }
-  return pieces;
-}
-
-/* ZeRO-0 across ranks with the gradients reduced in place: every rank
- * updates every unit from the whole gradient buffer. */
-static GArray *
-pieces_whole_units (MixprecEngine *self, Group *g)
-{
-  GArray *pieces = g_array_new (FALSE, TRUE, sizeof (OptPiece));
-
-  for (guint k = 0; k < g->units->len; k++)
-    {
-      const Unit *u = &g_array_index (g->units, Unit, k);
-      OptPiece p = { 0 };
-
-      if (u->numel == 0)
-        continue;
-      values_at (self, g, u, 0, &p);
-      p.n = u->numel;
-      p.grad = _mixprec_engine_flat_at (self, u, g->grad, g->dtypes.grad, 0);
+      p.grad = whole ? _mixprec_engine_flat_at (self, u, g->grad, g->dtypes.grad, 0)
+                     : slice_source (self, g, u, &dtype);
       g_array_append_val (pieces, p);
     }
   return pieces;
@@ -578,13 +559,13 @@ apply_optimizer (MixprecEngine *self,
       if (self->world == 1)
         pieces = pieces_one_process (self, g);
       else if (self->stage >= 1)
-        pieces = pieces_own_slices (self, g);
+        pieces = pieces_of_units (self, g, FALSE);
       else if (g->accum_mode == ACCUM_IN_GRAD)
         {
           if (!_mixprec_engine_gather_slices (self, g, NULL, g->grad, g->dtypes.grad,
                                               "gathering the reduced gradients", error))
             return FALSE;
-          pieces = pieces_whole_units (self, g);
+          pieces = pieces_of_units (self, g, TRUE);
         }
       else
         {

@@ -585,6 +585,81 @@ test_engine_memory_plan (void)
     }
 }
 
+/* A gradient handed over with mixprec_param_reduce_grad() is the same
+ * gradient as one written with mixprec_param_set_grad(): two engines fed
+ * both ways end with the same master weights, bit for bit. */
+static void
+test_engine_reduce_grad_matches_set_grad (void)
+{
+  const gchar *json = "{\"bf16\": {\"enabled\": true}, \"gradient_accumulation_steps\": 2,"
+                      " \"gradient_clipping\": 1.0, \"optimizer\": {\"type\": \"AdamW\"}}";
+  g_autoptr(MixprecEngine) a = engine_from_json (json);
+  g_autoptr(MixprecEngine) b = engine_from_json (json);
+  g_autofree gfloat *w = g_new0 (gfloat, 640);
+  g_autofree gfloat *g = g_new (gfloat, 640);
+  g_autoptr(GError) error = NULL;
+  MixprecParam *pa, *pb;
+
+  for (guint i = 0; i < 640; i++)
+    w[i] = sinf ((gfloat) i);
+  pa = add_param (a, "w", 40, 16, "Linear", w);
+  pb = add_param (b, "w", 40, 16, "Linear", w);
+  for (guint step = 0; step < 3; step++)
+    {
+      g_autoptr(MixprecStepResult) ra = NULL;
+      g_autoptr(MixprecStepResult) rb = NULL;
+
+      for (guint micro = 0; micro < 2; micro++)
+        {
+          g_autoptr(GBytes) bytes = NULL;
+
+          for (guint i = 0; i < 640; i++)
+            g[i] = cosf ((gfloat) (i + 7 * step + 3 * micro)) * (gfloat) mixprec_engine_get_loss_scale (a);
+          bytes = g_bytes_new (g, 640 * sizeof (gfloat));
+          g_assert_true (mixprec_param_reduce_grad (pa, MIXPREC_DTYPE_FLOAT32, g, &error));
+          g_assert_no_error (error);
+          g_assert_true (mixprec_param_set_grad (pb, MIXPREC_DTYPE_FLOAT32, bytes, &error));
+          g_assert_true (mixprec_engine_backward_done (a, &error));
+          g_assert_true (mixprec_engine_backward_done (b, &error));
+          g_assert_no_error (error);
+        }
+      ra = mixprec_engine_step (a, &error);
+      rb = mixprec_engine_step (b, &error);
+      g_assert_no_error (error);
+      g_assert_cmpfloat (ra->grad_norm, ==, rb->grad_norm);
+    }
+  g_assert_cmpmem (mixprec_param_get_master_data (pa), 640 * sizeof (gfloat),
+                   mixprec_param_get_master_data (pb), 640 * sizeof (gfloat));
+}
+
+/* Misuse of the per-parameter intake is an error naming the parameter. */
+static void
+test_engine_reduce_grad_errors (void)
+{
+  g_autoptr(MixprecEngine) e = engine_from_json ("{\"optimizer\": {\"type\": \"SGD\", \"params\": {\"lr\": 0.1}}}");
+  gfloat w[8] = { 0 }, g[8] = { 1, 2, 3, 4, 5, 6, 7, 8 };
+  g_autoptr(GBytes) short_grad = g_bytes_new (g, 3 * sizeof (gfloat));
+  g_autoptr(GError) error = NULL;
+  MixprecParam *p = add_param (e, "w", 8, 0, "Linear", w);
+
+  g_assert_false (mixprec_param_reduce_grad_bytes (p, MIXPREC_DTYPE_FLOAT32, short_grad, &error));
+  g_assert_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT);
+  g_assert_nonnull (strstr (error->message, "'w'"));
+  g_clear_error (&error);
+
+  g_assert_true (mixprec_param_reduce_grad (p, MIXPREC_DTYPE_FLOAT32, g, &error));
+  g_assert_false (mixprec_param_reduce_grad (p, MIXPREC_DTYPE_FLOAT32, g, &error));
+  g_assert_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_WRONG_STATE);
+  g_assert_nonnull (strstr (error->message, "'w'"));
+  g_assert_nonnull (strstr (error->message, "already handed over"));
+  g_clear_error (&error);
+
+  g_assert_true (mixprec_engine_backward_done (e, &error));
+  g_assert_false (mixprec_param_reduce_grad (p, MIXPREC_DTYPE_FLOAT32, g, &error));
+  g_assert_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_WRONG_STATE);
+  g_assert_nonnull (strstr (error->message, "call step() first"));
+}
+
 static void
 test_engine_unknown_optimizer (void)
 {
@@ -618,5 +693,7 @@ main (int argc, char **argv)
   g_test_add_func ("/engine/errors", test_engine_errors);
   g_test_add_func ("/engine/unknown-optimizer", test_engine_unknown_optimizer);
   g_test_add_func ("/engine/memory-plan", test_engine_memory_plan);
+  g_test_add_func ("/engine/reduce-grad/matches-set-grad", test_engine_reduce_grad_matches_set_grad);
+  g_test_add_func ("/engine/reduce-grad/errors", test_engine_reduce_grad_errors);
   return g_test_run ();
 }

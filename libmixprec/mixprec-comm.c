@@ -55,8 +55,11 @@ G_STATIC_ASSERT ((int) MIXPREC_COMM_RECV_FP32 == (int) MIXPREC_PLUGIN_COMM_RECV_
  * `comm-ucx` plugin works in host memory over UCX (shared memory within a
  * host) and reads `MIXPREC_UCX_CHUNK_BYTES` (pipeline chunk, default
  * 256 KiB), `MIXPREC_UCX_WINDOW` (chunks in flight per peer, default 4),
+ * `MIXPREC_UCX_REDUCTIONS` (reductions receiving at once, each holding
+ * a window of (world - 1) chunks of scratch; later ones wait their turn;
+ * default 2),
  * `MIXPREC_UCX_SPIN_US` (polling before a waiting rank yields its core,
- * default 1000) and `MIXPREC_UCX_ERROR_MODE` ("none" or "peer") besides
+ * default 1000, or 0 when the ranks on the host outnumber its CPUs) and `MIXPREC_UCX_ERROR_MODE` ("none" or "peer") besides
  * UCX's own `UCX_*` variables; it progresses only inside the calls of the
  * communicator and its requests.
  *

@@ -257,7 +257,9 @@ run_case (Child      *c,
 }
 
 /* Several collectives outstanding at once, tested, then waited for in
- * reverse order. */
+ * reverse order. Seven of them reduce, more than the plugin receives at
+ * once (two by default), so later ones queue and start as earlier ones
+ * finish, whichever request the caller waits for. */
 static gboolean
 run_concurrent (Child   *c,
                 GString *why)
@@ -269,6 +271,10 @@ run_concurrent (Child   *c,
     { COLL_BROADCAST, MIXPREC_DTYPE_FLOAT32, 0, 0, 4099, FALSE, c->world - 1 },
     { COLL_ALL_REDUCE, MIXPREC_DTYPE_FLOAT16, MIXPREC_REDUCE_MAX, 0, 1001, FALSE, 0 },
     { COLL_ALL_REDUCE, MIXPREC_DTYPE_BFLOAT16, MIXPREC_REDUCE_SUM, MIXPREC_COMM_RECV_FP32, 70001, FALSE, 0 },
+    { COLL_REDUCE_SCATTER, MIXPREC_DTYPE_FLOAT32, MIXPREC_REDUCE_SUM, 0, (1 << 16) + 7, FALSE, 0 },
+    { COLL_ALL_GATHER, MIXPREC_DTYPE_FLOAT32, 0, 0, 40000, FALSE, 0 },
+    { COLL_REDUCE_SCATTER, MIXPREC_DTYPE_BFLOAT16, MIXPREC_REDUCE_SUM, MIXPREC_COMM_RECV_FP32, 50001, FALSE, 0 },
+    { COLL_REDUCE_SCATTER, MIXPREC_DTYPE_FLOAT16, MIXPREC_REDUCE_MAX, 0, 3, FALSE, 0 },
   };
   Run runs[G_N_ELEMENTS (cases)];
   g_autoptr(MixprecCommRequest) barrier = NULL;

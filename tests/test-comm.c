@@ -524,7 +524,12 @@ test_multi_collectives (gconstpointer data)
 
   if (!have_ucx ())
     return;
+  /* Four ranks receive one reduction at a time, so every concurrent
+   * reduction but the first waits in the plugin's queue. */
+  if (world == 4)
+    g_setenv ("MIXPREC_UCX_REDUCTIONS", "1", TRUE);
   ranks = run_group ("collectives", world);
+  g_unsetenv ("MIXPREC_UCX_REDUCTIONS");
   for (guint r = 0; r < world; r++)
     {
       g_assert_true (WIFEXITED (ranks[r].status));
@@ -605,6 +610,12 @@ test_ucx_single (void)
   g_unsetenv ("MIXPREC_UCX_WINDOW");
   g_assert_error (error, MIXPREC_COMM_ERROR, MIXPREC_COMM_ERROR_INIT);
   g_assert_nonnull (strstr (error->message, "MIXPREC_UCX_WINDOW=0: must be an integer from 1 to 64"));
+  g_clear_error (&error);
+  g_setenv ("MIXPREC_UCX_REDUCTIONS", "65", TRUE);
+  g_assert_null (mixprec_comm_new (NULL, "ucx", "cpu", 0, &error));
+  g_unsetenv ("MIXPREC_UCX_REDUCTIONS");
+  g_assert_error (error, MIXPREC_COMM_ERROR, MIXPREC_COMM_ERROR_INIT);
+  g_assert_nonnull (strstr (error->message, "MIXPREC_UCX_REDUCTIONS=65: must be an integer from 1 to 64"));
 }
 
 int

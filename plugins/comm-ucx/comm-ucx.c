@@ -50,6 +50,9 @@ MIXPREC_PLUGIN_EXPORT const MixprecPluginDesc *mixprec_plugin_comm_ucx_get_desc 
 
 #define DEFAULT_CHUNK_BYTES ((size_t) 256 << 10)
 #define DEFAULT_WINDOW 4
+/* Reductions receiving at once: two keep the links busy while one folds
+ * its last chunks. */
+#define DEFAULT_REDUCTIONS 2
 #define DEFAULT_SPIN_US 1000
 /* After spinning, how long a waiting rank yields before it sleeps. */
 #define YIELD_NS INT64_C(10000000)
@@ -238,7 +241,13 @@ launch (UcxComm               *comm,
     return _mixprec_plugin_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_NO_MEMORY,
                       "no memory to start a %s of %zu elements",
                       kind == UCX_OP_BARRIER ? "barrier" : "collective", count);
-  ucx_op_start (op);
+  if (ucx_op_start (op) != MIXPREC_PLUGIN_OK)
+    {
+      ucx_op_free (op);
+      return _mixprec_plugin_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_NO_MEMORY,
+                        "no memory for the receive window of a %s of %zu elements",
+                        kind == UCX_OP_ALL_REDUCE ? "all_reduce" : "reduce_scatter", count);
+    }
   if (request != NULL)
     {
       *request = op;
@@ -368,6 +377,38 @@ comm_free (UcxComm *comm)
 }
 
 static int
+env_is_set (const char *name)
+{
+  const char *value = getenv (name);
+
+  return value != NULL && value[0] != '\0';
+}
+
+/* CPUs this process may run on. */
+static unsigned
+cpus_available (void)
+{
+  cpu_set_t set;
+
+  if (sched_getaffinity (0, sizeof set, &set) != 0)
+    return 1;
+  return (unsigned) CPU_COUNT (&set);
+}
+
+/* Ranks on this host, this one included. When they outnumber the CPUs, a
+ * waiting rank that spins holds the core a peer needs to send what it
+ * waits for, so it yields at once instead. */
+static unsigned
+ranks_on_this_host (const UcxComm *comm)
+{
+  unsigned n = 0;
+
+  for (unsigned p = 0; p < comm->world_size; p++)
+    n += strcmp (comm->peers[p].host, comm->peers[comm->rank].host) == 0;
+  return n;
+}
+
+static int
 ucx_init (const MixprecCommInitV1 *args,
           void                   **out,
           char                    *errbuf,
@@ -375,7 +416,7 @@ ucx_init (const MixprecCommInitV1 *args,
 {
   const MixprecBootstrapV1 *bootstrap;
   const char *mode = getenv ("MIXPREC_UCX_ERROR_MODE");
-  size_t window, spin_us;
+  size_t window, reductions, spin_us;
   UcxComm *comm;
   int status;
 
@@ -406,6 +447,9 @@ ucx_init (const MixprecCommInitV1 *args,
   if (status == MIXPREC_PLUGIN_OK)
     status = env_size ("MIXPREC_UCX_WINDOW", DEFAULT_WINDOW, 1, 64, &window, errbuf, errbuf_len);
   if (status == MIXPREC_PLUGIN_OK)
+    status = env_size ("MIXPREC_UCX_REDUCTIONS", DEFAULT_REDUCTIONS, 1, 64, &reductions,
+                       errbuf, errbuf_len);
+  if (status == MIXPREC_PLUGIN_OK)
     status = env_size ("MIXPREC_UCX_SPIN_US", DEFAULT_SPIN_US, 0, 1000000, &spin_us,
                        errbuf, errbuf_len);
   if (status != MIXPREC_PLUGIN_OK)
@@ -414,6 +458,7 @@ ucx_init (const MixprecCommInitV1 *args,
       return status;
     }
   comm->window = (unsigned) window;
+  comm->max_reducing = (unsigned) reductions;
   comm->spin_ns = (int64_t) spin_us * 1000;
   comm->scratch_bytes = comm->window * (comm->world_size > 1 ? comm->world_size - 1 : 1) *
                         comm->chunk_bytes;
@@ -430,6 +475,9 @@ ucx_init (const MixprecCommInitV1 *args,
     comm->peer_status[p] = UCS_OK;
 
   status = ucx_comm_open (comm, bootstrap, errbuf, errbuf_len);
+  if (status == MIXPREC_PLUGIN_OK && !env_is_set ("MIXPREC_UCX_SPIN_US") &&
+      ranks_on_this_host (comm) > cpus_available ())
+    comm->spin_ns = 0;
   /* A first barrier proves that every endpoint carries messages. */
   if (status == MIXPREC_PLUGIN_OK && comm->world_size > 1)
     {

@@ -124,8 +124,11 @@ struct UcxOp
   unsigned n_slots;
   size_t next_chunk;            /* next chunk of my part to assign to a slot */
   size_t chunks_reduced;
-  char *scratch;                /* from the communicator's pool */
+  char *scratch;                /* from the communicator's pool, while receiving */
 
+  /* Waits for another operation's receive window: started in order once
+   * fewer than max_reducing operations hold one. */
+  int queued;
   int finished;
   int status;
   char message[512];
@@ -164,7 +167,13 @@ struct UcxComm
   char broken_message[512];
   int aborted;                  /* atomic */
 
-  /* Reusable reduce-scatter scratch buffers. */
+  /* Reusable reduce-scatter scratch buffers: at most max_reducing
+   * operations receive contributions at once (reducing), so that a
+   * trainer that starts a reduction per layer does not hold a window of
+   * scratch per layer. */
+  unsigned reducing;
+  unsigned max_reducing;
+  unsigned n_queued;            /* operations waiting for a receive window */
   char **scratch_pool;
   unsigned n_scratch_pool;
   unsigned scratch_pool_size;
@@ -221,7 +230,10 @@ UcxOp   *ucx_op_new            (UcxComm                    *comm,
                                 MixprecPluginReduceOp       reduce,
                                 unsigned                    flags,
                                 unsigned                    root);
-void     ucx_op_start          (UcxOp                      *op);
+/* Makes @op active: starts it, or queues it behind the operations that
+ * hold the receive windows; fails (NO_MEMORY) only when it needed scratch
+ * it could not get, and then leaves @op unlinked. */
+int      ucx_op_start          (UcxOp                      *op);
 /* Advances every active operation once; returns non-zero when anything
  * happened. */
 int      ucx_comm_progress     (UcxComm                    *comm);

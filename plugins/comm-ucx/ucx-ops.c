@@ -211,8 +211,7 @@ ucx_op_new (UcxComm               *comm,
   if (op->n_slots > 0)
     {
       op->slots = calloc (op->n_slots, sizeof *op->slots);
-      op->scratch = ucx_scratch_take (comm);
-      if (op->slots == NULL || op->scratch == NULL)
+      if (op->slots == NULL)
         goto no_memory;
     }
   op->seq = comm->next_seq++;
@@ -223,6 +222,16 @@ no_memory:
   return NULL;
 }
 
+static void
+release_scratch (UcxOp *op)
+{
+  if (op->scratch == NULL)
+    return;
+  ucx_scratch_give (op->comm, op->scratch);
+  op->scratch = NULL;
+  op->comm->reducing--;
+}
+
 void
 ucx_op_free (UcxOp *op)
 {
@@ -230,7 +239,9 @@ ucx_op_free (UcxOp *op)
     return;
   for (size_t i = 0; op->xfers != NULL && i < op->n_xfers; i++)
     ucx_xfer_release (&op->xfers[i]);
-  ucx_scratch_give (op->comm, op->scratch);
+  release_scratch (op);
+  if (op->queued)
+    op->comm->n_queued--;
   free (op->slots);
   free (op->xfers);
   free (op->part_off);
@@ -355,17 +366,13 @@ prepare_paced_sends (UcxOp   *op,
   return x;
 }
 
-void
-ucx_op_start (UcxOp *op)
+/* Posts the operation's first receives and sends. */
+static void
+begin (UcxOp *op)
 {
   UcxComm *comm = op->comm;
   unsigned world = comm->world_size, me = comm->rank;
   UcxXfer *x = op->xfers;
-
-  op->next = comm->active;
-  if (comm->active != NULL)
-    comm->active->prev = op;
-  comm->active = op;
 
   /* Receives first, so that most messages find their buffer waiting. */
   if (has_scatter_phase (op))
@@ -437,6 +444,65 @@ ucx_op_start (UcxOp *op)
         x->peer = (me + i) % world;
         ucx_xfer_send (x, NULL, 0, ucx_tag (op->seq, UCX_PHASE_BARRIER, me, 0), 0);
       }
+}
+
+int
+ucx_op_start (UcxOp *op)
+{
+  UcxComm *comm = op->comm;
+
+  /* Every rank starts operations in the same order and admits them to
+   * the receive windows in that order, so the oldest unfinished one is
+   * receiving on every rank that has not finished it: queueing cannot
+   * deadlock. */
+  if (op->n_slots > 0)
+    {
+      if (comm->n_queued > 0 || comm->reducing >= comm->max_reducing)
+        {
+          op->queued = 1;
+          comm->n_queued++;
+        }
+      else if ((op->scratch = ucx_scratch_take (comm)) == NULL)
+        return MIXPREC_PLUGIN_ERR_NO_MEMORY;
+      else
+        comm->reducing++;
+    }
+
+  op->next = comm->active;
+  if (comm->active != NULL)
+    comm->active->prev = op;
+  comm->active = op;
+  if (!op->queued)
+    begin (op);
+  return MIXPREC_PLUGIN_OK;
+}
+
+/* Starts queued operations, oldest first, while receive windows are free. */
+static void
+admit_queued (UcxComm *comm)
+{
+  while (comm->n_queued > 0 && comm->reducing < comm->max_reducing && !comm->broken)
+    {
+      UcxOp *oldest = NULL;
+
+      for (UcxOp *op = comm->active; op != NULL; op = op->next)
+        if (op->queued && (oldest == NULL || (int32_t) (op->seq - oldest->seq) < 0))
+          oldest = op;
+      oldest->queued = 0;
+      comm->n_queued--;
+      oldest->scratch = ucx_scratch_take (comm);
+      if (oldest->scratch == NULL)
+        {
+          char message[128];
+
+          snprintf (message, sizeof message, "no memory for the receive window of %s #%u",
+                    ucx_op_name (oldest), oldest->seq);
+          ucx_op_fail (oldest, MIXPREC_PLUGIN_ERR_NO_MEMORY, message);
+          return;
+        }
+      comm->reducing++;
+      begin (oldest);
+    }
 }
 
 /* ------------------------------------------------------------ advancing */
@@ -516,6 +582,8 @@ op_advance (UcxOp *op)
   int moved = op->progressed;
   UcxXfer *x;
 
+  if (op->queued)
+    return 0;
   op->progressed = 0;
   while ((x = op->done_head) != NULL)
     {
@@ -564,6 +632,7 @@ op_advance (UcxOp *op)
     {
       op->finished = 1;
       op->status = MIXPREC_PLUGIN_OK;
+      release_scratch (op);
       moved = 1;
     }
   if (moved)
@@ -584,6 +653,7 @@ ucx_comm_progress (UcxComm *comm)
       next = op->next;
       busy |= op_advance (op);
     }
+  admit_queued (comm);
   return busy;
 }
 
@@ -663,7 +733,9 @@ ucx_comm_check_stalls (UcxComm *comm,
       unsigned peer;
       int exited = 0;
 
-      if (op->finished)
+      /* A queued operation waits for the ones ahead of it, which time out
+       * first when a peer is gone. */
+      if (op->finished || op->queued)
         continue;
       op->stall_ns += elapsed_ns;
       if (any_failed_peer || (check_processes && op->stall_ns > LIVENESS_INTERVAL_NS))

@@ -21,7 +21,7 @@
  * gradients under ZeRO-2/3 it adds the whole gradient buffer ZeRO-1 plans.
  *
  *   bench-zero-memory [--ranks 3] [--blocks 20] [--hidden 768] [--vocab 8192]
- *                     [--warmup 2] [--steps 3] [--stages 0,1,2,3]
+ *                     [--warmup 2] [--steps 9] [--stages 0,1,2,3]
  *                     [--whole-stages 2,3] [--reduce-bucket-size N]
  *                     [--prefetch-bucket-size N]
  *   bench-zero-memory --stage S --path intake|whole [--out FILE] (one rank)
@@ -49,7 +49,7 @@ static gint blocks = 20;
 static gint hidden = 768;
 static gint vocab = 8192;
 static gint warmup = 2;
-static gint steps = 3;
+static gint steps = 9;
 static gint64 reduce_bucket_size = 0;
 static gint64 prefetch_bucket_size = 0;
 static gchar *stages = NULL;

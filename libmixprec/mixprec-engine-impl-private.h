@@ -266,8 +266,10 @@ void _mixprec_engine_group_shape (const _MixprecParamDTypes *dt,
                                   guint                      stage,
                                   guint                      gas,
                                   gboolean                   external,
-                                  guint64                    reduce_bucket_size,
+                                  guint64                    staging_budget,
                                   GroupShape                *shape);
+/* Elements of staging allowed by the config's bucket sizes. */
+guint64 _mixprec_engine_staging_budget (MixprecConfig *config);
 
 /* The dtype gradients travel in between ranks. */
 MixprecDType _mixprec_engine_wire_dtype (const _MixprecParamDTypes *dt);

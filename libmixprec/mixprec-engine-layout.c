@@ -151,6 +151,20 @@ _mixprec_engine_wire_dtype (const _MixprecParamDTypes *dt)
   return dt->comm;
 }
 
+/* Elements of communication staging a group may hold: DeepSpeed's
+ * reduce_bucket_size plus allgather_bucket_size. Working copies are
+ * all-gathered in place, so the all-gather's share goes to the
+ * reduction's two slots: fewer, larger reduce-scatters, which is what
+ * keeps per-parameter intake as fast as whole gradients. */
+guint64
+_mixprec_engine_staging_budget (MixprecConfig *config)
+{
+  guint64 reduce = mixprec_config_get_reduce_bucket_size (config);
+  guint64 gather = mixprec_config_get_allgather_bucket_size (config);
+
+  return reduce > G_MAXUINT64 - gather ? G_MAXUINT64 : reduce + gather;
+}
+
 void
 _mixprec_engine_group_shape (const _MixprecParamDTypes *dt,
                              MixprecDType               wire,
@@ -159,7 +173,7 @@ _mixprec_engine_group_shape (const _MixprecParamDTypes *dt,
                              guint                      stage,
                              guint                      gas,
                              gboolean                   external,
-                             guint64                    reduce_bucket_size,
+                             guint64                    staging_budget,
                              GroupShape                *shape)
 {
   guint64 max_packed = 0, max_unit = 0;
@@ -216,7 +230,7 @@ _mixprec_engine_group_shape (const _MixprecParamDTypes *dt,
    * buffer (a wire dtype other than the gradients'). */
   if (world > 1 && (stage >= 2 || wire != dt->grad))
     {
-      guint64 window = CLAMP (reduce_bucket_size / _MIXPREC_N_SLOTS,
+      guint64 window = CLAMP (staging_budget / _MIXPREC_N_SLOTS,
                               (guint64) world * _MIXPREC_SUMSQ_BLOCK, _MIXPREC_SLOT_MAX_ELEMENTS);
 
       shape->slot_elements = MIN (MAX (window, max_packed), max_unit);
@@ -351,8 +365,7 @@ layout_group (MixprecEngine *self,
                                          mixprec_config_get_param_persistence_threshold (self->config));
   g->wire = _mixprec_engine_wire_dtype (&g->dtypes);
   _mixprec_engine_group_shape (&g->dtypes, g->wire, g->units, self->world, self->stage, self->gas,
-                               g->external, mixprec_config_get_reduce_bucket_size (self->config),
-                               &shape);
+                               g->external, _mixprec_engine_staging_budget (self->config), &shape);
   g->padded = shape.padded;
   g->local_n = shape.local_n;
   g->persist_n = shape.persist_n;

@@ -199,7 +199,7 @@ plan_bytes (MixprecConfig *config,
   units = _mixprec_engine_make_units (sizes, n_sizes, world, stage,
                                       mixprec_config_get_param_persistence_threshold (config));
   _mixprec_engine_group_shape (&dt, _mixprec_engine_wire_dtype (&dt), units, world, stage, probe->gas,
-                               FALSE, mixprec_config_get_reduce_bucket_size (config), &shape);
+                               FALSE, _mixprec_engine_staging_budget (config), &shape);
   _mixprec_engine_add_shape_bytes (bytes, &dt, &shape, mixprec_feature_get_n_state_slots (probe->optimizer));
   if (stage >= 3)
     {

@@ -13,7 +13,7 @@ fail=0
 ok () { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fail=1; fi; }
 field () { awk -v k="$1" '$0 ~ "^  " k " " { for (i = 1; i <= NF; i++) if ($i == "bytes") { print $(i - 1); exit } }' "$2"; }
 
-echo "1..8"
+echo "1..9"
 
 # FP32, one process, AdamW: working 4 + gradient 4 + two state slots 8.
 "$inspect" --plan --params 1000 >"$tmp/fp32" 2>&1
@@ -40,9 +40,19 @@ part=$((padded / 8))
   [ -z "$(field gradients "$tmp/z2")" ]
 ok $? "bf16 ZeRO-2 over 8 ranks shards masters, state and accumulation, holds no gradients"
 
-# Two staging slots of 2^22 bf16 elements (reduce_bucket_size / 2 is more).
+# Two staging slots of 2^22 bf16 elements ((5e8 + 5e8) / 2 is more).
 [ "$(field 'gradient staging' "$tmp/z2")" = $((2 * 4194304 * 2)) ]
 ok $? "ZeRO-2 stages gradients in two slots of at most 2^22 elements"
+
+# Smaller buckets: the two slots share reduce_bucket_size +
+# allgather_bucket_size, (1e6 + 2e6) / 2 elements each.
+cat >"$tmp/z2b.json" <<'JSON'
+{"bf16": {"enabled": true}, "optimizer": {"type": "AdamW"},
+ "zero_optimization": {"stage": 2, "reduce_bucket_size": 1e6, "allgather_bucket_size": 2e6}}
+JSON
+"$inspect" --plan --params 1000000000 --world 8 --config "$tmp/z2b.json" >"$tmp/z2b" 2>&1
+[ "$(field 'gradient staging' "$tmp/z2b")" = $((2 * 1500000 * 2)) ]
+ok $? "ZeRO-2 staging is bounded by reduce_bucket_size + allgather_bucket_size"
 
 cat >"$tmp/z3.json" <<'JSON'
 {"bf16": {"enabled": true}, "zero_optimization": {"stage": 3}, "optimizer": {"type": "AdamW"}}

@@ -47,6 +47,7 @@ config_json (const Scenario *s, guint gas)
     : "";
 
   return g_strdup_printf ("{%s \"zero_optimization\": {\"stage\": %u, \"reduce_bucket_size\": 3000,"
+                          "  \"allgather_bucket_size\": 3000,"
                           "  \"overlap_comm\": %s},"
                           " \"gradient_accumulation_steps\": %u, \"gradient_clipping\": 1.0,"
                           " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.01,"

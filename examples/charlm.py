@@ -283,7 +283,7 @@ def load_config(path, steps, batch, seed):
         doc.pop("train_batch_size", None)
     if seed is not None:
         doc.setdefault("mixprec", {})["seed"] = seed
-    config = Mixprec.Config.new_from_data(json.dumps(doc).encode())
+    config = Mixprec.Config.new_from_data(json.dumps(doc))
     config.resolve_batch(1)
     return config
 

@@ -68,6 +68,7 @@ mixprec_sources += \
 # --- config (DeepSpeed-style JSON) and precision policy
 mixprec_public_headers += \
 	libmixprec/mixprec-config.h \
+	libmixprec/mixprec-config-loader.h \
 	libmixprec/mixprec-policy.h
 mixprec_enum_headers += \
 	libmixprec/mixprec-config.h \
@@ -76,6 +77,8 @@ mixprec_sources += \
 	libmixprec/mixprec-config-private.h \
 	libmixprec/mixprec-config.c \
 	libmixprec/mixprec-config-load.c \
+	libmixprec/mixprec-config-auto.c \
+	libmixprec/mixprec-config-loader.c \
 	libmixprec/mixprec-config-report.c \
 	libmixprec/mixprec-json-scan.c \
 	libmixprec/mixprec-json-write.c \

@@ -73,6 +73,20 @@ is_auto (JsonNode *node)
          && g_str_equal (json_node_get_string (node), "auto");
 }
 
+/* An "auto" that _mixprec_config_resolve_auto() left: nothing in the
+ * document or the published defaults gives its value. */
+static void
+report_unresolved_auto (Loader      *l,
+                        const gchar *path,
+                        const gchar *rule)
+{
+  _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_INVALID_VALUE,
+                                "%s: must be %s, got \"auto\" (a Hugging Face placeholder "
+                                "libmixprec cannot derive); pass the value with "
+                                "--set %s=VALUE (mixprec_config_loader_set_override())",
+                                path, rule, path);
+}
+
 static void
 report_invalid (Loader      *l,
                 const gchar *path,
@@ -82,10 +96,7 @@ report_invalid (Loader      *l,
   g_autofree gchar *shown = show_node (node);
 
   if (is_auto (node))
-    _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_INVALID_VALUE,
-                                  "%s: must be %s, got \"auto\" (a Hugging Face Trainer "
-                                  "placeholder the Trainer fills in; write the value itself)",
-                                  path, rule);
+    report_unresolved_auto (l, path, rule);
   else
     _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_INVALID_VALUE,
                                   "%s: must be %s, got %s", path, rule, shown);
@@ -450,14 +461,19 @@ equals_default (JsonNode    *node,
 }
 
 /* Reports every member of @o that is not one of @known: DeepSpeed keys
- * libmixprec ignores become warnings, the rest errors with a suggestion. */
+ * libmixprec ignores become warnings, the rest errors with a suggestion.
+ * In a @lenient section (one DeepSpeed reads as a plain dictionary, so
+ * that it ignores what it does not know) an unknown key close to no known
+ * one is a warning; a near miss stays an error, being most likely a typo
+ * that would silently drop a setting. A key an override wrote must exist. */
 static void
 check_members (Loader              *l,
                JsonObject          *o,
                const gchar         *section,
                const gchar * const *known,
                const IgnoredKey    *ignored,
-               const gchar         *ignored_reason)
+               const gchar         *ignored_reason,
+               gboolean             lenient)
 {
   g_autoptr(GList) members = json_object_get_members (o);
 
@@ -498,6 +514,10 @@ check_members (Loader              *l,
                                           "%s: unknown key in %s (did you mean %s?)",
                                           path, *section ? section : "the top level",
                                           suggestion);
+          else if (lenient && !g_hash_table_contains (l->report->overridden, path))
+            _mixprec_config_report_warning_code (l->report, MIXPREC_CONFIG_ERROR_UNKNOWN_KEY,
+                                                 "%s: unknown key in %s, as in DeepSpeed; "
+                                                 "ignored", path, section);
           else
             {
               g_autofree gchar *list = g_strjoinv (", ", (gchar **) known);
@@ -553,7 +573,7 @@ load_fp16 (Loader     *l,
 
   if (o == NULL)
     return;
-  check_members (l, o, "fp16", known, ignored, NULL);
+  check_members (l, o, "fp16", known, ignored, NULL, FALSE);
   read_bool (l, o, "fp16", "enabled", &s->fp16_enabled);
   read_number (l, o, "fp16", "loss_scale", 0, CLOSED, FLT_MAX, CLOSED,
                "a number >= 0 (0 selects dynamic scaling) no larger than 3.4e38",
@@ -592,18 +612,28 @@ load_bf16 (Loader      *l,
     "enabled", "check_grad_overflow", "bf16_master_weights_and_grads",
     "bf16_optimizer_states", NULL
   };
+  /* The fp16 scaler's keys, often copied into bf16 sections: bf16 has
+   * FP32's range and DeepSpeed scales no bf16 loss. */
+#define BF16_NO_SCALER "bf16 training has no loss scaling (bf16 has FP32's range)"
   static const IgnoredKey ignored[] = {
     { "immediate_grad_update", NULL,
       "libmixprec folds each micro-step's gradients into the accumulation buffer as "
       "they arrive, so the setting has no counterpart" },
+    { "loss_scale", NULL, BF16_NO_SCALER },
+    { "initial_scale_power", NULL, BF16_NO_SCALER },
+    { "loss_scale_window", NULL, BF16_NO_SCALER },
+    { "hysteresis", NULL, BF16_NO_SCALER },
+    { "consecutive_hysteresis", NULL, BF16_NO_SCALER },
+    { "min_loss_scale", NULL, BF16_NO_SCALER },
     { NULL, NULL, NULL }
   };
+#undef BF16_NO_SCALER
   MixprecConfigSettings *s = l->s;
   gboolean optimizer_states = FALSE;
 
   if (o == NULL)
     return;
-  check_members (l, o, section, known, ignored, NULL);
+  check_members (l, o, section, known, ignored, NULL, FALSE);
   read_bool (l, o, section, "enabled", &s->bf16_enabled);
   read_bool (l, o, section, "check_grad_overflow", &s->check_grad_overflow);
   read_bool (l, o, section, "bf16_master_weights_and_grads", &s->bf16_master_weights_and_grads);
@@ -622,7 +652,7 @@ load_data_types (Loader     *l,
 
   if (o == NULL)
     return;
-  check_members (l, o, "data_types", known, NULL, NULL);
+  check_members (l, o, "data_types", known, NULL, NULL, TRUE);
   if (read_dtype (l, o, "data_types", "grad_accum_dtype",
                   "gradient accumulation dtype", &l->s->grad_accum_dtype))
     l->grad_accum_set = TRUE;
@@ -640,7 +670,7 @@ load_torch_autocast (Loader     *l,
 
   if (o == NULL)
     return;
-  check_members (l, o, "torch_autocast", known, NULL, NULL);
+  check_members (l, o, "torch_autocast", known, NULL, NULL, FALSE);
   read_bool (l, o, "torch_autocast", "enabled", &s->autocast_enabled);
   if (read_dtype (l, o, "torch_autocast", "dtype", "autocast dtype", &dtype))
     {
@@ -779,15 +809,17 @@ load_zero (Loader     *l,
     }
   o = json_node_get_object (node);
   check_members (l, o, "zero_optimization", known, ignored,
-                 "a DeepSpeed ZeRO setting libmixprec does not implement");
+                 "a DeepSpeed ZeRO setting libmixprec does not implement", FALSE);
   if (read_int (l, o, "zero_optimization", "stage", 0, 3, FALSE,
                 "an integer from 0 to 3", &i))
     s->zero_stage = (guint) i;
-  if (read_int (l, o, "zero_optimization", "reduce_bucket_size", 1, G_MAXINT64, FALSE,
-                "a positive number of elements", &i))
+  /* DeepSpeed declares both ge=0. The engine stages at least
+   * world * 4096 elements per slot, so 0 asks for the smallest staging. */
+  if (read_int (l, o, "zero_optimization", "reduce_bucket_size", 0, G_MAXINT64, FALSE,
+                "a non-negative number of elements", &i))
     s->reduce_bucket_size = (guint64) i;
-  if (read_int (l, o, "zero_optimization", "allgather_bucket_size", 1, G_MAXINT64, FALSE,
-                "a positive number of elements", &i))
+  if (read_int (l, o, "zero_optimization", "allgather_bucket_size", 0, G_MAXINT64, FALSE,
+                "a non-negative number of elements", &i))
     s->allgather_bucket_size = (guint64) i;
   /* null keeps DeepSpeed's dynamic default, as an absent key does. */
   overlap = json_object_get_member (o, "overlap_comm");
@@ -811,13 +843,7 @@ check_params_for_auto (Loader      *l,
   if (g_hash_table_contains (l->report->reported, path->str))
     return;
   if (is_auto (node))
-    {
-      _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_INVALID_VALUE,
-                                    "%s: must be an actual value, got \"auto\" (a Hugging "
-                                    "Face Trainer placeholder the Trainer fills in; write the "
-                                    "value itself)",
-                                    path->str);
-    }
+    report_unresolved_auto (l, path->str, "an actual value");
   else if (JSON_NODE_HOLDS_OBJECT (node))
     {
       g_autoptr(GList) members = json_object_get_members (json_node_get_object (node));
@@ -861,7 +887,8 @@ load_typed_section (Loader      *l,
 
   if (o == NULL)
     return;
-  check_members (l, o, section, known, g_str_equal (section, "optimizer") ? ignored : NULL, NULL);
+  check_members (l, o, section, known, g_str_equal (section, "optimizer") ? ignored : NULL, NULL,
+                 TRUE);
   if (read_string (l, o, section, "type", FALSE, "a non-empty string naming the type, e.g. \"AdamW\"",
                    &type, NULL))
     *type_out = g_strdup (type);
@@ -908,7 +935,7 @@ load_scaler (Loader     *l,
   MixprecConfigSettings *s = l->s;
   guint index;
 
-  check_members (l, o, "mixprec.scaler", known, NULL, NULL);
+  check_members (l, o, "mixprec.scaler", known, NULL, NULL, FALSE);
   if (read_choice (l, o, "mixprec.scaler", "semantics", semantics, &index))
     s->semantics = (MixprecScalerSemantics) index;
   read_number (l, o, "mixprec.scaler", "max_scale", 0, CLOSED, FLT_MAX, CLOSED,
@@ -932,7 +959,7 @@ load_mixprec (Loader     *l,
 {
   static const gchar *const known[] = {
     "precision_mode", "fp32_modules", "fp32_params", "stochastic_rounding", "seed",
-    "scaler", "comm", "device", NULL
+    "scaler", "comm", "device", "strict", NULL
   };
   static const gchar *const comms[] = { "auto", "local", "ucx", "nccl", NULL };
   static const gchar *const devices[] = { "cpu", "cuda", NULL };
@@ -944,7 +971,7 @@ load_mixprec (Loader     *l,
 
   if (o == NULL)
     return;
-  check_members (l, o, "mixprec", known, NULL, NULL);
+  check_members (l, o, "mixprec", known, NULL, NULL, FALSE);
   if (read_choice (l, o, "mixprec", "precision_mode", precision_mode_names, &index))
     {
       l->precision_mode_set = TRUE;
@@ -956,6 +983,7 @@ load_mixprec (Loader     *l,
              "an array of parameter names or glob patterns such as [\"*.norm.weight\"]",
              &s->fp32_params);
   read_bool (l, o, "mixprec", "stochastic_rounding", &s->stochastic_rounding);
+  read_bool (l, o, "mixprec", "strict", &s->strict);
   if (read_int (l, o, "mixprec", "seed", 0, G_MAXINT64, FALSE,
                 "an integer from 0 to 9223372036854775807", &seed))
     s->seed = (guint64) seed;
@@ -1060,11 +1088,21 @@ check_top_level (Loader     *l,
         _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_UNKNOWN_KEY,
                                       "%s: unknown key in the top level (did you mean %s?)",
                                       path->str, suggestion);
+      else if (!g_hash_table_contains (l->report->overridden, path->str))
+        /* DeepSpeed reads the top level as a dictionary and ignores what
+         * it does not know (launchers leave keys such as
+         * cuda_visible_devices there). */
+        _mixprec_config_report_warning_code (l->report, MIXPREC_CONFIG_ERROR_UNKNOWN_KEY,
+                                             "%s: unknown key in the top level, neither a "
+                                             "DeepSpeed nor a libmixprec setting; ignored "
+                                             "(libmixprec's own settings go in the "
+                                             "\"mixprec\" section)", path->str);
       else
         _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_UNKNOWN_KEY,
-                                      "%s: unknown key in the top level; it is neither a "
-                                      "DeepSpeed nor a libmixprec setting (libmixprec's own "
-                                      "settings go in the \"mixprec\" section)", path->str);
+                                      "%s: set by an override but unknown in the top level; it "
+                                      "is neither a DeepSpeed nor a libmixprec setting "
+                                      "(libmixprec's own settings go in the \"mixprec\" "
+                                      "section)", path->str);
     }
 }
 
@@ -1382,6 +1420,15 @@ _mixprec_config_settings_load (MixprecConfigSettings *settings,
   resolve_dtypes (&l);
   resolve_scaler (&l);
   resolve_rest (&l);
+
+  /* Strict: whatever would only have been warned about refuses the
+   * document, each with the code of its kind. */
+  if (settings->strict)
+    for (guint i = 0; i < report->warnings->len; i++)
+      _mixprec_config_report_error (report,
+                                    g_array_index (report->warning_codes, MixprecConfigError, i),
+                                    "%s (refused: mixprec.strict is true)",
+                                    (const gchar *) g_ptr_array_index (report->warnings, i));
 
   return report->problems->len == 0;
 }

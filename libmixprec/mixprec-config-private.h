@@ -25,7 +25,11 @@ typedef struct
 {
   GPtrArray  *problems;      /* MixprecConfigProblem */
   GPtrArray  *warnings;      /* gchar*, no NULL terminator until the end */
+  GArray     *warning_codes; /* MixprecConfigError of each warning, the code
+                              * it becomes under mixprec.strict */
   GHashTable *reported;      /* paths already reported by the scanner */
+  GHashTable *overridden;    /* paths an override wrote, with the objects it
+                              * created on the way */
 } MixprecConfigReport;
 
 void _mixprec_config_report_init  (MixprecConfigReport *report);
@@ -37,6 +41,11 @@ void _mixprec_config_report_error (MixprecConfigReport *report,
 void _mixprec_config_report_warning (MixprecConfigReport *report,
                                      const gchar         *format,
                                      ...) G_GNUC_PRINTF (2, 3);
+/* A warning that mixprec.strict turns into an error with @code. */
+void _mixprec_config_report_warning_code (MixprecConfigReport *report,
+                                          MixprecConfigError   code,
+                                          const gchar         *format,
+                                          ...) G_GNUC_PRINTF (3, 4);
 
 /* The typed settings behind a MixprecConfig, every default filled in. */
 typedef struct
@@ -98,6 +107,7 @@ typedef struct
   gboolean raise_at_min_scale;
   gchar   *comm_backend;
   gchar   *device;
+  gboolean strict;
 } MixprecConfigSettings;
 
 void     _mixprec_config_settings_init_defaults (MixprecConfigSettings *settings);
@@ -107,6 +117,48 @@ void     _mixprec_config_settings_clear         (MixprecConfigSettings *settings
  * Returns TRUE when no error was reported. */
 gboolean _mixprec_config_settings_load          (MixprecConfigSettings *settings,
                                                  JsonNode              *root,
+                                                 MixprecConfigReport   *report);
+
+/* One override: @value replaces whatever the document holds at the dotted
+ * @path, before "auto" is resolved and the document is read. */
+typedef struct
+{
+  gchar    *path;
+  JsonNode *value;
+} MixprecConfigOverride;
+
+void     _mixprec_config_override_free          (MixprecConfigOverride *override);
+
+/* Parses a dotted path ("zero_optimization.reduce_bucket_size") into its
+ * keys; NULL with @error set when a key is empty. */
+GStrv    _mixprec_config_override_split         (const gchar           *path,
+                                                 GError               **error);
+
+/* Reads a document from @data with @overrides (MixprecConfigOverride,
+ * may be NULL) applied; @origin (nullable) prefixes every message. */
+MixprecConfig *_mixprec_config_new_from_bytes   (const gchar           *data,
+                                                 gsize                  length,
+                                                 const gchar           *origin,
+                                                 GPtrArray             *overrides,
+                                                 GError               **error);
+
+MixprecConfig *_mixprec_config_new_from_file    (const gchar           *path,
+                                                 GPtrArray             *overrides,
+                                                 GError               **error);
+
+/* Writes @overrides into the (mutable) @root, recording their paths in
+ * report->overridden. The pseudo-path model.hidden_size is not written:
+ * its value lands in *hidden_size (0 when absent). */
+void     _mixprec_config_apply_overrides        (JsonNode              *root,
+                                                 GPtrArray             *overrides,
+                                                 MixprecConfigReport   *report,
+                                                 gint64                *hidden_size);
+
+/* Replaces each Hugging Face "auto" placeholder that has a derivation or
+ * a published default by that value, reporting each as a warning
+ * 'path: "auto" -> value (why)'. What is left is reported by the reader. */
+void     _mixprec_config_resolve_auto           (JsonNode              *root,
+                                                 gint64                 hidden_size,
                                                  MixprecConfigReport   *report);
 
 /* Checks @data is strict RFC 8259 JSON that json-glib can be trusted with:

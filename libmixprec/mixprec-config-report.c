@@ -22,7 +22,9 @@ _mixprec_config_report_init (MixprecConfigReport *report)
 {
   report->problems = g_ptr_array_new_with_free_func (problem_free);
   report->warnings = g_ptr_array_new_with_free_func (g_free);
+  report->warning_codes = g_array_new (FALSE, FALSE, sizeof (MixprecConfigError));
   report->reported = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  report->overridden = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
 }
 
 void
@@ -30,7 +32,9 @@ _mixprec_config_report_clear (MixprecConfigReport *report)
 {
   g_clear_pointer (&report->problems, g_ptr_array_unref);
   g_clear_pointer (&report->warnings, g_ptr_array_unref);
+  g_clear_pointer (&report->warning_codes, g_array_unref);
   g_clear_pointer (&report->reported, g_hash_table_unref);
+  g_clear_pointer (&report->overridden, g_hash_table_unref);
 }
 
 void
@@ -49,6 +53,16 @@ _mixprec_config_report_error (MixprecConfigReport *report,
   g_ptr_array_add (report->problems, problem);
 }
 
+static void
+add_warning (MixprecConfigReport *report,
+             MixprecConfigError   code,
+             const gchar         *format,
+             va_list              args)
+{
+  g_ptr_array_add (report->warnings, g_strdup_vprintf (format, args));
+  g_array_append_val (report->warning_codes, code);
+}
+
 void
 _mixprec_config_report_warning (MixprecConfigReport *report,
                                 const gchar         *format,
@@ -57,7 +71,20 @@ _mixprec_config_report_warning (MixprecConfigReport *report,
   va_list args;
 
   va_start (args, format);
-  g_ptr_array_add (report->warnings, g_strdup_vprintf (format, args));
+  add_warning (report, MIXPREC_CONFIG_ERROR_UNSUPPORTED, format, args);
+  va_end (args);
+}
+
+void
+_mixprec_config_report_warning_code (MixprecConfigReport *report,
+                                     MixprecConfigError   code,
+                                     const gchar         *format,
+                                     ...)
+{
+  va_list args;
+
+  va_start (args, format);
+  add_warning (report, code, format, args);
   va_end (args);
 }
 

@@ -109,17 +109,20 @@ set_error_from_report (GError              **error,
   g_set_error_literal (error, MIXPREC_CONFIG_ERROR, first->code, message->str);
 }
 
-static MixprecConfig *
-new_from_bytes (const gchar  *data,
-                gsize         length,
-                const gchar  *origin,
-                GError      **error)
+MixprecConfig *
+_mixprec_config_new_from_bytes (const gchar  *data,
+                                gsize         length,
+                                const gchar  *origin,
+                                GPtrArray    *overrides,
+                                GError      **error)
 {
   g_autoptr(MixprecConfig) self = mixprec_config_new ();
   g_autoptr(JsonParser) parser = NULL;
   g_autofree gchar *text = NULL;
   g_autoptr(GError) json_error = NULL;
   MixprecConfigReport report;
+  JsonNode *root;
+  gint64 hidden_size = 0;
   gboolean ok;
 
   /* Editors on Windows write a byte-order mark; it carries no meaning. */
@@ -139,7 +142,8 @@ new_from_bytes (const gchar  *data,
 
   /* The scanner has checked there is no NUL in the text. */
   text = g_strndup (data, length);
-  parser = json_parser_new_immutable ();
+  /* Mutable: overrides and resolved "auto" values are written into it. */
+  parser = json_parser_new ();
   if (!json_parser_load_from_data (parser, text, -1, &json_error))
     {
       _mixprec_config_report_error (&report, MIXPREC_CONFIG_ERROR_PARSE,
@@ -149,7 +153,10 @@ new_from_bytes (const gchar  *data,
       return NULL;
     }
 
-  ok = _mixprec_config_settings_load (&self->settings, json_parser_get_root (parser), &report);
+  root = json_parser_get_root (parser);
+  _mixprec_config_apply_overrides (root, overrides, &report, &hidden_size);
+  _mixprec_config_resolve_auto (root, hidden_size, &report);
+  ok = _mixprec_config_settings_load (&self->settings, root, &report);
   if (!ok || report.problems->len > 0)
     {
       set_error_from_report (error, &report, origin);
@@ -188,7 +195,32 @@ mixprec_config_new_from_data (const gchar  *data,
 
   if (length < 0)
     length = strlen (data);
-  return new_from_bytes (data != NULL ? data : "", (gsize) length, NULL, error);
+  return _mixprec_config_new_from_bytes (data != NULL ? data : "", (gsize) length, NULL, NULL,
+                                         error);
+}
+
+/**
+ * mixprec_config_new_from_string: (rename-to mixprec_config_new_from_data)
+ * @data: a JSON document
+ * @error: return location for a #GError
+ *
+ * Reads a configuration from a NUL-terminated string: the same as
+ * mixprec_config_new_from_data() with a length of -1. Bindings see this
+ * function as `Config.new_from_data`, taking a string (in Python, a `str`).
+ *
+ * Returns: (transfer full) (nullable): a new #MixprecConfig, or %NULL with
+ *   @error set, its message listing every problem one per line
+ *
+ * Since: 1.0
+ */
+MixprecConfig *
+mixprec_config_new_from_string (const gchar  *data,
+                                GError      **error)
+{
+  g_return_val_if_fail (data != NULL, NULL);
+  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
+
+  return _mixprec_config_new_from_bytes (data, strlen (data), NULL, NULL, error);
 }
 
 static GBytes *
@@ -259,20 +291,29 @@ MixprecConfig *
 mixprec_config_new_from_file (const gchar  *path,
                               GError      **error)
 {
+  g_return_val_if_fail (path != NULL, NULL);
+  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
+
+  return _mixprec_config_new_from_file (path, NULL, error);
+}
+
+MixprecConfig *
+_mixprec_config_new_from_file (const gchar  *path,
+                               GPtrArray    *overrides,
+                               GError      **error)
+{
   g_autoptr(GBytes) bytes = NULL;
   g_autofree gchar *display = NULL;
   gsize length;
   const gchar *data;
-
-  g_return_val_if_fail (path != NULL, NULL);
-  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
 
   bytes = read_capped (path, error);
   if (bytes == NULL)
     return NULL;
   display = g_filename_display_name (path);
   data = g_bytes_get_data (bytes, &length);
-  return new_from_bytes (data != NULL ? data : "", length, display, error);
+  return _mixprec_config_new_from_bytes (data != NULL ? data : "", length, display, overrides,
+                                         error);
 }
 
 /**
@@ -282,8 +323,14 @@ mixprec_config_new_from_file (const gchar  *path,
  * Lists what the document asked for that libmixprec accepted without acting
  * on: sections of DeepSpeed features libmixprec does not implement (such
  * as `flops_profiler` or `wandb`), ZeRO settings such as `offload_optimizer`
- * set to something other than DeepSpeed's default, and keys that have no
- * effect in the selected precision mode. Each entry names the JSON path.
+ * set to something other than DeepSpeed's default, keys that have no
+ * effect in the selected precision mode (such as loss-scaling keys in a
+ * `bf16` section), and unknown keys where DeepSpeed ignores them (the top
+ * level, `optimizer`, `scheduler`, `data_types`) that are close to no
+ * known key. It also lists each Hugging Face `"auto"` placeholder that
+ * was resolved, as `path: "auto" -> value (why)`. Each entry starts with
+ * the JSON path. With `mixprec.strict` set, each of these is an error
+ * instead and the list of a loaded configuration is empty.
  *
  * Returns: (transfer none) (array zero-terminated=1): the warnings, possibly
  *   none
@@ -513,6 +560,8 @@ mixprec_config_to_data (MixprecConfig *self,
   json_builder_add_string_value (b, s->comm_backend);
   json_builder_set_member_name (b, "device");
   json_builder_add_string_value (b, s->device);
+  json_builder_set_member_name (b, "strict");
+  json_builder_add_boolean_value (b, s->strict);
   json_builder_end_object (b);
   json_builder_end_object (b);
 
@@ -523,6 +572,24 @@ mixprec_config_to_data (MixprecConfig *self,
   if (length != NULL)
     *length = text->len;
   return g_string_free (text, FALSE);
+}
+
+/**
+ * mixprec_config_get_strict:
+ * @self: a #MixprecConfig
+ *
+ * Gets `mixprec.strict`: whether the document asked for every warning
+ * (see mixprec_config_get_warnings()) to be an error.
+ *
+ * Returns: %TRUE when the configuration was read strictly
+ *
+ * Since: 1.0
+ */
+gboolean
+mixprec_config_get_strict (MixprecConfig *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_CONFIG (self), FALSE);
+  return self->settings.strict;
 }
 
 /**

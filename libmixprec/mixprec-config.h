@@ -102,10 +102,15 @@ MixprecConfig *mixprec_config_new_from_data      (const gchar   *data,
                                                   gssize         length,
                                                   GError       **error);
 MIXPREC_AVAILABLE_IN_1_0
+MixprecConfig *mixprec_config_new_from_string    (const gchar   *data,
+                                                  GError       **error);
+MIXPREC_AVAILABLE_IN_1_0
 gchar         *mixprec_config_to_data            (MixprecConfig *self,
                                                   gsize         *length);
 MIXPREC_AVAILABLE_IN_1_0
 GStrv          mixprec_config_get_warnings       (MixprecConfig *self);
+MIXPREC_AVAILABLE_IN_1_0
+gboolean       mixprec_config_get_strict         (MixprecConfig *self);
 
 MIXPREC_AVAILABLE_IN_1_0
 MixprecPrecisionMode mixprec_config_get_precision_mode     (MixprecConfig *self);

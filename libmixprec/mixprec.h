@@ -9,6 +9,7 @@
 #include "mixprec-static-scaler.h"
 #include "mixprec-dynamic-scaler.h"
 #include "mixprec-config.h"
+#include "mixprec-config-loader.h"
 #include "mixprec-policy.h"
 #include "mixprec-lr-schedule.h"
 #include "mixprec-partitioner.h"

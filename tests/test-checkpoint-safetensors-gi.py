@@ -61,7 +61,7 @@ COMMON = ('"optimizer": {"type": "AdamW", "params": {"lr": 0.01}},'
 
 
 def trained_engine(precision, steps):
-    config = Mixprec.Config.new_from_data(("{%s, %s}" % (precision, COMMON)).encode())
+    config = Mixprec.Config.new_from_data("{%s, %s}" % (precision, COMMON))
     engine = Mixprec.Engine.new(config)
     rng = np.random.default_rng(5)
     params = []

@@ -28,7 +28,7 @@ def floats(b):
 
 
 def engine(json):
-    return Mixprec.Engine.new(Mixprec.Config.new_from_data(json.encode()))
+    return Mixprec.Engine.new(Mixprec.Config.new_from_data(json))
 
 
 # fp16 with a static scale of 1024: gradients of the scaled loss, SGD lr 1:

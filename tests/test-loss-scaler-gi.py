@@ -165,7 +165,7 @@ def test_save_restore():
 
 def test_from_config():
     def scaler(json):
-        return Mixprec.LossScaler.new_from_config(Mixprec.Config.new_from_data(json.encode()))
+        return Mixprec.LossScaler.new_from_config(Mixprec.Config.new_from_data(json))
 
     s = scaler('{"fp16": {"enabled": true, "initial_scale_power": 8,'
                ' "loss_scale_window": 2, "hysteresis": 1}}')

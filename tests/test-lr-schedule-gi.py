@@ -96,7 +96,7 @@ check("dup_params defaults",
 config = Mixprec.Config.new_from_data(
     '{"optimizer": {"type": "AdamW", "params": {"lr": 0.5}},'
     ' "scheduler": {"type": "WarmupCosineLR", "params": {"total_num_steps": 20,'
-    ' "warmup_num_steps": 10, "warmup_type": "linear", "cos_min_ratio": 0}}}'.encode())
+    ' "warmup_num_steps": 10, "warmup_type": "linear", "cos_min_ratio": 0}}}')
 c = Mixprec.LrSchedule.new_from_config(config)
 check("from config", c.get_lr_at(6) == 0.25 and c.get_lr_at(20) == 0.0 and c.props.base_lr == 0.5)
 

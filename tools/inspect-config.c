@@ -5,11 +5,27 @@
 
 #include "inspect-private.h"
 
+MixprecConfig *
+inspect_load_config (const gchar         *path,
+                     const gchar * const *sets,
+                     GError             **error)
+{
+  g_autoptr(MixprecConfigLoader) loader = mixprec_config_loader_new ();
+
+  for (guint i = 0; sets != NULL && sets[i] != NULL; i++)
+    if (!mixprec_config_loader_parse_override (loader, sets[i], error))
+      return NULL;
+  if (path == NULL)
+    return mixprec_config_loader_load_data (loader, "{}", error);
+  return mixprec_config_loader_load_file (loader, path, error);
+}
+
 int
-inspect_config (const gchar *path)
+inspect_config (const gchar         *path,
+                const gchar * const *sets)
 {
   g_autoptr(GError) error = NULL;
-  g_autoptr(MixprecConfig) config = mixprec_config_new_from_file (path, &error);
+  g_autoptr(MixprecConfig) config = inspect_load_config (path, sets, &error);
   g_autoptr(MixprecPrecisionPolicy) policy = NULL;
   g_autofree gchar *display = g_filename_display_name (path);
   g_autofree gchar *text = NULL;

@@ -45,10 +45,11 @@ deepspeed_share (const gchar *name, const MixprecMemoryReport *ds)
 }
 
 int
-inspect_plan (const gchar *config_path,
-              guint64      n_params,
-              guint        world_size,
-              guint64      gathered)
+inspect_plan (const gchar         *config_path,
+              const gchar * const *sets,
+              guint64              n_params,
+              guint                world_size,
+              guint64              gathered)
 {
   g_autoptr(GError) error = NULL;
   g_autoptr(MixprecConfig) config = NULL;
@@ -63,8 +64,7 @@ inspect_plan (const gchar *config_path,
       g_printerr ("mixprec-inspect: --plan needs --params N (N > 0) and --world W (W > 0)\n");
       return 2;
     }
-  config = config_path != NULL ? mixprec_config_new_from_file (config_path, &error)
-                               : mixprec_config_new ();
+  config = inspect_load_config (config_path, sets, &error);
   if (config == NULL)
     {
       g_printerr ("%s\n", error->message);

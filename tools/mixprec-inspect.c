@@ -14,6 +14,7 @@ main (int argc, char **argv)
   gboolean show_version = FALSE;
   gboolean show_formats = FALSE;
   g_autofree gchar *config_path = NULL;
+  g_auto(GStrv) sets = NULL;
   g_autofree gchar *checkpoint_dir = NULL;
   gboolean plan = FALSE;
   gint64 plan_params = 0;
@@ -29,6 +30,9 @@ main (int argc, char **argv)
       "Print a table of the number formats: bits, max, min normal, min subnormal, epsilon", NULL },
     { "config", 0, 0, G_OPTION_ARG_FILENAME, &config_path,
       "Validate a DeepSpeed-style JSON configuration and print it resolved (see mixprec.json(5))", "FILE" },
+    { "set", 0, 0, G_OPTION_ARG_STRING_ARRAY, &sets,
+      "With --config or --plan, set the value at a JSON path, such as optimizer.params.lr=3e-4 "
+      "or model.hidden_size=4096 (repeatable; VALUE is JSON, or else a string)", "PATH=VALUE" },
     { "plan", 0, 0, G_OPTION_ARG_NONE, &plan,
       "Print the bytes one rank needs for a model of --params N over --world W ranks "
       "under --config FILE (default: FP32, no ZeRO)", NULL },
@@ -79,7 +83,7 @@ main (int argc, char **argv)
                       "(both positive) and --config FILE, nothing else\n");
           return 2;
         }
-      return inspect_plan (config_path, (guint64) plan_params, (guint) plan_world,
+      return inspect_plan (config_path, (const gchar * const *) sets, (guint64) plan_params, (guint) plan_world,
                            (guint64) plan_gathered);
     }
   if (checkpoint_dir != NULL)
@@ -103,7 +107,12 @@ main (int argc, char **argv)
           g_printerr ("mixprec-inspect: unexpected argument '%s' after --config\n", argv[1]);
           return 2;
         }
-      return inspect_config (config_path);
+      return inspect_config (config_path, (const gchar * const *) sets);
+    }
+  if (sets != NULL)
+    {
+      g_printerr ("mixprec-inspect: --set needs --config FILE or --plan\n");
+      return 2;
     }
 
   if (argc > 2)

@@ -166,7 +166,13 @@ EXTRA_DIST += \
 	tests/configs/hf-trainer-resolved.json \
 	tests/configs/monitors-profiler.json \
 	tests/configs/zero2-fp16-warmup.json \
-	tests/configs/zero3-bf16-offload.json
+	tests/configs/zero3-bf16-offload.json \
+	tests/configs/real/README \
+	tests/configs/real/accelerate-zero_stage2_config.json \
+	tests/configs/real/accelerate-zero_stage3_offload_config.json \
+	tests/configs/real/deepspeed-cuda-visible-devices.json \
+	tests/configs/real/transformers-ds_config_zero2.json \
+	tests/configs/real/transformers-ds_config_zero3.json
 
 # --- engine
 check_PROGRAMS += tests/test-engine

@@ -157,7 +157,11 @@ check_PROGRAMS += tests/test-config tests/test-policy
 tests_test_config_LDADD = $(tests_public_ldadd)
 tests_test_policy_LDADD = $(tests_public_ldadd)
 TESTS += tests/test-config tests/test-policy tests/test-inspect-config.sh
+if HAVE_PYTHON_GI
+TESTS += tests/test-config-gi.py
+endif
 EXTRA_DIST += \
+	tests/test-config-gi.py \
 	tests/test-inspect-config.sh \
 	tests/configs/autocast-bf16.json \
 	tests/configs/bf16-no-master.json \

@@ -40,7 +40,7 @@ has () {
   grep -F -q -e "$2" "$1"
 }
 
-echo "1..8"
+echo "1..16"
 
 check "a valid ZeRO-2 fp16 file exits 0 and prints resolved keys" \
   'run 0 --config "$srcdir/configs/zero2-fp16-warmup.json" &&
@@ -65,7 +65,7 @@ cat >"$tmp/bad.json" <<'JSON'
   "fp16": {"enabled": true, "loss_scale_window": -3, "loss_scale_windw": 5},
   "bf16": {"enabled": true},
   "zero_optimization": {"stage": 5},
-  "gradient_clipping": "auto",
+  "gradient_clipping": -1,
   "wandb": {"enabled": true}
 }
 JSON
@@ -87,5 +87,56 @@ check "malformed JSON is reported with its line and column" \
 
 check "a missing file exits 1" \
   'run 1 --config "$tmp/no-such-file.json" && has "$tmp/err" "no-such-file.json"'
+
+# --- "auto", --set, leniency
+
+check "\"auto\" resolves to the Trainer's defaults, each reported on stderr" \
+  'run 0 --config "$srcdir/configs/hf-trainer-auto.json" &&
+   has "$tmp/err" "warning: $srcdir/configs/hf-trainer-auto.json: optimizer.params.lr: \"auto\" -> 5e-05 (the Trainer" &&
+   has "$tmp/err" "zero_optimization.reduce_bucket_size: \"auto\" -> 500000000 (DeepSpeed" &&
+   [ "$(grep -c "\"auto\" -> " "$tmp/err")" -eq 16 ] &&
+   has "$tmp/out" "\"lr\": 5e-05" && has "$tmp/out" "\"train_micro_batch_size_per_gpu\": 8"'
+
+check "--set overrides values and feeds model.hidden_size to the ZeRO sizes" \
+  'run 0 --config "$srcdir/configs/hf-trainer-auto.json" --set model.hidden_size=1024 \
+     --set optimizer.params.lr=3e-4 --set bf16.enabled=true &&
+   has "$tmp/out" "\"reduce_bucket_size\": 1048576" &&
+   has "$tmp/out" "\"stage3_param_persistence_threshold\": 10240" &&
+   has "$tmp/out" "\"lr\": 0.0003" && has "$tmp/out" "\"warmup_max_lr\": 0.0003" &&
+   has "$tmp/out" "\"precision_mode\": \"bf16\"" &&
+   ! has "$tmp/err" "optimizer.params.lr: \"auto\""'
+
+check "an \"auto\" nothing resolves names the --set to pass" \
+  'run 1 --config "$srcdir/configs/real/accelerate-zero_stage2_config.json" &&
+   has "$tmp/err" "scheduler.params.total_num_steps: must be an actual value, got \"auto\"" &&
+   has "$tmp/err" "--set scheduler.params.total_num_steps=VALUE" &&
+   run 0 --config "$srcdir/configs/real/accelerate-zero_stage2_config.json" \
+     --set scheduler.params.total_num_steps=1000 &&
+   has "$tmp/out" "\"total_num_steps\": 1000"'
+
+check "an unknown top-level key is a warning, as in DeepSpeed" \
+  'run 0 --config "$srcdir/configs/real/deepspeed-cuda-visible-devices.json" &&
+   has "$tmp/err" "warning: $srcdir/configs/real/deepspeed-cuda-visible-devices.json: cuda_visible_devices: unknown key in the top level" &&
+   has "$tmp/out" "\"reduce_bucket_size\": 0"'
+
+check "mixprec.strict=true turns the warnings into errors" \
+  'run 1 --config "$srcdir/configs/real/deepspeed-cuda-visible-devices.json" --set mixprec.strict=true &&
+   has "$tmp/err" "error: $srcdir/configs/real/deepspeed-cuda-visible-devices.json: cuda_visible_devices: " &&
+   has "$tmp/err" "(refused: mixprec.strict is true)" && [ ! -s "$tmp/out" ]'
+
+check "--set with a path that names no setting is an error" \
+  'run 1 --config "$srcdir/configs/zero2-fp16-warmup.json" --set cuda_visible_devices=0 &&
+   has "$tmp/err" "cuda_visible_devices: set by an override but unknown" &&
+   run 1 --config "$srcdir/configs/zero2-fp16-warmup.json" --set fp16.enabled.x=1 &&
+   has "$tmp/err" "fp16.enabled.x: cannot be set"'
+
+check "--set without = or without --config is refused" \
+  'run 1 --config "$srcdir/configs/zero2-fp16-warmup.json" --set fp16.enabled &&
+   has "$tmp/err" "fp16.enabled: not an override; write path=VALUE" &&
+   run 2 --set fp16.enabled=true'
+
+check "--plan reads --set too" \
+  'run 0 --plan --params 1000000 --world 2 --set zero_optimization.stage=2 --set bf16.enabled=true &&
+   has "$tmp/out" "2 ranks, bf16, ZeRO stage 2"'
 
 exit $failed

@@ -19,7 +19,9 @@
  * `"mixprec"` section. Reading is strict: every problem of a document is
  * reported at once, each naming its JSON path, the value and the rule;
  * DeepSpeed settings for features libmixprec does not implement are
- * accepted and listed by mixprec_config_get_warnings().
+ * accepted and listed by mixprec_config_get_warnings(). Hugging Face
+ * `"auto"` placeholders are resolved (and listed there too), with values a
+ * #MixprecConfigLoader can supply as overrides.
  *
  * A #MixprecConfig does not change after it is created, except that
  * mixprec_config_resolve_batch() fills in the batch sizes.
@@ -179,6 +181,8 @@ _mixprec_config_new_from_bytes (const gchar  *data,
  * @error: return location for a #GError
  *
  * Reads a configuration from a string. See mixprec_config_new_from_file().
+ * Bindings see mixprec_config_new_from_string() under this name, taking a
+ * string.
  *
  * Returns: (transfer full) (nullable): a new #MixprecConfig, or %NULL with
  *   @error set, its message listing every problem one per line

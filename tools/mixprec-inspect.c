@@ -64,6 +64,11 @@ main (int argc, char **argv)
       return 2;
     }
 
+  if (sets != NULL && config_path == NULL && !plan)
+    {
+      g_printerr ("mixprec-inspect: --set needs --config FILE or --plan\n");
+      return 2;
+    }
   if (show_version)
     {
       g_print ("mixprec-inspect %s\n", MIXPREC_VERSION_S);
@@ -108,11 +113,6 @@ main (int argc, char **argv)
           return 2;
         }
       return inspect_config (config_path, (const gchar * const *) sets);
-    }
-  if (sets != NULL)
-    {
-      g_printerr ("mixprec-inspect: --set needs --config FILE or --plan\n");
-      return 2;
     }
 
   if (argc > 2)

@@ -1,5 +1,6 @@
 /* mixprec-dynamic-scaler.c — the dynamic loss scaler: one set of parameters,
- * three published update rules (DeepSpeed, PyTorch GradScaler, Megatron-LM)
+ * four published update rules (DeepSpeed, PyTorch GradScaler, Megatron-LM,
+ * Apex amp)
  * reproduced to the bit, plus the guarantee that the scale stays finite and
  * positive. */
 #include "config.h"
@@ -14,7 +15,7 @@
  * MixprecDynamicScaler:
  *
  * A loss scaler that lowers the scale when gradients overflow and raises it
- * again after a run of clean steps, following one of three published
+ * again after a run of clean steps, following one of four published
  * scalers chosen by #MixprecDynamicScaler:semantics:
  *
  * - %MIXPREC_SCALER_SEMANTICS_DEEPSPEED (the default) follows DeepSpeed's
@@ -45,6 +46,16 @@
  *   products are single-precision, as a float32 tensor times a Python
  *   number is in PyTorch. Consecutive hysteresis and raise-at-min-scale do
  *   not apply.
+ * - %MIXPREC_SCALER_SEMANTICS_APEX follows NVIDIA Apex amp's `LossScaler`
+ *   (`loss_scale="dynamic"`): every overflow multiplies the scale by the
+ *   backoff factor (Apex halves it), never below min-scale when that is
+ *   positive (`min_loss_scale`; default 0, none), and restarts the count
+ *   of clean steps; after scale-window (2000) consecutive clean steps the
+ *   scale is multiplied by the growth factor, capped at
+ *   #MixprecDynamicScaler:max-scale (`max_loss_scale`, default 2^24).
+ *   Double precision, as Apex keeps the scale in a Python float.
+ *   Hysteresis, consecutive hysteresis and raise-at-min-scale do not
+ *   apply.
  *
  * In every semantics, where the published scaler would overflow to
  * infinity or underflow to zero libmixprec does not: a growth whose result
@@ -127,23 +138,28 @@ typedef struct
   guint scale_window;
   guint hysteresis;
   gdouble min_scale;
+  gdouble max_scale;
   gboolean raise_at_min_scale;
 } SemanticsDefaults;
 
 static const SemanticsDefaults semantics_defaults[] = {
   /* DeepSpeed: initial_scale_power 16, loss_scale_window 1000, hysteresis 2,
    * min_loss_scale 1, raise_error_at_min_scale True. */
-  [MIXPREC_SCALER_SEMANTICS_DEEPSPEED] = { 65536.0, 1000, 2, 1.0, TRUE },
+  [MIXPREC_SCALER_SEMANTICS_DEEPSPEED] = { 65536.0, 1000, 2, 1.0, 0.0, TRUE },
   /* PyTorch: init_scale 2^16, growth_interval 2000, no hysteresis, no minimum. */
-  [MIXPREC_SCALER_SEMANTICS_TORCH] = { 65536.0, 2000, 1, 0.0, FALSE },
+  [MIXPREC_SCALER_SEMANTICS_TORCH] = { 65536.0, 2000, 1, 0.0, 0.0, FALSE },
   /* Megatron-LM: initial scale 2^32, window 1000, hysteresis 2, min 1. */
-  [MIXPREC_SCALER_SEMANTICS_MEGATRON] = { 4294967296.0, 1000, 2, 1.0, FALSE },
+  [MIXPREC_SCALER_SEMANTICS_MEGATRON] = { 4294967296.0, 1000, 2, 1.0, 0.0, FALSE },
+  /* Apex amp: init_scale 2^16, scale_window 2000, min_loss_scale None,
+   * max_loss_scale 2^24. */
+  [MIXPREC_SCALER_SEMANTICS_APEX] = { 65536.0, 2000, 1, 0.0, 16777216.0, FALSE },
 };
 
 static gboolean
 is_single_precision (MixprecDynamicScaler *self)
 {
-  return self->semantics != MIXPREC_SCALER_SEMANTICS_DEEPSPEED;
+  return self->semantics == MIXPREC_SCALER_SEMANTICS_TORCH
+         || self->semantics == MIXPREC_SCALER_SEMANTICS_MEGATRON;
 }
 
 /* Rounds to the precision of the scale, clamped to its finite positive
@@ -221,6 +237,9 @@ back_off (MixprecDynamicScaler *self,
 
         lowered = product;
       }
+      break;
+    case MIXPREC_SCALER_SEMANTICS_APEX:
+      lowered = scale * self->st.backoff_factor;
       break;
     case MIXPREC_SCALER_SEMANTICS_DEEPSPEED:
     default:
@@ -332,6 +351,9 @@ mixprec_dynamic_scaler_update (MixprecLossScaler *scaler,
   switch (self->semantics)
     {
     case MIXPREC_SCALER_SEMANTICS_TORCH:
+    case MIXPREC_SCALER_SEMANTICS_APEX:
+      /* Apex's _unskipped is GradScaler's growth tracker; only the
+       * arithmetic (double here) and the cap differ. */
       update_torch (self, overflow);
       return TRUE;
     case MIXPREC_SCALER_SEMANTICS_MEGATRON:
@@ -361,6 +383,8 @@ semantics_nick (MixprecScalerSemantics semantics)
       return "torch";
     case MIXPREC_SCALER_SEMANTICS_MEGATRON:
       return "megatron";
+    case MIXPREC_SCALER_SEMANTICS_APEX:
+      return "apex";
     default:
       return "unknown";
     }
@@ -558,7 +582,7 @@ reset_to_defaults (MixprecDynamicScaler *self)
   self->st.hysteresis = d->hysteresis;
   self->st.consecutive_hysteresis = FALSE;
   self->st.min_scale = d->min_scale;
-  self->st.max_scale = 0.0;
+  self->st.max_scale = d->max_scale;
   self->st.growth_factor = 2.0;
   self->st.backoff_factor = 0.5;
   self->st.raise_at_min_scale = d->raise_at_min_scale;
@@ -749,7 +773,7 @@ mixprec_dynamic_scaler_class_init (MixprecDynamicScalerClass *klass)
    *
    * How many clean steps grow the scale: DeepSpeed's `loss_scale_window`
    * (default 1000), PyTorch's `growth_interval` (2000), Megatron-LM's
-   * `growth_interval` (1000).
+   * `growth_interval` (1000), Apex's `scale_window` (2000).
    *
    * Since: 1.0
    */
@@ -785,8 +809,8 @@ mixprec_dynamic_scaler_class_init (MixprecDynamicScalerClass *klass)
    * MixprecDynamicScaler:min-scale:
    *
    * The scale is never lowered below this (DeepSpeed's `min_loss_scale`,
-   * default 1; Megatron-LM's `min_scale`, default 1; PyTorch has none and
-   * defaults to 0). Whatever its value the scale stays at least the
+   * default 1; Megatron-LM's `min_scale`, default 1; PyTorch and Apex
+   * have none by default and default to 0). Whatever its value the scale stays at least the
    * smallest positive normal number of its precision.
    *
    * Since: 1.0
@@ -799,8 +823,9 @@ mixprec_dynamic_scaler_class_init (MixprecDynamicScalerClass *klass)
    * MixprecDynamicScaler:max-scale:
    *
    * When positive, growth never takes the scale above this (as Apex's
-   * `max_loss_scale`); 0, the default, means no cap. A scale that starts
-   * above it is not lowered.
+   * `max_loss_scale`); 0 means no cap. The default is 0, except in Apex
+   * semantics where it is Apex's 2^24. A scale that starts above it is
+   * not lowered.
    *
    * Since: 1.0
    */
@@ -824,8 +849,8 @@ mixprec_dynamic_scaler_class_init (MixprecDynamicScalerClass *klass)
   /**
    * MixprecDynamicScaler:backoff-factor:
    *
-   * What the scale is multiplied by when it is lowered, in PyTorch and
-   * Megatron-LM semantics (default 0.5). DeepSpeed semantics divide by
+   * What the scale is multiplied by when it is lowered, in PyTorch,
+   * Megatron-LM and Apex semantics (default 0.5). DeepSpeed semantics divide by
    * #MixprecDynamicScaler:growth-factor instead and ignore this.
    *
    * Since: 1.0
@@ -873,7 +898,7 @@ MixprecLossScaler *
 mixprec_dynamic_scaler_new (MixprecScalerSemantics semantics)
 {
   g_return_val_if_fail (semantics >= MIXPREC_SCALER_SEMANTICS_DEEPSPEED &&
-                        semantics <= MIXPREC_SCALER_SEMANTICS_MEGATRON, NULL);
+                        semantics <= MIXPREC_SCALER_SEMANTICS_APEX, NULL);
 
   return g_object_new (MIXPREC_TYPE_DYNAMIC_SCALER, "semantics", semantics, NULL);
 }

@@ -22,6 +22,10 @@ G_BEGIN_DECLS
  * @MIXPREC_SCALER_SEMANTICS_MEGATRON: Megatron-LM's `DynamicGradScaler`:
  *   hysteresis counted down on every overflow and refilled only when the
  *   scale grows, growth tracker reset by any overflow; single precision
+ * @MIXPREC_SCALER_SEMANTICS_APEX: NVIDIA Apex amp's `LossScaler`: halve on
+ *   every overflow (never below an optional minimum), double after
+ *   `scale_window` clean steps up to `max_loss_scale` (2^24 by default);
+ *   double precision. Since: 1.0
  *
  * Which published loss scaler a #MixprecDynamicScaler reproduces, step
  * for step. Values are appended only, never renumbered.
@@ -32,6 +36,7 @@ typedef enum {
   MIXPREC_SCALER_SEMANTICS_DEEPSPEED = 0,
   MIXPREC_SCALER_SEMANTICS_TORCH = 1,
   MIXPREC_SCALER_SEMANTICS_MEGATRON = 2,
+  MIXPREC_SCALER_SEMANTICS_APEX = 3,
 } MixprecScalerSemantics;
 
 /**

@@ -310,6 +310,53 @@ test_torch_single_precision (void)
   CHECK_SEQUENCE (u, pattern_u, expected_u);
 }
 
+/* ------------------------------------------------------------------ Apex */
+
+static void
+test_apex_sequence (void)
+{
+  /* apex.amp LossScaler("dynamic", init_scale=1024, scale_window=3,
+   * min_loss_scale=None, max_loss_scale=4096), by hand:
+   * C C C: _unskipped 3 == 3 -> x2                 1024 1024 2048
+   * O: /2, _unskipped 0 (no hysteresis)             1024
+   * C C: 1 2; O: /2 restarts the count              1024 1024 512
+   * C C C: x2                                       512 512 1024
+   * C C C: x2; C C C: min(4096, 4096); C C C: cap   ... 2048 ... 4096 ... 4096 */
+  g_autoptr(MixprecLossScaler) s = NULL;
+  const gboolean pattern[] = { C, C, C, O, C, C, O, C, C, C, C, C, C, C, C, C, C, C, C };
+  const gdouble expected[] = { 1024, 1024, 2048, 1024, 1024, 1024, 512, 512, 512, 1024,
+                               1024, 1024, 2048, 2048, 2048, 4096, 4096, 4096, 4096 };
+
+  s = g_object_new (MIXPREC_TYPE_DYNAMIC_SCALER,
+                    "semantics", MIXPREC_SCALER_SEMANTICS_APEX,
+                    "init-scale", 1024.0, "scale-window", 3, "max-scale", 4096.0, NULL);
+  CHECK_SEQUENCE (s, pattern, expected);
+}
+
+static void
+test_apex_minimum (void)
+{
+  /* min_loss_scale 0.75: max(0.75, 1.5 / 2) = 0.75, then it stays;
+   * without a minimum Apex keeps halving (in double precision, below
+   * float's smallest normal number). */
+  g_autoptr(MixprecLossScaler) s = NULL;
+  g_autoptr(MixprecLossScaler) none = NULL;
+  const gboolean pattern[] = { O, O, O, O };
+  const gdouble expected[] = { 3, 1.5, 0.75, 0.75 };
+
+  s = g_object_new (MIXPREC_TYPE_DYNAMIC_SCALER,
+                    "semantics", MIXPREC_SCALER_SEMANTICS_APEX,
+                    "init-scale", 6.0, "min-scale", 0.75, NULL);
+  CHECK_SEQUENCE (s, pattern, expected);
+
+  none = g_object_new (MIXPREC_TYPE_DYNAMIC_SCALER,
+                       "semantics", MIXPREC_SCALER_SEMANTICS_APEX,
+                       "init-scale", 0x1p-120, NULL);
+  for (guint i = 0; i < 20; i++)
+    g_assert_true (mixprec_loss_scaler_update (none, TRUE, NULL));
+  g_assert_cmpfloat (mixprec_loss_scaler_get_scale (none), ==, 0x1p-140);
+}
+
 /* ------------------------------------------------------------------ Megatron */
 
 static void
@@ -545,6 +592,7 @@ test_properties_defaults (void)
     guint hysteresis;
     gdouble min_scale;
     gboolean raise;
+    gdouble max_scale;
   } cases[] = {
     /* REFERENCE.md §1/§2: 2^16, 1000, 2, 1, raise_error_at_min_scale True. */
     { MIXPREC_SCALER_SEMANTICS_DEEPSPEED, 65536.0, 1000, 2, 1.0, TRUE },
@@ -552,6 +600,9 @@ test_properties_defaults (void)
     { MIXPREC_SCALER_SEMANTICS_TORCH, 65536.0, 2000, 1, 0.0, FALSE },
     /* §3: 2^32, window 1000, hysteresis 2, min 1. */
     { MIXPREC_SCALER_SEMANTICS_MEGATRON, 4294967296.0, 1000, 2, 1.0, FALSE },
+    /* Apex amp's LossScaler: 2^16, scale_window 2000, min_loss_scale None,
+     * max_loss_scale 2^24. */
+    { MIXPREC_SCALER_SEMANTICS_APEX, 65536.0, 2000, 1, 0.0, FALSE, 16777216.0 },
   };
 
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
@@ -577,7 +628,7 @@ test_properties_defaults (void)
       g_assert_cmpuint (hysteresis, ==, cases[i].hysteresis);
       g_assert_false (consecutive);
       g_assert_cmpfloat (min_scale, ==, cases[i].min_scale);
-      g_assert_cmpfloat (max_scale, ==, 0);
+      g_assert_cmpfloat (max_scale, ==, cases[i].max_scale);
       g_assert_cmpfloat (growth, ==, 2);
       g_assert_cmpfloat (backoff, ==, 0.5);
       g_assert_cmpint (raise, ==, cases[i].raise);
@@ -721,7 +772,8 @@ static double
 ref_scale (const RefState  *r,
            const RefParams *p)
 {
-  return p->semantics == MIXPREC_SCALER_SEMANTICS_DEEPSPEED ? r->cur_scale : (double) r->scale;
+  return p->semantics == MIXPREC_SCALER_SEMANTICS_DEEPSPEED
+         || p->semantics == MIXPREC_SCALER_SEMANTICS_APEX ? r->cur_scale : (double) r->scale;
 }
 
 /* Floor and cap in float for the two tensor-based scalers. */
@@ -797,6 +849,35 @@ ref_update (RefState        *r,
         r->cur_iter += 1;
         return TRUE;
       }
+
+    case MIXPREC_SCALER_SEMANTICS_APEX:
+      /* apex/amp/scaler.py, update_scale(): a Python float, _unskipped
+       * counting clean steps; plus the library's floor at the smallest
+       * normal double and no infinite growth. */
+      if (overflow)
+        {
+          double lowered = r->cur_scale * p->backoff;
+          double floor = p->min_scale > DBL_MIN ? p->min_scale : DBL_MIN;
+
+          r->cur_scale = lowered > floor ? lowered : floor;
+          r->growth_tracker = 0;
+        }
+      else
+        {
+          r->growth_tracker += 1;
+          if (r->growth_tracker == (long long) p->window)
+            {
+              double grown = r->cur_scale * p->growth;
+
+              if (isinf (grown))
+                grown = r->cur_scale;
+              if (p->max_scale > 0 && grown > p->max_scale)
+                grown = r->cur_scale > p->max_scale ? r->cur_scale : p->max_scale;
+              r->cur_scale = grown;
+              r->growth_tracker = 0;
+            }
+        }
+      return TRUE;
 
     case MIXPREC_SCALER_SEMANTICS_TORCH:
       if (overflow)
@@ -877,6 +958,7 @@ state_int64 (GVariant    *state,
 #define DS MIXPREC_SCALER_SEMANTICS_DEEPSPEED
 #define TORCH MIXPREC_SCALER_SEMANTICS_TORCH
 #define MEGATRON MIXPREC_SCALER_SEMANTICS_MEGATRON
+#define APEX MIXPREC_SCALER_SEMANTICS_APEX
 
 static const RefParams long_run_params[] = {
   /* semantics  init          window hyst consec min     max      growth backoff raise */
@@ -896,6 +978,10 @@ static const RefParams long_run_params[] = {
   { MEGATRON, 0x1p120,        1,     1,   FALSE, 1.0,    0,       2.0,   0.5,    FALSE },
   { MEGATRON, 1.0,            100,   1,   FALSE, 0.0,    0,       2.0,   0.5,    FALSE },
   { MEGATRON, 77.0,           9,     3,   FALSE, 2.0,    5000,    1.9,   0.45,   FALSE },
+  { APEX,     65536.0,        2000,  1,   FALSE, 0.0,    16777216, 2.0,  0.5,    FALSE },
+  { APEX,     1024.0,         3,     1,   FALSE, 0.3,    1e6,     2.0,   0.5,    FALSE },
+  { APEX,     0x1p1000,       1,     1,   FALSE, 0.0,    0,       2.0,   0.5,    FALSE },
+  { APEX,     1.0,            50,    1,   FALSE, 0.0,    0,       1.5,   0.25,   FALSE },
 };
 
 static const gdouble long_run_probabilities[] = { 0.0005, 0.01, 0.2, 0.6 };
@@ -1304,6 +1390,8 @@ main (int argc, char **argv)
   g_test_add_func ("/scaler/megatron/sequence", test_megatron_sequence);
   g_test_add_func ("/scaler/megatron/minimum", test_megatron_minimum);
   g_test_add_func ("/scaler/megatron/single-precision", test_megatron_single_precision);
+  g_test_add_func ("/scaler/apex/sequence", test_apex_sequence);
+  g_test_add_func ("/scaler/apex/minimum", test_apex_minimum);
   g_test_add_func ("/scaler/limits/max-scale", test_max_scale);
   g_test_add_func ("/scaler/limits/never-infinite", test_never_infinite);
   g_test_add_func ("/scaler/limits/never-zero", test_never_zero);

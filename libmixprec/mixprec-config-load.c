@@ -34,6 +34,8 @@ typedef struct
   gboolean communication_set;
   gboolean overlap_comm_set;
   gboolean raise_at_min_scale_set;
+  gboolean max_scale_set;
+  gboolean semantics_set;
   gboolean precision_mode_set;
   MixprecPrecisionMode precision_mode_asserted;
   gboolean fp16_master_weights_and_grads;
@@ -597,8 +599,11 @@ load_fp16 (Loader     *l,
       l->hysteresis_set = TRUE;
     }
   read_bool (l, o, "fp16", "consecutive_hysteresis", &s->consecutive_hysteresis);
-  if (read_number (l, o, "fp16", "min_loss_scale", 0, OPEN, FLT_MAX, CLOSED,
-                   "a number > 0 no larger than 3.4e38", &s->min_loss_scale))
+  /* 0 (no floor) is PyTorch's and Apex's default, Colossal-AI's
+   * min_scale=None; resolve_scaler() refuses it for DeepSpeed's scaler. */
+  if (read_number (l, o, "fp16", "min_loss_scale", 0, CLOSED, FLT_MAX, CLOSED,
+                   "a number > 0 (or 0, no floor, unless mixprec.scaler.semantics is "
+                   "\"deepspeed\") no larger than 3.4e38", &s->min_loss_scale))
     l->min_loss_scale_set = TRUE;
   read_bool (l, o, "fp16", "fp16_master_weights_and_grads", &l->fp16_master_weights_and_grads);
 }
@@ -924,6 +929,10 @@ load_typed_section (Loader      *l,
     g_clear_pointer (params_out, json_object_unref);
 }
 
+static const gchar *const semantics_names[] = {
+  "deepspeed", "torch", "megatron", "apex", NULL
+};
+
 static void
 load_scaler (Loader     *l,
              JsonObject *o)
@@ -931,16 +940,19 @@ load_scaler (Loader     *l,
   static const gchar *const known[] = {
     "semantics", "max_scale", "growth_factor", "backoff_factor", "raise_at_min_scale", NULL
   };
-  static const gchar *const semantics[] = { "deepspeed", "torch", "megatron", NULL };
   MixprecConfigSettings *s = l->s;
   guint index;
 
   check_members (l, o, "mixprec.scaler", known, NULL, NULL, FALSE);
-  if (read_choice (l, o, "mixprec.scaler", "semantics", semantics, &index))
-    s->semantics = (MixprecScalerSemantics) index;
-  read_number (l, o, "mixprec.scaler", "max_scale", 0, CLOSED, FLT_MAX, CLOSED,
-               "a number >= 0 (0 = no bound other than staying finite) no larger than 3.4e38",
-               &s->max_scale);
+  if (read_choice (l, o, "mixprec.scaler", "semantics", semantics_names, &index))
+    {
+      s->semantics = (MixprecScalerSemantics) index;
+      l->semantics_set = TRUE;
+    }
+  l->max_scale_set =
+    read_number (l, o, "mixprec.scaler", "max_scale", 0, CLOSED, FLT_MAX, CLOSED,
+                 "a number >= 0 (0 = no bound other than staying finite) no larger than 3.4e38",
+                 &s->max_scale);
   read_number (l, o, "mixprec.scaler", "growth_factor", 1, OPEN, 65536, CLOSED,
                "a number > 1 and at most 65536", &s->growth_factor);
   read_number (l, o, "mixprec.scaler", "backoff_factor", 0, OPEN, 1, OPEN,
@@ -1012,7 +1024,7 @@ load_mixprec (Loader     *l,
 /* Top-level DeepSpeed sections for features outside libmixprec's scope:
  * accepted, so that real DeepSpeed files load, and named in a warning. */
 static const gchar *const deepspeed_only_sections[] = {
-  "activation_checkpointing", "aio", "amp", "autotuning", "checkpoint", "comet",
+  "activation_checkpointing", "aio", "autotuning", "checkpoint", "comet",
   "comms_logger", "compile", "compression_training", "csv_monitor",
   "curriculum_learning", "data_efficiency", "dataloader_drop_last",
   "disable_allgather", "dump_state", "eigenvalue", "elasticity", "flops_profiler",
@@ -1031,7 +1043,7 @@ static const gchar *const top_level_keys[] = {
   "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
   "gradient_clipping", "communication_data_type", "fp16", "bf16", "bfloat16",
   "data_types", "torch_autocast", "zero_optimization", "optimizer", "scheduler",
-  "mixprec", NULL
+  "mixprec", "amp", "colossalai", NULL
 };
 
 static void
@@ -1056,26 +1068,6 @@ check_top_level (Loader     *l,
       _mixprec_json_path_append_key (path, key);
       if (in_list (key, top_level_keys) || g_hash_table_contains (l->report->reported, path->str))
         continue;
-      if (g_str_equal (key, "amp"))
-        {
-          JsonNode *amp = json_object_get_member (root, key);
-          JsonNode *enabled = JSON_NODE_HOLDS_OBJECT (amp)
-                              ? json_object_get_member (json_node_get_object (amp), "enabled")
-                              : NULL;
-
-          /* Apex amp changes precision; ignoring an enabled one would
-           * silently train in another precision than asked. */
-          if (enabled != NULL && JSON_NODE_HOLDS_VALUE (enabled)
-              && json_node_get_value_type (enabled) == G_TYPE_BOOLEAN
-              && json_node_get_boolean (enabled))
-            {
-              _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_UNSUPPORTED,
-                                            "amp.enabled: must be false, got true: Apex amp is "
-                                            "not supported; use \"fp16\" (like opt_level O2) or "
-                                            "\"torch_autocast\" (like O1)");
-              continue;
-            }
-        }
       if (in_list (key, deepspeed_only_sections))
         {
           _mixprec_config_report_warning (l->report,
@@ -1130,6 +1122,480 @@ load_training (Loader     *l,
       s->communication_dtype = dtype;
       l->communication_set = TRUE;
     }
+}
+
+/* ------------------------------------------------------------ fronts */
+
+/* Apex amp (DeepSpeed's "amp" section, Colossal-AI's fp16 mode "apex")
+ * and Colossal-AI's fp16 modes "torch" and "naive" are other spellings of
+ * a precision mode and a loss scaler: each is read into the settings the
+ * equivalent fp16 / torch_autocast / mixprec.scaler keys would give, so
+ * that the resolved configuration shows what runs. */
+
+/* The module types Apex's keep_batchnorm_fp32 keeps in FP32: every
+ * subclass of torch.nn.modules.batchnorm._BatchNorm. */
+static const gchar *const batchnorm_types[] = {
+  "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm", NULL
+};
+
+static void
+add_fp32_modules (MixprecConfigSettings *s,
+                  const gchar * const   *types)
+{
+  g_autoptr(GStrvBuilder) builder = g_strv_builder_new ();
+
+  g_strv_builder_addv (builder, (const gchar **) s->fp32_modules);
+  for (guint i = 0; types[i] != NULL; i++)
+    if (!g_strv_contains ((const gchar * const *) s->fp32_modules, types[i]))
+      g_strv_builder_add (builder, types[i]);
+  g_strfreev (s->fp32_modules);
+  s->fp32_modules = g_strv_builder_end (builder);
+}
+
+/* true, false or null (Apex's None: the opt level's default). Returns
+ * TRUE with *out set for true or false. */
+static gboolean
+read_optional_bool (Loader      *l,
+                    JsonObject  *o,
+                    const gchar *section,
+                    const gchar *key,
+                    gboolean    *out)
+{
+  JsonNode *node = json_object_get_member (o, key);
+
+  if (node == NULL || JSON_NODE_HOLDS_NULL (node))
+    return FALSE;
+  return read_bool (l, o, section, key, out);
+}
+
+/* An initial scale written as a number: libmixprec's is 2^power. */
+static gboolean
+read_power_of_two (Loader      *l,
+                   JsonObject  *o,
+                   const gchar *section,
+                   const gchar *key,
+                   gint        *power)
+{
+  g_autofree gchar *path = join_path (section, key);
+  gdouble value;
+  gint exponent;
+
+  if (!read_number (l, o, section, key, 0, OPEN, FLT_MAX, CLOSED,
+                    "a number > 0 no larger than 3.4e38", &value))
+    return FALSE;
+  if (frexp (value, &exponent) != 0.5 || exponent - 1 < 0 || exponent - 1 > 127)
+    {
+      _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_UNSUPPORTED,
+                                    "%s: must be a power of two from 1 to 2^127, got %g: "
+                                    "libmixprec's dynamic scale starts at 2^power "
+                                    "(fp16.initial_scale_power)", path, value);
+      return FALSE;
+    }
+  *power = exponent - 1;
+  return TRUE;
+}
+
+static void
+set_dynamic_scaler (Loader                 *l,
+                    MixprecScalerSemantics  semantics,
+                    gint                    power,
+                    guint                   window,
+                    guint                   hysteresis,
+                    gdouble                 min_scale,
+                    gdouble                 max_scale,
+                    gdouble                 growth,
+                    gdouble                 backoff)
+{
+  MixprecConfigSettings *s = l->s;
+
+  s->loss_scale = 0;
+  s->semantics = semantics;
+  s->initial_scale_power = power;
+  s->loss_scale_window = window;
+  s->hysteresis = hysteresis;
+  s->consecutive_hysteresis = FALSE;
+  s->min_loss_scale = min_scale;
+  s->max_scale = max_scale;
+  s->growth_factor = growth;
+  s->backoff_factor = backoff;
+  s->raise_at_min_scale = FALSE;
+  l->initial_scale_power_set = l->loss_scale_window_set = l->hysteresis_set = TRUE;
+  l->min_loss_scale_set = l->max_scale_set = l->raise_at_min_scale_set = TRUE;
+}
+
+/* apex.amp.initialize()'s keywords. @enabled_default: DeepSpeed's amp
+ * section is off unless enabled, Colossal-AI's apex mode on. */
+static void
+load_apex (Loader      *l,
+           JsonObject  *o,
+           const gchar *section,
+           gboolean     enabled_default)
+{
+  static const gchar *const known[] = {
+    "enabled", "opt_level", "keep_batchnorm_fp32", "master_weights", "loss_scale",
+    "min_loss_scale", "max_loss_scale", "mode", NULL
+  };
+  static const IgnoredKey ignored[] = {
+    { "cast_model_type", "null",
+      "libmixprec casts as opt_level says; choose the opt level instead" },
+    { "patch_torch_functions", "null",
+      "libmixprec casts as opt_level says; choose the opt level instead" },
+    { "cast_model_outputs", "null", "libmixprec does not run the forward pass" },
+    { "num_losses", "1", "libmixprec keeps one loss scaler per engine" },
+    { "verbosity", NULL, "libmixprec reports through GLib's log instead" },
+    { NULL, NULL, NULL }
+  };
+  static const gchar *const levels[] = { "O0", "O1", "O2", "O3", NULL };
+  MixprecConfigSettings *s = l->s;
+  gboolean enabled = enabled_default, keep_bn, master, keep_bn_set, master_set;
+  guint level = 1;
+  gdouble min_scale = 0, max_scale = 16777216.0, static_scale = 0;
+  gint power = 16;
+  g_autofree gchar *level_path = join_path (section, "opt_level");
+  g_autofree gchar *scale_path = NULL;
+  JsonNode *loss_scale;
+
+  check_members (l, o, section, known, ignored, NULL, FALSE);
+  read_bool (l, o, section, "enabled", &enabled);
+  read_choice (l, o, section, "opt_level", levels, &level);
+  keep_bn_set = read_optional_bool (l, o, section, "keep_batchnorm_fp32", &keep_bn);
+  master_set = read_optional_bool (l, o, section, "master_weights", &master);
+
+  /* Apex's defaults: O0 and O3 a static scale of 1, O1 and O2 dynamic. */
+  if (level == 0 || level == 3)
+    static_scale = 1;
+  loss_scale = lookup (l, o, section, "loss_scale", &scale_path);
+  if (loss_scale != NULL && !JSON_NODE_HOLDS_NULL (loss_scale))
+    {
+      if (JSON_NODE_HOLDS_VALUE (loss_scale)
+          && json_node_get_value_type (loss_scale) == G_TYPE_STRING
+          && g_str_equal (json_node_get_string (loss_scale), "dynamic"))
+        static_scale = 0;
+      else
+        read_number (l, o, section, "loss_scale", 0, OPEN, FLT_MAX, CLOSED,
+                     "\"dynamic\" or a number > 0 (a static scale) no larger than 3.4e38",
+                     &static_scale);
+    }
+  if (json_object_get_member (o, "min_loss_scale") != NULL
+      && !JSON_NODE_HOLDS_NULL (json_object_get_member (o, "min_loss_scale")))
+    read_number (l, o, section, "min_loss_scale", 0, OPEN, FLT_MAX, CLOSED,
+                 "a number > 0, or null (no floor)", &min_scale);
+  read_number (l, o, section, "max_loss_scale", 0, OPEN, FLT_MAX, CLOSED,
+               "a number > 0 no larger than 3.4e38", &max_scale);
+
+  if (!enabled)
+    return;
+
+  /* Apex refuses these rather than ignoring them (frontend.py). */
+  if (level == 1 && keep_bn_set)
+    _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_CONFLICT,
+                                  "%s.keep_batchnorm_fp32: must be null with opt_level \"O1\", "
+                                  "got %s: O1 keeps the parameters in FP32 (as Apex says)",
+                                  section, keep_bn ? "true" : "false");
+  if (level == 1 && master_set)
+    _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_CONFLICT,
+                                  "%s.master_weights: must be null with opt_level \"O1\", got "
+                                  "%s: O1 keeps the parameters themselves in FP32 (as Apex says)",
+                                  section, master ? "true" : "false");
+  if (level == 0)
+    {
+      /* Pure FP32: nothing to scale; a loss scale only multiplies and
+       * divides back. */
+      if (static_scale != 1)
+        _mixprec_config_report_warning (l->report,
+                                        "%s: opt_level \"O0\" trains in FP32, where libmixprec "
+                                        "scales no loss; the loss_scale is ignored", scale_path);
+      s->loss_scale = 0;
+      return;
+    }
+  if (!keep_bn_set)
+    keep_bn = level == 2;
+  if (!master_set)
+    master = level != 3;
+
+  if (level == 1)
+    {
+      s->autocast_enabled = TRUE;
+      s->autocast_dtype = MIXPREC_DTYPE_FLOAT16;
+    }
+  else
+    {
+      if (!master)
+        _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_UNSUPPORTED,
+                                      "%s.master_weights: must be true with opt_level \"%s\", "
+                                      "got false%s: FP16 weights without an FP32 master copy "
+                                      "(Apex O3, Colossal-AI apex O3) need an fp16 no-master "
+                                      "precision mode, which libmixprec does not have (it trains "
+                                      "without a master only in bf16); set "
+                                      "\"master_weights\": true, or use opt_level \"O2\"",
+                                      section, levels[level],
+                                      master_set ? "" : " (the opt level's default)");
+      s->fp16_enabled = TRUE;
+      if (keep_bn)
+        add_fp32_modules (s, batchnorm_types);
+    }
+
+  if (static_scale > 0)
+    {
+      s->loss_scale = static_scale;
+      return;
+    }
+  /* Apex starts at min(max_loss_scale, 2^16). */
+  if (max_scale < 65536.0)
+    {
+      gint exponent;
+
+      if (frexp (max_scale, &exponent) != 0.5 || exponent - 1 < 0)
+        {
+          _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_UNSUPPORTED,
+                                        "%s.max_loss_scale: must be at least 65536 or a power "
+                                        "of two from 1 to 2^15, got %g: Apex then starts at "
+                                        "max_loss_scale, and libmixprec's dynamic scale starts "
+                                        "at a power of two", section, max_scale);
+          return;
+        }
+      power = exponent - 1;
+    }
+  if (min_scale > ldexp (1.0, power))
+    {
+      _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_CONFLICT,
+                                    "%s.min_loss_scale: must not exceed the initial scale %g, "
+                                    "got %g", section, ldexp (1.0, power), min_scale);
+      return;
+    }
+  set_dynamic_scaler (l, MIXPREC_SCALER_SEMANTICS_APEX, power, 2000, 1, min_scale, max_scale,
+                      2, 0.5);
+}
+
+/* Colossal-AI's fp16=dict(mode=AMP_TYPE.TORCH, ...): torch.cuda.amp's
+ * autocast and GradScaler. */
+static void
+load_colossal_torch (Loader      *l,
+                     JsonObject  *o,
+                     const gchar *section)
+{
+  static const gchar *const known[] = {
+    "mode", "enabled", "init_scale", "growth_factor", "backoff_factor", "growth_interval", NULL
+  };
+  MixprecConfigSettings *s = l->s;
+  gboolean enabled = TRUE;
+  gint power = 16;
+  gdouble growth = 2, backoff = 0.5;
+  gint64 interval = 2000;
+
+  check_members (l, o, section, known, NULL, NULL, FALSE);
+  read_bool (l, o, section, "enabled", &enabled);
+  read_power_of_two (l, o, section, "init_scale", &power);
+  read_number (l, o, section, "growth_factor", 1, OPEN, 65536, CLOSED,
+               "a number > 1 and at most 65536", &growth);
+  read_number (l, o, section, "backoff_factor", 0, OPEN, 1, OPEN,
+               "a number between 0 and 1, both excluded", &backoff);
+  read_int (l, o, section, "growth_interval", 1, G_MAXUINT, FALSE, "a positive integer",
+            &interval);
+
+  s->autocast_enabled = TRUE;
+  s->autocast_dtype = MIXPREC_DTYPE_FLOAT16;
+  /* GradScaler(enabled=False) scales nothing; autocast still runs. */
+  if (!enabled)
+    {
+      s->loss_scale = 1;
+      return;
+    }
+  set_dynamic_scaler (l, MIXPREC_SCALER_SEMANTICS_TORCH, power, (guint) interval, 1, 0, 0,
+                      growth, backoff);
+}
+
+/* Colossal-AI's fp16=dict(mode=AMP_TYPE.NAIVE, ...): FP16 parameters with
+ * FP32 masters and its DynamicGradScaler, Megatron-LM's rule. */
+static void
+load_colossal_naive (Loader      *l,
+                     JsonObject  *o,
+                     const gchar *section)
+{
+  static const gchar *const known[] = {
+    "mode", "initial_scale", "min_scale", "max_scale", "growth_factor", "backoff_factor",
+    "growth_interval", "hysteresis", "clip_grad_norm", NULL
+  };
+  static const IgnoredKey ignored[] = {
+    { "log_num_zeros_in_grad", "false", "libmixprec does not count zero gradients" },
+    { "verbose", NULL, "libmixprec reports through GLib's log instead" },
+    { NULL, NULL, NULL }
+  };
+  MixprecConfigSettings *s = l->s;
+  gint power = 32;
+  gdouble min_scale = 1, max_scale = 0, growth = 2, backoff = 0.5, clip;
+  gint64 interval = 1000, hysteresis = 2;
+  JsonNode *node;
+
+  check_members (l, o, section, known, ignored, NULL, FALSE);
+  read_power_of_two (l, o, section, "initial_scale", &power);
+  /* null is Colossal-AI's None: no floor, no cap. */
+  node = json_object_get_member (o, "min_scale");
+  if (node != NULL && JSON_NODE_HOLDS_NULL (node))
+    min_scale = 0;
+  else
+    read_number (l, o, section, "min_scale", 0, OPEN, FLT_MAX, CLOSED,
+                 "a number > 0, or null (no floor)", &min_scale);
+  node = json_object_get_member (o, "max_scale");
+  if (node != NULL && !JSON_NODE_HOLDS_NULL (node))
+    read_number (l, o, section, "max_scale", 0, OPEN, FLT_MAX, CLOSED,
+                 "a number > 0, or null (no cap)", &max_scale);
+  read_number (l, o, section, "growth_factor", 1, OPEN, 65536, CLOSED,
+               "a number > 1 and at most 65536", &growth);
+  read_number (l, o, section, "backoff_factor", 0, OPEN, 1, OPEN,
+               "a number between 0 and 1, both excluded", &backoff);
+  read_int (l, o, section, "growth_interval", 1, G_MAXUINT, FALSE, "a positive integer",
+            &interval);
+  read_int (l, o, section, "hysteresis", 1, G_MAXUINT, FALSE, "a positive integer",
+            &hysteresis);
+  if (read_number (l, o, section, "clip_grad_norm", 0, CLOSED, G_MAXDOUBLE, CLOSED,
+                   "a finite number >= 0 (0 turns clipping off)", &clip) && clip > 0)
+    {
+      if (s->gradient_clipping > 0 && s->gradient_clipping != clip)
+        _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_CONFLICT,
+                                      "%s.clip_grad_norm: says %g but gradient_clipping says "
+                                      "%g; give one", section, clip, s->gradient_clipping);
+      else
+        s->gradient_clipping = clip;
+    }
+
+  if (min_scale > ldexp (1.0, power))
+    _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_CONFLICT,
+                                  "%s.min_scale: must not exceed the initial scale %g, got %g",
+                                  section, ldexp (1.0, power), min_scale);
+  if (max_scale > 0 && max_scale < MAX (min_scale, ldexp (1.0, power)))
+    _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_CONFLICT,
+                                  "%s.max_scale: must be at least the initial scale %g and "
+                                  "min_scale, got %g", section, ldexp (1.0, power), max_scale);
+  s->fp16_enabled = TRUE;
+  set_dynamic_scaler (l, MIXPREC_SCALER_SEMANTICS_MEGATRON, power, (guint) interval,
+                      (guint) hysteresis, min_scale, max_scale, growth, backoff);
+}
+
+static void
+load_colossalai (Loader     *l,
+                 JsonObject *o)
+{
+  static const gchar *const known[] = { "fp16", "clip_grad_norm", "gradient_accumulation", NULL };
+  static const gchar *const modes[] = { "torch", "apex", "naive", "parallel", NULL };
+  MixprecConfigSettings *s = l->s;
+  g_autofree gchar *path = NULL;
+  JsonNode *fp16;
+  JsonObject *f;
+  gdouble clip;
+  gint64 steps;
+  guint mode;
+
+  /* Colossal-AI's configuration holds much else (parallel, zero, ...);
+   * like DeepSpeed's top level, what is not known is warned about. */
+  check_members (l, o, "colossalai", known, NULL, NULL, TRUE);
+  if (read_number (l, o, "colossalai", "clip_grad_norm", 0, CLOSED, G_MAXDOUBLE, CLOSED,
+                   "a finite number >= 0 (0 turns clipping off)", &clip) && clip > 0)
+    {
+      if (s->gradient_clipping > 0 && s->gradient_clipping != clip)
+        _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_CONFLICT,
+                                      "colossalai.clip_grad_norm: says %g but "
+                                      "gradient_clipping says %g; give one",
+                                      clip, s->gradient_clipping);
+      else
+        s->gradient_clipping = clip;
+    }
+  if (read_int (l, o, "colossalai", "gradient_accumulation", 1, G_MAXUINT, FALSE,
+                "a positive integer", &steps))
+    {
+      if (s->gradient_accumulation_steps != 0 && s->gradient_accumulation_steps != steps)
+        _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_CONFLICT,
+                                      "colossalai.gradient_accumulation: says %" G_GINT64_FORMAT
+                                      " but gradient_accumulation_steps says %u; give one",
+                                      steps, s->gradient_accumulation_steps);
+      else
+        s->gradient_accumulation_steps = (guint) steps;
+    }
+
+  fp16 = lookup (l, o, "colossalai", "fp16", &path);
+  if (fp16 == NULL || JSON_NODE_HOLDS_NULL (fp16))
+    return;
+  if (!JSON_NODE_HOLDS_OBJECT (fp16))
+    {
+      report_invalid (l, path, "a JSON object such as {\"mode\": \"torch\"}", fp16);
+      return;
+    }
+  f = json_node_get_object (fp16);
+  if (!json_object_has_member (f, "mode"))
+    {
+      _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_INVALID_VALUE,
+                                    "colossalai.fp16.mode: missing; one of \"torch\", \"apex\", "
+                                    "\"naive\" (Colossal-AI's AMP_TYPE)");
+      return;
+    }
+  if (!read_choice (l, f, "colossalai.fp16", "mode", modes, &mode))
+    return;
+  switch (mode)
+    {
+    case 0:
+      load_colossal_torch (l, f, "colossalai.fp16");
+      break;
+    case 1:
+      load_apex (l, f, "colossalai.fp16", TRUE);
+      break;
+    default:
+      load_colossal_naive (l, f, "colossalai.fp16");
+      break;
+    }
+}
+
+static void
+load_fronts (Loader     *l,
+             JsonObject *root)
+{
+  MixprecConfigSettings *s = l->s;
+  JsonObject *amp = section_object (l, root, "amp", TRUE);
+  JsonObject *colossal = section_object (l, root, "colossalai", TRUE);
+  const gchar *own = s->fp16_enabled ? "fp16" : s->bf16_enabled ? "bf16"
+                     : s->autocast_enabled ? "torch_autocast" : NULL;
+  gboolean amp_on = FALSE, colossal_on;
+  JsonNode *enabled;
+
+  if (amp != NULL)
+    {
+      enabled = json_object_get_member (amp, "enabled");
+      amp_on = enabled != NULL && JSON_NODE_HOLDS_VALUE (enabled)
+               && json_node_get_value_type (enabled) == G_TYPE_BOOLEAN
+               && json_node_get_boolean (enabled);
+    }
+  colossal_on = colossal != NULL && json_object_get_member (colossal, "fp16") != NULL
+                && !JSON_NODE_HOLDS_NULL (json_object_get_member (colossal, "fp16"));
+
+  /* Each front chooses the precision mode and the scaler by itself. */
+  if (amp_on && colossal_on)
+    {
+      _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_CONFLICT,
+                                    "colossalai.fp16: cannot be given together with an enabled "
+                                    "amp section; each selects the precision and the loss "
+                                    "scaler, keep one");
+      return;
+    }
+  if ((amp_on || colossal_on) && own != NULL)
+    {
+      _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_CONFLICT,
+                                    "%s: cannot be enabled together with %s.enabled; the %s "
+                                    "section selects the precision and the loss scaler itself "
+                                    "(DeepSpeed refuses amp with fp16 or bf16 too)",
+                                    amp_on ? "amp" : "colossalai.fp16", own,
+                                    amp_on ? "amp" : "colossalai.fp16");
+      return;
+    }
+  if ((amp_on || colossal_on) && l->semantics_set)
+    {
+      _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_CONFLICT,
+                                    "mixprec.scaler.semantics: cannot be given with %s, which "
+                                    "selects its own scaler", amp_on ? "amp" : "colossalai.fp16");
+      return;
+    }
+  if (amp != NULL)
+    load_apex (l, amp, "amp", FALSE);
+  if (colossal != NULL)
+    load_colossalai (l, colossal);
 }
 
 /* ------------------------------------------------------------ cross-checks */
@@ -1307,6 +1773,21 @@ resolve_scaler (Loader *l)
       if (!l->raise_at_min_scale_set)
         s->raise_at_min_scale = FALSE;
       break;
+    case MIXPREC_SCALER_SEMANTICS_APEX:
+      if (!l->loss_scale_window_set)
+        s->loss_scale_window = 2000;
+      if (!l->hysteresis_set)
+        s->hysteresis = 1;
+      else if (s->hysteresis != 1)
+        _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_CONFLICT,
+                                      "fp16.hysteresis: must be 1 with mixprec.scaler.semantics "
+                                      "\"apex\", got %u: Apex's LossScaler halves the scale on "
+                                      "every overflow", s->hysteresis);
+      if (!l->max_scale_set)
+        s->max_scale = 16777216.0;
+      if (!l->raise_at_min_scale_set)
+        s->raise_at_min_scale = FALSE;
+      break;
     case MIXPREC_SCALER_SEMANTICS_DEEPSPEED:
     default:
       break;
@@ -1316,7 +1797,12 @@ resolve_scaler (Loader *l)
                                   "fp16.consecutive_hysteresis: must be false with "
                                   "mixprec.scaler.semantics \"%s\", got true: only DeepSpeed's "
                                   "scaler refills the hysteresis on clean steps",
-                                  s->semantics == MIXPREC_SCALER_SEMANTICS_TORCH ? "torch" : "megatron");
+                                  semantics_names[s->semantics]);
+  if (s->min_loss_scale == 0 && s->semantics == MIXPREC_SCALER_SEMANTICS_DEEPSPEED)
+    _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_INVALID_VALUE,
+                                  "fp16.min_loss_scale: must be a number > 0 with "
+                                  "mixprec.scaler.semantics \"deepspeed\", got 0 (no floor "
+                                  "is for semantics \"torch\", \"megatron\" or \"apex\")");
 
   initial = ldexp (1.0, s->initial_scale_power);
   if (s->loss_scale == 0 && s->min_loss_scale > initial)
@@ -1415,6 +1901,7 @@ _mixprec_config_settings_load (MixprecConfigSettings *settings,
   load_typed_section (&l, section_object (&l, o, "scheduler", TRUE), "scheduler",
                       &settings->scheduler_type, &settings->scheduler_params);
   load_mixprec (&l, section_object (&l, o, "mixprec", FALSE));
+  load_fronts (&l, o);
 
   resolve_mode (&l);
   resolve_dtypes (&l);

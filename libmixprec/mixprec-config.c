@@ -330,7 +330,7 @@ _mixprec_config_new_from_file (const gchar  *path,
  * set to something other than DeepSpeed's default, keys that have no
  * effect in the selected precision mode (such as loss-scaling keys in a
  * `bf16` section), and unknown keys where DeepSpeed ignores them (the top
- * level, `optimizer`, `scheduler`, `data_types`) that are close to no
+ * level, `optimizer`, `scheduler`, `data_types`, `colossalai`) that are close to no
  * known key. It also lists each Hugging Face `"auto"` placeholder that
  * was resolved, as `path: "auto" -> value (why)`. Each entry starts with
  * the JSON path. With `mixprec.strict` set, each of these is an error
@@ -423,6 +423,8 @@ semantics_name (MixprecScalerSemantics semantics)
       return "torch";
     case MIXPREC_SCALER_SEMANTICS_MEGATRON:
       return "megatron";
+    case MIXPREC_SCALER_SEMANTICS_APEX:
+      return "apex";
     case MIXPREC_SCALER_SEMANTICS_DEEPSPEED:
     default:
       return "deepspeed";

@@ -37,8 +37,10 @@ check_dynamic (gdouble   init_scale,
     return invalid (error, "fp16.loss_scale_window", "a positive integer", window);
   if (hysteresis < 1)
     return invalid (error, "fp16.hysteresis", "a positive integer", hysteresis);
-  if (!isfinite (min_scale) || min_scale <= 0)
-    return invalid (error, "fp16.min_loss_scale", "a finite number > 0", min_scale);
+  /* 0 is no floor (PyTorch, Apex); the scale still stays positive. */
+  if (!isfinite (min_scale) || min_scale < 0)
+    return invalid (error, "fp16.min_loss_scale", "0 (no floor) or a finite number > 0",
+                    min_scale);
   if (!isfinite (max_scale) || max_scale < 0)
     return invalid (error, "mixprec.scaler.max_scale", "0 (no ceiling) or a finite number > 0",
                     max_scale);
@@ -68,7 +70,7 @@ check_dynamic (gdouble   init_scale,
  *
  * Returns: (transfer full) (nullable): a new scaler, or %NULL with @error
  *   set to %MIXPREC_SCALER_ERROR_INVALID_CONFIG when a value cannot make
- *   a scaler (a minimum that is not positive, a growth factor not above 1,
+ *   a scaler (a negative minimum, a growth factor not above 1,
  *   a backoff factor outside (0, 1), a window of 0, an initial scale that
  *   is not finite)
  *

@@ -285,6 +285,117 @@ test_config_scaler_semantics (void)
     }
 }
 
+/* ------------------------------------------------------------ fronts */
+
+static void
+test_config_fronts (void)
+{
+  static const struct {
+    const gchar *json;
+    MixprecPrecisionMode mode;
+    MixprecDType low;
+    MixprecScalerSemantics semantics;
+    gdouble loss_scale;      /* 0: dynamic */
+    gint power;
+    guint window, hysteresis;
+    gdouble min_scale, max_scale;
+    gboolean batchnorm_fp32;
+  } cases[] = {
+    /* Apex's opt levels (apex/amp/frontend.py): O0 FP32; O1 patches
+     * functions, parameters stay FP32; O2 FP16 model, FP32 masters and
+     * batch norm; O3 FP16 everything, static scale 1. */
+    { "{\"amp\": {\"enabled\": true, \"opt_level\": \"O0\"}}",
+      MIXPREC_PRECISION_MODE_FP32, MIXPREC_DTYPE_FLOAT32, MIXPREC_SCALER_SEMANTICS_DEEPSPEED,
+      0, 16, 1000, 2, 1, 0, FALSE },
+    { "{\"amp\": {\"enabled\": true, \"opt_level\": \"O1\"}}",
+      MIXPREC_PRECISION_MODE_AUTOCAST, MIXPREC_DTYPE_FLOAT16, MIXPREC_SCALER_SEMANTICS_APEX,
+      0, 16, 2000, 1, 0, 16777216, FALSE },
+    { "{\"amp\": {\"enabled\": true, \"opt_level\": \"O2\"}}",
+      MIXPREC_PRECISION_MODE_FP16, MIXPREC_DTYPE_FLOAT16, MIXPREC_SCALER_SEMANTICS_APEX,
+      0, 16, 2000, 1, 0, 16777216, TRUE },
+    { "{\"amp\": {\"enabled\": true, \"opt_level\": \"O2\", \"loss_scale\": 512,"
+      " \"keep_batchnorm_fp32\": false}}",
+      MIXPREC_PRECISION_MODE_FP16, MIXPREC_DTYPE_FLOAT16, MIXPREC_SCALER_SEMANTICS_DEEPSPEED,
+      512, 16, 1000, 2, 1, 0, FALSE },
+    { "{\"amp\": {\"enabled\": true, \"opt_level\": \"O3\", \"master_weights\": true}}",
+      MIXPREC_PRECISION_MODE_FP16, MIXPREC_DTYPE_FLOAT16, MIXPREC_SCALER_SEMANTICS_DEEPSPEED,
+      1, 16, 1000, 2, 1, 0, FALSE },
+    { "{\"amp\": {\"enabled\": true, \"opt_level\": \"O2\", \"max_loss_scale\": 4096}}",
+      MIXPREC_PRECISION_MODE_FP16, MIXPREC_DTYPE_FLOAT16, MIXPREC_SCALER_SEMANTICS_APEX,
+      0, 12, 2000, 1, 0, 4096, TRUE },
+    /* A disabled amp section changes nothing. */
+    { "{\"amp\": {\"enabled\": false, \"opt_level\": \"O2\"}}",
+      MIXPREC_PRECISION_MODE_FP32, MIXPREC_DTYPE_FLOAT32, MIXPREC_SCALER_SEMANTICS_DEEPSPEED,
+      0, 16, 1000, 2, 1, 0, FALSE },
+    /* Colossal-AI (colossalai/amp): torch = autocast + GradScaler, no
+     * floor; apex = apex.amp, enabled by default; naive = FP16 with FP32
+     * masters and its DynamicGradScaler (2^32, window 1000, hysteresis 2,
+     * min 1). */
+    { "{\"colossalai\": {\"fp16\": {\"mode\": \"torch\"}}}",
+      MIXPREC_PRECISION_MODE_AUTOCAST, MIXPREC_DTYPE_FLOAT16, MIXPREC_SCALER_SEMANTICS_TORCH,
+      0, 16, 2000, 1, 0, 0, FALSE },
+    { "{\"colossalai\": {\"fp16\": {\"mode\": \"apex\", \"opt_level\": \"O2\"}}}",
+      MIXPREC_PRECISION_MODE_FP16, MIXPREC_DTYPE_FLOAT16, MIXPREC_SCALER_SEMANTICS_APEX,
+      0, 16, 2000, 1, 0, 16777216, TRUE },
+    { "{\"colossalai\": {\"fp16\": {\"mode\": \"naive\"}}}",
+      MIXPREC_PRECISION_MODE_FP16, MIXPREC_DTYPE_FLOAT16, MIXPREC_SCALER_SEMANTICS_MEGATRON,
+      0, 32, 1000, 2, 1, 0, FALSE },
+    { "{\"colossalai\": {\"fp16\": {\"mode\": \"parallel\", \"max_scale\": 8589934592}}}",
+      MIXPREC_PRECISION_MODE_FP16, MIXPREC_DTYPE_FLOAT16, MIXPREC_SCALER_SEMANTICS_MEGATRON,
+      0, 32, 1000, 2, 1, 8589934592.0, FALSE },
+  };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autoptr(MixprecConfig) c = load (cases[i].json);
+      g_autoptr(MixprecConfig) again = NULL;
+      g_autofree gchar *text = mixprec_config_to_data (c, NULL);
+      g_autofree gchar *text_again = NULL;
+      const gchar * const *fp32_modules =
+        (const gchar * const *) mixprec_config_get_fp32_modules (c);
+
+      g_test_message ("%s", cases[i].json);
+      g_assert_cmpint (mixprec_config_get_precision_mode (c), ==, cases[i].mode);
+      g_assert_cmpint (mixprec_config_get_low_dtype (c), ==, cases[i].low);
+      g_assert_cmpfloat (mixprec_config_get_loss_scale (c), ==, cases[i].loss_scale);
+      if (cases[i].loss_scale == 0 && cases[i].mode != MIXPREC_PRECISION_MODE_FP32)
+        {
+          g_assert_cmpint (mixprec_config_get_scaler_semantics (c), ==, cases[i].semantics);
+          g_assert_cmpint (mixprec_config_get_initial_scale_power (c), ==, cases[i].power);
+          g_assert_cmpuint (mixprec_config_get_loss_scale_window (c), ==, cases[i].window);
+          g_assert_cmpuint (mixprec_config_get_hysteresis (c), ==, cases[i].hysteresis);
+          g_assert_cmpfloat (mixprec_config_get_min_loss_scale (c), ==, cases[i].min_scale);
+          g_assert_cmpfloat (mixprec_config_get_max_scale (c), ==, cases[i].max_scale);
+          g_assert_false (mixprec_config_get_raise_at_min_scale (c));
+        }
+      g_assert_cmpint (g_strv_contains (fp32_modules, "BatchNorm2d"), ==, cases[i].batchnorm_fp32);
+      g_assert_cmpint (g_strv_contains (fp32_modules, "SyncBatchNorm"), ==, cases[i].batchnorm_fp32);
+      g_assert_null (mixprec_config_get_warnings (c)[0]);
+
+      /* The resolved configuration says it all in libmixprec's own keys. */
+      again = load (text);
+      text_again = mixprec_config_to_data (again, NULL);
+      g_assert_cmpstr (text, ==, text_again);
+    }
+}
+
+static void
+test_config_fronts_colossal_training (void)
+{
+  g_autoptr(MixprecConfig) c =
+    load ("{\"colossalai\": {\"fp16\": {\"mode\": \"naive\", \"clip_grad_norm\": 1.5,"
+          " \"log_num_zeros_in_grad\": false}, \"gradient_accumulation\": 4,"
+          " \"parallel\": {\"tensor\": {\"size\": 2}}}}");
+  const gchar * const *warnings = (const gchar * const *) mixprec_config_get_warnings (c);
+
+  g_assert_cmpfloat (mixprec_config_get_gradient_clipping (c), ==, 1.5);
+  g_assert_cmpuint (mixprec_config_get_gradient_accumulation_steps (c), ==, 4);
+  /* Colossal-AI's other settings are named, not silently dropped. */
+  g_assert_nonnull (warnings);
+  g_assert_true (g_str_has_prefix (warnings[0], "colossalai.parallel: "));
+  g_assert_null (warnings[1]);
+}
+
 /* ------------------------------------------------------------ invalid */
 
 typedef struct
@@ -368,7 +479,7 @@ static const InvalidCase invalid_cases[] = {
   { "{\"optimizer\": \"AdamW\"}", "optimizer", "a JSON object", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
   { "{\"scheduler\": {\"type\": \"WarmupDecayLR\", \"params\": {\"total_num_steps\": \"auto\"}}}", "scheduler.params.total_num_steps", "--set scheduler.params.total_num_steps=VALUE", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
   { "{\"scheduler\": {\"type\": 7}}", "scheduler.type", "got 7", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
-  { "{\"mixprec\": {\"scaler\": {\"semantics\": \"apex\"}}}", "mixprec.scaler.semantics", "one of \"deepspeed\", \"torch\", \"megatron\"", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"mixprec\": {\"scaler\": {\"semantics\": \"amp\"}}}", "mixprec.scaler.semantics", "one of \"deepspeed\", \"torch\", \"megatron\", \"apex\"", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
   { "{\"mixprec\": {\"scaler\": {\"growth_factor\": 1}}}", "mixprec.scaler.growth_factor", "> 1", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
   { "{\"mixprec\": {\"scaler\": {\"backoff_factor\": 1}}}", "mixprec.scaler.backoff_factor", "between 0 and 1", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
   { "{\"mixprec\": {\"scaler\": {\"backoff_factor\": 0}}}", "mixprec.scaler.backoff_factor", "got 0", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
@@ -386,7 +497,23 @@ static const InvalidCase invalid_cases[] = {
   { "{\"mixprec\": {\"precision_mode\": \"fp8\"}}", "mixprec.precision_mode", "\"bf16_no_master\"", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
   { "{\"fp16\": {\"hysteresis\": 2}, \"mixprec\": {\"scaler\": {\"semantics\": \"torch\"}}}", "fp16.hysteresis", "must be 1", MIXPREC_CONFIG_ERROR_CONFLICT },
   { "{\"fp16\": {\"consecutive_hysteresis\": true}, \"mixprec\": {\"scaler\": {\"semantics\": \"megatron\"}}}", "fp16.consecutive_hysteresis", "megatron", MIXPREC_CONFIG_ERROR_CONFLICT },
-  { "{\"amp\": {\"enabled\": true, \"opt_level\": \"O1\"}}", "amp.enabled", "Apex amp", MIXPREC_CONFIG_ERROR_UNSUPPORTED },
+  { "{\"amp\": {\"enabled\": true, \"opt_level\": \"O3\"}}", "amp.master_weights", "fp16 no-master precision mode", MIXPREC_CONFIG_ERROR_UNSUPPORTED },
+  { "{\"amp\": {\"enabled\": true, \"opt_level\": \"O2\", \"master_weights\": false}}", "amp.master_weights", "got false:", MIXPREC_CONFIG_ERROR_UNSUPPORTED },
+  { "{\"amp\": {\"enabled\": true, \"keep_batchnorm_fp32\": true}}", "amp.keep_batchnorm_fp32", "null with opt_level \"O1\"", MIXPREC_CONFIG_ERROR_CONFLICT },
+  { "{\"amp\": {\"enabled\": true, \"master_weights\": true}}", "amp.master_weights", "null with opt_level \"O1\"", MIXPREC_CONFIG_ERROR_CONFLICT },
+  { "{\"amp\": {\"enabled\": true}, \"fp16\": {\"enabled\": true}}", "amp", "fp16.enabled", MIXPREC_CONFIG_ERROR_CONFLICT },
+  { "{\"amp\": {\"enabled\": true}, \"mixprec\": {\"scaler\": {\"semantics\": \"torch\"}}}", "mixprec.scaler.semantics", "selects its own scaler", MIXPREC_CONFIG_ERROR_CONFLICT },
+  { "{\"amp\": {\"opt_level\": \"O4\"}}", "amp.opt_level", "one of \"O0\"", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"amp\": {\"enabled\": true, \"loss_scale\": \"auto\"}}", "amp.loss_scale", "\"dynamic\" or a number", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"amp\": {\"enabled\": true, \"max_loss_scale\": 1000}}", "amp.max_loss_scale", "power of two", MIXPREC_CONFIG_ERROR_UNSUPPORTED },
+  { "{\"amp\": {\"enabled\": true, \"opt_levl\": \"O2\"}}", "amp.opt_levl", "did you mean opt_level?", MIXPREC_CONFIG_ERROR_UNKNOWN_KEY },
+  { "{\"amp\": {\"enabled\": true}, \"colossalai\": {\"fp16\": {\"mode\": \"torch\"}}}", "colossalai.fp16", "amp section", MIXPREC_CONFIG_ERROR_CONFLICT },
+  { "{\"colossalai\": {\"fp16\": {\"mode\": \"fp8\"}}}", "colossalai.fp16.mode", "one of \"torch\"", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"colossalai\": {\"fp16\": {}}}", "colossalai.fp16.mode", "missing", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"colossalai\": {\"fp16\": {\"mode\": \"torch\", \"init_scale\": 1000}}}", "colossalai.fp16.init_scale", "power of two", MIXPREC_CONFIG_ERROR_UNSUPPORTED },
+  { "{\"colossalai\": {\"fp16\": {\"mode\": \"naive\", \"growth_intervl\": 10}}}", "colossalai.fp16.growth_intervl", "did you mean growth_interval?", MIXPREC_CONFIG_ERROR_UNKNOWN_KEY },
+  { "{\"colossalai\": {\"fp16\": {\"mode\": \"naive\", \"clip_grad_norm\": 2}}, \"gradient_clipping\": 1}", "colossalai.fp16.clip_grad_norm", "gradient_clipping says 1", MIXPREC_CONFIG_ERROR_CONFLICT },
+  { "{\"colossalai\": {\"fp16\": {\"mode\": \"torch\"}}, \"bf16\": {\"enabled\": true}}", "colossalai.fp16", "bf16.enabled", MIXPREC_CONFIG_ERROR_CONFLICT },
   { "{\"fp16\": {\"enabled\": true, \"enabled\": false}}", "fp16.enabled", "written twice", MIXPREC_CONFIG_ERROR_DUPLICATE_KEY },
   { "{\"fp16\": {}, \"fp16\": {}}", "fp16", "lines 1 and 1", MIXPREC_CONFIG_ERROR_DUPLICATE_KEY },
   { "{\"a b\": 1, \"mixprec\": {\"strict\": true}}", "[\"a b\"]", "unknown key", MIXPREC_CONFIG_ERROR_UNKNOWN_KEY },
@@ -809,7 +936,8 @@ test_config_warnings (void)
   g_assert_true (warned (c, "flops_profiler: "));
   g_assert_true (warned (c, "wandb: "));
   g_assert_true (warned (c, "steps_per_print: "));
-  g_assert_true (warned (c, "amp: "));
+  /* Apex amp is read now; a disabled one asks for nothing. */
+  g_assert_false (warned (c, "amp"));
   g_assert_true (warned (c, "zero_optimization.offload_optimizer: "));
   g_assert_true (warned (c, "zero_optimization.round_robin_gradients: "));
   g_assert_true (warned (c, "zero_optimization.stage3_max_reuse_distance: "));
@@ -823,7 +951,7 @@ test_config_warnings (void)
   g_assert_false (warned (c, "zero_optimization.stage3_max_live_parameters"));
   g_assert_false (warned (c, "zero_optimization.stage3_prefetch_bucket_size"));
   g_assert_cmpuint (mixprec_config_get_prefetch_bucket_size (c), ==, 1000);
-  g_assert_cmpuint (g_strv_length (mixprec_config_get_warnings (c)), ==, 10);
+  g_assert_cmpuint (g_strv_length (mixprec_config_get_warnings (c)), ==, 9);
   g_assert_cmpint (mixprec_config_get_precision_mode (c), ==, MIXPREC_PRECISION_MODE_FP32);
 
   /* DeepSpeed's oldest form of the ZeRO section. */
@@ -1725,6 +1853,8 @@ main (int argc, char **argv)
   g_test_add_func ("/config/overlap-default", test_config_overlap_default);
   g_test_add_func ("/config/stage3-sizes", test_config_stage3_sizes);
   g_test_add_func ("/config/scaler-semantics", test_config_scaler_semantics);
+  g_test_add_func ("/config/fronts/mapping", test_config_fronts);
+  g_test_add_func ("/config/fronts/colossalai-training", test_config_fronts_colossal_training);
   g_test_add_func ("/config/invalid/table", test_config_invalid_table);
   g_test_add_func ("/config/invalid/all-errors-listed", test_config_all_errors_listed);
   g_test_add_func ("/config/invalid/suggestions", test_config_suggestions);

@@ -1367,6 +1367,279 @@ test_config_invalid (void)
   g_assert_nonnull (strstr (error->message, "fp16.loss_scale"));
 }
 
+/* ------------------------------------------------------------------ fronts */
+
+/* Apex amp, Colossal-AI's three fp16 modes: each configuration is read,
+ * its scaler driven through a run of clean and overflowing steps, and
+ * every scale compared with a transcription of the framework's own update
+ * rule, written here from the frameworks' sources and nothing else. */
+
+typedef enum { FRONT_STATIC, FRONT_APEX, FRONT_GRADSCALER, FRONT_COLOSSAL_NAIVE } FrontRule;
+
+typedef struct
+{
+  FrontRule rule;
+  double init_scale;   /* as the framework is given it */
+  double min_scale;    /* 0: None */
+  double max_scale;    /* 0: None */
+  double growth;
+  double backoff;
+  int interval;
+  int hysteresis;
+} FrontParams;
+
+typedef struct
+{
+  double apex_scale;   /* apex: self._loss_scale, a Python float */
+  float scale;         /* torch, Colossal-AI: a float32 tensor */
+  int unskipped;       /* apex _unskipped; GradScaler _growth_tracker;
+                        * Colossal-AI _growth_step */
+  int hysteresis_step; /* Colossal-AI _hysteresis_step */
+} FrontState;
+
+static void
+front_init (FrontState        *r,
+            const FrontParams *p)
+{
+  memset (r, 0, sizeof *r);
+  /* apex/amp/scaler.py: self._loss_scale = min(max_loss_scale, init_scale) */
+  r->apex_scale = p->max_scale > 0 && p->max_scale < p->init_scale ? p->max_scale : p->init_scale;
+  r->scale = (float) p->init_scale;
+}
+
+static double
+front_scale (const FrontState  *r,
+             const FrontParams *p)
+{
+  return p->rule == FRONT_APEX || p->rule == FRONT_STATIC ? r->apex_scale : (double) r->scale;
+}
+
+static void
+front_update (FrontState        *r,
+              const FrontParams *p,
+              gboolean           overflow)
+{
+  switch (p->rule)
+    {
+    case FRONT_STATIC:
+      break;
+
+    case FRONT_APEX:
+      /* LossScaler.update_scale() */
+      if (overflow)
+        {
+          if (p->min_scale > 0)
+            r->apex_scale = MAX (p->min_scale, r->apex_scale / 2.);
+          else
+            r->apex_scale = r->apex_scale / 2.;
+          r->unskipped = 0;
+        }
+      else
+        r->unskipped += 1;
+      if (r->unskipped == p->interval)
+        {
+          r->apex_scale = MIN (p->max_scale, r->apex_scale * 2.);
+          r->unskipped = 0;
+        }
+      break;
+
+    case FRONT_GRADSCALER:
+      /* _amp_update_scale_: float scale, double factors */
+      if (overflow)
+        {
+          r->scale = (float) (r->scale * p->backoff);
+          r->unskipped = 0;
+        }
+      else
+        {
+          int successful = r->unskipped + 1;
+
+          if (successful == p->interval)
+            {
+              float grown = (float) (r->scale * p->growth);
+
+              if (isfinite (grown))
+                r->scale = grown;
+              r->unskipped = 0;
+            }
+          else
+            r->unskipped = successful;
+        }
+      break;
+
+    case FRONT_COLOSSAL_NAIVE:
+      /* colossalai DynamicGradScaler.update(): float32 tensors */
+      if (overflow)
+        {
+          r->hysteresis_step += 1;
+          r->unskipped = 0;
+          if (r->hysteresis_step >= p->hysteresis)
+            {
+              r->scale = r->scale * (float) p->backoff;
+              if (p->min_scale > 0 && r->scale < (float) p->min_scale)
+                r->scale = (float) p->min_scale;
+            }
+        }
+      else
+        {
+          r->unskipped += 1;
+          if (r->unskipped == p->interval)
+            {
+              r->unskipped = 0;
+              r->hysteresis_step = 0;
+              r->scale = r->scale * (float) p->growth;
+              if (p->max_scale > 0 && r->scale > (float) p->max_scale)
+                r->scale = (float) p->max_scale;
+            }
+        }
+      break;
+    }
+}
+
+/* Long clean stretches (so that windows of 1000 and 2000 complete),
+ * then a rate of overflows that lowers the scale without reaching the
+ * floor libmixprec adds at the smallest normal number,
+ * isolated overflows, and bursts of them. */
+static gboolean
+front_overflow (GRand *rand,
+                guint  step)
+{
+  if (step % 5000 >= 4990)
+    return TRUE;
+  return g_rand_double (rand) < (step < 15000 ? 0.0002 : 0.002);
+}
+
+static void
+check_front (const gchar       *json,
+             const FrontParams *p)
+{
+  g_autoptr(MixprecLossScaler) s = scaler_from_json (json);
+  g_autoptr(GRand) rand = g_rand_new_with_seed (7);
+  FrontState r;
+  guint grown = 0, lowered = 0;
+
+  g_test_message ("%s", json);
+  front_init (&r, p);
+  g_assert_cmpfloat (mixprec_loss_scaler_get_scale (s), ==, front_scale (&r, p));
+  if (p->rule == FRONT_STATIC)
+    g_assert_true (MIXPREC_IS_STATIC_SCALER (s));
+  for (guint i = 0; i < 30000; i++)
+    {
+      gboolean overflow = front_overflow (rand, i);
+      double before = front_scale (&r, p);
+      g_autoptr(GError) error = NULL;
+
+      front_update (&r, p, overflow);
+      g_assert_true (mixprec_loss_scaler_update (s, overflow, &error));
+      g_assert_no_error (error);
+      if (mixprec_loss_scaler_get_scale (s) != front_scale (&r, p))
+        g_error ("%s: step %u (%s): scale %.17g, the framework's %.17g", json, i,
+                 overflow ? "overflow" : "clean", mixprec_loss_scaler_get_scale (s),
+                 front_scale (&r, p));
+      grown += front_scale (&r, p) > before;
+      lowered += front_scale (&r, p) < before;
+    }
+  /* The run exercised both directions (a static scale neither). */
+  if (p->rule != FRONT_STATIC)
+    g_assert_true (grown > 0 && lowered > 0);
+}
+
+static void
+test_front_apex_o0 (void)
+{
+  /* O0: FP32, loss_scale 1.0. */
+  const FrontParams p = { FRONT_STATIC, 1, 0, 0, 0, 0, 0, 0 };
+
+  check_front ("{\"amp\": {\"enabled\": true, \"opt_level\": \"O0\"}}", &p);
+}
+
+static void
+test_front_apex_o1 (void)
+{
+  /* O1: loss_scale "dynamic", init 2^16, window 2000, max 2^24. */
+  const FrontParams p = { FRONT_APEX, 65536, 0, 16777216, 2, 0.5, 2000, 1 };
+  const FrontParams q = { FRONT_APEX, 65536, 512, 131072, 2, 0.5, 2000, 1 };
+  const FrontParams st = { FRONT_STATIC, 128, 0, 0, 0, 0, 0, 0 };
+
+  check_front ("{\"amp\": {\"enabled\": true, \"opt_level\": \"O1\"}}", &p);
+  check_front ("{\"amp\": {\"enabled\": true, \"opt_level\": \"O1\", \"loss_scale\": \"dynamic\","
+               " \"min_loss_scale\": 512, \"max_loss_scale\": 131072}}", &q);
+  check_front ("{\"amp\": {\"enabled\": true, \"opt_level\": \"O1\", \"loss_scale\": 128}}", &st);
+}
+
+static void
+test_front_apex_o2 (void)
+{
+  const FrontParams p = { FRONT_APEX, 65536, 0, 16777216, 2, 0.5, 2000, 1 };
+  /* max_loss_scale below 2^16: Apex starts at it. */
+  const FrontParams q = { FRONT_APEX, 65536, 0, 1024, 2, 0.5, 2000, 1 };
+
+  check_front ("{\"amp\": {\"enabled\": true, \"opt_level\": \"O2\"}}", &p);
+  check_front ("{\"amp\": {\"enabled\": true, \"opt_level\": \"O2\", \"max_loss_scale\": 1024,"
+               " \"min_loss_scale\": null, \"keep_batchnorm_fp32\": false}}", &q);
+}
+
+static void
+test_front_apex_o3 (void)
+{
+  /* O3 keeps no FP32 master by default, which libmixprec cannot train
+   * in fp16; with master_weights true it is O2 without FP32 batch norm,
+   * at Apex's static scale of 1 unless asked for "dynamic". */
+  const FrontParams st = { FRONT_STATIC, 1, 0, 0, 0, 0, 0, 0 };
+  const FrontParams p = { FRONT_APEX, 65536, 0, 16777216, 2, 0.5, 2000, 1 };
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MixprecConfig) c =
+    mixprec_config_new_from_data ("{\"amp\": {\"enabled\": true, \"opt_level\": \"O3\"}}", -1,
+                                  &error);
+
+  g_assert_null (c);
+  g_assert_error (error, MIXPREC_CONFIG_ERROR, MIXPREC_CONFIG_ERROR_UNSUPPORTED);
+  g_assert_nonnull (strstr (error->message, "amp.master_weights"));
+  g_assert_nonnull (strstr (error->message, "fp16 no-master"));
+
+  check_front ("{\"amp\": {\"enabled\": true, \"opt_level\": \"O3\", \"master_weights\": true}}",
+               &st);
+  check_front ("{\"amp\": {\"enabled\": true, \"opt_level\": \"O3\", \"master_weights\": true,"
+               " \"loss_scale\": \"dynamic\"}}", &p);
+}
+
+static void
+test_front_colossal_torch (void)
+{
+  const FrontParams p = { FRONT_GRADSCALER, 65536, 0, 0, 2, 0.5, 2000, 1 };
+  const FrontParams q = { FRONT_GRADSCALER, 8, 0, 0, 4, 0.25, 3, 1 };
+
+  check_front ("{\"colossalai\": {\"fp16\": {\"mode\": \"torch\"}}}", &p);
+  check_front ("{\"colossalai\": {\"fp16\": {\"mode\": \"torch\", \"init_scale\": 8,"
+               " \"growth_factor\": 4, \"backoff_factor\": 0.25, \"growth_interval\": 3}}}", &q);
+}
+
+static void
+test_front_colossal_apex (void)
+{
+  /* Colossal-AI's apex mode is enabled by default. */
+  const FrontParams p = { FRONT_APEX, 65536, 0, 16777216, 2, 0.5, 2000, 1 };
+  const FrontParams q = { FRONT_APEX, 65536, 4, 16777216, 2, 0.5, 2000, 1 };
+
+  check_front ("{\"colossalai\": {\"fp16\": {\"mode\": \"apex\"}}}", &p);
+  check_front ("{\"colossalai\": {\"fp16\": {\"mode\": \"apex\", \"opt_level\": \"O2\","
+               " \"min_loss_scale\": 4}}}", &q);
+}
+
+static void
+test_front_colossal_naive (void)
+{
+  /* initial_scale 2^32, min_scale 1, growth 2, backoff 0.5, interval
+   * 1000, hysteresis 2. */
+  const FrontParams p = { FRONT_COLOSSAL_NAIVE, 4294967296.0, 1, 0, 2, 0.5, 1000, 2 };
+  const FrontParams q = { FRONT_COLOSSAL_NAIVE, 1024, 0, 65536, 3, 0.75, 5, 3 };
+
+  check_front ("{\"colossalai\": {\"fp16\": {\"mode\": \"naive\"}}}", &p);
+  check_front ("{\"colossalai\": {\"fp16\": {\"mode\": \"naive\", \"initial_scale\": 1024,"
+               " \"min_scale\": null, \"max_scale\": 65536, \"growth_factor\": 3,"
+               " \"backoff_factor\": 0.75, \"growth_interval\": 5, \"hysteresis\": 3}}}", &q);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -1407,6 +1680,13 @@ main (int argc, char **argv)
   g_test_add_func ("/scaler/config/published-sequence", test_config_published_sequence);
   g_test_add_func ("/scaler/config/megatron-sequence", test_config_megatron_sequence);
   g_test_add_func ("/scaler/config/invalid", test_config_invalid);
+  g_test_add_func ("/scaler/fronts/apex-O0", test_front_apex_o0);
+  g_test_add_func ("/scaler/fronts/apex-O1", test_front_apex_o1);
+  g_test_add_func ("/scaler/fronts/apex-O2", test_front_apex_o2);
+  g_test_add_func ("/scaler/fronts/apex-O3", test_front_apex_o3);
+  g_test_add_func ("/scaler/fronts/colossalai-torch", test_front_colossal_torch);
+  g_test_add_func ("/scaler/fronts/colossalai-apex", test_front_colossal_apex);
+  g_test_add_func ("/scaler/fronts/colossalai-naive", test_front_colossal_naive);
 
   return g_test_run ();
 }

@@ -89,6 +89,11 @@ mixprec_public_headers += libmixprec/mixprec-lr-schedule.h
 mixprec_enum_headers += libmixprec/mixprec-lr-schedule.h
 mixprec_sources += libmixprec/mixprec-lr-schedule.c
 
+# --- the configured optimizer, checked against its plugin's schema
+mixprec_sources += \
+	libmixprec/mixprec-optimizer-params-private.h \
+	libmixprec/mixprec-optimizer-params.c
+
 # --- partitioner (ZeRO layout arithmetic)
 mixprec_public_headers += libmixprec/mixprec-partitioner.h
 mixprec_enum_headers += libmixprec/mixprec-partitioner.h

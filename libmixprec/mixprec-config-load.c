@@ -11,6 +11,7 @@
 
 #include "mixprec.h"
 #include "mixprec-config-private.h"
+#include "mixprec-optimizer-params-private.h"
 
 typedef struct
 {
@@ -1860,6 +1861,94 @@ resolve_rest (Loader *l)
     }
 }
 
+/* The optimizer and the schedule, checked as the engine builds them:
+ * the optimizer's parameters against its plugin's schema (each problem
+ * reported), the schedule's by building it. Sections that already failed
+ * their own checks (a missing type, an unresolved "auto") are not checked
+ * again. */
+static void
+check_optimizer_and_scheduler (Loader   *l,
+                               gboolean  optimizer_ok,
+                               gboolean  scheduler_ok)
+{
+  MixprecConfigSettings *s = l->s;
+  g_autoptr(GString) errors = g_string_new (NULL);
+  g_autoptr(GString) warnings = g_string_new (NULL);
+  g_autoptr(MixprecFeature) feature = NULL;
+  g_autofree gdouble *hparams = NULL;
+  gdouble base_lr = MIXPREC_LR_SCHEDULE_DEFAULT_BASE_LR;
+  guint n = 0;
+
+  if (optimizer_ok)
+    {
+      feature = _mixprec_optimizer_resolve (s->optimizer_type, s->optimizer_params, s->device,
+                                            &hparams, &n, errors, warnings);
+      /* A plugin for another device is not loadable on every machine
+       * that checks a configuration; its schema is the cpu one's. */
+      if (feature == NULL && !g_str_equal (s->device, "cpu"))
+        {
+          g_autoptr(GString) cpu_errors = g_string_new (NULL);
+
+          g_string_truncate (warnings, 0);
+          feature = _mixprec_optimizer_resolve (s->optimizer_type, s->optimizer_params, "cpu",
+                                                &hparams, &n, cpu_errors, warnings);
+          if (feature != NULL)
+            {
+              g_autoptr(GString) reason = g_string_new (errors->str);
+
+              g_string_truncate (reason, reason->len - 1);
+              _mixprec_config_report_warning (l->report, "%s; checked the parameters against "
+                                              "the cpu plugin's", reason->str);
+              g_string_assign (errors, cpu_errors->str);
+            }
+        }
+      if (errors->len > 0)
+        {
+          g_auto(GStrv) lines = NULL;
+
+          g_string_truncate (errors, errors->len - 1);
+          lines = g_strsplit (errors->str, "\n", -1);
+          for (guint i = 0; lines[i] != NULL; i++)
+            _mixprec_config_report_error (l->report,
+                                          feature == NULL ? MIXPREC_CONFIG_ERROR_UNSUPPORTED
+                                                          : MIXPREC_CONFIG_ERROR_INVALID_VALUE,
+                                          "%s", lines[i]);
+        }
+      else if (feature != NULL)
+        s->resolved_optimizer_params = _mixprec_optimizer_params_to_json (feature, hparams);
+      if (warnings->len > 0)
+        {
+          g_auto(GStrv) lines = NULL;
+
+          g_string_truncate (warnings, warnings->len - 1);
+          lines = g_strsplit (warnings->str, "\n", -1);
+          for (guint i = 0; lines[i] != NULL; i++)
+            _mixprec_config_report_warning (l->report, "%s", lines[i]);
+        }
+    }
+
+  if (scheduler_ok && s->scheduler_type != NULL)
+    {
+      g_autoptr(MixprecLrSchedule) schedule = NULL;
+      g_autoptr(GError) error = NULL;
+      JsonNode *lr = s->optimizer_params != NULL
+                     ? json_object_get_member (s->optimizer_params, "lr") : NULL;
+
+      if (lr != NULL && JSON_NODE_HOLDS_VALUE (lr)
+          && (json_node_get_value_type (lr) == G_TYPE_DOUBLE
+              || json_node_get_value_type (lr) == G_TYPE_INT64)
+          && isfinite (json_node_get_double (lr)) && json_node_get_double (lr) >= 0)
+        base_lr = json_node_get_double (lr);
+      schedule = mixprec_lr_schedule_new (s->scheduler_type, s->scheduler_params, base_lr, &error);
+      if (schedule == NULL)
+        _mixprec_config_report_error (l->report,
+                                      error->code == MIXPREC_LR_SCHEDULE_ERROR_UNKNOWN_TYPE
+                                      ? MIXPREC_CONFIG_ERROR_UNSUPPORTED
+                                      : MIXPREC_CONFIG_ERROR_INVALID_VALUE,
+                                      "%s", error->message);
+    }
+}
+
 gboolean
 _mixprec_config_settings_load (MixprecConfigSettings *settings,
                                JsonNode              *root,
@@ -1867,7 +1956,8 @@ _mixprec_config_settings_load (MixprecConfigSettings *settings,
 {
   Loader l = { .s = settings, .report = report };
   JsonObject *o;
-  gboolean has_bf16, has_bfloat16;
+  gboolean has_bf16, has_bfloat16, optimizer_ok, scheduler_ok;
+  guint before;
 
   if (!JSON_NODE_HOLDS_OBJECT (root))
     {
@@ -1896,10 +1986,14 @@ _mixprec_config_settings_load (MixprecConfigSettings *settings,
   load_data_types (&l, section_object (&l, o, "data_types", FALSE));
   load_torch_autocast (&l, section_object (&l, o, "torch_autocast", FALSE));
   load_zero (&l, o);
+  before = report->problems->len;
   load_typed_section (&l, section_object (&l, o, "optimizer", TRUE), "optimizer",
                       &settings->optimizer_type, &settings->optimizer_params);
+  optimizer_ok = report->problems->len == before;
+  before = report->problems->len;
   load_typed_section (&l, section_object (&l, o, "scheduler", TRUE), "scheduler",
                       &settings->scheduler_type, &settings->scheduler_params);
+  scheduler_ok = report->problems->len == before;
   load_mixprec (&l, section_object (&l, o, "mixprec", FALSE));
   load_fronts (&l, o);
 
@@ -1907,6 +2001,7 @@ _mixprec_config_settings_load (MixprecConfigSettings *settings,
   resolve_dtypes (&l);
   resolve_scaler (&l);
   resolve_rest (&l);
+  check_optimizer_and_scheduler (&l, optimizer_ok, scheduler_ok);
 
   /* Strict: whatever would only have been warned about refuses the
    * document, each with the code of its kind. */
@@ -1973,6 +2068,7 @@ _mixprec_config_settings_clear (MixprecConfigSettings *s)
   g_clear_pointer (&s->optimizer_params, json_object_unref);
   g_clear_pointer (&s->scheduler_type, g_free);
   g_clear_pointer (&s->scheduler_params, json_object_unref);
+  g_clear_pointer (&s->resolved_optimizer_params, json_object_unref);
   g_clear_pointer (&s->fp32_modules, g_strfreev);
   g_clear_pointer (&s->fp32_params, g_strfreev);
   g_clear_pointer (&s->comm_backend, g_free);

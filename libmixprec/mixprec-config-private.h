@@ -94,6 +94,11 @@ typedef struct
   JsonObject *optimizer_params;
   gchar      *scheduler_type;
   JsonObject *scheduler_params;
+  /* The optimizer's parameters as the engine will run them: its plugin's
+   * defaults with the document's values applied (also without an
+   * optimizer section, for the default AdamW). NULL when they could not
+   * be checked. */
+  JsonObject *resolved_optimizer_params;
 
   /* mixprec */
   GStrv    fp32_modules;

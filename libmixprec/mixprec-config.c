@@ -7,6 +7,7 @@
 
 #include "mixprec.h"
 #include "mixprec-config-private.h"
+#include "mixprec-optimizer-params-private.h"
 
 /**
  * MixprecConfig:
@@ -286,6 +287,13 @@ read_capped (const gchar  *path,
  * accepts without acting on them are listed by
  * mixprec_config_get_warnings().
  *
+ * The optimizer and the learning-rate schedule are checked as
+ * mixprec_engine_new() builds them: the optimizer is looked up in the
+ * default #MixprecRegistry for `mixprec.device` (a type no plugin provides
+ * is %MIXPREC_CONFIG_ERROR_UNSUPPORTED) and each of its parameters is
+ * checked against the plugin's hyper-parameter schema, so a configuration
+ * that loads is one the engine accepts.
+ *
  * Returns: (transfer full) (nullable): a new #MixprecConfig, or %NULL with
  *   @error set
  *
@@ -441,7 +449,9 @@ semantics_name (MixprecScalerSemantics semantics)
  * DeepSpeed's spelling ("fp32", "fp16", "bf16"), and
  * `mixprec.precision_mode` showing the mode the document selects. Batch
  * sizes not yet known print as null until mixprec_config_resolve_batch()
- * fills them in; absent optimizer and scheduler sections print as null.
+ * fills them in; the optimizer prints with every parameter its plugin
+ * will run with (an absent section as the default AdamW the engine runs);
+ * an absent scheduler section prints as null.
  * Keys that were accepted but ignored are not printed.
  *
  * The result reads back with mixprec_config_new_from_data() into a
@@ -536,7 +546,13 @@ mixprec_config_to_data (MixprecConfig *self,
   json_builder_add_int_value (b, (gint64) s->max_live_parameters);
   json_builder_end_object (b);
 
-  add_typed_section (b, "optimizer", s->optimizer_type, s->optimizer_params);
+  /* The optimizer as the engine will run it, every parameter shown; an
+   * absent section shows the default the engine runs. */
+  add_typed_section (b, "optimizer",
+                     s->optimizer_type != NULL ? s->optimizer_type
+                     : s->resolved_optimizer_params != NULL ? _MIXPREC_DEFAULT_OPTIMIZER_TYPE : NULL,
+                     s->resolved_optimizer_params != NULL ? s->resolved_optimizer_params
+                                                          : s->optimizer_params);
   add_typed_section (b, "scheduler", s->scheduler_type, s->scheduler_params);
 
   json_builder_set_member_name (b, "mixprec");

@@ -25,6 +25,7 @@
 #include "mixprec-engine-private.h"
 #include "mixprec-parallel-private.h"
 #include "mixprec-registry-private.h"
+#include "mixprec-optimizer-params-private.h"
 
 G_DEFINE_FINAL_TYPE (MixprecEngine, mixprec_engine, G_TYPE_OBJECT)
 G_DEFINE_QUARK (mixprec-engine-error-quark, mixprec_engine_error)
@@ -195,154 +196,25 @@ _mixprec_engine_comm_failed (GError **error, GError *cause, const gchar *what)
 
 /* ---------------------------------------------------------------- optimizer */
 
-/* DeepSpeed's optimizer type names, mapped onto plugin features. "Adam" is
- * the adamw plugin too: DeepSpeed's Adam decouples weight decay unless
- * adam_w_mode is false. */
-static gchar *
-optimizer_feature_name (const gchar *type)
-{
-  g_autofree gchar *lower = g_ascii_strdown (type, -1);
-
-  if (g_str_equal (lower, "adam") || g_str_equal (lower, "fusedadam"))
-    return g_strdup ("adamw");
-  return g_steal_pointer (&lower);
-}
-
-static gboolean
-set_hparam (MixprecEngine *self,
-            const gchar   *path,
-            const gchar   *name,
-            JsonNode      *node,
-            GString       *errors)
-{
-  gint index = mixprec_feature_find_hparam (self->optimizer, name);
-  MixprecHyperParamType type;
-  gdouble value, lo, hi;
-
-  if (index < 0)
-    {
-      GString *known = g_string_new (NULL);
-
-      for (guint i = 0; i < self->n_hparams; i++)
-        g_string_append_printf (known, "%s%s", i ? ", " : "",
-                                mixprec_feature_get_hparam_name (self->optimizer, i));
-      g_string_append_printf (errors, "%s: not a hyper-parameter of the '%s' optimizer (it has: %s)\n",
-                              path, mixprec_feature_get_name (self->optimizer), known->str);
-      g_string_free (known, TRUE);
-      return FALSE;
-    }
-  type = mixprec_feature_get_hparam_type (self->optimizer, index);
-  if (JSON_NODE_HOLDS_VALUE (node) && json_node_get_value_type (node) == G_TYPE_BOOLEAN)
-    {
-      if (type != MIXPREC_HYPER_PARAM_TYPE_BOOL)
-        {
-          g_string_append_printf (errors, "%s: must be a number, got %s\n", path,
-                                  json_node_get_boolean (node) ? "true" : "false");
-          return FALSE;
-        }
-      value = json_node_get_boolean (node) ? 1.0 : 0.0;
-    }
-  else if (JSON_NODE_HOLDS_VALUE (node) &&
-           (json_node_get_value_type (node) == G_TYPE_DOUBLE ||
-            json_node_get_value_type (node) == G_TYPE_INT64))
-    {
-      value = json_node_get_double (node);
-      if (type == MIXPREC_HYPER_PARAM_TYPE_BOOL)
-        {
-          g_string_append_printf (errors, "%s: must be true or false, got %g\n", path, value);
-          return FALSE;
-        }
-      if (type == MIXPREC_HYPER_PARAM_TYPE_INT && value != floor (value))
-        {
-          g_string_append_printf (errors, "%s: must be an integer, got %g\n", path, value);
-          return FALSE;
-        }
-    }
-  else
-    {
-      g_string_append_printf (errors, "%s: must be a %s\n", path,
-                              type == MIXPREC_HYPER_PARAM_TYPE_BOOL ? "boolean" : "number");
-      return FALSE;
-    }
-  lo = mixprec_feature_get_hparam_minimum (self->optimizer, index);
-  hi = mixprec_feature_get_hparam_maximum (self->optimizer, index);
-  if (!isfinite (value) || value < lo || value > hi)
-    {
-      g_string_append_printf (errors, "%s: must be between %g and %g, got %g\n",
-                              path, lo, hi, value);
-      return FALSE;
-    }
-  self->hparams[index] = value;
-  return TRUE;
-}
-
+/* The optimizer, found and checked as the configuration checked it
+ * (mixprec-optimizer-params.c). */
 static gboolean
 setup_optimizer (MixprecEngine *self,
                  GError       **error)
 {
-  MixprecRegistry *registry = mixprec_registry_get_default ();
-  const gchar *type = mixprec_config_get_optimizer_type (self->config);
-  JsonObject *params = mixprec_config_get_optimizer_params (self->config);
-  g_autofree gchar *feature_name = optimizer_feature_name (type != NULL ? type : "adamw");
   g_autoptr(GString) errors = g_string_new (NULL);
-  g_autoptr(GList) members = NULL;
 
   /* The optimizer runs where the buffers are (a plan has no device open
    * and asks about the configured one). */
-  self->optimizer = mixprec_registry_find_feature (registry, MIXPREC_FEATURE_KIND_OPTIMIZER,
-                                                   feature_name,
-                                                   self->device != NULL
-                                                   ? _mixprec_device_get_name (self->device)
-                                                   : mixprec_config_get_device (self->config),
-                                                   error);
-  if (self->optimizer == NULL)
-    {
-      g_prefix_error (error, "optimizer.type: ");
-      return FALSE;
-    }
-
-  self->n_hparams = mixprec_feature_get_n_hparams (self->optimizer);
-  self->hparams = g_new0 (gdouble, MAX (self->n_hparams, 1));
-  for (guint i = 0; i < self->n_hparams; i++)
-    self->hparams[i] = mixprec_feature_get_hparam_default (self->optimizer, i);
-  self->weight_decay_index = mixprec_feature_find_hparam (self->optimizer, "weight_decay");
-
-  if (params != NULL)
-    members = json_object_get_members (params);
-  for (GList *l = members; l != NULL; l = l->next)
-    {
-      const gchar *key = l->data;
-      JsonNode *node = json_object_get_member (params, key);
-      g_autofree gchar *path = g_strdup_printf ("optimizer.params.%s", key);
-
-      if (g_str_equal (key, "betas"))
-        {
-          JsonArray *betas = JSON_NODE_HOLDS_ARRAY (node) ? json_node_get_array (node) : NULL;
-
-          if (betas == NULL || json_array_get_length (betas) != 2)
-            {
-              g_string_append_printf (errors, "%s: must be an array of two numbers [beta1, beta2]\n", path);
-              continue;
-            }
-          set_hparam (self, "optimizer.params.betas[0]", "beta1",
-                      json_array_get_element (betas, 0), errors);
-          set_hparam (self, "optimizer.params.betas[1]", "beta2",
-                      json_array_get_element (betas, 1), errors);
-          continue;
-        }
-      set_hparam (self, path, key, node, errors);
-    }
-
-  /* DeepSpeed's AdamW type always decouples weight decay. */
-  if (type != NULL && g_ascii_strcasecmp (type, "AdamW") == 0)
-    {
-      gint mode = mixprec_feature_find_hparam (self->optimizer, "adam_w_mode");
-
-      if (mode >= 0 && self->hparams[mode] == 0.0)
-        g_string_append (errors, "optimizer.params.adam_w_mode: must be true for type AdamW "
-                                 "(use type Adam for L2 regularisation), got false\n");
-    }
-
+  self->optimizer = _mixprec_optimizer_resolve (mixprec_config_get_optimizer_type (self->config),
+                                                mixprec_config_get_optimizer_params (self->config),
+                                                self->device != NULL
+                                                ? _mixprec_device_get_name (self->device)
+                                                : mixprec_config_get_device (self->config),
+                                                &self->hparams, &self->n_hparams, errors,
+                                                NULL);
+  if (self->optimizer != NULL)
+    self->weight_decay_index = mixprec_feature_find_hparam (self->optimizer, "weight_decay");
   if (errors->len > 0)
     {
       g_string_truncate (errors, errors->len - 1);

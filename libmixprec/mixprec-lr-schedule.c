@@ -392,7 +392,8 @@ load_params (MixprecLrSchedule *self,
     return TRUE;
 
   if (json_object_has_member (params, "warmup_num_steps")
-      && !read_integer (params, "warmup_num_steps", 1, "a positive integer",
+      && !read_integer (params, "warmup_num_steps", 0,
+                        "a non-negative integer (DeepSpeed warms up over at least 2 steps)",
                         &warmup_num_steps, error))
     return FALSE;
   if (json_object_has_member (params, "warmup_type")

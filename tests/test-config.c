@@ -780,12 +780,17 @@ test_config_deep_nesting (void)
     expect_parse_failure (in_params, strlen (in_params), "optimizer.params.p[0][0]");
   }
 
-  /* Moderate nesting inside optimizer params is allowed. */
+  /* Moderate nesting inside optimizer params passes the scanner; the
+   * optimizer check then refuses the document for what it says, not for
+   * its depth. */
   shallow = g_strdup_printf ("{\"optimizer\": {\"type\": \"X\", \"params\": {\"p\": %s}}}", shallow_body);
   {
-    g_autoptr(MixprecConfig) c = load (shallow);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(MixprecConfig) c = mixprec_config_new_from_data (shallow, -1, &error);
 
-    g_assert_cmpstr (mixprec_config_get_optimizer_type (c), ==, "X");
+    g_assert_null (c);
+    g_assert_true (g_str_has_prefix (error->message, "optimizer.type: no optimizer 'x'"));
+    g_assert_null (strstr (error->message, "nesting"));
   }
 }
 
@@ -959,6 +964,67 @@ test_config_warnings (void)
   g_assert_true (warned (z, "zero_optimization: "));
 }
 
+/* ------------------------------------------------------------ optimizer */
+
+/* The configuration checks the optimizer and the schedule as the engine
+ * builds them, and reports every problem of the file in one error. */
+static void
+test_config_optimizer_all_errors (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MixprecConfig) c = mixprec_config_new_from_data (
+    "{\"fp16\": {\"enabled\": true, \"loss_scale_window\": -3},"
+    " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1e-4, \"amsgrad\": true,"
+    "   \"momentum\": 0.9, \"betas\": [0.9, 1.5]}},"
+    " \"scheduler\": {\"type\": \"WarmupDecayLR\", \"params\": {\"warmup_num_steps\": 10}}}",
+    -1, &error);
+  static const gchar *const lines[] = {
+    "fp16.loss_scale_window: must be a positive integer, got -3",
+    "optimizer.params.amsgrad: must be false, got true",
+    "optimizer.params.momentum: not a hyper-parameter of the 'adamw' optimizer",
+    "optimizer.params.betas[1]: must be between 0 and 1, got 1.5",
+    "scheduler.params.total_num_steps: WarmupDecayLR needs it",
+  };
+  g_auto(GStrv) got = NULL;
+
+  g_assert_null (c);
+  g_assert_nonnull (error);
+  got = g_strsplit (error->message, "\n", -1);
+  g_assert_cmpuint (g_strv_length (got), ==, G_N_ELEMENTS (lines));
+  for (guint i = 0; i < G_N_ELEMENTS (lines); i++)
+    {
+      gboolean found = FALSE;
+
+      for (guint j = 0; got[j] != NULL; j++)
+        found |= g_str_has_prefix (got[j], lines[i]);
+      if (!found)
+        g_error ("no line starts with \"%s\" in:\n%s", lines[i], error->message);
+    }
+}
+
+static void
+test_config_optimizer_implementation_keys (void)
+{
+  /* DeepSpeed's torch_adam and torch's amsgrad=false change nothing the
+   * step computes: accepted, torch_adam with a warning; neither is shown
+   * in the resolved parameters. */
+  g_autoptr(MixprecConfig) c = load (
+    "{\"optimizer\": {\"type\": \"Adam\", \"params\": {\"lr\": 2e-5, \"torch_adam\": true,"
+    " \"amsgrad\": false, \"weight_decay\": 0.01}}}");
+  g_autofree gchar *text = mixprec_config_to_data (c, NULL);
+  g_autoptr(JsonNode) root = json_from_string (text, NULL);
+  JsonObject *params = json_object_get_object_member (
+    json_object_get_object_member (json_node_get_object (root), "optimizer"), "params");
+
+  g_assert_true (warned (c, "optimizer.params.torch_adam: "));
+  g_assert_null (mixprec_config_get_warnings (c)[1]);
+  g_assert_false (json_object_has_member (params, "torch_adam"));
+  g_assert_false (json_object_has_member (params, "amsgrad"));
+  g_assert_cmpfloat (json_object_get_double_member (params, "lr"), ==, 2e-5);
+  g_assert_cmpfloat (json_object_get_double_member (params, "weight_decay"), ==, 0.01);
+  g_assert_cmpfloat (json_object_get_double_member (params, "eps"), ==, 1e-8);
+}
+
 /* ------------------------------------------------------------ corpus */
 
 static MixprecConfig *
@@ -1099,17 +1165,33 @@ test_config_corpus_hf_trainer (void)
 static void
 test_config_corpus_monitors (void)
 {
-  g_autoptr(MixprecConfig) c = load_corpus ("monitors-profiler.json");
+  g_autofree gchar *path = g_test_build_filename (G_TEST_DIST, "configs", "monitors-profiler.json",
+                                                 NULL);
+  g_autoptr(MixprecConfigLoader) loader = mixprec_config_loader_new ();
+  g_autoptr(MixprecConfig) c = NULL;
+  g_autoptr(MixprecConfig) lamb = NULL;
+  g_autoptr(GError) error = NULL;
   static const gchar *const sections[] = {
     "activation_checkpointing: ", "flops_profiler: ", "tensorboard: ", "wandb: ",
     "csv_monitor: ", "comms_logger: ", "steps_per_print: ", "wall_clock_breakdown: ",
     "zero_optimization: ",
   };
 
+  /* No plugin provides DeepSpeed's Lamb: refused as the engine would,
+   * and only that. */
+  lamb = mixprec_config_new_from_file (path, &error);
+  g_assert_null (lamb);
+  g_assert_error (error, MIXPREC_CONFIG_ERROR, MIXPREC_CONFIG_ERROR_UNSUPPORTED);
+  g_assert_nonnull (strstr (error->message, "monitors-profiler.json: optimizer.type: no optimizer 'lamb'"));
+  g_assert_null (strchr (error->message, '\n'));
+  g_clear_error (&error);
+
+  g_assert_true (mixprec_config_loader_set_override (loader, "optimizer", "null", &error));
+  c = mixprec_config_loader_load_file (loader, path, &error);
+  g_assert_no_error (error);
   g_assert_cmpint (mixprec_config_get_precision_mode (c), ==, MIXPREC_PRECISION_MODE_FP16);
   g_assert_cmpfloat (mixprec_config_get_loss_scale (c), ==, 128);
   g_assert_cmpuint (mixprec_config_get_zero_stage (c), ==, 1);
-  g_assert_cmpstr (mixprec_config_get_optimizer_type (c), ==, "Lamb");
   g_assert_cmpuint (g_strv_length (mixprec_config_get_warnings (c)), ==, G_N_ELEMENTS (sections));
   for (gsize i = 0; i < G_N_ELEMENTS (sections); i++)
     g_assert_true (warned (c, sections[i]));
@@ -1188,7 +1270,21 @@ test_config_to_data (void)
   g_assert_true (strstr (text, "\"stage3_prefetch_bucket_size\"") < strstr (text, "\"stage3_param_persistence_threshold\""));
   g_assert_true (strstr (text, "\"stage3_param_persistence_threshold\"") < strstr (text, "\"stage3_max_live_parameters\""));
   g_assert_cmpstr (json_object_get_string_member (json_object_get_object_member (o, "torch_autocast"), "dtype"), ==, "bf16");
-  g_assert_true (json_object_get_null_member (o, "optimizer"));
+  /* No optimizer section: the engine's default AdamW, shown with every
+   * parameter (REFERENCE: lr 1e-3, betas 0.9/0.999, eps 1e-8, no decay). */
+  {
+    JsonObject *opt = json_object_get_object_member (o, "optimizer");
+    JsonObject *params = json_object_get_object_member (opt, "params");
+    JsonArray *betas = json_object_get_array_member (params, "betas");
+
+    g_assert_cmpstr (json_object_get_string_member (opt, "type"), ==, "AdamW");
+    g_assert_cmpfloat (json_object_get_double_member (params, "lr"), ==, 1e-3);
+    g_assert_cmpfloat (json_array_get_double_element (betas, 0), ==, 0.9);
+    g_assert_cmpfloat (json_array_get_double_element (betas, 1), ==, 0.999);
+    g_assert_cmpfloat (json_object_get_double_member (params, "eps"), ==, 1e-8);
+    g_assert_cmpfloat (json_object_get_double_member (params, "weight_decay"), ==, 0);
+    g_assert_true (json_object_get_boolean_member (params, "adam_w_mode"));
+  }
   g_assert_true (json_object_get_null_member (o, "scheduler"));
   mixprec = json_object_get_object_member (o, "mixprec");
   g_assert_cmpstr (json_object_get_string_member (mixprec, "precision_mode"), ==, "bf16");
@@ -1854,6 +1950,9 @@ main (int argc, char **argv)
   g_test_add_func ("/config/stage3-sizes", test_config_stage3_sizes);
   g_test_add_func ("/config/scaler-semantics", test_config_scaler_semantics);
   g_test_add_func ("/config/fronts/mapping", test_config_fronts);
+  g_test_add_func ("/config/optimizer/all-errors", test_config_optimizer_all_errors);
+  g_test_add_func ("/config/optimizer/implementation-keys",
+                   test_config_optimizer_implementation_keys);
   g_test_add_func ("/config/fronts/colossalai-training", test_config_fronts_colossal_training);
   g_test_add_func ("/config/invalid/table", test_config_invalid_table);
   g_test_add_func ("/config/invalid/all-errors-listed", test_config_all_errors_listed);

@@ -611,8 +611,9 @@ static const BadCase bad_cases[] = {
     "must be at least warmup_num_steps (1000), got 999" },
   { "WarmupCosineLR", "{\"total_num_steps\": 1, \"warmup_num_steps\": 1}",
     MIXPREC_LR_SCHEDULE_ERROR_CONFLICT, "(2, DeepSpeed's smallest warmup), got 1" },
-  { "WarmupLR", "{\"warmup_num_steps\": 0}", MIXPREC_LR_SCHEDULE_ERROR_INVALID_PARAM,
-    "scheduler.params.warmup_num_steps: must be a positive integer (at most 2^53), got 0" },
+  { "WarmupLR", "{\"warmup_num_steps\": -1}", MIXPREC_LR_SCHEDULE_ERROR_INVALID_PARAM,
+    "scheduler.params.warmup_num_steps: must be a non-negative integer (DeepSpeed warms up "
+    "over at least 2 steps) (at most 2^53), got -1" },
   { "WarmupLR", "{\"warmup_num_steps\": -5}", MIXPREC_LR_SCHEDULE_ERROR_INVALID_PARAM, "got -5" },
   { "WarmupLR", "{\"warmup_num_steps\": 1.5}", MIXPREC_LR_SCHEDULE_ERROR_INVALID_PARAM, "got 1.5" },
   { "WarmupLR", "{\"warmup_num_steps\": \"auto\"}", MIXPREC_LR_SCHEDULE_ERROR_INVALID_PARAM,
@@ -683,23 +684,23 @@ static void
 test_errors_from_config (void)
 {
   g_autoptr(GError) error = NULL;
-  g_autoptr(MixprecLrSchedule) a =
-    schedule_from_config ("{\"scheduler\": {\"type\": \"WarmupDecayLR\", \"params\":"
-                          " {\"warmup_num_steps\": 10}}}", &error);
+  g_autoptr(MixprecConfig) a =
+    mixprec_config_new_from_data ("{\"scheduler\": {\"type\": \"WarmupDecayLR\", \"params\":"
+                                  " {\"warmup_num_steps\": 10}}}", -1, &error);
+  g_autoptr(MixprecConfig) b = NULL;
 
+  /* The configuration refuses what the schedule would, with its reason. */
   g_assert_null (a);
-  g_assert_error (error, MIXPREC_LR_SCHEDULE_ERROR, MIXPREC_LR_SCHEDULE_ERROR_MISSING_PARAM);
+  g_assert_error (error, MIXPREC_CONFIG_ERROR, MIXPREC_CONFIG_ERROR_INVALID_VALUE);
+  g_assert_true (g_str_has_prefix (error->message, "scheduler.params.total_num_steps: "
+                                                   "WarmupDecayLR needs it"));
   g_clear_error (&error);
 
-  {
-    g_autoptr(MixprecLrSchedule) b =
-      schedule_from_config ("{\"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": -1}},"
-                            " \"scheduler\": {\"type\": \"WarmupLR\"}}", &error);
-
-    g_assert_null (b);
-    g_assert_error (error, MIXPREC_LR_SCHEDULE_ERROR, MIXPREC_LR_SCHEDULE_ERROR_INVALID_PARAM);
-    g_assert_nonnull (strstr (error->message, "optimizer.params.lr: must be a finite number >= 0, got -1"));
-  }
+  b = mixprec_config_new_from_data ("{\"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": -1}},"
+                                    " \"scheduler\": {\"type\": \"WarmupLR\"}}", -1, &error);
+  g_assert_null (b);
+  g_assert_error (error, MIXPREC_CONFIG_ERROR, MIXPREC_CONFIG_ERROR_INVALID_VALUE);
+  g_assert_true (g_str_has_prefix (error->message, "optimizer.params.lr: "));
 }
 
 int

@@ -930,6 +930,8 @@ load_typed_section (Loader      *l,
     g_clear_pointer (params_out, json_object_unref);
 }
 
+const gchar *const _mixprec_weight_decay_exempt_names[] = { "1d", "none", "names", NULL };
+
 static const gchar *const semantics_names[] = {
   "deepspeed", "torch", "megatron", "apex", NULL
 };
@@ -972,7 +974,7 @@ load_mixprec (Loader     *l,
 {
   static const gchar *const known[] = {
     "precision_mode", "fp32_modules", "fp32_params", "stochastic_rounding", "seed",
-    "scaler", "comm", "device", "strict", NULL
+    "scaler", "comm", "device", "strict", "weight_decay_exempt", NULL
   };
   static const gchar *const comms[] = { "auto", "local", "ucx", "nccl", NULL };
   static const gchar *const devices[] = { "cpu", "cuda", NULL };
@@ -997,6 +999,9 @@ load_mixprec (Loader     *l,
              &s->fp32_params);
   read_bool (l, o, "mixprec", "stochastic_rounding", &s->stochastic_rounding);
   read_bool (l, o, "mixprec", "strict", &s->strict);
+  if (read_choice (l, o, "mixprec", "weight_decay_exempt", _mixprec_weight_decay_exempt_names,
+                   &index))
+    s->weight_decay_exempt = index;
   if (read_int (l, o, "mixprec", "seed", 0, G_MAXINT64, FALSE,
                 "an integer from 0 to 9223372036854775807", &seed))
     s->seed = (guint64) seed;

@@ -113,7 +113,29 @@ typedef struct
   gchar   *comm_backend;
   gchar   *device;
   gboolean strict;
+  guint    weight_decay_exempt;   /* _MixprecWeightDecayExempt */
 } MixprecConfigSettings;
+
+/* mixprec.weight_decay_exempt: which parameters the optimizer's weight
+ * decay skips. */
+typedef enum
+{
+  _MIXPREC_WEIGHT_DECAY_EXEMPT_1D = 0,   /* nanoGPT: tensors of fewer than 2 dims */
+  _MIXPREC_WEIGHT_DECAY_EXEMPT_NONE,     /* DeepSpeed, torch.optim: none */
+  _MIXPREC_WEIGHT_DECAY_EXEMPT_NAMES,    /* Hugging Face Trainer: biases, norms */
+} _MixprecWeightDecayExempt;
+
+extern const gchar *const _mixprec_weight_decay_exempt_names[];
+
+guint    _mixprec_config_get_weight_decay_exempt (MixprecConfig *config);
+
+/* 1 when the optimizer's weight decay applies to the parameter @name
+ * (of @module_type, nullable, with @n_dims dimensions) under @config's
+ * mixprec.weight_decay_exempt, 0 when it is exempt. */
+gdouble  _mixprec_weight_decay_multiplier         (MixprecConfig *config,
+                                                   const gchar   *name,
+                                                   const gchar   *module_type,
+                                                   guint          n_dims);
 
 void     _mixprec_config_settings_init_defaults (MixprecConfigSettings *settings);
 void     _mixprec_config_settings_clear         (MixprecConfigSettings *settings);

@@ -584,6 +584,8 @@ mixprec_config_to_data (MixprecConfig *self,
   json_builder_add_string_value (b, s->device);
   json_builder_set_member_name (b, "strict");
   json_builder_add_boolean_value (b, s->strict);
+  json_builder_set_member_name (b, "weight_decay_exempt");
+  json_builder_add_string_value (b, _mixprec_weight_decay_exempt_names[s->weight_decay_exempt]);
   json_builder_end_object (b);
   json_builder_end_object (b);
 
@@ -594,6 +596,13 @@ mixprec_config_to_data (MixprecConfig *self,
   if (length != NULL)
     *length = text->len;
   return g_string_free (text, FALSE);
+}
+
+guint
+_mixprec_config_get_weight_decay_exempt (MixprecConfig *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_CONFIG (self), _MIXPREC_WEIGHT_DECAY_EXEMPT_1D);
+  return self->settings.weight_decay_exempt;
 }
 
 /**

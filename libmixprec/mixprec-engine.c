@@ -26,6 +26,7 @@
 #include "mixprec-parallel-private.h"
 #include "mixprec-registry-private.h"
 #include "mixprec-optimizer-params-private.h"
+#include "mixprec-config-private.h"
 
 G_DEFINE_FINAL_TYPE (MixprecEngine, mixprec_engine, G_TYPE_OBJECT)
 G_DEFINE_QUARK (mixprec-engine-error-quark, mixprec_engine_error)
@@ -601,9 +602,8 @@ add_param (MixprecEngine  *self,
   if (dtypes.working == MIXPREC_DTYPE_FLOAT32)
     dtypes.has_master = FALSE;
 
-  /* nanoGPT's rule: one-dimensional tensors (biases, norm weights) and
-   * scalars are not decayed. */
-  decay = n_dims >= 2 ? 1.0 : 0.0;
+  /* mixprec.weight_decay_exempt decides (mixprec-policy.c). */
+  decay = _mixprec_weight_decay_multiplier (self->config, name, module_type, n_dims);
 
   param = _mixprec_param_new (self, name, shape, n_dims, numel, module_type,
                               &dtypes, decay, external);

@@ -292,8 +292,13 @@ mixprec_param_has_master (MixprecParam *self)
  * @self: a #MixprecParam
  *
  * Returns: 1 when the optimizer's weight decay applies to this parameter,
- *   0 when it is exempt (one-dimensional parameters such as biases and
- *   normalisation weights, by default)
+ *   0 when it is exempt, as `mixprec.weight_decay_exempt` says: by default
+ *   ("1d") parameters of fewer than two dimensions such as biases and
+ *   normalisation weights; with "none" no parameter, as DeepSpeed and
+ *   torch.optim decay every parameter of a group; with "names" those
+ *   Hugging Face's Trainer exempts (biases, LayerNorm modules, and names
+ *   containing "layernorm" or "rmsnorm", or a component "norm" or ending
+ *   in "_norm")
  *
  * Since: 1.0
  */

@@ -4,6 +4,8 @@
  * lower-precision-safe modules. */
 #include "config.h"
 
+#include <string.h>
+
 #include "mixprec.h"
 #include "mixprec-config-private.h"
 
@@ -347,4 +349,47 @@ mixprec_precision_policy_lookup (MixprecPrecisionPolicy *self,
   if (!compute (self, param_name, module_type, &p, error))
     return NULL;
   return mixprec_param_precision_copy (&p);
+}
+
+/* Hugging Face's Trainer (get_decay_parameter_names): parameters of
+ * LayerNorm modules, and those whose lower-cased name contains "bias",
+ * "layernorm" or "rmsnorm", has a dotted component "norm" or one ending
+ * in "_norm", are not decayed. */
+static gboolean
+hf_exempt (const gchar *name,
+           const gchar *module_type)
+{
+  g_autofree gchar *lower = g_ascii_strdown (name, -1);
+  g_auto(GStrv) parts = NULL;
+
+  if (module_type != NULL && _mixprec_module_type_matches (module_type, "LayerNorm"))
+    return TRUE;
+  if (strstr (lower, "bias") != NULL || strstr (lower, "layernorm") != NULL
+      || strstr (lower, "rmsnorm") != NULL)
+    return TRUE;
+  parts = g_strsplit (lower, ".", -1);
+  for (guint i = 0; parts[i] != NULL; i++)
+    if (g_str_equal (parts[i], "norm") || g_str_has_suffix (parts[i], "_norm"))
+      return TRUE;
+  return FALSE;
+}
+
+gdouble
+_mixprec_weight_decay_multiplier (MixprecConfig *config,
+                                  const gchar   *name,
+                                  const gchar   *module_type,
+                                  guint          n_dims)
+{
+  switch (_mixprec_config_get_weight_decay_exempt (config))
+    {
+    case _MIXPREC_WEIGHT_DECAY_EXEMPT_NONE:
+      return 1.0;
+    case _MIXPREC_WEIGHT_DECAY_EXEMPT_NAMES:
+      return hf_exempt (name, module_type) ? 0.0 : 1.0;
+    case _MIXPREC_WEIGHT_DECAY_EXEMPT_1D:
+    default:
+      /* nanoGPT's rule: one-dimensional tensors (biases, norm weights)
+       * and scalars are not decayed. */
+      return n_dims >= 2 ? 1.0 : 0.0;
+    }
 }

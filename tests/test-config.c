@@ -493,6 +493,7 @@ static const InvalidCase invalid_cases[] = {
   { "{\"mixprec\": {\"fp32_modules\": \"LayerNorm\"}}", "mixprec.fp32_modules", "an array", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
   { "{\"mixprec\": {\"fp32_params\": [\"\"]}}", "mixprec.fp32_params[0]", "non-empty string", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
   { "{\"mixprec\": {\"seed\": -1}}", "mixprec.seed", "from 0", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"mixprec\": {\"weight_decay_exempt\": \"bias\"}}", "mixprec.weight_decay_exempt", "one of \"1d\", \"none\", \"names\"", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
   { "{\"mixprec\": {\"precision_mode\": \"bf16\"}}", "mixprec.precision_mode", "select \"fp32\"", MIXPREC_CONFIG_ERROR_CONFLICT },
   { "{\"mixprec\": {\"precision_mode\": \"fp8\"}}", "mixprec.precision_mode", "\"bf16_no_master\"", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
   { "{\"fp16\": {\"hysteresis\": 2}, \"mixprec\": {\"scaler\": {\"semantics\": \"torch\"}}}", "fp16.hysteresis", "must be 1", MIXPREC_CONFIG_ERROR_CONFLICT },

@@ -346,6 +346,69 @@ test_engine_no_decay_for_vectors (void)
   g_assert_cmpfloat (master_at (vec, 1), ==, 2.0f);
 }
 
+/* mixprec.weight_decay_exempt: which parameters decay. With zero
+ * gradients AdamW's step is pure decay, p = fmaf (-lr * wd, p, p) in the
+ * fp32 kernel; lr 0.25 and wd 0.5 make that p - p / 8, exact. An exempt
+ * parameter keeps its bits. */
+static void
+test_engine_weight_decay_exempt (void)
+{
+  static const struct {
+    const gchar *name;
+    guint64 rows, cols;
+    const gchar *module_type;
+    gboolean decays[3];      /* "1d" (default), "none", "names" */
+  } params[] = {
+    { "h.0.attn.c_attn.weight", 4, 2, "Linear", { TRUE, TRUE, TRUE } },
+    { "h.0.attn.c_attn.bias", 8, 0, "Linear", { FALSE, TRUE, FALSE } },
+    { "h.0.ln_1.weight", 8, 0, "LayerNorm", { FALSE, TRUE, FALSE } },
+    { "encoder.LayerNorm.weight", 8, 0, "BertLayerNorm", { FALSE, TRUE, FALSE } },
+    { "layers.0.norm.weight", 8, 0, "RMSNorm", { FALSE, TRUE, FALSE } },
+    { "model.final_norm.weight", 8, 0, "LlamaRMSNorm", { FALSE, TRUE, FALSE } },
+    { "h.0.rmsnorm_scale", 8, 0, NULL, { FALSE, TRUE, FALSE } },
+    /* One-dimensional but neither a bias nor a norm: Hugging Face decays it. */
+    { "h.0.attn.gate", 8, 0, "Gate", { FALSE, TRUE, TRUE } },
+    /* Two-dimensional under a norm-like name: Hugging Face exempts it. */
+    { "proj.bias_table", 4, 2, "Linear", { TRUE, TRUE, FALSE } },
+    { "normalizer.weight", 4, 2, "Linear", { TRUE, TRUE, TRUE } },
+  };
+  static const gchar *const modes[] = { NULL, "none", "names" };
+  const gfloat w[8] = { 1, -2, 3, -4, 0.5f, 6, -7, 8 };
+  const gfloat zero[8] = { 0 };
+
+  for (guint m = 0; m < G_N_ELEMENTS (modes); m++)
+    {
+      g_autofree gchar *json = g_strdup_printf (
+        "{\"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.25, \"weight_decay\": 0.5}}"
+        "%s%s%s}", modes[m] != NULL ? ", \"mixprec\": {\"weight_decay_exempt\": \"" : "",
+        modes[m] != NULL ? modes[m] : "", modes[m] != NULL ? "\"}" : "");
+      g_autoptr(MixprecEngine) e = engine_from_json (json);
+      MixprecParam *p[G_N_ELEMENTS (params)];
+      g_autoptr(MixprecStepResult) r = NULL;
+
+      for (guint i = 0; i < G_N_ELEMENTS (params); i++)
+        {
+          p[i] = add_param (e, params[i].name, params[i].rows, params[i].cols,
+                            params[i].module_type, w);
+          g_assert_cmpfloat (mixprec_param_get_weight_decay_multiplier (p[i]), ==,
+                             params[i].decays[m] ? 1.0 : 0.0);
+        }
+      for (guint i = 0; i < G_N_ELEMENTS (params); i++)
+        set_grad_f32 (p[i], zero);
+      r = one_step (e);
+      g_assert_true (r->applied);
+      for (guint i = 0; i < G_N_ELEMENTS (params); i++)
+        for (guint k = 0; k < 8; k++)
+          {
+            gfloat expected = params[i].decays[m] ? w[k] - w[k] / 8 : w[k];
+            gfloat got = master_at (p[i], k);
+
+            if (memcmp (&got, &expected, sizeof got) != 0)
+              g_error ("%s: %s[%u] = %.9g, expected %.9g", json, params[i].name, k, got, expected);
+          }
+    }
+}
+
 /* In bf16 the working copy is the master rounded to nearest even, checked
  * through the conversion API (a separate code path from the fused step). */
 static void
@@ -688,6 +751,7 @@ main (int argc, char **argv)
   g_test_add_func ("/engine/fp32-modules", test_engine_fp32_modules);
   g_test_add_func ("/engine/lr-not-advanced-on-skip", test_engine_lr_not_advanced_on_skip);
   g_test_add_func ("/engine/no-decay-for-vectors", test_engine_no_decay_for_vectors);
+  g_test_add_func ("/engine/weight-decay-exempt", test_engine_weight_decay_exempt);
   g_test_add_func ("/engine/working-copy-is-rounded-master", test_engine_working_copy_is_rounded_master);
   g_test_add_func ("/engine/bf16-no-master-reproducible", test_engine_bf16_no_master_reproducible);
   g_test_add_func ("/engine/external-memory", test_engine_external_memory);

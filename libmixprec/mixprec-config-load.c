@@ -519,8 +519,10 @@ check_members (Loader              *l,
                                           suggestion);
           else if (lenient && !g_hash_table_contains (l->report->overridden, path))
             _mixprec_config_report_warning_code (l->report, MIXPREC_CONFIG_ERROR_UNKNOWN_KEY,
-                                                 "%s: unknown key in %s, as in DeepSpeed; "
-                                                 "ignored", path, section);
+                                                 "%s: unknown key in %s, as in %s; "
+                                                 "ignored", path, section,
+                                                 g_str_has_prefix (section, "colossalai")
+                                                 ? "Colossal-AI" : "DeepSpeed");
           else
             {
               g_autofree gchar *list = g_strjoinv (", ", (gchar **) known);
@@ -1237,9 +1239,14 @@ load_apex (Loader      *l,
            const gchar *section,
            gboolean     enabled_default)
 {
-  static const gchar *const known[] = {
+  static const gchar *const amp_known[] = {
     "enabled", "opt_level", "keep_batchnorm_fp32", "master_weights", "loss_scale",
-    "min_loss_scale", "max_loss_scale", "mode", NULL
+    "min_loss_scale", "max_loss_scale", NULL
+  };
+  /* Colossal-AI's fp16 dict also holds its mode. */
+  static const gchar *const colossal_known[] = {
+    "mode", "enabled", "opt_level", "keep_batchnorm_fp32", "master_weights", "loss_scale",
+    "min_loss_scale", "max_loss_scale", NULL
   };
   static const IgnoredKey ignored[] = {
     { "cast_model_type", "null",
@@ -1261,7 +1268,8 @@ load_apex (Loader      *l,
   g_autofree gchar *scale_path = NULL;
   JsonNode *loss_scale;
 
-  check_members (l, o, section, known, ignored, NULL, FALSE);
+  check_members (l, o, section, enabled_default ? colossal_known : amp_known, ignored, NULL,
+                 FALSE);
   read_bool (l, o, section, "enabled", &enabled);
   read_choice (l, o, section, "opt_level", levels, &level);
   keep_bn_set = read_optional_bool (l, o, section, "keep_batchnorm_fp32", &keep_bn);
@@ -1907,7 +1915,17 @@ check_optimizer_and_scheduler (Loader   *l,
               g_string_assign (errors, cpu_errors->str);
             }
         }
-      if (errors->len > 0)
+      /* Without an optimizer section nothing in the file is wrong: a
+       * machine without the plugins can still check it. */
+      if (feature == NULL && s->optimizer_type == NULL)
+        {
+          g_string_truncate (errors, errors->len - 1);
+          _mixprec_config_report_warning (l->report, "optimizer: absent, so the engine runs "
+                                          "%s with its defaults, which no plugin provides here "
+                                          "(%s)", _MIXPREC_DEFAULT_OPTIMIZER_TYPE,
+                                          errors->str + strlen ("optimizer.type: "));
+        }
+      else if (errors->len > 0)
         {
           g_auto(GStrv) lines = NULL;
 

@@ -40,7 +40,7 @@ has () {
   grep -F -q -e "$2" "$1"
 }
 
-echo "1..16"
+echo "1..19"
 
 check "a valid ZeRO-2 fp16 file exits 0 and prints resolved keys" \
   'run 0 --config "$srcdir/configs/zero2-fp16-warmup.json" &&
@@ -138,5 +138,27 @@ check "--set without = or without --config is refused" \
 check "--plan reads --set too" \
   'run 0 --plan --params 1000000 --world 2 --set zero_optimization.stage=2 --set bf16.enabled=true &&
    has "$tmp/out" "2 ranks, bf16, ZeRO stage 2"'
+
+check "the optimizer and the schedule are checked as the engine checks them, every error at once" \
+  'printf "%s\n" "{\"optimizer\": {\"type\": \"AdamW\", \"params\": {\"amsgrad\": true," \
+     " \"eps\": -1}}, \"scheduler\": {\"type\": \"WarmupDecayLR\"}}" >"$tmp/opt.json" &&
+   run 1 --config "$tmp/opt.json" &&
+   has "$tmp/err" "error: $tmp/opt.json: optimizer.params.amsgrad: must be false, got true" &&
+   has "$tmp/err" "error: $tmp/opt.json: optimizer.params.eps: must be between" &&
+   has "$tmp/err" "error: $tmp/opt.json: scheduler.params.total_num_steps: WarmupDecayLR needs it" &&
+   has "$tmp/err" "3 problems; nothing was loaded"'
+
+check "without an optimizer section the resolved output shows the AdamW the engine runs" \
+  'printf "{}\n" >"$tmp/empty.json" && run 0 --config "$tmp/empty.json" &&
+   has "$tmp/out" "\"type\": \"AdamW\"" && has "$tmp/out" "\"lr\": 0.001" &&
+   MIXPREC_PLUGIN_PATH=$tmp/none run 0 --config "$tmp/empty.json" &&
+   has "$tmp/err" "optimizer: absent, so the engine runs AdamW" &&
+   has "$tmp/out" "\"optimizer\": null"'
+
+check "an Apex amp section resolves onto fp16 and the apex scaler" \
+  'printf "%s\n" "{\"amp\": {\"enabled\": true, \"opt_level\": \"O2\"}}" >"$tmp/amp.json" &&
+   run 0 --config "$tmp/amp.json" &&
+   has "$tmp/out" "\"precision_mode\": \"fp16\"" && has "$tmp/out" "\"semantics\": \"apex\"" &&
+   has "$tmp/out" "\"max_scale\": 16777216.0" && has "$tmp/out" "\"BatchNorm2d\""'
 
 exit $failed

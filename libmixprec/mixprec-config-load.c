@@ -1964,11 +1964,16 @@ check_optimizer_and_scheduler (Loader   *l,
         base_lr = json_node_get_double (lr);
       schedule = mixprec_lr_schedule_new (s->scheduler_type, s->scheduler_params, base_lr, &error);
       if (schedule == NULL)
-        _mixprec_config_report_error (l->report,
-                                      error->code == MIXPREC_LR_SCHEDULE_ERROR_UNKNOWN_TYPE
-                                      ? MIXPREC_CONFIG_ERROR_UNSUPPORTED
-                                      : MIXPREC_CONFIG_ERROR_INVALID_VALUE,
-                                      "%s", error->message);
+        {
+          g_auto(GStrv) lines = g_strsplit (error->message, "\n", -1);
+
+          for (guint i = 0; lines[i] != NULL; i++)
+            _mixprec_config_report_error (l->report,
+                                          error->code == MIXPREC_LR_SCHEDULE_ERROR_UNKNOWN_TYPE
+                                          ? MIXPREC_CONFIG_ERROR_UNSUPPORTED
+                                          : MIXPREC_CONFIG_ERROR_INVALID_VALUE,
+                                          "%s", lines[i]);
+        }
     }
 }
 

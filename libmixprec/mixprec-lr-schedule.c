@@ -345,10 +345,29 @@ find_kind (const gchar  *type,
   return NULL;
 }
 
-static gboolean
+/* Adds @problem (taken) to the problems found so far: the first is kept
+ * for its code, every message is collected, one per line. */
+static void
+note (GError  **first,
+      GString  *messages,
+      GError   *problem)
+{
+  if (problem == NULL)
+    return;
+  if (messages->len > 0)
+    g_string_append_c (messages, '\n');
+  g_string_append (messages, problem->message);
+  if (*first == NULL)
+    *first = problem;
+  else
+    g_error_free (problem);
+}
+
+static void
 check_param_names (const KindInfo  *info,
                    JsonObject      *params,
-                   GError         **error)
+                   GError         **first,
+                   GString         *messages)
 {
   g_autoptr(GList) members = json_object_get_members (params);
 
@@ -363,19 +382,20 @@ check_param_names (const KindInfo  *info,
 
       suggestion = _mixprec_suggest (key, info->params);
       accepted = g_strjoinv (", ", (gchar **) info->params);
-      g_set_error (error, MIXPREC_LR_SCHEDULE_ERROR, MIXPREC_LR_SCHEDULE_ERROR_UNKNOWN_PARAM,
-                   "scheduler.params.%s: not a parameter of %s%s%s%s (it takes: %s)",
-                   key, info->name,
-                   suggestion != NULL ? "; did you mean \"" : "",
-                   suggestion != NULL ? suggestion : "",
-                   suggestion != NULL ? "\"?" : "",
-                   *accepted != '\0' ? accepted : "none");
-      return FALSE;
+      note (first, messages,
+            g_error_new (MIXPREC_LR_SCHEDULE_ERROR, MIXPREC_LR_SCHEDULE_ERROR_UNKNOWN_PARAM,
+                         "scheduler.params.%s: not a parameter of %s%s%s%s (it takes: %s)",
+                         key, info->name,
+                         suggestion != NULL ? "; did you mean \"" : "",
+                         suggestion != NULL ? suggestion : "",
+                         suggestion != NULL ? "\"?" : "",
+                         *accepted != '\0' ? accepted : "none"));
     }
-  return TRUE;
 }
 
-/* Reads the parameters of @info's schedule from @params into @self. */
+/* Reads the parameters of @info's schedule from @params into @self,
+ * reporting every problem in one error (one line each, the code of the
+ * first). */
 static gboolean
 load_params (MixprecLrSchedule *self,
              const KindInfo    *info,
@@ -385,72 +405,69 @@ load_params (MixprecLrSchedule *self,
   gint64 warmup_num_steps = 1000;
   gint64 total_num_steps = 0;
   gint64 last_batch_iteration = -1;
+  gboolean steps_ok = TRUE;
+  g_autoptr(GString) messages = g_string_new (NULL);
+  GError *first = NULL;
+  GError *local = NULL;
 
-  if (!check_param_names (info, params, error))
-    return FALSE;
+  check_param_names (info, params, &first, messages);
   if (info->kind == KIND_CONSTANT)
-    return TRUE;
+    goto out;
 
-  if (json_object_has_member (params, "warmup_num_steps")
-      && !read_integer (params, "warmup_num_steps", 0,
-                        "a non-negative integer (DeepSpeed warms up over at least 2 steps)",
-                        &warmup_num_steps, error))
-    return FALSE;
-  if (json_object_has_member (params, "warmup_type")
-      && !read_warmup_type (params, &self->warmup_type, error))
-    return FALSE;
-  if (json_object_has_member (params, "last_batch_iteration")
-      && !read_integer (params, "last_batch_iteration", -1, "an integer >= -1",
-                        &last_batch_iteration, error))
-    return FALSE;
+#define CHECK(call) G_STMT_START { local = NULL; if (!(call)) { note (&first, messages, local); steps_ok = FALSE; } } G_STMT_END
+  if (json_object_has_member (params, "warmup_num_steps"))
+    CHECK (read_integer (params, "warmup_num_steps", 0,
+                         "a non-negative integer (DeepSpeed warms up over at least 2 steps)",
+                         &warmup_num_steps, &local));
+  if (json_object_has_member (params, "warmup_type"))
+    CHECK (read_warmup_type (params, &self->warmup_type, &local));
+  if (json_object_has_member (params, "last_batch_iteration"))
+    CHECK (read_integer (params, "last_batch_iteration", -1, "an integer >= -1",
+                         &last_batch_iteration, &local));
 
   if (info->kind == KIND_WARMUP_DECAY || info->kind == KIND_WARMUP_COSINE)
     {
       if (!json_object_has_member (params, "total_num_steps"))
         {
-          g_set_error (error, MIXPREC_LR_SCHEDULE_ERROR, MIXPREC_LR_SCHEDULE_ERROR_MISSING_PARAM,
-                       "scheduler.params.total_num_steps: %s needs it (the optimizer step "
-                       "at which the decay ends); set it to the length of training in "
-                       "optimizer steps", info->name);
-          return FALSE;
+          note (&first, messages,
+                g_error_new (MIXPREC_LR_SCHEDULE_ERROR, MIXPREC_LR_SCHEDULE_ERROR_MISSING_PARAM,
+                             "scheduler.params.total_num_steps: %s needs it (the optimizer "
+                             "step at which the decay ends); set it to the length of training "
+                             "in optimizer steps", info->name));
+          steps_ok = FALSE;
         }
-      if (!read_integer (params, "total_num_steps", 1, "a positive integer",
-                         &total_num_steps, error))
-        return FALSE;
+      else
+        CHECK (read_integer (params, "total_num_steps", 1, "a positive integer",
+                             &total_num_steps, &local));
     }
 
   if (info->kind == KIND_WARMUP_COSINE)
     {
-      if (json_object_has_member (params, "warmup_min_ratio")
-          && !read_rate (params, "warmup_min_ratio", FALSE, &self->warmup_min_ratio, error))
-        return FALSE;
-      if (json_object_has_member (params, "cos_min_ratio")
-          && !read_rate (params, "cos_min_ratio", FALSE, &self->cos_min_ratio, error))
-        return FALSE;
+      if (json_object_has_member (params, "warmup_min_ratio"))
+        CHECK (read_rate (params, "warmup_min_ratio", FALSE, &self->warmup_min_ratio, &local));
+      if (json_object_has_member (params, "cos_min_ratio"))
+        CHECK (read_rate (params, "cos_min_ratio", FALSE, &self->cos_min_ratio, &local));
     }
   else
     {
       JsonNode *max_node = json_object_get_member (params, "warmup_max_lr");
 
-      if (json_object_has_member (params, "warmup_min_lr")
-          && !read_rate (params, "warmup_min_lr", TRUE, &self->min_lr, error))
-        return FALSE;
+      if (json_object_has_member (params, "warmup_min_lr"))
+        CHECK (read_rate (params, "warmup_min_lr", TRUE, &self->min_lr, &local));
       /* DeepSpeed's WarmupLR warms up to the optimizer's learning rate when
        * warmup_max_lr is unset (or None); WarmupDecayLR keeps 0.001. */
       if (info->kind == KIND_WARMUP)
         self->max_lr = self->base_lr;
-      if (max_node != NULL && !JSON_NODE_HOLDS_NULL (max_node)
-          && !read_rate (params, "warmup_max_lr", TRUE, &self->max_lr, error))
-        return FALSE;
+      if (max_node != NULL && !JSON_NODE_HOLDS_NULL (max_node))
+        CHECK (read_rate (params, "warmup_max_lr", TRUE, &self->max_lr, &local));
       if (max_node != NULL && JSON_NODE_HOLDS_NULL (max_node) && info->kind != KIND_WARMUP)
-        {
-          g_set_error (error, MIXPREC_LR_SCHEDULE_ERROR, MIXPREC_LR_SCHEDULE_ERROR_INVALID_PARAM,
-                       "scheduler.params.warmup_max_lr: must be a finite number >= 0, got null "
-                       "(only WarmupLR reads null as the optimizer's learning rate)");
-          return FALSE;
-        }
+        note (&first, messages,
+              g_error_new (MIXPREC_LR_SCHEDULE_ERROR, MIXPREC_LR_SCHEDULE_ERROR_INVALID_PARAM,
+                           "scheduler.params.warmup_max_lr: must be a finite number >= 0, got "
+                           "null (only WarmupLR reads null as the optimizer's learning rate)"));
       self->delta_lr = self->max_lr - self->min_lr;
     }
+#undef CHECK
 
   self->warmup_num_steps_set = (guint64) warmup_num_steps;
   self->warmup_num_steps = MAX (2, (guint64) warmup_num_steps);
@@ -458,20 +475,24 @@ load_params (MixprecLrSchedule *self,
   self->total_num_steps = (guint64) total_num_steps;
   self->last_batch_iteration = last_batch_iteration;
 
-  if ((info->kind == KIND_WARMUP_DECAY || info->kind == KIND_WARMUP_COSINE)
+  if (steps_ok && (info->kind == KIND_WARMUP_DECAY || info->kind == KIND_WARMUP_COSINE)
       && self->total_num_steps < self->warmup_num_steps)
-    {
-      g_set_error (error, MIXPREC_LR_SCHEDULE_ERROR, MIXPREC_LR_SCHEDULE_ERROR_CONFLICT,
-                   "scheduler.params.total_num_steps: must be at least warmup_num_steps "
-                   "(%" G_GUINT64_FORMAT "%s), got %" G_GUINT64_FORMAT "; DeepSpeed only "
-                   "warns here and then drops the learning rate to its floor right after "
-                   "the warmup",
-                   self->warmup_num_steps,
-                   self->warmup_num_steps_set < 2 ? ", DeepSpeed's smallest warmup" : "",
-                   self->total_num_steps);
-      return FALSE;
-    }
-  return TRUE;
+    note (&first, messages,
+          g_error_new (MIXPREC_LR_SCHEDULE_ERROR, MIXPREC_LR_SCHEDULE_ERROR_CONFLICT,
+                       "scheduler.params.total_num_steps: must be at least warmup_num_steps "
+                       "(%" G_GUINT64_FORMAT "%s), got %" G_GUINT64_FORMAT "; DeepSpeed only "
+                       "warns here and then drops the learning rate to its floor right after "
+                       "the warmup",
+                       self->warmup_num_steps,
+                       self->warmup_num_steps_set < 2 ? ", DeepSpeed's smallest warmup" : "",
+                       self->total_num_steps));
+
+out:
+  if (first == NULL)
+    return TRUE;
+  g_set_error_literal (error, first->domain, first->code, messages->str);
+  g_error_free (first);
+  return FALSE;
 }
 
 /**
@@ -510,7 +531,8 @@ load_params (MixprecLrSchedule *self,
  * Returns: (transfer full): a new #MixprecLrSchedule, or %NULL with @error
  *   set in the %MIXPREC_LR_SCHEDULE_ERROR domain; the message names the
  *   parameter as `scheduler.params.<key>` (or `scheduler.type`) and the
- *   rule it breaks.
+ *   rule it breaks, one line for each problem of @params (the code is
+ *   that of the first).
  *
  * Since: 1.0
  */

@@ -977,13 +977,15 @@ test_config_optimizer_all_errors (void)
     "{\"fp16\": {\"enabled\": true, \"loss_scale_window\": -3},"
     " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1e-4, \"amsgrad\": true,"
     "   \"momentum\": 0.9, \"betas\": [0.9, 1.5]}},"
-    " \"scheduler\": {\"type\": \"WarmupDecayLR\", \"params\": {\"warmup_num_steps\": 10}}}",
+    " \"scheduler\": {\"type\": \"WarmupDecayLR\", \"params\": {\"warmup_num_steps\": 10,"
+    "   \"warmup_type\": \"cosine\"}}}",
     -1, &error);
   static const gchar *const lines[] = {
     "fp16.loss_scale_window: must be a positive integer, got -3",
     "optimizer.params.amsgrad: must be false, got true",
     "optimizer.params.momentum: not a hyper-parameter of the 'adamw' optimizer",
     "optimizer.params.betas[1]: must be between 0 and 1, got 1.5",
+    "scheduler.params.warmup_type: must be \"log\" or \"linear\"",
     "scheduler.params.total_num_steps: WarmupDecayLR needs it",
   };
   g_auto(GStrv) got = NULL;

@@ -703,6 +703,30 @@ test_errors_from_config (void)
   g_assert_true (g_str_has_prefix (error->message, "optimizer.params.lr: "));
 }
 
+static void
+test_every_problem (void)
+{
+  /* Every problem of the parameters in one error, one line each, the
+   * code of the first. */
+  g_autoptr(GError) error = NULL;
+  g_autoptr(JsonNode) node = json_from_string (
+    "{\"warmup_num_steps\": -1, \"warmup_type\": \"cosine\", \"warmup_max_lr\": \"x\","
+    " \"decay_rate\": 2}", NULL);
+  g_autoptr(MixprecLrSchedule) s =
+    mixprec_lr_schedule_new ("WarmupDecayLR", json_node_get_object (node), 1e-3, &error);
+  g_auto(GStrv) lines = NULL;
+
+  g_assert_null (s);
+  g_assert_error (error, MIXPREC_LR_SCHEDULE_ERROR, MIXPREC_LR_SCHEDULE_ERROR_UNKNOWN_PARAM);
+  lines = g_strsplit (error->message, "\n", -1);
+  g_assert_cmpuint (g_strv_length (lines), ==, 5);
+  g_assert_true (g_str_has_prefix (lines[0], "scheduler.params.decay_rate: not a parameter"));
+  g_assert_true (g_str_has_prefix (lines[1], "scheduler.params.warmup_num_steps: "));
+  g_assert_true (g_str_has_prefix (lines[2], "scheduler.params.warmup_type: "));
+  g_assert_true (g_str_has_prefix (lines[3], "scheduler.params.total_num_steps: WarmupDecayLR needs it"));
+  g_assert_true (g_str_has_prefix (lines[4], "scheduler.params.warmup_max_lr: "));
+}
+
 int
 main (int    argc,
       char **argv)
@@ -710,6 +734,7 @@ main (int    argc,
   g_test_init (&argc, &argv, NULL);
 
   g_test_add_func ("/lr-schedule/warmup/linear-literal", test_warmup_linear_literal);
+  g_test_add_func ("/lr-schedule/params/every-problem", test_every_problem);
   g_test_add_func ("/lr-schedule/warmup/log-literal", test_warmup_log_literal);
   g_test_add_func ("/lr-schedule/warmup/max-defaults-to-base-lr", test_warmup_max_defaults_to_base_lr);
   g_test_add_func ("/lr-schedule/decay/literal", test_decay_literal);

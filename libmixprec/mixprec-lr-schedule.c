@@ -525,7 +525,7 @@ out:
  * `last_batch_iteration` + 1. (With a value other than -1 DeepSpeed leaves
  * the optimizer's own rate in place for the first step; libmixprec uses
  * the schedule's rate for it.)
- * `warmup_num_steps` is a positive integer, used as at least 2 (as
+ * `warmup_num_steps` is a non-negative integer, used as at least 2 (as
  * DeepSpeed does); `total_num_steps` must be at least that.
  *
  * Returns: (transfer full): a new #MixprecLrSchedule, or %NULL with @error

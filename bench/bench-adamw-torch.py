@@ -21,7 +21,7 @@ torch's AdamW computed in float64 on the same inputs; a peer that is not
 is skipped and says by how much. So is one that cannot be imported or
 built, and a size whose working set does not fit in the memory available
 now. Run one peer per process (run-bench-adamw.sh does): each leaves its
-threads and memory behind, and DeepSpeed's op brings an OpenMP runtime.
+threads and memory behind for the next.
 
 Prints tab-separated lines for run-bench-adamw.sh:
     version  torch|deepspeed  VERSION  [THREADS]
@@ -195,7 +195,7 @@ def main():
     if not set(peers) <= set(PEERS):
         parser.error("--peers: each must be one of " + ", ".join(PEERS))
 
-    # DeepSpeed's op has an OpenMP runtime of its own: same thread count.
+    # Torch's intra-op threads and DeepSpeed's op share one OpenMP runtime.
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
     global torch
     import torch

@@ -15,11 +15,12 @@ bench_bench_convert_CPPFLAGS = $(tests_internal_cppflags)
 bench_bench_convert_LDADD = $(tests_internal_ldadd)
 
 # --- adamw: the fused optimizer step against memory bandwidth (and, through
-# bench/run-bench-adamw.sh, against PyTorch's CPU AdamW)
+# bench/run-bench-adamw.sh, against PyTorch's CPU AdamW and DeepSpeedCPUAdam,
+# from the venv bench/setup-bench-venv.sh makes)
 bench_programs += bench/bench-adamw
 bench_bench_adamw_LDADD = $(MIXPREC_DEPS_LIBS) $(PTHREAD_LIBS) $(LIBS)
 EXTRA_bench_bench_adamw_DEPENDENCIES = plugins/mixprec-optim-adamw.la
-EXTRA_DIST += bench/bench-adamw-torch.py bench/run-bench-adamw.sh
+EXTRA_DIST += bench/bench-adamw-torch.py bench/run-bench-adamw.sh bench/setup-bench-venv.sh
 
 # --- comm: bus bandwidth of all_reduce, reduce_scatter and all_gather over
 # the comm-ucx plugin; bench/run-bench-comm.sh runs it beside Open MPI's

@@ -162,38 +162,6 @@ make_engine (guint gas, const guint64 *sizes, guint n, GPtrArray *params)
   return engine;
 }
 
-/* Seconds of each of @steps optimizer steps (after one warm-up), the
- * gradient writes left out. */
-static void
-time_engine (guint gas, const guint64 *sizes, guint n, guint steps, double *seconds)
-{
-  g_autoptr(GPtrArray) params = g_ptr_array_new ();
-  g_autoptr(MixprecEngine) engine = make_engine (gas, sizes, n, params);
-
-  for (guint s = 0; s <= steps; s++)
-    {
-      g_autoptr(GError) error = NULL;
-      g_autoptr(MixprecStepResult) r = NULL;
-      double t = 0;
-      gint64 t0;
-
-      for (guint m = 0; m < gas; m++)
-        {
-          write_grads (params);
-          t0 = g_get_monotonic_time ();
-          g_assert_true (mixprec_engine_backward_done (engine, &error));
-          t += (g_get_monotonic_time () - t0) * 1e-6;
-        }
-      t0 = g_get_monotonic_time ();
-      r = mixprec_engine_step (engine, &error);
-      t += (g_get_monotonic_time () - t0) * 1e-6;
-      g_assert_no_error (error);
-      g_assert_true (r->applied);
-      if (s > 0)
-        seconds[s - 1] = t;
-    }
-}
-
 /* ------------------------------------------------------------ bare kernel */
 
 typedef struct {
@@ -235,42 +203,70 @@ bare_init (gsize begin, gsize end, gpointer data)
     }
 }
 
-/* Seconds of each of @steps bare steps over @n elements, after one warm-up:
- * one contiguous part per thread, like bench-adamw. */
 static void
-time_bare (MixprecFeature *adamw, gsize n, guint steps, double *seconds)
+bare_setup (Bare *b, MixprecFeature *adamw, gsize n)
 {
-  guint threads = _mixprec_parallel_num_threads ();
-  gsize part = (n + threads - 1) / threads;
-  Bare b = { adamw };
+  b->adamw = adamw;
+  b->n = n;
+  b->args.step = 1;
+  b->args.lr = 1e-3;
+  b->args.grad_factor = 1.0f;
+  b->args.grad_dtype = MIXPREC_PLUGIN_DTYPE_BFLOAT16;
+  b->args.working_dtype = MIXPREC_PLUGIN_DTYPE_BFLOAT16;
+  b->args.rounding = MIXPREC_PLUGIN_ROUNDING_NEAREST_EVEN;
+  b->master = g_new (gfloat, n);
+  b->m = g_new (gfloat, n);
+  b->v = g_new (gfloat, n);
+  b->grad = g_new (guint16, n);
+  b->working = g_new (guint16, n);
+  _mixprec_parallel_for (n, (n + _mixprec_parallel_num_threads () - 1) / _mixprec_parallel_num_threads (), 64, bare_init, b);
+}
 
-  b.n = n;
-  b.args.step = 1;
-  b.args.lr = 1e-3;
-  b.args.grad_factor = 1.0f;
-  b.args.grad_dtype = MIXPREC_PLUGIN_DTYPE_BFLOAT16;
-  b.args.working_dtype = MIXPREC_PLUGIN_DTYPE_BFLOAT16;
-  b.args.rounding = MIXPREC_PLUGIN_ROUNDING_NEAREST_EVEN;
-  b.master = g_new (gfloat, n);
-  b.m = g_new (gfloat, n);
-  b.v = g_new (gfloat, n);
-  b.grad = g_new (guint16, n);
-  b.working = g_new (guint16, n);
-  _mixprec_parallel_for (n, part, 64, bare_init, &b);
-  for (guint s = 0; s <= steps; s++)
+static void
+bare_clear (Bare *b)
+{
+  g_free (b->master);
+  g_free (b->m);
+  g_free (b->v);
+  g_free (b->grad);
+  g_free (b->working);
+}
+
+/* Seconds of one bare step: one contiguous part per thread, like
+ * bench-adamw. */
+static double
+bare_step (Bare *b)
+{
+  gsize part = (b->n + _mixprec_parallel_num_threads () - 1) / _mixprec_parallel_num_threads ();
+  gint64 t0 = g_get_monotonic_time ();
+
+  _mixprec_parallel_for (b->n, part, 64, bare_range, b);
+  b->args.step++;
+  return (g_get_monotonic_time () - t0) * 1e-6;
+}
+
+/* Seconds of one engine step, the gradient writes left out. */
+static double
+engine_step (MixprecEngine *engine, GPtrArray *params, guint gas)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MixprecStepResult) r = NULL;
+  double t = 0;
+  gint64 t0;
+
+  for (guint m = 0; m < gas; m++)
     {
-      gint64 t0 = g_get_monotonic_time ();
-
-      _mixprec_parallel_for (n, part, 64, bare_range, &b);
-      if (s > 0)
-        seconds[s - 1] = (g_get_monotonic_time () - t0) * 1e-6;
-      b.args.step++;
+      write_grads (params);
+      t0 = g_get_monotonic_time ();
+      g_assert_true (mixprec_engine_backward_done (engine, &error));
+      t += (g_get_monotonic_time () - t0) * 1e-6;
     }
-  g_free (b.master);
-  g_free (b.m);
-  g_free (b.v);
-  g_free (b.grad);
-  g_free (b.working);
+  t0 = g_get_monotonic_time ();
+  r = mixprec_engine_step (engine, &error);
+  t += (g_get_monotonic_time () - t0) * 1e-6;
+  g_assert_no_error (error);
+  g_assert_true (r->applied);
+  return t;
 }
 
 /* ------------------------------------------------------------ main */
@@ -311,6 +307,8 @@ main (int argc, char **argv)
   g_auto(GStrv) gases = NULL;
   g_autofree guint64 *sizes = NULL;
   g_autofree double *seconds = NULL;
+  g_autofree double *bare_seconds = NULL;
+  Bare bare = { NULL };
   MixprecFeature *adamw;
   guint64 total;
   double bare_best, bare_median;
@@ -332,6 +330,7 @@ main (int argc, char **argv)
   total = (guint64) (millions * 1e6);
   sizes = tensor_sizes (total, n_tensors);
   seconds = g_new (double, steps);
+  bare_seconds = g_new (double, steps);
   gases = g_strsplit (gas_arg != NULL ? gas_arg : "1,4", ",", -1);
 
   adamw = mixprec_registry_find_feature (mixprec_registry_get_default (), MIXPREC_FEATURE_KIND_OPTIMIZER,
@@ -341,25 +340,37 @@ main (int argc, char **argv)
       g_printerr ("%s\n", error->message);
       return 1;
     }
-  time_bare (adamw, total, steps, seconds);
-  best_median (seconds, steps, &bare_best, &bare_median);
+  bare_setup (&bare, adamw, total);
 
   g_print ("%" G_GUINT64_FORMAT " params in %d tensors, bf16 + FP32 masters, AdamW, clipping 1.0, "
-           "%u threads; best (median) of %d steps\n", total, n_tensors,
+           "%u threads; best (median) of %d steps, bare and engine alternating\n", total, n_tensors,
            _mixprec_parallel_num_threads (), steps);
   g_print ("%-6s %12s %12s %12s %12s %7s %8s\n", "", "engine p/s", "(median)", "bare p/s", "(median)",
            "ratio", "B/param");
   for (guint k = 0; gases[k] != NULL; k++)
     {
       guint gas = (guint) g_ascii_strtoull (gases[k], NULL, 10);
+      g_autoptr(GPtrArray) params = g_ptr_array_new ();
+      g_autoptr(MixprecEngine) engine = NULL;
       double best, median;
 
       if (gas == 0)
         continue;
-      time_engine (gas, sizes, n_tensors, steps, seconds);
+      engine = make_engine (gas, sizes, n_tensors, params);
+      /* Bare and engine steps alternate, after a warm-up of each, so a
+       * machine shared with other work slows both alike. */
+      bare_step (&bare);
+      engine_step (engine, params, gas);
+      for (gint s = 0; s < steps; s++)
+        {
+          bare_seconds[s] = bare_step (&bare);
+          seconds[s] = engine_step (engine, params, gas);
+        }
+      best_median (bare_seconds, steps, &bare_best, &bare_median);
       best_median (seconds, steps, &best, &median);
       g_print ("GAS %-2u %12.4g %12.4g %12.4g %12.4g %7.3f %5u/%u\n", gas, total / best, total / median,
                total / bare_best, total / bare_median, bare_best / best, engine_bytes (gas), BARE_BYTES);
     }
+  bare_clear (&bare);
   return 0;
 }

@@ -109,7 +109,7 @@ sumsq_piece (Group *g, const Segment *seg, guint64 begin, guint64 n, gpointer da
   gdouble *sum = data;
 
   *sum += _mixprec_kernel_sumsq_best (_mixprec_engine_at (seg->grad, g->dtypes.grad, begin - seg->offset),
-                                 g->dtypes.grad, n);
+                                      g->dtypes.grad, n);
 }
 
 /* Where this rank's reduced gradients of @u's slice start, and in what

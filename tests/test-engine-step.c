@@ -152,6 +152,8 @@ typedef struct {
   gfloat *v;
   guint16 *working;
   gfloat *acc;               /* the step's gradient, accumulated in FP32 */
+  guint16 *ext_working;      /* the caller's memory, for external parameters */
+  guint16 *ext_grad;
 } Expected;
 
 static gfloat
@@ -202,7 +204,7 @@ assert_bytes_equal (GBytes *actual, gconstpointer expected, gsize size)
  * gradients written where a backward pass writes them, against the same
  * steps by hand. */
 static void
-check_steps (guint gas, guint steps)
+check_steps (guint gas, guint steps, gboolean external)
 {
   g_autofree gchar *json = g_strdup_printf (
     "{\"bf16\": {\"enabled\": true}, \"gradient_clipping\": %g, \"gradient_accumulation_steps\": %u,"
@@ -242,11 +244,28 @@ check_steps (guint gas, guint steps)
       e->v = g_new0 (gfloat, e->numel);
       e->working = g_new (guint16, e->numel);
       e->acc = g_new (gfloat, e->numel);
+      e->ext_working = external ? g_new (guint16, e->numel) : NULL;
+      e->ext_grad = external ? g_new0 (guint16, e->numel) : NULL;
       for (guint64 i = 0; i < e->numel; i++)
-        e->master[i] = (gfloat) g_rand_double_range (rand, -1, 1);
-      init = g_bytes_new (e->master, e->numel * sizeof (gfloat));
-      params[p] = mixprec_engine_register_param (engine, name, shapes[p], 2, "Linear",
-                                                 MIXPREC_DTYPE_FLOAT32, init, &error);
+        {
+          gfloat f = (gfloat) g_rand_double_range (rand, -1, 1);
+          guint32 u;
+
+          /* External memory starts from its bf16 working copy. */
+          memcpy (&u, &f, 4);
+          e->master[i] = external ? bf16_value ((guint16) (u >> 16)) : f;
+          if (external)
+            e->ext_working[i] = (guint16) (u >> 16);
+        }
+      if (external)
+        params[p] = mixprec_engine_register_external (engine, name, shapes[p], 2, "Linear",
+                                                      e->ext_working, e->ext_grad, &error);
+      else
+        {
+          init = g_bytes_new (e->master, e->numel * sizeof (gfloat));
+          params[p] = mixprec_engine_register_param (engine, name, shapes[p], 2, "Linear",
+                                                     MIXPREC_DTYPE_FLOAT32, init, &error);
+        }
       g_assert_no_error (error);
     }
   g_assert_true (mixprec_engine_prepare (engine, &error));
@@ -341,6 +360,8 @@ check_steps (guint gas, guint steps)
       g_free (ex[p].v);
       g_free (ex[p].working);
       g_free (ex[p].acc);
+      g_free (ex[p].ext_working);
+      g_free (ex[p].ext_grad);
     }
 }
 
@@ -349,7 +370,7 @@ check_steps (guint gas, guint steps)
 static void
 test_step_gas1 (void)
 {
-  check_steps (1, 6);
+  check_steps (1, 6, FALSE);
 }
 
 /* GAS 4: the last micro-step's fold also sums the blocks the step's norm
@@ -357,7 +378,21 @@ test_step_gas1 (void)
 static void
 test_step_gas4 (void)
 {
-  check_steps (4, 4);
+  check_steps (4, 4, FALSE);
+}
+
+/* The same with the caller's memory: one segment per parameter, blocks
+ * that span several of them. */
+static void
+test_step_gas1_external (void)
+{
+  check_steps (1, 4, TRUE);
+}
+
+static void
+test_step_gas4_external (void)
+{
+  check_steps (4, 4, TRUE);
 }
 
 int
@@ -368,5 +403,7 @@ main (int argc, char **argv)
   g_test_add_func ("/engine-step/kernels/fold-zero", test_kernel_fold_zero);
   g_test_add_func ("/engine-step/gas1/by-hand", test_step_gas1);
   g_test_add_func ("/engine-step/gas4/by-hand", test_step_gas4);
+  g_test_add_func ("/engine-step/gas1/external", test_step_gas1_external);
+  g_test_add_func ("/engine-step/gas4/external", test_step_gas4_external);
   return g_test_run ();
 }

@@ -110,3 +110,52 @@ _mixprec_kernel_fold_zero_avx2 (gfloat       *dst,
     }
   return TRUE;
 }
+
+/* Sums of squares of four whole blocks at once: each block keeps its own
+ * eight lanes and order, and the four interleaved chains of additions
+ * keep the core busy where one block's two would wait on each other. */
+static void
+sumsq4 (const guint8 *p, MixprecDType dtype, gsize size, gdouble *out)
+{
+  const gsize stride = _MIXPREC_SUMSQ_BLOCK * size;
+  __m256d lo[4], hi[4];
+
+  for (guint b = 0; b < 4; b++)
+    lo[b] = hi[b] = _mm256_setzero_pd ();
+  for (gsize i = 0; i < _MIXPREC_SUMSQ_BLOCK; i += 8)
+    for (guint b = 0; b < 4; b++)
+      {
+        __m256 v = load8 (p + b * stride + i * size, dtype);
+        __m256d x = _mm256_cvtps_pd (_mm256_castps256_ps128 (v));
+        __m256d y = _mm256_cvtps_pd (_mm256_extractf128_ps (v, 1));
+
+        lo[b] = _mm256_add_pd (lo[b], _mm256_mul_pd (x, x));
+        hi[b] = _mm256_add_pd (hi[b], _mm256_mul_pd (y, y));
+      }
+  for (guint b = 0; b < 4; b++)
+    {
+      gdouble lane[8];
+
+      _mm256_storeu_pd (lane, lo[b]);
+      _mm256_storeu_pd (lane + 4, hi[b]);
+      out[b] = ((lane[0] + lane[1]) + (lane[2] + lane[3])) +
+               ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+    }
+}
+
+void
+_mixprec_kernel_sumsq_blocks_avx2 (gconstpointer src,
+                                   MixprecDType  dtype,
+                                   gsize         n_blocks,
+                                   gdouble      *out)
+{
+  const guint8 *p = src;
+  gsize size = mixprec_dtype_get_size (dtype);
+  gsize k = 0;
+
+  if (dtype == MIXPREC_DTYPE_BFLOAT16 || dtype == MIXPREC_DTYPE_FLOAT16 || dtype == MIXPREC_DTYPE_FLOAT32)
+    for (; k + 4 <= n_blocks; k += 4)
+      sumsq4 (p + k * _MIXPREC_SUMSQ_BLOCK * size, dtype, size, out + k);
+  for (; k < n_blocks; k++)
+    out[k] = _mixprec_kernel_sumsq_avx2 (p + k * _MIXPREC_SUMSQ_BLOCK * size, dtype, _MIXPREC_SUMSQ_BLOCK);
+}

@@ -41,6 +41,13 @@ gdouble _mixprec_kernel_sumsq_best (gconstpointer src,
                                     MixprecDType  dtype,
                                     gsize         n);
 
+/* out[k] = _mixprec_kernel_sumsq (block k, dtype, _MIXPREC_SUMSQ_BLOCK)
+ * for the @n_blocks whole blocks that follow each other from @src. */
+void    _mixprec_kernel_sumsq_blocks_best (gconstpointer src,
+                                           MixprecDType  dtype,
+                                           gsize         n_blocks,
+                                           gdouble      *out);
+
 /* _mixprec_kernel_fold (dst, dst_dtype, src, src_dtype, n, first), then
  * src zeroed, in one pass where the CPU has a kernel for the dtypes. */
 void    _mixprec_kernel_fold_zero_best (gpointer      dst,
@@ -54,6 +61,10 @@ void    _mixprec_kernel_fold_zero_best (gpointer      dst,
 gdouble  _mixprec_kernel_sumsq_avx2     (gconstpointer src,
                                          MixprecDType  dtype,
                                          gsize         n);
+void     _mixprec_kernel_sumsq_blocks_avx2 (gconstpointer src,
+                                            MixprecDType  dtype,
+                                            gsize         n_blocks,
+                                            gdouble      *out);
 /* FALSE (nothing done) for a source dtype other than fp32, fp16, bf16. */
 gboolean _mixprec_kernel_fold_zero_avx2 (gfloat       *dst,
                                          gpointer      src,

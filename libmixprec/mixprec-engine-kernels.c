@@ -154,6 +154,25 @@ _mixprec_kernel_sumsq_best (gconstpointer src,
 }
 
 void
+_mixprec_kernel_sumsq_blocks_best (gconstpointer src,
+                                   MixprecDType  dtype,
+                                   gsize         n_blocks,
+                                   gdouble      *out)
+{
+  gsize stride = _MIXPREC_SUMSQ_BLOCK * mixprec_dtype_get_size (dtype);
+
+#ifdef MIXPREC_HAVE_X86_SIMD
+  if (_mixprec_cpu_simd_level () >= _MIXPREC_SIMD_AVX2)
+    {
+      _mixprec_kernel_sumsq_blocks_avx2 (src, dtype, n_blocks, out);
+      return;
+    }
+#endif
+  for (gsize k = 0; k < n_blocks; k++)
+    out[k] = _mixprec_kernel_sumsq ((const guint8 *) src + k * stride, dtype, _MIXPREC_SUMSQ_BLOCK);
+}
+
+void
 _mixprec_kernel_fold_zero_best (gpointer      dst,
                                 MixprecDType  dst_dtype,
                                 gpointer      src,

@@ -142,9 +142,32 @@ sumsq_blocks (gsize first, gsize end, gpointer data)
       guint64 b = (j - u->first_block) * _MIXPREC_SUMSQ_BLOCK;
       guint64 real = real_in_slice (self, u);
       guint64 n = real > b ? MIN (_MIXPREC_SUMSQ_BLOCK, real - b) : 0;
+      guint64 whole = MIN ((real - MIN (real, b)) / _MIXPREC_SUMSQ_BLOCK, end - j);
       gdouble sum = 0.0;
       MixprecDType dtype;
 
+      /* Runs of whole blocks in one buffer go to the multi-block kernel
+       * (caller-owned memory has a buffer per parameter). */
+      if (whole > 1 && (self->world > 1 || g->accum != NULL || g->segments->len == 1))
+        {
+          gconstpointer src;
+
+          if (self->world == 1 && g->accum == NULL)
+            {
+              const Segment *seg = &g_array_index (g->segments, Segment, 0);
+
+              dtype = g->dtypes.grad;
+              src = _mixprec_engine_at (seg->grad, dtype, u->flat + b - seg->offset);
+            }
+          else
+            {
+              src = slice_source (self, g, u, &dtype);
+              src = _mixprec_engine_at ((gpointer) src, dtype, b);
+            }
+          _mixprec_kernel_sumsq_blocks_best (src, dtype, whole, g->norm + j);
+          j += whole - 1;
+          continue;
+        }
       if (n > 0 && self->world == 1 && g->accum == NULL)
         _mixprec_engine_for_each_piece (g, u->flat + b, u->flat + b + n, sumsq_piece, &sum);
       else if (n > 0)

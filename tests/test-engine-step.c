@@ -100,6 +100,30 @@ test_kernel_sumsq (void)
   g_free (buf);
 }
 
+/* Runs of whole blocks summed at once give each block's own bits. */
+static void
+test_kernel_sumsq_blocks (void)
+{
+  g_autoptr(GRand) rand = g_rand_new_with_seed (3);
+  guint8 *buf = g_malloc (4 * (9 * _MIXPREC_SUMSQ_BLOCK + 8));
+
+  for (guint d = 0; d < G_N_ELEMENTS (kernel_dtypes); d++)
+    for (gsize n_blocks = 0; n_blocks <= 9; n_blocks++)
+      {
+        MixprecDType dtype = kernel_dtypes[d];
+        gsize size = mixprec_dtype_get_size (dtype);
+        guint8 *src = buf + (n_blocks % 3) * size;
+        gdouble want[9], got[9];
+
+        fill_random (rand, src, dtype, n_blocks * _MIXPREC_SUMSQ_BLOCK);
+        for (gsize k = 0; k < n_blocks; k++)
+          want[k] = _mixprec_kernel_sumsq (src + k * _MIXPREC_SUMSQ_BLOCK * size, dtype, _MIXPREC_SUMSQ_BLOCK);
+        _mixprec_kernel_sumsq_blocks_best (src, dtype, n_blocks, got);
+        g_assert_cmpmem (got, n_blocks * sizeof (gdouble), want, n_blocks * sizeof (gdouble));
+      }
+  g_free (buf);
+}
+
 /* Folding and zeroing in one pass gives _mixprec_kernel_fold()'s bits and
  * leaves the gradient zero. */
 static void
@@ -400,6 +424,7 @@ main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/engine-step/kernels/sumsq", test_kernel_sumsq);
+  g_test_add_func ("/engine-step/kernels/sumsq-blocks", test_kernel_sumsq_blocks);
   g_test_add_func ("/engine-step/kernels/fold-zero", test_kernel_fold_zero);
   g_test_add_func ("/engine-step/gas1/by-hand", test_step_gas1);
   g_test_add_func ("/engine-step/gas4/by-hand", test_step_gas4);

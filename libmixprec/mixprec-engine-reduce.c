@@ -386,12 +386,22 @@ fold_blocks (gsize first, gsize end, gpointer data)
       const Unit *u = _mixprec_engine_unit_of_block (g, j);
       guint64 b = (j - u->first_block) * _MIXPREC_SUMSQ_BLOCK;
       guint64 n = u->numel > b ? MIN (_MIXPREC_SUMSQ_BLOCK, u->numel - b) : 0;
+      /* Up to four whole blocks at once (64 KiB of FP32 sums, still in the
+       * cache) for the multi-block sum of squares. */
+      guint64 whole = MIN (MIN ((u->numel - MIN (u->numel, b)) / _MIXPREC_SUMSQ_BLOCK, end - j), 4);
+      gpointer acc = _mixprec_engine_at (g->accum, g->dtypes.accum, u->flat + b);
 
+      if (job->sum && whole > 1)
+        {
+          _mixprec_engine_for_each_piece (g, u->flat + b, u->flat + b + whole * _MIXPREC_SUMSQ_BLOCK,
+                                          fold_piece_host, job);
+          _mixprec_kernel_sumsq_blocks_best (acc, g->dtypes.accum, whole, g->norm + j);
+          j += whole - 1;
+          continue;
+        }
       _mixprec_engine_for_each_piece (g, u->flat + b, u->flat + b + n, fold_piece_host, job);
       if (job->sum)
-        g->norm[j] = n > 0 ? _mixprec_kernel_sumsq_best (_mixprec_engine_at (g->accum, g->dtypes.accum, u->flat + b),
-                                                         g->dtypes.accum, n)
-                           : 0.0;
+        g->norm[j] = n > 0 ? _mixprec_kernel_sumsq_best (acc, g->dtypes.accum, n) : 0.0;
     }
 }
 

@@ -18,14 +18,17 @@
  * written):
  *
  *   bare kernel       g 2 + master/m/v 12 read + 12 written + w 2   = 28
- *   GAS 1             norm: g 2; optimizer 28 reading g in place;
- *                     g zeroed 2                                     = 32
+ *   GAS 1             norm pass: g 2; optimizer pass: 28 reading g in
+ *                     place, zeroing each tile of g once read: 2     = 32
  *   GAS N > 1         first fold: g 2 -> a 4, g zeroed 2             =  8
  *                     each later fold: g 2 + a 4 -> a 4, g zeroed 2  = 12
- *                     norm (fused into the last fold: 0, else a 4);
- *                     optimizer reading a: 30
+ *                     the last fold also sums the squares of a while
+ *                     it is in the cache: 0; optimizer reading a: 30
  *                     GAS 4: 8 + 3 * 12 + 30                         = 74
- *                     (78 with a norm pass of its own)
+ *
+ * Before this bench's engine pass, GAS 1 had the same 32 bytes in three
+ * passes (the zeroing a pass of its own, paying a read for ownership
+ * too), and GAS 4 had 78: a norm pass of its own reading a.
  *
  * The figures assume the layout of mixprec-engine-layout.c (ACCUM_NONE at
  * GAS 1, ACCUM_FLAT in FP32 above) and the pass structure of

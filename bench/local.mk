@@ -53,3 +53,13 @@ bench_bench_zero_memory_SOURCES = bench/bench-zero-memory.c tests/multiproc.c te
 bench_bench_zero_memory_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests
 bench_bench_zero_memory_LDADD = libmixprec/libmixprec.la $(MIXPREC_DEPS_LIBS)
 EXTRA_DIST += bench/run-bench-zero-memory.sh
+
+# --- engine-step: a whole engine step (backward_done + step) against the
+# bare optim-adamw kernel on as many elements, in the same run, at GAS 1
+# and 4 (bench/run-bench-engine-step.sh)
+bench_programs += bench/bench-engine-step
+bench_bench_engine_step_SOURCES = bench/bench-engine-step.c
+bench_bench_engine_step_CPPFLAGS = $(tests_internal_cppflags)
+bench_bench_engine_step_LDADD = $(tests_internal_ldadd) -lm
+EXTRA_bench_bench_engine_step_DEPENDENCIES = plugins/mixprec-optim-adamw.la
+EXTRA_DIST += bench/run-bench-engine-step.sh

@@ -120,6 +120,7 @@ mixprec_sources += \
 	libmixprec/mixprec-engine-step.c \
 	libmixprec/mixprec-engine-zero3.c \
 	libmixprec/mixprec-engine-access.c
+mixprec_simd_sources += libmixprec/mixprec-engine-kernels-avx2.c
 
 # --- bootstrap (rank discovery, rendezvous, control-message exchange)
 mixprec_public_headers += libmixprec/mixprec-bootstrap.h

@@ -132,6 +132,8 @@ typedef struct {
   GArray *mirrors;           /* HostMirror: device buffers copied for checkpoints */
   gdouble *norm;             /* block sums: this rank's, then (ranks) every rank's */
   guint64 n_blocks;          /* this rank's blocks */
+  gboolean norm_ready;       /* one process: the last fold summed the blocks */
+  gboolean grad_zeroed;      /* one process: the step zeroed the gradients it read */
 } Group;
 
 /* A host copy of one device buffer, which checkpoints read and write
@@ -370,6 +372,12 @@ gpointer _mixprec_engine_local_at (MixprecEngine *self, const Unit *u, gpointer 
  * again from the masters with it, element index = position in the group). */
 guint64 _mixprec_engine_step_seed (MixprecEngine *self,
                                    guint          group);
+
+/* The unit holding this rank's block @j of sums of squares (the last one
+ * starting at or before it: units without blocks share the next one's
+ * first block). */
+const Unit *_mixprec_engine_unit_of_block (const Group *g,
+                                           guint64      j);
 
 /* The segment holding element @offset of @g's element space (the one
  * starting at a parameter's offset, for a parameter's first element). */

@@ -35,4 +35,42 @@ gdouble _mixprec_kernel_sumsq (gconstpointer src,
                                MixprecDType  dtype,
                                gsize         n);
 
+/* _mixprec_kernel_sumsq() with the fastest kernel this CPU runs: the same
+ * lanes and additions, so the same bits. */
+gdouble _mixprec_kernel_sumsq_best (gconstpointer src,
+                                    MixprecDType  dtype,
+                                    gsize         n);
+
+/* out[k] = _mixprec_kernel_sumsq (block k, dtype, _MIXPREC_SUMSQ_BLOCK)
+ * for the @n_blocks whole blocks that follow each other from @src. */
+void    _mixprec_kernel_sumsq_blocks_best (gconstpointer src,
+                                           MixprecDType  dtype,
+                                           gsize         n_blocks,
+                                           gdouble      *out);
+
+/* _mixprec_kernel_fold (dst, dst_dtype, src, src_dtype, n, first), then
+ * src zeroed, in one pass where the CPU has a kernel for the dtypes. */
+void    _mixprec_kernel_fold_zero_best (gpointer      dst,
+                                        MixprecDType  dst_dtype,
+                                        gpointer      src,
+                                        MixprecDType  src_dtype,
+                                        gsize         n,
+                                        gboolean      first);
+
+#ifdef MIXPREC_HAVE_X86_SIMD
+gdouble  _mixprec_kernel_sumsq_avx2     (gconstpointer src,
+                                         MixprecDType  dtype,
+                                         gsize         n);
+void     _mixprec_kernel_sumsq_blocks_avx2 (gconstpointer src,
+                                            MixprecDType  dtype,
+                                            gsize         n_blocks,
+                                            gdouble      *out);
+/* FALSE (nothing done) for a source dtype other than fp32, fp16, bf16. */
+gboolean _mixprec_kernel_fold_zero_avx2 (gfloat       *dst,
+                                         gpointer      src,
+                                         MixprecDType  src_dtype,
+                                         gsize         n,
+                                         gboolean      first);
+#endif
+
 G_END_DECLS

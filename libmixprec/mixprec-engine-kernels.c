@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "mixprec-engine-kernels-private.h"
+#include "mixprec-cpu-private.h"
 #include "mixprec-dtype-private.h"
 
 #define TILE 2048
@@ -128,4 +129,66 @@ _mixprec_kernel_sumsq (gconstpointer src,
     }
   return ((lane[0] + lane[1]) + (lane[2] + lane[3])) +
          ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
+
+typedef gdouble (*SumsqFunc) (gconstpointer src, MixprecDType dtype, gsize n);
+
+gdouble
+_mixprec_kernel_sumsq_best (gconstpointer src,
+                            MixprecDType  dtype,
+                            gsize         n)
+{
+  static gsize chosen = 0;
+
+  if (g_once_init_enter (&chosen))
+    {
+      SumsqFunc f = _mixprec_kernel_sumsq;
+
+#ifdef MIXPREC_HAVE_X86_SIMD
+      if (_mixprec_cpu_simd_level () >= _MIXPREC_SIMD_AVX2)
+        f = _mixprec_kernel_sumsq_avx2;
+#endif
+      g_once_init_leave (&chosen, (gsize) f);
+    }
+  return ((SumsqFunc) chosen) (src, dtype, n);
+}
+
+void
+_mixprec_kernel_sumsq_blocks_best (gconstpointer src,
+                                   MixprecDType  dtype,
+                                   gsize         n_blocks,
+                                   gdouble      *out)
+{
+  gsize stride = _MIXPREC_SUMSQ_BLOCK * mixprec_dtype_get_size (dtype);
+
+#ifdef MIXPREC_HAVE_X86_SIMD
+  if (_mixprec_cpu_simd_level () >= _MIXPREC_SIMD_AVX2)
+    {
+      _mixprec_kernel_sumsq_blocks_avx2 (src, dtype, n_blocks, out);
+      return;
+    }
+#endif
+  for (gsize k = 0; k < n_blocks; k++)
+    out[k] = _mixprec_kernel_sumsq ((const guint8 *) src + k * stride, dtype, _MIXPREC_SUMSQ_BLOCK);
+}
+
+void
+_mixprec_kernel_fold_zero_best (gpointer      dst,
+                                MixprecDType  dst_dtype,
+                                gpointer      src,
+                                MixprecDType  src_dtype,
+                                gsize         n,
+                                gboolean      first)
+{
+#ifdef MIXPREC_HAVE_X86_SIMD
+  static gsize avx2 = 0;
+
+  if (g_once_init_enter (&avx2))
+    g_once_init_leave (&avx2, 1 + (_mixprec_cpu_simd_level () >= _MIXPREC_SIMD_AVX2));
+  if (avx2 == 2 && dst_dtype == MIXPREC_DTYPE_FLOAT32 &&
+      _mixprec_kernel_fold_zero_avx2 (dst, src, src_dtype, n, first))
+    return;
+#endif
+  _mixprec_kernel_fold (dst, dst_dtype, src, src_dtype, n, first);
+  memset (src, 0, n * mixprec_dtype_get_size (src_dtype));
 }

@@ -337,6 +337,7 @@ reset_units (MixprecEngine *self)
 typedef struct {
   Group *group;
   gboolean first;
+  gboolean sum;              /* the last micro-step: sum the blocks too */
 } FoldJob;
 
 static void
@@ -357,6 +358,51 @@ fold_range (gsize begin, gsize end, gpointer data)
 {
   FoldJob *job = data;
   _mixprec_engine_for_each_piece (job->group, begin, end, fold_piece, job);
+}
+
+static void
+fold_piece_host (Group *g, const Segment *seg, guint64 begin, guint64 n, gpointer data)
+{
+  FoldJob *job = data;
+
+  _mixprec_kernel_fold_zero_best (_mixprec_engine_at (g->accum, g->dtypes.accum, begin), g->dtypes.accum,
+                                  _mixprec_engine_at (seg->grad, g->dtypes.grad, begin - seg->offset),
+                                  g->dtypes.grad, n, job->first);
+}
+
+/* On the host: block by block of the sum of squares, so that each block's
+ * gradients are zeroed, and on the last micro-step its accumulated sums
+ * squared, while they are in the cache. The step then reads the block
+ * sums instead of the accumulation buffer: the same kernel over the same
+ * values, so the same bits as a pass of its own. */
+static void
+fold_blocks (gsize first, gsize end, gpointer data)
+{
+  FoldJob *job = data;
+  Group *g = job->group;
+
+  for (gsize j = first; j < end; j++)
+    {
+      const Unit *u = _mixprec_engine_unit_of_block (g, j);
+      guint64 b = (j - u->first_block) * _MIXPREC_SUMSQ_BLOCK;
+      guint64 n = u->numel > b ? MIN (_MIXPREC_SUMSQ_BLOCK, u->numel - b) : 0;
+      /* Up to four whole blocks at once (64 KiB of FP32 sums, still in the
+       * cache) for the multi-block sum of squares. */
+      guint64 whole = MIN (MIN ((u->numel - MIN (u->numel, b)) / _MIXPREC_SUMSQ_BLOCK, end - j), 4);
+      gpointer acc = _mixprec_engine_at (g->accum, g->dtypes.accum, u->flat + b);
+
+      if (job->sum && whole > 1)
+        {
+          _mixprec_engine_for_each_piece (g, u->flat + b, u->flat + b + whole * _MIXPREC_SUMSQ_BLOCK,
+                                          fold_piece_host, job);
+          _mixprec_kernel_sumsq_blocks_best (acc, g->dtypes.accum, whole, g->norm + j);
+          j += whole - 1;
+          continue;
+        }
+      _mixprec_engine_for_each_piece (g, u->flat + b, u->flat + b + n, fold_piece_host, job);
+      if (job->sum)
+        g->norm[j] = n > 0 ? _mixprec_kernel_sumsq_best (acc, g->dtypes.accum, n) : 0.0;
+    }
 }
 
 /* ---------------------------------------------------------------- intake */
@@ -612,10 +658,13 @@ mixprec_engine_backward_done (MixprecEngine *self,
         }
       else if (g->accum != NULL)
         {
-          FoldJob job = { g, self->micro_steps == 0 };
+          FoldJob job = { g, self->micro_steps == 0, self->micro_steps + 1 == self->gas };
 
           if (g->device == NULL)
-            _mixprec_parallel_for (g->numel, _MIXPREC_ENGINE_MIN_CHUNK, 64, fold_range, &job);
+            {
+              _mixprec_parallel_for (g->n_blocks, 1, 1, fold_blocks, &job);
+              g->norm_ready = job.sum;
+            }
           else if (g->numel > 0)
             fold_range (0, g->numel, &job);
           if (!take_device_error (g, error))
@@ -654,9 +703,10 @@ _mixprec_engine_clear_gradients (MixprecEngine *self)
       Group *g = g_ptr_array_index (self->groups, j);
 
       /* Accumulation buffers are overwritten by the next first fold;
-       * gradients read in place, reduced in place or used as scratch by
-       * the step must be zeroed for backward passes that add. */
-      if (self->world == 1 && g->accum == NULL)
+       * gradients read in place (unless the step zeroed them as it went),
+       * reduced in place or used as scratch by the step must be zeroed for
+       * backward passes that add. */
+      if (self->world == 1 && g->accum == NULL && !g->grad_zeroed)
         {
           if (g->device == NULL)
             _mixprec_parallel_for (g->numel, _MIXPREC_ENGINE_MIN_CHUNK, 64, zero_range, g);
@@ -666,6 +716,8 @@ _mixprec_engine_clear_gradients (MixprecEngine *self)
       else if (self->world > 1 && g->grad != NULL &&
                (self->stage == 0 || g->accum_mode == ACCUM_IN_GRAD))
         copy_into (g, g->grad, g->dtypes.grad, NULL, g->dtypes.grad, g->padded);
+      g->grad_zeroed = FALSE;
+      g->norm_ready = FALSE;
       for (guint i = 0; i < g->slots->len; i++)
         g_array_index (g->slots, Slot, i).state = SLOT_FREE;
       /* Nothing to report it to: the next pass meets a broken device. */

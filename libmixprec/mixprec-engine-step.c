@@ -43,12 +43,28 @@ _mixprec_engine_for_each_piece (Group    *g,
                                 PieceFunc func,
                                 gpointer  data)
 {
-  for (guint i = 0; i < g->segments->len; i++)
+  guint first = 0, last = g->segments->len;
+
+  /* From the first segment ending after @begin (segments lie in order):
+   * callers go block by block over groups of many parameters. */
+  while (first < last)
+    {
+      guint mid = first + (last - first) / 2;
+      const Segment *seg = &g_array_index (g->segments, Segment, mid);
+
+      if (seg->offset + seg->numel <= begin)
+        first = mid + 1;
+      else
+        last = mid;
+    }
+  for (guint i = first; i < g->segments->len; i++)
     {
       const Segment *seg = &g_array_index (g->segments, Segment, i);
       guint64 lo = MAX (begin, seg->offset);
       guint64 hi = MIN (end, seg->offset + seg->numel);
 
+      if (seg->offset >= end)
+        break;
       if (lo < hi)
         func (g, seg, lo, hi - lo, data);
     }
@@ -63,10 +79,8 @@ real_in_slice (MixprecEngine *self, const Unit *u)
   return u->numel > begin ? MIN (u->numel - begin, slice) : 0;
 }
 
-/* The unit holding this rank's block @j (the last one starting at or
- * before it: units without blocks share the next one's first block). */
-static const Unit *
-unit_of_block (const Group *g, guint64 j)
+const Unit *
+_mixprec_engine_unit_of_block (const Group *g, guint64 j)
 {
   guint lo = 0, hi = g->units->len;
 
@@ -94,8 +108,8 @@ sumsq_piece (Group *g, const Segment *seg, guint64 begin, guint64 n, gpointer da
 {
   gdouble *sum = data;
 
-  *sum += _mixprec_kernel_sumsq (_mixprec_engine_at (seg->grad, g->dtypes.grad, begin - seg->offset),
-                                 g->dtypes.grad, n);
+  *sum += _mixprec_kernel_sumsq_best (_mixprec_engine_at (seg->grad, g->dtypes.grad, begin - seg->offset),
+                                      g->dtypes.grad, n);
 }
 
 /* Where this rank's reduced gradients of @u's slice start, and in what
@@ -124,20 +138,43 @@ sumsq_blocks (gsize first, gsize end, gpointer data)
 
   for (gsize j = first; j < end; j++)
     {
-      const Unit *u = unit_of_block (g, j);
+      const Unit *u = _mixprec_engine_unit_of_block (g, j);
       guint64 b = (j - u->first_block) * _MIXPREC_SUMSQ_BLOCK;
       guint64 real = real_in_slice (self, u);
       guint64 n = real > b ? MIN (_MIXPREC_SUMSQ_BLOCK, real - b) : 0;
+      guint64 whole = MIN ((real - MIN (real, b)) / _MIXPREC_SUMSQ_BLOCK, end - j);
       gdouble sum = 0.0;
       MixprecDType dtype;
 
+      /* Runs of whole blocks in one buffer go to the multi-block kernel
+       * (caller-owned memory has a buffer per parameter). */
+      if (whole > 1 && (self->world > 1 || g->accum != NULL || g->segments->len == 1))
+        {
+          gconstpointer src;
+
+          if (self->world == 1 && g->accum == NULL)
+            {
+              const Segment *seg = &g_array_index (g->segments, Segment, 0);
+
+              dtype = g->dtypes.grad;
+              src = _mixprec_engine_at (seg->grad, dtype, u->flat + b - seg->offset);
+            }
+          else
+            {
+              src = slice_source (self, g, u, &dtype);
+              src = _mixprec_engine_at ((gpointer) src, dtype, b);
+            }
+          _mixprec_kernel_sumsq_blocks_best (src, dtype, whole, g->norm + j);
+          j += whole - 1;
+          continue;
+        }
       if (n > 0 && self->world == 1 && g->accum == NULL)
         _mixprec_engine_for_each_piece (g, u->flat + b, u->flat + b + n, sumsq_piece, &sum);
       else if (n > 0)
         {
           gconstpointer src = slice_source (self, g, u, &dtype);
 
-          sum = _mixprec_kernel_sumsq (_mixprec_engine_at ((gpointer) src, dtype, b), dtype, n);
+          sum = _mixprec_kernel_sumsq_best (_mixprec_engine_at ((gpointer) src, dtype, b), dtype, n);
         }
       g->norm[j] = sum;
     }
@@ -207,7 +244,9 @@ gradient_sumsq (MixprecEngine *self,
       g_autofree gdouble *host = NULL;
       const gdouble *all;
 
-      if (self->device != NULL)
+      if (g->norm_ready)
+        ;                    /* summed by the last micro-step's fold */
+      else if (self->device != NULL)
         {
           if (!sumsq_blocks_device (self, g, error))
             return FALSE;
@@ -298,12 +337,13 @@ typedef struct {
   const OptPiece *pieces;
   guint n_pieces;
   guint64 *starts;           /* n_pieces + 1 prefix sums of n */
+  gboolean zero_grad;        /* zero each gradient once the optimizer read it */
   GMutex lock;
   GError *error;
 } StepJob;
 
 static void
-step_run (StepJob *job, const OptPiece *p, guint64 off, guint64 n)
+step_run_range (StepJob *job, const OptPiece *p, guint64 off, guint64 n)
 {
   MixprecOptimizerStepV1 args = job->args;
   Group *g = job->group;
@@ -327,6 +367,32 @@ step_run (StepJob *job, const OptPiece *p, guint64 off, guint64 n)
         job->error = g_steal_pointer (&error);
       g_mutex_unlock (&job->lock);
       g_clear_error (&error);
+    }
+}
+
+/* Elements the optimizer updates before their gradients are zeroed: few
+ * enough that the gradients are still in the cache, so zeroing them costs
+ * only their write-back, not a pass of its own. */
+#define ZERO_TILE ((guint64) 1 << 14)
+
+static void
+step_run (StepJob *job, const OptPiece *p, guint64 off, guint64 n)
+{
+  gsize size = mixprec_dtype_get_size (job->grad_dtype);
+
+  if (!job->zero_grad)
+    {
+      step_run_range (job, p, off, n);
+      return;
+    }
+  /* The optimizer is element-wise and told each range's first index, so
+   * cutting a range changes no bit. */
+  for (guint64 a = 0; a < n; a += ZERO_TILE)
+    {
+      guint64 len = MIN (ZERO_TILE, n - a);
+
+      step_run_range (job, p, off + a, len);
+      memset (_mixprec_engine_at ((gpointer) p->grad, job->grad_dtype, off + a), 0, len * size);
     }
 }
 
@@ -364,9 +430,10 @@ run_pieces (MixprecEngine                *self,
             MixprecDType                  grad_dtype,
             const OptPiece               *pieces,
             guint                         n_pieces,
+            gboolean                      zero_grad,
             GError                      **error)
 {
-  StepJob job = { self, g, *args, grad_dtype, pieces, n_pieces, NULL, { 0 }, NULL };
+  StepJob job = { self, g, *args, grad_dtype, pieces, n_pieces, NULL, zero_grad, { 0 }, NULL };
   g_autofree guint64 *starts = g_new (guint64, n_pieces + 1);
 
   starts[0] = 0;
@@ -514,7 +581,7 @@ step_gathered_windows (MixprecEngine                *self,
               p.grad = _mixprec_engine_at (scratch, g->dtypes.accum, (guint64) r * w);
               at[n++] = p;
             }
-          if (!run_pieces (self, g, args, g->dtypes.accum, at, n, error))
+          if (!run_pieces (self, g, args, g->dtypes.accum, at, n, FALSE, error))
             return FALSE;
         }
     }
@@ -546,6 +613,7 @@ apply_optimizer (MixprecEngine *self,
       MixprecOptimizerStepV1 args = { 0 };
       MixprecDType grad_dtype = self->world == 1 && g->accum == NULL ? g->dtypes.grad : g->dtypes.accum;
       g_autoptr(GArray) pieces = NULL;
+      gboolean zero_grad;
 
       args.step = self->applied_steps;
       args.lr = lr;
@@ -573,8 +641,13 @@ apply_optimizer (MixprecEngine *self,
             return FALSE;
           continue;
         }
-      if (!run_pieces (self, g, &args, grad_dtype, (const OptPiece *) pieces->data, pieces->len, error))
+      /* Gradients read in place on the host are zeroed as the optimizer
+       * goes, while they are in the cache (clearing skips them). */
+      zero_grad = self->world == 1 && g->accum == NULL && g->device == NULL;
+      if (!run_pieces (self, g, &args, grad_dtype, (const OptPiece *) pieces->data, pieces->len,
+                       zero_grad, error))
         return FALSE;
+      g->grad_zeroed = zero_grad;
     }
   return TRUE;
 }

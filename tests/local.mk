@@ -187,6 +187,13 @@ if HAVE_PYTHON_GI
 TESTS += tests/test-engine-gi.py
 endif
 
+# --- engine step: the lean one-process passes, bitwise against the scalar
+# kernels and the optimizer applied by hand
+check_PROGRAMS += tests/test-engine-step
+tests_test_engine_step_CPPFLAGS = $(tests_internal_cppflags)
+tests_test_engine_step_LDADD = $(tests_internal_ldadd) -lm
+TESTS += tests/test-engine-step
+
 # --- example trainer: examples/charlm in short runs, and its Python twin
 EXTRA_DIST += tests/test-charlm.sh tests/test-charlm-py.py
 TESTS += tests/test-charlm.sh

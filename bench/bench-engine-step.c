@@ -1,0 +1,379 @@
+/* bench-engine-step.c — what a whole engine step costs beside the bare
+ * optimizer kernel it is built around, measured in the same run.
+ *
+ * The engine: 100M parameters in 1000 tensors of varied sizes, bf16
+ * working copies with FP32 masters, AdamW, gradient_clipping 1.0, one
+ * process, --threads threads (default 2). Each micro-step the gradients
+ * are written into mixprec_param_get_grad_data() the way a backward pass
+ * does (untimed); what is timed is what a trainer then calls:
+ * mixprec_engine_backward_done() once per micro-step and
+ * mixprec_engine_step(). The bare kernel: the engine's own optim-adamw
+ * feature, step() over one contiguous range of as many elements, cut in
+ * one part per thread on the library's thread pool (as bench-adamw does
+ * with its own pool), bf16 gradient in, bf16 working copy out.
+ *
+ * Bytes per parameter per optimizer step, from what each pass reads and
+ * writes (g bf16 gradient, a FP32 accumulator, w bf16 working copy,
+ * master, exp_avg, exp_avg_sq FP32; the zeroing of g counts its 2 bytes
+ * written):
+ *
+ *   bare kernel       g 2 + master/m/v 12 read + 12 written + w 2   = 28
+ *   GAS 1             norm pass: g 2; optimizer pass: 28 reading g in
+ *                     place, zeroing each tile of g once read: 2     = 32
+ *   GAS N > 1         first fold: g 2 -> a 4, g zeroed 2             =  8
+ *                     each later fold: g 2 + a 4 -> a 4, g zeroed 2  = 12
+ *                     the last fold also sums the squares of a while
+ *                     it is in the cache: 0; optimizer reading a: 30
+ *                     GAS 4: 8 + 3 * 12 + 30                         = 74
+ *
+ * Before this bench's engine pass, GAS 1 had the same 32 bytes in three
+ * passes (the zeroing a pass of its own, paying a read for ownership
+ * too), and GAS 4 had 78: a norm pass of its own reading a.
+ *
+ * The figures assume the layout of mixprec-engine-layout.c (ACCUM_NONE at
+ * GAS 1, ACCUM_FLAT in FP32 above) and the pass structure of
+ * mixprec-engine-reduce.c and mixprec-engine-step.c.
+ *
+ *   bench-engine-step [--threads N] [--steps N] [--gas N,N]
+ *                     [--params M] [--tensors N]
+ *
+ * Defaults: 2 threads, 5 timed steps after one warm-up, GAS 1,4, 100M
+ * parameters (--params in millions), 1000 tensors. Plugins come from
+ * MIXPREC_PLUGIN_PATH (bench/run-bench-engine-step.sh sets it). */
+#include "config.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <mixprec/mixprec.h>
+
+#include "mixprec-parallel-private.h"
+#include "mixprec-registry-private.h"
+
+#define BARE_BYTES 28
+
+/* ------------------------------------------------------------ helpers */
+
+static int
+compare_doubles (const void *a, const void *b)
+{
+  double x = *(const double *) a, y = *(const double *) b;
+
+  return (x > y) - (x < y);
+}
+
+/* Bits of a bf16 gradient of a loss scaled by 1, small enough that the
+ * step clips rarely and never overflows. */
+static guint16
+grad_bits (guint64 i)
+{
+  gfloat g = (gfloat) ((gint) (i % 2001) - 1000) * 1e-7f;
+  guint32 u;
+
+  memcpy (&u, &g, 4);
+  return (guint16) (u >> 16);
+}
+
+typedef struct {
+  guint16 *data;
+  guint64 first;
+} GradFill;
+
+static void
+fill_range (gsize begin, gsize end, gpointer data)
+{
+  GradFill *f = data;
+
+  for (gsize i = begin; i < end; i++)
+    f->data[i] = grad_bits (f->first + i);
+}
+
+/* Writes every parameter's gradient, as the backward pass would. */
+static void
+write_grads (GPtrArray *params)
+{
+  guint64 first = 0;
+
+  for (guint i = 0; i < params->len; i++)
+    {
+      MixprecParam *p = g_ptr_array_index (params, i);
+      GradFill f = { mixprec_param_get_grad_data (p), first };
+
+      g_assert (f.data != NULL);
+      _mixprec_parallel_for (mixprec_param_get_numel (p), 1 << 16, 64, fill_range, &f);
+      first += mixprec_param_get_numel (p);
+    }
+}
+
+/* ------------------------------------------------------------ engine */
+
+/* Tensor sizes of varied shapes (1 to 97 parts, scattered), summing to
+ * @total exactly. */
+static guint64 *
+tensor_sizes (guint64 total, guint n)
+{
+  guint64 *sizes = g_new (guint64, n);
+  guint64 weights = 0, left = total;
+
+  for (guint i = 0; i < n; i++)
+    weights += 1 + (i * 7919u) % 97;
+  for (guint i = 0; i + 1 < n; i++)
+    {
+      sizes[i] = total * (1 + (i * 7919u) % 97) / weights;
+      left -= sizes[i];
+    }
+  sizes[n - 1] = left;
+  return sizes;
+}
+
+static MixprecEngine *
+make_engine (guint gas, const guint64 *sizes, guint n, GPtrArray *params)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree gchar *json = g_strdup_printf (
+    "{\"bf16\": {\"enabled\": true}, \"gradient_clipping\": 1.0,"
+    " \"gradient_accumulation_steps\": %u,"
+    " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1e-3, \"weight_decay\": 0.01}}}",
+    gas);
+  g_autoptr(MixprecConfig) config = mixprec_config_new_from_data (json, -1, &error);
+  MixprecEngine *engine;
+  guint64 largest = 0;
+  g_autofree gfloat *values = NULL;
+  g_autoptr(GBytes) all = NULL;
+
+  g_assert_no_error (error);
+  engine = mixprec_engine_new (config, &error);
+  g_assert_no_error (error);
+  for (guint i = 0; i < n; i++)
+    largest = MAX (largest, sizes[i]);
+  values = g_new (gfloat, largest);
+  for (guint64 i = 0; i < largest; i++)
+    values[i] = (gfloat) (i % 1000) * 1e-4f - 0.05f;
+  all = g_bytes_new_take (g_steal_pointer (&values), largest * sizeof (gfloat));
+  for (guint i = 0; i < n; i++)
+    {
+      g_autofree gchar *name = g_strdup_printf ("layer%u.weight", i);
+      g_autoptr(GBytes) init = g_bytes_new_from_bytes (all, 0, sizes[i] * sizeof (gfloat));
+      MixprecParam *p = mixprec_engine_register_param (engine, name, &sizes[i], 1, "Linear",
+                                                       MIXPREC_DTYPE_FLOAT32, init, &error);
+
+      g_assert_no_error (error);
+      g_ptr_array_add (params, p);
+    }
+  g_assert_true (mixprec_engine_prepare (engine, &error));
+  return engine;
+}
+
+/* ------------------------------------------------------------ bare kernel */
+
+typedef struct {
+  MixprecFeature *adamw;
+  MixprecOptimizerStepV1 args;
+  gsize n;
+  gfloat *master;
+  gfloat *m;
+  gfloat *v;
+  guint16 *grad;
+  guint16 *working;
+} Bare;
+
+static void
+bare_range (gsize begin, gsize end, gpointer data)
+{
+  Bare *b = data;
+  MixprecOptimizerStepV1 args = b->args;
+  gfloat *states[2] = { b->m + begin, b->v + begin };
+  g_autoptr(GError) error = NULL;
+
+  args.first_index = begin;
+  if (!_mixprec_feature_optimizer_step (b->adamw, &args, NULL, b->master + begin, b->grad + begin,
+                                        states, b->working + begin, end - begin, &error))
+    g_error ("%s", error->message);
+}
+
+static void
+bare_init (gsize begin, gsize end, gpointer data)
+{
+  Bare *b = data;
+
+  for (gsize i = begin; i < end; i++)
+    {
+      b->grad[i] = grad_bits (i);
+      b->master[i] = (gfloat) (i % 1000) * 1e-4f - 0.05f;
+      b->m[i] = b->v[i] = 0;
+      b->working[i] = 0;
+    }
+}
+
+static void
+bare_setup (Bare *b, MixprecFeature *adamw, gsize n)
+{
+  b->adamw = adamw;
+  b->n = n;
+  b->args.step = 1;
+  b->args.lr = 1e-3;
+  b->args.grad_factor = 1.0f;
+  b->args.grad_dtype = MIXPREC_PLUGIN_DTYPE_BFLOAT16;
+  b->args.working_dtype = MIXPREC_PLUGIN_DTYPE_BFLOAT16;
+  b->args.rounding = MIXPREC_PLUGIN_ROUNDING_NEAREST_EVEN;
+  b->master = g_new (gfloat, n);
+  b->m = g_new (gfloat, n);
+  b->v = g_new (gfloat, n);
+  b->grad = g_new (guint16, n);
+  b->working = g_new (guint16, n);
+  _mixprec_parallel_for (n, (n + _mixprec_parallel_num_threads () - 1) / _mixprec_parallel_num_threads (), 64, bare_init, b);
+}
+
+static void
+bare_clear (Bare *b)
+{
+  g_free (b->master);
+  g_free (b->m);
+  g_free (b->v);
+  g_free (b->grad);
+  g_free (b->working);
+}
+
+/* Seconds of one bare step: one contiguous part per thread, like
+ * bench-adamw. */
+static double
+bare_step (Bare *b)
+{
+  gsize part = (b->n + _mixprec_parallel_num_threads () - 1) / _mixprec_parallel_num_threads ();
+  gint64 t0 = g_get_monotonic_time ();
+
+  _mixprec_parallel_for (b->n, part, 64, bare_range, b);
+  b->args.step++;
+  return (g_get_monotonic_time () - t0) * 1e-6;
+}
+
+/* Seconds of one engine step, the gradient writes left out. */
+static double
+engine_step (MixprecEngine *engine, GPtrArray *params, guint gas)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MixprecStepResult) r = NULL;
+  double t = 0;
+  gint64 t0;
+
+  for (guint m = 0; m < gas; m++)
+    {
+      write_grads (params);
+      t0 = g_get_monotonic_time ();
+      g_assert_true (mixprec_engine_backward_done (engine, &error));
+      t += (g_get_monotonic_time () - t0) * 1e-6;
+    }
+  t0 = g_get_monotonic_time ();
+  r = mixprec_engine_step (engine, &error);
+  t += (g_get_monotonic_time () - t0) * 1e-6;
+  g_assert_no_error (error);
+  g_assert_true (r->applied);
+  return t;
+}
+
+/* ------------------------------------------------------------ main */
+
+static void
+best_median (double *seconds, guint n, double *best, double *median)
+{
+  qsort (seconds, n, sizeof *seconds, compare_doubles);
+  *best = seconds[0];
+  *median = n % 2 ? seconds[n / 2] : (seconds[n / 2 - 1] + seconds[n / 2]) / 2;
+}
+
+/* Bytes per parameter per step of the engine's passes (see the top of
+ * this file). */
+static guint
+engine_bytes (guint gas)
+{
+  return gas == 1 ? 32 : 8 + (gas - 1) * 12 + 30;
+}
+
+int
+main (int argc, char **argv)
+{
+  gint threads = 2, steps = 5, n_tensors = 1000;
+  gdouble millions = 100;
+  g_autofree gchar *gas_arg = NULL;
+  GOptionEntry entries[] = {
+    { "threads", 0, 0, G_OPTION_ARG_INT, &threads, "threads (default 2)", "N" },
+    { "steps", 0, 0, G_OPTION_ARG_INT, &steps, "timed steps (default 5)", "N" },
+    { "gas", 0, 0, G_OPTION_ARG_STRING, &gas_arg, "gradient_accumulation_steps (default 1,4)", "N,N" },
+    { "params", 0, 0, G_OPTION_ARG_DOUBLE, &millions, "millions of parameters (default 100)", "M" },
+    { "tensors", 0, 0, G_OPTION_ARG_INT, &n_tensors, "tensors (default 1000)", "N" },
+    { NULL }
+  };
+  g_autoptr(GOptionContext) context = g_option_context_new ("- engine step against the bare optimizer kernel");
+  g_autoptr(GError) error = NULL;
+  g_autofree gchar *threads_env = NULL;
+  g_auto(GStrv) gases = NULL;
+  g_autofree guint64 *sizes = NULL;
+  g_autofree double *seconds = NULL;
+  g_autofree double *bare_seconds = NULL;
+  Bare bare = { NULL };
+  MixprecFeature *adamw;
+  guint64 total;
+  double bare_best, bare_median;
+
+  g_option_context_add_main_entries (context, entries, NULL);
+  if (!g_option_context_parse (context, &argc, &argv, &error))
+    {
+      g_printerr ("%s\n", error->message);
+      return 2;
+    }
+  if (threads < 1 || steps < 1 || n_tensors < 1 || millions <= 0)
+    {
+      g_printerr ("--threads, --steps, --tensors and --params must be positive\n");
+      return 2;
+    }
+  /* Before the pool starts: the engine and the bare kernel share it. */
+  threads_env = g_strdup_printf ("%d", threads);
+  g_setenv ("MIXPREC_NUM_THREADS", threads_env, TRUE);
+  total = (guint64) (millions * 1e6);
+  sizes = tensor_sizes (total, n_tensors);
+  seconds = g_new (double, steps);
+  bare_seconds = g_new (double, steps);
+  gases = g_strsplit (gas_arg != NULL ? gas_arg : "1,4", ",", -1);
+
+  adamw = mixprec_registry_find_feature (mixprec_registry_get_default (), MIXPREC_FEATURE_KIND_OPTIMIZER,
+                                         "adamw", "cpu", &error);
+  if (adamw == NULL)
+    {
+      g_printerr ("%s\n", error->message);
+      return 1;
+    }
+  bare_setup (&bare, adamw, total);
+
+  g_print ("%" G_GUINT64_FORMAT " params in %d tensors, bf16 + FP32 masters, AdamW, clipping 1.0, "
+           "%u threads; best (median) of %d steps, bare and engine alternating\n", total, n_tensors,
+           _mixprec_parallel_num_threads (), steps);
+  g_print ("%-6s %12s %12s %12s %12s %7s %8s\n", "", "engine p/s", "(median)", "bare p/s", "(median)",
+           "ratio", "B/param");
+  for (guint k = 0; gases[k] != NULL; k++)
+    {
+      guint gas = (guint) g_ascii_strtoull (gases[k], NULL, 10);
+      g_autoptr(GPtrArray) params = g_ptr_array_new ();
+      g_autoptr(MixprecEngine) engine = NULL;
+      double best, median;
+
+      if (gas == 0)
+        continue;
+      engine = make_engine (gas, sizes, n_tensors, params);
+      /* Bare and engine steps alternate, after a warm-up of each, so a
+       * machine shared with other work slows both alike. */
+      bare_step (&bare);
+      engine_step (engine, params, gas);
+      for (gint s = 0; s < steps; s++)
+        {
+          bare_seconds[s] = bare_step (&bare);
+          seconds[s] = engine_step (engine, params, gas);
+        }
+      best_median (bare_seconds, steps, &bare_best, &bare_median);
+      best_median (seconds, steps, &best, &median);
+      g_print ("GAS %-2u %12.4g %12.4g %12.4g %12.4g %7.3f %5u/%u\n", gas, total / best, total / median,
+               total / bare_best, total / bare_median, bare_best / best, engine_bytes (gas), BARE_BYTES);
+    }
+  bare_clear (&bare);
+  return 0;
+}

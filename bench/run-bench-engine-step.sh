@@ -1,0 +1,21 @@
+#!/bin/sh
+# run-bench-engine-step.sh — the engine's whole step (backward_done + step)
+# beside the bare optim-adamw kernel on the same element count: params/s
+# of each, their ratio, and bytes moved per parameter, at GAS 1 and 4.
+#
+#   bench/run-bench-engine-step.sh [BUILDDIR]
+#
+# BUILDDIR (default .) holds bench/bench-engine-step (`make bench`) and the
+# plugins. Environment: THREADS (default 2); STEPS timed steps (default 5);
+# GAS (default 1,4); PARAMS in millions (default 100); TENSORS (default
+# 1000). Needs about 4 GB of memory at the defaults.
+set -eu
+
+builddir=$(cd "${1:-.}" && pwd)
+
+MIXPREC_PLUGIN_PATH="$builddir/plugins${MIXPREC_PLUGIN_PATH:+:$MIXPREC_PLUGIN_PATH}"
+MIXPREC_PLUGIN_SYSTEM_PATH=
+export MIXPREC_PLUGIN_PATH MIXPREC_PLUGIN_SYSTEM_PATH
+
+exec "$builddir/bench/bench-engine-step" --threads "${THREADS:-2}" --steps "${STEPS:-5}" \
+  --gas "${GAS:-1,4}" --params "${PARAMS:-100}" --tensors "${TENSORS:-1000}"

@@ -1,0 +1,434 @@
+/* test-engine-step.c — the lean step on one process, bitwise: the AVX2
+ * engine kernels against the scalar ones they replace, and whole engine
+ * steps at GAS 1 and 4 against the optimizer plugin applied by hand.
+ *
+ * The expected steps are computed here from REFERENCE.md's formulas, not
+ * from the engine's passes: gradients accumulated in FP32 one micro-step
+ * at a time, the global norm of the averaged gradient, the clipping
+ * coefficient max((norm + 1e-6) / clip, 1), one factor
+ * 1 / (scale * gas * coef), and the adamw feature's step() over each whole
+ * parameter. The sum of squares is added in a plain order here; the
+ * engine's blocked order gives a norm a few ulps of a double away, which
+ * the factor (an FP32 value) does not see. */
+#include <math.h>
+#include <string.h>
+
+#include <mixprec/mixprec.h>
+
+#include "mixprec-cpu-private.h"
+#include "mixprec-engine-kernels-private.h"
+#include "mixprec-registry-private.h"
+
+/* ------------------------------------------------------------ kernels */
+
+static guint32
+random_bits (GRand *rand, MixprecDType dtype)
+{
+  /* Finite values over the whole range, and as many small ones. */
+  for (;;)
+    {
+      guint32 u = g_rand_int (rand);
+      gfloat f;
+
+      if (dtype == MIXPREC_DTYPE_FLOAT16)
+        {
+          u &= 0xffff;
+          if ((u & 0x7c00) != 0x7c00)
+            return u;
+          continue;
+        }
+      if (g_rand_boolean (rand))
+        u = (u & 0x80ffffffu) | (g_rand_int_range (rand, 100, 140) << 23);
+      memcpy (&f, &u, 4);
+      if (!isfinite (f))
+        continue;
+      return dtype == MIXPREC_DTYPE_BFLOAT16 ? u >> 16 : u;
+    }
+}
+
+static void
+fill_random (GRand *rand, gpointer data, MixprecDType dtype, gsize n)
+{
+  gsize size = mixprec_dtype_get_size (dtype);
+
+  for (gsize i = 0; i < n; i++)
+    {
+      guint32 u = random_bits (rand, dtype);
+
+      memcpy ((guint8 *) data + i * size, &u, size);   /* little-endian */
+    }
+}
+
+static const MixprecDType kernel_dtypes[] = {
+  MIXPREC_DTYPE_BFLOAT16, MIXPREC_DTYPE_FLOAT16, MIXPREC_DTYPE_FLOAT32
+};
+static const gsize kernel_sizes[] = { 0, 1, 7, 8, 9, 15, 16, 17, 100, 4095, 4096 };
+
+/* The dispatched sum of squares gives the scalar kernel's bits, at every
+ * length and alignment, and is non-finite where it is. */
+static void
+test_kernel_sumsq (void)
+{
+  g_autoptr(GRand) rand = g_rand_new_with_seed (1);
+  guint8 *buf = g_malloc (4 * (4096 + 8));
+
+  for (guint d = 0; d < G_N_ELEMENTS (kernel_dtypes); d++)
+    for (guint k = 0; k < G_N_ELEMENTS (kernel_sizes); k++)
+      for (guint shift = 0; shift < 3; shift++)
+        {
+          MixprecDType dtype = kernel_dtypes[d];
+          gsize n = kernel_sizes[k], size = mixprec_dtype_get_size (dtype);
+          guint8 *src = buf + shift * size;
+          gdouble want, got;
+
+          fill_random (rand, src, dtype, n);
+          want = _mixprec_kernel_sumsq (src, dtype, n);
+          got = _mixprec_kernel_sumsq_best (src, dtype, n);
+          g_assert_cmpmem (&got, sizeof got, &want, sizeof want);
+          if (n == 0)
+            continue;
+          /* An infinity anywhere, the last element included. */
+          {
+            const guint32 inf = dtype == MIXPREC_DTYPE_FLOAT32 ? 0x7f800000u
+                                : dtype == MIXPREC_DTYPE_FLOAT16 ? 0x7c00u : 0x7f80u;
+
+            memcpy (src + (n - 1 - g_rand_int_range (rand, 0, (gint32) MIN (n, 9))) * size, &inf, size);
+            g_assert_false (isfinite (_mixprec_kernel_sumsq (src, dtype, n)));
+            g_assert_false (isfinite (_mixprec_kernel_sumsq_best (src, dtype, n)));
+          }
+        }
+  g_free (buf);
+}
+
+/* Runs of whole blocks summed at once give each block's own bits. */
+static void
+test_kernel_sumsq_blocks (void)
+{
+  g_autoptr(GRand) rand = g_rand_new_with_seed (3);
+  guint8 *buf = g_malloc (4 * (9 * _MIXPREC_SUMSQ_BLOCK + 8));
+
+  for (guint d = 0; d < G_N_ELEMENTS (kernel_dtypes); d++)
+    for (gsize n_blocks = 0; n_blocks <= 9; n_blocks++)
+      {
+        MixprecDType dtype = kernel_dtypes[d];
+        gsize size = mixprec_dtype_get_size (dtype);
+        guint8 *src = buf + (n_blocks % 3) * size;
+        gdouble want[9], got[9];
+
+        fill_random (rand, src, dtype, n_blocks * _MIXPREC_SUMSQ_BLOCK);
+        for (gsize k = 0; k < n_blocks; k++)
+          want[k] = _mixprec_kernel_sumsq (src + k * _MIXPREC_SUMSQ_BLOCK * size, dtype, _MIXPREC_SUMSQ_BLOCK);
+        _mixprec_kernel_sumsq_blocks_best (src, dtype, n_blocks, got);
+        g_assert_cmpmem (got, n_blocks * sizeof (gdouble), want, n_blocks * sizeof (gdouble));
+      }
+  g_free (buf);
+}
+
+/* Folding and zeroing in one pass gives _mixprec_kernel_fold()'s bits and
+ * leaves the gradient zero. */
+static void
+test_kernel_fold_zero (void)
+{
+  g_autoptr(GRand) rand = g_rand_new_with_seed (2);
+  gfloat *acc = g_new (gfloat, 4096), *want = g_new (gfloat, 4096);
+  guint8 *grad = g_malloc (4 * (4096 + 8)), *copy = g_malloc (4 * 4096), *zeros = g_malloc0 (4 * 4096);
+
+  for (guint d = 0; d < G_N_ELEMENTS (kernel_dtypes); d++)
+    for (guint k = 0; k < G_N_ELEMENTS (kernel_sizes); k++)
+      for (guint first = 0; first < 2; first++)
+        {
+          MixprecDType dtype = kernel_dtypes[d];
+          gsize n = kernel_sizes[k], size = mixprec_dtype_get_size (dtype);
+          guint8 *src = grad + (k % 3) * size;
+
+          fill_random (rand, src, dtype, n);
+          fill_random (rand, acc, MIXPREC_DTYPE_FLOAT32, n);
+          memcpy (want, acc, n * sizeof (gfloat));
+          memcpy (copy, src, n * size);
+          _mixprec_kernel_fold (want, MIXPREC_DTYPE_FLOAT32, copy, dtype, n, first);
+          _mixprec_kernel_fold_zero_best (acc, MIXPREC_DTYPE_FLOAT32, src, dtype, n, first);
+          g_assert_cmpmem (acc, n * sizeof (gfloat), want, n * sizeof (gfloat));
+          g_assert_cmpmem (src, n * size, zeros, n * size);
+        }
+  g_free (acc);
+  g_free (want);
+  g_free (grad);
+  g_free (copy);
+  g_free (zeros);
+}
+
+/* ------------------------------------------------------------ steps */
+
+/* Shapes across block (4096) and unit (2^20 elements) boundaries, with
+ * lengths that leave SIMD tails. */
+static const guint64 shapes[][2] = {
+  { 1, 3 }, { 3, 1365 }, { 17, 241 }, { 100, 100 }, { 1, 1 }, { 7, 10001 }, { 1050, 1000 }, { 5, 9 },
+};
+#define N_PARAMS G_N_ELEMENTS (shapes)
+#define LR 0.01
+#define WEIGHT_DECAY 0.1
+#define CLIP 1.0
+
+typedef struct {
+  guint64 numel;
+  gfloat *master;
+  gfloat *m;
+  gfloat *v;
+  guint16 *working;
+  gfloat *acc;               /* the step's gradient, accumulated in FP32 */
+  guint16 *ext_working;      /* the caller's memory, for external parameters */
+  guint16 *ext_grad;
+} Expected;
+
+static gfloat
+bf16_value (guint16 bits)
+{
+  guint32 u = (guint32) bits << 16;
+  gfloat f;
+
+  memcpy (&f, &u, 4);
+  return f;
+}
+
+/* The engine's sum of squares in the order DESIGN.md fixes: parameters
+ * packed into units of at most 2^20 elements (a larger one alone), each
+ * unit summed in blocks of 4096 elements by the reference kernel, the
+ * block sums added in order. For shapes[] the units are parameters 0-5,
+ * 6 and 7. */
+static gdouble
+blocked_sumsq (const Expected *ex)
+{
+  static const guint unit_ends[] = { 6, 7, 8 };
+  gdouble total = 0;
+  guint p = 0;
+
+  for (guint k = 0; k < G_N_ELEMENTS (unit_ends); k++)
+    {
+      g_autoptr(GArray) unit = g_array_new (FALSE, FALSE, sizeof (gfloat));
+
+      for (; p < unit_ends[k]; p++)
+        g_array_append_vals (unit, ex[p].acc, ex[p].numel);
+      for (guint64 b = 0; b < unit->len; b += _MIXPREC_SUMSQ_BLOCK)
+        total += _mixprec_kernel_sumsq (&g_array_index (unit, gfloat, b), MIXPREC_DTYPE_FLOAT32,
+                                        MIN (_MIXPREC_SUMSQ_BLOCK, unit->len - b));
+    }
+  return total;
+}
+
+static void
+assert_bytes_equal (GBytes *actual, gconstpointer expected, gsize size)
+{
+  gsize len = 0;
+  gconstpointer data = g_bytes_get_data (actual, &len);
+
+  g_assert_cmpmem (data, len, expected, size);
+}
+
+/* @steps engine steps of @gas micro-steps each with random bf16
+ * gradients written where a backward pass writes them, against the same
+ * steps by hand. */
+static void
+check_steps (guint gas, guint steps, gboolean external)
+{
+  g_autofree gchar *json = g_strdup_printf (
+    "{\"bf16\": {\"enabled\": true}, \"gradient_clipping\": %g, \"gradient_accumulation_steps\": %u,"
+    " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": %g, \"weight_decay\": %g}}}",
+    CLIP, gas, LR, WEIGHT_DECAY);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MixprecConfig) config = mixprec_config_new_from_data (json, -1, &error);
+  g_autoptr(MixprecEngine) engine = NULL;
+  g_autoptr(GRand) rand = g_rand_new_with_seed (gas);
+  MixprecFeature *adamw;
+  MixprecParam *params[N_PARAMS];
+  Expected ex[N_PARAMS];
+  g_autofree gdouble *hparams = NULL;
+  guint clipped = 0;
+
+  g_assert_no_error (error);
+  engine = mixprec_engine_new (config, &error);
+  g_assert_no_error (error);
+  adamw = mixprec_registry_find_feature (mixprec_registry_get_default (), MIXPREC_FEATURE_KIND_OPTIMIZER,
+                                         "adamw", "cpu", &error);
+  g_assert_no_error (error);
+  hparams = g_new (gdouble, mixprec_feature_get_n_hparams (adamw));
+  for (guint i = 0; i < mixprec_feature_get_n_hparams (adamw); i++)
+    hparams[i] = mixprec_feature_get_hparam_default (adamw, i);
+  hparams[mixprec_feature_find_hparam (adamw, "lr")] = LR;
+  hparams[mixprec_feature_find_hparam (adamw, "weight_decay")] = WEIGHT_DECAY;
+
+  for (guint p = 0; p < N_PARAMS; p++)
+    {
+      g_autofree gchar *name = g_strdup_printf ("layer%u.weight", p);
+      Expected *e = &ex[p];
+      g_autoptr(GBytes) init = NULL;
+
+      e->numel = shapes[p][0] * shapes[p][1];
+      e->master = g_new (gfloat, e->numel);
+      e->m = g_new0 (gfloat, e->numel);
+      e->v = g_new0 (gfloat, e->numel);
+      e->working = g_new (guint16, e->numel);
+      e->acc = g_new (gfloat, e->numel);
+      e->ext_working = external ? g_new (guint16, e->numel) : NULL;
+      e->ext_grad = external ? g_new0 (guint16, e->numel) : NULL;
+      for (guint64 i = 0; i < e->numel; i++)
+        {
+          gfloat f = (gfloat) g_rand_double_range (rand, -1, 1);
+          guint32 u;
+
+          /* External memory starts from its bf16 working copy. */
+          memcpy (&u, &f, 4);
+          e->master[i] = external ? bf16_value ((guint16) (u >> 16)) : f;
+          if (external)
+            e->ext_working[i] = (guint16) (u >> 16);
+        }
+      if (external)
+        params[p] = mixprec_engine_register_external (engine, name, shapes[p], 2, "Linear",
+                                                      e->ext_working, e->ext_grad, &error);
+      else
+        {
+          init = g_bytes_new (e->master, e->numel * sizeof (gfloat));
+          params[p] = mixprec_engine_register_param (engine, name, shapes[p], 2, "Linear",
+                                                     MIXPREC_DTYPE_FLOAT32, init, &error);
+        }
+      g_assert_no_error (error);
+    }
+  g_assert_true (mixprec_engine_prepare (engine, &error));
+  g_assert_no_error (error);
+
+  for (guint s = 1; s <= steps; s++)
+    {
+      g_autoptr(MixprecStepResult) r = NULL;
+      gdouble scale = mixprec_engine_get_loss_scale (engine);
+      gdouble sumsq = 0, norm, coef, divisor = scale * gas;
+      gfloat factor;
+
+      /* Odd steps clip (a norm near 10), even steps do not (near 0.01). */
+      gdouble spread = s % 2 ? 1e-1 : 1e-4;
+
+      for (guint micro = 0; micro < gas; micro++)
+        {
+          for (guint p = 0; p < N_PARAMS; p++)
+            {
+              guint16 *grad = mixprec_param_get_grad_data (params[p]);
+
+              g_assert_cmpint (mixprec_param_get_grad_dtype (params[p]), ==, MIXPREC_DTYPE_BFLOAT16);
+              for (guint64 i = 0; i < ex[p].numel; i++)
+                {
+                  /* Magnitudes over 2^40: sums of their squares round,
+                   * so their order shows in the bits. */
+                  gfloat f = (gfloat) ldexp (g_rand_double_range (rand, -spread, spread),
+                                             -g_rand_int_range (rand, 0, 40));
+                  guint32 u;
+
+                  memcpy (&u, &f, 4);
+                  /* The engine zeroed what it read: a backward pass may add. */
+                  g_assert_cmpuint (grad[i], ==, 0);
+                  grad[i] = (guint16) (u >> 16);
+                  ex[p].acc[i] = micro == 0 ? bf16_value (grad[i]) : ex[p].acc[i] + bf16_value (grad[i]);
+                }
+            }
+          g_assert_true (mixprec_engine_backward_done (engine, &error));
+          g_assert_no_error (error);
+        }
+      r = mixprec_engine_step (engine, &error);
+      g_assert_no_error (error);
+      g_assert_true (r->applied);
+
+      for (guint p = 0; p < N_PARAMS; p++)
+        for (guint64 i = 0; i < ex[p].numel; i++)
+          sumsq += (gdouble) ex[p].acc[i] * ex[p].acc[i];
+      norm = sqrt (sumsq) / divisor;
+      coef = MAX ((norm + 1e-6) / CLIP, 1.0);
+      factor = (gfloat) (1.0 / (divisor * coef));
+      clipped += coef > 1.0;
+      g_assert_cmpfloat_with_epsilon (r->grad_norm, norm, 1e-12 * norm);
+      g_assert_cmpfloat_with_epsilon (r->clip_coef, coef, 1e-12 * coef);
+      /* The norm itself to the bit, in the blocked order. */
+      g_assert_cmpfloat (r->grad_norm, ==, sqrt (blocked_sumsq (ex)) / divisor);
+
+      for (guint p = 0; p < N_PARAMS; p++)
+        {
+          g_autofree gchar *name = g_strdup_printf ("layer%u.weight", p);
+          MixprecOptimizerStepV1 args = { 0 };
+          gfloat *states[2] = { ex[p].m, ex[p].v };
+          g_autoptr(GBytes) master = mixprec_param_get_master (params[p], NULL);
+          g_autoptr(GBytes) working = mixprec_param_get_working (params[p], MIXPREC_DTYPE_BFLOAT16, NULL);
+          g_autoptr(GBytes) m = mixprec_engine_get_optimizer_state (engine, name, "exp_avg", NULL);
+          g_autoptr(GBytes) v = mixprec_engine_get_optimizer_state (engine, name, "exp_avg_sq", NULL);
+          const guint16 *grad = mixprec_param_get_grad_data (params[p]);
+
+          args.step = s;
+          args.lr = LR;
+          args.grad_factor = factor;
+          args.grad_dtype = MIXPREC_PLUGIN_DTYPE_FLOAT32;
+          args.working_dtype = MIXPREC_PLUGIN_DTYPE_BFLOAT16;
+          args.rounding = MIXPREC_PLUGIN_ROUNDING_NEAREST_EVEN;
+          g_assert_true (_mixprec_feature_optimizer_step (adamw, &args, hparams, ex[p].master, ex[p].acc,
+                                                          states, ex[p].working, ex[p].numel, &error));
+          g_assert_no_error (error);
+          assert_bytes_equal (master, ex[p].master, ex[p].numel * sizeof (gfloat));
+          assert_bytes_equal (working, ex[p].working, ex[p].numel * sizeof (guint16));
+          assert_bytes_equal (m, ex[p].m, ex[p].numel * sizeof (gfloat));
+          assert_bytes_equal (v, ex[p].v, ex[p].numel * sizeof (gfloat));
+          for (guint64 i = 0; i < ex[p].numel; i++)
+            g_assert_cmpuint (grad[i], ==, 0);
+        }
+    }
+  /* Both sides of the clipping formula were exercised. */
+  g_assert_cmpuint (clipped, >, 0);
+  g_assert_cmpuint (clipped, <, steps);
+  for (guint p = 0; p < N_PARAMS; p++)
+    {
+      g_free (ex[p].master);
+      g_free (ex[p].m);
+      g_free (ex[p].v);
+      g_free (ex[p].working);
+      g_free (ex[p].acc);
+      g_free (ex[p].ext_working);
+      g_free (ex[p].ext_grad);
+    }
+}
+
+/* GAS 1: the optimizer reads the bf16 gradients in place (their FP32
+ * accumulation would be an exact conversion) and zeroes them as it goes. */
+static void
+test_step_gas1 (void)
+{
+  check_steps (1, 6, FALSE);
+}
+
+/* GAS 4: the last micro-step's fold also sums the blocks the step's norm
+ * is made of. */
+static void
+test_step_gas4 (void)
+{
+  check_steps (4, 4, FALSE);
+}
+
+/* The same with the caller's memory: one segment per parameter, blocks
+ * that span several of them. */
+static void
+test_step_gas1_external (void)
+{
+  check_steps (1, 4, TRUE);
+}
+
+static void
+test_step_gas4_external (void)
+{
+  check_steps (4, 4, TRUE);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/engine-step/kernels/sumsq", test_kernel_sumsq);
+  g_test_add_func ("/engine-step/kernels/sumsq-blocks", test_kernel_sumsq_blocks);
+  g_test_add_func ("/engine-step/kernels/fold-zero", test_kernel_fold_zero);
+  g_test_add_func ("/engine-step/gas1/by-hand", test_step_gas1);
+  g_test_add_func ("/engine-step/gas4/by-hand", test_step_gas4);
+  g_test_add_func ("/engine-step/gas1/external", test_step_gas1_external);
+  g_test_add_func ("/engine-step/gas4/external", test_step_gas4_external);
+  return g_test_run ();
+}

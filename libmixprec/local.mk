@@ -38,7 +38,8 @@ mixprec_simd_sources += \
 	libmixprec/mixprec-convert-avx2.c
 mixprec_avx512_sources = \
 	libmixprec/mixprec-avx512-private.h \
-	libmixprec/mixprec-convert-avx512.c
+	libmixprec/mixprec-convert-avx512.c \
+	libmixprec/mixprec-engine-kernels-avx512.c
 
 # --- loss scalers
 mixprec_public_headers += \

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "mixprec.h"
+#include "mixprec-cpu-private.h"
 
 G_BEGIN_DECLS
 
@@ -34,5 +35,20 @@ void    _mixprec_kernel_scale (gpointer      buf,
 gdouble _mixprec_kernel_sumsq (gconstpointer src,
                                MixprecDType  dtype,
                                gsize         n);
+
+/* _mixprec_kernel_sumsq() with the kernels of @level (the scalar ones where
+ * the build has none for it) rather than the process's choice, so that the
+ * tests can compare levels. The result is the same for every level. */
+gdouble _mixprec_kernel_sumsq_at_level (_MixprecSimdLevel level,
+                                        gconstpointer     src,
+                                        MixprecDType      dtype,
+                                        gsize             n);
+
+#ifdef MIXPREC_HAVE_X86_AVX512
+/* lane[i % 8] += (double) v[i] * v[i] for i = 0 .. n-1, in order. */
+void    _mixprec_avx512_sumsq_lanes (const gfloat *v,
+                                     gsize         n,
+                                     gdouble      *lane);
+#endif
 
 G_END_DECLS

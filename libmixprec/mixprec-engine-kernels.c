@@ -103,29 +103,56 @@ _mixprec_kernel_scale (gpointer      buf,
     }
 }
 
+/* The reference order: element i (of the whole range) adds its square to
+ * lane i % 8, in the order of i. */
+static void
+sumsq_lanes_scalar (const gfloat *v,
+                    gsize         n,
+                    gdouble      *lane)
+{
+  for (gsize i = 0; i < n; i++)
+    {
+      gdouble x = v[i];
+      lane[i & 7] += x * x;
+    }
+}
+
+/* Tiles start on multiples of 8 elements, so a tile's element i lands in
+ * lane i % 8 whatever the tiling, and the order of additions is fixed. */
+G_STATIC_ASSERT (TILE % 8 == 0);
+
+gdouble
+_mixprec_kernel_sumsq_at_level (_MixprecSimdLevel level,
+                                gconstpointer     src,
+                                MixprecDType      dtype,
+                                gsize             n)
+{
+  const _MixprecConvertKernels *k = _mixprec_convert_kernels_for_level (level);
+  void (*lanes) (const gfloat *, gsize, gdouble *) = sumsq_lanes_scalar;
+  gdouble lane[8] = { 0 };
+  gfloat tile[TILE];
+
+  if (k == NULL)
+    k = _mixprec_convert_kernels_for_level (_MIXPREC_SIMD_SCALAR);
+#ifdef MIXPREC_HAVE_X86_AVX512
+  if (level >= _MIXPREC_SIMD_AVX512)
+    lanes = _mixprec_avx512_sumsq_lanes;
+#endif
+
+  for (gsize off = 0; off < n; off += TILE)
+    {
+      gsize len = MIN ((gsize) TILE, n - off);
+
+      lanes (widen (k, src, dtype, off, len, tile), len, lane);
+    }
+  return ((lane[0] + lane[1]) + (lane[2] + lane[3])) +
+         ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
+
 gdouble
 _mixprec_kernel_sumsq (gconstpointer src,
                        MixprecDType  dtype,
                        gsize         n)
 {
-  const _MixprecConvertKernels *k = _mixprec_convert_kernels ();
-  gdouble lane[8] = { 0 };
-  gfloat tile[TILE];
-  gsize j = 0;
-
-  for (gsize off = 0; off < n; off += TILE)
-    {
-      gsize len = MIN ((gsize) TILE, n - off);
-      const gfloat *v = widen (k, src, dtype, off, len, tile);
-
-      /* Element i always lands in lane i % 8 of the whole range, whatever
-       * the tiling, so the order of additions is fixed. */
-      for (gsize i = 0; i < len; i++, j++)
-        {
-          gdouble x = v[i];
-          lane[j & 7] += x * x;
-        }
-    }
-  return ((lane[0] + lane[1]) + (lane[2] + lane[3])) +
-         ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+  return _mixprec_kernel_sumsq_at_level (_mixprec_cpu_simd_level (), src, dtype, n);
 }

@@ -1335,7 +1335,7 @@ test_convert_huge (void)
   const gsize n = (gsize) 6 << 20;    /* 36 MiB moved to bf16, 48 MiB back */
   g_autofree gfloat *in = g_new (gfloat, n);
   g_autofree gfloat *back = g_new (gfloat, n);
-  g_autofree guint16 *a = g_new (guint16, n);
+  g_autofree guint16 *a = g_new0 (guint16, n);  /* a[0] is decoded too */
   g_autofree guint16 *b = g_new (guint16, n);
 
   random_inputs (in, n, 43);

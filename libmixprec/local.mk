@@ -36,6 +36,10 @@ mixprec_sources += \
 mixprec_simd_sources += \
 	libmixprec/mixprec-avx2-private.h \
 	libmixprec/mixprec-convert-avx2.c
+mixprec_avx512_sources = \
+	libmixprec/mixprec-avx512-private.h \
+	libmixprec/mixprec-convert-avx512.c \
+	libmixprec/mixprec-engine-kernels-avx512.c
 
 # --- loss scalers
 mixprec_public_headers += \
@@ -185,6 +189,16 @@ libmixprec_libmixprec_simd_la_CFLAGS = $(libmixprec_libmixprec_internal_la_CFLAG
 libmixprec_libmixprec_internal_la_LIBADD += libmixprec/libmixprec-simd.la
 endif
 EXTRA_DIST += $(mixprec_simd_sources)
+# AVX-512 kernels: compiled with AVX-512 F/BW/VL enabled, called only
+# after _mixprec_cpu_simd_level() says the CPU has them.
+if HAVE_X86_AVX512
+noinst_LTLIBRARIES += libmixprec/libmixprec-avx512.la
+libmixprec_libmixprec_avx512_la_SOURCES = $(mixprec_avx512_sources)
+libmixprec_libmixprec_avx512_la_CPPFLAGS = $(libmixprec_libmixprec_internal_la_CPPFLAGS)
+libmixprec_libmixprec_avx512_la_CFLAGS = $(libmixprec_libmixprec_internal_la_CFLAGS) $(MIXPREC_AVX512_CFLAGS)
+libmixprec_libmixprec_internal_la_LIBADD += libmixprec/libmixprec-avx512.la
+endif
+EXTRA_DIST += $(mixprec_avx512_sources)
 
 lib_LTLIBRARIES += libmixprec/libmixprec.la
 libmixprec_libmixprec_la_SOURCES =

@@ -105,6 +105,12 @@ _mixprec_convert_kernels_for_level (_MixprecSimdLevel level)
 {
   switch (level)
     {
+    case _MIXPREC_SIMD_AVX512:
+#ifdef MIXPREC_HAVE_X86_AVX512
+      return &_mixprec_convert_kernels_avx512;
+#else
+      return NULL;
+#endif
     case _MIXPREC_SIMD_AVX2:
 #ifdef MIXPREC_HAVE_X86_SIMD
       return &_mixprec_convert_kernels_avx2;
@@ -308,8 +314,9 @@ check_arguments (MixprecDType      src_dtype,
  * Overflow, Inf and NaN are treated as in round to nearest.
  *
  * Large arrays are split across the library's threads
- * (mixprec_get_num_threads()); the kernels use AVX2/F16C when the CPU has
- * them (mixprec_get_simd_name()), bit-identical to the scalar ones.
+ * (mixprec_get_num_threads()); the kernels use AVX-512 or AVX2/F16C when
+ * the CPU has them (mixprec_get_simd_name()), bit-identical to the scalar
+ * ones.
  *
  * Returns: %TRUE on success; %FALSE with @error set to
  *   %MIXPREC_DTYPE_ERROR_INVALID_DTYPE or

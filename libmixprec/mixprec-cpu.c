@@ -3,21 +3,42 @@
 
 #include "mixprec-cpu-private.h"
 
+_MixprecSimdLevel
+_mixprec_cpu_simd_level_supported (void)
+{
+#ifdef MIXPREC_HAVE_X86_SIMD
+  __builtin_cpu_init ();
+  if (!__builtin_cpu_supports ("avx2") || !__builtin_cpu_supports ("fma") ||
+      !__builtin_cpu_supports ("f16c"))
+    return _MIXPREC_SIMD_SCALAR;
+# ifdef MIXPREC_HAVE_X86_AVX512
+  /* __builtin_cpu_supports also checks that the OS saves the ZMM state. */
+  if (__builtin_cpu_supports ("avx512f") && __builtin_cpu_supports ("avx512bw") &&
+      __builtin_cpu_supports ("avx512vl"))
+    return _MIXPREC_SIMD_AVX512;
+# endif
+  return _MIXPREC_SIMD_AVX2;
+#else
+  return _MIXPREC_SIMD_SCALAR;
+#endif
+}
+
 static _MixprecSimdLevel
 detect_simd_level (void)
 {
   const gchar *forced = g_getenv ("MIXPREC_SIMD");
+  _MixprecSimdLevel best = _mixprec_cpu_simd_level_supported ();
 
-  if (forced != NULL && g_ascii_strcasecmp (forced, "scalar") == 0)
+  /* A request can only lower the level: asking for kernels the CPU lacks
+   * would crash on the first illegal instruction. Other values are
+   * ignored. */
+  if (forced == NULL)
+    return best;
+  if (g_ascii_strcasecmp (forced, "scalar") == 0)
     return _MIXPREC_SIMD_SCALAR;
-
-#ifdef MIXPREC_HAVE_X86_SIMD
-  __builtin_cpu_init ();
-  if (__builtin_cpu_supports ("avx2") && __builtin_cpu_supports ("fma") &&
-      __builtin_cpu_supports ("f16c"))
-    return _MIXPREC_SIMD_AVX2;
-#endif
-  return _MIXPREC_SIMD_SCALAR;
+  if (g_ascii_strcasecmp (forced, "avx2") == 0)
+    return MIN (best, _MIXPREC_SIMD_AVX2);
+  return best;
 }
 
 _MixprecSimdLevel

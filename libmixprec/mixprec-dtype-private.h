@@ -396,6 +396,15 @@ void _mixprec_avx2_sr_bits_store (guint64  seed,
                                   guint64  index0,
                                   guint32 *out);
 #endif
+#ifdef MIXPREC_HAVE_X86_AVX512
+extern const _MixprecConvertKernels _mixprec_convert_kernels_avx512;
+
+/* Stores _mixprec_avx512_sr_bits (seed, index0) to @out[0..15], for the
+ * tests. Needs an AVX-512 CPU. */
+void _mixprec_avx512_sr_bits_store (guint64  seed,
+                                    guint64  index0,
+                                    guint32 *out);
+#endif
 
 /* The table for @level, or NULL when this build has no such kernels. */
 const _MixprecConvertKernels *_mixprec_convert_kernels_for_level (_MixprecSimdLevel level);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "mixprec.h"
+#include "mixprec-cpu-private.h"
 
 G_BEGIN_DECLS
 
@@ -71,6 +72,44 @@ gboolean _mixprec_kernel_fold_zero_avx2 (gfloat       *dst,
                                          MixprecDType  src_dtype,
                                          gsize         n,
                                          gboolean      first);
+#endif
+
+/* The three kernels with those of @level (the scalar ones where the build
+ * has none for it) rather than the process's choice, so that the tests
+ * can compare levels. The results are the same for every level. */
+void    _mixprec_kernel_fold_at_level  (_MixprecSimdLevel level,
+                                        gpointer          dst,
+                                        MixprecDType      dst_dtype,
+                                        gconstpointer     src,
+                                        MixprecDType      src_dtype,
+                                        gsize             n,
+                                        gboolean          first);
+void    _mixprec_kernel_scale_at_level (_MixprecSimdLevel level,
+                                        gpointer          buf,
+                                        MixprecDType      dtype,
+                                        gsize             n,
+                                        gfloat            factor);
+gdouble _mixprec_kernel_sumsq_at_level (_MixprecSimdLevel level,
+                                        gconstpointer     src,
+                                        MixprecDType      dtype,
+                                        gsize             n);
+
+#ifdef MIXPREC_HAVE_X86_AVX512
+/* The float loops of mixprec-engine-kernels-avx512.c, which give the bits
+ * of the scalar ones in mixprec-engine-kernels.c. */
+/* out[i] = acc[i] + g[i]; @out may be @acc. */
+void    _mixprec_avx512_add_f32     (gfloat       *out,
+                                     const gfloat *acc,
+                                     const gfloat *g,
+                                     gsize         n);
+/* v[i] *= factor. */
+void    _mixprec_avx512_scale_f32   (gfloat       *v,
+                                     gsize         n,
+                                     gfloat        factor);
+/* lane[i % 8] += (double) v[i] * v[i] for i = 0 .. n-1, in order. */
+void    _mixprec_avx512_sumsq_lanes (const gfloat *v,
+                                     gsize         n,
+                                     gdouble      *lane);
 #endif
 
 G_END_DECLS

@@ -78,10 +78,12 @@ mixprec_check_version (guint required_major,
 /**
  * mixprec_get_simd_name:
  *
- * Which kernels the CPU kernels dispatch to in this process: "avx2"
- * (AVX2 + F16C + FMA) or "scalar". Setting the environment variable
- * `MIXPREC_SIMD=scalar` before the first call forces the scalar kernels;
- * both produce identical bits.
+ * Which kernels the CPU kernels dispatch to in this process: "avx512"
+ * (AVX-512 F, BW and VL on top of the AVX2 set), "avx2" (AVX2 + F16C +
+ * FMA) or "scalar": the best the CPU has. Setting the environment
+ * variable `MIXPREC_SIMD` to `avx2` or `scalar` before the first call
+ * lowers the choice to that set (`avx512` keeps the best; no value raises
+ * it above what the CPU has); all produce identical bits.
  *
  * Returns: the name of the kernel set in use
  *
@@ -92,6 +94,8 @@ mixprec_get_simd_name (void)
 {
   switch (_mixprec_cpu_simd_level ())
     {
+    case _MIXPREC_SIMD_AVX512:
+      return "avx512";
     case _MIXPREC_SIMD_AVX2:
       return "avx2";
     case _MIXPREC_SIMD_SCALAR:

@@ -6,8 +6,9 @@ mixprec_plugin_LTLIBRARIES =
 # --- optim: the fused cpu optimizers (adamw, sgd, lion). Each is a module
 # that links neither libmixprec nor GLib: the ABI header, the inline
 # conversions of mixprec-dtype-private.h and libm are all it uses. The
-# AVX2/FMA kernels sit in per-plugin convenience libraries compiled with
-# $(MIXPREC_SIMD_CFLAGS); init() picks them only on a CPU that has them.
+# AVX2/FMA and AVX-512 kernels sit in per-plugin convenience libraries
+# compiled with $(MIXPREC_SIMD_CFLAGS) and $(MIXPREC_AVX512_CFLAGS); init()
+# picks them only on a CPU that has them.
 optim_plugin_cppflags = $(AM_CPPFLAGS) -I$(top_srcdir)/plugins
 optim_plugin_cflags = $(AM_CFLAGS) $(MIXPREC_HIDDEN_CFLAGS)
 optim_plugin_ldflags = -module -avoid-version -no-undefined -export-symbols-regex '^mixprec_plugin_'
@@ -16,6 +17,7 @@ noinst_LTLIBRARIES += plugins/libmixprec-optim-common.la
 plugins_libmixprec_optim_common_la_SOURCES = \
 	plugins/optim-common.h \
 	plugins/optim-common-avx2.h \
+	plugins/optim-common-avx512.h \
 	plugins/optim-common.c
 plugins_libmixprec_optim_common_la_CPPFLAGS = $(optim_plugin_cppflags)
 plugins_libmixprec_optim_common_la_CFLAGS = $(optim_plugin_cflags)
@@ -78,6 +80,30 @@ plugins_libmixprec_optim_lion_avx2_la_SOURCES = plugins/optim-lion/lion-avx2.c
 plugins_libmixprec_optim_lion_avx2_la_CPPFLAGS = $(optim_plugin_cppflags)
 plugins_libmixprec_optim_lion_avx2_la_CFLAGS = $(optim_plugin_cflags) $(MIXPREC_SIMD_CFLAGS)
 plugins_mixprec_optim_lion_la_LIBADD += plugins/libmixprec-optim-lion-avx2.la
+endif
+
+optim_avx512_sources = \
+	plugins/optim-adamw/adamw-avx512.c \
+	plugins/optim-sgd/sgd-avx512.c \
+	plugins/optim-lion/lion-avx512.c
+EXTRA_DIST += $(optim_avx512_sources)
+if HAVE_X86_AVX512
+noinst_LTLIBRARIES += \
+	plugins/libmixprec-optim-adamw-avx512.la \
+	plugins/libmixprec-optim-sgd-avx512.la \
+	plugins/libmixprec-optim-lion-avx512.la
+plugins_libmixprec_optim_adamw_avx512_la_SOURCES = plugins/optim-adamw/adamw-avx512.c
+plugins_libmixprec_optim_adamw_avx512_la_CPPFLAGS = $(optim_plugin_cppflags)
+plugins_libmixprec_optim_adamw_avx512_la_CFLAGS = $(optim_plugin_cflags) $(MIXPREC_AVX512_CFLAGS)
+plugins_mixprec_optim_adamw_la_LIBADD += plugins/libmixprec-optim-adamw-avx512.la
+plugins_libmixprec_optim_sgd_avx512_la_SOURCES = plugins/optim-sgd/sgd-avx512.c
+plugins_libmixprec_optim_sgd_avx512_la_CPPFLAGS = $(optim_plugin_cppflags)
+plugins_libmixprec_optim_sgd_avx512_la_CFLAGS = $(optim_plugin_cflags) $(MIXPREC_AVX512_CFLAGS)
+plugins_mixprec_optim_sgd_la_LIBADD += plugins/libmixprec-optim-sgd-avx512.la
+plugins_libmixprec_optim_lion_avx512_la_SOURCES = plugins/optim-lion/lion-avx512.c
+plugins_libmixprec_optim_lion_avx512_la_CPPFLAGS = $(optim_plugin_cppflags)
+plugins_libmixprec_optim_lion_avx512_la_CFLAGS = $(optim_plugin_cflags) $(MIXPREC_AVX512_CFLAGS)
+plugins_mixprec_optim_lion_la_LIBADD += plugins/libmixprec-optim-lion-avx512.la
 endif
 
 # --- comm-ucx: collectives between processes over UCX (host memory). Like

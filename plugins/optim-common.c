@@ -102,7 +102,7 @@ _mixprec_optim_check_args (const MixprecOptimizerV1 *schema,
 
 int
 _mixprec_optim_step (const _MixprecOptimKernels   *kernels,
-                     int                           use_simd,
+                     _MixprecOptimLevel            level,
                      const MixprecOptimizerStepV1 *args,
                      float                        *master,
                      const void                   *grad,
@@ -123,7 +123,9 @@ _mixprec_optim_step (const _MixprecOptimKernels   *kernels,
   if (status != MIXPREC_PLUGIN_OK)
     return status;
 
-  if (use_simd && kernels->run_simd != NULL)
+  if (level >= _MIXPREC_OPTIM_AVX512 && kernels->run_avx512 != NULL)
+    done = kernels->run_avx512 (&range, consts);
+  else if (level >= _MIXPREC_OPTIM_AVX2 && kernels->run_simd != NULL)
     done = kernels->run_simd (&range, consts);
   kernels->run_scalar (&range, consts, done);
   if (errbuf != NULL && errbuf_len > 0)
@@ -131,29 +133,45 @@ _mixprec_optim_step (const _MixprecOptimKernels   *kernels,
   return MIXPREC_PLUGIN_OK;
 }
 
-static int
-cpu_has_simd (void)
+/* The rule of libmixprec's _mixprec_cpu_simd_level(), which plugins do
+ * not link: the best level of the CPU, lowered by MIXPREC_SIMD. */
+static _MixprecOptimLevel
+cpu_simd_level (void)
 {
   const char *forced = getenv ("MIXPREC_SIMD");
+  _MixprecOptimLevel best = _MIXPREC_OPTIM_SCALAR;
 
-  if (forced != NULL && strcasecmp (forced, "scalar") == 0)
-    return 0;
 #ifdef MIXPREC_HAVE_X86_SIMD
   __builtin_cpu_init ();
-  return __builtin_cpu_supports ("avx2") && __builtin_cpu_supports ("fma") &&
-         __builtin_cpu_supports ("f16c");
-#else
-  return 0;
+  if (__builtin_cpu_supports ("avx2") && __builtin_cpu_supports ("fma") &&
+      __builtin_cpu_supports ("f16c"))
+    {
+      best = _MIXPREC_OPTIM_AVX2;
+# ifdef MIXPREC_HAVE_X86_AVX512
+      if (__builtin_cpu_supports ("avx512f") && __builtin_cpu_supports ("avx512bw") &&
+          __builtin_cpu_supports ("avx512vl"))
+        best = _MIXPREC_OPTIM_AVX512;
+# endif
+    }
 #endif
+  if (forced != NULL && strcasecmp (forced, "scalar") == 0)
+    return _MIXPREC_OPTIM_SCALAR;
+  if (forced != NULL && strcasecmp (forced, "avx2") == 0 && best > _MIXPREC_OPTIM_AVX2)
+    return _MIXPREC_OPTIM_AVX2;
+  return best;
 }
 
 int
 _mixprec_optim_register (MixprecPluginHostV1      *host,
                          const MixprecOptimizerV1 *scalar,
-                         const MixprecOptimizerV1 *simd,
+                         const MixprecOptimizerV1 *avx2,
+                         const MixprecOptimizerV1 *avx512,
                          char                     *errbuf,
                          size_t                    errbuf_len)
 {
+  const MixprecOptimizerV1 *chosen = scalar;
+  _MixprecOptimLevel level;
+
   if (host == NULL || host->register_optimizer == NULL ||
       host->struct_size < offsetof (MixprecPluginHostV1, register_optimizer) + sizeof host->register_optimizer)
     return _mixprec_optim_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
@@ -164,6 +182,10 @@ _mixprec_optim_register (MixprecPluginHostV1      *host,
                                 "Optimizer %s was built for plugin ABI %d.x; the library offers %u.%u.",
                                 scalar->name, MIXPREC_PLUGIN_ABI_VERSION_MAJOR,
                                 host->abi_major, host->abi_minor);
-  return host->register_optimizer (host, simd != NULL && cpu_has_simd () ? simd : scalar,
-                                   errbuf, errbuf_len);
+  level = cpu_simd_level ();
+  if (level >= _MIXPREC_OPTIM_AVX512 && avx512 != NULL)
+    chosen = avx512;
+  else if (level >= _MIXPREC_OPTIM_AVX2 && avx2 != NULL)
+    chosen = avx2;
+  return host->register_optimizer (host, chosen, errbuf, errbuf_len);
 }

@@ -1,5 +1,5 @@
 /* optim-common.h — what the cpu optimizer plugins share: the checks every
- * step() makes, dispatch between the scalar and AVX2 kernels, and the
+ * step() makes, dispatch between the scalar, AVX2 and AVX-512 kernels, and the
  * per-element plumbing around an optimizer's update (gradient of any dtype
  * times grad_factor, parameter from the master or the working copy, working
  * copy written with either rounding).
@@ -57,20 +57,36 @@ typedef struct {
    * the build has no SIMD kernels. */
   size_t (*run_simd)   (const _MixprecOptimRange     *range,
                         const float                  *consts);
+  /* AVX-512: all n elements (the tail under a mask); returns n. NULL
+   * when the build has no AVX-512 kernels. */
+  size_t (*run_avx512) (const _MixprecOptimRange     *range,
+                        const float                  *consts);
 } _MixprecOptimKernels;
 
-/* Declares an optimizer's two kernels, PREFIX_run_scalar (elements
- * start .. n-1) and PREFIX_run_avx2 (defined only in SIMD builds). */
+/* The kernel levels of _mixprec_optim_step(), as libmixprec's
+ * _MixprecSimdLevel. */
+typedef enum {
+  _MIXPREC_OPTIM_SCALAR = 0,
+  _MIXPREC_OPTIM_AVX2 = 1,
+  _MIXPREC_OPTIM_AVX512 = 2,
+} _MixprecOptimLevel;
+
+/* Declares an optimizer's three kernels, PREFIX_run_scalar (elements
+ * start .. n-1), PREFIX_run_avx2 (defined only in SIMD builds) and
+ * PREFIX_run_avx512 (defined only in AVX-512 builds). */
 #define _MIXPREC_OPTIM_DECLARE_KERNELS(prefix) \
   void   prefix##_run_scalar (const _MixprecOptimRange *range, \
                               const float              *consts, \
                               size_t                    start); \
   size_t prefix##_run_avx2   (const _MixprecOptimRange *range, \
+                              const float              *consts); \
+  size_t prefix##_run_avx512 (const _MixprecOptimRange *range, \
                               const float              *consts)
 
-/* The whole of a step(): checks, prepare(), the kernels (SIMD or not). */
+/* The whole of a step(): checks, prepare(), the kernels of @level (or
+ * the best lower one the build has). */
 int  _mixprec_optim_step     (const _MixprecOptimKernels    *kernels,
-                              int                            use_simd,
+                              _MixprecOptimLevel             level,
                               const MixprecOptimizerStepV1  *args,
                               float                         *master,
                               const void                    *grad,
@@ -91,23 +107,31 @@ int  _mixprec_optim_check_args (const MixprecOptimizerV1      *schema,
 /* Writes a sentence into errbuf (when there is one) and returns status. */
 #define _mixprec_optim_fail _mixprec_plugin_fail
 
-/* init(): registers @simd when it is not NULL, the CPU has AVX2, FMA and
- * F16C, and MIXPREC_SIMD is not "scalar" (read at each call, so a test can
- * capture both vtables); @scalar otherwise. */
+/* init(): registers @avx512 when it is not NULL and the CPU has AVX-512
+ * F, BW and VL on top of what @avx2 needs, else @avx2 when it is not NULL
+ * and the CPU has AVX2, FMA and F16C, else @scalar. MIXPREC_SIMD
+ * ("scalar", "avx2", "avx512"; read at each call, so a test can capture
+ * every vtable) lowers the choice, never raises it. */
 int  _mixprec_optim_register (MixprecPluginHostV1           *host,
                               const MixprecOptimizerV1      *scalar,
-                              const MixprecOptimizerV1      *simd,
+                              const MixprecOptimizerV1      *avx2,
+                              const MixprecOptimizerV1      *avx512,
                               char                          *errbuf,
                               size_t                         errbuf_len);
 
-/* A kernel of the SIMD build, or NULL in a build without one. */
+/* A kernel of the SIMD (AVX-512) build, or NULL in a build without one. */
 #ifdef MIXPREC_HAVE_X86_SIMD
 # define _MIXPREC_OPTIM_SIMD(kernel) (kernel)
 #else
 # define _MIXPREC_OPTIM_SIMD(kernel) NULL
 #endif
+#ifdef MIXPREC_HAVE_X86_AVX512
+# define _MIXPREC_OPTIM_AVX512_KERNEL(kernel) (kernel)
+#else
+# define _MIXPREC_OPTIM_AVX512_KERNEL(kernel) NULL
+#endif
 
-/* A vtable of this family; the two of a plugin differ in step only. */
+/* A vtable of this family; the three of a plugin differ in step only. */
 #define _MIXPREC_OPTIM_VTABLE(oname, odescription, ohparams, ostates, ostep) \
   { .name = (oname), .device = "cpu", .rank = _MIXPREC_OPTIM_RANK, \
     .description = (odescription), \
@@ -115,36 +139,41 @@ int  _mixprec_optim_register (MixprecPluginHostV1           *host,
     .n_state_slots = G_N_ELEMENTS (ostates), .state_names = (ostates), \
     .step = (ostep) }
 
-/* A step() entry point running @kernels, SIMD or not. */
-#define _MIXPREC_OPTIM_STEP_FUNC(func, kernels, use_simd) \
+/* A step() entry point running the kernels of @level. */
+#define _MIXPREC_OPTIM_STEP_FUNC(func, kernels, level) \
   static int \
   func (const MixprecOptimizerStepV1 *args, float *master, const void *grad, \
         float *const *states, void *working, size_t n, char *errbuf, size_t errbuf_len) \
   { \
-    return _mixprec_optim_step ((kernels), (use_simd), args, master, grad, states, working, n, \
+    return _mixprec_optim_step ((kernels), (level), args, master, grad, states, working, n, \
                                 errbuf, errbuf_len); \
   }
 
 /* Defines the plugin around one optimizer, the way GST_PLUGIN_DEFINE does:
- * the two step() entry points and vtables, init(), the description and the
- * entry point mixprec_plugin_<symbol>_get_desc. */
+ * the three step() entry points and vtables, init(), the description and
+ * the entry point mixprec_plugin_<symbol>_get_desc. */
 #define _MIXPREC_OPTIM_PLUGIN_DEFINE(symbol, plugin_name, plugin_description, \
                                      oname, odescription, ohparams, ostates, \
-                                     oprepare, orun_scalar, orun_simd) \
+                                     oprepare, orun_scalar, orun_simd, orun_avx512) \
   static const MixprecOptimizerV1 symbol##_scalar_vtable; \
   static const _MixprecOptimKernels symbol##_kernels = { \
-    &symbol##_scalar_vtable, (oprepare), (orun_scalar), _MIXPREC_OPTIM_SIMD (orun_simd) }; \
-  _MIXPREC_OPTIM_STEP_FUNC (symbol##_step_scalar, &symbol##_kernels, 0) \
-  _MIXPREC_OPTIM_STEP_FUNC (symbol##_step_simd, &symbol##_kernels, 1) \
+    &symbol##_scalar_vtable, (oprepare), (orun_scalar), _MIXPREC_OPTIM_SIMD (orun_simd), \
+    _MIXPREC_OPTIM_AVX512_KERNEL (orun_avx512) }; \
+  _MIXPREC_OPTIM_STEP_FUNC (symbol##_step_scalar, &symbol##_kernels, _MIXPREC_OPTIM_SCALAR) \
+  _MIXPREC_OPTIM_STEP_FUNC (symbol##_step_simd, &symbol##_kernels, _MIXPREC_OPTIM_AVX2) \
+  _MIXPREC_OPTIM_STEP_FUNC (symbol##_step_avx512, &symbol##_kernels, _MIXPREC_OPTIM_AVX512) \
   static const MixprecOptimizerV1 symbol##_scalar_vtable = \
     _MIXPREC_OPTIM_VTABLE (oname, odescription, ohparams, ostates, symbol##_step_scalar); \
   static const MixprecOptimizerV1 symbol##_simd_vtable = \
     _MIXPREC_OPTIM_VTABLE (oname, odescription, ohparams, ostates, symbol##_step_simd); \
+  static const MixprecOptimizerV1 symbol##_avx512_vtable = \
+    _MIXPREC_OPTIM_VTABLE (oname, odescription, ohparams, ostates, symbol##_step_avx512); \
   static int \
   symbol##_init (MixprecPluginHostV1 *host, char *errbuf, size_t errbuf_len) \
   { \
     return _mixprec_optim_register (host, &symbol##_scalar_vtable, \
                                     symbol##_kernels.run_simd != NULL ? &symbol##_simd_vtable : NULL, \
+                                    symbol##_kernels.run_avx512 != NULL ? &symbol##_avx512_vtable : NULL, \
                                     errbuf, errbuf_len); \
   } \
   static const MixprecPluginDesc symbol##_desc = { \

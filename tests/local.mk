@@ -125,6 +125,12 @@ tests_test_dtype_CPPFLAGS = $(tests_internal_cppflags)
 tests_test_dtype_LDADD = $(tests_internal_ldadd) -lm
 TESTS += tests/test-dtype
 
+# --- engine kernels: the sum of squares at every SIMD level
+check_PROGRAMS += tests/test-engine-kernels
+tests_test_engine_kernels_CPPFLAGS = $(tests_internal_cppflags)
+tests_test_engine_kernels_LDADD = $(tests_internal_ldadd) -lm
+TESTS += tests/test-engine-kernels
+
 # --- optim: the cpu optimizer plugins, loaded from plugins/.libs
 check_PROGRAMS += tests/test-optim
 tests_test_optim_LDADD = $(tests_public_ldadd) $(LIBS)

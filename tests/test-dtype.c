@@ -1,7 +1,7 @@
 /* test-dtype.c — number formats: names and limits, conversions against an
- * independent double-precision model (dtype-reference.h), the AVX2 kernels
- * against the scalar ones, and the statistics and reproducibility of
- * stochastic rounding. */
+ * independent double-precision model (dtype-reference.h), the AVX2 and
+ * AVX-512 kernels against the scalar ones, and the statistics and
+ * reproducibility of stochastic rounding. */
 #include "config.h"
 
 #include <float.h>
@@ -36,17 +36,29 @@ scalar_kernels (void)
   return _mixprec_convert_kernels_for_level (_MIXPREC_SIMD_SCALAR);
 }
 
-/* The AVX2 table, or NULL (and the test skipped) where it cannot run. */
-static const _MixprecConvertKernels *
-avx2_kernels_or_skip (void)
-{
-  const _MixprecConvertKernels *k = NULL;
+/* The SIMD levels the tests compare with the scalar kernels. */
+static const _MixprecSimdLevel simd_levels[] = { _MIXPREC_SIMD_AVX2, _MIXPREC_SIMD_AVX512 };
 
-  if (_mixprec_cpu_simd_level () == _MIXPREC_SIMD_AVX2)
-    k = _mixprec_convert_kernels_for_level (_MIXPREC_SIMD_AVX2);
+/* The table of @level where this process may run it, else NULL. */
+static const _MixprecConvertKernels *
+simd_kernels (_MixprecSimdLevel level)
+{
+  if (_mixprec_cpu_simd_level () < level)
+    return NULL;
+  return _mixprec_convert_kernels_for_level (level);
+}
+
+/* The table of @level, or NULL (and the test skipped) where it cannot run. */
+static const _MixprecConvertKernels *
+simd_kernels_or_skip (_MixprecSimdLevel level)
+{
+  const _MixprecConvertKernels *k = simd_kernels (level);
+
   if (k == NULL)
-    g_test_skip ("no AVX2 kernels to compare: the CPU lacks AVX2/F16C/FMA, "
-                 "the build has no x86-64 SIMD, or MIXPREC_SIMD=scalar is set");
+    g_test_skip_printf ("no %s kernels to compare: the CPU lacks them, the build has none, "
+                        "or MIXPREC_SIMD=%s is set",
+                        level == _MIXPREC_SIMD_AVX512 ? "AVX-512 F/BW/VL" : "AVX2/F16C/FMA",
+                        level == _MIXPREC_SIMD_AVX512 ? "avx2 or scalar" : "scalar");
   return k;
 }
 
@@ -568,9 +580,9 @@ test_encode_float16_matches_fp_conversion (void)
 /* ------------------------------------------------------------ SIMD == scalar */
 
 static void
-test_simd_decode_exhaustive (void)
+test_simd_decode_exhaustive (gconstpointer data)
 {
-  const _MixprecConvertKernels *avx2 = avx2_kernels_or_skip ();
+  const _MixprecConvertKernels *simd = simd_kernels_or_skip (GPOINTER_TO_UINT (data));
   const _MixprecConvertKernels *scalar = scalar_kernels ();
   const MixprecDType dtypes[] = { MIXPREC_DTYPE_FLOAT16, MIXPREC_DTYPE_BFLOAT16,
                                   MIXPREC_DTYPE_FLOAT8_E4M3, MIXPREC_DTYPE_FLOAT8_E5M2 };
@@ -580,7 +592,7 @@ test_simd_decode_exhaustive (void)
   g_autofree guint32 *a = g_new (guint32, n);
   g_autofree guint32 *b = g_new (guint32, n);
 
-  if (avx2 == NULL)
+  if (simd == NULL)
     return;
   for (gsize i = 0; i < n; i++)
     in[i] = (guint16) (i * 40503u);    /* a permutation of all 2^16 */
@@ -588,14 +600,14 @@ test_simd_decode_exhaustive (void)
     {
       /* For the 8-bit formats the same buffer reads as every byte value. */
       scalar->to_f32[dtypes[d]] (in, a, n, 0, 0);
-      avx2->to_f32[dtypes[d]] (in, b, n, 0, 0);
+      simd->to_f32[dtypes[d]] (in, b, n, 0, 0);
       g_assert_cmpmem (a, n * 4, b, n * 4);
     }
 }
 
 typedef struct {
   const _MixprecConvertKernels *scalar;
-  const _MixprecConvertKernels *avx2;
+  const _MixprecConvertKernels *simd;
   guint64 mismatches;
 } SimdCheck;
 
@@ -621,67 +633,67 @@ simd_check_block (const gfloat *in,
       guint64 seed = first_index * 0x9E3779B97F4A7C15u;
 
       c->scalar->from_f32_rne[dtype] (in, a, n, 0, 0);
-      c->avx2->from_f32_rne[dtype] (in, b, n, 0, 0);
+      c->simd->from_f32_rne[dtype] (in, b, n, 0, 0);
       if (memcmp (a, b, bytes) != 0 && c->mismatches++ == 0)
-        g_test_message ("%s nearest-even: AVX2 differs in block %" G_GUINT64_FORMAT,
-                        narrow[f].ref->name, first_index);
+        g_test_message ("%s nearest-even: %s differs in block %" G_GUINT64_FORMAT,
+                        narrow[f].ref->name, c->simd->name, first_index);
       c->scalar->from_f32_sr[dtype] (in, a, n, seed, first_index);
-      c->avx2->from_f32_sr[dtype] (in, b, n, seed, first_index);
+      c->simd->from_f32_sr[dtype] (in, b, n, seed, first_index);
       if (memcmp (a, b, bytes) != 0 && c->mismatches++ == 0)
-        g_test_message ("%s stochastic: AVX2 differs in block %" G_GUINT64_FORMAT,
-                        narrow[f].ref->name, first_index);
+        g_test_message ("%s stochastic: %s differs in block %" G_GUINT64_FORMAT,
+                        narrow[f].ref->name, c->simd->name, first_index);
     }
 }
 
 static void
-test_simd_encode_sample (void)
+test_simd_encode_sample (gconstpointer data)
 {
-  SimdCheck c = { scalar_kernels (), avx2_kernels_or_skip (), 0 };
+  SimdCheck c = { scalar_kernels (), simd_kernels_or_skip (GPOINTER_TO_UINT (data)), 0 };
 
-  if (c.avx2 == NULL)
+  if (c.simd == NULL)
     return;
   for_each_input_block (simd_check_block, &c);
   g_assert_cmpuint (c.mismatches, ==, 0);
 }
 
 /* The non-temporal-store kernels give the bits of the scalar ones for
- * every destination offset within a 32-byte line (they stream only from a
- * 32-byte boundary on) and any length. */
+ * every destination offset within a 64-byte line (they stream only from a
+ * 32- or 64-byte boundary on) and any length. */
 static void
-test_simd_streaming (void)
+test_simd_streaming (gconstpointer data)
 {
-  const _MixprecConvertKernels *avx2 = avx2_kernels_or_skip ();
+  const _MixprecConvertKernels *simd = simd_kernels_or_skip (GPOINTER_TO_UINT (data));
   const _MixprecConvertKernels *scalar = scalar_kernels ();
   const gsize n = 4099;
   g_autofree gfloat *in = g_new (gfloat, n);
-  g_autofree guint8 *a = g_malloc (n * 4 + 64);
-  g_autofree guint8 *b = g_malloc (n * 4 + 64);
+  g_autofree guint8 *a = g_malloc (n * 4 + 128);
+  g_autofree guint8 *b = g_malloc (n * 4 + 128);
   g_autofree guint8 *e = g_malloc (n * 4);
   guint with_stream = 0;
 
-  if (avx2 == NULL)
+  if (simd == NULL)
     return;
   random_inputs (in, n, 41);
   for (guint d = 0; d < MIXPREC_DTYPE_COUNT; d++)
-    for (gsize offset = 0; offset < 36; offset++)
+    for (gsize offset = 0; offset < 68; offset++)
       for (gsize len = n - 40; len <= n; len += 13)
         {
           gsize size = mixprec_dtype_get_size (d);
 
-          if (avx2->from_f32_rne_stream[d] != NULL && offset % size == 0)
+          if (simd->from_f32_rne_stream[d] != NULL && offset % size == 0)
             {
               scalar->from_f32_rne[d] (in, a + offset, len, 0, 0);
-              avx2->from_f32_rne_stream[d] (in, b + offset, len, 0, 0);
+              simd->from_f32_rne_stream[d] (in, b + offset, len, 0, 0);
               g_assert_cmpmem (a + offset, len * size, b + offset, len * size);
               with_stream++;
             }
-          if (avx2->to_f32_stream[d] != NULL && offset % 4 == 0)
+          if (simd->to_f32_stream[d] != NULL && offset % 4 == 0)
             {
               /* Decode the bits just encoded (random bits for 16-bit
                * formats: NaNs of every payload too). */
               memcpy (e, in, len * size);
               scalar->to_f32[d] (e, a + offset, len, 0, 0);
-              avx2->to_f32_stream[d] (e, b + offset, len, 0, 0);
+              simd->to_f32_stream[d] (e, b + offset, len, 0, 0);
               g_assert_cmpmem (a + offset, len * 4, b + offset, len * 4);
               with_stream++;
             }
@@ -785,15 +797,16 @@ check_unbiased_with (const _MixprecConvertKernels *k,
   g_assert_cmpfloat (fabs (mean - p), <=, 6 * sigma + 0x1p-31);
 }
 
-/* Both kernel tables where the CPU runs both. */
+/* Every kernel table the CPU runs. */
 static void
 check_unbiased (const Narrow *fmt,
                 gfloat        x,
                 guint64       seed)
 {
   check_unbiased_with (scalar_kernels (), fmt, x, seed);
-  if (_mixprec_cpu_simd_level () == _MIXPREC_SIMD_AVX2)
-    check_unbiased_with (_mixprec_convert_kernels_for_level (_MIXPREC_SIMD_AVX2), fmt, x, seed);
+  for (guint l = 0; l < G_N_ELEMENTS (simd_levels); l++)
+    if (simd_kernels (simd_levels[l]) != NULL)
+      check_unbiased_with (simd_kernels (simd_levels[l]), fmt, x, seed);
 }
 
 static void
@@ -924,13 +937,11 @@ test_stochastic_slices (void)
   g_autofree guint16 *whole = g_new (guint16, n);
   g_autofree guint16 *parts = g_new (guint16, n);
   const _MixprecConvertKernels *tables[] = {
-    scalar_kernels (), _mixprec_convert_kernels_for_level (_MIXPREC_SIMD_AVX2),
+    scalar_kernels (), simd_kernels (_MIXPREC_SIMD_AVX2), simd_kernels (_MIXPREC_SIMD_AVX512),
   };
   /* The slices straddle a multiple of 2^32, where the key changes. */
   const guint64 first = (G_GUINT64_CONSTANT (1) << 33) - 100000;
 
-  if (_mixprec_cpu_simd_level () != _MIXPREC_SIMD_AVX2)
-    tables[1] = NULL;
   random_inputs (in, n, 11);
   for (guint f = 0; f < G_N_ELEMENTS (narrow); f++)
     {
@@ -974,11 +985,9 @@ test_stochastic_index_boundaries (void)
   gfloat in[61];
   guint16 out[61];
   const _MixprecConvertKernels *tables[] = {
-    scalar_kernels (), _mixprec_convert_kernels_for_level (_MIXPREC_SIMD_AVX2),
+    scalar_kernels (), simd_kernels (_MIXPREC_SIMD_AVX2), simd_kernels (_MIXPREC_SIMD_AVX512),
   };
 
-  if (_mixprec_cpu_simd_level () != _MIXPREC_SIMD_AVX2)
-    tables[1] = NULL;
   for (gsize i = 0; i < n; i++)
     in[i] = 1.0f + (gfloat) i / 1024 + 1.0f / 4096;
   for (guint t = 0; t < G_N_ELEMENTS (tables); t++)
@@ -995,26 +1004,34 @@ test_stochastic_index_boundaries (void)
       }
 }
 
-/* The 8-lane random bits plugins use equal the scalar ones, also where
- * the eight indices straddle a change of key. */
+/* The 8- and 16-lane random bits plugins use equal the scalar ones, also
+ * where the lanes' indices straddle a change of key. */
 static void
-test_simd_random_bits (void)
+test_simd_random_bits (gconstpointer data)
 {
 #ifdef MIXPREC_HAVE_X86_SIMD
-  const guint64 starts[] = { 0, 1, 12345, (G_GUINT64_CONSTANT (1) << 32) - 8,
+  const guint64 starts[] = { 0, 1, 12345, (G_GUINT64_CONSTANT (1) << 32) - 16,
+                             (G_GUINT64_CONSTANT (1) << 32) - 15, (G_GUINT64_CONSTANT (1) << 32) - 8,
                              (G_GUINT64_CONSTANT (1) << 32) - 7, (G_GUINT64_CONSTANT (1) << 32) - 1,
-                             (G_GUINT64_CONSTANT (9) << 32) - 3, G_MAXUINT64 - 7 };
+                             (G_GUINT64_CONSTANT (9) << 32) - 3, G_MAXUINT64 - 15, G_MAXUINT64 - 7 };
   const guint64 seeds[] = { 0, 1, G_GUINT64_CONSTANT (0xDEADBEEFCAFEF00D) };
+  _MixprecSimdLevel level = GPOINTER_TO_UINT (data);
+  guint width = level == _MIXPREC_SIMD_AVX512 ? 16 : 8;
 
-  if (avx2_kernels_or_skip () == NULL)
+  if (simd_kernels_or_skip (level) == NULL)
     return;
   for (guint s = 0; s < G_N_ELEMENTS (seeds); s++)
     for (guint j = 0; j < G_N_ELEMENTS (starts); j++)
       {
-        guint32 lanes[8];
+        guint32 lanes[16];
 
-        _mixprec_avx2_sr_bits_store (seeds[s], starts[j], lanes);
-        for (guint i = 0; i < 8; i++)
+        if (level == _MIXPREC_SIMD_AVX2)
+          _mixprec_avx2_sr_bits_store (seeds[s], starts[j], lanes);
+#ifdef MIXPREC_HAVE_X86_AVX512
+        else
+          _mixprec_avx512_sr_bits_store (seeds[s], starts[j], lanes);
+#endif
+        for (guint i = 0; i < width; i++)
           g_assert_cmphex (lanes[i], ==, _mixprec_sr_bits (seeds[s], starts[j] + i));
       }
 #else
@@ -1318,7 +1335,7 @@ test_convert_huge (void)
   const gsize n = (gsize) 6 << 20;    /* 36 MiB moved to bf16, 48 MiB back */
   g_autofree gfloat *in = g_new (gfloat, n);
   g_autofree gfloat *back = g_new (gfloat, n);
-  g_autofree guint16 *a = g_new (guint16, n);
+  g_autofree guint16 *a = g_new0 (guint16, n);  /* a[0] is decoded too */
   g_autofree guint16 *b = g_new (guint16, n);
 
   random_inputs (in, n, 43);
@@ -1362,10 +1379,20 @@ main (int argc, char **argv)
   g_test_add_func ("/dtype/encode/nearest-even-sample", test_encode_nearest_even_sample);
   g_test_add_func ("/dtype/encode/float16-matches-fp-conversion", test_encode_float16_matches_fp_conversion);
 
-  g_test_add_func ("/dtype/simd/decode-exhaustive", test_simd_decode_exhaustive);
-  g_test_add_func ("/dtype/simd/encode-sample", test_simd_encode_sample);
-  g_test_add_func ("/dtype/simd/streaming", test_simd_streaming);
-  g_test_add_func ("/dtype/simd/random-bits", test_simd_random_bits);
+  for (guint l = 0; l < G_N_ELEMENTS (simd_levels); l++)
+    {
+      const gchar *level = simd_levels[l] == _MIXPREC_SIMD_AVX512 ? "avx512" : "avx2";
+      gpointer data = GUINT_TO_POINTER (simd_levels[l]);
+      g_autofree gchar *decode = g_strdup_printf ("/dtype/simd/%s/decode-exhaustive", level);
+      g_autofree gchar *encode = g_strdup_printf ("/dtype/simd/%s/encode-sample", level);
+      g_autofree gchar *streaming = g_strdup_printf ("/dtype/simd/%s/streaming", level);
+      g_autofree gchar *bits = g_strdup_printf ("/dtype/simd/%s/random-bits", level);
+
+      g_test_add_data_func (decode, data, test_simd_decode_exhaustive);
+      g_test_add_data_func (encode, data, test_simd_encode_sample);
+      g_test_add_data_func (streaming, data, test_simd_streaming);
+      g_test_add_data_func (bits, data, test_simd_random_bits);
+    }
 
   g_test_add_func ("/dtype/stochastic/neighbours", test_stochastic_neighbours);
   g_test_add_func ("/dtype/stochastic/unbiased", test_stochastic_unbiased);

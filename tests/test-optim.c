@@ -1,7 +1,7 @@
 /* test-optim.c — the cpu optimizer plugins (adamw, sgd, lion), loaded as
  * modules straight from the build tree and driven through their vtables:
  * against double-precision references of their formulas written here, and
- * bitwise: scalar against AVX2 kernels, the working copy against
+ * bitwise: scalar against AVX2 and AVX-512 kernels, the working copy against
  * mixprec_convert_array(), split calls against one call, master-less steps
  * against steps on the decoded parameter. */
 #include <math.h>
@@ -10,7 +10,7 @@
 #include <mixprec/mixprec.h>
 #include <mixprec/mixprec-plugin.h>
 
-#define N_ELEMENTS 1037         /* not a multiple of 8: every call has a tail */
+#define N_ELEMENTS 1037         /* not a multiple of 8 or 16: every call has a tail */
 #define N_STEPS 100
 
 /* ------------------------------------------------------------ loading */
@@ -39,6 +39,8 @@ typedef struct {
   const MixprecPluginDesc *desc;
   const MixprecOptimizerV1 *best;       /* what init() registers on this CPU */
   const MixprecOptimizerV1 *scalar;     /* what it registers under MIXPREC_SIMD=scalar */
+  const MixprecOptimizerV1 *avx2;       /* ... under MIXPREC_SIMD=avx2 */
+  const MixprecOptimizerV1 *avx512;     /* ... under MIXPREC_SIMD=avx512 */
 } Plugin;
 
 static Plugin plugins[] = { { "adamw" }, { "sgd" }, { "lion" } };
@@ -76,6 +78,18 @@ cpu_has_avx2 (void)
 #endif
 }
 
+static gboolean
+cpu_has_avx512 (void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init ();
+  return cpu_has_avx2 () && __builtin_cpu_supports ("avx512f") &&
+         __builtin_cpu_supports ("avx512bw") && __builtin_cpu_supports ("avx512vl");
+#else
+  return FALSE;
+#endif
+}
+
 static const Plugin *
 plugin_get (const gchar *feature)
 {
@@ -105,6 +119,8 @@ plugin_get (const gchar *feature)
       g_assert_true (g_module_symbol (module, symbol, (gpointer *) &get_desc));
       p->desc = get_desc ();
       p->scalar = capture_vtable (p->desc, "scalar");
+      p->avx2 = capture_vtable (p->desc, "avx2");
+      p->avx512 = capture_vtable (p->desc, "avx512");
       p->best = capture_vtable (p->desc, NULL);
       if (saved != NULL)
         g_setenv ("MIXPREC_SIMD", saved, TRUE);
@@ -577,7 +593,7 @@ static void
 test_lion_sign_zero (void)
 {
   const Plugin *plugin = plugin_get ("lion");
-  const MixprecOptimizerV1 *vts[] = { plugin->scalar, plugin->best };
+  const MixprecOptimizerV1 *vts[] = { plugin->scalar, plugin->avx2, plugin->best };
 
   for (guint v = 0; v < G_N_ELEMENTS (vts); v++)
     for (guint with_decay = 0; with_decay < 2; with_decay++)
@@ -691,20 +707,41 @@ assert_working_is_conversion (const Buffers *b)
                         "step", b->args.working_dtype, b->args.rounding);
 }
 
+/* One optimizer at one SIMD level, for the bitwise tests. */
+typedef struct {
+  const gchar *feature;
+  const gchar *level;          /* "avx2" or "avx512" */
+} BitwiseCase;
+
+static const BitwiseCase bitwise_cases[] = {
+  { "adamw", "avx2" }, { "adamw", "avx512" },
+  { "sgd", "avx2" }, { "sgd", "avx512" },
+  { "lion", "avx2" }, { "lion", "avx512" },
+};
+
 static void
 test_bitwise (gconstpointer data)
 {
-  const Plugin *plugin = plugin_get (data);
-  g_autoptr(GRand) rand = g_rand_new_with_seed (g_str_hash (data));
+  const BitwiseCase *bc = data;
+  const Plugin *plugin = plugin_get (bc->feature);
+  g_autoptr(GRand) rand = g_rand_new_with_seed (g_str_hash (bc->feature));
   static const gint working_dtypes[] = {
     -1, MIXPREC_PLUGIN_DTYPE_FLOAT32, MIXPREC_PLUGIN_DTYPE_FLOAT16, MIXPREC_PLUGIN_DTYPE_BFLOAT16,
   };
+  gboolean avx512 = g_str_equal (bc->level, "avx512");
+  const MixprecOptimizerV1 *simd = avx512 ? plugin->avx512 : plugin->avx2;
   guint n_cases = 0;
 
-  if (cpu_has_avx2 ())
-    g_assert_true (plugin->best != plugin->scalar);
-  else
-    g_test_message ("no AVX2/FMA/F16C here: both vtables are the scalar one");
+  /* MIXPREC_SIMD=avx512 lowers nothing: the best the CPU has. */
+  g_assert_true (plugin->best == plugin->avx512);
+  if (!(avx512 ? cpu_has_avx512 () : cpu_has_avx2 ()) ||
+      simd == (avx512 ? plugin->avx2 : plugin->scalar))
+    {
+      g_test_skip_printf ("no %s kernels here (the CPU or the build lacks them): nothing to "
+                          "compare with the scalar ones", avx512 ? "AVX-512 F/BW/VL" : "AVX2/FMA/F16C");
+      return;
+    }
+  g_assert_true (simd != plugin->scalar);
 
   for (guint d = 0; d < G_N_ELEMENTS (grad_dtypes); d++)
     for (guint w = 0; w < G_N_ELEMENTS (working_dtypes); w++)
@@ -717,10 +754,10 @@ test_bitwise (gconstpointer data)
 
             if (!with_master && working_dtypes[w] < 0)
               continue;
-            a = buffers_new (plugin->best, N_ELEMENTS, grad_dtypes[d], with_master, working_dtypes[w]);
+            a = buffers_new (simd, N_ELEMENTS, grad_dtypes[d], with_master, working_dtypes[w]);
             a->args.rounding = rounding;
             a->args.seed = g_rand_int (rand);
-            random_hparams (plugin->best, rand, h);
+            random_hparams (simd, rand, h);
             a->args.hparams = h;
             a->args.lr = h[0];
             a->args.grad_factor = (float) log_uniform (rand, 1e-3, 1);
@@ -730,15 +767,15 @@ test_bitwise (gconstpointer data)
             for (guint64 t = 1; t <= 3; t++)
               {
                 a->args.step = s->args.step = t;
-                call_ok (plugin->best, a);
+                call_ok (simd, a);
                 call_ok (plugin->scalar, s);
-                assert_buffers_identical (a, s, "scalar against SIMD");
+                assert_buffers_identical (a, s, avx512 ? "scalar against AVX-512" : "scalar against AVX2");
                 if (with_master && a->working != NULL)
                   assert_working_is_conversion (a);
               }
             n_cases++;
           }
-  g_test_message ("%s: %u dtype/rounding/master combinations", plugin->feature, n_cases);
+  g_test_message ("%s (%s): %u dtype/rounding/master combinations", plugin->feature, bc->level, n_cases);
 }
 
 /* Element i uses the random bits of index first_index + i, so a range cut
@@ -761,7 +798,7 @@ static void
 test_chunking (gconstpointer data)
 {
   const Plugin *plugin = plugin_get (data);
-  const MixprecOptimizerV1 *vts[] = { plugin->scalar, plugin->best };
+  const MixprecOptimizerV1 *vts[] = { plugin->scalar, plugin->avx2, plugin->best };
   g_autoptr(GRand) rand = g_rand_new_with_seed (g_str_hash (data) + 1);
   static const gsize cuts[] = { 0, 5, 13, 400, 401, 1000, N_ELEMENTS };
 
@@ -1053,15 +1090,20 @@ main (int    argc,
   for (guint i = 0; i < G_N_ELEMENTS (plugins); i++)
     {
       const gchar *f = plugins[i].feature;
-      g_autofree gchar *bitwise = g_strdup_printf ("/optim/%s/scalar-equals-simd", f);
       g_autofree gchar *chunking = g_strdup_printf ("/optim/%s/chunking", f);
       g_autofree gchar *no_master = g_strdup_printf ("/optim/%s/no-master", f);
       g_autofree gchar *errors = g_strdup_printf ("/optim/%s/errors", f);
 
-      g_test_add_data_func (bitwise, f, test_bitwise);
       g_test_add_data_func (chunking, f, test_chunking);
       g_test_add_data_func (no_master, f, test_no_master);
       g_test_add_data_func (errors, f, test_errors);
+    }
+  for (guint i = 0; i < G_N_ELEMENTS (bitwise_cases); i++)
+    {
+      g_autofree gchar *bitwise = g_strdup_printf ("/optim/%s/scalar-equals-%s", bitwise_cases[i].feature,
+                                                   bitwise_cases[i].level);
+
+      g_test_add_data_func (bitwise, &bitwise_cases[i], test_bitwise);
     }
   return g_test_run ();
 }

@@ -34,7 +34,8 @@ test_runtime_simd_and_threads (void)
 {
   const gchar *simd = mixprec_get_simd_name ();
 
-  g_assert_true (g_str_equal (simd, "avx2") || g_str_equal (simd, "scalar"));
+  g_assert_true (g_str_equal (simd, "avx512") || g_str_equal (simd, "avx2") ||
+                 g_str_equal (simd, "scalar"));
   g_assert_cmpuint (mixprec_get_num_threads (), >=, 1);
   if (g_getenv ("MIXPREC_NUM_THREADS") == NULL)
     g_assert_cmpuint (mixprec_get_num_threads (), ==, g_get_num_processors ());

@@ -7,9 +7,10 @@
 #include "adamw-kernels.h"
 
 _MIXPREC_OPTIM_PLUGIN_DEFINE (optim_adamw, "optim-adamw",
-                              "Fused Adam/AdamW step for the cpu device (AVX2/FMA or scalar, same results)",
+                              "Fused Adam/AdamW step for the cpu device (AVX-512, AVX2/FMA or scalar, same results)",
                               "adamw",
                               "Adam and AdamW (DeepSpeed FusedAdam semantics) fused with unscaling "
                               "and the working-copy write",
                               _mixprec_adamw_hparams, _mixprec_adamw_states, _mixprec_adamw_prepare,
-                              _mixprec_adamw_run_scalar, _mixprec_adamw_run_avx2)
+                              _mixprec_adamw_run_scalar, _mixprec_adamw_run_avx2,
+                              _mixprec_adamw_run_avx512)

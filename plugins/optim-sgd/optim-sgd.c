@@ -7,9 +7,10 @@
 #include "sgd-kernels.h"
 
 _MIXPREC_OPTIM_PLUGIN_DEFINE (optim_sgd, "optim-sgd",
-                              "Fused SGD step for the cpu device (AVX2/FMA or scalar, same results)",
+                              "Fused SGD step for the cpu device (AVX-512, AVX2/FMA or scalar, same results)",
                               "sgd",
                               "SGD with momentum, dampening, Nesterov and weight decay "
                               "(torch.optim.SGD semantics) fused with unscaling and the working-copy write",
                               _mixprec_sgd_hparams, _mixprec_sgd_states, _mixprec_sgd_prepare,
-                              _mixprec_sgd_run_scalar, _mixprec_sgd_run_avx2)
+                              _mixprec_sgd_run_scalar, _mixprec_sgd_run_avx2,
+                              _mixprec_sgd_run_avx512)

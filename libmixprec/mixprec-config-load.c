@@ -976,7 +976,7 @@ load_mixprec (Loader     *l,
 {
   static const gchar *const known[] = {
     "precision_mode", "fp32_modules", "fp32_params", "stochastic_rounding", "seed",
-    "scaler", "comm", "device", "strict", "weight_decay_exempt", NULL
+    "scaler", "comm", "device", "strict", "weight_decay_exempt", "check_grad_overflow", NULL
   };
   static const gchar *const comms[] = { "auto", "local", "ucx", "nccl", NULL };
   static const gchar *const devices[] = { "cpu", "cuda", NULL };
@@ -1001,6 +1001,7 @@ load_mixprec (Loader     *l,
              &s->fp32_params);
   read_bool (l, o, "mixprec", "stochastic_rounding", &s->stochastic_rounding);
   read_bool (l, o, "mixprec", "strict", &s->strict);
+  read_bool (l, o, "mixprec", "check_grad_overflow", &s->fp32_check_grad_overflow);
   if (read_choice (l, o, "mixprec", "weight_decay_exempt", _mixprec_weight_decay_exempt_names,
                    &index))
     s->weight_decay_exempt = index;

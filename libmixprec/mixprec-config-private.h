@@ -114,6 +114,7 @@ typedef struct
   gchar   *device;
   gboolean strict;
   guint    weight_decay_exempt;   /* _MixprecWeightDecayExempt */
+  gboolean fp32_check_grad_overflow;  /* mixprec.check_grad_overflow */
 } MixprecConfigSettings;
 
 /* mixprec.weight_decay_exempt: which parameters the optimizer's weight

@@ -563,6 +563,8 @@ mixprec_config_to_data (MixprecConfig *self,
   add_strv (b, "fp32_params", (const gchar * const *) s->fp32_params);
   json_builder_set_member_name (b, "stochastic_rounding");
   json_builder_add_boolean_value (b, s->stochastic_rounding);
+  json_builder_set_member_name (b, "check_grad_overflow");
+  json_builder_add_boolean_value (b, s->fp32_check_grad_overflow);
   json_builder_set_member_name (b, "seed");
   json_builder_add_int_value (b, (gint64) s->seed);
   json_builder_set_member_name (b, "scaler");
@@ -830,7 +832,11 @@ mixprec_config_get_min_loss_scale (MixprecConfig *self)
  * Gets whether a step with a non-finite gradient is skipped: always in
  * fp16 mode and under fp16 autocast (the loss scaler needs it),
  * `bf16.check_grad_overflow` in the bf16 modes and under bf16 autocast,
- * never in fp32 mode (as in DeepSpeed).
+ * `mixprec.check_grad_overflow` (default false, as in DeepSpeed) in fp32
+ * mode. An unchecked non-finite gradient is applied the way
+ * torch.nn.utils.clip_grad_norm_() and DeepSpeed's fp32 path do: with
+ * gradient clipping on, a NaN norm makes every gradient NaN and an
+ * infinite one makes every gradient 0 (NaN where it was infinite).
  *
  * Returns: whether gradients are checked
  *
@@ -853,7 +859,7 @@ mixprec_config_get_check_grad_overflow (MixprecConfig *self)
       return self->settings.check_grad_overflow;
     case MIXPREC_PRECISION_MODE_FP32:
     default:
-      return FALSE;
+      return self->settings.fp32_check_grad_overflow;
     }
 }
 

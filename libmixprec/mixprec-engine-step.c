@@ -775,7 +775,8 @@ _mixprec_engine_refresh_whole (MixprecEngine *self,
  *    weights, optimizer state and learning-rate schedule stay as they are
  *    and the gradients are cleared;
  * 4. otherwise the global norm of the averaged, unscaled gradients, the
- *    clipping coefficient `max((norm + 1e-6) / gradient_clipping, 1)`, and
+ *    clipping coefficient `max((norm + 1e-6) / gradient_clipping, 1)`
+ *    (NaN for a NaN norm, see mixprec_config_get_check_grad_overflow()), and
  *    one combined factor `1 / (scale * gradient_accumulation_steps * world
  *    * coef)` using the scale the backward passes used;
  * 5. the fused optimizer step over this rank's part, which also writes the
@@ -845,8 +846,11 @@ mixprec_engine_step (MixprecEngine *self,
   else
     {
       clip = mixprec_config_get_gradient_clipping (self->config);
+      /* A NaN norm (an unchecked NaN gradient) stays NaN, as torch's clamp
+       * keeps it: every gradient becomes NaN rather than some parameters
+       * stepping and others not. */
       if (clip > 0.0)
-        coef = MAX ((norm + 1e-6) / clip, 1.0);
+        coef = isnan (norm) ? norm : MAX ((norm + 1e-6) / clip, 1.0);
       self->applied_steps++;
       if (!apply_optimizer (self, result->lr, (gfloat) (1.0 / (divisor * coef)), error))
         {

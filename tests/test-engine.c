@@ -293,6 +293,67 @@ test_engine_fp32_modules (void)
   g_assert_cmpfloat (master_at (fc, 0), ==, 1.0f);
 }
 
+/* A non-finite gradient that is not checked (fp32 mode, whose
+ * mixprec.check_grad_overflow defaults to false) is applied the way
+ * torch.nn.utils.clip_grad_norm_() applies it: the clip coefficient
+ * max_norm / (norm + 1e-6), clamped to at most 1, is NaN for a NaN norm
+ * (every gradient becomes NaN) and 0 for an infinite one (every gradient
+ * 0, NaN where it was infinite). Without clipping each value is applied
+ * as it is. Checked, the step is skipped. SGD with lr 0.5 makes each
+ * expectation exact: p - 0.5 * g. */
+static void
+test_engine_nonfinite_unchecked (void)
+{
+  static const struct {
+    const gchar *extra;
+    gfloat bad;
+    gboolean applied;
+    gboolean all_nan;        /* every element NaN */
+    gfloat other;            /* else the clean elements' value after the step */
+  } cases[] = {
+    { ", \"gradient_clipping\": 1.0", NAN, TRUE, TRUE, 0 },
+    { ", \"gradient_clipping\": 1.0", INFINITY, TRUE, FALSE, 2.0f },
+    { "", NAN, TRUE, FALSE, 2.0f - 0.5f * 0.25f },
+    { ", \"gradient_clipping\": 1.0, \"mixprec\": {\"check_grad_overflow\": true}", NAN,
+      FALSE, FALSE, 2.0f },
+  };
+
+  for (guint c = 0; c < G_N_ELEMENTS (cases); c++)
+    {
+      g_autofree gchar *json = g_strdup_printf (
+        "{\"optimizer\": {\"type\": \"SGD\", \"params\": {\"lr\": 0.5}}%s}", cases[c].extra);
+      g_autoptr(MixprecEngine) e = engine_from_json (json);
+      const gfloat w[4] = { 2, 2, 2, 2 };
+      const gfloat gw[4] = { cases[c].bad, 0.25f, 0.25f, 0.25f };
+      const gfloat gv[4] = { 0.25f, 0.25f, 0.25f, 0.25f };
+      MixprecParam *a = add_param (e, "a", 2, 2, "Linear", w);
+      MixprecParam *b = add_param (e, "b", 2, 2, "Linear", w);
+      g_autoptr(MixprecStepResult) r = NULL;
+
+      set_grad_f32 (a, gw);
+      set_grad_f32 (b, gv);
+      r = one_step (e);
+      g_assert_cmpint (r->applied, ==, cases[c].applied);
+      for (guint i = 0; i < 4; i++)
+        {
+          gfloat va = master_at (a, i), vb = master_at (b, i);
+
+          if (cases[c].all_nan)
+            {
+              g_assert_true (isnan (va));
+              g_assert_true (isnan (vb));
+              continue;
+            }
+          /* The bad element itself: NaN once applied (NaN, or inf * 0). */
+          if (i == 0 && cases[c].applied)
+            g_assert_true (isnan (va));
+          else
+            g_assert_cmpfloat (va, ==, cases[c].other);
+          g_assert_cmpfloat (vb, ==, cases[c].other);
+        }
+    }
+}
+
 /* The LR schedule advances on applied steps only. WarmupLR linear from 0
  * to 0.01 over 10 steps: DeepSpeed's rate for iteration i is 0.001 * i, and
  * the step after p applied steps uses iteration p - 1 (the schedule's
@@ -746,6 +807,7 @@ main (int argc, char **argv)
   g_test_add_func ("/engine/overflow-skips-bit-exact", test_engine_overflow_skips_bit_exact);
   g_test_add_func ("/engine/scaler-sequence", test_engine_scaler_sequence);
   g_test_add_func ("/engine/clipping-formula", test_engine_clipping_formula);
+  g_test_add_func ("/engine/nonfinite-unchecked", test_engine_nonfinite_unchecked);
   g_test_add_func ("/engine/unscale", test_engine_unscale);
   g_test_add_func ("/engine/accumulation-dtypes", test_engine_accumulation_dtypes);
   g_test_add_func ("/engine/fp32-modules", test_engine_fp32_modules);

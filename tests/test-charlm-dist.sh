@@ -39,7 +39,10 @@ for config in bf16 fp16; do
       [ $status = 0 ] && [ -n "$expected" ] && [ "$got" = "$expected" ] &&
         [ "$(grep -c 'val_loss=' dist.out)" = $world ]
       ok $? "$config on $world ranks, ZeRO-$stage: $got (one process: $expected)"
-      [ $status = 0 ] || sed 's/^/# /' dist.out | tail -5
+      if [ $status != 0 ]; then
+        grep 'Sanitizer' dist.out | sed 's/^/# /'
+        sed 's/^/# /' dist.out | tail -5
+      fi
     done
   done
 done

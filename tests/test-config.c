@@ -1028,6 +1028,40 @@ test_config_optimizer_implementation_keys (void)
   g_assert_cmpfloat (json_object_get_double_member (params, "eps"), ==, 1e-8);
 }
 
+static void
+test_config_optimizer_deepspeed_only (void)
+{
+  /* DeepSpeed's optimizers that no plugin provides (runtime/config.py,
+   * DEEPSPEED_OPTIMIZERS): refused with what each one is. */
+  static const struct { const gchar *type; const gchar *named; } cases[] = {
+    { "Lamb", "optimizer.type: \"Lamb\" is DeepSpeed's LAMB, " },
+    { "OneBitAdam", "optimizer.type: \"OneBitAdam\" is DeepSpeed's 1-bit Adam, " },
+    { "ZeroOneAdam", "optimizer.type: \"ZeroOneAdam\" is DeepSpeed's 0/1 Adam, " },
+    { "OneBitLamb", "optimizer.type: \"OneBitLamb\" is DeepSpeed's 1-bit LAMB, " },
+    { "Adagrad", "optimizer.type: \"Adagrad\" is DeepSpeed's Adagrad, " },
+    { "MuAdamW", "optimizer.type: \"MuAdamW\" is DeepSpeed's MuAdamW, " },
+  };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autofree gchar *json = g_strdup_printf ("{\"optimizer\": {\"type\": \"%s\", "
+                                                "\"params\": {\"lr\": 1e-3}}}", cases[i].type);
+      g_autofree gchar *feature = g_ascii_strdown (cases[i].type, -1);
+      g_autofree gchar *missing = g_strdup_printf ("which libmixprec does not implement "
+                                                   "(no optimizer '%s' for device 'cpu'; "
+                                                   "available: ", feature);
+      g_autoptr(GError) error = NULL;
+      g_autoptr(MixprecConfig) c = mixprec_config_new_from_data (json, -1, &error);
+
+      g_test_message ("%s", json);
+      g_assert_null (c);
+      g_assert_error (error, MIXPREC_CONFIG_ERROR, MIXPREC_CONFIG_ERROR_UNSUPPORTED);
+      g_assert_cmpuint (count_lines (error->message), ==, 1);
+      g_assert_true (g_str_has_prefix (error->message, cases[i].named));
+      g_assert_nonnull (strstr (error->message, missing));
+    }
+}
+
 /* ------------------------------------------------------------ corpus */
 
 static MixprecConfig *
@@ -1185,7 +1219,9 @@ test_config_corpus_monitors (void)
   lamb = mixprec_config_new_from_file (path, &error);
   g_assert_null (lamb);
   g_assert_error (error, MIXPREC_CONFIG_ERROR, MIXPREC_CONFIG_ERROR_UNSUPPORTED);
-  g_assert_nonnull (strstr (error->message, "monitors-profiler.json: optimizer.type: no optimizer 'lamb'"));
+  g_assert_nonnull (strstr (error->message, "monitors-profiler.json: optimizer.type: \"Lamb\" is "
+                                            "DeepSpeed's LAMB"));
+  g_assert_nonnull (strstr (error->message, "(no optimizer 'lamb' for device 'cpu'"));
   g_assert_null (strchr (error->message, '\n'));
   g_clear_error (&error);
 
@@ -1956,6 +1992,7 @@ main (int argc, char **argv)
   g_test_add_func ("/config/optimizer/all-errors", test_config_optimizer_all_errors);
   g_test_add_func ("/config/optimizer/implementation-keys",
                    test_config_optimizer_implementation_keys);
+  g_test_add_func ("/config/optimizer/deepspeed-only", test_config_optimizer_deepspeed_only);
   g_test_add_func ("/config/fronts/colossalai-training", test_config_fronts_colossal_training);
   g_test_add_func ("/config/invalid/table", test_config_invalid_table);
   g_test_add_func ("/config/invalid/all-errors-listed", test_config_all_errors_listed);

@@ -1433,6 +1433,55 @@ test_config_unknown_keys_lenient (void)
     }
 }
 
+/* MoQ quantizes the working weights after every optimizer step
+ * (DeepSpeed's runtime/quantize.py), which libmixprec does not do: asking
+ * for it is refused; quantizing in the model's forward pass, or a
+ * section that does not enable it, stays a warning. */
+static void
+test_config_moq (void)
+{
+  static const struct { const gchar *json; const gchar *refusal; } cases[] = {
+    { "{\"fp16\": {\"enabled\": true}, \"compression_training\": {\"weight_quantization\":"
+      " {\"shared_parameters\": {\"enabled\": true, \"quantize_groups\": 64}}}}",
+      "compression_training.weight_quantization.shared_parameters.enabled: must be false, "
+      "got true: it asks for MoQ, " },
+    { "{\"fp16\": {\"enabled\": true}, \"compression_training\": {\"weight_quantization\":"
+      " {\"shared_parameters\": {\"enabled\": true, \"quantize_weight_in_forward\": false}}}}",
+      "compression_training.weight_quantization.shared_parameters.enabled: must be false, "
+      "got true: it asks for MoQ, " },
+    { "{\"fp16\": {\"enabled\": true}, \"quantize_training\": {\"enabled\": true,"
+      " \"quantize_groups\": 8}}",
+      "quantize_training.enabled: must be false, got true: it asks for MoQ, " },
+    { "{\"compression_training\": {\"weight_quantization\": {\"shared_parameters\":"
+      " {\"enabled\": true, \"quantize_weight_in_forward\": true}}}}", NULL },
+    { "{\"compression_training\": {\"weight_quantization\": {\"shared_parameters\":"
+      " {\"enabled\": false}}}}", NULL },
+    { "{\"fp16\": {\"enabled\": true}, \"quantize_training\": {\"quantize_groups\": 8}}", NULL },
+  };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autoptr(GError) error = NULL;
+      g_autoptr(MixprecConfig) c = mixprec_config_new_from_data (cases[i].json, -1, &error);
+
+      g_test_message ("%s", cases[i].json);
+      if (cases[i].refusal == NULL)
+        {
+          g_assert_no_error (error);
+          g_assert_cmpuint (g_strv_length (mixprec_config_get_warnings (c)), ==, 1);
+          g_assert_true (strstr (cases[i].json, "compression_training")
+                         ? warned (c, "compression_training: a DeepSpeed setting for a feature")
+                         : warned (c, "quantize_training: a DeepSpeed setting for a feature"));
+          continue;
+        }
+      g_assert_null (c);
+      g_assert_error (error, MIXPREC_CONFIG_ERROR, MIXPREC_CONFIG_ERROR_UNSUPPORTED);
+      g_assert_cmpuint (count_lines (error->message), ==, 1);
+      g_assert_true (g_str_has_prefix (error->message, cases[i].refusal));
+      g_assert_nonnull (strstr (error->message, "which libmixprec does not implement"));
+    }
+}
+
 static void
 test_config_bf16_scaler_keys (void)
 {
@@ -2013,6 +2062,7 @@ main (int argc, char **argv)
   g_test_add_func ("/config/resolve-batch", test_config_resolve_batch);
   g_test_add_func ("/config/unknown-keys/lenient", test_config_unknown_keys_lenient);
   g_test_add_func ("/config/bf16-scaler-keys", test_config_bf16_scaler_keys);
+  g_test_add_func ("/config/deepspeed-only/moq", test_config_moq);
   g_test_add_func ("/config/bucket-size-zero", test_config_bucket_size_zero);
   g_test_add_func ("/config/strict", test_config_strict);
   g_test_add_func ("/config/auto/trainer-defaults", test_config_auto_trainer_defaults);

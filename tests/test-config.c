@@ -1909,55 +1909,154 @@ test_config_overrides_errors (void)
 
 /* ------------------------------------------------------------ real files */
 
-/* Every file under configs/real/ loads; a file whose "auto" cannot be
- * resolved fails only with errors that each name the override to pass,
- * and loads once those are passed. */
+/* configs/real/ holds DeepSpeed configuration files as their projects
+ * publish them (README gives each one's origin) and EXPECTED, what each
+ * must do, one line per file:
+ *
+ *   NAME ok                           loads with no error
+ *   NAME needs-override PATH=VALUE... fails only with errors that each name
+ *                                     one of the PATHs to --set (an "auto"
+ *                                     nothing resolves), then loads with
+ *                                     those overrides
+ *   NAME refused TEXT                 fails as unsupported, with TEXT (which
+ *                                     names the missing feature) in the error
+ *   NAME invalid TEXT                 fails with TEXT in the error: a file
+ *                                     today's DeepSpeed refuses too
+ *
+ * Every file has a line and every line a file, so that a file added
+ * without an expectation, or left out of the distribution, fails. */
+
+static void
+check_real_needs_override (const gchar *path,
+                           const gchar *assignments)
+{
+  g_auto(GStrv) sets = g_strsplit (assignments, " ", -1);
+  g_autofree gboolean *named = g_new0 (gboolean, g_strv_length (sets));
+  g_autoptr(MixprecConfigLoader) loader = mixprec_config_loader_new ();
+  g_autoptr(MixprecConfig) c = NULL;
+  g_autoptr(GError) error = NULL;
+  g_auto(GStrv) lines = NULL;
+
+  c = mixprec_config_new_from_file (path, &error);
+  g_assert_null (c);
+  assert_well_formed (error);
+  lines = g_strsplit (error->message, "\n", -1);
+  for (guint i = 0; lines[i] != NULL; i++)
+    {
+      const gchar *set = strstr (lines[i], "--set ");
+      g_autofree gchar *prefix = NULL;
+      gboolean found = FALSE;
+
+      g_test_message ("  %s", lines[i]);
+      g_assert_nonnull (set);
+      set += strlen ("--set ");
+      prefix = g_strndup (set, strchr (set, '=') + 1 - set);
+      for (guint j = 0; sets[j] != NULL; j++)
+        if (g_str_has_prefix (sets[j], prefix))
+          found = named[j] = TRUE;
+      if (!found)
+        g_error ("%s: the error names %s, which EXPECTED does not list", path, prefix);
+    }
+  g_clear_error (&error);
+  for (guint j = 0; sets[j] != NULL; j++)
+    {
+      gboolean parsed;
+
+      if (!named[j])
+        g_error ("%s: no error names the override %s", path, sets[j]);
+      parsed = mixprec_config_loader_parse_override (loader, sets[j], &error);
+
+      g_assert_no_error (error);
+      g_assert_true (parsed);
+    }
+  c = mixprec_config_loader_load_file (loader, path, &error);
+  g_assert_no_error (error);
+  assert_round_trip (c);
+}
+
 static void
 test_config_real_files (void)
 {
   g_autofree gchar *dir_path = g_test_build_filename (G_TEST_DIST, "configs", "real", NULL);
-  g_autoptr(GDir) dir = g_dir_open (dir_path, 0, NULL);
-  guint n_files = 0;
+  g_autofree gchar *expected_path = g_build_filename (dir_path, "EXPECTED", NULL);
+  g_autoptr(GHashTable) listed = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  g_autoptr(GDir) dir = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autofree gchar *text = NULL;
+  g_auto(GStrv) lines = NULL;
+  guint n_ok = 0, n_override = 0, n_refused = 0, n_invalid = 0;
   const gchar *name;
 
-  g_assert_nonnull (dir);
-  while ((name = g_dir_read_name (dir)) != NULL)
+  g_assert_true (g_file_get_contents (expected_path, &text, NULL, &error));
+  g_assert_no_error (error);
+  lines = g_strsplit (text, "\n", -1);
+  for (guint i = 0; lines[i] != NULL; i++)
     {
+      g_auto(GStrv) fields = NULL;
       g_autofree gchar *path = NULL;
-      g_autoptr(GError) error = NULL;
       g_autoptr(MixprecConfig) c = NULL;
-      g_autoptr(MixprecConfigLoader) loader = mixprec_config_loader_new ();
 
-      if (!g_str_has_suffix (name, ".json"))
+      g_strstrip (lines[i]);
+      if (*lines[i] == '\0' || *lines[i] == '#')
         continue;
-      n_files++;
-      g_test_message ("%s", name);
-      path = g_build_filename (dir_path, name, NULL);
-      c = mixprec_config_new_from_file (path, &error);
-      if (c == NULL)
+      fields = g_strsplit (lines[i], " ", 3);
+      g_assert_nonnull (fields[1]);
+      g_test_message ("%s", lines[i]);
+      g_assert_true (g_str_has_suffix (fields[0], ".json"));
+      g_assert_false (g_hash_table_contains (listed, fields[0]));
+      g_hash_table_add (listed, g_strdup (fields[0]));
+      path = g_build_filename (dir_path, fields[0], NULL);
+      g_assert_true (g_file_test (path, G_FILE_TEST_IS_REGULAR));
+
+      if (g_str_equal (fields[1], "ok"))
         {
-          g_auto(GStrv) lines = g_strsplit (error->message, "\n", -1);
-
-          assert_well_formed (error);
-          for (guint i = 0; lines[i] != NULL; i++)
-            {
-              const gchar *set = strstr (lines[i], "--set ");
-              g_autofree gchar *override_path = NULL;
-
-              g_test_message ("  %s", lines[i]);
-              g_assert_nonnull (set);
-              set += strlen ("--set ");
-              override_path = g_strndup (set, strchr (set, '=') - set);
-              g_assert_true (mixprec_config_loader_set_override (loader, override_path, "1000", NULL));
-            }
-          g_clear_error (&error);
-          c = mixprec_config_loader_load_file (loader, path, &error);
+          g_assert_null (fields[2]);
+          c = mixprec_config_new_from_file (path, &error);
+          g_assert_no_error (error);
+          assert_round_trip (c);
+          n_ok++;
         }
-      g_assert_no_error (error);
-      g_assert_nonnull (c);
-      assert_round_trip (c);
+      else if (g_str_equal (fields[1], "needs-override"))
+        {
+          g_assert_nonnull (fields[2]);
+          check_real_needs_override (path, fields[2]);
+          n_override++;
+        }
+      else if (g_str_equal (fields[1], "refused") || g_str_equal (fields[1], "invalid"))
+        {
+          gboolean refused = g_str_equal (fields[1], "refused");
+
+          g_assert_nonnull (fields[2]);
+          c = mixprec_config_new_from_file (path, &error);
+          g_assert_null (c);
+          assert_well_formed (error);
+          g_test_message ("  %s", error->message);
+          if (refused)
+            g_assert_cmpint (error->code, ==, MIXPREC_CONFIG_ERROR_UNSUPPORTED);
+          else
+            g_assert_cmpint (error->code, !=, MIXPREC_CONFIG_ERROR_PARSE);
+          if (strstr (error->message, fields[2]) == NULL)
+            g_error ("%s: expected \"%s\" in: %s", fields[0], fields[2], error->message);
+          g_clear_error (&error);
+          if (refused)
+            n_refused++;
+          else
+            n_invalid++;
+        }
+      else
+        g_error ("EXPECTED: %s: unknown outcome %s", fields[0], fields[1]);
     }
-  g_assert_cmpuint (n_files, >=, 5);
+
+  dir = g_dir_open (dir_path, 0, &error);
+  g_assert_no_error (error);
+  while ((name = g_dir_read_name (dir)) != NULL)
+    if (g_str_has_suffix (name, ".json") && !g_hash_table_contains (listed, name))
+      g_error ("configs/real/%s: no line in EXPECTED", name);
+
+  g_test_message ("%u files: %u load, %u need overrides, %u refused (missing feature), "
+                  "%u invalid", g_hash_table_size (listed), n_ok, n_override, n_refused,
+                  n_invalid);
+  g_assert_cmpuint (g_hash_table_size (listed), >=, 40);
 }
 
 /* ------------------------------------------------------------ batch */

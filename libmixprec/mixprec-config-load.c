@@ -1055,6 +1055,68 @@ static const gchar *const top_level_keys[] = {
   "mixprec", "amp", "colossalai", NULL
 };
 
+/* TRUE when @o holds true at the path @keys (objects all the way). */
+static gboolean
+holds_true (JsonObject          *o,
+            const gchar * const *keys)
+{
+  JsonNode *node = NULL;
+
+  for (guint i = 0; keys[i] != NULL; i++)
+    {
+      if (o == NULL || (node = json_object_get_member (o, keys[i])) == NULL)
+        return FALSE;
+      o = JSON_NODE_HOLDS_OBJECT (node) ? json_node_get_object (node) : NULL;
+    }
+  return node != NULL && JSON_NODE_HOLDS_VALUE (node)
+         && json_node_get_value_type (node) == G_TYPE_BOOLEAN && json_node_get_boolean (node);
+}
+
+/* MoQ, DeepSpeed's weight quantization in the optimizer step
+ * (runtime/quantize.py): after every step the working weights are
+ * quantized, which changes what training computes, so a file that asks
+ * for it is refused rather than trained without it. DeepSpeed reads it
+ * from compression_training's weight quantization when
+ * quantize_weight_in_forward is false (its default), older releases from
+ * quantize_training.enabled. Quantizing in the model's forward pass is
+ * the model's business: those sections stay warnings. Returns TRUE when
+ * @key asks for MoQ (reported). */
+static gboolean
+check_moq (Loader      *l,
+           JsonObject  *root,
+           const gchar *key)
+{
+  static const gchar *const legacy[] = { "quantize_training", "enabled", NULL };
+  static const gchar *const weights[] = {
+    "compression_training", "weight_quantization", "shared_parameters", "enabled", NULL
+  };
+  static const gchar *const in_forward[] = {
+    "compression_training", "weight_quantization", "shared_parameters",
+    "quantize_weight_in_forward", NULL
+  };
+  const gchar *const *asked;
+  g_autoptr(GString) path = g_string_new (NULL);
+
+  if (g_str_equal (key, legacy[0]) && holds_true (root, legacy))
+    asked = legacy;
+  else if (g_str_equal (key, weights[0]) && holds_true (root, weights)
+           && !holds_true (root, in_forward))
+    asked = weights;
+  else
+    return FALSE;
+  for (guint i = 0; asked[i] != NULL; i++)
+    _mixprec_json_path_append_key (path, asked[i]);
+  _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_UNSUPPORTED,
+                                "%s: must be false, got true: it asks for MoQ, DeepSpeed's "
+                                "quantization of the working weights after every optimizer "
+                                "step, which libmixprec does not implement%s", path->str,
+                                asked == weights
+                                  ? " (quantize_weight_in_forward true leaves the "
+                                    "quantization to the model's forward pass)"
+                                  : "");
+  return TRUE;
+}
+
 static void
 check_top_level (Loader     *l,
                  JsonObject *root)
@@ -1079,6 +1141,8 @@ check_top_level (Loader     *l,
         continue;
       if (in_list (key, deepspeed_only_sections))
         {
+          if (check_moq (l, root, key))
+            continue;
           _mixprec_config_report_warning (l->report,
                                           "%s: a DeepSpeed setting for a feature libmixprec "
                                           "does not implement; ignored", path->str);

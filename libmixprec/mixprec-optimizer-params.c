@@ -130,6 +130,25 @@ is_implementation_key (MixprecFeature *feature,
   return FALSE;
 }
 
+/* DeepSpeed's own optimizers (runtime/config.py, DEEPSPEED_OPTIMIZERS)
+ * that no libmixprec plugin provides: a type naming one is refused with
+ * what it is, not only with the plugin that is missing. Keyed by feature
+ * name (the type lower-cased). */
+static const struct
+{
+  const gchar *feature;
+  const gchar *what;
+} deepspeed_only_optimizers[] = {
+  { "lamb", "LAMB, the layer-wise adaptive large-batch optimizer" },
+  { "onebitadam", "1-bit Adam, Adam with error-compensated 1-bit compressed communication" },
+  { "zerooneadam", "0/1 Adam, Adam with 1-bit compressed communication and local steps" },
+  { "onebitlamb", "1-bit LAMB, LAMB with error-compensated 1-bit compressed communication" },
+  { "adagrad", "Adagrad" },
+  { "muadam", "MuAdam, Adam with muP's per-layer learning rates" },
+  { "muadamw", "MuAdamW, AdamW with muP's per-layer learning rates" },
+  { "musgd", "MuSGD, SGD with muP's per-layer learning rates" },
+};
+
 MixprecFeature *
 _mixprec_optimizer_resolve (const gchar *type,
                             JsonObject  *params,
@@ -152,6 +171,14 @@ _mixprec_optimizer_resolve (const gchar *type,
                                            feature_name, device, &error);
   if (feature == NULL)
     {
+      for (gsize i = 0; i < G_N_ELEMENTS (deepspeed_only_optimizers); i++)
+        if (g_str_equal (feature_name, deepspeed_only_optimizers[i].feature))
+          {
+            g_string_append_printf (errors, "optimizer.type: \"%s\" is DeepSpeed's %s, which "
+                                    "libmixprec does not implement (%s)\n", type,
+                                    deepspeed_only_optimizers[i].what, error->message);
+            return NULL;
+          }
       g_string_append_printf (errors, "optimizer.type: %s\n", error->message);
       return NULL;
     }

@@ -186,11 +186,77 @@ EXTRA_DIST += \
 	tests/configs/zero2-fp16-warmup.json \
 	tests/configs/zero3-bf16-offload.json \
 	tests/configs/real/README \
+	tests/configs/real/EXPECTED \
+	tests/configs/real/accelerate-ds_config_zero3_model_only.json \
+	tests/configs/real/accelerate-sp-alst.json \
+	tests/configs/real/accelerate-zero_stage1_config.json \
 	tests/configs/real/accelerate-zero_stage2_config.json \
+	tests/configs/real/accelerate-zero_stage2_offload_config.json \
+	tests/configs/real/accelerate-zero_stage3_config.json \
 	tests/configs/real/accelerate-zero_stage3_offload_config.json \
-	tests/configs/real/deepspeed-cuda-visible-devices.json \
+	tests/configs/real/alpaca-default_offload_opt_param.json \
+	tests/configs/real/chatglm-ptuning_deepspeed.json \
+	tests/configs/real/deepspeed-accelerator_ds_config.json \
+	tests/configs/real/deepspeed-ds_batch_config.json \
+	tests/configs/real/deepspeed-gpt2_func_bs8_zero0_gas3.json \
+	tests/configs/real/deepspeed-gpt2_func_bs8_zero2_offload.json \
+	tests/configs/real/deepspeed-gpt2_func_scheduler.json \
+	tests/configs/real/deepspeed-gpt2_perf_bs16.json \
+	tests/configs/real/deepspeed-hybrid_engine_config.json \
+	tests/configs/real/deepspeed-squad_bsz24_fp16_eigenvalue_quantize.json \
+	tests/configs/real/deepspeed-squad_bsz24_fp32.json \
+	tests/configs/real/deepspeed-template_zero2.json \
+	tests/configs/real/deepspeed-template_zero3.json \
+	tests/configs/real/deepspeed-torch_compile_z3.json \
+	tests/configs/real/dsexamples-autotuning_fp16_z2.json \
+	tests/configs/real/dsexamples-autotuning_tune.json \
+	tests/configs/real/dsexamples-bert_01adam_seq128_nccl.json \
+	tests/configs/real/dsexamples-bert_lamb_bsz64k_seq128.json \
+	tests/configs/real/dsexamples-bert_onebitadam_seq128_nccl.json \
+	tests/configs/real/dsexamples-bert_onebitlamb_seq128_nccl.json \
+	tests/configs/real/dsexamples-bert_progressive_layer_drop.json \
+	tests/configs/real/dsexamples-cifar_channel_prune.json \
+	tests/configs/real/dsexamples-cifar_ds_config.json \
+	tests/configs/real/dsexamples-gan_deepspeed_config.json \
+	tests/configs/real/dsexamples-gpt2_W8A8_Qgroup64_fp16.json \
+	tests/configs/real/dsexamples-gpt2_W8A8_Qgroup64_fp32.json \
+	tests/configs/real/dsexamples-imagenet_ds_fp16_z1_config.json \
+	tests/configs/real/dsexamples-megatron_ds_zero2_config.json \
+	tests/configs/real/dsexamples-megatron_zero-offload_10B.json \
+	tests/configs/real/dsexamples-megatron_zero3_ds_config.json \
+	tests/configs/real/dsexamples-megatron_zero3_infinity.json \
+	tests/configs/real/dsexamples-moq_test.json \
+	tests/configs/real/dsexamples-pipeline_parallelism.json \
+	tests/configs/real/dsexamples-qanet_bsz512_1cycle.json \
+	tests/configs/real/dsexamples-squad_bsz24_config.json \
+	tests/configs/real/dsexamples-vit_cifar_random_ltd.json \
+	tests/configs/real/fastchat-deepspeed_config_s2.json \
+	tests/configs/real/fastchat-deepspeed_config_s3.json \
+	tests/configs/real/internvl-chat_zero_stage1_config.json \
+	tests/configs/real/internvl-chat_zero_stage3_100b_1e7_offload.json \
+	tests/configs/real/internvl-g_zero_stage2_config.json \
+	tests/configs/real/internvl-seg_adam_zero1_amp.json \
+	tests/configs/real/internvl-seg_adam_zero1_bf16.json \
+	tests/configs/real/internvl-seg_adam_zero3_fp16.json \
+	tests/configs/real/llamafactory-ds_z0_config.json \
+	tests/configs/real/llamafactory-ds_z2_config.json \
+	tests/configs/real/llamafactory-ds_z2_offload_config.json \
+	tests/configs/real/llamafactory-ds_z3_config.json \
+	tests/configs/real/llamafactory-ds_z3_fp8_config.json \
+	tests/configs/real/llamafactory-ds_z3_offload_config.json \
+	tests/configs/real/llava-zero2.json \
+	tests/configs/real/llava-zero3.json \
+	tests/configs/real/llava-zero3_offload.json \
+	tests/configs/real/megatrondeepspeed-ds_config.json \
+	tests/configs/real/megatrondeepspeed-ds_config_bf16.json \
+	tests/configs/real/megatrondeepspeed-ds_config_cl.json \
+	tests/configs/real/qwen-ds_config_zero2.json \
+	tests/configs/real/qwen-ds_config_zero3.json \
 	tests/configs/real/transformers-ds_config_zero2.json \
-	tests/configs/real/transformers-ds_config_zero3.json
+	tests/configs/real/transformers-ds_config_zero3.json \
+	tests/configs/real/transformers-ds_config_zero3_bf16.json \
+	tests/configs/real/trlx-gptj_summarize.json \
+	tests/configs/real/trlx-sft_gptj.json
 
 # --- engine
 check_PROGRAMS += tests/test-engine

@@ -1028,6 +1028,40 @@ test_config_optimizer_implementation_keys (void)
   g_assert_cmpfloat (json_object_get_double_member (params, "eps"), ==, 1e-8);
 }
 
+static void
+test_config_optimizer_deepspeed_only (void)
+{
+  /* DeepSpeed's optimizers that no plugin provides (runtime/config.py,
+   * DEEPSPEED_OPTIMIZERS): refused with what each one is. */
+  static const struct { const gchar *type; const gchar *named; } cases[] = {
+    { "Lamb", "optimizer.type: \"Lamb\" is DeepSpeed's LAMB, " },
+    { "OneBitAdam", "optimizer.type: \"OneBitAdam\" is DeepSpeed's 1-bit Adam, " },
+    { "ZeroOneAdam", "optimizer.type: \"ZeroOneAdam\" is DeepSpeed's 0/1 Adam, " },
+    { "OneBitLamb", "optimizer.type: \"OneBitLamb\" is DeepSpeed's 1-bit LAMB, " },
+    { "Adagrad", "optimizer.type: \"Adagrad\" is DeepSpeed's Adagrad, " },
+    { "MuAdamW", "optimizer.type: \"MuAdamW\" is DeepSpeed's MuAdamW, " },
+  };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autofree gchar *json = g_strdup_printf ("{\"optimizer\": {\"type\": \"%s\", "
+                                                "\"params\": {\"lr\": 1e-3}}}", cases[i].type);
+      g_autofree gchar *feature = g_ascii_strdown (cases[i].type, -1);
+      g_autofree gchar *missing = g_strdup_printf ("which libmixprec does not implement "
+                                                   "(no optimizer '%s' for device 'cpu'; "
+                                                   "available: ", feature);
+      g_autoptr(GError) error = NULL;
+      g_autoptr(MixprecConfig) c = mixprec_config_new_from_data (json, -1, &error);
+
+      g_test_message ("%s", json);
+      g_assert_null (c);
+      g_assert_error (error, MIXPREC_CONFIG_ERROR, MIXPREC_CONFIG_ERROR_UNSUPPORTED);
+      g_assert_cmpuint (count_lines (error->message), ==, 1);
+      g_assert_true (g_str_has_prefix (error->message, cases[i].named));
+      g_assert_nonnull (strstr (error->message, missing));
+    }
+}
+
 /* ------------------------------------------------------------ corpus */
 
 static MixprecConfig *
@@ -1185,7 +1219,9 @@ test_config_corpus_monitors (void)
   lamb = mixprec_config_new_from_file (path, &error);
   g_assert_null (lamb);
   g_assert_error (error, MIXPREC_CONFIG_ERROR, MIXPREC_CONFIG_ERROR_UNSUPPORTED);
-  g_assert_nonnull (strstr (error->message, "monitors-profiler.json: optimizer.type: no optimizer 'lamb'"));
+  g_assert_nonnull (strstr (error->message, "monitors-profiler.json: optimizer.type: \"Lamb\" is "
+                                            "DeepSpeed's LAMB"));
+  g_assert_nonnull (strstr (error->message, "(no optimizer 'lamb' for device 'cpu'"));
   g_assert_null (strchr (error->message, '\n'));
   g_clear_error (&error);
 
@@ -1394,6 +1430,55 @@ test_config_unknown_keys_lenient (void)
       g_assert_error (error, MIXPREC_CONFIG_ERROR, MIXPREC_CONFIG_ERROR_UNKNOWN_KEY);
       g_assert_cmpuint (count_lines (error->message), ==, 1);
       g_assert_true (has_line_containing (error->message, errors[i][1], errors[i][2]));
+    }
+}
+
+/* MoQ quantizes the working weights after every optimizer step
+ * (DeepSpeed's runtime/quantize.py), which libmixprec does not do: asking
+ * for it is refused; quantizing in the model's forward pass, or a
+ * section that does not enable it, stays a warning. */
+static void
+test_config_moq (void)
+{
+  static const struct { const gchar *json; const gchar *refusal; } cases[] = {
+    { "{\"fp16\": {\"enabled\": true}, \"compression_training\": {\"weight_quantization\":"
+      " {\"shared_parameters\": {\"enabled\": true, \"quantize_groups\": 64}}}}",
+      "compression_training.weight_quantization.shared_parameters.enabled: must be false, "
+      "got true: it asks for MoQ, " },
+    { "{\"fp16\": {\"enabled\": true}, \"compression_training\": {\"weight_quantization\":"
+      " {\"shared_parameters\": {\"enabled\": true, \"quantize_weight_in_forward\": false}}}}",
+      "compression_training.weight_quantization.shared_parameters.enabled: must be false, "
+      "got true: it asks for MoQ, " },
+    { "{\"fp16\": {\"enabled\": true}, \"quantize_training\": {\"enabled\": true,"
+      " \"quantize_groups\": 8}}",
+      "quantize_training.enabled: must be false, got true: it asks for MoQ, " },
+    { "{\"compression_training\": {\"weight_quantization\": {\"shared_parameters\":"
+      " {\"enabled\": true, \"quantize_weight_in_forward\": true}}}}", NULL },
+    { "{\"compression_training\": {\"weight_quantization\": {\"shared_parameters\":"
+      " {\"enabled\": false}}}}", NULL },
+    { "{\"fp16\": {\"enabled\": true}, \"quantize_training\": {\"quantize_groups\": 8}}", NULL },
+  };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autoptr(GError) error = NULL;
+      g_autoptr(MixprecConfig) c = mixprec_config_new_from_data (cases[i].json, -1, &error);
+
+      g_test_message ("%s", cases[i].json);
+      if (cases[i].refusal == NULL)
+        {
+          g_assert_no_error (error);
+          g_assert_cmpuint (g_strv_length (mixprec_config_get_warnings (c)), ==, 1);
+          g_assert_true (strstr (cases[i].json, "compression_training")
+                         ? warned (c, "compression_training: a DeepSpeed setting for a feature")
+                         : warned (c, "quantize_training: a DeepSpeed setting for a feature"));
+          continue;
+        }
+      g_assert_null (c);
+      g_assert_error (error, MIXPREC_CONFIG_ERROR, MIXPREC_CONFIG_ERROR_UNSUPPORTED);
+      g_assert_cmpuint (count_lines (error->message), ==, 1);
+      g_assert_true (g_str_has_prefix (error->message, cases[i].refusal));
+      g_assert_nonnull (strstr (error->message, "which libmixprec does not implement"));
     }
 }
 
@@ -1824,55 +1909,154 @@ test_config_overrides_errors (void)
 
 /* ------------------------------------------------------------ real files */
 
-/* Every file under configs/real/ loads; a file whose "auto" cannot be
- * resolved fails only with errors that each name the override to pass,
- * and loads once those are passed. */
+/* configs/real/ holds DeepSpeed configuration files as their projects
+ * publish them (README gives each one's origin) and EXPECTED, what each
+ * must do, one line per file:
+ *
+ *   NAME ok                           loads with no error
+ *   NAME needs-override PATH=VALUE... fails only with errors that each name
+ *                                     one of the PATHs to --set (an "auto"
+ *                                     nothing resolves), then loads with
+ *                                     those overrides
+ *   NAME refused TEXT                 fails as unsupported, with TEXT (which
+ *                                     names the missing feature) in the error
+ *   NAME invalid TEXT                 fails with TEXT in the error: a file
+ *                                     today's DeepSpeed refuses too
+ *
+ * Every file has a line and every line a file, so that a file added
+ * without an expectation, or left out of the distribution, fails. */
+
+static void
+check_real_needs_override (const gchar *path,
+                           const gchar *assignments)
+{
+  g_auto(GStrv) sets = g_strsplit (assignments, " ", -1);
+  g_autofree gboolean *named = g_new0 (gboolean, g_strv_length (sets));
+  g_autoptr(MixprecConfigLoader) loader = mixprec_config_loader_new ();
+  g_autoptr(MixprecConfig) c = NULL;
+  g_autoptr(GError) error = NULL;
+  g_auto(GStrv) lines = NULL;
+
+  c = mixprec_config_new_from_file (path, &error);
+  g_assert_null (c);
+  assert_well_formed (error);
+  lines = g_strsplit (error->message, "\n", -1);
+  for (guint i = 0; lines[i] != NULL; i++)
+    {
+      const gchar *set = strstr (lines[i], "--set ");
+      g_autofree gchar *prefix = NULL;
+      gboolean found = FALSE;
+
+      g_test_message ("  %s", lines[i]);
+      g_assert_nonnull (set);
+      set += strlen ("--set ");
+      prefix = g_strndup (set, strchr (set, '=') + 1 - set);
+      for (guint j = 0; sets[j] != NULL; j++)
+        if (g_str_has_prefix (sets[j], prefix))
+          found = named[j] = TRUE;
+      if (!found)
+        g_error ("%s: the error names %s, which EXPECTED does not list", path, prefix);
+    }
+  g_clear_error (&error);
+  for (guint j = 0; sets[j] != NULL; j++)
+    {
+      gboolean parsed;
+
+      if (!named[j])
+        g_error ("%s: no error names the override %s", path, sets[j]);
+      parsed = mixprec_config_loader_parse_override (loader, sets[j], &error);
+
+      g_assert_no_error (error);
+      g_assert_true (parsed);
+    }
+  c = mixprec_config_loader_load_file (loader, path, &error);
+  g_assert_no_error (error);
+  assert_round_trip (c);
+}
+
 static void
 test_config_real_files (void)
 {
   g_autofree gchar *dir_path = g_test_build_filename (G_TEST_DIST, "configs", "real", NULL);
-  g_autoptr(GDir) dir = g_dir_open (dir_path, 0, NULL);
-  guint n_files = 0;
+  g_autofree gchar *expected_path = g_build_filename (dir_path, "EXPECTED", NULL);
+  g_autoptr(GHashTable) listed = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  g_autoptr(GDir) dir = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autofree gchar *text = NULL;
+  g_auto(GStrv) lines = NULL;
+  guint n_ok = 0, n_override = 0, n_refused = 0, n_invalid = 0;
   const gchar *name;
 
-  g_assert_nonnull (dir);
-  while ((name = g_dir_read_name (dir)) != NULL)
+  g_assert_true (g_file_get_contents (expected_path, &text, NULL, &error));
+  g_assert_no_error (error);
+  lines = g_strsplit (text, "\n", -1);
+  for (guint i = 0; lines[i] != NULL; i++)
     {
+      g_auto(GStrv) fields = NULL;
       g_autofree gchar *path = NULL;
-      g_autoptr(GError) error = NULL;
       g_autoptr(MixprecConfig) c = NULL;
-      g_autoptr(MixprecConfigLoader) loader = mixprec_config_loader_new ();
 
-      if (!g_str_has_suffix (name, ".json"))
+      g_strstrip (lines[i]);
+      if (*lines[i] == '\0' || *lines[i] == '#')
         continue;
-      n_files++;
-      g_test_message ("%s", name);
-      path = g_build_filename (dir_path, name, NULL);
-      c = mixprec_config_new_from_file (path, &error);
-      if (c == NULL)
+      fields = g_strsplit (lines[i], " ", 3);
+      g_assert_nonnull (fields[1]);
+      g_test_message ("%s", lines[i]);
+      g_assert_true (g_str_has_suffix (fields[0], ".json"));
+      g_assert_false (g_hash_table_contains (listed, fields[0]));
+      g_hash_table_add (listed, g_strdup (fields[0]));
+      path = g_build_filename (dir_path, fields[0], NULL);
+      g_assert_true (g_file_test (path, G_FILE_TEST_IS_REGULAR));
+
+      if (g_str_equal (fields[1], "ok"))
         {
-          g_auto(GStrv) lines = g_strsplit (error->message, "\n", -1);
-
-          assert_well_formed (error);
-          for (guint i = 0; lines[i] != NULL; i++)
-            {
-              const gchar *set = strstr (lines[i], "--set ");
-              g_autofree gchar *override_path = NULL;
-
-              g_test_message ("  %s", lines[i]);
-              g_assert_nonnull (set);
-              set += strlen ("--set ");
-              override_path = g_strndup (set, strchr (set, '=') - set);
-              g_assert_true (mixprec_config_loader_set_override (loader, override_path, "1000", NULL));
-            }
-          g_clear_error (&error);
-          c = mixprec_config_loader_load_file (loader, path, &error);
+          g_assert_null (fields[2]);
+          c = mixprec_config_new_from_file (path, &error);
+          g_assert_no_error (error);
+          assert_round_trip (c);
+          n_ok++;
         }
-      g_assert_no_error (error);
-      g_assert_nonnull (c);
-      assert_round_trip (c);
+      else if (g_str_equal (fields[1], "needs-override"))
+        {
+          g_assert_nonnull (fields[2]);
+          check_real_needs_override (path, fields[2]);
+          n_override++;
+        }
+      else if (g_str_equal (fields[1], "refused") || g_str_equal (fields[1], "invalid"))
+        {
+          gboolean refused = g_str_equal (fields[1], "refused");
+
+          g_assert_nonnull (fields[2]);
+          c = mixprec_config_new_from_file (path, &error);
+          g_assert_null (c);
+          assert_well_formed (error);
+          g_test_message ("  %s", error->message);
+          if (refused)
+            g_assert_cmpint (error->code, ==, MIXPREC_CONFIG_ERROR_UNSUPPORTED);
+          else
+            g_assert_cmpint (error->code, !=, MIXPREC_CONFIG_ERROR_PARSE);
+          if (strstr (error->message, fields[2]) == NULL)
+            g_error ("%s: expected \"%s\" in: %s", fields[0], fields[2], error->message);
+          g_clear_error (&error);
+          if (refused)
+            n_refused++;
+          else
+            n_invalid++;
+        }
+      else
+        g_error ("EXPECTED: %s: unknown outcome %s", fields[0], fields[1]);
     }
-  g_assert_cmpuint (n_files, >=, 5);
+
+  dir = g_dir_open (dir_path, 0, &error);
+  g_assert_no_error (error);
+  while ((name = g_dir_read_name (dir)) != NULL)
+    if (g_str_has_suffix (name, ".json") && !g_hash_table_contains (listed, name))
+      g_error ("configs/real/%s: no line in EXPECTED", name);
+
+  g_test_message ("%u files: %u load, %u need overrides, %u refused (missing feature), "
+                  "%u invalid", g_hash_table_size (listed), n_ok, n_override, n_refused,
+                  n_invalid);
+  g_assert_cmpuint (g_hash_table_size (listed), >=, 40);
 }
 
 /* ------------------------------------------------------------ batch */
@@ -1956,6 +2140,7 @@ main (int argc, char **argv)
   g_test_add_func ("/config/optimizer/all-errors", test_config_optimizer_all_errors);
   g_test_add_func ("/config/optimizer/implementation-keys",
                    test_config_optimizer_implementation_keys);
+  g_test_add_func ("/config/optimizer/deepspeed-only", test_config_optimizer_deepspeed_only);
   g_test_add_func ("/config/fronts/colossalai-training", test_config_fronts_colossal_training);
   g_test_add_func ("/config/invalid/table", test_config_invalid_table);
   g_test_add_func ("/config/invalid/all-errors-listed", test_config_all_errors_listed);
@@ -1976,6 +2161,7 @@ main (int argc, char **argv)
   g_test_add_func ("/config/resolve-batch", test_config_resolve_batch);
   g_test_add_func ("/config/unknown-keys/lenient", test_config_unknown_keys_lenient);
   g_test_add_func ("/config/bf16-scaler-keys", test_config_bf16_scaler_keys);
+  g_test_add_func ("/config/deepspeed-only/moq", test_config_moq);
   g_test_add_func ("/config/bucket-size-zero", test_config_bucket_size_zero);
   g_test_add_func ("/config/strict", test_config_strict);
   g_test_add_func ("/config/auto/trainer-defaults", test_config_auto_trainer_defaults);

@@ -115,13 +115,13 @@ check "an \"auto\" nothing resolves names the --set to pass" \
    has "$tmp/out" "\"total_num_steps\": 1000"'
 
 check "an unknown top-level key is a warning, as in DeepSpeed" \
-  'run 0 --config "$srcdir/configs/real/deepspeed-cuda-visible-devices.json" &&
-   has "$tmp/err" "warning: $srcdir/configs/real/deepspeed-cuda-visible-devices.json: cuda_visible_devices: unknown key in the top level" &&
-   has "$tmp/out" "\"reduce_bucket_size\": 0"'
+  'run 0 --config "$srcdir/configs/real/dsexamples-imagenet_ds_fp16_z1_config.json" &&
+   has "$tmp/err" "warning: $srcdir/configs/real/dsexamples-imagenet_ds_fp16_z1_config.json: cuda_visible_devices: unknown key in the top level" &&
+   has "$tmp/out" "\"stage\": 1"'
 
 check "mixprec.strict=true turns the warnings into errors" \
-  'run 1 --config "$srcdir/configs/real/deepspeed-cuda-visible-devices.json" --set mixprec.strict=true &&
-   has "$tmp/err" "error: $srcdir/configs/real/deepspeed-cuda-visible-devices.json: cuda_visible_devices: " &&
+  'run 1 --config "$srcdir/configs/real/dsexamples-imagenet_ds_fp16_z1_config.json" --set mixprec.strict=true &&
+   has "$tmp/err" "error: $srcdir/configs/real/dsexamples-imagenet_ds_fp16_z1_config.json: cuda_visible_devices: " &&
    has "$tmp/err" "(refused: mixprec.strict is true)" && [ ! -s "$tmp/out" ]'
 
 check "--set with a path that names no setting is an error" \

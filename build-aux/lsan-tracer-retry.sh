@@ -22,7 +22,7 @@ while :; do
     break
   fi
   echo "# LeakSanitizer's tracer failed in attempt $attempt; running the test again" >&2
-  sed 's/^/# attempt '"$attempt"': /' "$err" | grep -i 'sanitizer' >&2
+  grep -h 'Sanitizer' "$out" "$err" | sed 's/^/# attempt '"$attempt"': /' >&2
   attempt=$((attempt + 1))
 done
 cat "$out"

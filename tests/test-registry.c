@@ -174,7 +174,7 @@ test_registry_good_plugin (void)
   g_assert_cmpstr (mixprec_plugin_get_license (plugin), ==, "LGPL-2.1-or-later");
   g_assert_cmpstr (mixprec_plugin_get_origin (plugin), ==, "libmixprec tests");
   g_assert_cmpuint (mixprec_plugin_get_abi_major (plugin), ==, 1);
-  g_assert_cmpuint (mixprec_plugin_get_abi_minor (plugin), ==, 0);
+  g_assert_cmpuint (mixprec_plugin_get_abi_minor (plugin), ==, MIXPREC_PLUGIN_ABI_VERSION_MINOR);
 
   features = mixprec_plugin_get_features (plugin);
   g_assert_cmpuint (g_list_length (features), ==, 2);
@@ -231,9 +231,9 @@ typedef struct
 
 static const ExpectedFailure expected_failures[] = {
   { "test-abi-major", MIXPREC_PLUGIN_ERROR_ABI_MISMATCH,
-    { "built for plugin ABI 2.0", "this libmixprec supports 1.0" } },
+    { "built for plugin ABI 2.0", "this libmixprec supports 1.0 to 1.1" } },
   { "test-abi-minor", MIXPREC_PLUGIN_ERROR_ABI_MISMATCH,
-    { "built for plugin ABI 1.1", "this libmixprec supports 1.0" } },
+    { "built for plugin ABI 1.2", "this libmixprec supports 1.0 to 1.1" } },
   { "test-bad-comm", MIXPREC_PLUGIN_ERROR_BAD_FEATURE,
     { "registered an invalid feature", "comm 'badcomm' (cpu): its wait function is NULL" } },
   { "test-bad-feature", MIXPREC_PLUGIN_ERROR_BAD_FEATURE,

@@ -429,7 +429,6 @@ static const InvalidCase invalid_cases[] = {
   { "{\"fp16\": {\"enabled\": true}, \"torch_autocast\": {\"enabled\": true}}", "torch_autocast.enabled", "fp16.enabled", MIXPREC_CONFIG_ERROR_CONFLICT },
   { "{\"bf16\": {\"enabled\": true}, \"torch_autocast\": {\"enabled\": true}}", "torch_autocast.enabled", "bf16.enabled", MIXPREC_CONFIG_ERROR_CONFLICT },
   { "{\"bf16\": {}, \"bfloat16\": {}}", "bfloat16", "together with bf16", MIXPREC_CONFIG_ERROR_CONFLICT },
-  { "{\"bf16\": {\"bf16_optimizer_states\": true}}", "bf16.bf16_optimizer_states", "FP32", MIXPREC_CONFIG_ERROR_UNSUPPORTED },
   { "{\"bfloat16\": {\"enabled\": \"yes\"}}", "bfloat16.enabled", "true or false", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
   { "{\"bf16\": {\"enabled\": true}, \"data_types\": {\"grad_accum_dtype\": \"fp16\"}}", "data_types.grad_accum_dtype", "must be bf16 or fp32 in bf16 mode", MIXPREC_CONFIG_ERROR_CONFLICT },
   { "{\"fp16\": {\"enabled\": true}, \"data_types\": {\"grad_accum_dtype\": \"bf16\"}}", "data_types.grad_accum_dtype", "must be fp16 or fp32 in fp16 mode", MIXPREC_CONFIG_ERROR_CONFLICT },

@@ -110,7 +110,8 @@ tests_plugins_mixprec_test_unrelated_la_LDFLAGS = $(test_plugin_ldflags)
 check_PROGRAMS += tests/test-registry
 tests_test_registry_CPPFLAGS = $(tests_internal_cppflags)
 tests_test_registry_LDADD = $(tests_internal_ldadd)
-EXTRA_tests_test_registry_DEPENDENCIES = $(test_registry_plugins)
+EXTRA_tests_test_registry_DEPENDENCIES = $(test_registry_plugins) \
+	tests/abi-plugins/mixprec-test-optim-v1.la plugins/mixprec-optim-sgd.la
 TESTS += tests/test-registry
 if HAVE_PYTHON_GI
 TESTS += tests/test-registry-gi.py

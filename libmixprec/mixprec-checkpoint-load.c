@@ -150,6 +150,32 @@ copy_master (const _MixprecEngineShard       *sh,
   return TRUE;
 }
 
+/* One state slot's range. Saved state of either dtype is read as FP32
+ * (bfloat16 widens exactly); a bfloat16 engine rounds it to nearest even,
+ * so an FP32-state checkpoint resumes with bf16.bf16_optimizer_states the
+ * way the first step would have stored it, and the other way is exact. */
+static gboolean
+copy_state (const _MixprecEngineShard       *sh,
+            guint                            slot,
+            _MixprecSafetensors             *st,
+            const _MixprecSafetensorsTensor *t,
+            guint64                          first,
+            guint64                          at,
+            guint64                          count,
+            GError                         **error)
+{
+  g_autofree gfloat *wide = NULL;
+
+  if (sh->state_dtype == MIXPREC_DTYPE_FLOAT32)
+    return _mixprec_safetensors_read_f32 (st, t, first, count, (gfloat *) sh->states[slot] + at, error);
+  wide = g_new (gfloat, MAX (count, 1));
+  if (!_mixprec_safetensors_read_f32 (st, t, first, count, wide, error))
+    return FALSE;
+  return mixprec_convert_array (MIXPREC_DTYPE_FLOAT32, wide, sh->state_dtype,
+                                (guint16 *) sh->states[slot] + at, count,
+                                MIXPREC_ROUNDING_NEAREST_EVEN, 0, 0, error);
+}
+
 static gboolean
 copy_values (MixprecCheckpoint   *ckpt,
              GArray              *shards,
@@ -180,9 +206,8 @@ copy_values (MixprecCheckpoint   *ckpt,
           for (guint s = 0; slots != NULL && slots[s] != NULL; s++)
             {
               t = _mixprec_checkpoint_piece_tensor (ckpt, p, piece, slots[s], &st, error);
-              if (t == NULL ||
-                  !_mixprec_safetensors_read_f32 (st, t, lo - piece->begin, hi - lo,
-                                                  sh->states[s] + (lo - sh->begin), error))
+              if (t == NULL || !copy_state (sh, s, st, t, lo - piece->begin, lo - sh->begin,
+                                            hi - lo, error))
                 return FALSE;
             }
         }

@@ -119,8 +119,11 @@ add_shard_tensors (const Save                *s,
         {
           g_free (tensor);
           tensor = g_strconcat (name, "/", slots[k], NULL);
-          if (!_mixprec_safetensors_writer_add_array (w, tensor, "F32", &n, 1, MIXPREC_DTYPE_FLOAT32,
-                                                      sh->states[k], error))
+          /* bfloat16 state is saved as it is: widening it would double
+           * the file and add nothing. */
+          if (!_mixprec_safetensors_writer_add_array (w, tensor,
+                                                      sh->state_dtype == MIXPREC_DTYPE_BFLOAT16 ? "BF16" : "F32",
+                                                      &n, 1, sh->state_dtype, sh->states[k], error))
             return FALSE;
         }
     }

@@ -788,6 +788,7 @@ _mixprec_checkpoint_piece_tensor (MixprecCheckpoint           *self,
   g_autofree gchar *range = NULL;
   const _MixprecSafetensorsTensor *t;
   const gchar *saved_range;
+  gboolean is_master;
 
   if (st == NULL)
     return NULL;
@@ -812,14 +813,18 @@ _mixprec_checkpoint_piece_tensor (MixprecCheckpoint           *self,
                    range, param->name);
       return NULL;
     }
-  if (!g_str_equal (t->dtype, "F32") || t->n_dims != 1 || t->shape[0] != piece->end - piece->begin)
+  /* Masters are FP32; optimizer state also BF16 (bf16.bf16_optimizer_states). */
+  is_master = g_str_has_suffix (name, "/master");
+  if (!(g_str_equal (t->dtype, "F32") || (!is_master && g_str_equal (t->dtype, "BF16"))) ||
+      t->n_dims != 1 || t->shape[0] != piece->end - piece->begin)
     {
       g_autofree gchar *shape = _mixprec_checkpoint_format_shape (t->shape, t->n_dims, ", ");
 
       g_set_error (error, MIXPREC_CHECKPOINT_ERROR, MIXPREC_CHECKPOINT_ERROR_CORRUPT,
-                   "%s: tensor '%s' is %s of shape [%s]; elements %s must be F32 of shape "
+                   "%s: tensor '%s' is %s of shape [%s]; elements %s must be %s of shape "
                    "[%" G_GUINT64_FORMAT "]", _mixprec_safetensors_get_path (st), name,
-                   t->dtype, shape, range, piece->end - piece->begin);
+                   t->dtype, shape, range, is_master ? "F32" : "F32 or BF16",
+                   piece->end - piece->begin);
       return NULL;
     }
   *shard = st;

@@ -637,7 +637,6 @@ load_bf16 (Loader      *l,
   };
 #undef BF16_NO_SCALER
   MixprecConfigSettings *s = l->s;
-  gboolean optimizer_states = FALSE;
 
   if (o == NULL)
     return;
@@ -645,11 +644,7 @@ load_bf16 (Loader      *l,
   read_bool (l, o, section, "enabled", &s->bf16_enabled);
   read_bool (l, o, section, "check_grad_overflow", &s->check_grad_overflow);
   read_bool (l, o, section, "bf16_master_weights_and_grads", &s->bf16_master_weights_and_grads);
-  if (read_bool (l, o, section, "bf16_optimizer_states", &optimizer_states) && optimizer_states)
-    _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_UNSUPPORTED,
-                                  "%s.bf16_optimizer_states: must be false, got true: "
-                                  "libmixprec keeps optimizer state in FP32, where Adam's "
-                                  "second moment does not underflow", section);
+  read_bool (l, o, section, "bf16_optimizer_states", &s->bf16_optimizer_states);
 }
 
 static void
@@ -1735,6 +1730,15 @@ resolve_mode (Loader *l)
   if (s->bf16_master_weights_and_grads && !s->bf16_enabled)
     _mixprec_config_report_warning (l->report,
                                     "bf16.bf16_master_weights_and_grads: has no effect while "
+                                    "bf16.enabled is false; ignored");
+  /* DeepSpeed's bf16 optimizer keeps its moments in bf16 on request: half
+   * the state memory, at the cost of moments rounded at every step. */
+  s->optimizer_state_dtype = MIXPREC_DTYPE_FLOAT32;
+  if (s->bf16_optimizer_states && s->bf16_enabled && !s->fp16_enabled)
+    s->optimizer_state_dtype = MIXPREC_DTYPE_BFLOAT16;
+  else if (s->bf16_optimizer_states)
+    _mixprec_config_report_warning (l->report,
+                                    "bf16.bf16_optimizer_states: has no effect while "
                                     "bf16.enabled is false; ignored");
   if (l->fp16_master_weights_and_grads)
     {

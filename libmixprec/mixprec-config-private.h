@@ -65,6 +65,9 @@ typedef struct
   gboolean bf16_enabled;
   gboolean check_grad_overflow;
   gboolean bf16_master_weights_and_grads;
+  gboolean bf16_optimizer_states;
+  /* Resolved: the dtype of every optimizer state slot. */
+  MixprecDType optimizer_state_dtype;
 
   /* dtypes */
   MixprecDType grad_accum_dtype;

@@ -508,6 +508,8 @@ mixprec_config_to_data (MixprecConfig *self,
   json_builder_add_boolean_value (b, s->check_grad_overflow);
   json_builder_set_member_name (b, "bf16_master_weights_and_grads");
   json_builder_add_boolean_value (b, s->bf16_master_weights_and_grads);
+  json_builder_set_member_name (b, "bf16_optimizer_states");
+  json_builder_add_boolean_value (b, s->bf16_optimizer_states);
   json_builder_end_object (b);
 
   json_builder_set_member_name (b, "data_types");
@@ -989,6 +991,29 @@ mixprec_config_get_fp32_params (MixprecConfig *self)
 {
   g_return_val_if_fail (MIXPREC_IS_CONFIG (self), NULL);
   return (const gchar * const *) self->settings.fp32_params;
+}
+
+/**
+ * mixprec_config_get_optimizer_state_dtype:
+ * @self: a #MixprecConfig
+ *
+ * Gets the data type the optimizer keeps its state slots in (Adam's
+ * moments, SGD's momentum): %MIXPREC_DTYPE_BFLOAT16 when
+ * `bf16.bf16_optimizer_states` is true in bf16 mode, else
+ * %MIXPREC_DTYPE_FLOAT32. The update is computed in FP32 either way; a
+ * bfloat16 slot is widened when read and rounded when written, to nearest
+ * even or stochastically as mixprec_config_get_stochastic_rounding() says.
+ *
+ * Returns: the optimizer state dtype
+ *
+ * Since: 1.0
+ */
+MixprecDType
+mixprec_config_get_optimizer_state_dtype (MixprecConfig *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_CONFIG (self), MIXPREC_DTYPE_FLOAT32);
+
+  return self->settings.optimizer_state_dtype;
 }
 
 /**

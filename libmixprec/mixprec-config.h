@@ -153,6 +153,8 @@ const gchar * const *mixprec_config_get_fp32_params        (MixprecConfig *self)
 MIXPREC_AVAILABLE_IN_1_0
 gboolean       mixprec_config_get_stochastic_rounding      (MixprecConfig *self);
 MIXPREC_AVAILABLE_IN_1_0
+MixprecDType   mixprec_config_get_optimizer_state_dtype    (MixprecConfig *self);
+MIXPREC_AVAILABLE_IN_1_0
 const gchar   *mixprec_config_get_comm_backend             (MixprecConfig *self);
 MIXPREC_AVAILABLE_IN_1_0
 const gchar   *mixprec_config_get_device                   (MixprecConfig *self);

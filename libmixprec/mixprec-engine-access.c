@@ -47,7 +47,9 @@ read_whole_values (Group         *g,
  * every rank's slice. Collective when the values are sharded: every rank
  * must call it for the same parameters in the same order.
  *
- * Returns: (transfer full): numel FP32 values, or %NULL with @error set
+ * Returns: (transfer full): numel FP32 values (bfloat16 state, see
+ *   mixprec_config_get_optimizer_state_dtype(), widened exactly), or %NULL
+ *   with @error set
  *
  * Since: 1.0
  */
@@ -187,8 +189,9 @@ mixprec_engine_get_optimizer_state (MixprecEngine *self,
         guint64 numel = mixprec_param_get_numel (param);
         g_autofree gfloat *out = g_new (gfloat, MAX (numel, 1));
 
-        if (!_mixprec_device_download (g->device, g->states[i] + s->offset, MIXPREC_DTYPE_FLOAT32,
-                                       out, MIXPREC_DTYPE_FLOAT32, numel, error))
+        /* bfloat16 state widens exactly. */
+        if (!_mixprec_device_download (g->device, _mixprec_engine_at (g->states[i], self->state_dtype, s->offset),
+                                       self->state_dtype, out, MIXPREC_DTYPE_FLOAT32, numel, error))
           return NULL;
         return g_bytes_new_take (g_steal_pointer (&out), numel * sizeof (gfloat));
       }
@@ -314,7 +317,7 @@ mirror_group (MixprecEngine *self,
       !add_mirror (g, g->master, n_state * sizeof (gfloat), error))
     return FALSE;
   for (guint k = 0; k < mixprec_feature_get_n_state_slots (self->optimizer); k++)
-    if (!add_mirror (g, g->states[k], n_state * sizeof (gfloat), error))
+    if (!add_mirror (g, g->states[k], n_state * mixprec_dtype_get_size (self->state_dtype), error))
       return FALSE;
   return TRUE;
 }
@@ -378,6 +381,7 @@ shard_of (MixprecEngine      *self,
   shard->param = p;
   shard->working_dtype = g->dtypes.working;
   shard->n_state_slots = MIN (n_slots, G_N_ELEMENTS (shard->states));
+  shard->state_dtype = self->state_dtype;
   if (self->world == 1)
     {
       const Segment *seg = _mixprec_engine_segment_of (g, s->offset);
@@ -387,7 +391,7 @@ shard_of (MixprecEngine      *self,
       shard->master = seg->master != NULL ? host_view (g, seg->master + (s->offset - seg->master_base)) : NULL;
       shard->working = host_view (g, _mixprec_engine_at (seg->working, g->dtypes.working, s->offset - seg->working_base));
       for (guint k = 0; k < shard->n_state_slots; k++)
-        shard->states[k] = host_view (g, g->states[k] + s->offset);
+        shard->states[k] = host_view (g, _mixprec_engine_at (g->states[k], self->state_dtype, s->offset));
       return;
     }
   /* A checkpoint stores each element once: each rank saves its slice,
@@ -403,7 +407,7 @@ shard_of (MixprecEngine      *self,
   shard->master = host_view (g, master);
   shard->working = host_view (g, working != NULL ? working : master);
   for (guint k = 0; k < shard->n_state_slots; k++)
-    shard->states[k] = host_view (g, g->states[k] + state_at);
+    shard->states[k] = host_view (g, _mixprec_engine_at (g->states[k], self->state_dtype, state_at));
 }
 
 GArray *
@@ -570,7 +574,7 @@ _mixprec_engine_refresh_working (MixprecEngine *self,
                                               "gathering restored values", error))
             return FALSE;
           for (guint k = 0; g->states[k] != NULL; k++)
-            if (!_mixprec_engine_gather_slices (self, g, NULL, g->states[k], MIXPREC_DTYPE_FLOAT32,
+            if (!_mixprec_engine_gather_slices (self, g, NULL, g->states[k], self->state_dtype,
                                                 "gathering restored values", error))
               return FALSE;
         }

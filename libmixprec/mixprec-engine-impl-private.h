@@ -122,7 +122,7 @@ typedef struct {
   gpointer grad;             /* padded element space; NULL until used under ZeRO-2/3 */
   gpointer accum;
   gfloat *master;
-  gfloat **states;
+  gpointer *states;          /* NULL-terminated; each in the engine's state_dtype */
   GArray *slots;             /* Slot */
   guint64 slot_elements;
   GArray *pending;           /* Pending: reductions in flight */
@@ -170,6 +170,7 @@ struct _MixprecEngine
   MixprecLossScaler *scaler;
   MixprecLrSchedule *schedule;
   MixprecFeature *optimizer;
+  MixprecDType state_dtype;  /* of every optimizer state slot */
   gdouble *hparams;          /* resolved from the config, schema order */
   guint n_hparams;
   gint weight_decay_index;   /* -1 when the optimizer has none */
@@ -280,7 +281,8 @@ MixprecDType _mixprec_engine_wire_dtype (const _MixprecParamDTypes *dt);
 void _mixprec_engine_add_shape_bytes (guint64                   *bytes,
                                       const _MixprecParamDTypes *dt,
                                       const GroupShape          *s,
-                                      guint                      n_slots);
+                                      guint                      n_slots,
+                                      MixprecDType               state_dtype);
 
 /* Allocations through these are what the memory report counts. */
 gpointer _mixprec_engine_alloc (MixprecEngine  *self,

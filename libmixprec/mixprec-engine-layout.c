@@ -243,7 +243,8 @@ void
 _mixprec_engine_add_shape_bytes (guint64                   *bytes,
                                  const _MixprecParamDTypes *dt,
                                  const GroupShape          *s,
-                                 guint                      n_slots)
+                                 guint                      n_slots,
+                                 MixprecDType               state_dtype)
 {
   gsize wsize = mixprec_dtype_get_size (dt->working);
 
@@ -252,7 +253,7 @@ _mixprec_engine_add_shape_bytes (guint64                   *bytes,
   bytes[BUF_GRADIENTS] += s->grad * mixprec_dtype_get_size (dt->grad);
   bytes[BUF_ACCUM] += s->accum * mixprec_dtype_get_size (dt->accum);
   bytes[BUF_MASTERS] += s->master * sizeof (gfloat);
-  bytes[BUF_STATE] += s->state * sizeof (gfloat) * n_slots;
+  bytes[BUF_STATE] += s->state * mixprec_dtype_get_size (state_dtype) * n_slots;
   bytes[BUF_STAGING] += s->n_slots * s->slot_elements *
                         mixprec_dtype_get_size (_mixprec_engine_wire_dtype (dt));
   bytes[BUF_NORM] += s->norm_blocks * sizeof (gdouble);
@@ -404,12 +405,13 @@ layout_group (MixprecEngine *self,
   if ((g->norm = _mixprec_engine_alloc (self, self->device, shape.norm_blocks, sizeof (gdouble),
                                         BUF_NORM, error)) == NULL)
     return FALSE;
-  g->states = g_new0 (gfloat *, n_slots + 1);
+  g->states = g_new0 (gpointer, n_slots + 1);
   for (guint k = 0; k < n_slots; k++)
-    if ((g->states[k] = _mixprec_engine_alloc (self, self->device, shape.state, sizeof (gfloat),
+    if ((g->states[k] = _mixprec_engine_alloc (self, self->device, shape.state,
+                                               mixprec_dtype_get_size (self->state_dtype),
                                                BUF_STATE, error)) == NULL)
       return FALSE;
-  _mixprec_engine_add_shape_bytes (self->buf_plan, &g->dtypes, &shape, n_slots);
+  _mixprec_engine_add_shape_bytes (self->buf_plan, &g->dtypes, &shape, n_slots, self->state_dtype);
 
   g->hparams = g_memdup2 (self->hparams, sizeof (gdouble) * MAX (self->n_hparams, 1));
   if (self->weight_decay_index >= 0)

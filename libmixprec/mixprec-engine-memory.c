@@ -200,7 +200,8 @@ plan_bytes (MixprecConfig *config,
                                       mixprec_config_get_param_persistence_threshold (config));
   _mixprec_engine_group_shape (&dt, _mixprec_engine_wire_dtype (&dt), units, world, stage, probe->gas,
                                FALSE, _mixprec_engine_staging_budget (config), &shape);
-  _mixprec_engine_add_shape_bytes (bytes, &dt, &shape, mixprec_feature_get_n_state_slots (probe->optimizer));
+  _mixprec_engine_add_shape_bytes (bytes, &dt, &shape, mixprec_feature_get_n_state_slots (probe->optimizer),
+                                   probe->state_dtype);
   if (stage >= 3)
     {
       /* What the trainer holds gathered, plus the prefetch window, never
@@ -299,7 +300,8 @@ mixprec_memory_plan_list_buffers (MixprecConfig *config,
  * DeepSpeed's formula for the same configuration (the ZeRO paper's model
  * states, without buffers): Ψ parameters of P bytes (the working dtype),
  * gradients of P bytes, and K bytes of optimizer state per parameter (4
- * for an FP32 master when there is one, 4 per state slot). ZeRO-1 divides
+ * for an FP32 master when there is one, 4 per state slot, 2 with
+ * `bf16.bf16_optimizer_states`). ZeRO-1 divides
  * K by the world size, ZeRO-2 the gradients and K, ZeRO-3 all three:
  * (2 + 2 + 12) Ψ / N for Adam in bf16 under ZeRO-3. The master bytes go to
  * @masters, the state slots to @optimizer_state; @accumulation and
@@ -332,7 +334,8 @@ mixprec_memory_plan_new_deepspeed (MixprecConfig *config,
   r.working = (guint64) (psi * mixprec_dtype_get_size (dt.working) / (stage >= 3 ? n : 1));
   r.gradients = (guint64) (psi * mixprec_dtype_get_size (dt.working) / (stage >= 2 ? n : 1));
   r.masters = (guint64) (psi * (dt.has_master ? 4 : 0) / (stage >= 1 ? n : 1));
-  r.optimizer_state = (guint64) (psi * 4 * mixprec_feature_get_n_state_slots (probe->optimizer) /
+  r.optimizer_state = (guint64) (psi * mixprec_dtype_get_size (probe->state_dtype) *
+                                 mixprec_feature_get_n_state_slots (probe->optimizer) /
                                  (stage >= 1 ? n : 1));
   r.total = r.working + r.gradients + r.masters + r.optimizer_state;
   return mixprec_memory_report_copy (&r);

@@ -21,9 +21,11 @@ typedef struct {
    * equal to @master when the working dtype is FP32. */
   gpointer working;
   MixprecDType working_dtype;
-  /* n_state_slots FP32 arrays for [begin, end), in the optimizer's order. */
-  gfloat *states[16];
+  /* n_state_slots arrays of state_dtype (float32 or bfloat16) for
+   * [begin, end), in the optimizer's order. */
+  gpointer states[16];
   guint n_state_slots;
+  MixprecDType state_dtype;
 } _MixprecEngineShard;
 
 typedef struct {

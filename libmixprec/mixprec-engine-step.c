@@ -345,17 +345,27 @@ typedef struct {
 static void
 step_run_range (StepJob *job, const OptPiece *p, guint64 off, guint64 n)
 {
-  MixprecOptimizerStepV1 args = job->args;
+  MixprecOptimizerStepV2 args = { 0 };
   Group *g = job->group;
-  gfloat *states[16];
+  MixprecDType sdtype = job->engine->state_dtype;
+  MixprecPluginDType state_dtypes[16];
+  gpointer states[16];
   guint n_slots = mixprec_feature_get_n_state_slots (job->engine->optimizer);
   GError *error = NULL;
 
   for (guint s = 0; s < n_slots && s < G_N_ELEMENTS (states); s++)
-    states[s] = g->states[s] + p->state_at + off;
-  args.first_index = p->first_index + off;
-  args.device_stream = _mixprec_device_get_stream (g->device);
-  if (!_mixprec_feature_optimizer_step (job->engine->optimizer, &args, g->hparams,
+    {
+      states[s] = _mixprec_engine_at (g->states[s], sdtype, p->state_at + off);
+      state_dtypes[s] = (MixprecPluginDType) sdtype;
+    }
+  args.base = job->args;
+  args.base.first_index = p->first_index + off;
+  args.base.device_stream = _mixprec_device_get_stream (g->device);
+  args.state_dtypes = state_dtypes;
+  /* The state follows the weights' rounding, from a stream of its own. */
+  args.state_rounding = job->args.rounding;
+  args.state_seed = job->args.seed ^ G_GUINT64_CONSTANT (0x5851F42D4C957F2D);
+  if (!_mixprec_feature_optimizer_step_v2 (job->engine->optimizer, &args, g->hparams,
                                         p->master != NULL ? p->master + off : NULL,
                                         _mixprec_engine_at ((gpointer) p->grad, job->grad_dtype, off),
                                         states,

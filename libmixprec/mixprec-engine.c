@@ -197,6 +197,32 @@ _mixprec_engine_comm_failed (GError **error, GError *cause, const gchar *what)
 
 /* ---------------------------------------------------------------- optimizer */
 
+/* bf16 optimizer state needs an optimizer that declares it: revision 2
+ * of the plugin ABI. Said at setup, not at the first step. */
+static gboolean
+check_state_dtype (MixprecEngine *self,
+                   GError       **error)
+{
+  gsize n = 0;
+  const MixprecDType *dtypes;
+
+  self->state_dtype = mixprec_config_get_optimizer_state_dtype (self->config);
+  dtypes = mixprec_feature_get_state_dtypes (self->optimizer, &n);
+  for (gsize i = 0; i < n; i++)
+    if (dtypes[i] == self->state_dtype)
+      return TRUE;
+  g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_OPTIMIZER,
+               "bf16.bf16_optimizer_states: optimizer '%s' (%s, plugin %s) speaks optimizer "
+               "ABI revision %u and cannot keep its state in %s%s",
+               mixprec_feature_get_name (self->optimizer), mixprec_feature_get_device (self->optimizer),
+               mixprec_feature_get_plugin_name (self->optimizer),
+               mixprec_feature_get_abi_revision (self->optimizer),
+               mixprec_dtype_get_name (self->state_dtype),
+               mixprec_feature_get_abi_revision (self->optimizer) < 2
+               ? " (revision 1 keeps float32 state only)" : "");
+  return FALSE;
+}
+
 /* The optimizer, found and checked as the configuration checked it
  * (mixprec-optimizer-params.c). */
 static gboolean
@@ -223,7 +249,7 @@ setup_optimizer (MixprecEngine *self,
                    "%s", errors->str);
       return FALSE;
     }
-  return TRUE;
+  return check_state_dtype (self, error);
 }
 
 static guint

@@ -55,9 +55,16 @@ struct _MixprecFeature
   gchar *plugin_name;
   MixprecPlugin *plugin;        /* weak: the plugin owns its features */
 
-  /* Optimizers: a copy of the vtable whose schema and state names point
-   * into the copies below, so nothing but step() refers to plugin memory. */
+  /* Optimizers: the schema in V1 form whose schema and state names point
+   * into the copies below, so nothing but the step functions refers to
+   * plugin memory. A V1 plugin's step is optimizer.step; a V2 plugin's is
+   * step_v2 (optimizer.step is then NULL). */
   MixprecOptimizerV1 optimizer;
+  guint optimizer_revision;     /* 1 or 2: the vtable struct registered */
+  guint state_dtype_mask;       /* bit per MixprecDType the state may have */
+  MixprecDType state_dtypes[N_PLUGIN_DTYPES];   /* the mask's dtypes, filled on demand */
+  int (*step_v2) (const MixprecOptimizerStepV2 *, float *, const void *, void *const *,
+                  void *, size_t, char *, size_t);
   MixprecHParamSpecV1 *hparams;
   gdouble *hparam_defaults;
   GStringChunk *strings;
@@ -461,6 +468,56 @@ feature_new (MixprecFeatureKind  kind,
   return self;
 }
 
+/* The V1 form of a V2 vtable, for the checks and the schema copy: every
+ * field but state_dtype_mask and step has the same meaning. step is a
+ * non-NULL stand-in so the V1 check accepts it; the copy drops it. */
+static MixprecOptimizerV1
+optimizer_v1_form (const MixprecOptimizerV2 *v2)
+{
+  MixprecOptimizerV1 v1 = { 0 };
+
+  v1.name = v2->name;
+  v1.device = v2->device;
+  v1.rank = v2->rank;
+  v1.description = v2->description;
+  v1.hparams = v2->hparams;
+  v1.n_hparams = v2->n_hparams;
+  v1.n_state_slots = v2->n_state_slots;
+  v1.state_names = v2->state_names;
+  v1.step = v2->step != NULL ? (int (*) (const MixprecOptimizerStepV1 *, float *, const void *,
+                                         float *const *, void *, size_t, char *, size_t)) 1 : NULL;
+  return v1;
+}
+
+gboolean
+_mixprec_optimizer_v2_vtable_check (const MixprecOptimizerV2 *vtable,
+                                    GError                  **error)
+{
+  g_autoptr(GString) problem = g_string_new (NULL);
+  MixprecOptimizerV1 v1;
+  gboolean ok;
+
+  if (vtable == NULL)
+    return check_result (FALSE, "the optimizer vtable is NULL", error);
+  v1 = optimizer_v1_form (vtable);
+  ok = optimizer_check (&v1, problem) &&
+       reserved_is_zero (vtable->reserved, G_N_ELEMENTS (vtable->reserved), problem);
+  if (ok && (vtable->state_dtype_mask & (1u << MIXPREC_PLUGIN_DTYPE_FLOAT32)) == 0)
+    {
+      g_string_append_printf (problem, "its state_dtype_mask 0x%x lacks float32, which every "
+                              "optimizer must keep state in", vtable->state_dtype_mask);
+      ok = FALSE;
+    }
+  else if (ok && vtable->state_dtype_mask >> N_PLUGIN_DTYPES != 0)
+    {
+      g_string_append_printf (problem, "its state_dtype_mask 0x%x has bits for dtypes that do "
+                              "not exist (the known dtypes are bits 0 to %d)",
+                              vtable->state_dtype_mask, N_PLUGIN_DTYPES - 1);
+      ok = FALSE;
+    }
+  return check_result (ok, problem->str, error);
+}
+
 gboolean
 _mixprec_optimizer_vtable_check (const MixprecOptimizerV1 *vtable,
                                  GError                  **error)
@@ -501,7 +558,23 @@ _mixprec_feature_new_optimizer (const MixprecOptimizerV1 *vtable,
   self->optimizer.description = self->description;
   self->optimizer.hparams = vtable->n_hparams > 0 ? self->hparams : NULL;
   self->optimizer.state_names = vtable->n_state_slots > 0 ? self->state_names : NULL;
+  self->optimizer_revision = 1;
+  self->state_dtype_mask = 1u << MIXPREC_DTYPE_FLOAT32;
 
+  return self;
+}
+
+MixprecFeature *
+_mixprec_feature_new_optimizer_v2 (const MixprecOptimizerV2 *vtable,
+                                   MixprecPlugin            *plugin)
+{
+  MixprecOptimizerV1 v1 = optimizer_v1_form (vtable);
+  MixprecFeature *self = _mixprec_feature_new_optimizer (&v1, plugin);
+
+  self->optimizer.step = NULL;
+  self->optimizer_revision = 2;
+  self->state_dtype_mask = vtable->state_dtype_mask;
+  self->step_v2 = vtable->step;
   return self;
 }
 
@@ -524,6 +597,83 @@ _mixprec_feature_get_hparam_defaults (MixprecFeature *feature,
   return feature->hparam_defaults;
 }
 
+static gboolean
+step_failed (MixprecFeature *feature,
+             int             status,
+             char           *errbuf,
+             gsize           errbuf_len,
+             gsize           n,
+             GError        **error)
+{
+  errbuf[errbuf_len - 1] = '\0';
+  g_set_error (error, MIXPREC_PLUGIN_ERROR, MIXPREC_PLUGIN_ERROR_CALL_FAILED,
+               "optimizer '%s' (%s, plugin %s) failed on %" G_GSIZE_FORMAT " elements: %s (%s, status %d)",
+               feature->name, feature->device, feature->plugin_name, n,
+               errbuf[0] != '\0' ? errbuf : "it gave no reason",
+               _mixprec_plugin_status_to_string (status), status);
+  return FALSE;
+}
+
+gboolean
+_mixprec_feature_optimizer_step_v2 (MixprecFeature         *feature,
+                                    MixprecOptimizerStepV2 *args,
+                                    const gdouble          *hparams,
+                                    gfloat                 *master,
+                                    gconstpointer           grad,
+                                    gpointer const         *states,
+                                    gpointer                working,
+                                    gsize                   n,
+                                    GError                **error)
+{
+  char errbuf[_MIXPREC_PLUGIN_ERRBUF_SIZE] = "";
+  MixprecOptimizerStepV1 base;
+  gfloat *v1_states[MAX_STATE_SLOTS];
+  int status;
+
+  g_return_val_if_fail (MIXPREC_IS_FEATURE (feature), FALSE);
+  g_return_val_if_fail (feature->kind == MIXPREC_FEATURE_KIND_OPTIMIZER, FALSE);
+  g_return_val_if_fail (args != NULL, FALSE);
+
+  args->base.struct_size = sizeof *args;
+  args->base.hparams = hparams != NULL ? hparams : feature->hparam_defaults;
+  args->base.n_hparams = feature->optimizer.n_hparams;
+  for (guint k = 0; k < feature->optimizer.n_state_slots; k++)
+    {
+      MixprecPluginDType d = args->state_dtypes != NULL ? args->state_dtypes[k]
+                                                        : MIXPREC_PLUGIN_DTYPE_FLOAT32;
+
+      if ((guint) d < N_PLUGIN_DTYPES && (feature->state_dtype_mask & (1u << d)) != 0)
+        continue;
+      /* The shim: a V1 plugin knows FP32 state only, and says nothing
+       * else; tell the user which revision it speaks. */
+      g_set_error (error, MIXPREC_PLUGIN_ERROR, MIXPREC_PLUGIN_ERROR_CALL_FAILED,
+                   "optimizer '%s' (%s, plugin %s) speaks optimizer ABI revision %u, which "
+                   "cannot keep state slot '%s' in %s%s",
+                   feature->name, feature->device, feature->plugin_name,
+                   feature->optimizer_revision, feature->state_names[k],
+                   (guint) d < N_PLUGIN_DTYPES ? mixprec_dtype_get_name ((MixprecDType) d) : "an unknown dtype",
+                   feature->optimizer_revision < 2
+                   ? " (it keeps float32 state only; rebuild it against MixprecOptimizerV2)" : "");
+      return FALSE;
+    }
+
+  if (feature->step_v2 != NULL)
+    status = feature->step_v2 (args, master, grad, states, working, n, errbuf, sizeof errbuf);
+  else
+    {
+      /* V1: the leading V1 block, with its own size, and FP32 state. */
+      base = args->base;
+      base.struct_size = sizeof base;
+      for (guint k = 0; k < feature->optimizer.n_state_slots; k++)
+        v1_states[k] = states != NULL ? states[k] : NULL;
+      status = feature->optimizer.step (&base, master, grad, states != NULL ? v1_states : NULL,
+                                        working, n, errbuf, sizeof errbuf);
+    }
+  if (status == MIXPREC_PLUGIN_OK)
+    return TRUE;
+  return step_failed (feature, status, errbuf, sizeof errbuf, n, error);
+}
+
 gboolean
 _mixprec_feature_optimizer_step (MixprecFeature         *feature,
                                  MixprecOptimizerStepV1 *args,
@@ -535,28 +685,18 @@ _mixprec_feature_optimizer_step (MixprecFeature         *feature,
                                  gsize                   n,
                                  GError                **error)
 {
-  char errbuf[_MIXPREC_PLUGIN_ERRBUF_SIZE] = "";
-  int status;
+  MixprecOptimizerStepV2 v2 = { 0 };
+  gboolean ok;
 
-  g_return_val_if_fail (MIXPREC_IS_FEATURE (feature), FALSE);
-  g_return_val_if_fail (feature->kind == MIXPREC_FEATURE_KIND_OPTIMIZER, FALSE);
   g_return_val_if_fail (args != NULL, FALSE);
 
+  v2.base = *args;
+  ok = _mixprec_feature_optimizer_step_v2 (feature, &v2, hparams, master, grad,
+                                           (gpointer const *) states, working, n, error);
   args->struct_size = sizeof *args;
-  args->hparams = hparams != NULL ? hparams : feature->hparam_defaults;
-  args->n_hparams = feature->optimizer.n_hparams;
-  status = feature->optimizer.step (args, master, grad, states, working, n,
-                                    errbuf, sizeof errbuf);
-  if (status == MIXPREC_PLUGIN_OK)
-    return TRUE;
-
-  errbuf[sizeof errbuf - 1] = '\0';
-  g_set_error (error, MIXPREC_PLUGIN_ERROR, MIXPREC_PLUGIN_ERROR_CALL_FAILED,
-               "optimizer '%s' (%s, plugin %s) failed on %" G_GSIZE_FORMAT " elements: %s (%s, status %d)",
-               feature->name, feature->device, feature->plugin_name, n,
-               errbuf[0] != '\0' ? errbuf : "it gave no reason",
-               _mixprec_plugin_status_to_string (status), status);
-  return FALSE;
+  args->hparams = v2.base.hparams;
+  args->n_hparams = v2.base.n_hparams;
+  return ok;
 }
 
 /* ------------------------------------------------------------ communicators */
@@ -1094,6 +1234,56 @@ mixprec_feature_get_working_dtypes (MixprecFeature *self,
     }
   *n_dtypes = G_N_ELEMENTS (optimizer_working_dtypes);
   return optimizer_working_dtypes;
+}
+
+/**
+ * mixprec_feature_get_abi_revision:
+ * @self: a #MixprecFeature
+ *
+ * The revision of the plugin ABI vtable the feature was registered with:
+ * 2 for an optimizer registered as a `MixprecOptimizerV2` (plugin ABI 1.1),
+ * 1 for a `MixprecOptimizerV1` and for every communicator and device
+ * (`MixprecCommV1`, `MixprecDeviceV1`). The library reaches revision 1
+ * optimizers through a shim that keeps their state in float32.
+ *
+ * Returns: the vtable revision, 1 or more
+ *
+ * Since: 1.0
+ */
+guint
+mixprec_feature_get_abi_revision (MixprecFeature *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_FEATURE (self), 0);
+
+  return self->kind == MIXPREC_FEATURE_KIND_OPTIMIZER ? self->optimizer_revision : 1;
+}
+
+/**
+ * mixprec_feature_get_state_dtypes:
+ * @self: a #MixprecFeature
+ * @n_dtypes: (out): the number of data types returned
+ *
+ * Returns: (transfer none) (array length=n_dtypes) (nullable): the data
+ *   types an optimizer can keep its state slots in, in #MixprecDType
+ *   order: float32 always, bfloat16 too for optimizers of revision 2 that
+ *   declare it (mixprec_feature_get_abi_revision()); %NULL for other kinds
+ *
+ * Since: 1.0
+ */
+const MixprecDType *
+mixprec_feature_get_state_dtypes (MixprecFeature *self,
+                                  gsize          *n_dtypes)
+{
+  g_return_val_if_fail (MIXPREC_IS_FEATURE (self), NULL);
+  g_return_val_if_fail (n_dtypes != NULL, NULL);
+
+  *n_dtypes = 0;
+  if (self->kind != MIXPREC_FEATURE_KIND_OPTIMIZER)
+    return NULL;
+  for (guint d = 0; d < N_PLUGIN_DTYPES; d++)
+    if (self->state_dtype_mask & (1u << d))
+      self->state_dtypes[(*n_dtypes)++] = (MixprecDType) d;
+  return self->state_dtypes;
 }
 
 /**

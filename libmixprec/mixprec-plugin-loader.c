@@ -138,6 +138,26 @@ host_register_optimizer (MixprecPluginHostV1      *host,
 }
 
 static int
+host_register_optimizer_v2 (MixprecPluginHostV1      *host,
+                            const MixprecOptimizerV2 *optimizer,
+                            char                     *errbuf,
+                            size_t                    errbuf_len)
+{
+  LoadContext *ctx = host_context (host, "register_optimizer_v2", errbuf, errbuf_len);
+  GError *error = NULL;
+
+  if (ctx == NULL)
+    return MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT;
+  if (!_mixprec_optimizer_v2_vtable_check (optimizer, &error) ||
+      is_registered_twice (ctx, MIXPREC_FEATURE_KIND_OPTIMIZER, optimizer->name,
+                           optimizer->device, &error))
+    return refuse (ctx, error, errbuf, errbuf_len);
+
+  g_ptr_array_add (ctx->features, _mixprec_feature_new_optimizer_v2 (optimizer, ctx->plugin));
+  return MIXPREC_PLUGIN_OK;
+}
+
+static int
 host_register_comm (MixprecPluginHostV1 *host,
                     const MixprecCommV1 *comm,
                     char                *errbuf,
@@ -219,6 +239,7 @@ plugin_init (MixprecPlugin            *plugin,
     .register_optimizer = host_register_optimizer,
     .register_comm = host_register_comm,
     .register_device = host_register_device,
+    .register_optimizer_v2 = host_register_optimizer_v2,
   };
   int status;
 

@@ -30,7 +30,11 @@ extern "C" {
 /* The ABI revision this header describes; also in mixprec-version.h as
  * MIXPREC_PLUGIN_ABI_MAJOR/MINOR for the library's own use. */
 #define MIXPREC_PLUGIN_ABI_VERSION_MAJOR 1
-#define MIXPREC_PLUGIN_ABI_VERSION_MINOR 0
+#define MIXPREC_PLUGIN_ABI_VERSION_MINOR 1
+
+/* The revisions of the optimizer vtable (MixprecOptimizerV1, …V2) this
+ * header declares; 1.1 added MixprecOptimizerV2. */
+#define MIXPREC_PLUGIN_OPTIMIZER_REVISION 2
 
 #if defined(__GNUC__)
 # define MIXPREC_PLUGIN_EXPORT __attribute__((visibility ("default")))
@@ -145,6 +149,58 @@ typedef struct {
                size_t                        errbuf_len);
   void *reserved[8];
 } MixprecOptimizerV1;
+
+/* Revision 2 (ABI 1.1): optimizer state in a dtype per slot.
+ *
+ * The arguments of a V2 step() begin with a whole MixprecOptimizerStepV1
+ * (its struct_size is then sizeof (MixprecOptimizerStepV2) of the caller),
+ * so a V2 plugin reads every V1 field where it always was and the library
+ * reaches a V1 plugin with &args->base. Fields may be appended; a plugin
+ * reads only the first base.struct_size bytes it knows. */
+typedef struct {
+  MixprecOptimizerStepV1 base;
+  /* n_state_slots dtypes, one per slot: FLOAT32 or BFLOAT16 (only dtypes
+   * the vtable's state_dtype_mask names). A BFLOAT16 slot is read by
+   * widening (exact) and written by rounding the FP32 result of the
+   * update, as state_rounding says. */
+  const MixprecPluginDType *state_dtypes;
+  MixprecPluginRounding state_rounding;
+  /* Stochastic rounding of state: slot k of element i draws its bits from
+   * the stream (state_seed + k, base.first_index + i), the working copy's
+   * convention with its own seed, so the state and the working copy do not
+   * share random bits and the result does not depend on sharding. */
+  uint64_t state_seed;
+} MixprecOptimizerStepV2;
+
+/* An optimizer of revision 2, registered with
+ * MixprecPluginHostV1.register_optimizer_v2. Everything is as in
+ * MixprecOptimizerV1 except:
+ *   state_dtype_mask  bit (1 << MixprecPluginDType) per dtype the state
+ *                     slots may have; FLOAT32 must be among them
+ *   step()            states are n_state_slots arrays, each in its
+ *                     args->state_dtypes[k]
+ * FLOAT16 state is not part of the contract: its range (65504) cannot hold
+ * Adam's second moment of ordinary gradients nor its 1e-8 epsilon scale. */
+typedef struct {
+  const char *name;
+  const char *device;
+  unsigned rank;
+  const char *description;
+  const MixprecHParamSpecV1 *hparams;
+  unsigned n_hparams;
+  unsigned n_state_slots;      /* values of state per element */
+  const char *const *state_names;
+  unsigned state_dtype_mask;
+  int (*step) (const MixprecOptimizerStepV2 *args,
+               float                        *master,
+               const void                   *grad,
+               void *const                  *states,
+               void                         *working,
+               size_t                        n,
+               char                         *errbuf,
+               size_t                        errbuf_len);
+  void *reserved[8];
+} MixprecOptimizerV2;
 
 /* ------------------------------------------------------------ communication */
 
@@ -504,7 +560,14 @@ struct MixprecPluginHostV1 {
                           const MixprecDeviceV1 *device,
                           char                  *errbuf,
                           size_t                 errbuf_len);
-  void *reserved[14];
+  /* ABI 1.1: registers a MixprecOptimizerV2. A plugin checks that
+   * struct_size covers this field (and that it is not NULL) before it
+   * calls it; a library of ABI 1.0 leaves it zero, inside reserved space. */
+  int (*register_optimizer_v2) (MixprecPluginHostV1      *host,
+                                const MixprecOptimizerV2 *optimizer,
+                                char                     *errbuf,
+                                size_t                    errbuf_len);
+  void *reserved[13];
 };
 
 /* The static description a plugin returns from its entry point. abi_major

@@ -22,8 +22,15 @@ gboolean        _mixprec_optimizer_vtable_check        (const MixprecOptimizerV1
 /* A feature holding a copy of a vtable that passed the check. */
 MixprecFeature *_mixprec_feature_new_optimizer         (const MixprecOptimizerV1 *vtable,
                                                         MixprecPlugin            *plugin);
+/* The same for revision 2 (register_optimizer_v2): the V1 checks plus a
+ * state_dtype_mask that names float32 and known dtypes only. */
+gboolean        _mixprec_optimizer_v2_vtable_check     (const MixprecOptimizerV2 *vtable,
+                                                        GError                  **error);
+MixprecFeature *_mixprec_feature_new_optimizer_v2      (const MixprecOptimizerV2 *vtable,
+                                                        MixprecPlugin            *plugin);
 
-/* For the engine: the optimizer's vtable (NULL for other kinds), and its
+/* For the engine: the optimizer's schema in V1 form (NULL for other kinds;
+ * its step is NULL for a revision 2 optimizer), and its
  * default hyper-parameters in schema order (n_hparams values). */
 const MixprecOptimizerV1 *_mixprec_feature_get_optimizer_vtable (MixprecFeature *feature);
 const gdouble  *_mixprec_feature_get_hparam_defaults   (MixprecFeature *feature,
@@ -37,6 +44,21 @@ gboolean        _mixprec_feature_optimizer_step        (MixprecFeature          
                                                         gfloat                   *master,
                                                         gconstpointer             grad,
                                                         gfloat * const           *states,
+                                                        gpointer                  working,
+                                                        gsize                     n,
+                                                        GError                  **error);
+
+/* The step of either revision: V2 arguments, state slots in
+ * args->state_dtypes (NULL: all float32). A revision 1 optimizer gets
+ * &args->base through the shim and only float32 state: another dtype is
+ * MIXPREC_PLUGIN_ERROR_CALL_FAILED naming the plugin and its revision.
+ * _mixprec_feature_optimizer_step() above is this with float32 state. */
+gboolean        _mixprec_feature_optimizer_step_v2     (MixprecFeature           *feature,
+                                                        MixprecOptimizerStepV2   *args,
+                                                        const gdouble            *hparams,
+                                                        gfloat                   *master,
+                                                        gconstpointer             grad,
+                                                        gpointer const           *states,
                                                         gpointer                  working,
                                                         gsize                     n,
                                                         GError                  **error);

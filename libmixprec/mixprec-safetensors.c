@@ -14,6 +14,7 @@
 #include "mixprec-checkpoint-private.h"
 #include "mixprec-config-private.h"
 #include "mixprec-safetensors-private.h"
+#include "mixprec-dtype-private.h"
 
 struct _MixprecSafetensors
 {
@@ -442,8 +443,12 @@ _mixprec_safetensors_read_f32 (_MixprecSafetensors             *st,
                                gfloat                          *dest,
                                GError                         **error)
 {
-  if (!g_str_equal (tensor->dtype, "F32"))
-    return corrupt (error, st->path, "tensor '%s' is %s, expected F32", tensor->name,
+  gboolean bf16 = g_str_equal (tensor->dtype, "BF16");
+
+  /* BF16: optimizer state saved with bf16.bf16_optimizer_states, widened
+   * here exactly so every reader sees FP32. */
+  if (!g_str_equal (tensor->dtype, "F32") && !bf16)
+    return corrupt (error, st->path, "tensor '%s' is %s, expected F32 or BF16", tensor->name,
                     tensor->dtype);
   if (first > tensor->numel || count > tensor->numel - first)
     return corrupt (error, st->path, "tensor '%s' has %" G_GUINT64_FORMAT " elements, "
@@ -451,6 +456,18 @@ _mixprec_safetensors_read_f32 (_MixprecSafetensors             *st,
                     tensor->name, tensor->numel, first, first + count);
   if (count == 0)
     return TRUE;
+  if (bf16)
+    {
+      g_autofree guint16 *raw = g_new (guint16, count);
+
+      if (!_mixprec_pread_all (st->fd, raw, count * sizeof (guint16),
+                               st->data_start + tensor->begin + first * sizeof (guint16),
+                               st->path, error))
+        return FALSE;
+      for (guint64 i = 0; i < count; i++)
+        dest[i] = _mixprec_bf16_to_f32 (GUINT16_FROM_LE (raw[i]));
+      return TRUE;
+    }
   if (!_mixprec_pread_all (st->fd, dest, count * sizeof (gfloat),
                            st->data_start + tensor->begin + first * sizeof (gfloat),
                            st->path, error))

@@ -62,7 +62,11 @@ _mixprec_optim_store_working8 (MixprecPluginDType     dtype,
  * returns that count (the caller's scalar kernel does the rest). Every
  * field and constant is read into a local first: the 16-bit stores may
  * alias anything, and the compiler would otherwise reload the arguments
- * and broadcast the constants again at each block. */
+ * and broadcast the constants again at each block.
+ *
+ * bfloat16 state slots are staged as in _mixprec_optim_run_scalar(): a
+ * block's eight values widened into an FP32 buffer the update works on,
+ * then rounded back with the same rounding and random bits per element. */
 static inline __attribute__ ((always_inline)) size_t
 _mixprec_optim_run_avx2 (const _MixprecOptimRange *r,
                          const float              *consts,
@@ -82,23 +86,63 @@ _mixprec_optim_run_avx2 (const _MixprecOptimRange *r,
   void *working = r->working;
   const void *pbase = master != NULL ? (const void *) master : working;
   float *states[_MIXPREC_OPTIM_MAX_STATES] = { NULL };
+  const unsigned n_states = r->n_states < _MIXPREC_OPTIM_MAX_STATES ? r->n_states
+                                                                     : _MIXPREC_OPTIM_MAX_STATES;
   size_t n8 = r->n - r->n % 8;
 
   memcpy (c, consts, sizeof c);
-  for (unsigned k = 0; k < r->n_states && k < _MIXPREC_OPTIM_MAX_STATES; k++)
+  for (unsigned k = 0; k < n_states; k++)
     states[k] = r->states[k];
 
-  for (size_t i = 0; i < n8; i += 8)
+  if (r->state_dtypes == NULL)
     {
-      __m256 p = _mixprec_optim_load8 (pdtype, pbase, i);
-      __m256 g = _mm256_mul_ps (_mixprec_optim_load8 (gdtype, grad, i), factor);
+      for (size_t i = 0; i < n8; i += 8)
+        {
+          __m256 p = _mixprec_optim_load8 (pdtype, pbase, i);
+          __m256 g = _mm256_mul_ps (_mixprec_optim_load8 (gdtype, grad, i), factor);
 
-      p = update (c, p, g, states, i);
-      if (master != NULL)
-        _mm256_storeu_ps (master + i, p);
-      if (working != NULL)
-        _mixprec_optim_store_working8 (wdtype, sr, seed, first_index + i, working, i, p);
+          p = update (c, p, g, states, i);
+          if (master != NULL)
+            _mm256_storeu_ps (master + i, p);
+          if (working != NULL)
+            _mixprec_optim_store_working8 (wdtype, sr, seed, first_index + i, working, i, p);
+        }
+      return n8;
     }
+
+  {
+    MixprecPluginDType sdtypes[_MIXPREC_OPTIM_MAX_STATES] = { MIXPREC_PLUGIN_DTYPE_FLOAT32 };
+    const int ssr = r->state_sr;
+    const uint64_t sseed = r->state_seed;
+    float staged[_MIXPREC_OPTIM_MAX_STATES][8] __attribute__ ((aligned (32)));
+
+    for (unsigned k = 0; k < n_states; k++)
+      sdtypes[k] = r->state_dtypes[k];
+    for (size_t i = 0; i < n8; i += 8)
+      {
+        __m256 p = _mixprec_optim_load8 (pdtype, pbase, i);
+        __m256 g = _mm256_mul_ps (_mixprec_optim_load8 (gdtype, grad, i), factor);
+        float *at[_MIXPREC_OPTIM_MAX_STATES] = { NULL };
+
+        for (unsigned k = 0; k < n_states; k++)
+          if (sdtypes[k] == MIXPREC_PLUGIN_DTYPE_BFLOAT16)
+            {
+              _mm256_store_ps (staged[k], _mixprec_optim_load8 (sdtypes[k], states[k], i));
+              at[k] = staged[k];
+            }
+          else
+            at[k] = states[k] + i;
+        p = update (c, p, g, at, 0);
+        for (unsigned k = 0; k < n_states; k++)
+          if (sdtypes[k] == MIXPREC_PLUGIN_DTYPE_BFLOAT16)
+            _mixprec_optim_store_working8 (sdtypes[k], ssr, sseed + k, first_index + i, states[k], i,
+                                           _mm256_load_ps (staged[k]));
+        if (master != NULL)
+          _mm256_storeu_ps (master + i, p);
+        if (working != NULL)
+          _mixprec_optim_store_working8 (wdtype, sr, seed, first_index + i, working, i, p);
+      }
+  }
   return n8;
 }
 

@@ -92,6 +92,13 @@ _mixprec_optim_check_args (const MixprecOptimizerV1 *schema,
   if (r->grad == NULL)
     return _mixprec_optim_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
                                 "Optimizer %s: the gradient buffer is NULL.", name);
+  for (unsigned k = 0; k < schema->n_state_slots && r->state_dtypes != NULL; k++)
+    if (r->state_dtypes[k] != MIXPREC_PLUGIN_DTYPE_FLOAT32 &&
+        r->state_dtypes[k] != MIXPREC_PLUGIN_DTYPE_BFLOAT16)
+      return _mixprec_optim_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_UNSUPPORTED,
+                                  "Optimizer %s on %s keeps state slot %u (%s) in float32 or "
+                                  "bfloat16, not dtype %d.", name, schema->device, k,
+                                  schema->state_names[k], (int) r->state_dtypes[k]);
   for (unsigned k = 0; k < schema->n_state_slots; k++)
     if (r->states == NULL || r->states[k] == NULL)
       return _mixprec_optim_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
@@ -103,23 +110,44 @@ _mixprec_optim_check_args (const MixprecOptimizerV1 *schema,
 int
 _mixprec_optim_step (const _MixprecOptimKernels   *kernels,
                      _MixprecOptimLevel            level,
-                     const MixprecOptimizerStepV1 *args,
+                     const MixprecOptimizerStepV2 *args,
                      float                        *master,
                      const void                   *grad,
-                     float *const                 *states,
+                     void *const                  *states,
                      void                         *working,
                      size_t                        n,
                      char                         *errbuf,
                      size_t                        errbuf_len)
 {
-  _MixprecOptimRange range = { args, master, grad, states, working, n, kernels->schema->n_state_slots };
+  const MixprecOptimizerV1 *schema = kernels->schema;
+  _MixprecOptimRange range = { NULL, master, grad, states, working, n, schema->n_state_slots,
+                               NULL, 0, 0 };
   float consts[_MIXPREC_OPTIM_MAX_CONSTS];
   size_t done = 0;
   int status;
 
-  status = _mixprec_optim_check_args (kernels->schema, &range, errbuf, errbuf_len);
+  if (args == NULL || args->base.struct_size < sizeof (MixprecOptimizerStepV2))
+    return _mixprec_optim_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
+                                "Optimizer %s needs a MixprecOptimizerStepV2 of at least %zu bytes, "
+                                "got %zu.", schema->name, sizeof (MixprecOptimizerStepV2),
+                                args == NULL ? (size_t) 0 : args->base.struct_size);
+  range.args = &args->base;
+  /* All-float32 state takes the loops' plain path. */
+  for (unsigned k = 0; k < schema->n_state_slots && args->state_dtypes != NULL; k++)
+    if (args->state_dtypes[k] != MIXPREC_PLUGIN_DTYPE_FLOAT32)
+      range.state_dtypes = args->state_dtypes;
+  if (range.state_dtypes != NULL &&
+      args->state_rounding != MIXPREC_PLUGIN_ROUNDING_NEAREST_EVEN &&
+      args->state_rounding != MIXPREC_PLUGIN_ROUNDING_STOCHASTIC)
+    return _mixprec_optim_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_UNSUPPORTED,
+                                "Optimizer %s: state rounding mode %d is neither nearest-even (0) "
+                                "nor stochastic (1).", schema->name, (int) args->state_rounding);
+  range.state_sr = args->state_rounding == MIXPREC_PLUGIN_ROUNDING_STOCHASTIC;
+  range.state_seed = args->state_seed;
+
+  status = _mixprec_optim_check_args (schema, &range, errbuf, errbuf_len);
   if (status == MIXPREC_PLUGIN_OK)
-    status = kernels->prepare (args, consts, errbuf, errbuf_len);
+    status = kernels->prepare (&args->base, consts, errbuf, errbuf_len);
   if (status != MIXPREC_PLUGIN_OK)
     return status;
 
@@ -163,20 +191,23 @@ cpu_simd_level (void)
 
 int
 _mixprec_optim_register (MixprecPluginHostV1      *host,
-                         const MixprecOptimizerV1 *scalar,
-                         const MixprecOptimizerV1 *avx2,
-                         const MixprecOptimizerV1 *avx512,
+                         const MixprecOptimizerV2 *scalar,
+                         const MixprecOptimizerV2 *avx2,
+                         const MixprecOptimizerV2 *avx512,
                          char                     *errbuf,
                          size_t                    errbuf_len)
 {
-  const MixprecOptimizerV1 *chosen = scalar;
+  const MixprecOptimizerV2 *chosen = scalar;
   _MixprecOptimLevel level;
 
-  if (host == NULL || host->register_optimizer == NULL ||
-      host->struct_size < offsetof (MixprecPluginHostV1, register_optimizer) + sizeof host->register_optimizer)
+  /* These optimizers speak revision 2 only: a library of ABI 1.0 has no
+   * register_optimizer_v2 (and refuses this plugin's 1.1 anyway). */
+  if (host == NULL ||
+      host->struct_size < offsetof (MixprecPluginHostV1, register_optimizer_v2) + sizeof host->register_optimizer_v2 ||
+      host->register_optimizer_v2 == NULL)
     return _mixprec_optim_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
-                                "Optimizer %s: the host table offers no register_optimizer.",
-                                scalar->name);
+                                "Optimizer %s: the host table offers no register_optimizer_v2 "
+                                "(plugin ABI 1.1).", scalar->name);
   if (host->abi_major != MIXPREC_PLUGIN_ABI_VERSION_MAJOR)
     return _mixprec_optim_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_UNSUPPORTED,
                                 "Optimizer %s was built for plugin ABI %d.x; the library offers %u.%u.",
@@ -187,5 +218,5 @@ _mixprec_optim_register (MixprecPluginHostV1      *host,
     chosen = avx512;
   else if (level >= _MIXPREC_OPTIM_AVX2 && avx2 != NULL)
     chosen = avx2;
-  return host->register_optimizer (host, chosen, errbuf, errbuf_len);
+  return host->register_optimizer_v2 (host, chosen, errbuf, errbuf_len);
 }

@@ -27,14 +27,25 @@ G_BEGIN_DECLS
 
 /* One step() call after its arguments were checked. */
 typedef struct {
-  const MixprecOptimizerStepV1 *args;
+  const MixprecOptimizerStepV1 *args;       /* of a V2 call: &args->base */
   float                        *master;     /* NULL: the parameter is working[] */
   const void                   *grad;
-  float *const                 *states;     /* n_states of them */
+  void *const                  *states;     /* n_states of them */
   void                         *working;    /* NULL: no low-precision copy */
   size_t                        n;
   unsigned                      n_states;
+  /* Revision 2: the dtype of each state slot; NULL when every slot is
+   * float32 (a V1 call, or a V2 call that asks for nothing else), so the
+   * loops take the state arrays as they are. */
+  const MixprecPluginDType     *state_dtypes;
+  int                           state_sr;   /* stochastic rounding of bf16 state */
+  uint64_t                      state_seed; /* slot k: stream state_seed + k */
 } _MixprecOptimRange;
+
+/* The state dtypes the cpu optimizers accept (MixprecOptimizerV2's
+ * state_dtype_mask). */
+#define _MIXPREC_OPTIM_STATE_DTYPES \
+  ((1u << MIXPREC_PLUGIN_DTYPE_FLOAT32) | (1u << MIXPREC_PLUGIN_DTYPE_BFLOAT16))
 
 /* The per-call constants of an optimizer: floats, indexed by the
  * optimizer's own enum, that prepare() fills once per call (computed in
@@ -42,7 +53,7 @@ typedef struct {
 #define _MIXPREC_OPTIM_MAX_CONSTS 16
 
 typedef struct {
-  /* The registered schema, for the checks and messages. */
+  /* The registered schema in V1 form, for the checks and messages. */
   const MixprecOptimizerV1 *schema;
   /* Checks what the schema's bounds cannot express and fills consts. */
   int    (*prepare)    (const MixprecOptimizerStepV1 *args,
@@ -83,22 +94,23 @@ typedef enum {
   size_t prefix##_run_avx512 (const _MixprecOptimRange *range, \
                               const float              *consts)
 
-/* The whole of a step(): checks, prepare(), the kernels of @level (or
+/* The whole of a V2 step(): checks, prepare(), the kernels of @level (or
  * the best lower one the build has). */
 int  _mixprec_optim_step     (const _MixprecOptimKernels    *kernels,
                               _MixprecOptimLevel             level,
-                              const MixprecOptimizerStepV1  *args,
+                              const MixprecOptimizerStepV2  *args,
                               float                         *master,
                               const void                    *grad,
-                              float *const                  *states,
+                              void *const                   *states,
                               void                          *working,
                               size_t                         n,
                               char                          *errbuf,
                               size_t                         errbuf_len);
 
 /* The checks of every step(), whatever the device: the arguments struct,
- * dtypes, rounding, step count, learning rate, buffers (when n > 0) and
- * the hyper-parameters against @schema's bounds. */
+ * dtypes, rounding, step count, learning rate, buffers (when n > 0), the
+ * state dtypes of a V2 call (float32 or bfloat16) and the hyper-parameters
+ * against @schema's bounds. */
 int  _mixprec_optim_check_args (const MixprecOptimizerV1      *schema,
                                 const _MixprecOptimRange      *range,
                                 char                          *errbuf,
@@ -113,9 +125,9 @@ int  _mixprec_optim_check_args (const MixprecOptimizerV1      *schema,
  * ("scalar", "avx2", "avx512"; read at each call, so a test can capture
  * every vtable) lowers the choice, never raises it. */
 int  _mixprec_optim_register (MixprecPluginHostV1           *host,
-                              const MixprecOptimizerV1      *scalar,
-                              const MixprecOptimizerV1      *avx2,
-                              const MixprecOptimizerV1      *avx512,
+                              const MixprecOptimizerV2      *scalar,
+                              const MixprecOptimizerV2      *avx2,
+                              const MixprecOptimizerV2      *avx512,
                               char                          *errbuf,
                               size_t                         errbuf_len);
 
@@ -131,19 +143,22 @@ int  _mixprec_optim_register (MixprecPluginHostV1           *host,
 # define _MIXPREC_OPTIM_AVX512_KERNEL(kernel) NULL
 #endif
 
-/* A vtable of this family; the three of a plugin differ in step only. */
+/* A vtable of this family (V2 when @ostep is set, the V1-form schema of
+ * the checks when it is NULL); the three of a plugin differ in step only. */
+#define _MIXPREC_OPTIM_SCHEMA(oname, odescription, ohparams, ostates) \
+  .name = (oname), .device = "cpu", .rank = _MIXPREC_OPTIM_RANK, \
+  .description = (odescription), \
+  .hparams = (ohparams), .n_hparams = G_N_ELEMENTS (ohparams), \
+  .n_state_slots = G_N_ELEMENTS (ostates), .state_names = (ostates)
 #define _MIXPREC_OPTIM_VTABLE(oname, odescription, ohparams, ostates, ostep) \
-  { .name = (oname), .device = "cpu", .rank = _MIXPREC_OPTIM_RANK, \
-    .description = (odescription), \
-    .hparams = (ohparams), .n_hparams = G_N_ELEMENTS (ohparams), \
-    .n_state_slots = G_N_ELEMENTS (ostates), .state_names = (ostates), \
-    .step = (ostep) }
+  { _MIXPREC_OPTIM_SCHEMA (oname, odescription, ohparams, ostates), \
+    .state_dtype_mask = _MIXPREC_OPTIM_STATE_DTYPES, .step = (ostep) }
 
 /* A step() entry point running the kernels of @level. */
 #define _MIXPREC_OPTIM_STEP_FUNC(func, kernels, level) \
   static int \
-  func (const MixprecOptimizerStepV1 *args, float *master, const void *grad, \
-        float *const *states, void *working, size_t n, char *errbuf, size_t errbuf_len) \
+  func (const MixprecOptimizerStepV2 *args, float *master, const void *grad, \
+        void *const *states, void *working, size_t n, char *errbuf, size_t errbuf_len) \
   { \
     return _mixprec_optim_step ((kernels), (level), args, master, grad, states, working, n, \
                                 errbuf, errbuf_len); \
@@ -155,18 +170,19 @@ int  _mixprec_optim_register (MixprecPluginHostV1           *host,
 #define _MIXPREC_OPTIM_PLUGIN_DEFINE(symbol, plugin_name, plugin_description, \
                                      oname, odescription, ohparams, ostates, \
                                      oprepare, orun_scalar, orun_simd, orun_avx512) \
-  static const MixprecOptimizerV1 symbol##_scalar_vtable; \
+  static const MixprecOptimizerV1 symbol##_schema = \
+    { _MIXPREC_OPTIM_SCHEMA (oname, odescription, ohparams, ostates) }; \
   static const _MixprecOptimKernels symbol##_kernels = { \
-    &symbol##_scalar_vtable, (oprepare), (orun_scalar), _MIXPREC_OPTIM_SIMD (orun_simd), \
+    &symbol##_schema, (oprepare), (orun_scalar), _MIXPREC_OPTIM_SIMD (orun_simd), \
     _MIXPREC_OPTIM_AVX512_KERNEL (orun_avx512) }; \
   _MIXPREC_OPTIM_STEP_FUNC (symbol##_step_scalar, &symbol##_kernels, _MIXPREC_OPTIM_SCALAR) \
   _MIXPREC_OPTIM_STEP_FUNC (symbol##_step_simd, &symbol##_kernels, _MIXPREC_OPTIM_AVX2) \
   _MIXPREC_OPTIM_STEP_FUNC (symbol##_step_avx512, &symbol##_kernels, _MIXPREC_OPTIM_AVX512) \
-  static const MixprecOptimizerV1 symbol##_scalar_vtable = \
+  static const MixprecOptimizerV2 symbol##_scalar_vtable = \
     _MIXPREC_OPTIM_VTABLE (oname, odescription, ohparams, ostates, symbol##_step_scalar); \
-  static const MixprecOptimizerV1 symbol##_simd_vtable = \
+  static const MixprecOptimizerV2 symbol##_simd_vtable = \
     _MIXPREC_OPTIM_VTABLE (oname, odescription, ohparams, ostates, symbol##_step_simd); \
-  static const MixprecOptimizerV1 symbol##_avx512_vtable = \
+  static const MixprecOptimizerV2 symbol##_avx512_vtable = \
     _MIXPREC_OPTIM_VTABLE (oname, odescription, ohparams, ostates, symbol##_step_avx512); \
   static int \
   symbol##_init (MixprecPluginHostV1 *host, char *errbuf, size_t errbuf_len) \
@@ -265,20 +281,73 @@ _mixprec_optim_store1 (const _MixprecOptimRange *r,
     }
 }
 
+/* One bfloat16 state value from FP32: nearest even, or stochastic with
+ * the bits of (seed, index) as the working copy draws them. */
+static inline guint16
+_mixprec_optim_state_bf16 (float    v,
+                           int      sr,
+                           uint64_t seed,
+                           uint64_t index)
+{
+  return sr ? _mixprec_f32_to_bf16_sr (v, _mixprec_sr_bits (seed, index))
+            : _mixprec_f32_to_bf16_rne (v);
+}
+
 /* The scalar loop around @update; inlined into each optimizer's scalar
- * kernel, where @update is a constant and gets inlined too. */
+ * kernel, where @update is a constant and gets inlined too.
+ *
+ * With bfloat16 state the update still sees FP32 arrays: each element's
+ * slots are widened (exactly) into a one-element FP32 staging slot, the
+ * update runs there unchanged, and the result is rounded back. The
+ * optimizers' formulas thus stay in one place and the SIMD loops, which
+ * stage a block the same way, give the same bits. */
 static inline __attribute__ ((always_inline)) void
 _mixprec_optim_run_scalar (const _MixprecOptimRange *r,
                            const float              *consts,
                            size_t                    start,
                            _MixprecOptimUpdate1      update)
 {
+  float *states[_MIXPREC_OPTIM_MAX_STATES] = { NULL };
+  const unsigned n_states = r->n_states < _MIXPREC_OPTIM_MAX_STATES ? r->n_states
+                                                                     : _MIXPREC_OPTIM_MAX_STATES;
+
+  for (unsigned k = 0; k < n_states; k++)
+    states[k] = r->states[k];
+  if (r->state_dtypes == NULL)
+    {
+      for (size_t i = start; i < r->n; i++)
+        {
+          float p = _mixprec_optim_param1 (r, i);
+          float g = _mixprec_optim_grad1 (r, i);
+
+          _mixprec_optim_store1 (r, i, update (consts, p, g, states, i));
+        }
+      return;
+    }
   for (size_t i = start; i < r->n; i++)
     {
       float p = _mixprec_optim_param1 (r, i);
       float g = _mixprec_optim_grad1 (r, i);
+      float staged[_MIXPREC_OPTIM_MAX_STATES];
+      float *at[_MIXPREC_OPTIM_MAX_STATES] = { NULL };
 
-      _mixprec_optim_store1 (r, i, update (consts, p, g, r->states, i));
+      for (unsigned k = 0; k < n_states; k++)
+        {
+          if (r->state_dtypes[k] == MIXPREC_PLUGIN_DTYPE_BFLOAT16)
+            {
+              staged[k] = _mixprec_bf16_to_f32 (((const guint16 *) states[k])[i]);
+              at[k] = &staged[k];
+            }
+          else
+            at[k] = states[k] + i;
+        }
+      p = update (consts, p, g, at, 0);
+      for (unsigned k = 0; k < n_states; k++)
+        if (r->state_dtypes[k] == MIXPREC_PLUGIN_DTYPE_BFLOAT16)
+          ((guint16 *) states[k])[i] =
+            _mixprec_optim_state_bf16 (staged[k], r->state_sr, r->state_seed + k,
+                                       r->args->first_index + i);
+      _mixprec_optim_store1 (r, i, p);
     }
 }
 

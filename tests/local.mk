@@ -118,7 +118,8 @@ tests_plugins_mixprec_test_unrelated_la_LDFLAGS = $(test_plugin_ldflags)
 check_PROGRAMS += tests/test-registry
 tests_test_registry_CPPFLAGS = $(tests_internal_cppflags)
 tests_test_registry_LDADD = $(tests_internal_ldadd)
-EXTRA_tests_test_registry_DEPENDENCIES = $(test_registry_plugins)
+EXTRA_tests_test_registry_DEPENDENCIES = $(test_registry_plugins) \
+	tests/abi-plugins/mixprec-test-optim-v1.la plugins/mixprec-optim-sgd.la
 TESTS += tests/test-registry
 if HAVE_PYTHON_GI
 TESTS += tests/test-registry-gi.py
@@ -287,10 +288,19 @@ endif
 check_LTLIBRARIES += tests/abi-plugins/mixprec-test-host-check.la
 tests_abi_plugins_mixprec_test_host_check_la_SOURCES = tests/abi-plugins/test-host-check.c
 tests_abi_plugins_mixprec_test_host_check_la_LDFLAGS = $(test_plugin_ldflags)
+# A plugin of plugin ABI 1.0, built against a frozen copy of that header:
+# the V1 optimizer shim keeps it loading and stepping.
+check_LTLIBRARIES += tests/abi-plugins/mixprec-test-optim-v1.la
+tests_abi_plugins_mixprec_test_optim_v1_la_SOURCES = \
+	tests/abi-plugins/test-optim-v1.c \
+	tests/abi-plugins/mixprec-plugin-abi-1.0.h
+tests_abi_plugins_mixprec_test_optim_v1_la_LDFLAGS = $(test_plugin_ldflags)
+tests_abi_plugins_mixprec_test_optim_v1_la_LIBADD = -lm
 check_PROGRAMS += tests/test-abi
 tests_test_abi_LDADD = $(tests_public_ldadd)
 EXTRA_tests_test_abi_DEPENDENCIES = \
 	tests/abi-plugins/mixprec-test-host-check.la \
+	tests/abi-plugins/mixprec-test-optim-v1.la \
 	plugins/mixprec-optim-adamw.la \
 	plugins/mixprec-optim-sgd.la \
 	plugins/mixprec-optim-lion.la

@@ -169,6 +169,31 @@ static const FieldOffset optimizer_fields[] = {
   END
 };
 
+/* Revision 2 (ABI 1.1): a whole V1 block first, so &args->base is a V1
+ * argument block. */
+static const FieldOffset optimizer_step_v2_fields[] = {
+  F (MixprecOptimizerStepV2, base, 0),
+  F (MixprecOptimizerStepV2, state_dtypes, 80),
+  F (MixprecOptimizerStepV2, state_rounding, 88),
+  F (MixprecOptimizerStepV2, state_seed, 96),
+  END
+};
+
+static const FieldOffset optimizer_v2_fields[] = {
+  F (MixprecOptimizerV2, name, 0),
+  F (MixprecOptimizerV2, device, 8),
+  F (MixprecOptimizerV2, rank, 16),
+  F (MixprecOptimizerV2, description, 24),
+  F (MixprecOptimizerV2, hparams, 32),
+  F (MixprecOptimizerV2, n_hparams, 40),
+  F (MixprecOptimizerV2, n_state_slots, 44),
+  F (MixprecOptimizerV2, state_names, 48),
+  F (MixprecOptimizerV2, state_dtype_mask, 56),
+  F (MixprecOptimizerV2, step, 64),
+  F (MixprecOptimizerV2, reserved, 72),
+  END
+};
+
 static const FieldOffset bootstrap_fields[] = {
   F (MixprecBootstrapV1, struct_size, 0),
   F (MixprecBootstrapV1, rank, 8),
@@ -259,7 +284,9 @@ static const FieldOffset plugin_host_fields[] = {
   F (MixprecPluginHostV1, register_optimizer, 24),
   F (MixprecPluginHostV1, register_comm, 32),
   F (MixprecPluginHostV1, register_device, 40),
-  F (MixprecPluginHostV1, reserved, 48),
+  /* ABI 1.1 took the first reserved pointer; the size did not change. */
+  F (MixprecPluginHostV1, register_optimizer_v2, 48),
+  F (MixprecPluginHostV1, reserved, 56),
   END
 };
 
@@ -291,6 +318,8 @@ static const Layout layouts[] = {
   L (MixprecHParamSpecV1, 80, hparam_spec_fields),
   L (MixprecOptimizerStepV1, 80, optimizer_step_fields),
   L (MixprecOptimizerV1, 128, optimizer_fields),
+  L (MixprecOptimizerStepV2, 104, optimizer_step_v2_fields),
+  L (MixprecOptimizerV2, 136, optimizer_v2_fields),
   L (MixprecBootstrapV1, 112, bootstrap_fields),
   L (MixprecCommInitV1, 32, comm_init_fields),
   L (MixprecCommV1, 184, comm_fields),
@@ -469,14 +498,25 @@ typedef struct {
 
 typedef struct {
   guint n_registered;
-  const MixprecOptimizerV1 *optimizer;
+  const MixprecOptimizerV2 *optimizer;
 } Registrations;
 
+/* The shipped optimizers speak revision 2: a V1 registration is a bug. */
 static int
 record_optimizer (MixprecPluginHostV1      *host,
                   const MixprecOptimizerV1 *optimizer,
                   char                     *errbuf,
                   size_t                    errbuf_len)
+{
+  g_assert_not_reached ();
+  return MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT;
+}
+
+static int
+record_optimizer_v2 (MixprecPluginHostV1      *host,
+                     const MixprecOptimizerV2 *optimizer,
+                     char                     *errbuf,
+                     size_t                    errbuf_len)
 {
   Registrations *r = host->host_data;
 
@@ -544,6 +584,19 @@ test_plugin_checks_host (void)
       g_assert_cmpuint (r.n_registered, ==, 0);
       g_assert_nonnull (strstr (errbuf, "register_optimizer"));
 
+      /* A library of ABI 1.0: the whole table, register_optimizer_v2 still
+       * reserved (zero). These plugins speak revision 2 only. */
+      memset (&older, 0, sizeof older);
+      older.struct_size = sizeof older;
+      older.abi_major = MIXPREC_PLUGIN_ABI_VERSION_MAJOR;
+      older.host_data = &r;
+      older.register_optimizer = record_optimizer;
+      errbuf[0] = '\0';
+      status = desc->init (&older, errbuf, sizeof errbuf);
+      g_assert_cmpint (status, ==, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT);
+      g_assert_cmpuint (r.n_registered, ==, 0);
+      g_assert_nonnull (strstr (errbuf, "register_optimizer_v2"));
+
       /* A newer library: larger table, higher minor, extra fields the
        * plugin does not know (filled with a pattern it must not need). */
       memset (&newer, 0xA5, sizeof newer);
@@ -553,6 +606,7 @@ test_plugin_checks_host (void)
       newer.v1.abi_minor = MIXPREC_PLUGIN_ABI_VERSION_MINOR + 1;
       newer.v1.host_data = &r;
       newer.v1.register_optimizer = record_optimizer;
+      newer.v1.register_optimizer_v2 = record_optimizer_v2;
       errbuf[0] = '\0';
       status = desc->init (&newer.v1, errbuf, sizeof errbuf);
       if (status != MIXPREC_PLUGIN_OK)
@@ -562,10 +616,12 @@ test_plugin_checks_host (void)
       g_assert_cmpstr (r.optimizer->name, ==, optim_plugins[i][1]);
       g_assert_cmpstr (r.optimizer->device, ==, "cpu");
       g_assert_nonnull (r.optimizer->step);
+      g_assert_cmpuint (r.optimizer->state_dtype_mask, ==,
+                        (1u << MIXPREC_PLUGIN_DTYPE_FLOAT32) | (1u << MIXPREC_PLUGIN_DTYPE_BFLOAT16));
     }
 }
 
-/* Per call, too: a step argument block shorter than MixprecOptimizerStepV1
+/* Per call, too: a step argument block shorter than MixprecOptimizerStepV2
  * (a library older than the plugin) is refused, not read past its end. */
 static void
 test_plugin_checks_step_args (void)
@@ -575,9 +631,9 @@ test_plugin_checks_step_args (void)
       const MixprecPluginDesc *desc = open_shipped_plugin (optim_plugins[i][0]);
       Registrations r = { 0 };
       MixprecPluginHostV1 host = { 0 };
-      MixprecOptimizerStepV1 args = { 0 };
+      MixprecOptimizerStepV2 args = { 0 };
       gfloat master[1] = { 1.0f }, grad[1] = { 1.0f }, state[2][1] = { { 0 } };
-      gfloat *states[2] = { state[0], state[1] };
+      void *states[2] = { state[0], state[1] };
       char errbuf[256] = "";
 
       host.struct_size = sizeof host;
@@ -585,12 +641,14 @@ test_plugin_checks_step_args (void)
       host.abi_minor = MIXPREC_PLUGIN_ABI_VERSION_MINOR;
       host.host_data = &r;
       host.register_optimizer = record_optimizer;
+      host.register_optimizer_v2 = record_optimizer_v2;
       g_assert_cmpint (desc->init (&host, errbuf, sizeof errbuf), ==, MIXPREC_PLUGIN_OK);
       g_assert_cmpuint (r.optimizer->n_state_slots, <=, G_N_ELEMENTS (states));
 
-      args.struct_size = offsetof (MixprecOptimizerStepV1, seed);
-      args.grad_dtype = MIXPREC_PLUGIN_DTYPE_FLOAT32;
-      args.working_dtype = MIXPREC_PLUGIN_DTYPE_FLOAT32;
+      /* A V1-sized block (a library that knows no V2 fields) is refused. */
+      args.base.struct_size = sizeof (MixprecOptimizerStepV1);
+      args.base.grad_dtype = MIXPREC_PLUGIN_DTYPE_FLOAT32;
+      args.base.working_dtype = MIXPREC_PLUGIN_DTYPE_FLOAT32;
       g_assert_cmpint (r.optimizer->step (&args, master, grad, states, NULL, 1,
                                           errbuf, sizeof errbuf), ==,
                        MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT);

@@ -227,6 +227,94 @@ assert_states_equal (MixprecEngine *a,
       }
 }
 
+/* The bf16 mode's config with bf16.bf16_optimizer_states on. */
+static MixprecEngine *
+bf16_state_engine (guint variant)
+{
+  g_autoptr(GString) json = g_string_new (ckpt_modes[2].json);
+  MixprecEngine *e;
+
+  g_assert_cmpuint (g_string_replace (json, "\"bf16\": {\"enabled\": true}",
+                                      "\"bf16\": {\"enabled\": true, \"bf16_optimizer_states\": true}", 1),
+                    ==, 1);
+  e = ckpt_engine_new (json->str);
+  ckpt_build_model (e, variant, 0);
+  return e;
+}
+
+/* Every state value of @e, widened from bfloat16 or rounded to it by
+ * bf16_rne(), in a map from "param/slot" to the bits. */
+static void
+assert_states_are_bf16 (MixprecEngine *e,
+                        MixprecEngine *fp32_source)
+{
+  g_autoptr(GPtrArray) params = mixprec_engine_get_params (e);
+  g_auto(GStrv) slots = mixprec_engine_get_optimizer_state_names (e);
+
+  for (guint k = 0; k < params->len; k++)
+    for (guint s = 0; slots[s] != NULL; s++)
+      {
+        const gchar *name = mixprec_param_get_name (g_ptr_array_index (params, k));
+        g_autoptr(GBytes) x = mixprec_engine_get_optimizer_state (e, name, slots[s], NULL);
+        g_autoptr(GBytes) y = fp32_source != NULL
+          ? mixprec_engine_get_optimizer_state (fp32_source, name, slots[s], NULL) : NULL;
+        gsize n;
+        const gfloat *v = g_bytes_get_data (x, &n);
+
+        n /= sizeof (gfloat);
+        for (gsize i = 0; i < n; i++)
+          {
+            guint32 bits;
+
+            memcpy (&bits, &v[i], 4);
+            g_assert_cmphex (bits & 0xFFFF, ==, 0);
+            if (y != NULL)
+              g_assert_cmphex (bits >> 16, ==, bf16_rne (((const gfloat *) g_bytes_get_data (y, NULL))[i]));
+          }
+      }
+}
+
+/* bf16.bf16_optimizer_states: the state is saved as BF16 tensors and
+ * resumes bit for bit; an FP32-state engine loads it widened exactly, and
+ * an FP32-state checkpoint loads into a bf16-state engine rounded to
+ * nearest even. */
+static void
+test_bf16_optimizer_states (void)
+{
+  g_autofree gchar *root = ckpt_make_tmpdir ();
+  g_autofree gchar *root32 = g_build_filename (root, "fp32-state", NULL);
+  g_autoptr(MixprecEngine) src = bf16_state_engine (0);
+  g_autoptr(MixprecEngine) resumed = bf16_state_engine (1);
+  g_autoptr(MixprecEngine) wide = fresh_engine (&ckpt_modes[2], 1, 0);
+  g_autoptr(MixprecEngine) src32 = fresh_engine (&ckpt_modes[2], 0, 0);
+  g_autoptr(MixprecEngine) narrow = bf16_state_engine (1);
+  g_autoptr(GPtrArray) a = NULL;
+  g_autoptr(GPtrArray) b = NULL;
+
+  g_assert_cmpint (mixprec_config_get_optimizer_state_dtype (mixprec_engine_get_config (src)), ==,
+                   MIXPREC_DTYPE_BFLOAT16);
+  ckpt_train (src, 0, 6, FALSE);
+  assert_states_are_bf16 (src, NULL);
+  save (src, root);
+
+  load (wide, root);
+  assert_states_equal (src, wide);
+  load (resumed, root);
+  assert_states_equal (src, resumed);
+  ckpt_train (src, 6, 3, FALSE);
+  ckpt_train (resumed, 6, 3, FALSE);
+  a = ckpt_weights (src);
+  b = ckpt_weights (resumed);
+  for (guint k = 0; k < a->len; k++)
+    g_assert_true (g_bytes_equal (g_ptr_array_index (a, k), g_ptr_array_index (b, k)));
+  assert_states_equal (src, resumed);
+
+  ckpt_train (src32, 0, 6, FALSE);
+  save (src32, root32);
+  load (narrow, root32);
+  assert_states_are_bf16 (narrow, src32);
+}
+
 static void
 test_cross_precision (void)
 {
@@ -1346,7 +1434,8 @@ test_safetensors_crafted (void)
   {
     const gchar *header = "{\"__metadata__\":{\"k\":\"v\"},"
                           "\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
-                          "\"z\":{\"dtype\":\"BF16\",\"shape\":[0,3],\"data_offsets\":[8,8]}}   ";
+                          "\"z\":{\"dtype\":\"BF16\",\"shape\":[0,3],\"data_offsets\":[8,8]},"
+                          "\"h\":{\"dtype\":\"F16\",\"shape\":[0],\"data_offsets\":[8,8]}}   ";
     const gfloat values[2] = { 1.5f, -2.0f };
     g_autoptr(_MixprecSafetensors) st = NULL;
     GString *file = g_string_new (NULL);
@@ -1368,8 +1457,11 @@ test_safetensors_crafted (void)
     g_assert_false (_mixprec_safetensors_read_f32 (st, _mixprec_safetensors_lookup (st, "a"), 1, 2, got, &error));
     g_assert_error (error, MIXPREC_CHECKPOINT_ERROR, MIXPREC_CHECKPOINT_ERROR_CORRUPT);
     g_clear_error (&error);
-    g_assert_false (_mixprec_safetensors_read_f32 (st, _mixprec_safetensors_lookup (st, "z"), 0, 0, got, &error));
-    assert_error_names (error, MIXPREC_CHECKPOINT_ERROR_CORRUPT, "BF16");
+    /* BF16 (optimizer state saved in bf16) reads widened; other dtypes not. */
+    g_assert_true (_mixprec_safetensors_read_f32 (st, _mixprec_safetensors_lookup (st, "z"), 0, 0, got, &error));
+    g_assert_no_error (error);
+    g_assert_false (_mixprec_safetensors_read_f32 (st, _mixprec_safetensors_lookup (st, "h"), 0, 0, got, &error));
+    assert_error_names (error, MIXPREC_CHECKPOINT_ERROR_CORRUPT, "F16");
     g_clear_error (&error);
   }
 
@@ -1568,6 +1660,7 @@ main (int argc, char **argv)
       g_test_add_data_func (resume, &ckpt_modes[i], test_resume);
     }
   g_test_add_func ("/checkpoint/cross-precision", test_cross_precision);
+  g_test_add_func ("/checkpoint/bf16-optimizer-states", test_bf16_optimizer_states);
   g_test_add_func ("/checkpoint/layout", test_layout);
   g_test_add_data_func ("/checkpoint/export/fp16", &ckpt_modes[1], test_export);
   g_test_add_data_func ("/checkpoint/export/bf16-no-master", &ckpt_modes[3], test_export);

@@ -429,7 +429,6 @@ static const InvalidCase invalid_cases[] = {
   { "{\"fp16\": {\"enabled\": true}, \"torch_autocast\": {\"enabled\": true}}", "torch_autocast.enabled", "fp16.enabled", MIXPREC_CONFIG_ERROR_CONFLICT },
   { "{\"bf16\": {\"enabled\": true}, \"torch_autocast\": {\"enabled\": true}}", "torch_autocast.enabled", "bf16.enabled", MIXPREC_CONFIG_ERROR_CONFLICT },
   { "{\"bf16\": {}, \"bfloat16\": {}}", "bfloat16", "together with bf16", MIXPREC_CONFIG_ERROR_CONFLICT },
-  { "{\"bf16\": {\"bf16_optimizer_states\": true}}", "bf16.bf16_optimizer_states", "FP32", MIXPREC_CONFIG_ERROR_UNSUPPORTED },
   { "{\"bfloat16\": {\"enabled\": \"yes\"}}", "bfloat16.enabled", "true or false", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
   { "{\"bf16\": {\"enabled\": true}, \"data_types\": {\"grad_accum_dtype\": \"fp16\"}}", "data_types.grad_accum_dtype", "must be bf16 or fp32 in bf16 mode", MIXPREC_CONFIG_ERROR_CONFLICT },
   { "{\"fp16\": {\"enabled\": true}, \"data_types\": {\"grad_accum_dtype\": \"bf16\"}}", "data_types.grad_accum_dtype", "must be fp16 or fp32 in fp16 mode", MIXPREC_CONFIG_ERROR_CONFLICT },
@@ -1268,7 +1267,32 @@ test_config_corpus_mixprec_sections (void)
   g_assert_true (mixprec_config_get_stochastic_rounding (b));
   g_assert_cmpuint (mixprec_config_get_seed (b), ==, 1234);
   g_assert_cmpstr (mixprec_config_get_comm_backend (b), ==, "ucx");
+  g_assert_cmpint (mixprec_config_get_optimizer_state_dtype (b), ==, MIXPREC_DTYPE_FLOAT32);
   assert_round_trip (b);
+}
+
+/* bf16.bf16_optimizer_states: bfloat16 state in bf16 mode; elsewhere a
+ * warning, as DeepSpeed ignores the bf16 section while it is off. */
+static void
+test_config_bf16_optimizer_states (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MixprecConfig) on = mixprec_config_new_from_data (
+    "{\"bf16\": {\"enabled\": true, \"bf16_optimizer_states\": true}}", -1, &error);
+  g_autoptr(MixprecConfig) off = NULL;
+  g_autofree gchar *data = NULL;
+
+  g_assert_no_error (error);
+  g_assert_cmpint (mixprec_config_get_optimizer_state_dtype (on), ==, MIXPREC_DTYPE_BFLOAT16);
+  g_assert_cmpuint (g_strv_length (mixprec_config_get_warnings (on)), ==, 0);
+  data = mixprec_config_to_data (on, NULL);
+  g_assert_nonnull (strstr (data, "\"bf16_optimizer_states\""));
+  assert_round_trip (on);
+
+  off = mixprec_config_new_from_data ("{\"bf16\": {\"bf16_optimizer_states\": true}}", -1, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (mixprec_config_get_optimizer_state_dtype (off), ==, MIXPREC_DTYPE_FLOAT32);
+  g_assert_true (g_str_has_prefix (mixprec_config_get_warnings (off)[0], "bf16.bf16_optimizer_states: "));
 }
 
 /* ------------------------------------------------------------ to_data */
@@ -2131,6 +2155,7 @@ int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/config/bf16-optimizer-states", test_config_bf16_optimizer_states);
   g_test_add_func ("/config/defaults", test_config_defaults);
   g_test_add_func ("/config/mode-dtypes", test_config_mode_dtypes);
   g_test_add_func ("/config/overlap-default", test_config_overlap_default);

@@ -13,7 +13,7 @@ fail=0
 ok () { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fail=1; fi; }
 field () { awk -v k="$1" '$0 ~ "^  " k " " { for (i = 1; i <= NF; i++) if ($i == "bytes") { print $(i - 1); exit } }' "$2"; }
 
-echo "1..9"
+echo "1..10"
 
 # FP32, one process, AdamW: working 4 + gradient 4 + two state slots 8.
 "$inspect" --plan --params 1000 >"$tmp/fp32" 2>&1
@@ -39,6 +39,18 @@ part=$((padded / 8))
   [ "$(field 'optimizer state' "$tmp/z2")" = $((8 * part)) ] &&
   [ -z "$(field gradients "$tmp/z2")" ]
 ok $? "bf16 ZeRO-2 over 8 ranks shards masters, state and accumulation, holds no gradients"
+
+# bf16.bf16_optimizer_states: AdamW's two moments in 2 bytes each, the
+# rest as above.
+cat >"$tmp/z2s.json" <<'JSON'
+{"bf16": {"enabled": true, "bf16_optimizer_states": true}, "zero_optimization": {"stage": 2},
+ "optimizer": {"type": "AdamW"}}
+JSON
+"$inspect" --plan --params 1000000000 --world 8 --config "$tmp/z2s.json" >"$tmp/z2s" 2>&1
+[ "$(field 'optimizer state' "$tmp/z2s")" = $((4 * part)) ] &&
+  [ "$(field 'FP32 master weights' "$tmp/z2s")" = $((4 * part)) ] &&
+  [ "$(field 'working copies' "$tmp/z2s")" = $((2 * padded)) ]
+ok $? "bf16 optimizer states: 4 bytes per parameter for AdamW's moments instead of 8"
 
 # Two staging slots of 2^22 bf16 elements ((5e8 + 5e8) / 2 is more).
 [ "$(field 'gradient staging' "$tmp/z2")" = $((2 * 4194304 * 2)) ]

@@ -44,7 +44,7 @@ has () {
   grep -F -q -e "$2" "$1"
 }
 
-echo "1..17"
+echo "1..18"
 
 # The build tree's optimizer plugins (make check puts plugins/ on MIXPREC_PLUGIN_PATH).
 if run 0 && has "$tmp/out" "Total count: "; then
@@ -117,11 +117,25 @@ if run 0 test-good && has "$tmp/out" "Plugin Details:" &&
    has "$tmp/out" "Filename                 $test_plugins/.libs/mixprec-test-good.so" &&
    has "$tmp/out" "Version                  1.2.3" &&
    has "$tmp/out" "License                  LGPL-2.1-or-later" &&
-   has "$tmp/out" "ABI                      1.0" &&
+   has "$tmp/out" "ABI                      1.1" &&
    has "$tmp/out" "  2 features"; then
   ok "plugin details"
 else
   not_ok "plugin details"
+fi
+
+# Which optimizer vtable each plugin speaks: the shipped ones revision 2
+# (bf16 state), a plugin of ABI 1.0 revision 1 through the shim.
+if MIXPREC_PLUGIN_PATH="$top/plugins" run 0 adamw &&
+   has "$tmp/out" "ABI                      optimizer v2 (MixprecOptimizerV2)" &&
+   has "$tmp/out" "State                    float32, bfloat16" &&
+   MIXPREC_PLUGIN_PATH="$top/plugins" run 0 optim-sgd && has "$tmp/out" "sgd (optimizer, cpu, rank 256, ABI: optimizer v2)" &&
+   MIXPREC_PLUGIN_PATH="$top/tests/abi-plugins" run 0 sgdv1 &&
+   has "$tmp/out" "ABI                      optimizer v1 (MixprecOptimizerV1)" &&
+   has "$tmp/out" "State                    float32"; then
+  ok "optimizer ABI revision and state dtypes"
+else
+  not_ok "optimizer ABI revision and state dtypes"
 fi
 
 if run 0 && has "$tmp/out" "builtin:  local (comm, cpu, rank 0): a world of one process" &&

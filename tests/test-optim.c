@@ -17,13 +17,13 @@
 
 typedef struct {
   MixprecPluginHostV1 host;
-  const MixprecOptimizerV1 *registered;
+  const MixprecOptimizerV2 *registered;
   guint n_registered;
 } FakeHost;
 
 static int
 fake_register (MixprecPluginHostV1      *host,
-               const MixprecOptimizerV1 *optimizer,
+               const MixprecOptimizerV2 *optimizer,
                char                     *errbuf,
                size_t                    errbuf_len)
 {
@@ -37,15 +37,15 @@ fake_register (MixprecPluginHostV1      *host,
 typedef struct {
   const gchar *feature;
   const MixprecPluginDesc *desc;
-  const MixprecOptimizerV1 *best;       /* what init() registers on this CPU */
-  const MixprecOptimizerV1 *scalar;     /* what it registers under MIXPREC_SIMD=scalar */
-  const MixprecOptimizerV1 *avx2;       /* ... under MIXPREC_SIMD=avx2 */
-  const MixprecOptimizerV1 *avx512;     /* ... under MIXPREC_SIMD=avx512 */
+  const MixprecOptimizerV2 *best;       /* what init() registers on this CPU */
+  const MixprecOptimizerV2 *scalar;     /* what it registers under MIXPREC_SIMD=scalar */
+  const MixprecOptimizerV2 *avx2;       /* ... under MIXPREC_SIMD=avx2 */
+  const MixprecOptimizerV2 *avx512;     /* ... under MIXPREC_SIMD=avx512 */
 } Plugin;
 
 static Plugin plugins[] = { { "adamw" }, { "sgd" }, { "lion" } };
 
-static const MixprecOptimizerV1 *
+static const MixprecOptimizerV2 *
 capture_vtable (const MixprecPluginDesc *desc,
                 const gchar             *simd)
 {
@@ -56,7 +56,7 @@ capture_vtable (const MixprecPluginDesc *desc,
   fake.host.abi_major = MIXPREC_PLUGIN_ABI_VERSION_MAJOR;
   fake.host.abi_minor = MIXPREC_PLUGIN_ABI_VERSION_MINOR;
   fake.host.host_data = &fake;
-  fake.host.register_optimizer = fake_register;
+  fake.host.register_optimizer_v2 = fake_register;
   if (simd != NULL)
     g_setenv ("MIXPREC_SIMD", simd, TRUE);
   else
@@ -138,9 +138,12 @@ typedef struct {
   gsize n;
   float *master;               /* NULL: no master */
   void *grad;
-  float *states[2];
+  void *states[2];             /* in state_dtype */
   guint n_states;
   void *working;               /* NULL: none */
+  MixprecPluginDType state_dtype;      /* of every slot */
+  MixprecPluginRounding state_rounding;
+  uint64_t state_seed;
 } Buffers;
 
 static gsize
@@ -150,7 +153,7 @@ dtype_size (MixprecPluginDType dtype)
 }
 
 static Buffers *
-buffers_new (const MixprecOptimizerV1 *opt,
+buffers_new (const MixprecOptimizerV2 *opt,
              gsize                     n,
              MixprecPluginDType        grad_dtype,
              gboolean                  has_master,
@@ -171,6 +174,8 @@ buffers_new (const MixprecOptimizerV1 *opt,
   b->master = has_master ? g_new0 (float, n) : NULL;
   b->grad = g_malloc0 (n * dtype_size (grad_dtype));
   b->n_states = opt->n_state_slots;
+  b->state_dtype = MIXPREC_PLUGIN_DTYPE_FLOAT32;
+  b->state_seed = 0x57a7e;
   for (guint k = 0; k < b->n_states; k++)
     b->states[k] = g_new0 (float, n);
   b->working = working_dtype >= 0 ? g_malloc0 (n * dtype_size (working_dtype)) : NULL;
@@ -198,7 +203,7 @@ buffers_copy (const Buffers *src)
   b->master = src->master ? g_memdup2 (src->master, src->n * 4) : NULL;
   b->grad = g_memdup2 (src->grad, src->n * dtype_size (src->args.grad_dtype));
   for (guint k = 0; k < src->n_states; k++)
-    b->states[k] = g_memdup2 (src->states[k], src->n * 4);
+    b->states[k] = g_memdup2 (src->states[k], src->n * dtype_size (src->state_dtype));
   b->working = src->working ? g_memdup2 (src->working, src->n * wsize) : NULL;
   return b;
 }
@@ -213,7 +218,7 @@ assert_buffers_identical (const Buffers *a,
   if (a->master != NULL)
     same &= memcmp (a->master, b->master, a->n * 4) == 0;
   for (guint k = 0; k < a->n_states; k++)
-    same &= memcmp (a->states[k], b->states[k], a->n * 4) == 0;
+    same &= memcmp (a->states[k], b->states[k], a->n * dtype_size (a->state_dtype)) == 0;
   if (a->working != NULL)
     same &= memcmp (a->working, b->working, a->n * dtype_size (a->args.working_dtype)) == 0;
   if (!same)
@@ -222,20 +227,27 @@ assert_buffers_identical (const Buffers *a,
 
 /* Runs the step over elements [offset, offset + count) of @b. */
 static int
-call_range (const MixprecOptimizerV1 *opt,
+call_range (const MixprecOptimizerV2 *opt,
             Buffers                  *b,
             gsize                     offset,
             gsize                     count,
             char                     *errbuf,
             gsize                     errbuf_len)
 {
-  MixprecOptimizerStepV1 args = b->args;
-  float *states[2] = { NULL, NULL };
+  MixprecOptimizerStepV2 args = { 0 };
+  MixprecPluginDType state_dtypes[2] = { b->state_dtype, b->state_dtype };
+  void *states[2] = { NULL, NULL };
   gsize wsize = dtype_size (b->args.working_dtype);
 
-  args.first_index += offset;
+  args.base = b->args;
+  /* A block that says it is shorter (an older library) stays so. */
+  args.base.struct_size = b->args.struct_size == sizeof b->args ? sizeof args : b->args.struct_size;
+  args.base.first_index += offset;
+  args.state_dtypes = state_dtypes;
+  args.state_rounding = b->state_rounding;
+  args.state_seed = b->state_seed;
   for (guint k = 0; k < b->n_states; k++)
-    states[k] = b->states[k] + offset;
+    states[k] = b->states[k] != NULL ? (guint8 *) b->states[k] + offset * dtype_size (b->state_dtype) : NULL;
   return opt->step (&args, b->master ? b->master + offset : NULL,
                     (guint8 *) b->grad + offset * dtype_size (b->args.grad_dtype),
                     states, b->working ? (guint8 *) b->working + offset * wsize : NULL,
@@ -243,7 +255,7 @@ call_range (const MixprecOptimizerV1 *opt,
 }
 
 static void
-call_ok (const MixprecOptimizerV1 *opt,
+call_ok (const MixprecOptimizerV2 *opt,
          Buffers                  *b)
 {
   char errbuf[256] = "";
@@ -481,7 +493,7 @@ run_reference_case (const RefCase *rc,
    * else that the engine leaves uninitialised: NaN would show. */
   if (g_str_equal (rc->feature, "sgd"))
     for (gsize i = 0; i < b->n; i++)
-      b->states[0][i] = NAN;
+      ((float *) b->states[0])[i] = NAN;
 
   for (guint64 t = 1; t <= N_STEPS; t++)
     {
@@ -593,7 +605,7 @@ static void
 test_lion_sign_zero (void)
 {
   const Plugin *plugin = plugin_get ("lion");
-  const MixprecOptimizerV1 *vts[] = { plugin->scalar, plugin->avx2, plugin->best };
+  const MixprecOptimizerV2 *vts[] = { plugin->scalar, plugin->avx2, plugin->best };
 
   for (guint v = 0; v < G_N_ELEMENTS (vts); v++)
     for (guint with_decay = 0; with_decay < 2; with_decay++)
@@ -614,7 +626,7 @@ test_lion_sign_zero (void)
               g_assert_cmpfloat_with_epsilon (b->master[i], p0 * (1 - 0.01 * 0.5), 1e-6);
             else
               g_assert_cmpfloat (b->master[i], ==, p0);
-            g_assert_cmpfloat (b->states[0][i], ==, 0);
+            g_assert_cmpfloat (((float *) b->states[0])[i], ==, 0);
           }
       }
 }
@@ -622,7 +634,7 @@ test_lion_sign_zero (void)
 /* ------------------------------------------------------------ bitwise */
 
 static void
-random_hparams (const MixprecOptimizerV1 *opt,
+random_hparams (const MixprecOptimizerV2 *opt,
                 GRand                    *rand,
                 double                   *h)
 {
@@ -672,7 +684,7 @@ fill_random (Buffers *b,
         random_value (rand, MIXPREC_PLUGIN_DTYPE_FLOAT16, b->working, i, -14, 15);
       random_value (rand, b->args.grad_dtype, b->grad, i, -14, 15);
       for (guint k = 0; k < b->n_states; k++)
-        b->states[k][i] = (float) (k == 1 ? g_rand_double_range (rand, 0, 2) : g_rand_double_range (rand, -1, 1));
+        ((float *) b->states[k])[i] = (float) (k == 1 ? g_rand_double_range (rand, 0, 2) : g_rand_double_range (rand, -1, 1));
     }
   /* Non-finite gradients where the engine would have skipped the step: the
    * two kernels must still agree on them. */
@@ -719,6 +731,8 @@ static const BitwiseCase bitwise_cases[] = {
   { "lion", "avx2" }, { "lion", "avx512" },
 };
 
+static void buffers_narrow_states (Buffers *b);
+
 static void
 test_bitwise (gconstpointer data)
 {
@@ -729,7 +743,7 @@ test_bitwise (gconstpointer data)
     -1, MIXPREC_PLUGIN_DTYPE_FLOAT32, MIXPREC_PLUGIN_DTYPE_FLOAT16, MIXPREC_PLUGIN_DTYPE_BFLOAT16,
   };
   gboolean avx512 = g_str_equal (bc->level, "avx512");
-  const MixprecOptimizerV1 *simd = avx512 ? plugin->avx512 : plugin->avx2;
+  const MixprecOptimizerV2 *simd = avx512 ? plugin->avx512 : plugin->avx2;
   guint n_cases = 0;
 
   /* MIXPREC_SIMD=avx512 lowers nothing: the best the CPU has. */
@@ -747,6 +761,7 @@ test_bitwise (gconstpointer data)
     for (guint w = 0; w < G_N_ELEMENTS (working_dtypes); w++)
       for (guint rounding = 0; rounding < 2; rounding++)
         for (guint with_master = 0; with_master < 2; with_master++)
+          for (guint bf16_state = 0; bf16_state < 2; bf16_state++)
           {
             g_autoptr(Buffers) a = NULL;
             g_autoptr(Buffers) s = NULL;
@@ -762,6 +777,13 @@ test_bitwise (gconstpointer data)
             a->args.lr = h[0];
             a->args.grad_factor = (float) log_uniform (rand, 1e-3, 1);
             fill_random (a, rand);
+            if (bf16_state)
+              {
+                /* The state rounds as the weights do, from its own seed. */
+                buffers_narrow_states (a);
+                a->state_rounding = rounding;
+                a->state_seed = g_rand_int (rand);
+              }
             s = buffers_copy (a);
 
             for (guint64 t = 1; t <= 3; t++)
@@ -776,6 +798,145 @@ test_bitwise (gconstpointer data)
             n_cases++;
           }
   g_test_message ("%s (%s): %u dtype/rounding/master combinations", plugin->feature, bc->level, n_cases);
+}
+
+/* ------------------------------------------------------------ bf16 state
+ *
+ * The reference is written here, apart from the plugin: AdamW in FP32 as
+ * DeepSpeed's FusedAdam forms it (REFERENCE §5; fused multiply-adds where
+ * the scalar kernel has them), the moments read from bfloat16 exactly and
+ * stored back rounded to nearest even after every step — what a fused
+ * torch AdamW does with bf16 exp_avg/exp_avg_sq tensors: load to FP32,
+ * compute, store rounded. */
+
+static float
+bf16_to_f32 (guint16 h)
+{
+  guint32 u = (guint32) h << 16;
+  float f;
+
+  memcpy (&f, &u, 4);
+  return f;
+}
+
+static guint16
+bf16_rne (float f)
+{
+  guint32 u;
+
+  memcpy (&u, &f, 4);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u)
+    return (guint16) ((u >> 16) | 0x40);
+  return (guint16) ((u + 0x7FFFu + ((u >> 16) & 1)) >> 16);
+}
+
+/* The states of @b, rounded to nearest even into bfloat16 arrays. */
+static void
+buffers_narrow_states (Buffers *b)
+{
+  for (guint k = 0; k < b->n_states; k++)
+    {
+      guint16 *narrow = g_new (guint16, b->n);
+
+      for (gsize i = 0; i < b->n; i++)
+        narrow[i] = bf16_rne (((float *) b->states[k])[i]);
+      g_free (b->states[k]);
+      b->states[k] = narrow;
+    }
+  b->state_dtype = MIXPREC_PLUGIN_DTYPE_BFLOAT16;
+}
+
+static void
+test_adamw_bf16_state (void)
+{
+  const Plugin *plugin = plugin_get ("adamw");
+  const MixprecOptimizerV2 *vts[] = { plugin->scalar, plugin->avx2, plugin->best };
+  enum { N = 67, STEPS = 12 };
+  /* lr, beta1, beta2, eps, weight_decay, bias_correction, adam_w_mode */
+  double h[7] = { 1e-2, 0.9, 0.999, 1e-8, 0.01, 1, 1 };
+
+  for (guint v = 0; v < G_N_ELEMENTS (vts); v++)
+    {
+      g_autoptr(GRand) rand = g_rand_new_with_seed (77);
+      g_autoptr(Buffers) b = buffers_new (vts[v], N, MIXPREC_PLUGIN_DTYPE_FLOAT32, TRUE,
+                                          MIXPREC_PLUGIN_DTYPE_BFLOAT16);
+      float p[N], grads[STEPS][N];
+      guint16 m[N] = { 0 }, vv[N] = { 0 };
+
+      buffers_narrow_states (b);
+      b->args.hparams = h;
+      for (gsize i = 0; i < N; i++)
+        {
+          p[i] = b->master[i] = (float) g_rand_double_range (rand, -1, 1);
+          for (guint t = 0; t < STEPS; t++)
+            grads[t][i] = (float) g_rand_double_range (rand, -1e-2, 1e-2) * (i % 5 == 0 ? 100 : 1);
+        }
+      for (guint t = 1; t <= STEPS; t++)
+        {
+          double lr = h[0] * (1.0 - (t - 1) / (2.0 * STEPS));
+          double bc1 = 1 - pow (h[1], t), bc2 = 1 - pow (h[2], t);
+          float b1 = (float) h[1], omb1 = (float) (1 - h[1]), b2 = (float) h[2];
+          float omb2 = (float) (1 - h[2]), eps = (float) h[3];
+          float rsqrt_bc2 = (float) (1 / sqrt (bc2)), neg_step = (float) (-lr / bc1);
+          float neg_lr_decay = (float) (-lr * h[4]);
+
+          memcpy (b->grad, grads[t - 1], sizeof grads[0]);
+          b->args.step = t;
+          b->args.lr = lr;
+          call_ok (vts[v], b);
+          for (gsize i = 0; i < N; i++)
+            {
+              float g = grads[t - 1][i];
+              float mf = fmaf (omb1, g, b1 * bf16_to_f32 (m[i]));
+              float vf = fmaf (omb2, g * g, b2 * bf16_to_f32 (vv[i]));
+              float denom = fmaf (sqrtf (vf), rsqrt_bc2, eps);
+
+              p[i] = fmaf (neg_lr_decay, p[i], p[i]);
+              p[i] = fmaf (neg_step, mf / denom, p[i]);
+              m[i] = bf16_rne (mf);
+              vv[i] = bf16_rne (vf);
+            }
+          g_assert_cmpmem (b->master, sizeof p, p, sizeof p);
+          g_assert_cmpmem (b->states[0], sizeof m, m, sizeof m);
+          g_assert_cmpmem (b->states[1], sizeof vv, vv, sizeof vv);
+          for (gsize i = 0; i < N; i++)
+            g_assert_cmpuint (((guint16 *) b->working)[i], ==, bf16_rne (p[i]));
+        }
+    }
+}
+
+/* Stochastic rounding of the state draws from (state_seed + slot,
+ * first_index + i): a value between two bfloat16 neighbours lands on either,
+ * with about the right frequency, and never elsewhere. */
+static void
+test_sgd_bf16_state_stochastic (void)
+{
+  const Plugin *plugin = plugin_get ("sgd");
+  enum { N = 4096 };
+  /* lr 0, momentum 0.5: the first step stores buf = g exactly as given. */
+  double h[5] = { 0, 0.5, 0, 0, 0 };
+  g_autoptr(Buffers) b = buffers_new (plugin->best, N, MIXPREC_PLUGIN_DTYPE_FLOAT32, TRUE, -1);
+  const float lo = 1.0f, hi = 1.0078125f;   /* neighbours in bfloat16 */
+  const float x = lo + (hi - lo) / 4;       /* a quarter of the way up */
+  guint n_hi = 0;
+
+  buffers_narrow_states (b);
+  b->state_rounding = MIXPREC_PLUGIN_ROUNDING_STOCHASTIC;
+  b->args.hparams = h;
+  b->args.lr = 0;
+  for (gsize i = 0; i < N; i++)
+    ((float *) b->grad)[i] = x;
+  call_ok (plugin->best, b);
+  for (gsize i = 0; i < N; i++)
+    {
+      float got = bf16_to_f32 (((guint16 *) b->states[0])[i]);
+
+      g_assert_true (got == lo || got == hi);
+      n_hi += got == hi;
+    }
+  /* Binomial(4096, 1/4): mean 1024, sd 28. */
+  g_assert_cmpuint (n_hi, >, 1024 - 6 * 28);
+  g_assert_cmpuint (n_hi, <, 1024 + 6 * 28);
 }
 
 /* Element i uses the random bits of index first_index + i, so a range cut
@@ -798,7 +959,7 @@ static void
 test_chunking (gconstpointer data)
 {
   const Plugin *plugin = plugin_get (data);
-  const MixprecOptimizerV1 *vts[] = { plugin->scalar, plugin->avx2, plugin->best };
+  const MixprecOptimizerV2 *vts[] = { plugin->scalar, plugin->avx2, plugin->best };
   g_autoptr(GRand) rand = g_rand_new_with_seed (g_str_hash (data) + 1);
   static const gsize cuts[] = { 0, 5, 13, 400, 401, 1000, N_ELEMENTS };
 
@@ -883,7 +1044,7 @@ test_no_master (gconstpointer data)
 /* ------------------------------------------------------------ errors */
 
 static void
-assert_step_fails (const MixprecOptimizerV1 *opt,
+assert_step_fails (const MixprecOptimizerV2 *opt,
                    Buffers                  *b,
                    int                       status,
                    const gchar              *needle)
@@ -904,7 +1065,7 @@ static void
 test_errors (gconstpointer data)
 {
   const Plugin *plugin = plugin_get (data);
-  const MixprecOptimizerV1 *opt = plugin->best;
+  const MixprecOptimizerV2 *opt = plugin->best;
   g_autoptr(Buffers) b = buffers_new (opt, 16, MIXPREC_PLUGIN_DTYPE_BFLOAT16, TRUE,
                                       MIXPREC_PLUGIN_DTYPE_BFLOAT16);
   double h[8];
@@ -935,8 +1096,17 @@ test_errors (gconstpointer data)
   assert_step_fails (opt, b, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT, "learning rate");
   b->args = saved.args;
   b->args.struct_size = 8;
-  assert_step_fails (opt, b, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT, "MixprecOptimizerStepV1");
+  assert_step_fails (opt, b, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT, "MixprecOptimizerStepV2");
   b->args = saved.args;
+  /* float16 state is no part of the contract (MixprecOptimizerV2). */
+  b->state_dtype = MIXPREC_PLUGIN_DTYPE_FLOAT16;
+  assert_step_fails (opt, b, MIXPREC_PLUGIN_ERR_UNSUPPORTED, "float32 or bfloat16");
+  b->state_dtype = MIXPREC_PLUGIN_DTYPE_FLOAT32;
+  b->state_rounding = 7;
+  b->state_dtype = MIXPREC_PLUGIN_DTYPE_BFLOAT16;
+  assert_step_fails (opt, b, MIXPREC_PLUGIN_ERR_UNSUPPORTED, "state rounding");
+  b->state_dtype = MIXPREC_PLUGIN_DTYPE_FLOAT32;
+  b->state_rounding = MIXPREC_PLUGIN_ROUNDING_NEAREST_EVEN;
 
   h[1] = -0.5;
   assert_step_fails (opt, b, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT, opt->hparams[1].name);
@@ -997,7 +1167,7 @@ assert_schema (const gchar    *feature,
                const gchar   **states)
 {
   const Plugin *plugin = plugin_get (feature);
-  const MixprecOptimizerV1 *opt = plugin->best;
+  const MixprecOptimizerV2 *opt = plugin->best;
   g_autofree gchar *plugin_name = g_strdup_printf ("optim-%s", feature);
 
   g_assert_cmpuint (plugin->desc->abi_major, ==, MIXPREC_PLUGIN_ABI_VERSION_MAJOR);
@@ -1070,7 +1240,7 @@ test_bad_host (void)
 
   host.struct_size = sizeof host;
   host.abi_major = MIXPREC_PLUGIN_ABI_VERSION_MAJOR + 1;
-  host.register_optimizer = fake_register;
+  host.register_optimizer_v2 = fake_register;
   g_assert_cmpint (plugin->desc->init (&host, errbuf, sizeof errbuf), ==, MIXPREC_PLUGIN_ERR_UNSUPPORTED);
   g_assert_nonnull (strstr (errbuf, "ABI"));
 }
@@ -1087,6 +1257,8 @@ main (int    argc,
   g_test_add_func ("/optim/sgd/reference", test_reference_sgd);
   g_test_add_func ("/optim/lion/reference", test_reference_lion);
   g_test_add_func ("/optim/lion/sign-zero", test_lion_sign_zero);
+  g_test_add_func ("/optim/adamw/bf16-state", test_adamw_bf16_state);
+  g_test_add_func ("/optim/sgd/bf16-state-stochastic", test_sgd_bf16_state_stochastic);
   for (guint i = 0; i < G_N_ELEMENTS (plugins); i++)
     {
       const gchar *f = plugins[i].feature;

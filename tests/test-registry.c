@@ -174,7 +174,7 @@ test_registry_good_plugin (void)
   g_assert_cmpstr (mixprec_plugin_get_license (plugin), ==, "LGPL-2.1-or-later");
   g_assert_cmpstr (mixprec_plugin_get_origin (plugin), ==, "libmixprec tests");
   g_assert_cmpuint (mixprec_plugin_get_abi_major (plugin), ==, 1);
-  g_assert_cmpuint (mixprec_plugin_get_abi_minor (plugin), ==, 0);
+  g_assert_cmpuint (mixprec_plugin_get_abi_minor (plugin), ==, MIXPREC_PLUGIN_ABI_VERSION_MINOR);
 
   features = mixprec_plugin_get_features (plugin);
   g_assert_cmpuint (g_list_length (features), ==, 2);
@@ -231,9 +231,9 @@ typedef struct
 
 static const ExpectedFailure expected_failures[] = {
   { "test-abi-major", MIXPREC_PLUGIN_ERROR_ABI_MISMATCH,
-    { "built for plugin ABI 2.0", "this libmixprec supports 1.0" } },
+    { "built for plugin ABI 2.0", "this libmixprec supports 1.0 to 1.1" } },
   { "test-abi-minor", MIXPREC_PLUGIN_ERROR_ABI_MISMATCH,
-    { "built for plugin ABI 1.1", "this libmixprec supports 1.0" } },
+    { "built for plugin ABI 1.2", "this libmixprec supports 1.0 to 1.1" } },
   { "test-bad-comm", MIXPREC_PLUGIN_ERROR_BAD_FEATURE,
     { "registered an invalid feature", "comm 'badcomm' (cpu): its wait function is NULL" } },
   { "test-bad-feature", MIXPREC_PLUGIN_ERROR_BAD_FEATURE,
@@ -775,6 +775,95 @@ test_registry_default_threads (void)
   g_assert_true (mixprec_registry_get_default () == seen[0]);
 }
 
+/* A plugin of ABI 1.0, built against the frozen header in tests/abi-plugins,
+ * registers a MixprecOptimizerV1: the V1 shim steps it with float32 state,
+ * bit for bit as the shipped V2 sgd steps the same SGD, and refuses bf16
+ * state naming the plugin and its revision. */
+static void
+test_registry_v1_optimizer_shim (void)
+{
+  const gchar *top = g_getenv ("MIXPREC_TOP_BUILDDIR");
+  g_autofree gchar *v1_dir = g_test_build_filename (G_TEST_BUILT, "abi-plugins", NULL);
+  g_autofree gchar *optim_dir = NULL;
+  g_autoptr(MixprecRegistry) registry = NULL;
+  g_autoptr(MixprecFeature) v1 = NULL;
+  g_autoptr(MixprecFeature) v2 = NULL;
+  g_autoptr(GError) error = NULL;
+  enum { N = 37 };
+  gfloat master1[N], master2[N], buf1[N], buf2[N], grad[N];
+  guint16 work1[N], work2[N], narrow[N];
+  gfloat *states1[1] = { buf1 }, *states2[1] = { buf2 };
+  gpointer narrow_states[1] = { narrow };
+  const MixprecPluginDType bf16[1] = { MIXPREC_PLUGIN_DTYPE_BFLOAT16 };
+  /* lr, momentum, weight_decay | lr, momentum, dampening, weight_decay, nesterov */
+  const gdouble h1[3] = { 0.05, 0.9, 0.01 }, h2[5] = { 0.05, 0.9, 0, 0.01, 0 };
+  gsize n_dtypes;
+  const MixprecDType *dtypes;
+  MixprecOptimizerStepV2 args2 = { 0 };
+
+  if (top == NULL)
+    {
+      g_test_skip ("MIXPREC_TOP_BUILDDIR is set by make check");
+      return;
+    }
+  optim_dir = g_build_filename (top, "plugins", NULL);
+  {
+    const gchar *paths[] = { v1_dir, optim_dir, NULL };
+
+    registry = mixprec_registry_new_for_paths (paths, FALSE);
+  }
+  v1 = mixprec_registry_find_feature (registry, MIXPREC_FEATURE_KIND_OPTIMIZER, "sgdv1", "cpu", &error);
+  g_assert_no_error (error);
+  v2 = mixprec_registry_find_feature (registry, MIXPREC_FEATURE_KIND_OPTIMIZER, "sgd", "cpu", &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (mixprec_plugin_get_abi_minor (mixprec_feature_get_plugin (v1)), ==, 0);
+  g_assert_cmpuint (mixprec_feature_get_abi_revision (v1), ==, 1);
+  g_assert_cmpuint (mixprec_feature_get_abi_revision (v2), ==, 2);
+  dtypes = mixprec_feature_get_state_dtypes (v1, &n_dtypes);
+  g_assert_cmpuint (n_dtypes, ==, 1);
+  g_assert_cmpint (dtypes[0], ==, MIXPREC_DTYPE_FLOAT32);
+
+  for (guint i = 0; i < N; i++)
+    master1[i] = master2[i] = (gfloat) sin (i * 0.7) * 2;
+  for (guint64 t = 1; t <= 4; t++)
+    {
+      MixprecOptimizerStepV1 a1 = { 0 }, a2 = { 0 };
+
+      for (guint i = 0; i < N; i++)
+        grad[i] = (gfloat) cos (i * 1.3 + t) * 3;
+      a1.step = a2.step = t;
+      a1.lr = a2.lr = 0.05 / t;
+      a1.grad_factor = a2.grad_factor = 0.5f;
+      a1.grad_dtype = a2.grad_dtype = MIXPREC_PLUGIN_DTYPE_FLOAT32;
+      a1.working_dtype = a2.working_dtype = MIXPREC_PLUGIN_DTYPE_BFLOAT16;
+      g_assert_true (_mixprec_feature_optimizer_step (v1, &a1, h1, master1, grad, states1, work1, N, &error));
+      g_assert_no_error (error);
+      g_assert_true (_mixprec_feature_optimizer_step (v2, &a2, h2, master2, grad, states2, work2, N, &error));
+      g_assert_no_error (error);
+      g_assert_cmpmem (master1, sizeof master1, master2, sizeof master2);
+      g_assert_cmpmem (buf1, sizeof buf1, buf2, sizeof buf2);
+      g_assert_cmpmem (work1, sizeof work1, work2, sizeof work2);
+    }
+
+  /* bfloat16 state: the shim refuses, before the plugin sees the call. */
+  args2.base.step = 1;
+  args2.base.grad_dtype = MIXPREC_PLUGIN_DTYPE_FLOAT32;
+  args2.base.working_dtype = MIXPREC_PLUGIN_DTYPE_FLOAT32;
+  args2.state_dtypes = bf16;
+  g_assert_false (_mixprec_feature_optimizer_step_v2 (v1, &args2, h1, master1, grad, narrow_states,
+                                                      NULL, N, &error));
+  g_assert_error (error, MIXPREC_PLUGIN_ERROR, MIXPREC_PLUGIN_ERROR_CALL_FAILED);
+  g_assert_nonnull (strstr (error->message, "plugin test-optim-v1"));
+  g_assert_nonnull (strstr (error->message, "revision 1"));
+  g_assert_nonnull (strstr (error->message, "bfloat16"));
+  g_clear_error (&error);
+  /* ... and the V2 one takes it. */
+  memset (narrow, 0, sizeof narrow);
+  g_assert_true (_mixprec_feature_optimizer_step_v2 (v2, &args2, h2, master2, grad, narrow_states,
+                                                     NULL, N, &error));
+  g_assert_no_error (error);
+}
+
 static void
 test_registry_default_build_tree (void)
 {
@@ -1113,6 +1202,7 @@ main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
 
+  g_test_add_func ("/registry/v1-optimizer-shim", test_registry_v1_optimizer_shim);
   g_test_add_func ("/registry/plugin-name", test_registry_plugin_name);
   g_test_add_func ("/registry/good-plugin", test_registry_good_plugin);
   g_test_add_func ("/registry/broken-plugins", test_registry_broken_plugins);

@@ -181,11 +181,15 @@ print_plugin (MixprecPlugin *plugin)
     {
       const gchar *description = mixprec_feature_get_description (f->data);
 
-      g_print ("  %s (%s, %s, rank %u)%s%s\n",
+      g_autofree gchar *revision = mixprec_feature_get_kind (f->data) == MIXPREC_FEATURE_KIND_OPTIMIZER
+        ? g_strdup_printf (", ABI: optimizer v%u", mixprec_feature_get_abi_revision (f->data)) : NULL;
+
+      g_print ("  %s (%s, %s, rank %u%s)%s%s\n",
                mixprec_feature_get_name (f->data),
                kind_name (mixprec_feature_get_kind (f->data)),
                mixprec_feature_get_device (f->data),
                mixprec_feature_get_rank (f->data),
+               revision != NULL ? revision : "",
                description[0] != '\0' ? ": " : "", description);
     }
   g_print ("\n  %u feature%s\n", g_list_length (features), plural (g_list_length (features)));
@@ -247,6 +251,16 @@ print_feature (MixprecFeature *feature)
   print_field ("Kind", kind_name (mixprec_feature_get_kind (feature)));
   print_field ("Device", mixprec_feature_get_device (feature));
   print_field ("Rank", rank);
+  if (mixprec_feature_get_kind (feature) == MIXPREC_FEATURE_KIND_OPTIMIZER)
+    {
+      /* Which vtable the plugin speaks: revision 1 runs through the
+       * library's shim and keeps float32 state only. */
+      g_autofree gchar *abi = g_strdup_printf ("optimizer v%u (MixprecOptimizerV%u)",
+                                               mixprec_feature_get_abi_revision (feature),
+                                               mixprec_feature_get_abi_revision (feature));
+
+      print_field ("ABI", abi);
+    }
   print_field ("Description", mixprec_feature_get_description (feature));
 
   if (plugin != NULL)
@@ -296,8 +310,14 @@ print_feature (MixprecFeature *feature)
     print_field ("Working copy", list);
   }
   print_field ("Master weights", "float32");
+  dtypes = mixprec_feature_get_state_dtypes (feature, &n_dtypes);
+  {
+    g_autofree gchar *list = dtype_list (dtypes, n_dtypes);
 
-  g_print ("\nState (%u FP32 value%s per element):\n",
+    print_field ("State", list);
+  }
+
+  g_print ("\nState (%u value%s per element):\n",
            mixprec_feature_get_n_state_slots (feature),
            plural (mixprec_feature_get_n_state_slots (feature)));
   if (states[0] == NULL)

@@ -33,7 +33,8 @@ cuda_step (const MixprecOptimizerV1     *schema,
            char                         *errbuf,
            size_t                        errbuf_len)
 {
-  _MixprecOptimRange range = { args, master, grad, states, working, n, schema->n_state_slots };
+  _MixprecOptimRange range = { args, master, grad, (void *const *) states, working, n,
+                               schema->n_state_slots, NULL, 0, 0 };
   MixprecCudaOptimLaunch launch;
   cudaStream_t stream;
   const char *call = "the optimizer kernel";

@@ -363,12 +363,12 @@ static const MixprecDeviceV1 hostdev_vtable = {
 /* ------------------------------------------------------------ optimizers */
 
 #define N_OPTIMIZERS 3
-static MixprecOptimizerV1 cpu_optimizers[N_OPTIMIZERS];
-static MixprecOptimizerV1 device_optimizers[N_OPTIMIZERS];
+static MixprecOptimizerV2 cpu_optimizers[N_OPTIMIZERS];
+static MixprecOptimizerV2 device_optimizers[N_OPTIMIZERS];
 static unsigned n_captured;
 
 static int
-capture_optimizer (MixprecPluginHostV1 *host, const MixprecOptimizerV1 *optimizer,
+capture_optimizer (MixprecPluginHostV1 *host, const MixprecOptimizerV2 *optimizer,
                    char *errbuf, size_t len)
 {
   (void) host;
@@ -380,12 +380,12 @@ capture_optimizer (MixprecPluginHostV1 *host, const MixprecOptimizerV1 *optimize
 
 /* The device's step: the cpu step, once the stream is the device's. */
 static int
-step_on_stream (unsigned which, const MixprecOptimizerStepV1 *args, float *master, const void *grad,
-                float *const *states, void *working, size_t n, char *errbuf, size_t len)
+step_on_stream (unsigned which, const MixprecOptimizerStepV2 *args, float *master, const void *grad,
+                void *const *states, void *working, size_t n, char *errbuf, size_t len)
 {
-  const HostDevice *stream = args->device_stream;
+  const HostDevice *stream = args->base.device_stream;
 
-  if (args->struct_size < sizeof *args || stream == NULL || memcmp (stream->magic, "stream", 7) != 0)
+  if (args->base.struct_size < sizeof *args || stream == NULL || memcmp (stream->magic, "stream", 7) != 0)
     return fail (errbuf, len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
                  "the step did not come with the hostdev stream");
   mixprec_test_hostdev_optimizer_calls++;
@@ -393,14 +393,14 @@ step_on_stream (unsigned which, const MixprecOptimizerStepV1 *args, float *maste
 }
 
 #define STEP_ENTRY(i) \
-  static int step_##i (const MixprecOptimizerStepV1 *args, float *master, const void *grad, \
-                       float *const *states, void *working, size_t n, char *errbuf, size_t len) \
+  static int step_##i (const MixprecOptimizerStepV2 *args, float *master, const void *grad, \
+                       void *const *states, void *working, size_t n, char *errbuf, size_t len) \
   { return step_on_stream (i, args, master, grad, states, working, n, errbuf, len); }
 STEP_ENTRY (0)
 STEP_ENTRY (1)
 STEP_ENTRY (2)
 
-typedef int (*StepFunc) (const MixprecOptimizerStepV1 *, float *, const void *, float *const *,
+typedef int (*StepFunc) (const MixprecOptimizerStepV2 *, float *, const void *, void *const *,
                          void *, size_t, char *, size_t);
 static const StepFunc step_entries[N_OPTIMIZERS] = { step_0, step_1, step_2 };
 
@@ -426,7 +426,7 @@ load_cpu_optimizer (const char *top, const char *name, char *errbuf, size_t len)
   host.struct_size = sizeof host;
   host.abi_major = MIXPREC_PLUGIN_ABI_VERSION_MAJOR;
   host.abi_minor = MIXPREC_PLUGIN_ABI_VERSION_MINOR;
-  host.register_optimizer = capture_optimizer;
+  host.register_optimizer_v2 = capture_optimizer;
   return desc->init (&host, errbuf, len);
 }
 
@@ -452,7 +452,7 @@ hostdev_init (MixprecPluginHostV1 *host, char *errbuf, size_t len)
       device_optimizers[i] = cpu_optimizers[i];
       device_optimizers[i].device = "hostdev";
       device_optimizers[i].step = step_entries[i];
-      status = host->register_optimizer (host, &device_optimizers[i], errbuf, len);
+      status = host->register_optimizer_v2 (host, &device_optimizers[i], errbuf, len);
       if (status != MIXPREC_PLUGIN_OK)
         return status;
     }

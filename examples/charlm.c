@@ -195,6 +195,10 @@ describe_mode (MixprecConfig *config)
       return "bf16";
     case MIXPREC_PRECISION_MODE_BF16_NO_MASTER:
       return "bf16 (no fp32 master)";
+    case MIXPREC_PRECISION_MODE_FP16_NO_MASTER:
+      return mixprec_config_get_loss_scale (config) > 0
+               ? "fp16 (no fp32 master, static loss scale)"
+               : "fp16 (no fp32 master, dynamic loss scale)";
     case MIXPREC_PRECISION_MODE_AUTOCAST:
       return "autocast";
     default:

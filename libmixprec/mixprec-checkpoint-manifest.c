@@ -83,7 +83,8 @@ gboolean
 _mixprec_checkpoint_mode_scales (const gchar *mode,
                                  const gchar *low)
 {
-  if (g_strcmp0 (mode, mixprec_precision_mode_get_name (MIXPREC_PRECISION_MODE_FP16)) == 0)
+  if (g_strcmp0 (mode, mixprec_precision_mode_get_name (MIXPREC_PRECISION_MODE_FP16)) == 0 ||
+      g_strcmp0 (mode, mixprec_precision_mode_get_name (MIXPREC_PRECISION_MODE_FP16_NO_MASTER)) == 0)
     return TRUE;
   return g_strcmp0 (mode, mixprec_precision_mode_get_name (MIXPREC_PRECISION_MODE_AUTOCAST)) == 0 &&
          g_strcmp0 (low, mixprec_dtype_get_name (MIXPREC_DTYPE_FLOAT16)) == 0;

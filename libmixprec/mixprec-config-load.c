@@ -39,7 +39,6 @@ typedef struct
   gboolean semantics_set;
   gboolean precision_mode_set;
   MixprecPrecisionMode precision_mode_asserted;
-  gboolean fp16_master_weights_and_grads;
 } Loader;
 
 /* ------------------------------------------------------------ helpers */
@@ -608,7 +607,7 @@ load_fp16 (Loader     *l,
                    "a number > 0 (or 0, no floor, unless mixprec.scaler.semantics is "
                    "\"deepspeed\") no larger than 3.4e38", &s->min_loss_scale))
     l->min_loss_scale_set = TRUE;
-  read_bool (l, o, "fp16", "fp16_master_weights_and_grads", &l->fp16_master_weights_and_grads);
+  read_bool (l, o, "fp16", "fp16_master_weights_and_grads", &s->fp16_master_weights_and_grads);
 }
 
 static void
@@ -962,7 +961,7 @@ load_scaler (Loader     *l,
 }
 
 static const gchar *const precision_mode_names[] = {
-  "fp32", "fp16", "bf16", "bf16_no_master", "autocast", NULL
+  "fp32", "fp16", "bf16", "bf16_no_master", "autocast", "fp16_no_master", NULL
 };
 
 static void
@@ -1394,16 +1393,9 @@ load_apex (Loader      *l,
     }
   else
     {
-      if (!master)
-        _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_UNSUPPORTED,
-                                      "%s.master_weights: must be true with opt_level \"%s\", "
-                                      "got false%s: FP16 weights without an FP32 master copy "
-                                      "(Apex O3, Colossal-AI apex O3) need an fp16 no-master "
-                                      "precision mode, which libmixprec does not have (it trains "
-                                      "without a master only in bf16); set "
-                                      "\"master_weights\": true, or use opt_level \"O2\"",
-                                      section, levels[level],
-                                      master_set ? "" : " (the opt level's default)");
+      /* O3's pure fp16, or O2 told to keep no master: the optimizer
+       * updates the fp16 weights themselves. */
+      s->fp16_master_weights_and_grads = !master;
       s->fp16_enabled = TRUE;
       if (keep_bn)
         add_fp32_modules (s, batchnorm_types);
@@ -1680,6 +1672,7 @@ gradient_dtype (MixprecConfigSettings *s)
   switch (s->mode)
     {
     case MIXPREC_PRECISION_MODE_FP16:
+    case MIXPREC_PRECISION_MODE_FP16_NO_MASTER:
       return MIXPREC_DTYPE_FLOAT16;
     case MIXPREC_PRECISION_MODE_BF16:
     case MIXPREC_PRECISION_MODE_BF16_NO_MASTER:
@@ -1718,7 +1711,8 @@ resolve_mode (Loader *l)
                                   s->fp16_enabled ? "fp16" : "bf16");
 
   if (s->fp16_enabled)
-    s->mode = MIXPREC_PRECISION_MODE_FP16;
+    s->mode = s->fp16_master_weights_and_grads ? MIXPREC_PRECISION_MODE_FP16_NO_MASTER
+                                               : MIXPREC_PRECISION_MODE_FP16;
   else if (s->bf16_enabled)
     s->mode = s->bf16_master_weights_and_grads ? MIXPREC_PRECISION_MODE_BF16_NO_MASTER
                                                : MIXPREC_PRECISION_MODE_BF16;
@@ -1740,20 +1734,10 @@ resolve_mode (Loader *l)
     _mixprec_config_report_warning (l->report,
                                     "bf16.bf16_optimizer_states: has no effect while "
                                     "bf16.enabled is false; ignored");
-  if (l->fp16_master_weights_and_grads)
-    {
-      if (s->fp16_enabled)
-        _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_UNSUPPORTED,
-                                      "fp16.fp16_master_weights_and_grads: must be false, got "
-                                      "true: FP16 weights without an FP32 master lose every "
-                                      "update smaller than 1/2048 of the weight; libmixprec "
-                                      "trains without a master only in bf16 "
-                                      "(bf16.bf16_master_weights_and_grads)");
-      else
-        _mixprec_config_report_warning (l->report,
-                                        "fp16.fp16_master_weights_and_grads: has no effect while "
-                                        "fp16.enabled is false; ignored");
-    }
+  if (s->fp16_master_weights_and_grads && !s->fp16_enabled)
+    _mixprec_config_report_warning (l->report,
+                                    "fp16.fp16_master_weights_and_grads: has no effect while "
+                                    "fp16.enabled is false; ignored");
 
   if (l->precision_mode_set && l->precision_mode_asserted != s->mode)
     _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_CONFLICT,

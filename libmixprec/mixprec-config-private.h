@@ -60,6 +60,9 @@ typedef struct
   guint    hysteresis;
   gboolean consecutive_hysteresis;
   gdouble  min_loss_scale;
+  /* fp16 weights updated in place, no FP32 master (DeepSpeed's key, Apex
+   * O3 or master_weights false): MIXPREC_PRECISION_MODE_FP16_NO_MASTER. */
+  gboolean fp16_master_weights_and_grads;
 
   /* bf16 */
   gboolean bf16_enabled;

@@ -361,7 +361,7 @@ mixprec_config_get_warnings (MixprecConfig *self)
  * @mode: a #MixprecPrecisionMode
  *
  * Gets the name a configuration uses for @mode in `mixprec.precision_mode`:
- * "fp32", "fp16", "bf16", "bf16_no_master" or "autocast".
+ * "fp32", "fp16", "bf16", "bf16_no_master", "autocast" or "fp16_no_master".
  *
  * Returns: (transfer none): the name, or "invalid" for a value that is not
  *   a #MixprecPrecisionMode
@@ -371,7 +371,8 @@ mixprec_config_get_warnings (MixprecConfig *self)
 const gchar *
 mixprec_precision_mode_get_name (MixprecPrecisionMode mode)
 {
-  static const gchar *const names[] = { "fp32", "fp16", "bf16", "bf16_no_master", "autocast" };
+  static const gchar *const names[] = { "fp32", "fp16", "bf16", "bf16_no_master", "autocast",
+                                        "fp16_no_master" };
 
   if ((guint) mode >= G_N_ELEMENTS (names))
     return "invalid";
@@ -498,6 +499,8 @@ mixprec_config_to_data (MixprecConfig *self,
   json_builder_add_boolean_value (b, s->consecutive_hysteresis);
   json_builder_set_member_name (b, "min_loss_scale");
   json_builder_add_double_value (b, s->min_loss_scale);
+  json_builder_set_member_name (b, "fp16_master_weights_and_grads");
+  json_builder_add_boolean_value (b, s->fp16_master_weights_and_grads);
   json_builder_end_object (b);
 
   json_builder_set_member_name (b, "bf16");
@@ -665,6 +668,7 @@ mixprec_config_get_low_dtype (MixprecConfig *self)
   switch (self->settings.mode)
     {
     case MIXPREC_PRECISION_MODE_FP16:
+    case MIXPREC_PRECISION_MODE_FP16_NO_MASTER:
       return MIXPREC_DTYPE_FLOAT16;
     case MIXPREC_PRECISION_MODE_BF16:
     case MIXPREC_PRECISION_MODE_BF16_NO_MASTER:
@@ -852,6 +856,7 @@ mixprec_config_get_check_grad_overflow (MixprecConfig *self)
   switch (self->settings.mode)
     {
     case MIXPREC_PRECISION_MODE_FP16:
+    case MIXPREC_PRECISION_MODE_FP16_NO_MASTER:
       return TRUE;
     case MIXPREC_PRECISION_MODE_AUTOCAST:
       return self->settings.autocast_dtype == MIXPREC_DTYPE_FLOAT16

@@ -69,6 +69,12 @@ typedef enum {
  * @MIXPREC_PRECISION_MODE_AUTOCAST: FP32 parameters; the gradients of the
  *   lower-precision-safe modules are communicated in the autocast dtype
  *   (`torch_autocast.enabled`)
+ * @MIXPREC_PRECISION_MODE_FP16_NO_MASTER: FP16 weights and gradients,
+ *   no FP32 copy: the optimizer computes in FP32 from the FP16 weights and
+ *   the unscaled gradients and rounds the result back into the FP16
+ *   weights (to nearest even, or stochastically); loss scaling as in
+ *   %MIXPREC_PRECISION_MODE_FP16 (`fp16.fp16_master_weights_and_grads`,
+ *   Apex opt level O3, or Apex `master_weights: false`)
  *
  * How a configuration stores weights and gradients.
  *
@@ -80,6 +86,7 @@ typedef enum {
   MIXPREC_PRECISION_MODE_BF16,
   MIXPREC_PRECISION_MODE_BF16_NO_MASTER,
   MIXPREC_PRECISION_MODE_AUTOCAST,
+  MIXPREC_PRECISION_MODE_FP16_NO_MASTER,
 } MixprecPrecisionMode;
 
 MIXPREC_AVAILABLE_IN_1_0

@@ -90,6 +90,7 @@ mixprec_loss_scaler_new_from_config (MixprecConfig *config,
   switch (mixprec_config_get_precision_mode (config))
     {
     case MIXPREC_PRECISION_MODE_FP16:
+    case MIXPREC_PRECISION_MODE_FP16_NO_MASTER:
       fp16 = TRUE;
       break;
     case MIXPREC_PRECISION_MODE_AUTOCAST:

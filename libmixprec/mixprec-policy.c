@@ -242,8 +242,9 @@ compute (MixprecPrecisionPolicy *self,
       p->has_master = TRUE;
       break;
     case MIXPREC_PRECISION_MODE_BF16_NO_MASTER:
-      p->working_dtype = MIXPREC_DTYPE_BFLOAT16;
-      p->master_dtype = MIXPREC_DTYPE_BFLOAT16;
+    case MIXPREC_PRECISION_MODE_FP16_NO_MASTER:
+      p->working_dtype = mixprec_config_get_low_dtype (config);
+      p->master_dtype = p->working_dtype;
       p->has_master = FALSE;
       break;
     case MIXPREC_PRECISION_MODE_AUTOCAST:

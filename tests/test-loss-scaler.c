@@ -1250,6 +1250,8 @@ test_config_mapping (void)
     { "{}", 1 },
     { "{\"fp16\": {\"enabled\": true, \"loss_scale\": 128}}", 128 },
     { "{\"fp16\": {\"enabled\": true, \"loss_scale\": 0.5}}", 0.5 },
+    { "{\"fp16\": {\"enabled\": true, \"fp16_master_weights_and_grads\": true,"
+      " \"loss_scale\": 64}}", 64 },
     /* bf16 needs no scaling; fp16 keys are irrelevant there. */
     { "{\"bf16\": {\"enabled\": true}}", 1 },
     { "{\"bf16\": {\"enabled\": true, \"bf16_master_weights_and_grads\": true}}", 1 },
@@ -1275,6 +1277,13 @@ test_config_mapping (void)
     g_object_get (s, "raise-at-min-scale", &raise, "consecutive-hysteresis", &consecutive, NULL);
     g_assert_true (raise);
     g_assert_false (consecutive);
+  }
+  {
+    /* fp16 without masters scales as fp16 does. */
+    g_autoptr(MixprecLossScaler) s =
+      scaler_from_json ("{\"fp16\": {\"enabled\": true, \"fp16_master_weights_and_grads\": true}}");
+
+    check_dynamic (s, MIXPREC_SCALER_SEMANTICS_DEEPSPEED, 65536, 1000, 2, 1);
   }
   {
     g_autoptr(MixprecLossScaler) s =
@@ -1582,25 +1591,23 @@ test_front_apex_o2 (void)
 static void
 test_front_apex_o3 (void)
 {
-  /* O3 keeps no FP32 master by default, which libmixprec cannot train
-   * in fp16; with master_weights true it is O2 without FP32 batch norm,
-   * at Apex's static scale of 1 unless asked for "dynamic". */
+  /* O3 keeps no FP32 master by default (fp16 no-master mode), with or
+   * without one at Apex's static scale of 1 unless asked for "dynamic",
+   * which is then Apex's LossScaler exactly as at O2. */
   const FrontParams st = { FRONT_STATIC, 1, 0, 0, 0, 0, 0, 0 };
   const FrontParams p = { FRONT_APEX, 65536, 0, 16777216, 2, 0.5, 2000, 1 };
-  g_autoptr(GError) error = NULL;
-  g_autoptr(MixprecConfig) c =
-    mixprec_config_new_from_data ("{\"amp\": {\"enabled\": true, \"opt_level\": \"O3\"}}", -1,
-                                  &error);
 
-  g_assert_null (c);
-  g_assert_error (error, MIXPREC_CONFIG_ERROR, MIXPREC_CONFIG_ERROR_UNSUPPORTED);
-  g_assert_nonnull (strstr (error->message, "amp.master_weights"));
-  g_assert_nonnull (strstr (error->message, "fp16 no-master"));
-
+  check_front ("{\"amp\": {\"enabled\": true, \"opt_level\": \"O3\"}}", &st);
+  check_front ("{\"amp\": {\"enabled\": true, \"opt_level\": \"O3\", \"loss_scale\": \"dynamic\"}}",
+               &p);
   check_front ("{\"amp\": {\"enabled\": true, \"opt_level\": \"O3\", \"master_weights\": true}}",
                &st);
   check_front ("{\"amp\": {\"enabled\": true, \"opt_level\": \"O3\", \"master_weights\": true,"
                " \"loss_scale\": \"dynamic\"}}", &p);
+  check_front ("{\"amp\": {\"enabled\": true, \"opt_level\": \"O2\", \"master_weights\": false}}",
+               &p);
+  check_front ("{\"colossalai\": {\"fp16\": {\"mode\": \"apex\", \"opt_level\": \"O2\","
+               " \"master_weights\": false}}}", &p);
 }
 
 static void

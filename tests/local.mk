@@ -268,6 +268,12 @@ if HAVE_PYTHON_GI
 TESTS += tests/test-engine-gi.py
 endif
 
+# --- engine in fp16 without masters, and AdamW with bf16 state: steps
+# bitwise against AdamW applied by hand, overflow skips, training runs
+check_PROGRAMS += tests/test-engine-fp16nm
+tests_test_engine_fp16nm_LDADD = $(tests_public_ldadd) -lm
+TESTS += tests/test-engine-fp16nm
+
 # --- engine step: the lean one-process passes, bitwise against the scalar
 # kernels and the optimizer applied by hand
 check_PROGRAMS += tests/test-engine-step

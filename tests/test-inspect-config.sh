@@ -40,7 +40,7 @@ has () {
   grep -F -q -e "$2" "$1"
 }
 
-echo "1..19"
+echo "1..21"
 
 check "a valid ZeRO-2 fp16 file exits 0 and prints resolved keys" \
   'run 0 --config "$srcdir/configs/zero2-fp16-warmup.json" &&
@@ -160,5 +160,16 @@ check "an Apex amp section resolves onto fp16 and the apex scaler" \
    run 0 --config "$tmp/amp.json" &&
    has "$tmp/out" "\"precision_mode\": \"fp16\"" && has "$tmp/out" "\"semantics\": \"apex\"" &&
    has "$tmp/out" "\"max_scale\": 16777216.0" && has "$tmp/out" "\"BatchNorm2d\""'
+
+check "Apex O3 resolves onto fp16 without masters at a static scale of 1" \
+  'printf "%s\n" "{\"amp\": {\"enabled\": true, \"opt_level\": \"O3\"}}" >"$tmp/o3.json" &&
+   run 0 --config "$tmp/o3.json" &&
+   has "$tmp/out" "\"precision_mode\": \"fp16_no_master\"" &&
+   has "$tmp/out" "\"fp16_master_weights_and_grads\": true" &&
+   has "$tmp/out" "\"loss_scale\": 1.0" && ! has "$tmp/out" "\"BatchNorm2d\""'
+
+check "the resolved fp16 no-master configuration loads again and prints the same" \
+  'cp "$tmp/out" "$tmp/o3-resolved.json" && run 0 --config "$tmp/o3-resolved.json" &&
+   cmp -s "$tmp/out" "$tmp/o3-resolved.json"'
 
 exit $failed

@@ -13,7 +13,7 @@ fail=0
 ok () { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fail=1; fi; }
 field () { awk -v k="$1" '$0 ~ "^  " k " " { for (i = 1; i <= NF; i++) if ($i == "bytes") { print $(i - 1); exit } }' "$2"; }
 
-echo "1..10"
+echo "1..11"
 
 # FP32, one process, AdamW: working 4 + gradient 4 + two state slots 8.
 "$inspect" --plan --params 1000 >"$tmp/fp32" 2>&1
@@ -25,6 +25,19 @@ ok $? "plan for fp32 exits 0"
   [ "$(field 'gradient norm blocks' "$tmp/fp32")" = 8 ] &&
   [ "$(field total "$tmp/fp32")" = 16008 ]
 ok $? "fp32 on one process: 16 bytes per parameter"
+
+# fp16 without masters (fp16.fp16_master_weights_and_grads): the fp16
+# working copy is all there is, 2 + 2 + 8 bytes per parameter.
+cat >"$tmp/nm.json" <<'JSON'
+{"fp16": {"enabled": true, "fp16_master_weights_and_grads": true}, "optimizer": {"type": "AdamW"}}
+JSON
+"$inspect" --plan --params 1000 --config "$tmp/nm.json" >"$tmp/nm" 2>&1
+grep -q "fp16_no_master" "$tmp/nm" &&
+  [ "$(field 'working copies' "$tmp/nm")" = 2000 ] && [ "$(field gradients "$tmp/nm")" = 2000 ] &&
+  [ -z "$(field 'FP32 master weights' "$tmp/nm")" ] &&
+  [ "$(field 'optimizer state' "$tmp/nm")" = 8000 ] &&
+  [ "$(field total "$tmp/nm")" = 12008 ]
+ok $? "fp16 without masters counts no master bytes"
 
 # bf16, ZeRO-2, 8 ranks, 10^9 parameters: padded to 30518 * 32768.
 cat >"$tmp/z2.json" <<'JSON'

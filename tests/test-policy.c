@@ -27,6 +27,9 @@ typedef struct
 #define BF16_DOC "{\"bf16\": {\"enabled\": true}, \"mixprec\": {\"fp32_modules\": [\"torch.nn.LayerNorm\"]}}"
 #define NO_MASTER_DOC "{\"bf16\": {\"enabled\": true, \"bf16_master_weights_and_grads\": true}," \
                       " \"mixprec\": {\"fp32_modules\": [\"Embedding\"]}}"
+/* Apex O3 with its documented keep_batchnorm_fp32 variant. */
+#define FP16_NO_MASTER_DOC "{\"amp\": {\"enabled\": true, \"opt_level\": \"O3\"," \
+                           " \"keep_batchnorm_fp32\": true}}"
 #define AUTOCAST_BF16_DOC "{\"torch_autocast\": {\"enabled\": true, \"lower_precision_safe_modules\": [\"torch.nn.Linear\"]}," \
                           " \"mixprec\": {\"fp32_modules\": [\"LayerNorm\"], \"fp32_params\": [\"head.*\"]}}"
 #define AUTOCAST_FP16_DOC "{\"torch_autocast\": {\"enabled\": true, \"dtype\": \"fp16\"}}"
@@ -61,6 +64,11 @@ static const PolicyCase cases[] = {
   /* bf16 without master: one BF16 copy, BF16 accumulation. */
   { NO_MASTER_DOC, "fc.weight", "Linear", B16, B16, FALSE, B16, B16, MODE },
   { NO_MASTER_DOC, "tok.weight", "Embedding", F32, F32, FALSE, F32, F32, MODULE },
+
+  /* fp16 without master: one FP16 copy, FP16 accumulation; batch norm
+   * kept in FP32 as at O2. */
+  { FP16_NO_MASTER_DOC, "fc.weight", "Linear", F16, F16, FALSE, F16, F16, MODE },
+  { FP16_NO_MASTER_DOC, "bn.weight", "BatchNorm2d", F32, F32, FALSE, F32, F32, MODULE },
 
   /* autocast: FP32 parameters; safe modules communicate in the autocast dtype. */
   { AUTOCAST_BF16_DOC, "fc.weight", "Linear", F32, F32, FALSE, F32, B16, SAFE },

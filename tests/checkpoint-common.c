@@ -15,7 +15,7 @@
   "                 \"params\": {\"total_num_steps\": 40, \"warmup_num_steps\": 4}}," \
   " \"gradient_clipping\": 1.0"
 
-const CkptMode ckpt_modes[5] = {
+const CkptMode ckpt_modes[6] = {
   { "fp32", "{" COMMON_JSON "}", FALSE },
   { "fp16",
     "{\"fp16\": {\"enabled\": true, \"initial_scale_power\": 10, \"loss_scale_window\": 3,"
@@ -31,6 +31,12 @@ const CkptMode ckpt_modes[5] = {
   { "bf16-sr",
     "{\"bf16\": {\"enabled\": true}, \"mixprec\": {\"stochastic_rounding\": true, \"seed\": 5}, "
     COMMON_JSON "}", FALSE },
+  /* fp16 weights and no master: the scaler and the fp16 weights are the
+   * whole state besides the optimizer's. */
+  { "fp16-no-master",
+    "{\"fp16\": {\"enabled\": true, \"fp16_master_weights_and_grads\": true,"
+    "            \"initial_scale_power\": 10, \"loss_scale_window\": 3, \"hysteresis\": 1}, "
+    COMMON_JSON "}", TRUE },
 };
 
 static const struct

@@ -11,7 +11,7 @@ G_BEGIN_DECLS
 
 typedef struct
 {
-  const gchar *name;         /* test path component: fp32, fp16, bf16, bf16-no-master */
+  const gchar *name;         /* test path component: fp32, fp16, bf16, bf16-no-master... */
   const gchar *json;         /* a complete configuration */
   gboolean     overflows;    /* whether ckpt_train injects non-finite gradients */
 } CkptMode;
@@ -20,7 +20,7 @@ typedef struct
  * without master weights (stochastic rounding), bf16 with masters and
  * stochastic rounding; all AdamW with a WarmupCosineLR schedule and
  * clipping. */
-extern const CkptMode ckpt_modes[5];
+extern const CkptMode ckpt_modes[6];
 
 MixprecEngine *ckpt_engine_new     (const gchar   *json);
 /* Registers the model; @variant changes the initial values (a loaded

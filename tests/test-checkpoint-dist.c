@@ -168,6 +168,22 @@ test_resume_two_ranks (gconstpointer data)
   ckpt_remove_tree (dir);
 }
 
+/* fp16 without masters (mode 5), with overflows, sharded by ZeRO: the
+ * fp16 weights are the state that is partitioned and gathered. */
+static void
+test_resume_two_ranks_fp16_no_master (gconstpointer data)
+{
+  guint stage = GPOINTER_TO_UINT (data);
+  g_autofree gchar *dir = ckpt_make_tmpdir ();
+  g_autofree gchar *action = g_strdup_printf ("resume:5:%u", stage);
+  gint status[2];
+
+  run (2, action, dir, "/dev/null", status);
+  g_assert_cmpint (status[0], ==, 0);
+  g_assert_cmpint (status[1], ==, 0);
+  ckpt_remove_tree (dir);
+}
+
 static void
 test_across_precisions_and_world_sizes (void)
 {
@@ -230,6 +246,10 @@ main (int argc, char **argv)
   g_test_add_data_func ("/checkpoint-dist/resume/world2/stage0", GUINT_TO_POINTER (0), test_resume_two_ranks);
   g_test_add_data_func ("/checkpoint-dist/resume/world2/stage2", GUINT_TO_POINTER (2), test_resume_two_ranks);
   g_test_add_data_func ("/checkpoint-dist/resume/world2/stage3", GUINT_TO_POINTER (3), test_resume_two_ranks);
+  g_test_add_data_func ("/checkpoint-dist/resume/world2/stage1/fp16-no-master", GUINT_TO_POINTER (1),
+                        test_resume_two_ranks_fp16_no_master);
+  g_test_add_data_func ("/checkpoint-dist/resume/world2/stage3/fp16-no-master", GUINT_TO_POINTER (3),
+                        test_resume_two_ranks_fp16_no_master);
   g_test_add_func ("/checkpoint-dist/fp16-world2-to-bf16-world3-and-fp32-world1",
                    test_across_precisions_and_world_sizes);
   return g_test_run ();

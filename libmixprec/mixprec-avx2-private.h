@@ -87,6 +87,21 @@ _mixprec_avx2_sr_bits (guint64 seed,
   return _mixprec_avx2_sr_bits_keyed (_mixprec_sr_key (seed, (guint32) (index0 >> 32)), lo);
 }
 
+/* _mixprec_sr_bits16() for bfloat16 elements @index .. @index + 7, zero
+ * extended to 32-bit lanes: units o .. o + 7 (o = @index & 1) of the words
+ * from @index / 2 on. */
+static inline __m256i
+_mixprec_avx2_sr_bits16 (guint64 seed,
+                         guint64 index)
+{
+  __m256i words = _mixprec_avx2_sr_bits (seed, index >> 1);
+  __m128i lo = _mm256_castsi256_si128 (words);
+
+  if (index & 1)
+    lo = _mm_alignr_epi8 (_mm256_extracti128_si256 (words, 1), lo, 2);
+  return _mm256_cvtepu16_epi32 (lo);
+}
+
 /* ------------------------------------------------------------ rounding */
 
 /* _mixprec_round_rne_bits() on eight finite magnitudes. */
@@ -218,9 +233,10 @@ _mixprec_avx2_f32_to_bf16_rne (__m256 x)
   return _mixprec_avx2_pack_u16 (_mixprec_avx2_f32_to_bf16_rne_epi32 (x));
 }
 
-static inline __m128i
-_mixprec_avx2_f32_to_bf16_sr (__m256  x,
-                              __m256i r)
+/* 32-bit lanes of bf16 bits, for callers that pack two vectors at once. */
+static inline __m256i
+_mixprec_avx2_f32_to_bf16_sr_epi32 (__m256  x,
+                                    __m256i r)
 {
   __m256i u = _mm256_castps_si256 (x);
   __m256i special = _mm256_cmpgt_epi32 (_mm256_and_si256 (u, _MIXPREC_AVX2_I32 (0x7FFFFFFF)),
@@ -233,7 +249,14 @@ _mixprec_avx2_f32_to_bf16_sr (__m256  x,
   r = _mm256_andnot_si256 (special, _mm256_and_si256 (r, _MIXPREC_AVX2_I32 (0xFFFF)));
   s = _mm256_add_epi32 (u, r);
   s = _mm256_blendv_epi8 (s, _mm256_or_si256 (u, _MIXPREC_AVX2_I32 (0x00400000)), nan);
-  return _mixprec_avx2_pack_u16 (_mm256_srli_epi32 (s, 16));
+  return _mm256_srli_epi32 (s, 16);
+}
+
+static inline __m128i
+_mixprec_avx2_f32_to_bf16_sr (__m256  x,
+                              __m256i r)
+{
+  return _mixprec_avx2_pack_u16 (_mixprec_avx2_f32_to_bf16_sr_epi32 (x, r));
 }
 
 /* ------------------------------------------------------------ float16 */

@@ -72,6 +72,22 @@ _mixprec_avx512_sr_bits (guint64 seed,
   return _mixprec_avx512_sr_bits_keyed (_mixprec_sr_key (seed, (guint32) (index0 >> 32)), lo);
 }
 
+/* _mixprec_sr_bits16() for bfloat16 elements @index .. @index + 15, zero
+ * extended to 32-bit lanes. One 16-lane hash of words @index / 2 onwards
+ * (nine of them are used), then each lane picks its 16-bit unit. */
+static inline __m512i
+_mixprec_avx512_sr_bits16 (guint64 seed,
+                           guint64 index)
+{
+  __m512i words = _mixprec_avx512_sr_bits (seed, index >> 1);
+  __m512i units = _mm512_add_epi32 (_mm512_setr_epi32 (0, 1, 2, 3, 4, 5, 6, 7,
+                                                       8, 9, 10, 11, 12, 13, 14, 15),
+                                    _MIXPREC_AVX512_I32 (index & 1));
+
+  /* Unit o + j of the words to the low half of lane j; high halves zero. */
+  return _mm512_maskz_permutexvar_epi16 ((__mmask32) 0x55555555, units, words);
+}
+
 /* ------------------------------------------------------------ rounding */
 
 /* The dropped-bit count d of _mixprec_round_sr_bits() for sixteen
@@ -204,9 +220,11 @@ _mixprec_avx512_f32_to_bf16_rne (__m512 x)
   return _mm512_cvtepi32_epi16 (_mixprec_avx512_f32_to_bf16_rne_epi32 (x));
 }
 
-static inline __m256i
-_mixprec_avx512_f32_to_bf16_sr (__m512  x,
-                                __m512i r)
+/* 32-bit lanes whose high halves are the bf16 bits, for callers that pack
+ * two vectors at once. */
+static inline __m512i
+_mixprec_avx512_f32_to_bf16_sr_hi16 (__m512  x,
+                                     __m512i r)
 {
   __m512i u = _mm512_castps_si512 (x);
   __m512i a = _mm512_and_si512 (u, _MIXPREC_AVX512_I32 (0x7FFFFFFF));
@@ -216,8 +234,14 @@ _mixprec_avx512_f32_to_bf16_sr (__m512  x,
 
   /* Inf takes no random bits; NaN is quieted as in round to nearest. */
   s = _mm512_add_epi32 (u, _mm512_maskz_and_epi32 (finite, r, _MIXPREC_AVX512_I32 (0xFFFF)));
-  s = _mm512_mask_or_epi32 (s, nan, u, _MIXPREC_AVX512_I32 (0x00400000));
-  return _mm512_cvtepi32_epi16 (_mm512_srli_epi32 (s, 16));
+  return _mm512_mask_or_epi32 (s, nan, u, _MIXPREC_AVX512_I32 (0x00400000));
+}
+
+static inline __m256i
+_mixprec_avx512_f32_to_bf16_sr (__m512  x,
+                                __m512i r)
+{
+  return _mm512_cvtepi32_epi16 (_mm512_srli_epi32 (_mixprec_avx512_f32_to_bf16_sr_hi16 (x, r), 16));
 }
 
 /* ------------------------------------------------------------ float16 */

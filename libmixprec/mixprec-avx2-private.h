@@ -233,22 +233,20 @@ _mixprec_avx2_f32_to_bf16_rne (__m256 x)
   return _mixprec_avx2_pack_u16 (_mixprec_avx2_f32_to_bf16_rne_epi32 (x));
 }
 
-/* 32-bit lanes of bf16 bits, for callers that pack two vectors at once. */
+/* Stochastic rounding with @r16 below 2^16 (as _mixprec_avx2_sr_bits16()
+ * gives), as 32-bit lanes of bf16 bits, for callers that pack two vectors
+ * at once. Inf needs no care: adding at most 0xFFFF to its bits never
+ * carries into the kept ones. NaN is quieted as in round to nearest. */
 static inline __m256i
-_mixprec_avx2_f32_to_bf16_sr_epi32 (__m256  x,
-                                    __m256i r)
+_mixprec_avx2_f32_to_bf16_sr16_epi32 (__m256  x,
+                                      __m256i r16)
 {
   __m256i u = _mm256_castps_si256 (x);
-  __m256i special = _mm256_cmpgt_epi32 (_mm256_and_si256 (u, _MIXPREC_AVX2_I32 (0x7FFFFFFF)),
-                                        _MIXPREC_AVX2_I32 (0x7F7FFFFF));
   __m256i nan = _mm256_cmpgt_epi32 (_mm256_and_si256 (u, _MIXPREC_AVX2_I32 (0x7FFFFFFF)),
                                     _MIXPREC_AVX2_I32 (0x7F800000));
-  __m256i s;
+  __m256i s = _mm256_blendv_epi8 (_mm256_add_epi32 (u, r16),
+                                  _mm256_or_si256 (u, _MIXPREC_AVX2_I32 (0x00400000)), nan);
 
-  /* Inf takes no random bits; NaN is quieted as in round to nearest. */
-  r = _mm256_andnot_si256 (special, _mm256_and_si256 (r, _MIXPREC_AVX2_I32 (0xFFFF)));
-  s = _mm256_add_epi32 (u, r);
-  s = _mm256_blendv_epi8 (s, _mm256_or_si256 (u, _MIXPREC_AVX2_I32 (0x00400000)), nan);
   return _mm256_srli_epi32 (s, 16);
 }
 
@@ -256,7 +254,9 @@ static inline __m128i
 _mixprec_avx2_f32_to_bf16_sr (__m256  x,
                               __m256i r)
 {
-  return _mixprec_avx2_pack_u16 (_mixprec_avx2_f32_to_bf16_sr_epi32 (x, r));
+  __m256i r16 = _mm256_and_si256 (r, _MIXPREC_AVX2_I32 (0xFFFF));
+
+  return _mixprec_avx2_pack_u16 (_mixprec_avx2_f32_to_bf16_sr16_epi32 (x, r16));
 }
 
 /* ------------------------------------------------------------ float16 */

@@ -220,28 +220,29 @@ _mixprec_avx512_f32_to_bf16_rne (__m512 x)
   return _mm512_cvtepi32_epi16 (_mixprec_avx512_f32_to_bf16_rne_epi32 (x));
 }
 
-/* 32-bit lanes whose high halves are the bf16 bits, for callers that pack
- * two vectors at once. */
+/* Stochastic rounding with @r16 below 2^16 (as _mixprec_avx512_sr_bits16()
+ * gives), as 32-bit lanes whose high halves are the bf16 bits, for callers
+ * that pack two vectors at once. Inf needs no care: adding at most 0xFFFF
+ * to its bits never carries into the kept ones. NaN is quieted as in
+ * round to nearest. */
 static inline __m512i
-_mixprec_avx512_f32_to_bf16_sr_hi16 (__m512  x,
-                                     __m512i r)
+_mixprec_avx512_f32_to_bf16_sr16_hi16 (__m512  x,
+                                       __m512i r16)
 {
   __m512i u = _mm512_castps_si512 (x);
-  __m512i a = _mm512_and_si512 (u, _MIXPREC_AVX512_I32 (0x7FFFFFFF));
-  __mmask16 finite = _mm512_cmple_epi32_mask (a, _MIXPREC_AVX512_I32 (0x7F7FFFFF));
-  __mmask16 nan = _mm512_cmpgt_epi32_mask (a, _MIXPREC_AVX512_I32 (0x7F800000));
-  __m512i s;
+  __mmask16 nan = _mm512_cmpgt_epi32_mask (_mm512_and_si512 (u, _MIXPREC_AVX512_I32 (0x7FFFFFFF)),
+                                           _MIXPREC_AVX512_I32 (0x7F800000));
 
-  /* Inf takes no random bits; NaN is quieted as in round to nearest. */
-  s = _mm512_add_epi32 (u, _mm512_maskz_and_epi32 (finite, r, _MIXPREC_AVX512_I32 (0xFFFF)));
-  return _mm512_mask_or_epi32 (s, nan, u, _MIXPREC_AVX512_I32 (0x00400000));
+  return _mm512_mask_or_epi32 (_mm512_add_epi32 (u, r16), nan, u, _MIXPREC_AVX512_I32 (0x00400000));
 }
 
 static inline __m256i
 _mixprec_avx512_f32_to_bf16_sr (__m512  x,
                                 __m512i r)
 {
-  return _mm512_cvtepi32_epi16 (_mm512_srli_epi32 (_mixprec_avx512_f32_to_bf16_sr_hi16 (x, r), 16));
+  __m512i r16 = _mm512_and_si512 (r, _MIXPREC_AVX512_I32 (0xFFFF));
+
+  return _mm512_cvtepi32_epi16 (_mm512_srli_epi32 (_mixprec_avx512_f32_to_bf16_sr16_hi16 (x, r16), 16));
 }
 
 /* ------------------------------------------------------------ float16 */

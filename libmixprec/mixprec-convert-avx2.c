@@ -136,9 +136,9 @@ bf16_sr_16 (const gfloat *s,
 
       units = _mm256_alignr_epi8 (mid, cur, 2);
     }
-  lo = _mixprec_avx2_f32_to_bf16_sr_epi32 (_mm256_loadu_ps (s),
+  lo = _mixprec_avx2_f32_to_bf16_sr16_epi32 (_mm256_loadu_ps (s),
                                            _mm256_cvtepu16_epi32 (_mm256_castsi256_si128 (units)));
-  hi = _mixprec_avx2_f32_to_bf16_sr_epi32 (_mm256_loadu_ps (s + 8),
+  hi = _mixprec_avx2_f32_to_bf16_sr16_epi32 (_mm256_loadu_ps (s + 8),
                                            _mm256_cvtepu16_epi32 (_mm256_extracti128_si256 (units, 1)));
   /* packus works within 128-bit halves: lo0-3 hi0-3 | lo4-7 hi4-7. */
   return _mm256_permute4x64_epi64 (_mm256_packus_epi32 (lo, hi), 0xD8);

@@ -132,8 +132,8 @@ bf16_sr_32 (__m512  x0,
   __m512i r0 = _mm512_maskz_permutex2var_epi16 ((__mmask32) 0x55555555, cur, units0, next);
   __m512i r1 = _mm512_maskz_permutex2var_epi16 ((__mmask32) 0x55555555, cur, units1, next);
 
-  return _mm512_permutex2var_epi16 (_mixprec_avx512_f32_to_bf16_sr_hi16 (x0, r0), odd,
-                                    _mixprec_avx512_f32_to_bf16_sr_hi16 (x1, r1));
+  return _mm512_permutex2var_epi16 (_mixprec_avx512_f32_to_bf16_sr16_hi16 (x0, r0), odd,
+                                    _mixprec_avx512_f32_to_bf16_sr16_hi16 (x1, r1));
 }
 
 /* Whole steps whose destination is 64-byte aligned are streamed when

@@ -51,17 +51,26 @@ _mixprec_avx2_sr_round32 (__m256i x)
   return _mm256_xor_si256 (x, _mm256_srli_epi32 (x, 15));
 }
 
+/* _mixprec_sr_bits_keyed() of each lane of @index_lo. */
+static inline __m256i
+_mixprec_avx2_sr_hash (__m256i index_lo,
+                       guint64 key)
+{
+  __m256i x = _mixprec_avx2_sr_round32 (_mm256_xor_si256 (index_lo, _MIXPREC_AVX2_I32 ((guint32) key)));
+
+  x = _mm256_add_epi32 (x, _MIXPREC_AVX2_I32 ((guint32) (key >> 32)));
+  return _mixprec_avx2_sr_round32 (x);
+}
+
 /* _mixprec_sr_bits_keyed() for index_lo .. index_lo + 7, which must not wrap
  * past 2^32 (the key covers one block of 2^32 indices). */
 static inline __m256i
 _mixprec_avx2_sr_bits_keyed (guint64 key,
                              guint32 index_lo)
 {
-  __m256i x = _mm256_add_epi32 (_MIXPREC_AVX2_I32 (index_lo), _mm256_setr_epi32 (0, 1, 2, 3, 4, 5, 6, 7));
-
-  x = _mixprec_avx2_sr_round32 (_mm256_xor_si256 (x, _MIXPREC_AVX2_I32 ((guint32) key)));
-  x = _mm256_add_epi32 (x, _MIXPREC_AVX2_I32 ((guint32) (key >> 32)));
-  return _mixprec_avx2_sr_round32 (x);
+  return _mixprec_avx2_sr_hash (_mm256_add_epi32 (_MIXPREC_AVX2_I32 (index_lo),
+                                                  _mm256_setr_epi32 (0, 1, 2, 3, 4, 5, 6, 7)),
+                                key);
 }
 
 /* _mixprec_sr_bits() for indices @index0 .. @index0 + 7. It derives the

@@ -37,19 +37,27 @@ _mixprec_avx512_sr_round32 (__m512i x)
   return _mm512_xor_si512 (x, _mm512_srli_epi32 (x, 15));
 }
 
+/* _mixprec_sr_bits_keyed() of each lane of @index_lo. */
+static inline __m512i
+_mixprec_avx512_sr_hash (__m512i index_lo,
+                         guint64 key)
+{
+  __m512i x = _mixprec_avx512_sr_round32 (_mm512_xor_si512 (index_lo, _MIXPREC_AVX512_I32 ((guint32) key)));
+
+  x = _mm512_add_epi32 (x, _MIXPREC_AVX512_I32 ((guint32) (key >> 32)));
+  return _mixprec_avx512_sr_round32 (x);
+}
+
 /* _mixprec_sr_bits_keyed() for index_lo .. index_lo + 15, which must not
  * wrap past 2^32 (the key covers one block of 2^32 indices). */
 static inline __m512i
 _mixprec_avx512_sr_bits_keyed (guint64 key,
                                guint32 index_lo)
 {
-  __m512i x = _mm512_add_epi32 (_MIXPREC_AVX512_I32 (index_lo),
-                                _mm512_setr_epi32 (0, 1, 2, 3, 4, 5, 6, 7,
-                                                   8, 9, 10, 11, 12, 13, 14, 15));
-
-  x = _mixprec_avx512_sr_round32 (_mm512_xor_si512 (x, _MIXPREC_AVX512_I32 ((guint32) key)));
-  x = _mm512_add_epi32 (x, _MIXPREC_AVX512_I32 ((guint32) (key >> 32)));
-  return _mixprec_avx512_sr_round32 (x);
+  return _mixprec_avx512_sr_hash (_mm512_add_epi32 (_MIXPREC_AVX512_I32 (index_lo),
+                                                    _mm512_setr_epi32 (0, 1, 2, 3, 4, 5, 6, 7,
+                                                                       8, 9, 10, 11, 12, 13, 14, 15)),
+                                  key);
 }
 
 /* _mixprec_sr_bits() for indices @index0 .. @index0 + 15, deriving the key

@@ -165,14 +165,21 @@ bf16_sr_body (const gfloat *s,
 
       if (run >= 16)
         {
-          /* Lanes past the run (and past 2^32 words) are hashed but unused. */
-          __m256i cur = _mixprec_avx2_sr_bits_keyed (key, k);
+          /* Word indices k .. k + 7, advanced by 8 per step; lanes past
+           * the run (and past 2^32 words) are hashed but unused. */
+          __m256i words = _mm256_add_epi32 (_mm256_setr_epi32 (0, 1, 2, 3, 4, 5, 6, 7),
+                                            _MIXPREC_AVX2_I32 (k));
+          __m256i cur = _mixprec_avx2_sr_hash (words, key);
 
           for (; j + 16 <= run; j += 16)
             {
-              __m256i next = _mixprec_avx2_sr_bits_keyed (key, k += 8);
-              __m256i v = o != 0 ? bf16_sr_16 (s + i + j, cur, next, 1)
-                                 : bf16_sr_16 (s + i + j, cur, next, 0);
+              __m256i next;
+              __m256i v;
+
+              words = _mm256_add_epi32 (words, _MIXPREC_AVX2_I32 (8));
+              next = _mixprec_avx2_sr_hash (words, key);
+              v = o != 0 ? bf16_sr_16 (s + i + j, cur, next, 1)
+                         : bf16_sr_16 (s + i + j, cur, next, 0);
 
               if (stream && ((guintptr) (d + i + j) & 31) == 0)
                 _mm256_stream_si256 ((__m256i *) (d + i + j), v);

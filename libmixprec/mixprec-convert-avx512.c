@@ -155,15 +155,23 @@ bf16_sr_body (const gfloat *s,
       __m512i units0 = _mm512_add_epi32 (_mm512_setr_epi32 (0, 1, 2, 3, 4, 5, 6, 7,
                                                             8, 9, 10, 11, 12, 13, 14, 15),
                                          _MIXPREC_AVX512_I32 (index & 1));
-      /* Lanes past the run (and past 2^32 words) are hashed but unused. */
-      __m512i cur = _mixprec_avx512_sr_bits_keyed (key, k);
+      /* Word indices k .. k + 15, advanced by 16 per step; lanes past the
+       * run (and past 2^32 words) are hashed but unused. */
+      __m512i words = _mm512_add_epi32 (_mm512_setr_epi32 (0, 1, 2, 3, 4, 5, 6, 7,
+                                                           8, 9, 10, 11, 12, 13, 14, 15),
+                                        _MIXPREC_AVX512_I32 (k));
+      __m512i cur = _mixprec_avx512_sr_hash (words, key);
       gsize j = 0;
 
       for (; j + 32 <= run; j += 32)
         {
-          __m512i next = _mixprec_avx512_sr_bits_keyed (key, k += 16);
-          __m512i v = bf16_sr_32 (_mm512_loadu_ps (s + i + j), _mm512_loadu_ps (s + i + j + 16),
-                                  cur, next, units0);
+          __m512i next;
+          __m512i v;
+
+          words = _mm512_add_epi32 (words, _MIXPREC_AVX512_I32 (16));
+          next = _mixprec_avx512_sr_hash (words, key);
+          v = bf16_sr_32 (_mm512_loadu_ps (s + i + j), _mm512_loadu_ps (s + i + j + 16),
+                          cur, next, units0);
 
           if (stream && ((guintptr) (d + i + j) & 63) == 0)
             _mm512_stream_si512 ((void *) (d + i + j), v);
@@ -176,7 +184,7 @@ bf16_sr_body (const gfloat *s,
           gsize left = run - j;
           __mmask16 m0 = _mixprec_avx512_mask (left);
           __mmask16 m1 = _mixprec_avx512_mask (left > 16 ? left - 16 : 0);
-          __m512i next = _mixprec_avx512_sr_bits_keyed (key, k + 16);
+          __m512i next = _mixprec_avx512_sr_hash (_mm512_add_epi32 (words, _MIXPREC_AVX512_I32 (16)), key);
           __m512i v = bf16_sr_32 (_mm512_maskz_loadu_ps (m0, s + i + j),
                                   _mm512_maskz_loadu_ps (m1, s + i + j + MIN (left, 16)),
                                   cur, next, units0);

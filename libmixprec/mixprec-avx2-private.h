@@ -51,17 +51,26 @@ _mixprec_avx2_sr_round32 (__m256i x)
   return _mm256_xor_si256 (x, _mm256_srli_epi32 (x, 15));
 }
 
+/* _mixprec_sr_bits_keyed() of each lane of @index_lo. */
+static inline __m256i
+_mixprec_avx2_sr_hash (__m256i index_lo,
+                       guint64 key)
+{
+  __m256i x = _mixprec_avx2_sr_round32 (_mm256_xor_si256 (index_lo, _MIXPREC_AVX2_I32 ((guint32) key)));
+
+  x = _mm256_add_epi32 (x, _MIXPREC_AVX2_I32 ((guint32) (key >> 32)));
+  return _mixprec_avx2_sr_round32 (x);
+}
+
 /* _mixprec_sr_bits_keyed() for index_lo .. index_lo + 7, which must not wrap
  * past 2^32 (the key covers one block of 2^32 indices). */
 static inline __m256i
 _mixprec_avx2_sr_bits_keyed (guint64 key,
                              guint32 index_lo)
 {
-  __m256i x = _mm256_add_epi32 (_MIXPREC_AVX2_I32 (index_lo), _mm256_setr_epi32 (0, 1, 2, 3, 4, 5, 6, 7));
-
-  x = _mixprec_avx2_sr_round32 (_mm256_xor_si256 (x, _MIXPREC_AVX2_I32 ((guint32) key)));
-  x = _mm256_add_epi32 (x, _MIXPREC_AVX2_I32 ((guint32) (key >> 32)));
-  return _mixprec_avx2_sr_round32 (x);
+  return _mixprec_avx2_sr_hash (_mm256_add_epi32 (_MIXPREC_AVX2_I32 (index_lo),
+                                                  _mm256_setr_epi32 (0, 1, 2, 3, 4, 5, 6, 7)),
+                                key);
 }
 
 /* _mixprec_sr_bits() for indices @index0 .. @index0 + 7. It derives the
@@ -85,6 +94,21 @@ _mixprec_avx2_sr_bits (guint64 seed,
       return _mm256_loadu_si256 ((const __m256i *) r);
     }
   return _mixprec_avx2_sr_bits_keyed (_mixprec_sr_key (seed, (guint32) (index0 >> 32)), lo);
+}
+
+/* _mixprec_sr_bits16() for bfloat16 elements @index .. @index + 7, zero
+ * extended to 32-bit lanes: units o .. o + 7 (o = @index & 1) of the words
+ * from @index / 2 on. */
+static inline __m256i
+_mixprec_avx2_sr_bits16 (guint64 seed,
+                         guint64 index)
+{
+  __m256i words = _mixprec_avx2_sr_bits (seed, index >> 1);
+  __m128i lo = _mm256_castsi256_si128 (words);
+
+  if (index & 1)
+    lo = _mm_alignr_epi8 (_mm256_extracti128_si256 (words, 1), lo, 2);
+  return _mm256_cvtepu16_epi32 (lo);
 }
 
 /* ------------------------------------------------------------ rounding */
@@ -218,22 +242,30 @@ _mixprec_avx2_f32_to_bf16_rne (__m256 x)
   return _mixprec_avx2_pack_u16 (_mixprec_avx2_f32_to_bf16_rne_epi32 (x));
 }
 
+/* Stochastic rounding with @r16 below 2^16 (as _mixprec_avx2_sr_bits16()
+ * gives), as 32-bit lanes of bf16 bits, for callers that pack two vectors
+ * at once. Inf needs no care: adding at most 0xFFFF to its bits never
+ * carries into the kept ones. NaN is quieted as in round to nearest. */
+static inline __m256i
+_mixprec_avx2_f32_to_bf16_sr16_epi32 (__m256  x,
+                                      __m256i r16)
+{
+  __m256i u = _mm256_castps_si256 (x);
+  __m256i nan = _mm256_cmpgt_epi32 (_mm256_and_si256 (u, _MIXPREC_AVX2_I32 (0x7FFFFFFF)),
+                                    _MIXPREC_AVX2_I32 (0x7F800000));
+  __m256i s = _mm256_blendv_epi8 (_mm256_add_epi32 (u, r16),
+                                  _mm256_or_si256 (u, _MIXPREC_AVX2_I32 (0x00400000)), nan);
+
+  return _mm256_srli_epi32 (s, 16);
+}
+
 static inline __m128i
 _mixprec_avx2_f32_to_bf16_sr (__m256  x,
                               __m256i r)
 {
-  __m256i u = _mm256_castps_si256 (x);
-  __m256i special = _mm256_cmpgt_epi32 (_mm256_and_si256 (u, _MIXPREC_AVX2_I32 (0x7FFFFFFF)),
-                                        _MIXPREC_AVX2_I32 (0x7F7FFFFF));
-  __m256i nan = _mm256_cmpgt_epi32 (_mm256_and_si256 (u, _MIXPREC_AVX2_I32 (0x7FFFFFFF)),
-                                    _MIXPREC_AVX2_I32 (0x7F800000));
-  __m256i s;
+  __m256i r16 = _mm256_and_si256 (r, _MIXPREC_AVX2_I32 (0xFFFF));
 
-  /* Inf takes no random bits; NaN is quieted as in round to nearest. */
-  r = _mm256_andnot_si256 (special, _mm256_and_si256 (r, _MIXPREC_AVX2_I32 (0xFFFF)));
-  s = _mm256_add_epi32 (u, r);
-  s = _mm256_blendv_epi8 (s, _mm256_or_si256 (u, _MIXPREC_AVX2_I32 (0x00400000)), nan);
-  return _mixprec_avx2_pack_u16 (_mm256_srli_epi32 (s, 16));
+  return _mixprec_avx2_pack_u16 (_mixprec_avx2_f32_to_bf16_sr16_epi32 (x, r16));
 }
 
 /* ------------------------------------------------------------ float16 */

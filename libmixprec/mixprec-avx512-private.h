@@ -37,19 +37,27 @@ _mixprec_avx512_sr_round32 (__m512i x)
   return _mm512_xor_si512 (x, _mm512_srli_epi32 (x, 15));
 }
 
+/* _mixprec_sr_bits_keyed() of each lane of @index_lo. */
+static inline __m512i
+_mixprec_avx512_sr_hash (__m512i index_lo,
+                         guint64 key)
+{
+  __m512i x = _mixprec_avx512_sr_round32 (_mm512_xor_si512 (index_lo, _MIXPREC_AVX512_I32 ((guint32) key)));
+
+  x = _mm512_add_epi32 (x, _MIXPREC_AVX512_I32 ((guint32) (key >> 32)));
+  return _mixprec_avx512_sr_round32 (x);
+}
+
 /* _mixprec_sr_bits_keyed() for index_lo .. index_lo + 15, which must not
  * wrap past 2^32 (the key covers one block of 2^32 indices). */
 static inline __m512i
 _mixprec_avx512_sr_bits_keyed (guint64 key,
                                guint32 index_lo)
 {
-  __m512i x = _mm512_add_epi32 (_MIXPREC_AVX512_I32 (index_lo),
-                                _mm512_setr_epi32 (0, 1, 2, 3, 4, 5, 6, 7,
-                                                   8, 9, 10, 11, 12, 13, 14, 15));
-
-  x = _mixprec_avx512_sr_round32 (_mm512_xor_si512 (x, _MIXPREC_AVX512_I32 ((guint32) key)));
-  x = _mm512_add_epi32 (x, _MIXPREC_AVX512_I32 ((guint32) (key >> 32)));
-  return _mixprec_avx512_sr_round32 (x);
+  return _mixprec_avx512_sr_hash (_mm512_add_epi32 (_MIXPREC_AVX512_I32 (index_lo),
+                                                    _mm512_setr_epi32 (0, 1, 2, 3, 4, 5, 6, 7,
+                                                                       8, 9, 10, 11, 12, 13, 14, 15)),
+                                  key);
 }
 
 /* _mixprec_sr_bits() for indices @index0 .. @index0 + 15, deriving the key
@@ -70,6 +78,22 @@ _mixprec_avx512_sr_bits (guint64 seed,
       return _mm512_loadu_si512 (r);
     }
   return _mixprec_avx512_sr_bits_keyed (_mixprec_sr_key (seed, (guint32) (index0 >> 32)), lo);
+}
+
+/* _mixprec_sr_bits16() for bfloat16 elements @index .. @index + 15, zero
+ * extended to 32-bit lanes. One 16-lane hash of words @index / 2 onwards
+ * (nine of them are used), then each lane picks its 16-bit unit. */
+static inline __m512i
+_mixprec_avx512_sr_bits16 (guint64 seed,
+                           guint64 index)
+{
+  __m512i words = _mixprec_avx512_sr_bits (seed, index >> 1);
+  __m512i units = _mm512_add_epi32 (_mm512_setr_epi32 (0, 1, 2, 3, 4, 5, 6, 7,
+                                                       8, 9, 10, 11, 12, 13, 14, 15),
+                                    _MIXPREC_AVX512_I32 (index & 1));
+
+  /* Unit o + j of the words to the low half of lane j; high halves zero. */
+  return _mm512_maskz_permutexvar_epi16 ((__mmask32) 0x55555555, units, words);
 }
 
 /* ------------------------------------------------------------ rounding */
@@ -204,20 +228,29 @@ _mixprec_avx512_f32_to_bf16_rne (__m512 x)
   return _mm512_cvtepi32_epi16 (_mixprec_avx512_f32_to_bf16_rne_epi32 (x));
 }
 
+/* Stochastic rounding with @r16 below 2^16 (as _mixprec_avx512_sr_bits16()
+ * gives), as 32-bit lanes whose high halves are the bf16 bits, for callers
+ * that pack two vectors at once. Inf needs no care: adding at most 0xFFFF
+ * to its bits never carries into the kept ones. NaN is quieted as in
+ * round to nearest. */
+static inline __m512i
+_mixprec_avx512_f32_to_bf16_sr16_hi16 (__m512  x,
+                                       __m512i r16)
+{
+  __m512i u = _mm512_castps_si512 (x);
+  __mmask16 nan = _mm512_cmpgt_epi32_mask (_mm512_and_si512 (u, _MIXPREC_AVX512_I32 (0x7FFFFFFF)),
+                                           _MIXPREC_AVX512_I32 (0x7F800000));
+
+  return _mm512_mask_or_epi32 (_mm512_add_epi32 (u, r16), nan, u, _MIXPREC_AVX512_I32 (0x00400000));
+}
+
 static inline __m256i
 _mixprec_avx512_f32_to_bf16_sr (__m512  x,
                                 __m512i r)
 {
-  __m512i u = _mm512_castps_si512 (x);
-  __m512i a = _mm512_and_si512 (u, _MIXPREC_AVX512_I32 (0x7FFFFFFF));
-  __mmask16 finite = _mm512_cmple_epi32_mask (a, _MIXPREC_AVX512_I32 (0x7F7FFFFF));
-  __mmask16 nan = _mm512_cmpgt_epi32_mask (a, _MIXPREC_AVX512_I32 (0x7F800000));
-  __m512i s;
+  __m512i r16 = _mm512_and_si512 (r, _MIXPREC_AVX512_I32 (0xFFFF));
 
-  /* Inf takes no random bits; NaN is quieted as in round to nearest. */
-  s = _mm512_add_epi32 (u, _mm512_maskz_and_epi32 (finite, r, _MIXPREC_AVX512_I32 (0xFFFF)));
-  s = _mm512_mask_or_epi32 (s, nan, u, _MIXPREC_AVX512_I32 (0x00400000));
-  return _mm512_cvtepi32_epi16 (_mm512_srli_epi32 (s, 16));
+  return _mm512_cvtepi32_epi16 (_mm512_srli_epi32 (_mixprec_avx512_f32_to_bf16_sr16_hi16 (x, r16), 16));
 }
 
 /* ------------------------------------------------------------ float16 */

@@ -9,7 +9,8 @@
 
 /* Elements per thread below which waking a thread costs more than it
  * saves (a few microseconds): memory-bound kernels run at tens of GB/s,
- * stochastic rounding hashes each element and is about ten times slower.
+ * stochastic rounding hashes each element (each pair for bfloat16) and is
+ * several times slower.
  * Parts start on multiples of CONVERT_ALIGN elements: whole cache lines for
  * every dtype, whole SIMD vectors for every kernel. */
 #define CONVERT_MIN_CHUNK (1u << 17)
@@ -76,6 +77,30 @@ copy_f32 (gconstpointer src,
       } \
   }
 
+/* bfloat16 takes 16 random bits per element, half a word of the stream;
+ * its key changes every 2^33 indices. */
+static void
+f32_to_bf16_sr (gconstpointer src,
+                gpointer      dst,
+                gsize         n,
+                guint64       seed,
+                guint64       first_index)
+{
+  const gfloat *s = src;
+  guint16 *d = dst;
+
+  for (gsize i = 0; i < n; )
+    {
+      guint64 index = first_index + i;
+      guint64 key = _mixprec_sr_key (seed, (guint32) (index >> 33));
+      gsize run = _mixprec_sr_run_length16 (index, n - i);
+
+      for (gsize j = 0; j < run; j++)
+        d[i + j] = _mixprec_f32_to_bf16_sr (s[i + j], _mixprec_sr_half_keyed (key, index + j));
+      i += run;
+    }
+}
+
 DEFINE_DECODE (bf16_to_f32, guint16, _mixprec_bf16_to_f32)
 DEFINE_DECODE (f16_to_f32, guint16, _mixprec_f16_to_f32)
 DEFINE_DECODE (e4m3_to_f32, guint8, _mixprec_e4m3_to_f32)
@@ -84,7 +109,6 @@ DEFINE_ENCODE_RNE (f32_to_bf16_rne, guint16, _mixprec_f32_to_bf16_rne)
 DEFINE_ENCODE_RNE (f32_to_f16_rne, guint16, _mixprec_f32_to_f16_rne)
 DEFINE_ENCODE_RNE (f32_to_e4m3_rne, guint8, _mixprec_f32_to_e4m3_rne)
 DEFINE_ENCODE_RNE (f32_to_e5m2_rne, guint8, _mixprec_f32_to_e5m2_rne)
-DEFINE_ENCODE_SR (f32_to_bf16_sr, guint16, _mixprec_f32_to_bf16_sr)
 DEFINE_ENCODE_SR (f32_to_f16_sr, guint16, _mixprec_f32_to_f16_sr)
 DEFINE_ENCODE_SR (f32_to_e4m3_sr, guint8, _mixprec_f32_to_e4m3_sr)
 DEFINE_ENCODE_SR (f32_to_e5m2_sr, guint8, _mixprec_f32_to_e5m2_sr)
@@ -94,6 +118,7 @@ const _MixprecConvertKernels _mixprec_convert_kernels_scalar = {
   { copy_f32, f16_to_f32, bf16_to_f32, e4m3_to_f32, e5m2_to_f32 },
   { copy_f32, f32_to_f16_rne, f32_to_bf16_rne, f32_to_e4m3_rne, f32_to_e5m2_rne },
   { copy_f32, f32_to_f16_sr, f32_to_bf16_sr, f32_to_e4m3_sr, f32_to_e5m2_sr },
+  { NULL, NULL, NULL, NULL, NULL },
   { NULL, NULL, NULL, NULL, NULL },
   { NULL, NULL, NULL, NULL, NULL },
 };
@@ -167,7 +192,8 @@ convert_run (const _MixprecConvertKernels *kernels,
 
   /* Values that fit exactly round the same either way; skip the hashing. */
   if (rounding == MIXPREC_ROUNDING_STOCHASTIC && !_mixprec_dtype_is_exact_in (src_dtype, dst_dtype))
-    encode = kernels->from_f32_sr[dst_dtype];
+    encode = stream && kernels->from_f32_sr_stream[dst_dtype] != NULL
+             ? kernels->from_f32_sr_stream[dst_dtype] : kernels->from_f32_sr[dst_dtype];
   else if (stream && kernels->from_f32_rne_stream[dst_dtype] != NULL)
     encode = kernels->from_f32_rne_stream[dst_dtype];
   else
@@ -305,8 +331,12 @@ check_arguments (MixprecDType      src_dtype,
  * With %MIXPREC_ROUNDING_STOCHASTIC a value between two neighbours of
  * @dst_dtype becomes the upper one with probability equal to its distance
  * from the lower one, in units of their gap, so the result is unbiased.
- * The random bits of element i are a hash of @seed and
- * @first_index + i: the same inputs give the same bits whatever the
+ * The random bits come from a counter-based stream of 32-bit words, word
+ * k being a hash of @seed and k. Element i of a conversion to float16 or
+ * a float8 format takes word @first_index + i. bfloat16 needs only 16
+ * bits per element and takes half a word: the low 16 bits of word
+ * (@first_index + i) / 2 when @first_index + i is even, the high 16 bits
+ * when it is odd. So the same inputs give the same bits whatever the
  * number of threads or the SIMD level, and converting a slice of a larger
  * array with @first_index set to the slice's offset gives the bits that
  * converting the whole array gives. Values below the smallest subnormal s

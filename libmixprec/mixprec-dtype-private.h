@@ -297,8 +297,19 @@ _mixprec_f32_to_e5m2_sr (gfloat  f,
  * elements); the low half of the index goes through two lowbias32 rounds
  * (Wellons' hash-prospector constants), with half of the key mixed in
  * before each, so streams of different seeds are not shifted or permuted
- * copies of each other. Four 32-bit multiplies per element: cheap in
+ * copies of each other. Four 32-bit multiplies per 32-bit word: cheap in
  * 8-lane AVX2.
+ *
+ * float16 and the float8 formats take one whole word per element (element
+ * i: word i), since below their normal range they can use all 32 bits.
+ * bfloat16 only ever uses 16 bits per element, so it takes half a word:
+ * element i gets 16-bit unit i of the word stream read as little-endian
+ * 16-bit units, i.e. the low half of word i / 2 for even i and its high
+ * half for odd i (_mixprec_sr_bits16()). That halves the hashing of the
+ * conversion that matters most. For a fixed key the word hash is a
+ * bijection of the word index, so over each block of 2^32 words every
+ * (low, high) pair of halves occurs exactly once: the two elements that
+ * share a word are as independent as two uniform 16-bit draws.
  */
 
 static inline guint64
@@ -352,6 +363,33 @@ _mixprec_sr_run_length (guint64 index,
   return (gsize) MIN ((guint64) n, left);
 }
 
+/* The 16 random bits of bfloat16 element @index: half (@index & 1) of
+ * word @index / 2, whose key is _mixprec_sr_key (seed, @index >> 33). */
+static inline guint32
+_mixprec_sr_half_keyed (guint64 key,
+                        guint64 index)
+{
+  return (_mixprec_sr_bits_keyed (key, (guint32) (index >> 1)) >> ((guint) (index & 1) * 16)) & 0xFFFF;
+}
+
+static inline guint32
+_mixprec_sr_bits16 (guint64 seed,
+                    guint64 index)
+{
+  return (_mixprec_sr_bits (seed, index >> 1) >> ((guint) (index & 1) * 16)) & 0xFFFF;
+}
+
+/* How many of @n bfloat16 elements starting at @index share its key, i.e.
+ * lie before the next multiple of 2^33 (two elements per word). */
+static inline gsize
+_mixprec_sr_run_length16 (guint64 index,
+                          gsize   n)
+{
+  guint64 left = (G_GUINT64_CONSTANT (1) << 33) - (index & ((G_GUINT64_CONSTANT (1) << 33) - 1));
+
+  return (gsize) MIN ((guint64) n, left);
+}
+
 G_END_DECLS
 
 /* ------------------------------------------------------------ kernels
@@ -384,6 +422,7 @@ typedef struct {
    * last-level cache; NULL where there is no such kernel. */
   _MixprecConvertFunc to_f32_stream[MIXPREC_DTYPE_COUNT];
   _MixprecConvertFunc from_f32_rne_stream[MIXPREC_DTYPE_COUNT];
+  _MixprecConvertFunc from_f32_sr_stream[MIXPREC_DTYPE_COUNT];
 } _MixprecConvertKernels;
 
 extern const _MixprecConvertKernels _mixprec_convert_kernels_scalar;
@@ -395,6 +434,11 @@ extern const _MixprecConvertKernels _mixprec_convert_kernels_avx2;
 void _mixprec_avx2_sr_bits_store (guint64  seed,
                                   guint64  index0,
                                   guint32 *out);
+
+/* Stores _mixprec_avx2_sr_bits16 (seed, index) to @out[0..7]. */
+void _mixprec_avx2_sr_bits16_store (guint64  seed,
+                                    guint64  index,
+                                    guint32 *out);
 #endif
 #ifdef MIXPREC_HAVE_X86_AVX512
 extern const _MixprecConvertKernels _mixprec_convert_kernels_avx512;
@@ -404,6 +448,11 @@ extern const _MixprecConvertKernels _mixprec_convert_kernels_avx512;
 void _mixprec_avx512_sr_bits_store (guint64  seed,
                                     guint64  index0,
                                     guint32 *out);
+
+/* Stores _mixprec_avx512_sr_bits16 (seed, index) to @out[0..15]. */
+void _mixprec_avx512_sr_bits16_store (guint64  seed,
+                                      guint64  index,
+                                      guint32 *out);
 #endif
 
 /* The table for @level, or NULL when this build has no such kernels. */

@@ -398,7 +398,9 @@ typedef struct {
  *
  * The kernels produce the same bits as the library's CPU kernels:
  *   convert      dst[i] = src[i] converted (as mixprec_convert_array(), with
- *                stochastic-rounding bits drawn from (seed, first_index + i))
+ *                stochastic-rounding bits drawn from (seed, first_index + i):
+ *                word first_index + i of the stream, or for bf16 half of
+ *                word (first_index + i) / 2, as that function describes)
  *   accumulate   dst[i] = first ? round(src[i]) : round(dst[i] + src[i]),
  *                the sum formed in FP32 and rounded to nearest even once
  *   scale        buf[i] = round(buf[i] * factor), the product in FP32

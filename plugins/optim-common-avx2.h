@@ -45,7 +45,7 @@ _mixprec_optim_store_working8 (MixprecPluginDType     dtype,
   switch (dtype)
     {
     case MIXPREC_PLUGIN_DTYPE_BFLOAT16:
-      _mm_storeu_si128 (w16, sr ? _mixprec_avx2_f32_to_bf16_sr (p, _mixprec_avx2_sr_bits (seed, index))
+      _mm_storeu_si128 (w16, sr ? _mixprec_avx2_f32_to_bf16_sr (p, _mixprec_avx2_sr_bits16 (seed, index))
                                 : _mixprec_avx2_f32_to_bf16_rne (p));
       break;
     case MIXPREC_PLUGIN_DTYPE_FLOAT16:

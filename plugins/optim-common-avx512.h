@@ -53,7 +53,7 @@ _mixprec_optim_store_working16 (MixprecPluginDType     dtype,
   switch (dtype)
     {
     case MIXPREC_PLUGIN_DTYPE_BFLOAT16:
-      _mm256_mask_storeu_epi16 (w16, m, sr ? _mixprec_avx512_f32_to_bf16_sr (p, _mixprec_avx512_sr_bits (seed, index))
+      _mm256_mask_storeu_epi16 (w16, m, sr ? _mixprec_avx512_f32_to_bf16_sr (p, _mixprec_avx512_sr_bits16 (seed, index))
                                            : _mixprec_avx512_f32_to_bf16_rne (p));
       break;
     case MIXPREC_PLUGIN_DTYPE_FLOAT16:

@@ -267,7 +267,7 @@ _mixprec_optim_store1 (const _MixprecOptimRange *r,
     {
     case MIXPREC_PLUGIN_DTYPE_BFLOAT16:
       ((guint16 *) r->working)[i] =
-        sr ? _mixprec_f32_to_bf16_sr (p, _mixprec_sr_bits (a->seed, a->first_index + i))
+        sr ? _mixprec_f32_to_bf16_sr (p, _mixprec_sr_bits16 (a->seed, a->first_index + i))
            : _mixprec_f32_to_bf16_rne (p);
       break;
     case MIXPREC_PLUGIN_DTYPE_FLOAT16:

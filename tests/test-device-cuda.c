@@ -486,9 +486,11 @@ test_convert (void)
 {
   g_autoptr(_MixprecDevice) device = open_or_skip ();
   g_autoptr(GRand) rand = g_rand_new_with_seed (1234);
-  /* Sizes not a multiple of anything, and a window crossing 2^32 in the
-   * random stream, where the key of stochastic rounding changes. */
-  static const guint64 first_indices[] = { 0, 7, G_GUINT64_CONSTANT (0xFFFFFFFF) - 1000 };
+  /* Sizes not a multiple of anything, and windows crossing 2^32 and 2^33
+   * in the random stream, where the key of stochastic rounding changes
+   * (for bfloat16, which takes half a word per element, at 2^33). */
+  static const guint64 first_indices[] = { 0, 7, G_GUINT64_CONSTANT (0xFFFFFFFF) - 1000,
+                                           G_GUINT64_CONSTANT (0x1FFFFFFFF) - 1001 };
   const gsize n = N_RANDOM + 77;
 
   if (device == NULL)
@@ -716,6 +718,8 @@ static const OptShape shapes[] = {
   /* The gradient misaligned against the rest: one element at a time. */
   { 2051, 0, 5, 1 },
   { 2051, 2, G_GUINT64_CONSTANT (0xFFFFFFFF) - 1000, 3 },
+  /* bfloat16's key (half a word per element) changes at 2^33. */
+  { 4099, 1, G_GUINT64_CONSTANT (0x1FFFFFFFF) - 2001, 0 },
 };
 
 static void

@@ -687,6 +687,17 @@ test_simd_streaming (gconstpointer data)
               g_assert_cmpmem (a + offset, len * size, b + offset, len * size);
               with_stream++;
             }
+          if (simd->from_f32_sr_stream[d] != NULL && offset % size == 0)
+            {
+              /* Even and odd first indices, and one where the key of the
+               * stream changes inside the array. */
+              guint64 first = offset % 3 == 0 ? offset : (G_GUINT64_CONSTANT (1) << 33) - 2 * offset - 1;
+
+              scalar->from_f32_sr[d] (in, a + offset, len, 77, first);
+              simd->from_f32_sr_stream[d] (in, b + offset, len, 77, first);
+              g_assert_cmpmem (a + offset, len * size, b + offset, len * size);
+              with_stream++;
+            }
           if (simd->to_f32_stream[d] != NULL && offset % 4 == 0)
             {
               /* Decode the bits just encoded (random bits for 16-bit
@@ -873,6 +884,104 @@ test_stochastic_bits_uniform (void)
   g_assert_cmpuint (same_low, <=, 16 + 6 * 4);
 }
 
+/* bfloat16 elements 2k and 2k + 1 take the two halves of one word of the
+ * stream. Those halves, and the halves of neighbouring words, must be as
+ * independent as two uniform draws: the top (then the bottom) four bits
+ * of units i and i + 1, over 2^20 values of i, fill the 256 cells of
+ * their joint table with a chi-square statistic (255 degrees of freedom:
+ * mean 255, standard deviation sqrt (510)) below 6 standard deviations
+ * above its mean; for i even (one word) and odd (two words), across the
+ * change of key at 2^33. */
+static void
+test_stochastic_bits16_pairs (void)
+{
+  const guint64 n = 1 << 20;
+  const guint64 first = (G_GUINT64_CONSTANT (1) << 33) - n;
+
+  for (guint parity = 0; parity < 2; parity++)
+    for (guint shift = 0; shift <= 12; shift += 12)
+      {
+        guint64 cells[256] = { 0 };
+        gdouble expected = (gdouble) n / 256;
+        gdouble chi2 = 0;
+
+        for (guint64 k = 0; k < n; k++)
+          {
+            guint64 i = first + 2 * k + parity;
+            guint32 a = (_mixprec_sr_bits16 (5, i) >> shift) & 0xF;
+            guint32 b = (_mixprec_sr_bits16 (5, i + 1) >> shift) & 0xF;
+
+            cells[a << 4 | b]++;
+          }
+        for (guint c = 0; c < 256; c++)
+          chi2 += (cells[c] - expected) * (cells[c] - expected) / expected;
+        g_test_message ("units i, i + 1 (i %s), bits %u..%u: chi-square %.1f",
+                        parity == 0 ? "even" : "odd", shift, shift + 3, chi2);
+        g_assert_cmpfloat (chi2, <=, 255 + 6 * sqrt (2 * 255));
+      }
+}
+
+/* The same at the level of rounding, through every kernel table: with x
+ * at even indices rounding up with probability p and y at odd ones with
+ * probability q, a pair of neighbours rounds up together with probability
+ * p q, within 6 binomial standard deviations; for pairs that share a word
+ * (first index 0) and pairs that straddle two (first index 1). */
+static void
+check_bfloat16_pairs (const _MixprecConvertKernels *k,
+                      gfloat                        x,
+                      gfloat                        y,
+                      guint64                       first_index)
+{
+  const gsize n = 1 << 20;
+  const gsize pairs = n / 2;
+  g_autofree gfloat *in = g_new (gfloat, n);
+  g_autofree guint16 *out = g_new (guint16, n);
+  guint16 x_lo = (guint16) (_mixprec_f32_bits (x) >> 16), y_lo = (guint16) (_mixprec_f32_bits (y) >> 16);
+  /* Both are positive and inexact: the fraction of a quantum of 2^-16 of
+   * the fp32 bits that lies above the lower neighbour. */
+  gdouble p = (_mixprec_f32_bits (x) & 0xFFFF) / 65536.0;
+  gdouble q = (_mixprec_f32_bits (y) & 0xFFFF) / 65536.0;
+  gsize n_x = 0, n_y = 0, n_both = 0;
+
+  for (gsize i = 0; i < n; i++)
+    in[i] = i % 2 == 0 ? x : y;
+  _mixprec_convert_run (k, MIXPREC_DTYPE_FLOAT32, in, MIXPREC_DTYPE_BFLOAT16, out, n,
+                        MIXPREC_ROUNDING_STOCHASTIC, 314, first_index);
+  for (gsize i = 0; i < n; i += 2)
+    {
+      gboolean up_x = out[i] != x_lo, up_y = out[i + 1] != y_lo;
+
+      g_assert_true (out[i] == x_lo || out[i] == x_lo + 1);
+      g_assert_true (out[i + 1] == y_lo || out[i + 1] == y_lo + 1);
+      n_x += up_x;
+      n_y += up_y;
+      n_both += up_x && up_y;
+    }
+  g_test_message ("%s first %" G_GUINT64_FORMAT ": p %.4f (%.4f) q %.4f (%.4f) pq %.4f (%.4f)",
+                  k->name, first_index, p, (gdouble) n_x / pairs, q, (gdouble) n_y / pairs,
+                  p * q, (gdouble) n_both / pairs);
+  g_assert_cmpfloat (fabs ((gdouble) n_x / pairs - p), <=, 6 * sqrt (p * (1 - p) / pairs));
+  g_assert_cmpfloat (fabs ((gdouble) n_y / pairs - q), <=, 6 * sqrt (q * (1 - q) / pairs));
+  g_assert_cmpfloat (fabs ((gdouble) n_both / pairs - p * q), <=, 6 * sqrt (p * q * (1 - p * q) / pairs));
+}
+
+static void
+test_stochastic_bfloat16_pairs (void)
+{
+  /* Fractions 1/4 and 5/8, 21845/65536 (about 1/3) and 1/2 of a quantum. */
+  const gfloat xs[] = { 1.0f + 0x4000p-23f, 3.0f + 0x5555p-22f };
+  const gfloat ys[] = { 1.0f + 0xA000p-23f, 0.75f + 0x8000p-24f };
+
+  for (guint v = 0; v < G_N_ELEMENTS (xs); v++)
+    for (guint64 first = 0; first < 2; first++)
+      {
+        check_bfloat16_pairs (scalar_kernels (), xs[v], ys[v], first);
+        for (guint l = 0; l < G_N_ELEMENTS (simd_levels); l++)
+          if (simd_kernels (simd_levels[l]) != NULL)
+            check_bfloat16_pairs (simd_kernels (simd_levels[l]), xs[v], ys[v], first);
+      }
+}
+
 static void
 test_stochastic_reproducible (void)
 {
@@ -973,17 +1082,32 @@ test_stochastic_slices (void)
     }
 }
 
-/* Element i uses exactly _mixprec_sr_bits (seed, first_index + i), also
- * where the index crosses a multiple of 2^32 (where the key changes) and
- * near the top of the 64-bit range. */
+/* The 16 random bits of bfloat16 element @index, as documented: the low
+ * half of word index / 2 of the stream for an even index, its high half
+ * for an odd one. */
+static guint32
+bits16_of_words (guint64 seed,
+                 guint64 index)
+{
+  guint32 word = _mixprec_sr_bits (seed, index / 2);
+
+  return index % 2 == 0 ? word & 0xFFFF : word >> 16;
+}
+
+/* Element i uses exactly word first_index + i of the stream (half of word
+ * (first_index + i) / 2 for bfloat16), also where the word index crosses
+ * a multiple of 2^32 (where the key changes), from even and odd first
+ * indices, and near the top of the 64-bit range. */
 static void
 test_stochastic_index_boundaries (void)
 {
-  const guint64 firsts[] = { 0, (G_GUINT64_CONSTANT (1) << 32) - 37,
-                             (G_GUINT64_CONSTANT (7) << 32) - 3, G_MAXUINT64 - 60 };
-  const gsize n = 61;
-  gfloat in[61];
-  guint16 out[61];
+  const guint64 firsts[] = { 0, 1, (G_GUINT64_CONSTANT (1) << 32) - 37,
+                             (G_GUINT64_CONSTANT (7) << 32) - 3,
+                             (G_GUINT64_CONSTANT (1) << 33) - 37, (G_GUINT64_CONSTANT (1) << 33) - 70,
+                             (G_GUINT64_CONSTANT (5) << 33) - 1, G_MAXUINT64 - 100, G_MAXUINT64 - 101 };
+  const gsize n = 101;
+  gfloat in[101];
+  guint16 out[101];
   const _MixprecConvertKernels *tables[] = {
     scalar_kernels (), simd_kernels (_MIXPREC_SIMD_AVX2), simd_kernels (_MIXPREC_SIMD_AVX512),
   };
@@ -1000,12 +1124,15 @@ test_stochastic_index_boundaries (void)
           g_assert_cmphex (out[i], ==, _mixprec_f32_to_f16_sr (in[i], _mixprec_sr_bits (8, firsts[j] + i)));
         tables[t]->from_f32_sr[MIXPREC_DTYPE_BFLOAT16] (in, out, n, 8, firsts[j]);
         for (gsize i = 0; i < n; i++)
-          g_assert_cmphex (out[i], ==, _mixprec_f32_to_bf16_sr (in[i], _mixprec_sr_bits (8, firsts[j] + i)));
+          g_assert_cmphex (out[i], ==, _mixprec_f32_to_bf16_sr (in[i], bits16_of_words (8, firsts[j] + i)));
+        for (gsize i = 0; i < n; i++)
+          g_assert_cmphex (_mixprec_sr_bits16 (8, firsts[j] + i), ==, bits16_of_words (8, firsts[j] + i));
       }
 }
 
-/* The 8- and 16-lane random bits plugins use equal the scalar ones, also
- * where the lanes' indices straddle a change of key. */
+/* The 8- and 16-lane random bits plugins use equal the scalar ones (whole
+ * words, and bfloat16's half words), also where the lanes' indices
+ * straddle a change of key. */
 static void
 test_simd_random_bits (gconstpointer data)
 {
@@ -1033,6 +1160,21 @@ test_simd_random_bits (gconstpointer data)
 #endif
         for (guint i = 0; i < width; i++)
           g_assert_cmphex (lanes[i], ==, _mixprec_sr_bits (seeds[s], starts[j] + i));
+
+        /* The bfloat16 halves, from even and odd indices. */
+        for (guint64 o = 0; o < 2; o++)
+          {
+            guint64 start = starts[j] - MIN (starts[j], o);
+
+            if (level == _MIXPREC_SIMD_AVX2)
+              _mixprec_avx2_sr_bits16_store (seeds[s], start, lanes);
+#ifdef MIXPREC_HAVE_X86_AVX512
+            else
+              _mixprec_avx512_sr_bits16_store (seeds[s], start, lanes);
+#endif
+            for (guint i = 0; i < width && start + i >= start; i++)
+              g_assert_cmphex (lanes[i], ==, bits16_of_words (seeds[s], start + i));
+          }
       }
 #else
   g_test_skip ("this build has no x86-64 SIMD kernels");
@@ -1397,6 +1539,8 @@ main (int argc, char **argv)
   g_test_add_func ("/dtype/stochastic/neighbours", test_stochastic_neighbours);
   g_test_add_func ("/dtype/stochastic/unbiased", test_stochastic_unbiased);
   g_test_add_func ("/dtype/stochastic/bits-uniform", test_stochastic_bits_uniform);
+  g_test_add_func ("/dtype/stochastic/bits16-pairs", test_stochastic_bits16_pairs);
+  g_test_add_func ("/dtype/stochastic/bfloat16-pairs", test_stochastic_bfloat16_pairs);
   g_test_add_func ("/dtype/stochastic/reproducible", test_stochastic_reproducible);
   g_test_add_func ("/dtype/stochastic/slices", test_stochastic_slices);
   g_test_add_func ("/dtype/stochastic/index-boundaries", test_stochastic_index_boundaries);

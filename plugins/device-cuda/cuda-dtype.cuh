@@ -263,6 +263,21 @@ mp_sr_bits (uint64_t seed, uint64_t index)
   return mp_sr_bits_keyed (mp_sr_key (seed, (uint32_t) (index >> 32)), (uint32_t) index);
 }
 
+/* _mixprec_sr_bits16: bfloat16 takes 16 bits per element, the low (even
+ * index) or high (odd index) half of word index / 2; its key changes every
+ * 2^33 elements. */
+CUDA_DTYPE_F (uint32_t)
+mp_sr_half_keyed (uint64_t key, uint64_t index)
+{
+  return (mp_sr_bits_keyed (key, (uint32_t) (index >> 1)) >> ((unsigned) (index & 1) * 16)) & 0xFFFF;
+}
+
+CUDA_DTYPE_F (uint32_t)
+mp_sr_bits16 (uint64_t seed, uint64_t index)
+{
+  return (mp_sr_bits (seed, index >> 1) >> ((unsigned) (index & 1) * 16)) & 0xFFFF;
+}
+
 /* ------------------------------------------------------------ by dtype
  * Element types as template parameters: DT is a MixprecPluginDType. */
 

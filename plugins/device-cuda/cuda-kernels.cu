@@ -19,7 +19,7 @@
 /* ------------------------------------------------------------ convert */
 
 /* dst[i] = src[i] rounded to DT, with the random bits of element
- * first_index + i for stochastic rounding. */
+ * first_index + i for stochastic rounding (half a word for bfloat16). */
 template <int S, int D, bool SR>
 static __global__ void
 __launch_bounds__ (MIXPREC_CUDA_THREADS)
@@ -32,7 +32,8 @@ convert_kernel (const typename MpType<S>::T *__restrict__ src,
       float f = mp_to_f32<S> (src[i]);
 
       if constexpr (SR)
-        dst[i] = mp_from_f32_sr<D> (f, mp_sr_bits (seed, first_index + i));
+        dst[i] = mp_from_f32_sr<D> (f, D == 2 ? mp_sr_bits16 (seed, first_index + i)
+                                              : mp_sr_bits (seed, first_index + i));
       else
         dst[i] = mp_from_f32_rne<D> (f);
     }

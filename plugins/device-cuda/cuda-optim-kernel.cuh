@@ -112,6 +112,16 @@ load4 (const void *base, size_t i, float out[VEC])
     }
 }
 
+/* The word of the random stream that element @index draws from: its own
+ * for fp16, half of word index / 2 for bf16 (W == 2). The key depends on
+ * the high half of the word index. */
+template <int W>
+static __device__ __forceinline__ uint32_t
+sr_key_hi (uint64_t index)
+{
+  return (uint32_t) ((W == 2 ? index >> 1 : index) >> 32);
+}
+
 /* The working copy of p for element index (first_index + i). */
 template <int W>
 static __device__ __forceinline__ typename MpType<W>::T
@@ -119,7 +129,10 @@ round_working (const MixprecCudaOptimLaunch &L, float p, uint64_t key, uint64_t 
 {
   if (W == 0 || !L.stochastic)
     return mp_from_f32_rne<W> (p);
-  return mp_from_f32_sr<W> (p, mp_sr_bits_keyed (key, (uint32_t) index));
+  if constexpr (W == 2)
+    return mp_from_f32_sr<W> (p, mp_sr_half_keyed (key, index));
+  else
+    return mp_from_f32_sr<W> (p, mp_sr_bits_keyed (key, (uint32_t) index));
 }
 
 template <int W>
@@ -131,7 +144,7 @@ store1 (const MixprecCudaOptimLaunch &L, size_t i, float p)
   if constexpr (W >= 0)
     {
       uint64_t index = L.first_index + i;
-      uint64_t key = W != 0 && L.stochastic ? mp_sr_key (L.seed, (uint32_t) (index >> 32)) : 0;
+      uint64_t key = W != 0 && L.stochastic ? mp_sr_key (L.seed, sr_key_hi<W> (index)) : 0;
 
       ((typename MpType<W>::T *) L.working)[i] = round_working<W> (L, p, key, index);
     }
@@ -148,15 +161,16 @@ store4 (const MixprecCudaOptimLaunch &L, size_t i, const float p[VEC])
   else if constexpr (W > 0)
     {
       uint64_t index = L.first_index + i;
-      uint32_t hi = (uint32_t) (index >> 32);
+      uint32_t hi = sr_key_hi<W> (index);
       uint64_t key = L.stochastic ? mp_sr_key (L.seed, hi) : 0;
       uint16_t h[VEC];
 
       for (int j = 0; j < VEC; j++)
         {
-          /* The key changes where the index crosses a multiple of 2^32. */
-          if (L.stochastic && (uint32_t) ((index + j) >> 32) != hi)
-            key = mp_sr_key (L.seed, hi = (uint32_t) ((index + j) >> 32));
+          /* The key changes where the word index crosses a multiple of
+           * 2^32. */
+          if (L.stochastic && sr_key_hi<W> (index + j) != hi)
+            key = mp_sr_key (L.seed, hi = sr_key_hi<W> (index + j));
           h[j] = round_working<W> (L, p[j], key, index + j);
         }
       *(uint2 *) ((uint16_t *) L.working + i) =

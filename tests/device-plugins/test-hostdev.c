@@ -254,8 +254,16 @@ hd_convert (void *device, const void *src, MixprecPluginDType src_dtype, void *d
       return MIXPREC_PLUGIN_OK;
     }
   for (size_t i = 0; i < n; i++)
-    store (dst, dst_dtype, i, load (src, src_dtype, i), stochastic,
-           stochastic ? _mixprec_sr_bits (seed, first_index + i) : 0);
+    {
+      uint64_t index = first_index + i;
+      /* bfloat16 takes the low (even index) or high (odd) half of word
+       * index / 2 of the stream; the other formats word index. */
+      uint32_t r = dst_dtype == MIXPREC_PLUGIN_DTYPE_BFLOAT16
+                   ? (_mixprec_sr_bits (seed, index / 2) >> (index % 2 == 0 ? 0 : 16)) & 0xFFFF
+                   : _mixprec_sr_bits (seed, index);
+
+      store (dst, dst_dtype, i, load (src, src_dtype, i), stochastic, stochastic ? r : 0);
+    }
   return MIXPREC_PLUGIN_OK;
 }
 

@@ -289,7 +289,7 @@ _mixprec_optim_state_bf16 (float    v,
                            uint64_t seed,
                            uint64_t index)
 {
-  return sr ? _mixprec_f32_to_bf16_sr (v, _mixprec_sr_bits (seed, index))
+  return sr ? _mixprec_f32_to_bf16_sr (v, _mixprec_sr_bits16 (seed, index))
             : _mixprec_f32_to_bf16_rne (v);
 }
 

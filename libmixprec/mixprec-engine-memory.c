@@ -79,9 +79,10 @@ report_of (const guint64 *bytes)
   r.working = bytes[BUF_WORKING] + bytes[BUF_PERSISTENT];
   r.gradients = bytes[BUF_GRADIENTS];
   r.accumulation = bytes[BUF_ACCUM];
-  r.masters = bytes[BUF_MASTERS];
-  r.optimizer_state = bytes[BUF_STATE];
-  r.communication = bytes[BUF_STAGING] + bytes[BUF_GATHERED] + bytes[BUF_NORM];
+  r.masters = bytes[BUF_MASTERS] + bytes[BUF_HOST_MASTERS];
+  r.optimizer_state = bytes[BUF_STATE] + bytes[BUF_HOST_STATE];
+  r.communication = bytes[BUF_STAGING] + bytes[BUF_GATHERED] + bytes[BUF_NORM] +
+                    bytes[BUF_HOST_STAGING];
   r.total = r.working + r.gradients + r.accumulation + r.masters + r.optimizer_state +
             r.communication;
   return mixprec_memory_report_copy (&r);
@@ -200,8 +201,15 @@ plan_bytes (MixprecConfig *config,
                                       mixprec_config_get_param_persistence_threshold (config));
   _mixprec_engine_group_shape (&dt, _mixprec_engine_wire_dtype (&dt), units, world, stage, probe->gas,
                                FALSE, _mixprec_engine_staging_budget (config), &shape);
+  if (probe->offload && world > 1)
+    {
+      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
+                   "zero_optimization.offload_optimizer: optimizer offload runs on one "
+                   "process only for now, not on %u ranks", world);
+      return FALSE;
+    }
   _mixprec_engine_add_shape_bytes (bytes, &dt, &shape, mixprec_feature_get_n_state_slots (probe->optimizer),
-                                   probe->state_dtype);
+                                   probe->state_dtype, probe->offload);
   if (stage >= 3)
     {
       /* What the trainer holds gathered, plus the prefetch window, never

@@ -338,6 +338,7 @@ typedef struct {
   guint n_pieces;
   guint64 *starts;           /* n_pieces + 1 prefix sums of n */
   gboolean zero_grad;        /* zero each gradient once the optimizer read it */
+  gboolean on_host;          /* host buffers, whatever the group's device */
   GMutex lock;
   GError *error;
 } StepJob;
@@ -360,7 +361,7 @@ step_run_range (StepJob *job, const OptPiece *p, guint64 off, guint64 n)
     }
   args.base = job->args;
   args.base.first_index = p->first_index + off;
-  args.base.device_stream = _mixprec_device_get_stream (g->device);
+  args.base.device_stream = job->on_host ? NULL : _mixprec_device_get_stream (g->device);
   args.state_dtypes = state_dtypes;
   /* The state follows the weights' rounding, from a stream of its own. */
   args.state_rounding = job->args.rounding;
@@ -431,8 +432,129 @@ step_chunk (gsize begin, gsize end, gpointer data)
     }
 }
 
-/* Runs the optimizer over @pieces: across the thread pool on the host, a
- * call per piece on a device. */
+static gboolean run_pieces (MixprecEngine                *self,
+                            Group                        *g,
+                            const MixprecOptimizerStepV1 *args,
+                            MixprecDType                  grad_dtype,
+                            const OptPiece               *pieces,
+                            guint                         n_pieces,
+                            gboolean                      zero_grad,
+                            gboolean                      on_host,
+                            GError                      **error);
+
+/* Offload: the optimizer over @pieces in host memory, bucket by bucket.
+ * The masters and the state are the host's; each bucket's gradients come
+ * down (in the dtype the step reads: the accumulation dtype, else the
+ * gradient dtype, as they are, so the bits the cpu optimizer sees are
+ * the device's), the step runs across the thread pool exactly as on the
+ * cpu engine (element-wise and told each range's first index, so cutting
+ * changes no bit), and the new working copies go up. Without a separate
+ * master (fp32, or bf16 without masters) the working copy is the value
+ * the optimizer updates: it comes down with the gradients.
+ *
+ * Two buffers alternate so that bucket k + 1 can come down while bucket k
+ * steps and goes up. Device plugins of ABI 1.x have no pinned host memory
+ * and their copies to the host wait for the stream, so today the
+ * transfers are issued in order from this thread and overlap the step
+ * only as far as a copy to the device returns before it has landed; the
+ * buffer discipline is the one an asynchronous transfer queue needs. */
+typedef struct {
+  const OptPiece *piece;
+  guint64 off;
+  guint64 n;
+} Bucket;
+
+/* Where a bucket's working copy is on the device, and whether it comes
+ * down too (no host master: it is the value the optimizer updates, the
+ * FP32 working copy, or the low-precision one). */
+static gpointer
+bucket_device_working (Group *g, const Bucket *b, gboolean *down)
+{
+  const OptPiece *p = b->piece;
+  gpointer base = !g->dtypes.has_master && p->master != NULL ? (gpointer) p->master : p->working;
+
+  *down = !g->dtypes.has_master;
+  return base != NULL ? _mixprec_engine_at (base, g->dtypes.working, b->off) : NULL;
+}
+
+static gboolean
+bucket_down (Group *g, const Bucket *b, MixprecDType grad_dtype, guint buffer, GError **error)
+{
+  gboolean down;
+  gpointer dwork = bucket_device_working (g, b, &down);
+
+  return _mixprec_device_copy (g->device, g->offload_grad[buffer],
+                               _mixprec_engine_at ((gpointer) b->piece->grad, grad_dtype, b->off),
+                               b->n * mixprec_dtype_get_size (grad_dtype),
+                               MIXPREC_PLUGIN_COPY_DEVICE_TO_HOST, error) &&
+         (!down || dwork == NULL ||
+          _mixprec_device_copy (g->device, g->offload_working[buffer], dwork,
+                                b->n * mixprec_dtype_get_size (g->dtypes.working),
+                                MIXPREC_PLUGIN_COPY_DEVICE_TO_HOST, error));
+}
+
+static gboolean
+run_pieces_offloaded (MixprecEngine                *self,
+                      Group                        *g,
+                      const MixprecOptimizerStepV1 *args,
+                      MixprecDType                  grad_dtype,
+                      const OptPiece               *pieces,
+                      guint                         n_pieces,
+                      GError                      **error)
+{
+  g_autoptr(GArray) buckets = g_array_new (FALSE, FALSE, sizeof (Bucket));
+
+  for (guint i = 0; i < n_pieces; i++)
+    for (guint64 off = 0; off < pieces[i].n; off += g->offload_elements)
+      {
+        Bucket b = { &pieces[i], off, MIN (g->offload_elements, pieces[i].n - off) };
+
+        g_array_append_val (buckets, b);
+      }
+  if (buckets->len > 0 && !bucket_down (g, &g_array_index (buckets, Bucket, 0), grad_dtype, 0, error))
+    return FALSE;
+  for (guint k = 0; k < buckets->len; k++)
+    {
+      const Bucket *b = &g_array_index (buckets, Bucket, k);
+      const OptPiece *p = b->piece;
+      guint buffer = k % 2;
+      gpointer hwork = g->offload_working[buffer];
+      gboolean down;
+      gpointer dwork = bucket_device_working (g, b, &down);
+      OptPiece host = *p;
+
+      /* The next bucket comes down into the other buffer, whose upload
+       * (bucket k - 1) was queued before it. */
+      if (k + 1 < buckets->len &&
+          !bucket_down (g, b + 1, grad_dtype, buffer ^ 1, error))
+        return FALSE;
+      host.first_index = p->first_index + b->off;
+      host.n = b->n;
+      host.grad = g->offload_grad[buffer];
+      host.state_at = p->state_at + b->off;
+      if (g->dtypes.has_master)
+        {
+          host.master = p->master + b->off;
+          host.working = p->working != NULL ? hwork : NULL;
+        }
+      else
+        {
+          host.master = p->master != NULL ? hwork : NULL;
+          host.working = p->master != NULL ? NULL : hwork;
+        }
+      if (!run_pieces (self, g, args, grad_dtype, &host, 1, FALSE, TRUE, error))
+        return FALSE;
+      if (dwork != NULL &&
+          !_mixprec_device_copy (g->device, dwork, hwork, b->n * mixprec_dtype_get_size (g->dtypes.working),
+                                 MIXPREC_PLUGIN_COPY_HOST_TO_DEVICE, error))
+        return FALSE;
+    }
+  return TRUE;
+}
+
+/* Runs the optimizer over @pieces: across the thread pool on the host
+ * (@on_host: host buffers of an engine on a device), a call per piece on a
+ * device. */
 static gboolean
 run_pieces (MixprecEngine                *self,
             Group                        *g,
@@ -441,17 +563,22 @@ run_pieces (MixprecEngine                *self,
             const OptPiece               *pieces,
             guint                         n_pieces,
             gboolean                      zero_grad,
+            gboolean                      on_host,
             GError                      **error)
 {
-  StepJob job = { self, g, *args, grad_dtype, pieces, n_pieces, NULL, zero_grad, { 0 }, NULL };
-  g_autofree guint64 *starts = g_new (guint64, n_pieces + 1);
+  StepJob job = { self, g, *args, grad_dtype, pieces, n_pieces, NULL, zero_grad, on_host, { 0 }, NULL };
+  g_autofree guint64 *starts = NULL;
+
+  if (self->offload && !on_host)
+    return run_pieces_offloaded (self, g, args, grad_dtype, pieces, n_pieces, error);
+  starts = g_new (guint64, n_pieces + 1);
 
   starts[0] = 0;
   for (guint i = 0; i < n_pieces; i++)
     starts[i + 1] = starts[i] + pieces[i].n;
   job.starts = starts;
   g_mutex_init (&job.lock);
-  if (g->device == NULL)
+  if (g->device == NULL || on_host)
     _mixprec_parallel_for (starts[n_pieces], _MIXPREC_ENGINE_MIN_CHUNK, 64, step_chunk, &job);
   else
     for (guint i = 0; i < n_pieces; i++)
@@ -591,7 +718,7 @@ step_gathered_windows (MixprecEngine                *self,
               p.grad = _mixprec_engine_at (scratch, g->dtypes.accum, (guint64) r * w);
               at[n++] = p;
             }
-          if (!run_pieces (self, g, args, g->dtypes.accum, at, n, FALSE, error))
+          if (!run_pieces (self, g, args, g->dtypes.accum, at, n, FALSE, FALSE, error))
             return FALSE;
         }
     }
@@ -655,7 +782,7 @@ apply_optimizer (MixprecEngine *self,
        * goes, while they are in the cache (clearing skips them). */
       zero_grad = self->world == 1 && g->accum == NULL && g->device == NULL;
       if (!run_pieces (self, g, &args, grad_dtype, (const OptPiece *) pieces->data, pieces->len,
-                       zero_grad, error))
+                       zero_grad, FALSE, error))
         return FALSE;
       g->grad_zeroed = zero_grad;
     }

@@ -2037,11 +2037,14 @@ check_optimizer_and_scheduler (Loader   *l,
 
   if (optimizer_ok)
     {
-      feature = _mixprec_optimizer_resolve (s->optimizer_type, s->optimizer_params, s->device,
+      /* Offloaded, the optimizer is the cpu one whatever the device. */
+      const gchar *where = s->offload_optimizer == _MIXPREC_OFFLOAD_CPU ? "cpu" : s->device;
+
+      feature = _mixprec_optimizer_resolve (s->optimizer_type, s->optimizer_params, where,
                                             &hparams, &n, errors, warnings);
       /* A plugin for another device is not loadable on every machine
        * that checks a configuration; its schema is the cpu one's. */
-      if (feature == NULL && !g_str_equal (s->device, "cpu"))
+      if (feature == NULL && !g_str_equal (where, "cpu"))
         {
           g_autoptr(GString) cpu_errors = g_string_new (NULL);
 

@@ -132,7 +132,13 @@ mixprec_engine_get_memory_report (MixprecEngine *self)
  * - "gradient staging": slots gradients collect in on their way to the
  *   reduce-scatter;
  * - "gradient norm blocks": the sum-of-squares blocks of this rank and,
- *   across ranks, of every rank.
+ *   across ranks, of every rank;
+ * - with zero_optimization.offload_optimizer "cpu" on a device, "FP32
+ *   master weights (host)" and "optimizer state (host)" in place of the
+ *   device's, and "offload staging (host)": the two host buffers a bucket
+ *   of gradients comes down into and its working copies go up from.
+ *   Every other buffer is in the device's memory (on the "cpu" device,
+ *   everything is host memory).
  *
  * Returns: (transfer full) (element-type MixprecMemoryBuffer): the
  *   buffers, in the order above, those never allocated nor planned left
@@ -272,8 +278,9 @@ mixprec_memory_plan_new (MixprecConfig *config,
  *
  * Predicts, buffer by buffer (see mixprec_engine_list_buffers()), what
  * one rank holds for these parameters registered as one group (the same
- * module type), as the engine lays them out. Every field of each buffer
- * holds the prediction.
+ * module type), as the engine lays them out (for mixprec.device, which
+ * this machine need not have: offloaded buffers carry the " (host)"
+ * suffix). Every field of each buffer holds the prediction.
  *
  * Returns: (transfer full) (element-type MixprecMemoryBuffer): the
  *   buffers, or %NULL with @error set

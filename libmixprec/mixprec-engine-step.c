@@ -452,12 +452,14 @@ static gboolean run_pieces (MixprecEngine                *self,
  * master (fp32, or bf16 without masters) the working copy is the value
  * the optimizer updates: it comes down with the gradients.
  *
- * Two buffers alternate so that bucket k + 1 can come down while bucket k
- * steps and goes up. Device plugins of ABI 1.x have no pinned host memory
- * and their copies to the host wait for the stream, so today the
- * transfers are issued in order from this thread and overlap the step
- * only as far as a copy to the device returns before it has landed; the
- * buffer discipline is the one an asynchronous transfer queue needs. */
+ * Transfers run on a thread of their own, in the order they are asked
+ * for, while the step runs on the calling thread and the pool: bucket
+ * k + 1 comes down while bucket k steps. Two buffers alternate; a buffer
+ * is refilled (download k + 2) only after the upload that read it
+ * (bucket k) was asked for, and the queue keeps that order. The device
+ * sees one thread at a time: the engine calls nothing else on it until
+ * the transfer thread is joined. Device plugins of ABI 1.x have no pinned
+ * host memory, so a copy runs at pageable-memory speed. */
 typedef struct {
   const OptPiece *piece;
   guint64 off;
@@ -477,20 +479,91 @@ bucket_device_working (Group *g, const Bucket *b, gboolean *down)
   return base != NULL ? _mixprec_engine_at (base, g->dtypes.working, b->off) : NULL;
 }
 
+typedef struct {
+  Group *group;
+  MixprecDType grad_dtype;
+  GArray *buckets;           /* Bucket */
+  GAsyncQueue *queue;        /* 1 + bucket, negated for an upload; 0 quits */
+  GMutex lock;
+  GCond cond;
+  guint downloaded;          /* buckets down so far (they come in order) */
+  GError *error;             /* the first failure; later transfers are skipped */
+} Transfers;
+
 static gboolean
-bucket_down (Group *g, const Bucket *b, MixprecDType grad_dtype, guint buffer, GError **error)
+bucket_down (Transfers *t, guint k, GError **error)
 {
+  Group *g = t->group;
+  const Bucket *b = &g_array_index (t->buckets, Bucket, k);
   gboolean down;
   gpointer dwork = bucket_device_working (g, b, &down);
 
-  return _mixprec_device_copy (g->device, g->offload_grad[buffer],
-                               _mixprec_engine_at ((gpointer) b->piece->grad, grad_dtype, b->off),
-                               b->n * mixprec_dtype_get_size (grad_dtype),
+  return _mixprec_device_copy (g->device, g->offload_grad[k % 2],
+                               _mixprec_engine_at ((gpointer) b->piece->grad, t->grad_dtype, b->off),
+                               b->n * mixprec_dtype_get_size (t->grad_dtype),
                                MIXPREC_PLUGIN_COPY_DEVICE_TO_HOST, error) &&
          (!down || dwork == NULL ||
-          _mixprec_device_copy (g->device, g->offload_working[buffer], dwork,
+          _mixprec_device_copy (g->device, g->offload_working[k % 2], dwork,
                                 b->n * mixprec_dtype_get_size (g->dtypes.working),
                                 MIXPREC_PLUGIN_COPY_DEVICE_TO_HOST, error));
+}
+
+static gboolean
+bucket_up (Transfers *t, guint k, GError **error)
+{
+  Group *g = t->group;
+  const Bucket *b = &g_array_index (t->buckets, Bucket, k);
+  gboolean down;
+  gpointer dwork = bucket_device_working (g, b, &down);
+
+  return dwork == NULL ||
+         _mixprec_device_copy (g->device, dwork, g->offload_working[k % 2],
+                               b->n * mixprec_dtype_get_size (g->dtypes.working),
+                               MIXPREC_PLUGIN_COPY_HOST_TO_DEVICE, error);
+}
+
+static gpointer
+transfer_thread (gpointer data)
+{
+  Transfers *t = data;
+
+  for (;;)
+    {
+      gintptr job = (gintptr) GPOINTER_TO_SIZE (g_async_queue_pop (t->queue)) - G_MAXINT;
+      GError *local = NULL;
+      gboolean failed;
+
+      if (job == 0)
+        break;
+      g_mutex_lock (&t->lock);
+      failed = t->error != NULL;
+      g_mutex_unlock (&t->lock);
+      if (!failed)
+        {
+          if (job > 0)
+            bucket_down (t, (guint) (job - 1), &local);
+          else
+            bucket_up (t, (guint) (-job - 1), &local);
+        }
+      g_mutex_lock (&t->lock);
+      if (local != NULL && t->error == NULL)
+        t->error = local;
+      else
+        g_clear_error (&local);
+      if (job > 0)
+        t->downloaded++;
+      g_cond_broadcast (&t->cond);
+      g_mutex_unlock (&t->lock);
+    }
+  return NULL;
+}
+
+/* Asks the transfer thread for job @job (see Transfers.queue), offset so
+ * that no job is a NULL pointer, which the queue refuses. */
+static void
+transfer_push (Transfers *t, gintptr job)
+{
+  g_async_queue_push (t->queue, GSIZE_TO_POINTER ((gsize) (job + G_MAXINT)));
 }
 
 static gboolean
@@ -503,6 +576,9 @@ run_pieces_offloaded (MixprecEngine                *self,
                       GError                      **error)
 {
   g_autoptr(GArray) buckets = g_array_new (FALSE, FALSE, sizeof (Bucket));
+  Transfers t = { g, grad_dtype, buckets, NULL, { 0 }, { 0 }, 0, NULL };
+  GError *local = NULL;
+  GThread *thread;
 
   for (guint i = 0; i < n_pieces; i++)
     for (guint64 off = 0; off < pieces[i].n; off += g->offload_elements)
@@ -511,26 +587,42 @@ run_pieces_offloaded (MixprecEngine                *self,
 
         g_array_append_val (buckets, b);
       }
-  if (buckets->len > 0 && !bucket_down (g, &g_array_index (buckets, Bucket, 0), grad_dtype, 0, error))
-    return FALSE;
-  for (guint k = 0; k < buckets->len; k++)
+  if (buckets->len == 0)
+    return TRUE;
+  t.queue = g_async_queue_new ();
+  g_mutex_init (&t.lock);
+  g_cond_init (&t.cond);
+  thread = g_thread_try_new ("mixprec-offload", transfer_thread, &t, &local);
+  if (thread == NULL)
+    {
+      g_propagate_prefixed_error (error, local, "step %" G_GUINT64_FORMAT ": offload transfers: ",
+                                  self->steps);
+      g_async_queue_unref (t.queue);
+      g_mutex_clear (&t.lock);
+      g_cond_clear (&t.cond);
+      return FALSE;
+    }
+  transfer_push (&t, 1);
+  for (guint k = 0; k < buckets->len && local == NULL; k++)
     {
       const Bucket *b = &g_array_index (buckets, Bucket, k);
       const OptPiece *p = b->piece;
-      guint buffer = k % 2;
-      gpointer hwork = g->offload_working[buffer];
-      gboolean down;
-      gpointer dwork = bucket_device_working (g, b, &down);
+      gpointer hwork = g->offload_working[k % 2];
       OptPiece host = *p;
+      gboolean failed;
 
-      /* The next bucket comes down into the other buffer, whose upload
-       * (bucket k - 1) was queued before it. */
-      if (k + 1 < buckets->len &&
-          !bucket_down (g, b + 1, grad_dtype, buffer ^ 1, error))
-        return FALSE;
+      if (k + 1 < buckets->len)
+        transfer_push (&t, (gintptr) k + 2);
+      g_mutex_lock (&t.lock);
+      while (t.downloaded <= k && t.error == NULL)
+        g_cond_wait (&t.cond, &t.lock);
+      failed = t.error != NULL;
+      g_mutex_unlock (&t.lock);
+      if (failed)
+        break;
       host.first_index = p->first_index + b->off;
       host.n = b->n;
-      host.grad = g->offload_grad[buffer];
+      host.grad = g->offload_grad[k % 2];
       host.state_at = p->state_at + b->off;
       if (g->dtypes.has_master)
         {
@@ -542,12 +634,25 @@ run_pieces_offloaded (MixprecEngine                *self,
           host.master = p->master != NULL ? hwork : NULL;
           host.working = p->master != NULL ? NULL : hwork;
         }
-      if (!run_pieces (self, g, args, grad_dtype, &host, 1, FALSE, TRUE, error))
-        return FALSE;
-      if (dwork != NULL &&
-          !_mixprec_device_copy (g->device, dwork, hwork, b->n * mixprec_dtype_get_size (g->dtypes.working),
-                                 MIXPREC_PLUGIN_COPY_HOST_TO_DEVICE, error))
-        return FALSE;
+      if (!run_pieces (self, g, args, grad_dtype, &host, 1, FALSE, TRUE, &local))
+        break;
+      transfer_push (&t, -(gintptr) k - 1);
+    }
+  transfer_push (&t, 0);
+  g_thread_join (thread);
+  g_async_queue_unref (t.queue);
+  g_mutex_clear (&t.lock);
+  g_cond_clear (&t.cond);
+  if (local == NULL && t.error != NULL)
+    {
+      local = g_steal_pointer (&t.error);
+      g_prefix_error (&local, "step %" G_GUINT64_FORMAT ": offload transfers: ", self->steps);
+    }
+  g_clear_error (&t.error);
+  if (local != NULL)
+    {
+      g_propagate_error (error, local);
+      return FALSE;
     }
   return TRUE;
 }

@@ -721,6 +721,79 @@ read_stage3_elements (Loader      *l,
     *out = (guint64) i;
 }
 
+/* zero_optimization.offload_optimizer (and DeepSpeed's deprecated
+ * cpu_offload / cpu_offload_use_pin_memory): where the FP32 masters and the
+ * optimizer state live. Whether "cpu" changes anything depends on
+ * mixprec.device, read later: resolve_offload() says so. */
+static void
+load_offload_optimizer (Loader     *l,
+                        JsonObject *zero)
+{
+  static const gchar *const known[] = { "device", "pin_memory", NULL };
+  /* DeepSpeedZeroOffloadOptimizerConfig's other fields serve "nvme" only,
+   * except ratio (partial offload). */
+  static const IgnoredKey ignored[] = {
+    { "nvme_path", "null", NULL },
+    { "buffer_count", "4", NULL },
+    { "pipeline_read", "false", NULL },
+    { "pipeline_write", "false", NULL },
+    { "pipeline", "false", NULL },
+    { "fast_init", "false", NULL },
+    { "ratio", "1.0", "partial optimizer offload is not implemented; all of it is offloaded" },
+    { NULL, NULL, NULL }
+  };
+  static const gchar *const devices[] = { "none", "cpu", "nvme", NULL };
+  MixprecConfigSettings *s = l->s;
+  g_autofree gchar *path = NULL;
+  JsonNode *node;
+  gboolean on = FALSE;
+
+  if (json_object_has_member (zero, "cpu_offload") &&
+      read_bool (l, zero, "zero_optimization", "cpu_offload", &on) && on)
+    {
+      s->offload_optimizer = _MIXPREC_OFFLOAD_CPU;
+      g_free (s->offload_path);
+      s->offload_path = g_strdup ("zero_optimization.cpu_offload");
+    }
+  if (json_object_has_member (zero, "cpu_offload_use_pin_memory"))
+    read_bool (l, zero, "zero_optimization", "cpu_offload_use_pin_memory", &s->offload_pin_memory);
+
+  node = lookup (l, zero, "zero_optimization", "offload_optimizer", &path);
+  if (node == NULL || JSON_NODE_HOLDS_NULL (node))
+    return;
+  if (!JSON_NODE_HOLDS_OBJECT (node))
+    {
+      report_invalid (l, path, "a JSON object such as {\"device\": \"cpu\"}", node);
+      return;
+    }
+  if (on)
+    _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_CONFLICT,
+                                  "zero_optimization.cpu_offload: the same setting as %s; give only one",
+                                  path);
+  check_members (l, json_node_get_object (node), path, known, ignored,
+                 "a DeepSpeed offload setting libmixprec does not implement", FALSE);
+  if (json_object_has_member (json_node_get_object (node), "device"))
+    {
+      guint device = 0;
+
+      if (read_choice (l, json_node_get_object (node), path, "device", devices, &device))
+        {
+          if (device == _MIXPREC_OFFLOAD_NVME)
+            _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_UNSUPPORTED,
+                                          "%s.device: \"nvme\" (ZeRO-Infinity) is not implemented; "
+                                          "use \"cpu\" to keep the optimizer in host memory", path);
+          else
+            s->offload_optimizer = device;
+        }
+    }
+  read_bool (l, json_node_get_object (node), path, "pin_memory", &s->offload_pin_memory);
+  if (s->offload_optimizer != _MIXPREC_OFFLOAD_NONE)
+    {
+      g_free (s->offload_path);
+      s->offload_path = g_steal_pointer (&path);
+    }
+}
+
 static void
 load_zero (Loader     *l,
            JsonObject *root)
@@ -730,7 +803,8 @@ load_zero (Loader     *l,
     "contiguous_gradients",
     "stage3_prefetch_bucket_size", "prefetch_bucket_size",
     "stage3_param_persistence_threshold", "param_persistence_threshold",
-    "stage3_max_live_parameters", "max_live_parameters", NULL
+    "stage3_max_live_parameters", "max_live_parameters",
+    "offload_optimizer", "cpu_offload", "cpu_offload_use_pin_memory", NULL
   };
   /* Real DeepSpeed keys (runtime/zero/config.py): accepted so that real
    * configurations load, reported when they ask for something. */
@@ -742,13 +816,9 @@ load_zero (Loader     *l,
     { "elastic_checkpoint", "false", NULL },
     { "offload_param", "null",
       "parameter offload is not implemented; parameters stay on the configured device" },
-    { "offload_optimizer", "null",
-      "optimizer offload is not implemented; optimizer state stays on the configured device" },
     { "zenflow", "null", NULL },
     { "sub_group_size", "1000000000", NULL },
-    { "cpu_offload", "false", "deprecated DeepSpeed key; optimizer offload is not implemented" },
     { "cpu_offload_param", "false", "deprecated DeepSpeed key; parameter offload is not implemented" },
-    { "cpu_offload_use_pin_memory", "false", NULL },
     { "model_persistence_threshold", "9223372036854775807", NULL },
     { "stage3_model_persistence_threshold", "9223372036854775807", NULL },
     { "max_reuse_distance", "1000000000", NULL },
@@ -831,6 +901,7 @@ load_zero (Loader     *l,
   read_stage3_elements (l, o, "prefetch_bucket_size", &s->prefetch_bucket_size);
   read_stage3_elements (l, o, "param_persistence_threshold", &s->param_persistence_threshold);
   read_stage3_elements (l, o, "max_live_parameters", &s->max_live_parameters);
+  load_offload_optimizer (l, o);
 }
 
 /* "auto" anywhere in optimizer or scheduler params is an unfilled Hugging
@@ -1896,6 +1967,25 @@ resolve_scaler (Loader *l)
     }
 }
 
+/* What offload_optimizer "cpu" means depends on the device. */
+static void
+resolve_offload (Loader *l)
+{
+  MixprecConfigSettings *s = l->s;
+
+  if (s->offload_optimizer != _MIXPREC_OFFLOAD_CPU)
+    return;
+  if (g_str_equal (s->device, "cpu"))
+    _mixprec_config_report_warning (l->report,
+                                    "%s: mixprec.device is \"cpu\", so the FP32 masters and the "
+                                    "optimizer state are in host memory and step on the CPU already; "
+                                    "there is nothing to offload", s->offload_path);
+  else if (s->offload_pin_memory)
+    _mixprec_config_report_warning (l->report,
+                                    "%s.pin_memory: device plugins of ABI 1.x have no pinned host "
+                                    "memory; the offloaded buffers are pageable", s->offload_path);
+}
+
 static void
 resolve_rest (Loader *l)
 {
@@ -1947,11 +2037,14 @@ check_optimizer_and_scheduler (Loader   *l,
 
   if (optimizer_ok)
     {
-      feature = _mixprec_optimizer_resolve (s->optimizer_type, s->optimizer_params, s->device,
+      /* Offloaded, the optimizer is the cpu one whatever the device. */
+      const gchar *where = s->offload_optimizer == _MIXPREC_OFFLOAD_CPU ? "cpu" : s->device;
+
+      feature = _mixprec_optimizer_resolve (s->optimizer_type, s->optimizer_params, where,
                                             &hparams, &n, errors, warnings);
       /* A plugin for another device is not loadable on every machine
        * that checks a configuration; its schema is the cpu one's. */
-      if (feature == NULL && !g_str_equal (s->device, "cpu"))
+      if (feature == NULL && !g_str_equal (where, "cpu"))
         {
           g_autoptr(GString) cpu_errors = g_string_new (NULL);
 
@@ -2082,6 +2175,7 @@ _mixprec_config_settings_load (MixprecConfigSettings *settings,
   resolve_dtypes (&l);
   resolve_scaler (&l);
   resolve_rest (&l);
+  resolve_offload (&l);
   check_optimizer_and_scheduler (&l, optimizer_ok, scheduler_ok);
 
   /* Strict: whatever would only have been warned about refuses the
@@ -2139,6 +2233,7 @@ _mixprec_config_settings_init_defaults (MixprecConfigSettings *s)
   s->raise_at_min_scale = TRUE;
   s->comm_backend = g_strdup ("auto");
   s->device = g_strdup ("cpu");
+  s->offload_optimizer = _MIXPREC_OFFLOAD_NONE;
 }
 
 void
@@ -2154,4 +2249,5 @@ _mixprec_config_settings_clear (MixprecConfigSettings *s)
   g_clear_pointer (&s->fp32_params, g_strfreev);
   g_clear_pointer (&s->comm_backend, g_free);
   g_clear_pointer (&s->device, g_free);
+  g_clear_pointer (&s->offload_path, g_free);
 }

@@ -118,10 +118,28 @@ typedef struct
   gboolean raise_at_min_scale;
   gchar   *comm_backend;
   gchar   *device;
+  guint    offload_optimizer;     /* _MixprecOffload */
+  gboolean offload_pin_memory;
+  gchar   *offload_path;          /* the key that asked for it, for messages */
   gboolean strict;
   guint    weight_decay_exempt;   /* _MixprecWeightDecayExempt */
   gboolean fp32_check_grad_overflow;  /* mixprec.check_grad_overflow */
 } MixprecConfigSettings;
+
+/* zero_optimization.offload_optimizer.device, in the order of the JSON
+ * choices. */
+typedef enum
+{
+  _MIXPREC_OFFLOAD_NONE = 0,
+  _MIXPREC_OFFLOAD_CPU,
+  _MIXPREC_OFFLOAD_NVME,                 /* refused by the loader */
+} _MixprecOffload;
+
+/* TRUE for offload_optimizer "cpu": an engine on a device (not "cpu",
+ * where they are in host memory anyway) keeps the FP32 masters and the
+ * optimizer state in host memory and steps there. */
+gboolean _mixprec_config_get_offload_optimizer (MixprecConfig *config);
+gboolean _mixprec_config_get_offload_pin_memory (MixprecConfig *config);
 
 /* mixprec.weight_decay_exempt: which parameters the optimizer's weight
  * decay skips. */

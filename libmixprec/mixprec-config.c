@@ -549,6 +549,15 @@ mixprec_config_to_data (MixprecConfig *self,
   json_builder_add_int_value (b, (gint64) s->param_persistence_threshold);
   json_builder_set_member_name (b, "stage3_max_live_parameters");
   json_builder_add_int_value (b, (gint64) s->max_live_parameters);
+  json_builder_set_member_name (b, "offload_optimizer");
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "device");
+  /* What is in effect: on the "cpu" device nothing moves. */
+  json_builder_add_string_value (b, s->offload_optimizer == _MIXPREC_OFFLOAD_CPU &&
+                                    !g_str_equal (s->device, "cpu") ? "cpu" : "none");
+  json_builder_set_member_name (b, "pin_memory");
+  json_builder_add_boolean_value (b, s->offload_pin_memory);
+  json_builder_end_object (b);
   json_builder_end_object (b);
 
   /* The optimizer as the engine will run it, every parameter shown; an
@@ -603,6 +612,20 @@ mixprec_config_to_data (MixprecConfig *self,
   if (length != NULL)
     *length = text->len;
   return g_string_free (text, FALSE);
+}
+
+gboolean
+_mixprec_config_get_offload_optimizer (MixprecConfig *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_CONFIG (self), FALSE);
+  return self->settings.offload_optimizer == _MIXPREC_OFFLOAD_CPU;
+}
+
+gboolean
+_mixprec_config_get_offload_pin_memory (MixprecConfig *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_CONFIG (self), FALSE);
+  return self->settings.offload_pin_memory;
 }
 
 guint

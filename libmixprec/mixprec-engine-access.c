@@ -28,7 +28,8 @@ read_whole_values (Group         *g,
   const Segment *seg = _mixprec_engine_segment_of (g, po);
 
   if (seg->master != NULL)
-    return _mixprec_device_download (g->device, seg->master + (po + begin - seg->master_base),
+    return _mixprec_device_download (seg->master == g->master ? g->state_device : g->device,
+                                     seg->master + (po + begin - seg->master_base),
                                      MIXPREC_DTYPE_FLOAT32, out, MIXPREC_DTYPE_FLOAT32,
                                      end - begin, error);
   return _mixprec_device_download (g->device,
@@ -190,7 +191,7 @@ mixprec_engine_get_optimizer_state (MixprecEngine *self,
         g_autofree gfloat *out = g_new (gfloat, MAX (numel, 1));
 
         /* bfloat16 state widens exactly. */
-        if (!_mixprec_device_download (g->device, _mixprec_engine_at (g->states[i], self->state_dtype, s->offset),
+        if (!_mixprec_device_download (g->state_device, _mixprec_engine_at (g->states[i], self->state_dtype, s->offset),
                                        self->state_dtype, out, MIXPREC_DTYPE_FLOAT32, numel, error))
           return NULL;
         return g_bytes_new_take (g_steal_pointer (&out), numel * sizeof (gfloat));
@@ -301,8 +302,9 @@ add_mirror (Group        *g,
                                MIXPREC_PLUGIN_COPY_DEVICE_TO_HOST, error);
 }
 
-/* Host copies of every buffer a checkpoint reads or writes: the working
- * copy, the masters and the optimizer state. */
+/* Host copies of every device buffer a checkpoint reads or writes: the
+ * working copy, the masters and the optimizer state (unless offloaded:
+ * then they are in host memory already). */
 static gboolean
 mirror_group (MixprecEngine *self,
               Group         *g,
@@ -313,8 +315,11 @@ mirror_group (MixprecEngine *self,
 
   _mixprec_engine_drop_mirrors (g);
   g->mirrors = g_array_new (FALSE, FALSE, sizeof (HostMirror));
-  if (!add_mirror (g, g->working, n_working * mixprec_dtype_get_size (g->dtypes.working), error) ||
-      !add_mirror (g, g->master, n_state * sizeof (gfloat), error))
+  if (!add_mirror (g, g->working, n_working * mixprec_dtype_get_size (g->dtypes.working), error))
+    return FALSE;
+  if (g->state_device == NULL)
+    return TRUE;
+  if (!add_mirror (g, g->master, n_state * sizeof (gfloat), error))
     return FALSE;
   for (guint k = 0; k < mixprec_feature_get_n_state_slots (self->optimizer); k++)
     if (!add_mirror (g, g->states[k], n_state * mixprec_dtype_get_size (self->state_dtype), error))
@@ -323,7 +328,7 @@ mirror_group (MixprecEngine *self,
 }
 
 /* The host address of device address @p inside one of @g's mirrors;
- * @p itself on the host. */
+ * @p itself on the host (offloaded masters and state included). */
 static gpointer
 host_view (Group *g, gconstpointer p)
 {
@@ -337,6 +342,8 @@ host_view (Group *g, gconstpointer p)
       if ((const guint8 *) p >= base && (const guint8 *) p <= base + m->bytes)
         return (guint8 *) m->host + ((const guint8 *) p - base);
     }
+  if (g->state_device == NULL)
+    return (gpointer) p;
   g_return_val_if_reached (NULL);
 }
 
@@ -526,6 +533,26 @@ round_working (MixprecEngine *self,
   _mixprec_engine_values_at (self, g, u, e, &master, &state_at, &working);
   if (working == NULL || master == NULL)
     return TRUE;
+  if (g->device != NULL && g->state_device == NULL)
+    {
+      /* Offloaded masters: rounded on the host as the step rounds them,
+       * then copied up. */
+      gsize wsize = mixprec_dtype_get_size (g->dtypes.working);
+      g_autofree guint8 *host = g_try_malloc (MAX (n * wsize, 1));
+
+      if (host == NULL)
+        {
+          g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_PARAM,
+                       "out of memory rounding %" G_GUINT64_FORMAT " restored master weights", n);
+          return FALSE;
+        }
+      return mixprec_convert_array (MIXPREC_DTYPE_FLOAT32, master, g->dtypes.working, host, n,
+                                    stochastic ? MIXPREC_ROUNDING_STOCHASTIC : MIXPREC_ROUNDING_NEAREST_EVEN,
+                                    stochastic ? _mixprec_engine_step_seed (self, g->index) : 0,
+                                    u->index + e, error) &&
+             _mixprec_device_copy (g->device, working, host, n * wsize,
+                                   MIXPREC_PLUGIN_COPY_HOST_TO_DEVICE, error);
+    }
   return _mixprec_device_convert (g->device, master, MIXPREC_DTYPE_FLOAT32, working, g->dtypes.working, n,
                                   stochastic ? MIXPREC_ROUNDING_STOCHASTIC : MIXPREC_ROUNDING_NEAREST_EVEN,
                                   stochastic ? _mixprec_engine_step_seed (self, g->index) : 0,

@@ -128,6 +128,13 @@ typedef struct {
   GArray *pending;           /* Pending: reductions in flight */
   gdouble *hparams;          /* the optimizer's values for this group */
   _MixprecDevice *device;    /* where the buffers live (NULL: host memory) */
+  _MixprecDevice *state_device;  /* where the masters and optimizer state live:
+                                    @device, or NULL when offloaded */
+  /* Offload: host buffers a bucket of gradients comes down into and its
+   * working copies go up from, two of each (see run_pieces_offloaded()). */
+  gpointer offload_grad[2];
+  gpointer offload_working[2];
+  guint64 offload_elements;  /* per buffer */
   GError *device_error;      /* the first failure of a device kernel in a pass */
   GArray *mirrors;           /* HostMirror: device buffers copied for checkpoints */
   gdouble *norm;             /* block sums: this rank's, then (ranks) every rank's */
@@ -156,6 +163,10 @@ typedef enum {
   BUF_STATE,
   BUF_STAGING,
   BUF_NORM,
+  /* Offload: the same buffers in host memory, and the transfer buffers. */
+  BUF_HOST_MASTERS,
+  BUF_HOST_STATE,
+  BUF_HOST_STAGING,
   N_BUFS
 } BufferKind;
 
@@ -210,6 +221,7 @@ struct _MixprecEngine
   guint64 seed;
   gboolean stochastic;
   gboolean overlap;
+  gboolean offload;          /* masters and optimizer state in host memory */
 };
 
 /* Elements of each buffer one group needs on this rank, from its units.
@@ -229,7 +241,14 @@ typedef struct {
   guint64 slot_elements;     /* wire dtype, per staging slot */
   guint64 n_slots;
   guint64 norm_blocks;       /* doubles (host) */
+  MixprecDType step_grad;    /* the dtype the optimizer reads gradients in */
 } GroupShape;
+
+/* Elements per offload transfer buffer: a bucket the size of a staging
+ * slot, so that one bucket's transfer is long enough to run at full
+ * bandwidth and two of them stay small beside the model. */
+#define _MIXPREC_OFFLOAD_BUCKET_ELEMENTS _MIXPREC_SLOT_MAX_ELEMENTS
+guint64 _mixprec_engine_offload_elements (const GroupShape *shape);
 
 typedef struct {
   MixprecDType dtype;
@@ -282,7 +301,8 @@ void _mixprec_engine_add_shape_bytes (guint64                   *bytes,
                                       const _MixprecParamDTypes *dt,
                                       const GroupShape          *s,
                                       guint                      n_slots,
-                                      MixprecDType               state_dtype);
+                                      MixprecDType               state_dtype,
+                                      gboolean                   offload);
 
 /* Allocations through these are what the memory report counts. */
 gpointer _mixprec_engine_alloc (MixprecEngine  *self,

@@ -23,6 +23,9 @@ const gchar * const _mixprec_engine_buffer_names[N_BUFS] = {
   [BUF_STATE] = "optimizer state",
   [BUF_STAGING] = "gradient staging",
   [BUF_NORM] = "gradient norm blocks",
+  [BUF_HOST_MASTERS] = "FP32 master weights (host)",
+  [BUF_HOST_STATE] = "optimizer state (host)",
+  [BUF_HOST_STAGING] = "offload staging (host)",
 };
 
 /* ---------------------------------------------------------------- allocation */
@@ -221,6 +224,7 @@ _mixprec_engine_group_shape (const _MixprecParamDTypes *dt,
       shape->accum = shape->local_n;
     }
 
+  shape->step_grad = world == 1 && shape->accum_mode == ACCUM_NONE ? dt->grad : dt->accum;
   if (dt->has_master)
     shape->master = stage >= 1 ? shape->local_n : shape->padded;
   shape->state = stage >= 1 ? shape->local_n : shape->padded;
@@ -239,12 +243,19 @@ _mixprec_engine_group_shape (const _MixprecParamDTypes *dt,
     }
 }
 
+guint64
+_mixprec_engine_offload_elements (const GroupShape *shape)
+{
+  return MAX (MIN (shape->padded, _MIXPREC_OFFLOAD_BUCKET_ELEMENTS), 1);
+}
+
 void
 _mixprec_engine_add_shape_bytes (guint64                   *bytes,
                                  const _MixprecParamDTypes *dt,
                                  const GroupShape          *s,
                                  guint                      n_slots,
-                                 MixprecDType               state_dtype)
+                                 MixprecDType               state_dtype,
+                                 gboolean                   offload)
 {
   gsize wsize = mixprec_dtype_get_size (dt->working);
 
@@ -252,8 +263,11 @@ _mixprec_engine_add_shape_bytes (guint64                   *bytes,
   bytes[BUF_PERSISTENT] += s->persistent * wsize;
   bytes[BUF_GRADIENTS] += s->grad * mixprec_dtype_get_size (dt->grad);
   bytes[BUF_ACCUM] += s->accum * mixprec_dtype_get_size (dt->accum);
-  bytes[BUF_MASTERS] += s->master * sizeof (gfloat);
-  bytes[BUF_STATE] += s->state * mixprec_dtype_get_size (state_dtype) * n_slots;
+  bytes[offload ? BUF_HOST_MASTERS : BUF_MASTERS] += s->master * sizeof (gfloat);
+  bytes[offload ? BUF_HOST_STATE : BUF_STATE] += s->state * mixprec_dtype_get_size (state_dtype) * n_slots;
+  if (offload)
+    bytes[BUF_HOST_STAGING] += 2 * _mixprec_engine_offload_elements (s) *
+                               (mixprec_dtype_get_size (s->step_grad) + wsize);
   bytes[BUF_STAGING] += s->n_slots * s->slot_elements *
                         mixprec_dtype_get_size (_mixprec_engine_wire_dtype (dt));
   bytes[BUF_NORM] += s->norm_blocks * sizeof (gdouble);
@@ -326,7 +340,7 @@ init_param (MixprecEngine *self,
       guint64 a = whole ? e0 : lo, b = whole ? e0 + numel : hi;
 
       if (a < b &&
-          !_mixprec_device_upload (self->device, v + (a - e0) * isize, init->dtype,
+          !_mixprec_device_upload (g->state_device, v + (a - e0) * isize, init->dtype,
                                    whole ? (gpointer) _mixprec_engine_flat_at (self, u, g->master, MIXPREC_DTYPE_FLOAT32, a)
                                          : _mixprec_engine_local_at (self, u, g->master, MIXPREC_DTYPE_FLOAT32, a),
                                    MIXPREC_DTYPE_FLOAT32, b - a, error))
@@ -385,7 +399,8 @@ layout_group (MixprecEngine *self,
       (g->grad = _mixprec_engine_alloc (self, self->device, shape.grad, wsize, BUF_GRADIENTS, error)) == NULL)
     return FALSE;
   if (shape.master &&
-      (g->master = _mixprec_engine_alloc (self, self->device, shape.master, sizeof (gfloat), BUF_MASTERS, error)) == NULL)
+      (g->master = _mixprec_engine_alloc (self, g->state_device, shape.master, sizeof (gfloat),
+                                          self->offload ? BUF_HOST_MASTERS : BUF_MASTERS, error)) == NULL)
     return FALSE;
   if (shape.accum &&
       (g->accum = _mixprec_engine_alloc (self, self->device, shape.accum,
@@ -407,11 +422,23 @@ layout_group (MixprecEngine *self,
     return FALSE;
   g->states = g_new0 (gpointer, n_slots + 1);
   for (guint k = 0; k < n_slots; k++)
-    if ((g->states[k] = _mixprec_engine_alloc (self, self->device, shape.state,
+    if ((g->states[k] = _mixprec_engine_alloc (self, g->state_device, shape.state,
                                                mixprec_dtype_get_size (self->state_dtype),
-                                               BUF_STATE, error)) == NULL)
+                                               self->offload ? BUF_HOST_STATE : BUF_STATE, error)) == NULL)
       return FALSE;
-  _mixprec_engine_add_shape_bytes (self->buf_plan, &g->dtypes, &shape, n_slots, self->state_dtype);
+  if (self->offload)
+    {
+      g->offload_elements = _mixprec_engine_offload_elements (&shape);
+      for (guint b = 0; b < G_N_ELEMENTS (g->offload_grad); b++)
+        if ((g->offload_grad[b] = _mixprec_engine_alloc (self, NULL, g->offload_elements,
+                                                         mixprec_dtype_get_size (shape.step_grad),
+                                                         BUF_HOST_STAGING, error)) == NULL ||
+            (g->offload_working[b] = _mixprec_engine_alloc (self, NULL, g->offload_elements, wsize,
+                                                            BUF_HOST_STAGING, error)) == NULL)
+          return FALSE;
+    }
+  _mixprec_engine_add_shape_bytes (self->buf_plan, &g->dtypes, &shape, n_slots, self->state_dtype,
+                                   self->offload);
 
   g->hparams = g_memdup2 (self->hparams, sizeof (gdouble) * MAX (self->n_hparams, 1));
   if (self->weight_decay_index >= 0)
@@ -473,6 +500,7 @@ layout_group (MixprecEngine *self,
       seg.grad = g->external ? s->grad : g->grad;
       s->master = (seg.master != NULL && !g->state_local && !g->working_local)
                   ? seg.master + (s->offset - seg.master_base) : NULL;
+      s->master_on_host = self->offload && g->dtypes.has_master;
 
       if (g->external || i == 0)
         g_array_append_val (g->segments, seg);
@@ -484,9 +512,12 @@ layout_group (MixprecEngine *self,
       /* External memory holds the initial values in its working copy. */
       if (g_hash_table_lookup (self->init_values, p) == NULL && g->external &&
           seg.master != NULL && seg.master != (gpointer) seg.working &&
-          !_mixprec_device_convert (self->device, s->working, g->dtypes.working, s->master,
-                                    MIXPREC_DTYPE_FLOAT32, numel, MIXPREC_ROUNDING_NEAREST_EVEN,
-                                    0, 0, error))
+          (self->offload
+           ? !_mixprec_device_download (self->device, s->working, g->dtypes.working, s->master,
+                                        MIXPREC_DTYPE_FLOAT32, numel, error)
+           : !_mixprec_device_convert (self->device, s->working, g->dtypes.working, s->master,
+                                       MIXPREC_DTYPE_FLOAT32, numel, MIXPREC_ROUNDING_NEAREST_EVEN,
+                                       0, 0, error)))
         return FALSE;
     }
   return TRUE;
@@ -570,6 +601,7 @@ mixprec_engine_prepare (MixprecEngine *self,
           g->weight_decay_multiplier = mixprec_param_get_weight_decay_multiplier (p);
           g->external = _mixprec_param_is_external (p);
           g->device = _mixprec_device_ref (self->device);
+          g->state_device = self->offload ? NULL : _mixprec_device_ref (self->device);
           g->params = g_ptr_array_new ();
           g->segments = g_array_new (FALSE, FALSE, sizeof (Segment));
           g->slots = g_array_new (FALSE, TRUE, sizeof (Slot));

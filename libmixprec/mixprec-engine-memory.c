@@ -79,9 +79,10 @@ report_of (const guint64 *bytes)
   r.working = bytes[BUF_WORKING] + bytes[BUF_PERSISTENT];
   r.gradients = bytes[BUF_GRADIENTS];
   r.accumulation = bytes[BUF_ACCUM];
-  r.masters = bytes[BUF_MASTERS];
-  r.optimizer_state = bytes[BUF_STATE];
-  r.communication = bytes[BUF_STAGING] + bytes[BUF_GATHERED] + bytes[BUF_NORM];
+  r.masters = bytes[BUF_MASTERS] + bytes[BUF_HOST_MASTERS];
+  r.optimizer_state = bytes[BUF_STATE] + bytes[BUF_HOST_STATE];
+  r.communication = bytes[BUF_STAGING] + bytes[BUF_GATHERED] + bytes[BUF_NORM] +
+                    bytes[BUF_HOST_STAGING];
   r.total = r.working + r.gradients + r.accumulation + r.masters + r.optimizer_state +
             r.communication;
   return mixprec_memory_report_copy (&r);
@@ -131,7 +132,13 @@ mixprec_engine_get_memory_report (MixprecEngine *self)
  * - "gradient staging": slots gradients collect in on their way to the
  *   reduce-scatter;
  * - "gradient norm blocks": the sum-of-squares blocks of this rank and,
- *   across ranks, of every rank.
+ *   across ranks, of every rank;
+ * - with zero_optimization.offload_optimizer "cpu" on a device, "FP32
+ *   master weights (host)" and "optimizer state (host)" in place of the
+ *   device's, and "offload staging (host)": the two host buffers a bucket
+ *   of gradients comes down into and its working copies go up from.
+ *   Every other buffer is in the device's memory (on the "cpu" device,
+ *   everything is host memory).
  *
  * Returns: (transfer full) (element-type MixprecMemoryBuffer): the
  *   buffers, in the order above, those never allocated nor planned left
@@ -200,8 +207,15 @@ plan_bytes (MixprecConfig *config,
                                       mixprec_config_get_param_persistence_threshold (config));
   _mixprec_engine_group_shape (&dt, _mixprec_engine_wire_dtype (&dt), units, world, stage, probe->gas,
                                FALSE, _mixprec_engine_staging_budget (config), &shape);
+  if (probe->offload && world > 1)
+    {
+      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
+                   "zero_optimization.offload_optimizer: optimizer offload runs on one "
+                   "process only for now, not on %u ranks", world);
+      return FALSE;
+    }
   _mixprec_engine_add_shape_bytes (bytes, &dt, &shape, mixprec_feature_get_n_state_slots (probe->optimizer),
-                                   probe->state_dtype);
+                                   probe->state_dtype, probe->offload);
   if (stage >= 3)
     {
       /* What the trainer holds gathered, plus the prefetch window, never
@@ -264,8 +278,9 @@ mixprec_memory_plan_new (MixprecConfig *config,
  *
  * Predicts, buffer by buffer (see mixprec_engine_list_buffers()), what
  * one rank holds for these parameters registered as one group (the same
- * module type), as the engine lays them out. Every field of each buffer
- * holds the prediction.
+ * module type), as the engine lays them out (for mixprec.device, which
+ * this machine need not have: offloaded buffers carry the " (host)"
+ * suffix). Every field of each buffer holds the prediction.
  *
  * Returns: (transfer full) (element-type MixprecMemoryBuffer): the
  *   buffers, or %NULL with @error set

@@ -338,6 +338,7 @@ typedef struct {
   guint n_pieces;
   guint64 *starts;           /* n_pieces + 1 prefix sums of n */
   gboolean zero_grad;        /* zero each gradient once the optimizer read it */
+  gboolean on_host;          /* host buffers, whatever the group's device */
   GMutex lock;
   GError *error;
 } StepJob;
@@ -360,7 +361,7 @@ step_run_range (StepJob *job, const OptPiece *p, guint64 off, guint64 n)
     }
   args.base = job->args;
   args.base.first_index = p->first_index + off;
-  args.base.device_stream = _mixprec_device_get_stream (g->device);
+  args.base.device_stream = job->on_host ? NULL : _mixprec_device_get_stream (g->device);
   args.state_dtypes = state_dtypes;
   /* The state follows the weights' rounding, from a stream of its own. */
   args.state_rounding = job->args.rounding;
@@ -431,8 +432,234 @@ step_chunk (gsize begin, gsize end, gpointer data)
     }
 }
 
-/* Runs the optimizer over @pieces: across the thread pool on the host, a
- * call per piece on a device. */
+static gboolean run_pieces (MixprecEngine                *self,
+                            Group                        *g,
+                            const MixprecOptimizerStepV1 *args,
+                            MixprecDType                  grad_dtype,
+                            const OptPiece               *pieces,
+                            guint                         n_pieces,
+                            gboolean                      zero_grad,
+                            gboolean                      on_host,
+                            GError                      **error);
+
+/* Offload: the optimizer over @pieces in host memory, bucket by bucket.
+ * The masters and the state are the host's; each bucket's gradients come
+ * down (in the dtype the step reads: the accumulation dtype, else the
+ * gradient dtype, as they are, so the bits the cpu optimizer sees are
+ * the device's), the step runs across the thread pool exactly as on the
+ * cpu engine (element-wise and told each range's first index, so cutting
+ * changes no bit), and the new working copies go up. Without a separate
+ * master (fp32, or bf16 without masters) the working copy is the value
+ * the optimizer updates: it comes down with the gradients.
+ *
+ * Transfers run on a thread of their own, in the order they are asked
+ * for, while the step runs on the calling thread and the pool: bucket
+ * k + 1 comes down while bucket k steps. Two buffers alternate; a buffer
+ * is refilled (download k + 2) only after the upload that read it
+ * (bucket k) was asked for, and the queue keeps that order. The device
+ * sees one thread at a time: the engine calls nothing else on it until
+ * the transfer thread is joined. Device plugins of ABI 1.x have no pinned
+ * host memory, so a copy runs at pageable-memory speed. */
+typedef struct {
+  const OptPiece *piece;
+  guint64 off;
+  guint64 n;
+} Bucket;
+
+/* Where a bucket's working copy is on the device, and whether it comes
+ * down too (no host master: it is the value the optimizer updates, the
+ * FP32 working copy, or the low-precision one). */
+static gpointer
+bucket_device_working (Group *g, const Bucket *b, gboolean *down)
+{
+  const OptPiece *p = b->piece;
+  gpointer base = !g->dtypes.has_master && p->master != NULL ? (gpointer) p->master : p->working;
+
+  *down = !g->dtypes.has_master;
+  return base != NULL ? _mixprec_engine_at (base, g->dtypes.working, b->off) : NULL;
+}
+
+typedef struct {
+  Group *group;
+  MixprecDType grad_dtype;
+  GArray *buckets;           /* Bucket */
+  GAsyncQueue *queue;        /* 1 + bucket, negated for an upload; 0 quits */
+  GMutex lock;
+  GCond cond;
+  guint downloaded;          /* buckets down so far (they come in order) */
+  GError *error;             /* the first failure; later transfers are skipped */
+} Transfers;
+
+static gboolean
+bucket_down (Transfers *t, guint k, GError **error)
+{
+  Group *g = t->group;
+  const Bucket *b = &g_array_index (t->buckets, Bucket, k);
+  gboolean down;
+  gpointer dwork = bucket_device_working (g, b, &down);
+
+  return _mixprec_device_copy (g->device, g->offload_grad[k % 2],
+                               _mixprec_engine_at ((gpointer) b->piece->grad, t->grad_dtype, b->off),
+                               b->n * mixprec_dtype_get_size (t->grad_dtype),
+                               MIXPREC_PLUGIN_COPY_DEVICE_TO_HOST, error) &&
+         (!down || dwork == NULL ||
+          _mixprec_device_copy (g->device, g->offload_working[k % 2], dwork,
+                                b->n * mixprec_dtype_get_size (g->dtypes.working),
+                                MIXPREC_PLUGIN_COPY_DEVICE_TO_HOST, error));
+}
+
+static gboolean
+bucket_up (Transfers *t, guint k, GError **error)
+{
+  Group *g = t->group;
+  const Bucket *b = &g_array_index (t->buckets, Bucket, k);
+  gboolean down;
+  gpointer dwork = bucket_device_working (g, b, &down);
+
+  return dwork == NULL ||
+         _mixprec_device_copy (g->device, dwork, g->offload_working[k % 2],
+                               b->n * mixprec_dtype_get_size (g->dtypes.working),
+                               MIXPREC_PLUGIN_COPY_HOST_TO_DEVICE, error);
+}
+
+static gpointer
+transfer_thread (gpointer data)
+{
+  Transfers *t = data;
+
+  for (;;)
+    {
+      gintptr job = (gintptr) GPOINTER_TO_SIZE (g_async_queue_pop (t->queue)) - G_MAXINT;
+      GError *local = NULL;
+      gboolean failed;
+
+      if (job == 0)
+        break;
+      g_mutex_lock (&t->lock);
+      failed = t->error != NULL;
+      g_mutex_unlock (&t->lock);
+      if (!failed)
+        {
+          if (job > 0)
+            bucket_down (t, (guint) (job - 1), &local);
+          else
+            bucket_up (t, (guint) (-job - 1), &local);
+        }
+      g_mutex_lock (&t->lock);
+      if (local != NULL && t->error == NULL)
+        t->error = local;
+      else
+        g_clear_error (&local);
+      if (job > 0)
+        t->downloaded++;
+      g_cond_broadcast (&t->cond);
+      g_mutex_unlock (&t->lock);
+    }
+  return NULL;
+}
+
+/* Asks the transfer thread for job @job (see Transfers.queue), offset so
+ * that no job is a NULL pointer, which the queue refuses. */
+static void
+transfer_push (Transfers *t, gintptr job)
+{
+  g_async_queue_push (t->queue, GSIZE_TO_POINTER ((gsize) (job + G_MAXINT)));
+}
+
+static gboolean
+run_pieces_offloaded (MixprecEngine                *self,
+                      Group                        *g,
+                      const MixprecOptimizerStepV1 *args,
+                      MixprecDType                  grad_dtype,
+                      const OptPiece               *pieces,
+                      guint                         n_pieces,
+                      GError                      **error)
+{
+  g_autoptr(GArray) buckets = g_array_new (FALSE, FALSE, sizeof (Bucket));
+  Transfers t = { g, grad_dtype, buckets, NULL, { 0 }, { 0 }, 0, NULL };
+  GError *local = NULL;
+  GThread *thread;
+
+  for (guint i = 0; i < n_pieces; i++)
+    for (guint64 off = 0; off < pieces[i].n; off += g->offload_elements)
+      {
+        Bucket b = { &pieces[i], off, MIN (g->offload_elements, pieces[i].n - off) };
+
+        g_array_append_val (buckets, b);
+      }
+  if (buckets->len == 0)
+    return TRUE;
+  t.queue = g_async_queue_new ();
+  g_mutex_init (&t.lock);
+  g_cond_init (&t.cond);
+  thread = g_thread_try_new ("mixprec-offload", transfer_thread, &t, &local);
+  if (thread == NULL)
+    {
+      g_propagate_prefixed_error (error, local, "step %" G_GUINT64_FORMAT ": offload transfers: ",
+                                  self->steps);
+      g_async_queue_unref (t.queue);
+      g_mutex_clear (&t.lock);
+      g_cond_clear (&t.cond);
+      return FALSE;
+    }
+  transfer_push (&t, 1);
+  for (guint k = 0; k < buckets->len && local == NULL; k++)
+    {
+      const Bucket *b = &g_array_index (buckets, Bucket, k);
+      const OptPiece *p = b->piece;
+      gpointer hwork = g->offload_working[k % 2];
+      OptPiece host = *p;
+      gboolean failed;
+
+      if (k + 1 < buckets->len)
+        transfer_push (&t, (gintptr) k + 2);
+      g_mutex_lock (&t.lock);
+      while (t.downloaded <= k && t.error == NULL)
+        g_cond_wait (&t.cond, &t.lock);
+      failed = t.error != NULL;
+      g_mutex_unlock (&t.lock);
+      if (failed)
+        break;
+      host.first_index = p->first_index + b->off;
+      host.n = b->n;
+      host.grad = g->offload_grad[k % 2];
+      host.state_at = p->state_at + b->off;
+      if (g->dtypes.has_master)
+        {
+          host.master = p->master + b->off;
+          host.working = p->working != NULL ? hwork : NULL;
+        }
+      else
+        {
+          host.master = p->master != NULL ? hwork : NULL;
+          host.working = p->master != NULL ? NULL : hwork;
+        }
+      if (!run_pieces (self, g, args, grad_dtype, &host, 1, FALSE, TRUE, &local))
+        break;
+      transfer_push (&t, -(gintptr) k - 1);
+    }
+  transfer_push (&t, 0);
+  g_thread_join (thread);
+  g_async_queue_unref (t.queue);
+  g_mutex_clear (&t.lock);
+  g_cond_clear (&t.cond);
+  if (local == NULL && t.error != NULL)
+    {
+      local = g_steal_pointer (&t.error);
+      g_prefix_error (&local, "step %" G_GUINT64_FORMAT ": offload transfers: ", self->steps);
+    }
+  g_clear_error (&t.error);
+  if (local != NULL)
+    {
+      g_propagate_error (error, local);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* Runs the optimizer over @pieces: across the thread pool on the host
+ * (@on_host: host buffers of an engine on a device), a call per piece on a
+ * device. */
 static gboolean
 run_pieces (MixprecEngine                *self,
             Group                        *g,
@@ -441,17 +668,22 @@ run_pieces (MixprecEngine                *self,
             const OptPiece               *pieces,
             guint                         n_pieces,
             gboolean                      zero_grad,
+            gboolean                      on_host,
             GError                      **error)
 {
-  StepJob job = { self, g, *args, grad_dtype, pieces, n_pieces, NULL, zero_grad, { 0 }, NULL };
-  g_autofree guint64 *starts = g_new (guint64, n_pieces + 1);
+  StepJob job = { self, g, *args, grad_dtype, pieces, n_pieces, NULL, zero_grad, on_host, { 0 }, NULL };
+  g_autofree guint64 *starts = NULL;
+
+  if (self->offload && !on_host)
+    return run_pieces_offloaded (self, g, args, grad_dtype, pieces, n_pieces, error);
+  starts = g_new (guint64, n_pieces + 1);
 
   starts[0] = 0;
   for (guint i = 0; i < n_pieces; i++)
     starts[i + 1] = starts[i] + pieces[i].n;
   job.starts = starts;
   g_mutex_init (&job.lock);
-  if (g->device == NULL)
+  if (g->device == NULL || on_host)
     _mixprec_parallel_for (starts[n_pieces], _MIXPREC_ENGINE_MIN_CHUNK, 64, step_chunk, &job);
   else
     for (guint i = 0; i < n_pieces; i++)
@@ -591,7 +823,7 @@ step_gathered_windows (MixprecEngine                *self,
               p.grad = _mixprec_engine_at (scratch, g->dtypes.accum, (guint64) r * w);
               at[n++] = p;
             }
-          if (!run_pieces (self, g, args, g->dtypes.accum, at, n, FALSE, error))
+          if (!run_pieces (self, g, args, g->dtypes.accum, at, n, FALSE, FALSE, error))
             return FALSE;
         }
     }
@@ -655,7 +887,7 @@ apply_optimizer (MixprecEngine *self,
        * goes, while they are in the cache (clearing skips them). */
       zero_grad = self->world == 1 && g->accum == NULL && g->device == NULL;
       if (!run_pieces (self, g, &args, grad_dtype, (const OptPiece *) pieces->data, pieces->len,
-                       zero_grad, error))
+                       zero_grad, FALSE, error))
         return FALSE;
       g->grad_zeroed = zero_grad;
     }

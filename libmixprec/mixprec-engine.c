@@ -109,7 +109,7 @@ group_free (MixprecEngine *self,
   if (g->states != NULL)
     {
       for (guint s = 0; g->states[s] != NULL; s++)
-        _mixprec_engine_free (self, g->device, g->states[s]);
+        _mixprec_engine_free (self, g->state_device, g->states[s]);
       g_free (g->states);
     }
   for (guint i = 0; g->slots != NULL && i < g->slots->len; i++)
@@ -118,11 +118,17 @@ group_free (MixprecEngine *self,
   _mixprec_engine_free (self, g->device, g->persistent);
   _mixprec_engine_free (self, g->device, g->grad);
   _mixprec_engine_free (self, g->device, g->accum);
-  _mixprec_engine_free (self, g->device, g->master);
+  _mixprec_engine_free (self, g->state_device, g->master);
+  for (guint b = 0; b < G_N_ELEMENTS (g->offload_grad); b++)
+    {
+      _mixprec_engine_free (self, NULL, g->offload_grad[b]);
+      _mixprec_engine_free (self, NULL, g->offload_working[b]);
+    }
   _mixprec_engine_free (self, g->device, g->norm);
   g_clear_error (&g->device_error);
   _mixprec_engine_drop_mirrors (g);
   g_clear_pointer (&g->device, _mixprec_device_unref);
+  g_clear_pointer (&g->state_device, _mixprec_device_unref);
   g_free (g->hparams);
   g_clear_pointer (&g->pending, g_array_unref);
   g_clear_pointer (&g->slots, g_array_unref);
@@ -231,11 +237,13 @@ setup_optimizer (MixprecEngine *self,
 {
   g_autoptr(GString) errors = g_string_new (NULL);
 
-  /* The optimizer runs where the buffers are (a plan has no device open
-   * and asks about the configured one). */
+  /* The optimizer runs where the masters and the state are: the device's
+   * memory, or the host's when they are offloaded (a plan has no device
+   * open and asks about the configured one). */
   self->optimizer = _mixprec_optimizer_resolve (mixprec_config_get_optimizer_type (self->config),
                                                 mixprec_config_get_optimizer_params (self->config),
-                                                self->device != NULL
+                                                self->offload ? "cpu"
+                                                : self->device != NULL
                                                 ? _mixprec_device_get_name (self->device)
                                                 : mixprec_config_get_device (self->config),
                                                 &self->hparams, &self->n_hparams, errors,
@@ -341,6 +349,33 @@ check_comm_device (MixprecEngine *self,
   return FALSE;
 }
 
+/* zero_optimization.offload_optimizer "cpu" on a device: the masters and
+ * the optimizer state in host memory, stepped by the cpu optimizer. (A
+ * plan has no device open and asks about the configured one.) */
+static gboolean
+check_offload (MixprecEngine *self,
+               gboolean       plan_only,
+               GError       **error)
+{
+  gboolean on_device = plan_only ? g_strcmp0 (mixprec_config_get_device (self->config), "cpu") != 0
+                                 : self->device != NULL;
+
+  self->offload = on_device && _mixprec_config_get_offload_optimizer (self->config);
+  if (self->offload && self->world > 1)
+    {
+      /* Masters and state in host memory cannot travel over the device's
+       * communicator, which ZeRO's collectives on them would need. */
+      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
+                   "zero_optimization.offload_optimizer: optimizer offload runs on one "
+                   "process only for now, not on %u ranks; remove it (the optimizer then "
+                   "stays on device '%s')", self->world,
+                   self->device != NULL ? _mixprec_device_get_name (self->device)
+                                        : mixprec_config_get_device (self->config));
+      return FALSE;
+    }
+  return TRUE;
+}
+
 MixprecEngine *
 _mixprec_engine_new_internal (MixprecConfig  *config,
             _MixprecDevice *device,
@@ -373,7 +408,7 @@ _mixprec_engine_new_internal (MixprecConfig  *config,
   self->stage = self->world > 1 ? mixprec_config_get_zero_stage (config) : 0;
   self->overlap = self->stage >= 2 && mixprec_config_get_overlap_comm (config);
 
-  if (!check_distributed_config (self, error))
+  if (!check_distributed_config (self, error) || !check_offload (self, plan_only, error))
     return NULL;
   self->policy = mixprec_precision_policy_new_from_config (config, error);
   if (self->policy == NULL)

@@ -16,6 +16,7 @@ typedef struct {
                                 for bf16 without master weights */
   _MixprecDevice *device;    /* where the pointers point (NULL: host), a
                                 reference the parameter holds */
+  gboolean master_on_host;   /* offload: a separate master in host memory */
   guint group;               /* index of the engine group holding it */
   guint unit;                /* index of its unit in the group */
   guint64 offset;            /* element offset inside the group's padded

@@ -444,7 +444,8 @@ mixprec_param_get_master (MixprecParam *self,
   if (self->storage.master == NULL)
     return mixprec_param_get_working (self, MIXPREC_DTYPE_FLOAT32, error);
   out = g_new (gfloat, MAX (self->numel, 1));
-  if (!_mixprec_device_download (self->storage.device, self->storage.master, MIXPREC_DTYPE_FLOAT32,
+  if (!_mixprec_device_download (self->storage.master_on_host ? NULL : self->storage.device,
+                                 self->storage.master, MIXPREC_DTYPE_FLOAT32,
                                  out, MIXPREC_DTYPE_FLOAT32, self->numel, error))
     return NULL;
   return g_bytes_new_take (g_steal_pointer (&out), self->numel * sizeof (gfloat));

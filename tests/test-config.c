@@ -548,6 +548,13 @@ static const InvalidCase invalid_cases[] = {
   { "{\"a b\": 1, \"mixprec\": {\"strict\": true}}", "[\"a b\"]", "unknown key", MIXPREC_CONFIG_ERROR_UNKNOWN_KEY },
   { "{\"fp16\": {\"line\\nbreak\": 1}}", "fp16[\"line\\u000Abreak\"]", "unknown key", MIXPREC_CONFIG_ERROR_UNKNOWN_KEY },
   { "{\"fp16\": {\"loss_scale_windw\": 10}}", "fp16.loss_scale_windw", "did you mean loss_scale_window?", MIXPREC_CONFIG_ERROR_UNKNOWN_KEY },
+  { "{\"zero_optimization\": {\"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"/local_nvme\"}}}", "zero_optimization.offload_optimizer.device", "ZeRO-Infinity", MIXPREC_CONFIG_ERROR_UNSUPPORTED },
+  { "{\"zero_optimization\": {\"offload_optimizer\": {\"device\": \"gpu\"}}}", "zero_optimization.offload_optimizer.device", "one of \"none\", \"cpu\", \"nvme\"", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"zero_optimization\": {\"offload_optimizer\": {\"device\": \"cpu\", \"pin_memory\": \"yes\"}}}", "zero_optimization.offload_optimizer.pin_memory", "true or false", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"zero_optimization\": {\"offload_optimizer\": \"cpu\"}}", "zero_optimization.offload_optimizer", "a JSON object", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"zero_optimization\": {\"offload_optimizer\": {\"device\": \"cpu\", \"pin_memroy\": true}}}", "zero_optimization.offload_optimizer.pin_memroy", "did you mean pin_memory?", MIXPREC_CONFIG_ERROR_UNKNOWN_KEY },
+  { "{\"zero_optimization\": {\"cpu_offload\": true, \"offload_optimizer\": {\"device\": \"cpu\"}}}", "zero_optimization.cpu_offload", "give only one", MIXPREC_CONFIG_ERROR_CONFLICT },
+  { "{\"zero_optimization\": {\"cpu_offload\": 1}}", "zero_optimization.cpu_offload", "true or false", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
   { "[]", "(top level)", "must be a JSON object", MIXPREC_CONFIG_ERROR_PARSE },
   { "{\"fp16\": {\"enabled\": tru}}", "fp16.enabled", "line 1, column 22", MIXPREC_CONFIG_ERROR_PARSE },
 };
@@ -951,6 +958,64 @@ warned (MixprecConfig *c,
     if (g_str_has_prefix (warnings[i], prefix))
       return TRUE;
   return FALSE;
+}
+
+/* zero_optimization.offload_optimizer: "cpu" moves the masters and the
+ * optimizer state of an engine on a device to host memory; on the cpu
+ * device they are there already, which a warning says rather than
+ * claiming an offload. "none" and DeepSpeed's defaults ask for nothing. */
+static void
+test_config_offload_optimizer (void)
+{
+  static const gchar *const on_cpu[] = {
+    "{\"zero_optimization\": {\"offload_optimizer\": {\"device\": \"cpu\", \"pin_memory\": true}}}",
+    "{\"zero_optimization\": {\"cpu_offload\": true, \"cpu_offload_use_pin_memory\": true}}",
+  };
+  static const gchar *const quiet[] = {
+    "{\"zero_optimization\": {\"offload_optimizer\": {\"device\": \"none\", \"pin_memory\": false}}}",
+    "{\"zero_optimization\": {\"offload_optimizer\": null, \"cpu_offload\": false}}",
+    "{\"zero_optimization\": {\"offload_optimizer\": {\"device\": \"none\", \"nvme_path\": null,"
+    " \"buffer_count\": 4, \"pipeline_read\": false, \"pipeline_write\": false, \"fast_init\": false}}}",
+  };
+  const gchar *device_json =
+    "{\"mixprec\": {\"device\": \"cuda\"}, \"bf16\": {\"enabled\": true},"
+    " \"zero_optimization\": {\"stage\": 0, \"offload_optimizer\": {\"device\": \"cpu\", \"pin_memory\": true}}}";
+  g_autoptr(MixprecConfig) dev = NULL;
+  g_autoptr(MixprecConfig) ratio = NULL;
+  g_autofree gchar *text = NULL;
+
+  for (gsize i = 0; i < G_N_ELEMENTS (on_cpu); i++)
+    {
+      g_autoptr(MixprecConfig) c = load (on_cpu[i]);
+      const gchar *path = i == 0 ? "zero_optimization.offload_optimizer: " : "zero_optimization.cpu_offload: ";
+      const gchar * const *w = (const gchar * const *) mixprec_config_get_warnings (c);
+      g_autofree gchar *data = mixprec_config_to_data (c, NULL);
+
+      g_assert_cmpuint (g_strv_length ((gchar **) w), ==, 1);
+      g_assert_true (g_str_has_prefix (w[0], path));
+      g_assert_nonnull (strstr (w[0], "nothing to offload"));
+      /* In effect: nothing moves. */
+      g_assert_true (g_regex_match_simple ("\"offload_optimizer\" *: *\\{\\s*\"device\" *: *\"none\"",
+                                           data, 0, 0));
+    }
+  for (gsize i = 0; i < G_N_ELEMENTS (quiet); i++)
+    {
+      g_autoptr(MixprecConfig) c = load (quiet[i]);
+
+      g_assert_cmpuint (g_strv_length (mixprec_config_get_warnings (c)), ==, 0);
+    }
+
+  /* On a device: offloaded, the optimizer checked against the cpu one's
+   * schema, and pin_memory said to have no effect. */
+  dev = load (device_json);
+  g_assert_false (warned (dev, "zero_optimization.offload_optimizer: "));
+  g_assert_true (warned (dev, "zero_optimization.offload_optimizer.pin_memory: "));
+  text = mixprec_config_to_data (dev, NULL);
+  g_assert_true (g_regex_match_simple ("\"offload_optimizer\" *: *\\{\\s*\"device\" *: *\"cpu\",\\s*"
+                                       "\"pin_memory\" *: *true", text, 0, 0));
+
+  ratio = load ("{\"zero_optimization\": {\"offload_optimizer\": {\"device\": \"cpu\", \"ratio\": 0.3}}}");
+  g_assert_true (warned (ratio, "zero_optimization.offload_optimizer.ratio: "));
 }
 
 static void
@@ -2204,6 +2269,7 @@ main (int argc, char **argv)
   g_test_add_func ("/config/malformed/fuzz", test_config_fuzz);
   g_test_add_func ("/config/malformed/files", test_config_file_errors);
   g_test_add_func ("/config/warnings", test_config_warnings);
+  g_test_add_func ("/config/offload-optimizer", test_config_offload_optimizer);
   g_test_add_func ("/config/corpus/zero2-fp16-warmup", test_config_corpus_zero2_fp16);
   g_test_add_func ("/config/corpus/zero3-bf16-offload", test_config_corpus_zero3_bf16);
   g_test_add_func ("/config/corpus/autocast-bf16", test_config_corpus_autocast);

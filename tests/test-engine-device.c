@@ -46,6 +46,20 @@ static const Case cases[] = {
   { "fp32-lion",
     "{\"train_micro_batch_size_per_gpu\": 1, \"gradient_clipping\": 1.0,"
     " \"optimizer\": {\"type\": \"Lion\", \"params\": {\"lr\": 0.001, \"weight_decay\": 0.5}}}", 3, 0 },
+  { "fp16-adamw-clip-gas1",
+    "{\"train_micro_batch_size_per_gpu\": 1, \"gradient_clipping\": 0.1,"
+    " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.01, \"weight_decay\": 0.1}},"
+    " \"fp16\": {\"enabled\": true, \"initial_scale_power\": 10, \"loss_scale_window\": 2}}", 5, 2 },
+  { "bf16-adamw-clip-gas2",
+    "{\"train_micro_batch_size_per_gpu\": 1, \"gradient_accumulation_steps\": 2,"
+    " \"gradient_clipping\": 0.5,"
+    " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.01, \"weight_decay\": 0.1}},"
+    " \"bf16\": {\"enabled\": true}, \"mixprec\": {\"fp32_modules\": [\"LayerNorm\"]}}", 4, 0 },
+  { "bf16-no-master-adamw",
+    "{\"train_micro_batch_size_per_gpu\": 1,"
+    " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.01}},"
+    " \"bf16\": {\"enabled\": true, \"bf16_master_weights_and_grads\": true,"
+    " \"bf16_optimizer_states\": true}}", 3, 0 },
 };
 
 static const struct {
@@ -260,6 +274,230 @@ test_matches_cpu (gconstpointer data)
   g_assert_cmpuint (applied, ==, c->steps - (c->overflow_step > 0));
 }
 
+/* @json with zero_optimization.offload_optimizer "cpu" (pinned, as the
+ * common DeepSpeed templates ask). */
+static gchar *
+offloaded (const gchar *json)
+{
+  return g_strdup_printf ("%.*s, \"zero_optimization\": {\"offload_optimizer\": "
+                          "{\"device\": \"cpu\", \"pin_memory\": true}}}",
+                          (int) strlen (json) - 1, json);
+}
+
+/* Buckets of @n elements, so that a few thousand parameters cross
+ * several (the default is millions). */
+static void
+set_offload_buckets (MixprecEngine *engine, guint64 n)
+{
+  g_assert_true (mixprec_engine_prepare (engine, NULL));
+  for (guint j = 0; j < engine->groups->len; j++)
+    {
+      Group *g = g_ptr_array_index (engine->groups, j);
+
+      g_assert_cmpuint (g->offload_elements, >, 0);
+      g->offload_elements = MIN (g->offload_elements, n);
+    }
+}
+
+/* Masters and optimizer state in host memory, the rest on the device. */
+static void
+assert_offloaded_buffers (MixprecEngine *engine)
+{
+  g_autoptr(GPtrArray) buffers = mixprec_engine_list_buffers (engine);
+  gboolean host_masters = FALSE, host_state = FALSE;
+
+  for (guint i = 0; i < buffers->len; i++)
+    {
+      MixprecMemoryBuffer *b = g_ptr_array_index (buffers, i);
+
+      g_assert_cmpstr (b->name, !=, "FP32 master weights");
+      g_assert_cmpstr (b->name, !=, "optimizer state");
+      host_masters |= g_str_equal (b->name, "FP32 master weights (host)");
+      host_state |= g_str_equal (b->name, "optimizer state (host)");
+      g_assert_cmpuint (b->bytes, ==, b->planned_bytes);
+    }
+  g_assert_true (host_state);
+  g_assert_true (host_masters == mixprec_param_has_master (mixprec_engine_get_param (engine, params[0].name)));
+  for (guint j = 0; j < engine->groups->len; j++)
+    {
+      Group *g = g_ptr_array_index (engine->groups, j);
+
+      g_assert_null (g->state_device);
+      g_assert_nonnull (g->device);
+    }
+}
+
+/* ZeRO-Offload: the same run with the masters and optimizer state in host
+ * memory, stepped by the cpu optimizer bucket by bucket, gives the
+ * all-device engine's bits (and the cpu engine's). */
+static void
+test_offload_matches (gconstpointer data)
+{
+  const Case *c = data;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(_MixprecDevice) device = open_device_or_skip ();
+  g_autofree gchar *json = offloaded (c->config);
+  g_autoptr(MixprecEngine) cpu = NULL;
+  g_autoptr(MixprecEngine) dev = NULL;
+  g_autoptr(MixprecEngine) off = NULL;
+
+  if (device == NULL)
+    return;
+  cpu = new_engine (c->config, NULL, &error);
+  g_assert_no_error (error);
+  dev = new_engine (c->config, device, &error);
+  g_assert_no_error (error);
+  off = new_engine (json, device, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (mixprec_feature_get_device (_mixprec_engine_get_optimizer (off)), ==, "cpu");
+  register_params (cpu);
+  register_params (dev);
+  register_params (off);
+  set_offload_buckets (off, 1000);
+  assert_offloaded_buffers (off);
+  assert_same_state (dev, off);
+
+  for (guint step = 1; step <= c->steps; step++)
+    {
+      g_autoptr(MixprecStepResult) a = train_step (cpu, c, step);
+      g_autoptr(MixprecStepResult) b = train_step (dev, c, step);
+      g_autoptr(MixprecStepResult) r = train_step (off, c, step);
+
+      assert_same_result (b, r);
+      assert_same_result (a, r);
+      g_assert_cmpint (r->applied, ==, (gint) step != c->overflow_step);
+      assert_same_state (dev, off);
+      assert_same_state (cpu, off);
+    }
+}
+
+static void
+remove_tree (const gchar *dir)
+{
+  g_autoptr(GDir) listing = g_dir_open (dir, 0, NULL);
+  const gchar *name;
+
+  while (listing != NULL && (name = g_dir_read_name (listing)) != NULL)
+    {
+      g_autofree gchar *path = g_build_filename (dir, name, NULL);
+
+      if (g_file_test (path, G_FILE_TEST_IS_DIR))
+        remove_tree (path);
+      else
+        g_unlink (path);
+    }
+  g_rmdir (dir);
+}
+
+/* Checkpoints of an offloading engine: saved, loaded by the all-device
+ * engine and by another offloading one, and the other way round; every
+ * run continues identically. */
+static void
+test_offload_checkpoint (void)
+{
+  const Case *c = &cases[0];
+  g_autoptr(GError) error = NULL;
+  g_autoptr(_MixprecDevice) device = open_device_or_skip ();
+  g_autofree gchar *json = offloaded (c->config);
+  g_autofree gchar *dir = NULL;
+  g_autofree gchar *from_off = NULL;
+  g_autofree gchar *from_dev = NULL;
+  g_autoptr(MixprecEngine) dev = NULL;
+  g_autoptr(MixprecEngine) off = NULL;
+  g_autoptr(MixprecEngine) dev2 = NULL;
+  g_autoptr(MixprecEngine) off2 = NULL;
+  g_autoptr(MixprecEngine) off3 = NULL;
+
+  if (device == NULL)
+    return;
+  dir = g_dir_make_tmp ("mixprec-engine-offload-XXXXXX", &error);
+  g_assert_no_error (error);
+  from_off = g_build_filename (dir, "from-offload", NULL);
+  from_dev = g_build_filename (dir, "from-device", NULL);
+
+  dev = new_engine (c->config, device, &error);
+  g_assert_no_error (error);
+  off = new_engine (json, device, &error);
+  g_assert_no_error (error);
+  register_params (dev);
+  register_params (off);
+  for (guint step = 1; step <= 2; step++)
+    {
+      g_autoptr(MixprecStepResult) a = train_step (dev, c, step);
+      g_autoptr(MixprecStepResult) b = train_step (off, c, step);
+    }
+  g_assert_true (mixprec_engine_save_checkpoint (off, from_off, &error));
+  g_assert_no_error (error);
+  g_assert_true (mixprec_engine_save_checkpoint (dev, from_dev, &error));
+  g_assert_no_error (error);
+
+  dev2 = new_engine (c->config, device, &error);
+  off2 = new_engine (json, device, &error);
+  off3 = new_engine (json, device, &error);
+  g_assert_no_error (error);
+  register_params (dev2);
+  register_params (off2);
+  register_params (off3);
+  g_assert_true (mixprec_engine_load_checkpoint (dev2, from_off, &error));
+  g_assert_no_error (error);
+  g_assert_true (mixprec_engine_load_checkpoint (off2, from_dev, &error));
+  g_assert_no_error (error);
+  g_assert_true (mixprec_engine_load_checkpoint (off3, from_off, &error));
+  g_assert_no_error (error);
+  assert_same_state (dev, off2);
+  assert_same_state (dev, off3);
+  assert_same_state (off, dev2);
+  for (guint step = 3; step <= c->steps; step++)
+    {
+      g_autoptr(MixprecStepResult) a = train_step (dev, c, step);
+      g_autoptr(MixprecStepResult) b = train_step (dev2, c, step);
+      g_autoptr(MixprecStepResult) r = train_step (off2, c, step);
+      g_autoptr(MixprecStepResult) q = train_step (off3, c, step);
+
+      assert_same_result (a, b);
+      assert_same_result (a, r);
+      assert_same_result (a, q);
+    }
+  assert_same_state (dev, dev2);
+  assert_same_state (dev, off2);
+  assert_same_state (dev, off3);
+  remove_tree (dir);
+}
+
+/* Offload is one process only for now: refused on ranks, naming the key. */
+static void
+test_offload_plan (void)
+{
+  g_autofree gchar *json = offloaded ("{\"train_micro_batch_size_per_gpu\": 1, \"bf16\": {\"enabled\": true},"
+                                      " \"mixprec\": {\"device\": \"cuda\"}}");
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MixprecConfig) config = mixprec_config_new_from_data (json, -1, &error);
+  g_autoptr(GPtrArray) one = NULL;
+  g_autoptr(GPtrArray) two = NULL;
+  guint64 n = 1000000;
+
+  g_assert_no_error (error);
+  one = mixprec_memory_plan_list_buffers (config, &n, 1, 1, 0, &error);
+  g_assert_no_error (error);
+  for (guint i = 0; i < one->len; i++)
+    {
+      MixprecMemoryBuffer *b = g_ptr_array_index (one, i);
+
+      if (g_str_equal (b->name, "FP32 master weights (host)"))
+        g_assert_cmpuint (b->planned_bytes, ==, n * 4);
+      else if (g_str_equal (b->name, "optimizer state (host)"))
+        g_assert_cmpuint (b->planned_bytes, ==, n * 8);
+      else if (g_str_equal (b->name, "offload staging (host)"))
+        g_assert_cmpuint (b->planned_bytes, ==, 2 * n * (2 + 2));
+      else
+        g_assert_false (g_str_has_suffix (b->name, "(host)"));
+    }
+  two = mixprec_memory_plan_list_buffers (config, &n, 1, 2, 0, &error);
+  g_assert_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT);
+  g_assert_nonnull (strstr (error->message, "zero_optimization.offload_optimizer"));
+  g_assert_null (two);
+}
+
 /* A checkpoint saved on the device loads on the cpu and the other way
  * round; both continue identically. */
 static void
@@ -472,6 +710,14 @@ main (int argc, char **argv)
       g_test_add_data_func (name, &cases[i], test_matches_cpu);
     }
   g_test_add_func ("/engine-device/checkpoint", test_checkpoint);
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autofree gchar *name = g_strdup_printf ("/engine-device/offload/matches/%s", cases[i].name);
+
+      g_test_add_data_func (name, &cases[i], test_offload_matches);
+    }
+  g_test_add_func ("/engine-device/offload/checkpoint", test_offload_checkpoint);
+  g_test_add_func ("/engine-device/offload/plan", test_offload_plan);
   /* The error paths and the allocation counts are the hostdev plugin's. */
   if (g_str_equal (device_under_test (), "hostdev"))
     {

@@ -13,7 +13,7 @@ fail=0
 ok () { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fail=1; fi; }
 field () { awk -v k="$1" '$0 ~ "^  " k " " { for (i = 1; i <= NF; i++) if ($i == "bytes") { print $(i - 1); exit } }' "$2"; }
 
-echo "1..11"
+echo "1..14"
 
 # FP32, one process, AdamW: working 4 + gradient 4 + two state slots 8.
 "$inspect" --plan --params 1000 >"$tmp/fp32" 2>&1
@@ -102,6 +102,37 @@ ok $? "stages 0-3 within 16.5, 6.0, 4.25 and 2.5 bytes per parameter"
 [ "$(dsb "$tmp/z0")" = 16.00 ] && [ "$(dsb "$tmp/z1")" = 5.50 ] && [ "$(dsb "$tmp/z2")" = 3.75 ] &&
   [ "$(dsb "$tmp/z3")" = 2.00 ]
 ok $? "DeepSpeed's formula: 16, 5.5, 3.75 and 2 bytes per parameter"
+
+# ZeRO-Offload on a device: the masters (4) and AdamW's state (8) in host
+# memory with two transfer buffers of bf16 gradients and working copies
+# (2 * (2 + 2)); the working copy and gradient (2 + 2) and one norm block
+# (8 bytes) on the device. The plan shows both sides.
+cat >"$tmp/off.json" <<'JSON'
+{"bf16": {"enabled": true}, "optimizer": {"type": "AdamW"}, "mixprec": {"device": "cuda"},
+ "zero_optimization": {"offload_optimizer": {"device": "cpu", "pin_memory": true}}}
+JSON
+"$inspect" --plan --params 1000 --config "$tmp/off.json" >"$tmp/off" 2>&1
+grep -q "optimizer offloaded" "$tmp/off" &&
+  [ "$(field 'working copies' "$tmp/off")" = 2000 ] && [ "$(field gradients "$tmp/off")" = 2000 ] &&
+  [ "$(field 'FP32 master weights \\(host\\)' "$tmp/off")" = 4000 ] &&
+  [ "$(field 'optimizer state \\(host\\)' "$tmp/off")" = 8000 ] &&
+  [ "$(field 'offload staging \\(host\\)' "$tmp/off")" = 8000 ] &&
+  ! grep -Eq "^  (FP32 master weights|optimizer state) +[0-9]" "$tmp/off" &&
+  [ "$(field total "$tmp/off")" = 24008 ] &&
+  [ "$(field '  on the device' "$tmp/off")" = 4008 ] &&
+  [ "$(field '  in host memory' "$tmp/off")" = 20000 ]
+ok $? "offload_optimizer cpu on a device: masters and state counted in host memory"
+
+# On the cpu device there is nothing to offload: the plain plan.
+sed 's/"cuda"/"cpu"/' "$tmp/off.json" >"$tmp/offcpu.json"
+"$inspect" --plan --params 1000 --config "$tmp/offcpu.json" >"$tmp/offcpu" 2>&1
+! grep -q "(host)" "$tmp/offcpu" && ! grep -q "^    in host memory" "$tmp/offcpu" &&
+  [ "$(field 'FP32 master weights' "$tmp/offcpu")" = 4000 ]
+ok $? "offload_optimizer cpu on the cpu device changes nothing"
+
+"$inspect" --plan --params 1000 --world 2 --config "$tmp/off.json" >"$tmp/off2" 2>&1
+[ $? = 1 ] && grep -q "offload_optimizer: optimizer offload runs on one process" "$tmp/off2"
+ok $? "offload on several ranks is refused, naming the key"
 
 "$inspect" --plan --world 2 >"$tmp/bad" 2>&1
 [ $? = 2 ] && grep -q -- "--params" "$tmp/bad"

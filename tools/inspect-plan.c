@@ -37,9 +37,9 @@ deepspeed_share (const gchar *name, const MixprecMemoryReport *ds)
 {
   if (g_str_equal (name, "working copies"))
     return (gint64) ds->working;
-  if (g_str_equal (name, "FP32 master weights"))
+  if (g_str_equal (name, "FP32 master weights") || g_str_equal (name, "FP32 master weights (host)"))
     return (gint64) ds->masters;
-  if (g_str_equal (name, "optimizer state"))
+  if (g_str_equal (name, "optimizer state") || g_str_equal (name, "optimizer state (host)"))
     return (gint64) ds->optimizer_state;
   return -1;
 }
@@ -55,7 +55,7 @@ inspect_plan (const gchar         *config_path,
   g_autoptr(MixprecConfig) config = NULL;
   g_autoptr(GPtrArray) buffers = NULL;
   g_autoptr(MixprecMemoryReport) ds = NULL;
-  guint64 total = 0;
+  guint64 total = 0, host = 0;
   gboolean grads_shown = FALSE;
   guint stage;
 
@@ -83,6 +83,13 @@ inspect_plan (const gchar         *config_path,
            mixprec_precision_mode_get_name (mixprec_config_get_precision_mode (config)), stage);
   if (stage >= 2)
     g_print ("(gradients handed over per parameter with mixprec_param_reduce_grad())\n");
+  for (guint i = 0; i < buffers->len; i++)
+    if (g_str_has_suffix (((MixprecMemoryBuffer *) g_ptr_array_index (buffers, i))->name, " (host)"))
+      {
+        g_print ("(optimizer offloaded: FP32 masters and optimizer state in host memory, "
+                 "stepped on the CPU)\n");
+        break;
+      }
   g_print ("  %-27s %16s        %10s  %6s  %9s\n", "buffer", "", "", "B/param", "DeepSpeed");
   for (guint i = 0; i < buffers->len; i++)
     {
@@ -98,7 +105,15 @@ inspect_plan (const gchar         *config_path,
         }
       row (b->name, b->planned_bytes, n_params, share);
       total += b->planned_bytes;
+      /* Offloaded buffers are named for where they are. */
+      if (g_str_has_suffix (b->name, " (host)"))
+        host += b->planned_bytes;
     }
   row ("total", total, n_params, (gint64) ds->total);
+  if (host > 0)
+    {
+      row ("  on the device", total - host, n_params, -1);
+      row ("  in host memory", host, n_params, -1);
+    }
   return 0;
 }

@@ -564,6 +564,9 @@ read_family (const Env                *env,
   return TRUE;
 }
 
+/* MIXPREC_TIMEOUT, in seconds; else the deprecated MIXPREC_COMM_TIMEOUT_MS,
+ * in milliseconds, which the engine read before MIXPREC_TIMEOUT existed
+ * for it. */
 static gboolean
 read_timeout (const Env *env,
               guint     *timeout_ms,
@@ -575,7 +578,24 @@ read_timeout (const Env *env,
 
   *timeout_ms = 0;
   if (value == NULL)
-    return TRUE;
+    {
+      guint ms = 0;
+
+      value = env_get (env, "MIXPREC_COMM_TIMEOUT_MS");
+      if (value == NULL)
+        return TRUE;
+      if (!parse_count ("MIXPREC_COMM_TIMEOUT_MS", value, G_MAXUINT, &ms, error))
+        return FALSE;
+      if (ms == 0)
+        {
+          g_set_error (error, MIXPREC_BOOTSTRAP_ERROR, MIXPREC_BOOTSTRAP_ERROR_ENVIRONMENT,
+                       "MIXPREC_COMM_TIMEOUT_MS=0: a timeout is at least 1 ms (this variable "
+                       "is deprecated: set MIXPREC_TIMEOUT, in seconds, instead)");
+          return FALSE;
+        }
+      *timeout_ms = ms;
+      return TRUE;
+    }
   seconds = g_ascii_strtod (value, &end);
   if (*value == '\0' || end == NULL || *end != '\0' || !(seconds > 0)
       || seconds * 1000.0 > (gdouble) G_MAXUINT || seconds * 1000.0 < 1.0)
@@ -588,6 +608,26 @@ read_timeout (const Env *env,
     }
   *timeout_ms = (guint) (seconds * 1000.0 + 0.5);
   return TRUE;
+}
+
+/* _mixprec_bootstrap_timeout_from_environ:
+ * @envp: (nullable): "NAME=value" strings; NULL for the process environment
+ * @timeout_ms: (out): the timeout the environment asks for, 0 for none
+ *
+ * Reads MIXPREC_TIMEOUT (seconds) or else the deprecated
+ * MIXPREC_COMM_TIMEOUT_MS (milliseconds), and nothing else. */
+gboolean
+_mixprec_bootstrap_timeout_from_environ (const gchar * const *envp,
+                                         guint               *timeout_ms,
+                                         GError             **error)
+{
+  g_auto(GStrv) own = NULL;
+  Env env;
+
+  if (envp == NULL)
+    envp = (const gchar * const *) (own = g_get_environ ());
+  env.envp = envp;
+  return read_timeout (&env, timeout_ms, error);
 }
 
 void

@@ -21,7 +21,7 @@ typedef struct {
   guint local_world_size;
   gchar *master_addr;          /* NULL when world_size == 1 */
   guint16 master_port;         /* 0 when world_size == 1 */
-  guint timeout_ms;            /* from MIXPREC_TIMEOUT, or 0 when unset */
+  guint timeout_ms;            /* from MIXPREC_TIMEOUT (or MIXPREC_COMM_TIMEOUT_MS), 0 when unset */
   const gchar *source;         /* "mixprec", "torchrun", "openmpi", "slurm", "single" */
 } MixprecBootstrapSettings;
 
@@ -29,6 +29,9 @@ void     _mixprec_bootstrap_settings_clear  (MixprecBootstrapSettings *settings)
 gboolean _mixprec_bootstrap_parse_environ   (const gchar * const      *envp,
                                              MixprecBootstrapSettings *settings,
                                              GError                  **error);
+gboolean _mixprec_bootstrap_timeout_from_environ (const gchar * const *envp,
+                                                  guint               *timeout_ms,
+                                                  GError             **error);
 gboolean _mixprec_bootstrap_is_loopback    (const gchar              *addr);
 gchar   *_mixprec_bootstrap_first_host      (const gchar              *nodelist,
                                              GError                  **error);

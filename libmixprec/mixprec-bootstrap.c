@@ -52,7 +52,8 @@
  * rank-0 host may collide on a derived port; set one explicitly then.
  *
  * `MIXPREC_TIMEOUT` (seconds, fractions allowed) sets the timeout when
- * the caller passes 0; without it the timeout is
+ * the caller passes 0 (else the deprecated `MIXPREC_COMM_TIMEOUT_MS`, in
+ * milliseconds); without either the timeout is
  * %MIXPREC_BOOTSTRAP_DEFAULT_TIMEOUT_MS.
  *
  * With one rank no socket is opened and the collectives copy locally.

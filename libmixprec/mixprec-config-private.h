@@ -117,6 +117,7 @@ typedef struct
   gdouble  backoff_factor;
   gboolean raise_at_min_scale;
   gchar   *comm_backend;
+  gdouble  timeout;               /* mixprec.timeout, seconds */
   gchar   *device;
   gboolean strict;
   guint    weight_decay_exempt;   /* _MixprecWeightDecayExempt */

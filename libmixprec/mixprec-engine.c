@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "mixprec.h"
+#include "mixprec-bootstrap-private.h"
 #include "mixprec-engine-impl-private.h"
 #include "mixprec-engine-private.h"
 #include "mixprec-parallel-private.h"
@@ -252,15 +253,23 @@ setup_optimizer (MixprecEngine *self,
   return check_state_dtype (self, error);
 }
 
-static guint
-comm_timeout (void)
+/* The one timeout of the rendezvous and of every collective:
+ * MIXPREC_TIMEOUT (what mixprec-run --timeout sets) or the deprecated
+ * MIXPREC_COMM_TIMEOUT_MS, else mixprec.timeout. The environment wins so
+ * that a launcher can shorten the timeout of a job without editing its
+ * config file. */
+static gboolean
+engine_timeout (MixprecConfig *config,
+                guint         *timeout_ms,
+                GError       **error)
 {
-  const gchar *env = g_getenv ("MIXPREC_COMM_TIMEOUT_MS");
-  guint64 ms = 0;
+  GError *local = NULL;
 
-  if (env != NULL && g_ascii_string_to_unsigned (env, 10, 1, G_MAXUINT, &ms, NULL))
-    return (guint) ms;
-  return _MIXPREC_ENGINE_DEFAULT_TIMEOUT_MS;
+  if (!_mixprec_bootstrap_timeout_from_environ (NULL, timeout_ms, &local))
+    return _mixprec_engine_comm_failed (error, local, "timeout");
+  if (*timeout_ms == 0)
+    *timeout_ms = (guint) (mixprec_config_get_timeout (config) * 1000.0 + 0.5);
+  return TRUE;
 }
 
 static gboolean
@@ -403,8 +412,11 @@ _mixprec_engine_new_internal (MixprecConfig  *config,
  * The ranks come from the environment (see #MixprecBootstrap): with a world
  * size above 1 the engine joins the rendezvous and opens a communicator of
  * the config's mixprec.comm backend, and shards according to
- * zero_optimization.stage. A peer silent for `MIXPREC_COMM_TIMEOUT_MS`
- * (default 300000) makes collectives fail instead of hanging.
+ * zero_optimization.stage. The rendezvous, and every collective that makes
+ * no progress, fail instead of hanging after the timeout: the environment
+ * variable `MIXPREC_TIMEOUT` (seconds; `mixprec-run --timeout` sets it),
+ * else the deprecated `MIXPREC_COMM_TIMEOUT_MS` (milliseconds), else
+ * mixprec.timeout (default 300 seconds).
  *
  * Returns: (transfer full): a new engine, or %NULL with @error set
  *
@@ -418,11 +430,13 @@ mixprec_engine_new (MixprecConfig *config,
   g_autoptr(MixprecComm) comm = NULL;
   g_autoptr(_MixprecDevice) device = NULL;
   GError *local = NULL;
-  guint timeout = comm_timeout ();
+  guint timeout = 0;
 
   g_return_val_if_fail (MIXPREC_IS_CONFIG (config), NULL);
   g_return_val_if_fail (error == NULL || *error == NULL, NULL);
 
+  if (!engine_timeout (config, &timeout, error))
+    return NULL;
   bootstrap = mixprec_bootstrap_new_from_environment (timeout, &local);
   if (bootstrap == NULL)
     return (_mixprec_engine_comm_failed (error, local, "rendezvous"), NULL);

@@ -324,6 +324,31 @@ test_env_timeout (void)
   g_assert_cmpuint (mixprec_bootstrap_get_timeout (explicit_wins), ==, 9000);
   fallback = mixprec_bootstrap_new_from_environ (ENV ("X=1"), 0, NULL);
   g_assert_cmpuint (mixprec_bootstrap_get_timeout (fallback), ==, 5 * 60 * 1000);
+
+  /* the deprecated MIXPREC_COMM_TIMEOUT_MS, in milliseconds, when
+   * MIXPREC_TIMEOUT is not set */
+  g_assert_true (_mixprec_bootstrap_parse_environ (ENV ("MIXPREC_COMM_TIMEOUT_MS=1500"), &s, NULL));
+  g_assert_cmpuint (s.timeout_ms, ==, 1500);
+  _mixprec_bootstrap_settings_clear (&s);
+  g_assert_true (_mixprec_bootstrap_parse_environ (ENV ("MIXPREC_COMM_TIMEOUT_MS=1500",
+                                                        "MIXPREC_TIMEOUT=4"), &s, NULL));
+  g_assert_cmpuint (s.timeout_ms, ==, 4000);
+  _mixprec_bootstrap_settings_clear (&s);
+  {
+    guint ms = 7;
+    g_autoptr(GError) error = NULL;
+
+    g_assert_true (_mixprec_bootstrap_timeout_from_environ (ENV ("RANK=3"), &ms, NULL));
+    g_assert_cmpuint (ms, ==, 0);
+    g_assert_false (_mixprec_bootstrap_timeout_from_environ (ENV ("MIXPREC_COMM_TIMEOUT_MS=0"),
+                                                             &ms, &error));
+    g_assert_error (error, MIXPREC_BOOTSTRAP_ERROR, MIXPREC_BOOTSTRAP_ERROR_ENVIRONMENT);
+    g_assert_nonnull (strstr (error->message, "set MIXPREC_TIMEOUT"));
+    g_clear_error (&error);
+    g_assert_false (_mixprec_bootstrap_timeout_from_environ (ENV ("MIXPREC_COMM_TIMEOUT_MS=2s"),
+                                                             &ms, &error));
+    g_assert_nonnull (strstr (error->message, "MIXPREC_COMM_TIMEOUT_MS=2s"));
+  }
 }
 
 /* ------------------------------------------------------------ one rank */
@@ -470,6 +495,50 @@ child_gather_round (MixprecBootstrap *b,
   return TRUE;
 }
 
+/* `--child engine`: an engine from the environment (as mixprec_engine_new()
+ * finds it under mixprec-run) stepping until a collective fails. Prints
+ * "stepping PID" after the first step, so that a test can stop this
+ * process, and the engine's error when a step fails. */
+static int
+child_engine (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MixprecConfig) config = NULL;
+  g_autoptr(MixprecEngine) engine = NULL;
+  gfloat values[64];
+  const guint64 shape[] = { G_N_ELEMENTS (values) };
+  g_autoptr(GBytes) init = NULL;
+  MixprecParam *param;
+
+  for (guint i = 0; i < G_N_ELEMENTS (values); i++)
+    values[i] = (gfloat) i / 64.0f;
+  init = g_bytes_new (values, sizeof values);
+  config = mixprec_config_new_from_string ("{\"train_micro_batch_size_per_gpu\": 1, "
+                                           "\"optimizer\": {\"type\": \"SGD\", "
+                                           "\"params\": {\"lr\": 0.01}}}", &error);
+  if (config != NULL)
+    engine = mixprec_engine_new (config, &error);
+  param = engine == NULL ? NULL
+          : mixprec_engine_register_param (engine, "w", shape, 1, NULL, MIXPREC_DTYPE_FLOAT32,
+                                           init, &error);
+  for (guint step = 0; param != NULL; step++)
+    {
+      g_autoptr(MixprecStepResult) result = NULL;
+
+      if (!mixprec_param_set_grad (param, MIXPREC_DTYPE_FLOAT32, init, &error)
+          || !mixprec_engine_backward_done (engine, &error)
+          || (result = mixprec_engine_step (engine, &error)) == NULL)
+        break;
+      if (step == 0)
+        {
+          g_print ("stepping %d\n", (gint) getpid ());
+          fflush (stdout);
+        }
+    }
+  g_printerr ("error: %s\n", error->message);
+  return 1;
+}
+
 /* The other ranks of the multi-process tests. Prints one line: "ok ..."
  * or "error CODE ELAPSED_MS MESSAGE", ELAPSED timing the failing call. */
 static int
@@ -483,6 +552,9 @@ child_main (const gchar *mode)
 
   /* never outlive a test that went wrong */
   alarm (20);
+
+  if (g_str_equal (mode, "engine"))
+    return child_engine ();
 
   b = mixprec_bootstrap_new_from_environment (0, &error);
   if (b == NULL)

@@ -9,8 +9,10 @@ top=${MIXPREC_TOP_BUILDDIR:-.}
 run="$top/tools/mixprec-run"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/mixprec-run-XXXXXX") || exit 99
 background=
+stopped=
 cleanup () {
   [ -n "$background" ] && kill -KILL "$background" 2>/dev/null
+  [ -n "$stopped" ] && kill -KILL "$stopped" 2>/dev/null
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -52,7 +54,7 @@ contains () {
   grep -F -q -e "$2" "$1"
 }
 
-echo "1..17"
+echo "1..18"
 
 launch -n 3 sh -c 'echo rank $MIXPREC_RANK of $MIXPREC_WORLD_SIZE'
 sort "$tmp/out" > "$tmp/sorted"
@@ -157,4 +159,43 @@ if [ -x "$top/tests/test-bootstrap" ]; then
   check $? "three real ranks meet through the bootstrap and all-gather"
 else
   ok "three real ranks meet through the bootstrap # SKIP tests/test-bootstrap not built"
+fi
+
+# A rank stopped in the middle of training: the other rank's collective
+# fails after --timeout (MIXPREC_TIMEOUT, which mixprec_engine_new honours),
+# naming the timeout, and mixprec-run ends the stopped rank too.
+if [ -x "$top/tests/test-bootstrap" ]; then
+  "$run" -n 2 --timeout 3 "$top/tests/test-bootstrap" --child engine >"$tmp/out" 2>"$tmp/err" &
+  background=$!
+  tries=0
+  while ! grep -q '^\[1\] stepping' "$tmp/out" && kill -0 "$background" 2>/dev/null \
+        && [ $tries -lt 300 ]; do
+    sleep 0.1
+    tries=$((tries + 1))
+  done
+  stopped=$(sed -n 's/^\[1\] stepping \([0-9][0-9]*\)$/\1/p' "$tmp/out")
+  if [ -z "$stopped" ] && contains "$tmp/err" "communication backend"; then
+    kill -KILL "$background" 2>/dev/null
+    wait "$background"
+    background=
+    ok "a stopped rank ends the job after --timeout # SKIP no multi-process comm backend"
+  else
+    start=$(date +%s%3N)
+    [ -n "$stopped" ] && kill -STOP "$stopped"
+    # mixprec-run itself is not stopped: a watchdog for a job that hangs
+    ( sleep 30; kill -KILL "$background" 2>/dev/null ) &
+    watchdog=$!
+    wait "$background"
+    status=$?
+    elapsed_ms=$(( $(date +%s%3N) - start ))
+    background=
+    kill "$watchdog" 2>/dev/null
+    [ -n "$stopped" ] && [ "$status" = 1 ] && [ "$elapsed_ms" -lt 10000 ] \
+      && contains "$tmp/err" "the timeout is 3000 ms (MIXPREC_TIMEOUT or mixprec.timeout)" \
+      && ! kill -0 "$stopped" 2>/dev/null
+    check $? "a stopped rank ends the job after --timeout 3, with a message naming it (${elapsed_ms} ms)"
+    stopped=
+  fi
+else
+  ok "a stopped rank ends the job after --timeout # SKIP tests/test-bootstrap not built"
 fi

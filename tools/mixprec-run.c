@@ -161,6 +161,9 @@ stop_ranks (Job *job)
     return;
   job->stopping = TRUE;
   signal_ranks (job, SIGTERM);
+  /* a stopped rank (SIGSTOP, a debugger's ^Z) acts on SIGTERM only once
+   * it runs again, as a shell's kill does for stopped jobs */
+  signal_ranks (job, SIGCONT);
   job->grace_id = g_timeout_add (job->grace_ms, grace_over, job);
 }
 

@@ -290,16 +290,22 @@ check_distributed_config (MixprecEngine *self,
   return TRUE;
 }
 
-/* Opens mixprec.device into *@device (NULL for "cpu"). */
+/* Opens mixprec.device into *@device (NULL for "cpu"). Across ranks the
+ * device is the one of the bootstrap's local rank (@local_rank, -1 for
+ * the plugin's default): launchers such as mixprec-run and mpirun set no
+ * LOCAL_RANK for the plugin to read. */
 static gboolean
 open_config_device (MixprecConfig   *config,
+                    gint             local_rank,
                     _MixprecDevice **device,
                     GError         **error)
 {
   const gchar *name = mixprec_config_get_device (config);
   GError *local = NULL;
 
-  *device = _mixprec_device_open (name != NULL ? name : "cpu", -1, &local);
+  *device = local_rank < 0 ? _mixprec_device_open (name != NULL ? name : "cpu", -1, &local)
+                           : _mixprec_device_open_local (name != NULL ? name : "cpu",
+                                                         (guint) local_rank, &local);
   if (local == NULL)
     return TRUE;
   g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
@@ -315,7 +321,7 @@ open_device (MixprecEngine  *self,
              GError        **error)
 {
   if (device == NULL)
-    return open_config_device (self->config, &self->device, error);
+    return open_config_device (self->config, -1, &self->device, error);
   self->device = _mixprec_device_ref (device);
   return TRUE;
 }
@@ -409,7 +415,9 @@ _mixprec_engine_new_internal (MixprecConfig  *config,
  * map onto plugin features: Adam and AdamW onto adamw, SGD onto sgd, Lion
  * onto lion; any other name is looked up as a feature name.
  *
- * The ranks come from the environment (see #MixprecBootstrap): with a world
+ * With mixprec.comm "local" the engine is one process and reads no
+ * launcher variables at all. Otherwise the ranks come from the
+ * environment (see #MixprecBootstrap): with a world
  * size above 1 the engine joins the rendezvous and opens a communicator of
  * the config's mixprec.comm backend, and shards according to
  * zero_optimization.stage. The rendezvous, and every collective that makes
@@ -435,14 +443,25 @@ mixprec_engine_new (MixprecConfig *config,
   g_return_val_if_fail (MIXPREC_IS_CONFIG (config), NULL);
   g_return_val_if_fail (error == NULL || *error == NULL, NULL);
 
+  /* comm "local" is one process whatever the environment says: an engine
+   * private to each process of a job that something else distributes
+   * (torch.distributed, an MPI program) must not join a rendezvous */
+  if (g_strcmp0 (mixprec_config_get_comm_backend (config), "local") == 0)
+    {
+      if (!open_config_device (config, -1, &device, error))
+        return NULL;
+      return _mixprec_engine_new_internal (config, device, NULL, NULL, FALSE, error);
+    }
   if (!engine_timeout (config, &timeout, error))
     return NULL;
   bootstrap = mixprec_bootstrap_new_from_environment (timeout, &local);
   if (bootstrap == NULL)
     return (_mixprec_engine_comm_failed (error, local, "rendezvous"), NULL);
   /* The device first: a device communicator joins its stream (and the
-   * device the plugin selected, LOCAL_RANK's for cuda). */
-  if (!open_config_device (config, &device, error))
+   * device of this rank's local rank). */
+  if (!open_config_device (config, mixprec_bootstrap_get_world_size (bootstrap) > 1
+                                   ? (gint) mixprec_bootstrap_get_local_rank (bootstrap) : -1,
+                           &device, error))
     return NULL;
   if (mixprec_bootstrap_get_world_size (bootstrap) > 1)
     {

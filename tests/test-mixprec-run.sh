@@ -18,6 +18,8 @@ cleanup () {
 trap cleanup EXIT
 
 n=0
+# this job's ranks must not look like part of an outer launcher's job
+unset RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE MASTER_ADDR MASTER_PORT
 
 ok () {
   n=$((n + 1))
@@ -54,7 +56,7 @@ contains () {
   grep -F -q -e "$2" "$1"
 }
 
-echo "1..18"
+echo "1..20"
 
 launch -n 3 sh -c 'echo rank $MIXPREC_RANK of $MIXPREC_WORLD_SIZE'
 sort "$tmp/out" > "$tmp/sorted"
@@ -66,6 +68,18 @@ launch -n 2 sh -c 'echo $MIXPREC_RANK $MIXPREC_LOCAL_RANK $MIXPREC_LOCAL_WORLD_S
 port=$(sed -n 's/^\[0\] 0 0 2 127\.0\.0\.1 \([0-9][0-9]*\) unset$/\1/p' "$tmp/out")
 [ -n "$port" ] && [ "$port" -ge 1 ] && [ "$port" -le 65535 ] && has "$tmp/out" "[1] 1 1 2 127.0.0.1 $port unset"
 check $? "local rank, local world size, address and a free port, the same for every rank"
+
+# torchrun's rank variables too, as torchrun sets them; not the address
+launch -n 2 sh -c 'echo $RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE ${MASTER_ADDR-unset} ${MASTER_PORT-unset}'
+has "$tmp/out" "[0] 0 2 0 2 unset unset" && has "$tmp/out" "[1] 1 2 1 2 unset unset" && [ ! -s "$tmp/err" ]
+check $? "RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE as torchrun sets them"
+
+# inside another launcher's job they are left alone, with a note
+RANK=5 "$run" -n 2 sh -c 'echo ${RANK-unset} ${WORLD_SIZE-unset} ${LOCAL_RANK-unset} $MIXPREC_RANK' \
+  >"$tmp/out" 2>"$tmp/err"
+has "$tmp/out" "[0] 5 unset unset 0" && has "$tmp/out" "[1] 5 unset unset 1" \
+  && contains "$tmp/err" "mixprec-run: RANK is set already"
+check $? "an inherited RANK: the torchrun variables are left as they are, with a note"
 
 launch -n 1 --port 23456 --timeout 2.5 --addr 127.0.0.1 sh -c 'echo $MIXPREC_MASTER_PORT $MIXPREC_TIMEOUT'
 has "$tmp/out" "[0] 23456 2.5" && [ "$status" = 0 ]

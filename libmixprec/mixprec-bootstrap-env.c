@@ -435,10 +435,13 @@ derived_address (const Env                *env,
         job = env_get (env, "SLURM_JOBID");
       if (job == NULL)
         {
-          g_set_error (error, MIXPREC_BOOTSTRAP_ERROR, MIXPREC_BOOTSTRAP_ERROR_ENVIRONMENT,
-                       "SLURM_JOB_ID is not set, so no rendezvous port can be derived "
-                       "from it: set MIXPREC_MASTER_PORT for every task");
-          return FALSE;
+          /* srun outside an allocation's environment, a hand-made
+           * environment: every task falls back alike */
+          s->master_port = _MIXPREC_BOOTSTRAP_DEFAULT_PORT;
+          g_message ("SLURM_JOB_ID is not set, so the rendezvous port cannot be derived "
+                     "from it: using port %u (set MIXPREC_MASTER_PORT for every task to "
+                     "choose another)", s->master_port);
+          return TRUE;
         }
       if (!parse_count ("SLURM_JOB_ID", job, G_MAXUINT, &job_id, error))
         return FALSE;
@@ -491,7 +494,11 @@ read_family (const Env                *env,
       if (has_local_size && env_get (env, "SLURM_TASKS_PER_NODE") == NULL)
         local_size_name = "SLURM_NTASKS_PER_NODE";
     }
-  if (has_local_rank != has_local_size)
+  /* LOCAL_RANK alone (torchrun's variables set by hand, Slurm without a
+   * task count per node) is taken as it is; the rendezvous counts the
+   * ranks of this host for the local world size. The other way round
+   * there is no telling which rank of the host this is. */
+  if (has_local_size && !has_local_rank)
     {
       g_set_error (error, MIXPREC_BOOTSTRAP_ERROR, MIXPREC_BOOTSTRAP_ERROR_ENVIRONMENT,
                    "%s is set but %s is not; set both or neither",
@@ -533,8 +540,24 @@ read_family (const Env                *env,
         }
     }
 
-  if (!has_local_rank)
+  if (!has_local_size && has_local_rank)
     {
+      if (s->local_rank >= s->world_size)
+        {
+          g_set_error (error, MIXPREC_BOOTSTRAP_ERROR, MIXPREC_BOOTSTRAP_ERROR_ENVIRONMENT,
+                       "%s=%u is not below %s=%u",
+                       family->local_rank, s->local_rank, family->size, s->world_size);
+          return FALSE;
+        }
+      /* until the rendezvous has counted the ranks of this host */
+      s->local_world_size = _mixprec_bootstrap_is_loopback (s->master_addr)
+                            ? s->world_size : s->local_rank + 1;
+      s->local_rank_given = TRUE;
+      s->local_from_hosts = s->world_size > 1;
+    }
+  else if (!has_local_rank)
+    {
+      s->local_from_hosts = s->world_size > 1;
       if (s->world_size == 1 || _mixprec_bootstrap_is_loopback (s->master_addr))
         {
           s->local_rank = s->rank;
@@ -564,6 +587,9 @@ read_family (const Env                *env,
   return TRUE;
 }
 
+/* MIXPREC_TIMEOUT, in seconds; else the deprecated MIXPREC_COMM_TIMEOUT_MS,
+ * in milliseconds, which the engine read before MIXPREC_TIMEOUT existed
+ * for it. */
 static gboolean
 read_timeout (const Env *env,
               guint     *timeout_ms,
@@ -575,7 +601,24 @@ read_timeout (const Env *env,
 
   *timeout_ms = 0;
   if (value == NULL)
-    return TRUE;
+    {
+      guint ms = 0;
+
+      value = env_get (env, "MIXPREC_COMM_TIMEOUT_MS");
+      if (value == NULL)
+        return TRUE;
+      if (!parse_count ("MIXPREC_COMM_TIMEOUT_MS", value, G_MAXUINT, &ms, error))
+        return FALSE;
+      if (ms == 0)
+        {
+          g_set_error (error, MIXPREC_BOOTSTRAP_ERROR, MIXPREC_BOOTSTRAP_ERROR_ENVIRONMENT,
+                       "MIXPREC_COMM_TIMEOUT_MS=0: a timeout is at least 1 ms (this variable "
+                       "is deprecated: set MIXPREC_TIMEOUT, in seconds, instead)");
+          return FALSE;
+        }
+      *timeout_ms = ms;
+      return TRUE;
+    }
   seconds = g_ascii_strtod (value, &end);
   if (*value == '\0' || end == NULL || *end != '\0' || !(seconds > 0)
       || seconds * 1000.0 > (gdouble) G_MAXUINT || seconds * 1000.0 < 1.0)
@@ -588,6 +631,26 @@ read_timeout (const Env *env,
     }
   *timeout_ms = (guint) (seconds * 1000.0 + 0.5);
   return TRUE;
+}
+
+/* _mixprec_bootstrap_timeout_from_environ:
+ * @envp: (nullable): "NAME=value" strings; NULL for the process environment
+ * @timeout_ms: (out): the timeout the environment asks for, 0 for none
+ *
+ * Reads MIXPREC_TIMEOUT (seconds) or else the deprecated
+ * MIXPREC_COMM_TIMEOUT_MS (milliseconds), and nothing else. */
+gboolean
+_mixprec_bootstrap_timeout_from_environ (const gchar * const *envp,
+                                         guint               *timeout_ms,
+                                         GError             **error)
+{
+  g_auto(GStrv) own = NULL;
+  Env env;
+
+  if (envp == NULL)
+    envp = (const gchar * const *) (own = g_get_environ ());
+  env.envp = envp;
+  return read_timeout (&env, timeout_ms, error);
 }
 
 void

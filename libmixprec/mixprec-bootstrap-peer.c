@@ -143,8 +143,9 @@ _mixprec_bootstrap_peer_join (MixprecBootstrap *self,
                                MIXPREC_WIRE_HELLO_SIZE + host_len,
                                deadline, self->cancellable, &local);
   if (status == MIXPREC_WIRE_OK)
-    status = _mixprec_wire_conn_receive (conn, MIXPREC_WIRE_MAX_HELLO, deadline,
-                                         self->cancellable, &local);
+    status = _mixprec_wire_conn_receive (conn, MAX (MIXPREC_WIRE_MAX_HELLO,
+                                                    (gsize) self->world_size * 4),
+                                         deadline, self->cancellable, &local);
   switch (status)
     {
     case MIXPREC_WIRE_OK:
@@ -194,6 +195,7 @@ _mixprec_bootstrap_peer_join (MixprecBootstrap *self,
                    self->master_addr, self->master_port, self->rank, conn->header.type);
       return FALSE;
     }
+  _mixprec_bootstrap_apply_hosts (self, conn->payload, conn->header.length);
   _mixprec_wire_conn_reset (conn);
   return TRUE;
 }

@@ -13,6 +13,10 @@
 
 G_BEGIN_DECLS
 
+/* The rendezvous port when nothing names or derives one: torchrun's
+ * default MASTER_PORT. */
+#define _MIXPREC_BOOTSTRAP_DEFAULT_PORT 29500
+
 /* The resolved rank settings of one process, before any socket is opened. */
 typedef struct {
   guint rank;
@@ -21,14 +25,22 @@ typedef struct {
   guint local_world_size;
   gchar *master_addr;          /* NULL when world_size == 1 */
   guint16 master_port;         /* 0 when world_size == 1 */
-  guint timeout_ms;            /* from MIXPREC_TIMEOUT, or 0 when unset */
+  guint timeout_ms;            /* from MIXPREC_TIMEOUT (or MIXPREC_COMM_TIMEOUT_MS), 0 when unset */
   const gchar *source;         /* "mixprec", "torchrun", "openmpi", "slurm", "single" */
+  /* The environment gave no local world size: the rendezvous counts the
+   * ranks of each host (by host name) and replaces local_world_size, and
+   * local_rank too unless local_rank_given. */
+  gboolean local_from_hosts;
+  gboolean local_rank_given;
 } MixprecBootstrapSettings;
 
 void     _mixprec_bootstrap_settings_clear  (MixprecBootstrapSettings *settings);
 gboolean _mixprec_bootstrap_parse_environ   (const gchar * const      *envp,
                                              MixprecBootstrapSettings *settings,
                                              GError                  **error);
+gboolean _mixprec_bootstrap_timeout_from_environ (const gchar * const *envp,
+                                                  guint               *timeout_ms,
+                                                  GError             **error);
 gboolean _mixprec_bootstrap_is_loopback    (const gchar              *addr);
 gchar   *_mixprec_bootstrap_first_host      (const gchar              *nodelist,
                                              GError                  **error);
@@ -43,6 +55,8 @@ struct _MixprecBootstrap
   guint world_size;
   guint local_rank;
   guint local_world_size;
+  gboolean local_from_hosts;    /* see MixprecBootstrapSettings */
+  gboolean local_rank_given;
   guint timeout_ms;
   const gchar *source;
   gchar *master_addr;
@@ -82,6 +96,13 @@ void         _mixprec_bootstrap_set_aborted (MixprecBootstrap          *self,
                                              GError                   **error);
 void         _mixprec_bootstrap_fail_aborted (MixprecBootstrap         *self,
                                               GError                  **error);
+void         _mixprec_bootstrap_apply_hosts (MixprecBootstrap         *self,
+                                             const guint8             *ids,
+                                             gsize                     len);
+gchar       *_mixprec_bootstrap_loopback_warning (const gchar        *master_addr,
+                                                  GInetAddress       *bound,
+                                                  guint               local_world_size,
+                                                  guint               world_size);
 GList       *_mixprec_bootstrap_resolve     (MixprecBootstrap          *self,
                                              GError                   **error);
 void         _mixprec_bootstrap_tune_socket (GSocket                   *socket);

@@ -60,6 +60,13 @@ root_listen (MixprecBootstrap *self,
       g_socket_set_listen_backlog (socket, (gint) MIN (self->world_size, 4096u));
       if (g_socket_bind (socket, address, TRUE, &last) && g_socket_listen (socket, &last))
         {
+          g_autofree gchar *warning =
+            _mixprec_bootstrap_loopback_warning (self->master_addr, inet,
+                                                 self->local_from_hosts ? 1
+                                                 : self->local_world_size, self->world_size);
+
+          if (warning != NULL)
+            g_warning ("%s", warning);
           g_socket_set_blocking (socket, FALSE);
           self->listener = g_steal_pointer (&socket);
         }
@@ -434,6 +441,8 @@ _mixprec_bootstrap_root_setup (MixprecBootstrap *self,
 {
   g_autofree gboolean *have = g_new0 (gboolean, self->world_size);
   Round round = { TRUE, 0, 0, NULL, have, self->world_size - 1 };
+  g_autofree guint8 *ids = NULL;
+  gsize ids_len = (gsize) self->world_size * 4;
 
   if (!root_listen (self, error))
     return FALSE;
@@ -442,7 +451,20 @@ _mixprec_bootstrap_root_setup (MixprecBootstrap *self,
   have[0] = TRUE;
   if (!root_pump (self, &round, error))
     return FALSE;
-  return root_broadcast (self, MIXPREC_WIRE_WELCOME, 0, NULL, 0, "the rendezvous", error);
+  /* every rank's host, as the lowest rank on it */
+  ids = g_malloc (ids_len);
+  for (guint r = 0; r < self->world_size; r++)
+    {
+      const gchar *host = r == 0 ? g_get_host_name () : self->peers[r]->host;
+      guint first = r;
+
+      for (guint q = 0; q < r && first == r; q++)
+        if (g_strcmp0 (q == 0 ? g_get_host_name () : self->peers[q]->host, host) == 0)
+          first = q;
+      _mixprec_wire_put_u32 (ids + (gsize) r * 4, first);
+    }
+  _mixprec_bootstrap_apply_hosts (self, ids, ids_len);
+  return root_broadcast (self, MIXPREC_WIRE_WELCOME, 0, ids, ids_len, "the rendezvous", error);
 }
 
 gboolean

@@ -34,10 +34,13 @@
  * A family counts when its rank and world-size variables are both set.
  * `MIXPREC_RANK` or `MIXPREC_WORLD_SIZE` alone is an error; so is a
  * torchrun or Open MPI pair with one half missing when no family is
- * complete. Within the chosen family the local rank and local world size
- * come together or not at all; without them, every rank counts as local
- * when the rendezvous address is a loopback address (local rank = rank),
- * and as alone on its host otherwise (local rank 0 of 1).
+ * complete. Within the chosen family the local world size needs the
+ * local rank. Without a local world size (torchrun's variables set by
+ * hand with `LOCAL_RANK` alone, Slurm without a task count per node, Open
+ * MPI without `OMPI_COMM_WORLD_LOCAL_SIZE`, no local variables at all)
+ * the rendezvous counts the ranks of each host, by host name: the local
+ * world size is the number of ranks on this host, and the local rank,
+ * unless given, this rank's place among them in rank order.
  *
  * Open MPI and Slurm have no rendezvous variables of their own: the
  * address and port come from `MIXPREC_MASTER_ADDR`/`MIXPREC_MASTER_PORT`,
@@ -48,11 +51,20 @@
  * gives `node01`. Without a port, both derive one that every rank of the
  * job agrees on: Open MPI 20000 + (32-bit FNV-1a of the first of
  * `OMPI_MCA_orte_ess_jobid`, `OMPI_MCA_ess_base_jobid`, `PMIX_NAMESPACE`)
- * mod 10000; Slurm 20000 + `SLURM_JOB_ID` mod 10000. Two jobs on the same
- * rank-0 host may collide on a derived port; set one explicitly then.
+ * mod 10000; Slurm 20000 + `SLURM_JOB_ID` mod 10000, or without
+ * `SLURM_JOB_ID` torchrun's default port 29500, with a message saying so.
+ * Two jobs on the same rank-0 host may collide on such a port; set one
+ * explicitly then.
+ *
+ * When the rendezvous host is given by name and that name resolves to a
+ * loopback address on rank 0 (an /etc/hosts entry such as Debian's
+ * 127.0.1.1 for the host's own name), rank 0 warns, naming the address,
+ * unless every rank is known to run on its host: ranks elsewhere could
+ * never connect.
  *
  * `MIXPREC_TIMEOUT` (seconds, fractions allowed) sets the timeout when
- * the caller passes 0; without it the timeout is
+ * the caller passes 0 (else the deprecated `MIXPREC_COMM_TIMEOUT_MS`, in
+ * milliseconds); without either the timeout is
  * %MIXPREC_BOOTSTRAP_DEFAULT_TIMEOUT_MS.
  *
  * With one rank no socket is opened and the collectives copy locally.
@@ -117,6 +129,61 @@ gint64
 _mixprec_bootstrap_deadline (MixprecBootstrap *self)
 {
   return g_get_monotonic_time () + (gint64) self->timeout_ms * 1000;
+}
+
+/* The rendezvous's WELCOME carries, for every rank, the lowest rank on
+ * the same host (32-bit, in rank order): the local rank is the number of
+ * ranks before this one with the same id, the local world size the number
+ * with the same id. Used only when the environment gave no local world
+ * size; a LOCAL_RANK it did give is kept. */
+void
+_mixprec_bootstrap_apply_hosts (MixprecBootstrap *self,
+                                const guint8     *ids,
+                                gsize             len)
+{
+  guint32 mine;
+  guint before = 0, count = 0;
+
+  if (!self->local_from_hosts || len != (gsize) self->world_size * 4)
+    return;
+  mine = _mixprec_wire_get_u32 (ids + (gsize) self->rank * 4);
+  for (guint r = 0; r < self->world_size; r++)
+    if (_mixprec_wire_get_u32 (ids + (gsize) r * 4) == mine)
+      {
+        before += r < self->rank;
+        count++;
+      }
+  if (self->local_rank_given)
+    self->local_world_size = MAX (count, self->local_rank + 1);
+  else
+    {
+      self->local_rank = before;
+      self->local_world_size = count;
+    }
+}
+
+/* Rank 0 listens on a loopback address although the rendezvous host was
+ * given by name, and ranks are expected on other hosts: they will never
+ * connect. The classic cause is /etc/hosts mapping the host's own name to
+ * 127.0.1.1 (Debian) or 127.0.0.1. Returns the warning, or NULL. */
+gchar *
+_mixprec_bootstrap_loopback_warning (const gchar  *master_addr,
+                                     GInetAddress *bound,
+                                     guint         local_world_size,
+                                     guint         world_size)
+{
+  g_autofree gchar *shown = NULL;
+
+  if (master_addr == NULL || _mixprec_bootstrap_is_loopback (master_addr)
+      || !g_inet_address_get_is_loopback (bound) || local_world_size >= world_size)
+    return NULL;
+  shown = g_inet_address_to_string (bound);
+  return g_strdup_printf ("rank 0 listens on %s, a loopback address, because the rendezvous "
+                          "host '%s' resolves to it on rank 0's host (an /etc/hosts entry?): "
+                          "any ranks on other hosts cannot connect. Set MIXPREC_MASTER_ADDR "
+                          "(or MASTER_ADDR) to an address of rank 0's host that the other "
+                          "hosts reach, or fix the host name's entry in /etc/hosts",
+                          shown, master_addr);
 }
 
 /* ------------------------------------------------------------ failure */
@@ -401,6 +468,8 @@ create (const MixprecBootstrapSettings *s,
   self->world_size = s->world_size;
   self->local_rank = s->local_rank;
   self->local_world_size = s->local_world_size;
+  self->local_from_hosts = s->local_from_hosts;
+  self->local_rank_given = s->local_rank_given;
   self->source = s->source;
   self->timeout_ms = timeout_ms != 0 ? timeout_ms
                      : s->timeout_ms != 0 ? s->timeout_ms : MIXPREC_BOOTSTRAP_DEFAULT_TIMEOUT_MS;
@@ -489,8 +558,8 @@ mixprec_bootstrap_new_from_environment (guint    timeout_ms,
  * @error: return location for a #GError
  *
  * Joins the ranks of a job whose layout the caller knows, ignoring the
- * environment. The local rank is @rank when @master_addr is a loopback
- * address (every rank on this host), else 0 of 1.
+ * environment. The local rank and local world size come from the ranks'
+ * host names, counted at the rendezvous.
  *
  * Returns: (transfer full): a bootstrap, source "explicit", or %NULL with
  *   @error set as for mixprec_bootstrap_new_from_environ()
@@ -536,6 +605,7 @@ mixprec_bootstrap_new (guint         rank,
       s.local_rank = 0;
       s.local_world_size = 1;
     }
+  s.local_from_hosts = world_size > 1;
   s.master_addr = (gchar *) master_addr;
   s.master_port = master_port;
   return create (&s, timeout_ms, error);

@@ -522,6 +522,7 @@ _mixprec_comm_check_status (MixprecComm *self,
                             const gchar *what,
                             GError     **error)
 {
+  g_autofree gchar *suffix = NULL;
   gint code;
 
   if (status == MIXPREC_PLUGIN_OK)
@@ -546,11 +547,16 @@ _mixprec_comm_check_status (MixprecComm *self,
         code = MIXPREC_COMM_ERROR_FAILED;
         break;
       }
+  /* a timeout names itself and where it is set */
+  suffix = code == MIXPREC_COMM_ERROR_TIMEOUT
+           ? g_strdup_printf ("; the timeout is %u ms (MIXPREC_TIMEOUT or mixprec.timeout)",
+                              self->timeout_ms)
+           : NULL;
   g_set_error (error, MIXPREC_COMM_ERROR, code,
-               "%s on rank %u of %u (comm '%s'): %s (%s, status %d)",
+               "%s on rank %u of %u (comm '%s'): %s (%s, status %d)%s",
                what, self->rank, self->world_size, mixprec_feature_get_name (self->feature),
                errbuf != NULL && errbuf[0] != '\0' ? errbuf : "the backend gave no reason",
-               _mixprec_plugin_status_to_string (status), status);
+               _mixprec_plugin_status_to_string (status), status, suffix != NULL ? suffix : "");
   return FALSE;
 }
 

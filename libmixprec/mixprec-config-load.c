@@ -1041,7 +1041,8 @@ load_mixprec (Loader     *l,
 {
   static const gchar *const known[] = {
     "precision_mode", "fp32_modules", "fp32_params", "stochastic_rounding", "seed",
-    "scaler", "comm", "device", "strict", "weight_decay_exempt", "check_grad_overflow", NULL
+    "scaler", "comm", "device", "strict", "weight_decay_exempt", "check_grad_overflow",
+    "timeout", NULL
   };
   static const gchar *const comms[] = { "auto", "local", "ucx", "nccl", NULL };
   static const gchar *const devices[] = { "cpu", "cuda", NULL };
@@ -1086,6 +1087,8 @@ load_mixprec (Loader     *l,
       g_free (s->comm_backend);
       s->comm_backend = g_strdup (comms[index]);
     }
+  read_number (l, o, "mixprec", "timeout", 0.001, CLOSED, (gdouble) (G_MAXUINT / 1000), CLOSED,
+               "a number of seconds from 0.001 to 4294967", &s->timeout);
   if (read_choice (l, o, "mixprec", "device", devices, &index))
     {
       g_free (s->device);
@@ -2232,6 +2235,7 @@ _mixprec_config_settings_init_defaults (MixprecConfigSettings *s)
   s->backoff_factor = 0.5;
   s->raise_at_min_scale = TRUE;
   s->comm_backend = g_strdup ("auto");
+  s->timeout = MIXPREC_BOOTSTRAP_DEFAULT_TIMEOUT_MS / 1000.0;
   s->device = g_strdup ("cpu");
   s->offload_optimizer = _MIXPREC_OFFLOAD_NONE;
 }

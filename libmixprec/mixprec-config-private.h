@@ -117,6 +117,7 @@ typedef struct
   gdouble  backoff_factor;
   gboolean raise_at_min_scale;
   gchar   *comm_backend;
+  gdouble  timeout;               /* mixprec.timeout, seconds */
   gchar   *device;
   guint    offload_optimizer;     /* _MixprecOffload */
   gboolean offload_pin_memory;

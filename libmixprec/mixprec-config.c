@@ -596,6 +596,8 @@ mixprec_config_to_data (MixprecConfig *self,
   json_builder_end_object (b);
   json_builder_set_member_name (b, "comm");
   json_builder_add_string_value (b, s->comm_backend);
+  json_builder_set_member_name (b, "timeout");
+  json_builder_add_double_value (b, s->timeout);
   json_builder_set_member_name (b, "device");
   json_builder_add_string_value (b, s->device);
   json_builder_set_member_name (b, "strict");
@@ -1078,6 +1080,26 @@ mixprec_config_get_comm_backend (MixprecConfig *self)
 {
   g_return_val_if_fail (MIXPREC_IS_CONFIG (self), NULL);
   return self->settings.comm_backend;
+}
+
+/**
+ * mixprec_config_get_timeout:
+ * @self: a #MixprecConfig
+ *
+ * Gets `mixprec.timeout`: how long, in seconds, the rendezvous may take
+ * and a collective may go without progress before it fails (default 300).
+ * mixprec_engine_new() uses it unless the environment variable
+ * `MIXPREC_TIMEOUT` (what `mixprec-run --timeout` sets) overrides it.
+ *
+ * Returns: the timeout in seconds
+ *
+ * Since: 1.0
+ */
+gdouble
+mixprec_config_get_timeout (MixprecConfig *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_CONFIG (self), 0);
+  return self->settings.timeout;
 }
 
 /**

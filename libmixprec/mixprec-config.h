@@ -164,6 +164,8 @@ MixprecDType   mixprec_config_get_optimizer_state_dtype    (MixprecConfig *self)
 MIXPREC_AVAILABLE_IN_1_0
 const gchar   *mixprec_config_get_comm_backend             (MixprecConfig *self);
 MIXPREC_AVAILABLE_IN_1_0
+gdouble        mixprec_config_get_timeout                  (MixprecConfig *self);
+MIXPREC_AVAILABLE_IN_1_0
 const gchar   *mixprec_config_get_device                   (MixprecConfig *self);
 MIXPREC_AVAILABLE_IN_1_0
 guint64        mixprec_config_get_seed                     (MixprecConfig *self);

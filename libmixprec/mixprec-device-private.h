@@ -16,11 +16,16 @@ G_BEGIN_DECLS
 typedef struct _MixprecDevice _MixprecDevice;
 
 /* Opens device @name ("cpu" gives NULL with no error: host memory) of the
- * default registry; @ordinal -1 lets the plugin choose (cuda: LOCAL_RANK).
+ * default registry; @ordinal -1 lets the plugin choose (cuda: LOCAL_RANK, else 0).
  * Fails when no plugin provides @name or the plugin finds no usable
  * device. */
 _MixprecDevice *_mixprec_device_open          (const gchar    *name,
                                                gint            ordinal,
+                                               GError        **error);
+/* Device @name for local rank @local_rank of a multi-process job: ordinal
+ * @local_rank modulo the plugin's device count. */
+_MixprecDevice *_mixprec_device_open_local    (const gchar    *name,
+                                               guint           local_rank,
                                                GError        **error);
 /* The same, with a feature of kind MIXPREC_FEATURE_KIND_DEVICE. */
 _MixprecDevice *_mixprec_device_open_feature  (MixprecFeature *feature,

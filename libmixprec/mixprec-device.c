@@ -121,6 +121,29 @@ _mixprec_device_open (const gchar *name,
   return _mixprec_device_open_feature (feature, ordinal, error);
 }
 
+/* The device of local rank @local_rank: its ordinal modulo the number of
+ * devices the plugin sees (CUDA_VISIBLE_DEVICES applied), so that more
+ * ranks than devices on a host share them round-robin. */
+_MixprecDevice *
+_mixprec_device_open_local (const gchar *name,
+                            guint        local_rank,
+                            GError     **error)
+{
+  g_autoptr(MixprecFeature) feature = NULL;
+  gint n = 0;
+
+  g_return_val_if_fail (name != NULL, NULL);
+
+  if (g_str_equal (name, "cpu"))
+    return NULL;
+  feature = mixprec_registry_find_feature (mixprec_registry_get_default (),
+                                           MIXPREC_FEATURE_KIND_DEVICE, name, name, error);
+  if (feature == NULL || !_mixprec_device_probe (feature, &n, error))
+    return NULL;
+  return _mixprec_device_open_feature (feature, n > 0 ? (gint) (local_rank % (guint) n) : 0,
+                                       error);
+}
+
 _MixprecDevice *
 _mixprec_device_ref (_MixprecDevice *device)
 {

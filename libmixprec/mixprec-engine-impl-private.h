@@ -15,10 +15,6 @@ G_BEGIN_DECLS
  * is noise, small enough that two cores share uneven groups. */
 #define _MIXPREC_ENGINE_MIN_CHUNK ((gsize) 1 << 16)
 
-/* How long a peer may stay silent before a collective fails, unless
- * MIXPREC_COMM_TIMEOUT_MS says otherwise. */
-#define _MIXPREC_ENGINE_DEFAULT_TIMEOUT_MS 300000
-
 /* A run of a group's elements that share buffers: the whole group for
  * engine-owned parameters, one parameter for user-owned memory (one
  * process only). Each pointer addresses the element whose index in the

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "mixprec.h"
+#include "mixprec-bootstrap-private.h"
 #include "mixprec-engine-impl-private.h"
 #include "mixprec-engine-private.h"
 #include "mixprec-parallel-private.h"
@@ -260,15 +261,23 @@ setup_optimizer (MixprecEngine *self,
   return check_state_dtype (self, error);
 }
 
-static guint
-comm_timeout (void)
+/* The one timeout of the rendezvous and of every collective:
+ * MIXPREC_TIMEOUT (what mixprec-run --timeout sets) or the deprecated
+ * MIXPREC_COMM_TIMEOUT_MS, else mixprec.timeout. The environment wins so
+ * that a launcher can shorten the timeout of a job without editing its
+ * config file. */
+static gboolean
+engine_timeout (MixprecConfig *config,
+                guint         *timeout_ms,
+                GError       **error)
 {
-  const gchar *env = g_getenv ("MIXPREC_COMM_TIMEOUT_MS");
-  guint64 ms = 0;
+  GError *local = NULL;
 
-  if (env != NULL && g_ascii_string_to_unsigned (env, 10, 1, G_MAXUINT, &ms, NULL))
-    return (guint) ms;
-  return _MIXPREC_ENGINE_DEFAULT_TIMEOUT_MS;
+  if (!_mixprec_bootstrap_timeout_from_environ (NULL, timeout_ms, &local))
+    return _mixprec_engine_comm_failed (error, local, "timeout");
+  if (*timeout_ms == 0)
+    *timeout_ms = (guint) (mixprec_config_get_timeout (config) * 1000.0 + 0.5);
+  return TRUE;
 }
 
 static gboolean
@@ -289,16 +298,22 @@ check_distributed_config (MixprecEngine *self,
   return TRUE;
 }
 
-/* Opens mixprec.device into *@device (NULL for "cpu"). */
+/* Opens mixprec.device into *@device (NULL for "cpu"). Across ranks the
+ * device is the one of the bootstrap's local rank (@local_rank, -1 for
+ * the plugin's default): launchers such as mixprec-run and mpirun set no
+ * LOCAL_RANK for the plugin to read. */
 static gboolean
 open_config_device (MixprecConfig   *config,
+                    gint             local_rank,
                     _MixprecDevice **device,
                     GError         **error)
 {
   const gchar *name = mixprec_config_get_device (config);
   GError *local = NULL;
 
-  *device = _mixprec_device_open (name != NULL ? name : "cpu", -1, &local);
+  *device = local_rank < 0 ? _mixprec_device_open (name != NULL ? name : "cpu", -1, &local)
+                           : _mixprec_device_open_local (name != NULL ? name : "cpu",
+                                                         (guint) local_rank, &local);
   if (local == NULL)
     return TRUE;
   g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
@@ -314,7 +329,7 @@ open_device (MixprecEngine  *self,
              GError        **error)
 {
   if (device == NULL)
-    return open_config_device (self->config, &self->device, error);
+    return open_config_device (self->config, -1, &self->device, error);
   self->device = _mixprec_device_ref (device);
   return TRUE;
 }
@@ -435,11 +450,16 @@ _mixprec_engine_new_internal (MixprecConfig  *config,
  * map onto plugin features: Adam and AdamW onto adamw, SGD onto sgd, Lion
  * onto lion; any other name is looked up as a feature name.
  *
- * The ranks come from the environment (see #MixprecBootstrap): with a world
+ * With mixprec.comm "local" the engine is one process and reads no
+ * launcher variables at all. Otherwise the ranks come from the
+ * environment (see #MixprecBootstrap): with a world
  * size above 1 the engine joins the rendezvous and opens a communicator of
  * the config's mixprec.comm backend, and shards according to
- * zero_optimization.stage. A peer silent for `MIXPREC_COMM_TIMEOUT_MS`
- * (default 300000) makes collectives fail instead of hanging.
+ * zero_optimization.stage. The rendezvous, and every collective that makes
+ * no progress, fail instead of hanging after the timeout: the environment
+ * variable `MIXPREC_TIMEOUT` (seconds; `mixprec-run --timeout` sets it),
+ * else the deprecated `MIXPREC_COMM_TIMEOUT_MS` (milliseconds), else
+ * mixprec.timeout (default 300 seconds).
  *
  * Returns: (transfer full): a new engine, or %NULL with @error set
  *
@@ -453,17 +473,30 @@ mixprec_engine_new (MixprecConfig *config,
   g_autoptr(MixprecComm) comm = NULL;
   g_autoptr(_MixprecDevice) device = NULL;
   GError *local = NULL;
-  guint timeout = comm_timeout ();
+  guint timeout = 0;
 
   g_return_val_if_fail (MIXPREC_IS_CONFIG (config), NULL);
   g_return_val_if_fail (error == NULL || *error == NULL, NULL);
 
+  /* comm "local" is one process whatever the environment says: an engine
+   * private to each process of a job that something else distributes
+   * (torch.distributed, an MPI program) must not join a rendezvous */
+  if (g_strcmp0 (mixprec_config_get_comm_backend (config), "local") == 0)
+    {
+      if (!open_config_device (config, -1, &device, error))
+        return NULL;
+      return _mixprec_engine_new_internal (config, device, NULL, NULL, FALSE, error);
+    }
+  if (!engine_timeout (config, &timeout, error))
+    return NULL;
   bootstrap = mixprec_bootstrap_new_from_environment (timeout, &local);
   if (bootstrap == NULL)
     return (_mixprec_engine_comm_failed (error, local, "rendezvous"), NULL);
   /* The device first: a device communicator joins its stream (and the
-   * device the plugin selected, LOCAL_RANK's for cuda). */
-  if (!open_config_device (config, &device, error))
+   * device of this rank's local rank). */
+  if (!open_config_device (config, mixprec_bootstrap_get_world_size (bootstrap) > 1
+                                   ? (gint) mixprec_bootstrap_get_local_rank (bootstrap) : -1,
+                           &device, error))
     return NULL;
   if (mixprec_bootstrap_get_world_size (bootstrap) > 1)
     {

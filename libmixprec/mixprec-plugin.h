@@ -373,7 +373,9 @@ typedef enum {
 typedef struct {
   size_t struct_size;
   int ordinal;                 /* the device to use; -1: the plugin's default
-                                  (for "cuda": LOCAL_RANK, else 0) */
+                                  (for "cuda": LOCAL_RANK, else 0). Across
+                                  ranks the engine passes the bootstrap's
+                                  local rank modulo the probed count. */
 } MixprecDeviceOpenV1;
 
 /* One range of the multi-tensor sum of squares: n elements of dtype in

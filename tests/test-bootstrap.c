@@ -187,14 +187,19 @@ test_env_slurm (void)
                     "SLURM_TASKS_PER_NODE=2(x2 is not a list of task counts");
   expect_env_error (ENV ("SLURM_PROCID=3", "SLURM_NTASKS=4", "SLURM_JOB_ID=1"),
                     "neither SLURM_JOB_NODELIST nor SLURM_NODELIST");
-  expect_env_error (ENV ("SLURM_PROCID=3", "SLURM_NTASKS=4", "SLURM_JOB_NODELIST=a"),
-                    "SLURM_JOB_ID is not set");
+  /* no job id: torchrun's default port, with a note */
+  g_test_expect_message ("Mixprec", G_LOG_LEVEL_MESSAGE,
+                         "SLURM_JOB_ID is not set*using port 29500*MIXPREC_MASTER_PORT*");
+  expect_env (ENV ("SLURM_PROCID=3", "SLURM_NTASKS=4", "SLURM_JOB_NODELIST=a"),
+              3, 4, 0, 1, "a", 29500, "slurm");
+  g_test_assert_expected_messages ();
   expect_env_error (ENV ("SLURM_PROCID=3", "SLURM_NTASKS=4", "SLURM_JOB_NODELIST=a[1-",
                          "SLURM_JOB_ID=1"),
                     "SLURM_JOB_NODELIST: the Slurm node list \"a[1-\"");
-  expect_env_error (ENV ("SLURM_PROCID=3", "SLURM_NTASKS=4", "SLURM_LOCALID=1",
-                         "SLURM_JOB_NODELIST=a", "SLURM_JOB_ID=1"),
-                    "SLURM_LOCALID is set but SLURM_TASKS_PER_NODE is not");
+  /* SLURM_LOCALID without a task count per node: the rendezvous counts */
+  expect_env (ENV ("SLURM_PROCID=3", "SLURM_NTASKS=4", "SLURM_LOCALID=1",
+                   "SLURM_JOB_NODELIST=a", "SLURM_JOB_ID=1"),
+              3, 4, 1, 2, "a", 20001, "slurm");
 }
 
 static void
@@ -282,9 +287,11 @@ test_env_errors (void)
       "MIXPREC_MASTER_PORT=65536 is not a TCP port" },
     { { "MIXPREC_RANK=0", "MIXPREC_WORLD_SIZE=2", "MIXPREC_MASTER_ADDR=h", "MIXPREC_MASTER_PORT=http" },
       "MIXPREC_MASTER_PORT=http is not a TCP port" },
-    { { "MIXPREC_RANK=0", "MIXPREC_WORLD_SIZE=2", "MIXPREC_LOCAL_RANK=0",
+    { { "MIXPREC_RANK=0", "MIXPREC_WORLD_SIZE=2", "MIXPREC_LOCAL_WORLD_SIZE=2",
         "MIXPREC_MASTER_ADDR=h", "MIXPREC_MASTER_PORT=1" },
-      "MIXPREC_LOCAL_RANK is set but MIXPREC_LOCAL_WORLD_SIZE is not" },
+      "MIXPREC_LOCAL_WORLD_SIZE is set but MIXPREC_LOCAL_RANK is not" },
+    { { "RANK=1", "WORLD_SIZE=2", "LOCAL_RANK=2", "MASTER_ADDR=h", "MASTER_PORT=1" },
+      "LOCAL_RANK=2 is not below WORLD_SIZE=2" },
     { { "MIXPREC_RANK=0", "MIXPREC_WORLD_SIZE=2", "MIXPREC_LOCAL_RANK=2", "MIXPREC_LOCAL_WORLD_SIZE=2",
         "MIXPREC_MASTER_ADDR=h", "MIXPREC_MASTER_PORT=1" },
       "MIXPREC_LOCAL_RANK=2 is not below MIXPREC_LOCAL_WORLD_SIZE=2" },
@@ -324,6 +331,136 @@ test_env_timeout (void)
   g_assert_cmpuint (mixprec_bootstrap_get_timeout (explicit_wins), ==, 9000);
   fallback = mixprec_bootstrap_new_from_environ (ENV ("X=1"), 0, NULL);
   g_assert_cmpuint (mixprec_bootstrap_get_timeout (fallback), ==, 5 * 60 * 1000);
+
+  /* the deprecated MIXPREC_COMM_TIMEOUT_MS, in milliseconds, when
+   * MIXPREC_TIMEOUT is not set */
+  g_assert_true (_mixprec_bootstrap_parse_environ (ENV ("MIXPREC_COMM_TIMEOUT_MS=1500"), &s, NULL));
+  g_assert_cmpuint (s.timeout_ms, ==, 1500);
+  _mixprec_bootstrap_settings_clear (&s);
+  g_assert_true (_mixprec_bootstrap_parse_environ (ENV ("MIXPREC_COMM_TIMEOUT_MS=1500",
+                                                        "MIXPREC_TIMEOUT=4"), &s, NULL));
+  g_assert_cmpuint (s.timeout_ms, ==, 4000);
+  _mixprec_bootstrap_settings_clear (&s);
+  {
+    guint ms = 7;
+    g_autoptr(GError) error = NULL;
+
+    g_assert_true (_mixprec_bootstrap_timeout_from_environ (ENV ("RANK=3"), &ms, NULL));
+    g_assert_cmpuint (ms, ==, 0);
+    g_assert_false (_mixprec_bootstrap_timeout_from_environ (ENV ("MIXPREC_COMM_TIMEOUT_MS=0"),
+                                                             &ms, &error));
+    g_assert_error (error, MIXPREC_BOOTSTRAP_ERROR, MIXPREC_BOOTSTRAP_ERROR_ENVIRONMENT);
+    g_assert_nonnull (strstr (error->message, "set MIXPREC_TIMEOUT"));
+    g_clear_error (&error);
+    g_assert_false (_mixprec_bootstrap_timeout_from_environ (ENV ("MIXPREC_COMM_TIMEOUT_MS=2s"),
+                                                             &ms, &error));
+    g_assert_nonnull (strstr (error->message, "MIXPREC_COMM_TIMEOUT_MS=2s"));
+  }
+}
+
+/* torchrun's variables set by hand, without LOCAL_WORLD_SIZE: LOCAL_RANK
+ * is kept, the local world size is left to the rendezvous. */
+static void
+test_env_local_rank_alone (void)
+{
+  MixprecBootstrapSettings s;
+
+  g_assert_true (_mixprec_bootstrap_parse_environ (ENV ("RANK=3", "WORLD_SIZE=4", "LOCAL_RANK=1",
+                                                        "MASTER_ADDR=head", "MASTER_PORT=29500"),
+                                                   &s, NULL));
+  g_assert_cmpuint (s.local_rank, ==, 1);
+  g_assert_true (s.local_rank_given);
+  g_assert_true (s.local_from_hosts);
+  g_assert_cmpstr (s.source, ==, "torchrun");
+  _mixprec_bootstrap_settings_clear (&s);
+
+  /* given in full, nothing is left to the rendezvous */
+  g_assert_true (_mixprec_bootstrap_parse_environ (ENV ("RANK=3", "WORLD_SIZE=4", "LOCAL_RANK=1",
+                                                        "LOCAL_WORLD_SIZE=2", "MASTER_ADDR=head",
+                                                        "MASTER_PORT=29500"), &s, NULL));
+  g_assert_false (s.local_from_hosts);
+  _mixprec_bootstrap_settings_clear (&s);
+  /* none at all: the rendezvous decides both */
+  g_assert_true (_mixprec_bootstrap_parse_environ (ENV ("RANK=3", "WORLD_SIZE=4",
+                                                        "MASTER_ADDR=head", "MASTER_PORT=29500"),
+                                                   &s, NULL));
+  g_assert_true (s.local_from_hosts);
+  g_assert_false (s.local_rank_given);
+  _mixprec_bootstrap_settings_clear (&s);
+}
+
+/* ------------------------------------------------------------ hosts */
+
+static void
+put_ids (guint8 *out, const guint *ids, guint n)
+{
+  for (guint i = 0; i < n; i++)
+    {
+      out[4 * i] = (guint8) (ids[i] >> 24);
+      out[4 * i + 1] = (guint8) (ids[i] >> 16);
+      out[4 * i + 2] = (guint8) (ids[i] >> 8);
+      out[4 * i + 3] = (guint8) ids[i];
+    }
+}
+
+/* Five ranks on hosts A B A B B (each id the lowest rank of its host). */
+static void
+test_hosts_local_ranks (void)
+{
+  const guint ids[] = { 0, 1, 0, 1, 1 };
+  const guint local_rank[] = { 0, 0, 1, 1, 2 };
+  const guint local_size[] = { 2, 3, 2, 3, 3 };
+  guint8 wire[4 * G_N_ELEMENTS (ids)];
+
+  g_assert_cmpuint (_mixprec_wire_get_u32 ((const guint8 *) "\0\0\1\2"), ==, 0x102);
+  put_ids (wire, ids, G_N_ELEMENTS (ids));
+  for (guint r = 0; r < G_N_ELEMENTS (ids); r++)
+    {
+      g_autoptr(MixprecBootstrap) b = g_object_new (MIXPREC_TYPE_BOOTSTRAP, NULL);
+
+      b->rank = r;
+      b->world_size = G_N_ELEMENTS (ids);
+      b->local_from_hosts = TRUE;
+      _mixprec_bootstrap_apply_hosts (b, wire, sizeof wire);
+      g_assert_cmpuint (b->local_rank, ==, local_rank[r]);
+      g_assert_cmpuint (b->local_world_size, ==, local_size[r]);
+    }
+  {
+    g_autoptr(MixprecBootstrap) b = g_object_new (MIXPREC_TYPE_BOOTSTRAP, NULL);
+
+    /* a LOCAL_RANK given by hand stays; a wrong-sized table is ignored */
+    b->rank = 4;
+    b->world_size = G_N_ELEMENTS (ids);
+    b->local_rank = 0;
+    b->local_world_size = 1;
+    b->local_from_hosts = TRUE;
+    b->local_rank_given = TRUE;
+    _mixprec_bootstrap_apply_hosts (b, wire, sizeof wire - 4);
+    g_assert_cmpuint (b->local_world_size, ==, 1);
+    _mixprec_bootstrap_apply_hosts (b, wire, sizeof wire);
+    g_assert_cmpuint (b->local_rank, ==, 0);
+    g_assert_cmpuint (b->local_world_size, ==, 3);
+  }
+}
+
+static void
+test_hosts_loopback_warning (void)
+{
+  g_autoptr(GInetAddress) debian = g_inet_address_new_from_string ("127.0.1.1");
+  g_autoptr(GInetAddress) net = g_inet_address_new_from_string ("10.1.2.3");
+  g_autofree gchar *warning = _mixprec_bootstrap_loopback_warning ("node01", debian, 1, 8);
+  gchar *none;
+
+  g_assert_nonnull (warning);
+  g_assert_nonnull (strstr (warning, "127.0.1.1"));
+  g_assert_nonnull (strstr (warning, "'node01'"));
+  g_assert_nonnull (strstr (warning, "MIXPREC_MASTER_ADDR"));
+  g_assert_nonnull (strstr (warning, "/etc/hosts"));
+  /* loopback asked for, a real address, or every rank on this host */
+  g_assert_null ((none = _mixprec_bootstrap_loopback_warning ("127.0.0.1", debian, 1, 8)));
+  g_assert_null ((none = _mixprec_bootstrap_loopback_warning ("localhost", debian, 1, 8)));
+  g_assert_null ((none = _mixprec_bootstrap_loopback_warning ("node01", net, 1, 8)));
+  g_assert_null ((none = _mixprec_bootstrap_loopback_warning ("node01", debian, 8, 8)));
 }
 
 /* ------------------------------------------------------------ one rank */
@@ -470,6 +607,50 @@ child_gather_round (MixprecBootstrap *b,
   return TRUE;
 }
 
+/* `--child engine`: an engine from the environment (as mixprec_engine_new()
+ * finds it under mixprec-run) stepping until a collective fails. Prints
+ * "stepping PID" after the first step, so that a test can stop this
+ * process, and the engine's error when a step fails. */
+static int
+child_engine (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MixprecConfig) config = NULL;
+  g_autoptr(MixprecEngine) engine = NULL;
+  gfloat values[64];
+  const guint64 shape[] = { G_N_ELEMENTS (values) };
+  g_autoptr(GBytes) init = NULL;
+  MixprecParam *param;
+
+  for (guint i = 0; i < G_N_ELEMENTS (values); i++)
+    values[i] = (gfloat) i / 64.0f;
+  init = g_bytes_new (values, sizeof values);
+  config = mixprec_config_new_from_string ("{\"train_micro_batch_size_per_gpu\": 1, "
+                                           "\"optimizer\": {\"type\": \"SGD\", "
+                                           "\"params\": {\"lr\": 0.01}}}", &error);
+  if (config != NULL)
+    engine = mixprec_engine_new (config, &error);
+  param = engine == NULL ? NULL
+          : mixprec_engine_register_param (engine, "w", shape, 1, NULL, MIXPREC_DTYPE_FLOAT32,
+                                           init, &error);
+  for (guint step = 0; param != NULL; step++)
+    {
+      g_autoptr(MixprecStepResult) result = NULL;
+
+      if (!mixprec_param_set_grad (param, MIXPREC_DTYPE_FLOAT32, init, &error)
+          || !mixprec_engine_backward_done (engine, &error)
+          || (result = mixprec_engine_step (engine, &error)) == NULL)
+        break;
+      if (step == 0)
+        {
+          g_print ("stepping %d\n", (gint) getpid ());
+          fflush (stdout);
+        }
+    }
+  g_printerr ("error: %s\n", error->message);
+  return 1;
+}
+
 /* The other ranks of the multi-process tests. Prints one line: "ok ..."
  * or "error CODE ELAPSED_MS MESSAGE", ELAPSED timing the failing call. */
 static int
@@ -483,6 +664,9 @@ child_main (const gchar *mode)
 
   /* never outlive a test that went wrong */
   alarm (20);
+
+  if (g_str_equal (mode, "engine"))
+    return child_engine ();
 
   b = mixprec_bootstrap_new_from_environment (0, &error);
   if (b == NULL)
@@ -621,14 +805,16 @@ job_clear (Job *job)
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (Job, job_clear)
 
 /* Starts this program as rank @rank of @world, in @mode, with the MIXPREC_
- * variables (or, with @torchrun, torchrun's). */
+ * variables (or, with @torchrun, torchrun's; with JOB_TORCHRUN_LOCAL_RANK,
+ * torchrun's plus LOCAL_RANK alone, as people set them by hand). */
+#define JOB_TORCHRUN_LOCAL_RANK 2
 static Child *
 job_spawn (Job         *job,
            const gchar *mode,
            guint        rank,
            guint        world,
            const gchar *timeout_s,
-           gboolean     torchrun)
+           guint        torchrun)
 {
   g_autoptr(GSubprocessLauncher) launcher = g_subprocess_launcher_new (G_SUBPROCESS_FLAGS_STDOUT_PIPE);
   g_autofree gchar *self_exe = g_file_read_link ("/proc/self/exe", NULL);
@@ -658,6 +844,8 @@ job_spawn (Job         *job,
     g_subprocess_launcher_setenv (launcher, n3, "127.0.0.1", TRUE);
     g_subprocess_launcher_setenv (launcher, n4, port_s, TRUE);
   }
+  if (torchrun == JOB_TORCHRUN_LOCAL_RANK)
+    g_subprocess_launcher_setenv (launcher, "LOCAL_RANK", rank_s, TRUE);
   g_subprocess_launcher_setenv (launcher, "MIXPREC_TIMEOUT", timeout_s, TRUE);
   c->process = g_subprocess_launcher_spawn (launcher, &error, self_exe, "--child", mode, NULL);
   g_assert_no_error (error);
@@ -738,6 +926,27 @@ test_multi_torchrun_variables (void)
     {
       Child *c = g_ptr_array_index (job.children, r);
       g_autofree gchar *expected = g_strdup_printf ("ok torchrun %u/2", r);
+
+      child_finish (c);
+      g_assert_cmpstr (c->line, ==, expected);
+    }
+}
+
+/* LOCAL_RANK without LOCAL_WORLD_SIZE: accepted, and the rendezvous
+ * counts the ranks of this host for the local world size. */
+static void
+test_multi_local_rank_alone (void)
+{
+  g_auto(Job) job;
+
+  job_init (&job);
+  job_spawn (&job, "join", 0, 3, "10", JOB_TORCHRUN_LOCAL_RANK);
+  job_spawn (&job, "join", 1, 3, "10", JOB_TORCHRUN_LOCAL_RANK);
+  job_spawn (&job, "join", 2, 3, "10", JOB_TORCHRUN_LOCAL_RANK);
+  for (guint r = 0; r < 3; r++)
+    {
+      Child *c = g_ptr_array_index (job.children, r);
+      g_autofree gchar *expected = g_strdup_printf ("ok torchrun %u/3", r);
 
       child_finish (c);
       g_assert_cmpstr (c->line, ==, expected);
@@ -1025,6 +1234,9 @@ main (int    argc,
   g_test_add_func ("/bootstrap/env/precedence", test_env_precedence);
   g_test_add_func ("/bootstrap/env/errors", test_env_errors);
   g_test_add_func ("/bootstrap/env/timeout", test_env_timeout);
+  g_test_add_func ("/bootstrap/env/local-rank-alone", test_env_local_rank_alone);
+  g_test_add_func ("/bootstrap/hosts/local-ranks", test_hosts_local_ranks);
+  g_test_add_func ("/bootstrap/hosts/loopback-warning", test_hosts_loopback_warning);
   g_test_add_func ("/bootstrap/single/collectives", test_single_collectives);
   g_test_add_func ("/bootstrap/single/explicit", test_single_explicit);
   g_test_add_func ("/bootstrap/single/limits-and-abort", test_single_limits_and_abort);
@@ -1032,6 +1244,7 @@ main (int    argc,
   g_test_add_data_func ("/bootstrap/multi/gather/3", GUINT_TO_POINTER (3), test_multi_gather);
   g_test_add_data_func ("/bootstrap/multi/gather/4", GUINT_TO_POINTER (4), test_multi_gather);
   g_test_add_func ("/bootstrap/multi/torchrun-variables", test_multi_torchrun_variables);
+  g_test_add_func ("/bootstrap/multi/local-rank-alone", test_multi_local_rank_alone);
   g_test_add_func ("/bootstrap/multi/vtable", test_multi_vtable);
   g_test_add_func ("/bootstrap/multi/wrong-port", test_multi_wrong_port);
   g_test_add_func ("/bootstrap/multi/port-in-use", test_multi_port_in_use);

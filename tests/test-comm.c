@@ -324,7 +324,8 @@ test_plugin_failures (void)
   g_assert_error (error, MIXPREC_COMM_ERROR, MIXPREC_COMM_ERROR_TIMEOUT);
   g_assert_cmpstr (error->message, ==, "all_reduce of 13 float32 elements on rank 0 of 1 "
                    "(comm 'testcomm'): rank 1 has not answered for 5 ms (testcomm) "
-                   "(timeout, status 4)");
+                   "(timeout, status 4); the timeout is 300000 ms (MIXPREC_TIMEOUT or "
+                   "mixprec.timeout)");
   g_clear_error (&error);
 
   g_assert_false (mixprec_comm_all_gather (comm, buf, buf + 17, 17, MIXPREC_DTYPE_FLOAT32, &error));

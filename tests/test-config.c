@@ -108,6 +108,7 @@ check_reference_defaults (MixprecConfig *c)
   g_assert_false (mixprec_config_get_stochastic_rounding (c));
   g_assert_cmpstr (mixprec_config_get_comm_backend (c), ==, "auto");
   g_assert_cmpstr (mixprec_config_get_device (c), ==, "cpu");
+  g_assert_cmpfloat (mixprec_config_get_timeout (c), ==, 300);
   g_assert_cmpuint (mixprec_config_get_seed (c), ==, 0);
   g_assert_cmpuint (g_strv_length (mixprec_config_get_warnings (c)), ==, 0);
 }
@@ -519,6 +520,8 @@ static const InvalidCase invalid_cases[] = {
   { "{\"mixprec\": {\"stochastic_rounding\": true}}", "mixprec.stochastic_rounding", "must be false in fp32 mode", MIXPREC_CONFIG_ERROR_CONFLICT },
   { "{\"mixprec\": {\"comm\": \"mpi\"}}", "mixprec.comm", "one of \"auto\"", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
   { "{\"mixprec\": {\"comm\": \"nccl\"}}", "mixprec.comm", "device \"cpu\"", MIXPREC_CONFIG_ERROR_CONFLICT },
+  { "{\"mixprec\": {\"timeout\": 0}}", "mixprec.timeout", "seconds from 0.001", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"mixprec\": {\"timeout\": \"10s\"}}", "mixprec.timeout", "seconds from 0.001", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
   { "{\"mixprec\": {\"device\": \"tpu\"}}", "mixprec.device", "\"cuda\"", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
   { "{\"mixprec\": {\"fp32_modules\": \"LayerNorm\"}}", "mixprec.fp32_modules", "an array", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
   { "{\"mixprec\": {\"fp32_params\": [\"\"]}}", "mixprec.fp32_params[0]", "non-empty string", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
@@ -1167,6 +1170,24 @@ load_corpus (const gchar *name)
   g_assert_no_error (error);
   g_assert_nonnull (c);
   return c;
+}
+
+static void assert_round_trip (MixprecConfig *c);
+
+/* mixprec.timeout: seconds, fractions allowed; printed back by to_data(). */
+static void
+test_config_timeout (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MixprecConfig) c = mixprec_config_new_from_string ("{\"mixprec\": {\"timeout\": 2.5}}",
+                                                               &error);
+  g_autofree gchar *data = NULL;
+
+  g_assert_no_error (error);
+  g_assert_cmpfloat (mixprec_config_get_timeout (c), ==, 2.5);
+  data = mixprec_config_to_data (c, NULL);
+  g_assert_nonnull (strstr (data, "\"timeout\": 2.5"));
+  assert_round_trip (c);
 }
 
 static void
@@ -2251,6 +2272,7 @@ main (int argc, char **argv)
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/config/bf16-optimizer-states", test_config_bf16_optimizer_states);
   g_test_add_func ("/config/defaults", test_config_defaults);
+  g_test_add_func ("/config/timeout", test_config_timeout);
   g_test_add_func ("/config/mode-dtypes", test_config_mode_dtypes);
   g_test_add_func ("/config/overlap-default", test_config_overlap_default);
   g_test_add_func ("/config/stage3-sizes", test_config_stage3_sizes);

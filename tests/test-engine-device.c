@@ -644,6 +644,44 @@ test_errors (void)
                    "(mixprec.device); use a backend for 'hostdev' (e.g. ucx)");
 }
 
+/* Across ranks the engine opens the device of the bootstrap's local
+ * rank, modulo the devices the plugin sees (mixprec-run and mpirun set no
+ * LOCAL_RANK for the plugin to read). Two host devices here. */
+static void
+test_local_ordinal (void)
+{
+  if (g_test_subprocess ())
+    {
+      g_autofree gchar *file = g_build_filename (g_getenv ("MIXPREC_TOP_BUILDDIR"), "tests",
+                                                 "device-plugins", ".libs",
+                                                 "mixprec-test-hostdev.so", NULL);
+      const guint local_rank[] = { 0, 1, 2, 5 };
+      const gint expected[] = { 0, 1, 0, 1 };
+      int *last;
+      void *module;
+
+      g_setenv ("MIXPREC_TEST_HOSTDEV_COUNT", "2", TRUE);
+      for (guint i = 0; i < G_N_ELEMENTS (local_rank); i++)
+        {
+          g_autoptr(GError) error = NULL;
+          g_autoptr(_MixprecDevice) device = _mixprec_device_open_local ("hostdev", local_rank[i],
+                                                                         &error);
+
+          g_assert_no_error (error);
+          module = dlopen (file, RTLD_NOW | RTLD_NOLOAD);
+          g_assert_nonnull (module);
+          last = dlsym (module, "mixprec_test_hostdev_last_ordinal");
+          g_assert_nonnull (last);
+          g_assert_cmpint (*last, ==, expected[i]);
+          dlclose (module);
+        }
+      g_assert_null (_mixprec_device_open_local ("cpu", 3, NULL));
+      return;
+    }
+  g_test_trap_subprocess (NULL, 0, 0);
+  g_test_trap_assert_passed ();
+}
+
 /* The device path really ran on the device: kernels and optimizer calls
  * went through the plugin, and every allocation was given back. */
 static void
@@ -723,6 +761,7 @@ main (int argc, char **argv)
     {
       g_test_add_func ("/engine-device/errors", test_errors);
       g_test_add_func ("/engine-device/accounting", test_accounting);
+      g_test_add_func ("/engine-device/local-ordinal", test_local_ordinal);
     }
   return g_test_run ();
 }

@@ -800,6 +800,45 @@ test_engine_unknown_optimizer (void)
   g_assert_nonnull (strstr (error->message, "onebitlamb"));
 }
 
+/* mixprec.comm "local": one process, whatever launcher variables the
+ * process inherited (a single-process engine inside a torch.distributed
+ * program). Without it the same variables are read, and a bad one fails. */
+static void
+test_engine_comm_local_ignores_launchers (void)
+{
+  if (g_test_subprocess ())
+    {
+      const gchar *config_local = "{\"train_micro_batch_size_per_gpu\": 1, "
+                                  "\"mixprec\": {\"comm\": \"local\"}}";
+      g_autoptr(GError) error = NULL;
+      g_autoptr(MixprecConfig) local = mixprec_config_new_from_string (config_local, &error);
+      g_autoptr(MixprecConfig) automatic = mixprec_config_new ();
+      g_autoptr(MixprecEngine) engine = NULL;
+      g_autoptr(MixprecEngine) refused = NULL;
+
+      g_assert_no_error (error);
+      /* torchrun's variables, set by hand, half of them, and pointing nowhere */
+      g_setenv ("RANK", "1", TRUE);
+      g_setenv ("WORLD_SIZE", "2", TRUE);
+      g_setenv ("LOCAL_RANK", "1", TRUE);
+      g_setenv ("MASTER_ADDR", "127.0.0.1", TRUE);
+      g_setenv ("MASTER_PORT", "1", TRUE);
+      g_setenv ("MIXPREC_TIMEOUT", "soon", TRUE);
+      engine = mixprec_engine_new (local, &error);
+      g_assert_no_error (error);
+      g_assert_cmpuint (mixprec_engine_get_rank (engine), ==, 0);
+      g_assert_cmpuint (mixprec_engine_get_world_size (engine), ==, 1);
+
+      refused = mixprec_engine_new (automatic, &error);
+      g_assert_null (refused);
+      g_assert_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_COMM);
+      g_assert_nonnull (strstr (error->message, "MIXPREC_TIMEOUT=soon"));
+      return;
+    }
+  g_test_trap_subprocess (NULL, 0, 0);
+  g_test_trap_assert_passed ();
+}
+
 int
 main (int argc, char **argv)
 {
@@ -814,6 +853,7 @@ main (int argc, char **argv)
   g_test_add_func ("/engine/lr-not-advanced-on-skip", test_engine_lr_not_advanced_on_skip);
   g_test_add_func ("/engine/no-decay-for-vectors", test_engine_no_decay_for_vectors);
   g_test_add_func ("/engine/weight-decay-exempt", test_engine_weight_decay_exempt);
+  g_test_add_func ("/engine/comm-local-ignores-launchers", test_engine_comm_local_ignores_launchers);
   g_test_add_func ("/engine/working-copy-is-rounded-master", test_engine_working_copy_is_rounded_master);
   g_test_add_func ("/engine/bf16-no-master-reproducible", test_engine_bf16_no_master_reproducible);
   g_test_add_func ("/engine/external-memory", test_engine_external_memory);

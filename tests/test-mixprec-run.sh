@@ -9,13 +9,17 @@ top=${MIXPREC_TOP_BUILDDIR:-.}
 run="$top/tools/mixprec-run"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/mixprec-run-XXXXXX") || exit 99
 background=
+stopped=
 cleanup () {
   [ -n "$background" ] && kill -KILL "$background" 2>/dev/null
+  [ -n "$stopped" ] && kill -KILL "$stopped" 2>/dev/null
   rm -rf "$tmp"
 }
 trap cleanup EXIT
 
 n=0
+# this job's ranks must not look like part of an outer launcher's job
+unset RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE MASTER_ADDR MASTER_PORT
 
 ok () {
   n=$((n + 1))
@@ -52,7 +56,7 @@ contains () {
   grep -F -q -e "$2" "$1"
 }
 
-echo "1..17"
+echo "1..20"
 
 launch -n 3 sh -c 'echo rank $MIXPREC_RANK of $MIXPREC_WORLD_SIZE'
 sort "$tmp/out" > "$tmp/sorted"
@@ -64,6 +68,18 @@ launch -n 2 sh -c 'echo $MIXPREC_RANK $MIXPREC_LOCAL_RANK $MIXPREC_LOCAL_WORLD_S
 port=$(sed -n 's/^\[0\] 0 0 2 127\.0\.0\.1 \([0-9][0-9]*\) unset$/\1/p' "$tmp/out")
 [ -n "$port" ] && [ "$port" -ge 1 ] && [ "$port" -le 65535 ] && has "$tmp/out" "[1] 1 1 2 127.0.0.1 $port unset"
 check $? "local rank, local world size, address and a free port, the same for every rank"
+
+# torchrun's rank variables too, as torchrun sets them; not the address
+launch -n 2 sh -c 'echo $RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE ${MASTER_ADDR-unset} ${MASTER_PORT-unset}'
+has "$tmp/out" "[0] 0 2 0 2 unset unset" && has "$tmp/out" "[1] 1 2 1 2 unset unset" && [ ! -s "$tmp/err" ]
+check $? "RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE as torchrun sets them"
+
+# inside another launcher's job they are left alone, with a note
+RANK=5 "$run" -n 2 sh -c 'echo ${RANK-unset} ${WORLD_SIZE-unset} ${LOCAL_RANK-unset} $MIXPREC_RANK' \
+  >"$tmp/out" 2>"$tmp/err"
+has "$tmp/out" "[0] 5 unset unset 0" && has "$tmp/out" "[1] 5 unset unset 1" \
+  && contains "$tmp/err" "mixprec-run: RANK is set already"
+check $? "an inherited RANK: the torchrun variables are left as they are, with a note"
 
 launch -n 1 --port 23456 --timeout 2.5 --addr 127.0.0.1 sh -c 'echo $MIXPREC_MASTER_PORT $MIXPREC_TIMEOUT'
 has "$tmp/out" "[0] 23456 2.5" && [ "$status" = 0 ]
@@ -157,4 +173,43 @@ if [ -x "$top/tests/test-bootstrap" ]; then
   check $? "three real ranks meet through the bootstrap and all-gather"
 else
   ok "three real ranks meet through the bootstrap # SKIP tests/test-bootstrap not built"
+fi
+
+# A rank stopped in the middle of training: the other rank's collective
+# fails after --timeout (MIXPREC_TIMEOUT, which mixprec_engine_new honours),
+# naming the timeout, and mixprec-run ends the stopped rank too.
+if [ -x "$top/tests/test-bootstrap" ]; then
+  "$run" -n 2 --timeout 3 "$top/tests/test-bootstrap" --child engine >"$tmp/out" 2>"$tmp/err" &
+  background=$!
+  tries=0
+  while ! grep -q '^\[1\] stepping' "$tmp/out" && kill -0 "$background" 2>/dev/null \
+        && [ $tries -lt 300 ]; do
+    sleep 0.1
+    tries=$((tries + 1))
+  done
+  stopped=$(sed -n 's/^\[1\] stepping \([0-9][0-9]*\)$/\1/p' "$tmp/out")
+  if [ -z "$stopped" ] && contains "$tmp/err" "communication backend"; then
+    kill -KILL "$background" 2>/dev/null
+    wait "$background"
+    background=
+    ok "a stopped rank ends the job after --timeout # SKIP no multi-process comm backend"
+  else
+    start=$(date +%s%3N)
+    [ -n "$stopped" ] && kill -STOP "$stopped"
+    # mixprec-run itself is not stopped: a watchdog for a job that hangs
+    ( sleep 30; kill -KILL "$background" 2>/dev/null ) &
+    watchdog=$!
+    wait "$background"
+    status=$?
+    elapsed_ms=$(( $(date +%s%3N) - start ))
+    background=
+    kill "$watchdog" 2>/dev/null
+    [ -n "$stopped" ] && [ "$status" = 1 ] && [ "$elapsed_ms" -lt 10000 ] \
+      && contains "$tmp/err" "the timeout is 3000 ms (MIXPREC_TIMEOUT or mixprec.timeout)" \
+      && ! kill -0 "$stopped" 2>/dev/null
+    check $? "a stopped rank ends the job after --timeout 3, with a message naming it (${elapsed_ms} ms)"
+    stopped=
+  fi
+else
+  ok "a stopped rank ends the job after --timeout # SKIP tests/test-bootstrap not built"
 fi

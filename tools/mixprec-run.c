@@ -47,6 +47,7 @@ struct _Job
   gchar *verdict;               /* "mixprec-run: rank 1 exited...", once shown NULL */
   gint signal;                  /* the first signal we received, 0 for none */
   gboolean stopping;            /* SIGTERM sent to the ranks */
+  gboolean torchrun_vars;       /* also set RANK, LOCAL_RANK (none was inherited) */
   guint grace_id;
   guint drain_id;
 };
@@ -161,6 +162,9 @@ stop_ranks (Job *job)
     return;
   job->stopping = TRUE;
   signal_ranks (job, SIGTERM);
+  /* a stopped rank (SIGSTOP, a debugger's ^Z) acts on SIGTERM only once
+   * it runs again, as a shell's kill does for stopped jobs */
+  signal_ranks (job, SIGCONT);
   job->grace_id = g_timeout_add (job->grace_ms, grace_over, job);
 }
 
@@ -313,6 +317,11 @@ start_rank (Job                 *job,
 
   g_subprocess_launcher_setenv (launcher, "MIXPREC_RANK", rank_s, TRUE);
   g_subprocess_launcher_setenv (launcher, "MIXPREC_LOCAL_RANK", rank_s, TRUE);
+  if (job->torchrun_vars)
+    {
+      g_subprocess_launcher_setenv (launcher, "RANK", rank_s, TRUE);
+      g_subprocess_launcher_setenv (launcher, "LOCAL_RANK", rank_s, TRUE);
+    }
   r->process = g_subprocess_launcher_spawnv (launcher, argv, error);
   if (r->process == NULL)
     return FALSE;
@@ -389,7 +398,8 @@ main (int argc, char **argv)
   g_option_context_set_summary (context,
       "Starts N copies of PROGRAM as ranks 0 to N-1 of one job on this host,\n"
       "with MIXPREC_RANK, MIXPREC_WORLD_SIZE, MIXPREC_LOCAL_RANK,\n"
-      "MIXPREC_LOCAL_WORLD_SIZE, MIXPREC_MASTER_ADDR and MIXPREC_MASTER_PORT set.\n"
+      "MIXPREC_LOCAL_WORLD_SIZE, MIXPREC_MASTER_ADDR and MIXPREC_MASTER_PORT set\n"
+      "(and torchrun's RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE unless set).\n"
       "Each line a rank prints is prefixed with \"[RANK] \". When a rank fails,\n"
       "the others are stopped and mixprec-run exits with that rank's status.");
   /* stop at PROGRAM, so its own options reach it untouched */
@@ -460,6 +470,30 @@ main (int argc, char **argv)
   g_subprocess_launcher_setenv (launcher, "MIXPREC_MASTER_PORT", port_s, TRUE);
   if (timeout_s != NULL)
     g_subprocess_launcher_setenv (launcher, "MIXPREC_TIMEOUT", timeout_s, TRUE);
+  /* torchrun's rank variables too, for code that reads only those (a
+   * PyTorch data sampler, a logging helper), unless this job runs inside
+   * another launcher's: mixing the two sets would describe two worlds.
+   * MASTER_ADDR/MASTER_PORT stay unset: a program that also starts
+   * torch.distributed must not take libmixprec's rendezvous port. */
+  {
+    static const gchar *const torchrun_names[] = { "RANK", "WORLD_SIZE", "LOCAL_RANK",
+                                                   "LOCAL_WORLD_SIZE" };
+    const gchar *inherited = NULL;
+
+    for (guint i = 0; i < G_N_ELEMENTS (torchrun_names) && inherited == NULL; i++)
+      if (g_getenv (torchrun_names[i]) != NULL)
+        inherited = torchrun_names[i];
+    job.torchrun_vars = inherited == NULL;
+    if (job.torchrun_vars)
+      {
+        g_subprocess_launcher_setenv (launcher, "WORLD_SIZE", world_s, TRUE);
+        g_subprocess_launcher_setenv (launcher, "LOCAL_WORLD_SIZE", world_s, TRUE);
+      }
+    else
+      g_printerr ("mixprec-run: %s is set already, so the ranks get RANK, WORLD_SIZE, "
+                  "LOCAL_RANK and LOCAL_WORLD_SIZE as they are (the MIXPREC_ variables "
+                  "describe this job)\n", inherited);
+  }
 
   job.n = (guint) nproc;
   job.ranks = g_new0 (Rank, job.n);

@@ -25,6 +25,17 @@
 MIXPREC_PLUGIN_EXPORT unsigned mixprec_test_hostdev_live_allocations;
 MIXPREC_PLUGIN_EXPORT unsigned mixprec_test_hostdev_kernel_calls;
 MIXPREC_PLUGIN_EXPORT unsigned mixprec_test_hostdev_optimizer_calls;
+MIXPREC_PLUGIN_EXPORT int mixprec_test_hostdev_last_ordinal = -2;
+
+/* How many host devices there are: MIXPREC_TEST_HOSTDEV_COUNT, else 1. */
+static int
+hd_count (void)
+{
+  const char *env = getenv ("MIXPREC_TEST_HOSTDEV_COUNT");
+  int n = env != NULL ? atoi (env) : 1;
+
+  return n > 0 ? n : 1;
+}
 
 typedef struct {
   char magic[8];               /* "stream": what get_stream() hands out */
@@ -43,7 +54,7 @@ hd_probe (int *n, char *errbuf, size_t len)
 {
   if (getenv ("MIXPREC_TEST_HOSTDEV_ABSENT") != NULL)
     return fail (errbuf, len, MIXPREC_PLUGIN_ERR_RUNTIME, "hostdevGetCount: no host device (test)");
-  *n = 1;
+  *n = hd_count ();
   return MIXPREC_PLUGIN_OK;
 }
 
@@ -52,8 +63,10 @@ hd_open (const MixprecDeviceOpenV1 *args, void **device, char *errbuf, size_t le
 {
   HostDevice *d;
 
-  if (args->ordinal > 0)
-    return fail (errbuf, len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT, "only ordinal 0 exists");
+  if (args->ordinal >= hd_count ())
+    return fail (errbuf, len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
+                 hd_count () == 1 ? "only ordinal 0 exists" : "no such ordinal");
+  mixprec_test_hostdev_last_ordinal = args->ordinal;
   d = calloc (1, sizeof *d);
   memcpy (d->magic, "stream", 7);
   *device = d;

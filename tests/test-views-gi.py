@@ -13,6 +13,12 @@ import sys
 import weakref
 
 import gi
+import gi.overrides
+# The overrides of this tree, never an installed copy (gi searches its own
+# overrides directory first).
+tree_overrides = os.path.join(os.environ.get("G_TEST_SRCDIR", "tests"), "..", "bindings", "gi",
+                              "overrides")
+gi.overrides.__path__.insert(0, os.path.abspath(tree_overrides))
 gi.require_version("GLib", "2.0")
 gi.require_version("Mixprec", "1.0")
 from gi.repository import GLib, Mixprec  # noqa: E402
@@ -84,6 +90,8 @@ def ownership_ok(view):
 # ------------------------------------------------------------ the DLPack layout
 layout = os.path.join(os.environ.get("G_TEST_BUILDDIR", "tests"), "dlpack-layout")
 ov = sys.modules["gi.overrides.Mixprec"]
+check("the overrides are this tree's",
+      os.path.samefile(os.path.dirname(ov.__file__), tree_overrides))
 if os.access(layout, os.X_OK):
     lines = {}
     for line in subprocess.run([layout], capture_output=True, text=True,

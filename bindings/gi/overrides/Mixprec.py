@@ -158,6 +158,17 @@ def _capsule_destructor(capsule):
 
 # ------------------------------------------------------------------ views
 
+_holder_types = {}
+
+
+def _holder_type(nbytes):
+    # A subclass, so that instances take the attribute that holds the engine.
+    nbytes = max(nbytes, 1)
+    if nbytes not in _holder_types:
+        _holder_types[nbytes] = type("_MixprecBytes", (ctypes.c_ubyte * nbytes,), {})
+    return _holder_types[nbytes]
+
+
 class View(object):
     """A view of one buffer of a :class:`Mixprec.Param`, sharing the
     engine's memory (see the module's documentation).
@@ -187,8 +198,7 @@ class View(object):
         # A ctypes array over the engine's bytes: the buffer-protocol
         # exporter every other form is made from. It holds the engine for
         # as long as anything made from it lives.
-        holder_type = type("_MixprecBytes", (ctypes.c_ubyte * max(self.nbytes, 1),), {})
-        self._holder = holder_type.from_address(address)
+        self._holder = _holder_type(self.nbytes).from_address(address)
         self._holder.engine = engine
 
     def __repr__(self):
@@ -223,8 +233,11 @@ class View(object):
         if self.readonly:
             array.flags.writeable = False
         if dtype is not None and numpy.dtype(dtype) != array.dtype:
+            if copy is False:
+                raise ValueError("a %s view cannot be %s without a copy"
+                                 % (self.dtype_name, numpy.dtype(dtype)))
             return array.astype(dtype)
-        return array
+        return array.copy() if copy else array
 
     def tobytes(self):
         return bytes(memoryview(self._holder).cast("B")[:self.nbytes])

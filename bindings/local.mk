@@ -42,3 +42,9 @@ bindings/mixprec.deps: Makefile
 CLEANFILES += bindings/mixprec.vapi bindings/mixprec.deps
 endif
 EXTRA_DIST += bindings/Mixprec-1.0.metadata
+
+# PyGObject overrides: zero-copy views for `from gi.repository import Mixprec`.
+EXTRA_DIST += bindings/gi/overrides/Mixprec.py
+if INSTALL_PYOVERRIDES
+pyoverrides_DATA = bindings/gi/overrides/Mixprec.py
+endif

@@ -1,12 +1,13 @@
 #!/bin/bash
 # install-test.sh [TARBALL] — libmixprec as users get it: builds the Debian
 # packages from the release tarball, publishes them in a local apt
-# repository on disk, installs `libmixprec libmixprec-dev` from it with apt,
-# then, in an empty directory with an empty environment (no build tree on
-# any path, no LD_LIBRARY_PATH, GI_TYPELIB_PATH or MIXPREC_PLUGIN_PATH),
-# builds and runs a C program with pkg-config, uses the typelib from Python
-# and gjs, compiles a Vala program with --pkg mixprec and lists the plugins
-# with mixprec-inspect. Finally purges every package it installed, also when
+# repository on disk, installs `libmixprec libmixprec-dev python3-mixprec`
+# from it with apt, then, in an empty directory with an empty environment
+# (no build tree on any path, no LD_LIBRARY_PATH, GI_TYPELIB_PATH or
+# MIXPREC_PLUGIN_PATH), builds and runs a C program with pkg-config, uses
+# the typelib from Python (with the overrides' zero-copy views) and gjs,
+# compiles a Vala program with --pkg mixprec and lists the plugins with
+# mixprec-inspect. Finally purges every package it installed, also when
 # a step fails. Prints TAP; exits non-zero on any failure.
 #
 # Run as root on Debian 12 (CI does: .ci/run). TARBALL defaults to a fresh
@@ -86,7 +87,7 @@ host_arch=$(dpkg-architecture -qDEB_HOST_ARCH)
 # dependencies themselves come from debian/control below.
 apt-get install -y -q --no-install-recommends \
   dpkg-dev debhelper apt-utils fakeroot gcc libc6-dev pkg-config \
-  python3 python3-gi gjs valac >"$work/tools.log" 2>&1 ||
+  python3 python3-gi python3-numpy gjs valac >"$work/tools.log" 2>&1 ||
   { sed 's/^/#   /' "$work/tools.log"; bail "cannot install the packaging tools"; }
 
 # ------------------------------------------------------------ source
@@ -163,10 +164,10 @@ if [ -n "$leftover" ]; then
   apt-get purge -y -q $leftover >"$work/prepurge.log" 2>&1 || bail "cannot purge $leftover"
 fi
 installed=yes
-step "apt-get install libmixprec libmixprec-dev" "$work/install.log" \
-  apt-get install -y -q --no-install-recommends libmixprec libmixprec-dev || exit 1
+step "apt-get install libmixprec libmixprec-dev python3-mixprec" "$work/install.log" \
+  apt-get install -y -q --no-install-recommends libmixprec libmixprec-dev python3-mixprec || exit 1
 version=$(dpkg-parsechangelog -l "$work/src/debian/changelog" -S Version)
-for p in libmixprec0 libmixprec-dev gir1.2-mixprec-1.0 mixprec-tools mixprec-plugins-optim; do
+for p in libmixprec0 libmixprec-dev gir1.2-mixprec-1.0 python3-mixprec mixprec-tools mixprec-plugins-optim; do
   v=$(dpkg-query -W -f='${Version}' "$p" 2>/dev/null)
   [ "$v" = "$version" ] || not_ok "$p $version is installed (found '${v:-nothing}')"
 done
@@ -279,6 +280,38 @@ if clean_env /usr/bin/python3 app.py >"$down/py.out" 2>&1 &&
   ok "Python: from gi.repository import Mixprec (convert bits, registry)"
 else
   not_ok "Python: from gi.repository import Mixprec (convert bits, registry)" "$down/py.out"
+fi
+
+# The PyGObject overrides of python3-mixprec: a view that shares the
+# engine's memory, written through and stepped (bf16 bits are exact: SGD
+# with lr 1 moves 1.0 and -2.0 by the gradient 0.5).
+cat >"$down/views.py" <<'EOF'
+import struct
+import gi
+gi.require_version("GLib", "2.0")
+gi.require_version("Mixprec", "1.0")
+from gi.repository import GLib, Mixprec
+import gi.overrides.Mixprec
+import numpy
+e = Mixprec.Engine.new(Mixprec.Config.new_from_data(
+    '{"bf16": {"enabled": true}, "optimizer": {"type": "SGD", "params": {"lr": 1.0}}}'))
+p = e.register_param("w", [2], "Linear", Mixprec.DType.FLOAT32,
+                     GLib.Bytes.new(struct.pack("<2f", 1.0, -2.0)))
+w = numpy.asarray(p.working)
+assert p.working.dtype_name == "bfloat16"
+assert w.__array_interface__["data"][0] == p.get_buffer_address(Mixprec.ParamBuffer.WORKING)[0]
+assert w.view(numpy.uint16).tolist() == [0x3F80, 0xC000], w
+numpy.asarray(p.grad).view(numpy.uint16)[:] = 0x3F00
+e.backward_done()
+assert e.step().applied
+assert w.view(numpy.uint16).tolist() == [0x3F00, 0xC020], w
+print("overrides", gi.overrides.Mixprec.__file__)
+EOF
+if clean_env /usr/bin/python3 views.py >"$down/views.out" 2>&1 &&
+   grep -qx "overrides /usr/lib/python3/dist-packages/gi/overrides/Mixprec.py" "$down/views.out"; then
+  ok "Python: numpy.asarray(param.working) shares the engine's memory (python3-mixprec)"
+else
+  not_ok "Python: numpy.asarray(param.working) shares the engine's memory (python3-mixprec)" "$down/views.out"
 fi
 
 cat >"$down/app.js" <<'EOF'

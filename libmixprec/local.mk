@@ -107,7 +107,7 @@ mixprec_sources += libmixprec/mixprec-partitioner.c
 mixprec_public_headers += \
 	libmixprec/mixprec-param.h \
 	libmixprec/mixprec-engine.h
-mixprec_enum_headers += libmixprec/mixprec-engine.h
+mixprec_enum_headers += libmixprec/mixprec-param.h libmixprec/mixprec-engine.h
 mixprec_sources += \
 	libmixprec/mixprec-param-private.h \
 	libmixprec/mixprec-param.c \

@@ -622,3 +622,39 @@ _mixprec_engine_refresh_working (MixprecEngine *self,
   _mixprec_engine_clear_gradients (self);
   return TRUE;
 }
+
+gpointer
+_mixprec_engine_get_accum_of (gpointer       engine,
+                              MixprecParam  *param,
+                              MixprecDType  *dtype,
+                              GError       **error)
+{
+  MixprecEngine *self = engine;
+  Group *g;
+
+  if (self == NULL || !_mixprec_engine_ensure_prepared (self, error))
+    {
+      if (self == NULL)
+        g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_WRONG_STATE,
+                     "parameter '%s': its engine is gone", mixprec_param_get_name (param));
+      return NULL;
+    }
+  g = _mixprec_engine_group_of (self, param);
+  if (self->world > 1)
+    {
+      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_WRONG_STATE,
+                   "parameter '%s': across %u ranks each rank accumulates only its "
+                   "slices of the gradients", mixprec_param_get_name (param), self->world);
+      return NULL;
+    }
+  if (g->accum == NULL)
+    {
+      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_WRONG_STATE,
+                   "parameter '%s': the engine keeps no accumulation buffer: with one "
+                   "micro-step per step it reads the gradient buffer in place",
+                   mixprec_param_get_name (param));
+      return NULL;
+    }
+  *dtype = g->dtypes.accum;
+  return _mixprec_engine_at (g->accum, g->dtypes.accum, _mixprec_param_get_storage (param)->offset);
+}

@@ -597,6 +597,54 @@ mixprec_param_reduce_grad_bytes (MixprecParam  *self,
   return mixprec_param_reduce_grad (self, dtype, data, error);
 }
 
+/**
+ * mixprec_param_reduce_grad_address:
+ * @self: a #MixprecParam
+ * @dtype: the dtype of the gradient
+ * @address: where the gradient starts in host memory: numel contiguous
+ *   elements of @dtype that stay valid for the duration of the call
+ * @error: return location for a #GError
+ *
+ * mixprec_param_reduce_grad_bytes() without the copy into a #GBytes: the
+ * engine reads the caller's gradient where it lies. For bindings that
+ * hold the address of a framework's tensor (the Python overrides pass a
+ * NumPy array's or a DLPack tensor's data pointer); C callers use
+ * mixprec_param_reduce_grad().
+ *
+ * Returns: %TRUE on success
+ *
+ * Since: 1.0
+ */
+gboolean
+mixprec_param_reduce_grad_address (MixprecParam  *self,
+                                   MixprecDType   dtype,
+                                   guint64        address,
+                                   GError       **error)
+{
+  g_autoptr(GBytes) grad = NULL;
+  guint64 numel;
+
+  g_return_val_if_fail (MIXPREC_IS_PARAM (self), FALSE);
+
+  numel = mixprec_param_get_numel (self);
+  if (!mixprec_dtype_is_valid (dtype))
+    {
+      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
+                   "parameter '%s': %d is not a dtype", mixprec_param_get_name (self), (gint) dtype);
+      return FALSE;
+    }
+  if (address == 0 && numel > 0)
+    {
+      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
+                   "parameter '%s': gradient at address 0", mixprec_param_get_name (self));
+      return FALSE;
+    }
+  /* A static GBytes borrows the caller's memory for the call. */
+  grad = g_bytes_new_static (GSIZE_TO_POINTER ((gsize) address),
+                             numel * mixprec_dtype_get_size (dtype));
+  return mixprec_param_reduce_grad_bytes (self, dtype, grad, error);
+}
+
 /* ---------------------------------------------------------------- micro-step */
 
 /**

@@ -856,6 +856,72 @@ mixprec_engine_register_external (MixprecEngine  *self,
 }
 
 /**
+ * mixprec_engine_register_external_address: (rename-to mixprec_engine_register_external)
+ * @self: a #MixprecEngine
+ * @name: a unique name
+ * @shape: (array length=n_dims): the shape
+ * @n_dims: the number of dimensions
+ * @module_type: (nullable): the module type the precision policy keys on
+ * @dtype: the dtype of the caller's memory; it must be the working dtype
+ *   the precision policy gives @module_type
+ * @working: the address of the caller's working copy in host memory,
+ *   holding the initial values
+ * @grad: the address of the caller's gradient buffer (same dtype and size)
+ * @error: return location for a #GError
+ *
+ * mixprec_engine_register_external() for bindings, with the buffers as
+ * addresses (the Python overrides pass a NumPy array's or a DLPack
+ * tensor's data pointer) and the dtype checked against the precision
+ * policy before anything is registered. Both buffers must stay valid while
+ * the engine lives: the caller keeps the objects that own them.
+ *
+ * Returns: (transfer none): the parameter, or %NULL with @error set
+ *
+ * Since: 1.0
+ */
+MixprecParam *
+mixprec_engine_register_external_address (MixprecEngine  *self,
+                                          const gchar    *name,
+                                          const guint64  *shape,
+                                          guint           n_dims,
+                                          const gchar    *module_type,
+                                          MixprecDType    dtype,
+                                          guint64         working,
+                                          guint64         grad,
+                                          GError        **error)
+{
+  MixprecDType policy_dtype, master_dtype, accum, comm;
+  gboolean has_master;
+
+  g_return_val_if_fail (MIXPREC_IS_ENGINE (self), NULL);
+  g_return_val_if_fail (name != NULL, NULL);
+
+  if (!mixprec_dtype_is_valid (dtype))
+    {
+      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
+                   "parameter '%s': %d is not a dtype", name, (gint) dtype);
+      return NULL;
+    }
+  if (!mixprec_precision_policy_resolve (self->policy, name, module_type, &policy_dtype,
+                                         &master_dtype, &has_master, &accum, &comm, error))
+    {
+      g_prefix_error (error, "parameter '%s': ", name);
+      return NULL;
+    }
+  if (policy_dtype != dtype)
+    {
+      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_PARAM,
+                   "parameter '%s': the precision policy keeps module type '%s' in %s, "
+                   "the caller's memory holds %s", name, module_type != NULL ? module_type : "",
+                   mixprec_dtype_get_name (policy_dtype), mixprec_dtype_get_name (dtype));
+      return NULL;
+    }
+  return mixprec_engine_register_external (self, name, shape, n_dims, module_type,
+                                           GSIZE_TO_POINTER ((gsize) working),
+                                           GSIZE_TO_POINTER ((gsize) grad), error);
+}
+
+/**
  * mixprec_engine_get_param:
  * @self: a #MixprecEngine
  * @name: a parameter name

@@ -228,6 +228,18 @@ MixprecParam      *mixprec_engine_register_external (MixprecEngine  *self,
                                                      gpointer        grad,
                                                      GError        **error);
 MIXPREC_AVAILABLE_IN_1_0
+MixprecParam      *mixprec_engine_register_external_address (MixprecEngine  *self,
+                                                     const gchar    *name,
+                                                     const guint64  *shape,
+                                                     guint           n_dims,
+                                                     const gchar    *module_type,
+                                                     MixprecDType    dtype,
+                                                     guint64         working,
+                                                     guint64         grad,
+                                                     GError        **error);
+MIXPREC_AVAILABLE_IN_1_0
+MixprecEngine     *mixprec_param_get_engine         (MixprecParam   *self);
+MIXPREC_AVAILABLE_IN_1_0
 gboolean           mixprec_engine_prepare           (MixprecEngine  *self,
                                                      GError        **error);
 MIXPREC_AVAILABLE_IN_1_0

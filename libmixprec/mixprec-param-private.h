@@ -58,6 +58,13 @@ gboolean _mixprec_engine_ensure_grad_of (gpointer      engine,
                                          MixprecParam *param,
                                          GError      **error);
 
+/* Implemented by the engine: where @param's elements lie in its group's
+ * accumulation buffer (one process only), or NULL with @error set. */
+gpointer _mixprec_engine_get_accum_of (gpointer       engine,
+                                       MixprecParam  *param,
+                                       MixprecDType  *dtype,
+                                       GError       **error);
+
 /* Implemented by the engine: lays out every buffer on first use. */
 gboolean _mixprec_engine_ensure_prepared (gpointer  engine,
                                           GError  **error);

@@ -385,6 +385,121 @@ mixprec_param_get_master_data (MixprecParam *self)
 }
 
 /**
+ * mixprec_param_get_engine:
+ * @self: a #MixprecParam
+ *
+ * The engine the parameter is registered with. A parameter does not keep
+ * its engine alive (the engine owns its parameters); bindings that hand
+ * out views of the engine's buffers hold a reference to the engine
+ * through this.
+ *
+ * Returns: (transfer none) (nullable): the engine, or %NULL once it is gone
+ *
+ * Since: 1.0
+ */
+MixprecEngine *
+mixprec_param_get_engine (MixprecParam *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_PARAM (self), NULL);
+  return self->engine;
+}
+
+/**
+ * mixprec_param_get_buffer_address:
+ * @self: a #MixprecParam
+ * @buffer: which buffer
+ * @dtype: (out) (optional): the dtype of its elements
+ * @error: return location for a #GError
+ *
+ * The address of one of the parameter's buffers in host memory, as an
+ * integer: what mixprec_param_get_working_data(),
+ * mixprec_param_get_grad_data() and mixprec_param_get_master_data() return
+ * to C, for bindings that build views sharing the engine's memory (the
+ * Python overrides wrap it for the buffer protocol and DLPack). The
+ * buffer holds mixprec_param_get_numel() contiguous elements of @dtype and
+ * stays valid as long as the engine does; lay out every parameter before
+ * asking (the first call lays out the engine's buffers).
+ *
+ * %MIXPREC_PARAM_BUFFER_ACCUM exists on one process when gradients are
+ * accumulated apart from the gradient buffer (more than one micro-step
+ * per step, or an accumulation dtype other than the gradient's and FP32);
+ * the engine writes it, callers only read it.
+ *
+ * Returns: the address, or 0 with @error set when the buffer does not
+ *   exist in this engine (no master in bf16 without masters, no
+ *   accumulation buffer, buffers sharded across ranks) or lies in device
+ *   memory
+ *
+ * Since: 1.0
+ */
+guint64
+mixprec_param_get_buffer_address (MixprecParam       *self,
+                                  MixprecParamBuffer  buffer,
+                                  MixprecDType       *dtype,
+                                  GError            **error)
+{
+  gpointer data = NULL;
+  MixprecDType type = MIXPREC_DTYPE_FLOAT32;
+
+  g_return_val_if_fail (MIXPREC_IS_PARAM (self), 0);
+
+  if (!_mixprec_param_ensure_storage (self, error))
+    return 0;
+  if (self->storage.device != NULL)
+    {
+      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
+                   "parameter '%s': its buffers are in the memory of device '%s', "
+                   "not in host memory", self->name,
+                   _mixprec_device_get_name (self->storage.device));
+      return 0;
+    }
+  switch (buffer)
+    {
+    case MIXPREC_PARAM_BUFFER_WORKING:
+      data = self->storage.working;
+      type = self->dtypes.working;
+      break;
+    case MIXPREC_PARAM_BUFFER_GRAD:
+      if (!ensure_grad (self, error))
+        return 0;
+      data = self->storage.grad;
+      type = self->dtypes.grad;
+      break;
+    case MIXPREC_PARAM_BUFFER_MASTER:
+      data = self->storage.master;
+      if (data == NULL)
+        {
+          g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_WRONG_STATE,
+                       self->dtypes.has_master || self->dtypes.working == MIXPREC_DTYPE_FLOAT32
+                       ? "parameter '%s': its FP32 values are sharded across ranks"
+                       : "parameter '%s': the engine keeps no FP32 master of it "
+                         "(a low-precision working copy without master weights)",
+                       self->name);
+          return 0;
+        }
+      break;
+    case MIXPREC_PARAM_BUFFER_ACCUM:
+      data = _mixprec_engine_get_accum_of (self->engine, self, &type, error);
+      if (data == NULL)
+        return 0;
+      break;
+    default:
+      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
+                   "parameter '%s': %d is not a MixprecParamBuffer", self->name, (gint) buffer);
+      return 0;
+    }
+  if (data == NULL)
+    {
+      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_WRONG_STATE,
+                   "parameter '%s': the buffer is not laid out on this rank", self->name);
+      return 0;
+    }
+  if (dtype != NULL)
+    *dtype = type;
+  return (guint64) GPOINTER_TO_SIZE (data);
+}
+
+/**
  * mixprec_param_get_working:
  * @self: a #MixprecParam
  * @dtype: the dtype to return the values in

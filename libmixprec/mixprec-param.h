@@ -11,6 +11,25 @@
 
 G_BEGIN_DECLS
 
+/**
+ * MixprecParamBuffer:
+ * @MIXPREC_PARAM_BUFFER_WORKING: the working copy, in the working dtype
+ * @MIXPREC_PARAM_BUFFER_GRAD: the gradient buffer, in the gradient dtype
+ * @MIXPREC_PARAM_BUFFER_MASTER: the FP32 values the optimizer updates
+ * @MIXPREC_PARAM_BUFFER_ACCUM: the buffer gradients are accumulated in
+ *   across micro-steps, in the accumulation dtype (read it, never write it)
+ *
+ * One of a parameter's buffers, for mixprec_param_get_buffer_address().
+ *
+ * Since: 1.0
+ */
+typedef enum {
+  MIXPREC_PARAM_BUFFER_WORKING,
+  MIXPREC_PARAM_BUFFER_GRAD,
+  MIXPREC_PARAM_BUFFER_MASTER,
+  MIXPREC_PARAM_BUFFER_ACCUM,
+} MixprecParamBuffer;
+
 #define MIXPREC_TYPE_PARAM (mixprec_param_get_type ())
 MIXPREC_AVAILABLE_IN_1_0
 G_DECLARE_FINAL_TYPE (MixprecParam, mixprec_param, MIXPREC, PARAM, GObject)
@@ -44,6 +63,18 @@ MIXPREC_AVAILABLE_IN_1_0
 gpointer      mixprec_param_get_grad_data         (MixprecParam *self);
 MIXPREC_AVAILABLE_IN_1_0
 const gfloat *mixprec_param_get_master_data       (MixprecParam *self);
+
+/* Addresses, for bindings that build zero-copy views (ctypes, DLPack). */
+MIXPREC_AVAILABLE_IN_1_0
+guint64       mixprec_param_get_buffer_address    (MixprecParam       *self,
+                                                   MixprecParamBuffer  buffer,
+                                                   MixprecDType       *dtype,
+                                                   GError            **error);
+MIXPREC_AVAILABLE_IN_1_0
+gboolean      mixprec_param_reduce_grad_address   (MixprecParam  *self,
+                                                   MixprecDType   dtype,
+                                                   guint64        address,
+                                                   GError       **error);
 
 /* Copies, for bindings and tests. */
 MIXPREC_AVAILABLE_IN_1_0

@@ -26,6 +26,7 @@ AM_TESTS_ENVIRONMENT = \
 	export MIXPREC_TOP_BUILDDIR="$(abs_top_builddir)"; \
 	export LD_LIBRARY_PATH="$(abs_top_builddir)/libmixprec/.libs$${LD_LIBRARY_PATH:+:$$LD_LIBRARY_PATH}"; \
 	export GI_TYPELIB_PATH="$(abs_top_builddir)/bindings$${GI_TYPELIB_PATH:+:$$GI_TYPELIB_PATH}"; \
+	export PYTHONPATH="$(abs_top_srcdir)/bindings$${PYTHONPATH:+:$$PYTHONPATH}"; \
 	export MIXPREC_PLUGIN_PATH="$(abs_top_builddir)/plugins"; \
 	export MIXPREC_PLUGIN_SYSTEM_PATH=""; \
 	export MALLOC_PERTURB_=165; \
@@ -64,6 +65,18 @@ tests/test-dtype-vala$(EXEEXT): $(srcdir)/tests/test-dtype-vala.vala bindings/mi
 check_SCRIPTS += tests/test-dtype-vala$(EXEEXT)
 TESTS += tests/test-dtype-vala$(EXEEXT)
 CLEANFILES += tests/test-dtype-vala$(EXEEXT)
+endif
+
+# --- zero-copy views: the Python overrides (bindings/gi/overrides, found
+# through PYTHONPATH above) against the uninstalled library; dlpack-layout
+# prints dlpack.h's layout for the test to compare with its ctypes one.
+EXTRA_DIST += tests/test-views-gi.py tests/dlpack-layout.c
+if HAVE_PYTHON_GI
+TESTS += tests/test-views-gi.py
+if HAVE_DLPACK
+check_PROGRAMS += tests/dlpack-layout
+tests_dlpack_layout_SOURCES = tests/dlpack-layout.c
+endif
 endif
 
 # --- loss scalers

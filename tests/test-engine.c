@@ -571,6 +571,95 @@ test_engine_external_memory (void)
   g_assert_cmpfloat (grad[0], ==, 0.0f);
 }
 
+/* The addresses bindings build views from are the pointers C callers get;
+ * the accumulation buffer exists with more than one micro-step per step. */
+static void
+test_engine_buffer_addresses (void)
+{
+  const gfloat init[4] = { 1, 2, 3, 4 };
+  g_autoptr(MixprecEngine) e = engine_from_json (
+    "{\"bf16\": {\"enabled\": true}, \"gradient_accumulation_steps\": 2,"
+    " \"optimizer\": {\"type\": \"SGD\", \"params\": {\"lr\": 0.5}}}");
+  g_autoptr(MixprecEngine) one = engine_from_json ("{}");
+  MixprecParam *p = add_param (e, "w", 2, 2, "Linear", init);
+  MixprecParam *q = add_param (one, "w", 4, 0, "Linear", init);
+  g_autoptr(GError) error = NULL;
+  MixprecDType dtype = MIXPREC_DTYPE_FLOAT8_E5M2;
+  guint64 address;
+
+  g_assert_true (mixprec_param_get_engine (p) == e);
+  address = mixprec_param_get_buffer_address (p, MIXPREC_PARAM_BUFFER_WORKING, &dtype, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (address, ==, GPOINTER_TO_SIZE (mixprec_param_get_working_data (p)));
+  g_assert_cmpint (dtype, ==, MIXPREC_DTYPE_BFLOAT16);
+  address = mixprec_param_get_buffer_address (p, MIXPREC_PARAM_BUFFER_GRAD, &dtype, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (address, ==, GPOINTER_TO_SIZE (mixprec_param_get_grad_data (p)));
+  g_assert_cmpint (dtype, ==, MIXPREC_DTYPE_BFLOAT16);
+  address = mixprec_param_get_buffer_address (p, MIXPREC_PARAM_BUFFER_MASTER, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (address, ==, GPOINTER_TO_SIZE (mixprec_param_get_master_data (p)));
+  address = mixprec_param_get_buffer_address (p, MIXPREC_PARAM_BUFFER_ACCUM, &dtype, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (address, !=, 0);
+  g_assert_cmpint (dtype, ==, mixprec_param_get_accum_dtype (p));
+
+  /* One micro-step in FP32: gradients are read in place, no accumulation
+   * buffer; the master is the working copy. */
+  g_assert_cmpuint (mixprec_param_get_buffer_address (q, MIXPREC_PARAM_BUFFER_ACCUM, NULL, &error),
+                    ==, 0);
+  g_assert_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_WRONG_STATE);
+  g_clear_error (&error);
+  g_assert_cmpuint (mixprec_param_get_buffer_address (q, MIXPREC_PARAM_BUFFER_MASTER, NULL, &error),
+                    ==, GPOINTER_TO_SIZE (mixprec_param_get_working_data (q)));
+  g_assert_no_error (error);
+  g_assert_cmpuint (mixprec_param_get_buffer_address (q, (MixprecParamBuffer) 17, NULL, &error),
+                    ==, 0);
+  g_assert_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT);
+}
+
+/* Registration by address checks the dtype against the policy first;
+ * reduce_grad by address reads the caller's gradient in place (SGD, lr 0.5:
+ * w - 0.5 * g, exact). */
+static void
+test_engine_external_address (void)
+{
+  g_autoptr(MixprecEngine) e = engine_from_json (
+    "{\"optimizer\": {\"type\": \"SGD\", \"params\": {\"lr\": 0.5}}}");
+  gfloat working[2] = { 1, 2 };
+  gfloat grad[2] = { 0 };
+  const gfloat reduced[2] = { 4, -2 };
+  guint64 shape[1] = { 2 };
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MixprecStepResult) r = NULL;
+  MixprecParam *p;
+
+  p = mixprec_engine_register_external_address (e, "x", shape, 1, "Linear", MIXPREC_DTYPE_FLOAT16,
+                                                GPOINTER_TO_SIZE (working), GPOINTER_TO_SIZE (grad),
+                                                &error);
+  g_assert_null (p);
+  g_assert_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_PARAM);
+  g_assert_nonnull (strstr (error->message, "float32"));
+  g_assert_null (mixprec_engine_get_param (e, "x"));
+  g_clear_error (&error);
+
+  p = mixprec_engine_register_external_address (e, "x", shape, 1, "Linear", MIXPREC_DTYPE_FLOAT32,
+                                                GPOINTER_TO_SIZE (working), GPOINTER_TO_SIZE (grad),
+                                                &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (mixprec_param_get_buffer_address (p, MIXPREC_PARAM_BUFFER_WORKING, NULL, &error),
+                    ==, GPOINTER_TO_SIZE (working));
+  g_assert_true (mixprec_param_reduce_grad_address (p, MIXPREC_DTYPE_FLOAT32,
+                                                    GPOINTER_TO_SIZE (reduced), &error));
+  g_assert_no_error (error);
+  r = one_step (e);
+  g_assert_true (r->applied);
+  g_assert_cmpfloat (working[0], ==, -1.0f);
+  g_assert_cmpfloat (working[1], ==, 3.0f);
+  g_assert_false (mixprec_param_reduce_grad_address (p, MIXPREC_DTYPE_FLOAT32, 0, &error));
+  g_assert_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT);
+}
+
 /* Several caller-owned parameters: each is read from its own memory (the
  * second one's master after an SGD step with lr 0.5 is w - 0.5 * g). */
 static void
@@ -858,6 +947,8 @@ main (int argc, char **argv)
   g_test_add_func ("/engine/bf16-no-master-reproducible", test_engine_bf16_no_master_reproducible);
   g_test_add_func ("/engine/external-memory", test_engine_external_memory);
   g_test_add_func ("/engine/external-memory-second-param", test_engine_external_memory_second_param);
+  g_test_add_func ("/engine/buffer-addresses", test_engine_buffer_addresses);
+  g_test_add_func ("/engine/external-address", test_engine_external_address);
   g_test_add_func ("/engine/errors", test_engine_errors);
   g_test_add_func ("/engine/unknown-optimizer", test_engine_unknown_optimizer);
   g_test_add_func ("/engine/memory-plan", test_engine_memory_plan);

@@ -1,0 +1,483 @@
+# Mixprec.py — PyGObject overrides for libmixprec: views that share memory
+# with the engine's buffers, and a framework's tensors handed to the engine
+# without a copy.
+"""Zero-copy views for ``from gi.repository import Mixprec``.
+
+``param.working``, ``param.grad``, ``param.master`` and ``param.accum``
+(read-only) return a :class:`Mixprec.View` of the engine's buffer. A view
+shares the engine's memory through
+
+* NumPy: ``numpy.asarray(param.working)`` (``__array__``), float32 and
+  float16 as themselves, bfloat16 and the float8 formats as
+  ``ml_dtypes`` types when that package is importable, else as their raw
+  bits (``uint16``/``uint8``) with ``view.dtype_name`` naming the format;
+* the buffer protocol: ``view.memoryview()`` everywhere, and
+  ``memoryview(view)`` on Python 3.12 and later (PEP 688);
+* DLPack: ``__dlpack__``/``__dlpack_device__``, so that
+  ``torch.from_dlpack(param.working)`` and ``numpy.from_dlpack(...)``
+  share the memory (bfloat16 travels as DLPack's ``kDLBfloat``).
+
+The other way, ``engine.register_external(name, array, module_type)`` keeps
+the caller's memory as the parameter's working copy and
+``param.reduce_grad(array)`` reads the caller's gradient where it lies. Both
+take a NumPy array (anything with ``__array_interface__``), a DLPack
+producer (a torch tensor) or any object with the buffer protocol.
+
+How: the library gives the address of each buffer as an integer
+(mixprec_param_get_buffer_address()), and ctypes turns an address into an
+object that exports the buffer protocol; a pure-Python module rather than
+a compiled extension, so that the override installs as one file next to
+PyGObject's own and needs no Python headers to build. DLPack's structures
+are declared with ctypes after DLPack 0.6's ``dlpack.h`` (the test suite
+compares this layout with the header's, compiled). A view holds a
+reference to the engine, so the memory stays valid while any view or any
+array made from one is alive; the engine holds the objects whose memory
+register_external() registered, for as long as it lives.
+"""
+
+import ctypes
+import sys
+
+from ..module import get_introspection_module
+from ..overrides import override
+
+Mixprec = get_introspection_module("Mixprec")
+
+__all__ = []
+
+_DT = Mixprec.DType
+
+# dtype -> (memoryview format of its bits, name, DLPack (code, bits) or None)
+_FORMATS = {
+    _DT.FLOAT32: ("f", "float32", (2, 32)),
+    _DT.FLOAT16: ("e", "float16", (2, 16)),
+    _DT.BFLOAT16: ("H", "bfloat16", (4, 16)),
+    _DT.FLOAT8_E4M3: ("B", "float8_e4m3fn", None),
+    _DT.FLOAT8_E5M2: ("B", "float8_e5m2", None),
+}
+_RAW_FORMAT = {1: "B", 2: "H", 4: "f"}
+
+_KDL_CPU = 1
+_KDL_CUDA_HOST = 3
+
+
+def _numpy_dtype(dtype):
+    """The NumPy dtype for a Mixprec.DType: ml_dtypes' for the formats NumPy
+    lacks when that package is importable, else their raw bits."""
+    import numpy
+    fmt, name, _ = _FORMATS[dtype]
+    if dtype in (_DT.FLOAT32, _DT.FLOAT16):
+        return numpy.dtype(name)
+    try:
+        import ml_dtypes
+        return numpy.dtype(getattr(ml_dtypes, name))
+    except (ImportError, AttributeError):
+        return numpy.dtype(numpy.uint16 if fmt == "H" else numpy.uint8)
+
+
+# ------------------------------------------------------------------ DLPack
+# The structures of dlpack.h (DLPack 0.6, the version Debian 12's
+# libdlpack-dev ships; later versions keep this legacy, unversioned
+# "dltensor" capsule).
+
+class DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int),
+                ("device_id", ctypes.c_int)]
+
+
+class DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8),
+                ("bits", ctypes.c_uint8),
+                ("lanes", ctypes.c_uint16)]
+
+
+class DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p),
+                ("device", DLDevice),
+                ("ndim", ctypes.c_int),
+                ("dtype", DLDataType),
+                ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)),
+                ("byte_offset", ctypes.c_uint64)]
+
+
+class DLManagedTensor(ctypes.Structure):
+    pass
+
+
+_DL_DELETER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+DLManagedTensor._fields_ = [("dl_tensor", DLTensor),
+                            ("manager_ctx", ctypes.c_void_p),
+                            ("deleter", _DL_DELETER)]
+
+_CAPSULE_DESTRUCTOR = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+_capsule_new = ctypes.pythonapi.PyCapsule_New
+_capsule_new.restype = ctypes.py_object
+_capsule_new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, _CAPSULE_DESTRUCTOR]
+_capsule_is_valid = ctypes.pythonapi.PyCapsule_IsValid
+_capsule_is_valid.restype = ctypes.c_int
+_capsule_is_valid.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+_capsule_get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_get_pointer.restype = ctypes.c_void_p
+_capsule_get_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+# The same, for a capsule being destroyed (no reference may be taken).
+_capsule_get_pointer_raw = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)(
+    ("PyCapsule_GetPointer", ctypes.pythonapi))
+
+# The capsule keeps a pointer to its name: a buffer that lives with the module.
+_DLTENSOR = ctypes.create_string_buffer(b"dltensor")
+
+# Exported tensors not yet released by their consumer, by address of their
+# DLManagedTensor: the structure, its shape array and the view (which holds
+# the engine).
+_exported = {}
+
+
+def _release(address):
+    try:
+        _exported.pop(address, None)
+    except Exception:  # interpreter shutdown
+        pass
+
+
+@_DL_DELETER
+def _dl_deleter(managed):
+    _release(managed)
+
+
+@_CAPSULE_DESTRUCTOR
+def _capsule_destructor(capsule):
+    # A capsule nobody consumed (a consumer renames it "used_dltensor" and
+    # calls the deleter itself).
+    try:
+        if _capsule_is_valid(capsule, ctypes.cast(_DLTENSOR, ctypes.c_char_p)):
+            _release(_capsule_get_pointer_raw(capsule, ctypes.cast(_DLTENSOR, ctypes.c_char_p)))
+    except Exception:
+        pass
+
+
+# ------------------------------------------------------------------ views
+
+_holder_types = {}
+
+
+def _holder_type(nbytes):
+    # A subclass, so that instances take the attribute that holds the engine.
+    nbytes = max(nbytes, 1)
+    if nbytes not in _holder_types:
+        _holder_types[nbytes] = type("_MixprecBytes", (ctypes.c_ubyte * nbytes,), {})
+    return _holder_types[nbytes]
+
+
+class View(object):
+    """A view of one buffer of a :class:`Mixprec.Param`, sharing the
+    engine's memory (see the module's documentation).
+
+    Attributes: ``param``, ``buffer`` (a Mixprec.ParamBuffer), ``dtype``
+    (a Mixprec.DType), ``dtype_name`` ("float32", "float16", "bfloat16",
+    "float8_e4m3fn", "float8_e5m2"), ``shape``, ``numel``, ``itemsize``,
+    ``nbytes``, ``address`` (an int), ``readonly``.
+    """
+
+    def __init__(self, param, buffer, readonly=False):
+        engine = param.get_engine()
+        if engine is None:
+            raise ValueError("parameter '%s': its engine is gone" % param.get_name())
+        address, dtype = Mixprec.Param.get_buffer_address(param, buffer)
+        self._engine = engine
+        self.param = param
+        self.buffer = buffer
+        self.dtype = dtype
+        self.dtype_name = _FORMATS[dtype][1]
+        self.shape = tuple(param.get_shape())
+        self.numel = param.get_numel()
+        self.itemsize = Mixprec.dtype_get_size(dtype)
+        self.nbytes = self.numel * self.itemsize
+        self.address = address
+        self.readonly = readonly
+        # A ctypes array over the engine's bytes: the buffer-protocol
+        # exporter every other form is made from. It holds the engine for
+        # as long as anything made from it lives.
+        self._holder = _holder_type(self.nbytes).from_address(address)
+        self._holder.engine = engine
+
+    def __repr__(self):
+        return "<Mixprec.View %s of '%s': %s %s at 0x%x%s>" % (
+            self.buffer.value_nick, self.param.get_name(), self.dtype_name,
+            list(self.shape), self.address, ", read-only" if self.readonly else "")
+
+    def __len__(self):
+        return self.shape[0] if self.shape else 1
+
+    def memoryview(self):
+        """A memoryview of the elements (shape and format of the dtype;
+        bfloat16, float8, and float16 where memoryview lacks "e", as raw
+        bits)."""
+        mv = memoryview(self._holder).cast("B")[:self.nbytes]
+        fmt = _FORMATS[self.dtype][0]
+        shape = list(self.shape) if self.numel > 0 else [0]
+        try:
+            mv = mv.cast(fmt, shape)
+        except (ValueError, TypeError):
+            mv = mv.cast(_RAW_FORMAT[self.itemsize], shape)
+        return mv.toreadonly() if self.readonly else mv
+
+    def __buffer__(self, flags):
+        # PEP 688 (Python 3.12+).
+        return self.memoryview()
+
+    def __array__(self, dtype=None, copy=None):
+        import numpy
+        array = numpy.frombuffer(self._holder, dtype=_numpy_dtype(self.dtype),
+                                 count=self.numel).reshape(self.shape)
+        if self.readonly:
+            array.flags.writeable = False
+        if dtype is not None and numpy.dtype(dtype) != array.dtype:
+            if copy is False:
+                raise ValueError("a %s view cannot be %s without a copy"
+                                 % (self.dtype_name, numpy.dtype(dtype)))
+            return array.astype(dtype)
+        return array.copy() if copy else array
+
+    def tobytes(self):
+        return bytes(memoryview(self._holder).cast("B")[:self.nbytes])
+
+    def __dlpack_device__(self):
+        return (_KDL_CPU, 0)
+
+    def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
+        code_bits = _FORMATS[self.dtype][2]
+        if code_bits is None:
+            raise BufferError("%s has no DLPack type" % self.dtype_name)
+        if dl_device is not None and tuple(dl_device) != (_KDL_CPU, 0):
+            raise BufferError("the view is in host memory, not on device %r" % (dl_device,))
+        if copy:
+            raise BufferError("a Mixprec.View exports its memory, never a copy")
+        managed = DLManagedTensor()
+        shape = (ctypes.c_int64 * max(len(self.shape), 1))(*self.shape)
+        t = managed.dl_tensor
+        t.data = self.address
+        t.device = DLDevice(_KDL_CPU, 0)
+        t.ndim = len(self.shape)
+        t.dtype = DLDataType(code_bits[0], code_bits[1], 1)
+        t.shape = shape
+        t.strides = None        # compact, row-major
+        t.byte_offset = 0
+        managed.manager_ctx = None
+        managed.deleter = _dl_deleter
+        address = ctypes.addressof(managed)
+        _exported[address] = (managed, shape, self)
+        # DLPack has no read-only flag: consumers that honour it rely on the
+        # producer; the accumulation buffer's readonly is a promise only.
+        return _capsule_new(address, ctypes.cast(_DLTENSOR, ctypes.c_char_p), _capsule_destructor)
+
+
+__all__.append("View")
+
+
+# ------------------------------------------------------------------ intake
+
+class _Host(object):
+    """A caller's contiguous host memory: address, dtype, shape, and what
+    keeps it valid."""
+
+    def __init__(self, address, dtype, shape, keep, readonly):
+        self.address = address
+        self.dtype = dtype
+        self.shape = tuple(int(d) for d in shape)
+        self.numel = 1
+        for d in self.shape:
+            self.numel *= d
+        self.keep = keep
+        self.readonly = readonly
+
+
+def _raw_dtype(what, bits, expected, dtype):
+    """uint16/uint8 data is the raw bits of a format: the one asked for
+    with dtype=, else the one expected when it has that size."""
+    want = dtype if dtype is not None else expected
+    if want is not None and Mixprec.dtype_get_size(want) * 8 == bits and want != _DT.FLOAT32:
+        return want
+    raise TypeError("%s holds uint%d: pass dtype=Mixprec.DType.%s to say which format "
+                    "its bits are" % (what, bits, "BFLOAT16" if bits == 16 else "FLOAT8_E4M3"))
+
+
+_BY_NAME = {"float32": _DT.FLOAT32, "float16": _DT.FLOAT16, "bfloat16": _DT.BFLOAT16,
+            "float8_e4m3fn": _DT.FLOAT8_E4M3, "float8_e5m2": _DT.FLOAT8_E5M2}
+
+
+def _contiguous(shape, strides, itemsize):
+    expect = itemsize
+    for d, s in zip(reversed(shape), reversed(strides)):
+        if d != 1 and s != expect:
+            return False
+        expect *= d
+    return True
+
+
+def _host(obj, what, expected=None, dtype=None):
+    if isinstance(obj, View):
+        return _Host(obj.address, obj.dtype, obj.shape, obj, obj.readonly)
+
+    ai = getattr(obj, "__array_interface__", None)
+    if ai is not None:
+        # NumPy and the array libraries that speak its protocol.
+        typestr = ai["typestr"]
+        name = getattr(getattr(obj, "dtype", None), "name", None)
+        if name in _BY_NAME:
+            found = _BY_NAME[name]
+        elif typestr[1:] == "f4":
+            found = _DT.FLOAT32
+        elif typestr[1:] == "f2":
+            found = _DT.FLOAT16
+        elif typestr[1:] in ("u2", "i2", "u1", "i1"):
+            found = _raw_dtype(what, int(typestr[2:]) * 8, expected, dtype)
+        else:
+            raise TypeError("%s has dtype %s; libmixprec takes float32, float16, bfloat16 "
+                            "and float8" % (what, name or typestr))
+        if typestr[0] == ">":
+            raise TypeError("%s is big-endian" % what)
+        shape = ai["shape"]
+        strides = ai.get("strides")
+        if strides is not None and not _contiguous(shape, strides, Mixprec.dtype_get_size(found)):
+            raise ValueError("%s is not contiguous (strides %r): pass a C-contiguous array "
+                             "(numpy.ascontiguousarray)" % (what, strides))
+        address, readonly = ai["data"]
+        return _Host(address or 0, found, shape, obj, readonly)
+
+    if hasattr(obj, "__dlpack__"):
+        # torch tensors and other DLPack producers.
+        capsule = obj.__dlpack__()
+        managed = DLManagedTensor.from_address(_capsule_get_pointer(capsule, b"dltensor"))
+        t = managed.dl_tensor
+        if t.device.device_type not in (_KDL_CPU, _KDL_CUDA_HOST):
+            raise ValueError("%s is on DLPack device type %d, not in host memory"
+                             % (what, t.device.device_type))
+        code, bits, lanes = t.dtype.code, t.dtype.bits, t.dtype.lanes
+        if lanes != 1:
+            raise TypeError("%s has vector elements (%d lanes)" % (what, lanes))
+        if (code, bits) == (2, 32):
+            found = _DT.FLOAT32
+        elif (code, bits) == (2, 16):
+            found = _DT.FLOAT16
+        elif (code, bits) == (4, 16):
+            found = _DT.BFLOAT16
+        elif code in (0, 1) and bits in (8, 16):
+            found = _raw_dtype(what, bits, expected, dtype)
+        else:
+            raise TypeError("%s has DLPack type code %d, %d bits; libmixprec takes float32, "
+                            "float16, bfloat16 and float8" % (what, code, bits))
+        shape = [t.shape[i] for i in range(t.ndim)]
+        if t.strides and not _contiguous(shape, [t.strides[i] * (bits // 8) for i in range(t.ndim)],
+                                         bits // 8):
+            raise ValueError("%s is not contiguous: pass a contiguous tensor (.contiguous())"
+                             % what)
+        # Unconsumed, the capsule releases the producer's tensor when it
+        # goes: keeping it keeps the memory.
+        return _Host((t.data or 0) + t.byte_offset, found, shape, (obj, capsule), False)
+
+    try:
+        mv = memoryview(obj)
+    except TypeError:
+        raise TypeError("%s is neither an array (__array_interface__), a DLPack tensor "
+                        "(__dlpack__) nor a buffer" % what) from None
+    if not mv.c_contiguous:
+        raise ValueError("%s is not a contiguous buffer" % what)
+    fmt = mv.format.lstrip("@=<")
+    if fmt == "f":
+        found = _DT.FLOAT32
+    elif fmt == "e":
+        found = _DT.FLOAT16
+    elif fmt in ("H", "h", "B", "b", "c"):
+        found = _raw_dtype(what, mv.itemsize * 8, expected, dtype)
+    else:
+        raise TypeError("%s has buffer format '%s'" % (what, mv.format))
+    if mv.nbytes == 0:
+        return _Host(0, found, mv.shape, obj, mv.readonly)
+    if not mv.readonly:
+        raw = ctypes.c_char.from_buffer(mv)
+        return _Host(ctypes.addressof(raw), found, mv.shape, (obj, raw), False)
+    if isinstance(obj, bytes):
+        return _Host(ctypes.cast(ctypes.c_char_p(obj), ctypes.c_void_p).value, found,
+                     mv.shape, obj, True)
+    raise TypeError("%s is a read-only buffer; pass bytes, a writable buffer or an array"
+                    % what)
+
+
+class Param(Mixprec.Param):
+
+    @property
+    def working(self):
+        """The working copy (in get_working_dtype()): a writable View."""
+        return View(self, Mixprec.ParamBuffer.WORKING)
+
+    @property
+    def grad(self):
+        """The gradient buffer (in get_grad_dtype()): a writable View."""
+        return View(self, Mixprec.ParamBuffer.GRAD)
+
+    @property
+    def master(self):
+        """The FP32 values the optimizer updates: a read-only View."""
+        return View(self, Mixprec.ParamBuffer.MASTER, readonly=True)
+
+    @property
+    def accum(self):
+        """The gradient accumulation buffer (in get_accum_dtype()), where
+        the engine keeps one: a read-only View."""
+        return View(self, Mixprec.ParamBuffer.ACCUM, readonly=True)
+
+    def reduce_grad(self, grad, data=None, dtype=None):
+        """reduce_grad(array, dtype=None) hands over this micro-batch's
+        gradient without copying it first: the engine reads the array where
+        it lies. reduce_grad(dtype, bytes) is the GLib.Bytes form."""
+        if data is not None:
+            return super(Param, self).reduce_grad(grad, data)
+        if isinstance(grad, Mixprec.DType) and dtype is None:
+            raise TypeError("reduce_grad(dtype, bytes) needs the bytes")
+        host = _host(grad, "parameter '%s': the gradient" % self.get_name(),
+                     self.get_grad_dtype(), dtype)
+        if host.numel != self.get_numel():
+            raise ValueError("parameter '%s': the gradient has %d elements, expected %d"
+                             % (self.get_name(), host.numel, self.get_numel()))
+        return Mixprec.Param.reduce_grad_address(self, host.dtype, host.address)
+
+
+Param = override(Param)
+__all__.append("Param")
+
+
+class Engine(Mixprec.Engine):
+
+    def register_external(self, name, working, module_type=None, grad=None, dtype=None):
+        """register_external(name, working, module_type=None, grad=None)
+        registers a parameter whose working copy is the caller's array or
+        tensor (its shape and dtype, which must be the working dtype the
+        precision policy gives module_type): the engine writes the new
+        values into it after each applied step, without copies. The
+        gradient buffer is grad (same shape and dtype) or, when None, one
+        the engine's Python side allocates (param.grad). The engine keeps
+        both objects for as long as it lives."""
+        w = _host(working, "parameter '%s': the working copy" % name, None, dtype)
+        if w.readonly:
+            raise ValueError("parameter '%s': the working copy is read-only; the engine "
+                             "writes the new values into it" % name)
+        if grad is None:
+            g_keep = (ctypes.c_ubyte * max(w.numel * Mixprec.dtype_get_size(w.dtype), 1))()
+            g_address = ctypes.addressof(g_keep)
+        else:
+            g = _host(grad, "parameter '%s': the gradient buffer" % name, w.dtype, dtype)
+            if g.dtype != w.dtype or g.numel != w.numel or g.readonly:
+                raise ValueError("parameter '%s': the gradient buffer must be writable and "
+                                 "hold %d elements of %s like the working copy"
+                                 % (name, w.numel, _FORMATS[w.dtype][1]))
+            g_keep, g_address = g.keep, g.address
+        param = super(Engine, self).register_external(name, list(w.shape), module_type,
+                                                      w.dtype, w.address, g_address)
+        keep = self.__dict__.setdefault("_mixprec_external", [])
+        keep.append((w.keep, g_keep))
+        return param
+
+
+Engine = override(Engine)
+__all__.append("Engine")

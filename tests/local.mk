@@ -392,6 +392,10 @@ endif
 # uninterrupted run's checkpoint, byte for byte.
 TESTS += tests/test-charlm-resume.sh
 EXTRA_DIST += tests/test-charlm-resume.sh
+# --resume over a damaged newest checkpoint: falls back to the newest whole
+# one, never starts over, never touches the older ones.
+TESTS += tests/test-charlm-damaged.sh
+EXTRA_DIST += tests/test-charlm-damaged.sh
 
 # --- checkpoints across ranks (needs the UCX comm plugin)
 if HAVE_UCX

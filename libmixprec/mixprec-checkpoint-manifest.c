@@ -664,7 +664,8 @@ parse_root (Reader           *r,
                                                 local_error->message);
       return bad (r, "loss_scaler", "state", rule);
     }
-  g_variant_ref_sink (m->scaler_state);
+  /* g_variant_parse() returns a reference of our own, not a floating one:
+   * sinking it would take a second reference that nothing drops. */
 
   if ((lr = get_object (r, root, "", "lr_schedule")) == NULL ||
       !get_string (r, lr, "lr_schedule", "type", &m->lr_schedule_type) ||

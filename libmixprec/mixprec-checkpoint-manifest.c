@@ -529,7 +529,6 @@ parse_param (Reader           *r,
              GHashTable       *file_index)
 {
   _MixprecManifestParam *p = g_new0 (_MixprecManifestParam, 1);
-  g_autofree gchar *shape_path = join_path (where, "shape");
   g_autofree gchar *pieces_path = join_path (where, "pieces");
   JsonArray *shape, *pieces;
   guint64 numel = 1;

@@ -755,10 +755,11 @@ test_layout (void)
     g_autoptr(MixprecEngine) f = fresh_engine (&ckpt_modes[3], 1, 0);
     g_autofree gchar *step5 = g_build_filename (root, "step-5", NULL);
     g_autoptr(MixprecCheckpoint) c5 = mixprec_checkpoint_open (step5, &error);
+    g_autoptr(GPtrArray) fresh = ckpt_snapshot (f);
 
     g_assert_no_error (error);
     g_assert_cmpuint (mixprec_checkpoint_get_step (c5), ==, 5);
-    g_assert_false (ckpt_same (ckpt_snapshot (f), at3));
+    g_assert_false (ckpt_same (fresh, at3));
   }
 
   for (guint i = 0; i < G_N_ELEMENTS (bad_tags); i++)

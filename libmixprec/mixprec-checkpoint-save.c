@@ -515,7 +515,7 @@ confirm (const Save *s,
  * before-cleanup.
  *
  * Returns: %TRUE once the checkpoint is durable; %FALSE with @error set
- *   (%MIXPREC_CHECKPOINT_ERROR_INVALID_ARGUMENT for a bad tag,
+ *   (%MIXPREC_CHECKPOINT_ERROR_INVALID_ARGUMENT for a bad tag or an empty @dir,
  *   %MIXPREC_CHECKPOINT_ERROR_IO naming the file and the system's reason,
  *   %MIXPREC_CHECKPOINT_ERROR_MISSING_SHARD when a rank did not write its
  *   shard), in which case `latest` still names the previous checkpoint
@@ -539,6 +539,13 @@ mixprec_engine_save_checkpoint_full (MixprecEngine              *engine,
   g_return_val_if_fail (dir != NULL, FALSE);
   g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
 
+  if (dir[0] == '\0')
+    {
+      g_set_error (error, MIXPREC_CHECKPOINT_ERROR, MIXPREC_CHECKPOINT_ERROR_INVALID_ARGUMENT,
+                   "the folder to save the checkpoint into is an empty path (''); name a "
+                   "folder, such as 'checkpoints' or '.'");
+      return FALSE;
+    }
   s.engine = engine;
   s.root = dir;
   s.rank = _mixprec_engine_get_rank (engine);

@@ -128,6 +128,13 @@ resolve (const gchar *dir,
   g_autofree gchar *target_manifest = NULL;
   gsize length;
 
+  if (dir[0] == '\0')
+    {
+      g_set_error (error, MIXPREC_CHECKPOINT_ERROR, MIXPREC_CHECKPOINT_ERROR_INVALID_ARGUMENT,
+                   "the checkpoint folder is an empty path (''); name a folder, such as "
+                   "'checkpoints' or '.'");
+      return NULL;
+    }
   if (g_file_test (manifest, G_FILE_TEST_EXISTS))
     return g_strdup (dir);
   if (!g_file_test (dir, G_FILE_TEST_IS_DIR))

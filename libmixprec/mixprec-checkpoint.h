@@ -50,7 +50,7 @@ G_BEGIN_DECLS
  *   folder does not exist, or holds no `manifest.json`, no `latest`
  *   pointer and nothing else a save leaves behind
  * @MIXPREC_CHECKPOINT_ERROR_INVALID_ARGUMENT: a tag that is not a plain
- *   file name, or an unknown state slot name
+ *   file name, an unknown state slot name, or an empty folder path
  * @MIXPREC_CHECKPOINT_ERROR_DAMAGED: the folder holds checkpoints, but
  *   not the one it should: `latest` names a folder or a `manifest.json`
  *   that does not exist, or `latest` is missing beside checkpoint folders.

@@ -322,6 +322,24 @@ test_damaged_latest (void)
   ckpt_remove_tree (root);
 }
 
+/* Issue 15, item 8: an empty path is named as such, not as ": cannot
+ * create the folder". */
+static void
+test_empty_path (void)
+{
+  g_autoptr(MixprecEngine) e = fresh_engine (FP16, 0, 0);
+  g_autoptr(GError) error = NULL;
+
+  g_assert_false (mixprec_engine_save_checkpoint (e, "", &error));
+  assert_error_names (error, MIXPREC_CHECKPOINT_ERROR_INVALID_ARGUMENT, "an empty path ('')");
+  g_clear_error (&error);
+  g_assert_false (mixprec_engine_load_checkpoint (e, "", &error));
+  assert_error_names (error, MIXPREC_CHECKPOINT_ERROR_INVALID_ARGUMENT, "an empty path ('')");
+  g_clear_error (&error);
+  g_assert_null (mixprec_checkpoint_open ("", &error));
+  assert_error_names (error, MIXPREC_CHECKPOINT_ERROR_INVALID_ARGUMENT, "an empty path ('')");
+}
+
 /* Opening, verifying and reading a checkpoint many times: under
  * LeakSanitizer (the CI's sanitizer build) a leak per open, such as a
  * manifest value referenced once too often, shows up here. */
@@ -1902,6 +1920,7 @@ main (int argc, char **argv)
   g_test_add_func ("/checkpoint/mismatch", test_mismatch);
   g_test_add_func ("/checkpoint/damaged/latest", test_damaged_latest);
   g_test_add_func ("/checkpoint/reopen-many", test_reopen_many);
+  g_test_add_func ("/checkpoint/empty-path", test_empty_path);
   g_test_add_func ("/checkpoint/safetensors/crafted", test_safetensors_crafted);
   g_test_add_func ("/checkpoint/safetensors/damage", test_safetensors_damage);
   g_test_add_func ("/checkpoint/inspect-tool", test_inspect_tool);

@@ -7,7 +7,7 @@ SUDO=
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -q
 $SUDO apt-get install -y -q --no-install-recommends \
-  build-essential autoconf automake libtool autoconf-archive pkg-config \
+  build-essential clang autoconf automake libtool autoconf-archive pkg-config \
   xz-utils git ca-certificates \
   libglib2.0-dev libjson-glib-dev \
   gobject-introspection libgirepository1.0-dev gir1.2-glib-2.0 \

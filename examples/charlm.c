@@ -132,7 +132,8 @@ parse_options (Options  *o,
       "Where checkpoints go, one folder per step plus 'latest' (default " DEFAULT_SAVE_DIR ")",
       "DIR" },
     { "resume", 0, 0, G_OPTION_ARG_NONE, &o->resume,
-      "Continue from the latest checkpoint in the save folder (from scratch when it has none)",
+      "Continue from the latest checkpoint in the save folder (from scratch when it has none; "
+      "from the newest whole one, with a warning, when the latest is damaged)",
       NULL },
     G_OPTION_ENTRY_NULL
   };
@@ -324,7 +325,8 @@ train_step (MixprecEngine       *engine,
   return mixprec_engine_step (engine, error);
 }
 
-/* --resume: the engine continues from the latest checkpoint in @dir, and
+/* --resume: the engine continues from the latest checkpoint in @dir (or
+ * the newest whole one when that is damaged), and
  * the batch order from the same place: the draws of the steps already
  * taken are replayed and thrown away. Returns the number of steps the
  * checkpoint had taken (0 when @dir holds none), or -1 on error. */
@@ -348,6 +350,23 @@ resume (MixprecEngine        *engine,
   if (checkpoint == NULL &&
       g_error_matches (local_error, MIXPREC_CHECKPOINT_ERROR, MIXPREC_CHECKPOINT_ERROR_NOT_FOUND))
     return 0;
+  /* A damaged newest checkpoint is never taken for an empty folder
+   * (starting over would save over the older ones): the run goes on from
+   * the newest whole one, and says so. */
+  if (checkpoint == NULL &&
+      g_error_matches (local_error, MIXPREC_CHECKPOINT_ERROR, MIXPREC_CHECKPOINT_ERROR_DAMAGED))
+    {
+      g_autofree gchar *skipped = NULL;
+
+      g_clear_error (&local_error);
+      checkpoint = mixprec_checkpoint_open_newest_intact (dir, &skipped, &local_error);
+      if (checkpoint != NULL)
+        g_printerr ("charlm: WARNING: the latest checkpoint in %s is damaged:\n%s\n"
+                    "charlm: WARNING: falling back to %s, the newest whole checkpoint (step %"
+                    G_GUINT64_FORMAT ")\n", dir, skipped != NULL ? skipped : "",
+                    mixprec_checkpoint_get_path (checkpoint),
+                    mixprec_checkpoint_get_step (checkpoint));
+    }
   if (checkpoint == NULL)
     {
       g_propagate_error (error, g_steal_pointer (&local_error));

@@ -24,6 +24,7 @@ mixprec_sources += \
 	libmixprec/mixprec-parallel-private.h \
 	libmixprec/mixprec-parallel.c \
 	libmixprec/mixprec-cpu-private.h \
+	libmixprec/mixprec-x86-features-private.h \
 	libmixprec/mixprec-cpu.c
 
 # --- dtype (number formats and conversions)

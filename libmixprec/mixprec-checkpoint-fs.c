@@ -326,7 +326,15 @@ _mixprec_rename_dir (const gchar *from,
       {
         g_autofree gchar *aside = g_strconcat (from, ".old", NULL);
 
-        _mixprec_remove_flat_dir (aside);
+        /* A folder already there is a whole checkpoint an earlier crash
+         * left aside, maybe the only copy of its tag: never removed. */
+        if (g_file_test (aside, G_FILE_TEST_EXISTS))
+          {
+            g_set_error (error, MIXPREC_CHECKPOINT_ERROR, MIXPREC_CHECKPOINT_ERROR_IO,
+                         "%s: cannot move the old checkpoint aside: %s holds a checkpoint an "
+                         "interrupted save left aside; rename or remove it first", to, aside);
+            return FALSE;
+          }
         if (rename (to, aside) != 0)
           {
             _mixprec_set_io_error (error, errno, to, "cannot move the old checkpoint aside");

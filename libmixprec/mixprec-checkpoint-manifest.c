@@ -529,7 +529,6 @@ parse_param (Reader           *r,
              GHashTable       *file_index)
 {
   _MixprecManifestParam *p = g_new0 (_MixprecManifestParam, 1);
-  g_autofree gchar *shape_path = join_path (where, "shape");
   g_autofree gchar *pieces_path = join_path (where, "pieces");
   JsonArray *shape, *pieces;
   guint64 numel = 1;
@@ -664,7 +663,8 @@ parse_root (Reader           *r,
                                                 local_error->message);
       return bad (r, "loss_scaler", "state", rule);
     }
-  g_variant_ref_sink (m->scaler_state);
+  /* g_variant_parse() returns a reference of our own, not a floating one:
+   * sinking it would take a second reference that nothing drops. */
 
   if ((lr = get_object (r, root, "", "lr_schedule")) == NULL ||
       !get_string (r, lr, "lr_schedule", "type", &m->lr_schedule_type) ||

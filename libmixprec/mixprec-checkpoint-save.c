@@ -292,7 +292,10 @@ build_manifest (const Save       *s,
   return describe_files (s, m, error);
 }
 
-/* Folders left by saves that crashed, now that a newer save succeeded. */
+/* Folders left by saves that crashed, now that a newer save succeeded.
+ * A `.tmp-TAG.old` folder stays: it is a whole checkpoint that a crash
+ * left aside, and the error of a load that finds TAG missing tells the
+ * user to rename it back. Only its owner may decide it is obsolete. */
 static void
 remove_stale (const Save *s)
 {
@@ -306,13 +309,56 @@ remove_stale (const Save *s)
       return;
     }
   while ((entry = readdir (d)) != NULL)
-    if (g_str_has_prefix (entry->d_name, _MIXPREC_CHECKPOINT_TMP_PREFIX))
+    if (g_str_has_prefix (entry->d_name, _MIXPREC_CHECKPOINT_TMP_PREFIX) &&
+        !g_str_has_suffix (entry->d_name, ".old"))
       g_ptr_array_add (stale, g_build_filename (s->root, entry->d_name, NULL));
   closedir (d);
   for (guint i = 0; i < stale->len; i++)
     if (g_file_test (g_ptr_array_index (stale, i), G_FILE_TEST_IS_DIR))
       _mixprec_remove_flat_dir (g_ptr_array_index (stale, i));
   g_ptr_array_unref (stale);
+}
+
+/* A folder already at the new checkpoint's name is replaced only when it
+ * is a whole checkpoint of that tag (re-saving a tag such as "best").
+ * Anything else there (a checkpoint whose manifest is missing or damaged,
+ * a folder of someone else's) was not written by a save this one
+ * supersedes: it is renamed to TAG.damaged (or TAG.damaged-N) and kept. */
+static gboolean
+keep_damaged_aside (const Save *s,
+                    GError    **error)
+{
+  g_autofree gchar *manifest = g_build_filename (s->final, _MIXPREC_CHECKPOINT_MANIFEST, NULL);
+  g_autofree gchar *data = NULL;
+  g_autofree gchar *aside = NULL;
+  g_autoptr(GError) why = NULL;
+  _MixprecManifest m;
+  gsize length;
+  gboolean whole;
+
+  if (!g_file_test (s->final, G_FILE_TEST_EXISTS))
+    return TRUE;
+  data = _mixprec_read_small_file (manifest, _MIXPREC_CHECKPOINT_MAX_MANIFEST, &length, &why);
+  _mixprec_manifest_init (&m);
+  whole = data != NULL && _mixprec_manifest_parse (&m, manifest, data, length, &why);
+  _mixprec_manifest_clear (&m);
+  if (whole)
+    return TRUE;
+  for (guint n = 1; aside == NULL || g_file_test (aside, G_FILE_TEST_EXISTS); n++)
+    {
+      g_free (aside);
+      aside = n == 1 ? g_strconcat (s->final, ".damaged", NULL)
+                     : g_strdup_printf ("%s.damaged-%u", s->final, n);
+    }
+  if (rename (s->final, aside) != 0)
+    {
+      _mixprec_set_io_error (error, errno, s->final,
+                             "is not a whole checkpoint and cannot be moved aside to make room");
+      return FALSE;
+    }
+  g_message ("%s: not a whole checkpoint (%s); kept as %s instead of being replaced",
+             s->final, why->message, aside);
+  return TRUE;
 }
 
 /* Rank 0's part after every shard is on disk. */
@@ -343,7 +389,8 @@ commit (Save                       *s,
   if (!_mixprec_fsync_dir (s->tmp, error))
     return FALSE;
   hook (s, "before-rename");
-  if (!_mixprec_rename_dir (s->tmp, s->final, &swapped, error))
+  if (!keep_damaged_aside (s, error) ||
+      !_mixprec_rename_dir (s->tmp, s->final, &swapped, error))
     return FALSE;
   hook (s, "after-rename");
   if (!_mixprec_fsync_dir (s->root, error))
@@ -438,14 +485,21 @@ confirm (const Save *s,
  * 3. unless %MIXPREC_CHECKPOINT_SAVE_NO_LATEST, rank 0 writes
  *    `@dir/latest.tmp` holding the tag, fsyncs it, renames it to
  *    `@dir/latest` and fsyncs @dir;
- * 4. leftovers of crashed saves (`@dir/.tmp-*`) are removed.
+ * 4. leftovers of crashed saves (`@dir/.tmp-*`, but never a whole
+ *    checkpoint set aside as `@dir/.tmp-TAG.old`) are removed.
+ *
+ * An existing `@dir/@tag` is replaced only when it is a whole checkpoint
+ * (its `manifest.json` is valid). A damaged folder there (a crash or a
+ * person removed its manifest) is not the caller's to overwrite: it is
+ * renamed to `@dir/@tag.damaged` (`.damaged-2`, ...), a message says so,
+ * and the save goes on.
  *
  * A crash at any point leaves `latest` naming a complete checkpoint, and
  * every earlier checkpoint untouched. (Re-saving an existing tag swaps
  * the folders with renameat2()'s RENAME_EXCHANGE; on a filesystem without
  * it the old folder is moved aside first, and a crash between the two
- * renames leaves it whole as `@dir/.tmp-@tag.old`, which loading then
- * points to.) Earlier checkpoints are kept;
+ * renames leaves it whole as `@dir/.tmp-@tag.old`, which the error of
+ * loading then points to, and which no later save removes.) Earlier checkpoints are kept;
  * removing old ones is left to the caller. One job saves into a @dir at a
  * time.
  *
@@ -461,7 +515,7 @@ confirm (const Save *s,
  * before-cleanup.
  *
  * Returns: %TRUE once the checkpoint is durable; %FALSE with @error set
- *   (%MIXPREC_CHECKPOINT_ERROR_INVALID_ARGUMENT for a bad tag,
+ *   (%MIXPREC_CHECKPOINT_ERROR_INVALID_ARGUMENT for a bad tag or an empty @dir,
  *   %MIXPREC_CHECKPOINT_ERROR_IO naming the file and the system's reason,
  *   %MIXPREC_CHECKPOINT_ERROR_MISSING_SHARD when a rank did not write its
  *   shard), in which case `latest` still names the previous checkpoint
@@ -485,6 +539,13 @@ mixprec_engine_save_checkpoint_full (MixprecEngine              *engine,
   g_return_val_if_fail (dir != NULL, FALSE);
   g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
 
+  if (dir[0] == '\0')
+    {
+      g_set_error (error, MIXPREC_CHECKPOINT_ERROR, MIXPREC_CHECKPOINT_ERROR_INVALID_ARGUMENT,
+                   "the folder to save the checkpoint into is an empty path (''); name a "
+                   "folder, such as 'checkpoints' or '.'");
+      return FALSE;
+    }
   s.engine = engine;
   s.root = dir;
   s.rank = _mixprec_engine_get_rank (engine);

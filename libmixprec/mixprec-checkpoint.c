@@ -84,7 +84,39 @@ mixprec_checkpoint_init (MixprecCheckpoint *self)
   _mixprec_manifest_init (&self->manifest);
 }
 
-/* A checkpoint folder, or a save root whose `latest` names one. */
+/* The first entry of @dir that a save leaves behind: a folder holding a
+ * `manifest.json` or a shard file, or a whole checkpoint a save set aside
+ * (`.tmp-TAG.old`). %NULL when there is none. */
+static gchar *
+find_saved_entry (const gchar *dir)
+{
+  g_autoptr(GDir) d = g_dir_open (dir, 0, NULL);
+  const gchar *name;
+
+  if (d == NULL)
+    return NULL;
+  while ((name = g_dir_read_name (d)) != NULL)
+    {
+      g_autofree gchar *path = g_build_filename (dir, name, NULL);
+      g_autoptr(GDir) sub = NULL;
+      const gchar *inner;
+
+      if (g_str_has_prefix (name, _MIXPREC_CHECKPOINT_TMP_PREFIX) && g_str_has_suffix (name, ".old"))
+        return g_strdup (name);
+      if (name[0] == '.' || (sub = g_dir_open (path, 0, NULL)) == NULL)
+        continue;
+      while ((inner = g_dir_read_name (sub)) != NULL)
+        if (g_str_equal (inner, _MIXPREC_CHECKPOINT_MANIFEST) ||
+            (g_str_has_prefix (inner, "rank-") && g_str_has_suffix (inner, ".safetensors")))
+          return g_strdup (name);
+    }
+  return NULL;
+}
+
+/* A checkpoint folder, or a save root whose `latest` names one. A root
+ * that holds checkpoints but not the one `latest` should name is damaged,
+ * never empty: a caller that took it for empty would start over and save
+ * over the checkpoints still there. */
 static gchar *
 resolve (const gchar *dir,
          GError     **error)
@@ -96,6 +128,13 @@ resolve (const gchar *dir,
   g_autofree gchar *target_manifest = NULL;
   gsize length;
 
+  if (dir[0] == '\0')
+    {
+      g_set_error (error, MIXPREC_CHECKPOINT_ERROR, MIXPREC_CHECKPOINT_ERROR_INVALID_ARGUMENT,
+                   "the checkpoint folder is an empty path (''); name a folder, such as "
+                   "'checkpoints' or '.'");
+      return NULL;
+    }
   if (g_file_test (manifest, G_FILE_TEST_EXISTS))
     return g_strdup (dir);
   if (!g_file_test (dir, G_FILE_TEST_IS_DIR))
@@ -107,9 +146,17 @@ resolve (const gchar *dir,
     }
   if (!g_file_test (latest, G_FILE_TEST_EXISTS))
     {
-      g_set_error (error, MIXPREC_CHECKPOINT_ERROR, MIXPREC_CHECKPOINT_ERROR_NOT_FOUND,
-                   "%s: holds neither %s (a checkpoint) nor %s (a folder of checkpoints)",
-                   dir, _MIXPREC_CHECKPOINT_MANIFEST, _MIXPREC_CHECKPOINT_LATEST);
+      g_autofree gchar *saved = find_saved_entry (dir);
+
+      if (saved != NULL)
+        g_set_error (error, MIXPREC_CHECKPOINT_ERROR, MIXPREC_CHECKPOINT_ERROR_DAMAGED,
+                     "%s: holds checkpoints (such as %s) but no %s file naming the one to "
+                     "load; write the tag of the one to load into it", dir, saved,
+                     _MIXPREC_CHECKPOINT_LATEST);
+      else
+        g_set_error (error, MIXPREC_CHECKPOINT_ERROR, MIXPREC_CHECKPOINT_ERROR_NOT_FOUND,
+                     "%s: holds neither %s (a checkpoint) nor %s (a folder of checkpoints)",
+                     dir, _MIXPREC_CHECKPOINT_MANIFEST, _MIXPREC_CHECKPOINT_LATEST);
       return NULL;
     }
   text = _mixprec_read_small_file (latest, 4096, &length, error);
@@ -131,15 +178,18 @@ resolve (const gchar *dir,
     {
       g_autofree gchar *aside_name = g_strconcat (_MIXPREC_CHECKPOINT_TMP_PREFIX, text, ".old", NULL);
       g_autofree gchar *aside = g_build_filename (dir, aside_name, _MIXPREC_CHECKPOINT_MANIFEST, NULL);
+      gboolean has_aside = g_file_test (aside, G_FILE_TEST_EXISTS);
 
       /* Where a filesystem cannot swap folders atomically, a crash while
-       * re-saving a tag leaves the old checkpoint under this name. */
-      g_set_error (error, MIXPREC_CHECKPOINT_ERROR, MIXPREC_CHECKPOINT_ERROR_NOT_FOUND,
+       * re-saving a tag leaves the old checkpoint under this name; saves
+       * never remove it (see remove_stale()). */
+      g_set_error (error, MIXPREC_CHECKPOINT_ERROR, MIXPREC_CHECKPOINT_ERROR_DAMAGED,
                    "%s names '%s', but %s does not exist%s%s%s", latest, text, target_manifest,
-                   g_file_test (aside, G_FILE_TEST_EXISTS) ? "; the previous checkpoint of that "
-                   "tag is whole in " : "",
-                   g_file_test (aside, G_FILE_TEST_EXISTS) ? aside_name : "",
-                   g_file_test (aside, G_FILE_TEST_EXISTS) ? ": rename it to the tag to load it" : "");
+                   has_aside ? "; the previous checkpoint of that tag is whole in " : "; "
+                   "mixprec_checkpoint_open_newest_intact() (charlm --resume) falls back to the "
+                   "newest checkpoint that is whole",
+                   has_aside ? aside_name : "",
+                   has_aside ? ": rename it to the tag to load it" : "");
       return NULL;
     }
   return g_steal_pointer (&target);
@@ -190,9 +240,18 @@ check_no_stray_shards (MixprecCheckpoint *self,
  * it exactly once, every piece in a listed file. The shard files are not
  * read yet.
  *
+ * %MIXPREC_CHECKPOINT_ERROR_NOT_FOUND means there is no checkpoint at
+ * @dir at all. A folder of checkpoints whose `latest` names a folder or a
+ * `manifest.json` that does not exist, or that holds checkpoint folders
+ * but no `latest`, fails with %MIXPREC_CHECKPOINT_ERROR_DAMAGED instead:
+ * a trainer must not take it for an empty folder and start afresh.
+ * mixprec_checkpoint_open_newest_intact() falls back to the newest whole
+ * checkpoint there.
+ *
  * Returns: (transfer full): the checkpoint, or %NULL with @error set:
- *   %MIXPREC_CHECKPOINT_ERROR_NOT_FOUND, %MIXPREC_CHECKPOINT_ERROR_IO,
- *   %MIXPREC_CHECKPOINT_ERROR_CORRUPT or %MIXPREC_CHECKPOINT_ERROR_VERSION
+ *   %MIXPREC_CHECKPOINT_ERROR_NOT_FOUND, %MIXPREC_CHECKPOINT_ERROR_DAMAGED,
+ *   %MIXPREC_CHECKPOINT_ERROR_IO, %MIXPREC_CHECKPOINT_ERROR_CORRUPT or
+ *   %MIXPREC_CHECKPOINT_ERROR_VERSION
  *
  * Since: 1.0
  */
@@ -226,6 +285,137 @@ mixprec_checkpoint_open (const gchar *dir,
   g_ptr_array_set_size (self->shards, self->manifest.files->len);
   self->verified = g_new0 (guint8, MAX (self->manifest.files->len, 1));
   return g_steal_pointer (&self);
+}
+
+static gint
+compare_names (gconstpointer a,
+               gconstpointer b)
+{
+  return strcmp (*(const gchar * const *) a, *(const gchar * const *) b);
+}
+
+/* Opens @dir and checks every file's size and SHA-256. */
+static MixprecCheckpoint *
+open_verified (const gchar *dir,
+               GError     **error)
+{
+  g_autoptr(MixprecCheckpoint) self = mixprec_checkpoint_open (dir, error);
+
+  if (self == NULL || !mixprec_checkpoint_verify (self, error))
+    return NULL;
+  return g_steal_pointer (&self);
+}
+
+/**
+ * mixprec_checkpoint_open_newest_intact:
+ * @dir: a folder of checkpoints (the @dir of
+ *   mixprec_engine_save_checkpoint()), or one checkpoint folder
+ * @skipped: (out) (optional) (nullable) (transfer full): return location
+ *   for the checkpoints passed over, one line each naming the folder and
+ *   what is wrong with it; %NULL when the one `latest` names was whole
+ * @error: return location for a #GError
+ *
+ * Opens the checkpoint that `@dir/latest` names, like
+ * mixprec_checkpoint_open(), and verifies it (mixprec_checkpoint_verify());
+ * when that fails for any reason but %MIXPREC_CHECKPOINT_ERROR_NOT_FOUND,
+ * opens and verifies every checkpoint folder in @dir instead and returns
+ * the whole one with the highest step. This is how a trainer resumes after
+ * the newest checkpoint was damaged; it should tell its user which
+ * checkpoint it fell back to and print @skipped.
+ *
+ * Every file of every candidate is read and hashed.
+ *
+ * Returns: (transfer full): the newest whole checkpoint, or %NULL with
+ *   @error set: %MIXPREC_CHECKPOINT_ERROR_NOT_FOUND when @dir holds no
+ *   checkpoint at all, %MIXPREC_CHECKPOINT_ERROR_DAMAGED (listing what was
+ *   wrong with each) when it holds no whole one, or the error of @dir
+ *   itself when @dir is a single checkpoint folder
+ *
+ * Since: 1.0
+ */
+MixprecCheckpoint *
+mixprec_checkpoint_open_newest_intact (const gchar *dir,
+                                       gchar      **skipped,
+                                       GError     **error)
+{
+  g_autoptr(MixprecCheckpoint) best = NULL;
+  g_autoptr(GError) latest_error = NULL;
+  g_autoptr(GString) report = NULL;
+  g_autoptr(GPtrArray) names = NULL;
+  g_autofree gchar *manifest = NULL;
+  g_autoptr(GDir) d = NULL;
+  const gchar *name;
+
+  g_return_val_if_fail (dir != NULL, NULL);
+  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
+
+  if (skipped != NULL)
+    *skipped = NULL;
+  best = open_verified (dir, &latest_error);
+  if (best != NULL)
+    return g_steal_pointer (&best);
+  manifest = g_build_filename (dir, _MIXPREC_CHECKPOINT_MANIFEST, NULL);
+  if (g_error_matches (latest_error, MIXPREC_CHECKPOINT_ERROR, MIXPREC_CHECKPOINT_ERROR_NOT_FOUND) ||
+      g_file_test (manifest, G_FILE_TEST_EXISTS))
+    {
+      g_propagate_error (error, g_steal_pointer (&latest_error));
+      return NULL;
+    }
+
+  report = g_string_new (NULL);
+  g_string_append_printf (report, "%s\n", latest_error->message);
+  d = g_dir_open (dir, 0, NULL);
+  names = g_ptr_array_new_with_free_func (g_free);
+  while (d != NULL && (name = g_dir_read_name (d)) != NULL)
+    g_ptr_array_add (names, g_strdup (name));
+  /* Sorted, so that the report and the choice between equal steps do not
+   * depend on the order of the folder. */
+  g_ptr_array_sort (names, compare_names);
+  for (guint i = 0; i < names->len; i++)
+    {
+      const gchar *entry = g_ptr_array_index (names, i);
+      g_autofree gchar *path = g_build_filename (dir, entry, NULL);
+      g_autofree gchar *inner = g_build_filename (path, _MIXPREC_CHECKPOINT_MANIFEST, NULL);
+      g_autoptr(MixprecCheckpoint) candidate = NULL;
+      g_autoptr(GError) local_error = NULL;
+
+      if (entry[0] == '.' || !g_file_test (path, G_FILE_TEST_IS_DIR))
+        continue;
+      /* A folder without a manifest but with shards is a damaged
+       * checkpoint; one with neither is none of ours. */
+      if (!g_file_test (inner, G_FILE_TEST_EXISTS))
+        {
+          g_autoptr(GDir) sub = g_dir_open (path, 0, NULL);
+          const gchar *file;
+          gboolean shards = FALSE;
+
+          while (sub != NULL && !shards && (file = g_dir_read_name (sub)) != NULL)
+            shards = g_str_has_prefix (file, "rank-") && g_str_has_suffix (file, ".safetensors");
+          if (shards)
+            g_string_append_printf (report, "%s: holds shard files but no %s\n", path,
+                                    _MIXPREC_CHECKPOINT_MANIFEST);
+          continue;
+        }
+      candidate = open_verified (path, &local_error);
+      if (candidate == NULL)
+        {
+          g_string_append_printf (report, "%s\n", local_error->message);
+          continue;
+        }
+      if (best == NULL || mixprec_checkpoint_get_step (candidate) > mixprec_checkpoint_get_step (best))
+        g_set_object (&best, candidate);
+    }
+  if (report->len > 0 && report->str[report->len - 1] == '\n')
+    g_string_truncate (report, report->len - 1);
+  if (best == NULL)
+    {
+      g_set_error (error, MIXPREC_CHECKPOINT_ERROR, MIXPREC_CHECKPOINT_ERROR_DAMAGED,
+                   "%s: holds no whole checkpoint:\n%s", dir, report->str);
+      return NULL;
+    }
+  if (skipped != NULL)
+    *skipped = g_string_free (g_steal_pointer (&report), FALSE);
+  return g_steal_pointer (&best);
 }
 
 const _MixprecManifest *

@@ -46,10 +46,17 @@ G_BEGIN_DECLS
  * @MIXPREC_CHECKPOINT_ERROR_UNKNOWN_PARAM: the checkpoint holds a
  *   parameter the engine did not register (see
  *   %MIXPREC_CHECKPOINT_LOAD_IGNORE_EXTRA_PARAMS)
- * @MIXPREC_CHECKPOINT_ERROR_NOT_FOUND: the folder holds neither a
- *   `manifest.json` nor a `latest` pointer
+ * @MIXPREC_CHECKPOINT_ERROR_NOT_FOUND: there is no checkpoint here: the
+ *   folder does not exist, or holds no `manifest.json`, no `latest`
+ *   pointer and nothing else a save leaves behind
  * @MIXPREC_CHECKPOINT_ERROR_INVALID_ARGUMENT: a tag that is not a plain
- *   file name, or an unknown state slot name
+ *   file name, an unknown state slot name, or an empty folder path
+ * @MIXPREC_CHECKPOINT_ERROR_DAMAGED: the folder holds checkpoints, but
+ *   not the one it should: `latest` names a folder or a `manifest.json`
+ *   that does not exist, or `latest` is missing beside checkpoint folders.
+ *   Not the same as %MIXPREC_CHECKPOINT_ERROR_NOT_FOUND: a run must not
+ *   start afresh over it (see mixprec_checkpoint_open_newest_intact()).
+ *   Since: 1.0
  *
  * Errors from saving, loading, inspecting and exporting checkpoints. Every
  * message names the file (and, inside it, the parameter, tensor or JSON
@@ -69,6 +76,7 @@ typedef enum {
   MIXPREC_CHECKPOINT_ERROR_UNKNOWN_PARAM,
   MIXPREC_CHECKPOINT_ERROR_NOT_FOUND,
   MIXPREC_CHECKPOINT_ERROR_INVALID_ARGUMENT,
+  MIXPREC_CHECKPOINT_ERROR_DAMAGED,
 } MixprecCheckpointError;
 
 /**
@@ -156,6 +164,10 @@ G_DECLARE_FINAL_TYPE (MixprecCheckpoint, mixprec_checkpoint, MIXPREC, CHECKPOINT
 
 MIXPREC_AVAILABLE_IN_1_0
 MixprecCheckpoint   *mixprec_checkpoint_open                  (const gchar       *dir,
+                                                               GError           **error);
+MIXPREC_AVAILABLE_IN_1_0
+MixprecCheckpoint   *mixprec_checkpoint_open_newest_intact    (const gchar       *dir,
+                                                               gchar            **skipped,
                                                                GError           **error);
 MIXPREC_AVAILABLE_IN_1_0
 const gchar         *mixprec_checkpoint_get_path              (MixprecCheckpoint *self);

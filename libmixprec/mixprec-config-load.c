@@ -1397,7 +1397,6 @@ load_apex (Loader      *l,
   guint level = 1;
   gdouble min_scale = 0, max_scale = 16777216.0, static_scale = 0;
   gint power = 16;
-  g_autofree gchar *level_path = join_path (section, "opt_level");
   g_autofree gchar *scale_path = NULL;
   JsonNode *loss_scale;
 

@@ -53,7 +53,7 @@ _mixprec_config_report_error (MixprecConfigReport *report,
   g_ptr_array_add (report->problems, problem);
 }
 
-static void
+static void G_GNUC_PRINTF (3, 0)
 add_warning (MixprecConfigReport *report,
              MixprecConfigError   code,
              const gchar         *format,

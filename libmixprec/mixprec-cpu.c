@@ -2,22 +2,19 @@
 #include "config.h"
 
 #include "mixprec-cpu-private.h"
+#include "mixprec-x86-features-private.h"
 
 _MixprecSimdLevel
 _mixprec_cpu_simd_level_supported (void)
 {
 #ifdef MIXPREC_HAVE_X86_SIMD
-  __builtin_cpu_init ();
-  if (!__builtin_cpu_supports ("avx2") || !__builtin_cpu_supports ("fma") ||
-      !__builtin_cpu_supports ("f16c"))
-    return _MIXPREC_SIMD_SCALAR;
+  int level = _mixprec_x86_simd_level ();
+
 # ifdef MIXPREC_HAVE_X86_AVX512
-  /* __builtin_cpu_supports also checks that the OS saves the ZMM state. */
-  if (__builtin_cpu_supports ("avx512f") && __builtin_cpu_supports ("avx512bw") &&
-      __builtin_cpu_supports ("avx512vl"))
+  if (level >= 2)
     return _MIXPREC_SIMD_AVX512;
 # endif
-  return _MIXPREC_SIMD_AVX2;
+  return level >= 1 ? _MIXPREC_SIMD_AVX2 : _MIXPREC_SIMD_SCALAR;
 #else
   return _MIXPREC_SIMD_SCALAR;
 #endif

@@ -914,6 +914,12 @@ mixprec_dynamic_scaler_new (MixprecScalerSemantics semantics)
  * DeepSpeed's defaults, as DeepSpeed's `DynamicLossScaler (init_scale,
  * scale_window, min_scale, delayed_shift)` would be.
  *
+ * The values must meet the rules above (@init_scale finite and at least
+ * %G_MINDOUBLE): breaking them is a programmer error, reported with a
+ * critical warning and a %NULL result. For values that come from a user,
+ * call mixprec_dynamic_scaler_new_deepspeed_full(), which reports them
+ * with a #GError instead.
+ *
  * Returns: (transfer full) (type MixprecDynamicScaler): a new #MixprecDynamicScaler
  *
  * Since: 1.0
@@ -936,6 +942,55 @@ mixprec_dynamic_scaler_new_deepspeed (gdouble init_scale,
                        "hysteresis", hysteresis,
                        "min-scale", min_scale,
                        NULL);
+}
+
+/**
+ * mixprec_dynamic_scaler_new_deepspeed_full:
+ * @init_scale: the initial scale, finite and at least %G_MINDOUBLE
+ * @scale_window: clean steps between growths, at least 1
+ * @hysteresis: overflows tolerated before lowering, at least 1
+ * @min_scale: the lowest scale, finite and not negative
+ * @error: return location for a #GError
+ *
+ * Like mixprec_dynamic_scaler_new_deepspeed(), for values that come from a
+ * user: a value that breaks its rule is an error naming the parameter, the
+ * value and the rule, not a programmer error.
+ *
+ * Returns: (transfer full) (type MixprecDynamicScaler): a new
+ *   #MixprecDynamicScaler, or %NULL with @error set to
+ *   %MIXPREC_SCALER_ERROR_INVALID_CONFIG
+ *
+ * Since: 1.0
+ */
+MixprecLossScaler *
+mixprec_dynamic_scaler_new_deepspeed_full (gdouble   init_scale,
+                                           guint     scale_window,
+                                           guint     hysteresis,
+                                           gdouble   min_scale,
+                                           GError  **error)
+{
+  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
+
+  if (!(isfinite (init_scale) && init_scale >= G_MINDOUBLE))
+    {
+      g_set_error (error, MIXPREC_SCALER_ERROR, MIXPREC_SCALER_ERROR_INVALID_CONFIG,
+                   "init_scale: must be a finite number of at least %g, got %g",
+                   G_MINDOUBLE, init_scale);
+      return NULL;
+    }
+  if (scale_window < 1 || hysteresis < 1)
+    {
+      g_set_error (error, MIXPREC_SCALER_ERROR, MIXPREC_SCALER_ERROR_INVALID_CONFIG,
+                   "%s: must be at least 1, got 0", scale_window < 1 ? "scale_window" : "hysteresis");
+      return NULL;
+    }
+  if (!(isfinite (min_scale) && min_scale >= 0))
+    {
+      g_set_error (error, MIXPREC_SCALER_ERROR, MIXPREC_SCALER_ERROR_INVALID_CONFIG,
+                   "min_scale: must be a finite number, not negative, got %g", min_scale);
+      return NULL;
+    }
+  return mixprec_dynamic_scaler_new_deepspeed (init_scale, scale_window, hysteresis, min_scale);
 }
 
 /**

@@ -25,6 +25,12 @@ MixprecLossScaler      *mixprec_dynamic_scaler_new_deepspeed    (gdouble        
                                                                  guint                  hysteresis,
                                                                  gdouble                min_scale);
 MIXPREC_AVAILABLE_IN_1_0
+MixprecLossScaler      *mixprec_dynamic_scaler_new_deepspeed_full (gdouble              init_scale,
+                                                                   guint                scale_window,
+                                                                   guint                hysteresis,
+                                                                   gdouble              min_scale,
+                                                                   GError             **error);
+MIXPREC_AVAILABLE_IN_1_0
 MixprecScalerSemantics  mixprec_dynamic_scaler_get_semantics    (MixprecDynamicScaler  *self);
 
 /* A MixprecLossScaler function, declared here rather than in

@@ -224,14 +224,17 @@ compare_entries (gconstpointer a,
 static void
 lay_out (_MixprecSafetensorsWriter *w)
 {
-  GString *json = g_string_new ("{");
+  GString *json;
   g_autoptr(GList) keys = NULL;
   guint64 offset = 0, n;
   guint8 prefix[8];
   gboolean first = TRUE;
 
+  /* Laid out once; a second call (the export asks for the size, then
+   * writes) must not leak a new header. */
   if (w->header != NULL)
     return;
+  json = g_string_new ("{");
 
   keys = g_list_sort (g_hash_table_get_keys (w->metadata), (GCompareFunc) strcmp);
   if (keys != NULL)

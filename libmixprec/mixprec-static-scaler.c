@@ -148,6 +148,9 @@ mixprec_static_scaler_init (MixprecStaticScaler *self)
  * Creates a scaler that always returns @scale: DeepSpeed's
  * `fp16.loss_scale` > 0, or 1 for bf16 and fp32 training.
  *
+ * Another @scale is a programmer error (a critical warning and %NULL);
+ * mixprec_static_scaler_new_full() reports it with a #GError instead.
+ *
  * Returns: (transfer full) (type MixprecStaticScaler): a new #MixprecStaticScaler
  *
  * Since: 1.0
@@ -158,4 +161,32 @@ mixprec_static_scaler_new (gdouble scale)
   g_return_val_if_fail (isfinite (scale) && scale >= G_MINDOUBLE, NULL);
 
   return g_object_new (MIXPREC_TYPE_STATIC_SCALER, "init-scale", scale, NULL);
+}
+
+/**
+ * mixprec_static_scaler_new_full:
+ * @scale: the fixed scale, finite and at least %G_MINDOUBLE
+ * @error: return location for a #GError
+ *
+ * Like mixprec_static_scaler_new(), for a value that comes from a user.
+ *
+ * Returns: (transfer full) (type MixprecStaticScaler): a new
+ *   #MixprecStaticScaler, or %NULL with @error set to
+ *   %MIXPREC_SCALER_ERROR_INVALID_CONFIG
+ *
+ * Since: 1.0
+ */
+MixprecLossScaler *
+mixprec_static_scaler_new_full (gdouble   scale,
+                                GError  **error)
+{
+  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
+
+  if (!(isfinite (scale) && scale >= G_MINDOUBLE))
+    {
+      g_set_error (error, MIXPREC_SCALER_ERROR, MIXPREC_SCALER_ERROR_INVALID_CONFIG,
+                   "scale: must be a finite number of at least %g, got %g", G_MINDOUBLE, scale);
+      return NULL;
+    }
+  return mixprec_static_scaler_new (scale);
 }

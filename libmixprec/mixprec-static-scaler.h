@@ -16,6 +16,9 @@ MIXPREC_AVAILABLE_IN_1_0
 G_DECLARE_FINAL_TYPE (MixprecStaticScaler, mixprec_static_scaler, MIXPREC, STATIC_SCALER, MixprecLossScaler)
 
 MIXPREC_AVAILABLE_IN_1_0
-MixprecLossScaler *mixprec_static_scaler_new (gdouble scale);
+MixprecLossScaler *mixprec_static_scaler_new      (gdouble   scale);
+MIXPREC_AVAILABLE_IN_1_0
+MixprecLossScaler *mixprec_static_scaler_new_full (gdouble   scale,
+                                                   GError  **error);
 
 G_END_DECLS

@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #include "optim-common.h"
+#include "mixprec-x86-features-private.h"
 
 static int
 dtype_is_supported (MixprecPluginDType dtype)
@@ -170,17 +171,16 @@ cpu_simd_level (void)
   _MixprecOptimLevel best = _MIXPREC_OPTIM_SCALAR;
 
 #ifdef MIXPREC_HAVE_X86_SIMD
-  __builtin_cpu_init ();
-  if (__builtin_cpu_supports ("avx2") && __builtin_cpu_supports ("fma") &&
-      __builtin_cpu_supports ("f16c"))
-    {
+  {
+    int level = _mixprec_x86_simd_level ();
+
+    if (level >= 1)
       best = _MIXPREC_OPTIM_AVX2;
 # ifdef MIXPREC_HAVE_X86_AVX512
-      if (__builtin_cpu_supports ("avx512f") && __builtin_cpu_supports ("avx512bw") &&
-          __builtin_cpu_supports ("avx512vl"))
-        best = _MIXPREC_OPTIM_AVX512;
+    if (level >= 2)
+      best = _MIXPREC_OPTIM_AVX512;
 # endif
-    }
+  }
 #endif
   if (forced != NULL && strcasecmp (forced, "scalar") == 0)
     return _MIXPREC_OPTIM_SCALAR;

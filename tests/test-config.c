@@ -1541,8 +1541,8 @@ test_config_unknown_keys_lenient (void)
     " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1e-4}, \"comment\": \"tuned\"},"
     " \"data_types\": {\"grad_accum_dtype\": \"fp32\", \"custom_field\": 1}}");
   static const gchar *const expected[] = {
-    "cuda_visible_devices: unknown key in the top level, neither a DeepSpeed nor a libmixprec "
-    "setting; ignored (libmixprec's own settings go in the \"mixprec\" section)",
+    ("cuda_visible_devices: unknown key in the top level, neither a DeepSpeed nor a libmixprec "
+     "setting; ignored (libmixprec's own settings go in the \"mixprec\" section)"),
     "data_types.custom_field: unknown key in data_types, as in DeepSpeed; ignored",
     "optimizer.comment: unknown key in optimizer, as in DeepSpeed; ignored",
   };

@@ -13,7 +13,7 @@ fail=0
 ok () { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fail=1; fi; }
 field () { awk -v k="$1" '$0 ~ "^  " k " " { for (i = 1; i <= NF; i++) if ($i == "bytes") { print $(i - 1); exit } }' "$2"; }
 
-echo "1..14"
+echo "1..18"
 
 # FP32, one process, AdamW: working 4 + gradient 4 + two state slots 8.
 "$inspect" --plan --params 1000 >"$tmp/fp32" 2>&1
@@ -137,4 +137,24 @@ ok $? "offload on several ranks is refused, naming the key"
 "$inspect" --plan --world 2 >"$tmp/bad" 2>&1
 [ $? = 2 ] && grep -q -- "--params" "$tmp/bad"
 ok $? "--plan without --params is a usage error"
+
+# Issue 15, item 8: counts as people write them, and no option ignored.
+"$inspect" --plan --params 1000000000 --world 8 --config "$tmp/z2.json" >"$tmp/digits" 2>&1 &&
+  "$inspect" --plan --params 1e9 --world 8 --config "$tmp/z2.json" >"$tmp/exp" 2>&1 &&
+  cmp -s "$tmp/digits" "$tmp/exp"
+ok $? "--params 1e9 is the plan of --params 1000000000"
+for bad in 1.5 -3 0 abc 1e400; do
+  "$inspect" --plan --params "$bad" >"$tmp/bad" 2>&1
+  [ $? = 2 ] && grep -q -- "--params: must be a whole number" "$tmp/bad" || break
+done
+ok $? "--params 1.5, -3, 0, abc and 1e400 are usage errors naming the rule"
+"$inspect" --plan --params 1e9 --world 0 >"$tmp/bad" 2>&1
+[ $? = 2 ] && grep -q -- "--world: must be a whole number from 1" "$tmp/bad"
+ok $? "--world 0 is a usage error"
+for opt in "--params 1e9" "--world 8" "--gathered 5"; do
+  # shellcheck disable=SC2086
+  "$inspect" $opt >"$tmp/bad" 2>&1
+  [ $? = 2 ] && grep -q -- "${opt%% *} only applies to --plan" "$tmp/bad" || break
+done
+ok $? "--params, --world and --gathered without --plan are usage errors, not ignored"
 exit $fail

@@ -44,7 +44,7 @@ has () {
   grep -F -q -e "$2" "$1"
 }
 
-echo "1..18"
+echo "1..21"
 
 # The build tree's optimizer plugins (make check puts plugins/ on MIXPREC_PLUGIN_PATH).
 if run 0 && has "$tmp/out" "Total count: "; then
@@ -172,6 +172,34 @@ if run 1 no-such-thing && has "$tmp/err" "No such plugin or feature 'no-such-thi
   ok "an unknown name exits with status 1"
 else
   not_ok "an unknown name exits with status 1"
+fi
+
+# Issue 15, item 8: a misspelt name gets a suggestion; a file that is no
+# shared object is never handed to the plugin loader.
+if [ -d "$top/plugins/.libs" ]; then
+  if MIXPREC_PLUGIN_PATH="$top/plugins" run 1 adamv &&
+     has "$tmp/err" "No such plugin or feature 'adamv'; did you mean 'adamw'?" &&
+     MIXPREC_PLUGIN_PATH="$top/plugins" run 1 optim-sdg && has "$tmp/err" "did you mean 'optim-sgd'?" &&
+     MIXPREC_PLUGIN_PATH="$top/plugins" run 1 zzzzzz && ! has "$tmp/err" "did you mean"; then
+    ok "a misspelt feature or plugin name suggests the likely one"
+  else
+    not_ok "a misspelt feature or plugin name suggests the likely one"
+  fi
+else
+  skip "a misspelt feature or plugin name suggests the likely one" "no plugins built"
+fi
+printf 'root:x:0:0:root:/root:/bin/sh\n' >"$tmp/passwd"
+if run 1 "$tmp/passwd" && has "$tmp/err" "$tmp/passwd: not a plugin file: a plugin is a shared object" &&
+   [ ! -s "$tmp/out" ] && run 1 /etc/passwd && has "$tmp/err" "/etc/passwd: not a plugin file"; then
+  ok "a text file given by its path is not a plugin file"
+else
+  not_ok "a text file given by its path is not a plugin file"
+fi
+if run 1 "$tmp/missing.so" && has "$tmp/err" "$tmp/missing.so: not a plugin file: no such file" &&
+   run 1 "$tmp" && has "$tmp/err" "$tmp: not a plugin file: not a regular file"; then
+  ok "a missing file or a folder given by its path is not a plugin file"
+else
+  not_ok "a missing file or a folder given by its path is not a plugin file"
 fi
 
 # An empty search path from here on.

@@ -224,6 +224,27 @@ def test_notify_scale():
     assert seen == [4.0, 2.0]
 
 
+def test_user_values_raise():
+    # Issue 15, item 8: a user's -1.0 is a GLib.Error, not a critical and
+    # "constructor returned NULL".
+    s = Mixprec.DynamicScaler.new_deepspeed_full(256, 2, 2, 1)
+    assert s.get_scale() == 256
+    for args, needle in [((-1.0, 2, 2, 1), 'init_scale'), ((256, 0, 2, 1), 'scale_window'),
+                         ((256, 2, 0, 1), 'hysteresis'), ((256, 2, 2, -1), 'min_scale')]:
+        try:
+            Mixprec.DynamicScaler.new_deepspeed_full(*args)
+            assert False, args
+        except GLib.Error as e:
+            assert e.matches(Mixprec.scaler_error_quark(), Mixprec.ScalerError.INVALID_CONFIG)
+            assert needle in e.message, e.message
+    try:
+        Mixprec.StaticScaler.new_full(float('nan'))
+        assert False
+    except GLib.Error as e:
+        assert 'scale: must be a finite number' in e.message, e.message
+    assert Mixprec.StaticScaler.new_full(8).get_scale() == 8
+
+
 def main():
     tests = [(name, fn) for name, fn in globals().items()
              if name.startswith('test_') and callable(fn)]

@@ -38,6 +38,49 @@ check_sequence (MixprecLossScaler *s,
 /* ------------------------------------------------------------------ DeepSpeed,
  * REFERENCE.md §2's table (DeepSpeed's test_dynamic_loss_scale.py). */
 
+/* Issue 15, item 8: values from a user are checked with a GError. */
+static void
+test_new_full_errors (void)
+{
+  const struct {
+    gdouble init, min;
+    guint window, hysteresis;
+    const gchar *needle;
+  } bad[] = {
+    { -1.0, 1, 2, 2, "init_scale: must be a finite number of at least" },
+    { 0.0, 1, 2, 2, "got 0" },
+    { INFINITY, 1, 2, 2, "got inf" },
+    { 256, 1, 0, 2, "scale_window: must be at least 1" },
+    { 256, 1, 2, 0, "hysteresis: must be at least 1" },
+    { 256, -1, 2, 2, "min_scale: must be a finite number, not negative, got -1" },
+    { 256, NAN, 2, 2, "min_scale" },
+  };
+  g_autoptr(MixprecLossScaler) good = NULL;
+  g_autoptr(GError) error = NULL;
+
+  for (guint i = 0; i < G_N_ELEMENTS (bad); i++)
+    {
+      g_assert_null (mixprec_dynamic_scaler_new_deepspeed_full (bad[i].init, bad[i].window,
+                                                                bad[i].hysteresis, bad[i].min,
+                                                                &error));
+      g_assert_error (error, MIXPREC_SCALER_ERROR, MIXPREC_SCALER_ERROR_INVALID_CONFIG);
+      g_assert_nonnull (strstr (error->message, bad[i].needle));
+      g_clear_error (&error);
+    }
+  good = mixprec_dynamic_scaler_new_deepspeed_full (256, 2, 2, 1, &error);
+  g_assert_no_error (error);
+  g_assert_cmpfloat (mixprec_loss_scaler_get_scale (good), ==, 256);
+  g_clear_object (&good);
+
+  g_assert_null (mixprec_static_scaler_new_full (-1.0, &error));
+  g_assert_error (error, MIXPREC_SCALER_ERROR, MIXPREC_SCALER_ERROR_INVALID_CONFIG);
+  g_assert_nonnull (strstr (error->message, "scale: must be a finite number"));
+  g_clear_error (&error);
+  good = mixprec_static_scaler_new_full (4, &error);
+  g_assert_no_error (error);
+  g_assert_cmpfloat (mixprec_loss_scaler_get_scale (good), ==, 4);
+}
+
 static void
 test_deepspeed_no_overflow (void)
 {
@@ -1652,6 +1695,7 @@ main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
 
+  g_test_add_func ("/scaler/new-full/errors", test_new_full_errors);
   g_test_add_func ("/scaler/deepspeed/no-overflow", test_deepspeed_no_overflow);
   g_test_add_func ("/scaler/deepspeed/all-overflow", test_deepspeed_all_overflow);
   g_test_add_func ("/scaler/deepspeed/some-overflow", test_deepspeed_some_overflow);

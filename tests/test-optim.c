@@ -10,6 +10,8 @@
 #include <mixprec/mixprec.h>
 #include <mixprec/mixprec-plugin.h>
 
+#include "mixprec-x86-features-private.h"
+
 #define N_ELEMENTS 1037         /* not a multiple of 8 or 16: every call has a tail */
 #define N_STEPS 100
 
@@ -70,9 +72,7 @@ static gboolean
 cpu_has_avx2 (void)
 {
 #if defined(__x86_64__) || defined(__i386__)
-  __builtin_cpu_init ();
-  return __builtin_cpu_supports ("avx2") && __builtin_cpu_supports ("fma") &&
-         __builtin_cpu_supports ("f16c");
+  return _mixprec_x86_simd_level () >= 1;
 #else
   return FALSE;
 #endif
@@ -82,9 +82,7 @@ static gboolean
 cpu_has_avx512 (void)
 {
 #if defined(__x86_64__) || defined(__i386__)
-  __builtin_cpu_init ();
-  return cpu_has_avx2 () && __builtin_cpu_supports ("avx512f") &&
-         __builtin_cpu_supports ("avx512bw") && __builtin_cpu_supports ("avx512vl");
+  return _mixprec_x86_simd_level () >= 2;
 #else
   return FALSE;
 #endif

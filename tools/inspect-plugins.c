@@ -3,6 +3,7 @@
  * and the details of one plugin or feature, in gst-inspect-1.0's manner. */
 #include "config.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "inspect-private.h"
@@ -343,21 +344,117 @@ compare_rank_descending (gconstpointer a,
 }
 
 /* A path to one plugin file: load just that file, as a plugin author would
- * check it. */
+ * check it. Anything but a shared object (an ELF file) is refused before
+ * it gets near dlopen(). */
 static int
 inspect_file (const gchar *filename)
 {
   const gchar *paths[] = { filename, NULL };
-  g_autoptr(MixprecRegistry) registry = mixprec_registry_new_for_paths (paths, FALSE);
-  g_autolist(MixprecPlugin) plugins = mixprec_registry_get_plugins (registry);
-  g_autolist(MixprecPlugin) failures = mixprec_registry_get_failures (registry);
+  g_autoptr(MixprecRegistry) registry = NULL;
+  g_autolist(MixprecPlugin) plugins = NULL;
+  g_autolist(MixprecPlugin) failures = NULL;
+  gchar magic[4] = { 0 };
+  FILE *f;
 
+  if (!g_file_test (filename, G_FILE_TEST_IS_REGULAR))
+    {
+      g_printerr ("%s: not a plugin file: %s\n", filename,
+                  g_file_test (filename, G_FILE_TEST_EXISTS) ? "not a regular file"
+                                                              : "no such file");
+      return 1;
+    }
+  f = fopen (filename, "rb");
+  if (f == NULL || fread (magic, 1, sizeof magic, f) != sizeof magic ||
+      memcmp (magic, "\177ELF", 4) != 0)
+    {
+      if (f != NULL)
+        fclose (f);
+      g_printerr ("%s: not a plugin file: a plugin is a shared object (an ELF file such as "
+                  "mixprec-optim-adamw.so)\n", filename);
+      return 1;
+    }
+  fclose (f);
+  registry = mixprec_registry_new_for_paths (paths, FALSE);
+  plugins = mixprec_registry_get_plugins (registry);
+  failures = mixprec_registry_get_failures (registry);
   if (plugins != NULL)
     return print_plugin (plugins->data);
   if (failures != NULL)
     return print_plugin (failures->data);
   g_printerr ("%s: not a plugin file\n", filename);
   return 1;
+}
+
+/* Optimal string alignment distance, case-blind: a swap of two adjacent
+ * letters counts as one edit. */
+static guint
+edit_distance (const gchar *a,
+               const gchar *b)
+{
+  gsize n = strlen (a), m = strlen (b);
+  g_autofree guint *d = NULL;
+
+  if (n > 64 || m > 64)
+    return G_MAXUINT;
+  d = g_new (guint, (n + 1) * (m + 1));
+#define D(i, j) d[(i) * (m + 1) + (j)]
+  for (gsize i = 0; i <= n; i++)
+    D (i, 0) = (guint) i;
+  for (gsize j = 0; j <= m; j++)
+    D (0, j) = (guint) j;
+  for (gsize i = 1; i <= n; i++)
+    for (gsize j = 1; j <= m; j++)
+      {
+        guint cost = g_ascii_tolower (a[i - 1]) != g_ascii_tolower (b[j - 1]);
+        guint best = MIN (MIN (D (i - 1, j) + 1, D (i, j - 1) + 1), D (i - 1, j - 1) + cost);
+
+        if (i > 1 && j > 1 && g_ascii_tolower (a[i - 1]) == g_ascii_tolower (b[j - 2]) &&
+            g_ascii_tolower (a[i - 2]) == g_ascii_tolower (b[j - 1]))
+          best = MIN (best, D (i - 2, j - 2) + 1);
+        D (i, j) = best;
+      }
+  return D (n, m);
+#undef D
+}
+
+static void
+consider (const gchar  *name,
+          const gchar  *candidate,
+          const gchar **best,
+          guint        *best_distance)
+{
+  guint distance = edit_distance (name, candidate);
+
+  if (distance < *best_distance)
+    {
+      *best_distance = distance;
+      *best = candidate;
+    }
+}
+
+/* The feature or plugin name @name most likely misspells: at most a third
+ * of its length in edits (1 to 3), as the config's "did you mean". The
+ * result points into @features' or the registry's strings. */
+static const gchar *
+suggest_name (const gchar *name,
+              GList       *features,
+              GList       *failures)
+{
+  MixprecRegistry *registry = mixprec_registry_get_default ();
+  g_autolist(MixprecPlugin) plugins = mixprec_registry_get_plugins (registry);
+  guint limit = CLAMP ((guint) strlen (name) / 3, 1, 3);
+  guint best_distance = G_MAXUINT;
+  const gchar *best = NULL;
+
+  for (GList *l = features; l != NULL; l = l->next)
+    consider (name, mixprec_feature_get_name (l->data), &best, &best_distance);
+  /* Plugin names live as long as the default registry, which is never
+   * freed: safe to return after the list goes. */
+  for (GList *l = plugins; l != NULL; l = l->next)
+    consider (name, mixprec_plugin_get_name (l->data), &best, &best_distance);
+  for (GList *l = failures; l != NULL; l = l->next)
+    consider (name, mixprec_plugin_get_name (l->data), &best, &best_distance);
+  return best_distance <= limit ? best : NULL;
 }
 
 int
@@ -368,9 +465,10 @@ inspect_name (const gchar *name)
   g_autoptr(GList) matches = NULL;
   g_autolist(MixprecPlugin) failures = NULL;
   g_autoptr(MixprecPlugin) plugin = NULL;
+  const gchar *suggestion;
 
-  if ((strchr (name, G_DIR_SEPARATOR) != NULL || g_str_has_suffix (name, ".so")) &&
-      g_file_test (name, G_FILE_TEST_EXISTS))
+  if (strchr (name, G_DIR_SEPARATOR) != NULL ||
+      (g_str_has_suffix (name, ".so") && g_file_test (name, G_FILE_TEST_EXISTS)))
     return inspect_file (name);
 
   registry = mixprec_registry_get_default ();
@@ -399,6 +497,9 @@ inspect_name (const gchar *name)
     if (g_str_equal (mixprec_plugin_get_name (l->data), name))
       return print_plugin (l->data);
 
-  g_printerr ("No such plugin or feature '%s'\n", name);
+  suggestion = suggest_name (name, all, failures);
+  g_printerr ("No such plugin or feature '%s'%s%s%s\n", name,
+              suggestion != NULL ? "; did you mean '" : "", suggestion != NULL ? suggestion : "",
+              suggestion != NULL ? "'?" : "");
   return 1;
 }

@@ -3,10 +3,43 @@
  * plans. Modelled on gst-inspect-1.0. */
 #include "config.h"
 
+#include <errno.h>
 #include <locale.h>
+#include <math.h>
 #include <stdlib.h>
 
 #include "inspect-private.h"
+
+/* A count given on the command line: a decimal integer, or a number with
+ * an exponent that is a whole number ("1e9", "1.3e9"), from @min up to
+ * 2^53 (where doubles stop counting exactly). */
+static gboolean
+parse_count (const gchar *option,
+             const gchar *text,
+             guint64      min,
+             guint64      max,
+             guint64     *value)
+{
+  gchar *end = NULL;
+  gdouble d;
+
+  if (text == NULL)
+    return TRUE;
+  if (g_ascii_string_to_unsigned (text, 10, min, max, value, NULL))
+    return TRUE;
+  errno = 0;
+  d = g_ascii_strtod (text, &end);
+  if (end != text && *end == '\0' && errno == 0 && isfinite (d) && d == floor (d) &&
+      d >= (gdouble) min && d <= (gdouble) MIN (max, G_GUINT64_CONSTANT (1) << 53))
+    {
+      *value = (guint64) d;
+      return TRUE;
+    }
+  g_printerr ("mixprec-inspect: %s: must be a whole number from %" G_GUINT64_FORMAT " to %"
+              G_GUINT64_FORMAT " (digits, or with an exponent such as 7e9), got '%s'\n", option,
+              min, MIN (max, G_GUINT64_CONSTANT (1) << 53), text);
+  return FALSE;
+}
 
 int
 main (int argc, char **argv)
@@ -17,9 +50,12 @@ main (int argc, char **argv)
   g_auto(GStrv) sets = NULL;
   g_autofree gchar *checkpoint_dir = NULL;
   gboolean plan = FALSE;
-  gint64 plan_params = 0;
-  gint plan_world = 1;
-  gint64 plan_gathered = 0;
+  g_autofree gchar *params_text = NULL;
+  g_autofree gchar *world_text = NULL;
+  g_autofree gchar *gathered_text = NULL;
+  guint64 plan_params = 0;
+  guint64 plan_world = 1;
+  guint64 plan_gathered = 0;
   gboolean verify = FALSE;
   g_autoptr(GOptionContext) context = NULL;
   g_autoptr(GError) error = NULL;
@@ -36,11 +72,12 @@ main (int argc, char **argv)
     { "plan", 0, 0, G_OPTION_ARG_NONE, &plan,
       "Print the bytes one rank needs for a model of --params N over --world W ranks "
       "under --config FILE (default: FP32, no ZeRO)", NULL },
-    { "params", 0, 0, G_OPTION_ARG_INT64, &plan_params,
-      "With --plan, the number of parameters (elements) of the model", "N" },
-    { "world", 0, 0, G_OPTION_ARG_INT, &plan_world,
+    { "params", 0, 0, G_OPTION_ARG_STRING, &params_text,
+      "With --plan, the number of parameters (elements) of the model, such as 7000000000 or 7e9",
+      "N" },
+    { "world", 0, 0, G_OPTION_ARG_STRING, &world_text,
       "With --plan, the number of data-parallel ranks (default 1)", "W" },
-    { "gathered", 0, 0, G_OPTION_ARG_INT64, &plan_gathered,
+    { "gathered", 0, 0, G_OPTION_ARG_STRING, &gathered_text,
       "With --plan under ZeRO-3, the most elements of parameters the trainer holds gathered at "
       "once besides the prefetch window (default: one stage3_prefetch_bucket_size)", "N" },
     { "checkpoint", 0, 0, G_OPTION_ARG_FILENAME, &checkpoint_dir,
@@ -64,6 +101,13 @@ main (int argc, char **argv)
       return 2;
     }
 
+  if (!plan && (params_text != NULL || world_text != NULL || gathered_text != NULL))
+    {
+      g_printerr ("mixprec-inspect: --%s only applies to --plan; add --plan to estimate the "
+                  "memory of a model of that size\n",
+                  params_text != NULL ? "params" : world_text != NULL ? "world" : "gathered");
+      return 2;
+    }
   if (sets != NULL && config_path == NULL && !plan)
     {
       g_printerr ("mixprec-inspect: --set needs --config FILE or --plan\n");
@@ -82,14 +126,18 @@ main (int argc, char **argv)
     return inspect_formats ();
   if (plan)
     {
-      if (argc > 1 || plan_params <= 0 || plan_world <= 0 || plan_gathered < 0)
+      if (!parse_count ("--params", params_text, 1, G_MAXUINT64, &plan_params) ||
+          !parse_count ("--world", world_text, 1, G_MAXUINT, &plan_world) ||
+          !parse_count ("--gathered", gathered_text, 0, G_MAXUINT64, &plan_gathered))
+        return 2;
+      if (argc > 1 || params_text == NULL)
         {
           g_printerr ("mixprec-inspect: --plan needs --params N and optionally --world W "
                       "(both positive) and --config FILE, nothing else\n");
           return 2;
         }
-      return inspect_plan (config_path, (const gchar * const *) sets, (guint64) plan_params, (guint) plan_world,
-                           (guint64) plan_gathered);
+      return inspect_plan (config_path, (const gchar * const *) sets, plan_params, (guint) plan_world,
+                           plan_gathered);
     }
   if (checkpoint_dir != NULL)
     {

@@ -31,13 +31,6 @@ AM_TESTS_ENVIRONMENT = \
 	export MIXPREC_PLUGIN_SYSTEM_PATH=""; \
 	export MALLOC_PERTURB_=165; \
 	export UCX_NET_DEVICES=lo;
-# GLib's slice allocator keeps what a leak loses reachable from its own
-# slabs, out of LeakSanitizer's sight: under the sanitizers every slice is
-# a malloc() of its own (test-checkpoint's /checkpoint/reopen-many then
-# catches a manifest leaked per open).
-if ENABLE_SANITIZERS
-AM_TESTS_ENVIRONMENT += export G_SLICE=always-malloc;
-endif
 
 # Tests of public behaviour link the shared library; tests that compare
 # internal kernels (scalar against SIMD) link the convenience library.

@@ -1898,6 +1898,20 @@ test_inspect_tool (void)
 int
 main (int argc, char **argv)
 {
+  /* GLib's slice allocator keeps what a leak loses reachable from its own
+   * slabs, out of LeakSanitizer's sight, so this program runs with every
+   * slice a malloc() of its own (then /checkpoint/reopen-many catches a
+   * manifest leaked per open). Only here: set for the whole suite it made
+   * LeakSanitizer's tracer crash at the exit of the multi-process tests'
+   * ranks. The allocator reads the variable once, before main(), so the
+   * program starts itself again with it. */
+  if (g_strcmp0 (g_getenv ("G_SLICE"), "always-malloc") != 0)
+    {
+      g_autofree gchar *self = g_file_read_link ("/proc/self/exe", NULL);
+
+      if (self != NULL && g_setenv ("G_SLICE", "always-malloc", TRUE))
+        execv (self, argv);
+    }
   g_test_init (&argc, &argv, NULL);
 
   for (guint i = 0; i < G_N_ELEMENTS (ckpt_modes); i++)

@@ -977,8 +977,8 @@ test_config_offload_optimizer (void)
   static const gchar *const quiet[] = {
     "{\"zero_optimization\": {\"offload_optimizer\": {\"device\": \"none\", \"pin_memory\": false}}}",
     "{\"zero_optimization\": {\"offload_optimizer\": null, \"cpu_offload\": false}}",
-    "{\"zero_optimization\": {\"offload_optimizer\": {\"device\": \"none\", \"nvme_path\": null,"
-    " \"buffer_count\": 4, \"pipeline_read\": false, \"pipeline_write\": false, \"fast_init\": false}}}",
+    ("{\"zero_optimization\": {\"offload_optimizer\": {\"device\": \"none\", \"nvme_path\": null,"
+     " \"buffer_count\": 4, \"pipeline_read\": false, \"pipeline_write\": false, \"fast_init\": false}}}"),
   };
   const gchar *device_json =
     "{\"mixprec\": {\"device\": \"cuda\"}, \"bf16\": {\"enabled\": true},"

@@ -1,7 +1,7 @@
 /* bench-adamw.c — the fused AdamW step of the optim-adamw plugin against
  * the machine's memory bandwidth, measured in the same run.
  *
- * The job is the bandwidth-bound one of REFERENCE §7: FP32 master, exp_avg
+ * The job is the bandwidth-bound one of a mixed-precision step: FP32 master, exp_avg
  * and exp_avg_sq, a bf16 gradient in (times an unscale factor), a bf16
  * working copy out with round-to-nearest-even: 28 bytes per parameter. The
  * range is cut into one contiguous part per thread, the way the engine

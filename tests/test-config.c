@@ -1,5 +1,5 @@
 /* test-config.c — MixprecConfig against DeepSpeed's documented defaults
- * and rules (REFERENCE §1), a table of invalid documents each naming the
+ * and rules (mixprec.json(5); DeepSpeed's runtime/config.py), a table of invalid documents each naming the
  * path it must report, malformed input that must fail cleanly, a corpus of
  * realistic DeepSpeed files, and the to_data round trip. */
 #include <string.h>
@@ -62,7 +62,7 @@ count_lines (const gchar *message)
 static void
 check_reference_defaults (MixprecConfig *c)
 {
-  /* REFERENCE §1, DeepSpeed's defaults. */
+  /* DeepSpeed's defaults, as mixprec.json(5) lists them. */
   g_assert_cmpint (mixprec_config_get_precision_mode (c), ==, MIXPREC_PRECISION_MODE_FP32);
   g_assert_cmpfloat (mixprec_config_get_loss_scale (c), ==, 0);
   g_assert_cmpint (mixprec_config_get_initial_scale_power (c), ==, 16);
@@ -126,7 +126,7 @@ test_config_defaults (void)
 }
 
 /* The resolved dtypes of each mode: DeepSpeed's, except FP32 accumulation
- * for bf16 (REFERENCE §1, issues #1800 #2352 #2768). */
+ * for bf16 (mixprec.json(5), data_types; DeepSpeed issues #1800 #2352 #2768). */
 static void
 test_config_mode_dtypes (void)
 {
@@ -1449,7 +1449,7 @@ test_config_to_data (void)
   g_assert_true (strstr (text, "\"stage3_param_persistence_threshold\"") < strstr (text, "\"stage3_max_live_parameters\""));
   g_assert_cmpstr (json_object_get_string_member (json_object_get_object_member (o, "torch_autocast"), "dtype"), ==, "bf16");
   /* No optimizer section: the engine's default AdamW, shown with every
-   * parameter (REFERENCE: lr 1e-3, betas 0.9/0.999, eps 1e-8, no decay). */
+   * parameter (mixprec.json(5): lr 1e-3, betas 0.9/0.999, eps 1e-8, no decay). */
   {
     JsonObject *opt = json_object_get_object_member (o, "optimizer");
     JsonObject *params = json_object_get_object_member (opt, "params");

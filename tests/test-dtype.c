@@ -271,7 +271,8 @@ test_dtype_limits (void)
       g_assert_cmpfloat (mixprec_dtype_get_epsilon (cases[i].dtype), ==, ref_decode (f, one + 1) - 1.0);
     }
 
-  /* The numbers the documentation and REFERENCE.md give. */
+  /* The numbers mixprec-inspect(1) --formats documents (IEEE 754 binary16
+   * and binary32, bfloat16, and the OCP FP8 specification for E4M3/E5M2). */
   g_assert_cmpfloat (mixprec_dtype_get_max (MIXPREC_DTYPE_FLOAT16), ==, 65504.0);
   g_assert_cmpfloat (mixprec_dtype_get_max (MIXPREC_DTYPE_FLOAT8_E4M3), ==, 448.0);
   g_assert_cmpfloat (mixprec_dtype_get_max (MIXPREC_DTYPE_FLOAT8_E5M2), ==, 57344.0);
@@ -495,7 +496,7 @@ typedef struct {
   guint64 checked;
 } EncodeCheck;
 
-/* The exact NaN patterns the formats promise (REFERENCE.md §6, F16C). */
+/* The exact NaN patterns the formats promise (the OCP FP8 specification, Intel's F16C). */
 static guint32
 expected_nan_bits (MixprecDType dtype,
                    guint32      u)

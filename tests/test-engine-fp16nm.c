@@ -1,6 +1,6 @@
 /* test-engine-fp16nm.c — the engine in fp16 without FP32 masters, and
  * AdamW with bf16 optimizer state, end to end. Every step is checked
- * against AdamW applied by hand here (REFERENCE §5's formula in fp32
+ * against AdamW applied by hand here (DeepSpeed FusedAdam's formula in fp32
  * arithmetic, one fmaf() where the kernels fuse), on values chosen to be
  * exact in the low-precision dtype so that only the optimizer's own
  * roundings remain; training runs check that a least-squares loss falls. */
@@ -119,7 +119,8 @@ typedef struct {
 } AdamW;
 
 /* One AdamW step by hand: constants computed in double and rounded once,
- * the update in FP32 (REFERENCE §5). */
+ * the update in FP32 (DeepSpeed FusedAdam's formula, as adamw-scalar.c
+ * writes it). */
 static gfloat
 adamw1 (const AdamW *h, guint64 t, gfloat p, gfloat g, gfloat *m, gfloat *v)
 {
@@ -261,7 +262,8 @@ test_fp16nm_overflow_skips (void)
   g_assert_false (isfinite (r2->grad_norm));
   g_assert_cmpuint (r2->skipped_steps, ==, 1);
   g_assert_cmpuint (r2->applied_steps, ==, 1);
-  /* hysteresis 1: the first overflow halves the scale (REFERENCE §2). */
+  /* hysteresis 1: the first overflow halves the scale (DeepSpeed's
+   * DynamicLossScaler; mixprec.json(5), fp16). */
   g_assert_cmpfloat (r2->loss_scale, ==, 256.0);
   g_assert_cmpfloat (r2->next_loss_scale, ==, 128.0);
   working_f32 (param, got);

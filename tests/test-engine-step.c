@@ -2,7 +2,8 @@
  * engine kernels against the scalar ones they replace, and whole engine
  * steps at GAS 1 and 4 against the optimizer plugin applied by hand.
  *
- * The expected steps are computed here from REFERENCE.md's formulas, not
+ * The expected steps are computed here from the documented formulas
+ * (mixprec.json(5); DeepSpeed FusedAdam's AdamW), not
  * from the engine's passes: gradients accumulated in FP32 one micro-step
  * at a time, the global norm of the averaged gradient, the clipping
  * coefficient max((norm + 1e-6) / clip, 1), one factor

@@ -1,6 +1,6 @@
 /* test-engine.c — the step pipeline end to end with scripted gradients.
- * Expected values come from the formulas of REFERENCE.md (clipping,
- * unscaling, averaging), DeepSpeed's published scaler sequence, and exact
+ * Expected values come from the formulas of mixprec.json(5) and torch's
+ * clip_grad_norm_ (clipping, unscaling, averaging), DeepSpeed's published scaler sequence, and exact
  * binary arithmetic worked out in the comments. */
 #include <math.h>
 #include <string.h>
@@ -114,7 +114,8 @@ test_engine_overflow_skips_bit_exact (void)
   g_assert_cmpuint (r2->applied_steps, ==, 1);
   g_assert_cmpuint (r2->step, ==, 2);
   g_assert_false (isfinite (r2->grad_norm));
-  /* hysteresis 1: the first overflow halves the scale (REFERENCE §2). */
+  /* hysteresis 1: the first overflow halves the scale (DeepSpeed's
+   * DynamicLossScaler; mixprec.json(5), fp16). */
   g_assert_cmpfloat (r2->loss_scale, ==, 256.0);
   g_assert_cmpfloat (r2->next_loss_scale, ==, 128.0);
   g_assert_cmpfloat (mixprec_engine_get_lr (e), ==, lr_before);

@@ -26,7 +26,7 @@ def run(scaler, pattern):
     return scales
 
 
-# REFERENCE.md §2's table (DeepSpeed's test_dynamic_loss_scale.py).
+# The table of DeepSpeed's tests/unit/runtime/half_precision/test_dynamic_loss_scale.py.
 def test_deepspeed_no_overflow():
     s = Mixprec.DynamicScaler.new_deepspeed(256, 2, 2, 1)
     assert run(s, [C] * 10) == [256, 256, 512, 512, 1024, 1024, 2048, 2048, 4096, 4096]

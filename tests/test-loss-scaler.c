@@ -1,6 +1,7 @@
 /* test-loss-scaler.c — the loss scalers against DeepSpeed's published
  * sequences, hand-derived PyTorch and Megatron-LM sequences, and a second
- * implementation of REFERENCE.md §2–3 written here from the pseudocode. */
+ * implementation of DeepSpeed's DynamicLossScaler and torch's GradScaler
+ * written here from their documented update rules. */
 #include <float.h>
 #include <math.h>
 #include <string.h>
@@ -36,7 +37,7 @@ check_sequence (MixprecLossScaler *s,
   } G_STMT_END
 
 /* ------------------------------------------------------------------ DeepSpeed,
- * REFERENCE.md §2's table (DeepSpeed's test_dynamic_loss_scale.py). */
+ * The table of DeepSpeed's tests/unit/runtime/half_precision/test_dynamic_loss_scale.py. */
 
 /* Issue 15, item 8: values from a user are checked with a GError. */
 static void
@@ -637,7 +638,8 @@ test_properties_defaults (void)
     gboolean raise;
     gdouble max_scale;
   } cases[] = {
-    /* REFERENCE.md §1/§2: 2^16, 1000, 2, 1, raise_error_at_min_scale True. */
+    /* DeepSpeed's defaults (mixprec.json(5)): 2^16, 1000, 2, 1,
+     * raise_error_at_min_scale True. */
     { MIXPREC_SCALER_SEMANTICS_DEEPSPEED, 65536.0, 1000, 2, 1.0, TRUE },
     /* §3: 2^16, growth_interval 2000, no hysteresis, no minimum. */
     { MIXPREC_SCALER_SEMANTICS_TORCH, 65536.0, 2000, 1, 0.0, FALSE },
@@ -770,7 +772,8 @@ test_properties_round_trip (void)
 }
 
 /* ------------------------------------------------------------------ a second
- * implementation, transcribed from REFERENCE.md §2 and §3 plus libmixprec's
+ * implementation, transcribed from DeepSpeed's DynamicLossScaler and torch's
+ * GradScaler update rules plus libmixprec's
  * documented limits (growth that is not finite keeps the scale; the scale
  * stays at least the smallest normal number; optional max-scale). */
 
@@ -1312,7 +1315,7 @@ test_config_mapping (void)
     }
 
   {
-    /* DeepSpeed's defaults (REFERENCE.md §1). */
+    /* DeepSpeed's defaults (mixprec.json(5)). */
     g_autoptr(MixprecLossScaler) s = scaler_from_json ("{\"fp16\": {\"enabled\": true}}");
     gboolean raise, consecutive;
 
@@ -1373,7 +1376,8 @@ test_config_mapping (void)
 static void
 test_config_published_sequence (void)
 {
-  /* REFERENCE.md §2's second row, configured the way a DeepSpeed user
+  /* The second row of DeepSpeed's test_dynamic_loss_scale.py table,
+   * configured the way a DeepSpeed user
    * would write it. */
   g_autoptr(MixprecLossScaler) s =
     scaler_from_json ("{\"fp16\": {\"enabled\": true, \"initial_scale_power\": 8, "

@@ -358,7 +358,7 @@ typedef struct {
   double path;                 /* sum of |change of p|, for the tolerance */
 } RefElement;
 
-/* REFERENCE §5: DeepSpeed FusedAdam, Adam (L2) or AdamW (decoupled). */
+/* DeepSpeed FusedAdam's formula, Adam (L2) or AdamW (decoupled). */
 static void
 ref_adamw (const double *h,
            guint64       t,
@@ -801,7 +801,7 @@ test_bitwise (gconstpointer data)
 /* ------------------------------------------------------------ bf16 state
  *
  * The reference is written here, apart from the plugin: AdamW in FP32 as
- * DeepSpeed's FusedAdam forms it (REFERENCE §5; fused multiply-adds where
+ * DeepSpeed's FusedAdam forms it (fused multiply-adds where
  * the scalar kernel has them), the moments read from bfloat16 exactly and
  * stored back rounded to nearest even after every step — what a fused
  * torch AdamW does with bf16 exp_avg/exp_avg_sq tensors: load to FP32,
@@ -1198,7 +1198,7 @@ assert_schema (const gchar    *feature,
 static void
 test_schemas (void)
 {
-  /* REFERENCE §5 (DeepSpeed's defaults), torch.optim.SGD, Lion's paper. */
+  /* DeepSpeed's defaults (mixprec.json(5)), torch.optim.SGD, Lion's paper. */
   static const Expected adamw[] = {
     { "lr", MIXPREC_HPARAM_DOUBLE, 1e-3 }, { "beta1", MIXPREC_HPARAM_DOUBLE, 0.9 },
     { "beta2", MIXPREC_HPARAM_DOUBLE, 0.999 }, { "eps", MIXPREC_HPARAM_DOUBLE, 1e-8 },

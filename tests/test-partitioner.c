@@ -1,4 +1,5 @@
-/* test-partitioner.c — MixprecPartitioner: REFERENCE.md's ZeRO example,
+/* test-partitioner.c — MixprecPartitioner: DeepSpeed's flat ZeRO
+ * partition worked by hand (world 4, 10 elements),
  * hand-computed edge cases, and thousands of random layouts checked
  * against an element-by-element model built here. */
 #include <string.h>
@@ -30,7 +31,7 @@ assert_paddings (MixprecPartitioner *p,
 
 /* ---------------------------------------------------------- literal cases */
 
-/* REFERENCE.md §4: world 4, 10 elements -> 16; partitions of 4; padding
+/* DeepSpeed's flat partition by hand: world 4, 10 elements -> 16; partitions of 4; padding
  * per rank 0 0 2 4. */
 static void
 test_reference_example (void)

@@ -1,5 +1,5 @@
-/* adamw-scalar.c — one element at a time, the form REFERENCE §5 gives
- * (DeepSpeed's FusedAdam) in fp32 arithmetic:
+/* adamw-scalar.c — one element at a time, the form DeepSpeed's
+ * FusedAdam (multi_tensor_adam) gives in fp32 arithmetic:
  *
  *   g += wd * p                                  (Adam, L2 mode)
  *   m = b1 * m + (1 - b1) * g;  v = b2 * v + (1 - b2) * g * g

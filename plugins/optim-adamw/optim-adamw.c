@@ -1,7 +1,7 @@
 /* optim-adamw.c — the "adamw" optimizer for the cpu device: Adam with L2
  * decay or AdamW with decoupled decay, DeepSpeed FusedAdam's semantics
- * (REFERENCE §5), in one fused pass per range. The schema and prepare()
- * live in adamw-schema.c, shared with the cuda plugin. */
+ * (its multi_tensor_adam kernel), in one fused pass per range. The schema
+ * and prepare() live in adamw-schema.c, shared with the cuda plugin. */
 #include "config.h"
 
 #include "adamw-kernels.h"

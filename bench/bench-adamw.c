@@ -294,12 +294,13 @@ measure_bandwidth (Pool   *pool,
 
 typedef struct {
   MixprecPluginHostV1 host;
-  const MixprecOptimizerV1 *optimizer;
+  const MixprecOptimizerV2 *optimizer;
 } Host;
 
+/* The plugin speaks ABI 1.1: its optimizer is a MixprecOptimizerV2. */
 static int
 host_register (MixprecPluginHostV1      *host,
-               const MixprecOptimizerV1 *optimizer,
+               const MixprecOptimizerV2 *optimizer,
                char                     *errbuf,
                size_t                    errbuf_len)
 {
@@ -307,7 +308,7 @@ host_register (MixprecPluginHostV1      *host,
   return MIXPREC_PLUGIN_OK;
 }
 
-static const MixprecOptimizerV1 *
+static const MixprecOptimizerV2 *
 load_adamw (const gchar *path)
 {
   MixprecPluginGetDescFunc get_desc;
@@ -323,15 +324,15 @@ load_adamw (const gchar *path)
   host.host.abi_major = MIXPREC_PLUGIN_ABI_VERSION_MAJOR;
   host.host.abi_minor = MIXPREC_PLUGIN_ABI_VERSION_MINOR;
   host.host.host_data = &host;
-  host.host.register_optimizer = host_register;
+  host.host.register_optimizer_v2 = host_register;
   if (get_desc ()->init (&host.host, errbuf, sizeof errbuf) != MIXPREC_PLUGIN_OK)
     g_error ("%s: init failed: %s", path, errbuf);
   return host.optimizer;
 }
 
 typedef struct {
-  const MixprecOptimizerV1 *opt;
-  MixprecOptimizerStepV1 args;
+  const MixprecOptimizerV2 *opt;
+  MixprecOptimizerStepV2 args;
   double hparams[7];
   gsize n;
   float *master;
@@ -347,13 +348,13 @@ step_part (gpointer data,
            guint    n_parts)
 {
   Step *s = data;
-  MixprecOptimizerStepV1 args = s->args;
+  MixprecOptimizerStepV2 args = s->args;
   char errbuf[256];
-  float *states[2];
+  void *states[2];
   gsize begin, end;
 
   part_range (s->n, part, n_parts, &begin, &end);
-  args.first_index = begin;
+  args.base.first_index = begin;
   states[0] = s->m + begin;
   states[1] = s->v + begin;
   if (s->opt->step (&args, s->master + begin, s->grad + begin, states, s->working + begin,
@@ -388,26 +389,29 @@ step_init (gpointer data,
 /* Best seconds of one step over @n parameters. */
 static double
 measure_step (Pool                     *pool,
-              const MixprecOptimizerV1 *opt,
+              const MixprecOptimizerV2 *opt,
               gsize                     n,
               double                    min_seconds)
 {
   static const double defaults[] = { 1e-3, 0.9, 0.999, 1e-8, 0.01, 1, 1 };
+  static const MixprecPluginDType fp32_state[2] = { MIXPREC_PLUGIN_DTYPE_FLOAT32,
+                                                    MIXPREC_PLUGIN_DTYPE_FLOAT32 };
   Step s = { 0 };
   double best;
 
   s.opt = opt;
   s.n = n;
   memcpy (s.hparams, defaults, sizeof defaults);
-  s.args.struct_size = sizeof s.args;
-  s.args.hparams = s.hparams;
-  s.args.n_hparams = G_N_ELEMENTS (defaults);
-  s.args.step = 1;
-  s.args.lr = 1e-3;
-  s.args.grad_factor = 1.0f / 1024;
-  s.args.grad_dtype = MIXPREC_PLUGIN_DTYPE_BFLOAT16;
-  s.args.working_dtype = MIXPREC_PLUGIN_DTYPE_BFLOAT16;
-  s.args.rounding = MIXPREC_PLUGIN_ROUNDING_NEAREST_EVEN;
+  s.args.base.struct_size = sizeof s.args;
+  s.args.base.hparams = s.hparams;
+  s.args.base.n_hparams = G_N_ELEMENTS (defaults);
+  s.args.base.step = 1;
+  s.args.base.lr = 1e-3;
+  s.args.base.grad_factor = 1.0f / 1024;
+  s.args.base.grad_dtype = MIXPREC_PLUGIN_DTYPE_BFLOAT16;
+  s.args.base.working_dtype = MIXPREC_PLUGIN_DTYPE_BFLOAT16;
+  s.args.base.rounding = MIXPREC_PLUGIN_ROUNDING_NEAREST_EVEN;
+  s.args.state_dtypes = fp32_state;   /* the peers keep FP32 moments too */
   s.master = g_new (float, n);
   s.m = g_new (float, n);
   s.v = g_new (float, n);
@@ -415,7 +419,7 @@ measure_step (Pool                     *pool,
   s.working = g_new (guint16, n);
   pool_run (pool, step_init, &s);
   pool_run (pool, step_part, &s);      /* warm-up */
-  s.args.step++;
+  s.args.base.step++;
   best = best_seconds (pool, step_part, &s, min_seconds);
   g_free (s.master);
   g_free (s.m);
@@ -447,7 +451,7 @@ main (int    argc,
   };
   g_autoptr(GOptionContext) context = g_option_context_new ("- fused AdamW step against memory bandwidth");
   g_autoptr(GError) error = NULL;
-  const MixprecOptimizerV1 *opt;
+  const MixprecOptimizerV2 *opt;
   double bw_best[G_N_ELEMENTS (stream_kernels)] = { 0 };
   double bw = 0;
   g_autoptr(GArray) ns = g_array_new (FALSE, FALSE, sizeof (gsize));

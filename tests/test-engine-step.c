@@ -191,7 +191,8 @@ bf16_value (guint16 bits)
   return f;
 }
 
-/* The engine's sum of squares in the order DESIGN.md fixes: parameters
+/* The engine's sum of squares in the order mixprec.json(5) documents for
+ * gradient_clipping (so that it does not depend on the world size): parameters
  * packed into units of at most 2^20 elements (a larger one alone), each
  * unit summed in blocks of 4096 elements by the reference kernel, the
  * block sums added in order. For shapes[] the units are parameters 0-5,

@@ -1,6 +1,6 @@
 /* test-policy.c — MixprecPrecisionPolicy: per-parameter dtypes for every
  * precision mode, checked against a table written from the rules in
- * DESIGN.md and mixprec.json(5), not from the code. */
+ * mixprec.json(5), not from the code. */
 #include <mixprec/mixprec.h>
 
 #define F32 MIXPREC_DTYPE_FLOAT32

@@ -124,7 +124,14 @@ mixprec_sources += \
 	libmixprec/mixprec-engine-memory.c \
 	libmixprec/mixprec-engine-step.c \
 	libmixprec/mixprec-engine-zero3.c \
-	libmixprec/mixprec-engine-access.c
+	libmixprec/mixprec-engine-access.c \
+	libmixprec/mixprec-engine-monitor.c
+
+# --- monitors (csv_monitor, tensorboard): the files steps are recorded in
+mixprec_sources += \
+	libmixprec/mixprec-monitor-private.h \
+	libmixprec/mixprec-monitor-csv.c \
+	libmixprec/mixprec-monitor-tensorboard.c
 mixprec_simd_sources += libmixprec/mixprec-engine-kernels-avx2.c
 
 # --- bootstrap (rank discovery, rendezvous, control-message exchange)

@@ -297,4 +297,10 @@ MIXPREC_AVAILABLE_IN_1_0
 MixprecStepResult *mixprec_engine_step              (MixprecEngine  *self,
                                                      GError        **error);
 
+MIXPREC_AVAILABLE_IN_1_1
+gboolean           mixprec_engine_report_scalar     (MixprecEngine  *self,
+                                                     const gchar    *tag,
+                                                     gdouble         value,
+                                                     GError        **error);
+
 G_END_DECLS

@@ -294,6 +294,20 @@ tests_test_engine_step_CPPFLAGS = $(tests_internal_cppflags)
 tests_test_engine_step_LDADD = $(tests_internal_ldadd) -lm
 TESTS += tests/test-engine-step
 
+# --- what steps tell: log messages, steps_per_print, csv_monitor and
+# tensorboard; the event file read back by the tensorboard package (PyPI),
+# run by PYTHON_GI, re-executed with PYTHON_TENSORBOARD when needed
+check_PROGRAMS += tests/test-monitor
+tests_test_monitor_CPPFLAGS = $(tests_internal_cppflags)
+tests_test_monitor_LDADD = $(tests_internal_ldadd) -lm
+TESTS += tests/test-monitor
+EXTRA_DIST += tests/test-monitor-tensorboard-gi.py tests/test-charlm-monitors.sh
+AM_TESTS_ENVIRONMENT += export PYTHON_TENSORBOARD="$(PYTHON_TENSORBOARD)";
+if HAVE_PYTHON_TENSORBOARD
+TESTS += tests/test-monitor-tensorboard-gi.py
+endif
+TESTS += tests/test-charlm-monitors.sh
+
 # --- example trainer: examples/charlm in short runs, and its Python twin
 EXTRA_DIST += tests/test-charlm.sh tests/test-charlm-py.py
 TESTS += tests/test-charlm.sh

@@ -303,6 +303,8 @@ train_step (MixprecEngine       *engine,
 {
   guint rank = mixprec_engine_get_rank (engine);
   guint world = mixprec_engine_get_world_size (engine);
+  gdouble step_loss = 0.0;
+  guint step_micro = 0;
 
   /* Every rank draws the whole global batch (world * accumulation
    * micro-batches) from the same stream and computes micro-batch m when
@@ -311,10 +313,15 @@ train_step (MixprecEngine       *engine,
    * then gives it the same weights bit for bit. */
   for (guint m = 0; m < accumulation * world; m++)
     {
+      gdouble loss;
+
       charlm_examples_sample (train, rng, micro_batch, contexts, targets);
       if (m % world != rank)
         continue;
-      interval->loss_sum += charlm_model_forward (model, contexts, targets, micro_batch);
+      loss = charlm_model_forward (model, contexts, targets, micro_batch);
+      interval->loss_sum += loss;
+      step_loss += loss;
+      step_micro++;
       interval->micro_steps++;
       interval->examples += micro_batch;
       /* The engine wants the gradients of the scaled loss. */
@@ -322,6 +329,12 @@ train_step (MixprecEngine       *engine,
       if (!mixprec_engine_backward_done (engine, error))
         return NULL;
     }
+  /* The step's training loss, beside what the engine records of it, in
+   * the monitors the config enables (this rank's micro-batches; rank 0
+   * writes). */
+  if (step_micro > 0 &&
+      !mixprec_engine_report_scalar (engine, "Train/Steps/train_loss", step_loss / step_micro, error))
+    return NULL;
   return mixprec_engine_step (engine, error);
 }
 

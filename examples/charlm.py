@@ -304,11 +304,16 @@ def train(mode, args, data):
     start = time.monotonic()
 
     for step in range(1, steps + 1):
+        step_losses = []
         for _ in range(accumulation):
             k = (batch_rng.next(micro_batch) % np.uint64(len(train_examples[1]))).astype(np.int64)
-            losses.append(model.forward(train_examples[0][k], train_examples[1][k]))
+            step_losses.append(model.forward(train_examples[0][k], train_examples[1][k]))
             model.backward(args.loss_weight * engine.get_loss_scale())
             engine.backward_done()
+        losses.extend(step_losses)
+        # The step's loss in the monitors the config enables (csv_monitor,
+        # tensorboard), beside what the engine records of the step.
+        engine.report_scalar("Train/Steps/train_loss", float(np.mean(step_losses)))
         r = engine.step()
         model.load_weights()
         if step % args.eval_every == 0 or step == steps:

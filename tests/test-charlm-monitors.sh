@@ -4,10 +4,12 @@
 # row per step per tag, and their values are those charlm prints in its
 # own CSV (--csv, every step); the TensorBoard event file holds the same
 # tags and steps, read by the tensorboard package when configure found a
-# Python with it. Prints TAP.
+# Python with it. On two ranks (mixprec-run), rank 0 alone writes and
+# logs. Prints TAP.
 
 top_builddir=${MIXPREC_TOP_BUILDDIR:-.}
 charlm=$top_builddir/examples/charlm
+launcher=$top_builddir/tools/mixprec-run
 words=/usr/share/dict/american-english
 steps=12
 
@@ -23,7 +25,7 @@ fi
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/test-charlm-monitors.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 
-echo "1..9"
+echo "1..11"
 n=0
 ok () { n=$((n + 1)); echo "ok $n - $1"; }
 not_ok () { n=$((n + 1)); echo "not ok $n - $1"; }
@@ -127,4 +129,25 @@ then
 else
   not_ok "the tensorboard package reads the five tags at steps 1..$steps"
   sed 's/^/# /' "$tmp/tb.log"
+fi
+
+# Two ranks: one event file, one row per step, the messages once.
+sed -e "s|$tmp/csv|$tmp/csv2|" -e "s|$tmp/tb|$tmp/tb2|" "$tmp/config.json" >"$tmp/config2.json"
+(cd "$tmp" && MIXPREC_COMM_TIMEOUT_MS=20000 "$launcher" -n 2 "$charlm" --config "$tmp/config2.json" \
+   --words "$words" --steps $steps --batch 16 --quiet --csv "$tmp/dist.csv") >"$tmp/dist.out" 2>&1
+rc=$?
+set -- "$tmp"/tb2/charlm/events.out.tfevents.*
+rows=$(($(wc -l <"$tmp/csv2/charlm/Train_Steps_loss_scale.csv" 2>/dev/null || echo 0) - 1))
+if [ $rc = 0 ] && [ $# = 1 ] && [ -s "$1" ] && [ "$rows" = $steps ]; then
+  ok "on 2 ranks: one event file and $steps CSV rows per tag (rank 0 writes)"
+else
+  not_ok "on 2 ranks: one event file and $steps CSV rows per tag (exit $rc, $# files, $rows rows)"
+  tail -5 "$tmp/dist.out" | sed 's/^/# /'
+fi
+if [ "$(grep -c 'rank 0: step [0-9]*: [0-9]* skipped so far' "$tmp/dist.out")" = 2 ] &&
+   ! grep -q 'Mixprec-Message.*rank 1:' "$tmp/dist.out"; then
+  ok "on 2 ranks: progress from rank 0 only"
+else
+  not_ok "on 2 ranks: progress from rank 0 only"
+  grep 'Mixprec' "$tmp/dist.out" | sed 's/^/# /'
 fi

@@ -9,6 +9,7 @@
  * the tensorboard package in test-monitor-tensorboard-gi.py. */
 #include <math.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <glib/gstdio.h>
 
@@ -619,6 +620,61 @@ test_bad_output_path (void)
   remove_tree (tmp);
 }
 
+/* A full disk: report_scalar() fails with the file's error; in a step,
+ * which itself succeeded, it is a warning and the monitors stop. */
+static void
+test_write_failure (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree gchar *tmp = NULL;
+  g_autofree gchar *json = NULL;
+  g_autofree gchar *dir = NULL;
+  g_autofree gchar *link = NULL;
+  g_autoptr(MixprecEngine) e = NULL;
+  MixprecParam *p;
+
+  if (!g_file_test ("/dev/full", G_FILE_TEST_EXISTS))
+    {
+      g_test_skip ("no /dev/full");
+      return;
+    }
+  tmp = g_dir_make_tmp ("mixprec-monitor-XXXXXX", &error);
+  g_assert_no_error (error);
+  dir = g_build_filename (tmp, "job", NULL);
+  g_assert_cmpint (g_mkdir (dir, 0700), ==, 0);
+  link = g_build_filename (dir, "Train_Steps_loss_scale.csv", NULL);
+  g_assert_cmpint (symlink ("/dev/full", link), ==, 0);
+  json = g_strdup_printf ("{\"bf16\": {\"enabled\": true}, \"steps_per_print\": null,"
+                          " \"csv_monitor\": {\"enabled\": true, \"output_path\": \"%s\","
+                          " \"job_name\": \"job\"}}", tmp);
+  e = engine_from_json (json, &error);
+  g_assert_no_error (error);
+  p = add_param (e);
+
+  g_assert_false (mixprec_engine_report_scalar (e, "Train/Steps/loss_scale", 1.0, &error));
+  g_assert_error (error, G_FILE_ERROR, G_FILE_ERROR_NOSPC);
+  g_assert_nonnull (strstr (error->message, "Train/Steps/loss_scale"));
+  g_clear_error (&error);
+
+  g_test_expect_message ("Mixprec", G_LOG_LEVEL_WARNING,
+                         "step 1: csv_monitor: cannot write the tag \"Train/Steps/loss_scale\"*; "
+                         "the monitors record nothing more");
+  {
+    g_autoptr(MixprecStepResult) r = scripted_step (e, p, FALSE);
+
+    g_assert_true (r->applied);
+  }
+  g_test_assert_expected_messages ();
+  /* Closed: later steps and reports write nothing and fail nothing. */
+  {
+    g_autoptr(MixprecStepResult) r G_GNUC_UNUSED = scripted_step (e, p, FALSE);
+  }
+  g_assert_true (mixprec_engine_report_scalar (e, "Train/Steps/loss_scale", 1.0, &error));
+  g_assert_no_error (error);
+  g_clear_object (&e);
+  remove_tree (tmp);
+}
+
 /* The sections are read strictly, printed resolved, and wandb and comet
  * stay ignored with a warning. */
 static void
@@ -731,6 +787,7 @@ main (int argc, char **argv)
   g_test_add_func ("/monitor/csv", test_csv_monitor);
   g_test_add_func ("/monitor/tensorboard/file", test_tensorboard_file);
   g_test_add_func ("/monitor/bad-output-path", test_bad_output_path);
+  g_test_add_func ("/monitor/write-failure", test_write_failure);
   g_test_add_func ("/monitor/config", test_config_sections);
   g_test_add_func ("/monitor/report-scalar/bad-tag", test_report_scalar_bad_tag);
   return g_test_run ();

@@ -205,8 +205,14 @@ log_step_messages (MixprecEngine           *self,
   gchar scale[G_ASCII_DTOSTR_BUF_SIZE], next[G_ASCII_DTOSTR_BUF_SIZE];
   gchar lr[G_ASCII_DTOSTR_BUF_SIZE], norm[G_ASCII_DTOSTR_BUF_SIZE];
   gchar coef[G_ASCII_DTOSTR_BUF_SIZE];
-  g_autofree gchar *detail = NULL;
+  gboolean progress = self->steps_per_print > 0 && r->step % self->steps_per_print == 0;
 
+  /* Nothing is formatted for a step with nothing to say: a step of a
+   * small model takes microseconds. */
+  if ((self->rank != 0 || (r->applied && !overflow && r->next_loss_scale == r->loss_scale &&
+                           !progress)) &&
+      g_log_writer_default_would_drop (G_LOG_LEVEL_DEBUG, G_LOG_DOMAIN))
+    return;
   _mixprec_monitor_format_double (coef, r->clip_coef);
   _mixprec_monitor_format_double (scale, r->loss_scale);
   _mixprec_monitor_format_double (next, r->next_loss_scale);
@@ -214,10 +220,15 @@ log_step_messages (MixprecEngine           *self,
   _mixprec_monitor_format_double (norm, r->grad_norm);
 
   /* Every rank's own line, for following one rank (G_MESSAGES_DEBUG). */
-  detail = g_strdup_printf ("rank %u: step %" G_GUINT64_FORMAT " %s: loss scale %s (next %s), "
-                            "grad norm %s, clip coefficient %s, lr %s", self->rank, r->step,
-                            r->applied ? "applied" : "skipped", scale, next, norm, coef, lr);
-  log_step (self, G_LOG_LEVEL_DEBUG, EVENT_STEP, r, detail);
+  if (!g_log_writer_default_would_drop (G_LOG_LEVEL_DEBUG, G_LOG_DOMAIN))
+    {
+      g_autofree gchar *detail =
+        g_strdup_printf ("rank %u: step %" G_GUINT64_FORMAT " %s: loss scale %s (next %s), "
+                         "grad norm %s, clip coefficient %s, lr %s", self->rank, r->step,
+                         r->applied ? "applied" : "skipped", scale, next, norm, coef, lr);
+
+      log_step (self, G_LOG_LEVEL_DEBUG, EVENT_STEP, r, detail);
+    }
 
   /* The rest once per job: every rank agreed on the overflow and holds
    * the same scale, so rank 0 speaks for all. */
@@ -260,7 +271,7 @@ log_step_messages (MixprecEngine           *self,
     }
   /* DeepSpeed's steps_per_print: after every N-th step, counting skipped
    * ones. */
-  if (self->steps_per_print > 0 && r->step % self->steps_per_print == 0)
+  if (progress)
     {
       g_autofree gchar *m =
         g_strdup_printf ("rank %u: step %" G_GUINT64_FORMAT ": %" G_GUINT64_FORMAT " skipped "

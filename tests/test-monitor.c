@@ -780,6 +780,9 @@ int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
+  /* The per-step debug lines are formatted only when debug messages are
+   * on (G_MESSAGES_DEBUG, or this). */
+  g_log_set_debug_enabled (TRUE);
   g_log_set_writer_func (capture_writer, NULL, NULL);
   g_test_add_func ("/monitor/crc32c", test_crc32c);
   g_test_add_func ("/monitor/log/messages", test_log_messages);

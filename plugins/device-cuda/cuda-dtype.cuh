@@ -109,7 +109,9 @@ mp_convert1 (const typename MpType<S>::T *__restrict__ src, typename MpType<D>::
 }
 
 /* accumulate (_mixprec_kernel_fold): the fp32 sum (or the source alone),
- * rounded once. */
+ * rounded once. A first term of the dtype of @dst is a copy instead, on
+ * both sides (_mixprec_cuda_accumulate()): rounding back would quiet a
+ * signalling NaN. */
 template <int D, int S>
 MP_HD void
 mp_accumulate1 (typename MpType<D>::T *dst, const typename MpType<S>::T *src, size_t i, bool first)

@@ -147,6 +147,19 @@ _mixprec_cuda_accumulate (void *dst, int dst_dtype, const void *src, int src_dty
 {
   if (n == 0)
     return cudaSuccess;
+  /* As _mixprec_kernel_fold(): a first term of the same dtype is copied,
+   * bits and all (a signalling NaN stays signalling). */
+  if (first && dst_dtype == src_dtype)
+    {
+      cudaError_t e;
+
+      if (src == dst)
+        return cudaSuccess;
+      e = cudaMemcpyAsync (dst, src, n * mp_dtype_size (src_dtype), cudaMemcpyDeviceToDevice, stream);
+      if (e != cudaSuccess)
+        *call = "cudaMemcpyAsync (device to device)";
+      return e;
+    }
   switch (dst_dtype)
     {
     case 0: return launch_accumulate_from<0> (src_dtype, dst, src, n, first, stream, call);

@@ -143,7 +143,7 @@ NVCC_CPPFLAGS = $(DEFS) -I$(top_builddir) -I$(top_srcdir)/libmixprec \
 # --- comm-nccl: collectives between CUDA devices over NCCL. Like comm-ucx
 # it links neither libmixprec nor GLib: the ABI header, libc, the CUDA
 # runtime and NCCL. Its few kernels (widening, first-term folding, the MAX
-# keys) are one nvcc-built object.
+# keys) are one nvcc-built object, converting with libmixprec/numeric/.
 EXTRA_DIST += plugins/comm-nccl/nccl-kernels.cu
 if HAVE_NCCL
 mixprec_plugin_LTLIBRARIES += plugins/mixprec-comm-nccl.la
@@ -163,6 +163,8 @@ plugins_mixprec_comm_nccl_la_LIBADD = plugins/comm-nccl/nccl-kernels.lo $(NCCL_L
 plugins/comm-nccl/nccl-kernels.lo: \
 	plugins/comm-nccl/nccl-kernels.h \
 	libmixprec/mixprec-plugin.h \
+	libmixprec/numeric/numeric-base.h \
+	libmixprec/numeric/numeric-dtype.h \
 	build-aux/nvcc-lt
 CLEANFILES += plugins/comm-nccl/nccl-kernels.lo plugins/comm-nccl/.libs/nccl-kernels.o
 endif

@@ -34,6 +34,11 @@ mixprec_sources += \
 	libmixprec/mixprec-dtype-private.h \
 	libmixprec/mixprec-dtype.c \
 	libmixprec/mixprec-convert.c
+# The per-element arithmetic that C and nvcc both compile (see
+# numeric/numeric-base.h); never installed, and not for g-ir-scanner.
+EXTRA_DIST += \
+	libmixprec/numeric/numeric-base.h \
+	libmixprec/numeric/numeric-dtype.h
 mixprec_simd_sources += \
 	libmixprec/mixprec-avx2-private.h \
 	libmixprec/mixprec-convert-avx2.c

@@ -470,6 +470,9 @@ _mixprec_engine_expose_grad (MixprecEngine *self,
  * enough to stay in the cache between the copy and the sum. */
 #define INTAKE_TILE ((guint64) 16 * _MIXPREC_SUMSQ_BLOCK)
 
+/* Tiles per thread of the intake. */
+#define INTAKE_MIN_TILES 4
+
 typedef struct {
   Group *group;
   const Unit *unit;
@@ -538,7 +541,11 @@ intake_copy (MixprecEngine *self,
   if (numel == 0)
     return;
   job.first_tile = job.begin / INTAKE_TILE;
-  _mixprec_parallel_for ((job.end + INTAKE_TILE - 1) / INTAKE_TILE - job.first_tile, 1, 1, intake_tiles, &job);
+  /* Parameters of a few tiles are copied on the calling thread: waking
+   * the pool costs about as much as the copy, and a backward pass hands
+   * over a parameter while the other threads compute the next. */
+  _mixprec_parallel_for ((job.end + INTAKE_TILE - 1) / INTAKE_TILE - job.first_tile, INTAKE_MIN_TILES, 1,
+                         intake_tiles, &job);
 }
 
 /* @u is complete: the blocks no single parameter holds whole, then the

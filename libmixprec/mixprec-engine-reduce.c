@@ -605,6 +605,12 @@ intake_finish_unit (MixprecEngine *self,
  * while the caller goes on with the rest of the backward pass. @grad may
  * be freed or reused when the call returns.
  *
+ * On one process with one micro-step per step, the engine also sums the
+ * squares the step's gradient norm is made of as it copies, while the
+ * gradient is in the cache. A trainer that hands every gradient over and
+ * never asks for the gradient buffers (mixprec_param_get_grad_data() and
+ * the like) saves the step a pass over the gradients and their zeroing.
+ *
  * Under ZeRO-2 and ZeRO-3 this is how gradients reach the engine without
  * a gradient buffer the size of the model: only two staging slots exist
  * (see mixprec_engine_list_buffers()). A parameter whose gradient is not

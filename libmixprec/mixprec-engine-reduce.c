@@ -419,9 +419,15 @@ fold_blocks (gsize first, gsize end, gpointer data)
  * the bits of _mixprec_kernel_sumsq_best() per block), so the sum of
  * squares keeps the order mixprec.json(5) documents, bit for bit. */
 static gboolean
+intake_on_host (MixprecEngine *self, Group *g)
+{
+  return self->world == 1 && g->device == NULL && !g->external && g->grad != NULL;
+}
+
+static gboolean
 intake_sums (MixprecEngine *self, Group *g)
 {
-  return self->world == 1 && g->accum == NULL && g->device == NULL && !g->external && g->grad != NULL;
+  return intake_on_host (self, g) && g->accum == NULL;
 }
 
 /* While no parameter of such a group has had its gradient buffer handed
@@ -524,7 +530,8 @@ intake_tiles (gsize first, gsize last, gpointer data)
     }
 }
 
-/* Copies @param's gradient in, summing the blocks inside it. */
+/* Copies @param's gradient in, summing the blocks inside it where the
+ * step reads the gradients in place. */
 static void
 intake_copy (MixprecEngine *self,
              Group         *g,
@@ -536,7 +543,8 @@ intake_copy (MixprecEngine *self,
   _MixprecParamStorage *s = _mixprec_param_get_storage (param);
   guint64 numel = mixprec_param_get_numel (param);
   IntakeJob job = { g, u, _mixprec_engine_at (g->grad, g->dtypes.grad, u->flat), grad, dtype,
-                    s->offset - u->flat, s->offset - u->flat + numel, 0, !s->grad_exposed };
+                    s->offset - u->flat, s->offset - u->flat + numel, 0,
+                    intake_sums (self, g) && !s->grad_exposed };
 
   if (numel == 0)
     return;
@@ -681,7 +689,7 @@ mixprec_param_reduce_grad (MixprecParam  *self,
   if (g->grad != NULL || engine->world == 1)
     {
       /* Into the gradient buffer (the caller's, for external memory). */
-      if (intake_sums (engine, g))
+      if (intake_on_host (engine, g))
         intake_copy (engine, g, u, self, grad, dtype);
       else
         copy_into (g, s->grad, g->dtypes.grad, grad, dtype, numel);

@@ -20,6 +20,10 @@
  * feature, step() over one contiguous range of as many elements, cut in
  * one part per thread on the library's thread pool (as bench-adamw does
  * with its own pool), bf16 gradient in, bf16 working copy out.
+ * On a machine busy with other work the engine's small work items
+ * balance across descheduled threads better than the bare kernel's one
+ * part per thread, and ratios above 1 show up; quiet-machine figures are
+ * the ones to compare.
  *
  * Bytes per parameter per optimizer step that cross the memory bus, from
  * what each pass reads and writes (g bf16 gradient, a FP32 accumulator,

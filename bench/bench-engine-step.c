@@ -3,32 +3,53 @@
  *
  * The engine: 100M parameters in 1000 tensors of varied sizes, bf16
  * working copies with FP32 masters, AdamW, gradient_clipping 1.0, one
- * process, --threads threads (default 2). Each micro-step the gradients
- * are written into mixprec_param_get_grad_data() the way a backward pass
- * does (untimed); what is timed is what a trainer then calls:
+ * process, --threads threads (default 2), fed along both gradient paths:
+ *
+ *   whole    each micro-step the gradients are written into
+ *            mixprec_param_get_grad_data() the way a backward pass does
+ *            (untimed);
+ *   intake   each parameter's gradient is written into a buffer of the
+ *            caller's (untimed, so it is in the cache as a backward pass
+ *            leaves it) and handed over at once with
+ *            mixprec_param_reduce_grad() (timed on its own: the
+ *            hand-over).
+ *
+ * What is timed as the step is what a trainer then calls:
  * mixprec_engine_backward_done() once per micro-step and
  * mixprec_engine_step(). The bare kernel: the engine's own optim-adamw
  * feature, step() over one contiguous range of as many elements, cut in
  * one part per thread on the library's thread pool (as bench-adamw does
  * with its own pool), bf16 gradient in, bf16 working copy out.
+ * On a machine busy with other work the engine's small work items
+ * balance across descheduled threads better than the bare kernel's one
+ * part per thread, and ratios above 1 show up; quiet-machine figures are
+ * the ones to compare.
  *
- * Bytes per parameter per optimizer step, from what each pass reads and
- * writes (g bf16 gradient, a FP32 accumulator, w bf16 working copy,
- * master, exp_avg, exp_avg_sq FP32; the zeroing of g counts its 2 bytes
- * written):
+ * Bytes per parameter per optimizer step that cross the memory bus, from
+ * what each pass reads and writes (g bf16 gradient, a FP32 accumulator,
+ * w bf16 working copy, master, exp_avg, exp_avg_sq FP32; zeroing g counts
+ * its 2 bytes written, the line being in the cache already):
  *
  *   bare kernel       g 2 + master/m/v 12 read + 12 written + w 2   = 28
- *   GAS 1             norm pass: g 2; optimizer pass: 28 reading g in
+ *   whole, GAS 1      norm pass: g 2; optimizer pass: 28 reading g in
  *                     place, zeroing each tile of g once read: 2     = 32
+ *   intake, GAS 1     each tile's sums of squares taken as the
+ *                     hand-over copies it in: 0; optimizer pass: 28;
+ *                     no zeroing (nobody else sees g, and the next
+ *                     hand-over overwrites it)                       = 28
  *   GAS N > 1         first fold: g 2 -> a 4, g zeroed 2             =  8
- *                     each later fold: g 2 + a 4 -> a 4, g zeroed 2  = 12
+ *   (both paths)      each later fold: g 2 + a 4 -> a 4, g zeroed 2  = 12
  *                     the last fold also sums the squares of a while
  *                     it is in the cache: 0; optimizer reading a: 30
  *                     GAS 4: 8 + 3 * 12 + 30                         = 74
+ *   hand-over         per micro-step: the caller's gradient read from
+ *                     the cache: 0; g written: 2, and read for
+ *                     ownership: 2                                   =  4
  *
- * Before this bench's engine pass, GAS 1 had the same 32 bytes in three
- * passes (the zeroing a pass of its own, paying a read for ownership
- * too), and GAS 4 had 78: a norm pass of its own reading a.
+ * Before the engine passes this bench measures, GAS 1 had 32 bytes in
+ * three passes (the zeroing a pass of its own, paying a read for
+ * ownership too) on either path, and GAS 4 had 78: a norm pass of its own
+ * reading a.
  *
  * The figures assume the layout of mixprec-engine-layout.c (ACCUM_NONE at
  * GAS 1, ACCUM_FLAT in FP32 above) and the pass structure of
@@ -272,6 +293,50 @@ engine_step (MixprecEngine *engine, GPtrArray *params, guint gas)
   return t;
 }
 
+/* Seconds of one engine step fed through the intake, the hand-overs
+ * (mixprec_param_reduce_grad() calls) apart in @handover. */
+static double
+engine_step_intake (MixprecEngine *engine, GPtrArray *params, guint gas, guint16 *scratch,
+                    double *handover)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MixprecStepResult) r = NULL;
+  double t = 0;
+  gint64 t0;
+
+  *handover = 0;
+  for (guint m = 0; m < gas; m++)
+    {
+      guint64 first = 0;
+
+      /* In the order of a backward pass: the last layer first. */
+      for (guint i = params->len; i-- > 0;)
+        first += mixprec_param_get_numel (g_ptr_array_index (params, i));
+      for (guint i = params->len; i-- > 0;)
+        {
+          MixprecParam *p = g_ptr_array_index (params, i);
+          GradFill f = { scratch, 0 };
+
+          first -= mixprec_param_get_numel (p);
+          f.first = first;
+          _mixprec_parallel_for (mixprec_param_get_numel (p), 1 << 16, 64, fill_range, &f);
+          t0 = g_get_monotonic_time ();
+          if (!mixprec_param_reduce_grad (p, MIXPREC_DTYPE_BFLOAT16, scratch, &error))
+            g_error ("%s", error->message);
+          *handover += (g_get_monotonic_time () - t0) * 1e-6;
+        }
+      t0 = g_get_monotonic_time ();
+      g_assert_true (mixprec_engine_backward_done (engine, &error));
+      t += (g_get_monotonic_time () - t0) * 1e-6;
+    }
+  t0 = g_get_monotonic_time ();
+  r = mixprec_engine_step (engine, &error);
+  t += (g_get_monotonic_time () - t0) * 1e-6;
+  g_assert_no_error (error);
+  g_assert_true (r->applied);
+  return t;
+}
+
 /* ------------------------------------------------------------ main */
 
 static void
@@ -282,13 +347,17 @@ best_median (double *seconds, guint n, double *best, double *median)
   *median = n % 2 ? seconds[n / 2] : (seconds[n / 2 - 1] + seconds[n / 2]) / 2;
 }
 
-/* Bytes per parameter per step of the engine's passes (see the top of
- * this file). */
+/* Bytes per parameter per step of the engine's passes, and of the
+ * hand-overs of the intake path (see the top of this file). */
 static guint
-engine_bytes (guint gas)
+engine_bytes (guint gas, gboolean intake)
 {
-  return gas == 1 ? 32 : 8 + (gas - 1) * 12 + 30;
+  if (gas == 1)
+    return intake ? 28 : 32;
+  return 8 + (gas - 1) * 12 + 30;
 }
+
+#define HANDOVER_BYTES 4
 
 int
 main (int argc, char **argv)
@@ -311,6 +380,8 @@ main (int argc, char **argv)
   g_autofree guint64 *sizes = NULL;
   g_autofree double *seconds = NULL;
   g_autofree double *bare_seconds = NULL;
+  g_autofree double *handover = NULL;
+  g_autofree double *with_handover = NULL;
   Bare bare = { NULL };
   MixprecFeature *adamw;
   guint64 total;
@@ -334,6 +405,8 @@ main (int argc, char **argv)
   sizes = tensor_sizes (total, n_tensors);
   seconds = g_new (double, steps);
   bare_seconds = g_new (double, steps);
+  handover = g_new (double, steps);
+  with_handover = g_new (double, steps);
   gases = g_strsplit (gas_arg != NULL ? gas_arg : "1,4", ",", -1);
 
   adamw = mixprec_registry_find_feature (mixprec_registry_get_default (), MIXPREC_FEATURE_KIND_OPTIMIZER,
@@ -348,32 +421,61 @@ main (int argc, char **argv)
   g_print ("%" G_GUINT64_FORMAT " params in %d tensors, bf16 + FP32 masters, AdamW, clipping 1.0, "
            "%u threads; best (median) of %d steps, bare and engine alternating\n", total, n_tensors,
            _mixprec_parallel_num_threads (), steps);
-  g_print ("%-6s %12s %12s %12s %12s %7s %8s\n", "", "engine p/s", "(median)", "bare p/s", "(median)",
+  g_print ("%-15s %12s %12s %12s %12s %7s %8s\n", "", "engine p/s", "(median)", "bare p/s", "(median)",
            "ratio", "B/param");
   for (guint k = 0; gases[k] != NULL; k++)
-    {
-      guint gas = (guint) g_ascii_strtoull (gases[k], NULL, 10);
-      g_autoptr(GPtrArray) params = g_ptr_array_new ();
-      g_autoptr(MixprecEngine) engine = NULL;
-      double best, median;
+    for (guint intake = 0; intake < 2; intake++)
+      {
+        guint gas = (guint) g_ascii_strtoull (gases[k], NULL, 10);
+        g_autoptr(GPtrArray) params = g_ptr_array_new ();
+        g_autoptr(MixprecEngine) engine = NULL;
+        g_autofree guint16 *scratch = NULL;
+        double best, median, hbest, hmedian, dummy;
+        g_autofree gchar *label = NULL;
 
-      if (gas == 0)
-        continue;
-      engine = make_engine (gas, sizes, n_tensors, params);
-      /* Bare and engine steps alternate, after a warm-up of each, so a
-       * machine shared with other work slows both alike. */
-      bare_step (&bare);
-      engine_step (engine, params, gas);
-      for (gint s = 0; s < steps; s++)
-        {
-          bare_seconds[s] = bare_step (&bare);
-          seconds[s] = engine_step (engine, params, gas);
-        }
-      best_median (bare_seconds, steps, &bare_best, &bare_median);
-      best_median (seconds, steps, &best, &median);
-      g_print ("GAS %-2u %12.4g %12.4g %12.4g %12.4g %7.3f %5u/%u\n", gas, total / best, total / median,
-               total / bare_best, total / bare_median, bare_best / best, engine_bytes (gas), BARE_BYTES);
-    }
+        if (gas == 0)
+          continue;
+        engine = make_engine (gas, sizes, n_tensors, params);
+        if (intake)
+          {
+            guint64 largest = 0;
+
+            for (gint i = 0; i < n_tensors; i++)
+              largest = MAX (largest, sizes[i]);
+            scratch = g_new (guint16, largest);
+          }
+        /* Bare and engine steps alternate, after a warm-up of each, so a
+         * machine shared with other work slows both alike. */
+        bare_step (&bare);
+        if (intake)
+          engine_step_intake (engine, params, gas, scratch, &dummy);
+        else
+          engine_step (engine, params, gas);
+        for (gint s = 0; s < steps; s++)
+          {
+            bare_seconds[s] = bare_step (&bare);
+            if (intake)
+              {
+                seconds[s] = engine_step_intake (engine, params, gas, scratch, &handover[s]);
+                with_handover[s] = seconds[s] + handover[s];
+              }
+            else
+              seconds[s] = engine_step (engine, params, gas);
+          }
+        best_median (bare_seconds, steps, &bare_best, &bare_median);
+        best_median (seconds, steps, &best, &median);
+        label = g_strdup_printf ("GAS %u %s", gas, intake ? "intake" : "whole");
+        g_print ("%-15s %12.4g %12.4g %12.4g %12.4g %7.3f %5u/%u\n", label, total / best, total / median,
+                 total / bare_best, total / bare_median, bare_best / best, engine_bytes (gas, intake),
+                 BARE_BYTES);
+        if (intake)
+          {
+            best_median (with_handover, steps, &hbest, &hmedian);
+            g_print ("%-15s %12.4g %12.4g %12s %12s %7.3f %5u/%u\n", "  + hand-over", total / hbest,
+                     total / hmedian, "", "", bare_best / hbest,
+                     engine_bytes (gas, intake) + gas * HANDOVER_BYTES, BARE_BYTES);
+          }
+      }
   bare_clear (&bare);
   return 0;
 }

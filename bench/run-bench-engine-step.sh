@@ -1,7 +1,9 @@
 #!/bin/sh
 # run-bench-engine-step.sh — the engine's whole step (backward_done + step)
 # beside the bare optim-adamw kernel on the same element count: params/s
-# of each, their ratio, and bytes moved per parameter, at GAS 1 and 4.
+# of each, their ratio, and bytes moved per parameter, at GAS 1 and 4, with
+# the gradients written into the engine's buffers ("whole") and handed over
+# one parameter at a time ("intake", the hand-overs also timed apart).
 #
 #   bench/run-bench-engine-step.sh [BUILDDIR]
 #

@@ -62,6 +62,8 @@ typedef struct {
   guint64 arrived;           /* elements handed over with reduce_grad() */
   gboolean started;          /* its reduction has been started */
   gint slot;                 /* the staging slot collecting it, or -1 */
+  gboolean summed;           /* one process, gradients read in place: every
+                                block sum of this step taken at intake */
   /* ZeRO-3 gathering. */
   gpointer gathered;         /* the whole working copy while gathered */
   guint gather_count;
@@ -138,6 +140,9 @@ typedef struct {
   guint64 n_blocks;          /* this rank's blocks */
   gboolean norm_ready;       /* one process: the last fold summed the blocks */
   gboolean grad_zeroed;      /* one process: the step zeroed the gradients it read */
+  guint n_exposed;           /* parameters whose gradient buffer the caller
+                                was given (see _mixprec_engine_grad_private()) */
+  gboolean has_stale;        /* some parameter's grad_stale is set */
 } Group;
 
 /* A host copy of one device buffer, which checkpoints read and write
@@ -343,6 +348,18 @@ gboolean _mixprec_engine_wait_pending (MixprecEngine *self,
 
 Group * _mixprec_engine_group_of (MixprecEngine *self, MixprecParam *param);
 Unit *  _mixprec_engine_unit_of  (MixprecEngine *self, MixprecParam *param);
+
+/* Gradient buffers only the engine writes (see mixprec-engine-reduce.c):
+ * @g's step reads its gradients in place on the host, and no parameter of
+ * it has had its gradient buffer exposed to the caller. */
+gboolean _mixprec_engine_grad_private (MixprecEngine *self,
+                                       Group         *g);
+
+/* The caller is given @param's gradient buffer: from now on it is zeroed
+ * after every step, and a stale value in it is zeroed now. */
+gboolean _mixprec_engine_expose_grad (MixprecEngine *self,
+                                      MixprecParam  *param,
+                                      GError       **error);
 
 /* Waits for @g's reductions in flight and frees what they held; keeps the
  * first failure in @error. */

@@ -631,5 +631,6 @@ _mixprec_engine_ensure_grad_of (gpointer      engine,
 {
   MixprecEngine *self = MIXPREC_ENGINE (engine);
 
-  return _mixprec_engine_ensure_grad (self, _mixprec_engine_group_of (self, param), error);
+  return _mixprec_engine_ensure_grad (self, _mixprec_engine_group_of (self, param), error) &&
+         _mixprec_engine_expose_grad (self, param, error);
 }

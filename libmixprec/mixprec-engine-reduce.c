@@ -405,6 +405,196 @@ fold_blocks (gsize first, gsize end, gpointer data)
     }
 }
 
+/* ---------------------------------------------------------------- lean intake */
+
+/* One process with the gradients read in place on the host (GAS 1, see
+ * mixprec-engine-layout.c) and engine-owned buffers: a gradient handed
+ * over with mixprec_param_reduce_grad() is copied into the gradient
+ * buffer tile by tile, and each tile's blocks of the sum of squares that
+ * lie inside the parameter are summed while the tile is in the cache.
+ * The blocks a parameter shares with its neighbours are summed once its
+ * unit is complete; a unit complete through the intake is marked summed
+ * and the step's norm pass skips it. The kernels are those of the step's
+ * pass over the same values (_mixprec_kernel_sumsq_blocks_best() gives
+ * the bits of _mixprec_kernel_sumsq_best() per block), so the sum of
+ * squares keeps the order mixprec.json(5) documents, bit for bit. */
+static gboolean
+intake_on_host (MixprecEngine *self, Group *g)
+{
+  return self->world == 1 && g->device == NULL && !g->external && g->grad != NULL;
+}
+
+static gboolean
+intake_sums (MixprecEngine *self, Group *g)
+{
+  return intake_on_host (self, g) && g->accum == NULL;
+}
+
+/* While no parameter of such a group has had its gradient buffer handed
+ * to the caller, nobody but the engine reads or writes the buffer: the
+ * step does not zero what it read (2 bytes per parameter less), and the
+ * buffers keep their stale values instead. The intake overwrites them; a
+ * parameter not handed over in a micro-step is zeroed at
+ * backward_done() (it counts as zero); and a stale buffer is zeroed when
+ * its address is first handed out (_mixprec_engine_expose_grad()), so
+ * every buffer the caller can see reads zero after a step, as
+ * mixprec_param_get_grad_data() documents. */
+gboolean
+_mixprec_engine_grad_private (MixprecEngine *self,
+                              Group         *g)
+{
+  return intake_sums (self, g) && g->n_exposed == 0;
+}
+
+gboolean
+_mixprec_engine_expose_grad (MixprecEngine *self,
+                             MixprecParam  *param,
+                             GError       **error)
+{
+  _MixprecParamStorage *s = _mixprec_param_get_storage (param);
+  Group *g = _mixprec_engine_group_of (self, param);
+
+  if (!s->grad_exposed)
+    {
+      s->grad_exposed = TRUE;
+      g->n_exposed++;
+    }
+  /* Whatever the caller writes from now on is not what the intake summed. */
+  _mixprec_engine_unit_of (self, param)->summed = FALSE;
+  if (s->grad_stale)
+    {
+      if (!_mixprec_device_zero (s->device, s->grad,
+                                 mixprec_param_get_numel (param) * mixprec_dtype_get_size (g->dtypes.grad),
+                                 error))
+        return FALSE;
+      s->grad_stale = FALSE;
+    }
+  return TRUE;
+}
+
+/* Elements per intake tile: a multiple of the sum-of-squares block, small
+ * enough to stay in the cache between the copy and the sum. */
+#define INTAKE_TILE ((guint64) 16 * _MIXPREC_SUMSQ_BLOCK)
+
+/* Tiles per thread of the intake. */
+#define INTAKE_MIN_TILES 4
+
+typedef struct {
+  Group *group;
+  const Unit *unit;
+  gpointer dst;              /* the unit's gradients, unit element 0 */
+  gconstpointer src;         /* the parameter's, its element 0 */
+  MixprecDType src_dtype;
+  guint64 begin;             /* the parameter's elements in the unit */
+  guint64 end;
+  guint64 first_tile;        /* the tile holding @begin */
+  gboolean sum;
+} IntakeJob;
+
+static void
+intake_tiles (gsize first, gsize last, gpointer data)
+{
+  IntakeJob *job = data;
+  Group *g = job->group;
+  const Unit *u = job->unit;
+
+  for (guint64 t = job->first_tile + first; t < job->first_tile + last; t++)
+    {
+      guint64 lo = MAX (job->begin, t * INTAKE_TILE);
+      guint64 hi = MIN (job->end, (t + 1) * INTAKE_TILE);
+      guint64 j = (lo + _MIXPREC_SUMSQ_BLOCK - 1) / _MIXPREC_SUMSQ_BLOCK;
+      guint64 whole = 0;
+      GError *error = NULL;
+
+      if (!_mixprec_device_accumulate (NULL, _mixprec_engine_at (job->dst, g->dtypes.grad, lo), g->dtypes.grad,
+                                       _mixprec_engine_at ((gpointer) job->src, job->src_dtype, lo - job->begin),
+                                       job->src_dtype, hi - lo, TRUE, &error))
+        {
+          keep_device_error (g, error);
+          continue;
+        }
+      if (!job->sum)
+        continue;
+      /* The blocks inside [lo, hi): whole ones together, then the unit's
+       * last one when it is short and ends here. */
+      while ((j + whole + 1) * _MIXPREC_SUMSQ_BLOCK <= hi)
+        whole++;
+      if (whole > 0)
+        _mixprec_kernel_sumsq_blocks_best (_mixprec_engine_at (job->dst, g->dtypes.grad, j * _MIXPREC_SUMSQ_BLOCK),
+                                           g->dtypes.grad, whole, g->norm + u->first_block + j);
+      j += whole;
+      if (j * _MIXPREC_SUMSQ_BLOCK < hi && hi == u->numel)
+        g->norm[u->first_block + j] =
+          _mixprec_kernel_sumsq_best (_mixprec_engine_at (job->dst, g->dtypes.grad, j * _MIXPREC_SUMSQ_BLOCK),
+                                      g->dtypes.grad, hi - j * _MIXPREC_SUMSQ_BLOCK);
+    }
+}
+
+/* Copies @param's gradient in, summing the blocks inside it where the
+ * step reads the gradients in place. */
+static void
+intake_copy (MixprecEngine *self,
+             Group         *g,
+             Unit          *u,
+             MixprecParam  *param,
+             gconstpointer  grad,
+             MixprecDType   dtype)
+{
+  _MixprecParamStorage *s = _mixprec_param_get_storage (param);
+  guint64 numel = mixprec_param_get_numel (param);
+  IntakeJob job = { g, u, _mixprec_engine_at (g->grad, g->dtypes.grad, u->flat), grad, dtype,
+                    s->offset - u->flat, s->offset - u->flat + numel, 0,
+                    intake_sums (self, g) && !s->grad_exposed };
+
+  if (numel == 0)
+    return;
+  job.first_tile = job.begin / INTAKE_TILE;
+  /* Parameters of a few tiles are copied on the calling thread: waking
+   * the pool costs about as much as the copy, and a backward pass hands
+   * over a parameter while the other threads compute the next. */
+  _mixprec_parallel_for ((job.end + INTAKE_TILE - 1) / INTAKE_TILE - job.first_tile, INTAKE_MIN_TILES, 1,
+                         intake_tiles, &job);
+}
+
+/* @u is complete: the blocks no single parameter holds whole, then the
+ * unit marked summed (unless some parameter's buffer is the caller's to
+ * write). */
+static void
+intake_finish_unit (MixprecEngine *self,
+                    Group         *g,
+                    Unit          *u)
+{
+  gconstpointer grad = _mixprec_engine_at (g->grad, g->dtypes.grad, u->flat);
+  guint64 n_blocks = (u->numel + _MIXPREC_SUMSQ_BLOCK - 1) / _MIXPREC_SUMSQ_BLOCK;
+  guint i = u->first_param;
+
+  for (guint k = 0; k < u->n_params; k++)
+    if (_mixprec_param_get_storage (g_ptr_array_index (g->params, u->first_param + k))->grad_exposed)
+      return;
+  for (guint64 j = 0; j < n_blocks; j++)
+    {
+      guint64 lo = j * _MIXPREC_SUMSQ_BLOCK, hi = MIN (lo + _MIXPREC_SUMSQ_BLOCK, u->numel);
+      guint64 p_begin = 0, p_end = 0;
+
+      /* The parameter holding the block's first element (parameters lie
+       * in order; empty ones hold nothing). */
+      for (; i < u->first_param + u->n_params; i++)
+        {
+          MixprecParam *p = g_ptr_array_index (g->params, i);
+
+          p_begin = _mixprec_param_get_storage (p)->offset - u->flat;
+          p_end = p_begin + mixprec_param_get_numel (p);
+          if (p_end > lo)
+            break;
+        }
+      if (p_begin <= lo && hi <= p_end)
+        continue;            /* summed at the parameter's intake */
+      g->norm[u->first_block + j] = _mixprec_kernel_sumsq_best (_mixprec_engine_at ((gpointer) grad, g->dtypes.grad, lo),
+                                                                g->dtypes.grad, hi - lo);
+    }
+  u->summed = TRUE;
+}
+
 /* ---------------------------------------------------------------- intake */
 
 /**
@@ -422,6 +612,12 @@ fold_blocks (gsize first, gsize end, gpointer data)
  * of the parameter's unit as soon as the unit's last parameter arrived,
  * while the caller goes on with the rest of the backward pass. @grad may
  * be freed or reused when the call returns.
+ *
+ * On one process with one micro-step per step, the engine also sums the
+ * squares the step's gradient norm is made of as it copies, while the
+ * gradient is in the cache. A trainer that hands every gradient over and
+ * never asks for the gradient buffers (mixprec_param_get_grad_data() and
+ * the like) saves the step a pass over the gradients and their zeroing.
  *
  * Under ZeRO-2 and ZeRO-3 this is how gradients reach the engine without
  * a gradient buffer the size of the model: only two staging slots exist
@@ -493,10 +689,16 @@ mixprec_param_reduce_grad (MixprecParam  *self,
   if (g->grad != NULL || engine->world == 1)
     {
       /* Into the gradient buffer (the caller's, for external memory). */
-      copy_into (g, s->grad, g->dtypes.grad, grad, dtype, numel);
+      if (intake_on_host (engine, g))
+        intake_copy (engine, g, u, self, grad, dtype);
+      else
+        copy_into (g, s->grad, g->dtypes.grad, grad, dtype, numel);
       if (!take_device_error (g, error))
         return FALSE;
+      s->grad_stale = FALSE;
       u->arrived += numel;
+      if (intake_sums (engine, g) && u->arrived == u->numel)
+        intake_finish_unit (engine, g, u);
       if (engine->world == 1 || u->arrived < u->numel)
         return TRUE;
       return reduce_unit (engine, g, u, error);
@@ -647,6 +849,24 @@ mixprec_param_reduce_grad_address (MixprecParam  *self,
 
 /* ---------------------------------------------------------------- micro-step */
 
+/* Before the step reads @g's gradients in place: a stale buffer whose
+ * parameter was not handed over in this micro-step counts as zero. */
+static void
+zero_stale (MixprecEngine *self,
+            Group         *g)
+{
+  for (guint i = 0; i < g->params->len; i++)
+    {
+      MixprecParam *p = g_ptr_array_index (g->params, i);
+      _MixprecParamStorage *s = _mixprec_param_get_storage (p);
+
+      if (s->grad_stale && s->handed != self->micro_steps + 1)
+        memset (s->grad, 0, mixprec_param_get_numel (p) * mixprec_dtype_get_size (g->dtypes.grad));
+      s->grad_stale = FALSE;
+    }
+  g->has_stale = FALSE;
+}
+
 /**
  * mixprec_engine_backward_done:
  * @self: a #MixprecEngine
@@ -694,6 +914,8 @@ mixprec_engine_backward_done (MixprecEngine *self,
     {
       Group *g = g_ptr_array_index (self->groups, j);
 
+      if (g->has_stale)
+        zero_stale (self, g);
       if (self->world > 1)
         {
           for (guint k = 0; k < g->units->len; k++)
@@ -726,6 +948,16 @@ mixprec_engine_backward_done (MixprecEngine *self,
   return TRUE;
 }
 
+/* Forgets @g's stale gradients: every buffer the step is about to read
+ * (or has zeroed) holds this micro-step's gradient or zero. */
+static void
+forget_stale (Group *g)
+{
+  for (guint i = 0; g->has_stale && i < g->params->len; i++)
+    _mixprec_param_get_storage (g_ptr_array_index (g->params, i))->grad_stale = FALSE;
+  g->has_stale = FALSE;
+}
+
 static void
 zero_piece (Group *g, const Segment *seg, guint64 begin, guint64 n, gpointer data)
 {
@@ -754,7 +986,22 @@ _mixprec_engine_clear_gradients (MixprecEngine *self)
        * gradients read in place (unless the step zeroed them as it went),
        * reduced in place or used as scratch by the step must be zeroed for
        * backward passes that add. */
-      if (self->world == 1 && g->accum == NULL && !g->grad_zeroed)
+      if (_mixprec_engine_grad_private (self, g))
+        {
+          /* Nobody else sees these buffers: what was handed over stays
+           * there, stale, for the next intake to overwrite. */
+          for (guint i = 0; i < g->params->len; i++)
+            {
+              _MixprecParamStorage *s = _mixprec_param_get_storage (g_ptr_array_index (g->params, i));
+
+              if (s->handed != 0 && mixprec_param_get_numel (g_ptr_array_index (g->params, i)) > 0)
+                {
+                  s->grad_stale = TRUE;
+                  g->has_stale = TRUE;
+                }
+            }
+        }
+      else if (self->world == 1 && g->accum == NULL && !g->grad_zeroed)
         {
           if (g->device == NULL)
             _mixprec_parallel_for (g->numel, _MIXPREC_ENGINE_MIN_CHUNK, 64, zero_range, g);
@@ -764,8 +1011,12 @@ _mixprec_engine_clear_gradients (MixprecEngine *self)
       else if (self->world > 1 && g->grad != NULL &&
                (self->stage == 0 || g->accum_mode == ACCUM_IN_GRAD))
         copy_into (g, g->grad, g->dtypes.grad, NULL, g->dtypes.grad, g->padded);
+      if (!_mixprec_engine_grad_private (self, g))
+        forget_stale (g);
       g->grad_zeroed = FALSE;
       g->norm_ready = FALSE;
+      for (guint k = 0; k < g->units->len; k++)
+        g_array_index (g->units, Unit, k).summed = FALSE;
       for (guint i = 0; i < g->slots->len; i++)
         g_array_index (g->slots, Slot, i).state = SLOT_FREE;
       /* Nothing to report it to: the next pass meets a broken device. */

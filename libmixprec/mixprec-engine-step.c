@@ -146,6 +146,10 @@ sumsq_blocks (gsize first, gsize end, gpointer data)
       gdouble sum = 0.0;
       MixprecDType dtype;
 
+      /* Summed at intake (see mixprec-engine-reduce.c). */
+      if (self->world == 1 && g->accum == NULL && u->summed)
+        continue;
+
       /* Runs of whole blocks in one buffer go to the multi-block kernel
        * (caller-owned memory has a buffer per parameter). */
       if (whole > 1 && (self->world > 1 || g->accum != NULL || g->segments->len == 1))
@@ -884,8 +888,10 @@ apply_optimizer (MixprecEngine *self,
           continue;
         }
       /* Gradients read in place on the host are zeroed as the optimizer
-       * goes, while they are in the cache (clearing skips them). */
-      zero_grad = self->world == 1 && g->accum == NULL && g->device == NULL;
+       * goes, while they are in the cache (clearing skips them), unless
+       * only the engine ever sees them (_mixprec_engine_grad_private()). */
+      zero_grad = self->world == 1 && g->accum == NULL && g->device == NULL &&
+                  !_mixprec_engine_grad_private (self, g);
       if (!run_pieces (self, g, &args, grad_dtype, (const OptPiece *) pieces->data, pieces->len,
                        zero_grad, FALSE, error))
         return FALSE;

@@ -25,6 +25,12 @@ typedef struct {
                                 element space */
   guint handed;              /* 1 + the micro-step its gradient was handed
                                 over in with reduce_grad(), 0 if none */
+  gboolean grad_exposed;     /* the caller was given the gradient buffer
+                                (an address, or a write through
+                                set_grad()/add_grad()): it must read zero
+                                after each backward_done() */
+  gboolean grad_stale;       /* the buffer still holds a gradient the step
+                                consumed (never when exposed) */
 } _MixprecParamStorage;
 
 typedef struct {

@@ -226,11 +226,29 @@ assert_bytes_equal (GBytes *actual, gconstpointer expected, gsize size)
   g_assert_cmpmem (data, len, expected, size);
 }
 
+/* The parameter the intake runs stop handing over from step 3 on, and
+ * write into mixprec_param_get_grad_data() instead. */
+#define EXPOSED_LATE 2
+
+/* Whether parameter @p's gradient is handed over in micro-step @micro of
+ * step @s of an intake run (when not, it counts as zero): every one in odd
+ * steps, so that units of several parameters are complete. */
+static gboolean
+handed_over (guint p, guint s, guint micro)
+{
+  return s % 2 == 1 || (p + s + micro) % 3 != 0;
+}
+
 /* @steps engine steps of @gas micro-steps each with random bf16
  * gradients written where a backward pass writes them, against the same
- * steps by hand. */
+ * steps by hand. With @intake, most gradients are handed over with
+ * mixprec_param_reduce_grad() instead, and some not at all (they count as
+ * zero, whatever an earlier hand-over left in the engine's buffers); from
+ * step 3 on parameter EXPOSED_LATE is written in place again, and its
+ * buffer must read zero then, as after every step: the engine may keep
+ * stale gradients only where the caller cannot see them. */
 static void
-check_steps (guint gas, guint steps, gboolean external)
+check_steps (guint gas, guint steps, gboolean external, gboolean intake)
 {
   g_autofree gchar *json = g_strdup_printf (
     "{\"bf16\": {\"enabled\": true}, \"gradient_clipping\": %g, \"gradient_accumulation_steps\": %u,"
@@ -311,7 +329,10 @@ check_steps (guint gas, guint steps, gboolean external)
         {
           for (guint p = 0; p < N_PARAMS; p++)
             {
-              guint16 *grad = mixprec_param_get_grad_data (params[p]);
+              gboolean in_place = !intake || (p == EXPOSED_LATE && s >= 3);
+              gboolean handed = !in_place && handed_over (p, s, micro);
+              g_autofree guint16 *mine = in_place ? NULL : g_new (guint16, MAX (ex[p].numel, 1));
+              guint16 *grad = in_place ? mixprec_param_get_grad_data (params[p]) : mine;
 
               g_assert_cmpint (mixprec_param_get_grad_dtype (params[p]), ==, MIXPREC_DTYPE_BFLOAT16);
               for (guint64 i = 0; i < ex[p].numel; i++)
@@ -324,9 +345,15 @@ check_steps (guint gas, guint steps, gboolean external)
 
                   memcpy (&u, &f, 4);
                   /* The engine zeroed what it read: a backward pass may add. */
-                  g_assert_cmpuint (grad[i], ==, 0);
-                  grad[i] = (guint16) (u >> 16);
+                  if (in_place)
+                    g_assert_cmpuint (grad[i], ==, 0);
+                  grad[i] = in_place || handed ? (guint16) (u >> 16) : 0;
                   ex[p].acc[i] = micro == 0 ? bf16_value (grad[i]) : ex[p].acc[i] + bf16_value (grad[i]);
+                }
+              if (handed)
+                {
+                  g_assert_true (mixprec_param_reduce_grad (params[p], MIXPREC_DTYPE_BFLOAT16, mine, &error));
+                  g_assert_no_error (error);
                 }
             }
           g_assert_true (mixprec_engine_backward_done (engine, &error));
@@ -357,7 +384,9 @@ check_steps (guint gas, guint steps, gboolean external)
           g_autoptr(GBytes) working = mixprec_param_get_working (params[p], MIXPREC_DTYPE_BFLOAT16, NULL);
           g_autoptr(GBytes) m = mixprec_engine_get_optimizer_state (engine, name, "exp_avg", NULL);
           g_autoptr(GBytes) v = mixprec_engine_get_optimizer_state (engine, name, "exp_avg_sq", NULL);
-          const guint16 *grad = mixprec_param_get_grad_data (params[p]);
+          /* Intake runs look at the gradient buffers at the end only:
+           * asking for one hands it to the caller for good. */
+          const guint16 *grad = !intake || s == steps ? mixprec_param_get_grad_data (params[p]) : NULL;
 
           args.step = s;
           args.lr = LR;
@@ -372,7 +401,7 @@ check_steps (guint gas, guint steps, gboolean external)
           assert_bytes_equal (working, ex[p].working, ex[p].numel * sizeof (guint16));
           assert_bytes_equal (m, ex[p].m, ex[p].numel * sizeof (gfloat));
           assert_bytes_equal (v, ex[p].v, ex[p].numel * sizeof (gfloat));
-          for (guint64 i = 0; i < ex[p].numel; i++)
+          for (guint64 i = 0; grad != NULL && i < ex[p].numel; i++)
             g_assert_cmpuint (grad[i], ==, 0);
         }
     }
@@ -396,7 +425,28 @@ check_steps (guint gas, guint steps, gboolean external)
 static void
 test_step_gas1 (void)
 {
-  check_steps (1, 6, FALSE);
+  check_steps (1, 6, FALSE, FALSE);
+}
+
+/* GAS 1 through the intake: each block's sum of squares is taken as its
+ * gradients are copied in, the step zeroes nothing, and the results are
+ * those by hand, bit for bit. */
+static void
+test_step_gas1_intake (void)
+{
+  check_steps (1, 6, FALSE, TRUE);
+}
+
+static void
+test_step_gas4_intake (void)
+{
+  check_steps (4, 4, FALSE, TRUE);
+}
+
+static void
+test_step_gas1_external_intake (void)
+{
+  check_steps (1, 4, TRUE, TRUE);
 }
 
 /* GAS 4: the last micro-step's fold also sums the blocks the step's norm
@@ -404,7 +454,7 @@ test_step_gas1 (void)
 static void
 test_step_gas4 (void)
 {
-  check_steps (4, 4, FALSE);
+  check_steps (4, 4, FALSE, FALSE);
 }
 
 /* The same with the caller's memory: one segment per parameter, blocks
@@ -412,13 +462,117 @@ test_step_gas4 (void)
 static void
 test_step_gas1_external (void)
 {
-  check_steps (1, 4, TRUE);
+  check_steps (1, 4, TRUE, FALSE);
 }
 
 static void
 test_step_gas4_external (void)
 {
-  check_steps (4, 4, TRUE);
+  check_steps (4, 4, TRUE, FALSE);
+}
+
+/* The intake against the whole-gradient path on a second engine, through
+ * an overflow: a non-finite gradient handed over makes the step skip
+ * (the sum of squares taken at intake is non-finite too), and when that
+ * parameter is not handed over in the next step it counts as zero, not
+ * as what the engine kept of it. Masters and results agree bit for bit
+ * after every step. */
+static void
+test_step_intake_overflow (void)
+{
+  static const guint64 sizes[] = { 5000, 3, 9000, 4096 };
+  const gchar *json = "{\"bf16\": {\"enabled\": true}, \"gradient_clipping\": 0.5,"
+                      " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.01}}}";
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MixprecConfig) config = mixprec_config_new_from_data (json, -1, &error);
+  g_autoptr(MixprecEngine) a = NULL;
+  g_autoptr(MixprecEngine) b = NULL;
+  g_autoptr(GRand) rand = g_rand_new_with_seed (7);
+  MixprecParam *pa[G_N_ELEMENTS (sizes)], *pb[G_N_ELEMENTS (sizes)];
+  guint skipped = 0;
+
+  g_assert_no_error (error);
+  a = mixprec_engine_new (config, &error);
+  g_assert_no_error (error);
+  b = mixprec_engine_new (config, &error);
+  g_assert_no_error (error);
+  for (guint p = 0; p < G_N_ELEMENTS (sizes); p++)
+    {
+      g_autofree gchar *name = g_strdup_printf ("p%u", p);
+      g_autofree gfloat *w = g_new (gfloat, sizes[p]);
+      g_autoptr(GBytes) init = NULL;
+
+      for (guint64 i = 0; i < sizes[p]; i++)
+        w[i] = (gfloat) g_rand_double_range (rand, -1, 1);
+      init = g_bytes_new (w, sizes[p] * sizeof (gfloat));
+      pa[p] = mixprec_engine_register_param (a, name, &sizes[p], 1, "Linear", MIXPREC_DTYPE_FLOAT32, init, &error);
+      g_assert_no_error (error);
+      pb[p] = mixprec_engine_register_param (b, name, &sizes[p], 1, "Linear", MIXPREC_DTYPE_FLOAT32, init, &error);
+      g_assert_no_error (error);
+    }
+
+  for (guint s = 0; s < 6; s++)
+    {
+      g_autoptr(MixprecStepResult) ra = NULL;
+      g_autoptr(MixprecStepResult) rb = NULL;
+
+      for (guint p = 0; p < G_N_ELEMENTS (sizes); p++)
+        {
+          g_autofree guint16 *g = g_new (guint16, sizes[p]);
+          guint16 *in_place = mixprec_param_get_grad_data (pb[p]);
+          /* Step 2: an infinity in p0; step 3: p0 not handed over; p1
+           * every other step. */
+          gboolean hand = !(s == 3 && p == 0) && !(p == 1 && s % 2);
+
+          for (guint64 i = 0; i < sizes[p]; i++)
+            {
+              gfloat f = (gfloat) g_rand_double_range (rand, -0.3, 0.3) * (gfloat) mixprec_engine_get_loss_scale (a);
+              guint32 u;
+
+              if (s == 2 && p == 0 && i == 4095)
+                f = INFINITY;
+              memcpy (&u, &f, 4);
+              g[i] = (guint16) (u >> 16);
+            }
+          if (!hand)
+            continue;
+          g_assert_true (mixprec_param_reduce_grad (pa[p], MIXPREC_DTYPE_BFLOAT16, g, &error));
+          g_assert_no_error (error);
+          memcpy (in_place, g, sizes[p] * sizeof (guint16));
+        }
+      g_assert_true (mixprec_engine_backward_done (a, &error));
+      g_assert_true (mixprec_engine_backward_done (b, &error));
+      g_assert_no_error (error);
+      ra = mixprec_engine_step (a, &error);
+      g_assert_no_error (error);
+      rb = mixprec_engine_step (b, &error);
+      g_assert_no_error (error);
+      g_assert_cmpint (ra->applied, ==, rb->applied);
+      g_assert_cmpint (ra->applied, ==, s != 2);
+      skipped += !ra->applied;
+      g_assert_cmpfloat (ra->loss_scale, ==, rb->loss_scale);
+      if (ra->applied)
+        {
+          g_assert_cmpfloat (ra->grad_norm, ==, rb->grad_norm);
+          g_assert_cmpfloat (ra->clip_coef, ==, rb->clip_coef);
+        }
+      for (guint p = 0; p < G_N_ELEMENTS (sizes); p++)
+        {
+          g_autoptr(GBytes) ma = mixprec_param_get_master (pa[p], NULL);
+          g_autoptr(GBytes) mb = mixprec_param_get_master (pb[p], NULL);
+
+          g_assert_true (g_bytes_equal (ma, mb));
+        }
+    }
+  g_assert_cmpuint (skipped, ==, 1);
+  /* Every buffer the caller is given reads zero after a step. */
+  for (guint p = 0; p < G_N_ELEMENTS (sizes); p++)
+    {
+      const guint16 *grad = mixprec_param_get_grad_data (pa[p]);
+
+      for (guint64 i = 0; i < sizes[p]; i++)
+        g_assert_cmpuint (grad[i], ==, 0);
+    }
 }
 
 int
@@ -432,5 +586,9 @@ main (int argc, char **argv)
   g_test_add_func ("/engine-step/gas4/by-hand", test_step_gas4);
   g_test_add_func ("/engine-step/gas1/external", test_step_gas1_external);
   g_test_add_func ("/engine-step/gas4/external", test_step_gas4_external);
+  g_test_add_func ("/engine-step/gas1/intake", test_step_gas1_intake);
+  g_test_add_func ("/engine-step/gas4/intake", test_step_gas4_intake);
+  g_test_add_func ("/engine-step/gas1/external-intake", test_step_gas1_external_intake);
+  g_test_add_func ("/engine-step/gas1/intake-overflow", test_step_intake_overflow);
   return g_test_run ();
 }

@@ -20,6 +20,10 @@
  * transfers to report back before it stops waiting for them: they
  * usually do at once, and a failure must not take long. */
 #define BREAK_DRAIN_NS INT64_C(200000000)
+/* While closing or draining, a rank blocks at most this long at a time:
+ * a cancelled or force-closed transfer completes locally, which need not
+ * signal the worker's event file descriptor. */
+#define DRAIN_WAIT_NS INT64_C(1000000)
 
 int64_t
 ucx_now_ns (void)
@@ -348,7 +352,7 @@ close_endpoint (UcxComm *comm,
    * either way and UCX finishes the close on its own. */
   while (ucp_request_check_status (request) == UCS_INPROGRESS && ucx_now_ns () < deadline)
     if (ucp_worker_progress (comm->worker) == 0)
-      ucx_worker_wait (comm, deadline - ucx_now_ns ());
+      ucx_worker_wait (comm, DRAIN_WAIT_NS);
   ucp_request_free (request);
 }
 
@@ -558,7 +562,7 @@ drain (UcxComm *comm,
 {
   while (count_pending (comm) > 0 && ucx_now_ns () < deadline)
     if (ucp_worker_progress (comm->worker) == 0)
-      ucx_worker_wait (comm, deadline - ucx_now_ns ());
+      ucx_worker_wait (comm, DRAIN_WAIT_NS);
 }
 
 void

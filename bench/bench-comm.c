@@ -8,6 +8,11 @@
  *   busbw = algbw * 2 (W - 1) / W for all_reduce,
  *           algbw * (W - 1) / W for reduce_scatter and all_gather
  *
+ * Every size is measured at any world size: all_reduce takes any count;
+ * reduce_scatter and all_gather move W equal parts, so a size that W * 4
+ * does not divide is rounded up to the next multiple (at most W - 1
+ * elements more) and S counts the bytes actually moved.
+ *
  * Started without MIXPREC_RANK, it runs itself as --ranks processes on
  * 127.0.0.1 and waits for them; rank 0 prints one line per operation and
  * size (a table, or tab-separated values with --tsv). Under mixprec-run or
@@ -89,6 +94,28 @@ runs_for (gint64 bytes)
   return n < 5 ? 5 : (guint) n;
 }
 
+/* Elements of one rank's part of a reduce_scatter or all_gather of
+ * @total elements: rounded up, so that no size is skipped. */
+static gsize
+part_count (gsize total,
+            guint world)
+{
+  return (total + world - 1) / world;
+}
+
+/* Bytes a collective of the nominal size @bytes moves: S above. */
+static gint64
+moved_bytes (Op     op,
+             gint64 bytes,
+             guint  world)
+{
+  gsize total = (gsize) bytes / sizeof (gfloat);
+
+  if (op == OP_ALL_REDUCE)
+    return (gint64) (total * sizeof (gfloat));
+  return (gint64) (part_count (total, world) * world * sizeof (gfloat));
+}
+
 static gboolean
 run_op (MixprecComm  *comm,
         Op            op,
@@ -105,12 +132,12 @@ run_op (MixprecComm  *comm,
       return mixprec_comm_all_reduce (comm, send, recv, total, MIXPREC_DTYPE_FLOAT32,
                                       MIXPREC_REDUCE_SUM, 0, error);
     case OP_REDUCE_SCATTER:
-      return mixprec_comm_reduce_scatter (comm, send, recv, total / world, MIXPREC_DTYPE_FLOAT32,
-                                          MIXPREC_REDUCE_SUM, 0, error);
+      return mixprec_comm_reduce_scatter (comm, send, recv, part_count (total, world),
+                                          MIXPREC_DTYPE_FLOAT32, MIXPREC_REDUCE_SUM, 0, error);
     case OP_ALL_GATHER:
     default:
-      return mixprec_comm_all_gather (comm, send, recv, total / world, MIXPREC_DTYPE_FLOAT32,
-                                      error);
+      return mixprec_comm_all_gather (comm, send, recv, part_count (total, world),
+                                      MIXPREC_DTYPE_FLOAT32, error);
     }
 }
 
@@ -156,6 +183,7 @@ rank_main (void)
   g_autoptr(MixprecComm) comm = NULL;
   g_auto(GStrv) names = g_strsplit (ops != NULL ? ops : "all_reduce,reduce_scatter,all_gather", ",", -1);
   gfloat *send, *recv;
+  gsize buffer_elems;
   guint world, rank;
 
   if (bootstrap == NULL)
@@ -171,10 +199,12 @@ rank_main (void)
     }
   world = mixprec_comm_get_world_size (comm);
   rank = mixprec_comm_get_rank (comm);
-  send = g_malloc (max_size);
-  recv = g_malloc (max_size);
+  /* Room for the rounded-up parts of reduce_scatter and all_gather. */
+  buffer_elems = (gsize) max_size / sizeof (gfloat) + world;
+  send = g_new (gfloat, buffer_elems);
+  recv = g_new (gfloat, buffer_elems);
   /* Touch every page before timing. */
-  for (gsize i = 0; i < (gsize) max_size / sizeof (gfloat); i++)
+  for (gsize i = 0; i < buffer_elems; i++)
     {
       send[i] = (gfloat) ((i + rank) % 1000) * 0.001f;
       recv[i] = 0;
@@ -203,15 +233,13 @@ rank_main (void)
         {
           gdouble t, algbw, busbw;
 
-          if ((gsize) bytes % (world * sizeof (gfloat)) != 0)
-            continue;
           if (!measure (comm, op, bytes, send, recv, &t, &error))
             {
               g_printerr ("bench-comm: rank %u: %s of %" G_GINT64_FORMAT " bytes: %s\n",
                           rank, op_names[op], bytes, error->message);
               return 1;
             }
-          algbw = bytes / t / 1e9;
+          algbw = moved_bytes (op, bytes, world) / t / 1e9;
           busbw = algbw * (op == OP_ALL_REDUCE ? 2.0 * (world - 1) / world
                                                : (gdouble) (world - 1) / world);
           if (rank != 0)

@@ -112,6 +112,8 @@ if HAVE_UCX
 mixprec_plugin_LTLIBRARIES += plugins/mixprec-comm-ucx.la
 plugins_mixprec_comm_ucx_la_SOURCES = \
 	plugins/comm-ucx/ucx-comm.h \
+	plugins/comm-ucx/ucx-hint.h \
+	plugins/comm-ucx/ucx-hint.c \
 	plugins/comm-ucx/comm-ucx.c \
 	plugins/comm-ucx/ucx-transport.c \
 	plugins/comm-ucx/ucx-ops.c

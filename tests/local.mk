@@ -447,6 +447,22 @@ TESTS += tests/test-charlm-dist.sh
 endif
 EXTRA_DIST += tests/test-charlm-dist.sh
 
+# --- comm-ucx across hosts: 3 network namespaces made by the test (skipped
+# where that is refused), and the diagnosis of a device choice that cannot
+# connect hosts (plugins/comm-ucx/ucx-hint.c, built here on its own)
+if HAVE_UCX
+TESTS += tests/test-multihost-netns.sh
+endif
+EXTRA_DIST += tests/test-multihost-netns.sh
+check_PROGRAMS += tests/test-ucx-hint
+tests_test_ucx_hint_SOURCES = \
+	tests/test-ucx-hint.c \
+	plugins/comm-ucx/ucx-hint.c \
+	plugins/comm-ucx/ucx-hint.h
+tests_test_ucx_hint_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/plugins/comm-ucx
+tests_test_ucx_hint_LDADD = $(MIXPREC_DEPS_LIBS)
+TESTS += tests/test-ucx-hint
+
 # --- comm-nccl: registration and failures without a GPU everywhere; the
 # collectives on a device where cudaGetDeviceCount finds one (skipped
 # otherwise). The test calls the CUDA runtime itself for device buffers.

@@ -12,9 +12,14 @@
  *                            256 KiB; 4 KiB to 64 MiB)
  *   MIXPREC_UCX_WINDOW       reduce-scatter chunks received at once per
  *                            peer (default 4; 1 to 64)
- *   MIXPREC_UCX_SPIN_US      how long a waiting rank polls before it
- *                            yields its core, then sleeps (default 1000;
- *                            0 to 1000000)
+ *   MIXPREC_UCX_SPIN_US      how long a waiting rank polls UCX before it
+ *                            starts yielding its core (default 0; 0 to
+ *                            1000000)
+ *   MIXPREC_UCX_YIELD_US     how long it then polls, yielding its core
+ *                            between polls, before it arms the UCX worker
+ *                            and blocks on its event file descriptor
+ *                            (default 1000; 0 to 1000000). See
+ *                            mixprec-run(1).
  *   MIXPREC_UCX_ERROR_MODE   "none" (default) or "peer": UCX's
  *                            UCP_ERR_HANDLING_MODE for the endpoints.
  *                            UCX 1.13 gives up its shared-memory
@@ -53,9 +58,11 @@ MIXPREC_PLUGIN_EXPORT const MixprecPluginDesc *mixprec_plugin_comm_ucx_get_desc 
 /* Reductions receiving at once: two keep the links busy while one folds
  * its last chunks. */
 #define DEFAULT_REDUCTIONS 2
-#define DEFAULT_SPIN_US 1000
-/* After spinning, how long a waiting rank yields before it sleeps. */
-#define YIELD_NS INT64_C(10000000)
+#define DEFAULT_SPIN_US 0
+#define DEFAULT_YIELD_US 1000
+/* The longest a waiting rank blocks before it looks at the stall clock,
+ * its peers' processes and the abort flag again (abort() also wakes it). */
+#define WAIT_SLICE_NS INT64_C(100000000)
 
 /* Time spent away from the communicator (the caller computing between two
  * calls) counts at most this much towards a stall: a rank that computes
@@ -89,23 +96,31 @@ env_size (const char *name,
 
 /* ------------------------------------------------------------ progress */
 
-/* A rank with nothing to do first spins (the next message is usually
- * microseconds away, and a yielded core may not come back for a scheduler
- * time slice), then yields its core (ranks may outnumber cores), then
- * sleeps so that a long wait does not burn a core. */
+/* A rank with nothing to do polls UCX for spin_ns, then for yield_ns
+ * more with sched_yield() between polls, then blocks on the UCX worker's
+ * event file descriptor until a message or completion arrives.
+ *
+ * On a quiet host a yield returns at once, so the yield phase is a spin:
+ * the next chunk of a collective, microseconds away, is taken without a
+ * wake-up. On a host whose cores are busy with other processes, a yield
+ * hands the core over (to the peer this rank waits for, or to the work
+ * that delays it) yet keeps the rank runnable, so it does not pay a
+ * wake-up's scheduling delay per message; a pure spin instead holds the
+ * core for its whole slice. Past the yield phase the wait is a long one
+ * (a peer computing), and blocking frees the core entirely. */
 static void
-idle (const UcxComm *comm,
-      int64_t        idle_since,
-      int64_t        now)
+idle (UcxComm *comm,
+      int64_t  idle_since,
+      int64_t  now)
 {
   if (now - idle_since < comm->spin_ns)
     return;
-  if (now - idle_since < comm->spin_ns + YIELD_NS)
+  if (now - idle_since < comm->spin_ns + comm->yield_ns)
     {
       sched_yield ();
       return;
     }
-  nanosleep (&(struct timespec) { 0, 50000 }, NULL);
+  ucx_worker_wait (comm, WAIT_SLICE_NS);
 }
 
 /* Where the stall clock of a new progress loop starts: at the end of the
@@ -359,9 +374,14 @@ ucx_wait (void   *comm,
 }
 
 static void
-ucx_abort (void *comm)
+ucx_abort (void *handle)
 {
-  __atomic_store_n (&((UcxComm *) comm)->aborted, 1, __ATOMIC_RELEASE);
+  UcxComm *comm = handle;
+
+  __atomic_store_n (&comm->aborted, 1, __ATOMIC_RELEASE);
+  /* Wakes a rank blocked in ucx_worker_wait(); safe from any thread. */
+  if (comm->worker != NULL && comm->efd >= 0)
+    ucp_worker_signal (comm->worker);
 }
 
 /* ------------------------------------------------------------ life cycle */
@@ -397,7 +417,7 @@ cpus_available (void)
 
 /* Ranks on this host, this one included. When they outnumber the CPUs, a
  * waiting rank that spins holds the core a peer needs to send what it
- * waits for, so it yields at once instead. */
+ * waits for, so it blocks at once instead. */
 static unsigned
 ranks_on_this_host (const UcxComm *comm)
 {
@@ -416,7 +436,7 @@ ucx_init (const MixprecCommInitV1 *args,
 {
   const MixprecBootstrapV1 *bootstrap;
   const char *mode = getenv ("MIXPREC_UCX_ERROR_MODE");
-  size_t window, reductions, spin_us;
+  size_t window, reductions, spin_us, yield_us;
   UcxComm *comm;
   int status;
 
@@ -438,6 +458,7 @@ ucx_init (const MixprecCommInitV1 *args,
   if (comm == NULL)
     return _mixprec_plugin_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_NO_MEMORY,
                       "no memory for a communicator");
+  comm->efd = -1;
   comm->rank = bootstrap->rank;
   comm->world_size = bootstrap->world_size;
   comm->timeout_ns = (int64_t) (args->timeout_ms > 0 ? args->timeout_ms : 300000) * 1000000;
@@ -452,6 +473,9 @@ ucx_init (const MixprecCommInitV1 *args,
   if (status == MIXPREC_PLUGIN_OK)
     status = env_size ("MIXPREC_UCX_SPIN_US", DEFAULT_SPIN_US, 0, 1000000, &spin_us,
                        errbuf, errbuf_len);
+  if (status == MIXPREC_PLUGIN_OK)
+    status = env_size ("MIXPREC_UCX_YIELD_US", DEFAULT_YIELD_US, 0, 1000000, &yield_us,
+                       errbuf, errbuf_len);
   if (status != MIXPREC_PLUGIN_OK)
     {
       free (comm);
@@ -460,6 +484,7 @@ ucx_init (const MixprecCommInitV1 *args,
   comm->window = (unsigned) window;
   comm->max_reducing = (unsigned) reductions;
   comm->spin_ns = (int64_t) spin_us * 1000;
+  comm->yield_ns = (int64_t) yield_us * 1000;
   comm->scratch_bytes = comm->window * (comm->world_size > 1 ? comm->world_size - 1 : 1) *
                         comm->chunk_bytes;
   comm->eps = calloc (comm->world_size, sizeof *comm->eps);
@@ -481,11 +506,15 @@ ucx_init (const MixprecCommInitV1 *args,
   /* A first barrier proves that every endpoint carries messages. */
   if (status == MIXPREC_PLUGIN_OK && comm->world_size > 1)
     {
-      char inner[512] = "";
+      char inner[1024] = "", hint[512] = "";
 
       status = ucx_barrier (comm, NULL, inner, sizeof inner);
+      /* The timeout and connection messages carry the hint already. */
+      if (status != MIXPREC_PLUGIN_OK && strstr (inner, "UCX_NET_DEVICES") == NULL)
+        ucx_hint_for_world (comm->peers, comm->world_size, comm->rank, hint, sizeof hint);
       if (status != MIXPREC_PLUGIN_OK)
-        _mixprec_plugin_fail (errbuf, errbuf_len, status, "the first exchange over UCX failed: %s", inner);
+        _mixprec_plugin_fail (errbuf, errbuf_len, status, "the first exchange over UCX failed: %s%s%s",
+                              inner, hint[0] != '\0' ? "; " : "", hint);
     }
   if (status != MIXPREC_PLUGIN_OK)
     {

@@ -14,6 +14,7 @@
 #include <ucp/api/ucp.h>
 
 #include "mixprec-plugin.h"
+#include "ucx-hint.h"           /* UcxPeerInfo: what each rank tells the others at init */
 
 /* The 64-bit tag of every message: which operation (sequence number), which
  * phase of it, which sender and which chunk. Collectives that are
@@ -131,17 +132,10 @@ struct UcxOp
   int queued;
   int finished;
   int status;
-  char message[512];
+  char message[1024];
   int64_t stall_ns;             /* time polled without progress */
   int progressed;
 };
-
-/* What each rank tells the others at init, before UCX starts. */
-typedef struct
-{
-  int64_t pid;
-  char host[96];                /* boot id and pid namespace: same value = same host */
-} UcxPeerInfo;
 
 struct UcxComm
 {
@@ -156,6 +150,8 @@ struct UcxComm
   size_t chunk_bytes;
   unsigned window;
   int64_t spin_ns;              /* polling before yielding, when idle */
+  int64_t yield_ns;             /* polling and yielding before blocking */
+  int efd;                      /* the worker's event fd (UCP_FEATURE_WAKEUP), or -1 */
 
   uint32_t next_seq;
   UcxOp *active;                /* started, not yet waited for */
@@ -164,7 +160,7 @@ struct UcxComm
   ucs_status_t *peer_status;
   /* Once set, every operation fails with this status and sentence. */
   int broken;
-  char broken_message[512];
+  char broken_message[1024];
   int aborted;                  /* atomic */
 
   /* Reusable reduce-scatter scratch buffers: at most max_reducing
@@ -216,6 +212,11 @@ void     ucx_comm_break        (UcxComm                    *comm,
 /* Whether rank @peer, running on this host, has exited. */
 int      ucx_peer_has_exited   (UcxComm                    *comm,
                                 unsigned                    peer);
+/* Arms the worker and blocks on its event file descriptor until UCX has
+ * an event or @timeout_ns pass; returns at once when events are pending.
+ * Call it only after ucp_worker_progress() returned 0. */
+void     ucx_worker_wait       (UcxComm                    *comm,
+                                int64_t                     timeout_ns);
 char    *ucx_scratch_take      (UcxComm                    *comm);
 void     ucx_scratch_give      (UcxComm                    *comm,
                                 char                       *scratch);

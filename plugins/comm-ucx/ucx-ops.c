@@ -717,6 +717,22 @@ failed_peer (UcxOp *op,
   return comm->world_size;
 }
 
+/* Appends, after "; ", why the network device choice may keep @peer
+ * unreachable, when ucx-hint.c sees a likely cause. */
+static void
+append_device_hint (UcxComm *comm,
+                    unsigned peer,
+                    char    *message,
+                    size_t   len)
+{
+  char hint[512];
+  size_t n = strlen (message);
+
+  if (peer < comm->world_size && n + 2 < len &&
+      ucx_hint_for_peer (comm->peers, comm->rank, peer, hint, sizeof hint))
+    snprintf (message + n, len - n, "; %s", hint);
+}
+
 void
 ucx_comm_check_stalls (UcxComm *comm,
                        int64_t  elapsed_ns)
@@ -744,23 +760,26 @@ ucx_comm_check_stalls (UcxComm *comm,
           peer = failed_peer (op, check_processes, &exited);
           if (peer < comm->world_size)
             {
-              char message[512];
+              char message[1024];
 
               if (exited)
                 snprintf (message, sizeof message, "rank %u (process %lld on this host) "
                           "exited during %s #%u", peer, (long long) comm->peers[peer].pid,
                           ucx_op_name (op), op->seq);
               else
-                snprintf (message, sizeof message, "the connection to rank %u failed "
-                          "during %s #%u: %s", peer, ucx_op_name (op), op->seq,
-                          ucs_status_string (comm->peer_status[peer]));
+                {
+                  snprintf (message, sizeof message, "the connection to rank %u failed "
+                            "during %s #%u: %s", peer, ucx_op_name (op), op->seq,
+                            ucs_status_string (comm->peer_status[peer]));
+                  append_device_hint (comm, peer, message, sizeof message);
+                }
               ucx_op_fail (op, MIXPREC_PLUGIN_ERR_PEER_FAILED, message);
               return;
             }
         }
       if (op->stall_ns > comm->timeout_ns)
         {
-          char message[512];
+          char message[1024];
           size_t n_waiting;
 
           peer = waited_peer (op, &n_waiting);
@@ -769,6 +788,7 @@ ucx_comm_check_stalls (UcxComm *comm,
                     "or called other collectives?)",
                     peer, (long long) (op->stall_ns / 1000000), ucx_op_name (op), op->seq,
                     n_waiting, n_waiting == 1 ? "" : "s");
+          append_device_hint (comm, peer, message, sizeof message);
           ucx_op_fail (op, MIXPREC_PLUGIN_ERR_TIMEOUT, message);
           return;
         }

@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,10 @@
  * transfers to report back before it stops waiting for them: they
  * usually do at once, and a failure must not take long. */
 #define BREAK_DRAIN_NS INT64_C(200000000)
+/* While closing or draining, a rank blocks at most this long at a time:
+ * a cancelled or force-closed transfer completes locally, which need not
+ * signal the worker's event file descriptor. */
+#define DRAIN_WAIT_NS INT64_C(1000000)
 
 int64_t
 ucx_now_ns (void)
@@ -177,10 +182,13 @@ create_endpoints (UcxComm       *comm,
       status = ucp_ep_create (comm->worker, &params, &comm->eps[p]);
       if (status != UCS_OK)
         {
+          char hint[512] = "";
+
           comm->eps[p] = NULL;
+          ucx_hint_for_peer (comm->peers, comm->rank, p, hint, sizeof hint);
           return fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_RUNTIME,
-                       "UCX could not create an endpoint to rank %u: %s",
-                       p, ucs_status_string (status));
+                       "UCX could not create an endpoint to rank %u: %s%s%s",
+                       p, ucs_status_string (status), hint[0] != '\0' ? "; " : "", hint);
         }
     }
   return MIXPREC_PLUGIN_OK;
@@ -218,6 +226,7 @@ ucx_comm_open (UcxComm                  *comm,
   memset (&mine, 0, sizeof mine);
   mine.pid = (int64_t) getpid ();
   host_identity (mine.host, sizeof mine.host);
+  ucx_hint_scan_devices (&mine);
   result = exchange (bootstrap, &mine, sizeof mine, comm->peers, "process identities",
                      errbuf, errbuf_len);
   if (result != MIXPREC_PLUGIN_OK)
@@ -238,10 +247,20 @@ ucx_comm_open (UcxComm                  *comm,
   memset (&params, 0, sizeof params);
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS |
                       UCP_PARAM_FIELD_ESTIMATED_NUM_PPN;
-  params.features = UCP_FEATURE_TAG;
+  /* WAKEUP: a waiting rank blocks on the worker's event file descriptor
+   * (see ucx_worker_wait) instead of polling a core that a peer or other
+   * work may need. */
+  params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
   params.estimated_num_eps = comm->world_size;
   params.estimated_num_ppn = bootstrap->local_world_size > 0 ? bootstrap->local_world_size : 1;
   status = ucp_init (&params, config, &comm->context);
+  if (status != UCS_OK)
+    {
+      /* Transports without events (some InfiniBand setups) may refuse
+       * WAKEUP: then the rank polls and sleeps. */
+      params.features = UCP_FEATURE_TAG;
+      status = ucp_init (&params, config, &comm->context);
+    }
   ucp_config_release (config);
   if (status != UCS_OK)
     {
@@ -260,6 +279,13 @@ ucx_comm_open (UcxComm                  *comm,
       comm->worker = NULL;
       return fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_RUNTIME,
                    "UCX could not create a worker: %s", ucs_status_string (status));
+    }
+  if (params.features & UCP_FEATURE_WAKEUP)
+    {
+      int fd = -1;
+
+      if (ucp_worker_get_efd (comm->worker, &fd) == UCS_OK)
+        comm->efd = fd;
     }
   status = ucp_worker_get_address (comm->worker, &address, &address_length);
   if (status != UCS_OK)
@@ -325,7 +351,8 @@ close_endpoint (UcxComm *comm,
   /* A peer that is gone may never confirm; the request is released
    * either way and UCX finishes the close on its own. */
   while (ucp_request_check_status (request) == UCS_INPROGRESS && ucx_now_ns () < deadline)
-    ucp_worker_progress (comm->worker);
+    if (ucp_worker_progress (comm->worker) == 0)
+      ucx_worker_wait (comm, DRAIN_WAIT_NS);
   ucp_request_free (request);
 }
 
@@ -349,11 +376,56 @@ ucx_comm_close (UcxComm *comm)
     ucp_cleanup (comm->context);
   comm->worker = NULL;
   comm->context = NULL;
+  comm->efd = -1;
   for (unsigned i = 0; i < comm->n_scratch_pool; i++)
     free (comm->scratch_pool[i]);
   free (comm->scratch_pool);
   comm->scratch_pool = NULL;
   comm->n_scratch_pool = 0;
+}
+
+/* ------------------------------------------------------------ waiting */
+
+/* UCX's wake-up protocol: once ucp_worker_progress() found nothing, arm
+ * the worker and sleep on its event file descriptor; UCS_ERR_BUSY means
+ * events arrived meanwhile and the caller must progress again. A sleeping
+ * rank leaves its core to the peer (or other work) it waits on, and the
+ * kernel wakes it when a message lands, so a host with more busy
+ * processes than cores does not starve the collective. Without a file
+ * descriptor (a transport without events) it sleeps briefly instead. */
+void
+ucx_worker_wait (UcxComm *comm,
+                 int64_t  timeout_ns)
+{
+  struct pollfd pfd;
+  struct timespec ts;
+  ucs_status_t status;
+
+  if (timeout_ns <= 0)
+    return;
+  /* At most a second: callers loop. */
+  if (timeout_ns > INT64_C(1000000000))
+    timeout_ns = INT64_C(1000000000);
+  if (comm->efd < 0)
+    {
+      nanosleep (&(struct timespec) { 0, timeout_ns < 50000 ? (long) timeout_ns : 50000 }, NULL);
+      return;
+    }
+  status = ucp_worker_arm (comm->worker);
+  if (status == UCS_ERR_BUSY)
+    return;
+  if (status != UCS_OK)
+    {
+      nanosleep (&(struct timespec) { 0, 50000 }, NULL);
+      return;
+    }
+  pfd.fd = comm->efd;
+  pfd.events = POLLIN;
+  pfd.revents = 0;
+  ts.tv_sec = (time_t) (timeout_ns / INT64_C(1000000000));
+  ts.tv_nsec = (long) (timeout_ns % INT64_C(1000000000));
+  if (ppoll (&pfd, 1, &ts, NULL) < 0 && errno != EINTR)
+    nanosleep (&(struct timespec) { 0, 50000 }, NULL);
 }
 
 /* ------------------------------------------------------------ transfers */
@@ -489,7 +561,8 @@ drain (UcxComm *comm,
        int64_t  deadline)
 {
   while (count_pending (comm) > 0 && ucx_now_ns () < deadline)
-    ucp_worker_progress (comm->worker);
+    if (ucp_worker_progress (comm->worker) == 0)
+      ucx_worker_wait (comm, DRAIN_WAIT_NS);
 }
 
 void

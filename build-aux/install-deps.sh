@@ -14,7 +14,8 @@ $SUDO apt-get install -y -q --no-install-recommends \
   valac gjs python3 python3-gi python3-venv \
   libucx-dev libdlpack-dev \
   wamerican python3-numpy python3-matplotlib \
-  abigail-tools debhelper apt-utils
+  abigail-tools debhelper apt-utils \
+  gi-docgen man-db
 
 # The checkpoint test reads libmixprec's files with the reference safetensors
 # package, which Debian does not ship: a venv from PyPI that also sees

@@ -76,4 +76,8 @@ clean-docs-reference:
 TESTS += tests/test-api-docs.sh
 EXTRA_DIST += tests/test-api-docs.sh
 
+# The example plugin printed in plugins.md compiles, loads and steps.
+TESTS += tests/test-docs-plugin-example.sh
+EXTRA_DIST += tests/test-docs-plugin-example.sh
+
 .PHONY: docs install-docs-reference uninstall-docs-reference clean-docs-reference

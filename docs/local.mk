@@ -28,7 +28,10 @@ docs/reference/mixprec.toml: $(srcdir)/docs/reference/mixprec.toml.in Makefile
 	sed -e 's|@VERSION[@]|$(VERSION)|g' $(srcdir)/docs/reference/mixprec.toml.in >$@.tmp && \
 	mv $@.tmp $@
 
-# Warnings are fatal: a broken link in a page or a doc comment fails the build.
+# Warnings are fatal: a broken link in a page or a doc comment fails the
+# build. gi-docgen names the Devhelp book after its output folder, so it
+# writes into a folder called "reference" (the installed name), which
+# becomes html/ once it is complete.
 $(docs_reference_index): bindings/Mixprec-1.0.gir docs/reference/mixprec.toml \
 		$(addprefix $(srcdir)/,$(docs_reference_pages) docs/reference/urlmap.js)
 	$(AM_V_GEN)rm -rf docs/reference/html docs/reference/html.tmp && \
@@ -36,8 +39,9 @@ $(docs_reference_index): bindings/Mixprec-1.0.gir docs/reference/mixprec.toml \
 	  --config docs/reference/mixprec.toml \
 	  --content-dir $(srcdir)/docs/reference \
 	  --add-include-path bindings \
-	  --output-dir docs/reference/html.tmp bindings/Mixprec-1.0.gir && \
-	mv docs/reference/html.tmp docs/reference/html
+	  --output-dir docs/reference/html.tmp/reference bindings/Mixprec-1.0.gir && \
+	mv docs/reference/html.tmp/reference docs/reference/html && \
+	rmdir docs/reference/html.tmp
 
 # The reference is built with everything else, and checked by
 # tests/test-docs-reference.sh.

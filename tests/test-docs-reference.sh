@@ -47,6 +47,7 @@ check "method.Param.get_master.html has its description" \
 check "method.Param.set_grad.html has its description" \
   grep -q "round to nearest" "$html/method.Param.set_grad.html"
 check "the search index exists" test -s "$html/index.json"
+check "the Devhelp book is named after the installed folder" test -s "$html/reference.devhelp2"
 
 # Every (skip) function of the sources has a page of its own, which says
 # that bindings cannot call it.

@@ -15,7 +15,8 @@ $SUDO apt-get install -y -q --no-install-recommends \
   libucx-dev libdlpack-dev \
   wamerican python3-numpy python3-matplotlib \
   abigail-tools debhelper apt-utils \
-  openmpi-bin libopenmpi-dev iproute2
+  openmpi-bin libopenmpi-dev iproute2 \
+  gi-docgen man-db
 
 # The checkpoint test reads libmixprec's files with the reference safetensors
 # package, which Debian does not ship: a venv from PyPI that also sees

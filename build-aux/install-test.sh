@@ -1,7 +1,8 @@
 #!/bin/bash
 # install-test.sh [TARBALL] — libmixprec as users get it: builds the Debian
 # packages from the release tarball, publishes them in a local apt
-# repository on disk, installs `libmixprec libmixprec-dev python3-mixprec`
+# repository on disk, installs `libmixprec libmixprec-dev python3-mixprec
+# libmixprec-doc`
 # from it with apt, then, in an empty directory with an empty environment
 # (no build tree on any path, no LD_LIBRARY_PATH, GI_TYPELIB_PATH or
 # MIXPREC_PLUGIN_PATH), builds and runs a C program with pkg-config, uses
@@ -87,7 +88,7 @@ host_arch=$(dpkg-architecture -qDEB_HOST_ARCH)
 # dependencies themselves come from debian/control below.
 apt-get install -y -q --no-install-recommends \
   dpkg-dev debhelper apt-utils fakeroot gcc libc6-dev pkg-config \
-  python3 python3-gi python3-numpy gjs valac >"$work/tools.log" 2>&1 ||
+  python3 python3-gi python3-numpy gjs valac man-db >"$work/tools.log" 2>&1 ||
   { sed 's/^/#   /' "$work/tools.log"; bail "cannot install the packaging tools"; }
 
 # ------------------------------------------------------------ source
@@ -164,10 +165,12 @@ if [ -n "$leftover" ]; then
   apt-get purge -y -q $leftover >"$work/prepurge.log" 2>&1 || bail "cannot purge $leftover"
 fi
 installed=yes
-step "apt-get install libmixprec libmixprec-dev python3-mixprec" "$work/install.log" \
-  apt-get install -y -q --no-install-recommends libmixprec libmixprec-dev python3-mixprec || exit 1
+step "apt-get install libmixprec libmixprec-dev python3-mixprec libmixprec-doc" "$work/install.log" \
+  apt-get install -y -q --no-install-recommends libmixprec libmixprec-dev python3-mixprec \
+    libmixprec-doc || exit 1
 version=$(dpkg-parsechangelog -l "$work/src/debian/changelog" -S Version)
-for p in libmixprec0 libmixprec-dev gir1.2-mixprec-1.0 python3-mixprec mixprec-tools mixprec-plugins-optim; do
+for p in libmixprec0 libmixprec-dev gir1.2-mixprec-1.0 python3-mixprec mixprec-tools mixprec-plugins-optim \
+         libmixprec-doc; do
   v=$(dpkg-query -W -f='${Version}' "$p" 2>/dev/null)
   [ "$v" = "$version" ] || not_ok "$p $version is installed (found '${v:-nothing}')"
 done
@@ -387,6 +390,23 @@ else
   not_ok "mixprec-tools ships the manual page mixprec-inspect(1)" "$down/man.out"
 fi
 
+# libmixprec(7) through man's own search path, and the HTML reference.
+if clean_env sh -c 'MANWIDTH=80 man -P cat libmixprec' >"$down/man7.out" 2>&1 &&
+   grep -q 'THE STEP PIPELINE' "$down/man7.out" &&
+   [ "$(clean_env man -w libmixprec)" = /usr/share/man/man7/libmixprec.7.gz ]; then
+  ok "man libmixprec shows libmixprec(7)"
+else
+  not_ok "man libmixprec shows libmixprec(7)" "$down/man7.out"
+fi
+ref=/usr/share/doc/libmixprec/reference
+if [ -f "$ref/index.html" ] && [ -f "$ref/step-pipeline.html" ] && [ -f "$ref/class.Engine.html" ] &&
+   grep -q 'href="step-pipeline.html"' "$ref/index.html" && [ ! -e "$ref/index.json.gz" ]; then
+  ok "libmixprec-doc installs the HTML reference in $ref"
+else
+  dpkg -L libmixprec-doc >"$down/doc.out" 2>&1
+  not_ok "libmixprec-doc installs the HTML reference in $ref" "$down/doc.out"
+fi
+
 # ------------------------------------------------------------ purge
 installed=no
 # shellcheck disable=SC2046
@@ -394,7 +414,8 @@ step "apt-get purge of every libmixprec package" "$work/purge.log" \
   apt-get purge -y -q $(packages | while read -r p; do
       dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q installed && echo "$p"; done)
 left=$(ls -d /usr/lib/"$multiarch"/libmixprec* /usr/lib/"$multiarch"/mixprec-1.0 /usr/include/mixprec-1.0 \
-          /usr/bin/mixprec-inspect /usr/lib/"$multiarch"/girepository-1.0/Mixprec-1.0.typelib 2>/dev/null)
+          /usr/bin/mixprec-inspect /usr/lib/"$multiarch"/girepository-1.0/Mixprec-1.0.typelib \
+          /usr/share/doc/libmixprec/reference /usr/share/man/man7/libmixprec.7.gz 2>/dev/null)
 if [ -z "$left" ]; then
   ok "nothing of libmixprec is left on the system"
 else

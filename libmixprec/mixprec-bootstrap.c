@@ -92,6 +92,15 @@
 
 G_DEFINE_FINAL_TYPE (MixprecBootstrap, mixprec_bootstrap, G_TYPE_OBJECT)
 
+/**
+ * mixprec_bootstrap_error_quark:
+ *
+ * Gets the error domain of #MixprecBootstrap.
+ *
+ * Returns: the quark behind %MIXPREC_BOOTSTRAP_ERROR
+ *
+ * Since: 1.0
+ */
 G_DEFINE_QUARK (mixprec-bootstrap-error-quark, mixprec_bootstrap_error)
 
 enum

@@ -57,6 +57,15 @@ struct _MixprecCheckpoint
 };
 
 G_DEFINE_FINAL_TYPE (MixprecCheckpoint, mixprec_checkpoint, G_TYPE_OBJECT)
+/**
+ * mixprec_checkpoint_error_quark:
+ *
+ * Gets the error domain of #MixprecCheckpoint and of saving and loading checkpoints.
+ *
+ * Returns: the quark behind %MIXPREC_CHECKPOINT_ERROR
+ *
+ * Since: 1.0
+ */
 G_DEFINE_QUARK (mixprec-checkpoint-error-quark, mixprec_checkpoint_error)
 
 static void

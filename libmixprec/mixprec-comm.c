@@ -82,6 +82,15 @@ struct _MixprecComm
 
 G_DEFINE_FINAL_TYPE (MixprecComm, mixprec_comm, G_TYPE_OBJECT)
 
+/**
+ * mixprec_comm_error_quark:
+ *
+ * Gets the error domain of #MixprecComm.
+ *
+ * Returns: the quark behind %MIXPREC_COMM_ERROR
+ *
+ * Since: 1.0
+ */
 G_DEFINE_QUARK (mixprec-comm-error-quark, mixprec_comm_error)
 
 enum

@@ -5,6 +5,15 @@
 #include "mixprec.h"
 #include "mixprec-dtype-private.h"
 
+/**
+ * mixprec_dtype_error_quark:
+ *
+ * Gets the error domain of the dtype conversions.
+ *
+ * Returns: the quark behind %MIXPREC_DTYPE_ERROR
+ *
+ * Since: 1.0
+ */
 G_DEFINE_QUARK (mixprec-dtype-error-quark, mixprec_dtype_error)
 
 typedef struct {

@@ -29,7 +29,42 @@
 #include "mixprec-optimizer-params-private.h"
 #include "mixprec-config-private.h"
 
+/**
+ * MixprecEngine:
+ *
+ * The step pipeline of mixed-precision training: it owns the parameters'
+ * working copies, gradients, accumulation buffers, FP32 master weights and
+ * optimizer state, and the loss scaler, learning-rate schedule, optimizer
+ * and communicator that act on them.
+ *
+ * An engine is made from a #MixprecConfig with mixprec_engine_new(). The
+ * caller registers its parameters (mixprec_engine_register_param(),
+ * mixprec_engine_register_external()), then for every micro-batch runs
+ * its forward pass on the working copies, writes or hands over the
+ * gradients of the loss multiplied by mixprec_engine_get_loss_scale(), and
+ * calls mixprec_engine_backward_done(); at each accumulation boundary
+ * mixprec_engine_step() checks for overflow, updates the scaler, clips,
+ * runs the fused optimizer step and refreshes the working copies.
+ *
+ * Across ranks (see #MixprecBootstrap) the engine shards its buffers as
+ * `zero_optimization.stage` says; every rank must register the same
+ * parameters in the same order and make the same collective calls.
+ *
+ * The API reference's pages "The step pipeline", "Precision modes" and
+ * "ZeRO layout and memory" describe the pipeline in detail.
+ *
+ * Since: 1.0
+ */
 G_DEFINE_FINAL_TYPE (MixprecEngine, mixprec_engine, G_TYPE_OBJECT)
+/**
+ * mixprec_engine_error_quark:
+ *
+ * Gets the error domain of #MixprecEngine.
+ *
+ * Returns: the quark behind %MIXPREC_ENGINE_ERROR
+ *
+ * Since: 1.0
+ */
 G_DEFINE_QUARK (mixprec-engine-error-quark, mixprec_engine_error)
 G_DEFINE_BOXED_TYPE (MixprecStepResult, mixprec_step_result,
                      mixprec_step_result_copy, mixprec_step_result_free)

@@ -35,6 +35,15 @@ typedef struct
 
 G_DEFINE_ABSTRACT_TYPE_WITH_PRIVATE (MixprecLossScaler, mixprec_loss_scaler, G_TYPE_OBJECT)
 
+/**
+ * mixprec_scaler_error_quark:
+ *
+ * Gets the error domain of the loss scalers.
+ *
+ * Returns: the quark behind %MIXPREC_SCALER_ERROR
+ *
+ * Since: 1.0
+ */
 G_DEFINE_QUARK (mixprec-scaler-error-quark, mixprec_scaler_error)
 
 enum

@@ -92,6 +92,15 @@ struct _MixprecLrSchedule
 
 G_DEFINE_FINAL_TYPE (MixprecLrSchedule, mixprec_lr_schedule, G_TYPE_OBJECT)
 
+/**
+ * mixprec_lr_schedule_error_quark:
+ *
+ * Gets the error domain of #MixprecLrSchedule.
+ *
+ * Returns: the quark behind %MIXPREC_LR_SCHEDULE_ERROR
+ *
+ * Since: 1.0
+ */
 G_DEFINE_QUARK (mixprec-lr-schedule-error-quark, mixprec_lr_schedule_error)
 
 enum

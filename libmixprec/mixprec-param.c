@@ -539,6 +539,27 @@ mixprec_param_get_working (MixprecParam *self,
   return g_bytes_new_take (g_steal_pointer (&out), bytes);
 }
 
+/**
+ * mixprec_param_get_master:
+ * @self: a #MixprecParam
+ * @error: return location for a #GError
+ *
+ * Copies the parameter's FP32 values to the host: its FP32 master weights
+ * when it has them, the working copy itself when it is trained in FP32,
+ * and, in a mode without master weights (`bf16_master_weights_and_grads`,
+ * `fp16_master_weights_and_grads`), the low-precision weights widened to
+ * FP32 (exact). What is returned is a copy taken now, not a view: it does
+ * not change with later steps.
+ *
+ * Under ZeRO across ranks a rank holds only its part of the masters;
+ * mixprec_engine_gather_master() assembles the whole parameter.
+ *
+ * Returns: (transfer full): numel FP32 values, or %NULL with @error set
+ *   (%MIXPREC_ENGINE_ERROR_WRONG_STATE when the masters are sharded across
+ *   ranks, or an allocation or device copy failure)
+ *
+ * Since: 1.0
+ */
 GBytes *
 mixprec_param_get_master (MixprecParam *self,
                           GError      **error)
@@ -618,6 +639,31 @@ store_grad (MixprecParam *self,
                                  self->storage.grad, self->dtypes.grad, self->numel, error);
 }
 
+/**
+ * mixprec_param_set_grad:
+ * @self: a #MixprecParam
+ * @dtype: the dtype of @grad
+ * @grad: this micro-batch's gradient of the parameter (of the scaled loss),
+ *   mixprec_param_get_numel() elements of @dtype
+ * @error: return location for a #GError
+ *
+ * Replaces the contents of the gradient buffer (mixprec_param_get_grad_data())
+ * with @grad, converted to mixprec_param_get_grad_dtype() (round to nearest
+ * even when narrowing), copying it to the engine's device when the engine
+ * lives on one. This is the way to write a gradient from the host, and from
+ * languages that cannot write through a pointer; mixprec_param_add_grad()
+ * adds instead, and mixprec_param_reduce_grad() hands the gradient over
+ * without a gradient buffer of the model's size under ZeRO-2 and ZeRO-3.
+ *
+ * The gradient counts once mixprec_engine_backward_done() ends the
+ * micro-step.
+ *
+ * Returns: %TRUE on success; %FALSE with @error set when @dtype is not a
+ *   dtype, @grad does not hold exactly numel elements of @dtype, or the
+ *   gradient buffer cannot be allocated or written
+ *
+ * Since: 1.0
+ */
 gboolean
 mixprec_param_set_grad (MixprecParam *self,
                         MixprecDType  dtype,

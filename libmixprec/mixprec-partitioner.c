@@ -71,6 +71,15 @@ struct _MixprecPartitioner
 
 G_DEFINE_FINAL_TYPE (MixprecPartitioner, mixprec_partitioner, G_TYPE_OBJECT)
 
+/**
+ * mixprec_partitioner_error_quark:
+ *
+ * Gets the error domain of #MixprecPartitioner.
+ *
+ * Returns: the quark behind %MIXPREC_PARTITIONER_ERROR
+ *
+ * Since: 1.0
+ */
 G_DEFINE_QUARK (mixprec-partitioner-error-quark, mixprec_partitioner_error)
 
 G_DEFINE_BOXED_TYPE (MixprecPartitionPiece, mixprec_partition_piece,

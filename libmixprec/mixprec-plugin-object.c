@@ -44,6 +44,15 @@ struct _MixprecPlugin
 
 G_DEFINE_FINAL_TYPE (MixprecPlugin, mixprec_plugin, G_TYPE_OBJECT)
 
+/**
+ * mixprec_plugin_error_quark:
+ *
+ * Gets the error domain of #MixprecPlugin and the plugin registry.
+ *
+ * Returns: the quark behind %MIXPREC_PLUGIN_ERROR
+ *
+ * Since: 1.0
+ */
 G_DEFINE_QUARK (mixprec-plugin-error-quark, mixprec_plugin_error)
 
 enum

@@ -9,3 +9,11 @@ dist_man_MANS += man/mixprec-run.1
 
 # --- checkpoint format (manifest, shard files, crash safety, export)
 dist_man_MANS += man/mixprec-checkpoint.5
+
+# --- the library: concepts, the step pipeline, plugins, environment
+dist_man_MANS += man/libmixprec.7
+
+# Every page renders without man or groff warnings at 80 columns, and the
+# libmixprec pages they name exist.
+TESTS += tests/test-man-pages.sh
+EXTRA_DIST += tests/test-man-pages.sh

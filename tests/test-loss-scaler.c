@@ -641,9 +641,12 @@ test_properties_defaults (void)
     /* DeepSpeed's defaults (mixprec.json(5)): 2^16, 1000, 2, 1,
      * raise_error_at_min_scale True. */
     { MIXPREC_SCALER_SEMANTICS_DEEPSPEED, 65536.0, 1000, 2, 1.0, TRUE },
-    /* §3: 2^16, growth_interval 2000, no hysteresis, no minimum. */
+    /* PyTorch's GradScaler (torch/amp/grad_scaler.py): 2^16,
+     * growth_interval 2000, no hysteresis, no minimum. */
     { MIXPREC_SCALER_SEMANTICS_TORCH, 65536.0, 2000, 1, 0.0, FALSE },
-    /* §3: 2^32, window 1000, hysteresis 2, min 1. */
+    /* Megatron-LM's DynamicGradScaler as its training arguments set it up
+     * (megatron/core/optimizer/grad_scaler.py): 2^32, window 1000,
+     * hysteresis 2, min 1. */
     { MIXPREC_SCALER_SEMANTICS_MEGATRON, 4294967296.0, 1000, 2, 1.0, FALSE },
     /* Apex amp's LossScaler: 2^16, scale_window 2000, min_loss_scale None,
      * max_loss_scale 2^24. */

@@ -410,10 +410,6 @@ main (int    argc,
    * locale so that val_loss=2.1 reads the same everywhere. */
   setlocale (LC_CTYPE, "");
 
-  /* charlm is never installed: unless told otherwise it uses the plugins
-   * (the AdamW optimizer) built next to it. */
-  g_setenv ("MIXPREC_PLUGIN_PATH", CHARLM_PLUGIN_DIR, FALSE);
-
   if (!parse_options (&options, &argc, &argv, &error) ||
       (config = charlm_config_load (options.config_path, &options.overrides, &error)) == NULL ||
       !charlm_dataset_load (&data, options.words_path, shape.block_size, &error))

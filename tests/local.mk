@@ -427,6 +427,10 @@ endif
 TESTS += tests/test-inspect-plan.sh
 EXTRA_DIST += tests/test-inspect-plan.sh
 
+# --- the tools of the build tree find its plugins with no environment
+TESTS += tests/test-inspect-uninstalled.sh
+EXTRA_DIST += tests/test-inspect-uninstalled.sh
+
 # --- the example trainer across ranks
 if HAVE_UCX
 TESTS += tests/test-charlm-dist.sh

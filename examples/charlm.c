@@ -309,6 +309,8 @@ train_step (MixprecEngine       *engine,
    * m % world is its rank: one process with world times the accumulation
    * steps sees the same micro-batches in the same order, and the engine
    * then gives it the same weights bit for bit. */
+  MixprecStepResult *result = NULL;
+
   for (guint m = 0; m < accumulation * world; m++)
     {
       charlm_examples_sample (train, rng, micro_batch, contexts, targets);
@@ -319,10 +321,13 @@ train_step (MixprecEngine       *engine,
       interval->examples += micro_batch;
       /* The engine wants the gradients of the scaled loss. */
       charlm_model_backward (model, loss_weight * mixprec_engine_get_loss_scale (engine));
-      if (!mixprec_engine_backward_done (engine, error))
+      /* Hands the micro-batch's gradients over; after the last one of the
+       * accumulation window it also runs the optimizer step. */
+      if (!mixprec_engine_micro_step (engine, &result, error))
         return NULL;
     }
-  return mixprec_engine_step (engine, error);
+  g_assert (result != NULL);
+  return result;
 }
 
 /* --resume: the engine continues from the latest checkpoint in @dir (or

@@ -10,8 +10,9 @@ mode's validation loss and saves their loss curves as a PNG.
 
     python3 examples/charlm.py --steps 1000 --png charlm-loss.png
 
-Run it against an uninstalled build with GI_TYPELIB_PATH=<build>/bindings,
-LD_LIBRARY_PATH=<build>/libmixprec/.libs and MIXPREC_PLUGIN_PATH=<build>/plugins.
+Run it against an uninstalled build with GI_TYPELIB_PATH=<build>/bindings
+and LD_LIBRARY_PATH=<build>/libmixprec/.libs; that library finds the
+plugins built beside it.
 """
 
 import argparse
@@ -308,8 +309,8 @@ def train(mode, args, data):
             k = (batch_rng.next(micro_batch) % np.uint64(len(train_examples[1]))).astype(np.int64)
             losses.append(model.forward(train_examples[0][k], train_examples[1][k]))
             model.backward(args.loss_weight * engine.get_loss_scale())
-            engine.backward_done()
-        r = engine.step()
+            # after the last micro-batch of the window this also steps
+            r = engine.micro_step()
         model.load_weights()
         if step % args.eval_every == 0 or step == steps:
             val = model.evaluate(val_examples, stride)

@@ -281,6 +281,12 @@ if HAVE_PYTHON_GI
 TESTS += tests/test-engine-gi.py
 endif
 
+# --- the short trainer API (new_from_file, micro_step) against the calls
+# it stands for
+check_PROGRAMS += tests/test-engine-trainer
+tests_test_engine_trainer_LDADD = $(tests_public_ldadd) -lm
+TESTS += tests/test-engine-trainer
+
 # --- engine in fp16 without masters, and AdamW with bf16 state: steps
 # bitwise against AdamW applied by hand, overflow skips, training runs
 check_PROGRAMS += tests/test-engine-fp16nm

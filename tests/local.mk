@@ -437,6 +437,13 @@ EXTRA_DIST += tests/test-inspect-plan.sh
 TESTS += tests/test-inspect-uninstalled.sh
 EXTRA_DIST += tests/test-inspect-uninstalled.sh
 
+# --- every code block of README.md and examples/README.md runs as written
+TESTS += tests/test-doc-snippets.sh
+EXTRA_DIST += tests/test-doc-snippets.sh tests/doc-snippets.py tests/snippets/layers.c
+AM_TESTS_ENVIRONMENT += \
+	export SNIPPET_CC="$(CC)" SNIPPET_CFLAGS="$(CFLAGS)" SNIPPET_LDFLAGS="$(LDFLAGS)"; \
+	export PYTHON_GI="$(PYTHON_GI)" VALAC="$(VALAC)";
+
 # --- the example trainer across ranks
 if HAVE_UCX
 TESTS += tests/test-charlm-dist.sh

@@ -15,7 +15,8 @@ says more:
   <!-- snippet: after NAME ... -->     needs the files of earlier blocks
   <!-- snippet: output of COMMAND -->  every line but "..." is a line of
                                        COMMAND's output (spaces aside)
-  <!-- snippet: needs ucx|cuda -->     skipped without that plugin
+  <!-- snippet: needs ucx|cuda|nccl --> skipped without that plugin (and
+                                       a usable GPU; two for nccl)
   <!-- snippet: installed -->          sh run as if libmixprec were
                                        installed: tools on PATH, pkg-config,
                                        valac and python3 finding the build
@@ -274,6 +275,14 @@ def check_block(doc, line, lang, directive, text, tree, tmp, state):
     for need in d.get("needs", []):
         if need == "ucx" and not have_plugin("comm-ucx"):
             return skip(name, "the UCX communicator was not built")
+        if need == "nccl":
+            if not have_plugin("comm-nccl"):
+                return skip(name, "the NCCL communicator was not built")
+            rc, out = run(["nvidia-smi", "-L"], tree, base_env(tmp)) \
+                if shutil.which("nvidia-smi") else (1, "")
+            if len(re.findall(r"^GPU \d+", out, re.M)) < 2:
+                return skip(name, "fewer than 2 GPUs for 2 ranks over NCCL")
+            need = "cuda"
         if need == "cuda":
             if not have_plugin("device-cuda"):
                 return skip(name, "the CUDA plugins were not built")

@@ -29,3 +29,14 @@ if ! "$VENV/bin/python3" -c 'import gi, numpy, safetensors.numpy' >/dev/null 2>&
          "the checkpoint interoperability test will be skipped" >&2
   fi
 fi
+
+# The monitor test reads the TensorBoard event files libmixprec writes with
+# the tensorboard package's own reader: into the same venv.
+if ! "$VENV/bin/python3" -c 'import gi, tensorboard' >/dev/null 2>&1; then
+  if [ -x "$VENV/bin/pip" ] && "$VENV/bin/pip" install -q 'tensorboard>=2.10'; then
+    echo "install-deps: tensorboard installed in $VENV"
+  else
+    echo "install-deps: warning: could not install tensorboard into $VENV;" \
+         "the TensorBoard event-file test will be skipped" >&2
+  fi
+fi

@@ -303,24 +303,38 @@ train_step (MixprecEngine       *engine,
 {
   guint rank = mixprec_engine_get_rank (engine);
   guint world = mixprec_engine_get_world_size (engine);
+  gdouble step_loss = 0.0;
+  guint step_micro = 0;
+  MixprecStepResult *result = NULL;
 
   /* Every rank draws the whole global batch (world * accumulation
    * micro-batches) from the same stream and computes micro-batch m when
    * m % world is its rank: one process with world times the accumulation
    * steps sees the same micro-batches in the same order, and the engine
    * then gives it the same weights bit for bit. */
-  MixprecStepResult *result = NULL;
-
   for (guint m = 0; m < accumulation * world; m++)
     {
+      gdouble loss;
+
       charlm_examples_sample (train, rng, micro_batch, contexts, targets);
       if (m % world != rank)
         continue;
-      interval->loss_sum += charlm_model_forward (model, contexts, targets, micro_batch);
+      loss = charlm_model_forward (model, contexts, targets, micro_batch);
+      interval->loss_sum += loss;
+      step_loss += loss;
+      step_micro++;
       interval->micro_steps++;
       interval->examples += micro_batch;
       /* The engine wants the gradients of the scaled loss. */
       charlm_model_backward (model, loss_weight * mixprec_engine_get_loss_scale (engine));
+      /* The step's training loss, beside what the engine records of it, in
+       * the monitors the config enables (this rank's micro-batches; rank 0
+       * writes): reported before this rank's last micro-batch, whose
+       * micro_step() runs the step the report belongs to. */
+      if (m + world >= accumulation * world &&
+          !mixprec_engine_report_scalar (engine, "Train/Steps/train_loss", step_loss / step_micro,
+                                         error))
+        return NULL;
       /* Hands the micro-batch's gradients over; after the last one of the
        * accumulation window it also runs the optimizer step. */
       if (!mixprec_engine_micro_step (engine, &result, error))

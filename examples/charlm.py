@@ -305,12 +305,18 @@ def train(mode, args, data):
     start = time.monotonic()
 
     for step in range(1, steps + 1):
-        for _ in range(accumulation):
+        step_losses = []
+        for m in range(accumulation):
             k = (batch_rng.next(micro_batch) % np.uint64(len(train_examples[1]))).astype(np.int64)
-            losses.append(model.forward(train_examples[0][k], train_examples[1][k]))
+            step_losses.append(model.forward(train_examples[0][k], train_examples[1][k]))
             model.backward(args.loss_weight * engine.get_loss_scale())
-            # after the last micro-batch of the window this also steps
+            if m == accumulation - 1:
+                # The step's loss in the monitors the config enables
+                # (csv_monitor, tensorboard), beside what the engine records
+                # of the step, which this last micro_step() runs.
+                engine.report_scalar("Train/Steps/train_loss", float(np.mean(step_losses)))
             r = engine.micro_step()
+        losses.extend(step_losses)
         model.load_weights()
         if step % args.eval_every == 0 or step == steps:
             val = model.evaluate(val_examples, stride)

@@ -34,6 +34,11 @@ mixprec_sources += \
 	libmixprec/mixprec-dtype-private.h \
 	libmixprec/mixprec-dtype.c \
 	libmixprec/mixprec-convert.c
+# The per-element arithmetic that C and nvcc both compile (see
+# numeric/numeric-base.h); never installed, and not for g-ir-scanner.
+EXTRA_DIST += \
+	libmixprec/numeric/numeric-base.h \
+	libmixprec/numeric/numeric-dtype.h
 mixprec_simd_sources += \
 	libmixprec/mixprec-avx2-private.h \
 	libmixprec/mixprec-convert-avx2.c
@@ -124,7 +129,14 @@ mixprec_sources += \
 	libmixprec/mixprec-engine-memory.c \
 	libmixprec/mixprec-engine-step.c \
 	libmixprec/mixprec-engine-zero3.c \
-	libmixprec/mixprec-engine-access.c
+	libmixprec/mixprec-engine-access.c \
+	libmixprec/mixprec-engine-monitor.c
+
+# --- monitors (csv_monitor, tensorboard): the files steps are recorded in
+mixprec_sources += \
+	libmixprec/mixprec-monitor-private.h \
+	libmixprec/mixprec-monitor-csv.c \
+	libmixprec/mixprec-monitor-tensorboard.c
 mixprec_simd_sources += libmixprec/mixprec-engine-kernels-avx2.c
 
 # --- bootstrap (rank discovery, rendezvous, control-message exchange)

@@ -1096,21 +1096,87 @@ load_mixprec (Loader     *l,
     }
 }
 
+/* ------------------------------------------------------------ monitors */
+
+const gchar *const _mixprec_monitor_sections[] = { "csv_monitor", "tensorboard", NULL };
+
+/* A string that may be empty (output_path "" is DeepSpeed's default: the
+ * current folder); null keeps the default. */
+static void
+read_monitor_string (Loader      *l,
+                     JsonObject  *o,
+                     const gchar *section,
+                     const gchar *key,
+                     gchar      **out)
+{
+  g_autofree gchar *path = NULL;
+  JsonNode *node = lookup (l, o, section, key, &path);
+
+  if (node == NULL || JSON_NODE_HOLDS_NULL (node))
+    return;
+  if (!JSON_NODE_HOLDS_VALUE (node) || json_node_get_value_type (node) != G_TYPE_STRING
+      || is_auto (node))
+    {
+      report_invalid (l, path, "a string (a folder name; \"\" is the current folder)", node);
+      return;
+    }
+  g_free (*out);
+  *out = g_strdup (json_node_get_string (node));
+}
+
+/* csv_monitor and tensorboard: DeepSpeed's three keys, checked strictly
+ * (its own model of these sections refuses unknown keys too). */
+static void
+load_monitor (Loader             *l,
+              JsonObject         *root,
+              _MixprecMonitorKind kind)
+{
+  static const gchar *const known[] = { "enabled", "output_path", "job_name", NULL };
+  const gchar *section = _mixprec_monitor_sections[kind];
+  JsonObject *o = section_object (l, root, section, TRUE);
+  MixprecConfigSettings *s = l->s;
+
+  if (o == NULL)
+    return;
+  check_members (l, o, section, known, NULL, NULL, FALSE);
+  read_bool (l, o, section, "enabled", &s->monitor_enabled[kind]);
+  read_monitor_string (l, o, section, "output_path", &s->monitor_output_path[kind]);
+  read_monitor_string (l, o, section, "job_name", &s->monitor_job_name[kind]);
+}
+
+static void
+load_monitors (Loader     *l,
+               JsonObject *root)
+{
+  gint64 i;
+
+  /* null: never, as DeepSpeed's newer releases default to. */
+  /* Files set 1e10 to mean "hardly ever": any exact integer is taken. */
+  if (read_int (l, root, "", "steps_per_print", 1, G_MAXINT64, TRUE,
+                "a positive integer (or null: no progress messages)", &i))
+    l->s->steps_per_print = (guint64) i;
+  else if (json_object_has_member (root, "steps_per_print")
+           && JSON_NODE_HOLDS_NULL (json_object_get_member (root, "steps_per_print")))
+    l->s->steps_per_print = 0;
+  load_monitor (l, root, _MIXPREC_MONITOR_CSV);
+  load_monitor (l, root, _MIXPREC_MONITOR_TENSORBOARD);
+}
+
 /* ------------------------------------------------------------ top level */
 
 /* Top-level DeepSpeed sections for features outside libmixprec's scope:
  * accepted, so that real DeepSpeed files load, and named in a warning. */
 static const gchar *const deepspeed_only_sections[] = {
   "activation_checkpointing", "aio", "autotuning", "checkpoint", "comet",
-  "comms_logger", "compile", "compression_training", "csv_monitor",
+  "comms_logger", "compile", "compression_training",
   "curriculum_learning", "data_efficiency", "dataloader_drop_last",
   "disable_allgather", "dump_state", "eigenvalue", "elasticity", "flops_profiler",
   "gradient_predivide_factor", "graph_harvesting", "hybrid_engine",
   "load_universal_checkpoint", "memory_breakdown", "monitor_config", "nebula",
   "pipeline", "prescale_gradients", "progressive_layer_drop", "quantize_training",
   "seq_parallel_communication_data_type", "sequence_parallel_size",
-  "sparse_attention", "sparse_gradients", "steps_per_print", "tensor_parallel",
-  "tensorboard", "timers", "use_data_before_expert_parallelism",
+  "sparse_attention", "sparse_gradients", "tensor_parallel",
+  "timers", "use_data_before_expert_parallelism",
   "use_node_local_storage", "vocabulary_size", "wall_clock_breakdown", "wandb",
   "weight_quantization", "zero_allow_untested_optimizer",
   "zero_force_ds_cpu_optimizer", NULL
@@ -1120,7 +1186,7 @@ static const gchar *const top_level_keys[] = {
   "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
   "gradient_clipping", "communication_data_type", "fp16", "bf16", "bfloat16",
   "data_types", "torch_autocast", "zero_optimization", "optimizer", "scheduler",
-  "mixprec", "amp", "colossalai", NULL
+  "mixprec", "amp", "colossalai", "steps_per_print", "csv_monitor", "tensorboard", NULL
 };
 
 /* TRUE when @o holds true at the path @keys (objects all the way). */
@@ -2171,6 +2237,7 @@ _mixprec_config_settings_load (MixprecConfigSettings *settings,
                       &settings->scheduler_type, &settings->scheduler_params);
   scheduler_ok = report->problems->len == before;
   load_mixprec (&l, section_object (&l, o, "mixprec", FALSE));
+  load_monitors (&l, o);
   load_fronts (&l, o);
 
   resolve_mode (&l);
@@ -2237,6 +2304,14 @@ _mixprec_config_settings_init_defaults (MixprecConfigSettings *s)
   s->timeout = MIXPREC_BOOTSTRAP_DEFAULT_TIMEOUT_MS / 1000.0;
   s->device = g_strdup ("cpu");
   s->offload_optimizer = _MIXPREC_OFFLOAD_NONE;
+
+  /* DeepSpeed's defaults (runtime/constants.py, monitor/config.py). */
+  s->steps_per_print = 10;
+  for (guint k = 0; k < G_N_ELEMENTS (s->monitor_enabled); k++)
+    {
+      s->monitor_output_path[k] = g_strdup ("");
+      s->monitor_job_name[k] = g_strdup ("DeepSpeedJobName");
+    }
 }
 
 void
@@ -2253,4 +2328,9 @@ _mixprec_config_settings_clear (MixprecConfigSettings *s)
   g_clear_pointer (&s->comm_backend, g_free);
   g_clear_pointer (&s->device, g_free);
   g_clear_pointer (&s->offload_path, g_free);
+  for (guint k = 0; k < G_N_ELEMENTS (s->monitor_enabled); k++)
+    {
+      g_clear_pointer (&s->monitor_output_path[k], g_free);
+      g_clear_pointer (&s->monitor_job_name[k], g_free);
+    }
 }

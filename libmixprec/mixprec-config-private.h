@@ -125,6 +125,12 @@ typedef struct
   gboolean strict;
   guint    weight_decay_exempt;   /* _MixprecWeightDecayExempt */
   gboolean fp32_check_grad_overflow;  /* mixprec.check_grad_overflow */
+
+  /* steps_per_print (0: never), csv_monitor, tensorboard */
+  guint64  steps_per_print;
+  gboolean monitor_enabled[2];    /* _MixprecMonitorKind */
+  gchar   *monitor_output_path[2];
+  gchar   *monitor_job_name[2];
 } MixprecConfigSettings;
 
 /* zero_optimization.offload_optimizer.device, in the order of the JSON
@@ -162,6 +168,24 @@ gdouble  _mixprec_weight_decay_multiplier         (MixprecConfig *config,
                                                    const gchar   *name,
                                                    const gchar   *module_type,
                                                    guint          n_dims);
+
+/* The monitors DeepSpeed configures with a section of the same name. */
+typedef enum
+{
+  _MIXPREC_MONITOR_CSV = 0,              /* csv_monitor */
+  _MIXPREC_MONITOR_TENSORBOARD,          /* tensorboard */
+} _MixprecMonitorKind;
+
+extern const gchar *const _mixprec_monitor_sections[];
+
+/* steps_per_print: a progress message every that many steps; 0: never. */
+guint64  _mixprec_config_get_steps_per_print (MixprecConfig *config);
+/* Whether the monitor @kind is enabled, and its output_path and job_name
+ * (owned by @config). */
+gboolean _mixprec_config_get_monitor         (MixprecConfig      *config,
+                                              _MixprecMonitorKind kind,
+                                              const gchar       **output_path,
+                                              const gchar       **job_name);
 
 void     _mixprec_config_settings_init_defaults (MixprecConfigSettings *settings);
 void     _mixprec_config_settings_clear         (MixprecConfigSettings *settings);

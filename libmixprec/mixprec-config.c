@@ -605,6 +605,24 @@ mixprec_config_to_data (MixprecConfig *self,
   json_builder_set_member_name (b, "weight_decay_exempt");
   json_builder_add_string_value (b, _mixprec_weight_decay_exempt_names[s->weight_decay_exempt]);
   json_builder_end_object (b);
+
+  json_builder_set_member_name (b, "steps_per_print");
+  if (s->steps_per_print == 0)
+    json_builder_add_null_value (b);
+  else
+    json_builder_add_int_value (b, (gint64) s->steps_per_print);
+  for (guint k = 0; _mixprec_monitor_sections[k] != NULL; k++)
+    {
+      json_builder_set_member_name (b, _mixprec_monitor_sections[k]);
+      json_builder_begin_object (b);
+      json_builder_set_member_name (b, "enabled");
+      json_builder_add_boolean_value (b, s->monitor_enabled[k]);
+      json_builder_set_member_name (b, "output_path");
+      json_builder_add_string_value (b, s->monitor_output_path[k]);
+      json_builder_set_member_name (b, "job_name");
+      json_builder_add_string_value (b, s->monitor_job_name[k]);
+      json_builder_end_object (b);
+    }
   json_builder_end_object (b);
 
   root = json_builder_get_root (b);
@@ -628,6 +646,26 @@ _mixprec_config_get_offload_pin_memory (MixprecConfig *self)
 {
   g_return_val_if_fail (MIXPREC_IS_CONFIG (self), FALSE);
   return self->settings.offload_pin_memory;
+}
+
+guint64
+_mixprec_config_get_steps_per_print (MixprecConfig *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_CONFIG (self), 0);
+  return self->settings.steps_per_print;
+}
+
+gboolean
+_mixprec_config_get_monitor (MixprecConfig      *self,
+                             _MixprecMonitorKind kind,
+                             const gchar       **output_path,
+                             const gchar       **job_name)
+{
+  g_return_val_if_fail (MIXPREC_IS_CONFIG (self), FALSE);
+  g_return_val_if_fail (kind <= _MIXPREC_MONITOR_TENSORBOARD, FALSE);
+  *output_path = self->settings.monitor_output_path[kind];
+  *job_name = self->settings.monitor_job_name[kind];
+  return self->settings.monitor_enabled[kind];
 }
 
 guint

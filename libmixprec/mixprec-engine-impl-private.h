@@ -7,6 +7,7 @@
 #include "mixprec-comm-private.h"
 #include "mixprec-device-private.h"
 #include "mixprec-engine-kernels-private.h"
+#include "mixprec-monitor-private.h"
 #include "mixprec-param-private.h"
 
 G_BEGIN_DECLS
@@ -218,6 +219,11 @@ struct _MixprecEngine
   gboolean stochastic;
   gboolean overlap;
   gboolean offload;          /* masters and optimizer state in host memory */
+
+  /* What the steps tell (mixprec-engine-monitor.c); monitors on rank 0. */
+  guint64 steps_per_print;   /* 0: no progress messages */
+  _MixprecCsvMonitor *csv;
+  _MixprecTbMonitor *tb;
 };
 
 /* Elements of each buffer one group needs on this rank, from its units.
@@ -375,6 +381,16 @@ void _mixprec_engine_values_at (MixprecEngine *self,
 
 /* After the optimizer wrote this rank's slices: the working copies whole
  * again on every rank (ZeRO-1/2), or the persistent ones (ZeRO-3). */
+/* Opens the monitors the config enables (rank 0), and closes them. */
+gboolean _mixprec_engine_open_monitors  (MixprecEngine *self,
+                                         GError       **error);
+void     _mixprec_engine_close_monitors (MixprecEngine *self);
+/* Logs what step @r did (@overflow: its gradients were not finite) and
+ * records it in the monitors. */
+void     _mixprec_engine_report_step    (MixprecEngine           *self,
+                                         const MixprecStepResult *r,
+                                         gboolean                 overflow);
+
 gboolean _mixprec_engine_refresh_whole (MixprecEngine *self,
                                         GError       **error);
 

@@ -1115,5 +1115,6 @@ mixprec_engine_step (MixprecEngine *self,
   result->applied_steps = self->applied_steps;
   result->skipped_steps = self->skipped_steps;
   result->next_loss_scale = mixprec_loss_scaler_get_scale (self->scaler);
+  _mixprec_engine_report_step (self, result, overflow);
   return g_steal_pointer (&result);
 }

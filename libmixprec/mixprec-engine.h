@@ -304,4 +304,10 @@ gboolean           mixprec_engine_micro_step        (MixprecEngine      *self,
                                                      MixprecStepResult **result,
                                                      GError            **error);
 
+MIXPREC_AVAILABLE_IN_1_1
+gboolean           mixprec_engine_report_scalar     (MixprecEngine  *self,
+                                                     const gchar    *tag,
+                                                     gdouble         value,
+                                                     GError        **error);
+
 G_END_DECLS

@@ -15,6 +15,7 @@ optim_plugin_ldflags = -module -avoid-version -no-undefined -export-symbols-rege
 
 noinst_LTLIBRARIES += plugins/libmixprec-optim-common.la
 plugins_libmixprec_optim_common_la_SOURCES = \
+	libmixprec/numeric/numeric-optim.h \
 	plugins/optim-common.h \
 	plugins/optim-common-avx2.h \
 	plugins/optim-common-avx512.h \
@@ -24,7 +25,6 @@ plugins_libmixprec_optim_common_la_CFLAGS = $(optim_plugin_cflags)
 
 mixprec_plugin_LTLIBRARIES += plugins/mixprec-optim-adamw.la
 plugins_mixprec_optim_adamw_la_SOURCES = \
-	plugins/optim-adamw/adamw-consts.h \
 	plugins/optim-adamw/adamw-kernels.h \
 	plugins/optim-adamw/adamw-schema.c \
 	plugins/optim-adamw/adamw-scalar.c \
@@ -36,7 +36,6 @@ plugins_mixprec_optim_adamw_la_LIBADD = plugins/libmixprec-optim-common.la
 
 mixprec_plugin_LTLIBRARIES += plugins/mixprec-optim-sgd.la
 plugins_mixprec_optim_sgd_la_SOURCES = \
-	plugins/optim-sgd/sgd-consts.h \
 	plugins/optim-sgd/sgd-kernels.h \
 	plugins/optim-sgd/sgd-schema.c \
 	plugins/optim-sgd/sgd-scalar.c \
@@ -48,7 +47,6 @@ plugins_mixprec_optim_sgd_la_LIBADD = plugins/libmixprec-optim-common.la
 
 mixprec_plugin_LTLIBRARIES += plugins/mixprec-optim-lion.la
 plugins_mixprec_optim_lion_la_SOURCES = \
-	plugins/optim-lion/lion-consts.h \
 	plugins/optim-lion/lion-kernels.h \
 	plugins/optim-lion/lion-schema.c \
 	plugins/optim-lion/lion-scalar.c \
@@ -124,16 +122,19 @@ plugins_mixprec_comm_ucx_la_LIBADD = $(UCX_LIBS)
 endif
 
 # --- CUDA: kernels compiled by nvcc into libtool objects that a module
-# lists in its LIBADD (build-aux/nvcc-lt writes the .lo). --fmad=false: a
-# multiply-add fuses only where the source says fmaf(), as in the CPU
-# kernels, so both produce the same bits. No exceptions and no guarded
+# lists in its LIBADD (build-aux/nvcc-lt writes the .lo). Their arithmetic
+# is the C scalar reference's own source, libmixprec/numeric/ (see
+# numeric-base.h). --fmad=false (device) and -ffp-contract=off (host): a
+# multiply-add fuses only where the source says _mixprec_num_fma(), as in
+# the CPU kernels, so both produce the same bits. No exceptions and no guarded
 # statics (nvcc's launch stubs would otherwise want them): the modules
 # link with the C compiler and must not need libstdc++.
 EXTRA_DIST += build-aux/nvcc-lt
 SUFFIXES += .cu
 NVCC_FLAGS = $(NVCC_GENCODE) -O3 -std=c++17 --fmad=false -Werror all-warnings \
 	-Xcompiler -fvisibility=hidden -Xcompiler -Wall -Xcompiler -Wextra \
-	-Xcompiler -fno-exceptions -Xcompiler -fno-threadsafe-statics
+	-Xcompiler -fno-exceptions -Xcompiler -fno-threadsafe-statics \
+	-Xcompiler -ffp-contract=off
 NVCC_CPPFLAGS = $(DEFS) -I$(top_builddir) -I$(top_srcdir)/libmixprec \
 	-I$(top_builddir)/libmixprec -I$(top_srcdir)/plugins $(CUDA_CPPFLAGS)
 .cu.lo:
@@ -142,7 +143,7 @@ NVCC_CPPFLAGS = $(DEFS) -I$(top_builddir) -I$(top_srcdir)/libmixprec \
 # --- comm-nccl: collectives between CUDA devices over NCCL. Like comm-ucx
 # it links neither libmixprec nor GLib: the ABI header, libc, the CUDA
 # runtime and NCCL. Its few kernels (widening, first-term folding, the MAX
-# keys) are one nvcc-built object.
+# keys) are one nvcc-built object, converting with libmixprec/numeric/.
 EXTRA_DIST += plugins/comm-nccl/nccl-kernels.cu
 if HAVE_NCCL
 mixprec_plugin_LTLIBRARIES += plugins/mixprec-comm-nccl.la
@@ -162,6 +163,8 @@ plugins_mixprec_comm_nccl_la_LIBADD = plugins/comm-nccl/nccl-kernels.lo $(NCCL_L
 plugins/comm-nccl/nccl-kernels.lo: \
 	plugins/comm-nccl/nccl-kernels.h \
 	libmixprec/mixprec-plugin.h \
+	libmixprec/numeric/numeric-base.h \
+	libmixprec/numeric/numeric-dtype.h \
 	build-aux/nvcc-lt
 CLEANFILES += plugins/comm-nccl/nccl-kernels.lo plugins/comm-nccl/.libs/nccl-kernels.o
 endif
@@ -175,6 +178,8 @@ device_cuda_kernels = \
 	plugins/device-cuda/cuda-kernels.cu \
 	plugins/device-cuda/cuda-optim.cu
 device_cuda_kernel_headers = \
+	libmixprec/numeric/numeric-base.h \
+	libmixprec/numeric/numeric-dtype.h \
 	plugins/device-cuda/cuda-launch.h \
 	plugins/device-cuda/cuda-dtype.cuh \
 	plugins/device-cuda/cuda-grid.cuh
@@ -185,6 +190,8 @@ mixprec_plugin_LTLIBRARIES += plugins/mixprec-device-cuda.la
 plugins_mixprec_device_cuda_la_SOURCES = \
 	plugins/device-cuda/cuda-plugin.h \
 	plugins/device-cuda/device-cuda.c \
+	plugins/device-cuda/cuda-optim-args.h \
+	plugins/device-cuda/cuda-optim-args.c \
 	plugins/device-cuda/cuda-optim.c \
 	plugins/optim-adamw/adamw-schema.c \
 	plugins/optim-sgd/sgd-schema.c \
@@ -200,7 +207,5 @@ plugins_mixprec_device_cuda_la_LIBADD = \
 plugins/device-cuda/cuda-kernels.lo: $(device_cuda_kernel_headers)
 plugins/device-cuda/cuda-optim.lo: $(device_cuda_kernel_headers) \
 	plugins/device-cuda/cuda-optim-kernel.cuh \
-	plugins/optim-adamw/adamw-consts.h \
-	plugins/optim-sgd/sgd-consts.h \
-	plugins/optim-lion/lion-consts.h
+	libmixprec/numeric/numeric-optim.h
 endif

@@ -5,7 +5,9 @@
  * copy written with either rounding).
  *
  * Plugins link nothing of libmixprec: they get the ABI header and the
- * static inline conversions of mixprec-dtype-private.h, nothing more. */
+ * static inline conversions of mixprec-dtype-private.h (those of
+ * numeric/numeric-dtype.h, which the cuda plugin's kernels compile too),
+ * nothing more. The updates themselves are in numeric/numeric-optim.h. */
 #pragma once
 
 #include <stddef.h>

@@ -300,6 +300,20 @@ tests_test_engine_step_CPPFLAGS = $(tests_internal_cppflags)
 tests_test_engine_step_LDADD = $(tests_internal_ldadd) -lm
 TESTS += tests/test-engine-step
 
+# --- what steps tell: log messages, steps_per_print, csv_monitor and
+# tensorboard; the event file read back by the tensorboard package (PyPI),
+# run by PYTHON_GI, re-executed with PYTHON_TENSORBOARD when needed
+check_PROGRAMS += tests/test-monitor
+tests_test_monitor_CPPFLAGS = $(tests_internal_cppflags)
+tests_test_monitor_LDADD = $(tests_internal_ldadd) -lm
+TESTS += tests/test-monitor
+EXTRA_DIST += tests/test-monitor-tensorboard-gi.py tests/test-charlm-monitors.sh
+AM_TESTS_ENVIRONMENT += export PYTHON_TENSORBOARD="$(PYTHON_TENSORBOARD)";
+if HAVE_PYTHON_TENSORBOARD
+TESTS += tests/test-monitor-tensorboard-gi.py
+endif
+TESTS += tests/test-charlm-monitors.sh
+
 # --- example trainer: examples/charlm in short runs, and its Python twin
 EXTRA_DIST += tests/test-charlm.sh tests/test-charlm-py.py
 TESTS += tests/test-charlm.sh
@@ -480,11 +494,26 @@ EXTRA_tests_test_engine_device_DEPENDENCIES = tests/device-plugins/mixprec-test-
 TESTS += tests/test-engine-device
 
 # --- device-cuda: the cuda plugin's features and failures without a GPU;
-# its kernels and optimizers bitwise against the CPU ones where a GPU is.
+# its kernels and optimizers bitwise against the CPU ones where a GPU is,
+# and everywhere their element code compiled by nvcc and run on the host
+# (cuda-host-kernels.cu), with the plugin's own launch arguments
+# (cuda-optim-args.c and the optimizers' prepare()).
+EXTRA_DIST += tests/cuda-host-kernels.cu
 if HAVE_CUDA
 check_PROGRAMS += tests/test-device-cuda
-tests_test_device_cuda_CPPFLAGS = $(tests_internal_cppflags) $(CUDA_CPPFLAGS)
-tests_test_device_cuda_LDADD = $(tests_internal_ldadd) $(CUDA_LIBS) -lm
+tests_test_device_cuda_SOURCES = \
+	tests/test-device-cuda.c \
+	tests/cuda-host-kernels.h \
+	plugins/device-cuda/cuda-optim-args.c \
+	plugins/optim-adamw/adamw-schema.c \
+	plugins/optim-sgd/sgd-schema.c \
+	plugins/optim-lion/lion-schema.c
+tests_test_device_cuda_CPPFLAGS = $(tests_internal_cppflags) -I$(top_srcdir)/plugins $(CUDA_CPPFLAGS)
+tests_test_device_cuda_LDADD = tests/cuda-host-kernels.lo plugins/libmixprec-optim-common.la \
+	$(tests_internal_ldadd) $(CUDA_LIBS) -lm
+tests/cuda-host-kernels.lo: $(device_cuda_kernel_headers) tests/cuda-host-kernels.h \
+	plugins/device-cuda/cuda-optim-kernel.cuh libmixprec/numeric/numeric-optim.h
+CLEANFILES += tests/cuda-host-kernels.lo tests/.libs/cuda-host-kernels.o
 EXTRA_tests_test_device_cuda_DEPENDENCIES = \
 	plugins/mixprec-device-cuda.la \
 	plugins/mixprec-optim-adamw.la \

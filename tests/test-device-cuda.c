@@ -5,7 +5,12 @@
  * kernels (_mixprec_device_* with a NULL device) and every optimizer
  * bitwise against the cpu feature of the same name.
  *
- * GPU tests skip with the probe's reason when there is no usable device. */
+ * GPU tests skip with the probe's reason when there is no usable device.
+ * The /device-cuda/host/ tests run everywhere: the same comparisons with
+ * the kernels' element code (cuda-dtype.cuh, cuda-optim-kernel.cuh, on
+ * libmixprec/numeric/) compiled by nvcc and run on the CPU
+ * (cuda-host-kernels.cu), the optimizer's launch made by the plugin's own
+ * argument code (cuda-optim-args.c). */
 #include "config.h"
 
 #include <math.h>
@@ -16,6 +21,11 @@
 
 #include "mixprec-device-private.h"
 #include "mixprec-registry-private.h"
+#include "device-cuda/cuda-optim-args.h"
+#include "optim-adamw/adamw-kernels.h"
+#include "optim-sgd/sgd-kernels.h"
+#include "optim-lion/lion-kernels.h"
+#include "cuda-host-kernels.h"
 
 static const gchar *const optimizers[] = { "adamw", "sgd", "lion" };
 
@@ -366,7 +376,8 @@ decode1 (MixprecDType  dtype,
 
 /* Bitwise, except that where arithmetic made a NaN, any NaN will do: the
  * payload of a NaN result is the hardware's (x86 propagates an operand's,
- * NVIDIA GPUs return a canonical one), not the library's. */
+ * NVIDIA GPUs return a canonical one), not the library's; on x86 it even
+ * depends on which operand of a sum the compiler put first. */
 static void
 assert_same (const gchar  *what,
              MixprecDType  dtype,
@@ -479,12 +490,79 @@ source_values (MixprecDType dtype,
   return out;
 }
 
+/* ------------------------------------------------------------ targets
+ *
+ * Each comparison runs on the GPU (@device) or, with @device NULL, on the
+ * host through cuda-host-kernels.cu, with buffers in host memory (what
+ * the _mixprec_device_* helpers give for a NULL device). */
+
+static void
+target_convert (_MixprecDevice  *device,
+                gconstpointer    src,
+                MixprecDType     src_dtype,
+                gpointer         dst,
+                MixprecDType     dst_dtype,
+                gsize            n,
+                MixprecRounding  rounding,
+                guint64          seed,
+                guint64          first_index)
+{
+  g_autoptr(GError) error = NULL;
+
+  if (device == NULL)
+    {
+      test_cuda_host_convert (src, src_dtype, dst, dst_dtype, n,
+                              rounding == MIXPREC_ROUNDING_STOCHASTIC, seed, first_index);
+      return;
+    }
+  g_assert_true (_mixprec_device_convert (device, src, src_dtype, dst, dst_dtype, n, rounding, seed,
+                                          first_index, &error));
+  g_assert_no_error (error);
+}
+
+static void
+target_accumulate (_MixprecDevice *device,
+                   gpointer        dst,
+                   MixprecDType    dst_dtype,
+                   gconstpointer   src,
+                   MixprecDType    src_dtype,
+                   gsize           n,
+                   gboolean        first)
+{
+  g_autoptr(GError) error = NULL;
+
+  if (device == NULL)
+    {
+      test_cuda_host_accumulate (dst, dst_dtype, src, src_dtype, n, first);
+      return;
+    }
+  g_assert_true (_mixprec_device_accumulate (device, dst, dst_dtype, src, src_dtype, n, first, &error));
+  g_assert_no_error (error);
+}
+
+static void
+target_scale (_MixprecDevice *device,
+              gpointer        buf,
+              MixprecDType    dtype,
+              gsize           n,
+              gfloat          factor)
+{
+  g_autoptr(GError) error = NULL;
+
+  if (device == NULL)
+    {
+      test_cuda_host_scale (buf, dtype, n, factor);
+      return;
+    }
+  g_assert_true (_mixprec_device_scale (device, buf, dtype, n, factor, &error));
+  g_assert_no_error (error);
+}
+
 /* ------------------------------------------------------------ GPU: kernels */
 
 static void
-test_convert (void)
+run_convert (_MixprecDevice *device)
 {
-  g_autoptr(_MixprecDevice) device = open_or_skip ();
   g_autoptr(GRand) rand = g_rand_new_with_seed (1234);
   /* Sizes not a multiple of anything, and windows crossing 2^32 and 2^33
    * in the random stream, where the key of stochastic rounding changes
@@ -493,8 +571,6 @@ test_convert (void)
                                            G_GUINT64_CONSTANT (0x1FFFFFFFF) - 1001 };
   const gsize n = N_RANDOM + 77;
 
-  if (device == NULL)
-    return;
   for (MixprecDType s = 0; s < MIXPREC_DTYPE_COUNT; s++)
     {
       g_autofree gpointer src = source_values (s, n, rand);
@@ -516,13 +592,11 @@ test_convert (void)
               g_assert_no_error (error);
               g_assert_true (mixprec_convert_array (s, src, d, expected, n, r, 99, first_indices[f],
                                                     &error));
-              /* Misaligned too: start one element in. */
-              g_assert_true (_mixprec_device_convert (device, (guint8 *) dev_src + dsize (s), s,
-                                                      (guint8 *) dev_dst + dsize (d), d, n - 1, r, 99,
-                                                      first_indices[f] + 1, &error));
-              g_assert_true (_mixprec_device_convert (device, dev_src, s, dev_dst, d, 1, r, 99,
-                                                      first_indices[f], &error));
               g_assert_no_error (error);
+              /* Misaligned too: start one element in. */
+              target_convert (device, (guint8 *) dev_src + dsize (s), s, (guint8 *) dev_dst + dsize (d),
+                              d, n - 1, r, 99, first_indices[f] + 1);
+              target_convert (device, dev_src, s, dev_dst, d, 1, r, 99, first_indices[f]);
               download (device, actual, dev_dst, n * dsize (d));
               assert_same (what, d, expected, actual, n, FALSE);
               _mixprec_device_free (device, dev_dst);
@@ -534,14 +608,26 @@ test_convert (void)
 }
 
 static void
-test_accumulate_scale (void)
+test_convert (void)
 {
   g_autoptr(_MixprecDevice) device = open_or_skip ();
+
+  if (device != NULL)
+    run_convert (device);
+}
+
+static void
+test_host_convert (void)
+{
+  run_convert (NULL);
+}
+
+static void
+run_accumulate_scale (_MixprecDevice *device)
+{
   g_autoptr(GRand) rand = g_rand_new_with_seed (99);
   const gsize n = 300007;
 
-  if (device == NULL)
-    return;
   for (MixprecDType d = 0; d < MIXPREC_DTYPE_COUNT; d++)
     {
       g_autofree gpointer dst0 = source_values (d, n, rand);
@@ -560,9 +646,8 @@ test_accumulate_scale (void)
                                                       mixprec_dtype_get_name (d), first);
 
             g_assert_true (_mixprec_device_accumulate (NULL, expected, d, src, s, n, first, &error));
-            g_assert_true (_mixprec_device_accumulate (device, dev_dst, d, dev_src, s, n, first,
-                                                       &error));
             g_assert_no_error (error);
+            target_accumulate (device, dev_dst, d, dev_src, s, n, first);
             download (device, actual, dev_dst, n * dsize (d));
             /* first: a conversion, every bit counts; else a sum. */
             assert_same (what, d, expected, actual, n, !first);
@@ -581,15 +666,29 @@ test_accumulate_scale (void)
                                                     factors[k]);
 
           g_assert_true (_mixprec_device_scale (NULL, expected, d, n, factors[k], &error));
-          g_assert_true (_mixprec_device_scale (device, (guint8 *) dev_buf + dsize (d), d, n - 1,
-                                                factors[k], &error));
-          g_assert_true (_mixprec_device_scale (device, dev_buf, d, 1, factors[k], &error));
           g_assert_no_error (error);
+          target_scale (device, (guint8 *) dev_buf + dsize (d), d, n - 1, factors[k]);
+          target_scale (device, dev_buf, d, 1, factors[k]);
           download (device, actual, dev_buf, n * dsize (d));
           assert_same (what, d, expected, actual, n, TRUE);
           _mixprec_device_free (device, dev_buf);
         }
     }
+}
+
+static void
+test_accumulate_scale (void)
+{
+  g_autoptr(_MixprecDevice) device = open_or_skip ();
+
+  if (device != NULL)
+    run_accumulate_scale (device);
+}
+
+static void
+test_host_accumulate_scale (void)
+{
+  run_accumulate_scale (NULL);
 }
 
 static void
@@ -722,6 +821,59 @@ static const OptShape shapes[] = {
   { 4099, 1, G_GUINT64_CONSTANT (0x1FFFFFFFF) - 2001, 0 },
 };
 
+/* The cuda feature @name's step() with the kernel's element code run on
+ * the host: the plugin's argument code turns the call into the kernel's
+ * launch, and the threads of a grid of @n_threads run one after the other.
+ * Returns the kernel's head (-1: one element at a time). */
+static gint
+host_optimizer_step (const gchar                  *name,
+                     const MixprecOptimizerStepV1 *args,
+                     const gdouble                *hparams,
+                     guint                         n_hparams,
+                     gfloat                       *master,
+                     gconstpointer                 grad,
+                     gfloat *const                *states,
+                     gpointer                      working,
+                     gsize                         n,
+                     gsize                         n_threads)
+{
+  MixprecOptimizerV1 schema = { .name = name, .device = "cuda" };
+  MixprecOptimizerStepV1 a = *args;
+  MixprecCudaOptimPrepare prepare;
+  MixprecCudaOptimLaunch launch;
+  char errbuf[256];
+
+  if (g_str_equal (name, "adamw"))
+    {
+      schema.hparams = _mixprec_adamw_hparams;
+      schema.n_hparams = G_N_ELEMENTS (_mixprec_adamw_hparams);
+      schema.n_state_slots = G_N_ELEMENTS (_mixprec_adamw_states);
+      prepare = _mixprec_adamw_prepare;
+    }
+  else if (g_str_equal (name, "sgd"))
+    {
+      schema.hparams = _mixprec_sgd_hparams;
+      schema.n_hparams = G_N_ELEMENTS (_mixprec_sgd_hparams);
+      schema.n_state_slots = G_N_ELEMENTS (_mixprec_sgd_states);
+      prepare = _mixprec_sgd_prepare;
+    }
+  else
+    {
+      g_assert_cmpstr (name, ==, "lion");
+      schema.hparams = _mixprec_lion_hparams;
+      schema.n_hparams = G_N_ELEMENTS (_mixprec_lion_hparams);
+      schema.n_state_slots = G_N_ELEMENTS (_mixprec_lion_states);
+      prepare = _mixprec_lion_prepare;
+    }
+  g_assert_cmpuint (n_hparams, ==, schema.n_hparams);
+  a.struct_size = sizeof a;
+  a.hparams = hparams;
+  a.n_hparams = n_hparams;
+  g_assert_cmpint (_mixprec_cuda_optim_args (&schema, prepare, &a, master, grad, states, working, n,
+                                             &launch, errbuf, sizeof errbuf), ==, MIXPREC_PLUGIN_OK);
+  return test_cuda_host_optim_step (&launch, n_threads);
+}
+
 static void
 run_optimizer_case (_MixprecDevice  *device,
                     const OptCase   *oc,
@@ -730,7 +882,8 @@ run_optimizer_case (_MixprecDevice  *device,
                     GRand           *rand)
 {
   g_autoptr(MixprecFeature) cpu = find (MIXPREC_FEATURE_KIND_OPTIMIZER, oc->name, "cpu");
-  g_autoptr(MixprecFeature) gpu = find (MIXPREC_FEATURE_KIND_OPTIMIZER, oc->name, "cuda");
+  g_autoptr(MixprecFeature) gpu = device != NULL ? find (MIXPREC_FEATURE_KIND_OPTIMIZER, oc->name, "cuda")
+                                                 : NULL;
   guint n_hparams, n_states = mixprec_feature_get_n_state_slots (cpu);
   const gdouble *defaults = _mixprec_feature_get_hparam_defaults (cpu, &n_hparams);
   g_autofree gdouble *hparams = g_memdup2 (defaults, n_hparams * sizeof (gdouble));
@@ -813,14 +966,34 @@ run_optimizer_case (_MixprecDevice  *device,
                                                       lay->working >= 0 ? working + off * wsize : NULL,
                                                       n, &error));
       g_assert_no_error (error);
-      g_assert_true (_mixprec_feature_optimizer_step (gpu, &gpu_args, hparams,
-                                                      lay->master ? dev_master + off : NULL,
-                                                      (guint8 *) dev_grad + goff * dsize (lay->grad),
-                                                      gpu_states,
-                                                      lay->working >= 0 ? (guint8 *) dev_working + off * wsize
-                                                                        : NULL,
-                                                      n, &error));
-      g_assert_no_error (error);
+      if (device != NULL)
+        {
+          g_assert_true (_mixprec_feature_optimizer_step (gpu, &gpu_args, hparams,
+                                                          lay->master ? dev_master + off : NULL,
+                                                          (guint8 *) dev_grad + goff * dsize (lay->grad),
+                                                          gpu_states,
+                                                          lay->working >= 0 ? (guint8 *) dev_working + off * wsize
+                                                                            : NULL,
+                                                          n, &error));
+          g_assert_no_error (error);
+        }
+      else
+        {
+          /* One element (or group) per thread, then grids small enough
+           * that threads loop. */
+          const gsize n_threads[] = { n / 4 + 4, 256, 8 };
+          /* malloc'd arrays are 16-byte aligned: the groups start where
+           * the offset leaves off, unless the gradient disagrees. */
+          gint head = shape->grad_shift != 0 ? -1 : (gint) ((4 - off % 4) % 4);
+
+          g_assert_cmpint (host_optimizer_step (oc->name, &gpu_args, hparams, n_hparams,
+                                                lay->master ? dev_master + off : NULL,
+                                                (guint8 *) dev_grad + goff * dsize (lay->grad),
+                                                gpu_states,
+                                                lay->working >= 0 ? (guint8 *) dev_working + off * wsize
+                                                                  : NULL,
+                                                n, n_threads[step - 1]), ==, head);
+        }
 
       download (device, check, dev_master, 4 * total);
       assert_same (what, MIXPREC_DTYPE_FLOAT32, master, check, total, FALSE);
@@ -847,17 +1020,29 @@ run_optimizer_case (_MixprecDevice  *device,
 }
 
 static void
-test_optimizers (void)
+run_optimizers (_MixprecDevice *device)
 {
-  g_autoptr(_MixprecDevice) device = open_or_skip ();
   g_autoptr(GRand) rand = g_rand_new_with_seed (2024);
 
-  if (device == NULL)
-    return;
   for (guint c = 0; c < G_N_ELEMENTS (opt_cases); c++)
     for (guint l = 0; l < G_N_ELEMENTS (layouts); l++)
       for (guint s = 0; s < G_N_ELEMENTS (shapes); s++)
         run_optimizer_case (device, &opt_cases[c], &layouts[l], &shapes[s], rand);
+}
+
+static void
+test_optimizers (void)
+{
+  g_autoptr(_MixprecDevice) device = open_or_skip ();
+
+  if (device != NULL)
+    run_optimizers (device);
+}
+
+static void
+test_host_optimizers (void)
+{
+  run_optimizers (NULL);
 }
 
 /* The default stream (NULL) of the current device works too. */
@@ -906,6 +1091,9 @@ main (int    argc,
   g_test_add_func ("/device-cuda/bad-local-rank", test_bad_local_rank);
   g_test_add_func ("/device-cuda/null-handle", test_null_handle);
   g_test_add_func ("/device-cuda/optimizer/bad-arguments", test_optimizer_bad_arguments);
+  g_test_add_func ("/device-cuda/host/convert", test_host_convert);
+  g_test_add_func ("/device-cuda/host/accumulate-scale", test_host_accumulate_scale);
+  g_test_add_func ("/device-cuda/host/optimizers", test_host_optimizers);
   g_test_add_func ("/device-cuda/gpu/convert", test_convert);
   g_test_add_func ("/device-cuda/gpu/accumulate-scale", test_accumulate_scale);
   g_test_add_func ("/device-cuda/gpu/sumsq-blocks", test_sumsq_blocks);

@@ -6,9 +6,8 @@
  * the one rounding back is to nearest even. */
 #include "config.h"
 
-#include <cuda_fp16.h>
-
 #include "nccl-kernels.h"
+#include "numeric/numeric-dtype.h"
 
 #define THREADS 256
 #define MAX_BLOCKS 4096
@@ -21,29 +20,21 @@ blocks_for (size_t n)
   return b > MAX_BLOCKS ? MAX_BLOCKS : (unsigned) b;
 }
 
+/* The conversions of libmixprec/numeric/numeric-dtype.h, the library's own
+ * (and the cuda device plugin's): the same bits as a reduction on the
+ * CPU, NaN payloads included. */
 __device__ static float
 load_float (const void *buf, MixprecPluginDType dtype, size_t i)
 {
   switch (dtype)
     {
     case MIXPREC_PLUGIN_DTYPE_FLOAT16:
-      return __half2float (__ushort_as_half (((const uint16_t *) buf)[i]));
+      return _mixprec_f16_to_f32 (((const uint16_t *) buf)[i]);
     case MIXPREC_PLUGIN_DTYPE_BFLOAT16:
-      /* bfloat16 is by definition the upper half of a float32 */
-      return __uint_as_float ((uint32_t) ((const uint16_t *) buf)[i] << 16);
+      return _mixprec_bf16_to_f32 (((const uint16_t *) buf)[i]);
     default:
       return ((const float *) buf)[i];
     }
-}
-
-__device__ static uint16_t
-float_to_bf16_rne (float v)
-{
-  uint32_t u = __float_as_uint (v);
-
-  if ((u & 0x7fffffffu) > 0x7f800000u)
-    return (uint16_t) ((u >> 16) | 0x40u);     /* quiet the NaN, keep its top payload */
-  return (uint16_t) ((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
 __device__ static void
@@ -52,10 +43,10 @@ store_float (void *buf, MixprecPluginDType dtype, size_t i, float v)
   switch (dtype)
     {
     case MIXPREC_PLUGIN_DTYPE_FLOAT16:
-      ((uint16_t *) buf)[i] = __half_as_ushort (__float2half_rn (v));
+      ((uint16_t *) buf)[i] = _mixprec_f32_to_f16_rne (v);
       break;
     case MIXPREC_PLUGIN_DTYPE_BFLOAT16:
-      ((uint16_t *) buf)[i] = float_to_bf16_rne (v);
+      ((uint16_t *) buf)[i] = _mixprec_f32_to_bf16_rne (v);
       break;
     default:
       ((float *) buf)[i] = v;

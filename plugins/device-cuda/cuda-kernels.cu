@@ -3,7 +3,9 @@
  * of the library's CPU kernel (mixprec-convert.c, mixprec-engine-kernels.c).
  *
  * Every value goes through fp32 as on the CPU: decode exactly, compute in
- * fp32 (or double for sums of squares), encode once. Built with
+ * fp32 (or double for sums of squares), encode once, with the conversions
+ * of libmixprec/numeric/numeric-dtype.h, the same source as the CPU's
+ * scalar reference (the element bodies are in cuda-dtype.cuh). Built with
  * --fmad=false, so no multiply-add is contracted: each product and sum is
  * rounded on its own, as the CPU's scalar loops do.
  *
@@ -18,8 +20,7 @@
 
 /* ------------------------------------------------------------ convert */
 
-/* dst[i] = src[i] rounded to DT, with the random bits of element
- * first_index + i for stochastic rounding (half a word for bfloat16). */
+/* Element i: mp_convert1() of cuda-dtype.cuh. */
 template <int S, int D, bool SR>
 static __global__ void
 __launch_bounds__ (MIXPREC_CUDA_THREADS)
@@ -28,15 +29,7 @@ convert_kernel (const typename MpType<S>::T *__restrict__ src,
                 size_t n, uint64_t seed, uint64_t first_index)
 {
   MIXPREC_CUDA_FOR (i, n)
-    {
-      float f = mp_to_f32<S> (src[i]);
-
-      if constexpr (SR)
-        dst[i] = mp_from_f32_sr<D> (f, D == 2 ? mp_sr_bits16 (seed, first_index + i)
-                                              : mp_sr_bits (seed, first_index + i));
-      else
-        dst[i] = mp_from_f32_rne<D> (f);
-    }
+    mp_convert1<S, D, SR> (src, dst, i, seed, first_index);
 }
 
 template <int S, int D>
@@ -75,32 +68,22 @@ launch_convert_to (int dst_dtype, const void *src, void *dst, size_t n, bool sr,
     }
 }
 
-/* _mixprec_dtype_is_exact_in(): every value of @src fits @dst, so the
- * rounding mode cannot matter and the CPU skips the hashing; so do we
- * (the bits are the same either way, the time is not). */
-static bool
-dtype_is_exact_in (int src, int dst)
-{
-  return src == dst || dst == 0 || ((src == 3 || src == 4) && (dst == 1 || dst == 2));
-}
-
 extern "C" cudaError_t
 _mixprec_cuda_convert (const void *src, int src_dtype, void *dst, int dst_dtype, size_t n,
                        int stochastic, uint64_t seed, uint64_t first_index,
                        cudaStream_t stream, const char **call)
 {
-  bool sr = stochastic && !dtype_is_exact_in (src_dtype, dst_dtype);
+  bool sr = stochastic && !mp_dtype_is_exact_in (src_dtype, dst_dtype);
 
   if (n == 0)
     return cudaSuccess;
   if (src_dtype == dst_dtype)
     {
-      static const size_t sizes[] = { 4, 2, 2, 1, 1 };
       cudaError_t e;
 
       if (src == dst)
         return cudaSuccess;
-      e = cudaMemcpyAsync (dst, src, n * sizes[src_dtype], cudaMemcpyDeviceToDevice, stream);
+      e = cudaMemcpyAsync (dst, src, n * mp_dtype_size (src_dtype), cudaMemcpyDeviceToDevice, stream);
       if (e != cudaSuccess)
         *call = "cudaMemcpyAsync (device to device)";
       return e;
@@ -117,7 +100,7 @@ _mixprec_cuda_convert (const void *src, int src_dtype, void *dst, int dst_dtype,
 
 /* ------------------------------------------------------------ accumulate */
 
-/* _mixprec_kernel_fold: the fp32 sum (or the source alone), rounded once. */
+/* Element i: mp_accumulate1() of cuda-dtype.cuh. */
 template <int D, int S>
 static __global__ void
 __launch_bounds__ (MIXPREC_CUDA_THREADS)
@@ -125,13 +108,7 @@ accumulate_kernel (typename MpType<D>::T *dst, const typename MpType<S>::T *src,
                    size_t n, bool first)
 {
   MIXPREC_CUDA_FOR (i, n)
-    {
-      float g = mp_to_f32<S> (src[i]);
-
-      if (!first)
-        g = mp_to_f32<D> (dst[i]) + g;
-      dst[i] = mp_from_f32_rne<D> (g);
-    }
+    mp_accumulate1<D, S> (dst, src, i, first);
 }
 
 template <int D, int S>
@@ -170,6 +147,19 @@ _mixprec_cuda_accumulate (void *dst, int dst_dtype, const void *src, int src_dty
 {
   if (n == 0)
     return cudaSuccess;
+  /* As _mixprec_kernel_fold(): a first term of the same dtype is copied,
+   * bits and all (a signalling NaN stays signalling). */
+  if (first && dst_dtype == src_dtype)
+    {
+      cudaError_t e;
+
+      if (src == dst)
+        return cudaSuccess;
+      e = cudaMemcpyAsync (dst, src, n * mp_dtype_size (src_dtype), cudaMemcpyDeviceToDevice, stream);
+      if (e != cudaSuccess)
+        *call = "cudaMemcpyAsync (device to device)";
+      return e;
+    }
   switch (dst_dtype)
     {
     case 0: return launch_accumulate_from<0> (src_dtype, dst, src, n, first, stream, call);
@@ -188,7 +178,7 @@ __launch_bounds__ (MIXPREC_CUDA_THREADS)
 scale_kernel (typename MpType<D>::T *buf, size_t n, float factor)
 {
   MIXPREC_CUDA_FOR (i, n)
-    buf[i] = mp_from_f32_rne<D> (mp_to_f32<D> (buf[i]) * factor);
+    mp_scale1<D> (buf, i, factor);
 }
 
 template <int D>

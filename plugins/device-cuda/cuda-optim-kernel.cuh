@@ -1,16 +1,18 @@
 /* cuda-optim-kernel.cuh — the fused optimizer kernel of cuda-optim.cu:
- * the update formulas, the per-element plumbing and the kernel itself,
- * apart from the launch code so that a reader (or a host-side emulation)
- * can take them alone. See cuda-optim.cu for the contract. */
+ * the updates (those of libmixprec/numeric/numeric-optim.h, which the cpu
+ * plugins' scalar kernels compile too), the per-element plumbing and the
+ * kernel itself, apart from the launch code. Everything but the kernel is
+ * __host__ __device__: tests/test-device-cuda (through
+ * tests/cuda-host-kernels.cu) runs every thread's optim_thread() on the
+ * CPU, without a GPU, against the cpu optimizers bit for bit. See
+ * cuda-optim.cu for the contract. */
 #pragma once
 
 #include "cuda-launch.h"
 #include "cuda-dtype.cuh"
 #include "cuda-grid.cuh"
 
-#include "optim-adamw/adamw-consts.h"
-#include "optim-sgd/sgd-consts.h"
-#include "optim-lion/lion-consts.h"
+#include "numeric/numeric-optim.h"
 
 static_assert (ADAMW_N_CONSTS <= MIXPREC_CUDA_OPTIM_MAX_CONSTS, "adamw constants");
 static_assert (SGD_N_CONSTS <= MIXPREC_CUDA_OPTIM_MAX_CONSTS, "sgd constants");
@@ -20,44 +22,30 @@ static_assert (LION_N_CONSTS <= MIXPREC_CUDA_OPTIM_MAX_CONSTS, "lion constants")
 
 /* ------------------------------------------------------------ updates
  * Each: n_states, whether the states are read and written, and update(),
- * the scalar form of its cpu kernel with the states in registers. */
+ * the shared update with the states in registers. */
 
 struct AdamW {
   static constexpr int n_states = 2;
   static constexpr bool reads = true, writes = true;
 
-  static __device__ __forceinline__ float
+  MP_HD float
   update (const float *c, float p, float g, float *s)
   {
-    float denom;
-
-    g = fmaf (c[ADAMW_L2_DECAY], p, g);
-    s[0] = fmaf (c[ADAMW_ONE_MINUS_BETA1], g, c[ADAMW_BETA1] * s[0]);
-    s[1] = fmaf (c[ADAMW_ONE_MINUS_BETA2], g * g, c[ADAMW_BETA2] * s[1]);
-    denom = fmaf (__fsqrt_rn (s[1]), c[ADAMW_RSQRT_BC2], c[ADAMW_EPS]);
-    p = fmaf (c[ADAMW_NEG_LR_DECAY], p, p);
-    return fmaf (c[ADAMW_NEG_STEP_SIZE], __fdiv_rn (s[0], denom), p);
+    return _mixprec_adamw_update (c, p, g, &s[0], &s[1]);
   }
 };
 
-/* torch.optim.SGD; MODE says what the buffer does this call, as in
- * sgd-scalar.c: untouched (plain), written (first step), updated. */
+/* torch.optim.SGD; MODE (an SgdMode) says what the buffer does this
+ * call: untouched (plain), written (first step), updated. */
 template <int MODE>
 struct Sgd {
   static constexpr int n_states = 1;
   static constexpr bool reads = MODE == SGD_MOMENTUM, writes = MODE != SGD_PLAIN;
 
-  static __device__ __forceinline__ float
+  MP_HD float
   update (const float *c, float p, float g, float *s)
   {
-    g = fmaf (c[SGD_WEIGHT_DECAY], p, g);
-    if (MODE != SGD_PLAIN)
-      {
-        s[0] = MODE == SGD_FIRST ? g
-                                 : fmaf (c[SGD_ONE_MINUS_DAMPENING], g, c[SGD_MOMENTUM_COEF] * s[0]);
-        g = c[SGD_NESTEROV] != 0 ? fmaf (c[SGD_MOMENTUM_COEF], s[0], g) : s[0];
-      }
-    return fmaf (c[SGD_NEG_LR], g, p);
+    return _mixprec_sgd_update (c, p, g, &s[0], (SgdMode) MODE);
   }
 };
 
@@ -65,16 +53,10 @@ struct Lion {
   static constexpr int n_states = 1;
   static constexpr bool reads = true, writes = true;
 
-  static __device__ __forceinline__ float
+  MP_HD float
   update (const float *c, float p, float g, float *s)
   {
-    float u = fmaf (c[LION_ONE_MINUS_BETA1], g, c[LION_BETA1] * s[0]);
-    /* sign(), keeping zeros and NaNs as lion-scalar.c does. */
-    float sign = u > 0 ? 1.0f : u < 0 ? -1.0f : u;
-
-    s[0] = fmaf (c[LION_ONE_MINUS_BETA2], g, c[LION_BETA2] * s[0]);
-    p = fmaf (c[LION_NEG_LR_DECAY], p, p);
-    return fmaf (c[LION_NEG_LR], sign, p);
+    return _mixprec_lion_update (c, p, g, &s[0]);
   }
 };
 
@@ -82,7 +64,7 @@ struct Lion {
  * DT is the dtype of the array: 0 float32, 1 float16, 2 bfloat16. */
 
 template <int DT>
-static __device__ __forceinline__ float
+MP_HD float
 load1 (const void *base, size_t i)
 {
   return mp_to_f32<DT> (((const typename MpType<DT>::T *) base)[i]);
@@ -91,7 +73,7 @@ load1 (const void *base, size_t i)
 /* Four elements from i (a multiple of four; the array is 16-byte aligned
  * for fp32, 8-byte for 16-bit types). */
 template <int DT>
-static __device__ __forceinline__ void
+MP_HD void
 load4 (const void *base, size_t i, float out[VEC])
 {
   if constexpr (DT == 0)
@@ -116,7 +98,7 @@ load4 (const void *base, size_t i, float out[VEC])
  * for fp16, half of word index / 2 for bf16 (W == 2). The key depends on
  * the high half of the word index. */
 template <int W>
-static __device__ __forceinline__ uint32_t
+MP_HD uint32_t
 sr_key_hi (uint64_t index)
 {
   return (uint32_t) ((W == 2 ? index >> 1 : index) >> 32);
@@ -124,19 +106,19 @@ sr_key_hi (uint64_t index)
 
 /* The working copy of p for element index (first_index + i). */
 template <int W>
-static __device__ __forceinline__ typename MpType<W>::T
+MP_HD typename MpType<W>::T
 round_working (const MixprecCudaOptimLaunch &L, float p, uint64_t key, uint64_t index)
 {
   if (W == 0 || !L.stochastic)
     return mp_from_f32_rne<W> (p);
   if constexpr (W == 2)
-    return mp_from_f32_sr<W> (p, mp_sr_half_keyed (key, index));
+    return mp_from_f32_sr<W> (p, _mixprec_sr_half_keyed (key, index));
   else
-    return mp_from_f32_sr<W> (p, mp_sr_bits_keyed (key, (uint32_t) index));
+    return mp_from_f32_sr<W> (p, _mixprec_sr_bits_keyed (key, (uint32_t) index));
 }
 
 template <int W>
-static __device__ __forceinline__ void
+MP_HD void
 store1 (const MixprecCudaOptimLaunch &L, size_t i, float p)
 {
   if (L.master != NULL)
@@ -144,14 +126,14 @@ store1 (const MixprecCudaOptimLaunch &L, size_t i, float p)
   if constexpr (W >= 0)
     {
       uint64_t index = L.first_index + i;
-      uint64_t key = W != 0 && L.stochastic ? mp_sr_key (L.seed, sr_key_hi<W> (index)) : 0;
+      uint64_t key = W != 0 && L.stochastic ? _mixprec_sr_key (L.seed, sr_key_hi<W> (index)) : 0;
 
       ((typename MpType<W>::T *) L.working)[i] = round_working<W> (L, p, key, index);
     }
 }
 
 template <int W>
-static __device__ __forceinline__ void
+MP_HD void
 store4 (const MixprecCudaOptimLaunch &L, size_t i, const float p[VEC])
 {
   if (L.master != NULL)
@@ -162,7 +144,7 @@ store4 (const MixprecCudaOptimLaunch &L, size_t i, const float p[VEC])
     {
       uint64_t index = L.first_index + i;
       uint32_t hi = sr_key_hi<W> (index);
-      uint64_t key = L.stochastic ? mp_sr_key (L.seed, hi) : 0;
+      uint64_t key = L.stochastic ? _mixprec_sr_key (L.seed, hi) : 0;
       uint16_t h[VEC];
 
       for (int j = 0; j < VEC; j++)
@@ -170,7 +152,7 @@ store4 (const MixprecCudaOptimLaunch &L, size_t i, const float p[VEC])
           /* The key changes where the word index crosses a multiple of
            * 2^32. */
           if (L.stochastic && sr_key_hi<W> (index + j) != hi)
-            key = mp_sr_key (L.seed, hi = sr_key_hi<W> (index + j));
+            key = _mixprec_sr_key (L.seed, hi = sr_key_hi<W> (index + j));
           h[j] = round_working<W> (L, p[j], key, index + j);
         }
       *(uint2 *) ((uint16_t *) L.working + i) =
@@ -181,7 +163,7 @@ store4 (const MixprecCudaOptimLaunch &L, size_t i, const float p[VEC])
 /* ------------------------------------------------------------ the kernel */
 
 template <class Op, int G, int W>
-static __device__ __forceinline__ void
+MP_HD void
 step1 (const MixprecCudaOptimLaunch &L, size_t i)
 {
   float s[Op::n_states];
@@ -199,7 +181,7 @@ step1 (const MixprecCudaOptimLaunch &L, size_t i)
 }
 
 template <class Op, int G, int W>
-static __device__ __forceinline__ void
+MP_HD void
 step4 (const MixprecCudaOptimLaunch &L, size_t i)
 {
   float s[Op::n_states][VEC];
@@ -264,21 +246,36 @@ vector_head (const void *const *arrays, const size_t *sizes, int n_arrays, size_
   return (VEC - misalignment) % VEC;
 }
 
-/* @head < 0: one element at a time. Otherwise elements head, head + 4, ...
- * start groups aligned in every array, which threads take four at a time;
- * the first @head elements and the last (n - head) % 4 are one per thread
- * among the first threads of the grid. */
+/* vector_head() of the arrays of @L as the kernel <Op, G, W> reads them. */
 template <class Op, int G, int W>
-static __global__ void
-__launch_bounds__ (MIXPREC_CUDA_THREADS)
-optim_kernel (const MixprecCudaOptimLaunch L, int head)
+static inline int
+optim_head (const MixprecCudaOptimLaunch *L)
+{
+  const void *arrays[3 + MIXPREC_CUDA_OPTIM_MAX_STATES] = { L->master, L->grad, W >= 0 ? L->working : NULL };
+  size_t sizes[3 + MIXPREC_CUDA_OPTIM_MAX_STATES] = { 4, G == 0 ? 4u : 2u, W == 0 ? 4u : 2u };
+
+  for (int k = 0; k < Op::n_states; k++)
+    {
+      arrays[3 + k] = L->states[k];
+      sizes[3 + k] = 4;
+    }
+  return vector_head (arrays, sizes, 3 + Op::n_states, L->n);
+}
+
+/* What thread @t of @n_threads does. @head < 0: one element at a time.
+ * Otherwise elements head, head + 4, ... start groups aligned in every
+ * array, which threads take four at a time; the first @head elements and
+ * the last (n - head) % 4 are one per thread among the first threads of
+ * the grid (which has at least n / 4 + 4 threads). */
+template <class Op, int G, int W>
+MP_HD void
+optim_thread (const MixprecCudaOptimLaunch &L, int head, size_t t, size_t n_threads)
 {
   if (head >= 0)
     {
       size_t n4 = (L.n - head) / VEC;
-      size_t t = (size_t) blockIdx.x * blockDim.x + threadIdx.x;
 
-      MIXPREC_CUDA_FOR (v, n4)
+      for (size_t v = t; v < n4; v += n_threads)
         step4<Op, G, W> (L, head + v * VEC);
       if (t < (size_t) head)
         step1<Op, G, W> (L, t);
@@ -287,8 +284,60 @@ optim_kernel (const MixprecCudaOptimLaunch L, int head)
     }
   else
     {
-      MIXPREC_CUDA_FOR (i, L.n)
+      for (size_t i = t; i < L.n; i += n_threads)
         step1<Op, G, W> (L, i);
     }
 }
 
+template <class Op, int G, int W>
+static __global__ void
+__launch_bounds__ (MIXPREC_CUDA_THREADS)
+optim_kernel (const MixprecCudaOptimLaunch L, int head)
+{
+  optim_thread<Op, G, W> (L, head, (size_t) blockIdx.x * blockDim.x + threadIdx.x,
+                          (size_t) gridDim.x * blockDim.x);
+}
+
+/* ------------------------------------------------------------ dispatch
+ * Run<Op, G, W>::run (L, a...) for the update, gradient dtype and working
+ * dtype (-1: none) of @L: the kernel launch of cuda-optim.cu, or the
+ * host-side run of tests/cuda-host-kernels.cu. */
+
+template <template <class, int, int> class Run, class Op, int G, class... A>
+static inline auto
+optim_dispatch_w (const MixprecCudaOptimLaunch *L, A... a)
+{
+  switch (L->working_dtype)
+    {
+    case 0: return Run<Op, G, 0>::run (L, a...);
+    case 1: return Run<Op, G, 1>::run (L, a...);
+    case 2: return Run<Op, G, 2>::run (L, a...);
+    default: return Run<Op, G, -1>::run (L, a...);
+    }
+}
+
+template <template <class, int, int> class Run, class Op, class... A>
+static inline auto
+optim_dispatch_g (const MixprecCudaOptimLaunch *L, A... a)
+{
+  switch (L->grad_dtype)
+    {
+    case 1: return optim_dispatch_w<Run, Op, 1> (L, a...);
+    case 2: return optim_dispatch_w<Run, Op, 2> (L, a...);
+    default: return optim_dispatch_w<Run, Op, 0> (L, a...);
+    }
+}
+
+template <template <class, int, int> class Run, class... A>
+static inline auto
+optim_dispatch (const MixprecCudaOptimLaunch *L, A... a)
+{
+  switch (L->kind)
+    {
+    case MIXPREC_CUDA_OPTIM_ADAMW: return optim_dispatch_g<Run, AdamW> (L, a...);
+    case MIXPREC_CUDA_OPTIM_SGD_PLAIN: return optim_dispatch_g<Run, Sgd<SGD_PLAIN>> (L, a...);
+    case MIXPREC_CUDA_OPTIM_SGD_FIRST: return optim_dispatch_g<Run, Sgd<SGD_FIRST>> (L, a...);
+    case MIXPREC_CUDA_OPTIM_SGD_MOMENTUM: return optim_dispatch_g<Run, Sgd<SGD_MOMENTUM>> (L, a...);
+    default: return optim_dispatch_g<Run, Lion> (L, a...);
+    }
+}

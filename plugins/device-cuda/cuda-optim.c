@@ -9,21 +9,14 @@
 #include <string.h>
 
 #include "cuda-plugin.h"
-#include "cuda-launch.h"
+#include "cuda-optim-args.h"
 #include "optim-adamw/adamw-kernels.h"
 #include "optim-sgd/sgd-kernels.h"
 #include "optim-lion/lion-kernels.h"
 
-G_STATIC_ASSERT (_MIXPREC_OPTIM_MAX_CONSTS == MIXPREC_CUDA_OPTIM_MAX_CONSTS);
-
-typedef int (*PrepareFunc) (const MixprecOptimizerStepV1 *args,
-                            float                        *consts,
-                            char                         *errbuf,
-                            size_t                        errbuf_len);
-
 static int
 cuda_step (const MixprecOptimizerV1     *schema,
-           PrepareFunc                   prepare,
+           MixprecCudaOptimPrepare       prepare,
            const MixprecOptimizerStepV1 *args,
            float                        *master,
            const void                   *grad,
@@ -33,46 +26,18 @@ cuda_step (const MixprecOptimizerV1     *schema,
            char                         *errbuf,
            size_t                        errbuf_len)
 {
-  _MixprecOptimRange range = { args, master, grad, (void *const *) states, working, n,
-                               schema->n_state_slots, NULL, 0, 0 };
   MixprecCudaOptimLaunch launch;
   cudaStream_t stream;
   const char *call = "the optimizer kernel";
   cudaError_t e;
   int status;
 
-  memset (&launch, 0, sizeof launch);
-  status = _mixprec_optim_check_args (schema, &range, errbuf, errbuf_len);
-  if (status == MIXPREC_PLUGIN_OK)
-    status = prepare (args, launch.consts, errbuf, errbuf_len);
+  status = _mixprec_cuda_optim_args (schema, prepare, args, master, grad, states, working, n,
+                                     &launch, errbuf, errbuf_len);
   if (status != MIXPREC_PLUGIN_OK)
     return status;
   if (n == 0)
     goto done;
-
-  if (strcmp (schema->name, "adamw") == 0)
-    launch.kind = MIXPREC_CUDA_OPTIM_ADAMW;
-  else if (strcmp (schema->name, "lion") == 0)
-    launch.kind = MIXPREC_CUDA_OPTIM_LION;
-  else
-    switch ((SgdMode) launch.consts[SGD_MODE])
-      {
-      case SGD_PLAIN: launch.kind = MIXPREC_CUDA_OPTIM_SGD_PLAIN; break;
-      case SGD_FIRST: launch.kind = MIXPREC_CUDA_OPTIM_SGD_FIRST; break;
-      default: launch.kind = MIXPREC_CUDA_OPTIM_SGD_MOMENTUM; break;
-      }
-  launch.grad_factor = args->grad_factor;
-  launch.grad_dtype = args->grad_dtype;
-  launch.working_dtype = working != NULL ? (int) args->working_dtype : -1;
-  launch.stochastic = args->rounding == MIXPREC_PLUGIN_ROUNDING_STOCHASTIC;
-  launch.seed = args->seed;
-  launch.first_index = args->first_index;
-  launch.master = master;
-  launch.grad = grad;
-  for (unsigned k = 0; k < schema->n_state_slots; k++)
-    launch.states[k] = states[k];
-  launch.working = working;
-  launch.n = n;
 
   /* The calling thread may not have made the stream's device current. */
   stream = (cudaStream_t) args->device_stream;

@@ -1,6 +1,8 @@
-/* adamw-avx512.c — adamw-scalar.c sixteen lanes at a time, same bits: the
- * same operations in the same order, FMA exactly where the scalar code
- * calls fmaf(), correctly rounded division and square root. */
+/* adamw-avx512.c — _mixprec_adamw_update() of numeric/numeric-optim.h (the
+ * scalar reference, compiled by the C compiler and nvcc alike) sixteen
+ * lanes at a time, same bits: the same operations in the same order,
+ * FMA exactly where it calls _mixprec_num_fma(), correctly rounded
+ * division and square root. */
 #include "config.h"
 
 #include "adamw-kernels.h"

@@ -1,6 +1,7 @@
-/* lion-avx2.c — lion-scalar.c eight lanes at a time, same bits: the same
- * operations in the same order, FMA exactly where the scalar code calls
- * fmaf(). */
+/* lion-avx2.c — _mixprec_lion_update() of numeric/numeric-optim.h (the
+ * scalar reference, compiled by the C compiler and nvcc alike) eight
+ * lanes at a time, same bits: the same operations in the same order,
+ * FMA exactly where it calls _mixprec_num_fma(). */
 #include "config.h"
 
 #include "lion-kernels.h"

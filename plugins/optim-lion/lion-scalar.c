@@ -1,13 +1,8 @@
-/* lion-scalar.c — one element at a time, Lion (Chen et al. 2023) in fp32:
- *
- *   c = b1 * m + (1 - b1) * g
- *   p = p - lr * wd * p - lr * sign (c)       (sign (0) = 0)
- *   m = b2 * m + (1 - b2) * g
- *
- * Every fmaf() stands where lion-avx2.c has an FMA instruction. */
+/* lion-scalar.c — one element at a time: _mixprec_lion_update() of
+ * numeric/numeric-optim.h, the update the cuda plugin's kernel compiles
+ * too, around the plumbing of optim-common.h. lion-avx2.c and
+ * lion-avx512.c give the same bits. */
 #include "config.h"
-
-#include <math.h>
 
 #include "lion-kernels.h"
 
@@ -18,15 +13,7 @@ lion_update1 (const float  *c,
               float *const *states,
               size_t        i)
 {
-  float *m = states[0] + i;
-  float u = fmaf (c[LION_ONE_MINUS_BETA1], g, c[LION_BETA1] * *m);
-  /* A zero keeps its sign and a NaN stays NaN (as torch.sign), so a
-   * non-finite gradient is not hidden from the parameter. */
-  float s = u > 0 ? 1.0f : u < 0 ? -1.0f : u;
-
-  *m = fmaf (c[LION_ONE_MINUS_BETA2], g, c[LION_BETA2] * *m);
-  p = fmaf (c[LION_NEG_LR_DECAY], p, p);
-  return fmaf (c[LION_NEG_LR], s, p);
+  return _mixprec_lion_update (c, p, g, states[0] + i);
 }
 
 void

@@ -4,7 +4,7 @@
 #pragma once
 
 #include "optim-common.h"
-#include "sgd-consts.h"
+#include "numeric/numeric-optim.h"
 
 G_BEGIN_DECLS
 

@@ -1,0 +1,152 @@
+/* cuda-host-kernels.cu — the element bodies of the cuda plugin's kernels
+ * (plugins/device-cuda/cuda-dtype.cuh and cuda-optim-kernel.cuh, built on
+ * libmixprec/numeric/) compiled by nvcc with the plugin's flags and run on
+ * the host, no GPU needed. Only the grid is the test's: the optimizer's
+ * threads run one after the other, through the plugin's own dispatch and
+ * per-thread code. */
+#include <string.h>
+
+#include "cuda-host-kernels.h"
+#include "device-cuda/cuda-optim-kernel.cuh"
+
+/* ------------------------------------------------------------ convert */
+
+template <int S, int D>
+static void
+host_convert (const void *src, void *dst, size_t n, bool sr, uint64_t seed, uint64_t first_index)
+{
+  const typename MpType<S>::T *s = (const typename MpType<S>::T *) src;
+  typename MpType<D>::T *d = (typename MpType<D>::T *) dst;
+
+  for (size_t i = 0; i < n; i++)
+    if (sr)
+      mp_convert1<S, D, true> (s, d, i, seed, first_index);
+    else
+      mp_convert1<S, D, false> (s, d, i, seed, first_index);
+}
+
+template <int S>
+static void
+host_convert_to (int dst_dtype, const void *src, void *dst, size_t n, bool sr, uint64_t seed,
+                 uint64_t first_index)
+{
+  switch (dst_dtype)
+    {
+    case 0: host_convert<S, 0> (src, dst, n, sr, seed, first_index); break;
+    case 1: host_convert<S, 1> (src, dst, n, sr, seed, first_index); break;
+    case 2: host_convert<S, 2> (src, dst, n, sr, seed, first_index); break;
+    case 3: host_convert<S, 3> (src, dst, n, sr, seed, first_index); break;
+    default: host_convert<S, 4> (src, dst, n, sr, seed, first_index); break;
+    }
+}
+
+extern "C" void
+test_cuda_host_convert (const void *src, int src_dtype, void *dst, int dst_dtype, size_t n,
+                        int stochastic, uint64_t seed, uint64_t first_index)
+{
+  bool sr = stochastic && !mp_dtype_is_exact_in (src_dtype, dst_dtype);
+
+  /* As _mixprec_cuda_convert(): the same dtype is a copy. */
+  if (src_dtype == dst_dtype)
+    {
+      memmove (dst, src, n * mp_dtype_size (src_dtype));
+      return;
+    }
+  switch (src_dtype)
+    {
+    case 0: host_convert_to<0> (dst_dtype, src, dst, n, sr, seed, first_index); break;
+    case 1: host_convert_to<1> (dst_dtype, src, dst, n, sr, seed, first_index); break;
+    case 2: host_convert_to<2> (dst_dtype, src, dst, n, sr, seed, first_index); break;
+    case 3: host_convert_to<3> (dst_dtype, src, dst, n, sr, seed, first_index); break;
+    default: host_convert_to<4> (dst_dtype, src, dst, n, sr, seed, first_index); break;
+    }
+}
+
+/* ------------------------------------------------------------ accumulate, scale */
+
+template <int D, int S>
+static void
+host_accumulate (void *dst, const void *src, size_t n, bool first)
+{
+  for (size_t i = 0; i < n; i++)
+    mp_accumulate1<D, S> ((typename MpType<D>::T *) dst, (const typename MpType<S>::T *) src, i, first);
+}
+
+template <int D>
+static void
+host_accumulate_from (int src_dtype, void *dst, const void *src, size_t n, bool first)
+{
+  switch (src_dtype)
+    {
+    case 0: host_accumulate<D, 0> (dst, src, n, first); break;
+    case 1: host_accumulate<D, 1> (dst, src, n, first); break;
+    case 2: host_accumulate<D, 2> (dst, src, n, first); break;
+    case 3: host_accumulate<D, 3> (dst, src, n, first); break;
+    default: host_accumulate<D, 4> (dst, src, n, first); break;
+    }
+}
+
+extern "C" void
+test_cuda_host_accumulate (void *dst, int dst_dtype, const void *src, int src_dtype, size_t n,
+                           int first)
+{
+  /* As _mixprec_cuda_accumulate(): a first term of the same dtype is a
+   * copy. */
+  if (first && dst_dtype == src_dtype)
+    {
+      memmove (dst, src, n * mp_dtype_size (src_dtype));
+      return;
+    }
+  switch (dst_dtype)
+    {
+    case 0: host_accumulate_from<0> (src_dtype, dst, src, n, first); break;
+    case 1: host_accumulate_from<1> (src_dtype, dst, src, n, first); break;
+    case 2: host_accumulate_from<2> (src_dtype, dst, src, n, first); break;
+    case 3: host_accumulate_from<3> (src_dtype, dst, src, n, first); break;
+    default: host_accumulate_from<4> (src_dtype, dst, src, n, first); break;
+    }
+}
+
+template <int D>
+static void
+host_scale (void *buf, size_t n, float factor)
+{
+  for (size_t i = 0; i < n; i++)
+    mp_scale1<D> ((typename MpType<D>::T *) buf, i, factor);
+}
+
+extern "C" void
+test_cuda_host_scale (void *buf, int dtype, size_t n, float factor)
+{
+  switch (dtype)
+    {
+    case 0: host_scale<0> (buf, n, factor); break;
+    case 1: host_scale<1> (buf, n, factor); break;
+    case 2: host_scale<2> (buf, n, factor); break;
+    case 3: host_scale<3> (buf, n, factor); break;
+    default: host_scale<4> (buf, n, factor); break;
+    }
+}
+
+/* ------------------------------------------------------------ optimizers */
+
+template <class Op, int G, int W>
+struct HostRun {
+  static int
+  run (const MixprecCudaOptimLaunch *L, size_t n_threads)
+  {
+    int head = optim_head<Op, G, W> (L);
+
+    for (size_t t = 0; t < n_threads; t++)
+      optim_thread<Op, G, W> (*L, head, t, n_threads);
+    return head;
+  }
+};
+
+extern "C" int
+test_cuda_host_optim_step (const MixprecCudaOptimLaunch *L, size_t n_threads)
+{
+  if (L->n == 0)
+    return -1;
+  return optim_dispatch<HostRun> (L, n_threads);
+}

@@ -1,0 +1,43 @@
+/* cuda-host-kernels.h — the cuda plugin's kernel code run on the CPU
+ * (cuda-host-kernels.cu, compiled by nvcc like the plugin's kernels), so
+ * that test-device-cuda can compare it with the library bit for bit on a
+ * machine without a GPU. Each function mirrors the plugin's launcher of
+ * the same name in cuda-launch.h, with host pointers and no stream. */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "device-cuda/cuda-launch.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+void test_cuda_host_convert    (const void   *src,
+                                int           src_dtype,
+                                void         *dst,
+                                int           dst_dtype,
+                                size_t        n,
+                                int           stochastic,
+                                uint64_t      seed,
+                                uint64_t      first_index);
+void test_cuda_host_accumulate (void         *dst,
+                                int           dst_dtype,
+                                const void   *src,
+                                int           src_dtype,
+                                size_t        n,
+                                int           first);
+void test_cuda_host_scale      (void         *buf,
+                                int           dtype,
+                                size_t        n,
+                                float         factor);
+/* Every thread of a grid of @n_threads (at least n / 4 + 4), one after
+ * the other. Returns the kernel's head: the elements done one at a time
+ * before the aligned groups, or -1 when all were. */
+int  test_cuda_host_optim_step (const MixprecCudaOptimLaunch *launch,
+                                size_t        n_threads);
+
+#ifdef __cplusplus
+}
+#endif

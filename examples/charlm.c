@@ -305,6 +305,7 @@ train_step (MixprecEngine       *engine,
   guint world = mixprec_engine_get_world_size (engine);
   gdouble step_loss = 0.0;
   guint step_micro = 0;
+  MixprecStepResult *result = NULL;
 
   /* Every rank draws the whole global batch (world * accumulation
    * micro-batches) from the same stream and computes micro-batch m when
@@ -326,16 +327,21 @@ train_step (MixprecEngine       *engine,
       interval->examples += micro_batch;
       /* The engine wants the gradients of the scaled loss. */
       charlm_model_backward (model, loss_weight * mixprec_engine_get_loss_scale (engine));
-      if (!mixprec_engine_backward_done (engine, error))
+      /* The step's training loss, beside what the engine records of it, in
+       * the monitors the config enables (this rank's micro-batches; rank 0
+       * writes): reported before this rank's last micro-batch, whose
+       * micro_step() runs the step the report belongs to. */
+      if (m + world >= accumulation * world &&
+          !mixprec_engine_report_scalar (engine, "Train/Steps/train_loss", step_loss / step_micro,
+                                         error))
+        return NULL;
+      /* Hands the micro-batch's gradients over; after the last one of the
+       * accumulation window it also runs the optimizer step. */
+      if (!mixprec_engine_micro_step (engine, &result, error))
         return NULL;
     }
-  /* The step's training loss, beside what the engine records of it, in
-   * the monitors the config enables (this rank's micro-batches; rank 0
-   * writes). */
-  if (step_micro > 0 &&
-      !mixprec_engine_report_scalar (engine, "Train/Steps/train_loss", step_loss / step_micro, error))
-    return NULL;
-  return mixprec_engine_step (engine, error);
+  g_assert (result != NULL);
+  return result;
 }
 
 /* --resume: the engine continues from the latest checkpoint in @dir (or
@@ -422,10 +428,6 @@ main (int    argc,
   /* Messages in the terminal's character set; numbers stay in the C
    * locale so that val_loss=2.1 reads the same everywhere. */
   setlocale (LC_CTYPE, "");
-
-  /* charlm is never installed: unless told otherwise it uses the plugins
-   * (the AdamW optimizer) built next to it. */
-  g_setenv ("MIXPREC_PLUGIN_PATH", CHARLM_PLUGIN_DIR, FALSE);
 
   if (!parse_options (&options, &argc, &argv, &error) ||
       (config = charlm_config_load (options.config_path, &options.overrides, &error)) == NULL ||

@@ -10,8 +10,9 @@ mode's validation loss and saves their loss curves as a PNG.
 
     python3 examples/charlm.py --steps 1000 --png charlm-loss.png
 
-Run it against an uninstalled build with GI_TYPELIB_PATH=<build>/bindings,
-LD_LIBRARY_PATH=<build>/libmixprec/.libs and MIXPREC_PLUGIN_PATH=<build>/plugins.
+Run it against an uninstalled build with GI_TYPELIB_PATH=<build>/bindings
+and LD_LIBRARY_PATH=<build>/libmixprec/.libs; that library finds the
+plugins built beside it.
 """
 
 import argparse
@@ -305,16 +306,17 @@ def train(mode, args, data):
 
     for step in range(1, steps + 1):
         step_losses = []
-        for _ in range(accumulation):
+        for m in range(accumulation):
             k = (batch_rng.next(micro_batch) % np.uint64(len(train_examples[1]))).astype(np.int64)
             step_losses.append(model.forward(train_examples[0][k], train_examples[1][k]))
             model.backward(args.loss_weight * engine.get_loss_scale())
-            engine.backward_done()
+            if m == accumulation - 1:
+                # The step's loss in the monitors the config enables
+                # (csv_monitor, tensorboard), beside what the engine records
+                # of the step, which this last micro_step() runs.
+                engine.report_scalar("Train/Steps/train_loss", float(np.mean(step_losses)))
+            r = engine.micro_step()
         losses.extend(step_losses)
-        # The step's loss in the monitors the config enables (csv_monitor,
-        # tensorboard), beside what the engine records of the step.
-        engine.report_scalar("Train/Steps/train_loss", float(np.mean(step_losses)))
-        r = engine.step()
         model.load_weights()
         if step % args.eval_every == 0 or step == steps:
             val = model.evaluate(val_examples, stride)

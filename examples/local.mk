@@ -11,8 +11,7 @@ examples_charlm_SOURCES = \
 	examples/charlm-model.h \
 	examples/charlm-model.c
 examples_charlm_CPPFLAGS = $(AM_CPPFLAGS) \
-	-DCHARLM_CONFIG_DIR=\"$(abs_top_srcdir)/examples/configs\" \
-	-DCHARLM_PLUGIN_DIR=\"$(abs_top_builddir)/plugins\"
+	-DCHARLM_CONFIG_DIR=\"$(abs_top_srcdir)/examples/configs\"
 examples_charlm_LDADD = libmixprec/libmixprec.la $(MIXPREC_DEPS_LIBS) -lm
 charlm_configs = \
 	examples/configs/fp32.json \

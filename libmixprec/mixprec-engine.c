@@ -577,6 +577,82 @@ mixprec_engine_new_with_comm (MixprecConfig *config,
 }
 
 /**
+ * mixprec_engine_new_from_file: (constructor)
+ * @filename: (type filename): a JSON configuration file (see mixprec.json(5))
+ * @error: return location for a #GError
+ *
+ * Reads @filename with mixprec_config_new_from_file() and creates an
+ * engine on it with mixprec_engine_new(): the two calls every trainer
+ * starts with. mixprec_engine_get_config() returns the configuration.
+ *
+ * Returns: (transfer full): a new engine, or %NULL with @error set; an
+ *   error in the file (one it cannot read, invalid JSON, a wrong value)
+ *   is #MIXPREC_CONFIG_ERROR with a message naming the file
+ *
+ * Since: 1.1
+ */
+MixprecEngine *
+mixprec_engine_new_from_file (const gchar  *filename,
+                              GError      **error)
+{
+  g_autoptr(MixprecConfig) config = NULL;
+
+  g_return_val_if_fail (filename != NULL, NULL);
+  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
+
+  config = mixprec_config_new_from_file (filename, error);
+  if (config == NULL)
+    return NULL;
+  return mixprec_engine_new (config, error);
+}
+
+/**
+ * mixprec_engine_micro_step:
+ * @self: a #MixprecEngine
+ * @result: (out) (optional) (nullable) (transfer full): where to store
+ *   what the optimizer step did when this micro-step completed an
+ *   accumulation window, else %NULL
+ * @error: return location for a #GError
+ *
+ * Ends one micro-batch: call it once the backward pass has written the
+ * gradients of the scaled loss (mixprec_engine_get_loss_scale()) into the
+ * parameters' gradient buffers, or handed them over with
+ * mixprec_param_reduce_grad(). It runs mixprec_engine_backward_done() and,
+ * when that completes gradient_accumulation_steps micro-batches, also
+ * mixprec_engine_step(): a trainer loop needs no other call per
+ * micro-batch. The two calls stay available for trainers that want to act
+ * between them.
+ *
+ * Returns: (skip): %TRUE on success (with @result %NULL when no step was
+ *   due); %FALSE with @error set when backward_done() or step() failed
+ *
+ * Since: 1.1
+ */
+gboolean
+mixprec_engine_micro_step (MixprecEngine      *self,
+                           MixprecStepResult **result,
+                           GError            **error)
+{
+  g_autoptr(MixprecStepResult) step = NULL;
+
+  g_return_val_if_fail (MIXPREC_IS_ENGINE (self), FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+
+  if (result != NULL)
+    *result = NULL;
+  if (!mixprec_engine_backward_done (self, error))
+    return FALSE;
+  if (!mixprec_engine_is_accumulation_boundary (self))
+    return TRUE;
+  step = mixprec_engine_step (self, error);
+  if (step == NULL)
+    return FALSE;
+  if (result != NULL)
+    *result = g_steal_pointer (&step);
+  return TRUE;
+}
+
+/**
  * mixprec_engine_get_config:
  * @self: a #MixprecEngine
  *

@@ -198,6 +198,9 @@ MixprecEngine     *mixprec_engine_new_with_comm     (MixprecConfig  *config,
                                                      MixprecComm    *comm,
                                                      MixprecComm    *model_parallel_comm,
                                                      GError        **error);
+MIXPREC_AVAILABLE_IN_1_1
+MixprecEngine     *mixprec_engine_new_from_file     (const gchar    *filename,
+                                                     GError        **error);
 MIXPREC_AVAILABLE_IN_1_0
 MixprecConfig     *mixprec_engine_get_config        (MixprecEngine  *self);
 MIXPREC_AVAILABLE_IN_1_0
@@ -296,6 +299,10 @@ gboolean           mixprec_engine_backward_done     (MixprecEngine  *self,
 MIXPREC_AVAILABLE_IN_1_0
 MixprecStepResult *mixprec_engine_step              (MixprecEngine  *self,
                                                      GError        **error);
+MIXPREC_AVAILABLE_IN_1_1
+gboolean           mixprec_engine_micro_step        (MixprecEngine      *self,
+                                                     MixprecStepResult **result,
+                                                     GError            **error);
 
 MIXPREC_AVAILABLE_IN_1_1
 gboolean           mixprec_engine_report_scalar     (MixprecEngine  *self,

@@ -3,8 +3,11 @@
  * this device". */
 #include "config.h"
 
+#include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <glib/gstdio.h>
@@ -22,7 +25,11 @@
  * environment variable (separated by colons, in order), then the system
  * plugin directories: those in `MIXPREC_PLUGIN_SYSTEM_PATH` when that
  * variable is set (an empty value means none), otherwise the directory
- * libmixprec was installed with (`$libdir/mixprec-1.0`).
+ * libmixprec was installed with (`$libdir/mixprec-1.0`) — or, when this
+ * libmixprec is the uninstalled one of a build tree (it was loaded from
+ * that tree's `libmixprec/.libs/`), the tree's `plugins/` folder instead,
+ * so that the tools, the examples and scripts run from a build tree find
+ * the plugins built with them and never mix in installed ones.
  *
  * Each directory is searched recursively, in byte order of the names, for
  * files called `mixprec-NAME.so`; directory links are followed, loops are
@@ -222,6 +229,52 @@ append_path_list (GStrvBuilder *builder,
       g_strv_builder_add (builder, dirs[i]);
 }
 
+/* Whether this copy of libmixprec is the uninstalled one of the build tree
+ * it was compiled in: the shared object holding this function lies in that
+ * tree's libmixprec/.libs (the same directory once links are resolved).
+ * An installed copy, or the code linked statically into a program, lies
+ * elsewhere. */
+static gboolean
+library_is_uninstalled (void)
+{
+#if defined(MIXPREC_UNINSTALLED_LIBDIR) && defined(MIXPREC_UNINSTALLED_PLUGIN_DIR)
+  static gsize answer = 0;
+
+  if (g_once_init_enter (&answer))
+    {
+      gboolean uninstalled = FALSE;
+      Dl_info info;
+
+      if (dladdr ((const void *) library_is_uninstalled, &info) != 0 && info.dli_fname != NULL)
+        {
+          g_autofree gchar *dir = g_path_get_dirname (info.dli_fname);
+          g_autofree gchar *real_dir = realpath (dir, NULL);
+          g_autofree gchar *real_build = realpath (MIXPREC_UNINSTALLED_LIBDIR, NULL);
+
+          uninstalled = real_dir != NULL && real_build != NULL
+                        && strcmp (real_dir, real_build) == 0;
+        }
+      g_once_init_leave (&answer, uninstalled ? 2 : 1);
+    }
+  return answer == 2;
+#else
+  return FALSE;
+#endif
+}
+
+/* The system part of the search path when MIXPREC_PLUGIN_SYSTEM_PATH is
+ * not set: the build tree's plugins for an uninstalled library, else the
+ * installed plugin directory. */
+static const gchar *
+default_system_path (void)
+{
+#ifdef MIXPREC_UNINSTALLED_PLUGIN_DIR
+  if (library_is_uninstalled ())
+    return MIXPREC_UNINSTALLED_PLUGIN_DIR;
+#endif
+  return MIXPREC_PLUGIN_DIR;
+}
+
 static MixprecRegistry *
 registry_new_scanned (GStrvBuilder *builder,
                       gboolean      include_system)
@@ -233,9 +286,14 @@ registry_new_scanned (GStrvBuilder *builder,
     {
       const gchar *system = g_getenv ("MIXPREC_PLUGIN_SYSTEM_PATH");
 
-      append_path_list (builder, system != NULL ? system : MIXPREC_PLUGIN_DIR);
+      append_path_list (builder, system != NULL ? system : default_system_path ());
     }
   self->search_path = g_strv_builder_end (builder);
+  {
+    g_autofree gchar *joined = g_strjoinv (G_SEARCHPATH_SEPARATOR_S, self->search_path);
+
+    g_debug ("plugin search path: %s", joined);
+  }
 
   scan.names = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   scan.visited = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);

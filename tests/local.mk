@@ -281,6 +281,12 @@ if HAVE_PYTHON_GI
 TESTS += tests/test-engine-gi.py
 endif
 
+# --- the short trainer API (new_from_file, micro_step) against the calls
+# it stands for
+check_PROGRAMS += tests/test-engine-trainer
+tests_test_engine_trainer_LDADD = $(tests_public_ldadd) -lm
+TESTS += tests/test-engine-trainer
+
 # --- engine in fp16 without masters, and AdamW with bf16 state: steps
 # bitwise against AdamW applied by hand, overflow skips, training runs
 check_PROGRAMS += tests/test-engine-fp16nm
@@ -440,6 +446,17 @@ endif
 # --- memory plan
 TESTS += tests/test-inspect-plan.sh
 EXTRA_DIST += tests/test-inspect-plan.sh
+
+# --- the tools of the build tree find its plugins with no environment
+TESTS += tests/test-inspect-uninstalled.sh
+EXTRA_DIST += tests/test-inspect-uninstalled.sh
+
+# --- every code block of README.md and examples/README.md runs as written
+TESTS += tests/test-doc-snippets.sh
+EXTRA_DIST += tests/test-doc-snippets.sh tests/doc-snippets.py tests/snippets/layers.c
+AM_TESTS_ENVIRONMENT += \
+	export SNIPPET_CC="$(CC)" SNIPPET_CFLAGS="$(CFLAGS)" SNIPPET_LDFLAGS="$(LDFLAGS)"; \
+	export PYTHON_GI="$(PYTHON_GI)" VALAC="$(VALAC)";
 
 # --- the example trainer across ranks
 if HAVE_UCX

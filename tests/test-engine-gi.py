@@ -77,6 +77,35 @@ except GLib.Error as err:
     check("step before backward raises",
           err.matches(Mixprec.engine_error_quark(), Mixprec.EngineError.WRONG_STATE))
 
+# micro_step(): None until the accumulation boundary, then the step's
+# result; the same weights as backward_done() + step() (SGD lr 1, exact).
+import os  # noqa: E402
+import tempfile  # noqa: E402
+with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+    f.write('{"gradient_accumulation_steps": 2,'
+            ' "optimizer": {"type": "SGD", "params": {"lr": 1.0}}}')
+try:
+    e = Mixprec.Engine.new_from_file(f.name)
+    check("new_from_file reads the file", e.get_gradient_accumulation_steps() == 2)
+    p = e.register_param("w", [2], "Linear", Mixprec.DType.FLOAT32, f32(1.0, 2.0))
+    p.set_grad(Mixprec.DType.FLOAT32, f32(0.5, 0.25))
+    first = e.micro_step()
+    p.set_grad(Mixprec.DType.FLOAT32, f32(0.25, 0.25))
+    second = e.micro_step()
+    check("micro_step returns None inside the window", first is None)
+    check("micro_step returns the step at the boundary",
+          isinstance(second, Mixprec.StepResult) and second.applied and second.step == 1)
+    check("micro_step steps on the mean gradient", floats(p.get_master()) == [0.625, 1.75])
+finally:
+    os.unlink(f.name)
+try:
+    Mixprec.Engine.new_from_file(f.name)
+    check("new_from_file of a missing file raises", False)
+except GLib.Error as err:
+    check("new_from_file of a missing file raises",
+          err.matches(Mixprec.config_error_quark(), Mixprec.ConfigError.IO) and
+          os.path.basename(f.name) in err.message)
+
 print("1..%d" % len(results))
 for i, (name, ok) in enumerate(results, 1):
     print("%s %d - %s" % ("ok" if ok else "not ok", i, name))

@@ -277,7 +277,10 @@ class Engine(object):
         scale, in FP32 as DeepSpeed does; the parameters' hooks hand each
         gradient to the engine as it is produced. Then ends the micro-step
         (Mixprec.Engine.backward_done): a parameter that got no gradient
-        counts as zero."""
+        counts as zero. The loss is not divided by
+        gradient_accumulation_steps: the engine averages the micro-steps'
+        gradients itself (where DeepSpeed's backward divides the loss; the
+        result is the same)."""
         scale = self.engine.get_loss_scale()
         scaled = loss.float() * scale if scale != 1.0 else loss
         scaled.backward(retain_graph=retain_graph)

@@ -48,3 +48,13 @@ EXTRA_DIST += bindings/gi/overrides/Mixprec.py
 if INSTALL_PYOVERRIDES
 pyoverrides_DATA = bindings/gi/overrides/Mixprec.py
 endif
+
+# The pure-Python package mixprec: mixprec.torch, the PyTorch front
+# (imported only when asked for; it needs torch). Installed beside gi.
+mixprec_python_files = \
+	bindings/python/mixprec/__init__.py \
+	bindings/python/mixprec/torch.py
+EXTRA_DIST += $(mixprec_python_files)
+if INSTALL_PYOVERRIDES
+pymixprec_DATA = $(mixprec_python_files)
+endif

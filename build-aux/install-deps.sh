@@ -42,3 +42,14 @@ if ! "$VENV/bin/python3" -c 'import gi, tensorboard' >/dev/null 2>&1; then
          "the TensorBoard event-file test will be skipped" >&2
   fi
 fi
+
+# The tests of mixprec.torch (the PyTorch front) and its example need torch:
+# PyPI's, in the same venv (a few GB with its CUDA libraries).
+if [ -x "$VENV/bin/python3" ] && ! "$VENV/bin/python3" -c 'import torch' >/dev/null 2>&1; then
+  if "$VENV/bin/pip" install -q torch; then
+    echo "install-deps: torch installed in $VENV"
+  else
+    echo "install-deps: warning: could not install torch into $VENV;" \
+         "the mixprec.torch tests will be skipped" >&2
+  fi
+fi

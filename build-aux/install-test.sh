@@ -317,6 +317,47 @@ else
   not_ok "Python: numpy.asarray(param.working) shares the engine's memory (python3-mixprec)" "$down/views.out"
 fi
 
+# mixprec.torch of python3-mixprec: with a Python that has torch and sees
+# the system's site-packages (the venv of build-aux/install-deps.sh), a
+# model trains through it with its weights in the engine's memory; without
+# torch the import fails naming torch.
+cat >"$down/front.py" <<'EOF'
+import torch
+import mixprec.torch
+from gi.repository import Mixprec
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.LayerNorm(3))
+engine = mixprec.torch.initialize(model, {"bf16": {"enabled": True},
+                                          "mixprec": {"fp32_modules": ["LayerNorm"]}})
+w = model[0].weight
+assert w.dtype == torch.bfloat16 and model[1].weight.dtype == torch.float32
+assert w.data_ptr() == engine.params["0.weight"].get_buffer_address(Mixprec.ParamBuffer.WORKING)[0]
+before = w.detach().clone()
+engine.backward(model(torch.randn(8, 4, dtype=torch.bfloat16)).float().square().mean())
+assert engine.step().applied and not torch.equal(before, w)
+print("front", mixprec.torch.__file__)
+EOF
+torch_py="${XDG_CACHE_HOME:-$HOME/.cache}/libmixprec/venv/bin/python3"
+if [ -x "$torch_py" ] && "$torch_py" -c 'import torch' >/dev/null 2>&1; then
+  if clean_env "$torch_py" front.py >"$down/front.out" 2>&1 &&
+     grep -qx "front /usr/lib/python3/dist-packages/mixprec/torch.py" "$down/front.out"; then
+    ok "Python with torch: a model trains through mixprec.torch (python3-mixprec)"
+  else
+    not_ok "Python with torch: a model trains through mixprec.torch (python3-mixprec)" "$down/front.out"
+  fi
+else
+  ok "Python with torch: a model trains through mixprec.torch # SKIP no venv with torch at $torch_py"
+fi
+if clean_env /usr/bin/python3 -c 'import torch' >/dev/null 2>&1; then
+  ok "without torch, import mixprec.torch fails naming torch # SKIP the system Python has torch"
+elif clean_env /usr/bin/python3 -c 'import mixprec.torch' >"$down/notorch.out" 2>&1; then
+  not_ok "without torch, import mixprec.torch fails naming torch" "$down/notorch.out"
+elif grep -q "ImportError: mixprec.torch needs PyTorch: the 'torch' package" "$down/notorch.out"; then
+  ok "without torch, import mixprec.torch fails naming torch"
+else
+  not_ok "without torch, import mixprec.torch fails naming torch" "$down/notorch.out"
+fi
+
 cat >"$down/app.js" <<'EOF'
 imports.gi.versions.Mixprec = '1.0';
 const GLib = imports.gi.GLib;

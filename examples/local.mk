@@ -20,3 +20,4 @@ charlm_configs = \
 	examples/configs/fp16-fp32-layernorm.json \
 	examples/configs/fp16-static1.json
 EXTRA_DIST += $(charlm_configs) examples/charlm.py examples/README.md
+EXTRA_DIST += examples/torch-charlm.py

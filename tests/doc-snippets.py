@@ -15,8 +15,9 @@ says more:
   <!-- snippet: after NAME ... -->     needs the files of earlier blocks
   <!-- snippet: output of COMMAND -->  every line but "..." is a line of
                                        COMMAND's output (spaces aside)
-  <!-- snippet: needs ucx|cuda|nccl --> skipped without that plugin (and
-                                       a usable GPU; two for nccl)
+  <!-- snippet: needs ucx|cuda|nccl|torch --> skipped without that plugin (and
+                                       a usable GPU; two for nccl); torch:
+                                       run by PYTHON_TORCH, skipped without
   <!-- snippet: installed -->          sh run as if libmixprec were
                                        installed: tools on PATH, pkg-config,
                                        valac and python3 finding the build
@@ -218,7 +219,8 @@ def base_env(tmp, installed=False):
     if installed:
         env["PATH"] = os.path.join(top, "tools") + os.pathsep + env.get("PATH", "")
         env["GI_TYPELIB_PATH"] = os.path.join(top, "bindings")
-        env["PYTHONPATH"] = os.path.join(srcdir, "bindings")
+        env["PYTHONPATH"] = os.path.join(srcdir, "bindings") + os.pathsep + \
+            os.path.join(srcdir, "bindings", "python")      # mixprec.torch
         env["XDG_DATA_DIRS"] = os.path.join(tmp, "share") + os.pathsep + \
             env.get("XDG_DATA_DIRS", "/usr/local/share:/usr/share")
     return env
@@ -273,6 +275,8 @@ def check_block(doc, line, lang, directive, text, tree, tmp, state):
         if f not in state["files"]:
             return not_ok(name, "needs %s from an earlier snippet, which none saved" % f)
     for need in d.get("needs", []):
+        if need == "torch" and os.environ.get("PYTHON_TORCH", "no") in ("", "no"):
+            return skip(name, "no Python with torch (PYTHON_TORCH)")
         if need == "ucx" and not have_plugin("comm-ucx"):
             return skip(name, "the UCX communicator was not built")
         if need == "nccl":
@@ -356,7 +360,8 @@ def check_block(doc, line, lang, directive, text, tree, tmp, state):
         src = os.path.join(tmp, "snippet-%d.py" % line)
         with open(src, "w") as f:
             f.write(text)
-        rc, out = run([os.environ["PYTHON_GI"], src], tree, base_env(tmp, installed=True))
+        py = os.environ["PYTHON_TORCH"] if "torch" in d.get("needs", []) else os.environ["PYTHON_GI"]
+        rc, out = run([py, src], tree, base_env(tmp, installed=True))
         module = python_missing_module(out) if rc != 0 else None
         if module:
             return skip(name, "Python module %s is missing" % module)

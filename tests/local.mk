@@ -321,6 +321,19 @@ if HAVE_PYTHON_GI
 TESTS += tests/test-charlm-py.py
 endif
 
+# --- mixprec.torch, the PyTorch front (bindings/python), and its example:
+# run by PYTHON_TORCH (configure: a Python with gi, numpy and torch); they
+# skip with the reason when there is none.
+EXTRA_DIST += tests/test-torch-front.py tests/test-torch-charlm.sh
+AM_TESTS_ENVIRONMENT += export PYTHON_TORCH="$(PYTHON_TORCH)"; \
+	export PYTHONPATH="$(abs_top_srcdir)/bindings/python:$$PYTHONPATH";
+if HAVE_UCX
+AM_TESTS_ENVIRONMENT += export MIXPREC_TEST_HAVE_UCX=yes;
+endif
+if HAVE_PYTHON_GI
+TESTS += tests/test-torch-front.py tests/test-torch-charlm.sh
+endif
+
 # --- abi: layouts of the public structs and vtables (x86-64 table), and the
 # plugin ABI checked in both directions. The host-check plugin sits in its
 # own folder so the registry tests' plugin counts stay as they are.

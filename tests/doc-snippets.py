@@ -172,10 +172,13 @@ def make_tree(tmp):
                 % (shlex.quote(os.path.join(top, "examples", "charlm")),
                    " ".join(shlex.quote(a) for a in args)))
     os.chmod(charlm, 0o755)
-    with open(os.path.join(tree, "examples", "charlm.py"), "w") as f:
-        f.write("# the source tree's charlm.py, in a short run\nimport runpy, sys\n"
-                "sys.argv += %r\nrunpy.run_path(%r, run_name='__main__')\n"
-                % (args, os.path.join(srcdir, "examples", "charlm.py")))
+    for script, extra in (("charlm.py", args),
+                          ("torch-charlm.py", ["--steps", "10", "--eval-every", "5",
+                                               "--eval-words", "256"] + args[4:])):
+        with open(os.path.join(tree, "examples", script), "w") as f:
+            f.write("# the source tree's %s, in a short run\nimport runpy, sys\n"
+                    "sys.argv += %r\nrunpy.run_path(%r, run_name='__main__')\n"
+                    % (script, extra, os.path.join(srcdir, "examples", script)))
     # valac finds vapi files in $XDG_DATA_DIRS/vala/vapi, as installed ones
     vapi = os.path.join(tmp, "share", "vala", "vapi")
     os.makedirs(vapi)
@@ -338,7 +341,15 @@ def check_block(doc, line, lang, directive, text, tree, tmp, state):
         return skip(name, why)
 
     if lang in ("sh", "console", "bash"):
-        rc, out = run_sh(text, tree, base_env(tmp, installed=d.get("installed", False)))
+        env = base_env(tmp, installed=d.get("installed", False))
+        if "torch" in d.get("needs", []):      # python3 is the Python with torch
+            bindir = os.path.join(tmp, "bin-torch")
+            os.makedirs(bindir, exist_ok=True)
+            with open(os.path.join(bindir, "python3"), "w") as f:
+                f.write('#!/bin/sh\nexec %s "$@"\n' % shlex.quote(os.environ["PYTHON_TORCH"]))
+            os.chmod(os.path.join(bindir, "python3"), 0o755)
+            env["PATH"] = bindir + os.pathsep + env["PATH"]
+        rc, out = run_sh(text, tree, env)
         module = python_missing_module(out) if rc != 0 else None
         if module:
             return skip(name, "Python module %s is missing" % module)

@@ -711,6 +711,41 @@ test_offload_pageable (void)
   g_assert_cmpuint (*copies, ==, 0);
 }
 
+/* What register_device_v2 refuses: a V2 vtable without one of the pinned
+ * memory functions, or with reserved space in use; a whole one passes. */
+static void
+test_device_v2_check (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MixprecFeature) feature =
+    mixprec_registry_find_feature (mixprec_registry_get_default (), MIXPREC_FEATURE_KIND_DEVICE,
+                                   "hostdev", "hostdev", &error);
+  MixprecDeviceV2 v2;
+
+  g_assert_no_error (error);
+  v2 = *_mixprec_feature_get_device_vtable_v2 (feature);
+  g_assert_true (_mixprec_device_v2_vtable_check (&v2, &error));
+  g_assert_no_error (error);
+
+  v2.host_free = NULL;
+  g_assert_false (_mixprec_device_v2_vtable_check (&v2, &error));
+  g_assert_nonnull (error);
+  g_assert_nonnull (strstr (error->message, "device 'hostdev': its host_free function is NULL; "
+                                            "a device implements every function of MixprecDeviceV2"));
+  g_clear_error (&error);
+
+  v2 = *_mixprec_feature_get_device_vtable_v2 (feature);
+  v2.reserved[3] = &v2;
+  g_assert_false (_mixprec_device_v2_vtable_check (&v2, &error));
+  g_assert_nonnull (error);
+  g_assert_nonnull (strstr (error->message, "reserved fields are not zero"));
+  g_clear_error (&error);
+
+  g_assert_false (_mixprec_device_v2_vtable_check (NULL, &error));
+  g_assert_nonnull (error);
+  g_assert_nonnull (strstr (error->message, "the device vtable is NULL"));
+}
+
 /* A checkpoint saved on the device loads on the cpu and the other way
  * round; both continue identically. */
 static void
@@ -978,6 +1013,7 @@ main (int argc, char **argv)
       g_test_add_func ("/engine-device/offload/plan-pinned", test_offload_plan_pinned);
       g_test_add_func ("/engine-device/offload/pinned", test_offload_pinned);
       g_test_add_func ("/engine-device/offload/pageable", test_offload_pageable);
+      g_test_add_func ("/engine-device/device-v2-check", test_device_v2_check);
     }
   return g_test_run ();
 }

@@ -2048,10 +2048,8 @@ resolve_offload (Loader *l)
                                     "%s: mixprec.device is \"cpu\", so the FP32 masters and the "
                                     "optimizer state are in host memory and step on the CPU already; "
                                     "there is nothing to offload", s->offload_path);
-  else if (s->offload_pin_memory)
-    _mixprec_config_report_warning (l->report,
-                                    "%s.pin_memory: device plugins of ABI 1.x have no pinned host "
-                                    "memory; the offloaded buffers are pageable", s->offload_path);
+  /* pin_memory on a device: the engine asks the device plugin for pinned
+   * host memory and warns when it has none (a plugin of revision 1). */
 }
 
 static void

@@ -57,6 +57,16 @@ gpointer        _mixprec_device_alloc         (_MixprecDevice *device,
                                                GError        **error);
 void            _mixprec_device_free          (_MixprecDevice *device,
                                                gpointer        ptr);
+/* Pinned (page-locked) host memory from a device of plugin revision 2:
+ * whether @device has it (FALSE for the host and revision-1 devices), and
+ * @bytes of it zeroed, released with _mixprec_device_host_free(). */
+gboolean        _mixprec_device_has_pinned    (_MixprecDevice *device);
+gpointer        _mixprec_device_host_alloc    (_MixprecDevice *device,
+                                               gsize           bytes,
+                                               const gchar    *what,
+                                               GError        **error);
+void            _mixprec_device_host_free     (_MixprecDevice *device,
+                                               gpointer        ptr);
 gboolean        _mixprec_device_zero          (_MixprecDevice *device,
                                                gpointer        ptr,
                                                gsize           bytes,
@@ -150,7 +160,16 @@ gboolean        _mixprec_device_vtable_check  (const MixprecDeviceV1 *vtable,
                                                GError              **error);
 MixprecFeature *_mixprec_feature_new_device   (const MixprecDeviceV1 *vtable,
                                                MixprecPlugin         *plugin);
+/* The same for revision 2 (register_device_v2): the V1 checks, then
+ * host_alloc and host_free, then the V2 reserved space. */
+gboolean        _mixprec_device_v2_vtable_check (const MixprecDeviceV2 *vtable,
+                                                 GError              **error);
+MixprecFeature *_mixprec_feature_new_device_v2 (const MixprecDeviceV2 *vtable,
+                                                MixprecPlugin         *plugin);
 /* The device's vtable (NULL for other kinds). */
 const MixprecDeviceV1 *_mixprec_feature_get_device_vtable (MixprecFeature *feature);
+/* The whole revision-2 form: host_alloc and host_free are NULL for a
+ * device registered as revision 1. */
+const MixprecDeviceV2 *_mixprec_feature_get_device_vtable_v2 (MixprecFeature *feature);
 
 G_END_DECLS

@@ -14,6 +14,7 @@ struct _MixprecDevice
 {
   MixprecFeature *feature;       /* keeps the vtable (and its module) alive */
   const MixprecDeviceV1 *vtable;
+  const MixprecDeviceV2 *vtable_v2;   /* host_alloc/host_free NULL for revision 1 */
   gpointer handle;
   gchar *label;                  /* "cuda (plugin device-cuda)" */
 };
@@ -90,6 +91,7 @@ _mixprec_device_open_feature (MixprecFeature *feature,
   device = g_atomic_rc_box_new0 (_MixprecDevice);
   device->feature = g_object_ref (feature);
   device->vtable = vtable;
+  device->vtable_v2 = _mixprec_feature_get_device_vtable_v2 (feature);
   device->label = g_strdup_printf ("'%s' (plugin %s)", vtable->name,
                                    mixprec_feature_get_plugin_name (feature));
   status = vtable->open (&args, &device->handle, errbuf, sizeof errbuf);
@@ -252,6 +254,54 @@ _mixprec_device_free (_MixprecDevice *device,
     free (ptr);
   else if (device->vtable->free (device->handle, ptr, errbuf, sizeof errbuf) != MIXPREC_PLUGIN_OK)
     g_debug ("device %s: free failed: %s", device->label, errbuf);
+}
+
+gboolean
+_mixprec_device_has_pinned (_MixprecDevice *device)
+{
+  return device != NULL && device->vtable_v2->host_alloc != NULL &&
+         device->vtable_v2->host_free != NULL;
+}
+
+gpointer
+_mixprec_device_host_alloc (_MixprecDevice *device,
+                            gsize           bytes,
+                            const gchar    *what,
+                            GError        **error)
+{
+  gpointer p = NULL;
+  ERRBUF;
+
+  g_return_val_if_fail (_mixprec_device_has_pinned (device), NULL);
+
+  if (bytes == 0)
+    return NULL;
+  if (device->vtable_v2->host_alloc (device->handle, bytes, &p, errbuf, sizeof errbuf) !=
+        MIXPREC_PLUGIN_OK || p == NULL)
+    {
+      errbuf[sizeof errbuf - 1] = '\0';
+      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_PARAM,
+                   "device %s: allocating %" G_GSIZE_FORMAT " bytes of pinned host memory "
+                   "for %s failed: %s", device->label, bytes, what,
+                   errbuf[0] != '\0' ? errbuf : "no memory");
+      return NULL;
+    }
+  memset (p, 0, bytes);
+  return p;
+}
+
+void
+_mixprec_device_host_free (_MixprecDevice *device,
+                           gpointer        ptr)
+{
+  ERRBUF;
+
+  if (ptr == NULL)
+    return;
+  g_return_if_fail (_mixprec_device_has_pinned (device));
+
+  if (device->vtable_v2->host_free (device->handle, ptr, errbuf, sizeof errbuf) != MIXPREC_PLUGIN_OK)
+    g_debug ("device %s: host_free failed: %s", device->label, errbuf);
 }
 
 gboolean

@@ -169,6 +169,7 @@ typedef enum {
   BUF_HOST_MASTERS,
   BUF_HOST_STATE,
   BUF_HOST_STAGING,
+  BUF_PINNED_STAGING,        /* the transfer buffers in the device's pinned memory */
   N_BUFS
 } BufferKind;
 
@@ -224,6 +225,9 @@ struct _MixprecEngine
   gboolean stochastic;
   gboolean overlap;
   gboolean offload;          /* masters and optimizer state in host memory */
+  gboolean offload_pinned;   /* its transfer buffers in the device's pinned memory */
+  gpointer offload_transfers;  /* the transfer thread, from the first offloaded
+                                  step to finalize (mixprec-engine-step.c) */
 
   /* What the steps tell (mixprec-engine-monitor.c); monitors on rank 0. */
   guint64 steps_per_print;   /* 0: no progress messages */
@@ -256,6 +260,15 @@ typedef struct {
  * bandwidth and two of them stay small beside the model. */
 #define _MIXPREC_OFFLOAD_BUCKET_ELEMENTS _MIXPREC_SLOT_MAX_ELEMENTS
 guint64 _mixprec_engine_offload_elements (const GroupShape *shape);
+/* Whether the offload transfer buffers come from the device's pinned host
+ * memory: offload_optimizer.pin_memory on a device of plugin revision 2
+ * (for a plan, on the configured device when this registry has it, else
+ * as pin_memory says). Warns, on a real engine, when pin_memory asks for
+ * what the device lacks. */
+gboolean _mixprec_engine_offload_pinned (MixprecEngine *self,
+                                         gboolean       plan_only);
+/* Joins the offload transfer thread, if one was started. */
+void _mixprec_engine_offload_stop (MixprecEngine *self);
 
 typedef struct {
   MixprecDType dtype;
@@ -309,7 +322,8 @@ void _mixprec_engine_add_shape_bytes (guint64                   *bytes,
                                       const GroupShape          *s,
                                       guint                      n_slots,
                                       MixprecDType               state_dtype,
-                                      gboolean                   offload);
+                                      gboolean                   offload,
+                                      gboolean                   pinned);
 
 /* Allocations through these are what the memory report counts. */
 gpointer _mixprec_engine_alloc (MixprecEngine  *self,

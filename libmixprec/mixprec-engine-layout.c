@@ -26,6 +26,7 @@ const gchar * const _mixprec_engine_buffer_names[N_BUFS] = {
   [BUF_HOST_MASTERS] = "FP32 master weights (host)",
   [BUF_HOST_STATE] = "optimizer state (host)",
   [BUF_HOST_STAGING] = "offload staging (host)",
+  [BUF_PINNED_STAGING] = "offload staging, pinned (host)",
 };
 
 /* ---------------------------------------------------------------- allocation */
@@ -51,7 +52,8 @@ _mixprec_engine_alloc (MixprecEngine  *self,
       return NULL;
     }
   bytes = (gsize) numel * elem_size;
-  p = _mixprec_device_alloc (device, MAX (bytes, 1), what, error);
+  p = kind == BUF_PINNED_STAGING ? _mixprec_device_host_alloc (self->device, MAX (bytes, 1), what, error)
+                                 : _mixprec_device_alloc (device, MAX (bytes, 1), what, error);
   if (p == NULL)
     return NULL;
   g_hash_table_insert (self->allocations, p,
@@ -75,6 +77,12 @@ _mixprec_engine_free (MixprecEngine  *self,
       gsize packed = GPOINTER_TO_SIZE (value);
 
       self->buf_bytes[packed & 0xf] -= packed >> 4;
+      /* Pinned memory goes back to the device that gave it. */
+      if ((packed & 0xf) == BUF_PINNED_STAGING)
+        {
+          _mixprec_device_host_free (self->device, buffer);
+          return;
+        }
     }
   _mixprec_device_free (device, buffer);
 }
@@ -255,7 +263,8 @@ _mixprec_engine_add_shape_bytes (guint64                   *bytes,
                                  const GroupShape          *s,
                                  guint                      n_slots,
                                  MixprecDType               state_dtype,
-                                 gboolean                   offload)
+                                 gboolean                   offload,
+                                 gboolean                   pinned)
 {
   gsize wsize = mixprec_dtype_get_size (dt->working);
 
@@ -266,7 +275,7 @@ _mixprec_engine_add_shape_bytes (guint64                   *bytes,
   bytes[offload ? BUF_HOST_MASTERS : BUF_MASTERS] += s->master * sizeof (gfloat);
   bytes[offload ? BUF_HOST_STATE : BUF_STATE] += s->state * mixprec_dtype_get_size (state_dtype) * n_slots;
   if (offload)
-    bytes[BUF_HOST_STAGING] += 2 * _mixprec_engine_offload_elements (s) *
+    bytes[pinned ? BUF_PINNED_STAGING : BUF_HOST_STAGING] += 2 * _mixprec_engine_offload_elements (s) *
                                (mixprec_dtype_get_size (s->step_grad) + wsize);
   bytes[BUF_STAGING] += s->n_slots * s->slot_elements *
                         mixprec_dtype_get_size (_mixprec_engine_wire_dtype (dt));
@@ -428,17 +437,19 @@ layout_group (MixprecEngine *self,
       return FALSE;
   if (self->offload)
     {
+      BufferKind staging = self->offload_pinned ? BUF_PINNED_STAGING : BUF_HOST_STAGING;
+
       g->offload_elements = _mixprec_engine_offload_elements (&shape);
       for (guint b = 0; b < G_N_ELEMENTS (g->offload_grad); b++)
         if ((g->offload_grad[b] = _mixprec_engine_alloc (self, NULL, g->offload_elements,
                                                          mixprec_dtype_get_size (shape.step_grad),
-                                                         BUF_HOST_STAGING, error)) == NULL ||
+                                                         staging, error)) == NULL ||
             (g->offload_working[b] = _mixprec_engine_alloc (self, NULL, g->offload_elements, wsize,
-                                                            BUF_HOST_STAGING, error)) == NULL)
+                                                            staging, error)) == NULL)
           return FALSE;
     }
   _mixprec_engine_add_shape_bytes (self->buf_plan, &g->dtypes, &shape, n_slots, self->state_dtype,
-                                   self->offload);
+                                   self->offload, self->offload_pinned);
 
   g->hparams = g_memdup2 (self->hparams, sizeof (gdouble) * MAX (self->n_hparams, 1));
   if (self->weight_decay_index >= 0)

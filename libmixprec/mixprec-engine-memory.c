@@ -82,7 +82,7 @@ report_of (const guint64 *bytes)
   r.masters = bytes[BUF_MASTERS] + bytes[BUF_HOST_MASTERS];
   r.optimizer_state = bytes[BUF_STATE] + bytes[BUF_HOST_STATE];
   r.communication = bytes[BUF_STAGING] + bytes[BUF_GATHERED] + bytes[BUF_NORM] +
-                    bytes[BUF_HOST_STAGING];
+                    bytes[BUF_HOST_STAGING] + bytes[BUF_PINNED_STAGING];
   r.total = r.working + r.gradients + r.accumulation + r.masters + r.optimizer_state +
             r.communication;
   return mixprec_memory_report_copy (&r);
@@ -136,7 +136,9 @@ mixprec_engine_get_memory_report (MixprecEngine *self)
  * - with zero_optimization.offload_optimizer "cpu" on a device, "FP32
  *   master weights (host)" and "optimizer state (host)" in place of the
  *   device's, and "offload staging (host)": the two host buffers a bucket
- *   of gradients comes down into and its working copies go up from.
+ *   of gradients comes down into and its working copies go up from
+ *   ("offload staging, pinned (host)" when offload_optimizer.pin_memory
+ *   is true and the device plugin provides page-locked host memory).
  *   Every other buffer is in the device's memory (on the "cpu" device,
  *   everything is host memory).
  *
@@ -215,7 +217,7 @@ plan_bytes (MixprecConfig *config,
       return FALSE;
     }
   _mixprec_engine_add_shape_bytes (bytes, &dt, &shape, mixprec_feature_get_n_state_slots (probe->optimizer),
-                                   probe->state_dtype, probe->offload);
+                                   probe->state_dtype, probe->offload, probe->offload_pinned);
   if (stage >= 3)
     {
       /* What the trainer holds gathered, plus the prefetch window, never

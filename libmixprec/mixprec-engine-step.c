@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "mixprec.h"
+#include "mixprec-config-private.h"
 #include "mixprec-engine-impl-private.h"
 #include "mixprec-engine-private.h"
 #include "mixprec-parallel-private.h"
@@ -462,8 +463,14 @@ static gboolean run_pieces (MixprecEngine                *self,
  * is refilled (download k + 2) only after the upload that read it
  * (bucket k) was asked for, and the queue keeps that order. The device
  * sees one thread at a time: the engine calls nothing else on it until
- * the transfer thread is joined. Device plugins of ABI 1.x have no pinned
- * host memory, so a copy runs at pageable-memory speed. */
+ * every transfer it asked for in the step has run.
+ *
+ * The thread is the engine's: started by the first offloaded step, it
+ * waits on its queue between steps and is joined at finalize, so a step
+ * starts no thread. The buffers are in the device's pinned host memory
+ * when offload_optimizer.pin_memory is true and the device plugin has it
+ * (revision 2, see _mixprec_engine_offload_pinned()); otherwise they are
+ * pageable and a copy runs at pageable-memory speed. */
 typedef struct {
   const OptPiece *piece;
   guint64 off;
@@ -483,14 +490,20 @@ bucket_device_working (Group *g, const Bucket *b, gboolean *down)
   return base != NULL ? _mixprec_engine_at (base, g->dtypes.working, b->off) : NULL;
 }
 
+/* The engine's transfer thread and the step it serves. The step's fields
+ * (group to buckets) are written by the stepping thread before it pushes
+ * that step's first job and read by the transfer thread after it pops
+ * one; the queue orders the two. */
 typedef struct {
-  Group *group;
-  MixprecDType grad_dtype;
-  GArray *buckets;           /* Bucket */
+  GThread *thread;
   GAsyncQueue *queue;        /* 1 + bucket, negated for an upload; 0 quits */
   GMutex lock;
   GCond cond;
+  Group *group;
+  MixprecDType grad_dtype;
+  GArray *buckets;           /* Bucket */
   guint downloaded;          /* buckets down so far (they come in order) */
+  guint finished;            /* jobs of this step run (or skipped) so far */
   GError *error;             /* the first failure; later transfers are skipped */
 } Transfers;
 
@@ -556,6 +569,7 @@ transfer_thread (gpointer data)
         g_clear_error (&local);
       if (job > 0)
         t->downloaded++;
+      t->finished++;
       g_cond_broadcast (&t->cond);
       g_mutex_unlock (&t->lock);
     }
@@ -570,6 +584,74 @@ transfer_push (Transfers *t, gintptr job)
   g_async_queue_push (t->queue, GSIZE_TO_POINTER ((gsize) (job + G_MAXINT)));
 }
 
+/* The engine's transfer thread, started on first use. */
+static Transfers *
+transfers_get (MixprecEngine  *self,
+               GError        **error)
+{
+  Transfers *t = self->offload_transfers;
+
+  if (t != NULL)
+    return t;
+  t = g_new0 (Transfers, 1);
+  t->queue = g_async_queue_new ();
+  g_mutex_init (&t->lock);
+  g_cond_init (&t->cond);
+  t->thread = g_thread_try_new ("mixprec-offload", transfer_thread, t, error);
+  if (t->thread == NULL)
+    {
+      g_async_queue_unref (t->queue);
+      g_mutex_clear (&t->lock);
+      g_cond_clear (&t->cond);
+      g_free (t);
+      return NULL;
+    }
+  self->offload_transfers = t;
+  return t;
+}
+
+void
+_mixprec_engine_offload_stop (MixprecEngine *self)
+{
+  Transfers *t = g_steal_pointer (&self->offload_transfers);
+
+  if (t == NULL)
+    return;
+  transfer_push (t, 0);
+  g_thread_join (t->thread);
+  g_async_queue_unref (t->queue);
+  g_mutex_clear (&t->lock);
+  g_cond_clear (&t->cond);
+  g_clear_error (&t->error);
+  g_free (t);
+}
+
+gboolean
+_mixprec_engine_offload_pinned (MixprecEngine *self,
+                                gboolean       plan_only)
+{
+  const gchar *name = mixprec_config_get_device (self->config);
+
+  if (!_mixprec_config_get_offload_pin_memory (self->config))
+    return FALSE;
+  if (plan_only)
+    {
+      /* The plan is for a device this machine need not have: asked of its
+       * plugin when it is here, else taken at pin_memory's word. */
+      g_autoptr(MixprecFeature) feature =
+        mixprec_registry_find_feature (mixprec_registry_get_default (), MIXPREC_FEATURE_KIND_DEVICE,
+                                       name, name, NULL);
+
+      return feature == NULL || mixprec_feature_get_abi_revision (feature) >= 2;
+    }
+  if (_mixprec_device_has_pinned (self->device))
+    return TRUE;
+  g_warning ("zero_optimization.offload_optimizer.pin_memory: device '%s' comes from a plugin "
+             "of device revision 1, which has no pinned host memory; the offloaded buffers are "
+             "pageable", _mixprec_device_get_name (self->device));
+  return FALSE;
+}
+
 static gboolean
 run_pieces_offloaded (MixprecEngine                *self,
                       Group                        *g,
@@ -580,9 +662,9 @@ run_pieces_offloaded (MixprecEngine                *self,
                       GError                      **error)
 {
   g_autoptr(GArray) buckets = g_array_new (FALSE, FALSE, sizeof (Bucket));
-  Transfers t = { g, grad_dtype, buckets, NULL, { 0 }, { 0 }, 0, NULL };
   GError *local = NULL;
-  GThread *thread;
+  Transfers *t;
+  guint pushed = 0;
 
   for (guint i = 0; i < n_pieces; i++)
     for (guint64 off = 0; off < pieces[i].n; off += g->offload_elements)
@@ -593,20 +675,25 @@ run_pieces_offloaded (MixprecEngine                *self,
       }
   if (buckets->len == 0)
     return TRUE;
-  t.queue = g_async_queue_new ();
-  g_mutex_init (&t.lock);
-  g_cond_init (&t.cond);
-  thread = g_thread_try_new ("mixprec-offload", transfer_thread, &t, &local);
-  if (thread == NULL)
+  t = transfers_get (self, &local);
+  if (t == NULL)
     {
       g_propagate_prefixed_error (error, local, "step %" G_GUINT64_FORMAT ": offload transfers: ",
                                   self->steps);
-      g_async_queue_unref (t.queue);
-      g_mutex_clear (&t.lock);
-      g_cond_clear (&t.cond);
       return FALSE;
     }
-  transfer_push (&t, 1);
+  /* The thread is idle (the last step waited for all its jobs). */
+  g_mutex_lock (&t->lock);
+  t->group = g;
+  t->grad_dtype = grad_dtype;
+  t->buckets = buckets;
+  t->downloaded = 0;
+  t->finished = 0;
+  g_clear_error (&t->error);
+  g_mutex_unlock (&t->lock);
+
+  transfer_push (t, 1);
+  pushed++;
   for (guint k = 0; k < buckets->len && local == NULL; k++)
     {
       const Bucket *b = &g_array_index (buckets, Bucket, k);
@@ -616,12 +703,15 @@ run_pieces_offloaded (MixprecEngine                *self,
       gboolean failed;
 
       if (k + 1 < buckets->len)
-        transfer_push (&t, (gintptr) k + 2);
-      g_mutex_lock (&t.lock);
-      while (t.downloaded <= k && t.error == NULL)
-        g_cond_wait (&t.cond, &t.lock);
-      failed = t.error != NULL;
-      g_mutex_unlock (&t.lock);
+        {
+          transfer_push (t, (gintptr) k + 2);
+          pushed++;
+        }
+      g_mutex_lock (&t->lock);
+      while (t->downloaded <= k && t->error == NULL)
+        g_cond_wait (&t->cond, &t->lock);
+      failed = t->error != NULL;
+      g_mutex_unlock (&t->lock);
       if (failed)
         break;
       host.first_index = p->first_index + b->off;
@@ -640,19 +730,23 @@ run_pieces_offloaded (MixprecEngine                *self,
         }
       if (!run_pieces (self, g, args, grad_dtype, &host, 1, FALSE, TRUE, &local))
         break;
-      transfer_push (&t, -(gintptr) k - 1);
+      transfer_push (t, -(gintptr) k - 1);
+      pushed++;
     }
-  transfer_push (&t, 0);
-  g_thread_join (thread);
-  g_async_queue_unref (t.queue);
-  g_mutex_clear (&t.lock);
-  g_cond_clear (&t.cond);
-  if (local == NULL && t.error != NULL)
+  /* Every job of this step has run before the device sees another call
+   * and before @buckets goes. */
+  g_mutex_lock (&t->lock);
+  while (t->finished < pushed)
+    g_cond_wait (&t->cond, &t->lock);
+  t->group = NULL;
+  t->buckets = NULL;
+  if (local == NULL && t->error != NULL)
     {
-      local = g_steal_pointer (&t.error);
+      local = g_steal_pointer (&t->error);
       g_prefix_error (&local, "step %" G_GUINT64_FORMAT ": offload transfers: ", self->steps);
     }
-  g_clear_error (&t.error);
+  g_clear_error (&t->error);
+  g_mutex_unlock (&t->lock);
   if (local != NULL)
     {
       g_propagate_error (error, local);

@@ -188,6 +188,7 @@ mixprec_engine_finalize (GObject *object)
 {
   MixprecEngine *self = MIXPREC_ENGINE (object);
 
+  _mixprec_engine_offload_stop (self);
   for (guint j = 0; self->groups != NULL && j < self->groups->len; j++)
     group_free (self, g_ptr_array_index (self->groups, j));
   g_clear_pointer (&self->groups, g_ptr_array_unref);
@@ -412,6 +413,7 @@ check_offload (MixprecEngine *self,
                                  : self->device != NULL;
 
   self->offload = on_device && _mixprec_config_get_offload_optimizer (self->config);
+  self->offload_pinned = self->offload && _mixprec_engine_offload_pinned (self, plan_only);
   if (self->offload && self->world > 1)
     {
       /* Masters and state in host memory cannot travel over the device's

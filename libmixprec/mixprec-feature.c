@@ -76,8 +76,10 @@ struct _MixprecFeature
   MixprecDType *comm_dtypes;
   gsize n_comm_dtypes;
 
-  /* Devices: a copy of the vtable whose strings are the feature's. */
-  MixprecDeviceV1 device_vtable;
+  /* Devices: a copy of the vtable whose strings are the feature's; a V1
+   * vtable's copy has no host_alloc/host_free. */
+  MixprecDeviceV2 device_vtable;
+  guint device_revision;        /* 1 or 2: the vtable struct registered */
 };
 
 G_DEFINE_FINAL_TYPE (MixprecFeature, mixprec_feature, G_TYPE_OBJECT)
@@ -847,21 +849,73 @@ _mixprec_device_vtable_check (const MixprecDeviceV1 *vtable,
   return check_result (ok, vtable != NULL ? problem->str : "the device vtable is NULL", error);
 }
 
+gboolean
+_mixprec_device_v2_vtable_check (const MixprecDeviceV2 *vtable,
+                                 GError              **error)
+{
+  g_autoptr(GString) problem = g_string_new (NULL);
+  gboolean ok;
+
+  if (vtable == NULL)
+    return check_result (FALSE, "the device vtable is NULL", error);
+  if (device_check (&vtable->base, problem))
+    {
+      const RequiredFunction functions[] = {
+        { "host_alloc", vtable->host_alloc != NULL },
+        { "host_free", vtable->host_free != NULL },
+      };
+
+      ok = functions_are_set (functions, G_N_ELEMENTS (functions), "a device",
+                              "MixprecDeviceV2", problem) &&
+           reserved_is_zero (vtable->reserved, G_N_ELEMENTS (vtable->reserved), problem);
+    }
+  else
+    ok = FALSE;
+  return check_result (ok, problem->str, error);
+}
+
+static MixprecFeature *
+feature_new_device (const MixprecDeviceV2 *vtable,
+                    guint                  revision,
+                    MixprecPlugin         *plugin)
+{
+  MixprecFeature *self = feature_new (MIXPREC_FEATURE_KIND_DEVICE, vtable->base.name,
+                                      vtable->base.name, vtable->base.description,
+                                      vtable->base.rank, plugin);
+
+  self->device_vtable = *vtable;
+  self->device_vtable.base.name = self->name;
+  self->device_vtable.base.description = self->description;
+  self->device_revision = revision;
+  return self;
+}
+
 MixprecFeature *
 _mixprec_feature_new_device (const MixprecDeviceV1 *vtable,
                              MixprecPlugin         *plugin)
 {
-  MixprecFeature *self = feature_new (MIXPREC_FEATURE_KIND_DEVICE, vtable->name, vtable->name,
-                                      vtable->description, vtable->rank, plugin);
+  MixprecDeviceV2 v2 = { .base = *vtable };
 
-  self->device_vtable = *vtable;
-  self->device_vtable.name = self->name;
-  self->device_vtable.description = self->description;
-  return self;
+  return feature_new_device (&v2, 1, plugin);
+}
+
+MixprecFeature *
+_mixprec_feature_new_device_v2 (const MixprecDeviceV2 *vtable,
+                                MixprecPlugin         *plugin)
+{
+  return feature_new_device (vtable, 2, plugin);
 }
 
 const MixprecDeviceV1 *
 _mixprec_feature_get_device_vtable (MixprecFeature *feature)
+{
+  g_return_val_if_fail (MIXPREC_IS_FEATURE (feature), NULL);
+
+  return feature->kind == MIXPREC_FEATURE_KIND_DEVICE ? &feature->device_vtable.base : NULL;
+}
+
+const MixprecDeviceV2 *
+_mixprec_feature_get_device_vtable_v2 (MixprecFeature *feature)
 {
   g_return_val_if_fail (MIXPREC_IS_FEATURE (feature), NULL);
 
@@ -1241,10 +1295,12 @@ mixprec_feature_get_working_dtypes (MixprecFeature *self,
  * @self: a #MixprecFeature
  *
  * The revision of the plugin ABI vtable the feature was registered with:
- * 2 for an optimizer registered as a `MixprecOptimizerV2` (plugin ABI 1.1),
- * 1 for a `MixprecOptimizerV1` and for every communicator and device
- * (`MixprecCommV1`, `MixprecDeviceV1`). The library reaches revision 1
- * optimizers through a shim that keeps their state in float32.
+ * 2 for an optimizer registered as a `MixprecOptimizerV2` (plugin ABI 1.1)
+ * and for a device registered as a `MixprecDeviceV2` (plugin ABI 1.2), 1 for
+ * a `MixprecOptimizerV1`, a `MixprecDeviceV1` and every communicator
+ * (`MixprecCommV1`). The library reaches revision 1 optimizers through a
+ * shim that keeps their state in float32, and revision 1 devices without
+ * pinned host memory (offloaded transfers then use pageable memory).
  *
  * Returns: the vtable revision, 1 or more
  *
@@ -1255,7 +1311,15 @@ mixprec_feature_get_abi_revision (MixprecFeature *self)
 {
   g_return_val_if_fail (MIXPREC_IS_FEATURE (self), 0);
 
-  return self->kind == MIXPREC_FEATURE_KIND_OPTIMIZER ? self->optimizer_revision : 1;
+  switch (self->kind)
+    {
+    case MIXPREC_FEATURE_KIND_OPTIMIZER:
+      return self->optimizer_revision;
+    case MIXPREC_FEATURE_KIND_DEVICE:
+      return self->device_revision;
+    default:
+      return 1;
+    }
 }
 
 /**

@@ -30,11 +30,15 @@ extern "C" {
 /* The ABI revision this header describes; also in mixprec-version.h as
  * MIXPREC_PLUGIN_ABI_MAJOR/MINOR for the library's own use. */
 #define MIXPREC_PLUGIN_ABI_VERSION_MAJOR 1
-#define MIXPREC_PLUGIN_ABI_VERSION_MINOR 1
+#define MIXPREC_PLUGIN_ABI_VERSION_MINOR 2
 
 /* The revisions of the optimizer vtable (MixprecOptimizerV1, …V2) this
  * header declares; 1.1 added MixprecOptimizerV2. */
 #define MIXPREC_PLUGIN_OPTIMIZER_REVISION 2
+
+/* The revisions of the device vtable (MixprecDeviceV1, …V2) this header
+ * declares; 1.2 added MixprecDeviceV2. */
+#define MIXPREC_PLUGIN_DEVICE_REVISION 2
 
 #if defined(__GNUC__)
 # define MIXPREC_PLUGIN_EXPORT __attribute__((visibility ("default")))
@@ -537,6 +541,37 @@ typedef struct {
   void *reserved[16];
 } MixprecDeviceV1;
 
+/* Revision 2 (ABI 1.2): a whole MixprecDeviceV1 first, then page-locked
+ * ("pinned") host memory, registered with
+ * MixprecPluginHostV1.register_device_v2. The library reaches every V1
+ * function through &device->base; base.reserved must be zero as in V1.
+ *
+ * Pinned memory is host memory the device copies from and to at full
+ * bandwidth (for "cuda": cudaHostAlloc with cudaHostAllocPortable). The
+ * engine keeps the buffers of zero_optimization.offload_optimizer's
+ * transfers there when pin_memory is true. A device of revision 1 has
+ * none: the engine then uses ordinary (pageable) host memory.
+ *
+ *   host_alloc  @bytes of pinned host memory in *ptr, aligned to at least
+ *               64 bytes, contents unspecified; 0 bytes gives NULL.
+ *   host_free   releases a host_alloc() pointer (NULL: nothing); waits for
+ *               the stream first, since a copy queued on it may still read
+ *               or write the memory.
+ */
+typedef struct {
+  MixprecDeviceV1 base;
+  int (*host_alloc) (void   *device,
+                     size_t  bytes,
+                     void  **ptr,
+                     char   *errbuf,
+                     size_t  errbuf_len);
+  int (*host_free) (void   *device,
+                    void   *ptr,
+                    char   *errbuf,
+                    size_t  errbuf_len);
+  void *reserved[16];
+} MixprecDeviceV2;
+
 /* ------------------------------------------------------------ plugins */
 
 /* What the library offers a plugin during init(). The table is valid only
@@ -571,7 +606,14 @@ struct MixprecPluginHostV1 {
                                 const MixprecOptimizerV2 *optimizer,
                                 char                     *errbuf,
                                 size_t                    errbuf_len);
-  void *reserved[13];
+  /* ABI 1.2: registers a MixprecDeviceV2. A plugin checks that struct_size
+   * covers this field (and that it is not NULL) before it calls it, and
+   * otherwise registers &device->base with register_device. */
+  int (*register_device_v2) (MixprecPluginHostV1   *host,
+                             const MixprecDeviceV2 *device,
+                             char                  *errbuf,
+                             size_t                 errbuf_len);
+  void *reserved[12];
 };
 
 /* The static description a plugin returns from its entry point. abi_major

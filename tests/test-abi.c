@@ -276,6 +276,15 @@ static const FieldOffset device_fields[] = {
   END
 };
 
+/* Revision 2 (ABI 1.2): a whole V1 vtable first, then pinned host memory. */
+static const FieldOffset device_v2_fields[] = {
+  F (MixprecDeviceV2, base, 0),
+  F (MixprecDeviceV2, host_alloc, 312),
+  F (MixprecDeviceV2, host_free, 320),
+  F (MixprecDeviceV2, reserved, 328),
+  END
+};
+
 static const FieldOffset plugin_host_fields[] = {
   F (MixprecPluginHostV1, struct_size, 0),
   F (MixprecPluginHostV1, abi_major, 8),
@@ -286,7 +295,9 @@ static const FieldOffset plugin_host_fields[] = {
   F (MixprecPluginHostV1, register_device, 40),
   /* ABI 1.1 took the first reserved pointer; the size did not change. */
   F (MixprecPluginHostV1, register_optimizer_v2, 48),
-  F (MixprecPluginHostV1, reserved, 56),
+  /* ABI 1.2 took the next one. */
+  F (MixprecPluginHostV1, register_device_v2, 56),
+  F (MixprecPluginHostV1, reserved, 64),
   END
 };
 
@@ -326,6 +337,7 @@ static const Layout layouts[] = {
   L (MixprecDeviceOpenV1, 16, device_open_fields),
   L (MixprecDeviceRangeV1, 24, device_range_fields),
   L (MixprecDeviceV1, 312, device_fields),
+  L (MixprecDeviceV2, 456, device_v2_fields),
   L (MixprecPluginHostV1, 160, plugin_host_fields),
   L (MixprecPluginDesc, 120, plugin_desc_fields),
 };

@@ -487,7 +487,7 @@ test_offload_plan (void)
         g_assert_cmpuint (b->planned_bytes, ==, n * 4);
       else if (g_str_equal (b->name, "optimizer state (host)"))
         g_assert_cmpuint (b->planned_bytes, ==, n * 8);
-      else if (g_str_equal (b->name, "offload staging (host)"))
+      else if (g_str_equal (b->name, "offload staging, pinned (host)"))
         g_assert_cmpuint (b->planned_bytes, ==, 2 * n * (2 + 2));
       else
         g_assert_false (g_str_has_suffix (b->name, "(host)"));
@@ -496,6 +496,254 @@ test_offload_plan (void)
   g_assert_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT);
   g_assert_nonnull (strstr (error->message, "zero_optimization.offload_optimizer"));
   g_assert_null (two);
+}
+
+/* The staging buffers the plan names: pinned when pin_memory is true (the
+ * cuda plugin is of revision 2, and a plan for a device this machine
+ * lacks takes pin_memory at its word), pageable when it is false; the
+ * bytes are the same. (The config knows devices "cpu" and "cuda" only;
+ * the engine's own report for a revision-1 device is checked below.) */
+static void
+test_offload_plan_pinned (void)
+{
+  static const struct {
+    const gchar *device;
+    gboolean pin;
+    const gchar *staging;
+  } rows[] = {
+    { "cuda", TRUE, "offload staging, pinned (host)" },
+    { "cuda", FALSE, "offload staging (host)" },
+  };
+  guint64 n = 300000;
+
+  for (gsize r = 0; r < G_N_ELEMENTS (rows); r++)
+    {
+      g_autofree gchar *json =
+        g_strdup_printf ("{\"train_micro_batch_size_per_gpu\": 1, \"bf16\": {\"enabled\": true},"
+                         " \"mixprec\": {\"device\": \"%s\"}, \"zero_optimization\": {\"offload_optimizer\":"
+                         " {\"device\": \"cpu\", \"pin_memory\": %s}}}",
+                         rows[r].device, rows[r].pin ? "true" : "false");
+      g_autoptr(GError) error = NULL;
+      g_autoptr(MixprecConfig) config = mixprec_config_new_from_data (json, -1, &error);
+      g_autoptr(GPtrArray) buffers = NULL;
+      guint64 staging = 0;
+
+      g_assert_no_error (error);
+      buffers = mixprec_memory_plan_list_buffers (config, &n, 1, 1, 0, &error);
+      g_assert_no_error (error);
+      for (guint i = 0; i < buffers->len; i++)
+        {
+          MixprecMemoryBuffer *b = g_ptr_array_index (buffers, i);
+
+          if (g_str_has_prefix (b->name, "offload staging"))
+            {
+              g_assert_cmpstr (b->name, ==, rows[r].staging);
+              staging += b->planned_bytes;
+            }
+        }
+      /* Two buffers of bf16 gradients and two of bf16 working copies. */
+      g_assert_cmpuint (staging, ==, 2 * n * (2 + 2));
+    }
+}
+
+static gpointer
+hostdev_symbol (const gchar *name)
+{
+  g_autofree gchar *file = g_build_filename (g_getenv ("MIXPREC_TOP_BUILDDIR"), "tests",
+                                             "device-plugins", ".libs", "mixprec-test-hostdev.so", NULL);
+  void *module = dlopen (file, RTLD_NOW | RTLD_NOLOAD);
+  gpointer symbol;
+
+  g_assert_nonnull (module);
+  symbol = dlsym (module, name);
+  g_assert_nonnull (symbol);
+  /* The registry keeps the module loaded; this drops our reference only. */
+  dlclose (module);
+  return symbol;
+}
+
+/* The bytes of the buffer named @name in @engine's list (0 if absent). */
+static guint64
+buffer_bytes (MixprecEngine *engine, const gchar *name)
+{
+  g_autoptr(GPtrArray) buffers = mixprec_engine_list_buffers (engine);
+
+  for (guint i = 0; i < buffers->len; i++)
+    {
+      MixprecMemoryBuffer *b = g_ptr_array_index (buffers, i);
+
+      if (g_str_equal (b->name, name))
+        {
+          g_assert_cmpuint (b->bytes, ==, b->planned_bytes);
+          return b->bytes;
+        }
+    }
+  return 0;
+}
+
+/* pin_memory on a device of revision 2: the four staging buffers of each
+ * group come from the plugin's pinned memory (and go back to it at
+ * finalize), every transfer of every step goes through them on one
+ * thread, the engine's own, not the caller's, and the run is the
+ * all-device engine's bit for bit. */
+static void
+test_offload_pinned (void)
+{
+  const Case *c = &cases[0];
+  g_autoptr(GError) error = NULL;
+  g_autoptr(_MixprecDevice) device = _mixprec_device_open ("hostdev", -1, &error);
+  g_autofree gchar *json = offloaded (c->config);
+  unsigned *live = hostdev_symbol ("mixprec_test_hostdev_live_pinned");
+  gsize *bytes = hostdev_symbol ("mixprec_test_hostdev_pinned_bytes");
+  unsigned *copies = hostdev_symbol ("mixprec_test_hostdev_pinned_copies");
+  unsigned *threads = hostdev_symbol ("mixprec_test_hostdev_pinned_copy_threads");
+  unsigned *by_opener = hostdev_symbol ("mixprec_test_hostdev_pinned_copies_by_opener");
+  g_autoptr(MixprecFeature) feature = NULL;
+
+  g_assert_no_error (error);
+  feature = mixprec_registry_find_feature (mixprec_registry_get_default (), MIXPREC_FEATURE_KIND_DEVICE,
+                                           "hostdev", "hostdev", &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (mixprec_feature_get_abi_revision (feature), ==, 2);
+  g_assert_cmpuint (*live, ==, 0);
+  *threads = 0;
+  *copies = 0;
+  *by_opener = 0;
+  {
+    g_autoptr(MixprecEngine) dev = new_engine (c->config, device, &error);
+    g_autoptr(MixprecEngine) off = new_engine (json, device, &error);
+    guint64 pinned;
+
+    g_assert_no_error (error);
+    register_params (dev);
+    register_params (off);
+    set_offload_buckets (off, 1000);
+    pinned = buffer_bytes (off, "offload staging, pinned (host)");
+    g_assert_cmpuint (pinned, >, 0);
+    g_assert_cmpuint (buffer_bytes (off, "offload staging (host)"), ==, 0);
+    g_assert_cmpuint (*live, ==, 4 * off->groups->len);
+    g_assert_cmpuint (*bytes, ==, pinned);
+    for (guint step = 1; step <= c->steps; step++)
+      {
+        g_autoptr(MixprecStepResult) a = train_step (dev, c, step);
+        g_autoptr(MixprecStepResult) r = train_step (off, c, step);
+        unsigned before = *copies;
+
+        assert_same_result (a, r);
+        assert_same_state (dev, off);
+        /* Reading the state back made no pinned copy. */
+        g_assert_cmpuint (*copies, ==, before);
+      }
+    /* Buckets of 1000 elements: each step moved several both ways. */
+    g_assert_cmpuint (*copies, >=, 2 * c->steps * (5003 / 1000 + 1));
+    g_assert_cmpuint (*threads, ==, 1);
+    g_assert_cmpuint (*by_opener, ==, 0);
+  }
+  g_assert_cmpuint (*live, ==, 0);
+  g_assert_cmpuint (*bytes, ==, 0);
+}
+
+/* An old device plugin (revision 1, no pinned memory): pin_memory falls
+ * back to pageable staging with a warning naming the key and the device,
+ * and the run is still the all-device engine's bit for bit. pin_memory
+ * false on a revision-2 device asks for nothing and warns of nothing. */
+static void
+test_offload_pageable (void)
+{
+  const Case *c = &cases[1];
+  g_autoptr(GError) error = NULL;
+  g_autoptr(_MixprecDevice) old = _mixprec_device_open ("hostdev-v1", -1, &error);
+  g_autoptr(_MixprecDevice) device = _mixprec_device_open ("hostdev", -1, &error);
+  g_autofree gchar *json = offloaded (c->config);
+  g_autofree gchar *unpinned = NULL;
+  unsigned *live = hostdev_symbol ("mixprec_test_hostdev_live_pinned");
+  unsigned *copies = hostdev_symbol ("mixprec_test_hostdev_pinned_copies");
+  g_autoptr(MixprecFeature) feature = NULL;
+  g_autoptr(MixprecEngine) dev = NULL;
+  g_autoptr(MixprecEngine) off = NULL;
+  g_autoptr(MixprecEngine) off2 = NULL;
+  gchar *at;
+
+  g_assert_no_error (error);
+  feature = mixprec_registry_find_feature (mixprec_registry_get_default (), MIXPREC_FEATURE_KIND_DEVICE,
+                                           "hostdev-v1", "hostdev-v1", &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (mixprec_feature_get_abi_revision (feature), ==, 1);
+  *copies = 0;
+
+  g_test_expect_message ("Mixprec", G_LOG_LEVEL_WARNING,
+                         "zero_optimization.offload_optimizer.pin_memory: device 'hostdev-v1' comes "
+                         "from a plugin of device revision 1, which has no pinned host memory; the "
+                         "offloaded buffers are pageable");
+  off = new_engine (json, old, &error);
+  g_test_assert_expected_messages ();
+  g_assert_no_error (error);
+  unpinned = g_strdup (json);
+  at = strstr (unpinned, "\"pin_memory\": true");
+  g_assert_nonnull (at);
+  memcpy (at, "\"pin_memory\":false", strlen ("\"pin_memory\":false"));
+  /* No warning expected: an unexpected one fails the test. */
+  off2 = new_engine (unpinned, device, &error);
+  g_assert_no_error (error);
+  dev = new_engine (c->config, device, &error);
+  g_assert_no_error (error);
+  register_params (dev);
+  register_params (off);
+  register_params (off2);
+  set_offload_buckets (off, 1000);
+  set_offload_buckets (off2, 1000);
+  g_assert_cmpuint (buffer_bytes (off, "offload staging (host)"), >, 0);
+  g_assert_cmpuint (buffer_bytes (off, "offload staging, pinned (host)"), ==, 0);
+  g_assert_cmpuint (buffer_bytes (off2, "offload staging (host)"), >, 0);
+  g_assert_cmpuint (buffer_bytes (off2, "offload staging, pinned (host)"), ==, 0);
+  g_assert_cmpuint (*live, ==, 0);
+  for (guint step = 1; step <= c->steps; step++)
+    {
+      g_autoptr(MixprecStepResult) a = train_step (dev, c, step);
+      g_autoptr(MixprecStepResult) r = train_step (off, c, step);
+      g_autoptr(MixprecStepResult) q = train_step (off2, c, step);
+
+      assert_same_result (a, r);
+      assert_same_result (a, q);
+      assert_same_state (dev, off);
+      assert_same_state (dev, off2);
+    }
+  g_assert_cmpuint (*copies, ==, 0);
+}
+
+/* What register_device_v2 refuses: a V2 vtable without one of the pinned
+ * memory functions, or with reserved space in use; a whole one passes. */
+static void
+test_device_v2_check (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MixprecFeature) feature =
+    mixprec_registry_find_feature (mixprec_registry_get_default (), MIXPREC_FEATURE_KIND_DEVICE,
+                                   "hostdev", "hostdev", &error);
+  MixprecDeviceV2 v2;
+
+  g_assert_no_error (error);
+  v2 = *_mixprec_feature_get_device_vtable_v2 (feature);
+  g_assert_true (_mixprec_device_v2_vtable_check (&v2, &error));
+  g_assert_no_error (error);
+
+  v2.host_free = NULL;
+  g_assert_false (_mixprec_device_v2_vtable_check (&v2, &error));
+  g_assert_nonnull (error);
+  g_assert_nonnull (strstr (error->message, "device 'hostdev': its host_free function is NULL; "
+                                            "a device implements every function of MixprecDeviceV2"));
+  g_clear_error (&error);
+
+  v2 = *_mixprec_feature_get_device_vtable_v2 (feature);
+  v2.reserved[3] = &v2;
+  g_assert_false (_mixprec_device_v2_vtable_check (&v2, &error));
+  g_assert_nonnull (error);
+  g_assert_nonnull (strstr (error->message, "reserved fields are not zero"));
+  g_clear_error (&error);
+
+  g_assert_false (_mixprec_device_v2_vtable_check (NULL, &error));
+  g_assert_nonnull (error);
+  g_assert_nonnull (strstr (error->message, "the device vtable is NULL"));
 }
 
 /* A checkpoint saved on the device loads on the cpu and the other way
@@ -762,6 +1010,10 @@ main (int argc, char **argv)
       g_test_add_func ("/engine-device/errors", test_errors);
       g_test_add_func ("/engine-device/accounting", test_accounting);
       g_test_add_func ("/engine-device/local-ordinal", test_local_ordinal);
+      g_test_add_func ("/engine-device/offload/plan-pinned", test_offload_plan_pinned);
+      g_test_add_func ("/engine-device/offload/pinned", test_offload_pinned);
+      g_test_add_func ("/engine-device/offload/pageable", test_offload_pageable);
+      g_test_add_func ("/engine-device/device-v2-check", test_device_v2_check);
     }
   return g_test_run ();
 }

@@ -105,7 +105,8 @@ ok $? "DeepSpeed's formula: 16, 5.5, 3.75 and 2 bytes per parameter"
 
 # ZeRO-Offload on a device: the masters (4) and AdamW's state (8) in host
 # memory with two transfer buffers of bf16 gradients and working copies
-# (2 * (2 + 2)); the working copy and gradient (2 + 2) and one norm block
+# (2 * (2 + 2)), pinned as pin_memory asks (the cuda plugin has pinned
+# memory); the working copy and gradient (2 + 2) and one norm block
 # (8 bytes) on the device. The plan shows both sides.
 cat >"$tmp/off.json" <<'JSON'
 {"bf16": {"enabled": true}, "optimizer": {"type": "AdamW"}, "mixprec": {"device": "cuda"},
@@ -116,7 +117,7 @@ grep -q "optimizer offloaded" "$tmp/off" &&
   [ "$(field 'working copies' "$tmp/off")" = 2000 ] && [ "$(field gradients "$tmp/off")" = 2000 ] &&
   [ "$(field 'FP32 master weights \\(host\\)' "$tmp/off")" = 4000 ] &&
   [ "$(field 'optimizer state \\(host\\)' "$tmp/off")" = 8000 ] &&
-  [ "$(field 'offload staging \\(host\\)' "$tmp/off")" = 8000 ] &&
+  [ "$(field 'offload staging, pinned \\(host\\)' "$tmp/off")" = 8000 ] &&
   ! grep -Eq "^  (FP32 master weights|optimizer state) +[0-9]" "$tmp/off" &&
   [ "$(field total "$tmp/off")" = 24008 ] &&
   [ "$(field '  on the device' "$tmp/off")" = 4008 ] &&

@@ -356,6 +356,48 @@ cuda_free (void   *device,
   return ok (errbuf, errbuf_len);
 }
 
+/* Pinned host memory for the engine's offload transfers: page-locked, so
+ * copies run at full bandwidth, and portable, so any context of the
+ * process may copy from it. */
+static int
+cuda_host_alloc (void   *device,
+                 size_t  bytes,
+                 void  **ptr,
+                 char   *errbuf,
+                 size_t  errbuf_len)
+{
+  CudaDevice *dev = device;
+
+  if (ptr == NULL)
+    return _mixprec_optim_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
+                                "Device cuda: host_alloc() got no place for the pointer.");
+  *ptr = NULL;
+  ENTER (dev, errbuf, errbuf_len);
+  if (bytes == 0)
+    return ok (errbuf, errbuf_len);
+  CHECK (dev, cudaHostAlloc (ptr, bytes, cudaHostAllocPortable), errbuf, errbuf_len,
+         "cudaHostAlloc (%zu bytes, cudaHostAllocPortable)", bytes);
+  return ok (errbuf, errbuf_len);
+}
+
+static int
+cuda_host_free (void   *device,
+                void   *ptr,
+                char   *errbuf,
+                size_t  errbuf_len)
+{
+  CudaDevice *dev = device;
+
+  ENTER (dev, errbuf, errbuf_len);
+  if (ptr == NULL)
+    return ok (errbuf, errbuf_len);
+  /* A copy still queued may read or write it. */
+  CHECK (dev, cudaStreamSynchronize (dev->stream), errbuf, errbuf_len,
+         "cudaStreamSynchronize before cudaFreeHost");
+  CHECK (dev, cudaFreeHost (ptr), errbuf, errbuf_len, "cudaFreeHost");
+  return ok (errbuf, errbuf_len);
+}
+
 static int
 cuda_memset_zero (void   *device,
                   void   *ptr,
@@ -710,31 +752,35 @@ cuda_sum_ordered (void         *device,
 
 /* ------------------------------------------------------------ the plugin */
 
-static const MixprecDeviceV1 cuda_device = {
-  .name = "cuda",
-  .rank = _MIXPREC_OPTIM_RANK,
-  .description = "One NVIDIA GPU through the CUDA runtime: memory, copies, a stream, events "
-                 "and the engine's element-wise kernels, bit-identical to the cpu ones",
-  .probe = cuda_probe,
-  .open = cuda_open,
-  .close = cuda_close,
-  .describe = cuda_describe,
-  .get_stream = cuda_get_stream,
-  .alloc = cuda_alloc,
-  .free = cuda_free,
-  .memset_zero = cuda_memset_zero,
-  .copy = cuda_copy,
-  .synchronize = cuda_synchronize,
-  .event_create = cuda_event_create,
-  .event_record = cuda_event_record,
-  .event_query = cuda_event_query,
-  .event_wait = cuda_event_wait,
-  .event_destroy = cuda_event_destroy,
-  .convert = cuda_convert,
-  .accumulate = cuda_accumulate,
-  .scale = cuda_scale,
-  .sumsq_blocks = cuda_sumsq_blocks,
-  .sum_ordered = cuda_sum_ordered,
+static const MixprecDeviceV2 cuda_device = {
+  .base = {
+    .name = "cuda",
+    .rank = _MIXPREC_OPTIM_RANK,
+    .description = "One NVIDIA GPU through the CUDA runtime: memory, pinned host memory, copies, "
+                   "a stream, events and the engine's element-wise kernels, bit-identical to the cpu ones",
+    .probe = cuda_probe,
+    .open = cuda_open,
+    .close = cuda_close,
+    .describe = cuda_describe,
+    .get_stream = cuda_get_stream,
+    .alloc = cuda_alloc,
+    .free = cuda_free,
+    .memset_zero = cuda_memset_zero,
+    .copy = cuda_copy,
+    .synchronize = cuda_synchronize,
+    .event_create = cuda_event_create,
+    .event_record = cuda_event_record,
+    .event_query = cuda_event_query,
+    .event_wait = cuda_event_wait,
+    .event_destroy = cuda_event_destroy,
+    .convert = cuda_convert,
+    .accumulate = cuda_accumulate,
+    .scale = cuda_scale,
+    .sumsq_blocks = cuda_sumsq_blocks,
+    .sum_ordered = cuda_sum_ordered,
+  },
+  .host_alloc = cuda_host_alloc,
+  .host_free = cuda_host_free,
 };
 
 static int
@@ -750,7 +796,12 @@ device_cuda_init (MixprecPluginHostV1 *host,
     return _mixprec_optim_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_UNSUPPORTED,
                                 "Plugin device-cuda needs plugin ABI %d.x with register_device; "
                                 "the library's host table lacks it.", MIXPREC_PLUGIN_ABI_VERSION_MAJOR);
-  status = host->register_device (host, &cuda_device, errbuf, errbuf_len);
+  /* Revision 2 (pinned host memory) where the library has it. */
+  if (host->struct_size >= offsetof (MixprecPluginHostV1, register_device_v2) + sizeof host->register_device_v2 &&
+      host->register_device_v2 != NULL)
+    status = host->register_device_v2 (host, &cuda_device, errbuf, errbuf_len);
+  else
+    status = host->register_device (host, &cuda_device.base, errbuf, errbuf_len);
   if (status != MIXPREC_PLUGIN_OK)
     return status;
   return _mixprec_cuda_optim_register (host, errbuf, errbuf_len);

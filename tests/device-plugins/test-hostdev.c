@@ -10,10 +10,16 @@
  * functions, loaded from the build tree, behind a check that the engine
  * passes the device's stream. Every allocation is tracked: the test reads
  * the counters below to see that the engine used the device and freed
- * everything. */
+ * everything.
+ *
+ * "hostdev" is a device of revision 2 (MixprecDeviceV2): its pinned host
+ * memory is tracked too, with every copy whose host side lies in it and
+ * the threads that made those copies. "hostdev-v1" is the same device
+ * registered as revision 1, without pinned memory: an old plugin. */
 #include "config.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +32,25 @@ MIXPREC_PLUGIN_EXPORT unsigned mixprec_test_hostdev_live_allocations;
 MIXPREC_PLUGIN_EXPORT unsigned mixprec_test_hostdev_kernel_calls;
 MIXPREC_PLUGIN_EXPORT unsigned mixprec_test_hostdev_optimizer_calls;
 MIXPREC_PLUGIN_EXPORT int mixprec_test_hostdev_last_ordinal = -2;
+/* Pinned host memory: live allocations and their bytes; copies to or from
+ * it; the threads that made such copies, each counted at its first. */
+MIXPREC_PLUGIN_EXPORT unsigned mixprec_test_hostdev_live_pinned;
+MIXPREC_PLUGIN_EXPORT size_t mixprec_test_hostdev_pinned_bytes;
+MIXPREC_PLUGIN_EXPORT unsigned mixprec_test_hostdev_pinned_copies;
+MIXPREC_PLUGIN_EXPORT unsigned mixprec_test_hostdev_pinned_copy_threads;
+/* Of those copies, the ones made by the thread that last opened a device. */
+MIXPREC_PLUGIN_EXPORT unsigned mixprec_test_hostdev_pinned_copies_by_opener;
+
+#define MAX_PINNED 256
+static struct {
+  char *ptr;
+  size_t bytes;
+} pinned[MAX_PINNED];
+static pthread_t opener;
+/* Whether this thread has made a pinned copy: thread-local, so a thread
+ * created after another was joined counts anew even where it gets the
+ * same pthread_t. */
+static __thread int copied_pinned;
 
 /* How many host devices there are: MIXPREC_TEST_HOSTDEV_COUNT, else 1. */
 static int
@@ -67,6 +92,7 @@ hd_open (const MixprecDeviceOpenV1 *args, void **device, char *errbuf, size_t le
     return fail (errbuf, len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
                  hd_count () == 1 ? "only ordinal 0 exists" : "no such ordinal");
   mixprec_test_hostdev_last_ordinal = args->ordinal;
+  opener = pthread_self ();
   d = calloc (1, sizeof *d);
   memcpy (d->magic, "stream", 7);
   *device = d;
@@ -136,12 +162,84 @@ hd_memset_zero (void *device, void *ptr, size_t bytes, char *errbuf, size_t len)
 }
 
 static int
+hd_host_alloc (void *device, size_t bytes, void **ptr, char *errbuf, size_t len)
+{
+  unsigned slot;
+
+  (void) device;
+  *ptr = NULL;
+  if (bytes == 0)
+    return MIXPREC_PLUGIN_OK;
+  for (slot = 0; slot < MAX_PINNED && pinned[slot].ptr != NULL; slot++)
+    ;
+  if (slot == MAX_PINNED)
+    return fail (errbuf, len, MIXPREC_PLUGIN_ERR_NO_MEMORY, "hostdevHostAlloc: too many pinned buffers (test)");
+  if (posix_memalign (ptr, 64, bytes) != 0)
+    return fail (errbuf, len, MIXPREC_PLUGIN_ERR_NO_MEMORY, "hostdevHostAlloc: out of memory");
+  /* Unspecified contents, as the contract says: the engine zeroes. */
+  memset (*ptr, 0x5A, bytes);
+  pinned[slot].ptr = *ptr;
+  pinned[slot].bytes = bytes;
+  mixprec_test_hostdev_live_pinned++;
+  mixprec_test_hostdev_pinned_bytes += bytes;
+  return MIXPREC_PLUGIN_OK;
+}
+
+static int
+hd_host_free (void *device, void *ptr, char *errbuf, size_t len)
+{
+  (void) device;
+  if (ptr == NULL)
+    return MIXPREC_PLUGIN_OK;
+  for (unsigned slot = 0; slot < MAX_PINNED; slot++)
+    if (pinned[slot].ptr == ptr)
+      {
+        mixprec_test_hostdev_live_pinned--;
+        mixprec_test_hostdev_pinned_bytes -= pinned[slot].bytes;
+        pinned[slot].ptr = NULL;
+        free (ptr);
+        return MIXPREC_PLUGIN_OK;
+      }
+  return fail (errbuf, len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
+               "hostdevHostFree: not a pointer host_alloc() gave");
+}
+
+/* Whether [p, p + bytes) lies in one pinned allocation. */
+static int
+is_pinned (const void *p, size_t bytes)
+{
+  const char *c = p;
+
+  for (unsigned slot = 0; slot < MAX_PINNED; slot++)
+    if (pinned[slot].ptr != NULL && c >= pinned[slot].ptr &&
+        c + bytes <= pinned[slot].ptr + pinned[slot].bytes)
+      return 1;
+  return 0;
+}
+
+static void
+note_pinned_copy (void)
+{
+  mixprec_test_hostdev_pinned_copies++;
+  if (pthread_equal (pthread_self (), opener))
+    mixprec_test_hostdev_pinned_copies_by_opener++;
+  if (!copied_pinned)
+    {
+      copied_pinned = 1;
+      mixprec_test_hostdev_pinned_copy_threads++;
+    }
+}
+
+static int
 hd_copy (void *device, void *dst, const void *src, size_t bytes, MixprecPluginCopyKind kind,
          char *errbuf, size_t len)
 {
   (void) device;
   if ((unsigned) kind > MIXPREC_PLUGIN_COPY_DEVICE_TO_DEVICE)
     return fail (errbuf, len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT, "unknown copy kind");
+  if ((kind == MIXPREC_PLUGIN_COPY_DEVICE_TO_HOST && is_pinned (dst, bytes)) ||
+      (kind == MIXPREC_PLUGIN_COPY_HOST_TO_DEVICE && is_pinned (src, bytes)))
+    note_pinned_copy ();
   memmove (dst, src, bytes);
   return MIXPREC_PLUGIN_OK;
 }
@@ -355,31 +453,38 @@ hd_sum_ordered (void *device, const double *values, size_t n, double *out, char 
   return MIXPREC_PLUGIN_OK;
 }
 
-static const MixprecDeviceV1 hostdev_vtable = {
-  .name = "hostdev",
-  .rank = 1,
-  .description = "host memory behind the device ABI, for tests",
-  .probe = hd_probe,
-  .open = hd_open,
-  .close = hd_close,
-  .describe = hd_describe,
-  .get_stream = hd_get_stream,
-  .alloc = hd_alloc,
-  .free = hd_free,
-  .memset_zero = hd_memset_zero,
-  .copy = hd_copy,
-  .synchronize = hd_synchronize,
-  .event_create = hd_event_create,
-  .event_record = hd_event_record,
-  .event_query = hd_event_query,
-  .event_wait = hd_event_wait,
-  .event_destroy = hd_event_destroy,
-  .convert = hd_convert,
-  .accumulate = hd_accumulate,
-  .scale = hd_scale,
-  .sumsq_blocks = hd_sumsq_blocks,
-  .sum_ordered = hd_sum_ordered,
+static const MixprecDeviceV2 hostdev_vtable = {
+  .base = {
+    .name = "hostdev",
+    .rank = 1,
+    .description = "host memory behind the device ABI, for tests",
+    .probe = hd_probe,
+    .open = hd_open,
+    .close = hd_close,
+    .describe = hd_describe,
+    .get_stream = hd_get_stream,
+    .alloc = hd_alloc,
+    .free = hd_free,
+    .memset_zero = hd_memset_zero,
+    .copy = hd_copy,
+    .synchronize = hd_synchronize,
+    .event_create = hd_event_create,
+    .event_record = hd_event_record,
+    .event_query = hd_event_query,
+    .event_wait = hd_event_wait,
+    .event_destroy = hd_event_destroy,
+    .convert = hd_convert,
+    .accumulate = hd_accumulate,
+    .scale = hd_scale,
+    .sumsq_blocks = hd_sumsq_blocks,
+    .sum_ordered = hd_sum_ordered,
+  },
+  .host_alloc = hd_host_alloc,
+  .host_free = hd_host_free,
 };
+
+/* The same device as an old plugin would register it. */
+static MixprecDeviceV1 hostdev_v1_vtable;
 
 /* ------------------------------------------------------------ optimizers */
 
@@ -456,7 +561,21 @@ hostdev_init (MixprecPluginHostV1 *host, char *errbuf, size_t len)
 {
   static const char *const names[N_OPTIMIZERS] = { "adamw", "sgd", "lion" };
   const char *top = getenv ("MIXPREC_TOP_BUILDDIR");
-  int status = host->register_device (host, &hostdev_vtable, errbuf, len);
+  int status;
+
+  /* Revision 2 where the library has it, else revision 1 (the contract
+   * of register_device_v2). */
+  if (host->struct_size >= offsetof (MixprecPluginHostV1, register_device_v2) + sizeof (void *) &&
+      host->register_device_v2 != NULL)
+    status = host->register_device_v2 (host, &hostdev_vtable, errbuf, len);
+  else
+    status = host->register_device (host, &hostdev_vtable.base, errbuf, len);
+  if (status != MIXPREC_PLUGIN_OK)
+    return status;
+  hostdev_v1_vtable = hostdev_vtable.base;
+  hostdev_v1_vtable.name = "hostdev-v1";
+  hostdev_v1_vtable.description = "hostdev as a device plugin of revision 1 (no pinned memory), for tests";
+  status = host->register_device (host, &hostdev_v1_vtable, errbuf, len);
 
   /* Outside the build tree there are no cpu optimizers to wrap. A second
    * registry (tests make several) reuses what the first init loaded. */

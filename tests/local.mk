@@ -522,6 +522,13 @@ tests_test_engine_device_LDADD = $(tests_internal_ldadd) -lm
 EXTRA_tests_test_engine_device_DEPENDENCIES = tests/device-plugins/mixprec-test-hostdev.la
 TESTS += tests/test-engine-device
 
+# Buffers of a device engine by address, and gradients from device memory.
+check_PROGRAMS += tests/test-param-device-address
+tests_test_param_device_address_CPPFLAGS = $(tests_internal_cppflags)
+tests_test_param_device_address_LDADD = $(tests_internal_ldadd) -lm
+EXTRA_tests_test_param_device_address_DEPENDENCIES = tests/device-plugins/mixprec-test-hostdev.la
+TESTS += tests/test-param-device-address
+
 # --- device-cuda: the cuda plugin's features and failures without a GPU;
 # its kernels and optimizers bitwise against the CPU ones where a GPU is,
 # and everywhere their element code compiled by nvcc and run on the host

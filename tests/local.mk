@@ -324,7 +324,7 @@ endif
 # --- mixprec.torch, the PyTorch front (bindings/python), and its example:
 # run by PYTHON_TORCH (configure: a Python with gi, numpy and torch); they
 # skip with the reason when there is none.
-EXTRA_DIST += tests/test-torch-front.py tests/test-torch-charlm.sh
+EXTRA_DIST += tests/test-torch-front.py tests/test-torch-charlm.sh tests/test-torch-cuda.py
 AM_TESTS_ENVIRONMENT += export PYTHON_TORCH="$(PYTHON_TORCH)"; \
 	export PYTHONPATH="$(abs_top_srcdir)/bindings/python:$$PYTHONPATH";
 if HAVE_UCX
@@ -332,6 +332,8 @@ AM_TESTS_ENVIRONMENT += export MIXPREC_TEST_HAVE_UCX=yes;
 endif
 if HAVE_PYTHON_GI
 TESTS += tests/test-torch-front.py tests/test-torch-charlm.sh
+# On the cuda device; skips with the reason where no GPU is usable.
+TESTS += tests/test-torch-cuda.py
 endif
 
 # --- abi: layouts of the public structs and vtables (x86-64 table), and the

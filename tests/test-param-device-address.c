@@ -199,6 +199,13 @@ test_addresses (void)
       g_assert_cmpint (dtype, ==, MIXPREC_DTYPE_FLOAT32);
       g_assert_cmpint (type, ==, 12);
 
+      address = mixprec_param_get_device_address (param, MIXPREC_PARAM_BUFFER_GRAD, &dtype,
+                                                  &type, &id, &error);
+      g_assert_no_error (error);
+      g_assert_cmpuint (address, ==, GPOINTER_TO_SIZE (mixprec_param_get_grad_data (param)));
+      g_assert_cmpint (dtype, ==, mixprec_param_get_grad_dtype (param));
+      g_assert_cmpint (type, ==, 12);
+
       /* The host-memory form refuses device buffers, naming the way out. */
       g_assert_cmpuint (mixprec_param_get_buffer_address (param, MIXPREC_PARAM_BUFFER_WORKING,
                                                           NULL, &error), ==, 0);

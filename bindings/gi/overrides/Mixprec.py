@@ -479,13 +479,18 @@ class Param(Mixprec.Param):
             return super(Param, self).reduce_grad(grad, data)
         if isinstance(grad, Mixprec.DType) and dtype is None:
             raise TypeError("reduce_grad(dtype, bytes) needs the bytes")
-        device = self.__dict__.get("_mixprec_device")
-        if device is None:
-            device = Mixprec.Param.get_device_address(self, Mixprec.ParamBuffer.WORKING)[2:]
-            device = self.__dict__["_mixprec_device"] = tuple(device)
+        # Device memory is taken when it is the engine's (asked only then:
+        # host memory needs no buffer of this rank laid out).
+        device = None
+        where = getattr(grad, "__dlpack_device__", None)
+        if where is not None and tuple(where())[0] not in (_KDL_CPU, _KDL_CUDA_HOST):
+            device = self.__dict__.get("_mixprec_device")
+            if device is None:
+                device = tuple(Mixprec.Param.get_device_address(
+                    self, Mixprec.ParamBuffer.WORKING)[2:])
+                self.__dict__["_mixprec_device"] = device
         host = _host(grad, "parameter '%s': the gradient" % self.get_name(),
-                     self.get_grad_dtype(), dtype,
-                     device if device[0] != _KDL_CPU else None)
+                     self.get_grad_dtype(), dtype, device)
         if host.numel != self.get_numel():
             raise ValueError("parameter '%s': the gradient has %d elements, expected %d"
                              % (self.get_name(), host.numel, self.get_numel()))

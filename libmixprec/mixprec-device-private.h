@@ -44,6 +44,12 @@ gboolean        _mixprec_device_probe         (MixprecFeature *feature,
 
 /* "cpu" for NULL. */
 const gchar    *_mixprec_device_get_name      (_MixprecDevice *device);
+/* The ordinal the device was opened with (0 for NULL). */
+gint            _mixprec_device_get_ordinal   (_MixprecDevice *device);
+/* DLPack's DLDeviceType of the device's memory, from its name: kDLCPU (1)
+ * for NULL, kDLCUDA (2) for "cuda", kDLROCM (10) for "rocm", else
+ * kDLExtDev (12), a device no framework knows. */
+gint            _mixprec_device_get_dlpack_type (_MixprecDevice *device);
 /* One line about the device (its model, ordinal, memory). */
 gchar          *_mixprec_device_describe      (_MixprecDevice *device);
 /* The plugin's stream (NULL for the host). */

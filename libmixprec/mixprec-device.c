@@ -17,6 +17,8 @@ struct _MixprecDevice
   const MixprecDeviceV2 *vtable_v2;   /* host_alloc/host_free NULL for revision 1 */
   gpointer handle;
   gchar *label;                  /* "cuda (plugin device-cuda)" */
+  gint ordinal;                  /* the ordinal opened (-1 resolved as the
+                                    plugin ABI documents it) */
 };
 
 /* Turns a plugin status into a GError naming the device and the call. */
@@ -69,6 +71,19 @@ _mixprec_device_probe (MixprecFeature *feature,
   return TRUE;
 }
 
+/* What a plugin opens for ordinal -1 (MixprecDeviceOpenV1): LOCAL_RANK,
+ * else 0. A value the plugin refuses fails its open() anyway. */
+static gint
+default_ordinal (void)
+{
+  const gchar *env = g_getenv ("LOCAL_RANK");
+  guint64 value = 0;
+
+  if (env == NULL || !g_ascii_string_to_unsigned (env, 10, 0, 65535, &value, NULL))
+    return 0;
+  return (gint) value;
+}
+
 _MixprecDevice *
 _mixprec_device_open_feature (MixprecFeature *feature,
                               gint            ordinal,
@@ -94,6 +109,7 @@ _mixprec_device_open_feature (MixprecFeature *feature,
   device->vtable_v2 = _mixprec_feature_get_device_vtable_v2 (feature);
   device->label = g_strdup_printf ("'%s' (plugin %s)", vtable->name,
                                    mixprec_feature_get_plugin_name (feature));
+  device->ordinal = ordinal >= 0 ? ordinal : default_ordinal ();
   status = vtable->open (&args, &device->handle, errbuf, sizeof errbuf);
   errbuf[sizeof errbuf - 1] = '\0';
   if (!check (device, status, "open", errbuf, error))
@@ -176,6 +192,26 @@ const gchar *
 _mixprec_device_get_name (_MixprecDevice *device)
 {
   return device != NULL ? device->vtable->name : "cpu";
+}
+
+gint
+_mixprec_device_get_ordinal (_MixprecDevice *device)
+{
+  return device != NULL ? device->ordinal : 0;
+}
+
+gint
+_mixprec_device_get_dlpack_type (_MixprecDevice *device)
+{
+  const gchar *name = _mixprec_device_get_name (device);
+
+  if (device == NULL)
+    return 1;                   /* kDLCPU */
+  if (g_str_equal (name, "cuda"))
+    return 2;                   /* kDLCUDA */
+  if (g_str_equal (name, "rocm"))
+    return 10;                  /* kDLROCM */
+  return 12;                    /* kDLExtDev */
 }
 
 gchar *

@@ -432,27 +432,21 @@ mixprec_param_get_engine (MixprecParam *self)
  *
  * Since: 1.0
  */
-guint64
-mixprec_param_get_buffer_address (MixprecParam       *self,
-                                  MixprecParamBuffer  buffer,
-                                  MixprecDType       *dtype,
-                                  GError            **error)
+/* Where @buffer lies, in host memory (*on_host) or in the memory of the
+ * engine's device. */
+static gpointer
+buffer_data (MixprecParam       *self,
+             MixprecParamBuffer  buffer,
+             MixprecDType       *dtype,
+             gboolean           *on_host,
+             GError            **error)
 {
   gpointer data = NULL;
   MixprecDType type = MIXPREC_DTYPE_FLOAT32;
 
-  g_return_val_if_fail (MIXPREC_IS_PARAM (self), 0);
-
   if (!_mixprec_param_ensure_storage (self, error))
-    return 0;
-  if (self->storage.device != NULL)
-    {
-      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
-                   "parameter '%s': its buffers are in the memory of device '%s', "
-                   "not in host memory", self->name,
-                   _mixprec_device_get_name (self->storage.device));
-      return 0;
-    }
+    return NULL;
+  *on_host = self->storage.device == NULL;
   switch (buffer)
     {
     case MIXPREC_PARAM_BUFFER_WORKING:
@@ -461,7 +455,7 @@ mixprec_param_get_buffer_address (MixprecParam       *self,
       break;
     case MIXPREC_PARAM_BUFFER_GRAD:
       if (!ensure_grad (self, error))
-        return 0;
+        return NULL;
       data = self->storage.grad;
       type = self->dtypes.grad;
       break;
@@ -475,28 +469,165 @@ mixprec_param_get_buffer_address (MixprecParam       *self,
                        : "parameter '%s': the engine keeps no FP32 master of it "
                          "(a low-precision working copy without master weights)",
                        self->name);
-          return 0;
+          return NULL;
         }
+      if (self->storage.master_on_host)
+        *on_host = TRUE;
       break;
     case MIXPREC_PARAM_BUFFER_ACCUM:
       data = _mixprec_engine_get_accum_of (self->engine, self, &type, error);
       if (data == NULL)
-        return 0;
+        return NULL;
       break;
     default:
       g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
                    "parameter '%s': %d is not a MixprecParamBuffer", self->name, (gint) buffer);
-      return 0;
+      return NULL;
     }
   if (data == NULL)
     {
       g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_WRONG_STATE,
                    "parameter '%s': the buffer is not laid out on this rank", self->name);
-      return 0;
+      return NULL;
     }
   if (dtype != NULL)
     *dtype = type;
+  return data;
+}
+
+guint64
+mixprec_param_get_buffer_address (MixprecParam       *self,
+                                  MixprecParamBuffer  buffer,
+                                  MixprecDType       *dtype,
+                                  GError            **error)
+{
+  gboolean on_host = TRUE;
+  gpointer data;
+
+  g_return_val_if_fail (MIXPREC_IS_PARAM (self), 0);
+
+  if (!_mixprec_param_ensure_storage (self, error))
+    return 0;
+  if (self->storage.device != NULL)
+    {
+      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
+                   "parameter '%s': its buffers are in the memory of device '%s', "
+                   "not in host memory (mixprec_param_get_device_address() gives "
+                   "their device addresses)", self->name,
+                   _mixprec_device_get_name (self->storage.device));
+      return 0;
+    }
+  data = buffer_data (self, buffer, dtype, &on_host, error);
   return (guint64) GPOINTER_TO_SIZE (data);
+}
+
+/**
+ * mixprec_param_get_device_address:
+ * @self: a #MixprecParam
+ * @buffer: which buffer
+ * @dtype: (out) (optional): the dtype of its elements
+ * @device_type: (out) (optional): the DLPack device type (DLDeviceType of
+ *   dlpack.h) of the memory the buffer lies in: 1 (kDLCPU) for host
+ *   memory, 2 (kDLCUDA) on the "cuda" device, 10 (kDLROCM) on "rocm", and
+ *   12 (kDLExtDev) on a device plugin no framework knows
+ * @device_id: (out) (optional): the device's ordinal (0 for host memory)
+ * @error: return location for a #GError
+ *
+ * mixprec_param_get_buffer_address() for engines on any device: the
+ * address of one of the parameter's buffers in the memory of the engine's
+ * device (mixprec.device of the config, see mixprec.json(5)), or in host
+ * memory on the cpu device and for the FP32 master an engine offloads to
+ * the host, with where it lies in DLPack's terms. Bindings build views of
+ * device memory from it (the Python overrides export it through DLPack,
+ * so that torch.from_dlpack() gives a CUDA tensor on the cuda device).
+ *
+ * The engine queues its work on the device plugin's stream (the step's
+ * writes of the new values included); on a device this call waits for
+ * that stream before it returns, so that a binding that reads or writes
+ * the buffer from another stream calls it again after each
+ * mixprec_engine_step() and then sees complete values. On the cpu device
+ * the result is the one of mixprec_param_get_buffer_address().
+ *
+ * Returns: the address, or 0 with @error set when the buffer does not
+ *   exist in this engine (see mixprec_param_get_buffer_address())
+ *
+ * Since: 1.1
+ */
+guint64
+mixprec_param_get_device_address (MixprecParam       *self,
+                                  MixprecParamBuffer  buffer,
+                                  MixprecDType       *dtype,
+                                  gint               *device_type,
+                                  gint               *device_id,
+                                  GError            **error)
+{
+  gboolean on_host = TRUE;
+  gpointer data;
+
+  g_return_val_if_fail (MIXPREC_IS_PARAM (self), 0);
+
+  data = buffer_data (self, buffer, dtype, &on_host, error);
+  if (data == NULL ||
+      (self->storage.device != NULL && !_mixprec_device_synchronize (self->storage.device, error)))
+    return 0;
+  if (device_type != NULL)
+    *device_type = on_host ? 1 : _mixprec_device_get_dlpack_type (self->storage.device);
+  if (device_id != NULL)
+    *device_id = on_host ? 0 : _mixprec_device_get_ordinal (self->storage.device);
+  return (guint64) GPOINTER_TO_SIZE (data);
+}
+
+/**
+ * mixprec_param_reduce_grad_device_address:
+ * @self: a #MixprecParam
+ * @dtype: the dtype of the gradient
+ * @address: where the gradient starts in the memory of the engine's
+ *   device (host memory on the cpu device): numel contiguous elements of
+ *   @dtype that stay valid for the duration of the call
+ * @error: return location for a #GError
+ *
+ * mixprec_param_reduce_grad_address() for a gradient that already lies on
+ * the engine's device, as a framework's device tensor does: the engine
+ * reads it there with the device's kernels, without a trip through host
+ * memory. The gradient must be complete when the call is made (a binding
+ * waits for the framework's stream first: the engine reads it on the
+ * device plugin's stream); the call returns once the engine has read it,
+ * so that the caller may free or reuse the memory. On the cpu device it is
+ * mixprec_param_reduce_grad_address().
+ *
+ * Returns: %TRUE on success
+ *
+ * Since: 1.1
+ */
+gboolean
+mixprec_param_reduce_grad_device_address (MixprecParam  *self,
+                                          MixprecDType   dtype,
+                                          guint64        address,
+                                          GError       **error)
+{
+  guint64 numel;
+
+  g_return_val_if_fail (MIXPREC_IS_PARAM (self), FALSE);
+
+  if (!_mixprec_param_ensure_storage (self, error))
+    return FALSE;
+  if (self->storage.device == NULL)
+    return mixprec_param_reduce_grad_address (self, dtype, address, error);
+  numel = mixprec_param_get_numel (self);
+  if (!mixprec_dtype_is_valid (dtype))
+    {
+      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
+                   "parameter '%s': %d is not a dtype", self->name, (gint) dtype);
+      return FALSE;
+    }
+  if (address == 0 && numel > 0)
+    {
+      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
+                   "parameter '%s': gradient at device address 0", self->name);
+      return FALSE;
+    }
+  return mixprec_param_reduce_grad (self, dtype, GSIZE_TO_POINTER ((gsize) address), error) &&
+         _mixprec_device_synchronize (self->storage.device, error);
 }
 
 /**

@@ -75,6 +75,18 @@ gboolean      mixprec_param_reduce_grad_address   (MixprecParam  *self,
                                                    MixprecDType   dtype,
                                                    guint64        address,
                                                    GError       **error);
+MIXPREC_AVAILABLE_IN_1_1
+guint64       mixprec_param_get_device_address    (MixprecParam       *self,
+                                                   MixprecParamBuffer  buffer,
+                                                   MixprecDType       *dtype,
+                                                   gint               *device_type,
+                                                   gint               *device_id,
+                                                   GError            **error);
+MIXPREC_AVAILABLE_IN_1_1
+gboolean      mixprec_param_reduce_grad_device_address (MixprecParam  *self,
+                                                   MixprecDType   dtype,
+                                                   guint64        address,
+                                                   GError       **error);
 
 /* Copies, for bindings and tests. */
 MIXPREC_AVAILABLE_IN_1_0

@@ -324,7 +324,7 @@ endif
 # --- mixprec.torch, the PyTorch front (bindings/python), and its example:
 # run by PYTHON_TORCH (configure: a Python with gi, numpy and torch); they
 # skip with the reason when there is none.
-EXTRA_DIST += tests/test-torch-front.py tests/test-torch-charlm.sh
+EXTRA_DIST += tests/test-torch-front.py tests/test-torch-charlm.sh tests/test-torch-cuda.py
 AM_TESTS_ENVIRONMENT += export PYTHON_TORCH="$(PYTHON_TORCH)"; \
 	export PYTHONPATH="$(abs_top_srcdir)/bindings/python:$$PYTHONPATH";
 if HAVE_UCX
@@ -332,6 +332,8 @@ AM_TESTS_ENVIRONMENT += export MIXPREC_TEST_HAVE_UCX=yes;
 endif
 if HAVE_PYTHON_GI
 TESTS += tests/test-torch-front.py tests/test-torch-charlm.sh
+# On the cuda device; skips with the reason where no GPU is usable.
+TESTS += tests/test-torch-cuda.py
 endif
 
 # --- abi: layouts of the public structs and vtables (x86-64 table), and the
@@ -521,6 +523,13 @@ tests_test_engine_device_CPPFLAGS = $(tests_internal_cppflags)
 tests_test_engine_device_LDADD = $(tests_internal_ldadd) -lm
 EXTRA_tests_test_engine_device_DEPENDENCIES = tests/device-plugins/mixprec-test-hostdev.la
 TESTS += tests/test-engine-device
+
+# Buffers of a device engine by address, and gradients from device memory.
+check_PROGRAMS += tests/test-param-device-address
+tests_test_param_device_address_CPPFLAGS = $(tests_internal_cppflags)
+tests_test_param_device_address_LDADD = $(tests_internal_ldadd) -lm
+EXTRA_tests_test_param_device_address_DEPENDENCIES = tests/device-plugins/mixprec-test-hostdev.la
+TESTS += tests/test-param-device-address
 
 # --- device-cuda: the cuda plugin's features and failures without a GPU;
 # its kernels and optimizers bitwise against the CPU ones where a GPU is,

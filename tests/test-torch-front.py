@@ -291,6 +291,25 @@ except TypeError as e:
     msg = str(e)
 check("a config of the wrong type is refused with a message", "config must be" in msg, msg)
 
+# ---- devices: a cpu engine's model stays on the cpu; other devices are refused
+front = mixprec.torch.initialize(toy(), config("bf16"))
+check("a cpu engine's front is on the cpu device, its views in host memory (DLPack kDLCPU)",
+      front.device == torch.device("cpu") and
+      all(p.working.__dlpack_device__() == (1, 0) for p in front.params.values()),
+      front.device)
+try:
+    mixprec.torch.initialize(toy().to("meta"), config("bf16"))
+    msg = ""
+except ValueError as e:
+    msg = str(e)
+check("a model on a device other than cpu and cuda is refused with a message", "meta" in msg, msg)
+try:
+    mixprec.torch.initialize(toy(), config("bf16", mixprec={"device": "nvme"}))
+    msg = ""
+except (ValueError, GLib.Error) as e:
+    msg = str(e)
+check("a device other than cpu and cuda is refused with a message", "nvme" in msg, msg)
+
 print(f"1..{len(results)}")
 for i, (name, ok, detail) in enumerate(results, 1):
     print(f"{'ok' if ok else 'not ok'} {i} - {name}")

@@ -354,6 +354,47 @@ except GLib.Error as err:
           err.matches(Mixprec.engine_error_quark(), Mixprec.EngineError.WRONG_STATE))
 
 
+# ------------------------------------------------------------ devices
+# On the cpu engine every buffer is host memory: DLPack's (kDLCPU, 0).
+e = engine("bf16")
+p = e.register_param("w", [2, 3], "Linear", D.FLOAT32, f32(INIT))
+q = e.register_param("g", [2, 3], "Linear", D.FLOAT32, f32(INIT))
+check("a cpu engine's views are on DLPack device (1, 0)",
+      p.working.device == (1, 0) and p.working.__dlpack_device__() == (1, 0) and
+      p.master.__dlpack_device__() == (1, 0))
+check("get_device_address on the cpu engine is the host address, device (1, 0)",
+      tuple(p.get_device_address(Mixprec.ParamBuffer.WORKING)) ==
+      (p.get_buffer_address(Mixprec.ParamBuffer.WORKING)[0], p.get_working_dtype(), 1, 0))
+
+
+class OnCuda(object):
+    """A DLPack producer whose tensor says it is on CUDA device 0 (a
+    view's own capsule with its device rewritten)."""
+
+    def __init__(self, view):
+        self.view = view
+
+    def __dlpack__(self, stream=None):
+        capsule = self.view.__dlpack__()
+        get = ctypes.pythonapi.PyCapsule_GetPointer
+        get.restype = ctypes.c_void_p
+        get.argtypes = [ctypes.py_object, ctypes.c_char_p]
+        # DLTensor: data (a pointer), then device_type (int), device_id (int).
+        ctypes.c_int.from_address(get(capsule, b"dltensor") + ctypes.sizeof(ctypes.c_void_p)).value = 2
+        return capsule
+
+
+try:
+    p.reduce_grad(OnCuda(q.working))
+    check("a gradient on a CUDA device is refused by a cpu engine", False)
+except ValueError as err:
+    check("a gradient on a CUDA device is refused by a cpu engine", "(2, 0)" in str(err))
+try:
+    e.register_external("x", OnCuda(q.working), "Linear")
+    check("register_external refuses device memory", False)
+except ValueError as err:
+    check("register_external refuses device memory", "not in host memory" in str(err))
+
 print("1..%d" % len(results))
 for i, (name, ok, why) in enumerate(results, 1):
     print("%s %d - %s%s" % ("ok" if ok else "not ok", i, name, " # SKIP " + why if why else ""))

@@ -17,6 +17,17 @@ shares the engine's memory through
   ``torch.from_dlpack(param.working)`` and ``numpy.from_dlpack(...)``
   share the memory (bfloat16 travels as DLPack's ``kDLBfloat``).
 
+On an engine whose buffers are in a device's memory (``mixprec.device``
+"cuda"), a view is a view of device memory: ``__dlpack_device__`` gives
+the device (``(2, ordinal)``, DLPack's ``kDLCUDA``, on the cuda device;
+``(12, ordinal)``, ``kDLExtDev``, on a device plugin no framework knows),
+``torch.from_dlpack(param.working)`` is a CUDA tensor sharing the
+engine's memory, and the host-memory forms (NumPy, the buffer protocol,
+``tobytes()``) raise BufferError. ``param.reduce_grad(tensor)`` takes a
+gradient on the engine's device where it lies (the engine reads it with
+the device's kernels); the caller makes sure it is complete first
+(``torch.cuda.synchronize()``, or its stream's).
+
 The other way, ``engine.register_external(name, array, module_type)`` keeps
 the caller's memory as the parameter's working copy and
 ``param.reduce_grad(array)`` reads the caller's gradient where it lies. Both
@@ -58,6 +69,7 @@ _FORMATS = {
 _RAW_FORMAT = {1: "B", 2: "H", 4: "f"}
 
 _KDL_CPU = 1
+_KDL_CUDA = 2
 _KDL_CUDA_HOST = 3
 
 
@@ -176,14 +188,17 @@ class View(object):
     Attributes: ``param``, ``buffer`` (a Mixprec.ParamBuffer), ``dtype``
     (a Mixprec.DType), ``dtype_name`` ("float32", "float16", "bfloat16",
     "float8_e4m3fn", "float8_e5m2"), ``shape``, ``numel``, ``itemsize``,
-    ``nbytes``, ``address`` (an int), ``readonly``.
+    ``nbytes``, ``address`` (an int), ``readonly``, ``device`` (DLPack's
+    ``(device_type, device_id)``: ``(1, 0)`` for host memory).
     """
 
     def __init__(self, param, buffer, readonly=False):
         engine = param.get_engine()
         if engine is None:
             raise ValueError("parameter '%s': its engine is gone" % param.get_name())
-        address, dtype = Mixprec.Param.get_buffer_address(param, buffer)
+        address, dtype, device_type, device_id = \
+            Mixprec.Param.get_device_address(param, buffer)
+        self.device = (device_type, device_id)
         self._engine = engine
         self.param = param
         self.buffer = buffer
@@ -198,13 +213,27 @@ class View(object):
         # A ctypes array over the engine's bytes: the buffer-protocol
         # exporter every other form is made from. It holds the engine for
         # as long as anything made from it lives.
-        self._holder = _holder_type(self.nbytes).from_address(address)
-        self._holder.engine = engine
+        # Device memory has no host-side form.
+        if self.device[0] == _KDL_CPU:
+            self._holder = _holder_type(self.nbytes).from_address(address)
+            self._holder.engine = engine
+        else:
+            self._holder = None
 
     def __repr__(self):
-        return "<Mixprec.View %s of '%s': %s %s at 0x%x%s>" % (
+        return "<Mixprec.View %s of '%s': %s %s at 0x%x%s%s>" % (
             self.buffer.value_nick, self.param.get_name(), self.dtype_name,
-            list(self.shape), self.address, ", read-only" if self.readonly else "")
+            list(self.shape), self.address,
+            "" if self._holder is not None else " on DLPack device %r" % (self.device,),
+            ", read-only" if self.readonly else "")
+
+    def _host_memory(self):
+        if self._holder is None:
+            raise BufferError("the %s buffer of '%s' is in the memory of DLPack device %r, not "
+                              "in host memory: use DLPack (torch.from_dlpack) or "
+                              "param.get_working() for a copy"
+                              % (self.buffer.value_nick, self.param.get_name(), self.device))
+        return self._holder
 
     def __len__(self):
         return self.shape[0] if self.shape else 1
@@ -213,7 +242,7 @@ class View(object):
         """A memoryview of the elements (shape and format of the dtype;
         bfloat16, float8, and float16 where memoryview lacks "e", as raw
         bits)."""
-        mv = memoryview(self._holder).cast("B")[:self.nbytes]
+        mv = memoryview(self._host_memory()).cast("B")[:self.nbytes]
         fmt = _FORMATS[self.dtype][0]
         shape = list(self.shape) if self.numel > 0 else [0]
         try:
@@ -228,7 +257,7 @@ class View(object):
 
     def __array__(self, dtype=None, copy=None):
         import numpy
-        array = numpy.frombuffer(self._holder, dtype=_numpy_dtype(self.dtype),
+        array = numpy.frombuffer(self._host_memory(), dtype=_numpy_dtype(self.dtype),
                                  count=self.numel).reshape(self.shape)
         if self.readonly:
             array.flags.writeable = False
@@ -240,24 +269,28 @@ class View(object):
         return array.copy() if copy else array
 
     def tobytes(self):
-        return bytes(memoryview(self._holder).cast("B")[:self.nbytes])
+        return bytes(memoryview(self._host_memory()).cast("B")[:self.nbytes])
 
     def __dlpack_device__(self):
-        return (_KDL_CPU, 0)
+        return self.device
 
     def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
         code_bits = _FORMATS[self.dtype][2]
         if code_bits is None:
             raise BufferError("%s has no DLPack type" % self.dtype_name)
-        if dl_device is not None and tuple(dl_device) != (_KDL_CPU, 0):
-            raise BufferError("the view is in host memory, not on device %r" % (dl_device,))
+        if dl_device is not None and tuple(dl_device) != self.device:
+            raise BufferError("the view is on DLPack device %r, not on device %r"
+                              % (self.device, tuple(dl_device)))
+        # On a device, the values are complete: the engine waited for its
+        # stream when the view was made (mixprec_param_get_device_address()),
+        # and any stream of the consumer may read them.
         if copy:
             raise BufferError("a Mixprec.View exports its memory, never a copy")
         managed = DLManagedTensor()
         shape = (ctypes.c_int64 * max(len(self.shape), 1))(*self.shape)
         t = managed.dl_tensor
         t.data = self.address
-        t.device = DLDevice(_KDL_CPU, 0)
+        t.device = DLDevice(*self.device)
         t.ndim = len(self.shape)
         t.dtype = DLDataType(code_bits[0], code_bits[1], 1)
         t.shape = shape
@@ -281,8 +314,9 @@ class _Host(object):
     """A caller's contiguous host memory: address, dtype, shape, and what
     keeps it valid."""
 
-    def __init__(self, address, dtype, shape, keep, readonly):
+    def __init__(self, address, dtype, shape, keep, readonly, device=(_KDL_CPU, 0)):
         self.address = address
+        self.device = device
         self.dtype = dtype
         self.shape = tuple(int(d) for d in shape)
         self.numel = 1
@@ -315,9 +349,14 @@ def _contiguous(shape, strides, itemsize):
     return True
 
 
-def _host(obj, what, expected=None, dtype=None):
+def _host(obj, what, expected=None, dtype=None, device=None):
+    """The memory of obj; with device=(type, id), memory on that DLPack
+    device is taken too (its _Host.device says which)."""
     if isinstance(obj, View):
-        return _Host(obj.address, obj.dtype, obj.shape, obj, obj.readonly)
+        if obj.device[0] != _KDL_CPU and obj.device != device:
+            raise ValueError("%s is a view on DLPack device %r, not in host memory"
+                             % (what, obj.device))
+        return _Host(obj.address, obj.dtype, obj.shape, obj, obj.readonly, obj.device)
 
     ai = getattr(obj, "__array_interface__", None)
     if ai is not None:
@@ -350,9 +389,14 @@ def _host(obj, what, expected=None, dtype=None):
         capsule = obj.__dlpack__()
         managed = DLManagedTensor.from_address(_capsule_get_pointer(capsule, b"dltensor"))
         t = managed.dl_tensor
-        if t.device.device_type not in (_KDL_CPU, _KDL_CUDA_HOST):
-            raise ValueError("%s is on DLPack device type %d, not in host memory"
-                             % (what, t.device.device_type))
+        where = (_KDL_CPU, 0)
+        if (t.device.device_type, t.device.device_id) == device:
+            where = device
+        elif t.device.device_type not in (_KDL_CPU, _KDL_CUDA_HOST):
+            raise ValueError("%s is on DLPack device %r, not in host memory%s"
+                             % (what, (t.device.device_type, t.device.device_id),
+                                "" if device is None else
+                                " nor on the engine's device %r" % (device,)))
         code, bits, lanes = t.dtype.code, t.dtype.bits, t.dtype.lanes
         if lanes != 1:
             raise TypeError("%s has vector elements (%d lanes)" % (what, lanes))
@@ -374,7 +418,7 @@ def _host(obj, what, expected=None, dtype=None):
                              % what)
         # Unconsumed, the capsule releases the producer's tensor when it
         # goes: keeping it keeps the memory.
-        return _Host((t.data or 0) + t.byte_offset, found, shape, (obj, capsule), False)
+        return _Host((t.data or 0) + t.byte_offset, found, shape, (obj, capsule), False, where)
 
     try:
         mv = memoryview(obj)
@@ -435,11 +479,23 @@ class Param(Mixprec.Param):
             return super(Param, self).reduce_grad(grad, data)
         if isinstance(grad, Mixprec.DType) and dtype is None:
             raise TypeError("reduce_grad(dtype, bytes) needs the bytes")
+        # Device memory is taken when it is the engine's (asked only then:
+        # host memory needs no buffer of this rank laid out).
+        device = None
+        where = getattr(grad, "__dlpack_device__", None)
+        if where is not None and tuple(where())[0] not in (_KDL_CPU, _KDL_CUDA_HOST):
+            device = self.__dict__.get("_mixprec_device")
+            if device is None:
+                device = tuple(Mixprec.Param.get_device_address(
+                    self, Mixprec.ParamBuffer.WORKING)[2:])
+                self.__dict__["_mixprec_device"] = device
         host = _host(grad, "parameter '%s': the gradient" % self.get_name(),
-                     self.get_grad_dtype(), dtype)
+                     self.get_grad_dtype(), dtype, device)
         if host.numel != self.get_numel():
             raise ValueError("parameter '%s': the gradient has %d elements, expected %d"
                              % (self.get_name(), host.numel, self.get_numel()))
+        if host.device[0] != _KDL_CPU:
+            return Mixprec.Param.reduce_grad_device_address(self, host.dtype, host.address)
         return Mixprec.Param.reduce_grad_address(self, host.dtype, host.address)
 
 

@@ -35,8 +35,16 @@ between, as DeepSpeed's does). Several ranks come from the launcher's
 environment (``mixprec-run -n 2 python3 train.py``): the front needs no
 ``torch.distributed``; every rank must build the same model.
 
-Limits of this version: parameters and the engine in host memory (the
-``cpu`` device; CUDA tensors are refused with a message), ZeRO stages 0
+On the ``cuda`` device (``"mixprec": {"device": "cuda"}``) the engine's
+buffers are in GPU memory: move the model there first (``model.cuda()``,
+on the engine's GPU: ``LOCAL_RANK``, else 0) and each parameter becomes a
+CUDA view of the engine's working copy (DLPack's ``kDLCUDA``); gradients
+are handed over by their device address, read by the engine's kernels
+on the GPU once torch's stream has finished them, and the loss scaling
+is the same as on the cpu device. On the ``cpu`` device the model stays
+in host memory.
+
+Limits of this version: ZeRO stages 0
 to 2 (ZeRO-3 shards the working copies themselves), and frozen
 parameters (``requires_grad=False``) are left to the caller as they are.
 """
@@ -64,6 +72,8 @@ _DT = Mixprec.DType
 _TORCH_DTYPE = {_DT.FLOAT32: torch.float32, _DT.FLOAT16: torch.float16,
                 _DT.BFLOAT16: torch.bfloat16}
 _MIXPREC_DTYPE = {v: k for k, v in _TORCH_DTYPE.items()}
+_KDL_CPU = 1
+_KDL_CUDA = 2
 
 if not hasattr(torch.Tensor, "register_post_accumulate_grad_hook"):
     raise ImportError("mixprec.torch needs PyTorch 2.1 or later "
@@ -102,10 +112,9 @@ def initialize(model, config, comm=None, model_parallel_comm=None):
                         % type(model).__name__)
     cfg = _config(config)
     device = cfg.get_device()
-    if device != "cpu":
-        raise ValueError("mixprec.torch: mixprec.device is '%s'; this version of mixprec.torch "
-                         "drives engines on the cpu device only (the parameters are views of "
-                         "the engine's host buffers)" % device)
+    if device not in ("cpu", "cuda"):
+        raise ValueError("mixprec.torch: mixprec.device is '%s'; mixprec.torch drives engines "
+                         "on the cpu and cuda devices" % device)
     if cfg.get_zero_stage() > 2:
         raise ValueError("mixprec.torch: zero_optimization.stage %d: ZeRO-3 shards the working "
                          "copies themselves, which this version of mixprec.torch does not "
@@ -142,6 +151,7 @@ class Engine(object):
 
     Attributes: ``module`` (the model), ``engine`` (the Mixprec.Engine),
     ``params`` (parameter name -> Mixprec.Param, in registration order),
+    ``device`` (the torch.device of the engine's buffers and the model),
     ``dtype`` (the torch dtype most of the model's weights have now),
     ``timings`` (seconds spent in the engine, summed over the run:
     ``"intake"`` handing gradients over from the hooks, ``"backward_done"``
@@ -167,9 +177,9 @@ class Engine(object):
                     continue
                 seen.add(id(p))
                 name = module_name + "." + pname if module_name else pname
-                if p.device.type != "cpu":
-                    raise ValueError("mixprec.torch: parameter '%s' is on %s; this version of "
-                                     "mixprec.torch takes models in host memory (cpu)"
+                if p.device.type not in ("cpu", "cuda"):
+                    raise ValueError("mixprec.torch: parameter '%s' is on %s; mixprec.torch "
+                                     "takes models in host memory (cpu) or on a CUDA device"
                                      % (name, p.device))
                 if not p.is_floating_point():
                     raise TypeError("mixprec.torch: parameter '%s' has dtype %s; libmixprec "
@@ -191,6 +201,21 @@ class Engine(object):
         if not self._entries:
             raise ValueError("mixprec.torch: the model has no trainable parameters")
         engine.prepare()
+        # Where the engine's buffers are (DLPack's device type and id).
+        dl_type, dl_id = self._entries[0].param.get_device_address(
+            Mixprec.ParamBuffer.WORKING)[2:]
+        if dl_type == _KDL_CPU:
+            self.device = torch.device("cpu")
+        elif dl_type == _KDL_CUDA:
+            self.device = torch.device("cuda", dl_id)
+        else:
+            raise ValueError("mixprec.torch: the engine's buffers are on DLPack device type %d, "
+                             "which torch does not know" % dl_type)
+        for e in self._entries:
+            if e.tensor.device != self.device:
+                raise ValueError("mixprec.torch: parameter '%s' is on %s, the engine's buffers "
+                                 "on %s: move the model there first (model.to(%r))"
+                                 % (e.name, e.tensor.device, self.device, str(self.device)))
         self._bind()
 
         # The model's dtype: the working dtype of most of its elements.
@@ -221,11 +246,12 @@ class Engine(object):
         """Makes each parameter's data the engine's working copy (again,
         where the engine moved it)."""
         for e in self._entries:
-            address, dtype = e.param.get_buffer_address(Mixprec.ParamBuffer.WORKING)
+            address, dtype = e.param.get_device_address(Mixprec.ParamBuffer.WORKING)[:2]
             if address == e.address:
                 continue
             view = torch.from_dlpack(e.param.working)
-            if view.data_ptr() != address or view.dtype != _TORCH_DTYPE[dtype]:
+            if (view.data_ptr() != address or view.dtype != _TORCH_DTYPE[dtype] or
+                    view.device != self.device):
                 raise RuntimeError("mixprec.torch: parameter '%s': torch.from_dlpack did not "
                                    "share the engine's working copy" % e.name)
             e.tensor.data = view.reshape(e.shape)
@@ -247,7 +273,12 @@ class Engine(object):
                     raise TypeError("mixprec.torch: parameter '%s': gradient of dtype %s"
                                     % (e.name, g.dtype))
             start = time.perf_counter()
-            e.param.reduce_grad_address(dtype, g.data_ptr())
+            if g.device.type == "cuda":
+                # The engine reads it on its own stream: torch's must be done.
+                torch.cuda.current_stream(g.device).synchronize()
+                e.param.reduce_grad_device_address(dtype, g.data_ptr())
+            else:
+                e.param.reduce_grad_address(dtype, g.data_ptr())
             self.timings["intake"] += time.perf_counter() - start
             p.grad = None
         return hook
@@ -301,6 +332,10 @@ class Engine(object):
             return None
         start = time.perf_counter()
         result = self.engine.step()
+        if self.device.type != "cpu":
+            # Waits for the engine's stream: the new weights are complete
+            # for torch's.
+            self._entries[0].param.get_device_address(Mixprec.ParamBuffer.WORKING)
         self.timings["step"] += time.perf_counter() - start
         self.last_step = result
         return result

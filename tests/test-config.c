@@ -1203,7 +1203,12 @@ assert_round_trip (MixprecConfig *c)
   g_assert_no_error (error);
   text_again = mixprec_config_to_data (again, NULL);
   g_assert_cmpstr (text, ==, text_again);
-  g_assert_cmpuint (g_strv_length (mixprec_config_get_warnings (again)), ==, 0);
+  /* The printed form reads back without a warning of its own. A warning
+   * the original had too may stay: which optimizer plugins exist for a
+   * config's device depends on the build (no CUDA plugins, no cuda adamw). */
+  for (GStrv w = mixprec_config_get_warnings (again); *w != NULL; w++)
+    if (!g_strv_contains ((const gchar *const *) mixprec_config_get_warnings (c), *w))
+      g_error ("the printed config reads back with a new warning: %s", *w);
   g_assert_cmpint (mixprec_config_get_precision_mode (again), ==, mixprec_config_get_precision_mode (c));
 }
 

@@ -151,9 +151,19 @@ def make_tree(tmp):
     tree and the source tree, and short-running example programs."""
     tree = os.path.join(tmp, "tree")
     os.makedirs(os.path.join(tree, "examples"))
-    for name in ("tools", "plugins", "libmixprec", "bindings", "include", "bench"):
+    for name in ("tools", "plugins", "libmixprec", "include", "bench"):
         if os.path.exists(os.path.join(top, name)):
             os.symlink(os.path.join(top, name), os.path.join(tree, name))
+    # bindings/ holds built files (typelib, vapi) and source ones (the
+    # overrides, mixprec.torch): out of tree they lie in two folders, which
+    # an in-tree build has in one.
+    os.makedirs(os.path.join(tree, "bindings"))
+    for base in (top, srcdir):
+        folder = os.path.join(base, "bindings")
+        for entry in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+            link = os.path.join(tree, "bindings", entry)
+            if not os.path.lexists(link):
+                os.symlink(os.path.join(folder, entry), link)
     for name in ("build-aux", "tests", "man"):
         os.symlink(os.path.join(srcdir, name), os.path.join(tree, name))
     for name in ("mixprec-uninstalled.pc", "mixprec.pc"):

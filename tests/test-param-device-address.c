@@ -17,6 +17,7 @@
 #include "mixprec-device-private.h"
 #include "mixprec-engine-impl-private.h"
 #include "mixprec-engine-private.h"
+#include "test-values.h"
 
 #define CONFIG \
   "{\"train_micro_batch_size_per_gpu\": 1, \"gradient_accumulation_steps\": 2," \
@@ -35,28 +36,6 @@ static const struct {
   { "ln.weight", "LayerNorm", 64 },
   { "fc.bias", "Linear", 1 },
 };
-
-/* A value a reader can recompute, spanning several binades. */
-static gfloat
-value_at (guint seed, guint64 i)
-{
-  guint32 x = (guint32) (i * 2654435761u) ^ (seed * 0x9E3779B9u);
-
-  x ^= x >> 15;
-  x *= 0x2C1B3C6Du;
-  x ^= x >> 12;
-  return ((gfloat) (x & 0xFFFFFF) / 8388608.0f - 1.0f) * (gfloat) (1u << (x >> 29)) / 8.0f;
-}
-
-static GBytes *
-values (guint seed, guint64 n, gfloat factor)
-{
-  gfloat *v = g_new (gfloat, MAX (n, 1));
-
-  for (guint64 i = 0; i < n; i++)
-    v[i] = value_at (seed, i) * factor;
-  return g_bytes_new_take (v, n * sizeof (gfloat));
-}
 
 static MixprecEngine *
 new_engine (_MixprecDevice *device)

@@ -188,6 +188,8 @@ mixprec_sources += \
 	libmixprec/mixprec-fp8-private.h \
 	libmixprec/mixprec-fp8.c
 EXTRA_DIST += libmixprec/numeric/numeric-fp8.h
+mixprec_simd_sources += libmixprec/mixprec-fp8-avx2.c
+mixprec_avx512_sources += libmixprec/mixprec-fp8-avx512.c
 
 # ---------------------------------------------------------------- rules
 mixprec_include_HEADERS = $(mixprec_public_headers) $(mixprec_abi_headers)

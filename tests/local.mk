@@ -565,3 +565,15 @@ if HAVE_CUDA
 TESTS += tests/test-engine-cuda.sh
 endif
 EXTRA_DIST += tests/test-engine-cuda.sh
+
+# --- fp8: scaled float8 casts and MX blocks against a double-precision
+# model at every SIMD level; bit-identity with PyTorch's own casts
+check_PROGRAMS += tests/test-fp8
+tests_test_fp8_SOURCES = tests/test-fp8.c tests/dtype-reference.h
+tests_test_fp8_CPPFLAGS = $(tests_internal_cppflags)
+tests_test_fp8_LDADD = $(tests_internal_ldadd) -lm
+TESTS += tests/test-fp8
+EXTRA_DIST += tests/test-fp8-torch.py
+if HAVE_PYTHON_GI
+TESTS += tests/test-fp8-torch.py
+endif

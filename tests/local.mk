@@ -565,3 +565,9 @@ if HAVE_CUDA
 TESTS += tests/test-engine-cuda.sh
 endif
 EXTRA_DIST += tests/test-engine-cuda.sh
+
+# --- FP8 working copies in the engine (fp8-engine): one process, and
+# ZeRO-3 bit identity across world sizes (needs the UCX comm plugin)
+check_PROGRAMS += tests/test-fp8-engine
+tests_test_fp8_engine_LDADD = $(tests_public_ldadd) -lm
+TESTS += tests/test-fp8-engine

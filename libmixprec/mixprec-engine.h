@@ -310,4 +310,7 @@ gboolean           mixprec_engine_report_scalar     (MixprecEngine  *self,
                                                      gdouble         value,
                                                      GError        **error);
 
+MIXPREC_AVAILABLE_IN_1_1
+guint64            mixprec_engine_get_gathered_bytes (MixprecEngine *self);
+
 G_END_DECLS

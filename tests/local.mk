@@ -587,3 +587,9 @@ EXTRA_DIST += tests/test-fp8-torch.py
 if HAVE_PYTHON_GI
 TESTS += tests/test-fp8-torch.py
 endif
+
+# --- FP8 working copies in the engine (fp8-engine): one process, and
+# ZeRO-3 bit identity across world sizes (needs the UCX comm plugin)
+check_PROGRAMS += tests/test-fp8-engine
+tests_test_fp8_engine_LDADD = $(tests_public_ldadd) -lm
+TESTS += tests/test-fp8-engine

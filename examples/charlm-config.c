@@ -149,6 +149,24 @@ apply_overrides (JsonObject      *root,
       json_object_set_string_member (mixprec, "device", overrides->device);
     }
 
+  if (overrides->fp8_recipe != NULL)
+    {
+      JsonObject *fp8 = object_member (root, "fp8");
+
+      if (fp8 == NULL)
+        {
+          fp8 = json_object_new ();
+          json_object_set_object_member (root, "fp8", fp8);
+        }
+      if (g_str_equal (overrides->fp8_recipe, "off"))
+        json_object_set_boolean_member (fp8, "enabled", FALSE);
+      else
+        {
+          json_object_set_boolean_member (fp8, "enabled", TRUE);
+          json_object_set_string_member (fp8, "recipe", overrides->fp8_recipe);
+        }
+    }
+
   fit_schedule (root, &overrides->steps);
 
   if (overrides->seed_set)

@@ -15,6 +15,8 @@ typedef struct
   const gchar *device;          /* mixprec.device, or NULL to keep the config's */
   gboolean seed_set;
   guint64 seed;              /* replaces mixprec.seed when seed_set */
+  const gchar *fp8_recipe;   /* "delayed", "current" or "mx" turns fp8 on with that
+                              * recipe, "off" turns it off; NULL keeps the config's */
 } CharlmOverrides;
 
 MixprecConfig *charlm_config_load (const gchar     *path,

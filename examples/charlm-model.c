@@ -17,6 +17,7 @@
  * of the loss multiplied by the loss scale, so with fp16 and a scale of 1
  * small gradients flush to zero exactly as they would on a GPU. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "charlm-model.h"
@@ -34,6 +35,9 @@ struct _CharlmModel
   gsize numel[CHARLM_N_PARAMS];
   gfloat *w[CHARLM_N_PARAMS];          /* working weights, widened to fp32 */
   gfloat *g[CHARLM_N_PARAMS];          /* gradients, accumulated in fp32 */
+
+  /* MX recipes: elements per E8M0 block scale (0 otherwise). */
+  guint mx_block_size;
 
   /* The dtype each layer computes and stores in. */
   MixprecDType dt_wte, dt_h1, dt_ln1, dt_h2, dt_ln2, dt_out;
@@ -497,6 +501,13 @@ charlm_model_new (MixprecEngine     *engine,
       model->g[id] = g_new (gfloat, n);
     }
 
+  {
+    MixprecFp8Recipe *recipe = mixprec_config_get_fp8_recipe (mixprec_engine_get_config (engine));
+
+    if (recipe != NULL && mixprec_fp8_recipe_get_kind (recipe) == MIXPREC_FP8_RECIPE_MX)
+      model->mx_block_size = mixprec_fp8_recipe_get_block_size (recipe);
+  }
+
   model->dt_wte = mixprec_param_get_working_dtype (model->params[CHARLM_WTE]);
   model->dt_h1 = mixprec_param_get_working_dtype (model->params[CHARLM_H1_W]);
   model->dt_ln1 = mixprec_param_get_working_dtype (model->params[CHARLM_LN1_W]);
@@ -581,8 +592,48 @@ charlm_model_get_param (CharlmModel   *model,
   return model->params[id];
 }
 
+/* ------------------------------------------------------------------ fp8 */
+
+/* The fp32 weights an FP8 GEMM multiplies, from the engine's FP8 working
+ * copy of @p: each byte decoded (E4M3 or E5M2, exactly, into fp32), then
+ * multiplied in fp32 by the tensor's scale_inv (delayed and current
+ * scaling) or by its block's E8M0 scale, 2^(e - 127) (MX). A GPU does the
+ * same inside the matrix unit; here it is done once per optimizer step. */
+static void
+dequantize_fp8 (MixprecParam *p,
+                guint         mx_block_size,
+                gfloat       *dst,
+                gsize         n)
+{
+  g_autoptr(GError) error = NULL;
+  MixprecDType dtype = mixprec_param_get_fp8_dtype (p);
+  /* A copy through the engine, which may keep it in GPU memory. */
+  g_autoptr(GBytes) bytes = mixprec_param_get_fp8 (p, &error);
+  const guint8 *data;
+  gsize n_scales = 0;
+  const guint8 *scales = mixprec_param_get_fp8_block_scales (p, &n_scales);
+  gboolean done;
+
+  if (bytes == NULL)
+    g_error ("reading the FP8 copy of %s: %s", mixprec_param_get_name (p), error->message);
+  data = g_bytes_get_data (bytes, NULL);
+  if (scales != NULL)
+    {
+      g_assert (mx_block_size > 0 && n_scales == (n + mx_block_size - 1) / mx_block_size);
+      done = mixprec_mx_dequantize (dtype, data, scales, n, mx_block_size, dst, &error);
+    }
+  else
+    done = mixprec_fp8_dequantize (dtype, data, n, mixprec_param_get_fp8_scale_inv (p), dst,
+                                   &error);
+  if (!done)
+    g_error ("reading the FP8 copy of %s: %s", mixprec_param_get_name (p), error->message);
+}
+
 /* Widens the engine's working copies (fp16/bf16/fp32) to fp32 once per
- * optimizer step; the widened values are exactly the low-precision ones. */
+ * optimizer step; the widened values are exactly the low-precision ones.
+ * A parameter the config's fp8 section puts in FP8 (the Linear layers')
+ * is read from its FP8 working copy instead, which forward and backward
+ * then both use. */
 void
 charlm_model_load_weights (CharlmModel *model)
 {
@@ -596,6 +647,13 @@ charlm_model_load_weights (CharlmModel *model)
     {
       g_autoptr(GError) error = NULL;
       MixprecParam *p = model->params[id];
+
+      if (mixprec_param_is_fp8 (p))
+        {
+          dequantize_fp8 (p, model->mx_block_size, model->w[id], model->numel[id]);
+          continue;
+        }
+
       /* A copy through the engine: its working copies may be in GPU
        * memory (mixprec.device "cuda") while this model runs on the CPU. */
       g_autoptr(GBytes) w = mixprec_param_get_working (p, MIXPREC_DTYPE_FLOAT32, &error);
@@ -818,4 +876,50 @@ charlm_model_take_underflow (CharlmModel *model)
   model->grad_nonzero = 0;
   model->grad_flushed = 0;
   return fraction;
+}
+
+static gint
+compare_floats (gconstpointer a,
+                gconstpointer b)
+{
+  gfloat x = *(const gfloat *) a, y = *(const gfloat *) b;
+
+  return (x > y) - (x < y);
+}
+
+/* One line per Linear weight matrix: the precision the matmuls read it in
+ * and how many distinct values the fp32 weights they multiplied hold. An
+ * FP8 tensor with one scale has at most 256 (the codes of one byte); a
+ * bf16 one has thousands. */
+gchar *
+charlm_model_describe_linear_weights (CharlmModel *model)
+{
+  const CharlmParamId linear[] = { CHARLM_H1_W, CHARLM_H2_W, CHARLM_OUT_W };
+  g_autoptr(GString) text = g_string_new (NULL);
+
+  for (guint k = 0; k < G_N_ELEMENTS (linear); k++)
+    {
+      MixprecParam *p = model->params[linear[k]];
+      gsize n = model->numel[linear[k]];
+      g_autofree gfloat *sorted = g_memdup2 (model->w[linear[k]], n * sizeof (gfloat));
+      gsize distinct = n > 0;
+
+      qsort (sorted, n, sizeof (gfloat), compare_floats);
+      for (gsize i = 1; i < n; i++)
+        distinct += sorted[i] != sorted[i - 1];
+
+      g_string_append_printf (text, "%s: ", mixprec_param_get_name (p));
+      if (!mixprec_param_is_fp8 (p))
+        g_string_append (text, mixprec_dtype_get_name (mixprec_param_get_working_dtype (p)));
+      else if (model->mx_block_size > 0)
+        g_string_append_printf (text, "%s with an E8M0 scale per %u elements",
+                                mixprec_dtype_get_name (mixprec_param_get_fp8_dtype (p)),
+                                model->mx_block_size);
+      else
+        g_string_append_printf (text, "%s x scale_inv %g",
+                                mixprec_dtype_get_name (mixprec_param_get_fp8_dtype (p)),
+                                mixprec_param_get_fp8_scale_inv (p));
+      g_string_append_printf (text, ", %zu distinct values in %zu\n", distinct, n);
+    }
+  return g_string_free (g_steal_pointer (&text), FALSE);
 }

@@ -59,5 +59,6 @@ gdouble      charlm_model_take_underflow  (CharlmModel     *model);
 gdouble      charlm_model_evaluate        (CharlmModel     *model,
                                            const CharlmExamples *examples,
                                            gsize            stride);
+gchar       *charlm_model_describe_linear_weights (CharlmModel *model);
 
 G_END_DECLS

@@ -49,6 +49,7 @@ typedef struct
   gint accumulation;
   gint zero_stage;
   gchar *device;
+  gchar *fp8;
   CharlmOverrides overrides;
   gchar *csv_path;
   gint eval_every;
@@ -65,6 +66,7 @@ options_clear (Options *o)
 {
   g_free (o->config_path);
   g_free (o->device);
+  g_free (o->fp8);
   g_free (o->csv_path);
   g_free (o->words_path);
   g_free (o->save_dir);
@@ -92,6 +94,27 @@ parse_seed (const gchar *option_name,
 }
 
 static gboolean
+parse_fp8 (const gchar *option_name,
+           const gchar *value,
+           gpointer     data,
+           GError     **error)
+{
+  static const gchar *const recipes[] = { "delayed", "current", "mx", "off", NULL };
+  Options *o = data;
+
+  if (!g_strv_contains (recipes, value))
+    {
+      g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                   "%s: unknown recipe \"%s\" (delayed, current, mx or off)", option_name, value);
+      return FALSE;
+    }
+  g_free (o->fp8);
+  o->fp8 = g_strdup (value);
+  o->overrides.fp8_recipe = o->fp8;
+  return TRUE;
+}
+
+static gboolean
 parse_options (Options  *o,
                int      *argc,
                char   ***argv,
@@ -115,6 +138,10 @@ parse_options (Options  *o,
       "Micro-batch size, overriding train_micro_batch_size_per_gpu", "N" },
     { "seed", 0, 0, G_OPTION_ARG_CALLBACK, (gpointer) parse_seed,
       "Seed of the initial weights and batch order, overriding mixprec.seed", "N" },
+    { "fp8", 0, 0, G_OPTION_ARG_CALLBACK, (gpointer) parse_fp8,
+      "Keep FP8 working copies of the Linear layers' parameters, scaled by RECIPE (delayed, "
+      "current or mx), and multiply with them; off turns the config's fp8 section off",
+      "RECIPE" },
     { "csv", 0, 0, G_OPTION_ARG_FILENAME, &o->csv_path,
       "Where to write the per-evaluation CSV (default charlm.csv)", "FILE" },
     { "eval-every", 'e', 0, G_OPTION_ARG_INT, &o->eval_every,
@@ -207,6 +234,41 @@ describe_mode (MixprecConfig *config)
     }
 }
 
+/* The fp8 section in words, or NULL when it is off. */
+static gchar *
+describe_fp8 (MixprecConfig *config)
+{
+  MixprecFp8Recipe *recipe = mixprec_config_get_fp8_recipe (config);
+  g_autofree gchar *modules = NULL;
+  g_autofree gchar *how = NULL;
+  const gchar *format;
+
+  if (recipe == NULL)
+    return NULL;
+  modules = g_strjoinv (", ", (gchar **) mixprec_config_get_fp8_modules (config));
+  format = mixprec_fp8_recipe_get_format (recipe) == MIXPREC_FP8_FORMAT_HYBRID
+             ? "e4m3 forward, e5m2 backward" : "e4m3";
+  switch (mixprec_fp8_recipe_get_kind (recipe))
+    {
+    case MIXPREC_FP8_RECIPE_DELAYED:
+      how = g_strdup_printf ("delayed scaling (%s amax of the last %u steps, margin %d)",
+                             mixprec_fp8_recipe_get_amax_compute_algo (recipe) ==
+                               MIXPREC_FP8_AMAX_MAX ? "largest" : "most recent",
+                             mixprec_fp8_recipe_get_amax_history_len (recipe),
+                             mixprec_fp8_recipe_get_margin (recipe));
+      break;
+    case MIXPREC_FP8_RECIPE_CURRENT:
+      how = g_strdup_printf ("current scaling (margin %d)", mixprec_fp8_recipe_get_margin (recipe));
+      break;
+    case MIXPREC_FP8_RECIPE_MX:
+    default:
+      how = g_strdup_printf ("MX block scaling (%u elements per E8M0 scale)",
+                             mixprec_fp8_recipe_get_block_size (recipe));
+      break;
+    }
+  return g_strdup_printf ("fp8 working copies for %s: %s, %s", modules, format, how);
+}
+
 typedef struct
 {
   gboolean tty;
@@ -265,6 +327,7 @@ print_setup (MixprecConfig       *config,
              gint                 steps)
 {
   const CharlmParamId shown[] = { CHARLM_WTE, CHARLM_H1_W, CHARLM_LN1_W };
+  g_autofree gchar *fp8 = NULL;
 
   g_printerr ("charlm: %s, %" G_GUINT64_FORMAT " parameters, %u train / %u val words "
               "(%zu / %zu examples), micro-batch %u x %u, %d steps, seed %" G_GUINT64_FORMAT "\n",
@@ -273,6 +336,10 @@ print_setup (MixprecConfig       *config,
               mixprec_config_get_train_micro_batch_size_per_gpu (config),
               mixprec_config_get_gradient_accumulation_steps (config), steps,
               mixprec_config_get_seed (config));
+
+  fp8 = describe_fp8 (config);
+  if (fp8 != NULL)
+    g_printerr ("charlm: %s\n", fp8);
 
   g_printerr ("charlm: working / gradient dtypes:");
   for (guint i = 0; i < G_N_ELEMENTS (shown); i++)
@@ -550,8 +617,16 @@ main (int    argc,
 
   val_loss = charlm_model_evaluate (model, &data.val, 1);
   if (!options.quiet)
-    g_printerr ("charlm: %d steps in %.1f s, CSV in %s\n", steps,
-                (g_get_monotonic_time () - start) / 1e6, options.csv_path);
+    {
+      g_autofree gchar *weights = charlm_model_describe_linear_weights (model);
+      g_auto(GStrv) lines = g_strsplit (weights, "\n", -1);
+
+      g_printerr ("charlm: %d steps in %.1f s, CSV in %s\n", steps,
+                  (g_get_monotonic_time () - start) / 1e6, options.csv_path);
+      g_printerr ("charlm: the Linear weights the last evaluation multiplied with:\n");
+      for (guint i = 0; lines[i] != NULL && lines[i][0] != '\0'; i++)
+        g_printerr ("charlm:   %s\n", lines[i]);
+    }
   printf ("val_loss=%.6f\n", val_loss);
   return 0;
 }

@@ -18,6 +18,8 @@ charlm_configs = \
 	examples/configs/bf16.json \
 	examples/configs/fp16.json \
 	examples/configs/fp16-fp32-layernorm.json \
-	examples/configs/fp16-static1.json
+	examples/configs/fp16-static1.json \
+	examples/configs/bf16-fp8.json \
+	examples/configs/bf16-fp8-mx.json
 EXTRA_DIST += $(charlm_configs) examples/charlm.py examples/README.md
 EXTRA_DIST += examples/torch-charlm.py

@@ -331,6 +331,11 @@ if HAVE_PYTHON_GI
 TESTS += tests/test-charlm-py.py
 endif
 
+# --- examples/charlm with FP8 working copies of its Linear layers (--fp8,
+# examples/configs/bf16-fp8*.json): within 3% of the bf16 validation loss
+EXTRA_DIST += tests/test-charlm-fp8.sh
+TESTS += tests/test-charlm-fp8.sh
+
 # --- mixprec.torch, the PyTorch front (bindings/python), and its example:
 # run by PYTHON_TORCH (configure: a Python with gi, numpy and torch); they
 # skip with the reason when there is none.

@@ -191,6 +191,8 @@ mixprec_sources += \
 	libmixprec/mixprec-fp8-private.h \
 	libmixprec/mixprec-fp8.c
 EXTRA_DIST += libmixprec/numeric/numeric-fp8.h
+mixprec_simd_sources += libmixprec/mixprec-fp8-avx2.c
+mixprec_avx512_sources += libmixprec/mixprec-fp8-avx512.c
 
 # --- FP8 scaling recipes (delayed, current, MX) and per-tensor scaling state
 mixprec_public_headers += libmixprec/mixprec-fp8-recipe.h

@@ -104,8 +104,17 @@ _mixprec_fp8_kernels_for_level (_MixprecSimdLevel level)
   switch (level)
     {
     case _MIXPREC_SIMD_AVX512:
+#ifdef MIXPREC_HAVE_X86_AVX512
+      return &_mixprec_fp8_kernels_avx512;
+#else
+      return NULL;
+#endif
     case _MIXPREC_SIMD_AVX2:
-      return NULL;    /* SIMD_TODO */
+#ifdef MIXPREC_HAVE_X86_SIMD
+      return &_mixprec_fp8_kernels_avx2;
+#else
+      return NULL;
+#endif
     case _MIXPREC_SIMD_SCALAR:
     default:
       return &_mixprec_fp8_kernels_scalar;

@@ -88,7 +88,14 @@ _mixprec_fp8_cast (unsigned format,
                    float    x,
                    float    scale)
 {
-  float y = _mixprec_num_mul (x, scale);
+  uint32_t u = _mixprec_f32_bits (x);
+  float y;
+
+  /* NaN in, NaN out with its sign, whatever NaN the multiply would make
+   * (x86 keeps the operand's sign; a GPU may give its canonical NaN). */
+  if ((u & 0x7FFFFFFF) > 0x7F800000)
+    return (uint8_t) (((u >> 24) & 0x80) | 0x7F);
+  y = _mixprec_num_mul (x, scale);
 
   if (format == _MIXPREC_FP8_E4M3)
     return saturate ? _mixprec_f32_to_e4m3_sat (y) : _mixprec_f32_to_e4m3_rne (y);
@@ -184,12 +191,19 @@ _mixprec_mx_inv_scale (uint8_t e)
   return _mixprec_f32_from_bits ((uint32_t) (254 - e) << 23);
 }
 
-/* One element of an MX block: the saturating cast of @x * @inv_scale. */
+/* One element of an MX block: the saturating cast of @x * @inv_scale. In
+ * a block with the NaN scale (@inv_scale 0) ±Inf gives NaN with its sign,
+ * spelled out because Inf * 0 is a NaN whose sign differs between x86 and
+ * GPUs. */
 MIXPREC_NUMERIC_FN uint8_t
 _mixprec_mx_cast (unsigned format,
                   float    x,
                   float    inv_scale)
 {
+  uint32_t u = _mixprec_f32_bits (x);
+
+  if ((u & 0x7FFFFFFF) == 0x7F800000 && _mixprec_f32_bits (inv_scale) == 0)
+    return (uint8_t) (((u >> 24) & 0x80) | 0x7F);
   return _mixprec_fp8_cast (format, 1, x, inv_scale);
 }
 

@@ -599,3 +599,9 @@ endif
 check_PROGRAMS += tests/test-fp8-engine
 tests_test_fp8_engine_LDADD = $(tests_public_ldadd) -lm
 TESTS += tests/test-fp8-engine
+if HAVE_UCX
+check_PROGRAMS += tests/test-fp8-zero
+tests_test_fp8_zero_SOURCES = tests/test-fp8-zero.c tests/multiproc.c tests/multiproc.h
+tests_test_fp8_zero_LDADD = $(tests_public_ldadd) -lm
+TESTS += tests/test-fp8-zero
+endif

@@ -99,7 +99,8 @@ bf16=$(val_loss bf16)
 
 # 5-7: the Done-when of FP8 training: within 3% of the bf16 validation
 # loss, from the same initial weights and batches. Observed (300 steps,
-# batch 64): see examples/README.md.
+# batch 64): bf16 2.369662, delayed 2.369634, current 2.369845, mx
+# 2.370325: FP8 weights alone cost this model almost nothing.
 for r in delayed current mx; do
   v=$(val_loss $r)
   check "$r FP8 val_loss $v within 3% of bf16 $bf16" \

@@ -16,6 +16,12 @@ on the same batches:
   in FP32, clipped by their global norm and, for fp16, DeepSpeed's dynamic
   loss scaling (transcribed below from deepspeed/runtime/fp16/loss_scaler.py).
 
+With --fp8 RECIPE (delayed, current or mx) the engine also keeps FP8
+working copies of the nn.Linear weights (the config's fp8 section) and the
+mixprec run's Linear layers multiply with them: each step's FP8 copy is
+decoded by torch (float8_e4m3fn) and scaled in FP32, the way an FP8 GEMM
+reads it; the torch run stays in bf16, the reference.
+
 Both use AdamW with the same hyper-parameters and DeepSpeed's
 WarmupCosineLR schedule. It prints both loss curves, the validation losses
 and their ratio, the time per step spent outside forward and backward
@@ -51,7 +57,7 @@ except ImportError as e:
     sys.exit(f"torch-charlm.py: cannot import mixprec.torch ({e}); for a build tree set "
              "PYTHONPATH=<src>/bindings:<src>/bindings/python, GI_TYPELIB_PATH=<build>/bindings "
              "and LD_LIBRARY_PATH=<build>/libmixprec/.libs")
-from gi.repository import GLib  # noqa: E402
+from gi.repository import GLib, Mixprec  # noqa: E402
 
 VOCAB = 27  # '.' then a..z
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -170,6 +176,77 @@ def batches(args, n_train, world):
                for _ in range(args.accumulation * world)]
 
 
+# -------------------------------------------------------------------- fp8
+
+FP8_DTYPES = {Mixprec.DType.FLOAT8_E4M3: torch.float8_e4m3fn,
+              Mixprec.DType.FLOAT8_E5M2: torch.float8_e5m2}
+
+
+def dequantize_fp8(param, shape, block_size):
+    """The FP32 values of the engine's FP8 working copy of param: each byte
+    decoded by torch, times the tensor's scale_inv (delayed and current
+    scaling) or its block's E8M0 scale 2^(e - 127) (MX; 0xFF is NaN)."""
+    raw = torch.frombuffer(bytearray(param.get_fp8_data().get_data()), dtype=torch.uint8)
+    w = raw.view(FP8_DTYPES[param.get_fp8_dtype()]).float()
+    if block_size:
+        e = torch.frombuffer(bytearray(param.get_fp8_block_scales().get_data()),
+                             dtype=torch.uint8).float()
+        scales = torch.where(e == 255, torch.nan, torch.exp2(e - 127))
+        w = w * scales.repeat_interleave(block_size)[:w.numel()]
+    else:
+        w = w * param.get_fp8_scale_inv()
+    return w.reshape(shape)
+
+
+class Fp8Linear(torch.autograd.Function):
+    """y = x w8^T + b, w8 the dequantised FP8 weight: forward and the input
+    gradient multiply with it in FP32 (as an FP8 GEMM accumulates); the
+    weight and bias gradients go to the module's bf16 parameters."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, w8):
+        ctx.save_for_backward(x, w8)
+        ctx.weight_dtype = weight.dtype
+        ctx.has_bias = bias is not None
+        y = F.linear(x.float(), w8)
+        if bias is not None:
+            y = y + bias.float()
+        return y.to(x.dtype)
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, w8 = ctx.saved_tensors
+        dx = (dy.float() @ w8).to(x.dtype)
+        dy2, x2 = dy.reshape(-1, dy.shape[-1]).float(), x.reshape(-1, x.shape[-1]).float()
+        dw = (dy2.t() @ x2).to(ctx.weight_dtype)
+        db = dy2.sum(0).to(ctx.weight_dtype) if ctx.has_bias else None
+        return dx, dw, db, None
+
+
+class Fp8Weights:
+    """Makes the model's nn.Linear layers whose weights the engine keeps
+    in FP8 multiply with that copy; refresh() after each step."""
+
+    def __init__(self, engine, model, block_size):
+        self.layers = []
+        self.block_size = block_size
+        for name, module in model.named_modules():
+            param = engine.params.get(name + ".weight") if isinstance(module, nn.Linear) else None
+            if param is not None and param.is_fp8():
+                module.forward = (lambda x, m=module: Fp8Linear.apply(x, m.weight, m.bias, m.w8))
+                self.layers.append((name, module, param))
+        self.refresh()
+
+    def refresh(self):
+        for _, module, param in self.layers:
+            module.w8 = dequantize_fp8(param, module.weight.shape, self.block_size)
+
+    def describe(self):
+        """name: distinct values the matmuls multiplied with, per layer."""
+        return ", ".join(f"{name}.weight {torch.unique(m.w8).numel()}"
+                         for name, m, _ in self.layers)
+
+
 # -------------------------------------------------------------- schedules
 
 def warmup_cosine(args):
@@ -199,6 +276,8 @@ def ds_config(args):
         "zero_optimization": {"stage": args.zero_stage},
         "mixprec": {"seed": args.seed},
     }
+    if args.fp8:
+        config["fp8"] = {"enabled": True, "recipe": args.fp8, "modules": ["Linear"]}
     if args.dtype == "bf16":
         config["bf16"] = {"enabled": True}
     else:
@@ -259,6 +338,13 @@ def train_mixprec(args, train, val, length):
     model = make_model(args, length)
     engine = mixprec.torch.initialize(model, ds_config(args))
     rank, world = engine.rank, engine.world_size
+    fp8 = None
+    if args.fp8:
+        recipe = engine.engine.get_config().get_fp8_recipe()
+        fp8 = Fp8Weights(engine, model, recipe.get_block_size()
+                         if recipe.get_kind() == Mixprec.Fp8RecipeKind.MX else 0)
+        if not fp8.layers:
+            sys.exit("torch-charlm.py: --fp8: the engine keeps no Linear weight in FP8")
     losses = []
     for step, micro in enumerate(batches(args, len(train[0]), world), 1):
         for m, idx in enumerate(micro):
@@ -268,6 +354,8 @@ def train_mixprec(args, train, val, length):
             engine.backward(loss)
             losses.append(loss.item())
         r = engine.step()
+        if fp8:
+            fp8.refresh()
         record(run, args, step, losses, model, val, rank,
                f" | scale {r.loss_scale:g} | grad norm {r.grad_norm:.3g} | skipped "
                f"{r.skipped_steps} | lr {r.lr:.2e}")
@@ -277,6 +365,7 @@ def train_mixprec(args, train, val, length):
     run.engine_step_seconds = t["step"] / args.steps
     run.skipped = engine.skipped_steps
     run.rank, run.world = rank, world
+    run.fp8 = fp8.describe() if fp8 else None
     return run
 
 
@@ -360,6 +449,9 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=1000, help="optimizer steps (default: %(default)s)")
     parser.add_argument("--dtype", choices=sorted(DTYPES), default="bf16",
                         help="working precision (default: %(default)s)")
+    parser.add_argument("--fp8", choices=("delayed", "current", "mx"),
+                        help="the mixprec run multiplies with FP8 working copies of the Linear "
+                             "weights, scaled by this recipe")
     parser.add_argument("--zero-stage", type=int, choices=(0, 1, 2), default=0,
                         help="ZeRO stage under mixprec-run (default: %(default)s)")
     parser.add_argument("--accumulation", type=int, default=1,
@@ -400,6 +492,8 @@ def main(argv=None):
     # Every rank evaluates the same weights: the same numbers on each.
     print(f"mixprec val_loss={ours.val_loss!r} curve={','.join(repr(h[2]) for h in ours.history)} "
           f"(rank {ours.rank} of {ours.world})", flush=True)
+    if ours.fp8 and ours.rank == 0:
+        print(f"mixprec fp8 {args.fp8}: distinct values the Linear layers multiplied with: {ours.fp8}")
     runs = [ours]
     if not args.no_torch:
         theirs = train_torch(args, train, val, length, ours.world)

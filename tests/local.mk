@@ -335,6 +335,11 @@ endif
 # examples/configs/bf16-fp8*.json): within 3% of the bf16 validation loss
 EXTRA_DIST += tests/test-charlm-fp8.sh
 TESTS += tests/test-charlm-fp8.sh
+# and examples/torch-charlm.py --fp8, run by PYTHON_TORCH (skips without)
+EXTRA_DIST += tests/test-torch-charlm-fp8.sh
+if HAVE_PYTHON_GI
+TESTS += tests/test-torch-charlm-fp8.sh
+endif
 
 # --- mixprec.torch, the PyTorch front (bindings/python), and its example:
 # run by PYTHON_TORCH (configure: a Python with gi, numpy and torch); they

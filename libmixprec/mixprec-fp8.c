@@ -431,8 +431,10 @@ f32_data (GBytes    *bytes,
  * NaN inputs are skipped (as fmaxf() skips them); an infinite input makes
  * it +Inf; it is 0 when @n is 0 or every input is NaN.
  *
- * The kernels use AVX-512 or AVX2 when the CPU has them
- * (mixprec_get_simd_name()), bit-identical to the scalar ones. The product
+ * Large arrays are split across the library's threads
+ * (mixprec_get_num_threads()); the kernels use AVX-512 or AVX2 when the
+ * CPU has them (mixprec_get_simd_name()), bit-identical to the scalar
+ * ones, so neither changes a bit of the result or the amax. The product
  * follows the CPU's floating-point mode, which keeps subnormals unless the
  * process changed MXCSR.
  *
@@ -628,7 +630,7 @@ mixprec_fp8_dequantize_bytes (MixprecDType   fp8_dtype,
  * ±Inf), as in torchao; every element of such a block decodes to NaN.
  * torchao raises a scale of 2^-127 to 2^-126 before dividing (a float32
  * subnormal); the elements here divide by 2^-127, as the specification
- * says.
+ * says. Threads and SIMD kernels are used as in mixprec_fp8_quantize().
  *
  * Returns: %TRUE on success; %FALSE with @error set (%MIXPREC_FP8_ERROR)
  *   when @elem_dtype is not a float8 dtype or @block_size is 0

@@ -52,6 +52,15 @@ struct _MixprecFp8Recipe
 
 G_DEFINE_FINAL_TYPE (MixprecFp8Recipe, mixprec_fp8_recipe, G_TYPE_OBJECT)
 
+/**
+ * mixprec_fp8_recipe_error_quark:
+ *
+ * Gets the error domain of FP8 recipes and scalings.
+ *
+ * Returns: the quark behind %MIXPREC_FP8_RECIPE_ERROR
+ *
+ * Since: 1.1
+ */
 G_DEFINE_QUARK (mixprec-fp8-recipe-error-quark, mixprec_fp8_recipe_error)
 
 enum {

@@ -43,11 +43,6 @@ make_config (const gchar *recipe, const gchar *mode)
                      precision, fp8);
   MixprecConfig *config;
 
-#ifdef SHIM
-  g_setenv ("SHIM_FP8", recipe != NULL ? recipe : "", TRUE);
-  g_free (json);
-  json = g_strdup_printf ("{%s \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.05}}}", precision);
-#endif
   config = mixprec_config_new_from_data (json, -1, &error);
   g_assert_no_error (error);
   return config;

@@ -49,17 +49,6 @@ build_engine (const Scenario *s, guint gas)
   g_autoptr(MixprecConfig) config = NULL;
   MixprecEngine *engine;
 
-#ifdef SHIM
-  g_setenv ("SHIM_FP8", s->recipe, TRUE);
-  g_setenv ("SHIM_LEN", "4", TRUE);
-  g_free (json);
-  json = g_strdup_printf ("{\"bf16\": {\"enabled\": true},"
-                     " \"zero_optimization\": {\"stage\": %u, \"reduce_bucket_size\": 3000,"
-                     "  \"allgather_bucket_size\": 3000},"
-                     " \"gradient_accumulation_steps\": %u, \"gradient_clipping\": 1.0,"
-                     " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.01,"
-                     "   \"weight_decay\": 0.1}}}", s->stage, gas);
-#endif
   config = mixprec_config_new_from_data (json, -1, &error);
   g_assert_no_error (error);
   engine = mixprec_engine_new (config, &error);

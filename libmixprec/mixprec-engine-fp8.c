@@ -153,7 +153,7 @@ point_whole (MixprecEngine *self, Group *g)
           else if (u->persistent)
             s->fp8_data = g->fp8_data + g->local_n + u->persist_at + e0;
           if (s->fp8_data != NULL && g->fp8_kind == MIXPREC_FP8_RECIPE_MX)
-            s->fp8_scales = g->fp8_scales + (g->working_local ? g->fp8_scales_n / 2 : 0) + u->scales_at;
+            s->fp8_scales = g->fp8_scales + g->fp8_scales_whole + u->scales_at;
         }
     }
 }
@@ -176,6 +176,9 @@ _mixprec_engine_fp8_layout (MixprecEngine *self,
     {
       guint b = block_size (self);
 
+      /* The whole scale space (up to ZeRO-2); under ZeRO-3 the slices'
+       * scales, then from byte fp8_scales_whole the whole scales of the
+       * persistent units (which scales_at then counts). */
       for (guint k = 0; k < g->units->len; k++)
         {
           Unit *u = &g_array_index (g->units, Unit, k);
@@ -183,13 +186,12 @@ _mixprec_engine_fp8_layout (MixprecEngine *self,
 
           u->scales_at = at;
           u->scales_local = local;
-          at += n;
+          if (!g->working_local || u->persistent)
+            at += n;
           local += self->world > 1 ? n / self->world : n;
         }
-      /* Under ZeRO-3 the slices' scales (at most @at bytes), then from
-       * byte @at a whole scale space, of which the persistent units' part
-       * is used; else the whole space. */
-      g->fp8_scales_n = g->working_local ? 2 * at : at;
+      g->fp8_scales_whole = g->working_local ? local : 0;
+      g->fp8_scales_n = g->fp8_scales_whole + at;
       g->fp8_scales = _mixprec_engine_alloc (self, NULL, g->fp8_scales_n, 1, BUF_FP8_SCALES, error);
       if (g->fp8_scales == NULL)
         return FALSE;
@@ -443,7 +445,7 @@ gather_group (MixprecEngine *self, Group *g, GError **error)
         {
           whole_data = g->fp8_data + g->local_n + u->persist_at;
           if (mx)
-            whole_scales = g->fp8_scales + g->fp8_scales_n / 2 + u->scales_at;
+            whole_scales = g->fp8_scales + g->fp8_scales_whole + u->scales_at;
           send = g_memdup2 (g->fp8_data + u->local, slice);
           if (mx)
             send_scales = g_memdup2 (g->fp8_scales + u->scales_local, slice / b);

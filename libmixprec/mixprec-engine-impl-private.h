@@ -70,8 +70,8 @@ typedef struct {
   gboolean prefetched;       /* gathering ahead, counted in the prefetch window */
   MixprecCommRequest *gathering;
   /* FP8 groups under the MX recipe (one parameter per unit): where the
-   * unit's block scales start in the group's scale space, whole and on
-   * this rank. */
+   * unit's block scales start in the group's whole scale space (ZeRO-3:
+   * among the persistent units'), and among this rank's slices' scales. */
   guint64 scales_at;
   guint64 scales_local;
 } Unit;
@@ -155,7 +155,9 @@ typedef struct {
   MixprecDType fp8_dtype;
   guint8 *fp8_data;          /* padded element space (bytes), or the slices under ZeRO-3 */
   guint8 *fp8_scales;        /* MX: the scale space, or its slices under ZeRO-3 */
-  guint64 fp8_scales_n;      /* MX: bytes of the whole scale space */
+  guint64 fp8_scales_n;      /* MX: bytes of fp8_scales */
+  guint64 fp8_scales_whole;  /* MX, ZeRO-3: where the persistent units'
+                                whole scales start in fp8_scales */
   gfloat *fp8_agreed;        /* delayed: the amaxes agreed in this step's
                                 overflow agreement, one per parameter */
   struct _MixprecFp8Fuse *fp8_fuse;  /* the cast fused into the step's pass */

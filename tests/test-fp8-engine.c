@@ -331,7 +331,6 @@ test_skipped_step (void)
 static void
 test_memory (void)
 {
-  g_autoptr(GError) error = NULL;
   g_autoptr(MixprecEngine) engine = build ("mx", "bf16");
   g_autoptr(GPtrArray) buffers = mixprec_engine_list_buffers (engine);
   guint64 fp8 = 0, scales = 0, planned_fp8 = 0, planned_scales = 0;
@@ -396,6 +395,8 @@ test_checkpoint (void)
   for (guint k = 0; k < 3; k++)
     {
       g_autoptr(MixprecStepResult) r = step (a, k, FALSE);
+
+      g_assert_true (r->applied);
     }
   g_assert_true (mixprec_engine_save_checkpoint (a, dir, &error));
   g_assert_no_error (error);
@@ -421,6 +422,8 @@ test_checkpoint (void)
       {
         g_autoptr(MixprecStepResult) ra = step (a, k, FALSE);
         g_autoptr(MixprecStepResult) rb = step (b, k, FALSE);
+
+        g_assert_true (ra->applied && rb->applied);
       }
     }
 
@@ -436,6 +439,8 @@ test_checkpoint (void)
   g_assert_no_error (error);
   {
     g_autoptr(MixprecStepResult) r = step (fresh, 0, FALSE);
+
+    g_assert_true (r->applied);
   }
   g_assert_cmpfloat (mixprec_fp8_scaling_get_scale (mixprec_param_get_fp8_scaling (mixprec_engine_get_param (fresh, "w"))), !=, 1.0f);
   g_assert_true (mixprec_engine_load_checkpoint (fresh, dir, &error));

@@ -49,11 +49,6 @@ rank_main (void)
   const gchar *recipe = g_getenv ("BENCH_FP8_RECIPE");
   const gchar *out = g_getenv ("BENCH_FP8_OUT");
   g_autofree gchar *json = config_json (recipe);
-#ifdef SHIM
-  g_setenv ("SHIM_FP8", g_str_equal (recipe, "off") ? "" : recipe, TRUE);
-  g_free (json);
-  json = config_json ("off");
-#endif
   g_autoptr(MixprecConfig) config = mixprec_config_new_from_data (json, -1, &error);
   g_autoptr(MixprecEngine) engine = NULL;
   g_autoptr(GPtrArray) params = g_ptr_array_new ();

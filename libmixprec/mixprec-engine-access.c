@@ -621,7 +621,7 @@ _mixprec_engine_refresh_working (MixprecEngine *self,
     return FALSE;
   /* The FP8 copies follow the restored values, cast with the restored
    * scalings (or fresh ones). */
-  if (!_mixprec_engine_fp8_write (self, error))
+  if (!_mixprec_engine_fp8_write (self, FALSE, error))
     return FALSE;
   _mixprec_engine_clear_gradients (self);
   return TRUE;

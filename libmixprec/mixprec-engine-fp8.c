@@ -34,7 +34,13 @@
  *   an MX group starts a unit of its own, so ranks' slices (multiples of
  *   _MIXPREC_SUMSQ_BLOCK elements from the unit's start) hold whole blocks.
  *
- * The cast runs after the optimizer's pass over this rank's part, across
+ * After an applied step the cast is fused into the optimizer's pass
+ * (mixprec-engine-step.c): the pass goes in tiles of 16384 elements, and
+ * each tile's new FP32 values are cast (delayed), or their amax taken
+ * (current: the cast follows the agreement, in a pass of its own), right
+ * after the optimizer wrote them, while they are in cache. MX casts the
+ * whole blocks of a tile, and after the pass the blocks tiles cut. At
+ * layout and after a checkpoint load the cast is a pass of its own across
  * the thread pool, in pieces of at most CAST_CHUNK elements. */
 #include "config.h"
 
@@ -147,7 +153,7 @@ point_whole (MixprecEngine *self, Group *g)
           else if (u->persistent)
             s->fp8_data = g->fp8_data + g->local_n + u->persist_at + e0;
           if (s->fp8_data != NULL && g->fp8_kind == MIXPREC_FP8_RECIPE_MX)
-            s->fp8_scales = g->fp8_scales + (g->working_local ? g->fp8_scales_n / 2 : 0) + u->scales_at;
+            s->fp8_scales = g->fp8_scales + g->fp8_scales_whole + u->scales_at;
         }
     }
 }
@@ -170,6 +176,9 @@ _mixprec_engine_fp8_layout (MixprecEngine *self,
     {
       guint b = block_size (self);
 
+      /* The whole scale space (up to ZeRO-2); under ZeRO-3 the slices'
+       * scales, then from byte fp8_scales_whole the whole scales of the
+       * persistent units (which scales_at then counts). */
       for (guint k = 0; k < g->units->len; k++)
         {
           Unit *u = &g_array_index (g->units, Unit, k);
@@ -177,13 +186,12 @@ _mixprec_engine_fp8_layout (MixprecEngine *self,
 
           u->scales_at = at;
           u->scales_local = local;
-          at += n;
+          if (!g->working_local || u->persistent)
+            at += n;
           local += self->world > 1 ? n / self->world : n;
         }
-      /* Under ZeRO-3 the slices' scales (at most @at bytes), then from
-       * byte @at a whole scale space, of which the persistent units' part
-       * is used; else the whole space. */
-      g->fp8_scales_n = g->working_local ? 2 * at : at;
+      g->fp8_scales_whole = g->working_local ? local : 0;
+      g->fp8_scales_n = g->fp8_scales_whole + at;
       g->fp8_scales = _mixprec_engine_alloc (self, NULL, g->fp8_scales_n, 1, BUF_FP8_SCALES, error);
       if (g->fp8_scales == NULL)
         return FALSE;
@@ -437,7 +445,7 @@ gather_group (MixprecEngine *self, Group *g, GError **error)
         {
           whole_data = g->fp8_data + g->local_n + u->persist_at;
           if (mx)
-            whole_scales = g->fp8_scales + g->fp8_scales_n / 2 + u->scales_at;
+            whole_scales = g->fp8_scales + g->fp8_scales_whole + u->scales_at;
           send = g_memdup2 (g->fp8_data + u->local, slice);
           if (mx)
             send_scales = g_memdup2 (g->fp8_scales + u->scales_local, slice / b);
@@ -461,19 +469,220 @@ gather_group (MixprecEngine *self, Group *g, GError **error)
   return TRUE;
 }
 
+/* ---------------------------------------------------------------- fused cast */
+
+struct _MixprecFp8Fuse {
+  MixprecEngine *engine;
+  Group *group;
+  guint64 *starts;           /* each parameter's first index, then the end */
+  gfloat *scale;
+  gfloat *amax;
+  gboolean saturate;
+  guint block;
+  GMutex lock;
+  GArray *straddling;        /* MX: guint64 pairs (parameter, block) the
+                                pass saw only part of */
+};
+
+/* Where element @rel of parameter @i lies in @g's FP8 buffer, and (MX) its
+ * block's scale. */
+static guint8 *
+fp8_at (MixprecEngine *self, Group *g, guint i, guint64 rel, guint8 **scale)
+{
+  _MixprecParamStorage *s = _mixprec_param_get_storage (g_ptr_array_index (g->params, i));
+  const Unit *u = &g_array_index (g->units, Unit, s->unit);
+  guint64 e = s->offset - u->flat + rel, first = self->rank * UNIT_SLICE (self, u);
+  guint b = block_size (self);
+
+  /* MX parameters start their units: @e counts from the parameter. */
+  if (g->working_local)
+    {
+      if (scale != NULL)
+        *scale = g->fp8_scales + u->scales_local + (e - first) / b;
+      return g->fp8_data + u->local + (e - first);
+    }
+  if (scale != NULL)
+    *scale = g->fp8_scales + u->scales_at + e / b;
+  return g->fp8_data + u->flat + e;
+}
+
+/* The FP32 values of element @rel of parameter @i, on the rank that
+ * updates it. */
+static const gfloat *
+master_at (MixprecEngine *self, Group *g, guint i, guint64 rel)
+{
+  _MixprecParamStorage *s = _mixprec_param_get_storage (g_ptr_array_index (g->params, i));
+  const Unit *u = &g_array_index (g->units, Unit, s->unit);
+  gfloat *master;
+  guint64 state_at;
+  gpointer working;
+
+  if (self->world == 1 || !g->state_local)
+    return s->master + rel;
+  _mixprec_engine_values_at (self, g, u, s->offset - u->flat + rel, &master, &state_at, &working);
+  return master;
+}
+
+_MixprecFp8Fuse *
+_mixprec_engine_fp8_fuse_begin (MixprecEngine *self, Group *g)
+{
+  _MixprecFp8Fuse *f = g_new0 (_MixprecFp8Fuse, 1);
+  guint n = g->params->len;
+
+  f->engine = self;
+  f->group = g;
+  f->starts = g_new (guint64, n + 1);
+  f->scale = g_new (gfloat, MAX (n, 1));
+  f->amax = g_new0 (gfloat, MAX (n, 1));
+  for (guint i = 0; i < n; i++)
+    {
+      MixprecParam *p = g_ptr_array_index (g->params, i);
+      _MixprecParamStorage *s = _mixprec_param_get_storage (p);
+
+      f->starts[i] = s->index;
+      f->scale[i] = g->fp8_kind == MIXPREC_FP8_RECIPE_MX ? 1.0f
+                    : mixprec_fp8_scaling_get_scale (s->fp8_scaling);
+    }
+  f->starts[n] = n > 0 ? f->starts[n - 1] + mixprec_param_get_numel (g_ptr_array_index (g->params, n - 1)) : 0;
+  f->saturate = mixprec_fp8_recipe_get_saturate (self->fp8_recipe);
+  f->block = block_size (self);
+  f->straddling = g_array_new (FALSE, FALSE, sizeof (guint64));
+  g_mutex_init (&f->lock);
+  return f;
+}
+
+static void
+note_block (_MixprecFp8Fuse *f, guint i, guint64 block)
+{
+  guint64 pair[2] = { i, block };
+
+  g_mutex_lock (&f->lock);
+  g_array_append_vals (f->straddling, pair, 2);
+  g_mutex_unlock (&f->lock);
+}
+
+void
+_mixprec_engine_fp8_fused (_MixprecFp8Fuse *f,
+                           guint64          index,
+                           const gfloat    *master,
+                           guint64          n)
+{
+  Group *g = f->group;
+  guint lo = 0, hi = g->params->len;
+
+  /* The last parameter starting at or before @index. */
+  while (hi - lo > 1)
+    {
+      guint mid = (lo + hi) / 2;
+
+      if (f->starts[mid] <= index)
+        lo = mid;
+      else
+        hi = mid;
+    }
+  for (guint i = lo; i < g->params->len && f->starts[i] < index + n; i++)
+    {
+      guint64 a = MAX (index, f->starts[i]), b = MIN (index + n, f->starts[i + 1]);
+      guint64 rel_a = a - f->starts[i], rel_b = b - f->starts[i];
+      guint64 numel = f->starts[i + 1] - f->starts[i];
+      const gfloat *src = master + (a - index);
+      gfloat amax = 0.0f;
+
+      if (a >= b)
+        continue;
+      if (g->fp8_kind == MIXPREC_FP8_RECIPE_MX)
+        {
+          guint64 bs = f->block;
+          guint64 first = (rel_a + bs - 1) / bs;                  /* whole blocks */
+          guint64 end = rel_b == numel ? (rel_b + bs - 1) / bs : rel_b / bs;
+          guint8 *scales;
+
+          if (first < end)
+            {
+              guint8 *dst = fp8_at (f->engine, g, i, first * bs, &scales);
+
+              _mixprec_mx_quantize_f32 (g->fp8_dtype, f->block, src + (first * bs - rel_a),
+                                        MIN (end * bs, numel) - first * bs, dst, scales);
+            }
+          /* The blocks at either end this range holds part of: cast after
+           * the pass. */
+          {
+            guint64 blk_a = rel_a / bs, blk_z = (rel_b - 1) / bs;
+
+            if (!(first <= blk_a && blk_a < end))
+              note_block (f, i, blk_a);
+            if (blk_z != blk_a && !(first <= blk_z && blk_z < end))
+              note_block (f, i, blk_z);
+          }
+          continue;
+        }
+      if (g->fp8_kind == MIXPREC_FP8_RECIPE_CURRENT)
+        _mixprec_fp8_amax_f32 (src, b - a, &amax);
+      else
+        _mixprec_fp8_quantize_f32 (g->fp8_dtype, f->saturate, f->scale[i], src,
+                                   fp8_at (f->engine, g, i, rel_a, NULL), b - a, &amax);
+      g_mutex_lock (&f->lock);
+      f->amax[i] = fmaxf (f->amax[i], amax);
+      g_mutex_unlock (&f->lock);
+    }
+}
+
+void
+_mixprec_engine_fp8_fuse_end (MixprecEngine *self, Group *g)
+{
+  _MixprecFp8Fuse *f = g_steal_pointer (&g->fp8_fuse);
+
+  if (f == NULL)
+    return;
+  if (g->fp8_kind == MIXPREC_FP8_RECIPE_MX)
+    {
+      /* Each block the pass cut: whole now (the pass is over), and on this
+       * rank (its slice holds whole blocks). Cast twice when two ranges
+       * cut it: the same bytes. */
+      for (guint k = 0; k + 1 < f->straddling->len; k += 2)
+        {
+          guint i = (guint) g_array_index (f->straddling, guint64, k);
+          guint64 blk = g_array_index (f->straddling, guint64, k + 1);
+          guint64 numel = f->starts[i + 1] - f->starts[i], at = blk * f->block;
+          guint8 *scales;
+          guint8 *dst = fp8_at (self, g, i, at, &scales);
+
+          _mixprec_mx_quantize_f32 (g->fp8_dtype, f->block, master_at (self, g, i, at),
+                                    MIN ((guint64) f->block, numel - at), dst, scales);
+        }
+    }
+  else
+    for (guint i = 0; i < g->params->len; i++)
+      _mixprec_param_get_storage (g_ptr_array_index (g->params, i))->fp8_amax = f->amax[i];
+  g->fp8_fused = TRUE;
+  g_mutex_clear (&f->lock);
+  g_array_unref (f->straddling);
+  g_free (f->starts);
+  g_free (f->scale);
+  g_free (f->amax);
+  g_free (f);
+}
+
 /* Writes @g's FP8 copies from this rank's FP32 values; @collective: the
  * ranks agree on current scaling's amaxes and gather the copies (not at
  * layout, where each rank casts whole parameters on its own). */
 static gboolean
-write_group (MixprecEngine *self, Group *g, gboolean collective, GError **error)
+write_group (MixprecEngine *self, Group *g, gboolean collective, gboolean after_step, GError **error)
 {
   g_autoptr(GArray) pieces = rank_pieces (self, g);
   g_autofree gfloat *amax = g_new0 (gfloat, MAX (g->params->len, 1));
 
+  gboolean fused = after_step && g->fp8_fused;
+
+  g->fp8_fused = FALSE;
   switch (g->fp8_kind)
     {
     case MIXPREC_FP8_RECIPE_CURRENT:
-      run_cast (self, g, pieces, CAST_AMAX, amax);
+      if (fused)
+        for (guint i = 0; i < g->params->len; i++)
+          amax[i] = _mixprec_param_get_storage (g_ptr_array_index (g->params, i))->fp8_amax;
+      else
+        run_cast (self, g, pieces, CAST_AMAX, amax);
       if (collective && !agree_max (self, amax, g->params->len, g->state_local, error))
         return FALSE;
       for (guint i = 0; i < g->params->len; i++)
@@ -482,10 +691,13 @@ write_group (MixprecEngine *self, Group *g, gboolean collective, GError **error)
       run_cast (self, g, pieces, CAST_SCALED, amax);
       break;
     case MIXPREC_FP8_RECIPE_MX:
-      run_cast (self, g, pieces, CAST_MX, amax);
+      if (!fused)
+        run_cast (self, g, pieces, CAST_MX, amax);
       break;
     case MIXPREC_FP8_RECIPE_DELAYED:
     default:
+      if (fused)
+        break;             /* cast in the optimizer's pass, amaxes kept */
       run_cast (self, g, pieces, CAST_SCALED, amax);
       for (guint i = 0; i < g->params->len; i++)
         _mixprec_param_get_storage (g_ptr_array_index (g->params, i))->fp8_amax = amax[i];
@@ -496,13 +708,14 @@ write_group (MixprecEngine *self, Group *g, gboolean collective, GError **error)
 
 gboolean
 _mixprec_engine_fp8_write (MixprecEngine *self,
+                           gboolean       after_step,
                            GError       **error)
 {
   for (guint j = 0; j < self->groups->len; j++)
     {
       Group *g = g_ptr_array_index (self->groups, j);
 
-      if (g->fp8 && !write_group (self, g, TRUE, error))
+      if (g->fp8 && !write_group (self, g, TRUE, after_step, error))
         return FALSE;
     }
   return TRUE;
@@ -526,7 +739,7 @@ _mixprec_engine_fp8_write_initial (MixprecEngine *self,
       if (self->world == 1 || !g->state_local)
         {
           /* No collective: the whole parameters are this rank's part. */
-          if (!write_group (self, g, FALSE, error))
+          if (!write_group (self, g, FALSE, FALSE, error))
             return FALSE;
           continue;
         }

@@ -70,8 +70,8 @@ typedef struct {
   gboolean prefetched;       /* gathering ahead, counted in the prefetch window */
   MixprecCommRequest *gathering;
   /* FP8 groups under the MX recipe (one parameter per unit): where the
-   * unit's block scales start in the group's scale space, whole and on
-   * this rank. */
+   * unit's block scales start in the group's whole scale space (ZeRO-3:
+   * among the persistent units'), and among this rank's slices' scales. */
   guint64 scales_at;
   guint64 scales_local;
 } Unit;
@@ -155,9 +155,13 @@ typedef struct {
   MixprecDType fp8_dtype;
   guint8 *fp8_data;          /* padded element space (bytes), or the slices under ZeRO-3 */
   guint8 *fp8_scales;        /* MX: the scale space, or its slices under ZeRO-3 */
-  guint64 fp8_scales_n;      /* MX: bytes of the whole scale space */
+  guint64 fp8_scales_n;      /* MX: bytes of fp8_scales */
+  guint64 fp8_scales_whole;  /* MX, ZeRO-3: where the persistent units'
+                                whole scales start in fp8_scales */
   gfloat *fp8_agreed;        /* delayed: the amaxes agreed in this step's
                                 overflow agreement, one per parameter */
+  struct _MixprecFp8Fuse *fp8_fuse;  /* the cast fused into the step's pass */
+  gboolean fp8_fused;        /* this step's pass cast (see mixprec-engine-fp8.c) */
 } Group;
 
 /* A host copy of one device buffer, which checkpoints read and write
@@ -498,10 +502,13 @@ gboolean _mixprec_engine_fp8_layout (MixprecEngine *self,
 /* Writes the FP8 copies of every fp8 group from the FP32 values: casts this
  * rank's part (current scaling: after agreeing on the amaxes; delayed:
  * with the scalings' current scales, recording the amaxes), then gathers
- * the FP8 slices under ZeRO-1/2. Collective across ranks.
+ * the FP8 slices under ZeRO-1/2. Collective across ranks. @after_step:
+ * right after the optimizer's pass, which cast the copies already (see
+ * _mixprec_engine_fp8_fuse_begin()).
  * _mixprec_engine_fp8_write_initial(): at layout, every rank casts whole
  * parameters from the initial values (no collective). */
 gboolean _mixprec_engine_fp8_write (MixprecEngine *self,
+                                    gboolean       after_step,
                                     GError       **error);
 gboolean _mixprec_engine_fp8_write_initial (MixprecEngine *self,
                                             GError       **error);
@@ -517,6 +524,16 @@ void     _mixprec_engine_fp8_take_amax (Group *g, const gdouble *all, guint n_ra
  * updates. */
 gboolean _mixprec_engine_fp8_update (MixprecEngine *self,
                                      GError       **error);
+/* The cast fused into the optimizer's pass (mixprec-engine-step.c): begun
+ * before the pass over @g, called by every thread for each range the
+ * optimizer wrote (@index: the first element's position in @g's unpadded
+ * element space; @master: its FP32 values), ended after it (which keeps
+ * the amaxes and notes the blocks still to cast). */
+typedef struct _MixprecFp8Fuse _MixprecFp8Fuse;
+_MixprecFp8Fuse *_mixprec_engine_fp8_fuse_begin (MixprecEngine *self, Group *g);
+void     _mixprec_engine_fp8_fused      (_MixprecFp8Fuse *fuse, guint64 index,
+                                         const gfloat *master, guint64 n);
+void     _mixprec_engine_fp8_fuse_end   (MixprecEngine *self, Group *g);
 /* Frees @g's FP8 buffers. */
 void     _mixprec_engine_fp8_free_group (MixprecEngine *self, Group *g);
 /* ZeRO-3: points @u's parameters at the FP8 copy gathered into @base

@@ -244,15 +244,24 @@ plan_bytes (MixprecConfig *config,
       /* FP8 working copies as _mixprec_engine_fp8_layout() allocates
        * them: a byte per element (ZeRO-3: the slices and the persistent
        * units), MX a scale byte per block (ZeRO-3: the slices' scales and
-       * a whole scale space). ZeRO-3 gathers FP8 instead of the working
-       * dtype. */
+       * the persistent units' whole ones). ZeRO-3 gathers FP8 instead of
+       * the working dtype. */
       guint b = MAX (mixprec_fp8_recipe_get_block_size (recipe), 1);
       guint64 scales = 0;
 
       bytes[BUF_FP8] += stage >= 3 ? shape.local_n + shape.persist_n : shape.padded;
       for (guint k = 0; mx && k < units->len; k++)
-        scales += (g_array_index (units, Unit, k).padded + b - 1) / b;
-      bytes[BUF_FP8_SCALES] += stage >= 3 ? 2 * scales : scales;
+        {
+          const Unit *u = &g_array_index (units, Unit, k);
+          guint64 n = (u->padded + b - 1) / b;
+
+          /* ZeRO-3: the slices' scales, and the persistent units' whole. */
+          if (stage >= 3)
+            scales += n / world + (u->persistent ? n : 0);
+          else
+            scales += n;
+        }
+      bytes[BUF_FP8_SCALES] += scales;
       if (stage >= 3)
         {
           guint64 n = bytes[BUF_GATHERED] / mixprec_dtype_get_size (dt.working);

@@ -401,6 +401,7 @@ typedef struct {
   gboolean on_host;          /* host buffers, whatever the group's device */
   GMutex lock;
   GError *error;
+  _MixprecFp8Fuse *fp8;      /* an fp8 group's cast, fused into the pass */
 } StepJob;
 
 static void
@@ -439,6 +440,9 @@ step_run_range (StepJob *job, const OptPiece *p, guint64 off, guint64 n)
       g_mutex_unlock (&job->lock);
       g_clear_error (&error);
     }
+  else if (job->fp8 != NULL)
+    /* The FP8 copy of the values just written, while they are in cache. */
+    _mixprec_engine_fp8_fused (job->fp8, p->first_index + off, p->master + off, n);
 }
 
 /* Elements the optimizer updates before their gradients are zeroed: few
@@ -451,6 +455,13 @@ step_run (StepJob *job, const OptPiece *p, guint64 off, guint64 n)
 {
   gsize size = mixprec_dtype_get_size (job->grad_dtype);
 
+  if (!job->zero_grad && job->fp8 != NULL)
+    {
+      /* Tiles small enough that the FP8 cast finds them in cache. */
+      for (guint64 a = 0; a < n; a += ZERO_TILE)
+        step_run_range (job, p, off + a, MIN (ZERO_TILE, n - a));
+      return;
+    }
   if (!job->zero_grad)
     {
       step_run_range (job, p, off, n);
@@ -824,8 +835,11 @@ run_pieces (MixprecEngine                *self,
             gboolean                      on_host,
             GError                      **error)
 {
-  StepJob job = { self, g, *args, grad_dtype, pieces, n_pieces, NULL, zero_grad, on_host, { 0 }, NULL };
+  StepJob job = { self, g, *args, grad_dtype, pieces, n_pieces, NULL, zero_grad, on_host, { 0 }, NULL, NULL };
   g_autofree guint64 *starts = NULL;
+
+  /* FP8 groups are on the cpu device: the pass casts as it goes. */
+  job.fp8 = g->fp8_fuse;
 
   if (self->offload && !on_host)
     return run_pieces_offloaded (self, g, args, grad_dtype, pieces, n_pieces, error);
@@ -1032,18 +1046,30 @@ apply_optimizer (MixprecEngine *self,
         }
       else
         {
-          if (!step_gathered_windows (self, g, &args, error))
+          gboolean ok;
+
+          if (g->fp8)
+            g->fp8_fuse = _mixprec_engine_fp8_fuse_begin (self, g);
+          ok = step_gathered_windows (self, g, &args, error);
+          _mixprec_engine_fp8_fuse_end (self, g);
+          if (!ok)
             return FALSE;
           continue;
         }
       /* Gradients read in place on the host are zeroed as the optimizer
        * goes, while they are in the cache (clearing skips them), unless
        * only the engine ever sees them (_mixprec_engine_grad_private()). */
+      if (g->fp8)
+        g->fp8_fuse = _mixprec_engine_fp8_fuse_begin (self, g);
       zero_grad = self->world == 1 && g->accum == NULL && g->device == NULL &&
                   !_mixprec_engine_grad_private (self, g);
       if (!run_pieces (self, g, &args, grad_dtype, (const OptPiece *) pieces->data, pieces->len,
                        zero_grad, FALSE, error))
-        return FALSE;
+        {
+          _mixprec_engine_fp8_fuse_end (self, g);
+          return FALSE;
+        }
+      _mixprec_engine_fp8_fuse_end (self, g);
       g->grad_zeroed = zero_grad;
     }
   return TRUE;
@@ -1269,7 +1295,7 @@ mixprec_engine_step (MixprecEngine *self,
       result->applied = TRUE;
       result->clip_coef = coef;
       if (!_mixprec_engine_refresh_whole (self, error) ||
-          !_mixprec_engine_fp8_write (self, error))
+          !_mixprec_engine_fp8_write (self, TRUE, error))
         {
           _mixprec_engine_clear_gradients (self);
           return NULL;

@@ -49,17 +49,6 @@ build_engine (const Scenario *s, guint gas)
   g_autoptr(MixprecConfig) config = NULL;
   MixprecEngine *engine;
 
-#ifdef SHIM
-  g_setenv ("SHIM_FP8", s->recipe, TRUE);
-  g_setenv ("SHIM_LEN", "4", TRUE);
-  g_free (json);
-  json = g_strdup_printf ("{\"bf16\": {\"enabled\": true},"
-                     " \"zero_optimization\": {\"stage\": %u, \"reduce_bucket_size\": 3000,"
-                     "  \"allgather_bucket_size\": 3000},"
-                     " \"gradient_accumulation_steps\": %u, \"gradient_clipping\": 1.0,"
-                     " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.01,"
-                     "   \"weight_decay\": 0.1}}}", s->stage, gas);
-#endif
   config = mixprec_config_new_from_data (json, -1, &error);
   g_assert_no_error (error);
   engine = mixprec_engine_new (config, &error);
@@ -185,6 +174,40 @@ parse_scenario (const gchar *text, Scenario *s)
   return TRUE;
 }
 
+/* The engine's FP8 buffers are those mixprec_memory_plan_list_buffers()
+ * predicts for its Linear parameters (one group). */
+static gboolean
+plan_matches (MixprecEngine *engine, guint world)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GPtrArray) held = mixprec_engine_list_buffers (engine);
+  g_autoptr(GPtrArray) plan = NULL;
+  guint64 sizes[3] = { 3000 * 5, 4100 * 2, 300 * 400 };
+  const gchar *names[2] = { "FP8 working copies", "FP8 block scales" };
+
+  plan = mixprec_memory_plan_list_buffers (mixprec_engine_get_config (engine), sizes, 3, world, 0, &error);
+  if (plan == NULL)
+    return FALSE;
+  for (guint n = 0; n < G_N_ELEMENTS (names); n++)
+    {
+      guint64 a = 0, b = 0;
+
+      for (guint i = 0; i < held->len; i++)
+        if (g_str_equal (((MixprecMemoryBuffer *) held->pdata[i])->name, names[n]))
+          a = ((MixprecMemoryBuffer *) held->pdata[i])->bytes;
+      for (guint i = 0; i < plan->len; i++)
+        if (g_str_equal (((MixprecMemoryBuffer *) plan->pdata[i])->name, names[n]))
+          b = ((MixprecMemoryBuffer *) plan->pdata[i])->planned_bytes;
+      if (a != b || (n == 0 && a == 0))
+        {
+          g_printerr ("%s: the engine holds %" G_GUINT64_FORMAT " bytes, the plan says %"
+                      G_GUINT64_FORMAT "\n", names[n], a, b);
+          return FALSE;
+        }
+    }
+  return TRUE;
+}
+
 static int
 child_main (void)
 {
@@ -210,6 +233,8 @@ child_main (void)
       g_printerr ("rank %u: %s\n", rank, error->message);
       return 1;
     }
+  if (!plan_matches (engine, s.world))
+    return 4;
   bytes_text = g_strdup_printf ("%" G_GUINT64_FORMAT, gathered);
   bytes_file = g_strdup_printf ("%s.gathered%u", out, rank);
   if (!g_file_set_contents (bytes_file, bytes_text, -1, &error))
@@ -280,6 +305,141 @@ test_scenario (gconstpointer data)
   g_rmdir (dir);
 }
 
+/* Model parallelism: two processes, each its own data-parallel world of
+ * one, joined by a model-parallel communicator, each holding a different
+ * shard ("w") of one Linear weight. Their amaxes are agreed (MAX) over the
+ * model-parallel group: both ranks end with the same scale, that of the
+ * largest amax either saw. */
+#define MP_STEPS 4
+#define MP_NUMEL 64
+
+static int
+mp_child_main (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MixprecBootstrap) bootstrap = mixprec_bootstrap_new_from_environment (TIMEOUT_MS, &error);
+  g_autoptr(MixprecComm) mp = NULL;
+  g_autoptr(MixprecConfig) config = NULL;
+  g_autoptr(MixprecEngine) engine = NULL;
+  g_autoptr(GString) out = g_string_new (NULL);
+  g_autofree gchar *file = NULL;
+  g_autofree gchar *json = NULL;
+  gfloat init[MP_NUMEL];
+  guint64 shape[1] = { MP_NUMEL };
+  g_autoptr(GBytes) bytes = NULL;
+  MixprecParam *p;
+  guint rank;
+
+  if (bootstrap == NULL)
+    return 1;
+  rank = mixprec_bootstrap_get_rank (bootstrap);
+  for (guint i = 0; i < MP_NUMEL; i++)
+    init[i] = (gfloat) (sin (0.7 * i + rank) * (1.0 + 3.0 * rank));
+  bytes = g_bytes_new (init, sizeof init);
+  mp = mixprec_comm_new (bootstrap, "auto", "cpu", TIMEOUT_MS, &error);
+  json = g_strdup_printf ("{\"bf16\": {\"enabled\": true},"
+                          " \"fp8\": {\"enabled\": true, \"recipe\": \"%s\", \"modules\": [\"Linear\"]},"
+                          " \"optimizer\": {\"type\": \"SGD\", \"params\": {\"lr\": 0.5}}}",
+                          g_getenv ("MIXPREC_TEST_MP_RECIPE"));
+  config = mixprec_config_new_from_data (json, -1, &error);
+  if (mp == NULL || config == NULL)
+    return 1;
+  engine = mixprec_engine_new_with_comm (config, NULL, mp, &error);
+  if (engine == NULL || mixprec_engine_get_world_size (engine) != 1)
+    return 1;
+  p = mixprec_engine_register_param (engine, "w", shape, 1, "Linear", MIXPREC_DTYPE_FLOAT32,
+                                     bytes, &error);
+  for (guint k = 0; k < MP_STEPS && p != NULL; k++)
+    {
+      gfloat g[MP_NUMEL];
+      g_autoptr(GBytes) gb = NULL;
+      g_autoptr(GBytes) before = mixprec_param_get_master (p, &error);
+      g_autoptr(GBytes) after = NULL;
+      g_autoptr(MixprecStepResult) r = NULL;
+      const gfloat *m;
+      gfloat amax_before = 0.0f, amax_after = 0.0f;
+
+      if (before == NULL)
+        break;
+      m = g_bytes_get_data (before, NULL);
+      for (guint i = 0; i < MP_NUMEL; i++)
+        {
+          amax_before = fmaxf (amax_before, fabsf (m[i]));
+          g[i] = (gfloat) cos (0.3 * i + k + rank) * (gfloat) (k + 1);
+        }
+      gb = g_bytes_new (g, sizeof g);
+      if (!mixprec_param_set_grad (p, MIXPREC_DTYPE_FLOAT32, gb, &error) ||
+          !mixprec_engine_backward_done (engine, &error) ||
+          (r = mixprec_engine_step (engine, &error)) == NULL ||
+          (after = mixprec_param_get_master (p, &error)) == NULL)
+        break;
+      m = g_bytes_get_data (after, NULL);
+      for (guint i = 0; i < MP_NUMEL; i++)
+        amax_after = fmaxf (amax_after, fabsf (m[i]));
+      g_string_append_printf (out, "%a %a %a\n", amax_before, amax_after,
+                              mixprec_fp8_scaling_get_scale (mixprec_param_get_fp8_scaling (p)));
+    }
+  if (error != NULL)
+    {
+      g_printerr ("rank %u: %s\n", rank, error->message);
+      return 1;
+    }
+  file = g_strdup_printf ("%s.%u", g_getenv ("MIXPREC_TEST_OUT"), rank);
+  return g_file_set_contents (file, out->str, -1, NULL) ? 0 : 1;
+}
+
+static void
+test_model_parallel (gconstpointer data)
+{
+  const gchar *recipe = data;
+  g_autoptr(GError) error = NULL;
+  g_autofree gchar *dir = g_dir_make_tmp ("mixprec-fp8-mp-XXXXXX", &error);
+  g_autofree gchar *out = g_build_filename (dir, "mp", NULL);
+  g_autofree gchar *out_var = g_strdup_printf ("MIXPREC_TEST_OUT=%s", out);
+  g_autofree gchar *recipe_var = g_strdup_printf ("MIXPREC_TEST_MP_RECIPE=%s", recipe);
+  const gchar *env[] = { "MIXPREC_TEST_FP8_MP_CHILD=1", out_var, recipe_var, NULL };
+  gfloat before[2][MP_STEPS], after[2][MP_STEPS], scale[2][MP_STEPS];
+  gfloat seen = 0.0f;
+  gint status[2];
+
+  mp_run_ranks (2, TIMEOUT_MS, env, status);
+  g_assert_cmpint (status[0], ==, 0);
+  g_assert_cmpint (status[1], ==, 0);
+  for (guint r = 0; r < 2; r++)
+    {
+      g_autofree gchar *file = g_strdup_printf ("%s.%u", out, r);
+      g_autofree gchar *text = NULL;
+      g_auto(GStrv) lines = NULL;
+
+      g_assert_true (g_file_get_contents (file, &text, NULL, &error));
+      lines = g_strsplit (text, "\n", -1);
+      for (guint k = 0; k < MP_STEPS; k++)
+        {
+          g_auto(GStrv) f = g_strsplit (lines[k], " ", -1);
+
+          g_assert_cmpuint (g_strv_length (f), ==, 3);
+          before[r][k] = strtof (f[0], NULL);
+          after[r][k] = strtof (f[1], NULL);
+          scale[r][k] = strtof (f[2], NULL);
+        }
+      g_remove (file);
+    }
+  g_rmdir (dir);
+  for (guint k = 0; k < MP_STEPS; k++)
+    {
+      /* Delayed: the largest amax of the copies cast before (history of
+       * 1024); current: of the values just cast; over both shards. */
+      seen = fmaxf (seen, fmaxf (before[0][k], before[1][k]));
+      g_assert_cmpfloat (scale[0][k], ==, scale[1][k]);
+      if (g_str_equal (recipe, "delayed"))
+        g_assert_cmpfloat (scale[0][k], ==, 448.0f / seen);
+      else
+        g_assert_cmpfloat (scale[0][k], ==, 448.0f / fmaxf (after[0][k], after[1][k]));
+    }
+  /* The shards differ, so the agreement mattered. */
+  g_assert_cmpfloat (before[0][0], !=, before[1][0]);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -292,6 +452,8 @@ main (int argc, char **argv)
 
   if (g_getenv ("MIXPREC_TEST_FP8_ZERO_CHILD") != NULL)
     return child_main ();
+  if (g_getenv ("MIXPREC_TEST_FP8_MP_CHILD") != NULL)
+    return mp_child_main ();
 
   g_test_init (&argc, &argv, NULL);
   for (guint i = 0; i < G_N_ELEMENTS (scenarios); i++)
@@ -302,5 +464,7 @@ main (int argc, char **argv)
 
       g_test_add_data_func (path, s, test_scenario);
     }
+  g_test_add_data_func ("/fp8-zero/model-parallel/delayed", "delayed", test_model_parallel);
+  g_test_add_data_func ("/fp8-zero/model-parallel/current", "current", test_model_parallel);
   return g_test_run ();
 }

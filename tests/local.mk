@@ -335,6 +335,11 @@ endif
 # examples/configs/bf16-fp8*.json): within 3% of the bf16 validation loss
 EXTRA_DIST += tests/test-charlm-fp8.sh
 TESTS += tests/test-charlm-fp8.sh
+# on 2 ranks at ZeRO-2/3, the same as one process (needs the UCX plugin)
+EXTRA_DIST += tests/test-charlm-fp8-dist.sh
+if HAVE_UCX
+TESTS += tests/test-charlm-fp8-dist.sh
+endif
 # and examples/torch-charlm.py --fp8, run by PYTHON_TORCH (skips without)
 EXTRA_DIST += tests/test-torch-charlm-fp8.sh
 if HAVE_PYTHON_GI

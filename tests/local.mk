@@ -592,7 +592,9 @@ endif
 # --- FP8 working copies in the engine (fp8-engine): one process, and
 # ZeRO-3 bit identity across world sizes (needs the UCX comm plugin)
 check_PROGRAMS += tests/test-fp8-engine
-tests_test_fp8_engine_LDADD = $(tests_public_ldadd) -lm
+tests_test_fp8_engine_CPPFLAGS = $(tests_internal_cppflags)
+tests_test_fp8_engine_LDADD = $(tests_internal_ldadd) -lm
+EXTRA_tests_test_fp8_engine_DEPENDENCIES = tests/device-plugins/mixprec-test-hostdev.la
 TESTS += tests/test-fp8-engine
 if HAVE_UCX
 check_PROGRAMS += tests/test-fp8-zero

@@ -584,9 +584,9 @@ tests_test_fp8_SOURCES = tests/test-fp8.c tests/dtype-reference.h
 tests_test_fp8_CPPFLAGS = $(tests_internal_cppflags)
 tests_test_fp8_LDADD = $(tests_internal_ldadd) -lm
 TESTS += tests/test-fp8
-EXTRA_DIST += tests/test-fp8-torch.py
+EXTRA_DIST += tests/test-fp8-torch.py tests/test-fp8-gi.py
 if HAVE_PYTHON_GI
-TESTS += tests/test-fp8-torch.py
+TESTS += tests/test-fp8-torch.py tests/test-fp8-gi.py
 endif
 
 # --- FP8 working copies in the engine (fp8-engine): one process, and

@@ -645,6 +645,57 @@ test_e8m0 (void)
     }
 }
 
+/* ------------------------------------------------------------ threads */
+
+/* Large arrays, split across four threads by the library (main() sets
+ * MIXPREC_NUM_THREADS), give the bits and the amax of the scalar table run
+ * on one thread. */
+static void
+test_large_threaded (void)
+{
+  const gsize n = (1 << 20) + 77;
+  g_autoptr(GRand) rand = g_rand_new_with_seed (77);
+  g_autofree gfloat *x = random_values (rand, &ref_e4m3, 1.0f);
+  g_autofree gfloat *big = g_new (gfloat, n);
+  g_autofree guint8 *a = g_malloc (n);
+  g_autofree guint8 *b = g_malloc (n);
+  g_autofree guint8 *sa = g_malloc (n);
+  g_autofree guint8 *sb = g_malloc (n);
+  const _MixprecFp8Kernels *scalar = _mixprec_fp8_kernels_for_level (_MIXPREC_SIMD_SCALAR);
+
+  g_assert_cmpuint (mixprec_get_num_threads (), ==, 4);
+  for (gsize i = 0; i < n; i++)
+    big[i] = x[(i * 7919) % N_RANDOM];
+  for (guint f = 0; f < G_N_ELEMENTS (formats); f++)
+    {
+      guint format = _mixprec_fp8_format (formats[f].dtype);
+      static const guint block_sizes[] = { 32, 7 };
+
+      for (gint sat = 0; sat <= 1; sat++)
+        {
+          gfloat amax = 0;
+          guint32 m = 0;
+          gfloat amax2 = 0;
+
+          g_assert_true (mixprec_fp8_quantize (formats[f].dtype, big, n, 0.75f, sat, a, &amax, NULL));
+          scalar->quantize (format, sat, 0.75f, big, b, n, &m);
+          g_assert_cmpmem (a, n, b, n);
+          g_assert_cmphex (f32_bits (amax), ==, m);
+          _mixprec_fp8_amax_f32 (big, n, &amax2);
+          g_assert_cmphex (f32_bits (amax2), ==, m);
+        }
+      for (guint k = 0; k < G_N_ELEMENTS (block_sizes); k++)
+        {
+          gsize nb = (n + block_sizes[k] - 1) / block_sizes[k];
+
+          g_assert_true (mixprec_mx_quantize (formats[f].dtype, big, n, block_sizes[k], a, sa, NULL));
+          scalar->mx_quantize (format, block_sizes[k], big, n, b, sb);
+          g_assert_cmpmem (sa, nb, sb, nb);
+          g_assert_cmpmem (a, n, b, n);
+        }
+    }
+}
+
 /* ------------------------------------------------------------ public API */
 
 static void
@@ -779,6 +830,8 @@ int
 main (int    argc,
       char **argv)
 {
+  /* More threads than this machine may have cores: the split is tested. */
+  g_setenv ("MIXPREC_NUM_THREADS", "4", TRUE);
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/fp8/quantize/known", test_quantize_known);
   g_test_add_func ("/fp8/quantize/edges", test_quantize_edges);
@@ -789,6 +842,7 @@ main (int    argc,
   g_test_add_func ("/fp8/mx/edges", test_mx_edges);
   g_test_add_func ("/fp8/mx/random", test_mx_random);
   g_test_add_func ("/fp8/mx/e8m0", test_e8m0);
+  g_test_add_func ("/fp8/large-threaded", test_large_threaded);
   g_test_add_func ("/fp8/bytes", test_bytes);
   g_test_add_func ("/fp8/errors", test_errors);
   g_test_add_func ("/fp8/overflow-enum", test_overflow_enum);

@@ -271,7 +271,7 @@ check_enum (GType         type,
 
   if (g_enum_get_value (klass, value) == NULL)
     {
-      g_set_error (error, MIXPREC_FP8_RECIPE_ERROR, MIXPREC_FP8_RECIPE_ERROR_INVALID_ARGUMENT,
+      g_set_error (error, MIXPREC_FP8_RECIPE_ERROR, MIXPREC_FP8_RECIPE_ERROR_OUT_OF_RANGE,
                    "FP8 recipe: %d is not a %s", value, what);
       return FALSE;
     }
@@ -298,7 +298,7 @@ _mixprec_fp8_recipe_new (MixprecFp8RecipeKind  kind,
         return NULL;
       if (amax_history_len < 1 || amax_history_len > MIXPREC_FP8_MAX_AMAX_HISTORY_LEN)
         {
-          g_set_error (error, MIXPREC_FP8_RECIPE_ERROR, MIXPREC_FP8_RECIPE_ERROR_INVALID_ARGUMENT,
+          g_set_error (error, MIXPREC_FP8_RECIPE_ERROR, MIXPREC_FP8_RECIPE_ERROR_OUT_OF_RANGE,
                        "FP8 recipe: amax_history_len must be between 1 and %u, got %u",
                        (guint) MIXPREC_FP8_MAX_AMAX_HISTORY_LEN, amax_history_len);
           return NULL;
@@ -314,7 +314,7 @@ _mixprec_fp8_recipe_new (MixprecFp8RecipeKind  kind,
     {
       if (margin < -MIXPREC_FP8_MAX_MARGIN || margin > MIXPREC_FP8_MAX_MARGIN)
         {
-          g_set_error (error, MIXPREC_FP8_RECIPE_ERROR, MIXPREC_FP8_RECIPE_ERROR_INVALID_ARGUMENT,
+          g_set_error (error, MIXPREC_FP8_RECIPE_ERROR, MIXPREC_FP8_RECIPE_ERROR_OUT_OF_RANGE,
                        "FP8 recipe: margin must be between %d and %d, got %d",
                        -MIXPREC_FP8_MAX_MARGIN, MIXPREC_FP8_MAX_MARGIN, margin);
           return NULL;
@@ -324,7 +324,7 @@ _mixprec_fp8_recipe_new (MixprecFp8RecipeKind  kind,
     {
       if (block_size != MIXPREC_FP8_MX_BLOCK_SIZE)
         {
-          g_set_error (error, MIXPREC_FP8_RECIPE_ERROR, MIXPREC_FP8_RECIPE_ERROR_INVALID_ARGUMENT,
+          g_set_error (error, MIXPREC_FP8_RECIPE_ERROR, MIXPREC_FP8_RECIPE_ERROR_OUT_OF_RANGE,
                        "FP8 recipe: the MX block size must be %u (OCP MX), got %u",
                        (guint) MIXPREC_FP8_MX_BLOCK_SIZE, block_size);
           return NULL;
@@ -358,7 +358,7 @@ _mixprec_fp8_recipe_new (MixprecFp8RecipeKind  kind,
  * mixprec_fp8_scaling_update() for the arithmetic.
  *
  * Returns: (transfer full): the recipe, or %NULL with @error set to
- *   %MIXPREC_FP8_RECIPE_ERROR_INVALID_ARGUMENT when an argument is out of
+ *   %MIXPREC_FP8_RECIPE_ERROR_OUT_OF_RANGE when an argument is out of
  *   range
  *
  * Since: 1.1
@@ -390,7 +390,7 @@ mixprec_fp8_recipe_new_delayed (MixprecFp8Format    format,
  * `Float8CurrentScaling`, torchao's tensorwise dynamic scaling).
  *
  * Returns: (transfer full): the recipe, or %NULL with @error set to
- *   %MIXPREC_FP8_RECIPE_ERROR_INVALID_ARGUMENT when an argument is out of
+ *   %MIXPREC_FP8_RECIPE_ERROR_OUT_OF_RANGE when an argument is out of
  *   range
  *
  * Since: 1.1
@@ -422,7 +422,7 @@ mixprec_fp8_recipe_new_current (MixprecFp8Format   format,
  * computed while casting, so the recipe's scalings hold no state.
  *
  * Returns: (transfer full): the recipe, or %NULL with @error set to
- *   %MIXPREC_FP8_RECIPE_ERROR_INVALID_ARGUMENT when an argument is invalid
+ *   %MIXPREC_FP8_RECIPE_ERROR_OUT_OF_RANGE when an argument is invalid
  *
  * Since: 1.1
  */

@@ -98,7 +98,7 @@ typedef enum {
 
 /**
  * MixprecFp8RecipeError:
- * @MIXPREC_FP8_RECIPE_ERROR_INVALID_ARGUMENT: a recipe parameter out of its
+ * @MIXPREC_FP8_RECIPE_ERROR_OUT_OF_RANGE: a recipe parameter out of its
  *   range (a history length of 0, a margin too large, an MX block size
  *   other than 32, a value that is not of its enumeration)
  * @MIXPREC_FP8_RECIPE_ERROR_INVALID_STATE: a saved scaling state that is
@@ -111,7 +111,7 @@ typedef enum {
  * Since: 1.1
  */
 typedef enum {
-  MIXPREC_FP8_RECIPE_ERROR_INVALID_ARGUMENT,
+  MIXPREC_FP8_RECIPE_ERROR_OUT_OF_RANGE,
   MIXPREC_FP8_RECIPE_ERROR_INVALID_STATE,
 } MixprecFp8RecipeError;
 

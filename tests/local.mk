@@ -93,9 +93,9 @@ EXTRA_DIST += tests/test-loss-scaler-gi.py
 check_PROGRAMS += tests/test-fp8-recipe
 tests_test_fp8_recipe_LDADD = $(tests_public_ldadd) -lm
 TESTS += tests/test-fp8-recipe
-EXTRA_DIST += tests/test-fp8-te.py
+EXTRA_DIST += tests/test-fp8-te.py tests/test-fp8-recipe-gi.py
 if HAVE_PYTHON_GI
-TESTS += tests/test-fp8-te.py
+TESTS += tests/test-fp8-te.py tests/test-fp8-recipe-gi.py
 endif
 
 # --- registry: plugin loading, with deliberately broken test plugins built

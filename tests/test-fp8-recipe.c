@@ -471,7 +471,7 @@ static void
 expect_invalid (MixprecFp8Recipe *recipe, GError *error, const gchar *fragment)
 {
   g_assert_null (recipe);
-  g_assert_error (error, MIXPREC_FP8_RECIPE_ERROR, MIXPREC_FP8_RECIPE_ERROR_INVALID_ARGUMENT);
+  g_assert_error (error, MIXPREC_FP8_RECIPE_ERROR, MIXPREC_FP8_RECIPE_ERROR_OUT_OF_RANGE);
   if (strstr (error->message, fragment) == NULL)
     g_error ("“%s” does not mention “%s”", error->message, fragment);
 }

@@ -519,7 +519,7 @@ tests_device_plugins_mixprec_test_hostdev_la_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_s
 tests_device_plugins_mixprec_test_hostdev_la_LDFLAGS = $(test_plugin_ldflags)
 
 check_PROGRAMS += tests/test-engine-device
-tests_test_engine_device_SOURCES = tests/test-engine-device.c tests/test-values.h
+tests_test_engine_device_SOURCES = tests/test-engine-device.c tests/recomputable-values.h
 tests_test_engine_device_CPPFLAGS = $(tests_internal_cppflags)
 tests_test_engine_device_LDADD = $(tests_internal_ldadd) -lm
 EXTRA_tests_test_engine_device_DEPENDENCIES = tests/device-plugins/mixprec-test-hostdev.la
@@ -527,7 +527,7 @@ TESTS += tests/test-engine-device
 
 # Buffers of a device engine by address, and gradients from device memory.
 check_PROGRAMS += tests/test-param-device-address
-tests_test_param_device_address_SOURCES = tests/test-param-device-address.c tests/test-values.h
+tests_test_param_device_address_SOURCES = tests/test-param-device-address.c tests/recomputable-values.h
 tests_test_param_device_address_CPPFLAGS = $(tests_internal_cppflags)
 tests_test_param_device_address_LDADD = $(tests_internal_ldadd) -lm
 EXTRA_tests_test_param_device_address_DEPENDENCIES = tests/device-plugins/mixprec-test-hostdev.la

@@ -180,6 +180,17 @@ mixprec_sources += \
 	libmixprec/mixprec-checkpoint-load.c \
 	libmixprec/mixprec-checkpoint-export.c
 
+# --- fp8: scaled float8 casts and MX block quantisation (scalar reference
+# here, AVX2 / AVX-512 kernels in the SIMD libraries below)
+mixprec_public_headers += libmixprec/mixprec-fp8.h
+mixprec_enum_headers += libmixprec/mixprec-fp8.h
+mixprec_sources += \
+	libmixprec/mixprec-fp8-private.h \
+	libmixprec/mixprec-fp8.c
+EXTRA_DIST += libmixprec/numeric/numeric-fp8.h
+mixprec_simd_sources += libmixprec/mixprec-fp8-avx2.c
+mixprec_avx512_sources += libmixprec/mixprec-fp8-avx512.c
+
 # ---------------------------------------------------------------- rules
 mixprec_include_HEADERS = $(mixprec_public_headers) $(mixprec_abi_headers)
 nodist_mixprec_include_HEADERS = $(mixprec_built_public_headers)

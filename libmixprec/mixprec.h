@@ -21,4 +21,5 @@
 #include "mixprec-bootstrap.h"
 #include "mixprec-comm.h"
 #include "mixprec-checkpoint.h"
+#include "mixprec-fp8.h"
 #undef __MIXPREC_INSIDE__

@@ -178,7 +178,8 @@ endif
 # module loads on hosts without a GPU.
 device_cuda_kernels = \
 	plugins/device-cuda/cuda-kernels.cu \
-	plugins/device-cuda/cuda-optim.cu
+	plugins/device-cuda/cuda-optim.cu \
+	plugins/device-cuda/cuda-fp8.cu
 device_cuda_kernel_headers = \
 	libmixprec/numeric/numeric-base.h \
 	libmixprec/numeric/numeric-dtype.h \
@@ -186,7 +187,8 @@ device_cuda_kernel_headers = \
 	plugins/device-cuda/cuda-dtype.cuh \
 	plugins/device-cuda/cuda-grid.cuh
 EXTRA_DIST += $(device_cuda_kernels) $(device_cuda_kernel_headers) \
-	plugins/device-cuda/cuda-optim-kernel.cuh
+	plugins/device-cuda/cuda-optim-kernel.cuh \
+	plugins/device-cuda/cuda-fp8.cuh
 if HAVE_CUDA
 mixprec_plugin_LTLIBRARIES += plugins/mixprec-device-cuda.la
 plugins_mixprec_device_cuda_la_SOURCES = \
@@ -204,10 +206,14 @@ plugins_mixprec_device_cuda_la_LDFLAGS = $(optim_plugin_ldflags)
 plugins_mixprec_device_cuda_la_LIBADD = \
 	plugins/device-cuda/cuda-kernels.lo \
 	plugins/device-cuda/cuda-optim.lo \
+	plugins/device-cuda/cuda-fp8.lo \
 	plugins/libmixprec-optim-common.la \
 	$(CUDA_LIBS)
 plugins/device-cuda/cuda-kernels.lo: $(device_cuda_kernel_headers)
 plugins/device-cuda/cuda-optim.lo: $(device_cuda_kernel_headers) \
 	plugins/device-cuda/cuda-optim-kernel.cuh \
 	libmixprec/numeric/numeric-optim.h
+plugins/device-cuda/cuda-fp8.lo: $(device_cuda_kernel_headers) \
+	plugins/device-cuda/cuda-fp8.cuh \
+	libmixprec/numeric/numeric-fp8.h
 endif

@@ -150,3 +150,48 @@ test_cuda_host_optim_step (const MixprecCudaOptimLaunch *L, size_t n_threads)
     return -1;
   return optim_dispatch<HostRun> (L, n_threads);
 }
+
+/* ------------------------------------------------------------ float8 casts */
+
+#include "device-cuda/cuda-fp8.cuh"
+
+extern "C" void
+test_cuda_host_fp8_quantize (const float *src, uint8_t *dst, size_t n, int format, int saturate,
+                             float scale, uint32_t *amax_bits)
+{
+  uint32_t m = 0;
+
+  for (size_t i = 0; i < n; i++)
+    {
+      uint32_t a = mp_fp8_quantize1 (src, dst, i, (unsigned) format, saturate, scale);
+
+      m = a > m ? a : m;
+    }
+  if (amax_bits != NULL && m > *amax_bits)
+    *amax_bits = m;
+}
+
+extern "C" void
+test_cuda_host_fp8_dequantize (const uint8_t *src, float *dst, size_t n, int format, float scale_inv)
+{
+  for (size_t i = 0; i < n; i++)
+    mp_fp8_dequantize1 (src, dst, i, (unsigned) format, scale_inv);
+}
+
+extern "C" void
+test_cuda_host_mx_quantize (const float *src, size_t n, int format, unsigned block_size, uint8_t *dst,
+                            uint8_t *scales)
+{
+  size_t n_blocks = n / block_size + (n % block_size != 0);
+
+  for (size_t b = 0; b < n_blocks; b++)
+    mp_mx_block1 (src, n, (unsigned) format, block_size, b, dst, scales);
+}
+
+extern "C" void
+test_cuda_host_mx_dequantize (const uint8_t *src, const uint8_t *scales, float *dst, size_t n, int format,
+                              unsigned block_size)
+{
+  for (size_t i = 0; i < n; i++)
+    mp_mx_dequantize1 (src, scales, dst, i, (unsigned) format, block_size);
+}

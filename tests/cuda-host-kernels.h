@@ -37,6 +37,32 @@ void test_cuda_host_scale      (void         *buf,
  * before the aligned groups, or -1 when all were. */
 int  test_cuda_host_optim_step (const MixprecCudaOptimLaunch *launch,
                                 size_t        n_threads);
+/* The float8 cast kernels of cuda-fp8.cu (cuda-fp8.cuh's bodies): the
+ * amax as the kernel's per-thread maxima and atomicMax leave it. */
+void test_cuda_host_fp8_quantize   (const float   *src,
+                                    uint8_t       *dst,
+                                    size_t         n,
+                                    int            format,
+                                    int            saturate,
+                                    float          scale,
+                                    uint32_t      *amax_bits);
+void test_cuda_host_fp8_dequantize (const uint8_t *src,
+                                    float         *dst,
+                                    size_t         n,
+                                    int            format,
+                                    float          scale_inv);
+void test_cuda_host_mx_quantize    (const float   *src,
+                                    size_t         n,
+                                    int            format,
+                                    unsigned       block_size,
+                                    uint8_t       *dst,
+                                    uint8_t       *scales);
+void test_cuda_host_mx_dequantize  (const uint8_t *src,
+                                    const uint8_t *scales,
+                                    float         *dst,
+                                    size_t         n,
+                                    int            format,
+                                    unsigned       block_size);
 
 #ifdef __cplusplus
 }

@@ -552,7 +552,8 @@ tests_test_device_cuda_CPPFLAGS = $(tests_internal_cppflags) -I$(top_srcdir)/plu
 tests_test_device_cuda_LDADD = tests/cuda-host-kernels.lo plugins/libmixprec-optim-common.la \
 	$(tests_internal_ldadd) $(CUDA_LIBS) -lm
 tests/cuda-host-kernels.lo: $(device_cuda_kernel_headers) tests/cuda-host-kernels.h \
-	plugins/device-cuda/cuda-optim-kernel.cuh libmixprec/numeric/numeric-optim.h
+	plugins/device-cuda/cuda-optim-kernel.cuh libmixprec/numeric/numeric-optim.h \
+	plugins/device-cuda/cuda-fp8.cuh libmixprec/numeric/numeric-fp8.h
 CLEANFILES += tests/cuda-host-kernels.lo tests/.libs/cuda-host-kernels.o
 EXTRA_tests_test_device_cuda_DEPENDENCIES = \
 	plugins/mixprec-device-cuda.la \
@@ -565,3 +566,15 @@ if HAVE_CUDA
 TESTS += tests/test-engine-cuda.sh
 endif
 EXTRA_DIST += tests/test-engine-cuda.sh
+
+# --- fp8: scaled float8 casts and MX blocks against a double-precision
+# model at every SIMD level; bit-identity with PyTorch's own casts
+check_PROGRAMS += tests/test-fp8
+tests_test_fp8_SOURCES = tests/test-fp8.c tests/dtype-reference.h
+tests_test_fp8_CPPFLAGS = $(tests_internal_cppflags)
+tests_test_fp8_LDADD = $(tests_internal_ldadd) -lm
+TESTS += tests/test-fp8
+EXTRA_DIST += tests/test-fp8-torch.py tests/test-fp8-gi.py
+if HAVE_PYTHON_GI
+TESTS += tests/test-fp8-torch.py tests/test-fp8-gi.py
+endif

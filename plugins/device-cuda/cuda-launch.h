@@ -93,6 +93,44 @@ cudaError_t _mixprec_cuda_optim_step   (const MixprecCudaOptimLaunch *launch,
                                         cudaStream_t  stream,
                                         const char  **call);
 
+/* Float8 casts (cuda-fp8.cu; semantics of libmixprec's mixprec-fp8.h).
+ * @format: 0 for float8_e4m3, 1 for float8_e5m2. @amax_bits: NULL, or a
+ * device word taking the running maximum of |src[i]| as fp32 bits, NaN
+ * skipped (read it as a float once the stream is done). */
+cudaError_t _mixprec_cuda_fp8_quantize   (const float  *src,
+                                          uint8_t      *dst,
+                                          size_t        n,
+                                          int           format,
+                                          int           saturate,
+                                          float         scale,
+                                          uint32_t     *amax_bits,
+                                          cudaStream_t  stream,
+                                          const char  **call);
+cudaError_t _mixprec_cuda_fp8_dequantize (const uint8_t *src,
+                                          float        *dst,
+                                          size_t        n,
+                                          int           format,
+                                          float         scale_inv,
+                                          cudaStream_t  stream,
+                                          const char  **call);
+/* @scales: ceil (n / block_size) E8M0 bytes; @block_size > 0. */
+cudaError_t _mixprec_cuda_mx_quantize    (const float  *src,
+                                          size_t        n,
+                                          int           format,
+                                          unsigned      block_size,
+                                          uint8_t      *dst,
+                                          uint8_t      *scales,
+                                          cudaStream_t  stream,
+                                          const char  **call);
+cudaError_t _mixprec_cuda_mx_dequantize  (const uint8_t *src,
+                                          const uint8_t *scales,
+                                          float        *dst,
+                                          size_t        n,
+                                          int           format,
+                                          unsigned      block_size,
+                                          cudaStream_t  stream,
+                                          const char  **call);
+
 #ifdef __cplusplus
 }
 #endif

@@ -191,6 +191,13 @@ EXTRA_DIST += libmixprec/numeric/numeric-fp8.h
 mixprec_simd_sources += libmixprec/mixprec-fp8-avx2.c
 mixprec_avx512_sources += libmixprec/mixprec-fp8-avx512.c
 
+# --- FP8 scaling recipes (delayed, current, MX) and per-tensor scaling state
+mixprec_public_headers += libmixprec/mixprec-fp8-recipe.h
+mixprec_enum_headers += libmixprec/mixprec-fp8-recipe.h
+mixprec_sources += \
+	libmixprec/mixprec-fp8-recipe-private.h \
+	libmixprec/mixprec-fp8-recipe.c
+
 # ---------------------------------------------------------------- rules
 mixprec_include_HEADERS = $(mixprec_public_headers) $(mixprec_abi_headers)
 nodist_mixprec_include_HEADERS = $(mixprec_built_public_headers)

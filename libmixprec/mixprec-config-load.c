@@ -12,6 +12,7 @@
 #include "mixprec.h"
 #include "mixprec-config-private.h"
 #include "mixprec-optimizer-params-private.h"
+#include "mixprec-fp8-recipe-private.h"
 
 typedef struct
 {
@@ -1162,6 +1163,114 @@ load_monitors (Loader     *l,
   load_monitor (l, root, _MIXPREC_MONITOR_TENSORBOARD);
 }
 
+/* ------------------------------------------------------------ fp8 */
+
+/* In the order of the enumerations they name. */
+static const gchar *const fp8_recipe_names[] = { "delayed", "current", "mx", NULL };
+static const gchar *const fp8_format_names[] = { "hybrid", "e4m3", NULL };
+static const gchar *const fp8_amax_algo_names[] = { "max", "most_recent", NULL };
+
+/* A key the chosen recipe does not use, set to something other than its
+ * default: most likely a recipe changed without its keys. */
+static void
+warn_fp8_unused (Loader      *l,
+                 JsonObject  *o,
+                 const gchar *key,
+                 gboolean     is_default,
+                 const gchar *used_by)
+{
+  if (!json_object_has_member (o, key) || is_default)
+    return;
+  _mixprec_config_report_warning (l->report,
+                                  "fp8.%s: applies to %s only, and fp8.recipe is \"%s\"; "
+                                  "ignored", key, used_by, fp8_recipe_names[l->s->fp8_recipe]);
+}
+
+/* fp8: FP8 working copies (see mixprec.json(5) and MixprecFp8Recipe). */
+static void
+load_fp8 (Loader     *l,
+          JsonObject *o)
+{
+  static const gchar *const known[] = {
+    "enabled", "recipe", "format", "amax_history_len", "amax_compute_algo", "margin",
+    "mx_block_size", "saturate", "modules", NULL
+  };
+  MixprecConfigSettings *s = l->s;
+  g_autofree gchar *rule = NULL;
+  guint index;
+  gint64 i;
+
+  if (o == NULL)
+    return;
+  check_members (l, o, "fp8", known, NULL, NULL, FALSE);
+  read_bool (l, o, "fp8", "enabled", &s->fp8_enabled);
+  if (read_choice (l, o, "fp8", "recipe", fp8_recipe_names, &index))
+    s->fp8_recipe = index;
+  if (read_choice (l, o, "fp8", "format", fp8_format_names, &index))
+    s->fp8_format = index;
+  rule = g_strdup_printf ("an integer from 1 to %d", MIXPREC_FP8_MAX_AMAX_HISTORY_LEN);
+  if (read_int (l, o, "fp8", "amax_history_len", 1, MIXPREC_FP8_MAX_AMAX_HISTORY_LEN, FALSE,
+                rule, &i))
+    s->fp8_amax_history_len = (guint) i;
+  if (read_choice (l, o, "fp8", "amax_compute_algo", fp8_amax_algo_names, &index))
+    s->fp8_amax_compute_algo = index;
+  g_clear_pointer (&rule, g_free);
+  rule = g_strdup_printf ("an integer from %d to %d (a power-of-two headroom)",
+                          -MIXPREC_FP8_MAX_MARGIN, MIXPREC_FP8_MAX_MARGIN);
+  if (read_int (l, o, "fp8", "margin", -MIXPREC_FP8_MAX_MARGIN, MIXPREC_FP8_MAX_MARGIN, FALSE,
+                rule, &i))
+    s->fp8_margin = (gint) i;
+  if (read_int (l, o, "fp8", "mx_block_size", MIXPREC_FP8_MX_BLOCK_SIZE,
+                MIXPREC_FP8_MX_BLOCK_SIZE, FALSE,
+                "32 (the block size of the OCP MX formats)", &i))
+    s->fp8_mx_block_size = (guint) i;
+  read_bool (l, o, "fp8", "saturate", &s->fp8_saturate);
+  read_strv (l, o, "fp8", "modules", FALSE,
+             "an array of module type names such as [\"Linear\"]", &s->fp8_modules);
+
+  if (s->fp8_recipe != MIXPREC_FP8_RECIPE_DELAYED)
+    {
+      warn_fp8_unused (l, o, "amax_history_len", s->fp8_amax_history_len == 1024,
+                       "the \"delayed\" recipe");
+      warn_fp8_unused (l, o, "amax_compute_algo", s->fp8_amax_compute_algo == MIXPREC_FP8_AMAX_MAX,
+                       "the \"delayed\" recipe");
+    }
+  if (s->fp8_recipe == MIXPREC_FP8_RECIPE_MX)
+    warn_fp8_unused (l, o, "margin", s->fp8_margin == 0,
+                     "the \"delayed\" and \"current\" recipes");
+}
+
+/* After every section: the recipe the settings describe, and module types
+ * that cannot be both FP8 and FP32. */
+static void
+resolve_fp8 (Loader *l)
+{
+  MixprecConfigSettings *s = l->s;
+  g_autoptr(GError) error = NULL;
+
+  if (!s->fp8_enabled)
+    return;
+
+  for (guint i = 0; s->fp8_modules[i] != NULL; i++)
+    for (guint j = 0; s->fp32_modules[j] != NULL; j++)
+      if (_mixprec_module_type_matches (s->fp8_modules[i], s->fp32_modules[j]))
+        _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_CONFLICT,
+                                      "fp8.modules[%u]: \"%s\" is also listed in "
+                                      "mixprec.fp32_modules; a module type is either kept in "
+                                      "FP32 or given FP8 working copies, not both (to keep "
+                                      "single parameters out of FP8, list them in "
+                                      "mixprec.fp32_params)", i, s->fp8_modules[i]);
+
+  s->fp8_recipe_object = _mixprec_fp8_recipe_new (s->fp8_recipe, s->fp8_format,
+                                                  s->fp8_amax_history_len,
+                                                  s->fp8_amax_compute_algo, s->fp8_margin,
+                                                  s->fp8_mx_block_size, s->fp8_saturate,
+                                                  &error);
+  if (s->fp8_recipe_object == NULL)
+    _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_INVALID_VALUE,
+                                  "fp8: %s", error->message);
+}
+
 /* ------------------------------------------------------------ top level */
 
 /* Top-level DeepSpeed sections for features outside libmixprec's scope:
@@ -1186,7 +1295,8 @@ static const gchar *const top_level_keys[] = {
   "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
   "gradient_clipping", "communication_data_type", "fp16", "bf16", "bfloat16",
   "data_types", "torch_autocast", "zero_optimization", "optimizer", "scheduler",
-  "mixprec", "amp", "colossalai", "steps_per_print", "csv_monitor", "tensorboard", NULL
+  "mixprec", "amp", "colossalai", "steps_per_print", "csv_monitor", "tensorboard",
+  "fp8", NULL
 };
 
 /* TRUE when @o holds true at the path @keys (objects all the way). */
@@ -2236,6 +2346,7 @@ _mixprec_config_settings_load (MixprecConfigSettings *settings,
   scheduler_ok = report->problems->len == before;
   load_mixprec (&l, section_object (&l, o, "mixprec", FALSE));
   load_monitors (&l, o);
+  load_fp8 (&l, section_object (&l, o, "fp8", FALSE));
   load_fronts (&l, o);
 
   resolve_mode (&l);
@@ -2243,6 +2354,7 @@ _mixprec_config_settings_load (MixprecConfigSettings *settings,
   resolve_scaler (&l);
   resolve_rest (&l);
   resolve_offload (&l);
+  resolve_fp8 (&l);
   check_optimizer_and_scheduler (&l, optimizer_ok, scheduler_ok);
 
   /* Strict: whatever would only have been warned about refuses the
@@ -2310,6 +2422,17 @@ _mixprec_config_settings_init_defaults (MixprecConfigSettings *s)
       s->monitor_output_path[k] = g_strdup ("");
       s->monitor_job_name[k] = g_strdup ("DeepSpeedJobName");
     }
+
+  /* Transformer Engine's DelayedScaling defaults; Linear layers in FP8. */
+  s->fp8_enabled = FALSE;
+  s->fp8_recipe = MIXPREC_FP8_RECIPE_DELAYED;
+  s->fp8_format = MIXPREC_FP8_FORMAT_HYBRID;
+  s->fp8_amax_history_len = 1024;
+  s->fp8_amax_compute_algo = MIXPREC_FP8_AMAX_MAX;
+  s->fp8_margin = 0;
+  s->fp8_mx_block_size = MIXPREC_FP8_MX_BLOCK_SIZE;
+  s->fp8_saturate = TRUE;
+  s->fp8_modules = g_strsplit ("Linear", ",", -1);
 }
 
 void
@@ -2331,4 +2454,6 @@ _mixprec_config_settings_clear (MixprecConfigSettings *s)
       g_clear_pointer (&s->monitor_output_path[k], g_free);
       g_clear_pointer (&s->monitor_job_name[k], g_free);
     }
+  g_clear_pointer (&s->fp8_modules, g_strfreev);
+  g_clear_object (&s->fp8_recipe_object);
 }

@@ -131,6 +131,18 @@ typedef struct
   gboolean monitor_enabled[2];    /* _MixprecMonitorKind */
   gchar   *monitor_output_path[2];
   gchar   *monitor_job_name[2];
+
+  /* fp8: FP8 working copies of the parameters of fp8_modules */
+  gboolean fp8_enabled;
+  guint    fp8_recipe;              /* MixprecFp8RecipeKind */
+  guint    fp8_format;              /* MixprecFp8Format */
+  guint    fp8_amax_history_len;
+  guint    fp8_amax_compute_algo;   /* MixprecFp8AmaxAlgo */
+  gint     fp8_margin;
+  guint    fp8_mx_block_size;
+  gboolean fp8_saturate;
+  GStrv    fp8_modules;
+  MixprecFp8Recipe *fp8_recipe_object;   /* built when fp8_enabled */
 } MixprecConfigSettings;
 
 /* zero_optimization.offload_optimizer.device, in the order of the JSON

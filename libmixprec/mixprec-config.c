@@ -440,6 +440,21 @@ semantics_name (MixprecScalerSemantics semantics)
     }
 }
 
+static const gchar *
+fp8_recipe_name (guint kind)
+{
+  switch (kind)
+    {
+    case MIXPREC_FP8_RECIPE_CURRENT:
+      return "current";
+    case MIXPREC_FP8_RECIPE_MX:
+      return "mx";
+    case MIXPREC_FP8_RECIPE_DELAYED:
+    default:
+      return "delayed";
+    }
+}
+
 /**
  * mixprec_config_to_data:
  * @self: a #MixprecConfig
@@ -606,6 +621,28 @@ mixprec_config_to_data (MixprecConfig *self,
   json_builder_add_string_value (b, _mixprec_weight_decay_exempt_names[s->weight_decay_exempt]);
   json_builder_end_object (b);
 
+  json_builder_set_member_name (b, "fp8");
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "enabled");
+  json_builder_add_boolean_value (b, s->fp8_enabled);
+  json_builder_set_member_name (b, "recipe");
+  json_builder_add_string_value (b, fp8_recipe_name (s->fp8_recipe));
+  json_builder_set_member_name (b, "format");
+  json_builder_add_string_value (b, s->fp8_format == MIXPREC_FP8_FORMAT_E4M3 ? "e4m3" : "hybrid");
+  json_builder_set_member_name (b, "amax_history_len");
+  json_builder_add_int_value (b, s->fp8_amax_history_len);
+  json_builder_set_member_name (b, "amax_compute_algo");
+  json_builder_add_string_value (b, s->fp8_amax_compute_algo == MIXPREC_FP8_AMAX_MOST_RECENT
+                                    ? "most_recent" : "max");
+  json_builder_set_member_name (b, "margin");
+  json_builder_add_int_value (b, s->fp8_margin);
+  json_builder_set_member_name (b, "mx_block_size");
+  json_builder_add_int_value (b, s->fp8_mx_block_size);
+  json_builder_set_member_name (b, "saturate");
+  json_builder_add_boolean_value (b, s->fp8_saturate);
+  add_strv (b, "modules", (const gchar * const *) s->fp8_modules);
+  json_builder_end_object (b);
+
   json_builder_set_member_name (b, "steps_per_print");
   if (s->steps_per_print == 0)
     json_builder_add_null_value (b);
@@ -632,6 +669,45 @@ mixprec_config_to_data (MixprecConfig *self,
   if (length != NULL)
     *length = text->len;
   return g_string_free (text, FALSE);
+}
+
+/**
+ * mixprec_config_get_fp8_recipe:
+ * @self: a #MixprecConfig
+ *
+ * Gets the FP8 recipe of the `fp8` section: the recipe its `recipe`,
+ * `format`, `amax_history_len`, `amax_compute_algo`, `margin`,
+ * `mx_block_size` and `saturate` keys describe (see mixprec.json(5)).
+ *
+ * Returns: (transfer none) (nullable): the recipe, or %NULL when
+ *   `fp8.enabled` is false (the default)
+ *
+ * Since: 1.1
+ */
+MixprecFp8Recipe *
+mixprec_config_get_fp8_recipe (MixprecConfig *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_CONFIG (self), NULL);
+  return self->settings.fp8_recipe_object;
+}
+
+/**
+ * mixprec_config_get_fp8_modules:
+ * @self: a #MixprecConfig
+ *
+ * Gets `fp8.modules`: the module types (such as "Linear") whose
+ * parameters get FP8 working copies when `fp8.enabled` is true; see
+ * mixprec_precision_policy_is_fp8().
+ *
+ * Returns: (transfer none) (array zero-terminated=1): the module types
+ *
+ * Since: 1.1
+ */
+const gchar * const *
+mixprec_config_get_fp8_modules (MixprecConfig *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_CONFIG (self), NULL);
+  return (const gchar * const *) self->settings.fp8_modules;
 }
 
 gboolean

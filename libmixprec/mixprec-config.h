@@ -11,6 +11,7 @@
 #include "mixprec-version.h"
 #include "mixprec-dtype.h"
 #include "mixprec-loss-scaler.h"
+#include "mixprec-fp8-recipe.h"
 
 G_BEGIN_DECLS
 
@@ -209,5 +210,10 @@ MIXPREC_AVAILABLE_IN_1_0
 JsonObject    *mixprec_config_get_scheduler_params         (MixprecConfig *self);
 MIXPREC_AVAILABLE_IN_1_0
 const gchar * const *mixprec_config_get_lower_precision_safe_modules (MixprecConfig *self);
+
+MIXPREC_AVAILABLE_IN_1_1
+MixprecFp8Recipe *mixprec_config_get_fp8_recipe            (MixprecConfig *self);
+MIXPREC_AVAILABLE_IN_1_1
+const gchar * const *mixprec_config_get_fp8_modules        (MixprecConfig *self);
 
 G_END_DECLS

@@ -352,6 +352,43 @@ mixprec_precision_policy_lookup (MixprecPrecisionPolicy *self,
   return mixprec_param_precision_copy (&p);
 }
 
+/**
+ * mixprec_precision_policy_is_fp8:
+ * @self: a #MixprecPrecisionPolicy
+ * @param_name: the parameter's name
+ * @module_type: (nullable): the type of the module that owns it, or %NULL
+ *
+ * Whether the parameter gets an FP8 working copy: `fp8.enabled` is true,
+ * @module_type is one of `fp8.modules` (with or without a dotted package
+ * prefix, as for `mixprec.fp32_modules`), and the parameter is not kept in
+ * FP32 by `mixprec.fp32_modules` or `mixprec.fp32_params` (so that, for
+ * instance, an output projection can stay out of FP8 by name). The FP8
+ * dtype and scaling follow mixprec_config_get_fp8_recipe().
+ *
+ * Returns: %TRUE when the parameter is FP8; %FALSE otherwise, also for an
+ *   empty or non-UTF-8 name or type
+ *
+ * Since: 1.1
+ */
+gboolean
+mixprec_precision_policy_is_fp8 (MixprecPrecisionPolicy *self,
+                                 const gchar            *param_name,
+                                 const gchar            *module_type)
+{
+  MixprecParamPrecision p = { 0 };
+
+  g_return_val_if_fail (MIXPREC_IS_PRECISION_POLICY (self), FALSE);
+
+  if (mixprec_config_get_fp8_recipe (self->config) == NULL || module_type == NULL)
+    return FALSE;
+  if (!compute (self, param_name, module_type, &p, NULL))
+    return FALSE;
+  if (p.reason == MIXPREC_PRECISION_REASON_FP32_MODULE
+      || p.reason == MIXPREC_PRECISION_REASON_FP32_PARAM)
+    return FALSE;
+  return type_listed (module_type, mixprec_config_get_fp8_modules (self->config));
+}
+
 /* Hugging Face's Trainer (get_decay_parameter_names): parameters of
  * LayerNorm modules, and those whose lower-cased name contains "bias",
  * "layernorm" or "rmsnorm", has a dotted component "norm" or one ending

@@ -125,6 +125,11 @@ MixprecParamPrecision  *mixprec_precision_policy_lookup           (MixprecPrecis
                                                                    const gchar            *module_type,
                                                                    GError                **error);
 
+MIXPREC_AVAILABLE_IN_1_1
+gboolean                mixprec_precision_policy_is_fp8           (MixprecPrecisionPolicy *self,
+                                                                   const gchar            *param_name,
+                                                                   const gchar            *module_type);
+
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (MixprecParamPrecision, mixprec_param_precision_free)
 
 G_END_DECLS

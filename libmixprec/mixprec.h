@@ -22,4 +22,5 @@
 #include "mixprec-comm.h"
 #include "mixprec-checkpoint.h"
 #include "mixprec-fp8.h"
+#include "mixprec-fp8-recipe.h"
 #undef __MIXPREC_INSIDE__

@@ -88,6 +88,16 @@ TESTS += tests/test-loss-scaler-gi.py
 endif
 EXTRA_DIST += tests/test-loss-scaler-gi.py
 
+# --- FP8 recipes and scalings; the delayed-scaling sequence against a
+# torch transcription of Transformer Engine's algorithm (PYTHON_TORCH)
+check_PROGRAMS += tests/test-fp8-recipe
+tests_test_fp8_recipe_LDADD = $(tests_public_ldadd) -lm
+TESTS += tests/test-fp8-recipe
+EXTRA_DIST += tests/test-fp8-te.py tests/test-fp8-recipe-gi.py
+if HAVE_PYTHON_GI
+TESTS += tests/test-fp8-te.py tests/test-fp8-recipe-gi.py
+endif
+
 # --- registry: plugin loading, with deliberately broken test plugins built
 # as uninstalled modules in tests/plugins/ (not on the default search path)
 test_registry_plugins = \

@@ -560,6 +560,26 @@ static const InvalidCase invalid_cases[] = {
   { "{\"zero_optimization\": {\"cpu_offload\": 1}}", "zero_optimization.cpu_offload", "true or false", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
   { "[]", "(top level)", "must be a JSON object", MIXPREC_CONFIG_ERROR_PARSE },
   { "{\"fp16\": {\"enabled\": tru}}", "fp16.enabled", "line 1, column 22", MIXPREC_CONFIG_ERROR_PARSE },
+  /* fp8 */
+  { "{\"fp8\": 1}", "fp8", "a JSON object", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"fp8\": {\"enabled\": \"yes\"}}", "fp8.enabled", "true or false", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"fp8\": {\"recipe\": \"tensorwise\"}}", "fp8.recipe", "one of \"delayed\", \"current\", \"mx\"", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"fp8\": {\"format\": \"e5m2\"}}", "fp8.format", "one of \"hybrid\", \"e4m3\"", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"fp8\": {\"amax_history_len\": 0}}", "fp8.amax_history_len", "from 1 to 65536, got 0", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"fp8\": {\"amax_history_len\": 65537}}", "fp8.amax_history_len", "got 65537", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"fp8\": {\"amax_history_len\": 16.5}}", "fp8.amax_history_len", "got 16.5", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"fp8\": {\"amax_history_len\": \"auto\"}}", "fp8.amax_history_len", "\"auto\"", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"fp8\": {\"amax_compute_algo\": \"mean\"}}", "fp8.amax_compute_algo", "one of \"max\", \"most_recent\"", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"fp8\": {\"margin\": 65}}", "fp8.margin", "from -64 to 64 (a power-of-two headroom), got 65", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"fp8\": {\"margin\": -100}}", "fp8.margin", "got -100", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"fp8\": {\"mx_block_size\": 16}}", "fp8.mx_block_size", "32 (the block size", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"fp8\": {\"saturate\": 0}}", "fp8.saturate", "true or false", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"fp8\": {\"modules\": \"Linear\"}}", "fp8.modules", "an array of module type names", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"fp8\": {\"modules\": [\"Linear\", \"\"]}}", "fp8.modules[1]", "a non-empty string", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"fp8\": {\"amax_histroy_len\": 16}}", "fp8.amax_histroy_len", "did you mean amax_history_len?", MIXPREC_CONFIG_ERROR_UNKNOWN_KEY },
+  { "{\"fp8\": {\"fp8_format\": \"hybrid\"}}", "fp8.fp8_format", "unknown key in fp8", MIXPREC_CONFIG_ERROR_UNKNOWN_KEY },
+  { "{\"fp8\": {\"enabled\": true, \"modules\": [\"Linear\"]}, \"mixprec\": {\"fp32_modules\": [\"torch.nn.Linear\"]}}", "fp8.modules[0]", "also listed in mixprec.fp32_modules", MIXPREC_CONFIG_ERROR_CONFLICT },
+  { "{\"fp8\": {\"enabled\": true, \"recipe\": \"mx\", \"margin\": 2}, \"mixprec\": {\"strict\": true}}", "fp8.margin", "applies to the \"delayed\" and \"current\" recipes only", MIXPREC_CONFIG_ERROR_UNSUPPORTED },
 };
 
 static void
@@ -1414,6 +1434,152 @@ test_config_bf16_optimizer_states (void)
   g_assert_no_error (error);
   g_assert_cmpint (mixprec_config_get_optimizer_state_dtype (off), ==, MIXPREC_DTYPE_FLOAT32);
   g_assert_true (g_str_has_prefix (mixprec_config_get_warnings (off)[0], "bf16.bf16_optimizer_states: "));
+}
+
+/* ------------------------------------------------------------ fp8 */
+
+static void
+test_config_fp8_defaults (void)
+{
+  g_autoptr(MixprecConfig) off = load ("{}");
+  g_autoptr(MixprecConfig) on = load ("{\"bf16\": {\"enabled\": true}, \"fp8\": {\"enabled\": true}}");
+  g_autofree gchar *text = mixprec_config_to_data (off, NULL);
+  g_autoptr(JsonNode) root = json_from_string (text, NULL);
+  JsonObject *fp8 = json_object_get_object_member (json_node_get_object (root), "fp8");
+  JsonArray *modules = json_object_get_array_member (fp8, "modules");
+  MixprecFp8Recipe *recipe;
+
+  /* Disabled by default: no recipe, the defaults still printed. */
+  g_assert_null (mixprec_config_get_fp8_recipe (off));
+  g_assert_cmpstrv (mixprec_config_get_fp8_modules (off), ((const gchar *[]) { "Linear", NULL }));
+  g_assert_false (json_object_get_boolean_member (fp8, "enabled"));
+  g_assert_cmpstr (json_object_get_string_member (fp8, "recipe"), ==, "delayed");
+  g_assert_cmpstr (json_object_get_string_member (fp8, "format"), ==, "hybrid");
+  g_assert_cmpint (json_object_get_int_member (fp8, "amax_history_len"), ==, 1024);
+  g_assert_cmpstr (json_object_get_string_member (fp8, "amax_compute_algo"), ==, "max");
+  g_assert_cmpint (json_object_get_int_member (fp8, "margin"), ==, 0);
+  g_assert_cmpint (json_object_get_int_member (fp8, "mx_block_size"), ==, 32);
+  g_assert_true (json_object_get_boolean_member (fp8, "saturate"));
+  g_assert_cmpuint (json_array_get_length (modules), ==, 1);
+  g_assert_cmpstr (json_array_get_string_element (modules, 0), ==, "Linear");
+  g_assert_cmpuint (g_strv_length (mixprec_config_get_warnings (off)), ==, 0);
+
+  /* Enabled: Transformer Engine's DelayedScaling defaults. */
+  recipe = mixprec_config_get_fp8_recipe (on);
+  g_assert_nonnull (recipe);
+  g_assert_cmpint (mixprec_fp8_recipe_get_kind (recipe), ==, MIXPREC_FP8_RECIPE_DELAYED);
+  g_assert_cmpint (mixprec_fp8_recipe_get_format (recipe), ==, MIXPREC_FP8_FORMAT_HYBRID);
+  g_assert_cmpuint (mixprec_fp8_recipe_get_amax_history_len (recipe), ==, 1024);
+  g_assert_cmpint (mixprec_fp8_recipe_get_amax_compute_algo (recipe), ==, MIXPREC_FP8_AMAX_MAX);
+  g_assert_cmpint (mixprec_fp8_recipe_get_margin (recipe), ==, 0);
+  g_assert_true (mixprec_fp8_recipe_get_saturate (recipe));
+  g_assert_cmpuint (g_strv_length (mixprec_config_get_warnings (on)), ==, 0);
+}
+
+static void
+test_config_fp8_values (void)
+{
+  static const struct {
+    const gchar *json;
+    MixprecFp8RecipeKind kind;
+    MixprecFp8Format format;
+    guint history_len;
+    MixprecFp8AmaxAlgo algo;
+    gint margin;
+    guint block_size;
+    gboolean saturate;
+  } cases[] = {
+    { "{\"fp8\": {\"enabled\": true, \"recipe\": \"delayed\", \"format\": \"e4m3\", \"amax_history_len\": 16,"
+      " \"amax_compute_algo\": \"most_recent\", \"margin\": -3, \"saturate\": false}}",
+      MIXPREC_FP8_RECIPE_DELAYED, MIXPREC_FP8_FORMAT_E4M3, 16, MIXPREC_FP8_AMAX_MOST_RECENT, -3, 0, FALSE },
+    { "{\"fp8\": {\"enabled\": true, \"recipe\": \"delayed\", \"amax_history_len\": 1, \"margin\": 64}}",
+      MIXPREC_FP8_RECIPE_DELAYED, MIXPREC_FP8_FORMAT_HYBRID, 1, MIXPREC_FP8_AMAX_MAX, 64, 0, TRUE },
+    { "{\"fp8\": {\"enabled\": true, \"recipe\": \"current\", \"margin\": 1}}",
+      MIXPREC_FP8_RECIPE_CURRENT, MIXPREC_FP8_FORMAT_HYBRID, 1, MIXPREC_FP8_AMAX_MOST_RECENT, 1, 0, TRUE },
+    { "{\"fp8\": {\"enabled\": true, \"recipe\": \"mx\", \"format\": \"e4m3\", \"mx_block_size\": 32.0}}",
+      MIXPREC_FP8_RECIPE_MX, MIXPREC_FP8_FORMAT_E4M3, 0, MIXPREC_FP8_AMAX_MOST_RECENT, 0, 32, TRUE },
+  };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autoptr(MixprecConfig) c = load (cases[i].json);
+      g_autoptr(MixprecConfig) again = NULL;
+      g_autofree gchar *text = mixprec_config_to_data (c, NULL);
+      g_autofree gchar *text_again = NULL;
+      MixprecFp8Recipe *r = mixprec_config_get_fp8_recipe (c);
+
+      g_test_message ("%s", cases[i].json);
+      g_assert_nonnull (r);
+      g_assert_cmpint (mixprec_fp8_recipe_get_kind (r), ==, cases[i].kind);
+      g_assert_cmpint (mixprec_fp8_recipe_get_format (r), ==, cases[i].format);
+      g_assert_cmpuint (mixprec_fp8_recipe_get_amax_history_len (r), ==, cases[i].history_len);
+      g_assert_cmpint (mixprec_fp8_recipe_get_amax_compute_algo (r), ==, cases[i].algo);
+      g_assert_cmpint (mixprec_fp8_recipe_get_margin (r), ==, cases[i].margin);
+      g_assert_cmpuint (mixprec_fp8_recipe_get_block_size (r), ==, cases[i].block_size);
+      g_assert_cmpint (mixprec_fp8_recipe_get_saturate (r), ==, cases[i].saturate);
+      g_assert_cmpuint (g_strv_length (mixprec_config_get_warnings (c)), ==, 0);
+
+      /* to_data() prints the section; it reads back to the same text and
+       * the same recipe. */
+      again = load (text);
+      text_again = mixprec_config_to_data (again, NULL);
+      g_assert_cmpstr (text, ==, text_again);
+      r = mixprec_config_get_fp8_recipe (again);
+      g_assert_cmpint (mixprec_fp8_recipe_get_kind (r), ==, cases[i].kind);
+      g_assert_cmpint (mixprec_fp8_recipe_get_margin (r), ==, cases[i].margin);
+      g_assert_cmpint (mixprec_fp8_recipe_get_saturate (r), ==, cases[i].saturate);
+    }
+}
+
+static void
+test_config_fp8_modules (void)
+{
+  g_autoptr(MixprecConfig) c =
+    load ("{\"fp8\": {\"enabled\": true, \"modules\": [\"Linear\", \"torch.nn.Conv1d\"]},"
+          " \"mixprec\": {\"fp32_modules\": [\"LayerNorm\"]}}");
+  g_autoptr(MixprecConfig) none = load ("{\"fp8\": {\"enabled\": true, \"modules\": []}}");
+  g_autofree gchar *text = mixprec_config_to_data (c, NULL);
+  g_autoptr(MixprecConfig) again = load (text);
+
+  g_assert_cmpstrv (mixprec_config_get_fp8_modules (c),
+                    ((const gchar *[]) { "Linear", "torch.nn.Conv1d", NULL }));
+  g_assert_cmpstrv (mixprec_config_get_fp8_modules (again),
+                    ((const gchar *[]) { "Linear", "torch.nn.Conv1d", NULL }));
+  g_assert_cmpuint (g_strv_length ((gchar **) mixprec_config_get_fp8_modules (none)), ==, 0);
+  g_assert_nonnull (mixprec_config_get_fp8_recipe (none));
+}
+
+/* Keys the chosen recipe does not use: a warning when they differ from
+ * their default (a recipe changed without its keys), none at the default,
+ * so that what to_data() prints reads back quietly. */
+static void
+test_config_fp8_unused_keys (void)
+{
+  static const struct {
+    const gchar *json;
+    const gchar *warning;   /* NULL: none */
+  } cases[] = {
+    { "{\"fp8\": {\"recipe\": \"current\", \"amax_history_len\": 16}}", "fp8.amax_history_len: applies to the \"delayed\" recipe only, and fp8.recipe is \"current\"; ignored" },
+    { "{\"fp8\": {\"recipe\": \"mx\", \"amax_compute_algo\": \"most_recent\"}}", "fp8.amax_compute_algo: applies to the \"delayed\" recipe only, and fp8.recipe is \"mx\"; ignored" },
+    { "{\"fp8\": {\"recipe\": \"mx\", \"margin\": -1}}", "fp8.margin: applies to the \"delayed\" and \"current\" recipes only, and fp8.recipe is \"mx\"; ignored" },
+    { "{\"fp8\": {\"recipe\": \"mx\", \"margin\": 0, \"amax_history_len\": 1024, \"amax_compute_algo\": \"max\"}}", NULL },
+    { "{\"fp8\": {\"recipe\": \"current\", \"margin\": 2, \"mx_block_size\": 32}}", NULL },
+  };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autoptr(MixprecConfig) c = load (cases[i].json);
+      const gchar * const *warnings = (const gchar * const *) mixprec_config_get_warnings (c);
+
+      g_test_message ("%s", cases[i].json);
+      if (cases[i].warning == NULL)
+        g_assert_null (warnings[0]);
+      else
+        {
+          g_assert_cmpstr (warnings[0], ==, cases[i].warning);
+          g_assert_null (warnings[1]);
+        }
+    }
 }
 
 /* ------------------------------------------------------------ to_data */
@@ -2317,5 +2483,9 @@ main (int argc, char **argv)
   g_test_add_func ("/config/overrides/values", test_config_overrides_values);
   g_test_add_func ("/config/overrides/errors", test_config_overrides_errors);
   g_test_add_func ("/config/corpus/real", test_config_real_files);
+  g_test_add_func ("/config/fp8/defaults", test_config_fp8_defaults);
+  g_test_add_func ("/config/fp8/values", test_config_fp8_values);
+  g_test_add_func ("/config/fp8/modules", test_config_fp8_modules);
+  g_test_add_func ("/config/fp8/unused-keys", test_config_fp8_unused_keys);
   return g_test_run ();
 }

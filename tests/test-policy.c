@@ -195,6 +195,45 @@ test_policy_keeps_config (void)
   g_assert_cmpint (working, ==, B16);
 }
 
+/* fp8.modules by module type (with or without a package prefix), minus
+ * what mixprec.fp32_modules and mixprec.fp32_params keep in FP32; nothing
+ * while fp8.enabled is false. */
+static void
+test_policy_fp8 (void)
+{
+  g_autoptr(MixprecPrecisionPolicy) policy =
+    policy_for ("{\"bf16\": {\"enabled\": true},"
+                " \"fp8\": {\"enabled\": true, \"modules\": [\"Linear\", \"torch.nn.Conv1d\"]},"
+                " \"mixprec\": {\"fp32_modules\": [\"LayerNorm\"], \"fp32_params\": [\"head.*\"]}}");
+  g_autoptr(MixprecPrecisionPolicy) off =
+    policy_for ("{\"bf16\": {\"enabled\": true}, \"fp8\": {\"modules\": [\"Linear\"]}}");
+  static const struct {
+    const gchar *name;
+    const gchar *type;
+    gboolean fp8;
+  } fp8_cases[] = {
+    { "fc.weight", "Linear", TRUE },
+    { "fc.bias", "torch.nn.Linear", TRUE },
+    { "conv.weight", "Conv1d", TRUE },
+    { "conv.weight", "torch.nn.Conv1d", TRUE },
+    { "conv.weight", "Conv2d", FALSE },
+    { "ln.weight", "LayerNorm", FALSE },
+    { "head.weight", "Linear", FALSE },        /* fp32_params */
+    { "fc.weight", NULL, FALSE },
+    { "fc.weight", "", FALSE },
+    { "", "Linear", FALSE },
+    { "tok.weight", "Embedding", FALSE },
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (fp8_cases); i++)
+    {
+      g_test_message ("%s (%s)", fp8_cases[i].name, fp8_cases[i].type);
+      g_assert_cmpint (mixprec_precision_policy_is_fp8 (policy, fp8_cases[i].name, fp8_cases[i].type), ==,
+                       fp8_cases[i].fp8);
+      g_assert_false (mixprec_precision_policy_is_fp8 (off, fp8_cases[i].name, fp8_cases[i].type));
+    }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -204,5 +243,6 @@ main (int argc, char **argv)
   g_test_add_func ("/policy/invalid-names", test_policy_invalid_names);
   g_test_add_func ("/policy/boxed", test_policy_boxed);
   g_test_add_func ("/policy/keeps-config", test_policy_keeps_config);
+  g_test_add_func ("/policy/fp8", test_policy_fp8);
   return g_test_run ();
 }

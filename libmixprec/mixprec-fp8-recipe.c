@@ -858,14 +858,15 @@ mixprec_fp8_scaling_get_scale_inv (MixprecFp8Scaling *self)
   return self->scale_inv;
 }
 
-/* torch.maximum(): NaN wins. */
+/* torch.maximum(): NaN wins. On a tie the first wins, so that a -0
+ * recorded over a zeroed slot leaves +0 there. */
 static inline gfloat
 nan_max (gfloat a,
          gfloat b)
 {
   if (isnan (a) || isnan (b))
     return NAN;
-  return a > b ? a : b;
+  return a >= b ? a : b;
 }
 
 /**

@@ -273,6 +273,16 @@ test_delayed_edge_amaxes (void)
   mixprec_fp8_scaling_update (s, NULL);
   g_assert_cmpfloat (mixprec_fp8_scaling_get_scale (s), ==, 112.0f);
 
+  /* -0 is an amax of 0: slot 0 stays +0 */
+  mixprec_fp8_scaling_record_amax (s, -0.0f);
+  {
+    guint n;
+    const gfloat *h = mixprec_fp8_scaling_get_amax_history (s, &n);
+    g_assert_cmpuint (bits (h[0]), ==, 0);
+  }
+  mixprec_fp8_scaling_update (s, NULL);
+  g_assert_cmpfloat (mixprec_fp8_scaling_get_scale (s), ==, 112.0f);
+
   /* an amax so small that 448 / amax overflows: FLT_MAX */
   mixprec_fp8_scaling_record_amax (s, 1e-40f);
   mixprec_fp8_scaling_update (s, NULL);

@@ -66,7 +66,9 @@ EXTRA_DIST += bench/run-bench-engine-step.sh
 
 # --- fp8-gather: bytes ZeRO-3 gathers receive per step with FP8 working
 # copies (delayed, MX) beside bf16 ones, on 2 ranks of this host
+# (bench/run-bench-fp8-gather.sh)
 bench_programs += bench/bench-fp8-gather
 bench_bench_fp8_gather_SOURCES = bench/bench-fp8-gather.c tests/multiproc.c tests/multiproc.h
 bench_bench_fp8_gather_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests
 bench_bench_fp8_gather_LDADD = libmixprec/libmixprec.la $(MIXPREC_DEPS_LIBS)
+EXTRA_DIST += bench/run-bench-fp8-gather.sh

@@ -340,7 +340,7 @@ open_verified (const gchar *dir,
  *   wrong with each) when it holds no whole one, or the error of @dir
  *   itself when @dir is a single checkpoint folder
  *
- * Since: 1.0
+ * Since: 1.1
  */
 MixprecCheckpoint *
 mixprec_checkpoint_open_newest_intact (const gchar *dir,

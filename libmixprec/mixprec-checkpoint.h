@@ -165,7 +165,7 @@ G_DECLARE_FINAL_TYPE (MixprecCheckpoint, mixprec_checkpoint, MIXPREC, CHECKPOINT
 MIXPREC_AVAILABLE_IN_1_0
 MixprecCheckpoint   *mixprec_checkpoint_open                  (const gchar       *dir,
                                                                GError           **error);
-MIXPREC_AVAILABLE_IN_1_0
+MIXPREC_AVAILABLE_IN_1_1
 MixprecCheckpoint   *mixprec_checkpoint_open_newest_intact    (const gchar       *dir,
                                                                gchar            **skipped,
                                                                GError           **error);

@@ -33,7 +33,7 @@
  * An override whose path names no setting of the document is an error of
  * the load, %MIXPREC_CONFIG_ERROR_UNKNOWN_KEY, like a misspelt key.
  *
- * Since: 1.0
+ * Since: 1.1
  */
 struct _MixprecConfigLoader
 {
@@ -73,7 +73,7 @@ mixprec_config_loader_init (MixprecConfigLoader *self)
  *
  * Returns: (transfer full): a new #MixprecConfigLoader
  *
- * Since: 1.0
+ * Since: 1.1
  */
 MixprecConfigLoader *
 mixprec_config_loader_new (void)
@@ -97,7 +97,7 @@ mixprec_config_loader_new (void)
  *   %MIXPREC_CONFIG_ERROR_UNKNOWN_KEY when @path has an empty key, or to
  *   %MIXPREC_CONFIG_ERROR_INVALID_VALUE when @value is empty
  *
- * Since: 1.0
+ * Since: 1.1
  */
 gboolean
 mixprec_config_loader_set_override (MixprecConfigLoader  *self,
@@ -168,7 +168,7 @@ mixprec_config_loader_set_override (MixprecConfigLoader  *self,
  * Returns: %TRUE; %FALSE with @error set when @assignment has no `=` or
  *   mixprec_config_loader_set_override() refuses it
  *
- * Since: 1.0
+ * Since: 1.1
  */
 gboolean
 mixprec_config_loader_parse_override (MixprecConfigLoader  *self,
@@ -203,7 +203,7 @@ mixprec_config_loader_parse_override (MixprecConfigLoader  *self,
  *
  * Returns: (transfer full): the overrides, possibly none
  *
- * Since: 1.0
+ * Since: 1.1
  */
 GStrv
 mixprec_config_loader_list_overrides (MixprecConfigLoader *self)
@@ -236,7 +236,7 @@ mixprec_config_loader_list_overrides (MixprecConfigLoader *self)
  * Returns: (transfer full) (nullable): a new #MixprecConfig, or %NULL with
  *   @error set
  *
- * Since: 1.0
+ * Since: 1.1
  */
 MixprecConfig *
 mixprec_config_loader_load_file (MixprecConfigLoader  *self,
@@ -261,7 +261,7 @@ mixprec_config_loader_load_file (MixprecConfigLoader  *self,
  * Returns: (transfer full) (nullable): a new #MixprecConfig, or %NULL with
  *   @error set
  *
- * Since: 1.0
+ * Since: 1.1
  */
 MixprecConfig *
 mixprec_config_loader_load_data (MixprecConfigLoader  *self,

@@ -13,27 +13,27 @@
 G_BEGIN_DECLS
 
 #define MIXPREC_TYPE_CONFIG_LOADER (mixprec_config_loader_get_type ())
-MIXPREC_AVAILABLE_IN_1_0
+MIXPREC_AVAILABLE_IN_1_1
 G_DECLARE_FINAL_TYPE (MixprecConfigLoader, mixprec_config_loader, MIXPREC, CONFIG_LOADER, GObject)
 
-MIXPREC_AVAILABLE_IN_1_0
+MIXPREC_AVAILABLE_IN_1_1
 MixprecConfigLoader *mixprec_config_loader_new            (void);
-MIXPREC_AVAILABLE_IN_1_0
+MIXPREC_AVAILABLE_IN_1_1
 gboolean       mixprec_config_loader_set_override         (MixprecConfigLoader *self,
                                                            const gchar         *path,
                                                            const gchar         *value,
                                                            GError             **error);
-MIXPREC_AVAILABLE_IN_1_0
+MIXPREC_AVAILABLE_IN_1_1
 gboolean       mixprec_config_loader_parse_override       (MixprecConfigLoader *self,
                                                            const gchar         *assignment,
                                                            GError             **error);
-MIXPREC_AVAILABLE_IN_1_0
+MIXPREC_AVAILABLE_IN_1_1
 GStrv          mixprec_config_loader_list_overrides       (MixprecConfigLoader *self);
-MIXPREC_AVAILABLE_IN_1_0
+MIXPREC_AVAILABLE_IN_1_1
 MixprecConfig *mixprec_config_loader_load_file            (MixprecConfigLoader *self,
                                                            const gchar         *path,
                                                            GError             **error);
-MIXPREC_AVAILABLE_IN_1_0
+MIXPREC_AVAILABLE_IN_1_1
 MixprecConfig *mixprec_config_loader_load_data            (MixprecConfigLoader *self,
                                                            const gchar         *data,
                                                            GError             **error);

@@ -216,7 +216,7 @@ mixprec_config_new_from_data (const gchar  *data,
  * Returns: (transfer full) (nullable): a new #MixprecConfig, or %NULL with
  *   @error set, its message listing every problem one per line
  *
- * Since: 1.0
+ * Since: 1.1
  */
 MixprecConfig *
 mixprec_config_new_from_string (const gchar  *data,
@@ -760,7 +760,7 @@ _mixprec_config_get_weight_decay_exempt (MixprecConfig *self)
  *
  * Returns: %TRUE when the configuration was read strictly
  *
- * Since: 1.0
+ * Since: 1.1
  */
 gboolean
 mixprec_config_get_strict (MixprecConfig *self)
@@ -1150,7 +1150,7 @@ mixprec_config_get_fp32_params (MixprecConfig *self)
  *
  * Returns: the optimizer state dtype
  *
- * Since: 1.0
+ * Since: 1.1
  */
 MixprecDType
 mixprec_config_get_optimizer_state_dtype (MixprecConfig *self)
@@ -1207,7 +1207,7 @@ mixprec_config_get_comm_backend (MixprecConfig *self)
  *
  * Returns: the timeout in seconds
  *
- * Since: 1.0
+ * Since: 1.1
  */
 gdouble
 mixprec_config_get_timeout (MixprecConfig *self)
@@ -1346,7 +1346,7 @@ mixprec_config_get_contiguous_gradients (MixprecConfig *self)
  *
  * Returns: the number of elements (5e7 by default)
  *
- * Since: 1.0
+ * Since: 1.1
  */
 guint64
 mixprec_config_get_prefetch_bucket_size (MixprecConfig *self)
@@ -1365,7 +1365,7 @@ mixprec_config_get_prefetch_bucket_size (MixprecConfig *self)
  *
  * Returns: the number of elements (1e5 by default)
  *
- * Since: 1.0
+ * Since: 1.1
  */
 guint64
 mixprec_config_get_param_persistence_threshold (MixprecConfig *self)
@@ -1384,7 +1384,7 @@ mixprec_config_get_param_persistence_threshold (MixprecConfig *self)
  *
  * Returns: the number of elements (1e9 by default)
  *
- * Since: 1.0
+ * Since: 1.1
  */
 guint64
 mixprec_config_get_max_live_parameters (MixprecConfig *self)

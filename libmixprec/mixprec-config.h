@@ -109,7 +109,7 @@ MIXPREC_AVAILABLE_IN_1_0
 MixprecConfig *mixprec_config_new_from_data      (const gchar   *data,
                                                   gssize         length,
                                                   GError       **error);
-MIXPREC_AVAILABLE_IN_1_0
+MIXPREC_AVAILABLE_IN_1_1
 MixprecConfig *mixprec_config_new_from_string    (const gchar   *data,
                                                   GError       **error);
 MIXPREC_AVAILABLE_IN_1_0
@@ -117,7 +117,7 @@ gchar         *mixprec_config_to_data            (MixprecConfig *self,
                                                   gsize         *length);
 MIXPREC_AVAILABLE_IN_1_0
 GStrv          mixprec_config_get_warnings       (MixprecConfig *self);
-MIXPREC_AVAILABLE_IN_1_0
+MIXPREC_AVAILABLE_IN_1_1
 gboolean       mixprec_config_get_strict         (MixprecConfig *self);
 
 MIXPREC_AVAILABLE_IN_1_0
@@ -160,11 +160,11 @@ MIXPREC_AVAILABLE_IN_1_0
 const gchar * const *mixprec_config_get_fp32_params        (MixprecConfig *self);
 MIXPREC_AVAILABLE_IN_1_0
 gboolean       mixprec_config_get_stochastic_rounding      (MixprecConfig *self);
-MIXPREC_AVAILABLE_IN_1_0
+MIXPREC_AVAILABLE_IN_1_1
 MixprecDType   mixprec_config_get_optimizer_state_dtype    (MixprecConfig *self);
 MIXPREC_AVAILABLE_IN_1_0
 const gchar   *mixprec_config_get_comm_backend             (MixprecConfig *self);
-MIXPREC_AVAILABLE_IN_1_0
+MIXPREC_AVAILABLE_IN_1_1
 gdouble        mixprec_config_get_timeout                  (MixprecConfig *self);
 MIXPREC_AVAILABLE_IN_1_0
 const gchar   *mixprec_config_get_device                   (MixprecConfig *self);
@@ -181,11 +181,11 @@ MIXPREC_AVAILABLE_IN_1_0
 gboolean       mixprec_config_get_overlap_comm             (MixprecConfig *self);
 MIXPREC_AVAILABLE_IN_1_0
 gboolean       mixprec_config_get_contiguous_gradients     (MixprecConfig *self);
-MIXPREC_AVAILABLE_IN_1_0
+MIXPREC_AVAILABLE_IN_1_1
 guint64        mixprec_config_get_prefetch_bucket_size     (MixprecConfig *self);
-MIXPREC_AVAILABLE_IN_1_0
+MIXPREC_AVAILABLE_IN_1_1
 guint64        mixprec_config_get_param_persistence_threshold (MixprecConfig *self);
-MIXPREC_AVAILABLE_IN_1_0
+MIXPREC_AVAILABLE_IN_1_1
 guint64        mixprec_config_get_max_live_parameters      (MixprecConfig *self);
 MIXPREC_AVAILABLE_IN_1_0
 gdouble        mixprec_config_get_gradient_clipping        (MixprecConfig *self);

@@ -960,7 +960,7 @@ mixprec_dynamic_scaler_new_deepspeed (gdouble init_scale,
  *   #MixprecDynamicScaler, or %NULL with @error set to
  *   %MIXPREC_SCALER_ERROR_INVALID_CONFIG
  *
- * Since: 1.0
+ * Since: 1.1
  */
 MixprecLossScaler *
 mixprec_dynamic_scaler_new_deepspeed_full (gdouble   init_scale,

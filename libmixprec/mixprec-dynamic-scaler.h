@@ -24,7 +24,7 @@ MixprecLossScaler      *mixprec_dynamic_scaler_new_deepspeed    (gdouble        
                                                                  guint                  scale_window,
                                                                  guint                  hysteresis,
                                                                  gdouble                min_scale);
-MIXPREC_AVAILABLE_IN_1_0
+MIXPREC_AVAILABLE_IN_1_1
 MixprecLossScaler      *mixprec_dynamic_scaler_new_deepspeed_full (gdouble              init_scale,
                                                                    guint                scale_window,
                                                                    guint                hysteresis,

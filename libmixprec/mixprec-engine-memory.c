@@ -18,7 +18,7 @@ G_DEFINE_BOXED_TYPE (MixprecMemoryBuffer, mixprec_memory_buffer,
  *
  * Returns: (transfer full): a copy of @buffer
  *
- * Since: 1.0
+ * Since: 1.1
  */
 MixprecMemoryBuffer *
 mixprec_memory_buffer_copy (const MixprecMemoryBuffer *buffer)
@@ -37,7 +37,7 @@ mixprec_memory_buffer_copy (const MixprecMemoryBuffer *buffer)
  *
  * Frees @buffer.
  *
- * Since: 1.0
+ * Since: 1.1
  */
 void
 mixprec_memory_buffer_free (MixprecMemoryBuffer *buffer)
@@ -152,7 +152,7 @@ mixprec_engine_get_memory_report (MixprecEngine *self)
  *   buffers, in the order above, those never allocated nor planned left
  *   out
  *
- * Since: 1.0
+ * Since: 1.1
  */
 GPtrArray *
 mixprec_engine_list_buffers (MixprecEngine *self)
@@ -329,7 +329,7 @@ mixprec_memory_plan_new (MixprecConfig *config,
  * Returns: (transfer full) (element-type MixprecMemoryBuffer): the
  *   buffers, or %NULL with @error set
  *
- * Since: 1.0
+ * Since: 1.1
  */
 GPtrArray *
 mixprec_memory_plan_list_buffers (MixprecConfig *config,
@@ -369,7 +369,7 @@ mixprec_memory_plan_list_buffers (MixprecConfig *config,
  * Returns: (transfer full): the formula's bytes per rank, or %NULL with
  *   @error set
  *
- * Since: 1.0
+ * Since: 1.1
  */
 MixprecMemoryReport *
 mixprec_memory_plan_new_deepspeed (MixprecConfig *config,

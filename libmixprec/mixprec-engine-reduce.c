@@ -636,7 +636,7 @@ intake_finish_unit (MixprecEngine *self,
  *   was already handed over in this micro-step, the engine expects step(),
  *   or a reduction failed
  *
- * Since: 1.0
+ * Since: 1.1
  */
 gboolean
 mixprec_param_reduce_grad (MixprecParam  *self,
@@ -747,7 +747,7 @@ mixprec_param_reduce_grad (MixprecParam  *self,
  *
  * Returns: %TRUE on success
  *
- * Since: 1.0
+ * Since: 1.1
  */
 gboolean
 mixprec_param_reduce_grad_bytes (MixprecParam  *self,
@@ -815,7 +815,7 @@ mixprec_param_reduce_grad_bytes (MixprecParam  *self,
  *
  * Returns: %TRUE on success
  *
- * Since: 1.0
+ * Since: 1.1
  */
 gboolean
 mixprec_param_reduce_grad_address (MixprecParam  *self,

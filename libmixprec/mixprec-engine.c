@@ -1000,7 +1000,7 @@ mixprec_engine_register_external (MixprecEngine  *self,
  *
  * Returns: (transfer none): the parameter, or %NULL with @error set
  *
- * Since: 1.0
+ * Since: 1.1
  */
 MixprecParam *
 mixprec_engine_register_external_address (MixprecEngine  *self,

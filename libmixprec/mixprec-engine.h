@@ -96,7 +96,8 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (MixprecStepResult, mixprec_step_result_free)
 /**
  * MixprecMemoryReport:
  * @working: working copies resident on this rank (under ZeRO-3 the slices,
- *   plus the whole copies of persistent parameters)
+ *   plus the whole copies of persistent parameters), FP8 working copies and
+ *   their MX block scales included
  * @gradients: the whole gradient buffers the backward pass writes (none
  *   under ZeRO-2/3 unless the caller asks for them)
  * @accumulation: gradient accumulation buffers (this rank's slices across
@@ -104,7 +105,7 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (MixprecStepResult, mixprec_step_result_free)
  * @masters: FP32 master weights (sharded from ZeRO-1 on)
  * @optimizer_state: optimizer state (sharded from ZeRO-1 on)
  * @communication: gradient staging, the sum-of-squares blocks and, under
- *   ZeRO-3, gathered working copies
+ *   ZeRO-3, gathered working copies (FP8 ones included)
  * @total: the sum of the above
  *
  * Bytes per category on one rank, as the engine allocates them (the most
@@ -145,7 +146,7 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (MixprecMemoryReport, mixprec_memory_report_free)
  * One kind of buffer of an engine on one rank, summed over its parameter
  * groups.
  *
- * Since: 1.0
+ * Since: 1.1
  */
 typedef struct {
   gchar *name;
@@ -157,11 +158,11 @@ typedef struct {
 } MixprecMemoryBuffer;
 
 #define MIXPREC_TYPE_MEMORY_BUFFER (mixprec_memory_buffer_get_type ())
-MIXPREC_AVAILABLE_IN_1_0
+MIXPREC_AVAILABLE_IN_1_1
 GType                mixprec_memory_buffer_get_type (void) G_GNUC_CONST;
-MIXPREC_AVAILABLE_IN_1_0
+MIXPREC_AVAILABLE_IN_1_1
 MixprecMemoryBuffer *mixprec_memory_buffer_copy     (const MixprecMemoryBuffer *buffer);
-MIXPREC_AVAILABLE_IN_1_0
+MIXPREC_AVAILABLE_IN_1_1
 void                 mixprec_memory_buffer_free     (MixprecMemoryBuffer       *buffer);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (MixprecMemoryBuffer, mixprec_memory_buffer_free)
 
@@ -170,14 +171,14 @@ MixprecMemoryReport *mixprec_memory_plan_new        (MixprecConfig  *config,
                                                      guint64         n_params,
                                                      guint           world_size,
                                                      GError        **error);
-MIXPREC_AVAILABLE_IN_1_0
+MIXPREC_AVAILABLE_IN_1_1
 GPtrArray           *mixprec_memory_plan_list_buffers (MixprecConfig *config,
                                                      const guint64  *param_sizes,
                                                      guint           n_params,
                                                      guint           world_size,
                                                      guint64         gathered,
                                                      GError        **error);
-MIXPREC_AVAILABLE_IN_1_0
+MIXPREC_AVAILABLE_IN_1_1
 MixprecMemoryReport *mixprec_memory_plan_new_deepspeed (MixprecConfig *config,
                                                      guint64         n_params,
                                                      guint           world_size,
@@ -230,7 +231,7 @@ MixprecParam      *mixprec_engine_register_external (MixprecEngine  *self,
                                                      gpointer        working,
                                                      gpointer        grad,
                                                      GError        **error);
-MIXPREC_AVAILABLE_IN_1_0
+MIXPREC_AVAILABLE_IN_1_1
 MixprecParam      *mixprec_engine_register_external_address (MixprecEngine  *self,
                                                      const gchar    *name,
                                                      const guint64  *shape,
@@ -240,7 +241,7 @@ MixprecParam      *mixprec_engine_register_external_address (MixprecEngine  *sel
                                                      guint64         working,
                                                      guint64         grad,
                                                      GError        **error);
-MIXPREC_AVAILABLE_IN_1_0
+MIXPREC_AVAILABLE_IN_1_1
 MixprecEngine     *mixprec_param_get_engine         (MixprecParam   *self);
 MIXPREC_AVAILABLE_IN_1_0
 gboolean           mixprec_engine_prepare           (MixprecEngine  *self,
@@ -290,7 +291,7 @@ GBytes            *mixprec_engine_gather_master     (MixprecEngine  *self,
                                                      GError        **error);
 MIXPREC_AVAILABLE_IN_1_0
 MixprecMemoryReport *mixprec_engine_get_memory_report (MixprecEngine *self);
-MIXPREC_AVAILABLE_IN_1_0
+MIXPREC_AVAILABLE_IN_1_1
 GPtrArray         *mixprec_engine_list_buffers      (MixprecEngine  *self);
 
 MIXPREC_AVAILABLE_IN_1_0

@@ -1304,7 +1304,7 @@ mixprec_feature_get_working_dtypes (MixprecFeature *self,
  *
  * Returns: the vtable revision, 1 or more
  *
- * Since: 1.0
+ * Since: 1.1
  */
 guint
 mixprec_feature_get_abi_revision (MixprecFeature *self)
@@ -1332,7 +1332,7 @@ mixprec_feature_get_abi_revision (MixprecFeature *self)
  *   order: float32 always, bfloat16 too for optimizers of revision 2 that
  *   declare it (mixprec_feature_get_abi_revision()); %NULL for other kinds
  *
- * Since: 1.0
+ * Since: 1.1
  */
 const MixprecDType *
 mixprec_feature_get_state_dtypes (MixprecFeature *self,

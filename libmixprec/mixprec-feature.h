@@ -105,10 +105,10 @@ const MixprecDType   *mixprec_feature_get_grad_dtypes       (MixprecFeature *sel
 MIXPREC_AVAILABLE_IN_1_0
 const MixprecDType   *mixprec_feature_get_working_dtypes    (MixprecFeature *self,
                                                              gsize          *n_dtypes);
-MIXPREC_AVAILABLE_IN_1_0
+MIXPREC_AVAILABLE_IN_1_1
 const MixprecDType   *mixprec_feature_get_state_dtypes      (MixprecFeature *self,
                                                              gsize          *n_dtypes);
-MIXPREC_AVAILABLE_IN_1_0
+MIXPREC_AVAILABLE_IN_1_1
 guint                 mixprec_feature_get_abi_revision      (MixprecFeature *self);
 MIXPREC_AVAILABLE_IN_1_0
 gboolean              mixprec_feature_probe_device          (MixprecFeature *self,

@@ -396,7 +396,7 @@ mixprec_param_get_master_data (MixprecParam *self)
  *
  * Returns: (transfer none) (nullable): the engine, or %NULL once it is gone
  *
- * Since: 1.0
+ * Since: 1.1
  */
 MixprecEngine *
 mixprec_param_get_engine (MixprecParam *self)
@@ -431,7 +431,7 @@ mixprec_param_get_engine (MixprecParam *self)
  *   accumulation buffer, buffers sharded across ranks) or lies in device
  *   memory
  *
- * Since: 1.0
+ * Since: 1.1
  */
 /* Where @buffer lies, in host memory (*on_host) or in the memory of the
  * engine's device. */

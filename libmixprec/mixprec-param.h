@@ -28,7 +28,7 @@ G_BEGIN_DECLS
  *
  * One of a parameter's buffers, for mixprec_param_get_buffer_address().
  *
- * Since: 1.0
+ * Since: 1.1
  */
 typedef enum {
   MIXPREC_PARAM_BUFFER_WORKING,
@@ -74,12 +74,12 @@ MIXPREC_AVAILABLE_IN_1_0
 const gfloat *mixprec_param_get_master_data       (MixprecParam *self);
 
 /* Addresses, for bindings that build zero-copy views (ctypes, DLPack). */
-MIXPREC_AVAILABLE_IN_1_0
+MIXPREC_AVAILABLE_IN_1_1
 guint64       mixprec_param_get_buffer_address    (MixprecParam       *self,
                                                    MixprecParamBuffer  buffer,
                                                    MixprecDType       *dtype,
                                                    GError            **error);
-MIXPREC_AVAILABLE_IN_1_0
+MIXPREC_AVAILABLE_IN_1_1
 gboolean      mixprec_param_reduce_grad_address   (MixprecParam  *self,
                                                    MixprecDType   dtype,
                                                    guint64        address,
@@ -115,12 +115,12 @@ gboolean      mixprec_param_add_grad              (MixprecParam *self,
                                                    MixprecDType  dtype,
                                                    GBytes       *grad,
                                                    GError      **error);
-MIXPREC_AVAILABLE_IN_1_0
+MIXPREC_AVAILABLE_IN_1_1
 gboolean      mixprec_param_reduce_grad           (MixprecParam  *self,
                                                    MixprecDType   dtype,
                                                    gconstpointer  grad,
                                                    GError       **error);
-MIXPREC_AVAILABLE_IN_1_0
+MIXPREC_AVAILABLE_IN_1_1
 gboolean      mixprec_param_reduce_grad_bytes     (MixprecParam  *self,
                                                    MixprecDType   dtype,
                                                    GBytes        *grad,

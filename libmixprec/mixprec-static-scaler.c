@@ -174,7 +174,7 @@ mixprec_static_scaler_new (gdouble scale)
  *   #MixprecStaticScaler, or %NULL with @error set to
  *   %MIXPREC_SCALER_ERROR_INVALID_CONFIG
  *
- * Since: 1.0
+ * Since: 1.1
  */
 MixprecLossScaler *
 mixprec_static_scaler_new_full (gdouble   scale,

@@ -17,7 +17,7 @@ G_DECLARE_FINAL_TYPE (MixprecStaticScaler, mixprec_static_scaler, MIXPREC, STATI
 
 MIXPREC_AVAILABLE_IN_1_0
 MixprecLossScaler *mixprec_static_scaler_new      (gdouble   scale);
-MIXPREC_AVAILABLE_IN_1_0
+MIXPREC_AVAILABLE_IN_1_1
 MixprecLossScaler *mixprec_static_scaler_new_full (gdouble   scale,
                                                    GError  **error);
 

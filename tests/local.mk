@@ -70,7 +70,7 @@ endif
 # --- zero-copy views: the Python overrides (bindings/gi/overrides, found
 # through PYTHONPATH above) against the uninstalled library; dlpack-layout
 # prints dlpack.h's layout for the test to compare with its ctypes one.
-EXTRA_DIST += tests/test-views-gi.py tests/dlpack-layout.c
+EXTRA_DIST += tests/test-views-gi.py tests/dlpack-layout.c tests/python_optional.py
 if HAVE_PYTHON_GI
 TESTS += tests/test-views-gi.py
 if HAVE_DLPACK
@@ -544,7 +544,7 @@ tests_device_plugins_mixprec_test_hostdev_la_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_s
 tests_device_plugins_mixprec_test_hostdev_la_LDFLAGS = $(test_plugin_ldflags)
 
 check_PROGRAMS += tests/test-engine-device
-tests_test_engine_device_SOURCES = tests/test-engine-device.c tests/test-values.h
+tests_test_engine_device_SOURCES = tests/test-engine-device.c tests/recomputable-values.h
 tests_test_engine_device_CPPFLAGS = $(tests_internal_cppflags)
 tests_test_engine_device_LDADD = $(tests_internal_ldadd) -lm
 EXTRA_tests_test_engine_device_DEPENDENCIES = tests/device-plugins/mixprec-test-hostdev.la
@@ -552,7 +552,7 @@ TESTS += tests/test-engine-device
 
 # Buffers of a device engine by address, and gradients from device memory.
 check_PROGRAMS += tests/test-param-device-address
-tests_test_param_device_address_SOURCES = tests/test-param-device-address.c tests/test-values.h
+tests_test_param_device_address_SOURCES = tests/test-param-device-address.c tests/recomputable-values.h
 tests_test_param_device_address_CPPFLAGS = $(tests_internal_cppflags)
 tests_test_param_device_address_LDADD = $(tests_internal_ldadd) -lm
 EXTRA_tests_test_param_device_address_DEPENDENCIES = tests/device-plugins/mixprec-test-hostdev.la
@@ -607,7 +607,9 @@ endif
 # --- FP8 working copies in the engine (fp8-engine): one process, and
 # ZeRO-3 bit identity across world sizes (needs the UCX comm plugin)
 check_PROGRAMS += tests/test-fp8-engine
-tests_test_fp8_engine_LDADD = $(tests_public_ldadd) -lm
+tests_test_fp8_engine_CPPFLAGS = $(tests_internal_cppflags)
+tests_test_fp8_engine_LDADD = $(tests_internal_ldadd) -lm
+EXTRA_tests_test_fp8_engine_DEPENDENCIES = tests/device-plugins/mixprec-test-hostdev.la
 TESTS += tests/test-fp8-engine
 if HAVE_UCX
 check_PROGRAMS += tests/test-fp8-zero

@@ -10,19 +10,10 @@ import shutil
 import sys
 import tempfile
 
-try:
-    import safetensors  # noqa: F401
-except ImportError:
-    # make check runs .py tests with PYTHON_GI; configure found another
-    # Python that has the package (a venv that also sees gi and numpy).
-    # (A venv's python is a link to the system one: compare the names, and
-    # re-execute once at most.)
-    other = os.environ.get("PYTHON_SAFETENSORS", "")
-    if other not in ("", "no") and "MIXPREC_TEST_REEXEC" not in os.environ:
-        os.environ["MIXPREC_TEST_REEXEC"] = "1"
-        os.execv(other, [other] + sys.argv)
-    print("1..0 # SKIP no Python with the safetensors package (see PYTHON_SAFETENSORS)")
-    sys.exit(0)
+from python_optional import require  # noqa: E402
+
+require("safetensors", "PYTHON_SAFETENSORS")
+import safetensors  # noqa: F401,E402
 
 import gi
 gi.require_version("GLib", "2.0")

@@ -18,7 +18,7 @@
 #include "mixprec-device-private.h"
 #include "mixprec-engine-impl-private.h"
 #include "mixprec-engine-private.h"
-#include "test-values.h"
+#include "recomputable-values.h"
 
 typedef struct {
   const gchar *name;

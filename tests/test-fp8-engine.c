@@ -4,11 +4,16 @@
  * for bit, with the scale its scaling reports, and the scales follow the
  * amaxes of the masters (computed here from the masters themselves); a
  * skipped step changes nothing FP8; checkpoints carry the scalings. */
+#include "config.h"
+
 #include <math.h>
 #include <string.h>
 
 #include <glib/gstdio.h>
-#include <mixprec/mixprec.h>
+
+#include "mixprec.h"
+#include "mixprec-device-private.h"
+#include "mixprec-engine-impl-private.h"
 
 #define E4M3_MAX 448.0f
 
@@ -452,15 +457,64 @@ test_checkpoint (void)
   remove_tree (dir);
 }
 
+/* FP8 copies are written on the cpu device only for now: on another
+ * device, registering an fp8 parameter fails naming the device; others
+ * register. The "hostdev" test plugin stands for a GPU. */
+static void
+test_other_device (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MixprecConfig) config = NULL;
+  g_autoptr(MixprecEngine) engine = NULL;
+  g_autoptr(_MixprecDevice) device = NULL;
+  gfloat init[8] = { 0 };
+  guint64 shape[1] = { 8 };
+  g_autoptr(GBytes) bytes = g_bytes_new (init, sizeof init);
+
+  if (g_getenv ("MIXPREC_TOP_BUILDDIR") == NULL)
+    {
+      g_test_skip ("needs MIXPREC_TOP_BUILDDIR to find the hostdev test plugin");
+      return;
+    }
+  device = _mixprec_device_open ("hostdev", -1, &error);
+  g_assert_no_error (error);
+  config = mixprec_config_new_from_data ("{\"bf16\": {\"enabled\": true},"
+                                         " \"fp8\": {\"enabled\": true, \"modules\": [\"Linear\"]}}",
+                                         -1, &error);
+  g_assert_no_error (error);
+  engine = _mixprec_engine_new_internal (config, device, NULL, NULL, FALSE, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (mixprec_engine_register_param (engine, "ln", shape, 1, "LayerNorm",
+                                                   MIXPREC_DTYPE_FLOAT32, bytes, &error));
+  g_assert_no_error (error);
+  g_assert_null (mixprec_engine_register_param (engine, "w", shape, 1, "Linear",
+                                                MIXPREC_DTYPE_FLOAT32, bytes, &error));
+  g_assert_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_PARAM);
+  g_assert_nonnull (strstr (error->message, "'w'"));
+  g_assert_nonnull (strstr (error->message, "'hostdev'"));
+  g_assert_null (mixprec_engine_get_param (engine, "w"));
+}
+
 int
 main (int argc, char **argv)
 {
+  const gchar *top = g_getenv ("MIXPREC_TOP_BUILDDIR");
+  g_autofree gchar *path = NULL;
+
   g_test_init (&argc, &argv, NULL);
+  /* Before the default registry exists: the hostdev plugin sits beside the
+   * build's own plugins. */
+  if (top != NULL)
+    {
+      path = g_strdup_printf ("%s/plugins:%s/tests/device-plugins", top, top);
+      g_setenv ("MIXPREC_PLUGIN_PATH", path, TRUE);
+    }
   g_test_add_func ("/fp8-engine/delayed", test_delayed);
   g_test_add_func ("/fp8-engine/current", test_current);
   g_test_add_func ("/fp8-engine/mx", test_mx);
   g_test_add_func ("/fp8-engine/skipped-step", test_skipped_step);
   g_test_add_func ("/fp8-engine/memory", test_memory);
   g_test_add_func ("/fp8-engine/checkpoint", test_checkpoint);
+  g_test_add_func ("/fp8-engine/other-device", test_other_device);
   return g_test_run ();
 }

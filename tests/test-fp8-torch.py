@@ -7,18 +7,11 @@
 # against a torch transcription of the OCP MX v1.0 definition (FLOOR), and
 # against torchao's to_mx() where torchao is installed. Prints TAP.
 import importlib.util
-import os
 import sys
 
-if importlib.util.find_spec("torch") is None:
-    # make check runs .py tests with PYTHON_GI; configure may have found
-    # another Python with torch (the venv of build-aux/install-deps.sh).
-    other = os.environ.get("PYTHON_TORCH", "")
-    if other not in ("", "no") and "MIXPREC_TEST_REEXEC" not in os.environ:
-        os.environ["MIXPREC_TEST_REEXEC"] = "1"
-        os.execv(other, [other] + sys.argv)
-    print("1..0 # SKIP torch is not importable (no Python with gi and torch: see PYTHON_TORCH)")
-    sys.exit(0)
+from python_optional import require  # noqa: E402
+
+require("torch", "PYTHON_TORCH")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402

@@ -14,17 +14,10 @@ import struct
 import sys
 import tempfile
 
-try:
-    from tensorboard.backend.event_processing import event_accumulator  # noqa: F401
-except ImportError:
-    # make check runs .py tests with PYTHON_GI; configure found another
-    # Python that has the package (the venv of build-aux/install-deps.sh).
-    other = os.environ.get("PYTHON_TENSORBOARD", "")
-    if other not in ("", "no") and "MIXPREC_TEST_REEXEC" not in os.environ:
-        os.environ["MIXPREC_TEST_REEXEC"] = "1"
-        os.execv(other, [other] + sys.argv)
-    print("1..0 # SKIP no Python with the tensorboard package (see PYTHON_TENSORBOARD)")
-    sys.exit(0)
+from python_optional import require  # noqa: E402
+
+require("tensorboard", "PYTHON_TENSORBOARD")
+from tensorboard.backend.event_processing import event_accumulator  # noqa: F401,E402
 
 import gi
 gi.require_version("GLib", "2.0")

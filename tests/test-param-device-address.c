@@ -17,7 +17,7 @@
 #include "mixprec-device-private.h"
 #include "mixprec-engine-impl-private.h"
 #include "mixprec-engine-private.h"
-#include "test-values.h"
+#include "recomputable-values.h"
 
 #define CONFIG \
   "{\"train_micro_batch_size_per_gpu\": 1, \"gradient_accumulation_steps\": 2," \

@@ -10,18 +10,13 @@
 # (no CUDA in torch, cudaGetDeviceCount failing, no device-cuda plugin).
 # Prints TAP.
 import ctypes
-import importlib.util
 import json
 import os
 import sys
 
-if importlib.util.find_spec("torch") is None:
-    other = os.environ.get("PYTHON_TORCH", "")
-    if other not in ("", "no") and "MIXPREC_TEST_REEXEC" not in os.environ:
-        os.environ["MIXPREC_TEST_REEXEC"] = "1"
-        os.execv(other, [other] + sys.argv)
-    print("1..0 # SKIP torch is not importable (no Python with gi and torch: see PYTHON_TORCH)")
-    sys.exit(0)
+from python_optional import require  # noqa: E402
+
+require("torch", "PYTHON_TORCH")
 
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402

@@ -29,12 +29,16 @@ except ImportError:
     print("1..0 # SKIP numpy is not importable (Debian package python3-numpy)")
     sys.exit(0)
 
-try:
+# The torch checks run where configure found a Python with torch (the
+# venv, which also sees gi and numpy); the others run without it.
+from python_optional import require  # noqa: E402
+
+if require("torch", "PYTHON_TORCH", optional=True):
     import torch
     no_torch = None
-except ImportError as e:
+else:
     torch = None
-    no_torch = "torch is not importable (%s)" % e
+    no_torch = "torch is not importable (no Python with gi and torch: see PYTHON_TORCH)"
 
 results = []
 

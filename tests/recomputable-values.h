@@ -1,4 +1,4 @@
-/* test-values.h — gradients and weights a reader can recompute: a hash of
+/* recomputable-values.h — gradients and weights a reader can recompute: a hash of
  * (seed, index) mapped to [-1, 1), scaled over several binades so that
  * rounding matters. Shared by the device-engine tests. */
 #pragma once

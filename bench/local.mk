@@ -63,3 +63,12 @@ bench_bench_engine_step_CPPFLAGS = $(tests_internal_cppflags)
 bench_bench_engine_step_LDADD = $(tests_internal_ldadd) -lm
 EXTRA_bench_bench_engine_step_DEPENDENCIES = plugins/mixprec-optim-adamw.la
 EXTRA_DIST += bench/run-bench-engine-step.sh
+
+# --- fp8-gather: bytes ZeRO-3 gathers receive per step with FP8 working
+# copies (delayed, MX) beside bf16 ones, on 2 ranks of this host
+# (bench/run-bench-fp8-gather.sh)
+bench_programs += bench/bench-fp8-gather
+bench_bench_fp8_gather_SOURCES = bench/bench-fp8-gather.c tests/multiproc.c tests/multiproc.h
+bench_bench_fp8_gather_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests
+bench_bench_fp8_gather_LDADD = libmixprec/libmixprec.la $(MIXPREC_DEPS_LIBS)
+EXTRA_DIST += bench/run-bench-fp8-gather.sh

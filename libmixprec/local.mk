@@ -132,6 +132,9 @@ mixprec_sources += \
 	libmixprec/mixprec-engine-access.c \
 	libmixprec/mixprec-engine-monitor.c
 
+# --- FP8 working copies (fp8-engine)
+mixprec_sources += libmixprec/mixprec-engine-fp8.c
+
 # --- monitors (csv_monitor, tensorboard): the files steps are recorded in
 mixprec_sources += \
 	libmixprec/mixprec-monitor-private.h \

@@ -337,6 +337,8 @@ mixprec_engine_load_checkpoint_full (MixprecEngine              *engine,
       ok = ok && check_params (ckpt, shards, flags, &local_error) &&
            check_sources (ckpt, shards, slots, &local_error) &&
            (weights_only || restore_scaler (engine, ckpt, flags, &local_error)) &&
+           (weights_only || _mixprec_engine_restore_fp8 (engine, mixprec_checkpoint_get_path (ckpt),
+                                                         m->fp8_states, &local_error)) &&
            copy_values (ckpt, shards, slots, &local_error);
     }
   if (ok && !weights_only)

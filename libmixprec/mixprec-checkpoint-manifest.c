@@ -43,6 +43,8 @@ _mixprec_manifest_init (_MixprecManifest *m)
   m->params = g_ptr_array_new_with_free_func (param_free);
   m->param_index = g_hash_table_new (g_str_hash, g_str_equal);
   m->files = g_ptr_array_new_with_free_func (file_free);
+  m->fp8_states = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
+                                         (GDestroyNotify) g_variant_unref);
 }
 
 void
@@ -54,6 +56,7 @@ _mixprec_manifest_clear (_MixprecManifest *m)
   g_free (m->low_dtype);
   g_free (m->scaler_type);
   g_clear_pointer (&m->scaler_state, g_variant_unref);
+  g_clear_pointer (&m->fp8_states, g_hash_table_unref);
   g_free (m->lr_schedule_type);
   g_free (m->optimizer_name);
   g_strfreev (m->state_names);
@@ -226,6 +229,28 @@ _mixprec_manifest_to_json (const _MixprecManifest *m)
   json_builder_set_member_name (b, "state");
   json_builder_add_string_value (b, state);
   json_builder_end_object (b);
+
+  /* FP8 scalings (amax histories and scales), by parameter name, in
+   * GVariant text like the scaler's state; only when there are any. */
+  if (m->fp8_states != NULL && g_hash_table_size (m->fp8_states) > 0)
+    {
+      json_builder_set_member_name (b, "fp8");
+      json_builder_begin_object (b);
+      /* In registration order. */
+      for (guint i = 0; i < m->params->len; i++)
+        {
+          const _MixprecManifestParam *p = g_ptr_array_index (m->params, i);
+          GVariant *saved = g_hash_table_lookup (m->fp8_states, p->name);
+          g_autofree gchar *text = NULL;
+
+          if (saved == NULL)
+            continue;
+          text = g_variant_print (saved, TRUE);
+          json_builder_set_member_name (b, p->name);
+          json_builder_add_string_value (b, text);
+        }
+      json_builder_end_object (b);
+    }
 
   json_builder_set_member_name (b, "lr_schedule");
   json_builder_begin_object (b);
@@ -665,6 +690,36 @@ parse_root (Reader           *r,
     }
   /* g_variant_parse() returns a reference of our own, not a floating one:
    * sinking it would take a second reference that nothing drops. */
+
+  /* Optional: FP8 scalings by parameter name. */
+  if (json_object_has_member (root, "fp8"))
+    {
+      JsonObject *fp8 = get_object (r, root, "", "fp8");
+      g_autoptr(GList) names = NULL;
+
+      if (fp8 == NULL)
+        return FALSE;
+      names = json_object_get_members (fp8);
+      for (GList *l = names; l != NULL; l = l->next)
+        {
+          g_autofree gchar *text = NULL;
+          GVariant *v;
+
+          if (!get_string (r, fp8, "fp8", l->data, &text))
+            return FALSE;
+          if (strlen (text) > MAX_SCALER_STATE)
+            return bad (r, "fp8", l->data, "is longer than any FP8 scaling state");
+          g_clear_error (&local_error);
+          v = g_variant_parse (G_VARIANT_TYPE_VARDICT, text, NULL, NULL, &local_error);
+          if (v == NULL)
+            {
+              g_autofree gchar *rule = g_strdup_printf ("is not a GVariant dictionary (a{sv}): %s",
+                                                        local_error->message);
+              return bad (r, "fp8", l->data, rule);
+            }
+          g_hash_table_replace (m->fp8_states, g_strdup (l->data), v);
+        }
+    }
 
   if ((lr = get_object (r, root, "", "lr_schedule")) == NULL ||
       !get_string (r, lr, "lr_schedule", "type", &m->lr_schedule_type) ||

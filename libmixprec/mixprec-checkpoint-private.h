@@ -69,6 +69,8 @@ typedef struct
   gchar   *optimizer_name;
   GStrv    state_names;
   JsonNode *hyper_parameters; /* an object; informational */
+  GHashTable *fp8_states;    /* parameter name -> its FP8 scaling's a{sv}
+                                (the manifest's optional "fp8" object) */
   GPtrArray *params;         /* _MixprecManifestParam, registration order */
   GHashTable *param_index;   /* name -> param */
   GPtrArray *files;          /* _MixprecManifestFile */

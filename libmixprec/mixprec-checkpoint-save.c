@@ -262,6 +262,20 @@ build_manifest (const Save       *s,
   m->zero_stage = _mixprec_engine_get_zero_stage (s->engine);
   m->scaler_type = g_strdup (G_OBJECT_TYPE_NAME (scaler));
   m->scaler_state = mixprec_loss_scaler_save_state (scaler);
+  {
+    g_autoptr(GPtrArray) params = mixprec_engine_get_params (s->engine);
+
+    /* Each fp8 parameter's scaling: the same on every rank. */
+    for (guint i = 0; i < params->len; i++)
+      {
+        MixprecFp8Scaling *scaling = mixprec_param_get_fp8_scaling (g_ptr_array_index (params, i));
+
+        if (scaling != NULL)
+          g_hash_table_replace (m->fp8_states,
+                                g_strdup (mixprec_param_get_name (g_ptr_array_index (params, i))),
+                                g_variant_ref_sink (mixprec_fp8_scaling_save_state (scaling)));
+      }
+  }
   m->lr_schedule_type = g_strdup (mixprec_lr_schedule_get_type_name (schedule));
   m->lr_position = mixprec_lr_schedule_get_position (schedule);
   m->base_lr = mixprec_lr_schedule_get_base_lr (schedule);

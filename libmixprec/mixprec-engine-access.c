@@ -619,6 +619,10 @@ _mixprec_engine_refresh_working (MixprecEngine *self,
     }
   if (self->stage >= 1 && !_mixprec_engine_refresh_whole (self, error))
     return FALSE;
+  /* The FP8 copies follow the restored values, cast with the restored
+   * scalings (or fresh ones). */
+  if (!_mixprec_engine_fp8_write (self, FALSE, error))
+    return FALSE;
   _mixprec_engine_clear_gradients (self);
   return TRUE;
 }

@@ -69,6 +69,11 @@ typedef struct {
   guint gather_count;
   gboolean prefetched;       /* gathering ahead, counted in the prefetch window */
   MixprecCommRequest *gathering;
+  /* FP8 groups under the MX recipe (one parameter per unit): where the
+   * unit's block scales start in the group's whole scale space (ZeRO-3:
+   * among the persistent units'), and among this rank's slices' scales. */
+  guint64 scales_at;
+  guint64 scales_local;
 } Unit;
 
 typedef enum {
@@ -143,6 +148,20 @@ typedef struct {
   guint n_exposed;           /* parameters whose gradient buffer the caller
                                 was given (see _mixprec_engine_grad_private()) */
   gboolean has_stale;        /* some parameter's grad_stale is set */
+  /* FP8 working copies (mixprec-engine-fp8.c): a group holds fp8
+   * parameters only, or none. */
+  gboolean fp8;
+  MixprecFp8RecipeKind fp8_kind;
+  MixprecDType fp8_dtype;
+  guint8 *fp8_data;          /* padded element space (bytes), or the slices under ZeRO-3 */
+  guint8 *fp8_scales;        /* MX: the scale space, or its slices under ZeRO-3 */
+  guint64 fp8_scales_n;      /* MX: bytes of fp8_scales */
+  guint64 fp8_scales_whole;  /* MX, ZeRO-3: where the persistent units'
+                                whole scales start in fp8_scales */
+  gfloat *fp8_agreed;        /* delayed: the amaxes agreed in this step's
+                                overflow agreement, one per parameter */
+  struct _MixprecFp8Fuse *fp8_fuse;  /* the cast fused into the step's pass */
+  gboolean fp8_fused;        /* this step's pass cast (see mixprec-engine-fp8.c) */
 } Group;
 
 /* A host copy of one device buffer, which checkpoints read and write
@@ -170,7 +189,10 @@ typedef enum {
   BUF_HOST_STATE,
   BUF_HOST_STAGING,
   BUF_PINNED_STAGING,        /* the transfer buffers in the device's pinned memory */
-  N_BUFS
+  BUF_FP8,                   /* FP8 working copies */
+  BUF_FP8_SCALES,            /* their MX block scales */
+  BUF_FP8_GATHERED,          /* ZeRO-3: FP8 copies (and scales) gathered */
+  N_BUFS                     /* at most 16: allocations pack the kind in 4 bits */
 } BufferKind;
 
 extern const gchar * const _mixprec_engine_buffer_names[N_BUFS];
@@ -228,6 +250,10 @@ struct _MixprecEngine
   gboolean offload_pinned;   /* its transfer buffers in the device's pinned memory */
   gpointer offload_transfers;  /* the transfer thread, from the first offloaded
                                   step to finalize (mixprec-engine-step.c) */
+
+  /* FP8 (mixprec-engine-fp8.c). */
+  MixprecFp8Recipe *fp8_recipe;  /* the config's, or NULL */
+  guint64 gathered_bytes;    /* ZeRO-3: bytes every gather() assembled */
 
   /* What the steps tell (mixprec-engine-monitor.c); monitors on rank 0. */
   guint64 steps_per_print;   /* 0: no progress messages */
@@ -300,6 +326,15 @@ GArray *_mixprec_engine_make_units (const guint64 *sizes,
                                     guint          world,
                                     guint          stage,
                                     guint64        persistence_threshold);
+/* The same with every parameter a unit alone (@alone), so that each
+ * starts its unit: FP8 groups under the MX recipe, whose 32-element
+ * blocks then never straddle two ranks' slices. */
+GArray *_mixprec_engine_make_units_full (const guint64 *sizes,
+                                         guint          n_sizes,
+                                         guint          world,
+                                         guint          stage,
+                                         guint64        persistence_threshold,
+                                         gboolean       alone);
 
 void _mixprec_engine_group_shape (const _MixprecParamDTypes *dt,
                                   MixprecDType               wire,
@@ -448,5 +483,67 @@ const Unit *_mixprec_engine_unit_of_block (const Group *g,
  * starting at a parameter's offset, for a parameter's first element). */
 const Segment *_mixprec_engine_segment_of (const Group *g,
                                            guint64      offset);
+
+/* ---------------------------------------------------------------- FP8
+ * (mixprec-engine-fp8.c) */
+
+/* Marks @storage fp8 when the policy says so; fails for a parameter
+ * without FP32 values. */
+gboolean _mixprec_engine_fp8_register (MixprecEngine        *self,
+                                       MixprecParam         *param,
+                                       GError              **error);
+/* Whether @p belongs in @g as far as FP8 goes. */
+gboolean _mixprec_engine_fp8_same_group (const Group *g, MixprecParam *p);
+/* Allocates @g's FP8 buffers and scalings (after its units); fails on a
+ * device other than the cpu. */
+gboolean _mixprec_engine_fp8_layout (MixprecEngine *self,
+                                     Group         *g,
+                                     GError       **error);
+/* Writes the FP8 copies of every fp8 group from the FP32 values: casts this
+ * rank's part (current scaling: after agreeing on the amaxes; delayed:
+ * with the scalings' current scales, recording the amaxes), then gathers
+ * the FP8 slices under ZeRO-1/2. Collective across ranks. @after_step:
+ * right after the optimizer's pass, which cast the copies already (see
+ * _mixprec_engine_fp8_fuse_begin()).
+ * _mixprec_engine_fp8_write_initial(): at layout, every rank casts whole
+ * parameters from the initial values (no collective). */
+gboolean _mixprec_engine_fp8_write (MixprecEngine *self,
+                                    gboolean       after_step,
+                                    GError       **error);
+gboolean _mixprec_engine_fp8_write_initial (MixprecEngine *self,
+                                            GError       **error);
+/* The number of amaxes group @g adds to the overflow agreement (delayed
+ * scaling: one per parameter), and writes them (as doubles) to @out. */
+guint    _mixprec_engine_fp8_n_amax (const Group *g);
+void     _mixprec_engine_fp8_put_amax (const Group *g, gdouble *out);
+/* Takes the agreed amaxes (MAX over @n_ranks rows of @stride doubles at
+ * @all + @at) into g->fp8_agreed. */
+void     _mixprec_engine_fp8_take_amax (Group *g, const gdouble *all, guint n_ranks,
+                                        gsize stride, gsize at);
+/* An applied step: every delayed scaling records its agreed amax and
+ * updates. */
+gboolean _mixprec_engine_fp8_update (MixprecEngine *self,
+                                     GError       **error);
+/* The cast fused into the optimizer's pass (mixprec-engine-step.c): begun
+ * before the pass over @g, called by every thread for each range the
+ * optimizer wrote (@index: the first element's position in @g's unpadded
+ * element space; @master: its FP32 values), ended after it (which keeps
+ * the amaxes and notes the blocks still to cast). */
+typedef struct _MixprecFp8Fuse _MixprecFp8Fuse;
+_MixprecFp8Fuse *_mixprec_engine_fp8_fuse_begin (MixprecEngine *self, Group *g);
+void     _mixprec_engine_fp8_fused      (_MixprecFp8Fuse *fuse, guint64 index,
+                                         const gfloat *master, guint64 n);
+void     _mixprec_engine_fp8_fuse_end   (MixprecEngine *self, Group *g);
+/* Frees @g's FP8 buffers. */
+void     _mixprec_engine_fp8_free_group (MixprecEngine *self, Group *g);
+/* ZeRO-3: points @u's parameters at the FP8 copy gathered into @base
+ * (NULL: none). */
+void     _mixprec_engine_fp8_point (MixprecEngine *self, Group *g, const Unit *u, guint8 *base);
+/* ZeRO-3: bytes of @u's gathered FP8 copy and scales. */
+guint64  _mixprec_engine_fp8_unit_bytes (MixprecEngine *self, const Group *g, const Unit *u);
+/* ZeRO-3: gathers @u's FP8 slices and scales into @dst (of
+ * _mixprec_engine_fp8_unit_bytes()). */
+gboolean _mixprec_engine_fp8_gather_unit (MixprecEngine *self, Group *g, const Unit *u,
+                                          guint8 *dst, GError **error);
 
 G_END_DECLS

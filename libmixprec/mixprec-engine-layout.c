@@ -27,7 +27,11 @@ const gchar * const _mixprec_engine_buffer_names[N_BUFS] = {
   [BUF_HOST_STATE] = "optimizer state (host)",
   [BUF_HOST_STAGING] = "offload staging (host)",
   [BUF_PINNED_STAGING] = "offload staging, pinned (host)",
+  [BUF_FP8] = "FP8 working copies",
+  [BUF_FP8_SCALES] = "FP8 block scales",
+  [BUF_FP8_GATHERED] = "gathered FP8 working copies",
 };
+G_STATIC_ASSERT (N_BUFS <= 16);
 
 /* ---------------------------------------------------------------- allocation */
 
@@ -96,6 +100,17 @@ _mixprec_engine_make_units (const guint64 *sizes,
                             guint          stage,
                             guint64        persistence_threshold)
 {
+  return _mixprec_engine_make_units_full (sizes, n_sizes, world, stage, persistence_threshold, FALSE);
+}
+
+GArray *
+_mixprec_engine_make_units_full (const guint64 *sizes,
+                                 guint          n_sizes,
+                                 guint          world,
+                                 guint          stage,
+                                 guint64        persistence_threshold,
+                                 gboolean       alone)
+{
   GArray *units = g_array_new (FALSE, TRUE, sizeof (Unit));
   guint64 align = (guint64) world * _MIXPREC_SUMSQ_BLOCK;
   guint64 index = 0, flat = 0, local = 0, persist = 0, block = 0;
@@ -107,7 +122,7 @@ _mixprec_engine_make_units (const guint64 *sizes,
 
       /* Packed with the unit before while the class matches and the unit
        * stays within the unit size; a larger parameter is a unit alone. */
-      if (u == NULL || small != u->persistent ||
+      if (u == NULL || small != u->persistent || alone ||
           u->numel + sizes[i] > _MIXPREC_UNIT_ELEMENTS)
         {
           Unit fresh = { 0 };
@@ -312,7 +327,8 @@ same_group (const Group *g, MixprecParam *p)
          g->dtypes.accum == mixprec_param_get_accum_dtype (p) &&
          g->dtypes.comm == mixprec_param_get_comm_dtype (p) &&
          g->dtypes.has_master == mixprec_param_has_master (p) &&
-         g->weight_decay_multiplier == mixprec_param_get_weight_decay_multiplier (p);
+         g->weight_decay_multiplier == mixprec_param_get_weight_decay_multiplier (p) &&
+         _mixprec_engine_fp8_same_group (g, p);
 }
 
 /* ---------------------------------------------------------------- layout */
@@ -385,8 +401,9 @@ layout_group (MixprecEngine *self,
 
   for (guint i = 0; i < g->params->len; i++)
     sizes[i] = mixprec_param_get_numel (g_ptr_array_index (g->params, i));
-  g->units = _mixprec_engine_make_units (sizes, g->params->len, self->world, self->stage,
-                                         mixprec_config_get_param_persistence_threshold (self->config));
+  g->units = _mixprec_engine_make_units_full (sizes, g->params->len, self->world, self->stage,
+                                              mixprec_config_get_param_persistence_threshold (self->config),
+                                              g->fp8 && g->fp8_kind == MIXPREC_FP8_RECIPE_MX);
   g->wire = _mixprec_engine_wire_dtype (&g->dtypes);
   _mixprec_engine_group_shape (&g->dtypes, g->wire, g->units, self->world, self->stage, self->gas,
                                g->external, _mixprec_engine_staging_budget (self->config), &shape);
@@ -531,7 +548,7 @@ layout_group (MixprecEngine *self,
                                        0, 0, error)))
         return FALSE;
     }
-  return TRUE;
+  return _mixprec_engine_fp8_layout (self, g, error);
 }
 
 gboolean
@@ -611,6 +628,9 @@ mixprec_engine_prepare (MixprecEngine *self,
           g->dtypes.has_master = mixprec_param_has_master (p);
           g->weight_decay_multiplier = mixprec_param_get_weight_decay_multiplier (p);
           g->external = _mixprec_param_is_external (p);
+          g->fp8 = mixprec_param_is_fp8 (p);
+          g->fp8_dtype = mixprec_param_get_fp8_dtype (p);
+          g->fp8_kind = _mixprec_param_get_storage (p)->fp8_kind;
           g->device = _mixprec_device_ref (self->device);
           g->state_device = self->offload ? NULL : _mixprec_device_ref (self->device);
           g->params = g_ptr_array_new ();
@@ -630,8 +650,16 @@ mixprec_engine_prepare (MixprecEngine *self,
         g_ptr_array_set_size (self->groups, 0);
         return FALSE;
       }
-  g_hash_table_remove_all (self->init_values);
   self->prepared = TRUE;
+  /* Every rank casts whole parameters from the initial values: no
+   * collective (see _mixprec_engine_fp8_write()). */
+  if (!_mixprec_engine_fp8_write_initial (self, error))
+    {
+      self->prepared = FALSE;
+      g_ptr_array_set_size (self->groups, 0);
+      return FALSE;
+    }
+  g_hash_table_remove_all (self->init_values);
   return TRUE;
 }
 

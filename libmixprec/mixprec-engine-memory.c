@@ -76,12 +76,12 @@ report_of (const guint64 *bytes)
 {
   MixprecMemoryReport r = { 0 };
 
-  r.working = bytes[BUF_WORKING] + bytes[BUF_PERSISTENT];
+  r.working = bytes[BUF_WORKING] + bytes[BUF_PERSISTENT] + bytes[BUF_FP8] + bytes[BUF_FP8_SCALES];
   r.gradients = bytes[BUF_GRADIENTS];
   r.accumulation = bytes[BUF_ACCUM];
   r.masters = bytes[BUF_MASTERS] + bytes[BUF_HOST_MASTERS];
   r.optimizer_state = bytes[BUF_STATE] + bytes[BUF_HOST_STATE];
-  r.communication = bytes[BUF_STAGING] + bytes[BUF_GATHERED] + bytes[BUF_NORM] +
+  r.communication = bytes[BUF_STAGING] + bytes[BUF_GATHERED] + bytes[BUF_FP8_GATHERED] + bytes[BUF_NORM] +
                     bytes[BUF_HOST_STAGING] + bytes[BUF_PINNED_STAGING];
   r.total = r.working + r.gradients + r.accumulation + r.masters + r.optimizer_state +
             r.communication;
@@ -133,6 +133,12 @@ mixprec_engine_get_memory_report (MixprecEngine *self)
  *   reduce-scatter;
  * - "gradient norm blocks": the sum-of-squares blocks of this rank and,
  *   across ranks, of every rank;
+ * - with fp8 enabled (Since: 1.1), "FP8 working copies": a byte per element
+ *   of the fp8 parameters, whole up to ZeRO-2 (beside the working copies),
+ *   this rank's slices and the persistent units under ZeRO-3; "FP8 block
+ *   scales": the MX recipe's E8M0 scales, a byte per block; "gathered FP8
+ *   working copies": ZeRO-3, the FP8 units gathered (in place of gathered
+ *   working copies);
  * - with zero_optimization.offload_optimizer "cpu" on a device, "FP32
  *   master weights (host)" and "optimizer state (host)" in place of the
  *   device's, and "offload staging (host)": the two host buffers a bucket
@@ -200,13 +206,18 @@ plan_bytes (MixprecConfig *config,
   _MixprecParamDTypes dt = { 0 };
   GroupShape shape;
   guint stage;
+  MixprecFp8Recipe *recipe;
+  gboolean fp8, mx;
 
   probe = probe_model (config, world, &dt, error);
   if (probe == NULL)
     return FALSE;
   stage = world > 1 ? mixprec_config_get_zero_stage (config) : 0;
-  units = _mixprec_engine_make_units (sizes, n_sizes, world, stage,
-                                      mixprec_config_get_param_persistence_threshold (config));
+  recipe = mixprec_config_get_fp8_recipe (config);
+  fp8 = recipe != NULL && mixprec_precision_policy_is_fp8 (probe->policy, "param", "Linear");
+  mx = fp8 && mixprec_fp8_recipe_get_kind (recipe) == MIXPREC_FP8_RECIPE_MX;
+  units = _mixprec_engine_make_units_full (sizes, n_sizes, world, stage,
+                                           mixprec_config_get_param_persistence_threshold (config), mx);
   _mixprec_engine_group_shape (&dt, _mixprec_engine_wire_dtype (&dt), units, world, stage, probe->gas,
                                FALSE, _mixprec_engine_staging_budget (config), &shape);
   if (probe->offload && world > 1)
@@ -227,6 +238,37 @@ plan_bytes (MixprecConfig *config,
 
       bytes[BUF_GATHERED] = MIN (shape.padded - shape.persist_n, live + window) *
                             mixprec_dtype_get_size (dt.working);
+    }
+  if (fp8)
+    {
+      /* FP8 working copies as _mixprec_engine_fp8_layout() allocates
+       * them: a byte per element (ZeRO-3: the slices and the persistent
+       * units), MX a scale byte per block (ZeRO-3: the slices' scales and
+       * the persistent units' whole ones). ZeRO-3 gathers FP8 instead of
+       * the working dtype. */
+      guint b = MAX (mixprec_fp8_recipe_get_block_size (recipe), 1);
+      guint64 scales = 0;
+
+      bytes[BUF_FP8] += stage >= 3 ? shape.local_n + shape.persist_n : shape.padded;
+      for (guint k = 0; mx && k < units->len; k++)
+        {
+          const Unit *u = &g_array_index (units, Unit, k);
+          guint64 n = (u->padded + b - 1) / b;
+
+          /* ZeRO-3: the slices' scales, and the persistent units' whole. */
+          if (stage >= 3)
+            scales += n / world + (u->persistent ? n : 0);
+          else
+            scales += n;
+        }
+      bytes[BUF_FP8_SCALES] += scales;
+      if (stage >= 3)
+        {
+          guint64 n = bytes[BUF_GATHERED] / mixprec_dtype_get_size (dt.working);
+
+          bytes[BUF_GATHERED] = 0;
+          bytes[BUF_FP8_GATHERED] = n + (mx ? (n + b - 1) / b : 0);
+        }
     }
   return TRUE;
 }

@@ -59,4 +59,13 @@ gboolean           _mixprec_engine_barrier           (MixprecEngine             
 gboolean           _mixprec_engine_refresh_working   (MixprecEngine                *self,
                                                       GError                      **error);
 
+/* Restores the FP8 scaling of every fp8 parameter of @engine from @states
+ * (parameter name -> saved a{sv}); one without a saved state starts
+ * fresh; states of parameters that are not fp8 here are ignored. Checks
+ * every state before it changes any. @path names the checkpoint in errors. */
+gboolean _mixprec_engine_restore_fp8 (MixprecEngine *engine,
+                                      const gchar   *path,
+                                      GHashTable    *states,
+                                      GError       **error);
+
 G_END_DECLS

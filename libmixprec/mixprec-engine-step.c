@@ -262,8 +262,31 @@ gradient_sumsq (MixprecEngine *self,
 
           _mixprec_parallel_for (g->n_blocks, 1, 1, sumsq_blocks, &job);
         }
-      if (self->world > 1 &&
-          !gather_doubles (self, self->comm, g->norm, g->n_blocks, g->norm + g->n_blocks, error))
+      if (_mixprec_engine_fp8_n_amax (g) > 0)
+        {
+          /* Delayed FP8 scaling: this rank's amaxes ride in the same
+           * all-gather, after its blocks (host memory: FP8 runs on the cpu
+           * device only). */
+          gsize na = _mixprec_engine_fp8_n_amax (g), stride = g->n_blocks + na;
+          g_autofree gdouble *mine = g_new (gdouble, stride);
+          g_autofree gdouble *every = g_new (gdouble, stride * self->world);
+
+          memcpy (mine, g->norm, g->n_blocks * sizeof (gdouble));
+          _mixprec_engine_fp8_put_amax (g, mine + g->n_blocks);
+          if (self->world > 1)
+            {
+              if (!gather_doubles (self, self->comm, mine, stride, every, error))
+                return FALSE;
+              for (guint r = 0; r < self->world; r++)
+                memcpy (g->norm + g->n_blocks + (gsize) r * g->n_blocks, every + (gsize) r * stride,
+                        g->n_blocks * sizeof (gdouble));
+            }
+          else
+            memcpy (every, mine, stride * sizeof (gdouble));
+          _mixprec_engine_fp8_take_amax (g, every, self->world, stride, g->n_blocks);
+        }
+      else if (self->world > 1 &&
+               !gather_doubles (self, self->comm, g->norm, g->n_blocks, g->norm + g->n_blocks, error))
         return FALSE;
       all = self->world > 1 ? g->norm + g->n_blocks : g->norm;
       if (self->device != NULL)
@@ -294,8 +317,40 @@ gradient_sumsq (MixprecEngine *self,
     {
       guint n = mixprec_comm_get_world_size (self->mp_comm);
       g_autofree gdouble *all = g_new0 (gdouble, n);
+      gsize na = 0;
 
-      if (self->device == NULL)
+      for (guint j = 0; j < self->groups->len; j++)
+        na += _mixprec_engine_fp8_n_amax (g_ptr_array_index (self->groups, j));
+      if (self->device == NULL && na > 0)
+        {
+          /* The agreed FP8 amaxes ride along: every model-parallel rank
+           * holds the same number of them (see mixprec-engine-fp8.c). */
+          g_autofree gdouble *mine = g_new (gdouble, 1 + na);
+          g_autofree gdouble *every = g_new (gdouble, (1 + na) * n);
+          gsize at = 1;
+
+          mine[0] = total;
+          for (guint j = 0; j < self->groups->len; j++)
+            {
+              Group *g = g_ptr_array_index (self->groups, j);
+
+              for (guint i = 0; i < _mixprec_engine_fp8_n_amax (g); i++)
+                mine[at++] = g->fp8_agreed[i];
+            }
+          if (!gather_doubles (self, self->mp_comm, mine, 1 + na, every, error))
+            return FALSE;
+          at = 1;
+          for (guint j = 0; j < self->groups->len; j++)
+            {
+              Group *g = g_ptr_array_index (self->groups, j);
+
+              _mixprec_engine_fp8_take_amax (g, every, n, 1 + na, at);
+              at += _mixprec_engine_fp8_n_amax (g);
+            }
+          for (guint r = 0; r < n; r++)
+            all[r] = every[(gsize) r * (1 + na)];
+        }
+      else if (self->device == NULL)
         {
           if (!gather_doubles (self, self->mp_comm, &total, 1, all, error))
             return FALSE;
@@ -346,6 +401,7 @@ typedef struct {
   gboolean on_host;          /* host buffers, whatever the group's device */
   GMutex lock;
   GError *error;
+  _MixprecFp8Fuse *fp8;      /* an fp8 group's cast, fused into the pass */
 } StepJob;
 
 static void
@@ -384,6 +440,9 @@ step_run_range (StepJob *job, const OptPiece *p, guint64 off, guint64 n)
       g_mutex_unlock (&job->lock);
       g_clear_error (&error);
     }
+  else if (job->fp8 != NULL)
+    /* The FP8 copy of the values just written, while they are in cache. */
+    _mixprec_engine_fp8_fused (job->fp8, p->first_index + off, p->master + off, n);
 }
 
 /* Elements the optimizer updates before their gradients are zeroed: few
@@ -396,6 +455,13 @@ step_run (StepJob *job, const OptPiece *p, guint64 off, guint64 n)
 {
   gsize size = mixprec_dtype_get_size (job->grad_dtype);
 
+  if (!job->zero_grad && job->fp8 != NULL)
+    {
+      /* Tiles small enough that the FP8 cast finds them in cache. */
+      for (guint64 a = 0; a < n; a += ZERO_TILE)
+        step_run_range (job, p, off + a, MIN (ZERO_TILE, n - a));
+      return;
+    }
   if (!job->zero_grad)
     {
       step_run_range (job, p, off, n);
@@ -769,8 +835,11 @@ run_pieces (MixprecEngine                *self,
             gboolean                      on_host,
             GError                      **error)
 {
-  StepJob job = { self, g, *args, grad_dtype, pieces, n_pieces, NULL, zero_grad, on_host, { 0 }, NULL };
+  StepJob job = { self, g, *args, grad_dtype, pieces, n_pieces, NULL, zero_grad, on_host, { 0 }, NULL, NULL };
   g_autofree guint64 *starts = NULL;
+
+  /* FP8 groups are on the cpu device: the pass casts as it goes. */
+  job.fp8 = g->fp8_fuse;
 
   if (self->offload && !on_host)
     return run_pieces_offloaded (self, g, args, grad_dtype, pieces, n_pieces, error);
@@ -977,18 +1046,30 @@ apply_optimizer (MixprecEngine *self,
         }
       else
         {
-          if (!step_gathered_windows (self, g, &args, error))
+          gboolean ok;
+
+          if (g->fp8)
+            g->fp8_fuse = _mixprec_engine_fp8_fuse_begin (self, g);
+          ok = step_gathered_windows (self, g, &args, error);
+          _mixprec_engine_fp8_fuse_end (self, g);
+          if (!ok)
             return FALSE;
           continue;
         }
       /* Gradients read in place on the host are zeroed as the optimizer
        * goes, while they are in the cache (clearing skips them), unless
        * only the engine ever sees them (_mixprec_engine_grad_private()). */
+      if (g->fp8)
+        g->fp8_fuse = _mixprec_engine_fp8_fuse_begin (self, g);
       zero_grad = self->world == 1 && g->accum == NULL && g->device == NULL &&
                   !_mixprec_engine_grad_private (self, g);
       if (!run_pieces (self, g, &args, grad_dtype, (const OptPiece *) pieces->data, pieces->len,
                        zero_grad, FALSE, error))
-        return FALSE;
+        {
+          _mixprec_engine_fp8_fuse_end (self, g);
+          return FALSE;
+        }
+      _mixprec_engine_fp8_fuse_end (self, g);
       g->grad_zeroed = zero_grad;
     }
   return TRUE;
@@ -1125,7 +1206,14 @@ _mixprec_engine_refresh_whole (MixprecEngine *self,
  *    new working copies (round to nearest even, or stochastic rounding when
  *    mixprec.stochastic_rounding is set), then under ZeRO-1/2 the working
  *    copies are gathered from all ranks. Under ZeRO-3 every gathered
- *    parameter is released.
+ *    parameter is released;
+ * 6. with fp8 enabled (see mixprec.json(5)), the FP8 working copies of the
+ *    fp8 parameters are cast from the new FP32 values: delayed scaling
+ *    with the scales updated (before the optimizer) from the amaxes the
+ *    ranks agreed on in step 1, which carries them; current scaling after
+ *    a MAX all-reduce of the new values' amaxes; MX with block scales. A
+ *    skipped step leaves the FP8 copies, their scales and amax histories
+ *    as they are (see mixprec_param_get_fp8_data()).
  *
  * Returns: (transfer full): what the step did, or %NULL with @error set
  *   (called before gradient_accumulation_steps backward passes, the scaler
@@ -1194,7 +1282,10 @@ mixprec_engine_step (MixprecEngine *self,
       if (clip > 0.0)
         coef = isnan (norm) ? norm : MAX ((norm + 1e-6) / clip, 1.0);
       self->applied_steps++;
-      if (!apply_optimizer (self, result->lr, (gfloat) (1.0 / (divisor * coef)), error))
+      /* Delayed FP8 scaling: the scales the new copies are cast with, from
+       * the amaxes just agreed. */
+      if (!_mixprec_engine_fp8_update (self, error) ||
+          !apply_optimizer (self, result->lr, (gfloat) (1.0 / (divisor * coef)), error))
         {
           self->applied_steps--;
           _mixprec_engine_clear_gradients (self);
@@ -1203,7 +1294,8 @@ mixprec_engine_step (MixprecEngine *self,
       mixprec_lr_schedule_advance (self->schedule);
       result->applied = TRUE;
       result->clip_coef = coef;
-      if (!_mixprec_engine_refresh_whole (self, error))
+      if (!_mixprec_engine_refresh_whole (self, error) ||
+          !_mixprec_engine_fp8_write (self, TRUE, error))
         {
           _mixprec_engine_clear_gradients (self);
           return NULL;

@@ -25,6 +25,12 @@ point_params (MixprecEngine *self, Group *g, const Unit *u, gpointer base)
 {
   gsize wsize = mixprec_dtype_get_size (g->dtypes.working);
 
+  /* FP8 groups gather their FP8 copies instead of the working copies. */
+  if (g->fp8)
+    {
+      _mixprec_engine_fp8_point (self, g, u, base);
+      return;
+    }
   for (guint i = u->first_param; i < u->first_param + u->n_params; i++)
     {
       _MixprecParamStorage *s = _mixprec_param_get_storage (g_ptr_array_index (g->params, i));
@@ -41,6 +47,21 @@ start_gather (MixprecEngine *self,
 {
   GError *local = NULL;
 
+  if (g->fp8)
+    {
+      /* The FP8 slices (and MX scales), at once: half the bytes of bf16. */
+      u->gathered = _mixprec_engine_alloc (self, NULL, _mixprec_engine_fp8_unit_bytes (self, g, u), 1,
+                                           BUF_FP8_GATHERED, error);
+      if (u->gathered == NULL)
+        return FALSE;
+      if (!_mixprec_engine_fp8_gather_unit (self, g, u, u->gathered, error))
+        {
+          _mixprec_engine_free (self, NULL, g_steal_pointer (&u->gathered));
+          return FALSE;
+        }
+      self->live_elements += u->padded;
+      return TRUE;
+    }
   u->gathered = _mixprec_engine_alloc (self, g->device, u->padded, mixprec_dtype_get_size (g->dtypes.working),
                                        BUF_GATHERED, error);
   if (u->gathered == NULL || !_mixprec_engine_before_comm (self, error))
@@ -54,6 +75,8 @@ start_gather (MixprecEngine *self,
       return _mixprec_engine_comm_failed (error, local, "gathering a ZeRO-3 parameter unit");
     }
   self->live_elements += u->padded;
+  self->gathered_bytes += (u->padded / self->world) * (self->world - 1) *
+                          mixprec_dtype_get_size (g->dtypes.working);
   return TRUE;
 }
 
@@ -161,7 +184,10 @@ mixprec_engine_prefetch (MixprecEngine *self,
  * Under ZeRO-3, makes the whole working copy of @param (and of the other
  * parameters of its unit) available through
  * mixprec_param_get_working_data() until the matching
- * mixprec_engine_release(): one all-gather of the unit's slices, so the
+ * mixprec_engine_release(); for an fp8 parameter (mixprec_param_is_fp8())
+ * the whole FP8 copy and its MX block scales instead, through
+ * mixprec_param_get_fp8_data(), in half the bytes of bf16 (the working
+ * copy stays sharded): one all-gather of the unit's slices, so the
  * memory it takes is the unit's, not the model's. Collective: every rank
  * gathers the same parameters in the same order. Gathers nest; below
  * ZeRO-3, and for persistent parameters, the working copies are always
@@ -289,4 +315,26 @@ mixprec_engine_release_all (MixprecEngine *self)
       for (guint k = 0; k < g->units->len; k++)
         drop_unit (self, g, &g_array_index (g->units, Unit, k));
     }
+}
+
+/**
+ * mixprec_engine_get_gathered_bytes:
+ * @self: a #MixprecEngine
+ *
+ * The bytes this rank has received from the other ranks in ZeRO-3
+ * gathers (mixprec_engine_gather() and mixprec_engine_prefetch()) since
+ * @self was made: (world - 1) / world of each gathered unit, in the
+ * working dtype, or for fp8 parameters (mixprec_param_is_fp8()) in FP8
+ * with their MX block scales. Benchmarks divide it by the steps.
+ *
+ * Returns: the bytes; 0 below ZeRO-3 and on one process
+ *
+ * Since: 1.1
+ */
+guint64
+mixprec_engine_get_gathered_bytes (MixprecEngine *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_ENGINE (self), 0);
+
+  return self->gathered_bytes;
 }

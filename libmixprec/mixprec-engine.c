@@ -161,6 +161,7 @@ group_free (MixprecEngine *self,
       _mixprec_engine_free (self, NULL, g->offload_working[b]);
     }
   _mixprec_engine_free (self, g->device, g->norm);
+  _mixprec_engine_fp8_free_group (self, g);
   g_clear_error (&g->device_error);
   _mixprec_engine_drop_mirrors (g);
   g_clear_pointer (&g->device, _mixprec_device_unref);
@@ -201,6 +202,7 @@ mixprec_engine_finalize (GObject *object)
   g_clear_object (&self->schedule);
   g_clear_object (&self->scaler);
   g_clear_object (&self->policy);
+  g_clear_object (&self->fp8_recipe);
   /* Communicators go before the device whose stream they may use. */
   g_clear_object (&self->comm);
   g_clear_object (&self->mp_comm);
@@ -817,6 +819,11 @@ add_param (MixprecEngine  *self,
 
   param = _mixprec_param_new (self, name, shape, n_dims, numel, module_type,
                               &dtypes, decay, external);
+  if (!_mixprec_engine_fp8_register (self, param, error))
+    {
+      g_object_unref (param);
+      return NULL;
+    }
   g_ptr_array_add (self->params, param);
   g_hash_table_insert (self->by_name, (gpointer) mixprec_param_get_name (param), param);
   return param;

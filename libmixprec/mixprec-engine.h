@@ -96,7 +96,8 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (MixprecStepResult, mixprec_step_result_free)
 /**
  * MixprecMemoryReport:
  * @working: working copies resident on this rank (under ZeRO-3 the slices,
- *   plus the whole copies of persistent parameters)
+ *   plus the whole copies of persistent parameters), FP8 working copies and
+ *   their MX block scales included
  * @gradients: the whole gradient buffers the backward pass writes (none
  *   under ZeRO-2/3 unless the caller asks for them)
  * @accumulation: gradient accumulation buffers (this rank's slices across
@@ -104,7 +105,7 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (MixprecStepResult, mixprec_step_result_free)
  * @masters: FP32 master weights (sharded from ZeRO-1 on)
  * @optimizer_state: optimizer state (sharded from ZeRO-1 on)
  * @communication: gradient staging, the sum-of-squares blocks and, under
- *   ZeRO-3, gathered working copies
+ *   ZeRO-3, gathered working copies (FP8 ones included)
  * @total: the sum of the above
  *
  * Bytes per category on one rank, as the engine allocates them (the most
@@ -309,5 +310,8 @@ gboolean           mixprec_engine_report_scalar     (MixprecEngine  *self,
                                                      const gchar    *tag,
                                                      gdouble         value,
                                                      GError        **error);
+
+MIXPREC_AVAILABLE_IN_1_1
+guint64            mixprec_engine_get_gathered_bytes (MixprecEngine *self);
 
 G_END_DECLS

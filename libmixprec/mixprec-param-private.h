@@ -31,6 +31,17 @@ typedef struct {
                                 after each backward_done() */
   gboolean grad_stale;       /* the buffer still holds a gradient the step
                                 consumed (never when exposed) */
+  /* FP8 working copy (see mixprec-engine-fp8.c). */
+  gboolean fp8;              /* the policy marks it fp8 */
+  MixprecDType fp8_dtype;
+  MixprecFp8RecipeKind fp8_kind;
+  guint8 *fp8_data;          /* the whole FP8 copy; NULL under ZeRO-3 until
+                                gathered */
+  guint8 *fp8_scales;        /* MX: the whole copy's E8M0 block scales */
+  gsize n_fp8_scales;
+  MixprecFp8Scaling *fp8_scaling;  /* owned; the forward role's state */
+  gfloat fp8_amax;           /* this rank's amax of the last cast, not yet
+                                agreed (delayed scaling) */
 } _MixprecParamStorage;
 
 typedef struct {

@@ -49,6 +49,7 @@ mixprec_param_dispose (GObject *object)
       self->engine = NULL;
     }
   g_clear_pointer (&self->storage.device, _mixprec_device_unref);
+  g_clear_object (&self->storage.fp8_scaling);
   memset (&self->storage, 0, sizeof self->storage);
   G_OBJECT_CLASS (mixprec_param_parent_class)->dispose (object);
 }
@@ -479,6 +480,35 @@ buffer_data (MixprecParam       *self,
       if (data == NULL)
         return NULL;
       break;
+    case MIXPREC_PARAM_BUFFER_FP8:
+    case MIXPREC_PARAM_BUFFER_FP8_SCALES:
+      if (!self->storage.fp8)
+        {
+          g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_WRONG_STATE,
+                       "parameter '%s': the precision policy does not mark it fp8 "
+                       "(fp8.enabled and fp8.modules, see mixprec.json(5))", self->name);
+          return NULL;
+        }
+      type = self->storage.fp8_dtype;
+      if (buffer == MIXPREC_PARAM_BUFFER_FP8)
+        data = self->storage.fp8_data;
+      else if (self->storage.fp8_kind != MIXPREC_FP8_RECIPE_MX)
+        {
+          g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_WRONG_STATE,
+                       "parameter '%s': its FP8 recipe scales per tensor and has no block "
+                       "scales (mixprec_param_get_fp8_scale_inv())", self->name);
+          return NULL;
+        }
+      else
+        data = self->storage.fp8_scales;
+      if (data == NULL)
+        {
+          g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_WRONG_STATE,
+                       "parameter '%s': under ZeRO-3 its FP8 copy is whole only between "
+                       "mixprec_engine_gather() and mixprec_engine_release()", self->name);
+          return NULL;
+        }
+      break;
     default:
       g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
                    "parameter '%s': %d is not a MixprecParamBuffer", self->name, (gint) buffer);
@@ -830,4 +860,202 @@ mixprec_param_add_grad (MixprecParam *self,
   g_return_val_if_fail (MIXPREC_IS_PARAM (self), FALSE);
   g_return_val_if_fail (grad != NULL, FALSE);
   return store_grad (self, dtype, grad, TRUE, error);
+}
+
+/**
+ * mixprec_param_is_fp8:
+ * @self: a #MixprecParam
+ *
+ * Whether the engine keeps an FP8 working copy of @self: the config's
+ * `fp8` section is enabled and @self's module type is one of fp8.modules
+ * (see mixprec_precision_policy_is_fp8() and mixprec.json(5)).
+ *
+ * Returns: %TRUE for an fp8 parameter
+ *
+ * Since: 1.1
+ */
+gboolean
+mixprec_param_is_fp8 (MixprecParam *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_PARAM (self), FALSE);
+
+  return self->storage.fp8;
+}
+
+/**
+ * mixprec_param_get_fp8_dtype:
+ * @self: a #MixprecParam
+ *
+ * The dtype of @self's FP8 working copy: the recipe's forward dtype
+ * (%MIXPREC_DTYPE_FLOAT8_E4M3 for both formats).
+ *
+ * Returns: the FP8 dtype, or %MIXPREC_DTYPE_FLOAT32 when @self is not fp8
+ *
+ * Since: 1.1
+ */
+MixprecDType
+mixprec_param_get_fp8_dtype (MixprecParam *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_PARAM (self), MIXPREC_DTYPE_FLOAT32);
+
+  return self->storage.fp8 ? self->storage.fp8_dtype : MIXPREC_DTYPE_FLOAT32;
+}
+
+/**
+ * mixprec_param_get_fp8_data: (skip)
+ * @self: a #MixprecParam
+ *
+ * The FP8 working copy the optimizer step writes from the FP32 master:
+ * mixprec_param_get_numel() bytes, each an element of
+ * mixprec_param_get_fp8_dtype(). A per-tensor recipe's element decodes to
+ * `decode(byte) * mixprec_param_get_fp8_scale_inv()`; an MX element to
+ * `decode(byte) * 2^(scale - 127)` with the scale byte of its block
+ * (mixprec_param_get_fp8_block_scales()). Lays out the engine's buffers
+ * on first use. Under ZeRO-3 the copy is whole only while @self is
+ * gathered (mixprec_engine_gather()).
+ *
+ * Returns: (nullable): the bytes, or %NULL when @self is not fp8, the
+ *   engine failed to lay out its buffers, or the copy is not gathered
+ *
+ * Since: 1.1
+ */
+const guint8 *
+mixprec_param_get_fp8_data (MixprecParam *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_PARAM (self), NULL);
+
+  if (!self->storage.fp8 || !_mixprec_param_ensure_storage (self, NULL))
+    return NULL;
+  return self->storage.fp8_data;
+}
+
+/**
+ * mixprec_param_get_fp8_block_scales: (skip)
+ * @self: a #MixprecParam
+ * @n_scales: (out) (optional): the number of scales, one per block of the
+ *   recipe's block size (the last block may be partial)
+ *
+ * The E8M0 block scales of an MX FP8 working copy (OCP MX: the byte e
+ * stands for 2^(e - 127); 0xFF for a block holding NaN).
+ *
+ * Returns: (nullable): the scales, or %NULL when @self is not fp8 under
+ *   the MX recipe or its copy is not gathered
+ *
+ * Since: 1.1
+ */
+const guint8 *
+mixprec_param_get_fp8_block_scales (MixprecParam *self,
+                                    gsize        *n_scales)
+{
+  g_return_val_if_fail (MIXPREC_IS_PARAM (self), NULL);
+
+  if (n_scales != NULL)
+    *n_scales = 0;
+  if (!self->storage.fp8 || !_mixprec_param_ensure_storage (self, NULL) ||
+      self->storage.fp8_scales == NULL)
+    return NULL;
+  if (n_scales != NULL)
+    *n_scales = self->storage.n_fp8_scales;
+  return self->storage.fp8_scales;
+}
+
+/**
+ * mixprec_param_get_fp8: (rename-to mixprec_param_get_fp8_data)
+ * @self: a #MixprecParam
+ * @error: return location for a #GError
+ *
+ * A copy of @self's FP8 working copy (see mixprec_param_get_fp8_data()),
+ * for bindings.
+ *
+ * Returns: (transfer full): mixprec_param_get_numel() bytes, or %NULL with
+ *   @error set when @self is not fp8 or its copy is not whole on this rank
+ *
+ * Since: 1.1
+ */
+GBytes *
+mixprec_param_get_fp8 (MixprecParam *self,
+                       GError      **error)
+{
+  gboolean on_host = TRUE;
+  gpointer data;
+
+  g_return_val_if_fail (MIXPREC_IS_PARAM (self), NULL);
+
+  data = buffer_data (self, MIXPREC_PARAM_BUFFER_FP8, NULL, &on_host, error);
+  if (data == NULL)
+    return NULL;
+  return g_bytes_new (data, self->numel);
+}
+
+/**
+ * mixprec_param_get_fp8_block_scales_bytes: (rename-to mixprec_param_get_fp8_block_scales)
+ * @self: a #MixprecParam
+ * @error: return location for a #GError
+ *
+ * A copy of @self's MX block scales (see
+ * mixprec_param_get_fp8_block_scales()), for bindings.
+ *
+ * Returns: (transfer full): one byte per block, or %NULL with @error set
+ *   when @self is not fp8 under the MX recipe or its copy is not whole
+ *
+ * Since: 1.1
+ */
+GBytes *
+mixprec_param_get_fp8_block_scales_bytes (MixprecParam *self,
+                                          GError      **error)
+{
+  gboolean on_host = TRUE;
+  gpointer data;
+
+  g_return_val_if_fail (MIXPREC_IS_PARAM (self), NULL);
+
+  data = buffer_data (self, MIXPREC_PARAM_BUFFER_FP8_SCALES, NULL, &on_host, error);
+  if (data == NULL)
+    return NULL;
+  return g_bytes_new (data, self->storage.n_fp8_scales);
+}
+
+/**
+ * mixprec_param_get_fp8_scale_inv:
+ * @self: a #MixprecParam
+ *
+ * What a decoded element of a per-tensor FP8 copy is multiplied by to give
+ * the value the copy stands for: 1 / the scale it was cast with (as
+ * Transformer Engine's `scale_inv`).
+ *
+ * Returns: the inverse scale; 1 for MX copies (see
+ *   mixprec_param_get_fp8_block_scales()) and for parameters that are not fp8
+ *
+ * Since: 1.1
+ */
+gfloat
+mixprec_param_get_fp8_scale_inv (MixprecParam *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_PARAM (self), 1.0f);
+
+  if (!self->storage.fp8 || self->storage.fp8_scaling == NULL ||
+      self->storage.fp8_kind == MIXPREC_FP8_RECIPE_MX)
+    return 1.0f;
+  return mixprec_fp8_scaling_get_scale_inv (self->storage.fp8_scaling);
+}
+
+/**
+ * mixprec_param_get_fp8_scaling:
+ * @self: a #MixprecParam
+ *
+ * The scaling state of @self's FP8 working copy (its amax history and
+ * scale), which the engine updates at every applied step and saves in
+ * checkpoints.
+ *
+ * Returns: (transfer none) (nullable): the scaling, or %NULL when @self is
+ *   not fp8 or the engine has not laid out its buffers yet
+ *
+ * Since: 1.1
+ */
+MixprecFp8Scaling *
+mixprec_param_get_fp8_scaling (MixprecParam *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_PARAM (self), NULL);
+
+  return self->storage.fp8_scaling;
 }

@@ -8,6 +8,7 @@
 #include <glib-object.h>
 #include "mixprec-version.h"
 #include "mixprec-dtype.h"
+#include "mixprec-fp8-recipe.h"
 
 G_BEGIN_DECLS
 
@@ -18,6 +19,12 @@ G_BEGIN_DECLS
  * @MIXPREC_PARAM_BUFFER_MASTER: the FP32 values the optimizer updates
  * @MIXPREC_PARAM_BUFFER_ACCUM: the buffer gradients are accumulated in
  *   across micro-steps, in the accumulation dtype (read it, never write it)
+ * @MIXPREC_PARAM_BUFFER_FP8: the FP8 working copy of a parameter the
+ *   precision policy marks fp8, in mixprec_param_get_fp8_dtype() (Since: 1.1)
+ * @MIXPREC_PARAM_BUFFER_FP8_SCALES: the E8M0 block scales of an MX FP8
+ *   working copy: one byte per block of the recipe's block size (no
+ *   #MixprecDType names E8M0; the dtype reported is the FP8 dtype of the
+ *   elements they scale) (Since: 1.1)
  *
  * One of a parameter's buffers, for mixprec_param_get_buffer_address().
  *
@@ -28,6 +35,8 @@ typedef enum {
   MIXPREC_PARAM_BUFFER_GRAD,
   MIXPREC_PARAM_BUFFER_MASTER,
   MIXPREC_PARAM_BUFFER_ACCUM,
+  MIXPREC_PARAM_BUFFER_FP8,
+  MIXPREC_PARAM_BUFFER_FP8_SCALES,
 } MixprecParamBuffer;
 
 #define MIXPREC_TYPE_PARAM (mixprec_param_get_type ())
@@ -116,5 +125,26 @@ gboolean      mixprec_param_reduce_grad_bytes     (MixprecParam  *self,
                                                    MixprecDType   dtype,
                                                    GBytes        *grad,
                                                    GError       **error);
+
+/* FP8 working copies (Since: 1.1). */
+MIXPREC_AVAILABLE_IN_1_1
+gboolean           mixprec_param_is_fp8                (MixprecParam *self);
+MIXPREC_AVAILABLE_IN_1_1
+MixprecDType       mixprec_param_get_fp8_dtype         (MixprecParam *self);
+MIXPREC_AVAILABLE_IN_1_1
+const guint8      *mixprec_param_get_fp8_data          (MixprecParam *self);
+MIXPREC_AVAILABLE_IN_1_1
+const guint8      *mixprec_param_get_fp8_block_scales  (MixprecParam *self,
+                                                        gsize        *n_scales);
+MIXPREC_AVAILABLE_IN_1_1
+GBytes            *mixprec_param_get_fp8               (MixprecParam *self,
+                                                        GError      **error);
+MIXPREC_AVAILABLE_IN_1_1
+GBytes            *mixprec_param_get_fp8_block_scales_bytes (MixprecParam *self,
+                                                             GError      **error);
+MIXPREC_AVAILABLE_IN_1_1
+gfloat             mixprec_param_get_fp8_scale_inv     (MixprecParam *self);
+MIXPREC_AVAILABLE_IN_1_1
+MixprecFp8Scaling *mixprec_param_get_fp8_scaling       (MixprecParam *self);
 
 G_END_DECLS

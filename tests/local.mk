@@ -588,3 +588,17 @@ EXTRA_DIST += tests/test-fp8-torch.py tests/test-fp8-gi.py
 if HAVE_PYTHON_GI
 TESTS += tests/test-fp8-torch.py tests/test-fp8-gi.py
 endif
+
+# --- FP8 working copies in the engine (fp8-engine): one process, and
+# ZeRO-3 bit identity across world sizes (needs the UCX comm plugin)
+check_PROGRAMS += tests/test-fp8-engine
+tests_test_fp8_engine_CPPFLAGS = $(tests_internal_cppflags)
+tests_test_fp8_engine_LDADD = $(tests_internal_ldadd) -lm
+EXTRA_tests_test_fp8_engine_DEPENDENCIES = tests/device-plugins/mixprec-test-hostdev.la
+TESTS += tests/test-fp8-engine
+if HAVE_UCX
+check_PROGRAMS += tests/test-fp8-zero
+tests_test_fp8_zero_SOURCES = tests/test-fp8-zero.c tests/multiproc.c tests/multiproc.h
+tests_test_fp8_zero_LDADD = $(tests_public_ldadd) -lm
+TESTS += tests/test-fp8-zero
+endif

@@ -83,6 +83,9 @@ inspect_plan (const gchar         *config_path,
            mixprec_precision_mode_get_name (mixprec_config_get_precision_mode (config)), stage);
   if (stage >= 2)
     g_print ("(gradients handed over per parameter with mixprec_param_reduce_grad())\n");
+  if (mixprec_config_get_fp8_recipe (config) != NULL)
+    g_print ("(fp8: the parameters planned are of module type Linear; FP8 working copies as "
+             "fp8.modules says)\n");
   for (guint i = 0; i < buffers->len; i++)
     if (g_str_has_suffix (((MixprecMemoryBuffer *) g_ptr_array_index (buffers, i))->name, " (host)"))
       {

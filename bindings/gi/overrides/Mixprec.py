@@ -471,6 +471,13 @@ class Param(Mixprec.Param):
         the engine keeps one: a read-only View."""
         return View(self, Mixprec.ParamBuffer.ACCUM, readonly=True)
 
+    @property
+    def fp8(self):
+        """The FP8 working copy of an fp8 parameter (is_fp8()), in
+        get_fp8_dtype(): a read-only View; its scale is get_fp8_scale_inv(),
+        or its MX block scales get_fp8_block_scales()."""
+        return View(self, Mixprec.ParamBuffer.FP8, readonly=True)
+
     def reduce_grad(self, grad, data=None, dtype=None):
         """reduce_grad(array, dtype=None) hands over this micro-batch's
         gradient without copying it first: the engine reads the array where

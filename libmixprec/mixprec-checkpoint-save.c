@@ -273,7 +273,7 @@ build_manifest (const Save       *s,
         if (scaling != NULL)
           g_hash_table_replace (m->fp8_states,
                                 g_strdup (mixprec_param_get_name (g_ptr_array_index (params, i))),
-                                g_variant_ref_sink (mixprec_fp8_scaling_save_state (scaling)));
+                                mixprec_fp8_scaling_save_state (scaling));
       }
   }
   m->lr_schedule_type = g_strdup (mixprec_lr_schedule_get_type_name (schedule));

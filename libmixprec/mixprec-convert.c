@@ -323,8 +323,9 @@ check_arguments (MixprecDType      src_dtype,
  * Narrowing with %MIXPREC_ROUNDING_NEAREST_EVEN follows IEEE 754: ties to
  * even, gradual underflow, no flush to zero; float16 and float8_e5m2
  * overflow to ±Inf, bfloat16 rounds past its largest value to ±Inf, and
- * float8_e4m3 (which has no Inf) gives NaN for overflow and for ±Inf, as
- * PyTorch's float8_e4m3fn cast. NaN stays NaN with its sign: quiet, with
+ * float8_e4m3 (which has no Inf) gives NaN for overflow and for ±Inf, the
+ * OCP specification's non-saturating conversion (PyTorch's float8_e4m3fn
+ * cast now saturates instead; mixprec_fp8_quantize() offers both). NaN stays NaN with its sign: quiet, with
  * the top of its payload, in bfloat16 and float16 (the bits F16C
  * produces), 0x7F or 0xFF in the float8 formats.
  *

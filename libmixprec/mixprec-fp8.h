@@ -15,8 +15,10 @@ G_BEGIN_DECLS
  * MixprecFp8Overflow:
  * @MIXPREC_FP8_OVERFLOW_NON_SATURATING: values beyond the format's largest
  *   finite value, and ±Inf, become NaN in float8_e4m3 (which has no Inf)
- *   and ±Inf in float8_e5m2, as PyTorch's `x.to(torch.float8_e4m3fn)` and
- *   `x.to(torch.float8_e5m2)` do
+ *   and ±Inf in float8_e5m2: the OCP 8-bit specification's non-saturating
+ *   mode, as PyTorch's `x.to(torch.float8_e5m2)` does. (PyTorch's
+ *   `x.to(torch.float8_e4m3fn)` gave NaN too until its CPU cast was made
+ *   to saturate in 2026; in releases since, it equals the saturating mode.)
  * @MIXPREC_FP8_OVERFLOW_SATURATING: they become ±max (448 or 57344), as
  *   `x.clamp(-max, max).to(...)` and Transformer Engine's cast kernels
  *   give; NaN stays NaN

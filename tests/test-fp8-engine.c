@@ -308,7 +308,7 @@ test_skipped_step (void)
   g_autoptr(MixprecStepResult) r2 = NULL;
   g_autoptr(MixprecStepResult) r3 = NULL;
   g_autoptr(GBytes) data = mixprec_param_get_fp8 (w, &error);
-  g_autoptr(GVariant) state = g_variant_ref_sink (mixprec_fp8_scaling_save_state (scaling));
+  g_autoptr(GVariant) state = mixprec_fp8_scaling_save_state (scaling);
   g_autoptr(GVariant) after = NULL;
   g_autoptr(GBytes) data_after = NULL;
   g_autoptr(GBytes) before_next = NULL;
@@ -320,7 +320,7 @@ test_skipped_step (void)
   pending = amax_of (before_next);
   r2 = step (engine, 1, TRUE);
   g_assert_false (r2->applied);
-  after = g_variant_ref_sink (mixprec_fp8_scaling_save_state (scaling));
+  after = mixprec_fp8_scaling_save_state (scaling);
   g_assert_true (g_variant_equal (state, after));
   data_after = mixprec_param_get_fp8 (w, &error);
   g_assert_no_error (error);
@@ -415,8 +415,8 @@ test_checkpoint (void)
         {
           MixprecParam *pa = mixprec_engine_get_param (a, names[i]);
           MixprecParam *pb = mixprec_engine_get_param (b, names[i]);
-          g_autoptr(GVariant) sa = g_variant_ref_sink (mixprec_fp8_scaling_save_state (mixprec_param_get_fp8_scaling (pa)));
-          g_autoptr(GVariant) sb = g_variant_ref_sink (mixprec_fp8_scaling_save_state (mixprec_param_get_fp8_scaling (pb)));
+          g_autoptr(GVariant) sa = mixprec_fp8_scaling_save_state (mixprec_param_get_fp8_scaling (pa));
+          g_autoptr(GVariant) sb = mixprec_fp8_scaling_save_state (mixprec_param_get_fp8_scaling (pb));
           g_autoptr(GBytes) da = mixprec_param_get_fp8 (pa, &error);
           g_autoptr(GBytes) db = mixprec_param_get_fp8 (pb, &error);
 

@@ -136,7 +136,7 @@ snapshot (MixprecEngine *engine, guint64 *gathered, GError **error)
       if (mixprec_param_is_fp8 (param))
         {
           MixprecFp8Scaling *scaling = mixprec_param_get_fp8_scaling (param);
-          g_autoptr(GVariant) state = g_variant_ref_sink (mixprec_fp8_scaling_save_state (scaling));
+          g_autoptr(GVariant) state = mixprec_fp8_scaling_save_state (scaling);
           g_autofree gchar *text = g_variant_print (state, TRUE);
           gsize n_scales = 0;
           const guint8 *scales = mixprec_param_get_fp8_block_scales (param, &n_scales);

@@ -195,7 +195,8 @@ _mixprec_f32_to_f16_sr (float  f,
 /* ------------------------------------------------------------ float8 e4m3
  *
  * The "fn" variant: no infinities, S.1111.111 is NaN, max 448. Overflow and
- * ±Inf give NaN (as PyTorch's float8_e4m3fn cast), NaN gives sign | 0x7F.
+ * ±Inf give NaN (the OCP non-saturating conversion; numeric-fp8.h has the
+ * saturating one), NaN gives sign | 0x7F.
  */
 
 MIXPREC_NUMERIC_FN float

@@ -67,8 +67,16 @@ _mixprec_engine_fp8_register (MixprecEngine *self,
   MixprecFp8Recipe *recipe = mixprec_config_get_fp8_recipe (self->config);
   const gchar *name = mixprec_param_get_name (param);
 
+  guint ndim = 0;
+
   if (recipe == NULL ||
       !mixprec_precision_policy_is_fp8 (self->policy, name, mixprec_param_get_module_type (param)))
+    return TRUE;
+  /* FP8 is for the operands of matrix multiplies: a module's vectors (a
+   * Linear's bias) are added, not multiplied, and keep the working dtype,
+   * as Transformer Engine and torchao keep them. */
+  mixprec_param_get_shape (param, &ndim);
+  if (ndim < 2)
     return TRUE;
   if (self->device != NULL)
     {

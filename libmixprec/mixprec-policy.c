@@ -365,6 +365,10 @@ mixprec_precision_policy_lookup (MixprecPrecisionPolicy *self,
  * instance, an output projection can stay out of FP8 by name). The FP8
  * dtype and scaling follow mixprec_config_get_fp8_recipe().
  *
+ * The engine gives FP8 copies to such parameters only when they have two
+ * dimensions or more (the matrices a GEMM multiplies); a bias keeps the
+ * working dtype.
+ *
  * Returns: %TRUE when the parameter is FP8; %FALSE otherwise, also for an
  *   empty or non-UTF-8 name or type
  *

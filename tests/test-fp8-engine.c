@@ -23,11 +23,13 @@ typedef struct {
   const gchar *module;
 } Spec;
 
-/* A matrix whose size is no multiple of the MX block, a short Linear
- * vector, a LayerNorm weight that stays out of FP8, and a matrix the
- * optimizer's tiles (16384 elements of the group) cut inside MX blocks. */
+/* A matrix whose size is no multiple of the MX block, a small Linear
+ * matrix, a LayerNorm weight and a Linear bias that stay out of FP8 (no
+ * GEMM multiplies them), and a matrix the optimizer's tiles (16384
+ * elements of the group) cut inside MX blocks. */
 static const Spec model[] = {
-  { "w", 100, 70, "Linear" }, { "b", 33, 0, "Linear" }, { "ln", 50, 0, "LayerNorm" },
+  { "w", 100, 70, "Linear" }, { "b", 3, 11, "Linear" }, { "ln", 50, 0, "LayerNorm" },
+  { "bias", 70, 0, "Linear" },
   { "big", 202, 100, "Linear" },
 };
 static const gchar *const fp8_names[] = { "w", "b", "big" };
@@ -175,10 +177,14 @@ test_delayed (void)
   g_autoptr(MixprecEngine) engine = build ("delayed", "bf16");
   MixprecParam *w = mixprec_engine_get_param (engine, "w");
   MixprecParam *ln = mixprec_engine_get_param (engine, "ln");
+  MixprecParam *bias = mixprec_engine_get_param (engine, "bias");
   gfloat seen[3] = { 0.0f, 0.0f, 0.0f };
 
   g_assert_true (mixprec_param_is_fp8 (w));
   g_assert_false (mixprec_param_is_fp8 (ln));
+  /* A Linear's vector is added, not multiplied: no FP8 copy. */
+  g_assert_false (mixprec_param_is_fp8 (bias));
+  g_assert_null (mixprec_param_get_fp8_data (bias));
   g_assert_cmpint (mixprec_param_get_fp8_dtype (w), ==, MIXPREC_DTYPE_FLOAT8_E4M3);
   /* Before any step: the initial values with scale 1. */
   g_assert_cmpfloat (mixprec_fp8_scaling_get_scale (mixprec_param_get_fp8_scaling (w)), ==, 1.0f);
@@ -468,7 +474,7 @@ test_other_device (void)
   g_autoptr(MixprecEngine) engine = NULL;
   g_autoptr(_MixprecDevice) device = NULL;
   gfloat init[8] = { 0 };
-  guint64 shape[1] = { 8 };
+  guint64 shape[1] = { 8 }, matrix[2] = { 2, 4 };
   g_autoptr(GBytes) bytes = g_bytes_new (init, sizeof init);
 
   if (g_getenv ("MIXPREC_TOP_BUILDDIR") == NULL)
@@ -487,7 +493,7 @@ test_other_device (void)
   g_assert_nonnull (mixprec_engine_register_param (engine, "ln", shape, 1, "LayerNorm",
                                                    MIXPREC_DTYPE_FLOAT32, bytes, &error));
   g_assert_no_error (error);
-  g_assert_null (mixprec_engine_register_param (engine, "w", shape, 1, "Linear",
+  g_assert_null (mixprec_engine_register_param (engine, "w", matrix, 2, "Linear",
                                                 MIXPREC_DTYPE_FLOAT32, bytes, &error));
   g_assert_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_PARAM);
   g_assert_nonnull (strstr (error->message, "'w'"));

@@ -325,7 +325,7 @@ mp_child_main (void)
   g_autofree gchar *file = NULL;
   g_autofree gchar *json = NULL;
   gfloat init[MP_NUMEL];
-  guint64 shape[1] = { MP_NUMEL };
+  guint64 shape[2] = { 8, MP_NUMEL / 8 };
   g_autoptr(GBytes) bytes = NULL;
   MixprecParam *p;
   guint rank;
@@ -347,7 +347,7 @@ mp_child_main (void)
   engine = mixprec_engine_new_with_comm (config, NULL, mp, &error);
   if (engine == NULL || mixprec_engine_get_world_size (engine) != 1)
     return 1;
-  p = mixprec_engine_register_param (engine, "w", shape, 1, "Linear", MIXPREC_DTYPE_FLOAT32,
+  p = mixprec_engine_register_param (engine, "w", shape, 2, "Linear", MIXPREC_DTYPE_FLOAT32,
                                      bytes, &error);
   for (guint k = 0; k < MP_STEPS && p != NULL; k++)
     {

@@ -8,6 +8,7 @@ docs_reference_pages = \
 	docs/reference/overview.md \
 	docs/reference/step-pipeline.md \
 	docs/reference/precision-modes.md \
+	docs/reference/fp8-training.md \
 	docs/reference/fp8-casts.md \
 	docs/reference/zero-and-memory.md \
 	docs/reference/checkpoints.md \

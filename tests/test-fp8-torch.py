@@ -142,6 +142,8 @@ for name, dt, tdt, fmax, _ in FORMATS:
             check(f"non-saturating {what}: the {int(over.sum())} overflows are NaN (sign | 0x7F) where "
                   f"this torch saturates to sign | 0x7E",
                   torch.equal(got[over], sign[over] | 0x7F) and torch.equal(want[over], sign[over] | 0x7E))
+            check(f"saturating {what}: bit-identical to this torch's own (x * scale).to(), which saturates",
+                  torch.equal(got_sat, want), first_diff(x, got_sat, want))
         else:
             check(f"non-saturating {what}: bit-identical to (x * scale).to()",
                   torch.equal(got, want), first_diff(x, got, want))

@@ -914,6 +914,39 @@ _mixprec_engine_fp8_gather_unit (MixprecEngine *self, Group *g, const Unit *u,
 
 /* ---------------------------------------------------------------- checkpoints */
 
+/* @state with its amax history made @len long, for a run that changed
+ * fp8.amax_history_len since the checkpoint. Slot 0 (the amax not yet
+ * used) stays; slots 1 .. n-1 run from the oldest amax to the newest (the
+ * update rolls the history back by one), so the newest len - 1 of them
+ * are kept, ending the new history, and a longer history is padded with
+ * zeros at its old end, which no max sees. The scale carries over as it
+ * was. Returns NULL when @state has no history of doubles to resize. */
+static GVariant *
+resize_history (GVariant *state,
+                guint     len)
+{
+  g_auto(GVariantDict) dict = G_VARIANT_DICT_INIT (state);
+  g_autoptr(GVariant) history_v = g_variant_dict_lookup_value (&dict, "amax_history",
+                                                               G_VARIANT_TYPE ("ad"));
+  g_autofree gdouble *resized = NULL;
+  const gdouble *history;
+  gsize n = 0;
+
+  if (history_v == NULL || len == 0)
+    return NULL;
+  history = g_variant_get_fixed_array (history_v, &n, sizeof (gdouble));
+  if (n == 0)
+    return NULL;
+  resized = g_new0 (gdouble, len);
+  resized[0] = history[0];
+  for (gsize k = 1; k < len && k < n; k++)
+    resized[len - k] = history[n - k];
+  g_variant_dict_insert_value (&dict, "amax_history",
+                               g_variant_new_fixed_array (G_VARIANT_TYPE_DOUBLE, resized, len,
+                                                          sizeof (gdouble)));
+  return g_variant_ref_sink (g_variant_dict_end (&dict));
+}
+
 gboolean
 _mixprec_engine_restore_fp8 (MixprecEngine *self,
                              const gchar   *path,
@@ -927,15 +960,26 @@ _mixprec_engine_restore_fp8 (MixprecEngine *self,
     {
       MixprecParam *p = g_ptr_array_index (self->params, i);
       _MixprecParamStorage *s = _mixprec_param_get_storage (p);
+      g_autoptr(GVariant) resized = NULL;
       GVariant *state;
       MixprecFp8Scaling *scaling;
       GError *local = NULL;
+      guint len;
 
       if (!s->fp8)
         continue;
+      len = mixprec_fp8_recipe_get_kind (self->fp8_recipe) == MIXPREC_FP8_RECIPE_DELAYED
+        ? mixprec_fp8_recipe_get_amax_history_len (self->fp8_recipe) : 0;
       scaling = mixprec_fp8_recipe_new_scaling (self->fp8_recipe, MIXPREC_FP8_ROLE_FORWARD);
       g_ptr_array_add (fresh, scaling);
       state = states != NULL ? g_hash_table_lookup (states, mixprec_param_get_name (p)) : NULL;
+      if (state != NULL && len > 0)
+        {
+          /* A run may change fp8.amax_history_len and resume. */
+          resized = resize_history (state, len);
+          if (resized != NULL)
+            state = resized;
+        }
       if (state != NULL && !mixprec_fp8_scaling_restore_state (scaling, state, &local))
         {
           g_set_error (error, MIXPREC_CHECKPOINT_ERROR, MIXPREC_CHECKPOINT_ERROR_INCOMPATIBLE,

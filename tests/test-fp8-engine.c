@@ -34,13 +34,17 @@ static const Spec model[] = {
 };
 static const gchar *const fp8_names[] = { "w", "b", "big" };
 
+/* fp8.amax_history_len of the engines build() makes. */
+static guint history_len = 16;
+
 static MixprecConfig *
 make_config (const gchar *recipe, const gchar *mode)
 {
   g_autoptr(GError) error = NULL;
   g_autofree gchar *fp8 = recipe != NULL
-    ? g_strdup_printf ("\"fp8\": {\"enabled\": true, \"recipe\": \"%s\", \"amax_history_len\": 16,"
-                       " \"amax_compute_algo\": \"max\", \"modules\": [\"Linear\"]},", recipe)
+    ? g_strdup_printf ("\"fp8\": {\"enabled\": true, \"recipe\": \"%s\", \"amax_history_len\": %u,"
+                       " \"amax_compute_algo\": \"max\", \"modules\": [\"Linear\"]},", recipe,
+                       history_len)
     : g_strdup ("");
   const gchar *precision = g_str_equal (mode, "fp16")
     ? "\"fp16\": {\"enabled\": true, \"initial_scale_power\": 8, \"hysteresis\": 1},"
@@ -501,6 +505,75 @@ test_other_device (void)
   g_assert_null (mixprec_engine_get_param (engine, "w"));
 }
 
+static MixprecEngine *
+build_with_history (guint len)
+{
+  MixprecEngine *engine;
+
+  history_len = len;
+  engine = build ("delayed", "bf16");
+  history_len = 16;
+  return engine;
+}
+
+static void
+steps (MixprecEngine *engine, guint first, guint end)
+{
+  for (guint k = first; k < end; k++)
+    {
+      g_autoptr(MixprecStepResult) r = step (engine, k, FALSE);
+
+      g_assert_true (r->applied);
+    }
+}
+
+/* A run that changes fp8.amax_history_len and resumes goes on as a run
+ * that had the new length from the start: the FP8 copies do not feed back
+ * into the masters, so the amaxes are the same whatever the length, and
+ * the resumed history holds the newest of them. Growing keeps all of them
+ * (here fewer steps than either length), so the scale is the same at once;
+ * shrinking keeps the newest and the scales meet at the next update. */
+static void
+test_checkpoint_history_len (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree gchar *dir = tmp_dir ();
+  g_autoptr(MixprecEngine) saved = build_with_history (16);
+  const guint lens[] = { 32, 3 };
+
+  steps (saved, 0, 6);
+  g_assert_true (mixprec_engine_save_checkpoint (saved, dir, &error));
+  g_assert_no_error (error);
+  for (guint l = 0; l < G_N_ELEMENTS (lens); l++)
+    {
+      g_autoptr(MixprecEngine) resumed = build_with_history (lens[l]);
+      g_autoptr(MixprecEngine) from_start = build_with_history (lens[l]);
+
+      g_assert_true (mixprec_engine_load_checkpoint (resumed, dir, &error));
+      g_assert_no_error (error);
+      steps (from_start, 0, 6);
+      for (guint k = 6; k < 8; k++)
+        {
+          for (guint i = 0; i < G_N_ELEMENTS (fp8_names); i++)
+            {
+              MixprecFp8Scaling *a = mixprec_param_get_fp8_scaling (mixprec_engine_get_param (resumed, fp8_names[i]));
+              MixprecFp8Scaling *b = mixprec_param_get_fp8_scaling (mixprec_engine_get_param (from_start, fp8_names[i]));
+              guint na = 0, nb = 0;
+              const gfloat *ha = mixprec_fp8_scaling_get_amax_history (a, &na);
+              const gfloat *hb = mixprec_fp8_scaling_get_amax_history (b, &nb);
+
+              g_assert_cmpuint (na, ==, lens[l]);
+              g_assert_cmpmem (ha, na * sizeof (gfloat), hb, nb * sizeof (gfloat));
+              if (lens[l] > 16 || k > 6)
+                g_assert_cmpfloat (mixprec_fp8_scaling_get_scale (a), ==, mixprec_fp8_scaling_get_scale (b));
+            }
+          steps (resumed, k, k + 1);
+          steps (from_start, k, k + 1);
+        }
+    }
+  remove_tree (dir);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -521,6 +594,7 @@ main (int argc, char **argv)
   g_test_add_func ("/fp8-engine/skipped-step", test_skipped_step);
   g_test_add_func ("/fp8-engine/memory", test_memory);
   g_test_add_func ("/fp8-engine/checkpoint", test_checkpoint);
+  g_test_add_func ("/fp8-engine/checkpoint-history-len", test_checkpoint_history_len);
   g_test_add_func ("/fp8-engine/other-device", test_other_device);
   return g_test_run ();
 }

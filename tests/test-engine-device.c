@@ -582,7 +582,7 @@ test_offload_pinned (void)
   feature = mixprec_registry_find_feature (mixprec_registry_get_default (), MIXPREC_FEATURE_KIND_DEVICE,
                                            "hostdev", "hostdev", &error);
   g_assert_no_error (error);
-  g_assert_cmpuint (mixprec_feature_get_abi_revision (feature), ==, 2);
+  g_assert_cmpuint (mixprec_feature_get_abi_revision (feature), ==, 3);
   g_assert_cmpuint (*live, ==, 0);
   *threads = 0;
   *copies = 0;

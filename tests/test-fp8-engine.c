@@ -681,6 +681,41 @@ test_old_device (gconstpointer data)
   g_assert_null (mixprec_engine_get_param (engine, "w"));
 }
 
+/* On a device the cast covers whole parameters: with the masters
+ * offloaded to the host the layout fails naming the parameter, the device
+ * and the reason. */
+static void
+test_device_offloaded (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MixprecConfig) config = NULL;
+  g_autoptr(MixprecEngine) engine = NULL;
+  g_autoptr(_MixprecDevice) device = NULL;
+  gfloat init[8] = { 0 };
+  guint64 matrix[2] = { 2, 4 };
+  g_autoptr(GBytes) bytes = g_bytes_new (init, sizeof init);
+
+  if (!have_hostdev ())
+    return;
+  device = _mixprec_device_open ("hostdev", -1, &error);
+  g_assert_no_error (error);
+  config = mixprec_config_new_from_data ("{\"bf16\": {\"enabled\": true},"
+                                         " \"fp8\": {\"enabled\": true, \"modules\": [\"Linear\"]},"
+                                         " \"zero_optimization\": {\"offload_optimizer\": {\"device\": \"cpu\"}}}",
+                                         -1, &error);
+  g_assert_no_error (error);
+  engine = _mixprec_engine_new_internal (config, device, NULL, NULL, FALSE, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (mixprec_engine_register_param (engine, "w", matrix, 2, "Linear",
+                                                   MIXPREC_DTYPE_FLOAT32, bytes, &error));
+  g_assert_no_error (error);
+  g_assert_false (mixprec_engine_prepare (engine, &error));
+  g_assert_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_PARAM);
+  g_assert_nonnull (strstr (error->message, "'w'"));
+  g_assert_nonnull (strstr (error->message, "'hostdev'"));
+  g_assert_nonnull (strstr (error->message, "offloaded"));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -707,5 +742,6 @@ main (int argc, char **argv)
   g_test_add_func ("/fp8-engine/device/mx", test_device_mx);
   g_test_add_data_func ("/fp8-engine/device/old-revision-1", "hostdev-v1", test_old_device);
   g_test_add_data_func ("/fp8-engine/device/old-revision-2", "hostdev-v2", test_old_device);
+  g_test_add_func ("/fp8-engine/device/offloaded", test_device_offloaded);
   return g_test_run ();
 }

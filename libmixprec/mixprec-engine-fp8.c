@@ -41,7 +41,17 @@
  * after the optimizer wrote them, while they are in cache. MX casts the
  * whole blocks of a tile, and after the pass the blocks tiles cut. At
  * layout and after a checkpoint load the cast is a pass of its own across
- * the thread pool, in pieces of at most CAST_CHUNK elements. */
+ * the thread pool, in pieces of at most CAST_CHUNK elements.
+ *
+ * On a device (plugin revision 3, MixprecDeviceV3) the FP8 buffers are in
+ * device memory and nothing is fused: the device optimizer's kernels do
+ * not cast, so after its pass a second pass on the device's stream casts
+ * the group's masters (write_group_device()), the amaxes kept in device
+ * memory and read back in one copy per group; the delayed amaxes are
+ * agreed in an all-reduce of their own (_mixprec_engine_fp8_agree_device())
+ * since the gradient-norm blocks there are device memory too. Only whole
+ * parameters are cast on a device (one process, or ZeRO-0 without
+ * offloaded masters); the layout refuses the rest. */
 #include "config.h"
 
 #include <math.h>

@@ -199,9 +199,11 @@ _mixprec_engine_fp8_layout (MixprecEngine *self,
                    self->offload ? "masters offloaded to the host" : "slices of a ZeRO stage above 0");
       return FALSE;
     }
+  /* The amax slots are scratch of the agreement, counted with the
+   * gradient-norm blocks beside which they are agreed on the cpu device. */
   if (self->device != NULL &&
       (g->fp8_amax_device = _mixprec_engine_alloc (self, self->device, MAX (g->params->len, 1),
-                                                   sizeof (gfloat), BUF_FP8, error)) == NULL)
+                                                   sizeof (gfloat), BUF_NORM, error)) == NULL)
     return FALSE;
   g->fp8_data = _mixprec_engine_alloc (self, self->device, fp8_elements (g), 1, BUF_FP8, error);
   if (g->fp8_data == NULL)

@@ -681,6 +681,59 @@ test_old_device (gconstpointer data)
   g_assert_null (mixprec_engine_get_param (engine, "w"));
 }
 
+/* A checkpoint of the cpu engine loaded into an engine on a device: the
+ * scalings restored and the FP8 copies cast on the device from the loaded
+ * masters are those of the cpu engine, and so are the next steps'. */
+static void
+test_device_checkpoint (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree gchar *dir = NULL;
+  g_autoptr(_MixprecDevice) device = NULL;
+  g_autoptr(MixprecEngine) cpu = NULL, dev = NULL;
+
+  if (!have_hostdev ())
+    return;
+  dir = tmp_dir ();
+  device = _mixprec_device_open ("hostdev", -1, &error);
+  g_assert_no_error (error);
+  cpu = build ("delayed", "bf16");
+  dev = build_on ("delayed", "bf16", device);
+  for (guint k = 0; k < 3; k++)
+    {
+      g_autoptr(MixprecStepResult) r = step (cpu, k, FALSE);
+
+      g_assert_true (r->applied);
+    }
+  g_assert_true (mixprec_engine_save_checkpoint (cpu, dir, &error));
+  g_assert_no_error (error);
+  g_assert_true (mixprec_engine_load_checkpoint (dev, dir, &error));
+  g_assert_no_error (error);
+  for (guint k = 3; k < 6; k++)
+    {
+      for (guint i = 0; i < G_N_ELEMENTS (fp8_names); i++)
+        {
+          MixprecParam *pa = mixprec_engine_get_param (cpu, fp8_names[i]);
+          MixprecParam *pb = mixprec_engine_get_param (dev, fp8_names[i]);
+          g_autoptr(GVariant) sa = mixprec_fp8_scaling_save_state (mixprec_param_get_fp8_scaling (pa));
+          g_autoptr(GVariant) sb = mixprec_fp8_scaling_save_state (mixprec_param_get_fp8_scaling (pb));
+          g_autoptr(GBytes) da = mixprec_param_get_fp8 (pa, &error);
+          g_autoptr(GBytes) db = mixprec_param_get_fp8 (pb, &error);
+
+          g_assert_no_error (error);
+          g_assert_true (g_variant_equal (sa, sb));
+          assert_same_bytes (da, db);
+        }
+      {
+        g_autoptr(MixprecStepResult) ra = step (cpu, k, FALSE);
+        g_autoptr(MixprecStepResult) rb = step (dev, k, FALSE);
+
+        g_assert_true (ra->applied && rb->applied);
+      }
+    }
+  remove_tree (dir);
+}
+
 /* On a device the cast covers whole parameters: with the masters
  * offloaded to the host the layout fails naming the parameter, the device
  * and the reason. */
@@ -743,5 +796,6 @@ main (int argc, char **argv)
   g_test_add_data_func ("/fp8-engine/device/old-revision-1", "hostdev-v1", test_old_device);
   g_test_add_data_func ("/fp8-engine/device/old-revision-2", "hostdev-v2", test_old_device);
   g_test_add_func ("/fp8-engine/device/offloaded", test_device_offloaded);
+  g_test_add_func ("/fp8-engine/device/checkpoint", test_device_checkpoint);
   return g_test_run ();
 }

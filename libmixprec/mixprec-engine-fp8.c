@@ -51,7 +51,7 @@
  * agreed in an all-reduce of their own (_mixprec_engine_fp8_agree_device())
  * since the gradient-norm blocks there are device memory too. Only whole
  * parameters are cast on a device (one process, or ZeRO-0 without
- * offloaded masters); the layout refuses the rest. */
+ * offloaded masters); registration refuses the rest. */
 #include "config.h"
 
 #include <math.h>
@@ -97,6 +97,18 @@ _mixprec_engine_fp8_register (MixprecEngine *self,
                    _mixprec_device_get_name (self->device),
                    _mixprec_device_get_plugin_name (self->device),
                    _mixprec_device_get_revision (self->device));
+      return FALSE;
+    }
+  /* On a device the cast covers whole parameters (see the top of this
+   * file); the stage and the offload are the engine's from its creation. */
+  if (self->device != NULL && (self->offload || self->stage >= 1))
+    {
+      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_PARAM,
+                   "parameter '%s': FP8 working copies on device '%s' are written for whole "
+                   "parameters only for now (one process, or ZeRO stage 0 without "
+                   "offload_optimizer), not for %s", name, _mixprec_device_get_name (self->device),
+                   self->offload ? "masters offloaded to the host"
+                                 : "the slices of ZeRO stage 1 to 3 across ranks");
       return FALSE;
     }
   if (!mixprec_param_has_master (param) &&
@@ -188,17 +200,6 @@ _mixprec_engine_fp8_layout (MixprecEngine *self,
 
   if (!g->fp8)
     return TRUE;
-  if (self->device != NULL && (self->offload || (self->world > 1 && g->state_local)))
-    {
-      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_PARAM,
-                   "parameter '%s': FP8 working copies on device '%s' are written for whole "
-                   "parameters only for now (one process, or ZeRO stage 0 without "
-                   "offload_optimizer), not for %s",
-                   mixprec_param_get_name (g_ptr_array_index (g->params, 0)),
-                   _mixprec_device_get_name (self->device),
-                   self->offload ? "masters offloaded to the host" : "slices of a ZeRO stage above 0");
-      return FALSE;
-    }
   /* The amax slots are scratch of the agreement, counted with the
    * gradient-norm blocks beside which they are agreed on the cpu device. */
   if (self->device != NULL &&

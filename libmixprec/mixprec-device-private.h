@@ -142,6 +142,32 @@ gboolean        _mixprec_device_sum_ordered   (_MixprecDevice *device,
                                                gdouble        *out,
                                                GError        **error);
 
+/* The float8 casts of a device of plugin revision 3 (MixprecDeviceV3):
+ * the plugin revision the device was registered with (0 for the host),
+ * whether it has them, and the casts on device memory (@amax: NULL or one
+ * float of device memory, a running maximum; @dst NULL: the amax only). */
+guint           _mixprec_device_get_revision  (_MixprecDevice *device);
+/* The name of the plugin that registered the device. */
+const gchar    *_mixprec_device_get_plugin_name (_MixprecDevice *device);
+gboolean        _mixprec_device_has_fp8       (_MixprecDevice *device);
+gboolean        _mixprec_device_fp8_cast      (_MixprecDevice *device,
+                                               MixprecDType    fp8_dtype,
+                                               gboolean        saturate,
+                                               gfloat          scale,
+                                               const gfloat   *src,
+                                               guint8         *dst,
+                                               gsize           n,
+                                               gfloat         *amax,
+                                               GError        **error);
+gboolean        _mixprec_device_mx_cast       (_MixprecDevice *device,
+                                               MixprecDType    elem_dtype,
+                                               guint           block_size,
+                                               const gfloat   *src,
+                                               guint8         *dst,
+                                               guint8         *scales,
+                                               gsize           n,
+                                               GError        **error);
+
 /* Events of the device's stream; on the host every event is complete. */
 gpointer        _mixprec_device_event_new     (_MixprecDevice *device,
                                                GError        **error);
@@ -172,10 +198,19 @@ gboolean        _mixprec_device_v2_vtable_check (const MixprecDeviceV2 *vtable,
                                                  GError              **error);
 MixprecFeature *_mixprec_feature_new_device_v2 (const MixprecDeviceV2 *vtable,
                                                 MixprecPlugin         *plugin);
+/* The same for revision 3 (register_device_v3): the V2 checks, then
+ * fp8_cast and mx_cast, then the V3 reserved space. */
+gboolean        _mixprec_device_v3_vtable_check (const MixprecDeviceV3 *vtable,
+                                                 GError              **error);
+MixprecFeature *_mixprec_feature_new_device_v3 (const MixprecDeviceV3 *vtable,
+                                                MixprecPlugin         *plugin);
 /* The device's vtable (NULL for other kinds). */
 const MixprecDeviceV1 *_mixprec_feature_get_device_vtable (MixprecFeature *feature);
 /* The whole revision-2 form: host_alloc and host_free are NULL for a
  * device registered as revision 1. */
 const MixprecDeviceV2 *_mixprec_feature_get_device_vtable_v2 (MixprecFeature *feature);
+/* The whole revision-3 form: fp8_cast and mx_cast are NULL for a device
+ * registered as revision 1 or 2. */
+const MixprecDeviceV3 *_mixprec_feature_get_device_vtable_v3 (MixprecFeature *feature);
 
 G_END_DECLS

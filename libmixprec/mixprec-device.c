@@ -8,6 +8,7 @@
 #include "mixprec.h"
 #include "mixprec-device-private.h"
 #include "mixprec-engine-kernels-private.h"
+#include "mixprec-fp8-private.h"
 #include "mixprec-registry-private.h"
 
 struct _MixprecDevice
@@ -15,6 +16,7 @@ struct _MixprecDevice
   MixprecFeature *feature;       /* keeps the vtable (and its module) alive */
   const MixprecDeviceV1 *vtable;
   const MixprecDeviceV2 *vtable_v2;   /* host_alloc/host_free NULL for revision 1 */
+  const MixprecDeviceV3 *vtable_v3;   /* fp8_cast/mx_cast NULL for revisions 1 and 2 */
   gpointer handle;
   gchar *label;                  /* "cuda (plugin device-cuda)" */
   gint ordinal;                  /* the ordinal opened (-1 resolved as the
@@ -107,6 +109,7 @@ _mixprec_device_open_feature (MixprecFeature *feature,
   device->feature = g_object_ref (feature);
   device->vtable = vtable;
   device->vtable_v2 = _mixprec_feature_get_device_vtable_v2 (feature);
+  device->vtable_v3 = _mixprec_feature_get_device_vtable_v3 (feature);
   device->label = g_strdup_printf ("'%s' (plugin %s)", vtable->name,
                                    mixprec_feature_get_plugin_name (feature));
   device->ordinal = ordinal >= 0 ? ordinal : default_ordinal ();
@@ -530,6 +533,84 @@ _mixprec_device_scale (_MixprecDevice *device,
   return check (device, device->vtable->scale (device->handle, buf, (MixprecPluginDType) dtype, n,
                                                factor, errbuf, sizeof errbuf),
                 "scale", errbuf, error);
+}
+
+const gchar *
+_mixprec_device_get_plugin_name (_MixprecDevice *device)
+{
+  return device != NULL ? mixprec_feature_get_plugin_name (device->feature) : "builtin";
+}
+
+guint
+_mixprec_device_get_revision (_MixprecDevice *device)
+{
+  return device != NULL ? mixprec_feature_get_abi_revision (device->feature) : 0;
+}
+
+gboolean
+_mixprec_device_has_fp8 (_MixprecDevice *device)
+{
+  return device != NULL && device->vtable_v3->fp8_cast != NULL && device->vtable_v3->mx_cast != NULL;
+}
+
+gboolean
+_mixprec_device_fp8_cast (_MixprecDevice *device,
+                          MixprecDType    fp8_dtype,
+                          gboolean        saturate,
+                          gfloat          scale,
+                          const gfloat   *src,
+                          guint8         *dst,
+                          gsize           n,
+                          gfloat         *amax,
+                          GError        **error)
+{
+  ERRBUF;
+
+  if (device == NULL)
+    {
+      gfloat m = amax != NULL ? *amax : 0.0f;
+
+      if (dst != NULL)
+        _mixprec_fp8_quantize_f32 (fp8_dtype, saturate, scale, src, dst, n, &m);
+      else
+        _mixprec_fp8_amax_f32 (src, n, &m);
+      if (amax != NULL)
+        *amax = m;
+      return TRUE;
+    }
+  g_return_val_if_fail (_mixprec_device_has_fp8 (device), FALSE);
+  if (n == 0)
+    return TRUE;
+  return check (device, device->vtable_v3->fp8_cast (device->handle, (MixprecPluginDType) fp8_dtype,
+                                                     saturate ? 1 : 0, scale, src, dst, n, amax,
+                                                     errbuf, sizeof errbuf),
+                "fp8_cast", errbuf, error);
+}
+
+gboolean
+_mixprec_device_mx_cast (_MixprecDevice *device,
+                         MixprecDType    elem_dtype,
+                         guint           block_size,
+                         const gfloat   *src,
+                         guint8         *dst,
+                         guint8         *scales,
+                         gsize           n,
+                         GError        **error)
+{
+  ERRBUF;
+
+  if (device == NULL)
+    {
+      _mixprec_mx_quantize_f32 (elem_dtype, block_size, src, n, dst, scales);
+      return TRUE;
+    }
+  g_return_val_if_fail (_mixprec_device_has_fp8 (device), FALSE);
+  if (n == 0)
+    return TRUE;
+  return check (device, device->vtable_v3->mx_cast (device->handle, (MixprecPluginDType) elem_dtype,
+                                                    block_size, src, dst, scales, n,
+                                                    errbuf, sizeof errbuf),
+                "mx_cast", errbuf, error);
 }
 
 gboolean

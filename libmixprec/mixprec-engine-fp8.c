@@ -41,7 +41,17 @@
  * after the optimizer wrote them, while they are in cache. MX casts the
  * whole blocks of a tile, and after the pass the blocks tiles cut. At
  * layout and after a checkpoint load the cast is a pass of its own across
- * the thread pool, in pieces of at most CAST_CHUNK elements. */
+ * the thread pool, in pieces of at most CAST_CHUNK elements.
+ *
+ * On a device (plugin revision 3, MixprecDeviceV3) the FP8 buffers are in
+ * device memory and nothing is fused: the device optimizer's kernels do
+ * not cast, so after its pass a second pass on the device's stream casts
+ * the group's masters (write_group_device()), the amaxes kept in device
+ * memory and read back in one copy per group; the delayed amaxes are
+ * agreed in an all-reduce of their own (_mixprec_engine_fp8_agree_device())
+ * since the gradient-norm blocks there are device memory too. Only whole
+ * parameters are cast on a device (one process, or ZeRO-0 without
+ * offloaded masters); registration refuses the rest. */
 #include "config.h"
 
 #include <math.h>
@@ -78,12 +88,27 @@ _mixprec_engine_fp8_register (MixprecEngine *self,
   mixprec_param_get_shape (param, &ndim);
   if (ndim < 2)
     return TRUE;
-  if (self->device != NULL)
+  if (self->device != NULL && !_mixprec_device_has_fp8 (self->device))
     {
       g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_PARAM,
-                   "parameter '%s': FP8 working copies (fp8.enabled) are written on the cpu "
-                   "device only for now, not on device '%s'", name,
-                   _mixprec_device_get_name (self->device));
+                   "parameter '%s': FP8 working copies (fp8.enabled) on device '%s' need the "
+                   "float8 casts of device plugin revision 3 (plugin ABI 1.3, MixprecDeviceV3), "
+                   "but the device's plugin '%s' registered it as revision %u", name,
+                   _mixprec_device_get_name (self->device),
+                   _mixprec_device_get_plugin_name (self->device),
+                   _mixprec_device_get_revision (self->device));
+      return FALSE;
+    }
+  /* On a device the cast covers whole parameters (see the top of this
+   * file); the stage and the offload are the engine's from its creation. */
+  if (self->device != NULL && (self->offload || self->stage >= 1))
+    {
+      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_PARAM,
+                   "parameter '%s': FP8 working copies on device '%s' are written for whole "
+                   "parameters only for now (one process, or ZeRO stage 0 without "
+                   "offload_optimizer), not for %s", name, _mixprec_device_get_name (self->device),
+                   self->offload ? "masters offloaded to the host"
+                                 : "the slices of ZeRO stage 1 to 3 across ranks");
       return FALSE;
     }
   if (!mixprec_param_has_master (param) &&
@@ -175,7 +200,13 @@ _mixprec_engine_fp8_layout (MixprecEngine *self,
 
   if (!g->fp8)
     return TRUE;
-  g->fp8_data = _mixprec_engine_alloc (self, NULL, fp8_elements (g), 1, BUF_FP8, error);
+  /* The amax slots are scratch of the agreement, counted with the
+   * gradient-norm blocks beside which they are agreed on the cpu device. */
+  if (self->device != NULL &&
+      (g->fp8_amax_device = _mixprec_engine_alloc (self, self->device, MAX (g->params->len, 1),
+                                                   sizeof (gfloat), BUF_NORM, error)) == NULL)
+    return FALSE;
+  g->fp8_data = _mixprec_engine_alloc (self, self->device, fp8_elements (g), 1, BUF_FP8, error);
   if (g->fp8_data == NULL)
     return FALSE;
   self->buf_plan[BUF_FP8] += fp8_elements (g);
@@ -200,7 +231,7 @@ _mixprec_engine_fp8_layout (MixprecEngine *self,
         }
       g->fp8_scales_whole = g->working_local ? local : 0;
       g->fp8_scales_n = g->fp8_scales_whole + at;
-      g->fp8_scales = _mixprec_engine_alloc (self, NULL, g->fp8_scales_n, 1, BUF_FP8_SCALES, error);
+      g->fp8_scales = _mixprec_engine_alloc (self, self->device, g->fp8_scales_n, 1, BUF_FP8_SCALES, error);
       if (g->fp8_scales == NULL)
         return FALSE;
       self->buf_plan[BUF_FP8_SCALES] += g->fp8_scales_n;
@@ -212,8 +243,10 @@ _mixprec_engine_fp8_layout (MixprecEngine *self,
 void
 _mixprec_engine_fp8_free_group (MixprecEngine *self, Group *g)
 {
-  _mixprec_engine_free (self, NULL, g->fp8_data);
-  _mixprec_engine_free (self, NULL, g->fp8_scales);
+  _mixprec_engine_free (self, self->device, g->fp8_data);
+  _mixprec_engine_free (self, self->device, g->fp8_scales);
+  _mixprec_engine_free (self, self->device, g->fp8_amax_device);
+  g->fp8_amax_device = NULL;
   g->fp8_data = NULL;
   g->fp8_scales = NULL;
   g_clear_pointer (&g->fp8_agreed, g_free);
@@ -370,22 +403,52 @@ run_cast (MixprecEngine *self, Group *g, GArray *pieces, CastMode mode, gfloat *
 }
 
 /* MAX of @n floats over the data-parallel ranks that hold parts (@over_dp)
- * and the model-parallel group. */
+ * and the model-parallel group. On a device the communicators move device
+ * memory: the values go through @staging (@n floats of it). */
 static gboolean
-agree_max (MixprecEngine *self, gfloat *values, guint n, gboolean over_dp, GError **error)
+agree_max (MixprecEngine *self, gfloat *values, guint n, gboolean over_dp, gfloat *staging,
+           GError **error)
 {
   GError *local = NULL;
+  gboolean dp = over_dp && self->world > 1;
+  gfloat *buf = values;
 
-  if (n == 0)
+  if (n == 0 || (!dp && self->mp_comm == NULL))
     return TRUE;
-  if (over_dp && self->world > 1 &&
-      !mixprec_comm_all_reduce (self->comm, values, values, n, MIXPREC_DTYPE_FLOAT32,
+  if (self->device != NULL)
+    {
+      if (!_mixprec_device_copy (self->device, staging, values, n * sizeof (gfloat),
+                                 MIXPREC_PLUGIN_COPY_HOST_TO_DEVICE, error))
+        return FALSE;
+      buf = staging;
+    }
+  if (dp &&
+      !mixprec_comm_all_reduce (self->comm, buf, buf, n, MIXPREC_DTYPE_FLOAT32,
                                 MIXPREC_REDUCE_MAX, 0, &local))
     return _mixprec_engine_comm_failed (error, local, "agreeing on the FP8 amaxes");
   if (self->mp_comm != NULL &&
-      !mixprec_comm_all_reduce (self->mp_comm, values, values, n, MIXPREC_DTYPE_FLOAT32,
+      !mixprec_comm_all_reduce (self->mp_comm, buf, buf, n, MIXPREC_DTYPE_FLOAT32,
                                 MIXPREC_REDUCE_MAX, 0, &local))
     return _mixprec_engine_comm_failed (error, local, "agreeing on the FP8 amaxes");
+  return self->device == NULL ||
+         _mixprec_device_copy (self->device, values, staging, n * sizeof (gfloat),
+                               MIXPREC_PLUGIN_COPY_DEVICE_TO_HOST, error);
+}
+
+gboolean
+_mixprec_engine_fp8_agree_device (MixprecEngine *self,
+                                  GError       **error)
+{
+  for (guint j = 0; j < self->groups->len; j++)
+    {
+      Group *g = g_ptr_array_index (self->groups, j);
+      guint n = _mixprec_engine_fp8_n_amax (g);
+
+      for (guint i = 0; i < n; i++)
+        g->fp8_agreed[i] = _mixprec_param_get_storage (g_ptr_array_index (g->params, i))->fp8_amax;
+      if (!agree_max (self, g->fp8_agreed, n, TRUE, g->fp8_amax_device, error))
+        return FALSE;
+    }
   return TRUE;
 }
 
@@ -671,6 +734,86 @@ _mixprec_engine_fp8_fuse_end (MixprecEngine *self, Group *g)
   g_free (f);
 }
 
+/* On a device: the cast is a pass of its own over the group's masters
+ * after the optimizer's (the device optimizer's kernels do not cast), one
+ * fp8_cast or mx_cast call per piece on the device's stream, into the FP8
+ * copy in device memory. The amaxes gather in one device float per
+ * parameter (a running maximum the kernels take), read back with one
+ * device-to-host copy of the group's amaxes: delayed after the cast (for
+ * the next step's agreement), current after an amax-only pass, before the
+ * agreement, the scalings' update and the cast. */
+static gboolean
+device_amaxes (MixprecEngine *self, Group *g, GArray *pieces, gboolean cast, gfloat *amax,
+               GError **error)
+{
+  gsize bytes = MAX (g->params->len, 1) * sizeof (gfloat);
+  gboolean saturate = mixprec_fp8_recipe_get_saturate (self->fp8_recipe);
+
+  if (!_mixprec_device_zero (self->device, g->fp8_amax_device, bytes, error))
+    return FALSE;
+  for (guint k = 0; k < pieces->len; k++)
+    {
+      const CastPiece *p = &g_array_index (pieces, CastPiece, k);
+      _MixprecParamStorage *s = _mixprec_param_get_storage (g_ptr_array_index (g->params, p->param));
+
+      if (!_mixprec_device_fp8_cast (self->device, g->fp8_dtype, saturate,
+                                     mixprec_fp8_scaling_get_scale (s->fp8_scaling), p->src,
+                                     cast ? p->dst : NULL, p->n, g->fp8_amax_device + p->param,
+                                     error))
+        return FALSE;
+    }
+  return _mixprec_device_copy (self->device, amax, g->fp8_amax_device, bytes,
+                               MIXPREC_PLUGIN_COPY_DEVICE_TO_HOST, error);
+}
+
+static gboolean
+write_group_device (MixprecEngine *self, Group *g, GArray *pieces, gfloat *amax,
+                    gboolean collective, GError **error)
+{
+  g->fp8_fused = FALSE;
+  switch (g->fp8_kind)
+    {
+    case MIXPREC_FP8_RECIPE_CURRENT:
+      if (!device_amaxes (self, g, pieces, FALSE, amax, error))
+        return FALSE;
+      if (collective && !agree_max (self, amax, g->params->len, g->state_local, g->fp8_amax_device, error))
+        return FALSE;
+      for (guint i = 0; i < g->params->len; i++)
+        if (!update_scaling (g_ptr_array_index (g->params, i), amax[i], error))
+          return FALSE;
+      for (guint k = 0; k < pieces->len; k++)
+        {
+          const CastPiece *p = &g_array_index (pieces, CastPiece, k);
+          _MixprecParamStorage *s = _mixprec_param_get_storage (g_ptr_array_index (g->params, p->param));
+
+          if (!_mixprec_device_fp8_cast (self->device, g->fp8_dtype,
+                                         mixprec_fp8_recipe_get_saturate (self->fp8_recipe),
+                                         mixprec_fp8_scaling_get_scale (s->fp8_scaling),
+                                         p->src, p->dst, p->n, NULL, error))
+            return FALSE;
+        }
+      break;
+    case MIXPREC_FP8_RECIPE_MX:
+      for (guint k = 0; k < pieces->len; k++)
+        {
+          const CastPiece *p = &g_array_index (pieces, CastPiece, k);
+
+          if (!_mixprec_device_mx_cast (self->device, g->fp8_dtype, block_size (self), p->src,
+                                        p->dst, p->scales, p->n, error))
+            return FALSE;
+        }
+      break;
+    case MIXPREC_FP8_RECIPE_DELAYED:
+    default:
+      if (!device_amaxes (self, g, pieces, TRUE, amax, error))
+        return FALSE;
+      for (guint i = 0; i < g->params->len; i++)
+        _mixprec_param_get_storage (g_ptr_array_index (g->params, i))->fp8_amax = amax[i];
+      break;
+    }
+  return TRUE;
+}
+
 /* Writes @g's FP8 copies from this rank's FP32 values; @collective: the
  * ranks agree on current scaling's amaxes and gather the copies (not at
  * layout, where each rank casts whole parameters on its own). */
@@ -682,6 +825,8 @@ write_group (MixprecEngine *self, Group *g, gboolean collective, gboolean after_
 
   gboolean fused = after_step && g->fp8_fused;
 
+  if (self->device != NULL)
+    return write_group_device (self, g, pieces, amax, collective, error);
   g->fp8_fused = FALSE;
   switch (g->fp8_kind)
     {
@@ -691,7 +836,7 @@ write_group (MixprecEngine *self, Group *g, gboolean collective, gboolean after_
           amax[i] = _mixprec_param_get_storage (g_ptr_array_index (g->params, i))->fp8_amax;
       else
         run_cast (self, g, pieces, CAST_AMAX, amax);
-      if (collective && !agree_max (self, amax, g->params->len, g->state_local, error))
+      if (collective && !agree_max (self, amax, g->params->len, g->state_local, g->fp8_amax_device, error))
         return FALSE;
       for (guint i = 0; i < g->params->len; i++)
         if (!update_scaling (g_ptr_array_index (g->params, i), amax[i], error))

@@ -162,6 +162,8 @@ typedef struct {
                                 overflow agreement, one per parameter */
   struct _MixprecFp8Fuse *fp8_fuse;  /* the cast fused into the step's pass */
   gboolean fp8_fused;        /* this step's pass cast (see mixprec-engine-fp8.c) */
+  gfloat *fp8_amax_device;   /* on a device: one running amax per parameter,
+                                in device memory (NULL on the cpu device) */
 } Group;
 
 /* A host copy of one device buffer, which checkpoints read and write
@@ -522,6 +524,11 @@ void     _mixprec_engine_fp8_take_amax (Group *g, const gdouble *all, guint n_ra
                                         gsize stride, gsize at);
 /* An applied step: every delayed scaling records its agreed amax and
  * updates. */
+/* On a device: the delayed amaxes of every fp8 group agreed (MAX over the
+ * data-parallel and model-parallel ranks, through device memory) into
+ * g->fp8_agreed, in place of riding in the gradient-norm all-gather. */
+gboolean _mixprec_engine_fp8_agree_device (MixprecEngine *self,
+                                           GError       **error);
 gboolean _mixprec_engine_fp8_update (MixprecEngine *self,
                                      GError       **error);
 /* The cast fused into the optimizer's pass (mixprec-engine-step.c): begun

@@ -262,11 +262,11 @@ gradient_sumsq (MixprecEngine *self,
 
           _mixprec_parallel_for (g->n_blocks, 1, 1, sumsq_blocks, &job);
         }
-      if (_mixprec_engine_fp8_n_amax (g) > 0)
+      if (_mixprec_engine_fp8_n_amax (g) > 0 && self->device == NULL)
         {
           /* Delayed FP8 scaling: this rank's amaxes ride in the same
-           * all-gather, after its blocks (host memory: FP8 runs on the cpu
-           * device only). */
+           * all-gather, after its blocks. They are host values on every
+           * device (a device engine reads them back after its cast). */
           gsize na = _mixprec_engine_fp8_n_amax (g), stride = g->n_blocks + na;
           g_autofree gdouble *mine = g_new (gdouble, stride);
           g_autofree gdouble *every = g_new (gdouble, stride * self->world);
@@ -313,6 +313,10 @@ gradient_sumsq (MixprecEngine *self,
         }
     }
 
+  /* On a device the blocks are device memory: the FP8 amaxes (host
+   * values) are agreed in a MAX all-reduce of their own. */
+  if (self->device != NULL && !_mixprec_engine_fp8_agree_device (self, error))
+    return FALSE;
   if (self->mp_comm != NULL)
     {
       guint n = mixprec_comm_get_world_size (self->mp_comm);
@@ -838,7 +842,8 @@ run_pieces (MixprecEngine                *self,
   StepJob job = { self, g, *args, grad_dtype, pieces, n_pieces, NULL, zero_grad, on_host, { 0 }, NULL, NULL };
   g_autofree guint64 *starts = NULL;
 
-  /* FP8 groups are on the cpu device: the pass casts as it goes. */
+  /* FP8 groups on the cpu device: the pass casts as it goes (NULL on a
+   * device, where the cast follows the pass). */
   job.fp8 = g->fp8_fuse;
 
   if (self->offload && !on_host)
@@ -1048,7 +1053,7 @@ apply_optimizer (MixprecEngine *self,
         {
           gboolean ok;
 
-          if (g->fp8)
+          if (g->fp8 && self->device == NULL)
             g->fp8_fuse = _mixprec_engine_fp8_fuse_begin (self, g);
           ok = step_gathered_windows (self, g, &args, error);
           _mixprec_engine_fp8_fuse_end (self, g);
@@ -1059,7 +1064,10 @@ apply_optimizer (MixprecEngine *self,
       /* Gradients read in place on the host are zeroed as the optimizer
        * goes, while they are in the cache (clearing skips them), unless
        * only the engine ever sees them (_mixprec_engine_grad_private()). */
-      if (g->fp8)
+      /* On a device the FP8 cast is a pass of its own after the
+       * optimizer's (_mixprec_engine_fp8_write(), see
+       * mixprec-engine-fp8.c): the device optimizer's kernels do not cast. */
+      if (g->fp8 && self->device == NULL)
         g->fp8_fuse = _mixprec_engine_fp8_fuse_begin (self, g);
       zero_grad = self->world == 1 && g->accum == NULL && g->device == NULL &&
                   !_mixprec_engine_grad_private (self, g);

@@ -77,9 +77,10 @@ struct _MixprecFeature
   gsize n_comm_dtypes;
 
   /* Devices: a copy of the vtable whose strings are the feature's; a V1
-   * vtable's copy has no host_alloc/host_free. */
-  MixprecDeviceV2 device_vtable;
-  guint device_revision;        /* 1 or 2: the vtable struct registered */
+   * vtable's copy has no host_alloc/host_free, a V1 or V2 one no FP8
+   * casts. */
+  MixprecDeviceV3 device_vtable;
+  guint device_revision;        /* 1, 2 or 3: the vtable struct registered */
 };
 
 G_DEFINE_FINAL_TYPE (MixprecFeature, mixprec_feature, G_TYPE_OBJECT)
@@ -874,18 +875,44 @@ _mixprec_device_v2_vtable_check (const MixprecDeviceV2 *vtable,
   return check_result (ok, problem->str, error);
 }
 
+gboolean
+_mixprec_device_v3_vtable_check (const MixprecDeviceV3 *vtable,
+                                 GError              **error)
+{
+  g_autoptr(GString) problem = g_string_new (NULL);
+  gboolean ok = FALSE;
+
+  if (vtable == NULL)
+    return check_result (FALSE, "the device vtable is NULL", error);
+  if (device_check (&vtable->base.base, problem))
+    {
+      const RequiredFunction functions[] = {
+        { "host_alloc", vtable->base.host_alloc != NULL },
+        { "host_free", vtable->base.host_free != NULL },
+        { "fp8_cast", vtable->fp8_cast != NULL },
+        { "mx_cast", vtable->mx_cast != NULL },
+      };
+
+      ok = functions_are_set (functions, G_N_ELEMENTS (functions), "a device",
+                              "MixprecDeviceV3", problem) &&
+           reserved_is_zero (vtable->base.reserved, G_N_ELEMENTS (vtable->base.reserved), problem) &&
+           reserved_is_zero (vtable->reserved, G_N_ELEMENTS (vtable->reserved), problem);
+    }
+  return check_result (ok, problem->str, error);
+}
+
 static MixprecFeature *
-feature_new_device (const MixprecDeviceV2 *vtable,
+feature_new_device (const MixprecDeviceV3 *vtable,
                     guint                  revision,
                     MixprecPlugin         *plugin)
 {
-  MixprecFeature *self = feature_new (MIXPREC_FEATURE_KIND_DEVICE, vtable->base.name,
-                                      vtable->base.name, vtable->base.description,
-                                      vtable->base.rank, plugin);
+  MixprecFeature *self = feature_new (MIXPREC_FEATURE_KIND_DEVICE, vtable->base.base.name,
+                                      vtable->base.base.name, vtable->base.base.description,
+                                      vtable->base.base.rank, plugin);
 
   self->device_vtable = *vtable;
-  self->device_vtable.base.name = self->name;
-  self->device_vtable.base.description = self->description;
+  self->device_vtable.base.base.name = self->name;
+  self->device_vtable.base.base.description = self->description;
   self->device_revision = revision;
   return self;
 }
@@ -894,16 +921,25 @@ MixprecFeature *
 _mixprec_feature_new_device (const MixprecDeviceV1 *vtable,
                              MixprecPlugin         *plugin)
 {
-  MixprecDeviceV2 v2 = { .base = *vtable };
+  MixprecDeviceV3 v3 = { .base = { .base = *vtable } };
 
-  return feature_new_device (&v2, 1, plugin);
+  return feature_new_device (&v3, 1, plugin);
 }
 
 MixprecFeature *
 _mixprec_feature_new_device_v2 (const MixprecDeviceV2 *vtable,
                                 MixprecPlugin         *plugin)
 {
-  return feature_new_device (vtable, 2, plugin);
+  MixprecDeviceV3 v3 = { .base = *vtable };
+
+  return feature_new_device (&v3, 2, plugin);
+}
+
+MixprecFeature *
+_mixprec_feature_new_device_v3 (const MixprecDeviceV3 *vtable,
+                                MixprecPlugin         *plugin)
+{
+  return feature_new_device (vtable, 3, plugin);
 }
 
 const MixprecDeviceV1 *
@@ -911,11 +947,19 @@ _mixprec_feature_get_device_vtable (MixprecFeature *feature)
 {
   g_return_val_if_fail (MIXPREC_IS_FEATURE (feature), NULL);
 
-  return feature->kind == MIXPREC_FEATURE_KIND_DEVICE ? &feature->device_vtable.base : NULL;
+  return feature->kind == MIXPREC_FEATURE_KIND_DEVICE ? &feature->device_vtable.base.base : NULL;
 }
 
 const MixprecDeviceV2 *
 _mixprec_feature_get_device_vtable_v2 (MixprecFeature *feature)
+{
+  g_return_val_if_fail (MIXPREC_IS_FEATURE (feature), NULL);
+
+  return feature->kind == MIXPREC_FEATURE_KIND_DEVICE ? &feature->device_vtable.base : NULL;
+}
+
+const MixprecDeviceV3 *
+_mixprec_feature_get_device_vtable_v3 (MixprecFeature *feature)
 {
   g_return_val_if_fail (MIXPREC_IS_FEATURE (feature), NULL);
 
@@ -1296,7 +1340,9 @@ mixprec_feature_get_working_dtypes (MixprecFeature *self,
  *
  * The revision of the plugin ABI vtable the feature was registered with:
  * 2 for an optimizer registered as a `MixprecOptimizerV2` (plugin ABI 1.1)
- * and for a device registered as a `MixprecDeviceV2` (plugin ABI 1.2), 1 for
+ * and for a device registered as a `MixprecDeviceV2` (plugin ABI 1.2), 3 for
+ * a device registered as a `MixprecDeviceV3` (plugin ABI 1.3, the float8
+ * casts FP8 working copies need on a device), 1 for
  * a `MixprecOptimizerV1`, a `MixprecDeviceV1` and every communicator
  * (`MixprecCommV1`). The library reaches revision 1 optimizers through a
  * shim that keeps their state in float32, and revision 1 devices without

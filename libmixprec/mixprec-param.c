@@ -912,7 +912,10 @@ mixprec_param_get_fp8_dtype (MixprecParam *self)
  * `decode(byte) * 2^(scale - 127)` with the scale byte of its block
  * (mixprec_param_get_fp8_block_scales()). Lays out the engine's buffers
  * on first use. Under ZeRO-3 the copy is whole only while @self is
- * gathered (mixprec_engine_gather()).
+ * gathered (mixprec_engine_gather()). On an engine whose device is not
+ * "cpu" the bytes lie in the device's memory, as the working copy's do
+ * (mixprec_param_get_device_address() with %MIXPREC_PARAM_BUFFER_FP8
+ * says so); mixprec_param_get_fp8() copies them to the host.
  *
  * Returns: (nullable): the bytes, or %NULL when @self is not fp8, the
  *   engine failed to lay out its buffers, or the copy is not gathered
@@ -936,7 +939,9 @@ mixprec_param_get_fp8_data (MixprecParam *self)
  *   recipe's block size (the last block may be partial)
  *
  * The E8M0 block scales of an MX FP8 working copy (OCP MX: the byte e
- * stands for 2^(e - 127); 0xFF for a block holding NaN).
+ * stands for 2^(e - 127); 0xFF for a block holding NaN). In device
+ * memory on an engine whose device is not "cpu", as the FP8 copy
+ * (mixprec_param_get_fp8_data()).
  *
  * Returns: (nullable): the scales, or %NULL when @self is not fp8 under
  *   the MX recipe or its copy is not gathered
@@ -957,6 +962,25 @@ mixprec_param_get_fp8_block_scales (MixprecParam *self,
   if (n_scales != NULL)
     *n_scales = self->storage.n_fp8_scales;
   return self->storage.fp8_scales;
+}
+
+/* A copy of @n bytes of an FP8 buffer, from the device when it lies
+ * there. */
+static GBytes *
+fp8_bytes (MixprecParam *self, gconstpointer data, gsize n, gboolean on_host, GError **error)
+{
+  guint8 *copy;
+
+  if (on_host)
+    return g_bytes_new (data, n);
+  copy = g_malloc (MAX (n, 1));
+  if (!_mixprec_device_copy (self->storage.device, copy, data, n,
+                             MIXPREC_PLUGIN_COPY_DEVICE_TO_HOST, error))
+    {
+      g_free (copy);
+      return NULL;
+    }
+  return g_bytes_new_take (copy, n);
 }
 
 /**
@@ -984,7 +1008,7 @@ mixprec_param_get_fp8 (MixprecParam *self,
   data = buffer_data (self, MIXPREC_PARAM_BUFFER_FP8, NULL, &on_host, error);
   if (data == NULL)
     return NULL;
-  return g_bytes_new (data, self->numel);
+  return fp8_bytes (self, data, self->numel, on_host, error);
 }
 
 /**
@@ -1012,7 +1036,7 @@ mixprec_param_get_fp8_block_scales_bytes (MixprecParam *self,
   data = buffer_data (self, MIXPREC_PARAM_BUFFER_FP8_SCALES, NULL, &on_host, error);
   if (data == NULL)
     return NULL;
-  return g_bytes_new (data, self->storage.n_fp8_scales);
+  return fp8_bytes (self, data, self->storage.n_fp8_scales, on_host, error);
 }
 
 /**

@@ -215,6 +215,26 @@ host_register_device_v2 (MixprecPluginHostV1   *host,
   return MIXPREC_PLUGIN_OK;
 }
 
+static int
+host_register_device_v3 (MixprecPluginHostV1   *host,
+                         const MixprecDeviceV3 *device,
+                         char                  *errbuf,
+                         size_t                 errbuf_len)
+{
+  LoadContext *ctx = host_context (host, "register_device_v3", errbuf, errbuf_len);
+  GError *error = NULL;
+
+  if (ctx == NULL)
+    return MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT;
+  if (!_mixprec_device_v3_vtable_check (device, &error) ||
+      is_registered_twice (ctx, MIXPREC_FEATURE_KIND_DEVICE, device->base.base.name,
+                           device->base.base.name, &error))
+    return refuse (ctx, error, errbuf, errbuf_len);
+
+  g_ptr_array_add (ctx->features, _mixprec_feature_new_device_v3 (device, ctx->plugin));
+  return MIXPREC_PLUGIN_OK;
+}
+
 /* dlerror() strings usually repeat the file name; the message has it once. */
 static const gchar *
 strip_filename (const gchar *message,
@@ -261,6 +281,7 @@ plugin_init (MixprecPlugin            *plugin,
     .register_device = host_register_device,
     .register_optimizer_v2 = host_register_optimizer_v2,
     .register_device_v2 = host_register_device_v2,
+    .register_device_v3 = host_register_device_v3,
   };
   int status;
 

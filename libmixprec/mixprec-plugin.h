@@ -30,15 +30,15 @@ extern "C" {
 /* The ABI revision this header describes; also in mixprec-version.h as
  * MIXPREC_PLUGIN_ABI_MAJOR/MINOR for the library's own use. */
 #define MIXPREC_PLUGIN_ABI_VERSION_MAJOR 1
-#define MIXPREC_PLUGIN_ABI_VERSION_MINOR 2
+#define MIXPREC_PLUGIN_ABI_VERSION_MINOR 3
 
 /* The revisions of the optimizer vtable (MixprecOptimizerV1, …V2) this
  * header declares; 1.1 added MixprecOptimizerV2. */
 #define MIXPREC_PLUGIN_OPTIMIZER_REVISION 2
 
-/* The revisions of the device vtable (MixprecDeviceV1, …V2) this header
- * declares; 1.2 added MixprecDeviceV2. */
-#define MIXPREC_PLUGIN_DEVICE_REVISION 2
+/* The revisions of the device vtable (MixprecDeviceV1, …V3) this header
+ * declares; 1.2 added MixprecDeviceV2, 1.3 MixprecDeviceV3. */
+#define MIXPREC_PLUGIN_DEVICE_REVISION 3
 
 #if defined(__GNUC__)
 # define MIXPREC_PLUGIN_EXPORT __attribute__((visibility ("default")))
@@ -572,6 +572,58 @@ typedef struct {
   void *reserved[16];
 } MixprecDeviceV2;
 
+/* Revision 3 (ABI 1.3): a whole MixprecDeviceV2 first, then the float8
+ * casts of FP8 working copies, registered with
+ * MixprecPluginHostV1.register_device_v3. The library reaches every V1 and
+ * V2 function through &device->base; base.reserved and base.base.reserved
+ * must be zero. An engine with fp8.enabled refuses a device of revision 1
+ * or 2 (mixprec.json(5), the fp8 section).
+ *
+ * Both kernels read @n FP32 values of device memory and write device
+ * memory, with the bits of the library's CPU casts (mixprec-fp8.h):
+ *
+ *   fp8_cast  dst[i] = the float8 (@fp8_dtype: FLOAT8_E4M3 or FLOAT8_E5M2)
+ *             of src[i] * scale, the product in FP32 rounded to nearest
+ *             even, saturating to ±max when @saturate is non-zero (NaN
+ *             stays NaN), else overflow as mixprec_fp8_quantize()
+ *             describes; @dst NULL: no cast, the amax only. @amax, when
+ *             not NULL, is one float of device memory holding a running
+ *             maximum: *amax = max (*amax, |src[i]|) over the inputs
+ *             before scaling, NaN skipped. Non-negative floats order as
+ *             their bit patterns, so an integer maximum of the bits (an
+ *             atomic one) gives the same float whatever order the threads
+ *             run in. The library zeroes the slot before the first call.
+ *   mx_cast   OCP MX v1.0 block scaling as mixprec_mx_quantize(): blocks
+ *             of @block_size consecutive elements (the last one may be
+ *             shorter), one E8M0 byte per block in scales[b] (ceil (n /
+ *             block_size) bytes), the elements a saturating cast of
+ *             src[i] / 2^(scales[b] - 127); @elem_dtype FLOAT8_E4M3 or
+ *             FLOAT8_E5M2.
+ */
+typedef struct {
+  MixprecDeviceV2 base;
+  int (*fp8_cast) (void              *device,
+                   MixprecPluginDType fp8_dtype,
+                   int                saturate,
+                   float              scale,
+                   const float       *src,
+                   uint8_t           *dst,
+                   size_t             n,
+                   float             *amax,
+                   char              *errbuf,
+                   size_t             errbuf_len);
+  int (*mx_cast) (void              *device,
+                  MixprecPluginDType elem_dtype,
+                  unsigned           block_size,
+                  const float       *src,
+                  uint8_t           *dst,
+                  uint8_t           *scales,
+                  size_t             n,
+                  char              *errbuf,
+                  size_t             errbuf_len);
+  void *reserved[16];
+} MixprecDeviceV3;
+
 /* ------------------------------------------------------------ plugins */
 
 /* What the library offers a plugin during init(). The table is valid only
@@ -613,7 +665,14 @@ struct MixprecPluginHostV1 {
                              const MixprecDeviceV2 *device,
                              char                  *errbuf,
                              size_t                 errbuf_len);
-  void *reserved[12];
+  /* ABI 1.3: registers a MixprecDeviceV3, checked by a plugin as
+   * register_device_v2 is (falling back to register_device_v2 with
+   * &device->base, then register_device). */
+  int (*register_device_v3) (MixprecPluginHostV1   *host,
+                             const MixprecDeviceV3 *device,
+                             char                  *errbuf,
+                             size_t                 errbuf_len);
+  void *reserved[11];
 };
 
 /* The static description a plugin returns from its entry point. abi_major

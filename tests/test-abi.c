@@ -285,6 +285,15 @@ static const FieldOffset device_v2_fields[] = {
   END
 };
 
+/* Revision 3 (ABI 1.3): a whole V2 vtable first, then the float8 casts. */
+static const FieldOffset device_v3_fields[] = {
+  F (MixprecDeviceV3, base, 0),
+  F (MixprecDeviceV3, fp8_cast, 456),
+  F (MixprecDeviceV3, mx_cast, 464),
+  F (MixprecDeviceV3, reserved, 472),
+  END
+};
+
 static const FieldOffset plugin_host_fields[] = {
   F (MixprecPluginHostV1, struct_size, 0),
   F (MixprecPluginHostV1, abi_major, 8),
@@ -297,7 +306,9 @@ static const FieldOffset plugin_host_fields[] = {
   F (MixprecPluginHostV1, register_optimizer_v2, 48),
   /* ABI 1.2 took the next one. */
   F (MixprecPluginHostV1, register_device_v2, 56),
-  F (MixprecPluginHostV1, reserved, 64),
+  /* ABI 1.3 took the next one. */
+  F (MixprecPluginHostV1, register_device_v3, 64),
+  F (MixprecPluginHostV1, reserved, 72),
   END
 };
 
@@ -338,6 +349,7 @@ static const Layout layouts[] = {
   L (MixprecDeviceRangeV1, 24, device_range_fields),
   L (MixprecDeviceV1, 312, device_fields),
   L (MixprecDeviceV2, 456, device_v2_fields),
+  L (MixprecDeviceV3, 600, device_v3_fields),
   L (MixprecPluginHostV1, 160, plugin_host_fields),
   L (MixprecPluginDesc, 120, plugin_desc_fields),
 };

@@ -92,6 +92,10 @@ test_registered (void)
   g_assert_cmpstr (mixprec_feature_get_plugin_name (device), ==, "device-cuda");
   g_assert_cmpuint (mixprec_feature_get_rank (device), ==, 256);
   g_assert_nonnull (_mixprec_feature_get_device_vtable (device));
+  /* Revision 3: the float8 casts of FP8 working copies. */
+  g_assert_cmpuint (mixprec_feature_get_abi_revision (device), ==, 3);
+  g_assert_nonnull (_mixprec_feature_get_device_vtable_v3 (device)->fp8_cast);
+  g_assert_nonnull (_mixprec_feature_get_device_vtable_v3 (device)->mx_cast);
 
   for (guint k = 0; k < G_N_ELEMENTS (optimizers); k++)
     {
@@ -222,6 +226,16 @@ test_null_handle (void)
   g_assert_nonnull (strstr (errbuf, "handle is NULL"));
   g_assert_null (vtable->get_stream (NULL));
   g_assert_cmpint (vtable->close (NULL, errbuf, sizeof errbuf), ==, MIXPREC_PLUGIN_OK);
+  errbuf[0] = '\0';
+  g_assert_cmpint (_mixprec_feature_get_device_vtable_v3 (feature)->fp8_cast (
+                     NULL, MIXPREC_PLUGIN_DTYPE_FLOAT8_E4M3, 1, 1.0f, NULL, NULL, 0, NULL,
+                     errbuf, sizeof errbuf), ==, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT);
+  g_assert_nonnull (strstr (errbuf, "handle is NULL"));
+  errbuf[0] = '\0';
+  g_assert_cmpint (_mixprec_feature_get_device_vtable_v3 (feature)->mx_cast (
+                     NULL, MIXPREC_PLUGIN_DTYPE_FLOAT8_E4M3, 32, NULL, NULL, NULL, 0,
+                     errbuf, sizeof errbuf), ==, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT);
+  g_assert_nonnull (strstr (errbuf, "handle is NULL"));
 }
 
 /* step() rejects what the cpu feature rejects, before any CUDA call. */
@@ -1178,6 +1192,78 @@ test_host_mx (void)
       }
 }
 
+/* The device ABI 1.3 entry points on the GPU against the library's CPU
+ * casts (_mixprec_device_fp8_cast() and _mixprec_device_mx_cast() with no
+ * device): the bytes, the running amax in device memory (started from a
+ * value already there, then an amax-only pass) and the MX scales. */
+static void
+test_fp8_entry_points (void)
+{
+  g_autoptr(_MixprecDevice) device = open_or_skip ();
+  g_autoptr(GRand) rand = g_rand_new_with_seed (909);
+  const gsize n = 300007;
+  g_autofree gfloat *x = NULL;
+  g_autofree guint8 *expected = NULL, *actual = NULL, *scales_expected = NULL, *scales_actual = NULL;
+  gpointer dev_x, dev_dst, dev_scales, dev_amax;
+
+  if (device == NULL)
+    return;
+  x = fp8_source (rand, n);
+  expected = g_malloc0 (n);
+  actual = g_malloc (n);
+  scales_expected = g_malloc0 (n / 32 + 1);
+  scales_actual = g_malloc (n / 32 + 1);
+  dev_x = upload (device, x, n * sizeof (gfloat));
+  dev_dst = upload (device, expected, n);
+  dev_scales = upload (device, scales_expected, n / 32 + 1);
+  for (guint format = 0; format <= 1; format++)
+    {
+      MixprecDType dt = format == 0 ? MIXPREC_DTYPE_FLOAT8_E4M3 : MIXPREC_DTYPE_FLOAT8_E5M2;
+
+      for (gint sat = 0; sat <= 1; sat++)
+        {
+          g_autoptr(GError) error = NULL;
+          gfloat amax_expected = 0.25f, amax_actual = 0.25f, only = 0.0f;
+
+          dev_amax = upload (device, &amax_actual, sizeof amax_actual);
+          g_assert_true (_mixprec_device_fp8_cast (NULL, dt, sat, 0.37f, x, expected, n,
+                                                   &amax_expected, &error));
+          g_assert_true (_mixprec_device_fp8_cast (device, dt, sat, 0.37f, dev_x, dev_dst, n,
+                                                   dev_amax, &error));
+          g_assert_no_error (error);
+          download (device, actual, dev_dst, n);
+          download (device, &amax_actual, dev_amax, sizeof amax_actual);
+          g_assert_cmpmem (actual, n, expected, n);
+          g_assert_cmpmem (&amax_actual, 4, &amax_expected, 4);
+          /* The amax only: the slot zeroed, no bytes written. */
+          amax_expected = 0.0f;
+          g_assert_true (_mixprec_device_zero (device, dev_amax, sizeof (gfloat), &error));
+          g_assert_true (_mixprec_device_fp8_cast (device, dt, sat, 0.37f, dev_x, NULL, n, dev_amax,
+                                                   &error));
+          g_assert_no_error (error);
+          download (device, &only, dev_amax, sizeof only);
+          g_assert_true (_mixprec_device_fp8_cast (NULL, dt, sat, 1.0f, x, NULL, n, &amax_expected,
+                                                   &error));
+          g_assert_cmpmem (&only, 4, &amax_expected, 4);
+          _mixprec_device_free (device, dev_amax);
+        }
+      {
+        g_autoptr(GError) error = NULL;
+
+        g_assert_true (_mixprec_device_mx_cast (NULL, dt, 32, x, expected, scales_expected, n, &error));
+        g_assert_true (_mixprec_device_mx_cast (device, dt, 32, dev_x, dev_dst, dev_scales, n, &error));
+        g_assert_no_error (error);
+        download (device, actual, dev_dst, n);
+        download (device, scales_actual, dev_scales, (n + 31) / 32);
+        g_assert_cmpmem (actual, n, expected, n);
+        g_assert_cmpmem (scales_actual, (n + 31) / 32, scales_expected, (n + 31) / 32);
+      }
+    }
+  _mixprec_device_free (device, dev_x);
+  _mixprec_device_free (device, dev_dst);
+  _mixprec_device_free (device, dev_scales);
+}
+
 int
 main (int    argc,
       char **argv)
@@ -1199,5 +1285,6 @@ main (int    argc,
   g_test_add_func ("/device-cuda/gpu/sumsq-blocks", test_sumsq_blocks);
   g_test_add_func ("/device-cuda/gpu/optimizers", test_optimizers);
   g_test_add_func ("/device-cuda/gpu/optimizer-default-stream", test_optimizer_default_stream);
+  g_test_add_func ("/device-cuda/gpu/fp8-entry-points", test_fp8_entry_points);
   return g_test_run ();
 }

@@ -582,7 +582,7 @@ test_offload_pinned (void)
   feature = mixprec_registry_find_feature (mixprec_registry_get_default (), MIXPREC_FEATURE_KIND_DEVICE,
                                            "hostdev", "hostdev", &error);
   g_assert_no_error (error);
-  g_assert_cmpuint (mixprec_feature_get_abi_revision (feature), ==, 2);
+  g_assert_cmpuint (mixprec_feature_get_abi_revision (feature), ==, 3);
   g_assert_cmpuint (*live, ==, 0);
   *threads = 0;
   *copies = 0;
@@ -687,6 +687,62 @@ test_offload_pageable (void)
       assert_same_state (dev, off2);
     }
   g_assert_cmpuint (*copies, ==, 0);
+}
+
+/* What register_device_v3 refuses: a V3 vtable without one of the float8
+ * casts (or the pinned memory functions under it), or with reserved space
+ * of either revision in use; a whole one ("hostdev") passes, and the
+ * registry says revision 3 for it and 2 for "hostdev-v2". */
+static void
+test_device_v3_check (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MixprecFeature) feature =
+    mixprec_registry_find_feature (mixprec_registry_get_default (), MIXPREC_FEATURE_KIND_DEVICE,
+                                   "hostdev", "hostdev", &error);
+  g_autoptr(MixprecFeature) old = NULL;
+  MixprecDeviceV3 v3;
+
+  g_assert_no_error (error);
+  g_assert_cmpuint (mixprec_feature_get_abi_revision (feature), ==, 3);
+  old = mixprec_registry_find_feature (mixprec_registry_get_default (), MIXPREC_FEATURE_KIND_DEVICE,
+                                       "hostdev-v2", "hostdev-v2", &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (mixprec_feature_get_abi_revision (old), ==, 2);
+  g_assert_null (_mixprec_feature_get_device_vtable_v3 (old)->fp8_cast);
+  g_assert_null (_mixprec_feature_get_device_vtable_v3 (old)->mx_cast);
+
+  v3 = *_mixprec_feature_get_device_vtable_v3 (feature);
+  g_assert_true (_mixprec_device_v3_vtable_check (&v3, &error));
+  g_assert_no_error (error);
+
+  v3.mx_cast = NULL;
+  g_assert_false (_mixprec_device_v3_vtable_check (&v3, &error));
+  g_assert_nonnull (error);
+  g_assert_nonnull (strstr (error->message, "device 'hostdev': its mx_cast function is NULL; "
+                                            "a device implements every function of MixprecDeviceV3"));
+  g_clear_error (&error);
+
+  v3 = *_mixprec_feature_get_device_vtable_v3 (feature);
+  v3.base.host_alloc = NULL;
+  g_assert_false (_mixprec_device_v3_vtable_check (&v3, &error));
+  g_assert_nonnull (strstr (error->message, "its host_alloc function is NULL"));
+  g_clear_error (&error);
+
+  v3 = *_mixprec_feature_get_device_vtable_v3 (feature);
+  v3.reserved[5] = &v3;
+  g_assert_false (_mixprec_device_v3_vtable_check (&v3, &error));
+  g_assert_nonnull (strstr (error->message, "reserved fields are not zero"));
+  g_clear_error (&error);
+
+  v3 = *_mixprec_feature_get_device_vtable_v3 (feature);
+  v3.base.reserved[0] = &v3;
+  g_assert_false (_mixprec_device_v3_vtable_check (&v3, &error));
+  g_assert_nonnull (strstr (error->message, "reserved fields are not zero"));
+  g_clear_error (&error);
+
+  g_assert_false (_mixprec_device_v3_vtable_check (NULL, &error));
+  g_assert_nonnull (strstr (error->message, "the device vtable is NULL"));
 }
 
 /* What register_device_v2 refuses: a V2 vtable without one of the pinned
@@ -992,6 +1048,7 @@ main (int argc, char **argv)
       g_test_add_func ("/engine-device/offload/pinned", test_offload_pinned);
       g_test_add_func ("/engine-device/offload/pageable", test_offload_pageable);
       g_test_add_func ("/engine-device/device-v2-check", test_device_v2_check);
+      g_test_add_func ("/engine-device/device-v3-check", test_device_v3_check);
     }
   return g_test_run ();
 }

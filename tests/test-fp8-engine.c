@@ -6,6 +6,7 @@
  * skipped step changes nothing FP8; checkpoints carry the scalings. */
 #include "config.h"
 
+#include <dlfcn.h>
 #include <math.h>
 #include <string.h>
 
@@ -59,12 +60,15 @@ make_config (const gchar *recipe, const gchar *mode)
   return config;
 }
 
+/* On @device (NULL: the cpu device). */
 static MixprecEngine *
-build (const gchar *recipe, const gchar *mode)
+build_on (const gchar *recipe, const gchar *mode, _MixprecDevice *device)
 {
   g_autoptr(GError) error = NULL;
   g_autoptr(MixprecConfig) config = make_config (recipe, mode);
-  MixprecEngine *engine = mixprec_engine_new (config, &error);
+  MixprecEngine *engine = device != NULL
+    ? _mixprec_engine_new_internal (config, device, NULL, NULL, FALSE, &error)
+    : mixprec_engine_new (config, &error);
 
   g_assert_no_error (error);
   for (guint p = 0; p < G_N_ELEMENTS (model); p++)
@@ -85,6 +89,12 @@ build (const gchar *recipe, const gchar *mode)
   g_assert_true (mixprec_engine_prepare (engine, &error));
   g_assert_no_error (error);
   return engine;
+}
+
+static MixprecEngine *
+build (const gchar *recipe, const gchar *mode)
+{
+  return build_on (recipe, mode, NULL);
 }
 
 static GBytes *
@@ -467,29 +477,197 @@ test_checkpoint (void)
   remove_tree (dir);
 }
 
-/* FP8 copies are written on the cpu device only for now: on another
- * device, registering an fp8 parameter fails naming the device; others
- * register. The "hostdev" test plugin stands for a GPU. */
-static void
-test_other_device (void)
+static gboolean
+have_hostdev (void)
 {
+  if (g_getenv ("MIXPREC_TOP_BUILDDIR") != NULL)
+    return TRUE;
+  g_test_skip ("needs MIXPREC_TOP_BUILDDIR to find the hostdev test plugin");
+  return FALSE;
+}
+
+/* A counter of the hostdev plugin, loaded by the registry once a device
+ * of it is open. */
+static gpointer
+hostdev_symbol (const gchar *name)
+{
+  g_autofree gchar *file = g_build_filename (g_getenv ("MIXPREC_TOP_BUILDDIR"), "tests",
+                                             "device-plugins", ".libs", "mixprec-test-hostdev.so",
+                                             NULL);
+  void *module = dlopen (file, RTLD_NOW | RTLD_NOLOAD);
+  gpointer symbol;
+
+  g_assert_nonnull (module);
+  symbol = dlsym (module, name);
+  g_assert_nonnull (symbol);
+  /* The registry keeps the module loaded; this drops our reference only. */
+  dlclose (module);
+  return symbol;
+}
+
+static void
+assert_same_bytes (GBytes *a, GBytes *b)
+{
+  g_assert_nonnull (a);
+  g_assert_nonnull (b);
+  g_assert_cmpmem (g_bytes_get_data (a, NULL), g_bytes_get_size (a),
+                   g_bytes_get_data (b, NULL), g_bytes_get_size (b));
+}
+
+/* On a device of plugin revision 3 ("hostdev": a GPU whose memory is host
+ * memory; its fp8_cast and mx_cast are its own, from the element functions
+ * of numeric-fp8.h) the FP8 copies are cast on the device after the
+ * device optimizer's pass, and after several steps (a skipped one among
+ * them under fp16) the masters, the FP8 copies, the block scales and the
+ * scalings (scale and amax history) are bit for bit those of the engine on
+ * "cpu", which casts fused into its optimizer's pass. The FP8 copy is in
+ * device memory, as the working copy is. */
+static void
+test_device_case (const gchar *recipe, const gchar *mode)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(_MixprecDevice) device = NULL;
+  g_autoptr(MixprecEngine) cpu = NULL, dev = NULL;
+  unsigned *casts, *amax_passes, *mx_casts;
+  unsigned casts0, amax0, mx0;
+  gboolean fp16 = g_str_equal (mode, "fp16");
+
+  if (!have_hostdev ())
+    return;
+  device = _mixprec_device_open ("hostdev", -1, &error);
+  g_assert_no_error (error);
+  casts = hostdev_symbol ("mixprec_test_hostdev_fp8_casts");
+  amax_passes = hostdev_symbol ("mixprec_test_hostdev_fp8_amax_passes");
+  mx_casts = hostdev_symbol ("mixprec_test_hostdev_mx_casts");
+  casts0 = *casts;
+  amax0 = *amax_passes;
+  mx0 = *mx_casts;
+  cpu = build (recipe, mode);
+  dev = build_on (recipe, mode, device);
+  for (guint k = 0; k < 6; k++)
+    {
+      g_autoptr(MixprecStepResult) a = step (cpu, k, fp16 && k == 2);
+      g_autoptr(MixprecStepResult) b = step (dev, k, fp16 && k == 2);
+
+      g_assert_cmpint (a->applied, ==, b->applied);
+      g_assert_cmpint (a->applied, ==, !(fp16 && k == 2));
+      for (guint p = 0; p < G_N_ELEMENTS (model); p++)
+        {
+          g_autoptr(GBytes) ma = master_of (cpu, model[p].name);
+          g_autoptr(GBytes) mb = master_of (dev, model[p].name);
+
+          assert_same_bytes (ma, mb);
+        }
+      for (guint f = 0; f < G_N_ELEMENTS (fp8_names); f++)
+        {
+          MixprecParam *pa = mixprec_engine_get_param (cpu, fp8_names[f]);
+          MixprecParam *pb = mixprec_engine_get_param (dev, fp8_names[f]);
+          g_autoptr(GBytes) ca = mixprec_param_get_fp8 (pa, &error);
+          g_autoptr(GBytes) cb = mixprec_param_get_fp8 (pb, &error);
+          MixprecFp8Scaling *sa = mixprec_param_get_fp8_scaling (pa);
+          MixprecFp8Scaling *sb = mixprec_param_get_fp8_scaling (pb);
+          gfloat scale_a = mixprec_fp8_scaling_get_scale (sa), scale_b = mixprec_fp8_scaling_get_scale (sb);
+          guint na = 0, nb = 0;
+          const gfloat *ha = mixprec_fp8_scaling_get_amax_history (sa, &na);
+          const gfloat *hb = mixprec_fp8_scaling_get_amax_history (sb, &nb);
+
+          g_assert_no_error (error);
+          g_assert_true (mixprec_param_is_fp8 (pb));
+          assert_same_bytes (ca, cb);
+          g_assert_cmpmem (&scale_a, sizeof scale_a, &scale_b, sizeof scale_b);
+          g_assert_cmpmem (ha, na * sizeof (gfloat), hb, nb * sizeof (gfloat));
+          if (g_str_equal (recipe, "mx"))
+            {
+              g_autoptr(GBytes) xa = mixprec_param_get_fp8_block_scales_bytes (pa, &error);
+              g_autoptr(GBytes) xb = mixprec_param_get_fp8_block_scales_bytes (pb, &error);
+
+              g_assert_no_error (error);
+              assert_same_bytes (xa, xb);
+            }
+          /* Device memory, as the working copy's: its address through
+           * mixprec_param_get_device_address(), not as a host buffer. */
+          {
+            guint64 address;
+            gint device_type = 0, device_id = -1;
+
+            address = mixprec_param_get_device_address (pb, MIXPREC_PARAM_BUFFER_FP8, NULL,
+                                                        &device_type, &device_id, &error);
+            g_assert_no_error (error);
+            g_assert_cmpuint (address, ==, (guint64) (guintptr) mixprec_param_get_fp8_data (pb));
+            g_assert_cmpint (device_type, ==, _mixprec_device_get_dlpack_type (device));
+            g_assert_cmpuint (mixprec_param_get_buffer_address (pb, MIXPREC_PARAM_BUFFER_FP8, NULL,
+                                                                &error), ==, 0);
+            g_assert_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT);
+            g_assert_nonnull (strstr (error->message, "device 'hostdev'"));
+            g_clear_error (&error);
+          }
+        }
+      /* The scales moved: the test compares more than the initial state. */
+      if (k == 5 && !g_str_equal (recipe, "mx"))
+        g_assert_cmpfloat (mixprec_fp8_scaling_get_scale (mixprec_param_get_fp8_scaling (
+                             mixprec_engine_get_param (dev, "w"))), !=, 1.0f);
+    }
+  /* The device's kernels did the casts. */
+  if (g_str_equal (recipe, "mx"))
+    g_assert_cmpuint (*mx_casts, >, mx0);
+  else
+    g_assert_cmpuint (*casts, >, casts0);
+  if (g_str_equal (recipe, "current"))
+    g_assert_cmpuint (*amax_passes, >, amax0);
+  else
+    g_assert_cmpuint (*amax_passes, ==, amax0);
+}
+
+static void
+test_device_delayed (void)
+{
+  test_device_case ("delayed", "bf16");
+}
+
+static void
+test_device_delayed_fp16 (void)
+{
+  test_device_case ("delayed", "fp16");
+}
+
+static void
+test_device_current (void)
+{
+  test_device_case ("current", "bf16");
+}
+
+static void
+test_device_mx (void)
+{
+  test_device_case ("mx", "bf16");
+}
+
+/* A device whose plugin registered an older revision (no float8 casts):
+ * registering an fp8 parameter fails naming the parameter, the device and
+ * the revision; others register. */
+static void
+test_old_device (gconstpointer data)
+{
+  const gchar *name = data;
   g_autoptr(GError) error = NULL;
   g_autoptr(MixprecConfig) config = NULL;
   g_autoptr(MixprecEngine) engine = NULL;
   g_autoptr(_MixprecDevice) device = NULL;
+  g_autofree gchar *quoted = g_strdup_printf ("'%s'", name);
+  g_autofree gchar *revision = g_strdup_printf ("as revision %c", name[strlen (name) - 1]);
   gfloat init[8] = { 0 };
   guint64 shape[1] = { 8 }, matrix[2] = { 2, 4 };
   g_autoptr(GBytes) bytes = g_bytes_new (init, sizeof init);
 
-  if (g_getenv ("MIXPREC_TOP_BUILDDIR") == NULL)
-    {
-      g_test_skip ("needs MIXPREC_TOP_BUILDDIR to find the hostdev test plugin");
-      return;
-    }
-  device = _mixprec_device_open ("hostdev", -1, &error);
+  if (!have_hostdev ())
+    return;
+  device = _mixprec_device_open (name, -1, &error);
   g_assert_no_error (error);
+  /* The old devices have no optimizer of their own: the optimizer runs
+   * offloaded to the host. */
   config = mixprec_config_new_from_data ("{\"bf16\": {\"enabled\": true},"
-                                         " \"fp8\": {\"enabled\": true, \"modules\": [\"Linear\"]}}",
+                                         " \"fp8\": {\"enabled\": true, \"modules\": [\"Linear\"]},"
+                                         " \"zero_optimization\": {\"offload_optimizer\": {\"device\": \"cpu\"}}}",
                                          -1, &error);
   g_assert_no_error (error);
   engine = _mixprec_engine_new_internal (config, device, NULL, NULL, FALSE, &error);
@@ -501,7 +679,9 @@ test_other_device (void)
                                                 MIXPREC_DTYPE_FLOAT32, bytes, &error));
   g_assert_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_PARAM);
   g_assert_nonnull (strstr (error->message, "'w'"));
-  g_assert_nonnull (strstr (error->message, "'hostdev'"));
+  g_assert_nonnull (strstr (error->message, quoted));
+  g_assert_nonnull (strstr (error->message, "revision 3"));
+  g_assert_nonnull (strstr (error->message, revision));
   g_assert_null (mixprec_engine_get_param (engine, "w"));
 }
 
@@ -574,6 +754,92 @@ test_checkpoint_history_len (void)
   remove_tree (dir);
 }
 
+/* A checkpoint of the cpu engine loaded into an engine on a device: the
+ * scalings restored and the FP8 copies cast on the device from the loaded
+ * masters are those of the cpu engine, and so are the next steps'. */
+static void
+test_device_checkpoint (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree gchar *dir = NULL;
+  g_autoptr(_MixprecDevice) device = NULL;
+  g_autoptr(MixprecEngine) cpu = NULL, dev = NULL;
+
+  if (!have_hostdev ())
+    return;
+  dir = tmp_dir ();
+  device = _mixprec_device_open ("hostdev", -1, &error);
+  g_assert_no_error (error);
+  cpu = build ("delayed", "bf16");
+  dev = build_on ("delayed", "bf16", device);
+  for (guint k = 0; k < 3; k++)
+    {
+      g_autoptr(MixprecStepResult) r = step (cpu, k, FALSE);
+
+      g_assert_true (r->applied);
+    }
+  g_assert_true (mixprec_engine_save_checkpoint (cpu, dir, &error));
+  g_assert_no_error (error);
+  g_assert_true (mixprec_engine_load_checkpoint (dev, dir, &error));
+  g_assert_no_error (error);
+  for (guint k = 3; k < 6; k++)
+    {
+      for (guint i = 0; i < G_N_ELEMENTS (fp8_names); i++)
+        {
+          MixprecParam *pa = mixprec_engine_get_param (cpu, fp8_names[i]);
+          MixprecParam *pb = mixprec_engine_get_param (dev, fp8_names[i]);
+          g_autoptr(GVariant) sa = mixprec_fp8_scaling_save_state (mixprec_param_get_fp8_scaling (pa));
+          g_autoptr(GVariant) sb = mixprec_fp8_scaling_save_state (mixprec_param_get_fp8_scaling (pb));
+          g_autoptr(GBytes) da = mixprec_param_get_fp8 (pa, &error);
+          g_autoptr(GBytes) db = mixprec_param_get_fp8 (pb, &error);
+
+          g_assert_no_error (error);
+          g_assert_true (g_variant_equal (sa, sb));
+          assert_same_bytes (da, db);
+        }
+      {
+        g_autoptr(MixprecStepResult) ra = step (cpu, k, FALSE);
+        g_autoptr(MixprecStepResult) rb = step (dev, k, FALSE);
+
+        g_assert_true (ra->applied && rb->applied);
+      }
+    }
+  remove_tree (dir);
+}
+
+/* On a device the cast covers whole parameters: with the masters
+ * offloaded to the host registering an fp8 parameter fails naming the
+ * parameter, the device and the reason. */
+static void
+test_device_offloaded (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MixprecConfig) config = NULL;
+  g_autoptr(MixprecEngine) engine = NULL;
+  g_autoptr(_MixprecDevice) device = NULL;
+  gfloat init[8] = { 0 };
+  guint64 matrix[2] = { 2, 4 };
+  g_autoptr(GBytes) bytes = g_bytes_new (init, sizeof init);
+
+  if (!have_hostdev ())
+    return;
+  device = _mixprec_device_open ("hostdev", -1, &error);
+  g_assert_no_error (error);
+  config = mixprec_config_new_from_data ("{\"bf16\": {\"enabled\": true},"
+                                         " \"fp8\": {\"enabled\": true, \"modules\": [\"Linear\"]},"
+                                         " \"zero_optimization\": {\"offload_optimizer\": {\"device\": \"cpu\"}}}",
+                                         -1, &error);
+  g_assert_no_error (error);
+  engine = _mixprec_engine_new_internal (config, device, NULL, NULL, FALSE, &error);
+  g_assert_no_error (error);
+  g_assert_null (mixprec_engine_register_param (engine, "w", matrix, 2, "Linear",
+                                                MIXPREC_DTYPE_FLOAT32, bytes, &error));
+  g_assert_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_PARAM);
+  g_assert_nonnull (strstr (error->message, "'w'"));
+  g_assert_nonnull (strstr (error->message, "'hostdev'"));
+  g_assert_nonnull (strstr (error->message, "offloaded"));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -595,6 +861,13 @@ main (int argc, char **argv)
   g_test_add_func ("/fp8-engine/memory", test_memory);
   g_test_add_func ("/fp8-engine/checkpoint", test_checkpoint);
   g_test_add_func ("/fp8-engine/checkpoint-history-len", test_checkpoint_history_len);
-  g_test_add_func ("/fp8-engine/other-device", test_other_device);
+  g_test_add_func ("/fp8-engine/device/delayed", test_device_delayed);
+  g_test_add_func ("/fp8-engine/device/delayed-fp16", test_device_delayed_fp16);
+  g_test_add_func ("/fp8-engine/device/current", test_device_current);
+  g_test_add_func ("/fp8-engine/device/mx", test_device_mx);
+  g_test_add_data_func ("/fp8-engine/device/old-revision-1", "hostdev-v1", test_old_device);
+  g_test_add_data_func ("/fp8-engine/device/old-revision-2", "hostdev-v2", test_old_device);
+  g_test_add_func ("/fp8-engine/device/offloaded", test_device_offloaded);
+  g_test_add_func ("/fp8-engine/device/checkpoint", test_device_checkpoint);
   return g_test_run ();
 }

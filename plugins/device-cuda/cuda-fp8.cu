@@ -16,7 +16,9 @@ fp8_quantize_kernel (const float *__restrict__ src, uint8_t *__restrict__ dst, s
 
   MIXPREC_CUDA_FOR (i, n)
     {
-      uint32_t a = mp_fp8_quantize1 (src, dst, i, format, saturate, scale);
+      /* No @dst: the amax pass of current scaling (device ABI 1.3). */
+      uint32_t a = dst != NULL ? mp_fp8_quantize1 (src, dst, i, format, saturate, scale)
+                               : _mixprec_fp8_amax_bits (0, src[i]);
 
       m = a > m ? a : m;
     }

@@ -96,7 +96,8 @@ cudaError_t _mixprec_cuda_optim_step   (const MixprecCudaOptimLaunch *launch,
 /* Float8 casts (cuda-fp8.cu; semantics of libmixprec's mixprec-fp8.h).
  * @format: 0 for float8_e4m3, 1 for float8_e5m2. @amax_bits: NULL, or a
  * device word taking the running maximum of |src[i]| as fp32 bits, NaN
- * skipped (read it as a float once the stream is done). */
+ * skipped (read it as a float once the stream is done). @dst NULL: no
+ * cast, the amax only. */
 cudaError_t _mixprec_cuda_fp8_quantize   (const float  *src,
                                           uint8_t      *dst,
                                           size_t        n,

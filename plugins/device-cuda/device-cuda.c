@@ -750,14 +750,81 @@ cuda_sum_ordered (void         *device,
   return ok (errbuf, errbuf_len);
 }
 
+/* ------------------------------------------------------------ float8 (revision 3) */
+
+static int
+fp8_format (MixprecPluginDType dtype)
+{
+  return dtype == MIXPREC_PLUGIN_DTYPE_FLOAT8_E4M3 ? 0
+         : dtype == MIXPREC_PLUGIN_DTYPE_FLOAT8_E5M2 ? 1 : -1;
+}
+
+/* The running amax is a float of device memory; non-negative floats order
+ * as their bits, so the kernel's atomicMax on the bits keeps it. */
+static int
+cuda_fp8_cast (void              *device,
+               MixprecPluginDType fp8_dtype,
+               int                saturate,
+               float              scale,
+               const float       *src,
+               uint8_t           *dst,
+               size_t             n,
+               float             *amax,
+               char              *errbuf,
+               size_t             errbuf_len)
+{
+  CudaDevice *dev = device;
+  const char *call = "fp8_cast";
+  int format = fp8_format (fp8_dtype);
+
+  ENTER (dev, errbuf, errbuf_len);
+  if (format < 0)
+    return _mixprec_optim_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
+                                "Device cuda: fp8_cast: dtype %d is not a float8 dtype.", (int) fp8_dtype);
+  if (n > 0 && src == NULL)
+    return null_buffer (errbuf, errbuf_len, "fp8_cast", n);
+  CHECK (dev, _mixprec_cuda_fp8_quantize (src, dst, n, format, saturate, scale, (uint32_t *) amax,
+                                          dev->stream, &call),
+         errbuf, errbuf_len, "%s (%zu elements)", call, n);
+  return ok (errbuf, errbuf_len);
+}
+
+static int
+cuda_mx_cast (void              *device,
+              MixprecPluginDType elem_dtype,
+              unsigned           block_size,
+              const float       *src,
+              uint8_t           *dst,
+              uint8_t           *scales,
+              size_t             n,
+              char              *errbuf,
+              size_t             errbuf_len)
+{
+  CudaDevice *dev = device;
+  const char *call = "mx_cast";
+  int format = fp8_format (elem_dtype);
+
+  ENTER (dev, errbuf, errbuf_len);
+  if (format < 0 || block_size == 0)
+    return _mixprec_optim_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
+                                "Device cuda: mx_cast: dtype %d, block size %u (a float8 dtype and a "
+                                "block size above 0 are needed).", (int) elem_dtype, block_size);
+  if (n > 0 && (src == NULL || dst == NULL || scales == NULL))
+    return null_buffer (errbuf, errbuf_len, "mx_cast", n);
+  CHECK (dev, _mixprec_cuda_mx_quantize (src, n, format, block_size, dst, scales, dev->stream, &call),
+         errbuf, errbuf_len, "%s (%zu elements)", call, n);
+  return ok (errbuf, errbuf_len);
+}
+
 /* ------------------------------------------------------------ the plugin */
 
-static const MixprecDeviceV2 cuda_device = {
-  .base = {
+static const MixprecDeviceV3 cuda_device = {
+  .base.base = {
     .name = "cuda",
     .rank = _MIXPREC_OPTIM_RANK,
     .description = "One NVIDIA GPU through the CUDA runtime: memory, pinned host memory, copies, "
-                   "a stream, events and the engine's element-wise kernels, bit-identical to the cpu ones",
+                   "a stream, events and the engine's element-wise and float8 kernels, bit-identical "
+                   "to the cpu ones",
     .probe = cuda_probe,
     .open = cuda_open,
     .close = cuda_close,
@@ -779,8 +846,10 @@ static const MixprecDeviceV2 cuda_device = {
     .sumsq_blocks = cuda_sumsq_blocks,
     .sum_ordered = cuda_sum_ordered,
   },
-  .host_alloc = cuda_host_alloc,
-  .host_free = cuda_host_free,
+  .base.host_alloc = cuda_host_alloc,
+  .base.host_free = cuda_host_free,
+  .fp8_cast = cuda_fp8_cast,
+  .mx_cast = cuda_mx_cast,
 };
 
 static int
@@ -796,12 +865,16 @@ device_cuda_init (MixprecPluginHostV1 *host,
     return _mixprec_optim_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_UNSUPPORTED,
                                 "Plugin device-cuda needs plugin ABI %d.x with register_device; "
                                 "the library's host table lacks it.", MIXPREC_PLUGIN_ABI_VERSION_MAJOR);
-  /* Revision 2 (pinned host memory) where the library has it. */
-  if (host->struct_size >= offsetof (MixprecPluginHostV1, register_device_v2) + sizeof host->register_device_v2 &&
-      host->register_device_v2 != NULL)
-    status = host->register_device_v2 (host, &cuda_device, errbuf, errbuf_len);
+  /* Revision 3 (float8 casts) where the library has it, else 2 (pinned
+   * host memory), else 1. */
+  if (host->struct_size >= offsetof (MixprecPluginHostV1, register_device_v3) + sizeof host->register_device_v3 &&
+      host->register_device_v3 != NULL)
+    status = host->register_device_v3 (host, &cuda_device, errbuf, errbuf_len);
+  else if (host->struct_size >= offsetof (MixprecPluginHostV1, register_device_v2) + sizeof host->register_device_v2 &&
+           host->register_device_v2 != NULL)
+    status = host->register_device_v2 (host, &cuda_device.base, errbuf, errbuf_len);
   else
-    status = host->register_device (host, &cuda_device.base, errbuf, errbuf_len);
+    status = host->register_device (host, &cuda_device.base.base, errbuf, errbuf_len);
   if (status != MIXPREC_PLUGIN_OK)
     return status;
   return _mixprec_cuda_optim_register (host, errbuf, errbuf_len);

@@ -14,8 +14,13 @@
  *
  * "hostdev" is a device of revision 2 (MixprecDeviceV2): its pinned host
  * memory is tracked too, with every copy whose host side lies in it and
- * the threads that made those copies. "hostdev-v1" is the same device
- * registered as revision 1, without pinned memory: an old plugin. */
+ * the threads that made those copies. It is of revision 3
+ * (MixprecDeviceV3) too: its float8 casts (fp8_cast, mx_cast) are written
+ * here from the element functions of numeric/numeric-fp8.h (the ones the
+ * cuda kernels are built from), not the library's array kernels.
+ * "hostdev-v1" is the same device registered as revision 1, without pinned
+ * memory, and "hostdev-v2" as revision 2, without float8 casts: old
+ * plugins. */
 #include "config.h"
 
 #include <dlfcn.h>
@@ -26,10 +31,15 @@
 
 #include "mixprec-plugin.h"
 #include "mixprec-dtype-private.h"
+#include "numeric/numeric-fp8.h"
 
 /* Read by the test through dlsym(). */
 MIXPREC_PLUGIN_EXPORT unsigned mixprec_test_hostdev_live_allocations;
 MIXPREC_PLUGIN_EXPORT unsigned mixprec_test_hostdev_kernel_calls;
+/* Calls of fp8_cast (with a cast, amax-only) and of mx_cast. */
+MIXPREC_PLUGIN_EXPORT unsigned mixprec_test_hostdev_fp8_casts;
+MIXPREC_PLUGIN_EXPORT unsigned mixprec_test_hostdev_fp8_amax_passes;
+MIXPREC_PLUGIN_EXPORT unsigned mixprec_test_hostdev_mx_casts;
 MIXPREC_PLUGIN_EXPORT unsigned mixprec_test_hostdev_optimizer_calls;
 MIXPREC_PLUGIN_EXPORT int mixprec_test_hostdev_last_ordinal = -2;
 /* Pinned host memory: live allocations and their bytes; copies to or from
@@ -453,8 +463,77 @@ hd_sum_ordered (void *device, const double *values, size_t n, double *out, char 
   return MIXPREC_PLUGIN_OK;
 }
 
-static const MixprecDeviceV2 hostdev_vtable = {
-  .base = {
+static unsigned
+fp8_format (MixprecPluginDType dtype)
+{
+  return dtype == MIXPREC_PLUGIN_DTYPE_FLOAT8_E4M3 ? _MIXPREC_FP8_E4M3 : _MIXPREC_FP8_E5M2;
+}
+
+static int
+hd_fp8_cast (void *device, MixprecPluginDType fp8_dtype, int saturate, float scale, const float *src,
+             uint8_t *dst, size_t n, float *amax, char *errbuf, size_t len)
+{
+  uint32_t m;
+
+  (void) device;
+  if (fp8_dtype != MIXPREC_PLUGIN_DTYPE_FLOAT8_E4M3 && fp8_dtype != MIXPREC_PLUGIN_DTYPE_FLOAT8_E5M2)
+    {
+      snprintf (errbuf, len, "fp8_cast: dtype %d is not a float8 dtype", (int) fp8_dtype);
+      return MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT;
+    }
+  if (dst != NULL)
+    mixprec_test_hostdev_fp8_casts++;
+  else
+    mixprec_test_hostdev_fp8_amax_passes++;
+  /* The running maximum as the cuda kernel keeps it: fp32 bits. */
+  m = amax != NULL ? _mixprec_f32_bits (*amax) : 0;
+  for (size_t i = 0; i < n; i++)
+    {
+      m = _mixprec_fp8_amax_bits (m, src[i]);
+      if (dst != NULL)
+        dst[i] = _mixprec_fp8_cast (fp8_format (fp8_dtype), saturate != 0, src[i], scale);
+    }
+  if (amax != NULL)
+    *amax = _mixprec_f32_from_bits (m);
+  return MIXPREC_PLUGIN_OK;
+}
+
+static int
+hd_mx_cast (void *device, MixprecPluginDType elem_dtype, unsigned block_size, const float *src,
+            uint8_t *dst, uint8_t *scales, size_t n, char *errbuf, size_t len)
+{
+  unsigned format = fp8_format (elem_dtype);
+
+  (void) device;
+  if ((elem_dtype != MIXPREC_PLUGIN_DTYPE_FLOAT8_E4M3 && elem_dtype != MIXPREC_PLUGIN_DTYPE_FLOAT8_E5M2) ||
+      block_size == 0)
+    {
+      snprintf (errbuf, len, "mx_cast: dtype %d, block size %u", (int) elem_dtype, block_size);
+      return MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT;
+    }
+  mixprec_test_hostdev_mx_casts++;
+  for (size_t start = 0; start < n; start += block_size)
+    {
+      size_t l = n - start < block_size ? n - start : block_size;
+      uint32_t m = 0;
+      int has_nan = 0;
+      float inv;
+
+      for (size_t k = 0; k < l; k++)
+        {
+          m = _mixprec_fp8_amax_bits (m, src[start + k]);
+          has_nan |= (_mixprec_f32_bits (src[start + k]) & 0x7FFFFFFF) > 0x7F800000;
+        }
+      scales[start / block_size] = _mixprec_mx_scale_byte (m, has_nan, format);
+      inv = _mixprec_mx_inv_scale (scales[start / block_size]);
+      for (size_t k = 0; k < l; k++)
+        dst[start + k] = _mixprec_mx_cast (format, src[start + k], inv);
+    }
+  return MIXPREC_PLUGIN_OK;
+}
+
+static const MixprecDeviceV3 hostdev_vtable = {
+  .base.base = {
     .name = "hostdev",
     .rank = 1,
     .description = "host memory behind the device ABI, for tests",
@@ -479,9 +558,14 @@ static const MixprecDeviceV2 hostdev_vtable = {
     .sumsq_blocks = hd_sumsq_blocks,
     .sum_ordered = hd_sum_ordered,
   },
-  .host_alloc = hd_host_alloc,
-  .host_free = hd_host_free,
+  .base.host_alloc = hd_host_alloc,
+  .base.host_free = hd_host_free,
+  .fp8_cast = hd_fp8_cast,
+  .mx_cast = hd_mx_cast,
 };
+
+/* The same device as a plugin of revision 2 would register it. */
+static MixprecDeviceV2 hostdev_v2_vtable;
 
 /* The same device as an old plugin would register it. */
 static MixprecDeviceV1 hostdev_v1_vtable;
@@ -563,16 +647,29 @@ hostdev_init (MixprecPluginHostV1 *host, char *errbuf, size_t len)
   const char *top = getenv ("MIXPREC_TOP_BUILDDIR");
   int status;
 
-  /* Revision 2 where the library has it, else revision 1 (the contract
-   * of register_device_v2). */
-  if (host->struct_size >= offsetof (MixprecPluginHostV1, register_device_v2) + sizeof (void *) &&
-      host->register_device_v2 != NULL)
-    status = host->register_device_v2 (host, &hostdev_vtable, errbuf, len);
+  /* Revision 3 where the library has it, else 2, else 1 (the contract
+   * of register_device_v3 and register_device_v2). */
+  if (host->struct_size >= offsetof (MixprecPluginHostV1, register_device_v3) + sizeof (void *) &&
+      host->register_device_v3 != NULL)
+    status = host->register_device_v3 (host, &hostdev_vtable, errbuf, len);
+  else if (host->struct_size >= offsetof (MixprecPluginHostV1, register_device_v2) + sizeof (void *) &&
+           host->register_device_v2 != NULL)
+    status = host->register_device_v2 (host, &hostdev_vtable.base, errbuf, len);
   else
-    status = host->register_device (host, &hostdev_vtable.base, errbuf, len);
+    status = host->register_device (host, &hostdev_vtable.base.base, errbuf, len);
   if (status != MIXPREC_PLUGIN_OK)
     return status;
-  hostdev_v1_vtable = hostdev_vtable.base;
+  if (host->struct_size >= offsetof (MixprecPluginHostV1, register_device_v2) + sizeof (void *) &&
+      host->register_device_v2 != NULL)
+    {
+      hostdev_v2_vtable = hostdev_vtable.base;
+      hostdev_v2_vtable.base.name = "hostdev-v2";
+      hostdev_v2_vtable.base.description = "hostdev as a device plugin of revision 2 (no float8 casts), for tests";
+      status = host->register_device_v2 (host, &hostdev_v2_vtable, errbuf, len);
+      if (status != MIXPREC_PLUGIN_OK)
+        return status;
+    }
+  hostdev_v1_vtable = hostdev_vtable.base.base;
   hostdev_v1_vtable.name = "hostdev-v1";
   hostdev_v1_vtable.description = "hostdev as a device plugin of revision 1 (no pinned memory), for tests";
   status = host->register_device (host, &hostdev_v1_vtable, errbuf, len);

@@ -642,29 +642,24 @@ test_device_mx (void)
   test_device_case ("mx", "bf16");
 }
 
-/* A device whose plugin registered an older revision (no float8 casts):
- * registering an fp8 parameter fails naming the parameter, the device and
- * the revision; others register. */
-static void
-test_old_device (gconstpointer data)
+/* An engine on device @name with the optimizer offloaded to the host (the
+ * old test devices have no optimizer of their own), a LayerNorm vector
+ * registered; NULL when the test device plugins are not built. */
+static MixprecEngine *
+offloaded_engine (const gchar *name)
 {
-  const gchar *name = data;
   g_autoptr(GError) error = NULL;
   g_autoptr(MixprecConfig) config = NULL;
-  g_autoptr(MixprecEngine) engine = NULL;
   g_autoptr(_MixprecDevice) device = NULL;
-  g_autofree gchar *quoted = g_strdup_printf ("'%s'", name);
-  g_autofree gchar *revision = g_strdup_printf ("as revision %c", name[strlen (name) - 1]);
+  MixprecEngine *engine;
   gfloat init[8] = { 0 };
-  guint64 shape[1] = { 8 }, matrix[2] = { 2, 4 };
+  guint64 shape[1] = { 8 };
   g_autoptr(GBytes) bytes = g_bytes_new (init, sizeof init);
 
   if (!have_hostdev ())
-    return;
+    return NULL;
   device = _mixprec_device_open (name, -1, &error);
   g_assert_no_error (error);
-  /* The old devices have no optimizer of their own: the optimizer runs
-   * offloaded to the host. */
   config = mixprec_config_new_from_data ("{\"bf16\": {\"enabled\": true},"
                                          " \"fp8\": {\"enabled\": true, \"modules\": [\"Linear\"]},"
                                          " \"zero_optimization\": {\"offload_optimizer\": {\"device\": \"cpu\"}}}",
@@ -675,14 +670,44 @@ test_old_device (gconstpointer data)
   g_assert_nonnull (mixprec_engine_register_param (engine, "ln", shape, 1, "LayerNorm",
                                                    MIXPREC_DTYPE_FLOAT32, bytes, &error));
   g_assert_no_error (error);
+  return engine;
+}
+
+/* Registering the Linear matrix "w" on @engine fails: the error. */
+static GError *
+register_fp8_fails (MixprecEngine *engine)
+{
+  GError *error = NULL;
+  gfloat init[8] = { 0 };
+  guint64 matrix[2] = { 2, 4 };
+  g_autoptr(GBytes) bytes = g_bytes_new (init, sizeof init);
+
   g_assert_null (mixprec_engine_register_param (engine, "w", matrix, 2, "Linear",
                                                 MIXPREC_DTYPE_FLOAT32, bytes, &error));
   g_assert_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_PARAM);
   g_assert_nonnull (strstr (error->message, "'w'"));
+  g_assert_null (mixprec_engine_get_param (engine, "w"));
+  return error;
+}
+
+/* A device whose plugin registered an older revision (no float8 casts):
+ * registering an fp8 parameter fails naming the parameter, the device and
+ * the revision; others register. */
+static void
+test_old_device (gconstpointer data)
+{
+  const gchar *name = data;
+  g_autoptr(MixprecEngine) engine = offloaded_engine (name);
+  g_autoptr(GError) error = NULL;
+  g_autofree gchar *quoted = g_strdup_printf ("'%s'", name);
+  g_autofree gchar *revision = g_strdup_printf ("as revision %c", name[strlen (name) - 1]);
+
+  if (engine == NULL)
+    return;
+  error = register_fp8_fails (engine);
   g_assert_nonnull (strstr (error->message, quoted));
   g_assert_nonnull (strstr (error->message, "revision 3"));
   g_assert_nonnull (strstr (error->message, revision));
-  g_assert_null (mixprec_engine_get_param (engine, "w"));
 }
 
 static MixprecEngine *
@@ -813,29 +838,12 @@ test_device_checkpoint (void)
 static void
 test_device_offloaded (void)
 {
+  g_autoptr(MixprecEngine) engine = offloaded_engine ("hostdev");
   g_autoptr(GError) error = NULL;
-  g_autoptr(MixprecConfig) config = NULL;
-  g_autoptr(MixprecEngine) engine = NULL;
-  g_autoptr(_MixprecDevice) device = NULL;
-  gfloat init[8] = { 0 };
-  guint64 matrix[2] = { 2, 4 };
-  g_autoptr(GBytes) bytes = g_bytes_new (init, sizeof init);
 
-  if (!have_hostdev ())
+  if (engine == NULL)
     return;
-  device = _mixprec_device_open ("hostdev", -1, &error);
-  g_assert_no_error (error);
-  config = mixprec_config_new_from_data ("{\"bf16\": {\"enabled\": true},"
-                                         " \"fp8\": {\"enabled\": true, \"modules\": [\"Linear\"]},"
-                                         " \"zero_optimization\": {\"offload_optimizer\": {\"device\": \"cpu\"}}}",
-                                         -1, &error);
-  g_assert_no_error (error);
-  engine = _mixprec_engine_new_internal (config, device, NULL, NULL, FALSE, &error);
-  g_assert_no_error (error);
-  g_assert_null (mixprec_engine_register_param (engine, "w", matrix, 2, "Linear",
-                                                MIXPREC_DTYPE_FLOAT32, bytes, &error));
-  g_assert_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_PARAM);
-  g_assert_nonnull (strstr (error->message, "'w'"));
+  error = register_fp8_fails (engine);
   g_assert_nonnull (strstr (error->message, "'hostdev'"));
   g_assert_nonnull (strstr (error->message, "offloaded"));
 }

@@ -325,10 +325,11 @@ gradient_sumsq (MixprecEngine *self,
 
       for (guint j = 0; j < self->groups->len; j++)
         na += _mixprec_engine_fp8_n_amax (g_ptr_array_index (self->groups, j));
-      if (self->device == NULL && na > 0)
+      if (self->device == NULL)
         {
-          /* The agreed FP8 amaxes ride along: every model-parallel rank
-           * holds the same number of them (see mixprec-engine-fp8.c). */
+          /* Each rank's norm, and after it the agreed FP8 amaxes (none
+           * without fp8): every model-parallel rank holds the same number
+           * of them (see mixprec-engine-fp8.c). */
           g_autofree gdouble *mine = g_new (gdouble, 1 + na);
           g_autofree gdouble *every = g_new (gdouble, (1 + na) * n);
           gsize at = 1;
@@ -353,11 +354,6 @@ gradient_sumsq (MixprecEngine *self,
             }
           for (guint r = 0; r < n; r++)
             all[r] = every[(gsize) r * (1 + na)];
-        }
-      else if (self->device == NULL)
-        {
-          if (!gather_doubles (self, self->mp_comm, &total, 1, all, error))
-            return FALSE;
         }
       else
         {

@@ -58,10 +58,14 @@ G_STATIC_ASSERT ((int) MIXPREC_COMM_RECV_FP32 == (int) MIXPREC_PLUGIN_COMM_RECV_
  * `MIXPREC_UCX_REDUCTIONS` (reductions receiving at once, each holding
  * a window of (world - 1) chunks of scratch; later ones wait their turn;
  * default 2),
- * `MIXPREC_UCX_SPIN_US` (polling before a waiting rank yields its core,
- * default 1000, or 0 when the ranks on the host outnumber its CPUs) and `MIXPREC_UCX_ERROR_MODE` ("none" or "peer") besides
- * UCX's own `UCX_*` variables; it progresses only inside the calls of the
- * communicator and its requests.
+ * `MIXPREC_UCX_SPIN_US` and `MIXPREC_UCX_YIELD_US` (how a rank waiting
+ * for UCX messages polls, yields and then sleeps), `MIXPREC_UCX_SHM`,
+ * `MIXPREC_UCX_SHM_CHUNK_BYTES` and `MIXPREC_UCX_SHM_SPIN_US` (its
+ * shared-memory path: when every rank runs on one host, all-reduce,
+ * reduce-scatter and all-gather go through one shared segment, with the
+ * same bits as over UCX) and `MIXPREC_UCX_ERROR_MODE` ("none" or "peer")
+ * besides UCX's own `UCX_*` variables; it progresses only inside the
+ * calls of the communicator and its requests.
  *
  * Since: 1.0
  */

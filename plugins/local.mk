@@ -116,7 +116,9 @@ plugins_mixprec_comm_ucx_la_SOURCES = \
 	plugins/comm-ucx/ucx-hint.c \
 	plugins/comm-ucx/comm-ucx.c \
 	plugins/comm-ucx/ucx-transport.c \
-	plugins/comm-ucx/ucx-ops.c
+	plugins/comm-ucx/ucx-ops.c \
+	plugins/comm-ucx/ucx-shm.h \
+	plugins/comm-ucx/ucx-shm.c
 plugins_mixprec_comm_ucx_la_CPPFLAGS = $(AM_CPPFLAGS) $(UCX_CFLAGS)
 plugins_mixprec_comm_ucx_la_CFLAGS = $(AM_CFLAGS) $(MIXPREC_HIDDEN_CFLAGS)
 plugins_mixprec_comm_ucx_la_LDFLAGS = -module -avoid-version -no-undefined -export-symbols-regex '^mixprec_plugin_'

@@ -577,6 +577,37 @@ scenario_abort (Child   *c,
   return TRUE;
 }
 
+/* Whether this rank maps comm-ucx's shared segment, as the parent expects
+ * (MIXPREC_TEST_EXPECT_SHM): its name is gone from /dev/shm once every
+ * rank mapped it, but the mapping stays in the process's map. */
+static gboolean
+check_shared_memory (Child   *c,
+                     GString *why)
+{
+  const gchar *expect = g_getenv ("MIXPREC_TEST_EXPECT_SHM");
+  g_autofree gchar *maps = NULL;
+  gboolean mapped;
+
+  if (expect == NULL)
+    return TRUE;
+  if (!g_file_get_contents ("/proc/self/maps", &maps, NULL, NULL))
+    {
+      g_string_append (why, "cannot read /proc/self/maps");
+      return FALSE;
+    }
+  mapped = strstr (maps, "/dev/shm/mixprec-ucx-") != NULL;
+  if (mapped != g_str_equal (expect, "1"))
+    {
+      g_string_append_printf (why, "the shared-memory segment is %s, expected %s",
+                              mapped ? "mapped" : "not mapped",
+                              g_str_equal (expect, "1") ? "mapped" : "not mapped");
+      return FALSE;
+    }
+  g_printerr ("rank %u: shared-memory segment %s, as expected\n", c->rank,
+              mapped ? "mapped" : "not mapped");
+  return TRUE;
+}
+
 int
 comm_ranks_main (int    argc,
                  char **argv)
@@ -622,7 +653,9 @@ comm_ranks_main (int    argc,
       return 1;
     }
 
-  if (g_str_equal (scenario, "collectives"))
+  if (!check_shared_memory (&c, why))
+    ok = FALSE;
+  else if (g_str_equal (scenario, "collectives"))
     ok = scenario_collectives (&c, why);
   else if (g_str_equal (scenario, "kill"))
     ok = scenario_lose_rank (&c, FALSE, why);

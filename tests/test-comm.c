@@ -517,10 +517,36 @@ have_ucx (void)
 #endif
 }
 
+/* A multi-process case, and whether its ranks share a segment: by
+ * default they do (all run on this host), with MIXPREC_UCX_SHM=0 every
+ * collective goes over UCX. The ranks check which from their own memory
+ * map (MIXPREC_TEST_EXPECT_SHM), so neither path passes for the other. */
+typedef struct
+{
+  const gchar *scenario;
+  guint world;
+  gboolean shm;
+} Group;
+
+static Rank *
+run_group_as (const Group *g)
+{
+  Rank *ranks;
+
+  if (!g->shm)
+    g_setenv ("MIXPREC_UCX_SHM", "0", TRUE);
+  g_setenv ("MIXPREC_TEST_EXPECT_SHM", g->shm ? "1" : "0", TRUE);
+  ranks = run_group (g->scenario, g->world);
+  g_unsetenv ("MIXPREC_UCX_SHM");
+  g_unsetenv ("MIXPREC_TEST_EXPECT_SHM");
+  return ranks;
+}
+
 static void
 test_multi_collectives (gconstpointer data)
 {
-  guint world = GPOINTER_TO_UINT (data);
+  const Group *g = data;
+  guint world = g->world;
   Rank *ranks;
 
   if (!have_ucx ())
@@ -529,7 +555,7 @@ test_multi_collectives (gconstpointer data)
    * reduction but the first waits in the plugin's queue. */
   if (world == 4)
     g_setenv ("MIXPREC_UCX_REDUCTIONS", "1", TRUE);
-  ranks = run_group ("collectives", world);
+  ranks = run_group_as (g);
   g_unsetenv ("MIXPREC_UCX_REDUCTIONS");
   for (guint r = 0; r < world; r++)
     {
@@ -544,13 +570,13 @@ test_multi_collectives (gconstpointer data)
 static void
 test_multi_lose_rank (gconstpointer data)
 {
-  const gchar *scenario = data;
-  guint world = g_str_equal (scenario, "kill") ? 3 : 2;
+  const Group *g = data;
+  guint world = g->world;
   Rank *ranks;
 
   if (!have_ucx ())
     return;
-  ranks = run_group (scenario, world);
+  ranks = run_group_as (g);
   for (guint r = 0; r + 1 < world; r++)
     {
       g_assert_true (WIFEXITED (ranks[r].status));
@@ -562,13 +588,13 @@ test_multi_lose_rank (gconstpointer data)
 }
 
 static void
-test_multi_abort (void)
+test_multi_abort (gconstpointer data)
 {
   Rank *ranks;
 
   if (!have_ucx ())
     return;
-  ranks = run_group ("abort", 2);
+  ranks = run_group_as (data);
   for (guint r = 0; r < 2; r++)
     {
       g_assert_true (WIFEXITED (ranks[r].status));
@@ -617,7 +643,36 @@ test_ucx_single (void)
   g_unsetenv ("MIXPREC_UCX_REDUCTIONS");
   g_assert_error (error, MIXPREC_COMM_ERROR, MIXPREC_COMM_ERROR_INIT);
   g_assert_nonnull (strstr (error->message, "MIXPREC_UCX_REDUCTIONS=65: must be an integer from 1 to 64"));
+  g_clear_error (&error);
+  g_setenv ("MIXPREC_UCX_SHM", "yes", TRUE);
+  g_assert_null (mixprec_comm_new (NULL, "ucx", "cpu", 0, &error));
+  g_unsetenv ("MIXPREC_UCX_SHM");
+  g_assert_error (error, MIXPREC_COMM_ERROR, MIXPREC_COMM_ERROR_INIT);
+  g_assert_nonnull (strstr (error->message, "MIXPREC_UCX_SHM=yes: must be \"auto\", \"0\" or \"1\""));
+  g_clear_error (&error);
+  g_setenv ("MIXPREC_UCX_SHM_CHUNK_BYTES", "4095", TRUE);
+  g_assert_null (mixprec_comm_new (NULL, "ucx", "cpu", 0, &error));
+  g_unsetenv ("MIXPREC_UCX_SHM_CHUNK_BYTES");
+  g_assert_error (error, MIXPREC_COMM_ERROR, MIXPREC_COMM_ERROR_INIT);
+  g_assert_nonnull (strstr (error->message, "MIXPREC_UCX_SHM_CHUNK_BYTES=4095: must be an integer "
+                                            "from 4096 to 67108864"));
 }
+
+/* Every multi-process case, through the shared segment (the default on
+ * one host) and over UCX alone. */
+static const Group groups[] = {
+  { "collectives", 2, TRUE },
+  { "collectives", 3, TRUE },
+  { "collectives", 4, TRUE },
+  { "collectives", 2, FALSE },
+  { "collectives", 3, FALSE },
+  { "kill", 3, TRUE },
+  { "kill", 3, FALSE },
+  { "stop", 2, TRUE },
+  { "stop", 2, FALSE },
+  { "abort", 2, TRUE },
+  { "abort", 2, FALSE },
+};
 
 int
 main (int argc, char **argv)
@@ -641,6 +696,7 @@ main (int argc, char **argv)
    * and the receive slots are reused. */
   g_setenv ("MIXPREC_UCX_CHUNK_BYTES", "65536", TRUE);
   g_setenv ("MIXPREC_UCX_WINDOW", "2", TRUE);
+  g_setenv ("MIXPREC_UCX_SHM_CHUNK_BYTES", "65536", TRUE);
   /* The failure cases leave UCX requests behind on purpose; its warnings
    * about them at exit are expected. */
   g_setenv ("UCX_LOG_LEVEL", "error", FALSE);
@@ -654,12 +710,24 @@ main (int argc, char **argv)
   g_test_add_func ("/comm/backend-errors", test_backend_errors);
   g_test_add_func ("/comm/plugin-failures", test_plugin_failures);
   g_test_add_func ("/comm/ucx/single", test_ucx_single);
-  g_test_add_data_func ("/comm/ucx/ranks-2", GUINT_TO_POINTER (2), test_multi_collectives);
-  g_test_add_data_func ("/comm/ucx/ranks-3", GUINT_TO_POINTER (3), test_multi_collectives);
-  g_test_add_data_func ("/comm/ucx/ranks-4", GUINT_TO_POINTER (4), test_multi_collectives);
-  g_test_add_data_func ("/comm/ucx/killed-rank", "kill", test_multi_lose_rank);
-  g_test_add_data_func ("/comm/ucx/stopped-rank", "stop", test_multi_lose_rank);
-  g_test_add_func ("/comm/ucx/abort", test_multi_abort);
+  for (gsize i = 0; i < G_N_ELEMENTS (groups); i++)
+    {
+      const Group *g = &groups[i];
+      g_autofree gchar *test_path = NULL;
+      GTestDataFunc func = test_multi_collectives;
+
+      if (g_str_equal (g->scenario, "kill") || g_str_equal (g->scenario, "stop"))
+        func = test_multi_lose_rank;
+      else if (g_str_equal (g->scenario, "abort"))
+        func = test_multi_abort;
+      if (g_str_equal (g->scenario, "collectives"))
+        test_path = g_strdup_printf ("/comm/ucx/%sranks-%u", g->shm ? "" : "no-shm/", g->world);
+      else
+        test_path = g_strdup_printf ("/comm/ucx/%s%s", g->shm ? "" : "no-shm/",
+                                     g_str_equal (g->scenario, "kill") ? "killed-rank" :
+                                     g_str_equal (g->scenario, "stop") ? "stopped-rank" : "abort");
+      g_test_add_data_func (test_path, g, func);
+    }
 
   return g_test_run ();
 }

@@ -3,6 +3,9 @@
  * swaps worker addresses through the library's bootstrap and keeps an
  * endpoint to every other rank.
  *
+ * When every rank runs on this host, all_reduce, reduce_scatter and
+ * all_gather go through a shared-memory segment instead (ucx-shm.c).
+ *
  * Progress happens on the caller's thread, inside the collectives, test()
  * and wait(); a started collective whose request is never tested advances
  * only while the rank runs other collectives of the communicator.
@@ -20,6 +23,10 @@
  *                            and blocks on its event file descriptor
  *                            (default 1000; 0 to 1000000). See
  *                            mixprec-run(1).
+ *   MIXPREC_UCX_SHM          "auto" (default), "0" or "1": the
+ *                            same-host path of ucx-shm.c; with
+ *                            MIXPREC_UCX_SHM_CHUNK_BYTES (default 1 MiB)
+ *                            and MIXPREC_UCX_SHM_SPIN_US (default 50).
  *   MIXPREC_UCX_ERROR_MODE   "none" (default) or "peer": UCX's
  *                            UCP_ERR_HANDLING_MODE for the endpoints.
  *                            UCX 1.13 gives up its shared-memory
@@ -64,19 +71,23 @@ MIXPREC_PLUGIN_EXPORT const MixprecPluginDesc *mixprec_plugin_comm_ucx_get_desc 
  * its peers' processes and the abort flag again (abort() also wakes it). */
 #define WAIT_SLICE_NS INT64_C(100000000)
 
+/* The same, while both a shared-memory barrier and UCX transfers are
+ * waited for: a barrier's futex does not see UCX's events. */
+#define SHARED_WAIT_SLICE_NS INT64_C(100000)
+
 /* Time spent away from the communicator (the caller computing between two
  * calls) counts at most this much towards a stall: a rank that computes
  * for a minute does not time out its own pending collective. */
 #define MAX_CREDITED_GAP_NS INT64_C(100000000)
 
-static int
-env_size (const char *name,
-          size_t      fallback,
-          size_t      min,
-          size_t      max,
-          size_t     *out,
-          char       *errbuf,
-          size_t      errbuf_len)
+int
+ucx_env_size (const char *name,
+              size_t      fallback,
+              size_t      min,
+              size_t      max,
+              size_t     *out,
+              char       *errbuf,
+              size_t      errbuf_len)
 {
   const char *value = getenv (name);
   char *end = NULL;
@@ -96,6 +107,16 @@ env_size (const char *name,
 
 /* ------------------------------------------------------------ progress */
 
+/* Whether any active operation waits for UCX transfers. */
+static int
+transfers_active (UcxComm *comm)
+{
+  for (UcxOp *op = comm->active; op != NULL; op = op->next)
+    if (!op->finished && !op->shm)
+      return 1;
+  return 0;
+}
+
 /* A rank with nothing to do polls UCX for spin_ns, then for yield_ns
  * more with sched_yield() between polls, then blocks on the UCX worker's
  * event file descriptor until a message or completion arrives.
@@ -113,6 +134,18 @@ idle (UcxComm *comm,
       int64_t  idle_since,
       int64_t  now)
 {
+  if (ucx_shm_waiting (comm))
+    {
+      /* Nothing but the shared-memory barrier to wait for: sleep on it.
+       * With UCX transfers in flight as well, look at both in turn. */
+      if (!transfers_active (comm))
+        ucx_shm_wait (comm, idle_since + ucx_shm_spin_ns (comm), WAIT_SLICE_NS);
+      else if (now - idle_since < comm->spin_ns + comm->yield_ns)
+        sched_yield ();
+      else
+        ucx_shm_wait (comm, 0, SHARED_WAIT_SLICE_NS);
+      return;
+    }
   if (now - idle_since < comm->spin_ns)
     return;
   if (now - idle_since < comm->spin_ns + comm->yield_ns)
@@ -382,6 +415,7 @@ ucx_abort (void *handle)
   /* Wakes a rank blocked in ucx_worker_wait(); safe from any thread. */
   if (comm->worker != NULL && comm->efd >= 0)
     ucp_worker_signal (comm->worker);
+  ucx_shm_wake (comm);
 }
 
 /* ------------------------------------------------------------ life cycle */
@@ -463,18 +497,18 @@ ucx_init (const MixprecCommInitV1 *args,
   comm->world_size = bootstrap->world_size;
   comm->timeout_ns = (int64_t) (args->timeout_ms > 0 ? args->timeout_ms : 300000) * 1000000;
   comm->error_mode_peer = mode != NULL && strcmp (mode, "peer") == 0;
-  status = env_size ("MIXPREC_UCX_CHUNK_BYTES", DEFAULT_CHUNK_BYTES, 4096, (size_t) 64 << 20,
+  status = ucx_env_size ("MIXPREC_UCX_CHUNK_BYTES", DEFAULT_CHUNK_BYTES, 4096, (size_t) 64 << 20,
                      &comm->chunk_bytes, errbuf, errbuf_len);
   if (status == MIXPREC_PLUGIN_OK)
-    status = env_size ("MIXPREC_UCX_WINDOW", DEFAULT_WINDOW, 1, 64, &window, errbuf, errbuf_len);
+    status = ucx_env_size ("MIXPREC_UCX_WINDOW", DEFAULT_WINDOW, 1, 64, &window, errbuf, errbuf_len);
   if (status == MIXPREC_PLUGIN_OK)
-    status = env_size ("MIXPREC_UCX_REDUCTIONS", DEFAULT_REDUCTIONS, 1, 64, &reductions,
+    status = ucx_env_size ("MIXPREC_UCX_REDUCTIONS", DEFAULT_REDUCTIONS, 1, 64, &reductions,
                        errbuf, errbuf_len);
   if (status == MIXPREC_PLUGIN_OK)
-    status = env_size ("MIXPREC_UCX_SPIN_US", DEFAULT_SPIN_US, 0, 1000000, &spin_us,
+    status = ucx_env_size ("MIXPREC_UCX_SPIN_US", DEFAULT_SPIN_US, 0, 1000000, &spin_us,
                        errbuf, errbuf_len);
   if (status == MIXPREC_PLUGIN_OK)
-    status = env_size ("MIXPREC_UCX_YIELD_US", DEFAULT_YIELD_US, 0, 1000000, &yield_us,
+    status = ucx_env_size ("MIXPREC_UCX_YIELD_US", DEFAULT_YIELD_US, 0, 1000000, &yield_us,
                        errbuf, errbuf_len);
   if (status != MIXPREC_PLUGIN_OK)
     {

@@ -1,7 +1,8 @@
 /* ucx-comm.h — the comm-ucx plugin's communicator, operations and
- * transfers, shared by its three files: comm-ucx.c (the ABI entry points),
- * ucx-transport.c (UCX context, endpoints, transfers, failures) and
- * ucx-ops.c (the collectives as state machines).
+ * transfers, shared by its files: comm-ucx.c (the ABI entry points),
+ * ucx-transport.c (UCX context, endpoints, transfers, failures),
+ * ucx-ops.c (the collectives as state machines) and ucx-shm.c (the same
+ * collectives through shared memory, when every rank is on this host).
  *
  * Everything runs on the caller's thread: UCX progresses only inside the
  * plugin's calls (a collective, test() or wait()), which also perform the
@@ -15,6 +16,7 @@
 
 #include "mixprec-plugin.h"
 #include "ucx-hint.h"           /* UcxPeerInfo: what each rank tells the others at init */
+#include "ucx-shm.h"            /* the same-host path */
 
 /* The 64-bit tag of every message: which operation (sequence number), which
  * phase of it, which sender and which chunk. Collectives that are
@@ -43,8 +45,6 @@ typedef enum
   UCX_OP_BARRIER,
 } UcxOpKind;
 
-typedef struct UcxComm UcxComm;
-typedef struct UcxOp UcxOp;
 
 typedef enum
 {
@@ -135,6 +135,17 @@ struct UcxOp
   char message[1024];
   int64_t stall_ns;             /* time polled without progress */
   int progressed;
+
+  /* The same-host path (ucx-shm.c): no transfers, steps instead. */
+  int shm;
+  uint64_t shm_ticket;          /* its turn among the shared-memory operations */
+  size_t shm_chunk_elems;
+  size_t shm_chunks;
+  size_t shm_steps;             /* chunks, plus all_reduce's last barrier */
+  size_t shm_step;              /* the next one */
+  int shm_arrived;              /* at that step's barrier */
+  uint64_t shm_first_step;      /* the segment's step count at its start */
+  const void **shm_terms;       /* world, for the folds */
 };
 
 struct UcxComm
@@ -177,7 +188,19 @@ struct UcxComm
 
   int64_t liveness_checked_ns;
   int64_t last_poll_ns;         /* end of the last progress loop */
+
+  UcxShm *shm;                  /* the same-host segment, or NULL */
 };
+
+/* ---- comm-ucx.c */
+/* Reads the integer setting @name (default @fallback, from @min to @max). */
+int      ucx_env_size          (const char                 *name,
+                                size_t                      fallback,
+                                size_t                      min,
+                                size_t                      max,
+                                size_t                     *out,
+                                char                       *errbuf,
+                                size_t                      errbuf_len);
 
 /* ---- ucx-transport.c */
 int64_t  ucx_now_ns            (void);
@@ -190,6 +213,14 @@ uint64_t ucx_tag               (uint32_t                    seq,
                                 UcxPhase                    phase,
                                 unsigned                    sender,
                                 size_t                      chunk);
+/* The bootstrap's all_gather, with its sentence prefixed on failure. */
+int      ucx_exchange          (const MixprecBootstrapV1   *bootstrap,
+                                const void                 *in,
+                                size_t                      len,
+                                void                       *out,
+                                const char                 *what,
+                                char                       *errbuf,
+                                size_t                      errbuf_len);
 /* Posts a transfer; a failure to post completes it with an error status. */
 void     ucx_xfer_send         (UcxXfer                    *xfer,
                                 const void                 *buffer,

@@ -188,6 +188,11 @@ ucx_op_new (UcxComm               *comm,
   op->recv = recv;
   op->count = count;
   op->root = root;
+  if (ucx_shm_adopt (op))
+    {
+      op->seq = comm->next_seq++;
+      return op;
+    }
   op->part_off = calloc (comm->world_size, sizeof *op->part_off);
   op->part_len = calloc (comm->world_size, sizeof *op->part_len);
   op->paced = calloc (comm->world_size, sizeof *op->paced);
@@ -250,6 +255,7 @@ ucx_op_free (UcxOp *op)
   free (op->paced_posted);
   free (op->paced_total);
   free (op->paced_in_flight);
+  free (op->shm_terms);
   free (op);
 }
 
@@ -472,7 +478,7 @@ ucx_op_start (UcxOp *op)
   if (comm->active != NULL)
     comm->active->prev = op;
   comm->active = op;
-  if (!op->queued)
+  if (!op->queued && !op->shm)
     begin (op);
   return MIXPREC_PLUGIN_OK;
 }
@@ -582,7 +588,7 @@ op_advance (UcxOp *op)
   int moved = op->progressed;
   UcxXfer *x;
 
-  if (op->queued)
+  if (op->queued || op->shm)
     return 0;
   op->progressed = 0;
   while ((x = op->done_head) != NULL)
@@ -653,6 +659,7 @@ ucx_comm_progress (UcxComm *comm)
       next = op->next;
       busy |= op_advance (op);
     }
+  busy |= ucx_shm_progress (comm);
   admit_queued (comm);
   return busy;
 }
@@ -696,7 +703,19 @@ failed_peer (UcxOp *op,
              int   *exited)
 {
   UcxComm *comm = op->comm;
+  unsigned n_missing;
 
+  /* At a shared-memory barrier: the ranks that have not arrived. */
+  if (ucx_shm_missing_rank (op, &n_missing) < comm->world_size)
+    {
+      for (unsigned p = 0; check_processes && p < comm->world_size; p++)
+        if (p != comm->rank && ucx_peer_has_exited (comm, p))
+          {
+            *exited = 1;
+            return p;
+          }
+      return comm->world_size;
+    }
   for (size_t i = 0; i < op->n_xfers; i++)
     {
       unsigned p = op->xfers[i].peer;
@@ -749,9 +768,9 @@ ucx_comm_check_stalls (UcxComm *comm,
       unsigned peer;
       int exited = 0;
 
-      /* A queued operation waits for the ones ahead of it, which time out
-       * first when a peer is gone. */
-      if (op->finished || op->queued)
+      /* A queued operation, or a shared-memory one behind another, waits
+       * for the ones ahead of it, which time out first when a peer is gone. */
+      if (op->finished || op->queued || (op->shm && !op->shm_arrived))
         continue;
       op->stall_ns += elapsed_ns;
       if (any_failed_peer || (check_processes && op->stall_ns > LIVENESS_INTERVAL_NS))
@@ -782,12 +801,26 @@ ucx_comm_check_stalls (UcxComm *comm,
           char message[1024];
           size_t n_waiting;
 
-          peer = waited_peer (op, &n_waiting);
-          snprintf (message, sizeof message, "rank %u has not answered for %lld ms: %s #%u "
-                    "still waits for %zu transfer%s with it (has that process died, hung, "
-                    "or called other collectives?)",
-                    peer, (long long) (op->stall_ns / 1000000), ucx_op_name (op), op->seq,
-                    n_waiting, n_waiting == 1 ? "" : "s");
+          if (op->shm)
+            {
+              unsigned n_missing;
+
+              peer = ucx_shm_missing_rank (op, &n_missing);
+              snprintf (message, sizeof message, "rank %u has not answered for %lld ms: "
+                        "%s #%u waits for it%s at a shared-memory barrier (has that "
+                        "process died, hung, or called other collectives?)",
+                        peer, (long long) (op->stall_ns / 1000000), ucx_op_name (op), op->seq,
+                        n_missing > 1 ? " and others" : "");
+            }
+          else
+            {
+              peer = waited_peer (op, &n_waiting);
+              snprintf (message, sizeof message, "rank %u has not answered for %lld ms: "
+                        "%s #%u still waits for %zu transfer%s with it (has that process "
+                        "died, hung, or called other collectives?)",
+                        peer, (long long) (op->stall_ns / 1000000), ucx_op_name (op), op->seq,
+                        n_waiting, n_waiting == 1 ? "" : "s");
+            }
           append_device_hint (comm, peer, message, sizeof message);
           ucx_op_fail (op, MIXPREC_PLUGIN_ERR_TIMEOUT, message);
           return;

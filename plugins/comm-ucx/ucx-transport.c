@@ -136,15 +136,14 @@ fail (char       *errbuf,
   return status;
 }
 
-/* The bootstrap's all_gather, with its sentence prefixed. */
-static int
-exchange (const MixprecBootstrapV1 *bootstrap,
-          const void               *in,
-          size_t                    len,
-          void                     *out,
-          const char               *what,
-          char                     *errbuf,
-          size_t                    errbuf_len)
+int
+ucx_exchange (const MixprecBootstrapV1 *bootstrap,
+              const void               *in,
+              size_t                    len,
+              void                     *out,
+              const char               *what,
+              char                     *errbuf,
+              size_t                    errbuf_len)
 {
   char inner[512] = "";
   int status = bootstrap->all_gather (bootstrap->ctx, in, len, out, inner, sizeof inner);
@@ -227,8 +226,10 @@ ucx_comm_open (UcxComm                  *comm,
   mine.pid = (int64_t) getpid ();
   host_identity (mine.host, sizeof mine.host);
   ucx_hint_scan_devices (&mine);
-  result = exchange (bootstrap, &mine, sizeof mine, comm->peers, "process identities",
-                     errbuf, errbuf_len);
+  result = ucx_exchange (bootstrap, &mine, sizeof mine, comm->peers, "process identities",
+                         errbuf, errbuf_len);
+  if (result == MIXPREC_PLUGIN_OK)
+    result = ucx_shm_open (comm, bootstrap, errbuf, errbuf_len);
   if (result != MIXPREC_PLUGIN_OK)
     return result;
 
@@ -300,8 +301,8 @@ ucx_comm_open (UcxComm                  *comm,
     result = fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_NO_MEMORY,
                    "no memory for %u UCX address lengths", comm->world_size);
   else
-    result = exchange (bootstrap, &mine_length, sizeof mine_length, lengths,
-                       "UCX address lengths", errbuf, errbuf_len);
+    result = ucx_exchange (bootstrap, &mine_length, sizeof mine_length, lengths,
+                           "UCX address lengths", errbuf, errbuf_len);
   if (result == MIXPREC_PLUGIN_OK)
     {
       for (unsigned p = 0; p < comm->world_size; p++)
@@ -316,8 +317,8 @@ ucx_comm_open (UcxComm                  *comm,
   if (result == MIXPREC_PLUGIN_OK)
     {
       memcpy (padded, address, address_length);
-      result = exchange (bootstrap, padded, stride, addresses, "UCX worker addresses",
-                         errbuf, errbuf_len);
+      result = ucx_exchange (bootstrap, padded, stride, addresses, "UCX worker addresses",
+                             errbuf, errbuf_len);
     }
   if (result == MIXPREC_PLUGIN_OK)
     result = create_endpoints (comm, addresses, stride, errbuf, errbuf_len);
@@ -377,6 +378,7 @@ ucx_comm_close (UcxComm *comm)
   comm->worker = NULL;
   comm->context = NULL;
   comm->efd = -1;
+  ucx_shm_close (comm);
   for (unsigned i = 0; i < comm->n_scratch_pool; i++)
     free (comm->scratch_pool[i]);
   free (comm->scratch_pool);
@@ -580,6 +582,8 @@ ucx_comm_break (UcxComm    *comm,
       va_start (args, format);
       vsnprintf (comm->broken_message, sizeof comm->broken_message, format, args);
       va_end (args);
+      /* Peers waiting in shared memory learn it at once. */
+      ucx_shm_mark_broken (comm);
     }
 
   for (UcxOp *op = comm->active; op != NULL; op = op->next)

@@ -1,0 +1,791 @@
+/* ucx-shm.c — all_reduce, reduce_scatter and all_gather through one
+ * shared-memory segment, when every rank of the communicator runs on this
+ * host (see ucx-shm.h).
+ *
+ * The segment: a header, one cache line per rank with the number of
+ * barriers that rank has arrived at, then two "in" buffers per rank and
+ * two "out" buffers of chunk_bytes each. An operation runs in steps; in
+ * each, every rank copies its piece of the chunk into its in buffer,
+ * arrives at the step's barrier, and once all have arrived uses what the
+ * others wrote:
+ *
+ *   all_reduce      folds its 1/world of the chunk from every rank's in
+ *                   buffer, in rank order, into the out buffer; after the
+ *                   next barrier, copies the whole reduced chunk out. So
+ *                   it takes one step per chunk plus a last barrier.
+ *   reduce_scatter  each in buffer holds world pieces, one per part; the
+ *                   rank folds its own piece from every rank straight
+ *                   into recv.
+ *   all_gather      copies every rank's piece to its place in recv.
+ *
+ * Buffers alternate by a counter of the steps taken since the segment was
+ * made, across operations. A rank writes a buffer only after passing the
+ * barrier that follows the last reads of the same buffer, so one barrier
+ * per step is enough and operations follow each other without one.
+ *
+ * Every element is folded in rank order, as over UCX, so both paths give
+ * the same bits. */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sched.h>
+#include <linux/futex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mixprec-plugin-fail-private.h"
+#include "mixprec-reduce-private.h"
+#include "ucx-comm.h"
+
+#define SHM_MAGIC   0x6d787368u        /* "mxsh" */
+#define SHM_VERSION 1u
+#define SHM_LINE    64
+#define SHM_WRITING UINT32_MAX         /* broken: the message is being written */
+
+#define DEFAULT_SHM_CHUNK_BYTES ((size_t) 1 << 20)
+/* A rank that waits at a barrier spins this long before it sleeps: on a
+ * virtual machine, waking a sleeping rank whose CPU went idle takes tens
+ * to hundreds of microseconds, longer than a peer usually needs to catch
+ * up. When the ranks outnumber the CPUs, a spinning rank holds the CPU
+ * that the peer it waits for needs, so it spins only briefly. */
+#define DEFAULT_SHM_SPIN_US 50
+#define CROWDED_SHM_SPIN_US 5
+
+typedef struct
+{
+  uint32_t magic;
+  uint32_t version;
+  uint32_t world;
+  uint32_t pad;
+  uint64_t chunk_bytes;
+  /* The futex word: bumped by every arrival (and by abort), so that a
+   * sleeping rank wakes to look at the barrier again. */
+  uint32_t arrivals;
+  uint32_t sleepers;
+  /* 0, or 1 + the rank that gave up; then status and message say why. */
+  uint32_t broken;
+  int32_t status;
+  char message[960];
+} ShmHeader;
+
+struct UcxShm
+{
+  char *base;
+  size_t size;
+  ShmHeader *header;
+  char *data;
+  size_t chunk_bytes;
+  unsigned world;
+  uint64_t barriers;            /* barriers this rank has arrived at */
+  uint64_t steps;               /* data steps taken, every operation */
+  uint64_t started;             /* tickets handed to operations */
+  uint64_t finished;            /* the ticket of the one that may run */
+  int64_t spin_ns;
+};
+
+/* ------------------------------------------------------------ segment */
+
+/* A polite spin: tells the core (and its hyperthread sibling) that this
+ * loop only waits. */
+static inline void
+cpu_relax (void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause ();
+#else
+  __asm__ __volatile__ ("" ::: "memory");
+#endif
+}
+
+static size_t
+header_bytes (unsigned world)
+{
+  size_t n = SHM_LINE * (1 + (size_t) world);
+
+  /* The header must hold ShmHeader; the buffers start on a page. */
+  if (n < sizeof (ShmHeader) + SHM_LINE)
+    n = sizeof (ShmHeader) + SHM_LINE;
+  return (n + 4095) & ~(size_t) 4095;
+}
+
+static uint64_t *
+arrived_word (UcxShm   *shm,
+              unsigned  rank)
+{
+  return (uint64_t *) (shm->base + ((sizeof (ShmHeader) + SHM_LINE - 1) & ~(size_t) (SHM_LINE - 1)) +
+                       (size_t) rank * SHM_LINE);
+}
+
+static char *
+in_buffer (UcxShm   *shm,
+           uint64_t  step,
+           unsigned  rank)
+{
+  return shm->data + ((step & 1) * shm->world + rank) * shm->chunk_bytes;
+}
+
+static char *
+out_buffer (UcxShm   *shm,
+            uint64_t  step)
+{
+  return shm->data + (2 * (size_t) shm->world + (step & 1)) * shm->chunk_bytes;
+}
+
+static long
+futex (uint32_t *word,
+       int       op,
+       uint32_t  value,
+       int64_t   timeout_ns)
+{
+  struct timespec ts = { (time_t) (timeout_ns / 1000000000), (long) (timeout_ns % 1000000000) };
+
+  return syscall (SYS_futex, word, op, value, op == FUTEX_WAIT ? &ts : NULL, NULL, 0);
+}
+
+static void
+wake_all (UcxShm *shm)
+{
+  __atomic_fetch_add (&shm->header->arrivals, 1, __ATOMIC_SEQ_CST);
+  futex (&shm->header->arrivals, FUTEX_WAKE, INT_MAX, 0);
+}
+
+/* Processes share a segment only when they share the boot and the IPC,
+ * mount and network namespaces. Ranks in different network namespaces
+ * stand for different hosts (containers, the multi-host test): they talk
+ * over the network UCX is told to use. */
+static void
+shm_domain (char   *out,
+            size_t  len)
+{
+  static const char * const spaces[] = { "ipc", "mnt", "net" };
+  char boot[64] = "";
+  FILE *f = fopen ("/proc/sys/kernel/random/boot_id", "r");
+  size_t n;
+
+  if (f != NULL)
+    {
+      if (fgets (boot, sizeof boot, f) == NULL)
+        boot[0] = '\0';
+      fclose (f);
+      boot[strcspn (boot, "\n")] = '\0';
+    }
+  n = (size_t) snprintf (out, len, "%s", boot);
+  for (size_t i = 0; i < sizeof spaces / sizeof spaces[0] && n < len; i++)
+    {
+      char path[32];
+      struct stat st;
+
+      snprintf (path, sizeof path, "/proc/self/ns/%s", spaces[i]);
+      if (boot[0] == '\0' || stat (path, &st) != 0)
+        {
+          /* Unknown: a domain no other process shares. */
+          snprintf (out, len, "unknown:%ld", (long) getpid ());
+          return;
+        }
+      n += (size_t) snprintf (out + n, len - n, ":%llu", (unsigned long long) st.st_ino);
+    }
+}
+
+typedef enum
+{
+  SHM_OFF,
+  SHM_AUTO,
+  SHM_REQUIRED,
+} ShmMode;
+
+typedef struct
+{
+  char domain[160];
+  int32_t mode;
+  int32_t pad;
+} ShmOffer;
+
+typedef struct
+{
+  char name[64];
+  uint64_t chunk_bytes;
+  int32_t ok;
+  int32_t pad;
+} ShmInvite;
+
+/* CPUs this process may run on. */
+static unsigned
+cpus_available (void)
+{
+  cpu_set_t set;
+
+  if (sched_getaffinity (0, sizeof set, &set) != 0)
+    return 1;
+  return (unsigned) CPU_COUNT (&set);
+}
+
+static int
+read_settings (unsigned  world,
+               ShmMode  *mode,
+               size_t   *chunk_bytes,
+               int64_t  *spin_ns,
+               char     *errbuf,
+               size_t    errbuf_len)
+{
+  const char *value = getenv ("MIXPREC_UCX_SHM");
+  size_t spin_us = 0;
+  int status;
+
+  *spin_ns = 0;
+  *mode = SHM_AUTO;
+  if (value == NULL || value[0] == '\0' || strcmp (value, "auto") == 0)
+    *mode = SHM_AUTO;
+  else if (strcmp (value, "0") == 0)
+    *mode = SHM_OFF;
+  else if (strcmp (value, "1") == 0)
+    *mode = SHM_REQUIRED;
+  else
+    return _mixprec_plugin_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
+                     "MIXPREC_UCX_SHM=%s: must be \"auto\", \"0\" or \"1\"", value);
+  status = ucx_env_size ("MIXPREC_UCX_SHM_CHUNK_BYTES", DEFAULT_SHM_CHUNK_BYTES, 4096,
+                         (size_t) 64 << 20, chunk_bytes, errbuf, errbuf_len);
+  if (status == MIXPREC_PLUGIN_OK)
+    status = ucx_env_size ("MIXPREC_UCX_SHM_SPIN_US",
+                           world > cpus_available () ? CROWDED_SHM_SPIN_US : DEFAULT_SHM_SPIN_US,
+                           0, 1000000, &spin_us, errbuf, errbuf_len);
+  *spin_ns = (int64_t) spin_us * 1000;
+  return status;
+}
+
+/* Maps the segment named @name, or makes it (@create); NULL on failure. */
+static UcxShm *
+map_segment (const char *name,
+             unsigned    world,
+             size_t      chunk_bytes,
+             int         create)
+{
+  size_t size = header_bytes (world) + (2 * (size_t) world + 2) * chunk_bytes;
+  UcxShm *shm = calloc (1, sizeof *shm);
+  struct stat st;
+  void *base;
+  int fd;
+
+  if (shm == NULL)
+    return NULL;
+  fd = shm_open (name, create ? O_RDWR | O_CREAT | O_EXCL : O_RDWR, 0600);
+  if (fd < 0)
+    {
+      free (shm);
+      return NULL;
+    }
+  /* posix_fallocate, unlike ftruncate, fails now when /dev/shm is too
+   * small, instead of a SIGBUS at the first touch of a missing page. */
+  if ((create && posix_fallocate (fd, 0, (off_t) size) != 0) ||
+      fstat (fd, &st) != 0 || (size_t) st.st_size != size)
+    {
+      close (fd);
+      if (create)
+        shm_unlink (name);
+      free (shm);
+      return NULL;
+    }
+  base = mmap (NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close (fd);
+  if (base == MAP_FAILED)
+    {
+      if (create)
+        shm_unlink (name);
+      free (shm);
+      return NULL;
+    }
+  shm->base = base;
+  shm->size = size;
+  shm->header = base;
+  shm->data = shm->base + header_bytes (world);
+  shm->chunk_bytes = chunk_bytes;
+  shm->world = world;
+  if (create)
+    {
+      shm->header->magic = SHM_MAGIC;
+      shm->header->version = SHM_VERSION;
+      shm->header->world = world;
+      shm->header->chunk_bytes = chunk_bytes;
+    }
+  else if (shm->header->magic != SHM_MAGIC || shm->header->version != SHM_VERSION ||
+           shm->header->world != world || shm->header->chunk_bytes != chunk_bytes)
+    {
+      munmap (base, size);
+      free (shm);
+      return NULL;
+    }
+  return shm;
+}
+
+static void
+unmap_segment (UcxShm *shm)
+{
+  if (shm == NULL)
+    return;
+  munmap (shm->base, shm->size);
+  free (shm);
+}
+
+int
+ucx_shm_open (UcxComm                  *comm,
+              const MixprecBootstrapV1 *bootstrap,
+              char                     *errbuf,
+              size_t                    errbuf_len)
+{
+  unsigned world = comm->world_size, me = comm->rank;
+  ShmOffer mine, *offers = NULL;
+  ShmInvite invite, *invites = NULL;
+  int32_t ok, *oks = NULL;
+  ShmMode mode = SHM_AUTO;
+  size_t chunk_bytes = 0;
+  int64_t spin_ns = 0;
+  int status, usable = world > 1, required = 0;
+  UcxShm *shm = NULL;
+
+  status = read_settings (world, &mode, &chunk_bytes, &spin_ns, errbuf, errbuf_len);
+  if (status != MIXPREC_PLUGIN_OK || world == 1)
+    return status;
+
+  memset (&mine, 0, sizeof mine);
+  shm_domain (mine.domain, sizeof mine.domain);
+  mine.mode = (int32_t) mode;
+  offers = calloc (world, sizeof *offers);
+  invites = calloc (world, sizeof *invites);
+  oks = calloc (world, sizeof *oks);
+  if (offers == NULL || invites == NULL || oks == NULL)
+    {
+      status = _mixprec_plugin_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_NO_MEMORY,
+                         "no memory to agree on shared memory with %u ranks", world);
+      goto out;
+    }
+  status = ucx_exchange (bootstrap, &mine, sizeof mine, offers, "shared-memory domains",
+                         errbuf, errbuf_len);
+  if (status != MIXPREC_PLUGIN_OK)
+    goto out;
+  /* Every rank reads the same offers, so all decide alike. */
+  for (unsigned p = 0; p < world; p++)
+    {
+      usable &= offers[p].mode != SHM_OFF &&
+                strncmp (offers[p].domain, offers[0].domain, sizeof offers[p].domain) == 0;
+      required |= offers[p].mode == SHM_REQUIRED;
+    }
+  if (!usable)
+    {
+      if (mode == SHM_REQUIRED)
+        status = _mixprec_plugin_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_UNSUPPORTED,
+                           "MIXPREC_UCX_SHM=1, but the ranks do not all share this host's "
+                           "namespaces (boot, IPC, mount, network), or one set "
+                           "MIXPREC_UCX_SHM=0");
+      goto out;
+    }
+
+  /* Rank 0 makes the segment; its size follows rank 0's settings. */
+  memset (&invite, 0, sizeof invite);
+  if (me == 0)
+    {
+      for (int attempt = 0; attempt < 8 && shm == NULL; attempt++)
+        {
+          uint32_t nonce = 0;
+
+          if (getrandom (&nonce, sizeof nonce, 0) != (ssize_t) sizeof nonce)
+            nonce = (uint32_t) ucx_now_ns () ^ (uint32_t) attempt;
+          snprintf (invite.name, sizeof invite.name, "/mixprec-ucx-%ld-%08x",
+                    (long) getpid (), nonce);
+          shm = map_segment (invite.name, world, chunk_bytes, 1);
+          if (shm == NULL && errno != EEXIST)
+            break;
+        }
+      invite.ok = shm != NULL;
+      invite.chunk_bytes = chunk_bytes;
+    }
+  status = ucx_exchange (bootstrap, &invite, sizeof invite, invites,
+                         "the shared-memory segment's name", errbuf, errbuf_len);
+  if (status != MIXPREC_PLUGIN_OK)
+    goto out;
+  invites[0].name[sizeof invites[0].name - 1] = '\0';
+  if (me != 0 && invites[0].ok)
+    shm = map_segment (invites[0].name, world, (size_t) invites[0].chunk_bytes, 0);
+  ok = shm != NULL;
+  status = ucx_exchange (bootstrap, &ok, sizeof ok, oks, "whether the shared-memory "
+                         "segment is mapped", errbuf, errbuf_len);
+  /* Every rank has it mapped (or gave up): the name has served. */
+  if (me == 0 && shm != NULL)
+    shm_unlink (invite.name);
+  for (unsigned p = 0; p < world; p++)
+    ok &= oks[p];
+  if (status == MIXPREC_PLUGIN_OK && !ok && required)
+    status = _mixprec_plugin_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_RUNTIME,
+                       "MIXPREC_UCX_SHM=1, but a shared-memory segment of %zu bytes could "
+                       "not be made or mapped in /dev/shm (is it full or missing?)",
+                       header_bytes (world) + (2 * (size_t) world + 2) * chunk_bytes);
+  if (status == MIXPREC_PLUGIN_OK && ok)
+    {
+      shm->spin_ns = spin_ns;
+      comm->shm = shm;
+      shm = NULL;
+    }
+
+out:
+  unmap_segment (shm);
+  free (offers);
+  free (invites);
+  free (oks);
+  return status;
+}
+
+void
+ucx_shm_close (UcxComm *comm)
+{
+  unmap_segment (comm->shm);
+  comm->shm = NULL;
+}
+
+/* ------------------------------------------------------------ barriers */
+
+static void
+arrive (UcxComm *comm)
+{
+  UcxShm *shm = comm->shm;
+
+  shm->barriers++;
+  /* Release: whoever sees the count sees what this rank wrote before. */
+  __atomic_store_n (arrived_word (shm, comm->rank), shm->barriers, __ATOMIC_RELEASE);
+  __atomic_fetch_add (&shm->header->arrivals, 1, __ATOMIC_SEQ_CST);
+  if (__atomic_load_n (&shm->header->sleepers, __ATOMIC_SEQ_CST) != 0)
+    futex (&shm->header->arrivals, FUTEX_WAKE, INT_MAX, 0);
+}
+
+static unsigned
+missing (UcxShm   *shm,
+         unsigned *lowest)
+{
+  unsigned n = 0;
+
+  *lowest = shm->world;
+  for (unsigned r = 0; r < shm->world; r++)
+    if (__atomic_load_n (arrived_word (shm, r), __ATOMIC_ACQUIRE) < shm->barriers)
+      {
+        if (n++ == 0)
+          *lowest = r;
+      }
+  return n;
+}
+
+static int
+barrier_passed (UcxShm *shm)
+{
+  unsigned lowest;
+
+  return missing (shm, &lowest) == 0;
+}
+
+static uint32_t
+broken_by (UcxShm *shm)
+{
+  return __atomic_load_n (&shm->header->broken, __ATOMIC_ACQUIRE);
+}
+
+void
+ucx_shm_mark_broken (UcxComm *comm)
+{
+  UcxShm *shm = comm->shm;
+  uint32_t expected = 0;
+
+  if (shm == NULL)
+    return;
+  if (__atomic_compare_exchange_n (&shm->header->broken, &expected, SHM_WRITING, 0,
+                                   __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+    {
+      shm->header->status = comm->broken;
+      snprintf (shm->header->message, sizeof shm->header->message, "%.900s",
+                comm->broken_message);
+      __atomic_store_n (&shm->header->broken, comm->rank + 1, __ATOMIC_RELEASE);
+    }
+  wake_all (shm);
+}
+
+void
+ucx_shm_wake (UcxComm *comm)
+{
+  if (comm->shm != NULL)
+    wake_all (comm->shm);
+}
+
+/* ------------------------------------------------------------ operations */
+
+static size_t
+min_size (size_t a,
+          size_t b)
+{
+  return a < b ? a : b;
+}
+
+int
+ucx_shm_adopt (UcxOp *op)
+{
+  UcxShm *shm = op->comm->shm;
+  unsigned world = op->comm->world_size;
+
+  if (shm == NULL)
+    return 0;
+  switch (op->kind)
+    {
+    case UCX_OP_ALL_REDUCE:
+      op->shm_chunk_elems = shm->chunk_bytes / op->out_esize;
+      break;
+    case UCX_OP_REDUCE_SCATTER:
+      op->shm_chunk_elems = shm->chunk_bytes / ((size_t) world * op->esize);
+      break;
+    case UCX_OP_ALL_GATHER:
+      op->shm_chunk_elems = shm->chunk_bytes / op->esize;
+      break;
+    case UCX_OP_BROADCAST:
+    case UCX_OP_BARRIER:
+    default:
+      return 0;
+    }
+  if (op->shm_chunk_elems == 0)
+    return 0;
+  op->shm_terms = calloc (world, sizeof *op->shm_terms);
+  if (op->shm_terms == NULL)
+    return 0;
+  op->shm = 1;
+  op->shm_chunks = (op->count + op->shm_chunk_elems - 1) / op->shm_chunk_elems;
+  /* all_reduce copies its last chunk out after one more barrier. */
+  op->shm_steps = op->shm_chunks + (op->kind == UCX_OP_ALL_REDUCE && op->shm_chunks > 0);
+  op->shm_ticket = shm->started++;
+  return 1;
+}
+
+static size_t
+step_len (const UcxOp *op,
+          size_t       chunk)
+{
+  return min_size (op->shm_chunk_elems, op->count - chunk * op->shm_chunk_elems);
+}
+
+/* Before the barrier of step @i: this rank's piece of chunk @i in. */
+static void
+put (UcxOp  *op,
+     size_t  i)
+{
+  UcxShm *shm = op->comm->shm;
+  unsigned world = op->comm->world_size, me = op->comm->rank;
+  uint64_t step = op->shm_first_step + i;
+  size_t len = step_len (op, i), at = i * op->shm_chunk_elems;
+
+  if (op->kind == UCX_OP_REDUCE_SCATTER)
+    for (unsigned p = 0; p < world; p++)
+      memcpy (in_buffer (shm, step, me) + p * op->shm_chunk_elems * op->esize,
+              op->send + ((size_t) p * op->count + at) * op->esize, len * op->esize);
+  else
+    memcpy (in_buffer (shm, step, me), op->send + at * op->esize, len * op->esize);
+}
+
+/* After the barrier of step @i: every rank's pieces are in. */
+static void
+take (UcxOp  *op,
+      size_t  i)
+{
+  UcxShm *shm = op->comm->shm;
+  unsigned world = op->comm->world_size, me = op->comm->rank;
+  uint64_t step = op->shm_first_step + i;
+  int accumulate = (op->flags & MIXPREC_PLUGIN_COMM_ACCUMULATE) != 0;
+
+  if (op->kind == UCX_OP_ALL_REDUCE)
+    {
+      if (i < op->shm_chunks)
+        {
+          size_t len = step_len (op, i), at = i * op->shm_chunk_elems;
+          size_t lo = len * me / world, hi = len * (me + 1) / world;
+
+          for (unsigned r = 0; r < world; r++)
+            op->shm_terms[r] = in_buffer (shm, step, r) + lo * op->esize;
+          _mixprec_reduce_terms (out_buffer (shm, step) + lo * op->out_esize, op->out_dtype,
+                                 accumulate ? op->recv + (at + lo) * op->out_esize : NULL,
+                                 op->shm_terms, world, hi - lo, op->dtype, op->reduce);
+        }
+      if (i > 0)
+        memcpy (op->recv + (i - 1) * op->shm_chunk_elems * op->out_esize,
+                out_buffer (shm, step - 1), step_len (op, i - 1) * op->out_esize);
+    }
+  else if (op->kind == UCX_OP_REDUCE_SCATTER)
+    {
+      char *dst = op->recv + i * op->shm_chunk_elems * op->out_esize;
+
+      for (unsigned r = 0; r < world; r++)
+        op->shm_terms[r] = in_buffer (shm, step, r) + me * op->shm_chunk_elems * op->esize;
+      _mixprec_reduce_terms (dst, op->out_dtype, accumulate ? dst : NULL, op->shm_terms,
+                             world, step_len (op, i), op->dtype, op->reduce);
+    }
+  else
+    {
+      size_t len = step_len (op, i), at = i * op->shm_chunk_elems;
+
+      for (unsigned r = 0; r < world; r++)
+        memcpy (op->recv + ((size_t) r * op->count + at) * op->esize,
+                in_buffer (shm, step, r), len * op->esize);
+    }
+}
+
+static UcxOp *
+current_op (UcxComm *comm)
+{
+  for (UcxOp *op = comm->active; op != NULL; op = op->next)
+    if (op->shm && !op->finished && op->shm_ticket == comm->shm->finished)
+      return op;
+  return NULL;
+}
+
+/* Ends @op with the error a peer left in the segment, once written. */
+static int
+fail_from_peer (UcxOp    *op,
+                uint32_t  by)
+{
+  UcxShm *shm = op->comm->shm;
+  char message[1024];
+  int status;
+
+  if (by == SHM_WRITING)
+    return 0;
+  status = shm->header->status == MIXPREC_PLUGIN_ERR_TIMEOUT ? MIXPREC_PLUGIN_ERR_TIMEOUT
+                                                             : MIXPREC_PLUGIN_ERR_PEER_FAILED;
+  snprintf (message, sizeof message, "rank %u gave up during %s #%u: %.900s", by - 1,
+            ucx_op_name (op), op->seq, shm->header->message);
+  ucx_op_fail (op, status, message);
+  return 1;
+}
+
+/* Runs @op's steps until a barrier holds it; non-zero when it moved. */
+static int
+advance (UcxOp *op)
+{
+  UcxComm *comm = op->comm;
+  UcxShm *shm = comm->shm;
+  int moved = 0;
+
+  while (!op->finished)
+    {
+      if (op->shm_step == op->shm_steps)
+        {
+          op->finished = 1;
+          op->status = MIXPREC_PLUGIN_OK;
+          shm->steps += op->shm_chunks;
+          shm->finished++;
+          moved = 1;
+          break;
+        }
+      if (!op->shm_arrived)
+        {
+          if (op->shm_step == 0)
+            op->shm_first_step = shm->steps;
+          if (op->shm_step < op->shm_chunks)
+            put (op, op->shm_step);
+          arrive (comm);
+          op->shm_arrived = 1;
+          moved = 1;
+        }
+      if (!barrier_passed (shm))
+        {
+          /* A peer that gave up will not come: fail now, not at the
+           * timeout. Only here, where this rank would have to wait: a
+           * peer may give up later on, once past this operation. */
+          uint32_t by = broken_by (shm);
+
+          if (by != 0 && by != comm->rank + 1 && fail_from_peer (op, by))
+            moved = 1;
+          break;
+        }
+      take (op, op->shm_step);
+      op->shm_arrived = 0;
+      op->shm_step++;
+      moved = 1;
+    }
+  if (moved)
+    op->stall_ns = 0;
+  return moved;
+}
+
+int
+ucx_shm_progress (UcxComm *comm)
+{
+  int moved = 0;
+  UcxOp *op;
+
+  if (comm->shm == NULL)
+    return 0;
+  while ((op = current_op (comm)) != NULL)
+    {
+      moved |= advance (op);
+      if (!op->finished)
+        break;
+    }
+  return moved;
+}
+
+int
+ucx_shm_waiting (UcxComm *comm)
+{
+  UcxOp *op;
+
+  if (comm->shm == NULL || (op = current_op (comm)) == NULL)
+    return 0;
+  return op->shm_arrived;
+}
+
+static int
+wait_is_over (UcxComm *comm)
+{
+  return barrier_passed (comm->shm) || broken_by (comm->shm) != 0 ||
+         __atomic_load_n (&comm->aborted, __ATOMIC_ACQUIRE);
+}
+
+void
+ucx_shm_wait (UcxComm *comm,
+              int64_t  spin_until,
+              int64_t  timeout_ns)
+{
+  UcxShm *shm = comm->shm;
+  uint32_t seen;
+
+  while (ucx_now_ns () < spin_until)
+    for (int i = 0; i < 64; i++)
+      {
+        if (wait_is_over (comm))
+          return;
+        cpu_relax ();
+      }
+  /* Whoever arrives after this load changes the word, so the futex call
+   * returns at once instead of sleeping through the arrival. */
+  seen = __atomic_load_n (&shm->header->arrivals, __ATOMIC_SEQ_CST);
+  __atomic_fetch_add (&shm->header->sleepers, 1, __ATOMIC_SEQ_CST);
+  if (!wait_is_over (comm))
+    futex (&shm->header->arrivals, FUTEX_WAIT, seen, timeout_ns);
+  __atomic_fetch_sub (&shm->header->sleepers, 1, __ATOMIC_SEQ_CST);
+}
+
+int64_t
+ucx_shm_spin_ns (const UcxComm *comm)
+{
+  return comm->shm != NULL ? comm->shm->spin_ns : 0;
+}
+
+unsigned
+ucx_shm_missing_rank (const UcxOp *op,
+                      unsigned    *n_missing)
+{
+  unsigned lowest = op->comm->world_size;
+
+  *n_missing = 0;
+  if (op->shm && op->shm_arrived && op->comm->shm != NULL)
+    *n_missing = missing (op->comm->shm, &lowest);
+  return lowest;
+}

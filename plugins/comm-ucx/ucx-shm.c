@@ -59,6 +59,8 @@
  * that the peer it waits for needs, so it spins only briefly. */
 #define DEFAULT_SHM_SPIN_US 50
 #define CROWDED_SHM_SPIN_US 5
+/* The buffers of a large world share this much; chunks shrink to fit. */
+#define MAX_SHM_BUFFER_BYTES ((size_t) 256 << 20)
 
 typedef struct
 {
@@ -106,23 +108,21 @@ cpu_relax (void)
 #endif
 }
 
+/* Where the per-rank lines start: after the header, on a line of its own. */
+#define LINES_OFFSET ((sizeof (ShmHeader) + SHM_LINE - 1) & ~(size_t) (SHM_LINE - 1))
+
+/* The header and the per-rank lines; the buffers start on the next page. */
 static size_t
 header_bytes (unsigned world)
 {
-  size_t n = SHM_LINE * (1 + (size_t) world);
-
-  /* The header must hold ShmHeader; the buffers start on a page. */
-  if (n < sizeof (ShmHeader) + SHM_LINE)
-    n = sizeof (ShmHeader) + SHM_LINE;
-  return (n + 4095) & ~(size_t) 4095;
+  return (LINES_OFFSET + (size_t) world * SHM_LINE + 4095) & ~(size_t) 4095;
 }
 
 static uint64_t *
 arrived_word (UcxShm   *shm,
               unsigned  rank)
 {
-  return (uint64_t *) (shm->base + ((sizeof (ShmHeader) + SHM_LINE - 1) & ~(size_t) (SHM_LINE - 1)) +
-                       (size_t) rank * SHM_LINE);
+  return (uint64_t *) (shm->base + LINES_OFFSET + (size_t) rank * SHM_LINE);
 }
 
 static char *
@@ -389,9 +389,11 @@ ucx_shm_open (UcxComm                  *comm,
 
   /* Rank 0 makes the segment; its size follows rank 0's settings. */
   memset (&invite, 0, sizeof invite);
+  if (chunk_bytes > MAX_SHM_BUFFER_BYTES / (2 * (size_t) world + 2))
+    chunk_bytes = MAX_SHM_BUFFER_BYTES / (2 * (size_t) world + 2) & ~(size_t) 4095;
   if (me == 0)
     {
-      for (int attempt = 0; attempt < 8 && shm == NULL; attempt++)
+      for (int attempt = 0; attempt < 8 && shm == NULL && chunk_bytes > 0; attempt++)
         {
           uint32_t nonce = 0;
 

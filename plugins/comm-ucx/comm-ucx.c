@@ -438,9 +438,8 @@ env_is_set (const char *name)
   return value != NULL && value[0] != '\0';
 }
 
-/* CPUs this process may run on. */
-static unsigned
-cpus_available (void)
+unsigned
+ucx_cpus_available (void)
 {
   cpu_set_t set;
 
@@ -535,7 +534,7 @@ ucx_init (const MixprecCommInitV1 *args,
 
   status = ucx_comm_open (comm, bootstrap, errbuf, errbuf_len);
   if (status == MIXPREC_PLUGIN_OK && !env_is_set ("MIXPREC_UCX_SPIN_US") &&
-      ranks_on_this_host (comm) > cpus_available ())
+      ranks_on_this_host (comm) > ucx_cpus_available ())
     comm->spin_ns = 0;
   /* A first barrier proves that every endpoint carries messages. */
   if (status == MIXPREC_PLUGIN_OK && comm->world_size > 1)

@@ -201,6 +201,8 @@ int      ucx_env_size          (const char                 *name,
                                 size_t                     *out,
                                 char                       *errbuf,
                                 size_t                      errbuf_len);
+/* CPUs this process may run on. */
+unsigned ucx_cpus_available    (void);
 
 /* ---- ucx-transport.c */
 int64_t  ucx_now_ns            (void);

@@ -30,7 +30,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <sched.h>
 #include <linux/futex.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -217,17 +216,6 @@ typedef struct
   int32_t pad;
 } ShmInvite;
 
-/* CPUs this process may run on. */
-static unsigned
-cpus_available (void)
-{
-  cpu_set_t set;
-
-  if (sched_getaffinity (0, sizeof set, &set) != 0)
-    return 1;
-  return (unsigned) CPU_COUNT (&set);
-}
-
 static int
 read_settings (unsigned  world,
                ShmMode  *mode,
@@ -255,7 +243,7 @@ read_settings (unsigned  world,
                          (size_t) 64 << 20, chunk_bytes, errbuf, errbuf_len);
   if (status == MIXPREC_PLUGIN_OK)
     status = ucx_env_size ("MIXPREC_UCX_SHM_SPIN_US",
-                           world > cpus_available () ? CROWDED_SHM_SPIN_US : DEFAULT_SHM_SPIN_US,
+                           world > ucx_cpus_available () ? CROWDED_SHM_SPIN_US : DEFAULT_SHM_SPIN_US,
                            0, 1000000, &spin_us, errbuf, errbuf_len);
   *spin_ns = (int64_t) spin_us * 1000;
   return status;

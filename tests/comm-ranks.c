@@ -522,6 +522,36 @@ scenario_lose_rank (Child    *c,
   return TRUE;
 }
 
+/* The ranks call all_reduce with different counts: through shared memory
+ * every rank must fail with an error that says so and names the other. */
+static gboolean
+scenario_mismatch (Child   *c,
+                   GString *why)
+{
+  gfloat x[1000] = { 0 }, y[1000];
+  gsize count = c->rank == 0 ? 1000 : 999;
+  g_autoptr(GError) error = NULL;
+  g_autofree gchar *expected = g_strdup_printf ("rank %u called all_reduce of %u float32 "
+                                                "elements", 1 - c->rank, c->rank == 0 ? 999 : 1000);
+
+  if (mixprec_comm_all_reduce (c->comm, x, y, count, MIXPREC_DTYPE_FLOAT32,
+                               MIXPREC_REDUCE_SUM, 0, &error))
+    {
+      g_string_append (why, "all_reduce with different counts succeeded");
+      return FALSE;
+    }
+  g_printerr ("rank %u: %s\n", c->rank, error->message);
+  if (!g_error_matches (error, MIXPREC_COMM_ERROR, MIXPREC_COMM_ERROR_INVALID_ARGUMENT) ||
+      strstr (error->message, expected) == NULL ||
+      strstr (error->message, "every rank must call the same collectives") == NULL)
+    {
+      g_string_append_printf (why, "expected an INVALID_ARGUMENT error saying \"%s\": %s",
+                              expected, error->message);
+      return FALSE;
+    }
+  return TRUE;
+}
+
 static gpointer
 abort_later (gpointer data)
 {
@@ -663,6 +693,8 @@ comm_ranks_main (int    argc,
     ok = scenario_lose_rank (&c, TRUE, why);
   else if (g_str_equal (scenario, "abort"))
     ok = scenario_abort (&c, why);
+  else if (g_str_equal (scenario, "mismatch"))
+    ok = scenario_mismatch (&c, why);
   else
     {
       g_string_append_printf (why, "unknown scenario '%s'", scenario);

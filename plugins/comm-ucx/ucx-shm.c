@@ -88,6 +88,7 @@ struct UcxShm
   unsigned world;
   uint64_t barriers;            /* barriers this rank has arrived at */
   uint64_t steps;               /* data steps taken, every operation */
+  uint64_t signed_ops;          /* operations that signed (had a step) */
   uint64_t started;             /* tickets handed to operations */
   uint64_t finished;            /* the ticket of the one that may run */
   int64_t spin_ns;
@@ -122,6 +123,18 @@ arrived_word (UcxShm   *shm,
               unsigned  rank)
 {
   return (uint64_t *) (shm->base + LINES_OFFSET + (size_t) rank * SHM_LINE);
+}
+
+/* After the arrival count, each rank's line holds the signature of its
+ * operation (what it was called with), in two slots used in turn. A slot
+ * is written again two operations later, after a barrier that every rank
+ * passes only once it has read it. */
+static uint64_t *
+signature_words (UcxShm   *shm,
+                 unsigned  rank,
+                 uint64_t  slot)
+{
+  return arrived_word (shm, rank) + 1 + 2 * (slot & 1);
 }
 
 static char *
@@ -635,6 +648,87 @@ current_op (UcxComm *comm)
   return NULL;
 }
 
+static uint64_t
+signature (const UcxOp *op)
+{
+  return (uint64_t) op->kind | (uint64_t) op->dtype << 8 | (uint64_t) op->out_dtype << 16 |
+         (uint64_t) op->reduce << 24 | (uint64_t) (op->flags & 0xffffffffu) << 32;
+}
+
+static const char *
+dtype_name (uint64_t dtype)
+{
+  switch (dtype)
+    {
+    case MIXPREC_PLUGIN_DTYPE_FLOAT32:
+      return "float32";
+    case MIXPREC_PLUGIN_DTYPE_FLOAT16:
+      return "float16";
+    case MIXPREC_PLUGIN_DTYPE_BFLOAT16:
+      return "bfloat16";
+    default:
+      return "other";
+    }
+}
+
+static const char *
+kind_name (uint64_t kind)
+{
+  switch (kind)
+    {
+    case UCX_OP_ALL_REDUCE:
+      return "all_reduce";
+    case UCX_OP_REDUCE_SCATTER:
+      return "reduce_scatter";
+    case UCX_OP_ALL_GATHER:
+      return "all_gather";
+    default:
+      return "another collective";
+    }
+}
+
+/* Before the first barrier: what this rank was called with. */
+static void
+sign (UcxOp *op)
+{
+  UcxShm *shm = op->comm->shm;
+  uint64_t *words = signature_words (shm, op->comm->rank, shm->signed_ops);
+
+  words[0] = signature (op);
+  words[1] = op->count;
+}
+
+/* After it: whether every rank was called the same way. Ranks that call
+ * different collectives, or the same with other counts, dtypes or flags,
+ * would otherwise fold each other's bytes silently. */
+static int
+check_signatures (UcxOp *op)
+{
+  UcxShm *shm = op->comm->shm;
+  uint64_t mine = signature (op);
+
+  for (unsigned r = 0; r < shm->world; r++)
+    {
+      const uint64_t *words = signature_words (shm, r, shm->signed_ops);
+      char message[512];
+
+      if (words[0] == mine && words[1] == op->count)
+        continue;
+      snprintf (message, sizeof message, "rank %u called %s of %llu %s elements (reduce op "
+                "%llu, flags 0x%llx) where rank %u called %s of %zu %s elements (reduce op "
+                "%d, flags 0x%x), as %s #%u: every rank must call the same collectives, with "
+                "the same counts, dtypes and flags, in the same order",
+                r, kind_name (words[0] & 0xff), (unsigned long long) words[1],
+                dtype_name ((words[0] >> 8) & 0xff), (unsigned long long) ((words[0] >> 24) & 0xff),
+                (unsigned long long) (words[0] >> 32), op->comm->rank, kind_name (op->kind),
+                op->count, dtype_name (op->dtype), (int) op->reduce, op->flags,
+                ucx_op_name (op), op->seq);
+      ucx_op_fail (op, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT, message);
+      return 0;
+    }
+  return 1;
+}
+
 /* Ends @op with the error a peer left in the segment, once written. */
 static int
 fail_from_peer (UcxOp    *op,
@@ -676,7 +770,10 @@ advance (UcxOp *op)
       if (!op->shm_arrived)
         {
           if (op->shm_step == 0)
-            op->shm_first_step = shm->steps;
+            {
+              op->shm_first_step = shm->steps;
+              sign (op);
+            }
           if (op->shm_step < op->shm_chunks)
             put (op, op->shm_step);
           arrive (comm);
@@ -693,6 +790,12 @@ advance (UcxOp *op)
           if (by != 0 && by != comm->rank + 1 && fail_from_peer (op, by))
             moved = 1;
           break;
+        }
+      if (op->shm_step == 0)
+        {
+          if (!check_signatures (op))
+            return 1;
+          shm->signed_ops++;
         }
       take (op, op->shm_step);
       op->shm_arrived = 0;

@@ -280,3 +280,5 @@ void     ucx_op_fail           (UcxOp                      *op,
                                 const char                 *message);
 void     ucx_op_free           (UcxOp                      *op);
 const char *ucx_op_name        (const UcxOp                *op);
+/* The name of a UcxOpKind, as a number read from a peer. */
+const char *ucx_op_kind_name   (uint64_t                    kind);

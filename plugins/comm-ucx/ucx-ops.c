@@ -32,9 +32,15 @@ static const char * const op_names[] = {
 };
 
 const char *
+ucx_op_kind_name (uint64_t kind)
+{
+  return kind < sizeof op_names / sizeof op_names[0] ? op_names[kind] : "another collective";
+}
+
+const char *
 ucx_op_name (const UcxOp *op)
 {
-  return op_names[op->kind];
+  return ucx_op_kind_name (op->kind);
 }
 
 static size_t

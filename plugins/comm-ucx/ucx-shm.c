@@ -671,22 +671,6 @@ dtype_name (uint64_t dtype)
     }
 }
 
-static const char *
-kind_name (uint64_t kind)
-{
-  switch (kind)
-    {
-    case UCX_OP_ALL_REDUCE:
-      return "all_reduce";
-    case UCX_OP_REDUCE_SCATTER:
-      return "reduce_scatter";
-    case UCX_OP_ALL_GATHER:
-      return "all_gather";
-    default:
-      return "another collective";
-    }
-}
-
 /* Before the first barrier: what this rank was called with. */
 static void
 sign (UcxOp *op)
@@ -718,9 +702,9 @@ check_signatures (UcxOp *op)
                 "%llu, flags 0x%llx) where rank %u called %s of %zu %s elements (reduce op "
                 "%d, flags 0x%x), as %s #%u: every rank must call the same collectives, with "
                 "the same counts, dtypes and flags, in the same order",
-                r, kind_name (words[0] & 0xff), (unsigned long long) words[1],
+                r, ucx_op_kind_name (words[0] & 0xff), (unsigned long long) words[1],
                 dtype_name ((words[0] >> 8) & 0xff), (unsigned long long) ((words[0] >> 24) & 0xff),
-                (unsigned long long) (words[0] >> 32), op->comm->rank, kind_name (op->kind),
+                (unsigned long long) (words[0] >> 32), op->comm->rank, ucx_op_name (op),
                 op->count, dtype_name (op->dtype), (int) op->reduce, op->flags,
                 ucx_op_name (op), op->seq);
       ucx_op_fail (op, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT, message);

@@ -206,6 +206,13 @@ unsigned ucx_cpus_available    (void);
 
 /* ---- ucx-transport.c */
 int64_t  ucx_now_ns            (void);
+/* "boot id:inode:inode...", the inodes of /proc/self/ns/@spaces: equal in
+ * two processes that share the boot and those namespaces; unique to this
+ * process ("unknown:pid") when any of it cannot be read. */
+void     ucx_namespace_identity (const char * const        *spaces,
+                                 size_t                      n_spaces,
+                                 char                       *out,
+                                 size_t                      len);
 int      ucx_comm_open         (UcxComm                    *comm,
                                 const MixprecBootstrapV1   *bootstrap,
                                 char                       *errbuf,

@@ -170,43 +170,6 @@ wake_all (UcxShm *shm)
   futex (&shm->header->arrivals, FUTEX_WAKE, INT_MAX, 0);
 }
 
-/* Processes share a segment only when they share the boot and the IPC,
- * mount and network namespaces. Ranks in different network namespaces
- * stand for different hosts (containers, the multi-host test): they talk
- * over the network UCX is told to use. */
-static void
-shm_domain (char   *out,
-            size_t  len)
-{
-  static const char * const spaces[] = { "ipc", "mnt", "net" };
-  char boot[64] = "";
-  FILE *f = fopen ("/proc/sys/kernel/random/boot_id", "r");
-  size_t n;
-
-  if (f != NULL)
-    {
-      if (fgets (boot, sizeof boot, f) == NULL)
-        boot[0] = '\0';
-      fclose (f);
-      boot[strcspn (boot, "\n")] = '\0';
-    }
-  n = (size_t) snprintf (out, len, "%s", boot);
-  for (size_t i = 0; i < sizeof spaces / sizeof spaces[0] && n < len; i++)
-    {
-      char path[32];
-      struct stat st;
-
-      snprintf (path, sizeof path, "/proc/self/ns/%s", spaces[i]);
-      if (boot[0] == '\0' || stat (path, &st) != 0)
-        {
-          /* Unknown: a domain no other process shares. */
-          snprintf (out, len, "unknown:%ld", (long) getpid ());
-          return;
-        }
-      n += (size_t) snprintf (out + n, len - n, ":%llu", (unsigned long long) st.st_ino);
-    }
-}
-
 typedef enum
 {
   SHM_OFF,
@@ -356,7 +319,12 @@ ucx_shm_open (UcxComm                  *comm,
     return status;
 
   memset (&mine, 0, sizeof mine);
-  shm_domain (mine.domain, sizeof mine.domain);
+  /* Processes share a segment only when they share the boot and the IPC,
+   * mount and network namespaces. Ranks in different network namespaces
+   * stand for different hosts (containers, the multi-host test): they
+   * talk over the network UCX is told to use. */
+  ucx_namespace_identity ((const char * const[]) { "ipc", "mnt", "net" }, 3,
+                          mine.domain, sizeof mine.domain);
   mine.mode = (int32_t) mode;
   offers = calloc (world, sizeof *offers);
   invites = calloc (world, sizeof *invites);

@@ -49,15 +49,15 @@ ucx_tag (uint32_t seq,
 
 /* ------------------------------------------------------------ peers */
 
-/* Processes with the same boot id and pid namespace see each other's
- * pids, so a dead local peer can be told from a slow one. */
-static void
-host_identity (char   *out,
-               size_t  len)
+void
+ucx_namespace_identity (const char * const *spaces,
+                        size_t              n_spaces,
+                        char               *out,
+                        size_t              len)
 {
   char boot[64] = "";
-  struct stat st;
   FILE *f = fopen ("/proc/sys/kernel/random/boot_id", "r");
+  size_t n;
 
   if (f != NULL)
     {
@@ -66,14 +66,21 @@ host_identity (char   *out,
       fclose (f);
       boot[strcspn (boot, "\n")] = '\0';
     }
-  if (boot[0] == '\0' || stat ("/proc/self/ns/pid", &st) != 0)
+  n = (size_t) snprintf (out, len, "%s", boot);
+  for (size_t i = 0; i < n_spaces && n < len; i++)
     {
-      /* Unknown: an identity no other process shares, so no peer counts
-       * as local. */
-      snprintf (out, len, "unknown:%ld", (long) getpid ());
-      return;
+      char path[32];
+      struct stat st;
+
+      snprintf (path, sizeof path, "/proc/self/ns/%s", spaces[i]);
+      if (boot[0] == '\0' || stat (path, &st) != 0)
+        {
+          /* Unknown: an identity no other process shares. */
+          snprintf (out, len, "unknown:%ld", (long) getpid ());
+          return;
+        }
+      n += (size_t) snprintf (out + n, len - n, ":%llu", (unsigned long long) st.st_ino);
     }
-  snprintf (out, len, "%s:%llu", boot, (unsigned long long) st.st_ino);
 }
 
 int
@@ -224,7 +231,9 @@ ucx_comm_open (UcxComm                  *comm,
   /* Who runs where first: it decides the protocols below. */
   memset (&mine, 0, sizeof mine);
   mine.pid = (int64_t) getpid ();
-  host_identity (mine.host, sizeof mine.host);
+  /* Processes with the same boot id and pid namespace see each other's
+   * pids, so a dead local peer can be told from a slow one. */
+  ucx_namespace_identity ((const char * const[]) { "pid" }, 1, mine.host, sizeof mine.host);
   ucx_hint_scan_devices (&mine);
   result = ucx_exchange (bootstrap, &mine, sizeof mine, comm->peers, "process identities",
                          errbuf, errbuf_len);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <mixprec/mixprec.h>
@@ -419,6 +420,17 @@ scenario_collectives (Child   *c,
   return mixprec_comm_barrier (c->comm, NULL);
 }
 
+/* The CPU time this process has used, user and system, in µs. */
+static gint64
+cpu_time_us (void)
+{
+  struct rusage usage;
+
+  getrusage (RUSAGE_SELF, &usage);
+  return (gint64) (usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1000000 +
+         usage.ru_utime.tv_usec + usage.ru_stime.tv_usec;
+}
+
 /* A big collective that the victim (the last rank) leaves midway: killed
  * (@stop FALSE) or stopped (@stop TRUE). The others must fail with an
  * error that names it, within the timeout. */
@@ -433,8 +445,8 @@ scenario_lose_rank (Child    *c,
   g_autofree gfloat *recv = g_new0 (gfloat, n);
   g_autoptr(GError) error = NULL;
   g_autofree gchar *name = g_strdup_printf ("rank %u", victim);
-  gint64 start;
-  gint64 elapsed_ms;
+  gint64 start, cpu_start;
+  gint64 elapsed_ms, cpu_ms;
 
   if (!mixprec_comm_barrier (c->comm, &error))
     {
@@ -482,6 +494,7 @@ scenario_lose_rank (Child    *c,
     }
 
   start = g_get_monotonic_time ();
+  cpu_start = cpu_time_us ();
   if (mixprec_comm_all_reduce (c->comm, send, recv, n, MIXPREC_DTYPE_FLOAT32,
                                MIXPREC_REDUCE_SUM, 0, &error))
     {
@@ -489,6 +502,17 @@ scenario_lose_rank (Child    *c,
       return FALSE;
     }
   elapsed_ms = (g_get_monotonic_time () - start) / 1000;
+  cpu_ms = (cpu_time_us () - cpu_start) / 1000;
+  g_printerr ("rank %u: %" G_GINT64_FORMAT " ms of CPU time while waiting\n", c->rank, cpu_ms);
+  /* A rank that waits for a stopped peer sleeps: spinning would hold a
+   * CPU for the whole timeout, for nothing. */
+  if (stop && cpu_ms * 4 > elapsed_ms)
+    {
+      g_string_append_printf (why, "waiting %" G_GINT64_FORMAT " ms for the stopped rank "
+                              "took %" G_GINT64_FORMAT " ms of CPU time: it spun instead of "
+                              "sleeping", elapsed_ms, cpu_ms);
+      return FALSE;
+    }
   g_printerr ("rank %u: failed after %" G_GINT64_FORMAT " ms: %s\n", c->rank, elapsed_ms, error->message);
   if (!(g_error_matches (error, MIXPREC_COMM_ERROR, MIXPREC_COMM_ERROR_TIMEOUT) ||
         (!stop && g_error_matches (error, MIXPREC_COMM_ERROR, MIXPREC_COMM_ERROR_PEER_FAILED))))

@@ -163,6 +163,7 @@ struct UcxComm
   int64_t spin_ns;              /* polling before yielding, when idle */
   int64_t yield_ns;             /* polling and yielding before blocking */
   int efd;                      /* the worker's event fd (UCP_FEATURE_WAKEUP), or -1 */
+  int64_t busy_since_ns;        /* since when arms say busy, progress finding nothing; or 0 */
 
   uint32_t next_seq;
   UcxOp *active;                /* started, not yet waited for */

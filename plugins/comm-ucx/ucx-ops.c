@@ -660,6 +660,8 @@ ucx_comm_progress (UcxComm *comm)
 
   for (int i = 0; i < 64 && ucp_worker_progress (comm->worker) > 0; i++)
     busy = 1;
+  if (busy)
+    comm->busy_since_ns = 0;
   for (op = comm->active; op != NULL; op = next)
     {
       next = op->next;

@@ -397,13 +397,23 @@ ucx_comm_close (UcxComm *comm)
 
 /* ------------------------------------------------------------ waiting */
 
+#define BUSY_SPIN_NS INT64_C(10000000)
+#define BUSY_SLEEP_NS INT64_C(1000000)
+
 /* UCX's wake-up protocol: once ucp_worker_progress() found nothing, arm
  * the worker and sleep on its event file descriptor; UCS_ERR_BUSY means
  * events arrived meanwhile and the caller must progress again. A sleeping
  * rank leaves its core to the peer (or other work) it waits on, and the
  * kernel wakes it when a message lands, so a host with more busy
  * processes than cores does not starve the collective. Without a file
- * descriptor (a transport without events) it sleeps briefly instead. */
+ * descriptor (a transport without events) it sleeps briefly instead.
+ *
+ * UCX can also say busy again and again while progress finds nothing:
+ * between ranks of one host its shared-memory transports cannot be armed,
+ * and with a peer that stopped midway that lasts as long as the peer stays
+ * stopped. A healthy transfer finds something within microseconds; so
+ * after BUSY_SPIN_NS of such answers the rank sleeps BUSY_SLEEP_NS between
+ * polls instead of spinning until the timeout. */
 void
 ucx_worker_wait (UcxComm *comm,
                  int64_t  timeout_ns)
@@ -424,7 +434,18 @@ ucx_worker_wait (UcxComm *comm,
     }
   status = ucp_worker_arm (comm->worker);
   if (status == UCS_ERR_BUSY)
-    return;
+    {
+      int64_t now = ucx_now_ns ();
+
+      if (comm->busy_since_ns == 0)
+        comm->busy_since_ns = now;
+      else if (now - comm->busy_since_ns > BUSY_SPIN_NS)
+        nanosleep (&(struct timespec) { 0, (long) (timeout_ns < BUSY_SLEEP_NS ? timeout_ns
+                                                                              : BUSY_SLEEP_NS) },
+                   NULL);
+      return;
+    }
+  comm->busy_since_ns = 0;
   if (status != UCS_OK)
     {
       nanosleep (&(struct timespec) { 0, 50000 }, NULL);

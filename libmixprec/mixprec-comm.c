@@ -62,8 +62,8 @@ G_STATIC_ASSERT ((int) MIXPREC_COMM_RECV_FP32 == (int) MIXPREC_PLUGIN_COMM_RECV_
  * for UCX messages polls, yields and then sleeps), `MIXPREC_UCX_SHM`,
  * `MIXPREC_UCX_SHM_CHUNK_BYTES` and `MIXPREC_UCX_SHM_SPIN_US` (its
  * shared-memory path: when every rank runs on one host, all-reduce,
- * reduce-scatter and all-gather go through one shared segment, with the
- * same bits as over UCX) and `MIXPREC_UCX_ERROR_MODE` ("none" or "peer")
+ * reduce-scatter, all-gather and barrier go through one shared segment,
+ * with the same bits as over UCX) and `MIXPREC_UCX_ERROR_MODE` ("none" or "peer")
  * besides UCX's own `UCX_*` variables; it progresses only inside the
  * calls of the communicator and its requests.
  *

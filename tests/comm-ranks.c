@@ -546,22 +546,37 @@ scenario_lose_rank (Child    *c,
   return TRUE;
 }
 
-/* The ranks call all_reduce with different counts: through shared memory
+/* The ranks call all_reduce with different counts (@barrier FALSE), or
+ * rank 0 a barrier where rank 1 calls all_reduce: through shared memory
  * every rank must fail with an error that says so and names the other. */
 static gboolean
-scenario_mismatch (Child   *c,
-                   GString *why)
+scenario_mismatch (Child    *c,
+                   gboolean  barrier,
+                   GString  *why)
 {
   gfloat x[1000] = { 0 }, y[1000];
   gsize count = c->rank == 0 ? 1000 : 999;
   g_autoptr(GError) error = NULL;
-  g_autofree gchar *expected = g_strdup_printf ("rank %u called all_reduce of %u float32 "
-                                                "elements", 1 - c->rank, c->rank == 0 ? 999 : 1000);
+  g_autofree gchar *expected = NULL;
+  gboolean ok;
 
-  if (mixprec_comm_all_reduce (c->comm, x, y, count, MIXPREC_DTYPE_FLOAT32,
-                               MIXPREC_REDUCE_SUM, 0, &error))
+  if (!barrier)
+    expected = g_strdup_printf ("rank %u called all_reduce of %u float32 elements",
+                                1 - c->rank, c->rank == 0 ? 999 : 1000);
+  else if (c->rank == 0)
+    expected = g_strdup ("rank 1 called all_reduce of 999 float32 elements (reduce op 0, "
+                         "flags 0x0) where rank 0 called barrier, as barrier #");
+  else
+    expected = g_strdup ("rank 0 called barrier where rank 1 called all_reduce of 999 float32 "
+                         "elements");
+  if (barrier && c->rank == 0)
+    ok = mixprec_comm_barrier (c->comm, &error);
+  else
+    ok = mixprec_comm_all_reduce (c->comm, x, y, count, MIXPREC_DTYPE_FLOAT32,
+                                  MIXPREC_REDUCE_SUM, 0, &error);
+  if (ok)
     {
-      g_string_append (why, "all_reduce with different counts succeeded");
+      g_string_append (why, "mismatched collectives succeeded");
       return FALSE;
     }
   g_printerr ("rank %u: %s\n", c->rank, error->message);
@@ -718,7 +733,9 @@ comm_ranks_main (int    argc,
   else if (g_str_equal (scenario, "abort"))
     ok = scenario_abort (&c, why);
   else if (g_str_equal (scenario, "mismatch"))
-    ok = scenario_mismatch (&c, why);
+    ok = scenario_mismatch (&c, FALSE, why);
+  else if (g_str_equal (scenario, "mismatch-barrier"))
+    ok = scenario_mismatch (&c, TRUE, why);
   else
     {
       g_string_append_printf (why, "unknown scenario '%s'", scenario);

@@ -672,6 +672,7 @@ static const Group groups[] = {
   { "abort", 2, TRUE },
   { "abort", 2, FALSE },
   { "mismatch", 2, TRUE },
+  { "mismatch-barrier", 2, TRUE },
 };
 
 int

@@ -17,6 +17,7 @@
  *                   rank folds its own piece from every rank straight
  *                   into recv.
  *   all_gather      copies every rank's piece to its place in recv.
+ *   barrier         one step, with nothing to copy.
  *
  * Buffers alternate by a counter of the steps taken since the segment was
  * made, across operations. A rank writes a buffer only after passing the
@@ -24,12 +25,18 @@
  * per step is enough and operations follow each other without one.
  *
  * Every element is folded in rank order, as over UCX, so both paths give
- * the same bits. */
+ * the same bits.
+ *
+ * A rank's line also holds when it last showed that it was running, and
+ * where: a rank that waits spins only while the ranks it waits for are
+ * running on other CPUs, and sleeps on the header's futex word otherwise
+ * (see ucx_shm_wait). */
 #include "config.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <sched.h>
 #include <linux/futex.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,13 +58,25 @@
 #define SHM_WRITING UINT32_MAX         /* broken: the message is being written */
 
 #define DEFAULT_SHM_CHUNK_BYTES ((size_t) 1 << 20)
-/* A rank that waits at a barrier spins this long before it sleeps: on a
- * virtual machine, waking a sleeping rank whose CPU went idle takes tens
- * to hundreds of microseconds, longer than a peer usually needs to catch
- * up. When the ranks outnumber the CPUs, a spinning rank holds the CPU
- * that the peer it waits for needs, so it spins only briefly. */
-#define DEFAULT_SHM_SPIN_US 50
+/* A rank that waits at a barrier spins, at most this long, while every
+ * rank it waits for is visibly running on another CPU, and sleeps
+ * otherwise. Waking a sleeping rank takes tens to hundreds of microseconds
+ * on a virtual machine, longer than a running peer usually needs to catch
+ * up; but spinning for a peer that is not running only holds a CPU that
+ * it, or the work that delays it, may need. On a busy host the second is
+ * the common case, and it decides whether a collective runs at full speed
+ * or at a fraction of it. */
+#define DEFAULT_SHM_SPIN_US 1000
+/* When the ranks outnumber the CPUs, most waits are for a rank that is not
+ * running, and a spin holds the CPU it needs: spin only briefly. */
 #define CROWDED_SHM_SPIN_US 5
+/* A rank inside a collective shows that it runs after every copy of a
+ * chunk and every this many bytes that it folds... */
+#define SHM_BEAT_BYTES ((size_t) 64 << 10)
+/* ...so one that has not shown it for longer than a chunk's copy takes
+ * has lost its CPU, or is outside the library (computing), and will not
+ * arrive soon. */
+#define SHM_BEAT_GRACE_NS ((int64_t) 200000)
 /* The buffers of a large world share this much; chunks shrink to fit. */
 #define MAX_SHM_BUFFER_BYTES ((size_t) 256 << 20)
 
@@ -92,6 +111,8 @@ struct UcxShm
   uint64_t started;             /* tickets handed to operations */
   uint64_t finished;            /* the ticket of the one that may run */
   int64_t spin_ns;
+  unsigned rank;
+  unsigned cpus;                /* this process may run on */
 };
 
 /* ------------------------------------------------------------ segment */
@@ -123,6 +144,27 @@ arrived_word (UcxShm   *shm,
               unsigned  rank)
 {
   return (uint64_t *) (shm->base + LINES_OFFSET + (size_t) rank * SHM_LINE);
+}
+
+/* Word 5 of a rank's line: when it last showed that it was running
+ * (CLOCK_MONOTONIC, shared by every process of the host); word 6: the CPU
+ * it was running on then. */
+static uint64_t *
+beat_words (UcxShm   *shm,
+            unsigned  rank)
+{
+  return arrived_word (shm, rank) + 5;
+}
+
+static void
+beat (UcxShm *shm)
+{
+  uint64_t *words = beat_words (shm, shm->rank);
+  int cpu = sched_getcpu ();
+
+  __atomic_store_n (&words[0], (uint64_t) ucx_now_ns (), __ATOMIC_RELAXED);
+  __atomic_store_n (&words[1], (uint64_t) (cpu < 0 ? UINT32_MAX : (unsigned) cpu),
+                    __ATOMIC_RELAXED);
 }
 
 /* After the arrival count, each rank's line holds the signature of its
@@ -400,6 +442,9 @@ ucx_shm_open (UcxComm                  *comm,
   if (status == MIXPREC_PLUGIN_OK && ok)
     {
       shm->spin_ns = spin_ns;
+      shm->rank = comm->rank;
+      shm->cpus = ucx_cpus_available ();
+      beat (shm);
       comm->shm = shm;
       shm = NULL;
     }
@@ -427,6 +472,7 @@ arrive (UcxComm *comm)
   UcxShm *shm = comm->shm;
 
   shm->barriers++;
+  beat (shm);
   /* Release: whoever sees the count sees what this rank wrote before. */
   __atomic_store_n (arrived_word (shm, comm->rank), shm->barriers, __ATOMIC_RELEASE);
   __atomic_fetch_add (&shm->header->arrivals, 1, __ATOMIC_SEQ_CST);
@@ -518,8 +564,11 @@ ucx_shm_adopt (UcxOp *op)
     case UCX_OP_ALL_GATHER:
       op->shm_chunk_elems = shm->chunk_bytes / op->esize;
       break;
-    case UCX_OP_BROADCAST:
     case UCX_OP_BARRIER:
+      /* No chunks; its one step is the barrier. */
+      op->shm_chunk_elems = 1;
+      break;
+    case UCX_OP_BROADCAST:
     default:
       return 0;
     }
@@ -531,7 +580,8 @@ ucx_shm_adopt (UcxOp *op)
   op->shm = 1;
   op->shm_chunks = (op->count + op->shm_chunk_elems - 1) / op->shm_chunk_elems;
   /* all_reduce copies its last chunk out after one more barrier. */
-  op->shm_steps = op->shm_chunks + (op->kind == UCX_OP_ALL_REDUCE && op->shm_chunks > 0);
+  op->shm_steps = op->shm_chunks + (op->kind == UCX_OP_ALL_REDUCE && op->shm_chunks > 0) +
+                  (op->kind == UCX_OP_BARRIER);
   op->shm_ticket = shm->started++;
   return 1;
 }
@@ -541,6 +591,44 @@ step_len (const UcxOp *op,
           size_t       chunk)
 {
   return min_size (op->shm_chunk_elems, op->count - chunk * op->shm_chunk_elems);
+}
+
+/* memcpy(), then a sign that this rank runs. In one piece: a copy in
+ * pieces of less than a chunk costs up to a sixth of the bandwidth on
+ * some x86 hosts, more than a few waits cost. */
+static void
+copy_beating (UcxShm     *shm,
+              char       *dst,
+              const char *src,
+              size_t      bytes)
+{
+  memcpy (dst, src, bytes);
+  beat (shm);
+}
+
+/* Folds @n elements of op->shm_terms (moved past them) into @dst, in
+ * pieces, showing after each that this rank runs. An element's fold does
+ * not depend on its neighbours, so the pieces give the bits of one call. */
+static void
+reduce_beating (UcxOp      *op,
+                char       *dst,
+                const char *first,
+                size_t      n)
+{
+  UcxShm *shm = op->comm->shm;
+  size_t piece = SHM_BEAT_BYTES / op->esize;
+
+  for (size_t done = 0; done < n; done += piece)
+    {
+      size_t len = min_size (piece, n - done);
+
+      _mixprec_reduce_terms (dst + done * op->out_esize, op->out_dtype,
+                             first != NULL ? first + done * op->out_esize : NULL,
+                             op->shm_terms, op->comm->world_size, len, op->dtype, op->reduce);
+      for (unsigned r = 0; r < op->comm->world_size; r++)
+        op->shm_terms[r] = (const char *) op->shm_terms[r] + len * op->esize;
+      beat (shm);
+    }
 }
 
 /* Before the barrier of step @i: this rank's piece of chunk @i in. */
@@ -555,10 +643,10 @@ put (UcxOp  *op,
 
   if (op->kind == UCX_OP_REDUCE_SCATTER)
     for (unsigned p = 0; p < world; p++)
-      memcpy (in_buffer (shm, step, me) + p * op->shm_chunk_elems * op->esize,
-              op->send + ((size_t) p * op->count + at) * op->esize, len * op->esize);
+      copy_beating (shm, in_buffer (shm, step, me) + p * op->shm_chunk_elems * op->esize,
+                    op->send + ((size_t) p * op->count + at) * op->esize, len * op->esize);
   else
-    memcpy (in_buffer (shm, step, me), op->send + at * op->esize, len * op->esize);
+    copy_beating (shm, in_buffer (shm, step, me), op->send + at * op->esize, len * op->esize);
 }
 
 /* After the barrier of step @i: every rank's pieces are in. */
@@ -580,13 +668,12 @@ take (UcxOp  *op,
 
           for (unsigned r = 0; r < world; r++)
             op->shm_terms[r] = in_buffer (shm, step, r) + lo * op->esize;
-          _mixprec_reduce_terms (out_buffer (shm, step) + lo * op->out_esize, op->out_dtype,
-                                 accumulate ? op->recv + (at + lo) * op->out_esize : NULL,
-                                 op->shm_terms, world, hi - lo, op->dtype, op->reduce);
+          reduce_beating (op, out_buffer (shm, step) + lo * op->out_esize,
+                          accumulate ? op->recv + (at + lo) * op->out_esize : NULL, hi - lo);
         }
       if (i > 0)
-        memcpy (op->recv + (i - 1) * op->shm_chunk_elems * op->out_esize,
-                out_buffer (shm, step - 1), step_len (op, i - 1) * op->out_esize);
+        copy_beating (shm, op->recv + (i - 1) * op->shm_chunk_elems * op->out_esize,
+                      out_buffer (shm, step - 1), step_len (op, i - 1) * op->out_esize);
     }
   else if (op->kind == UCX_OP_REDUCE_SCATTER)
     {
@@ -594,16 +681,15 @@ take (UcxOp  *op,
 
       for (unsigned r = 0; r < world; r++)
         op->shm_terms[r] = in_buffer (shm, step, r) + me * op->shm_chunk_elems * op->esize;
-      _mixprec_reduce_terms (dst, op->out_dtype, accumulate ? dst : NULL, op->shm_terms,
-                             world, step_len (op, i), op->dtype, op->reduce);
+      reduce_beating (op, dst, accumulate ? dst : NULL, step_len (op, i));
     }
-  else
+  else if (op->kind == UCX_OP_ALL_GATHER)
     {
       size_t len = step_len (op, i), at = i * op->shm_chunk_elems;
 
       for (unsigned r = 0; r < world; r++)
-        memcpy (op->recv + ((size_t) r * op->count + at) * op->esize,
-                in_buffer (shm, step, r), len * op->esize);
+        copy_beating (shm, op->recv + ((size_t) r * op->count + at) * op->esize,
+                      in_buffer (shm, step, r), len * op->esize);
     }
 }
 
@@ -650,6 +736,23 @@ sign (UcxOp *op)
   words[1] = op->count;
 }
 
+/* What a signature says was called, for an error message. */
+static void
+describe_call (char     *buf,
+               size_t    len,
+               uint64_t  signature,
+               uint64_t  count)
+{
+  if ((signature & 0xff) == UCX_OP_BARRIER)
+    snprintf (buf, len, "barrier");
+  else
+    snprintf (buf, len, "%s of %llu %s elements (reduce op %llu, flags 0x%llx)",
+              ucx_op_kind_name (signature & 0xff), (unsigned long long) count,
+              dtype_name ((signature >> 8) & 0xff),
+              (unsigned long long) ((signature >> 24) & 0xff),
+              (unsigned long long) (signature >> 32));
+}
+
 /* After it: whether every rank was called the same way. Ranks that call
  * different collectives, or the same with other counts, dtypes or flags,
  * would otherwise fold each other's bytes silently. */
@@ -662,19 +765,16 @@ check_signatures (UcxOp *op)
   for (unsigned r = 0; r < shm->world; r++)
     {
       const uint64_t *words = signature_words (shm, r, shm->signed_ops);
-      char message[512];
+      char theirs[160], ours[160], message[512];
 
       if (words[0] == mine && words[1] == op->count)
         continue;
-      snprintf (message, sizeof message, "rank %u called %s of %llu %s elements (reduce op "
-                "%llu, flags 0x%llx) where rank %u called %s of %zu %s elements (reduce op "
-                "%d, flags 0x%x), as %s #%u: every rank must call the same collectives, with "
-                "the same counts, dtypes and flags, in the same order",
-                r, ucx_op_kind_name (words[0] & 0xff), (unsigned long long) words[1],
-                dtype_name ((words[0] >> 8) & 0xff), (unsigned long long) ((words[0] >> 24) & 0xff),
-                (unsigned long long) (words[0] >> 32), op->comm->rank, ucx_op_name (op),
-                op->count, dtype_name (op->dtype), (int) op->reduce, op->flags,
-                ucx_op_name (op), op->seq);
+      describe_call (theirs, sizeof theirs, words[0], words[1]);
+      describe_call (ours, sizeof ours, mine, op->count);
+      snprintf (message, sizeof message, "rank %u called %s where rank %u called %s, as %s "
+                "#%u: every rank must call the same collectives, with the same counts, "
+                "dtypes and flags, in the same order",
+                r, theirs, op->comm->rank, ours, ucx_op_name (op), op->seq);
       ucx_op_fail (op, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT, message);
       return 0;
     }
@@ -793,6 +893,45 @@ wait_is_over (UcxComm *comm)
          __atomic_load_n (&comm->aborted, __ATOMIC_ACQUIRE);
 }
 
+typedef enum
+{
+  PEERS_RUNNING,                /* on other CPUs: spin */
+  PEER_HERE,                    /* one on this rank's CPU: let it run */
+  PEER_AWAY,                    /* one off its CPU, or computing: sleep */
+} PeerState;
+
+/* Where the ranks that this one waits for are. One that has shown that it
+ * runs within the grace time, on another CPU, will arrive within
+ * microseconds and is worth spinning for. One on this rank's CPU cannot
+ * run while this rank spins there. One that has not shown it for longer
+ * is off its CPU or outside the library; so are some of them when more
+ * are missing than the CPUs this rank leaves free. */
+static PeerState
+peer_state (UcxShm *shm,
+            int64_t now)
+{
+  uint64_t cpu = __atomic_load_n (&beat_words (shm, shm->rank)[1], __ATOMIC_RELAXED);
+  PeerState state = PEERS_RUNNING;
+  unsigned lowest;
+
+  if (missing (shm, &lowest) >= shm->cpus)
+    return PEER_AWAY;
+
+  for (unsigned r = 0; r < shm->world; r++)
+    {
+      const uint64_t *words = beat_words (shm, r);
+
+      if (r == shm->rank ||
+          __atomic_load_n (arrived_word (shm, r), __ATOMIC_ACQUIRE) >= shm->barriers)
+        continue;
+      if (now - (int64_t) __atomic_load_n (&words[0], __ATOMIC_RELAXED) > SHM_BEAT_GRACE_NS)
+        return PEER_AWAY;
+      if (__atomic_load_n (&words[1], __ATOMIC_RELAXED) == cpu)
+        state = PEER_HERE;
+    }
+  return state;
+}
+
 void
 ucx_shm_wait (UcxComm *comm,
               int64_t  spin_until,
@@ -800,14 +939,29 @@ ucx_shm_wait (UcxComm *comm,
 {
   UcxShm *shm = comm->shm;
   uint32_t seen;
+  int64_t now;
 
-  while (ucx_now_ns () < spin_until)
-    for (int i = 0; i < 64; i++)
-      {
-        if (wait_is_over (comm))
-          return;
-        cpu_relax ();
-      }
+  /* Spinning, this rank runs too: say so, for the peers that will wait
+   * for it at the next barrier. A peer on this CPU gets it by a yield, not
+   * a sleep: this rank stays runnable, so the scheduler sees two ranks
+   * queued on one CPU and moves one to another, where both can run. */
+  for (;;)
+    {
+      PeerState state;
+
+      beat (shm);
+      now = ucx_now_ns ();
+      if (now >= spin_until || (state = peer_state (shm, now)) == PEER_AWAY)
+        break;
+      if (state == PEER_HERE)
+        sched_yield ();
+      for (int i = 0; i < 64; i++)
+        {
+          if (wait_is_over (comm))
+            return;
+          cpu_relax ();
+        }
+    }
   /* Whoever arrives after this load changes the word, so the futex call
    * returns at once instead of sleeping through the arrival. */
   seen = __atomic_load_n (&shm->header->arrivals, __ATOMIC_SEQ_CST);
@@ -815,6 +969,7 @@ ucx_shm_wait (UcxComm *comm,
   if (!wait_is_over (comm))
     futex (&shm->header->arrivals, FUTEX_WAIT, seen, timeout_ns);
   __atomic_fetch_sub (&shm->header->sleepers, 1, __ATOMIC_SEQ_CST);
+  beat (shm);
 }
 
 int64_t

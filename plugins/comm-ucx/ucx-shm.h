@@ -1,11 +1,14 @@
 /* ucx-shm.h — comm-ucx's same-host path: when every rank runs in one
- * host's namespaces, all_reduce, reduce_scatter and all_gather go through
- * one shared-memory segment instead of UCX messages (see ucx-shm.c).
+ * host's namespaces, all_reduce, reduce_scatter, all_gather and barrier
+ * go through one shared-memory segment instead of UCX messages (see
+ * ucx-shm.c).
  *
- * The segment's ranks meet at numbered barriers; a waiting rank spins a
- * little, then sleeps on a futex that the last arriving rank wakes. Two
- * wake-ups per chunk at most, against several per message over UCX, is
- * what keeps a collective fast on a host whose cores are busy. */
+ * The segment's ranks meet at numbered barriers. A waiting rank spins
+ * while the ranks it waits for are seen running on other CPUs, and sleeps
+ * on a futex that the next arriving rank wakes when they are not. At most
+ * two wake-ups per chunk, against several per message over UCX, and none
+ * while every rank has a CPU, is what keeps a collective fast on a host
+ * whose cores are busy. */
 #pragma once
 
 #include <stddef.h>
@@ -42,13 +45,14 @@ int      ucx_shm_progress      (UcxComm                  *comm);
 int      ucx_shm_waiting       (UcxComm                  *comm);
 
 /* Waits for the barrier it waits at: spins until @spin_until (a
- * ucx_now_ns() time), then sleeps at most @timeout_ns. Returns at once
+ * ucx_now_ns() time) while the missing ranks run on other CPUs (yielding
+ * to one on this CPU), then sleeps at most @timeout_ns. Returns at once
  * when the segment is broken or the communicator aborted. */
 void     ucx_shm_wait          (UcxComm                  *comm,
                                 int64_t                   spin_until,
                                 int64_t                   timeout_ns);
 
-/* How long a waiting rank spins before it sleeps (MIXPREC_UCX_SHM_SPIN_US). */
+/* The longest a waiting rank spins before it sleeps (MIXPREC_UCX_SHM_SPIN_US). */
 int64_t  ucx_shm_spin_ns       (const UcxComm            *comm);
 
 /* The lowest rank that has not arrived at the barrier @op waits at, and

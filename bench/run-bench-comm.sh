@@ -44,6 +44,11 @@ if [ -z "${PYTHON:-}" ]; then
   fi
 fi
 
+if [ ! -x "$builddir/bench/bench-comm" ]; then
+  echo "run-bench-comm.sh: $builddir/bench/bench-comm is missing: run \`make bench\` first" >&2
+  exit 1
+fi
+
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/bench-comm-XXXXXX")
 busy_pids=
 stop_load () {

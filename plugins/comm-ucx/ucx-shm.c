@@ -912,10 +912,7 @@ peer_state (UcxShm *shm,
 {
   uint64_t cpu = __atomic_load_n (&beat_words (shm, shm->rank)[1], __ATOMIC_RELAXED);
   PeerState state = PEERS_RUNNING;
-  unsigned lowest;
-
-  if (missing (shm, &lowest) >= shm->cpus)
-    return PEER_AWAY;
+  unsigned n_missing = 0;
 
   for (unsigned r = 0; r < shm->world; r++)
     {
@@ -928,8 +925,9 @@ peer_state (UcxShm *shm,
         return PEER_AWAY;
       if (__atomic_load_n (&words[1], __ATOMIC_RELAXED) == cpu)
         state = PEER_HERE;
+      n_missing++;
     }
-  return state;
+  return n_missing >= shm->cpus ? PEER_AWAY : state;
 }
 
 void

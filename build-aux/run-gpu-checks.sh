@@ -6,15 +6,23 @@
 #   build-aux/run-gpu-checks.sh [--install-deps] [--no-build] [--no-torch]
 #
 # Run from anywhere on a Debian 12 machine with CUDA in /usr/local/cuda (or
-# $CUDA_PREFIX). Steps:
+# $CUDA_PREFIX) that can install this project's build dependencies. For a
+# borrowed GPU machine that cannot (no apt, no GLib), build a bundle here
+# and run only that there:
+#
+#   build-aux/gpu-bundle.sh            (here: builds and packs _gpu/)
+#   OUT=DIR _gpu/run.sh                (there: one command, at most 8 min)
+#
+# then read DIR/summary.md (README.md, "Checking on a GPU"). Steps of
+# this script:
 #   1. with --install-deps (or when the build tools are missing and this
 #      user is root or has password-less sudo): build-aux/install-deps.sh;
 #   2. ./autogen.sh when configure is missing or older than configure.ac,
 #      configure --enable-werror in _build/gpu when it has no Makefile
 #      yet, make -j (skipped with --no-build: the tree is already built);
 #   3. make check with TESTS= the GPU tests that exist (test-device-cuda,
-#      test-comm-nccl, test-engine-cuda.sh) and MIXPREC_REQUIRE_GPU=1: here a
-#      skipped test is a failure;
+#      test-comm-nccl, test-engine-cuda.sh, test-fp8-engine-cuda.sh) and
+#      MIXPREC_REQUIRE_GPU=1: here a skipped test is a failure;
 #   4. bench/bench-adamw-cuda at 10M, 100M and 1B parameters;
 #   5. bench/adamw-torch-cuda.py with a Python whose torch sees the GPU:
 #      $PYTHON_TORCH, else _build/venv-gpu (created with pip install torch
@@ -41,7 +49,7 @@ cuda_prefix=${CUDA_PREFIX:-/usr/local/cuda}
 jobs=${JOBS:-$(nproc 2>/dev/null || echo 4)}
 sizes=${SIZES:-10M,100M,1B}
 bench_flags=${BENCH_FLAGS:-}
-gpu_tests="tests/test-device-cuda tests/test-comm-nccl tests/test-engine-cuda.sh"
+gpu_tests="tests/test-device-cuda tests/test-comm-nccl tests/test-engine-cuda.sh tests/test-fp8-engine-cuda.sh"
 
 install_deps=auto
 build=yes

@@ -611,6 +611,11 @@ tests_test_fp8_engine_CPPFLAGS = $(tests_internal_cppflags)
 tests_test_fp8_engine_LDADD = $(tests_internal_ldadd) -lm
 EXTRA_tests_test_fp8_engine_DEPENDENCIES = tests/device-plugins/mixprec-test-hostdev.la
 TESTS += tests/test-fp8-engine
+# its device cases on the GPU (skipped where none is usable)
+if HAVE_CUDA
+TESTS += tests/test-fp8-engine-cuda.sh
+endif
+EXTRA_DIST += tests/test-fp8-engine-cuda.sh
 if HAVE_UCX
 check_PROGRAMS += tests/test-fp8-zero
 tests_test_fp8_zero_SOURCES = tests/test-fp8-zero.c tests/multiproc.c tests/multiproc.h

@@ -219,6 +219,18 @@ open_device_or_skip (void)
   return device;
 }
 
+/* Whether @error is the engine's refusal of a config that keeps optimizer
+ * state in bfloat16 on a device whose optimizers speak revision 1 of the
+ * optimizer ABI (float32 state only): a gap of that device's plugin, which
+ * the test reports as incomplete rather than as a failure of the engine. */
+static gboolean
+is_state_dtype_gap (const GError *error)
+{
+  return error != NULL && g_error_matches (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_OPTIMIZER) &&
+         g_str_has_prefix (error->message, "bf16.bf16_optimizer_states: ") &&
+         strstr (error->message, "speaks optimizer ABI revision 1") != NULL;
+}
+
 static void
 test_matches_cpu (gconstpointer data)
 {
@@ -234,6 +246,11 @@ test_matches_cpu (gconstpointer data)
   cpu = new_engine (c->config, NULL, &error);
   g_assert_no_error (error);
   dev = new_engine (c->config, device, &error);
+  if (is_state_dtype_gap (error) && !g_str_equal (device_under_test (), "hostdev"))
+    {
+      g_test_incomplete (error->message);
+      return;
+    }
   g_assert_no_error (error);
   register_params (cpu);
   register_params (dev);
@@ -324,6 +341,11 @@ test_offload_matches (gconstpointer data)
   cpu = new_engine (c->config, NULL, &error);
   g_assert_no_error (error);
   dev = new_engine (c->config, device, &error);
+  if (is_state_dtype_gap (error) && !g_str_equal (device_under_test (), "hostdev"))
+    {
+      g_test_incomplete (error->message);
+      return;
+    }
   g_assert_no_error (error);
   off = new_engine (json, device, &error);
   g_assert_no_error (error);

@@ -11,8 +11,9 @@ MIXPREC_PLUGIN_EXPORT const MixprecPluginDesc *mixprec_plugin_test_short_desc_ge
  * so that it is this module's and not the program's. */
 extern char _end[] __attribute__ ((visibility ("hidden")));
 
-/* The only .bss object of the plugin, so the last one before _end. */
-static unsigned tail[16];
+/* The only .bss object of the plugin, so the last one before _end. Its
+ * own section keeps AddressSanitizer from putting a red zone after it. */
+__attribute__ ((section (".bss.mixprec_tail"))) static unsigned tail[16];
 
 const MixprecPluginDesc *
 mixprec_plugin_test_short_desc_get_desc (void)

@@ -24,7 +24,8 @@ G_BEGIN_DECLS
 /**
  * MixprecPluginError:
  * @MIXPREC_PLUGIN_ERROR_OPEN: the file is not a shared object the dynamic
- *   loader can open (not ELF, wrong architecture, missing dependency)
+ *   loader can open (not ELF, wrong architecture, missing dependency), or
+ *   it failed the trust checks (owner, permissions) and was not opened
  * @MIXPREC_PLUGIN_ERROR_NO_ENTRY_POINT: the file does not export
  *   `mixprec_plugin_NAME_get_desc`, or its name does not form a plugin name
  * @MIXPREC_PLUGIN_ERROR_ABI_MISMATCH: the plugin was built for a plugin ABI

@@ -9,7 +9,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <glib/gstdio.h>
 
 #include "mixprec.h"
@@ -31,13 +33,34 @@
  * so that the tools, the examples and scripts run from a build tree find
  * the plugins built with them and never mix in installed ones.
  *
- * Each directory is searched recursively, in byte order of the names, for
- * files called `mixprec-NAME.so`; directory links are followed, loops are
- * not. The first file with a given NAME is the plugin of that name: later
- * files with the same NAME are ignored, even when the first one fails to
- * load. A file that is not a loadable module, exports no entry point, was
- * built for another plugin ABI, or whose init() fails is skipped and kept
- * in mixprec_registry_get_failures() with the reason.
+ * Both variables are read with secure_getenv(): a setuid, setgid or
+ * capability-raised program ignores them. Their entries must be absolute
+ * paths; a relative one is ignored with a warning naming it and the
+ * variable. (A relative path a program passes to
+ * mixprec_registry_new_for_paths() is taken against the current
+ * directory.)
+ *
+ * Each directory is searched one level deep, in byte order of the names,
+ * for files called `mixprec-NAME.so`; its subdirectories are not searched,
+ * with one exception: its `.libs` folder, libtool's folder of uninstalled
+ * modules, is searched after the directory's own files, so that a build
+ * tree's `plugins/` folder may be named as it is.
+ *
+ * Nothing is loaded from a place others could have written to: a
+ * directory, and a plugin file (for a link: its target and the target's
+ * directory), must be owned by root or by the user running the program
+ * (geteuid()) and be writable by its owner only. Anything else is skipped
+ * with a warning naming it and the reason, and is never opened; a skipped
+ * file is also kept in mixprec_registry_get_failures().
+ *
+ * The first file with a given NAME that loads is the plugin of that name:
+ * later files with the same NAME are ignored. A file that is not a
+ * loadable module, exports no entry point, was built for another plugin
+ * ABI, returns a description that is not valid static data of the plugin,
+ * or whose init() fails is skipped and kept in
+ * mixprec_registry_get_failures() with the reason; it does not claim its
+ * NAME, so a working file of the same NAME later in the search path still
+ * loads.
  *
  * A registry that includes the system directories (the default registry
  * does) also holds the features compiled into libmixprec, as the plugin
@@ -65,8 +88,8 @@ G_DEFINE_FINAL_TYPE (MixprecRegistry, mixprec_registry, G_TYPE_OBJECT)
 typedef struct
 {
   MixprecRegistry *registry;
-  GHashTable *names;            /* plugin names already claimed */
-  GHashTable *visited;          /* "dev:inode" of directories entered */
+  GHashTable *names;            /* names of the plugins already loaded */
+  GHashTable *visited;          /* real paths of the directories searched */
 } Scan;
 
 static void
@@ -117,20 +140,162 @@ add_plugin (MixprecRegistry *self,
     g_ptr_array_add (self->failures, plugin);
 }
 
+/* Why a plugin file or directory with status @st may not be trusted, or
+ * NULL when it may: it must be owned by root or by the user this process
+ * runs as, and writable by its owner alone. Anyone else who can write
+ * it could make this process run their code. */
+static gchar *
+untrusted_reason (const struct stat *st)
+{
+  uid_t me = geteuid ();
+
+  if (st->st_uid != 0 && st->st_uid != me)
+    return g_strdup_printf ("it is owned by uid %u, neither root nor the user running "
+                            "this program (uid %u)", (guint) st->st_uid, (guint) me);
+  if ((st->st_mode & S_IWOTH) != 0)
+    return g_strdup_printf ("it is writable by others (mode %04o)",
+                            (guint) (st->st_mode & 07777));
+  if ((st->st_mode & S_IWGRP) != 0)
+    return g_strdup_printf ("it is writable by its group (mode %04o)",
+                            (guint) (st->st_mode & 07777));
+  return NULL;
+}
+
+/* Records a plugin file that is not opened: a warning, and a failure that
+ * mixprec-inspect lists. It claims no name, so a trusted file of the same
+ * name later in the search path still loads. */
+static void
+skip_untrusted_file (Scan        *scan,
+                     const gchar *filename,
+                     const gchar *name,
+                     const gchar *reason)
+{
+  MixprecPlugin *plugin = _mixprec_plugin_new (filename, name);
+  GError *error = g_error_new (MIXPREC_PLUGIN_ERROR, MIXPREC_PLUGIN_ERROR_OPEN,
+                               "%s: plugin file not opened: %s; a plugin file must be owned "
+                               "by root or by the user running the program and writable "
+                               "by its owner only", filename, reason);
+
+  g_warning ("%s", error->message);
+  _mixprec_plugin_set_load_error (plugin, error);
+  g_ptr_array_add (scan->registry->failures, plugin);
+}
+
+/* Whether the directory at @path (not followed when it is a link) may be
+ * trusted; warns naming it when not. */
+static gboolean
+directory_is_trusted (const gchar *path,
+                      const gchar *what)
+{
+  g_autofree gchar *reason = NULL;
+  struct stat st;
+
+  if (lstat (path, &st) != 0)
+    {
+      g_debug ("%s: not searched for plugins: %s", path, g_strerror (errno));
+      return FALSE;
+    }
+  if (!S_ISDIR (st.st_mode))
+    {
+      g_warning ("%s: %s skipped: it is not a directory", path, what);
+      return FALSE;
+    }
+  reason = untrusted_reason (&st);
+  if (reason != NULL)
+    {
+      g_warning ("%s: %s skipped: %s; a plugin directory must be owned by root or by "
+                 "the user running the program and writable by its owner only",
+                 path, what, reason);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* Checks the plugin file @filename before anything opens it as a module:
+ * a link is resolved and its target's directory and the target itself are
+ * checked; the file is opened without following links (O_NOFOLLOW) and
+ * checked through that descriptor (fstat), so what is checked is the file
+ * itself. Returns the reason it may not be loaded, or NULL. */
+static gchar *
+check_plugin_file (const gchar *filename)
+{
+  g_autofree gchar *target = NULL;
+  g_autofree gchar *target_dir = NULL;
+  g_autofree gchar *reason = NULL;
+  struct stat st;
+  int fd;
+
+  if (lstat (filename, &st) != 0)
+    return g_strdup_printf ("it cannot be examined: %s", g_strerror (errno));
+  if (S_ISLNK (st.st_mode))
+    {
+      struct stat dir_st;
+
+      target = realpath (filename, NULL);
+      if (target == NULL)
+        return g_strdup_printf ("it is a link that cannot be resolved: %s", g_strerror (errno));
+      target_dir = g_path_get_dirname (target);
+      if (stat (target_dir, &dir_st) != 0)
+        return g_strdup_printf ("the directory of its target %s cannot be examined: %s",
+                                target, g_strerror (errno));
+      reason = untrusted_reason (&dir_st);
+      if (reason != NULL)
+        return g_strdup_printf ("it links to %s, whose directory %s is not trusted: %s",
+                                target, target_dir, reason);
+    }
+
+  fd = open (target != NULL ? target : filename,
+             O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0)
+    return g_strdup_printf ("it cannot be opened: %s", g_strerror (errno));
+  if (fstat (fd, &st) != 0)
+    {
+      int saved = errno;
+
+      close (fd);
+      return g_strdup_printf ("it cannot be examined: %s", g_strerror (saved));
+    }
+  close (fd);
+  if (!S_ISREG (st.st_mode))
+    return target != NULL ? g_strdup_printf ("it links to %s, which is not a regular file", target)
+                          : g_strdup ("it is not a regular file");
+  reason = untrusted_reason (&st);
+  if (reason != NULL && target != NULL)
+    return g_strdup_printf ("its target %s is not trusted: %s", target, reason);
+  return g_steal_pointer (&reason);
+}
+
 static void
 scan_candidate (Scan        *scan,
                 const gchar *filename,
                 const gchar *name)
 {
+  g_autofree gchar *untrusted = NULL;
+
   if (g_hash_table_contains (scan->names, name))
     {
-      g_debug ("%s: ignored: plugin '%s' was already found earlier in the search path",
+      g_debug ("%s: ignored: plugin '%s' was already loaded from earlier in the search path",
                filename, name);
       return;
     }
-  g_hash_table_add (scan->names, g_strdup (name));
 
-  add_plugin (scan->registry, _mixprec_plugin_load (filename, name));
+  /* Never dlopen() a file that fails the checks: opening runs its code. */
+  untrusted = check_plugin_file (filename);
+  if (untrusted != NULL)
+    {
+      skip_untrusted_file (scan, filename, name, untrusted);
+      return;
+    }
+
+  {
+    MixprecPlugin *plugin = _mixprec_plugin_load (filename, name);
+
+    /* Only a plugin that loaded owns its name: a broken file must not
+     * hide a working one of the same name found later. */
+    if (mixprec_plugin_is_loaded (plugin))
+      g_hash_table_add (scan->names, g_strdup (name));
+    add_plugin (scan->registry, plugin);
+  }
 }
 
 static gint
@@ -140,25 +305,38 @@ compare_names (gconstpointer a,
   return strcmp (*(const gchar * const *) a, *(const gchar * const *) b);
 }
 
+/* libtool's folder of uninstalled shared objects: a build tree's
+ * `plugins/` holds `.la` files and the modules sit in `plugins/.libs/`. */
+#define LIBTOOL_OBJDIR ".libs"
+
+/* Searches one directory, one level deep: the plugin files directly in
+ * it, in byte order of their names. Subdirectories are not searched —
+ * except, when @libtool_too, the `.libs` folder of a libtool build tree,
+ * after the directory's own files (a fixed second level, not recursion).
+ * The directory itself must be trusted. */
 static void
-scan_directory (Scan          *scan,
-                const gchar   *dirname,
-                const GStatBuf *st)
+scan_directory (Scan        *scan,
+                const gchar *dirname,
+                gboolean     libtool_too)
 {
-  g_autofree gchar *key = g_strdup_printf ("%ju:%ju", (uintmax_t) st->st_dev,
-                                           (uintmax_t) st->st_ino);
   g_autoptr(GDir) dir = NULL;
   g_autoptr(GError) error = NULL;
   g_autoptr(GPtrArray) entries = g_ptr_array_new_with_free_func (g_free);
+  g_autofree gchar *real = realpath (dirname, NULL);
+  g_autofree gchar *libtool_dir = NULL;
   const gchar *entry;
 
-  if (!g_hash_table_add (scan->visited, g_steal_pointer (&key)))
+  /* A directory named twice (or a .libs reached as an entry of its own)
+   * is searched once. */
+  if (real == NULL || !g_hash_table_add (scan->visited, g_strdup (real)))
     {
-      g_debug ("%s: already searched (a link back into the search path)", dirname);
+      g_debug ("%s: already searched or gone", dirname);
       return;
     }
+  if (!directory_is_trusted (real, "plugin directory"))
+    return;
 
-  dir = g_dir_open (dirname, 0, &error);
+  dir = g_dir_open (real, 0, &error);
   if (dir == NULL)
     {
       g_debug ("plugin directory skipped: %s", error->message);
@@ -178,10 +356,17 @@ scan_directory (Scan          *scan,
       if (g_stat (path, &child) != 0)
         continue;               /* a dangling link */
       if (S_ISDIR (child.st_mode))
-        scan_directory (scan, path, &child);
+        {
+          if (libtool_too && g_str_equal (base, LIBTOOL_OBJDIR))
+            libtool_dir = g_steal_pointer (&path);
+          else
+            g_debug ("%s: not searched: plugin directories are searched one level deep", path);
+        }
       else if (S_ISREG (child.st_mode) && (name = _mixprec_plugin_name_from_filename (base)) != NULL)
         scan_candidate (scan, path, name);
     }
+  if (libtool_dir != NULL)
+    scan_directory (scan, libtool_dir, FALSE);
 }
 
 /* An element of the search path: a directory, or one plugin file. */
@@ -197,11 +382,16 @@ scan_path (Scan        *scan,
       return;
     }
   if (S_ISDIR (st.st_mode))
-    scan_directory (scan, path, &st);
+    scan_directory (scan, path, TRUE);
   else
     {
       g_autofree gchar *name = _mixprec_plugin_name_from_filename (path);
+      g_autofree gchar *dir = g_path_get_dirname (path);
+      g_autofree gchar *real_dir = realpath (dir, NULL);
 
+      /* A file named on its own is checked with its directory. */
+      if (real_dir == NULL || !directory_is_trusted (real_dir, "directory of a plugin file"))
+        return;
       if (name != NULL)
         scan_candidate (scan, path, name);
       else
@@ -219,14 +409,38 @@ scan_path (Scan        *scan,
 }
 
 static void
+append_path (GStrvBuilder *builder,
+             const gchar  *entry,
+             const gchar  *variable)
+{
+  if (g_path_is_absolute (entry))
+    g_strv_builder_add (builder, entry);
+  else if (variable != NULL)
+    g_warning ("%s: relative entry '%s' ignored: plugin directories must be absolute paths",
+               variable, entry);
+  else
+    {
+      g_autofree gchar *absolute = g_canonicalize_filename (entry, NULL);
+
+      g_strv_builder_add (builder, absolute);
+    }
+}
+
+/* Adds the absolute entries of the colon-separated @list, read from the
+ * environment variable @variable (NULL: given by the program). A relative
+ * entry would be resolved against whatever the current directory is, so
+ * one from the environment is ignored with a warning; one a program
+ * passes is made absolute against the current directory now. */
+static void
 append_path_list (GStrvBuilder *builder,
-                  const gchar  *list)
+                  const gchar  *list,
+                  const gchar  *variable)
 {
   g_auto(GStrv) dirs = g_strsplit (list, G_SEARCHPATH_SEPARATOR_S, -1);
 
   for (guint i = 0; dirs[i] != NULL; i++)
     if (dirs[i][0] != '\0')
-      g_strv_builder_add (builder, dirs[i]);
+      append_path (builder, dirs[i], variable);
 }
 
 /* Whether this copy of libmixprec is the uninstalled one of the build tree
@@ -284,9 +498,14 @@ registry_new_scanned (GStrvBuilder *builder,
 
   if (include_system)
     {
-      const gchar *system = g_getenv ("MIXPREC_PLUGIN_SYSTEM_PATH");
+      /* secure_getenv(): a setuid, setgid or capability-raised program
+       * must not load code named by whoever started it. */
+      const gchar *system = secure_getenv ("MIXPREC_PLUGIN_SYSTEM_PATH");
 
-      append_path_list (builder, system != NULL ? system : default_system_path ());
+      if (system != NULL)
+        append_path_list (builder, system, "MIXPREC_PLUGIN_SYSTEM_PATH");
+      else
+        append_path_list (builder, default_system_path (), NULL);
     }
   self->search_path = g_strv_builder_end (builder);
   {
@@ -335,10 +554,10 @@ mixprec_registry_get_default (void)
   if (g_once_init_enter (&default_registry))
     {
       g_autoptr(GStrvBuilder) builder = g_strv_builder_new ();
-      const gchar *path = g_getenv ("MIXPREC_PLUGIN_PATH");
+      const gchar *path = secure_getenv ("MIXPREC_PLUGIN_PATH");
 
       if (path != NULL)
-        append_path_list (builder, path);
+        append_path_list (builder, path, "MIXPREC_PLUGIN_PATH");
       g_once_init_leave (&default_registry, registry_new_scanned (builder, TRUE));
     }
   return default_registry;
@@ -369,7 +588,7 @@ mixprec_registry_new_for_paths (const gchar * const *paths,
 
   for (guint i = 0; paths != NULL && paths[i] != NULL; i++)
     if (paths[i][0] != '\0')
-      g_strv_builder_add (builder, paths[i]);
+      append_path (builder, paths[i], NULL);
   return registry_new_scanned (builder, include_system);
 }
 

@@ -150,6 +150,42 @@ endif
 TESTS += tests/test-inspect-plugins.sh
 EXTRA_DIST += tests/test-registry-gi.py tests/test-inspect-plugins.sh
 
+# --- security of plugin loading: each attack on the search path and the
+# loader replayed against the registry and tools/mixprec-inspect. The
+# plugins of tests/desc-plugins/ return descriptions that must not be
+# read in place (a stray, heap or stack pointer, a structure cut short by
+# the end of the module, bad texts, a stray init).
+test_desc_plugins = \
+	tests/desc-plugins/mixprec-test-bad-ptr.la \
+	tests/desc-plugins/mixprec-test-heap-desc.la \
+	tests/desc-plugins/mixprec-test-stack-desc.la \
+	tests/desc-plugins/mixprec-test-short-desc.la \
+	tests/desc-plugins/mixprec-test-bad-name.la \
+	tests/desc-plugins/mixprec-test-bad-string.la \
+	tests/desc-plugins/mixprec-test-bad-init.la
+check_LTLIBRARIES += $(test_desc_plugins)
+tests_desc_plugins_mixprec_test_bad_ptr_la_SOURCES = tests/desc-plugins/test-bad-ptr.c
+tests_desc_plugins_mixprec_test_bad_ptr_la_LDFLAGS = $(test_plugin_ldflags)
+tests_desc_plugins_mixprec_test_heap_desc_la_SOURCES = tests/desc-plugins/test-heap-desc.c
+tests_desc_plugins_mixprec_test_heap_desc_la_LDFLAGS = $(test_plugin_ldflags)
+tests_desc_plugins_mixprec_test_stack_desc_la_SOURCES = tests/desc-plugins/test-stack-desc.c
+tests_desc_plugins_mixprec_test_stack_desc_la_LDFLAGS = $(test_plugin_ldflags)
+tests_desc_plugins_mixprec_test_short_desc_la_SOURCES = tests/desc-plugins/test-short-desc.c
+tests_desc_plugins_mixprec_test_short_desc_la_LDFLAGS = $(test_plugin_ldflags)
+tests_desc_plugins_mixprec_test_bad_name_la_SOURCES = tests/desc-plugins/test-bad-name.c
+tests_desc_plugins_mixprec_test_bad_name_la_LDFLAGS = $(test_plugin_ldflags)
+tests_desc_plugins_mixprec_test_bad_string_la_SOURCES = tests/desc-plugins/test-bad-string.c
+tests_desc_plugins_mixprec_test_bad_string_la_LDFLAGS = $(test_plugin_ldflags)
+tests_desc_plugins_mixprec_test_bad_init_la_SOURCES = tests/desc-plugins/test-bad-init.c
+tests_desc_plugins_mixprec_test_bad_init_la_LDFLAGS = $(test_plugin_ldflags)
+
+check_PROGRAMS += tests/test-security-plugins
+tests_test_security_plugins_LDADD = $(tests_public_ldadd)
+EXTRA_tests_test_security_plugins_DEPENDENCIES = $(test_desc_plugins) \
+	tests/plugins/mixprec-test-good.la tests/plugins/mixprec-test-unrelated.la \
+	tools/mixprec-inspect$(EXEEXT)
+TESTS += tests/test-security-plugins
+
 # --- dtype
 check_PROGRAMS += tests/test-dtype
 tests_test_dtype_SOURCES = tests/test-dtype.c tests/dtype-reference.h

@@ -394,10 +394,13 @@ test_registry_duplicates (void)
   {
     const gchar *paths[] = { second, first, NULL };
     g_autoptr(MixprecRegistry) registry = mixprec_registry_new_for_paths (paths, FALSE);
+    g_autolist(MixprecPlugin) plugins = mixprec_registry_get_plugins (registry);
     g_autolist(MixprecPlugin) failures = mixprec_registry_get_failures (registry);
 
-    /* The first file owns the name even though it fails. */
-    g_assert_null (mixprec_registry_get_plugins (registry));
+    /* A broken file found first does not hide the working one: it is
+     * reported, and the name goes to the file that loads. */
+    g_assert_cmpuint (g_list_length (plugins), ==, 1);
+    g_assert_cmpstr (mixprec_plugin_get_filename (plugins->data), ==, good_in_first);
     g_assert_cmpuint (g_list_length (failures), ==, 1);
     g_assert_cmpstr (mixprec_plugin_get_filename (failures->data), ==, fake_in_second);
     g_assert_error ((GError *) mixprec_plugin_get_load_error (failures->data),
@@ -408,20 +411,28 @@ test_registry_duplicates (void)
   remove_tree (second);
 }
 
+/* One level deep: a plugin in a subfolder is not loaded, whatever the
+ * subfolder (a link back to the top included), except in the top
+ * directory's .libs, libtool's folder, and not below that. */
 static void
-test_registry_symlink_loop (void)
+test_registry_one_level (void)
 {
   g_autofree gchar *dir = make_temp_dir ();
-  g_autofree gchar *sub = g_build_filename (dir, "sub", "deeper", NULL);
+  g_autofree gchar *sub = g_build_filename (dir, "sub", NULL);
   g_autofree gchar *loop = g_build_filename (sub, "loop", NULL);
+  g_autofree gchar *libs = g_build_filename (dir, ".libs", NULL);
+  g_autofree gchar *libs_libs = g_build_filename (libs, ".libs", NULL);
+  g_autofree gchar *expected = g_build_filename (libs, "mixprec-test-rank.so", NULL);
   const gchar *paths[] = { dir, NULL };
   g_autoptr(MixprecRegistry) registry = NULL;
   g_autolist(MixprecPlugin) plugins = NULL;
-  g_autofree gchar *expected = g_build_filename (sub, "mixprec-test-good.so", NULL);
 
   g_assert_no_errno (g_mkdir_with_parents (sub, 0700));
+  g_assert_no_errno (g_mkdir_with_parents (libs_libs, 0700));
   link_plugin ("test-good", sub, "mixprec-test-good.so");
-  /* sub/deeper/loop -> the top directory: following it forever would never end. */
+  link_plugin ("test-rank", libs, "mixprec-test-rank.so");
+  link_plugin ("test-comm", libs_libs, "mixprec-test-comm.so");
+  /* sub/loop -> the top directory: it is not followed either. */
   g_assert_no_errno (symlink (dir, loop));
 
   registry = mixprec_registry_new_for_paths (paths, FALSE);
@@ -432,6 +443,157 @@ test_registry_symlink_loop (void)
 
   g_clear_object (&registry);
   remove_tree (dir);
+}
+
+/* A file or directory others may write is never opened, and does not
+ * hide a trusted plugin of the same name. */
+static void
+test_registry_untrusted (void)
+{
+  g_autofree gchar *first = make_temp_dir ();
+  g_autofree gchar *second = make_temp_dir ();
+  g_autofree gchar *open_dir = make_temp_dir ();
+  g_autofree gchar *copy = g_build_filename (first, "mixprec-test-good.so", NULL);
+  g_autofree gchar *source = test_plugin_file ("test-good");
+  g_autofree gchar *expected = g_build_filename (second, "mixprec-test-good.so", NULL);
+  g_autofree gchar *contents = NULL;
+  gsize length;
+  g_autoptr(GError) error = NULL;
+
+  g_file_get_contents (source, &contents, &length, &error);
+  g_assert_no_error (error);
+  g_file_set_contents (copy, contents, (gssize) length, &error);
+  g_assert_no_error (error);
+  link_plugin ("test-good", second, "mixprec-test-good.so");
+  link_plugin ("test-rank", open_dir, "mixprec-test-rank.so");
+
+  {
+    const gchar *paths[] = { first, second, NULL };
+    g_autoptr(MixprecRegistry) registry = NULL;
+    g_autolist(MixprecPlugin) plugins = NULL;
+    g_autolist(MixprecPlugin) failures = NULL;
+    const GError *e;
+
+    g_assert_no_errno (g_chmod (copy, 0775));
+    g_test_expect_message ("Mixprec", G_LOG_LEVEL_WARNING,
+                           "*mixprec-test-good.so: plugin file not opened: it is writable by its group (mode 0775)*");
+    registry = mixprec_registry_new_for_paths (paths, FALSE);
+    g_test_assert_expected_messages ();
+    plugins = mixprec_registry_get_plugins (registry);
+    failures = mixprec_registry_get_failures (registry);
+    g_assert_cmpuint (g_list_length (plugins), ==, 1);
+    g_assert_cmpstr (mixprec_plugin_get_filename (plugins->data), ==, expected);
+    g_assert_cmpuint (g_list_length (failures), ==, 1);
+    e = mixprec_plugin_get_load_error (failures->data);
+    g_assert_error ((GError *) e, MIXPREC_PLUGIN_ERROR, MIXPREC_PLUGIN_ERROR_OPEN);
+    g_assert_true (g_str_has_prefix (e->message, copy));
+  }
+  {
+    const gchar *paths[] = { first, NULL };
+    g_autoptr(MixprecRegistry) registry = NULL;
+
+    g_assert_no_errno (g_chmod (copy, 0757));
+    g_test_expect_message ("Mixprec", G_LOG_LEVEL_WARNING, "*writable by others (mode 0757)*");
+    registry = mixprec_registry_new_for_paths (paths, FALSE);
+    g_test_assert_expected_messages ();
+    g_assert_null (mixprec_registry_get_plugins (registry));
+  }
+  {
+    const gchar *paths[] = { open_dir, NULL };
+    g_autoptr(MixprecRegistry) registry = NULL;
+    g_autofree gchar *pattern = g_strdup_printf ("%s: plugin directory skipped: it is writable "
+                                                 "by others (mode 0707)*", open_dir);
+
+    g_assert_no_errno (g_chmod (open_dir, 0707));
+    g_test_expect_message ("Mixprec", G_LOG_LEVEL_WARNING, pattern);
+    registry = mixprec_registry_new_for_paths (paths, FALSE);
+    g_test_assert_expected_messages ();
+    g_assert_null (mixprec_registry_get_plugins (registry));
+    g_assert_null (mixprec_registry_get_failures (registry));
+    g_assert_no_errno (g_chmod (open_dir, 0700));
+  }
+  /* A file of another user: only root can make one. */
+  if (geteuid () == 0)
+    {
+      const gchar *paths[] = { first, NULL };
+      g_autoptr(MixprecRegistry) registry = NULL;
+
+      g_assert_no_errno (g_chmod (copy, 0755));
+      g_assert_no_errno (chown (copy, 65534, 65534));
+      g_test_expect_message ("Mixprec", G_LOG_LEVEL_WARNING,
+                             "*plugin file not opened: it is owned by uid 65534, neither root "
+                             "nor the user running this program (uid 0)*");
+      registry = mixprec_registry_new_for_paths (paths, FALSE);
+      g_test_assert_expected_messages ();
+      g_assert_null (mixprec_registry_get_plugins (registry));
+    }
+  else
+    g_test_message ("not root: the case of a file owned by another user is not tested");
+
+  remove_tree (first);
+  remove_tree (second);
+  remove_tree (open_dir);
+}
+
+/* The descriptions of tests/desc-plugins: each plugin broken, none read
+ * in place. */
+static void
+test_registry_bad_descriptions (void)
+{
+  g_autofree gchar *dir = g_test_build_filename (G_TEST_BUILT, "desc-plugins", NULL);
+  const gchar *paths[] = { dir, NULL };
+  g_autoptr(MixprecRegistry) registry = mixprec_registry_new_for_paths (paths, FALSE);
+  g_autolist(MixprecPlugin) failures = mixprec_registry_get_failures (registry);
+  const struct {
+    const gchar *name;
+    const gchar *reason;
+  } expected[] = {
+    { "test-bad-init", "the init function of the plugin description points to 0x40, outside the plugin" },
+    { "test-bad-name", "the name of the plugin description is not printable text (character U+001B at byte 8)" },
+    { "test-bad-ptr", "mixprec_plugin_test_bad_ptr_get_desc() returned 0x1, which is not readable memory of the plugin" },
+    { "test-bad-string", "the description text of the plugin description points to 0x10, outside the plugin's own memory" },
+    { "test-heap-desc", "which is not readable memory of the plugin (a stray, heap or stack pointer?)" },
+    { "test-short-desc", "is cut short: a description of plugin ABI 1." },
+    { "test-stack-desc", "which is not readable memory of the plugin (a stray, heap or stack pointer?)" },
+  };
+  GList *l = failures;
+
+  g_assert_null (mixprec_registry_get_plugins (registry));
+  g_assert_cmpuint (g_list_length (failures), ==, G_N_ELEMENTS (expected));
+  for (gsize i = 0; i < G_N_ELEMENTS (expected); i++, l = l->next)
+    {
+      const GError *e = mixprec_plugin_get_load_error (l->data);
+
+      g_test_message ("%s: %s", expected[i].name, e->message);
+      g_assert_cmpstr (mixprec_plugin_get_name (l->data), ==, expected[i].name);
+      g_assert_error ((GError *) e, MIXPREC_PLUGIN_ERROR, MIXPREC_PLUGIN_ERROR_BAD_DESCRIPTION);
+      g_assert_nonnull (strstr (e->message, expected[i].reason));
+      /* Nothing of a refused description is kept. */
+      g_assert_null (mixprec_plugin_get_description (l->data));
+    }
+}
+
+/* Entries of the environment variables must be absolute. */
+static void
+test_registry_relative_entries (void)
+{
+  if (g_test_subprocess ())
+    {
+      /* Warnings are fatal in tests; this one must reach stderr. */
+      g_log_set_always_fatal (G_LOG_FATAL_MASK);
+      g_setenv ("MIXPREC_PLUGIN_SYSTEM_PATH", "plugins:/nonexistent/mixprec", TRUE);
+      {
+        g_autoptr(MixprecRegistry) registry = mixprec_registry_new_for_paths (NULL, TRUE);
+
+        g_assert_cmpstrv (mixprec_registry_get_search_path (registry),
+                          ((const gchar * const[]) { "/nonexistent/mixprec", NULL }));
+      }
+      return;
+    }
+  g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+  g_test_trap_assert_passed ();
+  g_test_trap_assert_stderr ("*MIXPREC_PLUGIN_SYSTEM_PATH: relative entry 'plugins' ignored: "
+                             "plugin directories must be absolute paths*");
 }
 
 static void
@@ -1208,7 +1370,10 @@ main (int argc, char **argv)
   g_test_add_func ("/registry/broken-plugins", test_registry_broken_plugins);
   g_test_add_func ("/registry/not-modules", test_registry_not_modules);
   g_test_add_func ("/registry/duplicates", test_registry_duplicates);
-  g_test_add_func ("/registry/symlink-loop", test_registry_symlink_loop);
+  g_test_add_func ("/registry/one-level", test_registry_one_level);
+  g_test_add_func ("/registry/untrusted", test_registry_untrusted);
+  g_test_add_func ("/registry/bad-descriptions", test_registry_bad_descriptions);
+  g_test_add_func ("/registry/relative-entries", test_registry_relative_entries);
   g_test_add_func ("/registry/system-path", test_registry_system_path);
   g_test_add_func ("/registry/rank", test_registry_rank);
   g_test_add_func ("/registry/lookup-errors", test_registry_lookup_errors);

@@ -528,8 +528,10 @@ check_PROGRAMS += tests/test-comm-nccl
 tests_test_comm_nccl_SOURCES = \
 	tests/test-comm-nccl.c \
 	tests/comm-reference.h \
-	tests/dtype-reference.h
-tests_test_comm_nccl_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+	tests/dtype-reference.h \
+	plugins/comm-nccl/nccl-peer.c \
+	plugins/comm-nccl/nccl-peer.h
+tests_test_comm_nccl_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS) -I$(top_srcdir)/plugins/comm-nccl
 tests_test_comm_nccl_LDADD = $(tests_public_ldadd) $(CUDA_LIBS) -lm
 EXTRA_tests_test_comm_nccl_DEPENDENCIES = plugins/mixprec-comm-nccl.la
 TESTS += tests/test-comm-nccl

@@ -149,6 +149,15 @@ wrap_all_gather (void       *ctx,
         g_assert_cmpint (chown (path, 65534, 65534), ==, 0);
     }
   corrupt (w, out, len);
+  /* MIXPREC_SECURITY_DUMP=DIR keeps what the peers sent, call by call:
+   * the seeds of tests/fuzz/seeds/ucx-peer come from there. */
+  if (g_getenv ("MIXPREC_SECURITY_DUMP") != NULL && w->rank == 0)
+    {
+      g_autofree gchar *path = g_strdup_printf ("%s/call-%u", g_getenv ("MIXPREC_SECURITY_DUMP"),
+                                                w->calls);
+
+      g_file_set_contents (path, out, (gssize) (2 * len), NULL);
+    }
   return MIXPREC_PLUGIN_OK;
 }
 

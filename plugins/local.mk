@@ -114,6 +114,8 @@ plugins_mixprec_comm_ucx_la_SOURCES = \
 	plugins/comm-ucx/ucx-comm.h \
 	plugins/comm-ucx/ucx-hint.h \
 	plugins/comm-ucx/ucx-hint.c \
+	plugins/comm-ucx/ucx-peer.h \
+	plugins/comm-ucx/ucx-peer.c \
 	plugins/comm-ucx/comm-ucx.c \
 	plugins/comm-ucx/ucx-transport.c \
 	plugins/comm-ucx/ucx-ops.c \
@@ -155,6 +157,8 @@ plugins_mixprec_comm_nccl_la_SOURCES = \
 	plugins/comm-nccl/nccl-kernels.h \
 	plugins/comm-nccl/nccl-comm.h \
 	plugins/comm-nccl/comm-nccl.c \
+	plugins/comm-nccl/nccl-peer.h \
+	plugins/comm-nccl/nccl-peer.c \
 	plugins/comm-nccl/nccl-failures.c \
 	plugins/comm-nccl/nccl-ops.c
 plugins_mixprec_comm_nccl_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS) $(NCCL_CPPFLAGS)

@@ -556,6 +556,25 @@ tests_test_ucx_hint_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/plugins/comm-ucx
 tests_test_ucx_hint_LDADD = $(MIXPREC_DEPS_LIBS)
 TESTS += tests/test-ucx-hint
 
+# --- comm-ucx against malicious and dying peers on 127.0.0.1: corrupted
+# peer bytes through a wrapped bootstrap, a peer dying in the middle of
+# the shared-memory agreement, foreign segments, and a single-host job
+# whose UCX listeners must all be on loopback; plus the pure checks of
+# plugins/comm-ucx/ucx-peer.c, built here on their own
+if HAVE_UCX
+check_PROGRAMS += tests/test-security-comm
+tests_test_security_comm_SOURCES = \
+	tests/test-security-comm.c \
+	tests/multiproc.c \
+	tests/multiproc.h \
+	plugins/comm-ucx/ucx-peer.c \
+	plugins/comm-ucx/ucx-peer.h
+tests_test_security_comm_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/plugins/comm-ucx
+tests_test_security_comm_LDADD = $(tests_public_ldadd)
+EXTRA_tests_test_security_comm_DEPENDENCIES = plugins/mixprec-comm-ucx.la
+TESTS += tests/test-security-comm
+endif
+
 # --- comm-nccl: registration and failures without a GPU everywhere; the
 # collectives on a device where cudaGetDeviceCount finds one (skipped
 # otherwise). The test calls the CUDA runtime itself for device buffers.
@@ -564,8 +583,10 @@ check_PROGRAMS += tests/test-comm-nccl
 tests_test_comm_nccl_SOURCES = \
 	tests/test-comm-nccl.c \
 	tests/comm-reference.h \
-	tests/dtype-reference.h
-tests_test_comm_nccl_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+	tests/dtype-reference.h \
+	plugins/comm-nccl/nccl-peer.c \
+	plugins/comm-nccl/nccl-peer.h
+tests_test_comm_nccl_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS) -I$(top_srcdir)/plugins/comm-nccl
 tests_test_comm_nccl_LDADD = $(tests_public_ldadd) $(CUDA_LIBS) -lm
 EXTRA_tests_test_comm_nccl_DEPENDENCIES = plugins/mixprec-comm-nccl.la
 TESTS += tests/test-comm-nccl

@@ -18,6 +18,7 @@
 #pragma GCC diagnostic pop
 
 #include "comm-reference.h"
+#include "nccl-peer.h"
 
 #define N_AR 4099               /* odd, so no vector width divides it */
 #define N_RS 1031
@@ -566,6 +567,93 @@ test_plugin_direct (void)
   check_cuda (cudaStreamDestroy (stream), "cudaStreamDestroy");
 }
 
+/* ------------------------------------------------------------ peer records */
+
+/* A healthy exchange of @world records, rank 0's id 0x01 0x02 ... */
+static NcclPeerRecord *
+good_records (unsigned world)
+{
+  NcclPeerRecord *all = g_new0 (NcclPeerRecord, world);
+  guint8 id[NCCL_PEER_ID_BYTES];
+
+  for (guint i = 0; i < sizeof id; i++)
+    id[i] = (guint8) (i + 1);
+  for (unsigned r = 0; r < world; r++)
+    nccl_peer_record_init (&all[r], MIXPREC_PLUGIN_OK, r, world, r == 0 ? id : NULL);
+  return all;
+}
+
+static void
+assert_records_refused (NcclPeerRecord *all,
+                        size_t          len,
+                        unsigned        world,
+                        const gchar    *text)
+{
+  guint8 id[NCCL_PEER_ID_BYTES];
+  char err[512] = "";
+  int status = nccl_peer_check_records (all, len, world, 1, id, err, sizeof err);
+
+  g_assert_cmpint (status, !=, MIXPREC_PLUGIN_OK);
+  if (strstr (err, text) == NULL)
+    g_error ("expected \"%s\" in: %s", text, err);
+}
+
+/* The unique-id exchange distrusts every record but this rank's own: no
+ * GPU needed, the checks are pure. */
+static void
+test_peer_records (void)
+{
+  g_autofree NcclPeerRecord *all = good_records (3);
+  guint8 id[NCCL_PEER_ID_BYTES];
+  char err[512] = "";
+
+  g_assert_cmpuint (sizeof (NcclPeerRecord), ==, 4 + NCCL_PEER_ID_BYTES + 12);
+  g_assert_cmpint (nccl_peer_check_records (all, sizeof *all, 3, 1, id, err, sizeof err), ==,
+                   MIXPREC_PLUGIN_OK);
+  g_assert_cmpmem (id, sizeof id, all[0].id, sizeof all[0].id);
+
+  /* Another size: another build, or junk. */
+  assert_records_refused (all, sizeof *all - 1, 3, "records of 143 bytes where this rank "
+                          "expects 144");
+  /* A status no plugin returns. */
+  all[2].status = 99;
+  assert_records_refused (all, sizeof *all, 3, "rank 2 sent status 99 in the NCCL id exchange: "
+                          "must be from 0 to 6");
+  all[2].status = MIXPREC_PLUGIN_ERR_RUNTIME;
+  assert_records_refused (all, sizeof *all, 3, "rank 2 could not open its CUDA device");
+  g_free (all);
+
+  all = good_records (3);
+  all[2].magic = 0x41414141;
+  assert_records_refused (all, sizeof *all, 3, "rank 2 sent an NCCL id record with magic "
+                          "0x41414141");
+  g_free (all);
+
+  all = good_records (3);
+  all[2].rank = 0;
+  assert_records_refused (all, sizeof *all, 3, "the NCCL id record in rank 2's place says "
+                          "rank 0 of a world of 3");
+  g_free (all);
+
+  all = good_records (3);
+  all[0].world_size = 2;
+  assert_records_refused (all, sizeof *all, 3, "says rank 0 of a world of 2, where this rank "
+                          "(1) runs in a world of 3");
+  g_free (all);
+
+  /* The id comes from rank 0, and only from rank 0. */
+  all = good_records (3);
+  memset (all[0].id, 0, sizeof all[0].id);
+  assert_records_refused (all, sizeof *all, 3, "rank 0 sent an NCCL unique id of 128 zero "
+                          "bytes");
+  g_free (all);
+
+  all = good_records (3);
+  all[2].id[17] = 1;
+  assert_records_refused (all, sizeof *all, 3, "rank 2 sent an NCCL unique id: only rank 0 "
+                          "makes the job's id");
+}
+
 int
 main (int    argc,
       char **argv)
@@ -575,6 +663,7 @@ main (int    argc,
   g_test_add_func ("/comm-nccl/no-device", test_no_device);
   g_test_add_func ("/comm-nccl/init-arguments", test_init_arguments);
   g_test_add_func ("/comm-nccl/init-peer-failure", test_init_peer_failure);
+  g_test_add_func ("/comm-nccl/peer-records", test_peer_records);
   g_test_add_func ("/comm-nccl/gpu/reductions", test_reductions);
   g_test_add_func ("/comm-nccl/gpu/data-movement", test_data_movement);
   g_test_add_func ("/comm-nccl/gpu/plugin-direct", test_plugin_direct);

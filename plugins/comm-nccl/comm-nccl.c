@@ -16,19 +16,19 @@
 
 #include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "nccl-comm.h"
+#include "nccl-peer.h"
 
 MIXPREC_PLUGIN_EXPORT const MixprecPluginDesc *mixprec_plugin_comm_nccl_get_desc (void);
 
 #define DEFAULT_TIMEOUT_MS 300000u
 
-/* What every rank contributes to the exchange at init. */
-typedef struct
-{
-  int32_t status;               /* this rank's device check, and rank 0's id */
-  ncclUniqueId id;
-} InitRecord;
+/* What every rank contributes to the exchange at init: NcclPeerRecord
+ * (nccl-peer.h), whose id field holds an ncclUniqueId. */
+_Static_assert (sizeof (ncclUniqueId) == NCCL_PEER_ID_BYTES,
+                "NcclPeerRecord.id must hold an ncclUniqueId");
 
 /* ------------------------------------------------------------ life cycle */
 
@@ -152,18 +152,20 @@ exchange_id (NcclComm                 *comm,
              char                     *errbuf,
              size_t                    errbuf_len)
 {
-  InitRecord mine = { 0 };
-  InitRecord *all = calloc (comm->world_size, sizeof *all);
+  NcclPeerRecord mine;
+  NcclPeerRecord *all = calloc (comm->world_size, sizeof *all);
+  ncclUniqueId made;
+  uint8_t chosen[NCCL_PEER_ID_BYTES];
   char inner[512] = "";
   int status;
 
   if (all == NULL)
     return _mixprec_plugin_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_NO_MEMORY,
                       "no memory to exchange the NCCL id of %u ranks", comm->world_size);
-  mine.status = local_status;
+  nccl_peer_record_init (&mine, local_status, comm->rank, comm->world_size, NULL);
   if (comm->rank == 0 && local_status == MIXPREC_PLUGIN_OK)
     {
-      ncclResult_t res = ncclGetUniqueId (&mine.id);
+      ncclResult_t res = ncclGetUniqueId (&made);
 
       if (res != ncclSuccess)
         {
@@ -171,6 +173,8 @@ exchange_id (NcclComm                 *comm,
           _mixprec_plugin_fail (errbuf, errbuf_len, mine.status, "ncclGetUniqueId: %s (%s)",
                      ncclGetErrorString (res), nccl_detail (NULL));
         }
+      else
+        memcpy (mine.id, &made, sizeof mine.id);
     }
   status = bootstrap->all_gather (bootstrap->ctx, &mine, sizeof mine, all, inner, sizeof inner);
   if (status != MIXPREC_PLUGIN_OK)
@@ -180,14 +184,13 @@ exchange_id (NcclComm                 *comm,
                         "exchanging the NCCL id through the bootstrap failed: %s", inner);
     }
   status = mine.status;         /* this rank's own reason is already in errbuf */
-  for (unsigned r = 0; r < comm->world_size && status == MIXPREC_PLUGIN_OK; r++)
-    if (all[r].status != MIXPREC_PLUGIN_OK)
-      status = _mixprec_plugin_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_PEER_FAILED,
-                          "rank %u could not %s, so the NCCL communicator was not created", r,
-                          r == 0 ? "open its CUDA device or create the NCCL id"
-                                 : "open its CUDA device");
+  /* Every other record is a peer's word: its size, form and sender are
+   * checked before rank 0's id reaches NCCL. */
   if (status == MIXPREC_PLUGIN_OK)
-    *id = all[0].id;
+    status = nccl_peer_check_records (all, sizeof *all, comm->world_size, comm->rank, chosen,
+                                      errbuf, errbuf_len);
+  if (status == MIXPREC_PLUGIN_OK)
+    memcpy (id, chosen, sizeof *id);
   free (all);
   return status;
 }

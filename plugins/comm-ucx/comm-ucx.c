@@ -39,7 +39,15 @@
  *                            UCX_RNDV_THRESH is unset, the plugin sets it
  *                            to "inf" for its context: copying through
  *                            shared memory measured faster than CMA's
- *                            single copy (see ucx-transport.c).
+ *                            single copy (see ucx-transport.c). When
+ *                            they also share one network namespace and
+ *                            neither UCX_NET_DEVICES nor UCX_TLS is set,
+ *                            it gives UCX the loopback device only, so
+ *                            that no UCX listener is on an address of
+ *                            the network.
+ *
+ * Whatever other ranks send through the bootstrap is checked by
+ * ucx-peer.c before it is used or printed.
  */
 #include "config.h"
 

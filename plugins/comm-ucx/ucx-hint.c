@@ -77,6 +77,26 @@ ucx_hint_scan_devices (UcxPeerInfo *info)
   info->loopback_only = any && all_loopback;
 }
 
+int
+ucx_hint_loopback_device (char   *out,
+                          size_t  len)
+{
+  struct ifaddrs *ifs = NULL;
+  int found = 0;
+
+  if (getifaddrs (&ifs) != 0)
+    return 0;
+  for (struct ifaddrs *i = ifs; i != NULL && !found; i = i->ifa_next)
+    if ((i->ifa_flags & IFF_LOOPBACK) && (i->ifa_flags & IFF_UP) &&
+        strlen (i->ifa_name) < len)
+      {
+        snprintf (out, len, "%s", i->ifa_name);
+        found = 1;
+      }
+  freeifaddrs (ifs);
+  return found;
+}
+
 static void
 format_address (uint32_t  addr,
                 char     *out,

@@ -14,6 +14,8 @@ typedef struct
 {
   int64_t pid;
   char host[96];                /* boot id and pid namespace: same value = same host */
+  /* Boot id and network namespace: same value = loopback reaches the rank. */
+  char netns[96];
   /* UCX_NET_DEVICES as this rank read it, "" when unset. */
   char net_devices[64];
   /* IPv4 addresses (network byte order) of the up network devices that
@@ -27,6 +29,11 @@ typedef struct
 /* Fills @info's device fields from UCX_NET_DEVICES and the host's
  * interfaces (getifaddrs). */
 void ucx_hint_scan_devices (UcxPeerInfo *info);
+
+/* Writes the name of an up loopback device ("lo") into @out; returns 0
+ * when there is none. */
+int  ucx_hint_loopback_device (char   *out,
+                               size_t  len);
 
 /* When the device choice likely explains why rank @me cannot talk to rank
  * @peer (on another host: @me or @peer has only loopback devices, or both

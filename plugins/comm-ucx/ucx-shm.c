@@ -51,9 +51,8 @@
 #include "mixprec-plugin-fail-private.h"
 #include "mixprec-reduce-private.h"
 #include "ucx-comm.h"
+#include "ucx-peer.h"
 
-#define SHM_MAGIC   0x6d787368u        /* "mxsh" */
-#define SHM_VERSION 1u
 #define SHM_LINE    64
 #define SHM_WRITING UINT32_MAX         /* broken: the message is being written */
 
@@ -77,25 +76,10 @@
  * has lost its CPU, or is outside the library (computing), and will not
  * arrive soon. */
 #define SHM_BEAT_GRACE_NS ((int64_t) 200000)
-/* The buffers of a large world share this much; chunks shrink to fit. */
-#define MAX_SHM_BUFFER_BYTES ((size_t) 256 << 20)
 
-typedef struct
-{
-  uint32_t magic;
-  uint32_t version;
-  uint32_t world;
-  uint32_t pad;
-  uint64_t chunk_bytes;
-  /* The futex word: bumped by every arrival (and by abort), so that a
-   * sleeping rank wakes to look at the barrier again. */
-  uint32_t arrivals;
-  uint32_t sleepers;
-  /* 0, or 1 + the rank that gave up; then status and message say why. */
-  uint32_t broken;
-  int32_t status;
-  char message[960];
-} ShmHeader;
+/* The segment's start, as rank 0 writes it (ucx-peer.h, so that the
+ * fuzzers read it too). */
+typedef UcxShmHeader ShmHeader;
 
 struct UcxShm
 {
@@ -219,20 +203,8 @@ typedef enum
   SHM_REQUIRED,
 } ShmMode;
 
-typedef struct
-{
-  char domain[160];
-  int32_t mode;
-  int32_t pad;
-} ShmOffer;
-
-typedef struct
-{
-  char name[64];
-  uint64_t chunk_bytes;
-  int32_t ok;
-  int32_t pad;
-} ShmInvite;
+typedef UcxShmOffer ShmOffer;
+typedef UcxShmInvite ShmInvite;
 
 static int
 read_settings (unsigned  world,
@@ -267,22 +239,34 @@ read_settings (unsigned  world,
   return status;
 }
 
-/* Maps the segment named @name, or makes it (@create); NULL on failure. */
+/* Maps the segment named @name, or makes it (@create). Returns NULL when
+ * it cannot, with *@refused set (and the reason in @errbuf) when the
+ * segment exists but is not one this rank may trust: another user's,
+ * open to group or others, of the wrong size or layout. A segment name
+ * travels through the bootstrap and /dev/shm is shared by every user of
+ * the host, so a name alone proves nothing. */
 static UcxShm *
 map_segment (const char *name,
              unsigned    world,
              size_t      chunk_bytes,
-             int         create)
+             int         create,
+             int        *refused,
+             char       *errbuf,
+             size_t      errbuf_len)
 {
-  size_t size = header_bytes (world) + (2 * (size_t) world + 2) * chunk_bytes;
+  size_t size = ucx_peer_shm_segment_bytes (world, chunk_bytes);
   UcxShm *shm = calloc (1, sizeof *shm);
   struct stat st;
   void *base;
   int fd;
 
+  *refused = 0;
   if (shm == NULL)
     return NULL;
-  fd = shm_open (name, create ? O_RDWR | O_CREAT | O_EXCL : O_RDWR, 0600);
+  /* O_NOFOLLOW: /dev/shm is world-writable; a link planted under the
+   * name must not lead elsewhere. */
+  fd = shm_open (name, create ? O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW : O_RDWR | O_NOFOLLOW,
+                 0600);
   if (fd < 0)
     {
       free (shm);
@@ -290,13 +274,26 @@ map_segment (const char *name,
     }
   /* posix_fallocate, unlike ftruncate, fails now when /dev/shm is too
    * small, instead of a SIGBUS at the first touch of a missing page. */
-  if ((create && posix_fallocate (fd, 0, (off_t) size) != 0) ||
-      fstat (fd, &st) != 0 || (size_t) st.st_size != size)
+  if ((create && posix_fallocate (fd, 0, (off_t) size) != 0) || fstat (fd, &st) != 0)
     {
       close (fd);
       if (create)
         shm_unlink (name);
       free (shm);
+      return NULL;
+    }
+  if (!S_ISREG (st.st_mode) ||
+      ucx_peer_check_segment_stat (name, st.st_uid, st.st_mode, (uint64_t) st.st_size,
+                                   geteuid (), size, errbuf, errbuf_len) != 0)
+    {
+      if (!S_ISREG (st.st_mode))
+        _mixprec_plugin_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_RUNTIME,
+                              "shared-memory segment %s is not a regular file", name);
+      close (fd);
+      if (create)
+        shm_unlink (name);
+      free (shm);
+      *refused = 1;
       return NULL;
     }
   base = mmap (NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -316,16 +313,17 @@ map_segment (const char *name,
   shm->world = world;
   if (create)
     {
-      shm->header->magic = SHM_MAGIC;
-      shm->header->version = SHM_VERSION;
+      shm->header->magic = UCX_SHM_MAGIC;
+      shm->header->version = UCX_SHM_VERSION;
       shm->header->world = world;
       shm->header->chunk_bytes = chunk_bytes;
     }
-  else if (shm->header->magic != SHM_MAGIC || shm->header->version != SHM_VERSION ||
-           shm->header->world != world || shm->header->chunk_bytes != chunk_bytes)
+  else if (ucx_peer_check_shm_header (base, size, name, world, chunk_bytes,
+                                      errbuf, errbuf_len) != 0)
     {
       munmap (base, size);
       free (shm);
+      *refused = 1;
       return NULL;
     }
   return shm;
@@ -340,6 +338,14 @@ unmap_segment (UcxShm *shm)
   free (shm);
 }
 
+/* What each rank says after trying to map the segment. */
+enum
+{
+  MAPPED_NO = 0,
+  MAPPED_YES = 1,
+  MAPPED_REFUSED = 2,           /* it exists, but this rank does not trust it */
+};
+
 int
 ucx_shm_open (UcxComm                  *comm,
               const MixprecBootstrapV1 *bootstrap,
@@ -348,12 +354,13 @@ ucx_shm_open (UcxComm                  *comm,
 {
   unsigned world = comm->world_size, me = comm->rank;
   ShmOffer mine, *offers = NULL;
-  ShmInvite invite, *invites = NULL;
+  ShmInvite invite, *invites = NULL, theirs;
   int32_t ok, *oks = NULL;
   ShmMode mode = SHM_AUTO;
   size_t chunk_bytes = 0;
   int64_t spin_ns = 0;
-  int status, usable = world > 1, required = 0;
+  int status, usable = world > 1, required = 0, refused = 0, all_mapped;
+  int linked = 0;               /* rank 0: the name exists in /dev/shm */
   UcxShm *shm = NULL;
 
   status = read_settings (world, &mode, &chunk_bytes, &spin_ns, errbuf, errbuf_len);
@@ -361,6 +368,7 @@ ucx_shm_open (UcxComm                  *comm,
     return status;
 
   memset (&mine, 0, sizeof mine);
+  memset (&invite, 0, sizeof invite);
   /* Processes share a segment only when they share the boot and the IPC,
    * mount and network namespaces. Ranks in different network namespaces
    * stand for different hosts (containers, the multi-host test): they
@@ -379,6 +387,10 @@ ucx_shm_open (UcxComm                  *comm,
     }
   status = ucx_exchange (bootstrap, &mine, sizeof mine, offers, "shared-memory domains",
                          errbuf, errbuf_len);
+  for (unsigned p = 0; p < world && status == MIXPREC_PLUGIN_OK; p++)
+    if (ucx_peer_parse_offer (&offers[p], sizeof offers[p], p, &offers[p],
+                              errbuf, errbuf_len) != 0)
+      status = MIXPREC_PLUGIN_ERR_PEER_FAILED;
   if (status != MIXPREC_PLUGIN_OK)
     goto out;
   /* Every rank reads the same offers, so all decide alike. */
@@ -398,48 +410,80 @@ ucx_shm_open (UcxComm                  *comm,
       goto out;
     }
 
-  /* Rank 0 makes the segment; its size follows rank 0's settings. */
-  memset (&invite, 0, sizeof invite);
-  if (chunk_bytes > MAX_SHM_BUFFER_BYTES / (2 * (size_t) world + 2))
-    chunk_bytes = MAX_SHM_BUFFER_BYTES / (2 * (size_t) world + 2) & ~(size_t) 4095;
+  /* Rank 0 makes the segment; every rank sizes it from its own settings
+   * and refuses an invite that disagrees. */
+  chunk_bytes = ucx_peer_shm_chunk_for_world (chunk_bytes, world);
   if (me == 0)
     {
-      for (int attempt = 0; attempt < 8 && shm == NULL && chunk_bytes > 0; attempt++)
+      for (int attempt = 0; attempt < 8 && shm == NULL && !refused && chunk_bytes > 0; attempt++)
         {
           uint32_t nonce = 0;
 
           if (getrandom (&nonce, sizeof nonce, 0) != (ssize_t) sizeof nonce)
             nonce = (uint32_t) ucx_now_ns () ^ (uint32_t) attempt;
-          snprintf (invite.name, sizeof invite.name, "/mixprec-ucx-%ld-%08x",
+          snprintf (invite.name, sizeof invite.name, UCX_PEER_SHM_PREFIX "%ld-%08x",
                     (long) getpid (), nonce);
-          shm = map_segment (invite.name, world, chunk_bytes, 1);
+          shm = map_segment (invite.name, world, chunk_bytes, 1, &refused, errbuf, errbuf_len);
           if (shm == NULL && errno != EEXIST)
             break;
         }
+      linked = shm != NULL;
       invite.ok = shm != NULL;
       invite.chunk_bytes = chunk_bytes;
     }
+  /* From here on, a failure of any kind (a peer that dies in the next two
+   * exchanges included) reaches `out`, which unlinks the name: the
+   * segment never outlives this call in /dev/shm. */
   status = ucx_exchange (bootstrap, &invite, sizeof invite, invites,
                          "the shared-memory segment's name", errbuf, errbuf_len);
   if (status != MIXPREC_PLUGIN_OK)
     goto out;
-  invites[0].name[sizeof invites[0].name - 1] = '\0';
-  if (me != 0 && invites[0].ok)
-    shm = map_segment (invites[0].name, world, (size_t) invites[0].chunk_bytes, 0);
-  ok = shm != NULL;
+  if (me != 0)
+    {
+      if (ucx_peer_parse_invite (&invites[0], sizeof invites[0], me, world, chunk_bytes,
+                                 &theirs, errbuf, errbuf_len) != 0)
+        refused = 1;
+      else if (theirs.ok)
+        shm = map_segment (theirs.name, world, (size_t) theirs.chunk_bytes, 0, &refused,
+                           errbuf, errbuf_len);
+    }
+  ok = refused ? MAPPED_REFUSED : shm != NULL ? MAPPED_YES : MAPPED_NO;
   status = ucx_exchange (bootstrap, &ok, sizeof ok, oks, "whether the shared-memory "
                          "segment is mapped", errbuf, errbuf_len);
   /* Every rank has it mapped (or gave up): the name has served. */
-  if (me == 0 && shm != NULL)
-    shm_unlink (invite.name);
-  for (unsigned p = 0; p < world; p++)
-    ok &= oks[p];
-  if (status == MIXPREC_PLUGIN_OK && !ok && required)
+  if (linked)
+    {
+      shm_unlink (invite.name);
+      linked = 0;
+    }
+  if (status != MIXPREC_PLUGIN_OK)
+    goto out;
+  if (refused)
+    {
+      /* The reason is in errbuf already. */
+      status = MIXPREC_PLUGIN_ERR_RUNTIME;
+      goto out;
+    }
+  all_mapped = 1;
+  for (unsigned p = 0; p < world && status == MIXPREC_PLUGIN_OK; p++)
+    {
+      if (oks[p] == MAPPED_REFUSED)
+        status = _mixprec_plugin_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_PEER_FAILED,
+                                       "rank %u refused the shared-memory segment that rank 0 "
+                                       "made (its own error says why)", p);
+      else if (oks[p] != MAPPED_NO && oks[p] != MAPPED_YES)
+        status = _mixprec_plugin_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_PEER_FAILED,
+                                       "rank %u said %d of the shared-memory segment: must be "
+                                       "%d (not mapped), %d (mapped) or %d (refused)", p,
+                                       (int) oks[p], MAPPED_NO, MAPPED_YES, MAPPED_REFUSED);
+      all_mapped &= oks[p] == MAPPED_YES;
+    }
+  if (status == MIXPREC_PLUGIN_OK && !all_mapped && required)
     status = _mixprec_plugin_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_RUNTIME,
                        "MIXPREC_UCX_SHM=1, but a shared-memory segment of %zu bytes could "
                        "not be made or mapped in /dev/shm (is it full or missing?)",
-                       header_bytes (world) + (2 * (size_t) world + 2) * chunk_bytes);
-  if (status == MIXPREC_PLUGIN_OK && ok)
+                       ucx_peer_shm_segment_bytes (world, chunk_bytes));
+  if (status == MIXPREC_PLUGIN_OK && all_mapped)
     {
       shm->spin_ns = spin_ns;
       shm->rank = comm->rank;
@@ -450,6 +494,8 @@ ucx_shm_open (UcxComm                  *comm,
     }
 
 out:
+  if (linked)
+    shm_unlink (invite.name);
   unmap_segment (shm);
   free (offers);
   free (invites);
@@ -787,15 +833,22 @@ fail_from_peer (UcxOp    *op,
                 uint32_t  by)
 {
   UcxShm *shm = op->comm->shm;
-  char message[1024];
+  char message[1024], shown[900];
   int status;
 
   if (by == SHM_WRITING)
     return 0;
   status = shm->header->status == MIXPREC_PLUGIN_ERR_TIMEOUT ? MIXPREC_PLUGIN_ERR_TIMEOUT
                                                              : MIXPREC_PLUGIN_ERR_PEER_FAILED;
-  snprintf (message, sizeof message, "rank %u gave up during %s #%u: %.900s", by - 1,
-            ucx_op_name (op), op->seq, shm->header->message);
+  /* The message is a peer's: shown escaped, within its field. */
+  ucx_peer_printable (shm->header->message, sizeof shm->header->message, shown, sizeof shown);
+  if (ucx_peer_broken_rank (by, shm->world) == shm->world)
+    snprintf (message, sizeof message, "the shared-memory segment names rank %u, of no world of "
+              "%u ranks, as the one that gave up during %s #%u", by - 1, shm->world,
+              ucx_op_name (op), op->seq);
+  else
+    snprintf (message, sizeof message, "rank %u gave up during %s #%u: %s", by - 1,
+              ucx_op_name (op), op->seq, shown);
   ucx_op_fail (op, status, message);
   return 1;
 }

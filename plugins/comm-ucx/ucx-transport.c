@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "ucx-comm.h"
+#include "ucx-peer.h"
 
 /* How long the breakdown path waits for cancelled and force-closed
  * transfers to report back before it stops waiting for them: they
@@ -210,6 +211,45 @@ all_local (const UcxComm *comm)
   return 1;
 }
 
+/* Every identity record is a peer's word: its strings are read with
+ * strcmp and printed in messages, its pid names a process in /proc. */
+static int
+check_peer_infos (UcxComm *comm,
+                  char    *errbuf,
+                  size_t   errbuf_len)
+{
+  for (unsigned p = 0; p < comm->world_size; p++)
+    if (ucx_peer_parse_info (&comm->peers[p], sizeof comm->peers[p], p, &comm->peers[p],
+                             errbuf, errbuf_len) != 0)
+      return MIXPREC_PLUGIN_ERR_PEER_FAILED;
+  return MIXPREC_PLUGIN_OK;
+}
+
+/* When every rank shares this host's boot and network namespace, loopback
+ * reaches all of them and nothing needs a listener elsewhere: unless the
+ * user chose the devices or transports (UCX_NET_DEVICES, UCX_TLS), UCX
+ * gets the loopback device only, so that its TCP transport listens on
+ * 127.0.0.1 instead of on every address of the host, where anyone on the
+ * network could connect. Shared-memory transports are not network
+ * devices and stay. Ranks in other network namespaces (containers, the
+ * multi-host test) keep UCX's own choice. */
+static void
+confine_to_loopback (const UcxComm *comm,
+                     ucp_config_t  *config)
+{
+  char device[16];
+
+  if (getenv ("UCX_NET_DEVICES") != NULL || getenv ("UCX_TLS") != NULL)
+    return;
+  for (unsigned p = 0; p < comm->world_size; p++)
+    if (strcmp (comm->peers[p].netns, comm->peers[comm->rank].netns) != 0)
+      return;
+  if (strncmp (comm->peers[comm->rank].netns, "unknown:", 8) == 0 ||
+      !ucx_hint_loopback_device (device, sizeof device))
+    return;
+  ucp_config_modify (config, "NET_DEVICES", device);
+}
+
 int
 ucx_comm_open (UcxComm                  *comm,
                const MixprecBootstrapV1 *bootstrap,
@@ -234,9 +274,14 @@ ucx_comm_open (UcxComm                  *comm,
   /* Processes with the same boot id and pid namespace see each other's
    * pids, so a dead local peer can be told from a slow one. */
   ucx_namespace_identity ((const char * const[]) { "pid" }, 1, mine.host, sizeof mine.host);
+  /* Processes with the same boot id and network namespace reach each
+   * other over loopback. */
+  ucx_namespace_identity ((const char * const[]) { "net" }, 1, mine.netns, sizeof mine.netns);
   ucx_hint_scan_devices (&mine);
   result = ucx_exchange (bootstrap, &mine, sizeof mine, comm->peers, "process identities",
                          errbuf, errbuf_len);
+  if (result == MIXPREC_PLUGIN_OK)
+    result = check_peer_infos (comm, errbuf, errbuf_len);
   if (result == MIXPREC_PLUGIN_OK)
     result = ucx_shm_open (comm, bootstrap, errbuf, errbuf_len);
   if (result != MIXPREC_PLUGIN_OK)
@@ -254,6 +299,7 @@ ucx_comm_open (UcxComm                  *comm,
    * user's UCX_RNDV_THRESH wins. */
   if (all_local (comm) && getenv ("UCX_RNDV_THRESH") == NULL)
     ucp_config_modify (config, "RNDV_THRESH", "inf");
+  confine_to_loopback (comm, config);
   memset (&params, 0, sizeof params);
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS |
                       UCP_PARAM_FIELD_ESTIMATED_NUM_PPN;
@@ -312,6 +358,11 @@ ucx_comm_open (UcxComm                  *comm,
   else
     result = ucx_exchange (bootstrap, &mine_length, sizeof mine_length, lengths,
                            "UCX address lengths", errbuf, errbuf_len);
+  /* A length is a peer's word: bounded before it sizes an allocation of
+   * world × length bytes. */
+  for (unsigned p = 0; p < comm->world_size && result == MIXPREC_PLUGIN_OK; p++)
+    if (ucx_peer_check_address_length (lengths[p], p, errbuf, errbuf_len) != 0)
+      result = MIXPREC_PLUGIN_ERR_PEER_FAILED;
   if (result == MIXPREC_PLUGIN_OK)
     {
       for (unsigned p = 0; p < comm->world_size; p++)
@@ -329,6 +380,13 @@ ucx_comm_open (UcxComm                  *comm,
       result = ucx_exchange (bootstrap, padded, stride, addresses, "UCX worker addresses",
                              errbuf, errbuf_len);
     }
+  /* UCX asserts (aborting the process) on an address of a version it does
+   * not know: check the header of every peer's before UCX reads it. */
+  for (unsigned p = 0; p < comm->world_size && result == MIXPREC_PLUGIN_OK; p++)
+    if (p != comm->rank &&
+        ucx_peer_check_address (addresses + p * stride, (size_t) lengths[p], p,
+                                errbuf, errbuf_len) != 0)
+      result = MIXPREC_PLUGIN_ERR_PEER_FAILED;
   if (result == MIXPREC_PLUGIN_OK)
     result = create_endpoints (comm, addresses, stride, errbuf, errbuf_len);
 

@@ -12,7 +12,9 @@
 fuzz_programs = \
 	tests/fuzz/fuzz-config \
 	tests/fuzz/fuzz-safetensors \
-	tests/fuzz/fuzz-rank-env
+	tests/fuzz/fuzz-rank-env \
+	tests/fuzz/fuzz-ucx-peer \
+	tests/fuzz/fuzz-nccl-peer
 fuzz_ldadd = libmixprec/libmixprec-internal.la $(MIXPREC_DEPS_LIBS) $(PTHREAD_LIBS) -lm
 fuzz_cppflags = $(AM_CPPFLAGS) -DMIXPREC_COMPILATION -I$(top_srcdir)/tests/fuzz \
 	-I$(top_srcdir)/plugins
@@ -39,6 +41,20 @@ tests_fuzz_fuzz_rank_env_SOURCES = tests/fuzz/fuzz-rank-env.c tests/fuzz/fuzz-co
 tests_fuzz_fuzz_rank_env_CPPFLAGS = $(fuzz_cppflags)
 tests_fuzz_fuzz_rank_env_LDFLAGS = $(fuzz_ldflags)
 tests_fuzz_fuzz_rank_env_LDADD = $(fuzz_ldadd)
+
+# The plugins' parsers of what other ranks send, built here on their own:
+# they need neither UCX nor CUDA.
+tests_fuzz_fuzz_ucx_peer_SOURCES = tests/fuzz/fuzz-ucx-peer.c tests/fuzz/fuzz-common.h \
+	plugins/comm-ucx/ucx-peer.c plugins/comm-ucx/ucx-hint.c
+tests_fuzz_fuzz_ucx_peer_CPPFLAGS = $(fuzz_cppflags)
+tests_fuzz_fuzz_ucx_peer_LDFLAGS = $(fuzz_ldflags)
+tests_fuzz_fuzz_ucx_peer_LDADD = $(fuzz_ldadd)
+
+tests_fuzz_fuzz_nccl_peer_SOURCES = tests/fuzz/fuzz-nccl-peer.c tests/fuzz/fuzz-common.h \
+	plugins/comm-nccl/nccl-peer.c
+tests_fuzz_fuzz_nccl_peer_CPPFLAGS = $(fuzz_cppflags)
+tests_fuzz_fuzz_nccl_peer_LDFLAGS = $(fuzz_ldflags)
+tests_fuzz_fuzz_nccl_peer_LDADD = $(fuzz_ldadd)
 
 fuzzers: $(BUILT_SOURCES)
 	$(MAKE) $(AM_MAKEFLAGS) $(fuzz_programs)

@@ -203,10 +203,12 @@ void      _mixprec_set_io_error    (GError      **error,
  * can stop it; NULL-terminated. */
 extern const gchar * const _mixprec_checkpoint_hook_points[];
 
-/* With MIXPREC_CHECKPOINT_TEST_HOOK="abort:POINT[@RANK]" the process
+/* In a library configured with --enable-test-hooks
+ * (MIXPREC_ENABLE_TEST_HOOKS), with MIXPREC_CHECKPOINT_TEST_HOOK="abort:POINT[@RANK]" the process
  * kills itself with SIGKILL at POINT; with "pause:POINT[@RANK]" it
  * creates the file named by MIXPREC_CHECKPOINT_TEST_HOOK_MARKER (default
- * ROOT/.mixprec-test-hook-paused) and sleeps until killed. A testing aid. */
+ * ROOT/.mixprec-test-hook-paused) and sleeps until killed. A testing aid;
+ * otherwise it does nothing. */
 void      _mixprec_checkpoint_hook (const gchar *point,
                                     guint        rank,
                                     const gchar *root);

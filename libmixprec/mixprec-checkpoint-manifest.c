@@ -507,6 +507,36 @@ is_sha256 (const gchar *s)
   return TRUE;
 }
 
+/* A save writes exactly one shard per rank: a list of another length, or
+ * two files of one rank, is not a checkpoint of that world size (and a
+ * huge world_size over a short list would make a load believe in ranks
+ * that never existed). */
+static gboolean
+check_one_file_per_rank (Reader                 *r,
+                         const _MixprecManifest *m)
+{
+  g_autofree guint8 *seen = NULL;
+
+  if (m->files->len != m->world_size)
+    {
+      g_autofree gchar *rule = g_strdup_printf ("lists %u files, but 'world_size' is %u: a "
+                                                "checkpoint holds one shard file per rank",
+                                                m->files->len, m->world_size);
+
+      return bad (r, "", "files", rule);
+    }
+  seen = g_new0 (guint8, MAX (m->world_size, 1));
+  for (guint i = 0; i < m->files->len; i++)
+    {
+      const _MixprecManifestFile *f = g_ptr_array_index (m->files, i);
+      g_autofree gchar *where = index_path ("files", i);
+
+      if (seen[f->rank]++)
+        return bad (r, where, "rank", "names a rank whose file is listed already");
+    }
+  return TRUE;
+}
+
 static gboolean
 parse_files (Reader           *r,
              _MixprecManifest *m,
@@ -543,7 +573,7 @@ parse_files (Reader           *r,
         return bad (r, where, "name", "names a file listed twice");
       g_hash_table_insert (file_index, f->name, GUINT_TO_POINTER (i + 1));
     }
-  return TRUE;
+  return check_one_file_per_rank (r, m);
 }
 
 static gboolean

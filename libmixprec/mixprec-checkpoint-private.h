@@ -164,31 +164,76 @@ gboolean  _mixprec_fsync_fd        (int           fd,
                                     GError      **error);
 gboolean  _mixprec_fsync_dir       (const gchar  *dir,
                                     GError      **error);
-/* Writes @data to dir/name with O_EXCL after removing a stale one, then
- * fsyncs it (not the folder). @halfway runs after half the bytes. */
-gboolean  _mixprec_write_file_synced (const gchar  *dir,
-                                      const gchar  *name,
-                                      const gchar  *data,
-                                      gsize         length,
-                                      GFunc         halfway,
-                                      gpointer      halfway_data,
-                                      GError      **error);
+gboolean  _mixprec_fsync_dir_fd    (int           dir_fd,
+                                    const gchar  *dir,
+                                    GError      **error);
+
+/* Checkpoint folders are worked on through descriptors: the folder the
+ * caller names is opened once (it may be a link: the caller named it),
+ * and everything inside it is reached with openat()/renameat()/unlinkat()
+ * and never through a symbolic link, which libmixprec never creates. */
+int       _mixprec_open_dir        (const gchar  *dir,
+                                    GError      **error);
+/* Opens @dir/@name as a folder, refusing a link with
+ * _mixprec_set_link_error(). */
+int       _mixprec_open_subdir     (int           dir_fd,
+                                    const gchar  *dir,
+                                    const gchar  *name,
+                                    GError      **error);
+/* FALSE with the link error when @name in @dir_fd is a symbolic link. */
+gboolean  _mixprec_refuse_link_at  (int           dir_fd,
+                                    const gchar  *dir,
+                                    const gchar  *name,
+                                    GError      **error);
+void      _mixprec_set_link_error  (GError      **error,
+                                    const gchar  *path);
+/* FALSE with an error naming @path unless @sb (from fstat or lstat) is a
+ * regular file's: a link, a FIFO, a device or a folder is not a
+ * checkpoint file. */
+struct stat;
+gboolean  _mixprec_check_regular   (const gchar       *path,
+                                    const struct stat *sb,
+                                    GError           **error);
+/* Opens a file of a checkpoint for reading: never through a link, never
+ * blocking (a FIFO or a device is an error at once), and only when it is
+ * a regular file. @missing_code is the error code for ENOENT. */
+int       _mixprec_open_regular    (const gchar  *path,
+                                    gint          missing_code,
+                                    GError      **error);
+/* Writes @data to @dir_fd/@name with O_EXCL after removing a stale one,
+ * then fsyncs it (not the folder); on failure nothing is left under
+ * @name. @halfway runs after half the bytes; @dir names the folder in
+ * messages. */
+gboolean  _mixprec_write_file_synced_at (int          dir_fd,
+                                         const gchar *dir,
+                                         const gchar *name,
+                                         const gchar *data,
+                                         gsize        length,
+                                         GFunc        halfway,
+                                         gpointer     halfway_data,
+                                         GError     **error);
 /* Reads a whole regular file of at most @max bytes (NUL-terminated). */
 gchar    *_mixprec_read_small_file (const gchar  *path,
                                     gsize         max,
                                     gsize        *length,
                                     GError      **error);
-/* SHA-256 (hex) and size of a whole file. */
+/* SHA-256 (hex) and size of a whole regular file. */
 gchar    *_mixprec_file_sha256     (const gchar  *path,
                                     guint64      *size,
                                     GError      **error);
-/* Removes a folder holding regular files only, as saves leave it; what
- * cannot be removed is left in place. */
-void      _mixprec_remove_flat_dir (const gchar  *dir);
-/* Renames @from to @to; when @to exists the two are swapped atomically
- * where the filesystem can (so @to never goes missing) and @from then
- * holds the old @to. Sets *swapped accordingly. */
-gboolean  _mixprec_rename_dir      (const gchar  *from,
+/* Removes @dir_fd/@name when it is a real folder (not a link), and in it
+ * only regular files, as saves leave them; what cannot be removed, or is
+ * anything else, is left in place. */
+void      _mixprec_remove_flat_dir_at (int          dir_fd,
+                                       const gchar *dir,
+                                       const gchar *name);
+/* Renames @from to @to inside @dir_fd; when @to exists the two are
+ * swapped atomically where the filesystem can (so @to never goes
+ * missing) and @from then holds the old @to. Sets *swapped accordingly.
+ * Either name being a symbolic link is refused. */
+gboolean  _mixprec_rename_dir_at   (int           dir_fd,
+                                    const gchar  *dir,
+                                    const gchar  *from,
                                     const gchar  *to,
                                     gboolean     *swapped,
                                     GError      **error);
@@ -203,10 +248,12 @@ void      _mixprec_set_io_error    (GError      **error,
  * can stop it; NULL-terminated. */
 extern const gchar * const _mixprec_checkpoint_hook_points[];
 
-/* With MIXPREC_CHECKPOINT_TEST_HOOK="abort:POINT[@RANK]" the process
+/* In a library configured with --enable-test-hooks
+ * (MIXPREC_ENABLE_TEST_HOOKS), with MIXPREC_CHECKPOINT_TEST_HOOK="abort:POINT[@RANK]" the process
  * kills itself with SIGKILL at POINT; with "pause:POINT[@RANK]" it
  * creates the file named by MIXPREC_CHECKPOINT_TEST_HOOK_MARKER (default
- * ROOT/.mixprec-test-hook-paused) and sleeps until killed. A testing aid. */
+ * ROOT/.mixprec-test-hook-paused) and sleeps until killed. A testing aid;
+ * otherwise it does nothing. */
 void      _mixprec_checkpoint_hook (const gchar *point,
                                     guint        rank,
                                     const gchar *root);

@@ -27,8 +27,11 @@ typedef struct
   guint          world;
   const gchar   *root;
   const gchar   *tag;
+  gchar         *tmp_name;   /* .tmp-<tag> */
   gchar         *tmp;        /* root/.tmp-<tag> */
   gchar         *final;      /* root/<tag> */
+  int            root_fd;    /* root, opened once; -1 until then */
+  int            tmp_fd;     /* root/.tmp-<tag>, never through a link */
   gchar         *shard_sha256; /* of the file this rank wrote */
 } Save;
 
@@ -133,21 +136,35 @@ add_shard_tensors (const Save                *s,
 /* The shard is written under a temporary name and renamed when complete
  * and synced: rank 0 takes the final name as this rank's word that it is. */
 static gboolean
+open_save_dirs (Save    *s,
+                GError **error)
+{
+  if (s->root_fd < 0 && (s->root_fd = _mixprec_open_dir (s->root, error)) < 0)
+    return FALSE;
+  if (s->tmp_fd < 0 &&
+      (s->tmp_fd = _mixprec_open_subdir (s->root_fd, s->root, s->tmp_name, error)) < 0)
+    return FALSE;
+  return TRUE;
+}
+
+static gboolean
 write_shard (Save    *s,
              GError **error)
 {
   g_autoptr(_MixprecSafetensorsWriter) w = _mixprec_safetensors_writer_new ();
   g_autoptr(GChecksum) sum = g_checksum_new (G_CHECKSUM_SHA256);
   g_autofree gchar *name = shard_name (s->rank);
+  g_autofree gchar *partial_name = g_strconcat (name, ".partial", NULL);
   g_autofree gchar *path = g_build_filename (s->tmp, name, NULL);
-  g_autofree gchar *partial = g_strconcat (path, ".partial", NULL);
+  g_autofree gchar *partial = g_build_filename (s->tmp, partial_name, NULL);
   Halfway halfway = { s, "mid-shard-write" };
   gboolean ok;
   int fd;
 
-  if (!add_shard_tensors (s, w, error))
+  if (!add_shard_tensors (s, w, error) || !open_save_dirs (s, error))
     return FALSE;
-  fd = open (partial, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  fd = openat (s->tmp_fd, partial_name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+               0644);
   if (fd < 0)
     {
       _mixprec_set_io_error (error, errno, partial, "cannot create");
@@ -162,13 +179,18 @@ write_shard (Save    *s,
       _mixprec_set_io_error (error, errno, partial, "cannot close");
       ok = FALSE;
     }
-  if (ok && rename (partial, path) != 0)
+  if (ok && renameat (s->tmp_fd, partial_name, s->tmp_fd, name) != 0)
     {
       _mixprec_set_io_error (error, errno, path, "cannot rename the finished shard into place");
       ok = FALSE;
     }
   if (!ok)
-    return FALSE;
+    {
+      /* A full disk (or any failure) must not leave a half shard behind
+       * to fill it further. */
+      unlinkat (s->tmp_fd, partial_name, 0);
+      return FALSE;
+    }
   hook (s, "after-shard-fsync");
   s->shard_sha256 = g_strdup (g_checksum_get_string (sum));
   return TRUE;
@@ -199,12 +221,13 @@ describe_files (const Save       *s,
       _MixprecManifestFile *f = g_new0 (_MixprecManifestFile, 1);
       g_autofree gchar *path = NULL;
       g_autoptr(_MixprecSafetensors) st = NULL;
+      struct stat sb;
 
       f->name = shard_name (r);
       f->rank = r;
       g_ptr_array_add (m->files, f);
       path = g_build_filename (s->tmp, f->name, NULL);
-      if (!g_file_test (path, G_FILE_TEST_EXISTS))
+      if (fstatat (s->tmp_fd, f->name, &sb, AT_SYMLINK_NOFOLLOW) != 0)
         {
           g_set_error (error, MIXPREC_CHECKPOINT_ERROR, MIXPREC_CHECKPOINT_ERROR_MISSING_SHARD,
                        "%s: rank %u did not finish writing its shard; the checkpoint is "
@@ -306,31 +329,79 @@ build_manifest (const Save       *s,
   return describe_files (s, m, error);
 }
 
+/* Calls @func for each `.tmp-*` entry of the save folder; stops at the
+ * first FALSE. */
+static gboolean
+for_each_tmp_entry (const Save *s,
+                    gboolean  (*func) (const Save *s, const gchar *name, GError **error),
+                    GError    **error)
+{
+  /* A descriptor of its own: readdir moves the offset it shares. */
+  int fd = openat (s->root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  g_autoptr(GPtrArray) names = g_ptr_array_new_with_free_func (g_free);
+  struct dirent *entry;
+  DIR *d;
+
+  if (fd < 0 || (d = fdopendir (fd)) == NULL)
+    {
+      _mixprec_set_io_error (error, errno, s->root, "cannot list the folder");
+      if (fd >= 0)
+        close (fd);
+      return FALSE;
+    }
+  while ((entry = readdir (d)) != NULL)
+    if (g_str_has_prefix (entry->d_name, _MIXPREC_CHECKPOINT_TMP_PREFIX))
+      g_ptr_array_add (names, g_strdup (entry->d_name));
+  closedir (d);
+  for (guint i = 0; i < names->len; i++)
+    if (!func (s, g_ptr_array_index (names, i), error))
+      return FALSE;
+  return TRUE;
+}
+
+static gboolean
+refuse_tmp_link (const Save  *s,
+                 const gchar *name,
+                 GError     **error)
+{
+  return _mixprec_refuse_link_at (s->root_fd, s->root, name, error);
+}
+
+/* A save swaps out what is at its tag and removes what it finds under
+ * `.tmp-*` names; through a link, either would reach the folder the link
+ * points to (another checkpoint, or anything at all) and delete its
+ * files. libmixprec never creates links there, so it saves next to none:
+ * the user removes the link, knowing what it was for. */
+static gboolean
+refuse_foreign_links (const Save *s,
+                      GError    **error)
+{
+  return _mixprec_refuse_link_at (s->root_fd, s->root, s->tag, error) &&
+         for_each_tmp_entry (s, refuse_tmp_link, error);
+}
+
+static gboolean
+remove_if_stale (const Save  *s,
+                 const gchar *name,
+                 GError     **error)
+{
+  if (!g_str_has_suffix (name, ".old"))
+    _mixprec_remove_flat_dir_at (s->root_fd, s->root, name);
+  return TRUE;
+}
+
 /* Folders left by saves that crashed, now that a newer save succeeded.
  * A `.tmp-TAG.old` folder stays: it is a whole checkpoint that a crash
  * left aside, and the error of a load that finds TAG missing tells the
- * user to rename it back. Only its owner may decide it is obsolete. */
+ * user to rename it back. Only its owner may decide it is obsolete.
+ * Links are never followed (see _mixprec_remove_flat_dir_at()). */
 static void
 remove_stale (const Save *s)
 {
-  DIR *d = opendir (s->root);
-  struct dirent *entry;
-  GPtrArray *stale = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr(GError) error = NULL;
 
-  if (d == NULL)
-    {
-      g_ptr_array_unref (stale);
-      return;
-    }
-  while ((entry = readdir (d)) != NULL)
-    if (g_str_has_prefix (entry->d_name, _MIXPREC_CHECKPOINT_TMP_PREFIX) &&
-        !g_str_has_suffix (entry->d_name, ".old"))
-      g_ptr_array_add (stale, g_build_filename (s->root, entry->d_name, NULL));
-  closedir (d);
-  for (guint i = 0; i < stale->len; i++)
-    if (g_file_test (g_ptr_array_index (stale, i), G_FILE_TEST_IS_DIR))
-      _mixprec_remove_flat_dir (g_ptr_array_index (stale, i));
-  g_ptr_array_unref (stale);
+  if (!for_each_tmp_entry (s, remove_if_stale, &error))
+    g_debug ("%s", error->message);
 }
 
 /* A folder already at the new checkpoint's name is replaced only when it
@@ -349,8 +420,9 @@ keep_damaged_aside (const Save *s,
   _MixprecManifest m;
   gsize length;
   gboolean whole;
+  struct stat sb;
 
-  if (!g_file_test (s->final, G_FILE_TEST_EXISTS))
+  if (fstatat (s->root_fd, s->tag, &sb, AT_SYMLINK_NOFOLLOW) != 0)
     return TRUE;
   data = _mixprec_read_small_file (manifest, _MIXPREC_CHECKPOINT_MAX_MANIFEST, &length, &why);
   _mixprec_manifest_init (&m);
@@ -358,20 +430,20 @@ keep_damaged_aside (const Save *s,
   _mixprec_manifest_clear (&m);
   if (whole)
     return TRUE;
-  for (guint n = 1; aside == NULL || g_file_test (aside, G_FILE_TEST_EXISTS); n++)
+  for (guint n = 1; aside == NULL || fstatat (s->root_fd, aside, &sb, AT_SYMLINK_NOFOLLOW) == 0; n++)
     {
       g_free (aside);
-      aside = n == 1 ? g_strconcat (s->final, ".damaged", NULL)
-                     : g_strdup_printf ("%s.damaged-%u", s->final, n);
+      aside = n == 1 ? g_strconcat (s->tag, ".damaged", NULL)
+                     : g_strdup_printf ("%s.damaged-%u", s->tag, n);
     }
-  if (rename (s->final, aside) != 0)
+  if (renameat (s->root_fd, s->tag, s->root_fd, aside) != 0)
     {
       _mixprec_set_io_error (error, errno, s->final,
                              "is not a whole checkpoint and cannot be moved aside to make room");
       return FALSE;
     }
-  g_message ("%s: not a whole checkpoint (%s); kept as %s instead of being replaced",
-             s->final, why->message, aside);
+  g_message ("%s: not a whole checkpoint (%s); kept as %s/%s instead of being replaced",
+             s->final, why->message, s->root, aside);
   return TRUE;
 }
 
@@ -396,39 +468,40 @@ commit (Save                       *s,
     json = _mixprec_manifest_to_json (&m);
   _mixprec_manifest_clear (&m);
   if (!ok ||
-      !_mixprec_write_file_synced (s->tmp, _MIXPREC_CHECKPOINT_MANIFEST, json, strlen (json),
-                                   halfway_hook, &mid_manifest, error))
+      !_mixprec_write_file_synced_at (s->tmp_fd, s->tmp, _MIXPREC_CHECKPOINT_MANIFEST, json,
+                                      strlen (json), halfway_hook, &mid_manifest, error))
     return FALSE;
   hook (s, "after-manifest");
-  if (!_mixprec_fsync_dir (s->tmp, error))
+  if (!_mixprec_fsync_dir_fd (s->tmp_fd, s->tmp, error))
     return FALSE;
   hook (s, "before-rename");
   if (!keep_damaged_aside (s, error) ||
-      !_mixprec_rename_dir (s->tmp, s->final, &swapped, error))
+      !_mixprec_rename_dir_at (s->root_fd, s->root, s->tmp_name, s->tag, &swapped, error))
     return FALSE;
   hook (s, "after-rename");
-  if (!_mixprec_fsync_dir (s->root, error))
+  if (!_mixprec_fsync_dir_fd (s->root_fd, s->root, error))
     return FALSE;
 
   if (!(flags & MIXPREC_CHECKPOINT_SAVE_NO_LATEST))
     {
-      g_autofree gchar *tmp_latest = g_build_filename (s->root, _MIXPREC_CHECKPOINT_LATEST ".tmp", NULL);
-
       hook (s, "before-latest");
       latest = g_strconcat (s->tag, "\n", NULL);
-      if (!_mixprec_write_file_synced (s->root, _MIXPREC_CHECKPOINT_LATEST ".tmp", latest,
-                                       strlen (latest), halfway_hook, &mid_latest, error))
+      if (!_mixprec_write_file_synced_at (s->root_fd, s->root, _MIXPREC_CHECKPOINT_LATEST ".tmp",
+                                          latest, strlen (latest), halfway_hook, &mid_latest,
+                                          error))
         return FALSE;
       hook (s, "after-latest-tmp");
       g_free (latest);
       latest = g_build_filename (s->root, _MIXPREC_CHECKPOINT_LATEST, NULL);
-      if (rename (tmp_latest, latest) != 0)
+      /* renameat replaces a link at `latest` itself, never its target. */
+      if (renameat (s->root_fd, _MIXPREC_CHECKPOINT_LATEST ".tmp",
+                    s->root_fd, _MIXPREC_CHECKPOINT_LATEST) != 0)
         {
           _mixprec_set_io_error (error, errno, latest, "cannot replace");
           return FALSE;
         }
       hook (s, "after-latest");
-      if (!_mixprec_fsync_dir (s->root, error))
+      if (!_mixprec_fsync_dir_fd (s->root_fd, s->root, error))
         return FALSE;
     }
   hook (s, "before-cleanup");
@@ -467,6 +540,30 @@ confirm (const Save *s,
     }
   _mixprec_manifest_clear (&m);
   return ok;
+}
+
+/* Rank 0, before any rank writes: the save folder exists, holds no link
+ * a save could follow, and has a fresh, empty `.tmp-TAG` folder. */
+static gboolean
+prepare_tmp_dir (Save    *s,
+                 GError **error)
+{
+  if (g_mkdir_with_parents (s->root, 0755) != 0)
+    {
+      _mixprec_set_io_error (error, errno, s->root, "cannot create the folder");
+      return FALSE;
+    }
+  if ((s->root_fd = _mixprec_open_dir (s->root, error)) < 0 ||
+      !refuse_foreign_links (s, error))
+    return FALSE;
+  _mixprec_remove_flat_dir_at (s->root_fd, s->root, s->tmp_name);
+  if (mkdirat (s->root_fd, s->tmp_name, 0755) != 0)
+    {
+      _mixprec_set_io_error (error, errno, s->tmp, "cannot create the folder");
+      return FALSE;
+    }
+  hook (s, "after-tmpdir");
+  return TRUE;
 }
 
 /**
@@ -517,7 +614,16 @@ confirm (const Save *s,
  * removing old ones is left to the caller. One job saves into a @dir at a
  * time.
  *
- * For tests, the environment variable `MIXPREC_CHECKPOINT_TEST_HOOK` set
+ * The save never follows a symbolic link inside @dir (@dir itself may be
+ * one): @dir is opened once and the save works relative to it. A link at
+ * `@dir/@tag` or at any `@dir/.tmp-*` name, which a save would otherwise
+ * replace or empty, is not something libmixprec created: the save is
+ * refused with %MIXPREC_CHECKPOINT_ERROR_IO naming the link, before it
+ * writes anything. Leftovers are removed only when they are real
+ * folders, and in them only regular files.
+ *
+ * In a library configured with `--enable-test-hooks` (never an installed
+ * one), the environment variable `MIXPREC_CHECKPOINT_TEST_HOOK` set
  * to `abort:POINT` makes the process kill itself (SIGKILL) at POINT of
  * the save, and `pause:POINT` makes it create the file named by
  * `MIXPREC_CHECKPOINT_TEST_HOOK_MARKER` (default
@@ -530,7 +636,8 @@ confirm (const Save *s,
  *
  * Returns: %TRUE once the checkpoint is durable; %FALSE with @error set
  *   (%MIXPREC_CHECKPOINT_ERROR_INVALID_ARGUMENT for a bad tag or an empty @dir,
- *   %MIXPREC_CHECKPOINT_ERROR_IO naming the file and the system's reason,
+ *   %MIXPREC_CHECKPOINT_ERROR_IO naming the file and the system's reason or
+ *   the symbolic link that was not followed,
  *   %MIXPREC_CHECKPOINT_ERROR_MISSING_SHARD when a rank did not write its
  *   shard), in which case `latest` still names the previous checkpoint
  *
@@ -545,7 +652,6 @@ mixprec_engine_save_checkpoint_full (MixprecEngine              *engine,
 {
   Save s = { 0 };
   g_autofree gchar *default_tag = NULL;
-  g_autofree gchar *tmp_name = NULL;
   g_autoptr(GError) local_error = NULL;
   gboolean ok = TRUE;
 
@@ -579,30 +685,15 @@ mixprec_engine_save_checkpoint_full (MixprecEngine              *engine,
   if (s.shards == NULL)
     return FALSE;
   s.tag = tag;
-  tmp_name = g_strconcat (_MIXPREC_CHECKPOINT_TMP_PREFIX, tag, NULL);
-  s.tmp = g_build_filename (dir, tmp_name, NULL);
+  s.tmp_name = g_strconcat (_MIXPREC_CHECKPOINT_TMP_PREFIX, tag, NULL);
+  s.tmp = g_build_filename (dir, s.tmp_name, NULL);
   s.final = g_build_filename (dir, tag, NULL);
+  s.root_fd = -1;
+  s.tmp_fd = -1;
 
   /* Failures do not return early: the other ranks wait at the barriers. */
   if (s.rank == 0)
-    {
-      if (g_mkdir_with_parents (dir, 0755) != 0)
-        {
-          _mixprec_set_io_error (&local_error, errno, dir, "cannot create the folder");
-          ok = FALSE;
-        }
-      else
-        {
-          _mixprec_remove_flat_dir (s.tmp);
-          if (mkdir (s.tmp, 0755) != 0)
-            {
-              _mixprec_set_io_error (&local_error, errno, s.tmp, "cannot create the folder");
-              ok = FALSE;
-            }
-          else
-            hook (&s, "after-tmpdir");
-        }
-    }
+    ok = prepare_tmp_dir (&s, &local_error);
   if (!_mixprec_engine_barrier (engine, ok ? &local_error : NULL))
     ok = FALSE;
   if (ok && !write_shard (&s, &local_error))
@@ -617,6 +708,11 @@ mixprec_engine_save_checkpoint_full (MixprecEngine              *engine,
     ok = FALSE;
 
   g_array_unref (s.shards);
+  if (s.tmp_fd >= 0)
+    close (s.tmp_fd);
+  if (s.root_fd >= 0)
+    close (s.root_fd);
+  g_free (s.tmp_name);
   g_free (s.tmp);
   g_free (s.final);
   g_free (s.shard_sha256);

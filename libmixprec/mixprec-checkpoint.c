@@ -877,7 +877,9 @@ check_size (MixprecCheckpoint *self,
   const _MixprecManifestFile *f = g_ptr_array_index (self->manifest.files, file);
   struct stat sb;
 
-  if (stat (path, &sb) != 0)
+  /* lstat: a link is refused, not measured through; a FIFO or a device
+   * is refused here, before any open could block on it. */
+  if (lstat (path, &sb) != 0)
     {
       int saved = errno;
 
@@ -889,6 +891,8 @@ check_size (MixprecCheckpoint *self,
                    _MIXPREC_CHECKPOINT_MANIFEST, f->rank);
       return FALSE;
     }
+  if (!_mixprec_check_regular (path, &sb, error))
+    return FALSE;
   if ((guint64) sb.st_size != f->size)
     {
       g_set_error (error, MIXPREC_CHECKPOINT_ERROR, MIXPREC_CHECKPOINT_ERROR_CORRUPT,

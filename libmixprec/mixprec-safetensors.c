@@ -380,25 +380,13 @@ _mixprec_safetensors_open (const gchar *path,
   st->tensors = g_ptr_array_new_with_free_func (tensor_free);
   st->by_name = g_hash_table_new (g_str_hash, g_str_equal);
 
-  st->fd = open (path, O_RDONLY | O_CLOEXEC);
+  /* Never through a link, never blocking on a FIFO, regular files only. */
+  st->fd = _mixprec_open_regular (path, MIXPREC_CHECKPOINT_ERROR_MISSING_SHARD, error);
   if (st->fd < 0)
-    {
-      int saved = errno;
-
-      g_set_error (error, MIXPREC_CHECKPOINT_ERROR,
-                   saved == ENOENT ? MIXPREC_CHECKPOINT_ERROR_MISSING_SHARD
-                                   : MIXPREC_CHECKPOINT_ERROR_IO,
-                   "%s: cannot open: %s", path, g_strerror (saved));
-      return NULL;
-    }
+    return NULL;
   if (fstat (st->fd, &sb) != 0)
     {
       _mixprec_set_io_error (error, errno, path, "cannot read its size");
-      return NULL;
-    }
-  if (!S_ISREG (sb.st_mode))
-    {
-      corrupt (error, path, "not a regular file");
       return NULL;
     }
   st->file_size = (guint64) sb.st_size;

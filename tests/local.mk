@@ -506,6 +506,21 @@ EXTRA_DIST += tests/test-charlm-resume.sh
 TESTS += tests/test-charlm-damaged.sh
 EXTRA_DIST += tests/test-charlm-damaged.sh
 
+# --- the checkpoint attacks of issue 25: links next to a save, FIFO and
+# device shards (mixprec-inspect run with a deadline), a world size that
+# disagrees with the file list, no .partial after a failed write
+check_PROGRAMS += tests/test-security-checkpoint
+tests_test_security_checkpoint_SOURCES = \
+	tests/test-security-checkpoint.c \
+	tests/checkpoint-common.c \
+	tests/checkpoint-common.h
+tests_test_security_checkpoint_LDADD = $(tests_public_ldadd) -lm
+EXTRA_tests_test_security_checkpoint_DEPENDENCIES = \
+	plugins/mixprec-optim-adamw.la \
+	plugins/mixprec-optim-sgd.la \
+	tools/mixprec-inspect$(EXEEXT)
+TESTS += tests/test-security-checkpoint
+
 # --- checkpoints across ranks (needs the UCX comm plugin)
 if HAVE_UCX
 check_PROGRAMS += tests/test-checkpoint-dist

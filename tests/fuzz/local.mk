@@ -12,6 +12,7 @@
 fuzz_programs = \
 	tests/fuzz/fuzz-config \
 	tests/fuzz/fuzz-safetensors \
+	tests/fuzz/fuzz-manifest \
 	tests/fuzz/fuzz-rank-env \
 	tests/fuzz/fuzz-ucx-peer \
 	tests/fuzz/fuzz-nccl-peer
@@ -36,6 +37,11 @@ tests_fuzz_fuzz_safetensors_SOURCES = tests/fuzz/fuzz-safetensors.c tests/fuzz/f
 tests_fuzz_fuzz_safetensors_CPPFLAGS = $(fuzz_cppflags)
 tests_fuzz_fuzz_safetensors_LDFLAGS = $(fuzz_ldflags)
 tests_fuzz_fuzz_safetensors_LDADD = $(fuzz_ldadd)
+
+tests_fuzz_fuzz_manifest_SOURCES = tests/fuzz/fuzz-manifest.c tests/fuzz/fuzz-common.h
+tests_fuzz_fuzz_manifest_CPPFLAGS = $(fuzz_cppflags)
+tests_fuzz_fuzz_manifest_LDFLAGS = $(fuzz_ldflags)
+tests_fuzz_fuzz_manifest_LDADD = $(fuzz_ldadd)
 
 tests_fuzz_fuzz_rank_env_SOURCES = tests/fuzz/fuzz-rank-env.c tests/fuzz/fuzz-common.h
 tests_fuzz_fuzz_rank_env_CPPFLAGS = $(fuzz_cppflags)

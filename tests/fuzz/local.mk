@@ -12,7 +12,9 @@
 fuzz_programs = \
 	tests/fuzz/fuzz-config \
 	tests/fuzz/fuzz-safetensors \
-	tests/fuzz/fuzz-rank-env
+	tests/fuzz/fuzz-rank-env \
+	tests/fuzz/fuzz-bootstrap-wire \
+	tests/fuzz/fuzz-handshake
 fuzz_ldadd = libmixprec/libmixprec-internal.la $(MIXPREC_DEPS_LIBS) $(PTHREAD_LIBS) -lm
 fuzz_cppflags = $(AM_CPPFLAGS) -DMIXPREC_COMPILATION -I$(top_srcdir)/tests/fuzz \
 	-I$(top_srcdir)/plugins
@@ -39,6 +41,16 @@ tests_fuzz_fuzz_rank_env_SOURCES = tests/fuzz/fuzz-rank-env.c tests/fuzz/fuzz-co
 tests_fuzz_fuzz_rank_env_CPPFLAGS = $(fuzz_cppflags)
 tests_fuzz_fuzz_rank_env_LDFLAGS = $(fuzz_ldflags)
 tests_fuzz_fuzz_rank_env_LDADD = $(fuzz_ldadd)
+
+tests_fuzz_fuzz_bootstrap_wire_SOURCES = tests/fuzz/fuzz-bootstrap-wire.c tests/fuzz/fuzz-common.h
+tests_fuzz_fuzz_bootstrap_wire_CPPFLAGS = $(fuzz_cppflags)
+tests_fuzz_fuzz_bootstrap_wire_LDFLAGS = $(fuzz_ldflags)
+tests_fuzz_fuzz_bootstrap_wire_LDADD = $(fuzz_ldadd)
+
+tests_fuzz_fuzz_handshake_SOURCES = tests/fuzz/fuzz-handshake.c tests/fuzz/fuzz-common.h
+tests_fuzz_fuzz_handshake_CPPFLAGS = $(fuzz_cppflags)
+tests_fuzz_fuzz_handshake_LDFLAGS = $(fuzz_ldflags)
+tests_fuzz_fuzz_handshake_LDADD = $(fuzz_ldadd)
 
 fuzzers: $(BUILT_SOURCES)
 	$(MAKE) $(AM_MAKEFLAGS) $(fuzz_programs)

@@ -138,6 +138,8 @@ check $? "SIGTERM to mixprec-run reaches every rank; exit with what the ranks di
 # ranks the signal kills: 128 + SIGTERM
 for rank_exit in 0 default; do
   if [ $rank_exit = 0 ]; then handler='trap "exit 0" TERM;'; want=0; else handler=; want=143; fi
+  # not the last job's "ready" lines: the new job truncates them only once it runs
+  rm -f "$tmp/out" "$tmp/err"
   "$run" -n 2 sh -c "$handler echo ready; sleep 30 & wait \$!" >"$tmp/out" 2>"$tmp/err" &
   background=$!
   tries=0
@@ -155,6 +157,7 @@ done
 
 # mixprec-run SIGKILLed: nothing it started survives, not the ranks and
 # not what they started (the guardian ends their process groups)
+rm -f "$tmp/out" "$tmp/err"
 "$run" -n 2 --grace 1 sh -c 'sleep 300 & echo "child $!"; echo "rank $$"; wait' >"$tmp/out" 2>"$tmp/err" &
 background=$!
 tries=0

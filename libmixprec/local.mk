@@ -148,7 +148,9 @@ mixprec_enum_headers += libmixprec/mixprec-bootstrap.h
 mixprec_sources += \
 	libmixprec/mixprec-bootstrap-private.h \
 	libmixprec/mixprec-bootstrap-wire-private.h \
+	libmixprec/mixprec-bootstrap-auth-private.h \
 	libmixprec/mixprec-bootstrap.c \
+	libmixprec/mixprec-bootstrap-auth.c \
 	libmixprec/mixprec-bootstrap-root.c \
 	libmixprec/mixprec-bootstrap-peer.c \
 	libmixprec/mixprec-bootstrap-env.c \

@@ -657,7 +657,52 @@ void
 _mixprec_bootstrap_settings_clear (MixprecBootstrapSettings *settings)
 {
   g_clear_pointer (&settings->master_addr, g_free);
+  g_clear_pointer (&settings->secret, g_bytes_unref);
   memset (settings, 0, sizeof *settings);
+  settings->listen_fd = -1;
+}
+
+/* _mixprec_bootstrap_security_from_environ:
+ *
+ * The job secret (see mixprec-bootstrap-auth.c), whether one is required
+ * (MIXPREC_REQUIRE_JOB_SECRET, "0" or "1"), and the listening socket
+ * mixprec-run bound for rank 0 (MIXPREC_BOOTSTRAP_LISTEN_FD). Kept apart
+ * from _mixprec_bootstrap_parse_environ(), which reads no files. */
+gboolean
+_mixprec_bootstrap_security_from_environ (const gchar * const      *envp,
+                                          MixprecBootstrapSettings *settings,
+                                          GError                  **error)
+{
+  g_auto(GStrv) own = NULL;
+  const gchar *value;
+  Env env;
+  guint fd = 0;
+
+  if (envp == NULL)
+    envp = (const gchar * const *) (own = g_get_environ ());
+  env.envp = envp;
+  settings->listen_fd = -1;
+
+  value = env_get (&env, "MIXPREC_REQUIRE_JOB_SECRET");
+  if (value != NULL && !g_str_equal (value, "0") && !g_str_equal (value, "1"))
+    {
+      g_autofree gchar *s = shown (value);
+      g_set_error (error, MIXPREC_BOOTSTRAP_ERROR, MIXPREC_BOOTSTRAP_ERROR_ENVIRONMENT,
+                   "MIXPREC_REQUIRE_JOB_SECRET=%s is neither 0 nor 1", s);
+      return FALSE;
+    }
+  settings->require_secret = value != NULL && g_str_equal (value, "1");
+
+  value = env_get (&env, "MIXPREC_BOOTSTRAP_LISTEN_FD");
+  if (value != NULL)
+    {
+      if (!parse_count ("MIXPREC_BOOTSTRAP_LISTEN_FD", value, G_MAXINT, &fd, error))
+        return FALSE;
+      settings->listen_fd = (gint) fd;
+    }
+
+  g_clear_pointer (&settings->secret, g_bytes_unref);
+  return _mixprec_job_secret_from_environ (envp, &settings->secret, error);
 }
 
 /* _mixprec_bootstrap_parse_environ:

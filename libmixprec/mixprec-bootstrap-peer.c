@@ -111,23 +111,141 @@ client_connect (MixprecBootstrap *self,
   return connected;
 }
 
+/* The handshake, a rank's side, on a fresh connection: our challenge,
+ * rank 0's proof checked, our proof. Nothing about this process goes out
+ * before rank 0 has proven the secret. FALSE with @why set means "not
+ * rank 0 (yet)": the caller tries again. */
+static gboolean
+peer_authenticate (MixprecBootstrap *self,
+                   MixprecWireConn  *conn,
+                   gint64            deadline,
+                   GError          **why)
+{
+  guint8 root_nonce[MIXPREC_AUTH_NONCE_SIZE];
+  guint8 mac[MIXPREC_AUTH_MAC_SIZE];
+  MixprecWireStatus status;
+
+  if (!_mixprec_auth_random (conn->peer_nonce, sizeof conn->peer_nonce, why))
+    return FALSE;
+  status = _mixprec_wire_send (conn->socket, MIXPREC_WIRE_AUTH_CHALLENGE, 0, 0,
+                               conn->peer_nonce, sizeof conn->peer_nonce, deadline,
+                               self->cancellable, why);
+  if (status == MIXPREC_WIRE_OK)
+    status = _mixprec_wire_conn_receive (conn, MIXPREC_WIRE_MAX_FAIL, deadline,
+                                         self->cancellable, why);
+  if (status != MIXPREC_WIRE_OK)
+    {
+      if (why != NULL && *why == NULL)
+        g_set_error (why, G_IO_ERROR, G_IO_ERROR_FAILED, "%s",
+                     status == MIXPREC_WIRE_TIMEOUT ? "it did not answer the challenge in time"
+                     : status == MIXPREC_WIRE_CANCELLED ? "aborted"
+                     : "it closed the connection during the handshake");
+      return FALSE;
+    }
+  if (conn->header.type == MIXPREC_WIRE_FAIL)
+    {
+      /* unproven, so only a hint for our own error message */
+      g_autofree gchar *said = _mixprec_wire_printable (conn->payload, conn->header.length);
+      g_set_error (why, G_IO_ERROR, G_IO_ERROR_FAILED, "it answered, without proving the "
+                   "job secret: %s", said);
+      return FALSE;
+    }
+  if (!_mixprec_auth_check_reply (self->secret, conn->peer_nonce, &conn->header, conn->payload,
+                                  root_nonce, why))
+    return FALSE;
+  _mixprec_wire_conn_reset (conn);
+  _mixprec_auth_mac (self->secret, MIXPREC_AUTH_ROLE_PEER, conn->peer_nonce, root_nonce, mac);
+  status = _mixprec_wire_send (conn->socket, MIXPREC_WIRE_AUTH_PROOF, 0, 0, mac, sizeof mac,
+                               deadline, self->cancellable, why);
+  if (status != MIXPREC_WIRE_OK)
+    {
+      if (why != NULL && *why == NULL)
+        g_set_error_literal (why, G_IO_ERROR, G_IO_ERROR_FAILED,
+                             "it closed the connection during the handshake");
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* Connects to rank 0 and, in a job with a secret, runs the handshake,
+ * again and again until the timeout: a process that holds the port but
+ * cannot prove the secret is not rank 0, and the real one may come. */
+static MixprecWireConn *
+peer_reach_root (MixprecBootstrap *self,
+                 gint64            deadline,
+                 GError          **error)
+{
+  g_autofree gchar *last = NULL;
+
+  for (;;)
+    {
+      g_autoptr(GError) local = NULL;
+      g_autoptr(GError) why = NULL;
+      g_autoptr(GSocket) socket = client_connect (self, deadline, &local);
+      g_autoptr(MixprecWireConn) conn = NULL;
+      gint64 attempt;
+
+      if (socket == NULL)
+        {
+          if (last == NULL || g_cancellable_is_cancelled (self->cancellable))
+            g_propagate_error (error, g_steal_pointer (&local));
+          else
+            g_set_error (error, MIXPREC_BOOTSTRAP_ERROR, MIXPREC_BOOTSTRAP_ERROR_CONNECT,
+                         "rank %u found no rank 0 at %s:%u that proves the job secret within "
+                         "%u ms; the last process there %s", self->rank, self->master_addr,
+                         self->master_port, self->timeout_ms, last);
+          return NULL;
+        }
+      conn = _mixprec_wire_conn_new (socket);
+      conn->rank = 0;
+      if (self->secret == NULL)
+        return g_steal_pointer (&conn);
+      attempt = MIN (deadline, g_get_monotonic_time ()
+                               + (gint64) MIN (self->timeout_ms, _MIXPREC_BOOTSTRAP_PROOF_MS)
+                                 * 1000);
+      if (peer_authenticate (self, conn, attempt, &why))
+        return g_steal_pointer (&conn);
+      if (g_cancellable_is_cancelled (self->cancellable))
+        {
+          _mixprec_bootstrap_set_aborted (self, error);
+          return NULL;
+        }
+      if (last == NULL || g_strcmp0 (last, why->message) != 0)
+        g_message ("bootstrap: rank %u: the process at %s (%s:%u) is not rank 0 of this job: "
+                   "%s; trying again", self->rank, conn->peer, self->master_addr,
+                   self->master_port, why->message);
+      g_free (last);
+      last = g_strdup (why->message);
+      if (g_get_monotonic_time () >= deadline)
+        {
+          g_set_error (error, MIXPREC_BOOTSTRAP_ERROR, MIXPREC_BOOTSTRAP_ERROR_CONNECT,
+                       "rank %u found no rank 0 at %s:%u that proves the job secret within "
+                       "%u ms; the last process there %s", self->rank, self->master_addr,
+                       self->master_port, self->timeout_ms, last);
+          return NULL;
+        }
+      nap (self, MIN (200 * 1000, deadline - g_get_monotonic_time ()));
+    }
+}
+
 gboolean
 _mixprec_bootstrap_peer_join (MixprecBootstrap *self,
                               GError          **error)
 {
   gint64 deadline = _mixprec_bootstrap_deadline (self);
-  g_autoptr(GSocket) socket = client_connect (self, deadline, error);
   const gchar *host = g_get_host_name ();
-  gsize host_len = MIN (strlen (host), 255);
-  guint8 hello[MIXPREC_WIRE_HELLO_SIZE + 255];
+  gsize host_len = MIN (strlen (host), MIXPREC_WIRE_MAX_HOST);
+  guint8 hello[MIXPREC_WIRE_HELLO_SIZE + MIXPREC_WIRE_MAX_HOST];
   g_autoptr(GError) local = NULL;
   MixprecWireStatus status;
   MixprecWireConn *conn;
+  GSocket *socket;
 
-  if (socket == NULL)
+  conn = peer_reach_root (self, deadline, error);
+  if (conn == NULL)
     return FALSE;
-  self->root = conn = _mixprec_wire_conn_new (socket);
-  conn->rank = 0;
+  self->root = conn;
+  socket = conn->socket;
 
   _mixprec_wire_put_u32 (hello, self->rank);
   _mixprec_wire_put_u32 (hello + 4, self->world_size);
@@ -182,7 +300,7 @@ _mixprec_bootstrap_peer_join (MixprecBootstrap *self,
 
   if (conn->header.type == MIXPREC_WIRE_FAIL)
     {
-      g_autofree gchar *message = g_strndup ((const gchar *) conn->payload, conn->header.length);
+      g_autofree gchar *message = _mixprec_wire_printable (conn->payload, conn->header.length);
       guint code = conn->header.aux <= MIXPREC_BOOTSTRAP_ERROR_CLOSED
                    ? conn->header.aux : MIXPREC_BOOTSTRAP_ERROR_PROTOCOL;
       g_set_error_literal (error, MIXPREC_BOOTSTRAP_ERROR, code, message);
@@ -193,6 +311,14 @@ _mixprec_bootstrap_peer_join (MixprecBootstrap *self,
       g_set_error (error, MIXPREC_BOOTSTRAP_ERROR, MIXPREC_BOOTSTRAP_ERROR_PROTOCOL,
                    "rank 0 at %s:%u answered rank %u's hello with message type %u",
                    self->master_addr, self->master_port, self->rank, conn->header.type);
+      return FALSE;
+    }
+  if (!_mixprec_wire_check_hosts (conn->payload, conn->header.length, self->world_size,
+                                  &local))
+    {
+      g_set_error (error, MIXPREC_BOOTSTRAP_ERROR, MIXPREC_BOOTSTRAP_ERROR_PROTOCOL,
+                   "rank 0 at %s:%u sent rank %u %s", self->master_addr, self->master_port,
+                   self->rank, local->message);
       return FALSE;
     }
   _mixprec_bootstrap_apply_hosts (self, conn->payload, conn->header.length);
@@ -258,7 +384,7 @@ _mixprec_bootstrap_peer_gather (MixprecBootstrap *self,
 
   if (h->type == MIXPREC_WIRE_FAIL)
     {
-      g_autofree gchar *message = g_strndup ((const gchar *) conn->payload, h->length);
+      g_autofree gchar *message = _mixprec_wire_printable (conn->payload, h->length);
       guint code = h->aux <= MIXPREC_BOOTSTRAP_ERROR_CLOSED ? h->aux
                                                             : MIXPREC_BOOTSTRAP_ERROR_PROTOCOL;
       _mixprec_wire_conn_reset (conn);

@@ -10,12 +10,23 @@
 #include "mixprec-bootstrap.h"
 #include "mixprec-plugin.h"
 #include "mixprec-bootstrap-wire-private.h"
+#include "mixprec-bootstrap-auth-private.h"
 
 G_BEGIN_DECLS
 
 /* The rendezvous port when nothing names or derives one: torchrun's
  * default MASTER_PORT. */
 #define _MIXPREC_BOOTSTRAP_DEFAULT_PORT 29500
+
+/* Rank 0 holds at most this many connections that have not proven the
+ * job secret; beyond it the oldest is dropped, so strangers can delay
+ * a rank's admission but never fill the table for good. */
+#define _MIXPREC_BOOTSTRAP_MAX_UNPROVEN 64
+/* How long such a connection may take to prove it (capped by the
+ * timeout): a real rank answers in microseconds. */
+#define _MIXPREC_BOOTSTRAP_PROOF_MS 5000u
+/* Dropped strangers are logged, each once, up to this many per job. */
+#define _MIXPREC_BOOTSTRAP_MAX_DROP_LOGS 16
 
 /* The resolved rank settings of one process, before any socket is opened. */
 typedef struct {
@@ -32,12 +43,22 @@ typedef struct {
    * local_rank too unless local_rank_given. */
   gboolean local_from_hosts;
   gboolean local_rank_given;
+  GBytes *secret;              /* the job secret, NULL for none */
+  gboolean require_secret;     /* MIXPREC_REQUIRE_JOB_SECRET=1 */
+  gint listen_fd;              /* MIXPREC_BOOTSTRAP_LISTEN_FD, -1 when unset */
 } MixprecBootstrapSettings;
 
 void     _mixprec_bootstrap_settings_clear  (MixprecBootstrapSettings *settings);
 gboolean _mixprec_bootstrap_parse_environ   (const gchar * const      *envp,
                                              MixprecBootstrapSettings *settings,
                                              GError                  **error);
+gboolean _mixprec_bootstrap_security_from_environ (const gchar * const *envp,
+                                                   MixprecBootstrapSettings *settings,
+                                                   GError             **error);
+MixprecBootstrap *_mixprec_bootstrap_new_from_environ_full (const gchar * const *envp,
+                                                            guint                timeout_ms,
+                                                            gboolean             require_secret,
+                                                            GError             **error);
 gboolean _mixprec_bootstrap_timeout_from_environ (const gchar * const *envp,
                                                   guint               *timeout_ms,
                                                   GError             **error);
@@ -66,7 +87,11 @@ struct _MixprecBootstrap
   GError *failure;              /* the first failure; later calls repeat it */
   guint32 seq;                  /* collectives started so far */
 
-  GSocket *listener;            /* rank 0 */
+  GBytes *secret;               /* NULL: an unauthenticated rendezvous */
+  gint listen_fd;               /* rank 0: a socket mixprec-run bound for us, or -1 */
+  guint drops_logged;           /* rank 0: strangers logged so far */
+
+  GSocket *listener;            /* rank 0, until the world is complete */
   GPtrArray *pending;           /* rank 0: connections not yet admitted */
   MixprecWireConn **peers;      /* rank 0: one per rank, [0] unused */
   MixprecWireConn *root;        /* other ranks: the connection to rank 0 */

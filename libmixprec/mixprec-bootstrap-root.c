@@ -37,6 +37,38 @@ describe_missing (MixprecBootstrap *self,
   return g_string_free (g_steal_pointer (&list), FALSE);
 }
 
+/* mixprec-run bound the port and listens on it already, so that no other
+ * process can take it between its choice and our start: adopt that
+ * socket, after checking it is one, listening, on the port we were told. */
+static gboolean
+root_adopt (MixprecBootstrap *self,
+            GError          **error)
+{
+  g_autoptr(GError) local = NULL;
+  g_autoptr(GSocket) socket = g_socket_new_from_fd (self->listen_fd, &local);
+  g_autoptr(GSocketAddress) bound = NULL;
+  guint16 port = 0;
+
+  if (socket != NULL)
+    bound = g_socket_get_local_address (socket, &local);
+  if (G_IS_INET_SOCKET_ADDRESS (bound))
+    port = g_inet_socket_address_get_port (G_INET_SOCKET_ADDRESS (bound));
+  if (socket == NULL || g_socket_get_socket_type (socket) != G_SOCKET_TYPE_STREAM
+      || port != self->master_port)
+    {
+      g_set_error (error, MIXPREC_BOOTSTRAP_ERROR, MIXPREC_BOOTSTRAP_ERROR_ENVIRONMENT,
+                   "MIXPREC_BOOTSTRAP_LISTEN_FD=%d is not a TCP socket bound to port %u "
+                   "(MIXPREC_MASTER_PORT)%s%s", self->listen_fd, self->master_port,
+                   local != NULL ? ": " : "", local != NULL ? local->message : "");
+      return FALSE;
+    }
+  if (!g_socket_listen (socket, error))
+    return FALSE;
+  g_socket_set_blocking (socket, FALSE);
+  self->listener = g_steal_pointer (&socket);
+  return TRUE;
+}
+
 static gboolean
 root_listen (MixprecBootstrap *self,
              GError          **error)
@@ -44,6 +76,11 @@ root_listen (MixprecBootstrap *self,
   GList *addresses = _mixprec_bootstrap_resolve (self, error);
   g_autoptr(GError) last = NULL;
 
+  if (self->listen_fd >= 0)
+    {
+      g_list_free_full (addresses, g_object_unref);
+      return root_adopt (self, error);
+    }
   if (addresses == NULL)
     return FALSE;
   for (GList *l = addresses; l != NULL && self->listener == NULL; l = l->next)
@@ -109,22 +146,28 @@ root_admit (MixprecBootstrap *self,
             MixprecWireConn  *conn,
             GError          **error)
 {
-  const guint8 *p = conn->payload;
+  MixprecWireHello hello;
+  g_autoptr(GError) local = NULL;
   guint rank, world;
   g_autofree gchar *who = NULL;
 
-  if (conn->header.type != MIXPREC_WIRE_HELLO || conn->header.length < MIXPREC_WIRE_HELLO_SIZE)
+  if (conn->header.type != MIXPREC_WIRE_HELLO)
     {
       _mixprec_bootstrap_fail_with (self, error, MIXPREC_BOOTSTRAP_ERROR_PROTOCOL,
                                     "a process at %s sent message type %u where a hello "
                                     "belongs", conn->peer, conn->header.type);
       return FALSE;
     }
-  rank = _mixprec_wire_get_u32 (p);
-  world = _mixprec_wire_get_u32 (p + 4);
-  conn->pid = _mixprec_wire_get_u32 (p + 16);
-  conn->host = g_strndup ((const gchar *) p + MIXPREC_WIRE_HELLO_SIZE,
-                          conn->header.length - MIXPREC_WIRE_HELLO_SIZE);
+  if (!_mixprec_wire_parse_hello (conn->payload, conn->header.length, &hello, &local))
+    {
+      _mixprec_bootstrap_fail_with (self, error, MIXPREC_BOOTSTRAP_ERROR_PROTOCOL,
+                                    "a process at %s %s", conn->peer, local->message);
+      return FALSE;
+    }
+  rank = hello.rank;
+  world = hello.world_size;
+  conn->pid = hello.pid;
+  conn->host = g_strdup (hello.host);
   who = describe_conn (conn);
 
   if (world != self->world_size)
@@ -156,6 +199,7 @@ root_admit (MixprecBootstrap *self,
 
       _mixprec_wire_conn_reset (conn);
       conn->rank = rank;
+      conn->state = MIXPREC_WIRE_ADMITTED;
       /* the connection moves from pending (which frees) to peers */
       g_ptr_array_find (self->pending, conn, &index);
       g_ptr_array_steal_index (self->pending, index);
@@ -168,32 +212,158 @@ root_admit (MixprecBootstrap *self,
   return FALSE;
 }
 
-/* Reads whatever a not-yet-admitted connection sent. A stranger (not our
- * protocol, or it hung up) is dropped without harming the job. */
+/* Forgets a connection that never proved itself, logging why: once per
+ * connection, and no more than a few per job, so that a flood of
+ * strangers cannot flood the log either. Never fails the job. */
+static void
+root_drop (MixprecBootstrap *self,
+           MixprecWireConn  *conn,
+           const gchar      *why)
+{
+  if (self->drops_logged < _MIXPREC_BOOTSTRAP_MAX_DROP_LOGS)
+    g_message ("bootstrap: rank 0 dropped the connection from %s: %s", conn->peer, why);
+  else if (self->drops_logged == _MIXPREC_BOOTSTRAP_MAX_DROP_LOGS)
+    g_message ("bootstrap: rank 0 dropped more connections; not logging them any more");
+  self->drops_logged++;
+  g_ptr_array_remove (self->pending, conn);
+}
+
+/* A fixed answer to a process that skipped the handshake: it is told the
+ * job needs a secret and nothing else, so a rank launched without one
+ * fails at once with a useful message instead of timing out. */
+static void
+root_refuse (MixprecBootstrap *self,
+             MixprecWireConn  *conn)
+{
+  static const gchar message[] =
+    "rank 0 requires the job secret: set MIXPREC_JOB_SECRET (or MIXPREC_JOB_SECRET_FILE) "
+    "to the same value on every rank";
+  gint64 deadline = g_get_monotonic_time () + 100 * 1000;
+
+  _mixprec_wire_send (conn->socket, MIXPREC_WIRE_FAIL, MIXPREC_BOOTSTRAP_ERROR_ENVIRONMENT, 0,
+                      message, sizeof message - 1, deadline, NULL, NULL);
+  (void) self;
+}
+
+/* The handshake, rank 0's side: the peer's challenge is answered with our
+ * nonce and our proof, the peer's proof checked. Returns FALSE with @why
+ * set when the connection is to be dropped. */
+static gboolean
+root_authenticate (MixprecBootstrap *self,
+                   MixprecWireConn  *conn,
+                   GError          **why)
+{
+  if (conn->state == MIXPREC_WIRE_AWAIT_CHALLENGE)
+    {
+      guint8 reply[MIXPREC_AUTH_REPLY_SIZE];
+      gint64 deadline = MIN (conn->deadline, _mixprec_bootstrap_deadline (self));
+
+      if (!_mixprec_auth_parse_challenge (&conn->header, conn->payload, conn->peer_nonce, why))
+        {
+          if (conn->header.type == MIXPREC_WIRE_HELLO)
+            root_refuse (self, conn);
+          return FALSE;
+        }
+      if (!_mixprec_auth_random (conn->root_nonce, sizeof conn->root_nonce, why))
+        return FALSE;
+      memcpy (reply, conn->root_nonce, MIXPREC_AUTH_NONCE_SIZE);
+      _mixprec_auth_mac (self->secret, MIXPREC_AUTH_ROLE_ROOT, conn->peer_nonce,
+                         conn->root_nonce, reply + MIXPREC_AUTH_NONCE_SIZE);
+      if (_mixprec_wire_send (conn->socket, MIXPREC_WIRE_AUTH_REPLY, 0, 0, reply, sizeof reply,
+                              deadline, self->cancellable, why) != MIXPREC_WIRE_OK)
+        {
+          if (why != NULL && *why == NULL)
+            g_set_error_literal (why, G_IO_ERROR, G_IO_ERROR_FAILED,
+                                 "it did not take rank 0's answer");
+          return FALSE;
+        }
+      conn->state = MIXPREC_WIRE_AWAIT_PROOF;
+      return TRUE;
+    }
+  if (!_mixprec_auth_check_proof (self->secret, conn->peer_nonce, conn->root_nonce,
+                                  &conn->header, conn->payload, why))
+    return FALSE;
+  conn->state = MIXPREC_WIRE_AWAIT_HELLO;
+  return TRUE;
+}
+
+/* Reads whatever a not-yet-admitted connection sent. Until it has proven
+ * the job secret, nothing it does (junk, another protocol version, a
+ * huge length, silence, hanging up) harms the job: it is dropped. */
 static gboolean
 root_read_pending (MixprecBootstrap *self,
                    Round            *round,
                    MixprecWireConn  *conn,
                    GError          **error)
 {
-  g_autoptr(GError) local = NULL;
-  MixprecWireStatus status = _mixprec_wire_conn_read (conn, MIXPREC_WIRE_MAX_HELLO, &local);
-
-  if (status == MIXPREC_WIRE_AGAIN)
-    return TRUE;
-  if (status == MIXPREC_WIRE_OK)
-    return root_admit (self, round, conn, error);
-  if (status == MIXPREC_WIRE_BAD && conn->header.magic == MIXPREC_WIRE_MAGIC)
+  for (;;)
     {
-      /* one of ours with another protocol version: a broken installation */
-      _mixprec_bootstrap_fail_with (self, error, MIXPREC_BOOTSTRAP_ERROR_PROTOCOL, "%s",
-                                    local->message);
-      return FALSE;
+      g_autoptr(GError) local = NULL;
+      gboolean proven = conn->state == MIXPREC_WIRE_AWAIT_HELLO;
+      MixprecWireStatus status =
+        _mixprec_wire_conn_read (conn, proven ? MIXPREC_WIRE_MAX_HELLO : MIXPREC_AUTH_REPLY_SIZE,
+                                 &local);
+
+      if (status == MIXPREC_WIRE_AGAIN)
+        return TRUE;
+      if (status != MIXPREC_WIRE_OK)
+        {
+          if (proven && self->secret != NULL && status == MIXPREC_WIRE_BAD)
+            {
+              /* it holds the secret: a broken installation, not a stranger */
+              _mixprec_bootstrap_fail_with (self, error, MIXPREC_BOOTSTRAP_ERROR_PROTOCOL,
+                                            "a process that holds the job secret sent a "
+                                            "malformed hello: %s", local->message);
+              return FALSE;
+            }
+          root_drop (self, conn, local != NULL ? local->message
+                                 : "it closed before saying who it is");
+          return TRUE;
+        }
+      if (proven && self->secret == NULL && conn->header.type != MIXPREC_WIRE_HELLO)
+        {
+          static const gchar message[] =
+            "rank 0 has no job secret, but this process started the secret handshake: set "
+            "MIXPREC_JOB_SECRET (or MIXPREC_JOB_SECRET_FILE) on every rank, or on none";
+          gint64 deadline = g_get_monotonic_time () + 100 * 1000;
+
+          _mixprec_wire_send (conn->socket, MIXPREC_WIRE_FAIL,
+                              MIXPREC_BOOTSTRAP_ERROR_ENVIRONMENT, 0, message,
+                              sizeof message - 1, deadline, NULL, NULL);
+          root_drop (self, conn, "it offered a job secret, and rank 0 has none");
+          return TRUE;
+        }
+      if (proven)
+        return root_admit (self, round, conn, error);
+      if (!root_authenticate (self, conn, &local))
+        {
+          root_drop (self, conn, local != NULL ? local->message : "it failed the handshake");
+          return TRUE;
+        }
+      _mixprec_wire_conn_reset (conn);
     }
-  g_debug ("bootstrap: dropping connection from %s: %s", conn->peer,
-           local != NULL ? local->message : "it closed before saying who it is");
-  g_ptr_array_remove (self->pending, conn);
-  return TRUE;
+}
+
+/* Drops unproven connections past their deadline; returns the earliest
+ * deadline still to come (G_MAXINT64 for none). */
+static gint64
+root_expire (MixprecBootstrap *self)
+{
+  gint64 now = g_get_monotonic_time ();
+  gint64 next = G_MAXINT64;
+
+  for (guint i = self->pending->len; i-- > 0;)
+    {
+      MixprecWireConn *conn = g_ptr_array_index (self->pending, i);
+
+      if (conn->state == MIXPREC_WIRE_AWAIT_HELLO && self->secret != NULL)
+        continue;
+      if (conn->deadline <= now)
+        root_drop (self, conn, "it did not complete the handshake in time");
+      else
+        next = MIN (next, conn->deadline);
+    }
+  return next;
 }
 
 static void
@@ -202,11 +372,22 @@ root_accept (MixprecBootstrap *self)
   for (;;)
     {
       g_autoptr(GSocket) socket = g_socket_accept (self->listener, NULL, NULL);
+      MixprecWireConn *conn;
 
       if (socket == NULL)
         return;
       _mixprec_bootstrap_tune_socket (socket);
-      g_ptr_array_add (self->pending, _mixprec_wire_conn_new (socket));
+      /* the oldest stranger makes room: a real rank is never locked out
+       * for long by connections that say nothing */
+      if (self->pending->len >= _MIXPREC_BOOTSTRAP_MAX_UNPROVEN)
+        root_drop (self, g_ptr_array_index (self->pending, 0),
+                   "too many connections are waiting to prove the job secret");
+      conn = _mixprec_wire_conn_new (socket);
+      conn->state = self->secret != NULL ? MIXPREC_WIRE_AWAIT_CHALLENGE
+                                         : MIXPREC_WIRE_AWAIT_HELLO;
+      conn->deadline = g_get_monotonic_time ()
+                       + (gint64) MIN (self->timeout_ms, _MIXPREC_BOOTSTRAP_PROOF_MS) * 1000;
+      g_ptr_array_add (self->pending, conn);
     }
 }
 
@@ -292,20 +473,28 @@ root_pump (MixprecBootstrap *self,
   while (round->missing > 0)
     {
       GPollFD fd;
-      gint64 left = deadline - g_get_monotonic_time ();
+      gint64 left;
       gboolean cancel_fd;
       guint first_conn;
+      gint64 wake = deadline;
+      guint n_pending;
+
+      if (self->pending != NULL && self->pending->len > 0)
+        wake = MIN (wake, root_expire (self));
+      left = wake - g_get_monotonic_time ();
 
       g_array_set_size (fds, 0);
       g_ptr_array_set_size (owners, 0);
       cancel_fd = g_cancellable_make_pollfd (self->cancellable, &fd);
       if (cancel_fd)
         g_array_append_val (fds, fd);
-      fd.fd = g_socket_get_fd (self->listener);
+      /* the listener is closed once every rank is in */
+      fd.fd = self->listener != NULL ? g_socket_get_fd (self->listener) : -1;
       fd.events = G_IO_IN;
       fd.revents = 0;
       g_array_append_val (fds, fd);
       first_conn = fds->len;
+      n_pending = self->pending->len;
       for (guint i = 0; i < self->pending->len; i++)
         {
           MixprecWireConn *conn = g_ptr_array_index (self->pending, i);
@@ -321,8 +510,9 @@ root_pump (MixprecBootstrap *self,
             g_ptr_array_add (owners, self->peers[r]);
           }
 
-      if (left > 0)
-        g_poll ((GPollFD *) fds->data, fds->len, (gint) MIN ((left + 999) / 1000, G_MAXINT));
+      if (left > 0 || wake < deadline)
+        g_poll ((GPollFD *) fds->data, fds->len,
+                (gint) CLAMP ((left + 999) / 1000, 0, G_MAXINT));
       if (cancel_fd)
         g_cancellable_release_fd (self->cancellable);
 
@@ -332,7 +522,7 @@ root_pump (MixprecBootstrap *self,
           return FALSE;
         }
 
-      if (g_array_index (fds, GPollFD, first_conn - 1).revents != 0)
+      if (self->listener != NULL && g_array_index (fds, GPollFD, first_conn - 1).revents != 0)
         root_accept (self);
       for (guint i = 0; i < owners->len; i++)
         {
@@ -341,8 +531,11 @@ root_pump (MixprecBootstrap *self,
 
           if (pfd->revents == 0)
             continue;
-          if (conn->rank == G_MAXUINT)
+          if (i < n_pending)
             {
+              /* dropped meanwhile (to make room, or failed): freed */
+              if (!g_ptr_array_find (self->pending, conn, NULL))
+                continue;
               if (!root_read_pending (self, round, conn, error))
                 return FALSE;
             }
@@ -451,6 +644,12 @@ _mixprec_bootstrap_root_setup (MixprecBootstrap *self,
   have[0] = TRUE;
   if (!root_pump (self, &round, error))
     return FALSE;
+  /* every rank is in: nobody else may join, so nobody need reach us */
+  g_socket_close (self->listener, NULL);
+  g_clear_object (&self->listener);
+  while (self->pending->len > 0)
+    root_drop (self, g_ptr_array_index (self->pending, 0),
+               "every rank had joined; the rendezvous is closed");
   /* every rank's host, as the lowest rank on it */
   ids = g_malloc (ids_len);
   for (guint r = 0; r < self->world_size; r++)
@@ -507,8 +706,15 @@ _mixprec_bootstrap_root_tell_failure (MixprecBootstrap *self,
   for (guint r = 1; self->peers != NULL && r < self->world_size; r++)
     if (self->peers[r] != NULL)
       g_ptr_array_add (open, self->peers[r]->socket);
+  /* a connection that has not proven the job secret hears nothing: the
+   * message names pids, hosts and addresses of the job */
   for (guint i = 0; self->pending != NULL && i < self->pending->len; i++)
-    g_ptr_array_add (open, ((MixprecWireConn *) g_ptr_array_index (self->pending, i))->socket);
+    {
+      MixprecWireConn *conn = g_ptr_array_index (self->pending, i);
+
+      if (conn->state == MIXPREC_WIRE_AWAIT_HELLO)
+        g_ptr_array_add (open, conn->socket);
+    }
 
   for (guint i = 0; i < open->len; i++)
     {

@@ -8,7 +8,9 @@
 G_BEGIN_DECLS
 
 #define MIXPREC_WIRE_MAGIC 0x4d585042u        /* "MXPB" */
-#define MIXPREC_WIRE_VERSION 1
+/* 2: the job-secret handshake (AUTH_*) comes first on every connection
+ * of a job that has a secret */
+#define MIXPREC_WIRE_VERSION 2
 #define MIXPREC_WIRE_HEADER_SIZE 20
 /* Control messages only: rank 0's reply is world_size * len bytes. */
 #define MIXPREC_WIRE_MAX_PAYLOAD (64u << 20)
@@ -16,6 +18,9 @@ G_BEGIN_DECLS
 /* A hello's fixed part: rank, world size, local rank, local world size,
  * pid (big-endian u32 each), then up to 255 bytes of host name. */
 #define MIXPREC_WIRE_HELLO_SIZE 20
+#define MIXPREC_WIRE_MAX_HOST 255
+/* A FAIL message is shown to the user: longer ones are cut. */
+#define MIXPREC_WIRE_MAX_FAIL 4096u
 
 typedef enum {
   MIXPREC_WIRE_HELLO = 1,      /* rank -> 0: who I am */
@@ -23,7 +28,18 @@ typedef enum {
   MIXPREC_WIRE_FAIL = 3,       /* 0 -> rank: aux = error code, payload = message */
   MIXPREC_WIRE_GATHER = 4,     /* rank -> 0: aux = kind, payload = contribution */
   MIXPREC_WIRE_RESULT = 5,     /* 0 -> rank: the concatenation in rank order */
+  MIXPREC_WIRE_AUTH_CHALLENGE = 6, /* rank -> 0: the rank's nonce */
+  MIXPREC_WIRE_AUTH_REPLY = 7, /* 0 -> rank: rank 0's nonce and its MAC */
+  MIXPREC_WIRE_AUTH_PROOF = 8, /* rank -> 0: the rank's MAC */
 } MixprecWireType;
+
+/* Where a connection to rank 0 stands (rank 0's view). */
+typedef enum {
+  MIXPREC_WIRE_AWAIT_CHALLENGE, /* job secret: nothing proven yet */
+  MIXPREC_WIRE_AWAIT_PROOF,    /* challenge answered, the peer's MAC due */
+  MIXPREC_WIRE_AWAIT_HELLO,    /* proven (or no secret): its hello due */
+  MIXPREC_WIRE_ADMITTED,       /* a rank of the job */
+} MixprecWireState;
 
 typedef enum {
   MIXPREC_WIRE_OK,
@@ -57,7 +73,21 @@ typedef struct {
   guint8 *payload;
   gsize payload_got;
   gboolean ready;              /* header and payload complete */
+  MixprecWireState state;
+  gint64 deadline;             /* rank 0: when an unproven peer is dropped */
+  guint8 peer_nonce[32];
+  guint8 root_nonce[32];
 } MixprecWireConn;
+
+/* A hello's contents, checked. */
+typedef struct {
+  guint rank;
+  guint world_size;
+  guint local_rank;
+  guint local_world_size;
+  guint32 pid;
+  gchar host[MIXPREC_WIRE_MAX_HOST + 1];
+} MixprecWireHello;
 
 MixprecWireConn  *_mixprec_wire_conn_new     (GSocket            *socket);
 void              _mixprec_wire_conn_free    (MixprecWireConn    *conn);
@@ -80,6 +110,21 @@ MixprecWireStatus _mixprec_wire_send         (GSocket            *socket,
                                               GCancellable       *cancellable,
                                               GError            **error);
 gchar            *_mixprec_wire_peer_name    (GSocket            *socket);
+MixprecWireStatus _mixprec_wire_parse_header (const guint8       *head,
+                                              gsize               max_payload,
+                                              const gchar        *peer,
+                                              MixprecWireHeader  *header,
+                                              GError            **error);
+gboolean          _mixprec_wire_parse_hello  (const guint8       *payload,
+                                              gsize               len,
+                                              MixprecWireHello   *hello,
+                                              GError            **error);
+gboolean          _mixprec_wire_check_hosts  (const guint8       *ids,
+                                              gsize               len,
+                                              guint               world_size,
+                                              GError            **error);
+gchar            *_mixprec_wire_printable    (const guint8       *bytes,
+                                              gsize               len);
 guint32           _mixprec_wire_get_u32      (const guint8       *p);
 void              _mixprec_wire_put_u32      (guint8             *p,
                                               guint32             v);

@@ -118,6 +118,132 @@ read_some (GSocket *socket,
   return MIXPREC_WIRE_OK;
 }
 
+/* Checks a frame's fixed header before anything else is read: the
+ * length bounds the allocation, so it must be known good first. */
+MixprecWireStatus
+_mixprec_wire_parse_header (const guint8      *head,
+                            gsize              max_payload,
+                            const gchar       *peer,
+                            MixprecWireHeader *h,
+                            GError           **error)
+{
+  h->magic = _mixprec_wire_get_u32 (head);
+  h->version = (head[4] << 8) | head[5];
+  h->type = (head[6] << 8) | head[7];
+  h->aux = _mixprec_wire_get_u32 (head + 8);
+  h->seq = _mixprec_wire_get_u32 (head + 12);
+  h->length = _mixprec_wire_get_u32 (head + 16);
+  if (h->magic != MIXPREC_WIRE_MAGIC)
+    {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                   "%s does not speak the mixprec bootstrap protocol "
+                   "(another program on this port?)", peer);
+      return MIXPREC_WIRE_BAD;
+    }
+  if (h->version != MIXPREC_WIRE_VERSION)
+    {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                   "%s speaks bootstrap protocol version %u, this process "
+                   "version %u; every rank must run the same libmixprec",
+                   peer, h->version, MIXPREC_WIRE_VERSION);
+      return MIXPREC_WIRE_BAD;
+    }
+  if (h->length > max_payload)
+    {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                   "%s announced a %u-byte message, more than the %" G_GSIZE_FORMAT
+                   " bytes allowed here", peer, h->length, max_payload);
+      return MIXPREC_WIRE_BAD;
+    }
+  return MIXPREC_WIRE_OK;
+}
+
+/* Host names are shown in messages and compared: printable ASCII only,
+ * no NUL inside (a name with one would compare equal to its prefix). */
+static gboolean
+is_host_name (const guint8 *p,
+              gsize         len)
+{
+  for (gsize i = 0; i < len; i++)
+    if (p[i] < 0x21 || p[i] > 0x7e)
+      return FALSE;
+  return TRUE;
+}
+
+gboolean
+_mixprec_wire_parse_hello (const guint8     *payload,
+                           gsize             len,
+                           MixprecWireHello *hello,
+                           GError          **error)
+{
+  gsize host_len;
+
+  memset (hello, 0, sizeof *hello);
+  if (len < MIXPREC_WIRE_HELLO_SIZE || len > MIXPREC_WIRE_HELLO_SIZE + MIXPREC_WIRE_MAX_HOST)
+    {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                   "sent a %" G_GSIZE_FORMAT "-byte hello; a hello is %u to %u bytes", len,
+                   MIXPREC_WIRE_HELLO_SIZE, MIXPREC_WIRE_HELLO_SIZE + MIXPREC_WIRE_MAX_HOST);
+      return FALSE;
+    }
+  host_len = len - MIXPREC_WIRE_HELLO_SIZE;
+  if (!is_host_name (payload + MIXPREC_WIRE_HELLO_SIZE, host_len))
+    {
+      g_set_error_literal (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                           "sent a hello whose host name is not printable ASCII");
+      return FALSE;
+    }
+  hello->rank = _mixprec_wire_get_u32 (payload);
+  hello->world_size = _mixprec_wire_get_u32 (payload + 4);
+  hello->local_rank = _mixprec_wire_get_u32 (payload + 8);
+  hello->local_world_size = _mixprec_wire_get_u32 (payload + 12);
+  hello->pid = _mixprec_wire_get_u32 (payload + 16);
+  memcpy (hello->host, payload + MIXPREC_WIRE_HELLO_SIZE, host_len);
+  hello->host[host_len] = '\0';
+  return TRUE;
+}
+
+/* A WELCOME's host table: for every rank, the lowest rank on its host,
+ * which is never above the rank itself. */
+gboolean
+_mixprec_wire_check_hosts (const guint8 *ids,
+                           gsize         len,
+                           guint         world_size,
+                           GError      **error)
+{
+  if (len != (gsize) world_size * 4)
+    {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                   "a welcome of %" G_GSIZE_FORMAT " bytes where %" G_GSIZE_FORMAT
+                   " belong for %u ranks", len, (gsize) world_size * 4, world_size);
+      return FALSE;
+    }
+  for (guint r = 0; r < world_size; r++)
+    if (_mixprec_wire_get_u32 (ids + (gsize) r * 4) > r)
+      {
+        g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                     "a welcome whose host table gives rank %u the first rank %u", r,
+                     _mixprec_wire_get_u32 (ids + (gsize) r * 4));
+        return FALSE;
+      }
+  return TRUE;
+}
+
+/* Peer bytes made safe to print: cut at MIXPREC_WIRE_MAX_FAIL, valid
+ * UTF-8, control characters (a terminal's escape sequences) as '?'. */
+gchar *
+_mixprec_wire_printable (const guint8 *bytes,
+                         gsize         len)
+{
+  g_autofree gchar *valid = g_utf8_make_valid ((const gchar *) bytes,
+                                               (gssize) MIN (len, MIXPREC_WIRE_MAX_FAIL));
+
+  for (gchar *p = valid; *p != '\0'; p++)
+    if ((guchar) *p < 0x20 || *p == 0x7f)
+      *p = '?';
+  return g_steal_pointer (&valid);
+}
+
 /* Advances the frame in @conn with whatever the socket holds now. OK means
  * a whole frame is ready; AGAIN that more bytes are needed. */
 MixprecWireStatus
@@ -142,34 +268,9 @@ _mixprec_wire_conn_read (MixprecWireConn *conn,
         {
           MixprecWireHeader *h = &conn->header;
 
-          h->magic = _mixprec_wire_get_u32 (conn->head);
-          h->version = (conn->head[4] << 8) | conn->head[5];
-          h->type = (conn->head[6] << 8) | conn->head[7];
-          h->aux = _mixprec_wire_get_u32 (conn->head + 8);
-          h->seq = _mixprec_wire_get_u32 (conn->head + 12);
-          h->length = _mixprec_wire_get_u32 (conn->head + 16);
-          if (h->magic != MIXPREC_WIRE_MAGIC)
-            {
-              g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
-                           "%s does not speak the mixprec bootstrap protocol "
-                           "(another program on this port?)", conn->peer);
-              return MIXPREC_WIRE_BAD;
-            }
-          if (h->version != MIXPREC_WIRE_VERSION)
-            {
-              g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
-                           "%s speaks bootstrap protocol version %u, this process "
-                           "version %u; every rank must run the same libmixprec",
-                           conn->peer, h->version, MIXPREC_WIRE_VERSION);
-              return MIXPREC_WIRE_BAD;
-            }
-          if (h->length > max_payload)
-            {
-              g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
-                           "%s announced a %u-byte message, more than the %" G_GSIZE_FORMAT
-                           " bytes allowed here", conn->peer, h->length, max_payload);
-              return MIXPREC_WIRE_BAD;
-            }
+          status = _mixprec_wire_parse_header (conn->head, max_payload, conn->peer, h, error);
+          if (status != MIXPREC_WIRE_OK)
+            return status;
           conn->payload = g_malloc (MAX (h->length, 1));
         }
     }

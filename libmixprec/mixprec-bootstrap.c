@@ -331,6 +331,7 @@ mixprec_bootstrap_finalize (GObject *object)
     g_socket_close (self->listener, NULL);
   g_clear_object (&self->listener);
   g_clear_object (&self->cancellable);
+  g_clear_pointer (&self->secret, g_bytes_unref);
   g_clear_error (&self->failure);
   g_free (self->master_addr);
 
@@ -464,15 +465,52 @@ static void
 mixprec_bootstrap_init (MixprecBootstrap *self)
 {
   self->cancellable = g_cancellable_new ();
+  self->listen_fd = -1;
+}
+
+/* A job without a secret admits whoever connects first: say so once per
+ * process, or refuse when the job asked for a secret. */
+static gboolean
+check_secret (const MixprecBootstrapSettings *s,
+              gboolean                        require_secret,
+              GError                        **error)
+{
+  static gsize warned = 0;
+
+  if (s->secret != NULL || s->world_size <= 1)
+    return TRUE;
+  if (require_secret || s->require_secret)
+    {
+      g_set_error (error, MIXPREC_BOOTSTRAP_ERROR, MIXPREC_BOOTSTRAP_ERROR_ENVIRONMENT,
+                   "this job requires a job secret (%s), but neither MIXPREC_JOB_SECRET "
+                   "nor MIXPREC_JOB_SECRET_FILE is set; mixprec-run sets one, other "
+                   "launchers need it exported to every rank (see libmixprec(7))",
+                   s->require_secret ? "MIXPREC_REQUIRE_JOB_SECRET=1"
+                   : "mixprec.require_job_secret");
+      return FALSE;
+    }
+  if (g_once_init_enter (&warned))
+    {
+      g_warning ("the rendezvous of rank %u of %u is unauthenticated: any process that "
+                 "reaches %s:%u can join the job or pose as rank 0. Set MIXPREC_JOB_SECRET "
+                 "(or MIXPREC_JOB_SECRET_FILE) on every rank, as mixprec-run does",
+                 s->rank, s->world_size, s->master_addr, s->master_port);
+      g_once_init_leave (&warned, 1);
+    }
+  return TRUE;
 }
 
 static MixprecBootstrap *
 create (const MixprecBootstrapSettings *s,
         guint                           timeout_ms,
+        gboolean                        require_secret,
         GError                        **error)
 {
-  g_autoptr(MixprecBootstrap) self = g_object_new (MIXPREC_TYPE_BOOTSTRAP, NULL);
+  g_autoptr(MixprecBootstrap) self = NULL;
 
+  if (!check_secret (s, require_secret, error))
+    return NULL;
+  self = g_object_new (MIXPREC_TYPE_BOOTSTRAP, NULL);
   self->rank = s->rank;
   self->world_size = s->world_size;
   self->local_rank = s->local_rank;
@@ -486,12 +524,34 @@ create (const MixprecBootstrapSettings *s,
     {
       self->master_addr = g_strdup (s->master_addr);
       self->master_port = s->master_port;
+      self->secret = s->secret != NULL ? g_bytes_ref (s->secret) : NULL;
+      self->listen_fd = self->rank == 0 ? s->listen_fd : -1;
       gboolean joined = self->rank == 0 ? _mixprec_bootstrap_root_setup (self, error)
                                         : _mixprec_bootstrap_peer_join (self, error);
       if (!joined)
         return NULL;
     }
   return g_steal_pointer (&self);
+}
+
+/* mixprec_bootstrap_new_from_environ(), and the job secret required when
+ * @require_secret (mixprec.require_job_secret: the engine knows its
+ * config, the public constructors do not). */
+MixprecBootstrap *
+_mixprec_bootstrap_new_from_environ_full (const gchar * const *envp,
+                                          guint                timeout_ms,
+                                          gboolean             require_secret,
+                                          GError             **error)
+{
+  MixprecBootstrapSettings settings;
+  MixprecBootstrap *self = NULL;
+
+  if (!_mixprec_bootstrap_parse_environ (envp, &settings, error))
+    return NULL;
+  if (_mixprec_bootstrap_security_from_environ (envp, &settings, error))
+    self = create (&settings, timeout_ms, require_secret, error);
+  _mixprec_bootstrap_settings_clear (&settings);
+  return self;
 }
 
 /**
@@ -522,16 +582,9 @@ mixprec_bootstrap_new_from_environ (const gchar * const *envp,
                                     guint                timeout_ms,
                                     GError             **error)
 {
-  MixprecBootstrapSettings settings;
-  MixprecBootstrap *self;
-
   g_return_val_if_fail (error == NULL || *error == NULL, NULL);
 
-  if (!_mixprec_bootstrap_parse_environ (envp, &settings, error))
-    return NULL;
-  self = create (&settings, timeout_ms, error);
-  _mixprec_bootstrap_settings_clear (&settings);
-  return self;
+  return _mixprec_bootstrap_new_from_environ_full (envp, timeout_ms, FALSE, error);
 }
 
 /**
@@ -584,6 +637,7 @@ mixprec_bootstrap_new (guint         rank,
                        GError      **error)
 {
   MixprecBootstrapSettings s = { 0, };
+  MixprecBootstrap *self = NULL;
 
   g_return_val_if_fail (error == NULL || *error == NULL, NULL);
 
@@ -615,9 +669,18 @@ mixprec_bootstrap_new (guint         rank,
       s.local_world_size = 1;
     }
   s.local_from_hosts = world_size > 1;
-  s.master_addr = (gchar *) master_addr;
   s.master_port = master_port;
-  return create (&s, timeout_ms, error);
+  /* the layout is the caller's, but the job secret (a credential, not a
+   * layout) still comes from the environment */
+  if (_mixprec_bootstrap_security_from_environ (NULL, &s, error))
+    {
+      s.listen_fd = -1;
+      s.master_addr = (gchar *) master_addr;
+      self = create (&s, timeout_ms, FALSE, error);
+      s.master_addr = NULL;
+    }
+  _mixprec_bootstrap_settings_clear (&s);
+  return self;
 }
 
 /**

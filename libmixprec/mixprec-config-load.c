@@ -1043,7 +1043,7 @@ load_mixprec (Loader     *l,
   static const gchar *const known[] = {
     "precision_mode", "fp32_modules", "fp32_params", "stochastic_rounding", "seed",
     "scaler", "comm", "device", "strict", "weight_decay_exempt", "check_grad_overflow",
-    "timeout", NULL
+    "timeout", "require_job_secret", NULL
   };
   static const gchar *const comms[] = { "auto", "local", "ucx", "nccl", NULL };
   static const gchar *const devices[] = { "cpu", "cuda", NULL };
@@ -1069,6 +1069,7 @@ load_mixprec (Loader     *l,
   read_bool (l, o, "mixprec", "stochastic_rounding", &s->stochastic_rounding);
   read_bool (l, o, "mixprec", "strict", &s->strict);
   read_bool (l, o, "mixprec", "check_grad_overflow", &s->fp32_check_grad_overflow);
+  read_bool (l, o, "mixprec", "require_job_secret", &s->require_job_secret);
   if (read_choice (l, o, "mixprec", "weight_decay_exempt", _mixprec_weight_decay_exempt_names,
                    &index))
     s->weight_decay_exempt = index;

@@ -118,6 +118,7 @@ typedef struct
   gboolean raise_at_min_scale;
   gchar   *comm_backend;
   gdouble  timeout;               /* mixprec.timeout, seconds */
+  gboolean require_job_secret;    /* mixprec.require_job_secret */
   gchar   *device;
   guint    offload_optimizer;     /* _MixprecOffload */
   gboolean offload_pin_memory;
@@ -172,6 +173,7 @@ typedef enum
 extern const gchar *const _mixprec_weight_decay_exempt_names[];
 
 guint    _mixprec_config_get_weight_decay_exempt (MixprecConfig *config);
+gboolean _mixprec_config_get_require_job_secret (MixprecConfig *config);
 
 /* 1 when the optimizer's weight decay applies to the parameter @name
  * (of @module_type, nullable, with @n_dims dimensions) under @config's

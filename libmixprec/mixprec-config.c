@@ -613,6 +613,8 @@ mixprec_config_to_data (MixprecConfig *self,
   json_builder_add_string_value (b, s->comm_backend);
   json_builder_set_member_name (b, "timeout");
   json_builder_add_double_value (b, s->timeout);
+  json_builder_set_member_name (b, "require_job_secret");
+  json_builder_add_boolean_value (b, s->require_job_secret);
   json_builder_set_member_name (b, "device");
   json_builder_add_string_value (b, s->device);
   json_builder_set_member_name (b, "strict");
@@ -742,6 +744,13 @@ _mixprec_config_get_monitor (MixprecConfig      *self,
   *output_path = self->settings.monitor_output_path[kind];
   *job_name = self->settings.monitor_job_name[kind];
   return self->settings.monitor_enabled[kind];
+}
+
+gboolean
+_mixprec_config_get_require_job_secret (MixprecConfig *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_CONFIG (self), FALSE);
+  return self->settings.require_job_secret;
 }
 
 guint

@@ -531,7 +531,9 @@ mixprec_engine_new (MixprecConfig *config,
     }
   if (!engine_timeout (config, &timeout, error))
     return NULL;
-  bootstrap = mixprec_bootstrap_new_from_environment (timeout, &local);
+  bootstrap = _mixprec_bootstrap_new_from_environ_full (NULL, timeout,
+                                                       _mixprec_config_get_require_job_secret (config),
+                                                       &local);
   if (bootstrap == NULL)
     return (_mixprec_engine_comm_failed (error, local, "rendezvous"), NULL);
   /* The device first: a device communicator joins its stream (and the

@@ -432,6 +432,12 @@ if HAVE_PYTHON_GI
 TESTS += tests/test-bootstrap-gi.py
 endif
 
+# --- security: the attacks on the rendezvous, replayed on 127.0.0.1
+check_PROGRAMS += tests/test-security-rendezvous
+tests_test_security_rendezvous_CPPFLAGS = $(tests_internal_cppflags)
+tests_test_security_rendezvous_LDADD = $(tests_internal_ldadd)
+TESTS += tests/test-security-rendezvous
+
 # --- mixprec-run: the local launcher (its last case runs test-bootstrap's ranks)
 TESTS += tests/test-mixprec-run.sh
 EXTRA_DIST += tests/test-mixprec-run.sh

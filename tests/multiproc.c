@@ -68,6 +68,7 @@ mp_run_ranks (guint               world,
       g_autoptr(GError) error = NULL;
       GSubprocess *child;
 
+      g_subprocess_launcher_setenv (l, "MIXPREC_JOB_SECRET", MP_JOB_SECRET, TRUE);
       for (guint i = 0; env != NULL && env[i] != NULL; i++)
         {
           g_auto(GStrv) kv = g_strsplit (env[i], "=", 2);

@@ -56,7 +56,7 @@ contains () {
   grep -F -q -e "$2" "$1"
 }
 
-echo "1..20"
+echo "1..26"
 
 launch -n 3 sh -c 'echo rank $MIXPREC_RANK of $MIXPREC_WORLD_SIZE'
 sort "$tmp/out" > "$tmp/sorted"
@@ -130,9 +130,75 @@ kill -TERM "$background"
 wait "$background"
 status=$?
 background=
-[ "$status" = 143 ] && has "$tmp/out" "[0] got TERM" && has "$tmp/out" "[1] got TERM" \
+[ "$status" = 7 ] && has "$tmp/out" "[0] got TERM" && has "$tmp/out" "[1] got TERM" \
   && contains "$tmp/err" "got SIGTERM, passing it to the ranks"
-check $? "SIGTERM to mixprec-run reaches every rank; exit 128 + SIGTERM"
+check $? "SIGTERM to mixprec-run reaches every rank; exit with what the ranks did (7)"
+
+# ranks that end cleanly on the signal: mixprec-run says so (0), and
+# ranks the signal kills: 128 + SIGTERM
+for rank_exit in 0 default; do
+  if [ $rank_exit = 0 ]; then handler='trap "exit 0" TERM;'; want=0; else handler=; want=143; fi
+  # not the last job's "ready" lines: the new job truncates them only once it runs
+  rm -f "$tmp/out" "$tmp/err"
+  "$run" -n 2 sh -c "$handler echo ready; sleep 30 & wait \$!" >"$tmp/out" 2>"$tmp/err" &
+  background=$!
+  tries=0
+  while [ "$(grep -c ready "$tmp/out" 2>/dev/null)" != 2 ] && [ $tries -lt 100 ]; do
+    sleep 0.1
+    tries=$((tries + 1))
+  done
+  kill -TERM "$background"
+  wait "$background"
+  status=$?
+  background=
+  [ "$status" = $want ]
+  check $? "after a forwarded SIGTERM, ranks that exit $rank_exit: mixprec-run exits $want (got $status)"
+done
+
+# mixprec-run SIGKILLed: nothing it started survives, not the ranks and
+# not what they started (the guardian ends their process groups)
+rm -f "$tmp/out" "$tmp/err"
+"$run" -n 2 --grace 1 sh -c 'sleep 300 & echo "child $!"; echo "rank $$"; wait' >"$tmp/out" 2>"$tmp/err" &
+background=$!
+tries=0
+while [ "$(grep -c 'child\|rank' "$tmp/out" 2>/dev/null)" != 4 ] && [ $tries -lt 100 ]; do
+  sleep 0.1
+  tries=$((tries + 1))
+done
+pids=$(sed -n 's/^\[[0-9]\] \(child\|rank\) \([0-9][0-9]*\)$/\2/p' "$tmp/out")
+kill -KILL "$background"
+wait "$background" 2>/dev/null
+background=
+tries=0
+alive=$pids
+while [ -n "$alive" ] && [ $tries -lt 50 ]; do
+  sleep 0.1
+  tries=$((tries + 1))
+  left=
+  for p in $alive; do
+    # a zombie is dead: only a process that still runs counts
+    if [ -e /proc/$p ] && ! grep -q '^State:.*Z' /proc/$p/status 2>/dev/null; then left="$left $p"; fi
+  done
+  alive=$left
+done
+[ "$(echo $pids | wc -w)" = 4 ] && [ -z "$alive" ]
+check $? "mixprec-run SIGKILLed: its ranks and their children are gone within 5 s (left:${alive:- none})"
+
+# every job gets its own secret; a secret file of the caller's is not passed on
+MIXPREC_JOB_SECRET_FILE=/nonexistent launch -n 2 sh -c 'echo ${#MIXPREC_JOB_SECRET} ${MIXPREC_JOB_SECRET_FILE-unset}'
+has "$tmp/out" "[0] 64 unset" && has "$tmp/out" "[1] 64 unset"
+check $? "the ranks get a fresh 32-byte MIXPREC_JOB_SECRET, and no MIXPREC_JOB_SECRET_FILE"
+a=$(sed -n 's/^\[0\] //p' "$tmp/out")
+launch -n 1 sh -c 'echo $MIXPREC_JOB_SECRET'
+b=$(sed -n 's/^\[0\] //p' "$tmp/out")
+launch -n 1 sh -c 'echo $MIXPREC_JOB_SECRET'
+[ -n "$b" ] && [ "$b" != "$(sed -n 's/^\[0\] //p' "$tmp/out")" ]
+check $? "each job has a different secret"
+
+# rank 0 inherits the port mixprec-run bound; the others do not
+launch -n 2 sh -c 'echo ${MIXPREC_BOOTSTRAP_LISTEN_FD-none}; [ -n "$MIXPREC_BOOTSTRAP_LISTEN_FD" ] && [ -e /proc/$$/fd/$MIXPREC_BOOTSTRAP_LISTEN_FD ] && echo held'
+grep -q '^\[0\] [0-9]' "$tmp/out" && has "$tmp/out" "[0] held" && has "$tmp/out" "[1] none"
+check $? "rank 0 inherits the listening socket (MIXPREC_BOOTSTRAP_LISTEN_FD); rank 1 does not"
 
 launch -n 1 sh -c 'echo "args: $*"' sh -n 5 --port x
 has "$tmp/out" "[0] args: -n 5 --port x"

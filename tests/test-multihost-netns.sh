@@ -77,6 +77,7 @@ rank () {
   exec timeout 300 ip netns exec "$tag-$r" unshare --pid --fork --kill-child --mount-proc --uts \
     env MIXPREC_RANK="$r" MIXPREC_WORLD_SIZE=3 MIXPREC_LOCAL_RANK=0 MIXPREC_LOCAL_WORLD_SIZE=1 \
     MIXPREC_MASTER_ADDR=10.77.0.1 MIXPREC_MASTER_PORT=29577 MIXPREC_TIMEOUT="$rank_timeout" \
+    MIXPREC_JOB_SECRET=6d756c7469686f737420746573742073656372657421 \
     UCX_TLS=tcp UCX_NET_DEVICES="$net_devices" \
     sh -c 'hostname "host$0" && exec "$@"' "$r" "$@" >"rank$r.out" 2>&1
 }

@@ -5,11 +5,15 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <locale.h>
+#include <stdio.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/random.h>
+#include <sys/wait.h>
 #include <glib-unix.h>
 #ifdef __linux__
 #include <sys/prctl.h>
@@ -50,7 +54,13 @@ struct _Job
   gboolean torchrun_vars;       /* also set RANK, LOCAL_RANK (none was inherited) */
   guint grace_id;
   guint drain_id;
+  int guard_fd;                 /* write end of the guardian's pipe, or -1 */
+  GPid guard_pid;
 };
+
+/* What each child learns between fork and exec. */
+static pid_t launcher_pid;
+static int listen_fd = -1;      /* passed to rank 0 only */
 
 static const gchar *
 signal_name (gint signo)
@@ -74,16 +84,130 @@ signal_name (gint signo)
 
 /* Runs in each child between fork and exec: its own process group, so a
  * signal reaches the rank and everything it started; default SIGPIPE;
- * and on Linux, SIGTERM should mixprec-run itself die. */
+ * and on Linux, SIGTERM should mixprec-run itself die (the guardian
+ * follows with SIGKILL for the whole group). If mixprec-run died before
+ * the death signal was armed, nobody would send it: check, and go. */
 static void
 child_setup (gpointer user_data)
 {
-  (void) user_data;
+  gboolean rank0 = GPOINTER_TO_INT (user_data);
+
   setpgid (0, 0);
   signal (SIGPIPE, SIG_DFL);
 #ifdef __linux__
   prctl (PR_SET_PDEATHSIG, SIGTERM);
 #endif
+  if (getppid () != launcher_pid)
+    _exit (127);
+  /* rank 0 inherits the listening socket mixprec-run bound */
+  if (rank0 && listen_fd >= 0)
+    fcntl (listen_fd, F_SETFD, 0);
+}
+
+/* The guardian: a child of mixprec-run that outlives it only to end the
+ * ranks. It reads the ranks' process groups from a pipe; when the pipe
+ * closes (mixprec-run exited or was SIGKILLed) it sends SIGTERM to every
+ * group, waits the grace period, and sends SIGKILL. Forked before any
+ * thread exists; only async-signal-safe calls after that. */
+static int
+start_guardian (guint  grace_ms,
+                GPid  *guard_pid)
+{
+  int fds[2];
+  pid_t pid;
+
+  if (pipe2 (fds, O_CLOEXEC) < 0)
+    return -1;
+  pid = fork ();
+  if (pid < 0)
+    {
+      close (fds[0]);
+      close (fds[1]);
+      return -1;
+    }
+  if (pid == 0)
+    {
+      static gint32 groups[MAX_RANKS];
+      guint n = 0;
+      gint32 g;
+      struct timespec pause = { grace_ms / 1000, (long) (grace_ms % 1000) * 1000000L };
+
+      close (fds[1]);
+      /* ^C at the terminal reaches us too: mixprec-run handles it */
+      signal (SIGINT, SIG_IGN);
+      signal (SIGTERM, SIG_IGN);
+      signal (SIGHUP, SIG_IGN);
+      signal (SIGQUIT, SIG_IGN);
+      for (;;)
+        {
+          gssize r = read (fds[0], &g, sizeof g);
+
+          if (r < 0 && errno == EINTR)
+            continue;
+          if (r != sizeof g)
+            break;
+          /* mixprec-run ended the job itself and stands us down */
+          if (g == 0)
+            _exit (0);
+          if (n < MAX_RANKS)
+            groups[n++] = g;
+        }
+      for (guint i = 0; i < n; i++)
+        kill (-groups[i], SIGTERM);
+      for (guint i = 0; i < n; i++)
+        kill (-groups[i], SIGCONT);
+      if (n > 0)
+        nanosleep (&pause, NULL);
+      for (guint i = 0; i < n; i++)
+        kill (-groups[i], SIGKILL);
+      _exit (0);
+    }
+  close (fds[0]);
+  *guard_pid = pid;
+  return fds[1];
+}
+
+static void
+guard_rank (Job   *job,
+            GPid   pid)
+{
+  gint32 g = pid;
+
+  if (job->guard_fd >= 0 && write (job->guard_fd, &g, sizeof g) != sizeof g)
+    g_printerr ("mixprec-run: cannot tell the guardian about rank process %d\n", pid);
+}
+
+/* A per-job secret for the rendezvous, 32 bytes from getrandom, in hex:
+ * only processes started by this launcher can join the job. */
+static gchar *
+make_secret (GError **error)
+{
+  guint8 bytes[32];
+  gsize got = 0;
+
+  while (got < sizeof bytes)
+    {
+      gssize n = getrandom (bytes + got, sizeof bytes - got, 0);
+
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0)
+        {
+          int saved = errno;
+          g_set_error (error, G_IO_ERROR, g_io_error_from_errno (saved),
+                       "getrandom: %s", g_strerror (saved));
+          return NULL;
+        }
+      got += (gsize) n;
+    }
+  {
+    GString *hex = g_string_sized_new (2 * sizeof bytes);
+
+    for (gsize i = 0; i < sizeof bytes; i++)
+      g_string_append_printf (hex, "%02x", bytes[i]);
+    memset (bytes, 0, sizeof bytes);
+    return g_string_free (hex, FALSE);
+  }
 }
 
 static gboolean
@@ -181,7 +305,10 @@ rank_exited (GObject      *source,
   r->running = FALSE;
   job->running--;
 
-  if (job->failed_rank == G_MAXUINT && job->signal == 0 && !job->stopping)
+  /* the first rank that fails gives the job's status, also after we
+   * passed a signal on: a rank that catches SIGTERM and exits 0 (or 7)
+   * decides what mixprec-run says, not the signal */
+  if (job->failed_rank == G_MAXUINT)
     {
       g_autofree gchar *message = NULL;
 
@@ -203,7 +330,8 @@ rank_exited (GObject      *source,
         {
           job->failed_rank = r->rank;
           job->verdict = g_steal_pointer (&message);
-          stop_ranks (job);
+          if (job->signal == 0)
+            stop_ranks (job);
         }
     }
 
@@ -270,14 +398,16 @@ on_sighup (gpointer user_data)
   return got_signal (user_data, SIGHUP);
 }
 
-/* A port that was free a moment ago on @addr: the kernel picks it. */
-static guint16
-pick_port (const gchar *addr,
+/* Binds and listens on @port of @addr (0: the kernel picks one) and keeps
+ * the socket: rank 0 inherits it, so no other process can take the port
+ * between our choice and rank 0's start. */
+static GSocket *
+hold_port (const gchar *addr,
+           guint16      port,
            GError     **error)
 {
   g_autoptr(GInetAddress) inet = g_inet_address_new_from_string (addr);
   g_autoptr(GSocketAddress) any = NULL;
-  g_autoptr(GSocketAddress) bound = NULL;
   g_autoptr(GSocket) socket = NULL;
 
   if (inet == NULL)
@@ -286,21 +416,18 @@ pick_port (const gchar *addr,
       GList *list = g_resolver_lookup_by_name (resolver, addr, NULL, error);
 
       if (list == NULL)
-        return 0;
+        return NULL;
       inet = g_object_ref (list->data);
       g_list_free_full (list, g_object_unref);
     }
   socket = g_socket_new (g_inet_address_get_family (inet), G_SOCKET_TYPE_STREAM,
                          G_SOCKET_PROTOCOL_TCP, error);
   if (socket == NULL)
-    return 0;
-  any = g_inet_socket_address_new (inet, 0);
-  if (!g_socket_bind (socket, any, FALSE, error))
-    return 0;
-  bound = g_socket_get_local_address (socket, error);
-  if (bound == NULL)
-    return 0;
-  return g_inet_socket_address_get_port (G_INET_SOCKET_ADDRESS (bound));
+    return NULL;
+  any = g_inet_socket_address_new (inet, port);
+  if (!g_socket_bind (socket, any, TRUE, error) || !g_socket_listen (socket, error))
+    return NULL;
+  return g_steal_pointer (&socket);
 }
 
 static gboolean
@@ -317,6 +444,15 @@ start_rank (Job                 *job,
 
   g_subprocess_launcher_setenv (launcher, "MIXPREC_RANK", rank_s, TRUE);
   g_subprocess_launcher_setenv (launcher, "MIXPREC_LOCAL_RANK", rank_s, TRUE);
+  g_subprocess_launcher_set_child_setup (launcher, child_setup,
+                                         GINT_TO_POINTER (r->rank == 0), NULL);
+  if (r->rank == 0 && listen_fd >= 0)
+    {
+      g_autofree gchar *fd_s = g_strdup_printf ("%d", listen_fd);
+      g_subprocess_launcher_setenv (launcher, "MIXPREC_BOOTSTRAP_LISTEN_FD", fd_s, TRUE);
+    }
+  else
+    g_subprocess_launcher_unsetenv (launcher, "MIXPREC_BOOTSTRAP_LISTEN_FD");
   if (job->torchrun_vars)
     {
       g_subprocess_launcher_setenv (launcher, "RANK", rank_s, TRUE);
@@ -332,7 +468,10 @@ start_rank (Job                 *job,
   /* also here, not only in the child: whichever runs first wins the race
    * against an early signal */
   if (r->pid > 0)
-    setpgid (r->pid, r->pid);
+    {
+      setpgid (r->pid, r->pid);
+      guard_rank (job, r->pid);
+    }
   g_subprocess_wait_async (r->process, NULL, rank_exited, r);
   if (prefix)
     {
@@ -344,6 +483,51 @@ start_rank (Job                 *job,
       run_relay_start (r->err);
     }
   return TRUE;
+}
+
+/* Nothing we started outlives us: what is left in the ranks' process
+ * groups, and what was reparented to us (we are a subreaper) from
+ * elsewhere. Then the guardian is told to stand down, and reaped. */
+static void
+kill_leftovers (Job *job)
+{
+  g_autoptr(GDir) proc = g_dir_open ("/proc", 0, NULL);
+  const gchar *name;
+  gint32 done = 0;
+
+  for (guint i = 0; i < job->n; i++)
+    if (job->ranks[i].pid > 0)
+      kill (-job->ranks[i].pid, SIGKILL);
+  while (proc != NULL && (name = g_dir_read_name (proc)) != NULL)
+    {
+      g_autofree gchar *path = NULL;
+      g_autofree gchar *stat = NULL;
+      const gchar *after;
+      gint ppid = 0;
+      gint64 pid = g_ascii_strtoll (name, NULL, 10);
+
+      if (pid <= 0)
+        continue;
+      path = g_strdup_printf ("/proc/%s/stat", name);
+      if (!g_file_get_contents (path, &stat, NULL, NULL)
+          || (after = strrchr (stat, ')')) == NULL
+          || sscanf (after, ") %*c %d", &ppid) != 1 || ppid != (gint) getpid ())
+        continue;
+      if (job->guard_pid != (GPid) pid)
+        kill ((pid_t) pid, SIGKILL);
+    }
+  if (job->guard_fd >= 0)
+    {
+      if (write (job->guard_fd, &done, sizeof done) != sizeof done)
+        {
+          /* it will act on the pipe's end alone: the groups are empty */
+        }
+      close (job->guard_fd);
+      job->guard_fd = -1;
+    }
+  /* reap the guardian and whatever we killed */
+  while (waitpid (-1, NULL, WNOHANG) > 0 || (job->guard_pid > 0 && waitpid (job->guard_pid, NULL, 0) > 0))
+    ;
 }
 
 static int
@@ -369,6 +553,8 @@ main (int argc, char **argv)
   g_autoptr(GSubprocessLauncher) launcher = NULL;
   g_autofree gchar *world_s = NULL;
   g_autofree gchar *port_s = NULL;
+  g_autoptr(GSocket) held = NULL;
+  g_autofree gchar *secret = NULL;
   const gchar * const *program;
   Job job = { 0, };
   const GOptionEntry entries[] = {
@@ -447,21 +633,52 @@ main (int argc, char **argv)
     return usage_error ("--grace must be from 0 to 3600 seconds");
   if (addr == NULL)
     addr = g_strdup ("127.0.0.1");
-  if (port == 0)
+
+  /* before any thread exists: the guardian is forked */
+  launcher_pid = getpid ();
+#ifdef __linux__
+  /* what a rank starts and leaves behind is reparented to us, not to
+   * init, while we run; kill_leftovers() ends it */
+  prctl (PR_SET_CHILD_SUBREAPER, 1);
+#endif
+  job.guard_fd = start_guardian ((guint) (grace_s * 1000), &job.guard_pid);
+  if (job.guard_fd < 0)
+    g_printerr ("mixprec-run: cannot start the guardian (%s): if mixprec-run is killed, "
+                "its ranks may outlive it\n", g_strerror (errno));
+
+  held = hold_port (addr, (guint16) port, &error);
+  if (held == NULL)
     {
-      port = pick_port (addr, &error);
       if (port == 0)
-        {
-          g_printerr ("mixprec-run: cannot find a free port on %s: %s\n", addr,
-                      error != NULL ? error->message : "no address");
-          return 1;
-        }
+        g_printerr ("mixprec-run: cannot find a free port on %s: %s\n", addr,
+                    error != NULL ? error->message : "no address");
+      else
+        g_printerr ("mixprec-run: cannot listen on %s:%d: %s\n", addr, port,
+                    error != NULL ? error->message : "no address");
+      return 1;
+    }
+  {
+    g_autoptr(GSocketAddress) bound = g_socket_get_local_address (held, NULL);
+    port = bound != NULL ? g_inet_socket_address_get_port (G_INET_SOCKET_ADDRESS (bound)) : 0;
+  }
+  /* one rank has no rendezvous: nothing needs the socket */
+  if (nproc > 1)
+    listen_fd = g_socket_get_fd (held);
+  else
+    g_socket_close (held, NULL);
+
+  secret = make_secret (&error);
+  if (secret == NULL)
+    {
+      g_printerr ("mixprec-run: cannot make the job secret: %s\n", error->message);
+      return 1;
     }
 
   launcher = g_subprocess_launcher_new (no_prefix ? G_SUBPROCESS_FLAGS_NONE
                                         : G_SUBPROCESS_FLAGS_STDOUT_PIPE
                                           | G_SUBPROCESS_FLAGS_STDERR_PIPE);
-  g_subprocess_launcher_set_child_setup (launcher, child_setup, NULL, NULL);
+  g_subprocess_launcher_setenv (launcher, "MIXPREC_JOB_SECRET", secret, TRUE);
+  g_subprocess_launcher_unsetenv (launcher, "MIXPREC_JOB_SECRET_FILE");
   world_s = g_strdup_printf ("%d", nproc);
   port_s = g_strdup_printf ("%d", port);
   g_subprocess_launcher_setenv (launcher, "MIXPREC_WORLD_SIZE", world_s, TRUE);
@@ -516,6 +733,13 @@ main (int argc, char **argv)
           stop_ranks (&job);
           break;
         }
+      /* rank 0 has the listening socket now; ours would keep the port
+       * open after rank 0 closes it */
+      if (i == 0 && listen_fd >= 0)
+        {
+          g_socket_close (held, NULL);
+          listen_fd = -1;
+        }
     }
 
   if (job.running > 0)
@@ -534,12 +758,11 @@ main (int argc, char **argv)
       g_clear_object (&r->process);
     }
   show_verdict (&job);
+  kill_leftovers (&job);
   g_free (job.ranks);
   g_main_loop_unref (job.loop);
 
   if (job.failed_rank != G_MAXUINT)
     return job.status;
-  if (job.signal != 0)
-    return 128 + job.signal;
   return 0;
 }

@@ -15,7 +15,9 @@ fuzz_programs = \
 	tests/fuzz/fuzz-manifest \
 	tests/fuzz/fuzz-rank-env \
 	tests/fuzz/fuzz-ucx-peer \
-	tests/fuzz/fuzz-nccl-peer
+	tests/fuzz/fuzz-nccl-peer \
+	tests/fuzz/fuzz-bootstrap-wire \
+	tests/fuzz/fuzz-handshake
 fuzz_ldadd = libmixprec/libmixprec-internal.la $(MIXPREC_DEPS_LIBS) $(PTHREAD_LIBS) -lm
 fuzz_cppflags = $(AM_CPPFLAGS) -DMIXPREC_COMPILATION -I$(top_srcdir)/tests/fuzz \
 	-I$(top_srcdir)/plugins
@@ -61,6 +63,16 @@ tests_fuzz_fuzz_nccl_peer_SOURCES = tests/fuzz/fuzz-nccl-peer.c tests/fuzz/fuzz-
 tests_fuzz_fuzz_nccl_peer_CPPFLAGS = $(fuzz_cppflags)
 tests_fuzz_fuzz_nccl_peer_LDFLAGS = $(fuzz_ldflags)
 tests_fuzz_fuzz_nccl_peer_LDADD = $(fuzz_ldadd)
+
+tests_fuzz_fuzz_bootstrap_wire_SOURCES = tests/fuzz/fuzz-bootstrap-wire.c tests/fuzz/fuzz-common.h
+tests_fuzz_fuzz_bootstrap_wire_CPPFLAGS = $(fuzz_cppflags)
+tests_fuzz_fuzz_bootstrap_wire_LDFLAGS = $(fuzz_ldflags)
+tests_fuzz_fuzz_bootstrap_wire_LDADD = $(fuzz_ldadd)
+
+tests_fuzz_fuzz_handshake_SOURCES = tests/fuzz/fuzz-handshake.c tests/fuzz/fuzz-common.h
+tests_fuzz_fuzz_handshake_CPPFLAGS = $(fuzz_cppflags)
+tests_fuzz_fuzz_handshake_LDFLAGS = $(fuzz_ldflags)
+tests_fuzz_fuzz_handshake_LDADD = $(fuzz_ldadd)
 
 fuzzers: $(BUILT_SOURCES)
 	$(MAKE) $(AM_MAKEFLAGS) $(fuzz_programs)

@@ -437,6 +437,12 @@ check_PROGRAMS += tests/test-security-rendezvous
 tests_test_security_rendezvous_CPPFLAGS = $(tests_internal_cppflags)
 tests_test_security_rendezvous_LDADD = $(tests_internal_ldadd)
 TESTS += tests/test-security-rendezvous
+# and against the real tools: mixprec-run with the example trainer while a
+# stranger connects first (needs the UCX plugin for 2 ranks)
+EXTRA_DIST += tests/test-security-run.sh
+if HAVE_UCX
+TESTS += tests/test-security-run.sh
+endif
 
 # --- mixprec-run: the local launcher (its last case runs test-bootstrap's ranks)
 TESTS += tests/test-mixprec-run.sh

@@ -929,6 +929,53 @@ test_engine_comm_local_ignores_launchers (void)
   g_test_trap_assert_passed ();
 }
 
+/* "mixprec": {"require_job_secret": true} makes a job of several ranks
+ * without a secret fail before it reaches the rendezvous, naming the key;
+ * with a secret the same config gets past that check (here to the
+ * rendezvous' own failure: MASTER_PORT 1 answers nobody). */
+static void
+test_engine_require_job_secret (void)
+{
+  if (g_test_subprocess ())
+    {
+      const gchar *json = "{\"train_micro_batch_size_per_gpu\": 1, "
+                          "\"mixprec\": {\"require_job_secret\": true, \"timeout\": 1}}";
+      g_autoptr(GError) error = NULL;
+      g_autoptr(MixprecConfig) config = mixprec_config_new_from_string (json, &error);
+      g_autoptr(MixprecEngine) refused = NULL;
+      g_autoptr(MixprecEngine) unreachable = NULL;
+      gint64 start;
+
+      g_assert_no_error (error);
+      g_unsetenv ("MIXPREC_JOB_SECRET");
+      g_unsetenv ("MIXPREC_JOB_SECRET_FILE");
+      g_unsetenv ("MIXPREC_REQUIRE_JOB_SECRET");
+      g_setenv ("RANK", "1", TRUE);
+      g_setenv ("WORLD_SIZE", "2", TRUE);
+      g_setenv ("LOCAL_RANK", "1", TRUE);
+      g_setenv ("MASTER_ADDR", "127.0.0.1", TRUE);
+      g_setenv ("MASTER_PORT", "1", TRUE);
+      start = g_get_monotonic_time ();
+      refused = mixprec_engine_new (config, &error);
+      g_assert_null (refused);
+      g_assert_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_COMM);
+      g_assert_nonnull (strstr (error->message, "mixprec.require_job_secret"));
+      g_assert_nonnull (strstr (error->message, "MIXPREC_JOB_SECRET"));
+      /* refused at once, not after the rendezvous timed out */
+      g_assert_cmpint (g_get_monotonic_time () - start, <, G_USEC_PER_SEC / 2);
+      g_clear_error (&error);
+
+      g_setenv ("MIXPREC_JOB_SECRET", "00112233445566778899aabbccddeeff", TRUE);
+      unreachable = mixprec_engine_new (config, &error);
+      g_assert_null (unreachable);
+      g_assert_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_COMM);
+      g_assert_null (strstr (error->message, "require_job_secret"));
+      return;
+    }
+  g_test_trap_subprocess (NULL, 30 * G_USEC_PER_SEC, 0);
+  g_test_trap_assert_passed ();
+}
+
 int
 main (int argc, char **argv)
 {
@@ -944,6 +991,7 @@ main (int argc, char **argv)
   g_test_add_func ("/engine/no-decay-for-vectors", test_engine_no_decay_for_vectors);
   g_test_add_func ("/engine/weight-decay-exempt", test_engine_weight_decay_exempt);
   g_test_add_func ("/engine/comm-local-ignores-launchers", test_engine_comm_local_ignores_launchers);
+  g_test_add_func ("/engine/require-job-secret", test_engine_require_job_secret);
   g_test_add_func ("/engine/working-copy-is-rounded-master", test_engine_working_copy_is_rounded_master);
   g_test_add_func ("/engine/bf16-no-master-reproducible", test_engine_bf16_no_master_reproducible);
   g_test_add_func ("/engine/external-memory", test_engine_external_memory);

@@ -4,8 +4,13 @@
 # are), one after another or N at a time, and says how long each ran and
 # whether it found anything.
 #
-#   tests/fuzz/run-fuzzers.sh [--seconds S] [--jobs N] [--seeds DIR]
-#                             [--work DIR] PROGRAM...
+#   tests/fuzz/run-fuzzers.sh [--seconds S] [--cpu-seconds C] [--jobs N]
+#                             [--seeds DIR] [--work DIR] PROGRAM...
+#
+# --seconds is wall-clock time per target. --cpu-seconds C runs each
+# target again on its grown corpus until its runs have used C seconds of
+# CPU (user + system), whatever else loads the machine, so that a
+# campaign's "ten CPU-minutes" are ten.
 #
 # PROGRAM is a built target (tests/fuzz/fuzz-NAME); its seeds are
 # DIR/NAME/ (default: the seeds/ folder beside this script). Each run's
@@ -17,6 +22,7 @@
 set -uo pipefail
 
 seconds=5
+cpu_seconds=0
 jobs=1
 seeds=$(cd "$(dirname "$0")" && pwd)/seeds
 work=""
@@ -24,6 +30,7 @@ programs=()
 while [ $# -gt 0 ]; do
   case $1 in
     --seconds) seconds=$2; shift ;;
+    --cpu-seconds) cpu_seconds=$2; shift ;;
     --jobs) jobs=$2; shift ;;
     --seeds) seeds=$2; shift ;;
     --work) work=$2; shift ;;
@@ -41,23 +48,47 @@ if [ -z "$work" ]; then
 fi
 mkdir -p "$work"
 
-# run_one PROGRAM: one target's run; its verdict in $work/NAME.result.
+# Sets cpu to the CPU seconds (user + system, whole) the children of this
+# shell used. Called as a plain command, never in $( ): a subshell has
+# no children of its own, and neither has a pipe's.
+children_cpu() {
+  times > "$dir/times"
+  cpu=$(tail -n 1 "$dir/times" | awk '{
+    t = 0
+    for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); t += a[1] * 60 + a[2] }
+    printf "%d\n", t }')
+}
+
+# run_one PROGRAM: one target's runs; its verdict in $work/NAME.result.
 run_one() {
-  local program=$1 name dir status started
+  local program=$1 name dir status started cpu runs total_runs=0 rounds=0 left
   name=$(basename "$program"); name=${name#fuzz-}
   dir=$work/$name
   mkdir -p "$dir/corpus" "$dir/artifacts"
   [ -d "$seeds/$name" ] && cp -a "$seeds/$name/." "$dir/corpus/"
   started=$SECONDS
-  ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1} \
-  UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
-    "$program" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
-      -print_final_stats=1 -artifact_prefix="$dir/artifacts/" "$dir/corpus" > "$dir/log" 2>&1
-  status=$?
-  local runs
-  runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$dir/log" | tail -n 1)
+  : > "$dir/log"
+  while :; do
+    left=$seconds
+    if [ "$cpu_seconds" -gt 0 ]; then
+      children_cpu
+      left=$((cpu_seconds - cpu))
+      [ "$left" -lt 5 ] && left=5
+    fi
+    ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1} \
+    UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
+      "$program" -max_total_time="$left" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
+        -print_final_stats=1 -artifact_prefix="$dir/artifacts/" "$dir/corpus" >> "$dir/log" 2>&1
+    status=$?
+    rounds=$((rounds + 1))
+    runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$dir/log" | tail -n 1)
+    total_runs=$((total_runs + ${runs:-0}))
+    [ $status -eq 0 ] && [ -z "$(ls -A "$dir/artifacts")" ] || break
+    children_cpu
+    [ "$cpu_seconds" -gt 0 ] && [ "$cpu" -lt "$cpu_seconds" ] || break
+  done
   if [ $status -eq 0 ] && [ -z "$(ls -A "$dir/artifacts")" ]; then
-    echo "PASS $name: $((SECONDS - started)) s, ${runs:-?} runs, corpus $(ls "$dir/corpus" | wc -l)" > "$work/$name.result"
+    echo "PASS $name: $((SECONDS - started)) s, $cpu CPU-s, $total_runs runs in $rounds round(s), corpus $(ls "$dir/corpus" | wc -l)" > "$work/$name.result"
   else
     echo "FAIL $name: exit $status after $((SECONDS - started)) s: $(grep -m 1 -E 'ERROR|SUMMARY|deadly|Abort' "$dir/log") (artifacts in $dir/artifacts, log $dir/log)" > "$work/$name.result"
   fi

@@ -304,10 +304,14 @@ plugin_init (MixprecPlugin            *plugin,
     }
   if (status != MIXPREC_PLUGIN_OK)
     {
+      /* The reason is the plugin's text: shown escaped, so that control
+       * characters in it cannot drive the user's terminal. */
+      g_autofree gchar *reason = g_strescape (errbuf, NULL);
+
       g_set_error (error, MIXPREC_PLUGIN_ERROR, MIXPREC_PLUGIN_ERROR_INIT_FAILED,
                    "%s: plugin '%s' failed to initialise: %s (%s, status %d)",
                    filename, desc->name,
-                   errbuf[0] != '\0' ? errbuf : "its init() gave no reason",
+                   errbuf[0] != '\0' ? reason : "its init() gave no reason",
                    _mixprec_plugin_status_to_string (status), status);
       return FALSE;
     }

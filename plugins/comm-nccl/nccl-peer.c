@@ -6,37 +6,12 @@
  * empty. */
 #include "config.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "mixprec-plugin.h"
+#include "mixprec-plugin-fail-private.h"
 #include "nccl-peer.h"
-
-static int
-reject (char       *err,
-        size_t      err_len,
-        int         status,
-        const char *format,
-        ...) __attribute__ ((format (printf, 4, 5)));
-
-static int
-reject (char       *err,
-        size_t      err_len,
-        int         status,
-        const char *format,
-        ...)
-{
-  va_list args;
-
-  if (err != NULL && err_len > 0)
-    {
-      va_start (args, format);
-      vsnprintf (err, err_len, format, args);
-      va_end (args);
-    }
-  return status;
-}
 
 void
 nccl_peer_record_init (NcclPeerRecord *record,
@@ -76,10 +51,10 @@ nccl_peer_check_records (const void *records,
   const uint8_t *bytes = records;
 
   if (record_len != sizeof (NcclPeerRecord))
-    return reject (err, err_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
-                   "the NCCL id exchange carries records of %zu bytes where this rank "
-                   "expects %zu: every rank must run the same libmixprec build",
-                   record_len, sizeof (NcclPeerRecord));
+    return _mixprec_plugin_fail (err, err_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
+                                 "the NCCL id exchange carries records of %zu bytes where this rank "
+                                 "expects %zu: every rank must run the same libmixprec build",
+                                 record_len, sizeof (NcclPeerRecord));
   /* First the failures that ranks report, in rank order: they explain
    * the job's end better than a malformed record would. */
   for (unsigned r = 0; r < world; r++)
@@ -91,15 +66,15 @@ nccl_peer_check_records (const void *records,
         continue;
       if (rec.status < MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT ||
           rec.status > MIXPREC_PLUGIN_ERR_PEER_FAILED)
-        return reject (err, err_len, MIXPREC_PLUGIN_ERR_PEER_FAILED,
-                       "rank %u sent status %d in the NCCL id exchange: must be from %d to %d",
-                       r, (int) rec.status, MIXPREC_PLUGIN_OK, MIXPREC_PLUGIN_ERR_PEER_FAILED);
+        return _mixprec_plugin_fail (err, err_len, MIXPREC_PLUGIN_ERR_PEER_FAILED,
+                                     "rank %u sent status %d in the NCCL id exchange: must be from %d to %d",
+                                     r, (int) rec.status, MIXPREC_PLUGIN_OK, MIXPREC_PLUGIN_ERR_PEER_FAILED);
       if (r == me)
         continue;
-      return reject (err, err_len, MIXPREC_PLUGIN_ERR_PEER_FAILED,
-                     "rank %u could not %s, so the NCCL communicator was not created", r,
-                     r == 0 ? "open its CUDA device or create the NCCL id"
-                            : "open its CUDA device");
+      return _mixprec_plugin_fail (err, err_len, MIXPREC_PLUGIN_ERR_PEER_FAILED,
+                                   "rank %u could not %s, so the NCCL communicator was not created", r,
+                                   r == 0 ? "open its CUDA device or create the NCCL id"
+                                   : "open its CUDA device");
     }
   for (unsigned r = 0; r < world; r++)
     {
@@ -109,23 +84,23 @@ nccl_peer_check_records (const void *records,
       if (rec.status != MIXPREC_PLUGIN_OK)
         continue;
       if (rec.magic != NCCL_PEER_MAGIC)
-        return reject (err, err_len, MIXPREC_PLUGIN_ERR_PEER_FAILED,
-                       "rank %u sent an NCCL id record with magic 0x%08x where comm-nccl "
-                       "writes 0x%08x: the peer is not a comm-nccl rank of this build",
-                       r, rec.magic, NCCL_PEER_MAGIC);
+        return _mixprec_plugin_fail (err, err_len, MIXPREC_PLUGIN_ERR_PEER_FAILED,
+                                     "rank %u sent an NCCL id record with magic 0x%08x where comm-nccl "
+                                     "writes 0x%08x: the peer is not a comm-nccl rank of this build",
+                                     r, rec.magic, NCCL_PEER_MAGIC);
       if (rec.rank != r || rec.world_size != world)
-        return reject (err, err_len, MIXPREC_PLUGIN_ERR_PEER_FAILED,
-                       "the NCCL id record in rank %u's place says rank %u of a world of %u, "
-                       "where this rank (%u) runs in a world of %u", r, rec.rank,
-                       rec.world_size, me, world);
+        return _mixprec_plugin_fail (err, err_len, MIXPREC_PLUGIN_ERR_PEER_FAILED,
+                                     "the NCCL id record in rank %u's place says rank %u of a world of %u, "
+                                     "where this rank (%u) runs in a world of %u", r, rec.rank,
+                                     rec.world_size, me, world);
       if (r == 0 && all_zero (rec.id, sizeof rec.id))
-        return reject (err, err_len, MIXPREC_PLUGIN_ERR_PEER_FAILED,
-                       "rank 0 sent an NCCL unique id of %d zero bytes: ncclGetUniqueId "
-                       "never makes one", NCCL_PEER_ID_BYTES);
+        return _mixprec_plugin_fail (err, err_len, MIXPREC_PLUGIN_ERR_PEER_FAILED,
+                                     "rank 0 sent an NCCL unique id of %d zero bytes: ncclGetUniqueId "
+                                     "never makes one", NCCL_PEER_ID_BYTES);
       if (r != 0 && !all_zero (rec.id, sizeof rec.id))
-        return reject (err, err_len, MIXPREC_PLUGIN_ERR_PEER_FAILED,
-                       "rank %u sent an NCCL unique id: only rank 0 makes the job's id, the "
-                       "others send zeros", r);
+        return _mixprec_plugin_fail (err, err_len, MIXPREC_PLUGIN_ERR_PEER_FAILED,
+                                     "rank %u sent an NCCL unique id: only rank 0 makes the job's id, the "
+                                     "others send zeros", r);
     }
   if (world > 0 && id != NULL)
     memcpy (id, bytes + offsetof (NcclPeerRecord, id), NCCL_PEER_ID_BYTES);

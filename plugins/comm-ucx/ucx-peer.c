@@ -5,35 +5,12 @@
  * map a segment of the wrong size or abort inside UCX. */
 #include "config.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "mixprec-plugin-fail-private.h"
 #include "ucx-peer.h"
-
-static int
-reject (char       *err,
-        size_t      err_len,
-        const char *format,
-        ...) __attribute__ ((format (printf, 3, 4)));
-
-static int
-reject (char       *err,
-        size_t      err_len,
-        const char *format,
-        ...)
-{
-  va_list args;
-
-  if (err != NULL && err_len > 0)
-    {
-      va_start (args, format);
-      vsnprintf (err, err_len, format, args);
-      va_end (args);
-    }
-  return -1;
-}
 
 static int
 is_printable (unsigned char c)
@@ -103,14 +80,14 @@ check_string (const char *field,
     return 0;
   ucx_peer_printable (field, size, shown, sizeof shown);
   if (memchr (field, '\0', size) == NULL)
-    return reject (err, err_len, "rank %u sent a %s that is not NUL-terminated within its "
-                   "%zu bytes (\"%s...\"): the peer is not a comm-ucx rank of this build",
-                   rank, what, size, shown);
+    return _mixprec_plugin_fail (err, err_len, -1, "rank %u sent a %s that is not NUL-terminated within its "
+                                 "%zu bytes (\"%s...\"): the peer is not a comm-ucx rank of this build",
+                                 rank, what, size, shown);
   if (field[0] == '\0')
-    return reject (err, err_len, "rank %u sent an empty %s: the peer is not a comm-ucx "
-                   "rank of this build", rank, what);
-  return reject (err, err_len, "rank %u sent a %s with bytes other than printable ASCII "
-                 "(\"%s\"): the peer is not a comm-ucx rank of this build", rank, what, shown);
+    return _mixprec_plugin_fail (err, err_len, -1, "rank %u sent an empty %s: the peer is not a comm-ucx "
+                                 "rank of this build", rank, what);
+  return _mixprec_plugin_fail (err, err_len, -1, "rank %u sent a %s with bytes other than printable ASCII "
+                               "(\"%s\"): the peer is not a comm-ucx rank of this build", rank, what, shown);
 }
 
 static int
@@ -123,8 +100,8 @@ check_record_length (size_t      len,
 {
   if (len == expected)
     return 0;
-  return reject (err, err_len, "rank %u sent a %s of %zu bytes where this rank expects %zu: "
-                 "every rank must run the same libmixprec build", rank, what, len, expected);
+  return _mixprec_plugin_fail (err, err_len, -1, "rank %u sent a %s of %zu bytes where this rank expects %zu: "
+                               "every rank must run the same libmixprec build", rank, what, len, expected);
 }
 
 int
@@ -143,8 +120,8 @@ ucx_peer_parse_info (const void  *bytes,
   /* pid_t is an int; 0 and below name no process (kill() and /proc would
    * read them as a group or as this process). */
   if (info.pid <= 0 || info.pid > INT32_MAX)
-    return reject (err, err_len, "rank %u sent process id %lld: must be from 1 to %d",
-                   rank, (long long) info.pid, INT32_MAX);
+    return _mixprec_plugin_fail (err, err_len, -1, "rank %u sent process id %lld: must be from 1 to %d",
+                                 rank, (long long) info.pid, INT32_MAX);
   if (check_string (info.host, sizeof info.host, rank, "host identity", 0, err, err_len) != 0 ||
       check_string (info.netns, sizeof info.netns, rank, "network namespace identity", 0,
                     err, err_len) != 0 ||
@@ -152,11 +129,11 @@ ucx_peer_parse_info (const void  *bytes,
                     err, err_len) != 0)
     return -1;
   if (info.n_addrs > UCX_HINT_MAX_ADDRS)
-    return reject (err, err_len, "rank %u sent %u network addresses: at most %u fit its record",
-                   rank, info.n_addrs, UCX_HINT_MAX_ADDRS);
+    return _mixprec_plugin_fail (err, err_len, -1, "rank %u sent %u network addresses: at most %u fit its record",
+                                 rank, info.n_addrs, UCX_HINT_MAX_ADDRS);
   if (info.loopback_only > 1)
-    return reject (err, err_len, "rank %u sent loopback_only = %u: must be 0 or 1",
-                   rank, info.loopback_only);
+    return _mixprec_plugin_fail (err, err_len, -1, "rank %u sent loopback_only = %u: must be 0 or 1",
+                                 rank, info.loopback_only);
   for (uint32_t i = 0; i < info.n_addrs; i++)
     if (check_string (info.addr_devices[i], sizeof info.addr_devices[i], rank,
                       "network device name", 0, err, err_len) != 0)
@@ -173,8 +150,8 @@ ucx_peer_check_address_length (uint64_t  length,
 {
   if (length >= 1 && length <= UCX_PEER_ADDRESS_MAX)
     return 0;
-  return reject (err, err_len, "rank %u announced a UCX worker address of %llu bytes: must be "
-                 "from 1 to %zu", rank, (unsigned long long) length, UCX_PEER_ADDRESS_MAX);
+  return _mixprec_plugin_fail (err, err_len, -1, "rank %u announced a UCX worker address of %llu bytes: must be "
+                               "from 1 to %zu", rank, (unsigned long long) length, UCX_PEER_ADDRESS_MAX);
 }
 
 /* ucp_address_pack's header: byte 0's low nibble is the version. Version
@@ -207,26 +184,26 @@ ucx_peer_check_address (const uint8_t *address,
   else if (version == UCX_PEER_ADDRESS_V2)
     {
       if (len < 2)
-        return reject (err, err_len, "rank %u sent a UCX worker address of version 2 in %zu "
-                       "byte: its header alone takes 2", rank, len);
+        return _mixprec_plugin_fail (err, err_len, -1, "rank %u sent a UCX worker address of version 2 in %zu "
+                                     "byte: its header alone takes 2", rank, len);
       flags = address[1];
       need = 2;
       if (flags & ~ADDRESS_FLAGS_KNOWN)
-        return reject (err, err_len, "rank %u sent a UCX worker address with header flags "
-                       "0x%02x: UCX defines only 0x%02x", rank, flags, ADDRESS_FLAGS_KNOWN);
+        return _mixprec_plugin_fail (err, err_len, -1, "rank %u sent a UCX worker address with header flags "
+                                     "0x%02x: UCX defines only 0x%02x", rank, flags, ADDRESS_FLAGS_KNOWN);
     }
   else
-    return reject (err, err_len, "rank %u sent a UCX worker address whose first byte 0x%02x "
-                   "names version %u: UCX knows %u (v1) and %u (v2) only, so the peer is not "
-                   "a UCX worker", rank, address[0], version, UCX_PEER_ADDRESS_V1,
-                   UCX_PEER_ADDRESS_V2);
+    return _mixprec_plugin_fail (err, err_len, -1, "rank %u sent a UCX worker address whose first byte 0x%02x "
+                                 "names version %u: UCX knows %u (v1) and %u (v2) only, so the peer is not "
+                                 "a UCX worker", rank, address[0], version, UCX_PEER_ADDRESS_V1,
+                                 UCX_PEER_ADDRESS_V2);
   need += (flags & ADDRESS_FLAG_WORKER_UUID) ? 8 : 0;
   need += (flags & ADDRESS_FLAG_CLIENT_ID) ? 8 : 0;
   /* One more byte at least: the list of devices (or its end marker). */
   need += 1;
   if (len < need)
-    return reject (err, err_len, "rank %u sent a UCX worker address of %zu bytes whose header "
-                   "(flags 0x%02x) needs at least %zu", rank, len, flags, need);
+    return _mixprec_plugin_fail (err, err_len, -1, "rank %u sent a UCX worker address of %zu bytes whose header "
+                                 "(flags 0x%02x) needs at least %zu", rank, len, flags, need);
   return 0;
 }
 
@@ -247,8 +224,8 @@ ucx_peer_parse_offer (const void  *bytes,
                     err, err_len) != 0)
     return -1;
   if (offer.mode < 0 || offer.mode > 2)
-    return reject (err, err_len, "rank %u sent shared-memory mode %d: must be 0 (off), 1 "
-                   "(auto) or 2 (required)", rank, (int) offer.mode);
+    return _mixprec_plugin_fail (err, err_len, -1, "rank %u sent shared-memory mode %d: must be 0 (off), 1 "
+                                 "(auto) or 2 (required)", rank, (int) offer.mode);
   *out = offer;
   return 0;
 }
@@ -291,8 +268,8 @@ ucx_peer_parse_invite (const void   *bytes,
     return -1;
   memcpy (&invite, bytes, sizeof invite);
   if (invite.ok != 0 && invite.ok != 1)
-    return reject (err, err_len, "rank 0 sent shared-memory ok = %d: must be 0 or 1",
-                   (int) invite.ok);
+    return _mixprec_plugin_fail (err, err_len, -1, "rank 0 sent shared-memory ok = %d: must be 0 or 1",
+                                 (int) invite.ok);
   if (!invite.ok)
     {
       /* Nothing to map: the other fields are not read. */
@@ -306,18 +283,18 @@ ucx_peer_parse_invite (const void   *bytes,
    * no path. */
   if (strncmp (invite.name, UCX_PEER_SHM_PREFIX, prefix) != 0 ||
       invite.name[prefix] == '\0' || strchr (invite.name + 1, '/') != NULL)
-    return reject (err, err_len, "rank 0 sent the shared-memory segment name \"%s\": it must "
-                   "start with \"%s\" and hold no other '/'", invite.name, UCX_PEER_SHM_PREFIX);
+    return _mixprec_plugin_fail (err, err_len, -1, "rank 0 sent the shared-memory segment name \"%s\": it must "
+                                 "start with \"%s\" and hold no other '/'", invite.name, UCX_PEER_SHM_PREFIX);
   if (invite.chunk_bytes < UCX_PEER_SHM_CHUNK_MIN || invite.chunk_bytes > UCX_PEER_SHM_CHUNK_MAX ||
       invite.chunk_bytes > ucx_peer_shm_chunk_for_world (UCX_PEER_SHM_CHUNK_MAX, world))
-    return reject (err, err_len, "rank 0 sent a shared-memory chunk of %llu bytes: for %u ranks "
-                   "it must be from %zu to %zu", (unsigned long long) invite.chunk_bytes, world,
-                   UCX_PEER_SHM_CHUNK_MIN,
-                   ucx_peer_shm_chunk_for_world (UCX_PEER_SHM_CHUNK_MAX, world));
+    return _mixprec_plugin_fail (err, err_len, -1, "rank 0 sent a shared-memory chunk of %llu bytes: for %u ranks "
+                                 "it must be from %zu to %zu", (unsigned long long) invite.chunk_bytes, world,
+                                 UCX_PEER_SHM_CHUNK_MIN,
+                                 ucx_peer_shm_chunk_for_world (UCX_PEER_SHM_CHUNK_MAX, world));
   if (invite.chunk_bytes != local_chunk_bytes)
-    return reject (err, err_len, "rank 0 sent a shared-memory chunk of %llu bytes where rank %u's "
-                   "settings give %zu: set MIXPREC_UCX_SHM_CHUNK_BYTES alike on every rank",
-                   (unsigned long long) invite.chunk_bytes, me, local_chunk_bytes);
+    return _mixprec_plugin_fail (err, err_len, -1, "rank 0 sent a shared-memory chunk of %llu bytes where rank %u's "
+                                 "settings give %zu: set MIXPREC_UCX_SHM_CHUNK_BYTES alike on every rank",
+                                 (unsigned long long) invite.chunk_bytes, me, local_chunk_bytes);
   *out = invite;
   return 0;
 }
@@ -334,17 +311,17 @@ ucx_peer_check_shm_header (const void *bytes,
   UcxShmHeader h;
 
   if (len < sizeof h)
-    return reject (err, err_len, "shared-memory segment %s: %zu bytes hold no header of %zu",
-                   name, len, sizeof h);
+    return _mixprec_plugin_fail (err, err_len, -1, "shared-memory segment %s: %zu bytes hold no header of %zu",
+                                 name, len, sizeof h);
   memcpy (&h, bytes, sizeof h);
   if (h.magic != UCX_SHM_MAGIC || h.version != UCX_SHM_VERSION)
-    return reject (err, err_len, "shared-memory segment %s: magic 0x%08x version %u, where "
-                   "comm-ucx writes 0x%08x version %u", name, h.magic, h.version,
-                   UCX_SHM_MAGIC, UCX_SHM_VERSION);
+    return _mixprec_plugin_fail (err, err_len, -1, "shared-memory segment %s: magic 0x%08x version %u, where "
+                                 "comm-ucx writes 0x%08x version %u", name, h.magic, h.version,
+                                 UCX_SHM_MAGIC, UCX_SHM_VERSION);
   if (h.world != world || h.chunk_bytes != chunk_bytes)
-    return reject (err, err_len, "shared-memory segment %s is laid out for %u ranks and chunks "
-                   "of %llu bytes, not %u and %llu as rank 0 announced", name, h.world,
-                   (unsigned long long) h.chunk_bytes, world, (unsigned long long) chunk_bytes);
+    return _mixprec_plugin_fail (err, err_len, -1, "shared-memory segment %s is laid out for %u ranks and chunks "
+                                 "of %llu bytes, not %u and %llu as rank 0 announced", name, h.world,
+                                 (unsigned long long) h.chunk_bytes, world, (unsigned long long) chunk_bytes);
   return 0;
 }
 
@@ -359,17 +336,17 @@ ucx_peer_check_segment_stat (const char *name,
                              size_t      err_len)
 {
   if (owner != euid)
-    return reject (err, err_len, "shared-memory segment %s belongs to uid %lu, not to this "
-                   "rank's uid %lu: refusing to map memory another user controls", name,
-                   (unsigned long) owner, (unsigned long) euid);
+    return _mixprec_plugin_fail (err, err_len, -1, "shared-memory segment %s belongs to uid %lu, not to this "
+                                 "rank's uid %lu: refusing to map memory another user controls", name,
+                                 (unsigned long) owner, (unsigned long) euid);
   if (mode & (S_IRWXG | S_IRWXO))
-    return reject (err, err_len, "shared-memory segment %s has mode %04o: refusing a segment "
-                   "that group or others may open (comm-ucx makes it 0600)", name,
-                   (unsigned) (mode & 07777));
+    return _mixprec_plugin_fail (err, err_len, -1, "shared-memory segment %s has mode %04o: refusing a segment "
+                                 "that group or others may open (comm-ucx makes it 0600)", name,
+                                 (unsigned) (mode & 07777));
   if (size != expected)
-    return reject (err, err_len, "shared-memory segment %s has %llu bytes where this rank's "
-                   "settings need %llu", name, (unsigned long long) size,
-                   (unsigned long long) expected);
+    return _mixprec_plugin_fail (err, err_len, -1, "shared-memory segment %s has %llu bytes where this rank's "
+                                 "settings need %llu", name, (unsigned long long) size,
+                                 (unsigned long long) expected);
   return 0;
 }
 

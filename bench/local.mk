@@ -36,7 +36,7 @@ EXTRA_DIST += \
 # --- adamw-cuda: the device-cuda plugin's fused AdamW step against the
 # GPU's device-to-device copy bandwidth; bench/adamw-torch-cuda.py is the
 # PyTorch peer and build-aux/run-gpu-checks.sh runs both on a GPU machine
-EXTRA_DIST += bench/adamw-torch-cuda.py build-aux/run-gpu-checks.sh \
+EXTRA_DIST += bench/adamw-torch-cuda.py bench/adamw-cuda-compare.py build-aux/run-gpu-checks.sh \
 	build-aux/gpu-bundle.sh build-aux/gpu-run.sh build-aux/test-gpu-bundle.sh
 if HAVE_CUDA
 bench_programs += bench/bench-adamw-cuda

@@ -111,7 +111,7 @@ cp -L "$builddir/libmixprec/.libs/libmixprec.so.0" "$bundle/lib/"
 for p in $plugins; do
   install -m 0755 "$builddir/plugins/.libs/mixprec-$p.so" "$bundle/plugins/.libs/"
 done
-install -m 0644 "$srcdir/bench/adamw-torch-cuda.py" "$bundle/bench/"
+install -m 0644 "$srcdir/bench/adamw-torch-cuda.py" "$srcdir/bench/adamw-cuda-compare.py" "$bundle/bench/"
 install -m 0755 "$srcdir/build-aux/gpu-run.sh" "$bundle/run.sh"
 
 elf_files() { find "$bundle" -type f \( -name '*.so*' -o -perm -u+x \) -exec sh -c 'head -c 4 "$1" | grep -q ELF' _ {} \; -print; }

@@ -255,42 +255,8 @@ fi
 # ------------------------------------------------------------ summary
 comparison=""
 if [ -s "$logs/adamw-cuda.jsonl" ] && [ -n "$python_torch" ]; then
-  comparison=$(env -u LD_LIBRARY_PATH "$python_torch" - "$logs/adamw-cuda.jsonl" "$logs/adamw-torch-cuda.jsonl" <<'EOF'
-import json, os, sys
-
-def load(path):
-    if not os.path.exists(path):
-        return []
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-def size(n):
-    for unit, div in (("B", 10**9), ("M", 10**6), ("K", 10**3)):
-        if n >= div and n % div == 0:
-            return f"{n // div}{unit}"
-    return str(n)
-
-ours = load(sys.argv[1])
-theirs = {r["params"]: r for r in load(sys.argv[2]) if r.get("bench") == "adamw-cuda"}
-copy = next((r for r in ours if r.get("bench") == "copy-cuda"), None)
-if copy:
-    print(f"Device-to-device copy (read + write): {copy['copy_gb_per_s']:.0f} GB/s.")
-    print()
-print("| params | grad | ours GB/s | ours % of copy | ours ms | torch ms | torch / ours |")
-print("|---:|:---:|---:|---:|---:|---:|---:|")
-for r in ours:
-    if r.get("bench") != "adamw-cuda":
-        continue
-    if "skipped" in r:
-        print(f"| {size(r['params'])} | {r['grad_dtype']} | skipped: {r['skipped']} | | | | |")
-        continue
-    t = theirs.get(r["params"])
-    torch_ms = "not run" if t is None else ("skipped" if "skipped" in t else f"{t['ms_per_step']:.3f}")
-    ratio = "-" if t is None or "skipped" in t else f"{t['ms_per_step'] / r['ms_per_step']:.2f}x"
-    print(f"| {size(r['params'])} | {r['grad_dtype']} | {r['gb_per_s']:.0f} | "
-          f"{100 * r['fraction_of_copy']:.1f}% | {r['ms_per_step']:.3f} | {torch_ms} | {ratio} |")
-EOF
-)
+  comparison=$(env -u LD_LIBRARY_PATH "$python_torch" "$here/bench/adamw-cuda-compare.py" \
+                 "$logs/adamw-cuda.jsonl" "$logs/adamw-torch-cuda.jsonl")
 fi
 
 if [ "$failed" -gt 0 ]; then verdict="FAIL ($failed failed)"; code=1
@@ -317,8 +283,6 @@ fi
     echo
   fi
   if [ -n "$comparison" ]; then
-    echo "## Fused AdamW step: bench-adamw-cuda and torch's fused AdamW"
-    echo
     echo "$comparison"
     echo
   fi

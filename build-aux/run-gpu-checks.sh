@@ -241,62 +241,8 @@ fi
 
 # ------------------------------------------------------------ comparison
 if [ -s "$ours_json" ]; then
-  python3 - "$ours_json" "$results/adamw-torch-cuda.jsonl" > "$results/comparison.md" <<'EOF'
-import json
-import os
-import sys
-
-
-def load(path):
-    rows = []
-    if os.path.exists(path):
-        with open(path) as f:
-            rows = [json.loads(line) for line in f if line.strip()]
-    return rows
-
-
-def size(n):
-    for unit, div in (("B", 10**9), ("M", 10**6), ("K", 10**3)):
-        if n >= div and n % div == 0:
-            return f"{n // div}{unit}"
-    return str(n)
-
-
-ours = load(sys.argv[1])
-theirs = {r["params"]: r for r in load(sys.argv[2]) if r.get("bench") == "adamw-cuda"}
-copy = next((r for r in ours if r.get("bench") == "copy-cuda"), None)
-steps = [r for r in ours if r.get("bench") == "adamw-cuda"]
-device = steps[0]["device"] if steps else "?"
-torch_version = next(iter(theirs.values()))["torch"] if theirs else None
-print(f"## Fused AdamW step on {device}")
-print()
-if copy:
-    print(f"Copy bandwidth (device to device, read + write): {copy['copy_gb_per_s']:.0f} GB/s. "
-          "Ours: one pass, fp32 master/m/v, bf16 working out (RNE), 28 B/param with bf16 "
-          "gradients, 30 with fp32. ", end="")
-if torch_version:
-    print(f"PyTorch {torch_version}: GradScaler-style unscale pass + AdamW(fused=True) + "
-          "bf16 copy_, fp32 gradients, 42 B/param.")
-else:
-    print("PyTorch: not run.")
-print()
-print("| params | grad | ours GB/s | ours % of copy | torch ms | ours ms | speedup |")
-print("|---:|:---:|---:|---:|---:|---:|---:|")
-for r in steps:
-    t = theirs.get(r["params"])
-    if "skipped" in r:
-        print(f"| {size(r['params'])} | {r['grad_dtype']} | skipped: {r['skipped']} | | | | |")
-        continue
-    if t is None:
-        torch_ms, speedup = "not run", "-"
-    elif "skipped" in t:
-        torch_ms, speedup = "skipped", "-"
-    else:
-        torch_ms = f"{t['ms_per_step']:.3f}"
-        speedup = f"{t['ms_per_step'] / r['ms_per_step']:.2f}x"
-    print(f"| {size(r['params'])} | {r['grad_dtype']} | {r['gb_per_s']:.0f} | "
-          f"{100 * r['fraction_of_copy']:.1f}% | {torch_ms} | {r['ms_per_step']:.3f} | {speedup} |")
-EOF
+  python3 "$srcdir/bench/adamw-cuda-compare.py" "$ours_json" "$results/adamw-torch-cuda.jsonl" \
+    > "$results/comparison.md"
   say "comparison"
   cat "$results/comparison.md"
 fi

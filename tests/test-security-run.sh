@@ -44,16 +44,28 @@ cfg="$src/examples/configs/bf16.json"
 steps=40
 echo "1..7"
 
+# lsan_tracer_fault FILE: the job failed only because LeakSanitizer's
+# tracer could not stop a rank's threads at exit (its intermittent fault
+# on a loaded machine, see build-aux/lsan-tracer-retry.sh): run it again.
+lsan_tracer_fault () {
+  grep -q 'LeakSanitizer has encountered a fatal error' "$1" && ! grep -q 'detected memory leaks' "$1"
+}
+
 # The undisturbed job.
-"$run" -n 2 "$charlm" --config "$cfg" --steps $steps --quiet --csv plain.csv >plain.out 2>&1
-status=$?
+attempt=1
+while :; do
+  "$run" -n 2 "$charlm" --config "$cfg" --steps $steps --quiet --csv plain.csv >plain.out 2>&1
+  status=$?
+  [ $status != 0 ] && [ $attempt -lt 3 ] && lsan_tracer_fault plain.out || break
+  echo "# attempt $attempt: LeakSanitizer's tracer failed; running the job again"
+  attempt=$((attempt + 1))
+done
 expected=$(val plain.out)
 [ $status = 0 ] && [ -n "$expected" ] && [ "$(grep -c 'val_loss=' plain.out)" = 2 ]
 ok $? "an undisturbed 2-rank job: $expected"
 
 # The stranger: connects to the port as soon as it is bound (before the
 # ranks run), sends its three frames, and writes what came back.
-port=$(free_port)
 cat > stranger.py <<'EOF'
 import socket, struct, sys, time
 
@@ -105,32 +117,40 @@ with open("stranger.got", "wb") as out:
             pass
         out.write(b"== " + name.encode() + b" " + str(len(got)).encode() + b"\n" + got + b"\n")
 EOF
-python3 stranger.py "$port" >stranger.out 2>&1 &
-stranger=$!
-i=0
-while [ ! -e stranger.ready ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
-env -u UCX_NET_DEVICES -u UCX_TLS "$run" -n 2 --port "$port" "$charlm" --config "$cfg" \
-  --steps $steps --quiet --csv attacked.csv >attacked.out 2>&1 &
-job=$!
-
-# The listeners of the job's processes while it runs: every one on
-# loopback (127.0.0.0/8 or ::1), none on 0.0.0.0, [::] or a network address.
-listeners=""
-if command -v ss >/dev/null 2>&1; then
+attempt=1
+while :; do
+  port=$(free_port)
+  rm -f stranger.ready stranger.got
+  python3 stranger.py "$port" >stranger.out 2>&1 &
+  stranger=$!
   i=0
-  while kill -0 $job 2>/dev/null && [ $i -lt 300 ]; do
-    pids=$(pgrep -d, -f "examples/(.libs/)?(lt-)?charlm --config $cfg --steps $steps --quiet --csv attacked.csv")
-    if [ -n "$pids" ]; then
-      now=$(ss -Hltnp 2>/dev/null | grep -E "pid=($(echo "$pids" | sed 's/,/|/g'))," | awk '{ print $4 }')
-      [ -n "$now" ] && listeners=$(printf '%s\n%s\n' "$listeners" "$now" | sed '/^$/d' | sort -u)
-    fi
-    i=$((i + 1))
-    sleep 0.1
-  done
-fi
-wait $job
-status=$?
-wait $stranger
+  while [ ! -e stranger.ready ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+  env -u UCX_NET_DEVICES -u UCX_TLS "$run" -n 2 --port "$port" "$charlm" --config "$cfg" \
+    --steps $steps --quiet --csv attacked.csv >attacked.out 2>&1 &
+  job=$!
+
+  # The listeners of the job's processes while it runs: every one on
+  # loopback (127.0.0.0/8 or ::1), none on 0.0.0.0, [::] or a network address.
+  listeners=""
+  if command -v ss >/dev/null 2>&1; then
+    i=0
+    while kill -0 $job 2>/dev/null && [ $i -lt 300 ]; do
+      pids=$(pgrep -d, -f "examples/(.libs/)?(lt-)?charlm --config $cfg --steps $steps --quiet --csv attacked.csv")
+      if [ -n "$pids" ]; then
+        now=$(ss -Hltnp 2>/dev/null | grep -E "pid=($(echo "$pids" | sed 's/,/|/g'))," | awk '{ print $4 }')
+        [ -n "$now" ] && listeners=$(printf '%s\n%s\n' "$listeners" "$now" | sed '/^$/d' | sort -u)
+      fi
+      i=$((i + 1))
+      sleep 0.1
+    done
+  fi
+  wait $job
+  status=$?
+  wait $stranger
+  [ $status != 0 ] && [ $attempt -lt 3 ] && lsan_tracer_fault attacked.out || break
+  echo "# attempt $attempt: LeakSanitizer's tracer failed; running the attack again"
+  attempt=$((attempt + 1))
+done
 got=$(val attacked.out)
 [ $status = 0 ] && [ "$got" = "$expected" ] && [ "$(grep -c 'val_loss=' attacked.out)" = 2 ]
 ok $? "the attacked job finishes as the undisturbed one: status $status, $got"

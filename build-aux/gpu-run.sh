@@ -30,8 +30,8 @@
 #
 # Results go to $OUT when set, else to ./results beside this script:
 # summary.md, logs.txt (every step's log, one after the other) and
-# results.tar.gz (the same logs and the benchmarks' JSON lines as files). Every step runs even when an earlier one
-# failed. Exit status: 0 when every step passed; 77 when none failed but
+# results.tar.gz (the same logs and the benchmarks' JSON lines as files).
+# Every step runs even when an earlier one failed. Exit status: 0 when every step passed; 77 when none failed but
 # the GPU steps were skipped (no GPU, no driver, no NCCL: "skipped, not
 # failed"); 1 when any step failed. On a machine with a GPU a GPU test
 # that skips is a failure. A test that reports itself incomplete (TAP
@@ -220,19 +220,28 @@ MIXPREC_TEST_DEVICE=cuda gtest engine-cuda 90 '.' "$here/tests/test-engine-devic
 MIXPREC_TEST_DEVICE=cuda gtest fp8-cuda 60 '.' "$here/tests/test-fp8-engine"
 
 # ------------------------------------------------------------ benchmarks
+# bench_result STEP STATUS LOG PASS-DETAIL: a benchmark's exit status as
+# the step's result; 77 is its "no usable GPU", a failure where one is.
+bench_result() {
+  local last
+  last=$(tail -n 1 "$logs/$3")
+  case $2 in
+    0) record "$1" PASS $((SECONDS - start)) "$4" ;;
+    77) if [ "$gpus" -gt 0 ]; then
+          record "$1" FAIL $((SECONDS - start)) "skipped on a GPU machine: $last"
+        else
+          record "$1" SKIP $((SECONDS - start)) "$last"
+        fi ;;
+    *) record "$1" FAIL $((SECONDS - start)) "exit $2 (see $3): $last" ;;
+  esac
+}
+
 start=$SECONDS
 timeout -k 5 80 "$here/bench/bench-adamw-cuda" --plugin-path "$here/plugins/.libs" --sizes 10M,100M,1B \
   --json "$logs/adamw-cuda.jsonl" > "$logs/bench-adamw-cuda.txt" 2>&1
 status=$?
-case $status in
-  0) record bench-adamw PASS $((SECONDS - start)) "$(grep -c '"bench": *"adamw-cuda"' "$logs/adamw-cuda.jsonl") rows" ;;
-  77) if [ "$gpus" -gt 0 ]; then
-        record bench-adamw FAIL $((SECONDS - start)) "skipped on a GPU machine: $(tail -n 1 "$logs/bench-adamw-cuda.txt")"
-      else
-        record bench-adamw SKIP $((SECONDS - start)) "$(tail -n 1 "$logs/bench-adamw-cuda.txt")"
-      fi ;;
-  *) record bench-adamw FAIL $((SECONDS - start)) "exit $status (see bench-adamw-cuda.txt): $(tail -n 1 "$logs/bench-adamw-cuda.txt")" ;;
-esac
+bench_result bench-adamw $status bench-adamw-cuda.txt \
+  "$(grep -c '"bench": *"adamw-cuda"' "$logs/adamw-cuda.jsonl" 2>/dev/null) rows"
 
 start=$SECONDS
 if [ -z "$python_torch" ]; then
@@ -241,15 +250,8 @@ else
   env -u LD_LIBRARY_PATH timeout -k 5 60 "$python_torch" "$here/bench/adamw-torch-cuda.py" --sizes 10M,100M,1B \
     --json "$logs/adamw-torch-cuda.jsonl" > "$logs/adamw-torch-cuda.txt" 2>&1
   status=$?
-  case $status in
-    0) record torch-adamw PASS $((SECONDS - start)) "$(env -u LD_LIBRARY_PATH "$python_torch" -c 'import torch; print("torch", torch.__version__)')" ;;
-    77) if [ "$gpus" -gt 0 ]; then
-          record torch-adamw FAIL $((SECONDS - start)) "skipped on a GPU machine: $(tail -n 1 "$logs/adamw-torch-cuda.txt")"
-        else
-          record torch-adamw SKIP $((SECONDS - start)) "$(tail -n 1 "$logs/adamw-torch-cuda.txt")"
-        fi ;;
-    *) record torch-adamw FAIL $((SECONDS - start)) "exit $status (see adamw-torch-cuda.txt): $(tail -n 1 "$logs/adamw-torch-cuda.txt")" ;;
-  esac
+  bench_result torch-adamw $status adamw-torch-cuda.txt \
+    "$(env -u LD_LIBRARY_PATH "$python_torch" -c 'import torch; print("torch", torch.__version__)' 2>/dev/null)"
 fi
 
 # ------------------------------------------------------------ summary

@@ -592,6 +592,8 @@ if HAVE_UCX
 check_PROGRAMS += tests/test-security-comm
 tests_test_security_comm_SOURCES = \
 	tests/test-security-comm.c \
+	tests/comm-vtable.c \
+	tests/comm-vtable.h \
 	tests/multiproc.c \
 	tests/multiproc.h \
 	plugins/comm-ucx/ucx-peer.c \
@@ -609,6 +611,8 @@ if HAVE_NCCL
 check_PROGRAMS += tests/test-comm-nccl
 tests_test_comm_nccl_SOURCES = \
 	tests/test-comm-nccl.c \
+	tests/comm-vtable.c \
+	tests/comm-vtable.h \
 	tests/comm-reference.h \
 	tests/dtype-reference.h \
 	plugins/comm-nccl/nccl-peer.c \

@@ -7,7 +7,6 @@
 
 #include <string.h>
 
-#include <gmodule.h>
 #include <mixprec/mixprec.h>
 #include <mixprec/mixprec-plugin.h>
 
@@ -18,6 +17,7 @@
 #pragma GCC diagnostic pop
 
 #include "comm-reference.h"
+#include "comm-vtable.h"
 #include "nccl-peer.h"
 
 #define N_AR 4099               /* odd, so no vector width divides it */
@@ -60,47 +60,12 @@ no_gpu_reason (void)
 
 /* ------------------------------------------------------------ the vtable */
 
-static const MixprecCommV1 *registered_comm;
-
-static int
-capture_comm (MixprecPluginHostV1 *host,
-              const MixprecCommV1 *comm,
-              char                *errbuf,
-              size_t               errbuf_len)
-{
-  registered_comm = comm;
-  return MIXPREC_PLUGIN_OK;
-}
-
 /* The plugin's vtable, straight from its module, for what the library
  * checks before it would reach the plugin. */
 static const MixprecCommV1 *
 plugin_vtable (void)
 {
-  const gchar *top = g_getenv ("MIXPREC_TOP_BUILDDIR");
-  g_autofree gchar *path = NULL;
-  MixprecPluginGetDescFunc get_desc = NULL;
-  MixprecPluginHostV1 host = { 0 };
-  char errbuf[256] = "";
-  GModule *module;
-
-  if (registered_comm != NULL)
-    return registered_comm;
-  g_assert_nonnull (top);
-  path = g_build_filename (top, "plugins", ".libs", "mixprec-comm-nccl.so", NULL);
-  module = g_module_open (path, G_MODULE_BIND_LOCAL);
-  if (module == NULL)
-    g_error ("%s", g_module_error ());
-  g_module_make_resident (module);
-  g_assert_true (g_module_symbol (module, "mixprec_plugin_comm_nccl_get_desc",
-                                  (gpointer *) &get_desc));
-  host.struct_size = sizeof host;
-  host.abi_major = MIXPREC_PLUGIN_ABI_VERSION_MAJOR;
-  host.abi_minor = MIXPREC_PLUGIN_ABI_VERSION_MINOR;
-  host.register_comm = capture_comm;
-  g_assert_cmpint (get_desc ()->init (&host, errbuf, sizeof errbuf), ==, MIXPREC_PLUGIN_OK);
-  g_assert_nonnull (registered_comm);
-  return registered_comm;
+  return test_comm_plugin_vtable ("comm-nccl");
 }
 
 /* A bootstrap of a world of one, or a pretend rank of a larger world whose

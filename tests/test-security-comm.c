@@ -20,10 +20,10 @@
 #include <unistd.h>
 
 #include <glib/gstdio.h>
-#include <gmodule.h>
 #include <mixprec/mixprec.h>
 #include <mixprec/mixprec-plugin.h>
 
+#include "comm-vtable.h"
 #include "multiproc.h"
 #include "ucx-peer.h"
 
@@ -177,44 +177,11 @@ wrap_barrier (void   *ctx,
   return MIXPREC_PLUGIN_OK;
 }
 
-static const MixprecCommV1 *captured;
-
-static int
-capture_comm (MixprecPluginHostV1 *host,
-              const MixprecCommV1 *comm,
-              char                *errbuf,
-              size_t               errbuf_len)
-{
-  captured = comm;
-  return MIXPREC_PLUGIN_OK;
-}
-
 /* The plugin's vtable, straight from its module. */
 static const MixprecCommV1 *
 ucx_vtable (void)
 {
-  const gchar *top = g_getenv ("MIXPREC_TOP_BUILDDIR");
-  g_autofree gchar *path = NULL;
-  MixprecPluginGetDescFunc get_desc = NULL;
-  MixprecPluginHostV1 host = { 0 };
-  char errbuf[256] = "";
-  GModule *module;
-
-  g_assert_nonnull (top);
-  path = g_build_filename (top, "plugins", ".libs", "mixprec-comm-ucx.so", NULL);
-  module = g_module_open (path, G_MODULE_BIND_LOCAL);
-  if (module == NULL)
-    g_error ("%s", g_module_error ());
-  g_module_make_resident (module);
-  g_assert_true (g_module_symbol (module, "mixprec_plugin_comm_ucx_get_desc",
-                                  (gpointer *) &get_desc));
-  host.struct_size = sizeof host;
-  host.abi_major = MIXPREC_PLUGIN_ABI_VERSION_MAJOR;
-  host.abi_minor = MIXPREC_PLUGIN_ABI_VERSION_MINOR;
-  host.register_comm = capture_comm;
-  g_assert_cmpint (get_desc ()->init (&host, errbuf, sizeof errbuf), ==, MIXPREC_PLUGIN_OK);
-  g_assert_nonnull (captured);
-  return captured;
+  return test_comm_plugin_vtable ("comm-ucx");
 }
 
 /* The socket inodes of this process's open file descriptors. */

@@ -86,7 +86,7 @@ mixprec_enum_headers += \
 mixprec_sources += \
 	libmixprec/mixprec-config-private.h \
 	libmixprec/mixprec-config.c \
-	libmixprec/mixprec-config-load.c \
+	libmixprec/mixprec-config-from-json.c \
 	libmixprec/mixprec-config-auto.c \
 	libmixprec/mixprec-config-loader.c \
 	libmixprec/mixprec-config-report.c \
@@ -162,7 +162,7 @@ mixprec_public_headers += libmixprec/mixprec-comm.h
 mixprec_enum_headers += libmixprec/mixprec-comm.h
 mixprec_sources += \
 	libmixprec/mixprec-comm-private.h \
-	libmixprec/mixprec-reduce-private.h \
+	libmixprec/mixprec-comm-reduce-private.h \
 	libmixprec/mixprec-plugin-fail-private.h \
 	libmixprec/mixprec-comm.c \
 	libmixprec/mixprec-comm-request.c \

@@ -10,7 +10,7 @@
 #include "mixprec.h"
 #include "mixprec-comm-private.h"
 #include "mixprec-plugin-fail-private.h"
-#include "mixprec-reduce-private.h"
+#include "mixprec-comm-reduce-private.h"
 
 #define LOCAL_DTYPE_MASK ((1u << MIXPREC_PLUGIN_DTYPE_FLOAT32) | \
                           (1u << MIXPREC_PLUGIN_DTYPE_FLOAT16) | \

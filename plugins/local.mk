@@ -106,7 +106,7 @@ endif
 
 # --- comm-ucx: collectives between processes over UCX (host memory). Like
 # the optimizers it links neither libmixprec nor GLib: the ABI header and
-# the inline reduction of mixprec-reduce-private.h are all it takes from
+# the inline reduction of mixprec-comm-reduce-private.h are all it takes from
 # the library.
 if HAVE_UCX
 mixprec_plugin_LTLIBRARIES += plugins/mixprec-comm-ucx.la

@@ -59,7 +59,7 @@
 #include <time.h>
 
 #include "mixprec-plugin-fail-private.h"
-#include "mixprec-reduce-private.h"
+#include "mixprec-comm-reduce-private.h"
 #include "ucx-comm.h"
 
 MIXPREC_PLUGIN_EXPORT const MixprecPluginDesc *mixprec_plugin_comm_ucx_get_desc (void);

@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mixprec-reduce-private.h"
+#include "mixprec-comm-reduce-private.h"
 #include "ucx-comm.h"
 
 #define IDLE_SLOT ((size_t) -1)

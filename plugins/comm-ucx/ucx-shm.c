@@ -49,7 +49,7 @@
 #include <unistd.h>
 
 #include "mixprec-plugin-fail-private.h"
-#include "mixprec-reduce-private.h"
+#include "mixprec-comm-reduce-private.h"
 #include "ucx-comm.h"
 #include "ucx-peer.h"
 

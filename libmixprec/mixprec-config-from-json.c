@@ -1,4 +1,4 @@
-/* mixprec-config-load.c — reads a parsed JSON document into
+/* mixprec-config-from-json.c — reads a parsed JSON document into
  * MixprecConfigSettings: every key of every section is type- and
  * range-checked, unknown keys are reported with a suggestion, DeepSpeed keys
  * libmixprec does not act on become warnings, and combinations that make no

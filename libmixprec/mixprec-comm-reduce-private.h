@@ -1,4 +1,4 @@
-/* mixprec-reduce-private.h — the reduction every communicator performs, in
+/* mixprec-comm-reduce-private.h — the reduction every communicator performs, in
  * the order the comm ABI's determinism contract fixes: terms folded in rank
  * order in FP32, the result rounded to the buffer's dtype once. The library's
  * local backend and the comm plugins include this header, so that every

@@ -90,6 +90,8 @@ mixprec_sources += \
 	libmixprec/mixprec-config-auto.c \
 	libmixprec/mixprec-config-loader.c \
 	libmixprec/mixprec-config-report.c \
+	libmixprec/mixprec-json-read-private.h \
+	libmixprec/mixprec-json-read.c \
 	libmixprec/mixprec-json-scan.c \
 	libmixprec/mixprec-json-write.c \
 	libmixprec/mixprec-policy.c

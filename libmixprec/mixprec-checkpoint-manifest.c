@@ -355,33 +355,13 @@ typedef struct
   GError     **error;
 } Reader;
 
-static gchar *
-join_path (const gchar *prefix,
-           const gchar *key)
-{
-  GString *path = g_string_new (prefix);
-
-  _mixprec_json_path_append_key (path, key);
-  return g_string_free (path, FALSE);
-}
-
-static gchar *
-index_path (const gchar *prefix,
-            guint        index)
-{
-  GString *path = g_string_new (prefix);
-
-  _mixprec_json_path_append_index (path, index);
-  return g_string_free (path, FALSE);
-}
-
 static gboolean
 bad (Reader      *r,
      const gchar *prefix,
      const gchar *key,
      const gchar *rule)
 {
-  g_autofree gchar *path = join_path (prefix, key);
+  g_autofree gchar *path = _mixprec_json_join_path (prefix, key);
 
   g_set_error (r->error, MIXPREC_CHECKPOINT_ERROR, MIXPREC_CHECKPOINT_ERROR_CORRUPT,
                "%s: '%s' %s", r->file, path, rule);
@@ -487,7 +467,7 @@ element_object (Reader      *r,
 
   if (!JSON_NODE_HOLDS_OBJECT (node))
     {
-      g_autofree gchar *where = index_path (path, index);
+      g_autofree gchar *where = _mixprec_json_index_path (path, index);
 
       g_set_error (r->error, MIXPREC_CHECKPOINT_ERROR, MIXPREC_CHECKPOINT_ERROR_CORRUPT,
                    "%s: '%s' must be an object", r->file, where);
@@ -529,7 +509,7 @@ check_one_file_per_rank (Reader                 *r,
   for (guint i = 0; i < m->files->len; i++)
     {
       const _MixprecManifestFile *f = g_ptr_array_index (m->files, i);
-      g_autofree gchar *where = index_path ("files", i);
+      g_autofree gchar *where = _mixprec_json_index_path ("files", i);
 
       if (seen[f->rank]++)
         return bad (r, where, "rank", "names a rank whose file is listed already");
@@ -549,7 +529,7 @@ parse_files (Reader           *r,
     return FALSE;
   for (guint i = 0; i < json_array_get_length (files); i++)
     {
-      g_autofree gchar *where = index_path ("files", i);
+      g_autofree gchar *where = _mixprec_json_index_path ("files", i);
       JsonObject *o = element_object (r, files, "files", i);
       _MixprecManifestFile *f;
       guint64 rank;
@@ -584,7 +564,7 @@ parse_param (Reader           *r,
              GHashTable       *file_index)
 {
   _MixprecManifestParam *p = g_new0 (_MixprecManifestParam, 1);
-  g_autofree gchar *pieces_path = join_path (where, "pieces");
+  g_autofree gchar *pieces_path = _mixprec_json_join_path (where, "pieces");
   JsonArray *shape, *pieces;
   guint64 numel = 1;
 
@@ -622,7 +602,7 @@ parse_param (Reader           *r,
 
   for (guint k = 0; k < json_array_get_length (pieces); k++)
     {
-      g_autofree gchar *piece_path = index_path (pieces_path, k);
+      g_autofree gchar *piece_path = _mixprec_json_index_path (pieces_path, k);
       JsonObject *po = element_object (r, pieces, pieces_path, k);
       _MixprecManifestPiece piece = { 0 };
       g_autofree gchar *file = NULL;
@@ -790,7 +770,7 @@ parse_root (Reader           *r,
     return FALSE;
   for (guint i = 0; i < json_array_get_length (params); i++)
     {
-      g_autofree gchar *where = index_path ("params", i);
+      g_autofree gchar *where = _mixprec_json_index_path ("params", i);
       JsonObject *o = element_object (r, params, "params", i);
 
       if (o == NULL || !parse_param (r, m, o, where, file_index))

@@ -68,23 +68,6 @@ _mixprec_config_override_split (const gchar  *path,
 }
 
 static gboolean
-is_auto (JsonNode *node)
-{
-  return node != NULL && JSON_NODE_HOLDS_VALUE (node)
-         && json_node_get_value_type (node) == G_TYPE_STRING
-         && g_str_equal (json_node_get_string (node), "auto");
-}
-
-static gchar *
-show_node (JsonNode *node)
-{
-  g_autoptr(GString) text = g_string_new (NULL);
-
-  _mixprec_json_write (text, node, 0);
-  return g_string_free (g_steal_pointer (&text), FALSE);
-}
-
-static gboolean
 read_hidden_size (JsonNode            *value,
                   MixprecConfigReport *report,
                   gint64              *hidden_size)
@@ -104,7 +87,7 @@ read_hidden_size (JsonNode            *value,
         }
     }
   {
-    g_autofree gchar *shown = show_node (value);
+    g_autofree gchar *shown = _mixprec_json_show_whole (value);
 
     _mixprec_config_report_error (report, MIXPREC_CONFIG_ERROR_INVALID_VALUE,
                                   "%s: must be a positive integer no larger than %d (the "
@@ -137,7 +120,7 @@ apply_one (JsonNode              *root,
         }
       else if (!JSON_NODE_HOLDS_OBJECT (member))
         {
-          g_autofree gchar *shown = show_node (member);
+          g_autofree gchar *shown = _mixprec_json_show_whole (member);
 
           _mixprec_config_report_error (report, MIXPREC_CONFIG_ERROR_UNKNOWN_KEY,
                                         "%s: cannot be set: %s holds %s, not an object",
@@ -207,16 +190,6 @@ object_at (JsonNode    *root,
   return o;
 }
 
-static gchar *
-path_of (const gchar *section,
-         const gchar *key)
-{
-  GString *path = g_string_new (section);
-
-  _mixprec_json_path_append_key (path, key);
-  return g_string_free (path, FALSE);
-}
-
 /* Whether @section.@key holds "auto" that the scanner did not already
  * report (a duplicate key). */
 static gboolean
@@ -227,9 +200,9 @@ auto_at (Resolver    *r,
   JsonObject *o = object_at (r->root, section);
   g_autofree gchar *path = NULL;
 
-  if (o == NULL || !is_auto (json_object_get_member (o, key)))
+  if (o == NULL || !_mixprec_json_is_auto (json_object_get_member (o, key)))
     return FALSE;
-  path = path_of (section, key);
+  path = _mixprec_json_join_path (section, key);
   return !g_hash_table_contains (r->report->reported, path);
 }
 
@@ -259,8 +232,8 @@ resolve (Resolver    *r,
          JsonNode    *value,
          const gchar *why)
 {
-  g_autofree gchar *path = path_of (section, key);
-  g_autofree gchar *shown = show_node (value);
+  g_autofree gchar *path = _mixprec_json_join_path (section, key);
+  g_autofree gchar *shown = _mixprec_json_show_whole (value);
 
   json_object_set_member (object_at (r->root, section), key, value);
   _mixprec_config_report_warning_code (r->report, MIXPREC_CONFIG_ERROR_INVALID_VALUE,

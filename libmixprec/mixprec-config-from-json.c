@@ -44,38 +44,6 @@ typedef struct
 
 /* ------------------------------------------------------------ helpers */
 
-static gchar *
-join_path (const gchar *section,
-           const gchar *key)
-{
-  GString *path = g_string_new (section);
-
-  _mixprec_json_path_append_key (path, key);
-  return g_string_free (path, FALSE);
-}
-
-static gchar *
-show_node (JsonNode *node)
-{
-  g_autofree gchar *text = json_to_string (node, FALSE);
-
-  if (g_utf8_strlen (text, -1) > 60)
-    {
-      gchar *cut = g_utf8_offset_to_pointer (text, 57);
-
-      return g_strdup_printf ("%.*s...", (gint) (cut - text), text);
-    }
-  return g_steal_pointer (&text);
-}
-
-static gboolean
-is_auto (JsonNode *node)
-{
-  return JSON_NODE_HOLDS_VALUE (node)
-         && json_node_get_value_type (node) == G_TYPE_STRING
-         && g_str_equal (json_node_get_string (node), "auto");
-}
-
 /* An "auto" that _mixprec_config_resolve_auto() left: nothing in the
  * document or the published defaults gives its value. */
 static void
@@ -96,9 +64,9 @@ report_invalid (Loader      *l,
                 const gchar *rule,
                 JsonNode    *node)
 {
-  g_autofree gchar *shown = show_node (node);
+  g_autofree gchar *shown = _mixprec_json_show (node);
 
-  if (is_auto (node))
+  if (_mixprec_json_is_auto (node))
     report_unresolved_auto (l, path, rule);
   else
     _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_INVALID_VALUE,
@@ -119,7 +87,7 @@ lookup (Loader      *l,
 
   if (o == NULL || (node = json_object_get_member (o, key)) == NULL)
     return NULL;
-  path = join_path (section, key);
+  path = _mixprec_json_join_path (section, key);
   if (g_hash_table_contains (l->report->reported, path))
     return NULL;
   *path_out = g_steal_pointer (&path);
@@ -147,53 +115,6 @@ read_bool (Loader      *l,
   return TRUE;
 }
 
-/* JSON has one number type; a document may write 5e8 for an integer. An
- * integral double is accepted when it is exact (at most 2^53). */
-static gboolean
-node_to_integer (JsonNode *node,
-                 gint64   *out)
-{
-  GType type;
-
-  if (!JSON_NODE_HOLDS_VALUE (node))
-    return FALSE;
-  type = json_node_get_value_type (node);
-  if (type == G_TYPE_INT64)
-    {
-      *out = json_node_get_int (node);
-      return TRUE;
-    }
-  if (type == G_TYPE_DOUBLE)
-    {
-      gdouble d = json_node_get_double (node);
-
-      if (isfinite (d) && d == floor (d) && fabs (d) <= 9007199254740992.0)
-        {
-          *out = (gint64) d;
-          return TRUE;
-        }
-    }
-  return FALSE;
-}
-
-static gboolean
-node_to_number (JsonNode *node,
-                gdouble  *out)
-{
-  GType type;
-
-  if (!JSON_NODE_HOLDS_VALUE (node))
-    return FALSE;
-  type = json_node_get_value_type (node);
-  if (type == G_TYPE_INT64)
-    *out = (gdouble) json_node_get_int (node);
-  else if (type == G_TYPE_DOUBLE)
-    *out = json_node_get_double (node);
-  else
-    return FALSE;
-  return isfinite (*out);
-}
-
 /* Returns TRUE with *out set when the key holds a valid integer; FALSE when
  * it is absent, null (and @nullable), or invalid (reported). */
 static gboolean
@@ -213,7 +134,7 @@ read_int (Loader      *l,
 
   if (node == NULL || (nullable && JSON_NODE_HOLDS_NULL (node)))
     return FALSE;
-  if (!node_to_integer (node, &value) || value < min || value > max)
+  if (!_mixprec_json_node_to_integer (node, &value) || value < min || value > max)
     {
       report_invalid (l, path, rule, node);
       return FALSE;
@@ -242,7 +163,7 @@ read_number (Loader      *l,
 
   if (node == NULL)
     return FALSE;
-  if (!node_to_number (node, &value)
+  if (!_mixprec_json_node_to_number (node, &value)
       || (min_bound == CLOSED ? value < min : value <= min)
       || (max_bound == CLOSED ? value > max : value >= max))
     {
@@ -269,7 +190,7 @@ read_string (Loader       *l,
   if (node == NULL || (nullable && JSON_NODE_HOLDS_NULL (node)))
     return FALSE;
   if (!JSON_NODE_HOLDS_VALUE (node) || json_node_get_value_type (node) != G_TYPE_STRING
-      || *json_node_get_string (node) == '\0' || is_auto (node))
+      || *json_node_get_string (node) == '\0' || _mixprec_json_is_auto (node))
     {
       report_invalid (l, path, rule, node);
       return FALSE;
@@ -458,7 +379,7 @@ equals_default (JsonNode    *node,
              && json_node_get_value_type (device) == G_TYPE_STRING
              && g_str_equal (json_node_get_string (device), "none");
     }
-  if (node_to_number (node, &a) && node_to_number (def, &b))
+  if (_mixprec_json_node_to_number (node, &a) && _mixprec_json_node_to_number (def, &b))
     return a == b;
   return json_node_equal (node, def);
 }
@@ -483,7 +404,7 @@ check_members (Loader              *l,
   for (GList *m = members; m != NULL; m = m->next)
     {
       const gchar *key = m->data;
-      g_autofree gchar *path = join_path (section, key);
+      g_autofree gchar *path = _mixprec_json_join_path (section, key);
       const IgnoredKey *ig = NULL;
 
       if (in_list (key, known) || g_hash_table_contains (l->report->reported, path))
@@ -707,8 +628,8 @@ read_stage3_elements (Loader      *l,
 
   if (json_object_has_member (o, key) && json_object_has_member (o, alias))
     {
-      g_autofree gchar *alias_path = join_path ("zero_optimization", alias);
-      g_autofree gchar *key_path = join_path ("zero_optimization", key);
+      g_autofree gchar *alias_path = _mixprec_json_join_path ("zero_optimization", alias);
+      g_autofree gchar *key_path = _mixprec_json_join_path ("zero_optimization", key);
 
       _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_CONFLICT,
                                     "%s: the same setting as %s; give only one",
@@ -916,7 +837,7 @@ check_params_for_auto (Loader      *l,
 
   if (g_hash_table_contains (l->report->reported, path->str))
     return;
-  if (is_auto (node))
+  if (_mixprec_json_is_auto (node))
     report_unresolved_auto (l, path->str, "an actual value");
   else if (JSON_NODE_HOLDS_OBJECT (node))
     {
@@ -956,7 +877,7 @@ load_typed_section (Loader      *l,
   };
   const gchar *type = NULL;
   g_autofree gchar *path = NULL;
-  g_autofree gchar *type_path = join_path (section, "type");
+  g_autofree gchar *type_path = _mixprec_json_join_path (section, "type");
   JsonNode *params;
 
   if (o == NULL)
@@ -1117,7 +1038,7 @@ read_monitor_string (Loader      *l,
   if (node == NULL || JSON_NODE_HOLDS_NULL (node))
     return;
   if (!JSON_NODE_HOLDS_VALUE (node) || json_node_get_value_type (node) != G_TYPE_STRING
-      || is_auto (node))
+      || _mixprec_json_is_auto (node))
     {
       report_invalid (l, path, "a string (a folder name; \"\" is the current folder)", node);
       return;
@@ -1494,7 +1415,7 @@ read_power_of_two (Loader      *l,
                    const gchar *key,
                    gint        *power)
 {
-  g_autofree gchar *path = join_path (section, key);
+  g_autofree gchar *path = _mixprec_json_join_path (section, key);
   gdouble value;
   gint exponent;
 
@@ -2312,7 +2233,7 @@ _mixprec_config_settings_load (MixprecConfigSettings *settings,
 
   if (!JSON_NODE_HOLDS_OBJECT (root))
     {
-      g_autofree gchar *shown = show_node (root);
+      g_autofree gchar *shown = _mixprec_json_show (root);
 
       _mixprec_config_report_error (report, MIXPREC_CONFIG_ERROR_PARSE,
                                     "(top level): must be a JSON object such as "

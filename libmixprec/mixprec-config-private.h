@@ -4,6 +4,7 @@
 #pragma once
 
 #include "mixprec.h"
+#include "mixprec-json-read-private.h"
 
 G_BEGIN_DECLS
 
@@ -266,12 +267,6 @@ gboolean _mixprec_json_scan                     (const gchar           *data,
 void     _mixprec_json_write                    (GString               *out,
                                                  JsonNode              *node,
                                                  guint                  level);
-
-/* JSON paths as messages print them: a.b, a["odd key"], a[3]. */
-void     _mixprec_json_path_append_key          (GString               *path,
-                                                 const gchar           *key);
-void     _mixprec_json_path_append_index        (GString               *path,
-                                                 guint                  index);
 
 /* Damerau-Levenshtein (optimal string alignment) distance, ASCII
  * case-insensitive. */

@@ -88,53 +88,6 @@ _mixprec_config_report_warning_code (MixprecConfigReport *report,
   va_end (args);
 }
 
-static gboolean
-is_plain_key (const gchar *key)
-{
-  if (*key == '\0')
-    return FALSE;
-  for (const gchar *p = key; *p; p++)
-    if (!g_ascii_isalnum (*p) && *p != '_' && *p != '-')
-      return FALSE;
-  return TRUE;
-}
-
-void
-_mixprec_json_path_append_key (GString     *path,
-                               const gchar *key)
-{
-  if (is_plain_key (key))
-    {
-      if (path->len > 0)
-        g_string_append_c (path, '.');
-      g_string_append (path, key);
-      return;
-    }
-
-  /* Keys with dots, spaces or control characters are quoted so that a
-   * message stays on one line and the path stays unambiguous. */
-  g_string_append (path, "[\"");
-  for (const gchar *p = key; *p; p = g_utf8_next_char (p))
-    {
-      gunichar c = g_utf8_get_char (p);
-
-      if (c == '"' || c == '\\')
-        g_string_append_printf (path, "\\%c", (gchar) c);
-      else if (c < 0x20 || c == 0x7f || (c >= 0x80 && !g_unichar_isprint (c)))
-        g_string_append_printf (path, "\\u%04X", c);
-      else
-        g_string_append_unichar (path, c);
-    }
-  g_string_append (path, "\"]");
-}
-
-void
-_mixprec_json_path_append_index (GString *path,
-                                 guint    index)
-{
-  g_string_append_printf (path, "[%u]", index);
-}
-
 guint
 _mixprec_edit_distance (const gchar *a,
                         const gchar *b)

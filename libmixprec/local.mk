@@ -106,7 +106,7 @@ mixprec_sources += \
 	libmixprec/mixprec-optimizer-params-private.h \
 	libmixprec/mixprec-optimizer-params.c
 
-# --- partitioner (ZeRO layout arithmetic)
+# --- partitioner (DeepSpeed's flat layout; deprecated in 1.1 for MixprecLayout)
 mixprec_public_headers += libmixprec/mixprec-partitioner.h
 mixprec_enum_headers += libmixprec/mixprec-partitioner.h
 mixprec_sources += libmixprec/mixprec-partitioner.c
@@ -116,6 +116,12 @@ mixprec_public_headers += \
 	libmixprec/mixprec-param.h \
 	libmixprec/mixprec-engine.h
 mixprec_enum_headers += libmixprec/mixprec-param.h libmixprec/mixprec-engine.h
+# The layout an engine runs, as a read-only description (MixprecLayout).
+mixprec_public_headers += libmixprec/mixprec-layout.h
+mixprec_sources += \
+	libmixprec/mixprec-layout-private.h \
+	libmixprec/mixprec-layout.c \
+	libmixprec/mixprec-engine-layout-view.c
 mixprec_sources += \
 	libmixprec/mixprec-param-private.h \
 	libmixprec/mixprec-param.c \

@@ -1,8 +1,11 @@
-/* mixprec-partitioner.c — the ZeRO layout of one parameter group (DeepSpeed
- * runtime/zero/stage_1_and_2.py): flatten, pad to a multiple of 2 * world,
+/* mixprec-partitioner.c — DeepSpeed's ZeRO layout of one parameter group
+ * (runtime/zero/stage_1_and_2.py): flatten, pad to a multiple of 2 * world,
  * cut into equal rank partitions; plus reduce buckets shaped so that one
  * reduce-scatter per bucket hands every rank a contiguous piece of its own
- * partition. Pure arithmetic, no memory of the parameters themselves. */
+ * partition. Pure arithmetic, no memory of the parameters themselves.
+ * Deprecated in 1.1: the engine lays parameters out in units instead
+ * (mixprec-engine-layout.c), which MixprecLayout describes; this stays,
+ * unchanged, for programs written against 1.0. */
 #include "config.h"
 
 #include "mixprec.h"
@@ -47,7 +50,16 @@
  * slices are, which costs nothing when gradients arrive together at the
  * end of a micro-step.
  *
+ * This is DeepSpeed's layout, not the one #MixprecEngine runs: the engine
+ * cuts each group into units of at most 2^20 elements, each padded to a
+ * multiple of world size × 4096 and sliced across the ranks. Its answers
+ * do not say where an engine keeps anything; #MixprecLayout does
+ * (mixprec_engine_get_layout(), or mixprec_layout_new() for a plan).
+ *
  * Since: 1.0
+ *
+ * Deprecated: 1.1: Use #MixprecLayout, which describes the layout the
+ *   engine runs.
  */
 
 struct _MixprecPartitioner
@@ -186,13 +198,17 @@ compute_layout (MixprecPartitioner *self,
  *   alignment unit per rank
  * @error: return location for a #GError
  *
- * Computes the layout of one parameter group.
+ * Computes DeepSpeed's flat layout of one parameter group (see
+ * #MixprecPartitioner), which is not the layout #MixprecEngine runs.
  *
  * Returns: (transfer full): a new #MixprecPartitioner, or %NULL with
  *   @error set to %MIXPREC_PARTITIONER_ERROR_INVALID_ARGUMENT or
  *   %MIXPREC_PARTITIONER_ERROR_OVERFLOW.
  *
  * Since: 1.0
+ *
+ * Deprecated: 1.1: Use mixprec_layout_new() to plan the layout an engine
+ *   runs, or mixprec_engine_get_layout() to read a running engine's.
  */
 MixprecPartitioner *
 mixprec_partitioner_new (const guint64  *sizes,

@@ -1,5 +1,7 @@
-/* mixprec-partitioner.h — ZeRO layout arithmetic: which rank owns which
- * elements of a flattened parameter group, and the reduce buckets */
+/* mixprec-partitioner.h — DeepSpeed's flat ZeRO layout arithmetic (which
+ * rank owns which elements of a flattened parameter group, and the reduce
+ * buckets). Deprecated in 1.1: the engine never ran it; MixprecLayout
+ * (mixprec-layout.h) describes the layout it runs. */
 #pragma once
 
 #if !defined(__MIXPREC_INSIDE__) && !defined(MIXPREC_COMPILATION)
@@ -85,7 +87,7 @@ G_DECLARE_FINAL_TYPE (MixprecPartitioner, mixprec_partitioner, MIXPREC, PARTITIO
 MIXPREC_AVAILABLE_IN_1_0
 GQuark              mixprec_partitioner_error_quark        (void);
 
-MIXPREC_AVAILABLE_IN_1_0
+MIXPREC_DEPRECATED_IN_1_1_FOR (mixprec_layout_new)
 MixprecPartitioner *mixprec_partitioner_new                (const guint64      *sizes,
                                                             guint               n_sizes,
                                                             guint               world_size,

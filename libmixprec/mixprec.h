@@ -15,6 +15,7 @@
 #include "mixprec-partitioner.h"
 #include "mixprec-param.h"
 #include "mixprec-engine.h"
+#include "mixprec-layout.h"
 #include "mixprec-plugin-object.h"
 #include "mixprec-feature.h"
 #include "mixprec-registry.h"

@@ -217,13 +217,26 @@ if HAVE_PYTHON_GI
 TESTS += tests/test-lr-schedule-gi.py
 endif
 
-# --- partitioner
+# --- partitioner (deprecated in 1.1: the 1.0 API keeps working, warning-free
+# even once MIXPREC_VERSION_MIN_REQUIRED reaches 1.1)
 check_PROGRAMS += tests/test-partitioner
+tests_test_partitioner_CPPFLAGS = $(AM_CPPFLAGS) -DMIXPREC_DISABLE_DEPRECATION_WARNINGS
 tests_test_partitioner_LDADD = $(tests_public_ldadd)
 TESTS += tests/test-partitioner
 EXTRA_DIST += tests/test-partitioner-gi.py
 if HAVE_PYTHON_GI
 TESTS += tests/test-partitioner-gi.py
+endif
+
+# --- layout: the plan against the engine that runs it, on one process and
+# as ranks
+check_PROGRAMS += tests/test-layout
+tests_test_layout_SOURCES = tests/test-layout.c tests/multiproc.c tests/multiproc.h
+tests_test_layout_LDADD = $(tests_public_ldadd)
+TESTS += tests/test-layout
+EXTRA_DIST += tests/test-layout-gi.py
+if HAVE_PYTHON_GI
+TESTS += tests/test-layout-gi.py
 endif
 
 # --- config and precision policy (corpus of real-world DeepSpeed files in tests/configs)

@@ -1,0 +1,143 @@
+/* mixprec-engine-layout-view.c — the engine's layout as a MixprecLayout:
+ * read from a running engine's groups and units, or planned for a model
+ * with the same code that lays an engine out (_mixprec_engine_make_units_full()
+ * and _mixprec_engine_group_shape()). The only file outside the engine's
+ * own that reads its internals for the public description. */
+#include "config.h"
+
+#include "mixprec.h"
+#include "mixprec-engine-impl-private.h"
+#include "mixprec-engine-private.h"
+#include "mixprec-layout-private.h"
+
+/* Adds @units (of a group whose parameters are numbered @numbers and
+ * sized @sizes, group order) to @layout as group @group. @offsets: where
+ * a running engine placed each parameter (NULL: packed in its unit). */
+static void
+add_units (MixprecLayout *layout,
+           guint          group,
+           GArray        *units,
+           const guint   *numbers,
+           const guint64 *sizes,
+           const guint64 *offsets)
+{
+  for (guint k = 0; k < units->len; k++)
+    {
+      const Unit *u = &g_array_index (units, Unit, k);
+      guint64 flat = u->flat;
+
+      _mixprec_layout_add_unit (layout, group, u->flat, u->numel, u->padded, u->persistent);
+      for (guint i = u->first_param; i < u->first_param + u->n_params; i++)
+        {
+          _mixprec_layout_add_param (layout, group, numbers != NULL ? numbers[i] : i, sizes[i],
+                                     offsets != NULL ? offsets[i] : flat);
+          flat += sizes[i];
+        }
+    }
+}
+
+MixprecLayout *
+_mixprec_engine_plan_layout (MixprecConfig *config,
+                             const guint64 *sizes,
+                             guint          n_sizes,
+                             guint          world,
+                             GError       **error)
+{
+  g_autoptr(MixprecEngine) probe = NULL;
+  g_autoptr(GArray) units = NULL;
+  _MixprecParamDTypes dt = { 0 };
+  MixprecDType master;
+  MixprecFp8Recipe *recipe;
+  MixprecLayout *layout;
+  GroupShape shape;
+  gboolean mx;
+  guint stage;
+
+  if (world == 0)
+    {
+      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
+                   "world size: must be at least 1, got 0");
+      return NULL;
+    }
+  /* An engine that only resolves the policy and the optimizer: the
+   * dtypes a "Linear" parameter gets decide the group's staging, and its
+   * FP8 recipe whether every parameter is a unit alone. */
+  probe = _mixprec_engine_new_internal (config, NULL, NULL, NULL, TRUE, error);
+  if (probe == NULL ||
+      !mixprec_precision_policy_resolve (probe->policy, "param", "Linear", &dt.working, &master,
+                                         &dt.has_master, &dt.accum, &dt.comm, error))
+    return NULL;
+  dt.grad = dt.working;
+  if (dt.working == MIXPREC_DTYPE_FLOAT32)
+    dt.has_master = FALSE;
+  recipe = mixprec_config_get_fp8_recipe (config);
+  mx = recipe != NULL && mixprec_precision_policy_is_fp8 (probe->policy, "param", "Linear") &&
+       mixprec_fp8_recipe_get_kind (recipe) == MIXPREC_FP8_RECIPE_MX;
+
+  stage = world > 1 ? mixprec_config_get_zero_stage (config) : 0;
+  units = _mixprec_engine_make_units_full (sizes, n_sizes, world, stage,
+                                           mixprec_config_get_param_persistence_threshold (config), mx);
+  _mixprec_engine_group_shape (&dt, _mixprec_engine_wire_dtype (&dt), units, world, stage, probe->gas,
+                               FALSE, _mixprec_engine_staging_budget (config), &shape);
+
+  layout = _mixprec_layout_new (world, stage, n_sizes);
+  if (n_sizes > 0)
+    add_units (layout, _mixprec_layout_add_group (layout, shape.slot_elements, (guint) shape.n_slots),
+               units, NULL, sizes, NULL);
+  return layout;
+}
+
+/**
+ * mixprec_engine_get_layout:
+ * @engine: a #MixprecEngine
+ * @error: return location for a #GError
+ *
+ * The layout @engine runs, every group of it, read from its buffers as
+ * laid out: parameters are numbered in registration order
+ * (mixprec_engine_get_params()). Lays out the buffers first if that has
+ * not happened yet (see mixprec_engine_prepare()).
+ *
+ * Returns: (transfer full): a snapshot of the layout, or %NULL with
+ *   @error set when laying out failed
+ *
+ * Since: 1.1
+ */
+MixprecLayout *
+mixprec_engine_get_layout (MixprecEngine  *engine,
+                           GError        **error)
+{
+  g_autoptr(GHashTable) numbers = NULL;
+  MixprecLayout *layout;
+
+  g_return_val_if_fail (MIXPREC_IS_ENGINE (engine), NULL);
+  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
+
+  if (!mixprec_engine_prepare (engine, error))
+    return NULL;
+
+  numbers = g_hash_table_new (NULL, NULL);
+  for (guint i = 0; i < engine->params->len; i++)
+    g_hash_table_insert (numbers, g_ptr_array_index (engine->params, i), GUINT_TO_POINTER (i));
+
+  layout = _mixprec_layout_new (engine->world, engine->stage, engine->params->len);
+  for (guint j = 0; j < engine->groups->len; j++)
+    {
+      const Group *g = g_ptr_array_index (engine->groups, j);
+      g_autofree guint *group_numbers = g_new (guint, MAX (g->params->len, 1));
+      g_autofree guint64 *sizes = g_new (guint64, MAX (g->params->len, 1));
+      g_autofree guint64 *offsets = g_new (guint64, MAX (g->params->len, 1));
+      guint group = _mixprec_layout_add_group (layout, g->slot_elements,
+                                               g->slot_elements > 0 ? _MIXPREC_N_SLOTS : 0);
+
+      for (guint i = 0; i < g->params->len; i++)
+        {
+          MixprecParam *p = g_ptr_array_index (g->params, i);
+
+          group_numbers[i] = GPOINTER_TO_UINT (g_hash_table_lookup (numbers, p));
+          sizes[i] = mixprec_param_get_numel (p);
+          offsets[i] = _mixprec_param_get_storage (p)->offset;
+        }
+      add_units (layout, group, g->units, group_numbers, sizes, offsets);
+    }
+  return layout;
+}

@@ -87,6 +87,7 @@ G_DECLARE_FINAL_TYPE (MixprecPartitioner, mixprec_partitioner, MIXPREC, PARTITIO
 MIXPREC_AVAILABLE_IN_1_0
 GQuark              mixprec_partitioner_error_quark        (void);
 
+MIXPREC_AVAILABLE_IN_1_0
 MIXPREC_DEPRECATED_IN_1_1_FOR (mixprec_layout_new)
 MixprecPartitioner *mixprec_partitioner_new                (const guint64      *sizes,
                                                             guint               n_sizes,

@@ -46,6 +46,9 @@ check "method.Param.get_master.html has its description" \
   grep -q "gather_master" "$html/method.Param.get_master.html"
 check "method.Param.set_grad.html has its description" \
   grep -q "round to nearest" "$html/method.Param.set_grad.html"
+check "internals.html maps the engine's words to DeepSpeed's" \
+  grep -q "independent partition gradient" "$html/internals.html"
+check "internals.html draws one step" grep -q "reduce-scatter of unit k" "$html/internals.html"
 check "the search index exists" test -s "$html/index.json"
 check "the Devhelp book is named after the installed folder" test -s "$html/reference.devhelp2"
 

@@ -236,6 +236,8 @@ owned (MixprecLayout    *self,
  * mixprec_layout_get_world_size:
  * @self: a #MixprecLayout
  *
+ * Gets the number of ranks the layout is cut for.
+ *
  * Returns: the number of data-parallel ranks the layout is cut for
  *
  * Since: 1.1
@@ -251,6 +253,8 @@ mixprec_layout_get_world_size (MixprecLayout *self)
 /**
  * mixprec_layout_get_zero_stage:
  * @self: a #MixprecLayout
+ *
+ * Gets the ZeRO stage the layout is for.
  *
  * Returns: the ZeRO stage in effect: the configured one across ranks, 0
  *   on one process
@@ -268,6 +272,8 @@ mixprec_layout_get_zero_stage (MixprecLayout *self)
 /**
  * mixprec_layout_get_n_params:
  * @self: a #MixprecLayout
+ *
+ * Gets the number of parameters the layout places.
  *
  * Returns: the number of parameters, numbered from 0 in registration
  *   order (the order of the sizes given to mixprec_layout_new())
@@ -287,6 +293,8 @@ mixprec_layout_get_n_params (MixprecLayout *self)
  * @self: a #MixprecLayout
  * @param: a parameter number, below mixprec_layout_get_n_params()
  *
+ * Gets the size of a parameter.
+ *
  * Returns: the number of elements of @param
  *
  * Since: 1.1
@@ -304,6 +312,8 @@ mixprec_layout_get_param_size (MixprecLayout *self,
  * mixprec_layout_get_param_group:
  * @self: a #MixprecLayout
  * @param: a parameter number
+ *
+ * Gets the group a parameter belongs to.
  *
  * Returns: the group @param belongs to
  *
@@ -323,6 +333,8 @@ mixprec_layout_get_param_group (MixprecLayout *self,
  * @self: a #MixprecLayout
  * @param: a parameter number
  *
+ * Gets the unit that holds a parameter.
+ *
  * Returns: the unit of its group that holds @param
  *
  * Since: 1.1
@@ -340,6 +352,8 @@ mixprec_layout_get_param_unit (MixprecLayout *self,
  * mixprec_layout_get_param_offset:
  * @self: a #MixprecLayout
  * @param: a parameter number
+ *
+ * Gets where a parameter starts in its group.
  *
  * Returns: where the first element of @param lies in its group's padded
  *   element space (the position in the whole, unsharded buffers)
@@ -406,6 +420,8 @@ mixprec_layout_get_rank_range (MixprecLayout *self,
  * @param: a parameter number
  * @element: an element of @param, below its size
  *
+ * Finds the rank that owns one element of a parameter.
+ *
  * Returns: the rank that owns @element of @param
  *
  * Since: 1.1
@@ -429,6 +445,8 @@ mixprec_layout_get_owner (MixprecLayout *self,
  * mixprec_layout_get_n_groups:
  * @self: a #MixprecLayout
  *
+ * Gets the number of parameter groups.
+ *
  * Returns: the number of parameter groups (one for a planned layout)
  *
  * Since: 1.1
@@ -445,6 +463,8 @@ mixprec_layout_get_n_groups (MixprecLayout *self)
  * mixprec_layout_get_group_total:
  * @self: a #MixprecLayout
  * @group: a group, below mixprec_layout_get_n_groups()
+ *
+ * Gets the real (unpadded) size of a group.
  *
  * Returns: the number of elements of the parameters of @group
  *
@@ -463,6 +483,8 @@ mixprec_layout_get_group_total (MixprecLayout *self,
  * mixprec_layout_get_group_padded_total:
  * @self: a #MixprecLayout
  * @group: a group
+ *
+ * Gets the padded size of a group.
  *
  * Returns: the size of @group's padded element space: the sum of its
  *   units' padded sizes, what a whole (unsharded) buffer of the group holds
@@ -483,6 +505,8 @@ mixprec_layout_get_group_padded_total (MixprecLayout *self,
  * @self: a #MixprecLayout
  * @group: a group
  *
+ * Gets the length of a rank's sharded buffers of a group.
+ *
  * Returns: the elements of @group's slices one rank holds (the same on
  *   every rank, padding included): the length of its sharded buffers
  *
@@ -502,6 +526,8 @@ mixprec_layout_get_rank_elements (MixprecLayout *self,
  * @self: a #MixprecLayout
  * @group: a group
  * @rank: a rank
+ *
+ * Counts the padding among a rank's elements of a group.
  *
  * Returns: how many of @rank's elements of @group are padding
  *
@@ -533,6 +559,8 @@ mixprec_layout_get_rank_padding (MixprecLayout *self,
  * mixprec_layout_get_persistent_elements:
  * @self: a #MixprecLayout
  * @group: a group
+ *
+ * Gets the size of a group's ZeRO-3 persistent units.
  *
  * Returns: under ZeRO-3, the padded elements of @group's persistent
  *   units, whose working copies every rank keeps whole; 0 otherwise
@@ -602,6 +630,8 @@ mixprec_layout_get_rank_pieces (MixprecLayout *self,
  * @self: a #MixprecLayout
  * @group: a group
  *
+ * Gets the number of units of a group.
+ *
  * Returns: the number of units of @group
  *
  * Since: 1.1
@@ -661,6 +691,8 @@ mixprec_layout_get_unit (MixprecLayout *self,
  * @unit: a unit of @group
  * @n_params: (out): the number of parameters returned
  *
+ * Lists the parameters of one unit.
+ *
  * Returns: (array length=n_params) (transfer full): the numbers of the
  *   parameters @unit holds, in the order they lie in it
  *
@@ -692,6 +724,8 @@ mixprec_layout_get_unit_params (MixprecLayout *self,
  * @group: a group
  * @unit: a unit of @group
  *
+ * Tells whether a unit is kept whole on every rank under ZeRO-3.
+ *
  * Returns: %TRUE when @unit holds ZeRO-3 persistent parameters (below
  *   `stage3_param_persistence_threshold`), whose working copies every
  *   rank keeps whole; always %FALSE below stage 3 and on one process
@@ -713,6 +747,8 @@ mixprec_layout_unit_is_persistent (MixprecLayout *self,
  * @self: a #MixprecLayout
  * @group: a group
  *
+ * Gets the size of a group's gradient staging slots.
+ *
  * Returns: the elements of each of @group's gradient staging slots, where
  *   gradients collect on their way to the reduce-scatter (ZeRO-2/3, or a
  *   communication dtype other than the gradients'); 0 when the group
@@ -733,6 +769,8 @@ mixprec_layout_get_slot_size (MixprecLayout *self,
  * mixprec_layout_get_n_slots:
  * @self: a #MixprecLayout
  * @group: a group
+ *
+ * Gets the number of a group's gradient staging slots.
  *
  * Returns: the number of staging slots the layout allocates for @group
  *   (0 when it needs none)

@@ -79,6 +79,13 @@ tests_dlpack_layout_SOURCES = tests/dlpack-layout.c
 endif
 endif
 
+# --- byte arguments: every GBytes argument takes Python buffers, NumPy
+# arrays and CPU torch tensors; Config.new_from_data takes str and bytes.
+EXTRA_DIST += tests/test-bytes-gi.py
+if HAVE_PYTHON_GI
+TESTS += tests/test-bytes-gi.py
+endif
+
 # --- loss scalers
 check_PROGRAMS += tests/test-loss-scaler
 tests_test_loss_scaler_LDADD = $(tests_public_ldadd)

@@ -79,6 +79,12 @@ tests_dlpack_layout_SOURCES = tests/dlpack-layout.c
 endif
 endif
 
+# --- the version macros (availability, deprecation) seen by a program
+# compiled against the build tree's headers
+AM_TESTS_ENVIRONMENT += export CC="$(CC)" MIXPREC_DEPS_CFLAGS="$(MIXPREC_DEPS_CFLAGS)";
+TESTS += tests/test-version-macros.sh
+EXTRA_DIST += tests/test-version-macros.sh
+
 # --- gi-docgen check on the built .gir: every symbol documented (skips
 # without gi-docgen or introspection)
 if HAVE_INTROSPECTION

@@ -276,6 +276,29 @@ else:
     check("set_grad takes a NumPy array", True, no_numpy)
     check("set_grad refuses float64", True, no_numpy)
 
+# The collectives of a one-rank communicator return their input.
+comm = Mixprec.Comm.new(None, "auto", None, 0)
+SUM = Mixprec.ReduceOp.SUM
+check("Comm.all_reduce takes bytes",
+      bytes(comm.all_reduce(F32, D.FLOAT32, SUM).get_data()) == F32)
+check("Comm.all_gather, reduce_scatter and broadcast take a bytearray and a memoryview",
+      bytes(comm.all_gather(bytearray(F32), D.FLOAT32).get_data()) == F32 and
+      bytes(comm.reduce_scatter(memoryview(F32), D.FLOAT32, SUM).get_data()) == F32 and
+      bytes(comm.broadcast(bytearray(F32), D.FLOAT32, 0).get_data()) == F32)
+if np is not None:
+    check("Comm.all_reduce takes a NumPy array",
+          bytes(comm.all_reduce(np.array(VALUES, np.float32), D.FLOAT32, SUM).get_data()) == F32)
+    msg = raises(lambda: comm.all_reduce(np.array(VALUES, np.float64), D.FLOAT32, SUM), TypeError)
+    check("Comm.all_reduce refuses float64 for float32, naming send", msg and "send" in msg)
+else:
+    check("Comm.all_reduce takes a NumPy array", True, no_numpy)
+    check("Comm.all_reduce refuses float64 for float32", True, no_numpy)
+if torch is not None:
+    check("Comm.all_reduce takes a torch tensor",
+          bytes(comm.all_reduce(torch.tensor(VALUES), D.FLOAT32, SUM).get_data()) == F32)
+else:
+    check("Comm.all_reduce takes a torch tensor", True, no_torch)
+
 # ------------------------------------------------------------ Config.new_from_data
 DOC = '{"fp16": {"enabled": true}, "zero_optimization": {"stage": 2}}'
 text = Mixprec.Config.new_from_data(DOC).to_data()[0]

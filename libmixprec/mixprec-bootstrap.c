@@ -687,6 +687,9 @@ mixprec_bootstrap_new (guint         rank,
  * mixprec_bootstrap_get_rank:
  * @self: a #MixprecBootstrap
  *
+ * Gives this process's rank in the job, from 0 to the world size minus
+ * one.
+ *
  * Returns: this process's rank
  *
  * Since: 1.0
@@ -701,6 +704,8 @@ mixprec_bootstrap_get_rank (MixprecBootstrap *self)
 /**
  * mixprec_bootstrap_get_world_size:
  * @self: a #MixprecBootstrap
+ *
+ * Gives the number of processes (ranks) in the job.
  *
  * Returns: the number of ranks
  *
@@ -717,6 +722,10 @@ mixprec_bootstrap_get_world_size (MixprecBootstrap *self)
  * mixprec_bootstrap_get_local_rank:
  * @self: a #MixprecBootstrap
  *
+ * Gives this process's position among the ranks that run on the same host,
+ * as the launcher set it (`LOCAL_RANK` and its equivalents); a device
+ * plugin uses it to pick the accelerator of the process.
+ *
  * Returns: this process's rank among the ranks on its host
  *
  * Since: 1.0
@@ -731,6 +740,8 @@ mixprec_bootstrap_get_local_rank (MixprecBootstrap *self)
 /**
  * mixprec_bootstrap_get_local_world_size:
  * @self: a #MixprecBootstrap
+ *
+ * Gives how many ranks of the job run on this process's host.
  *
  * Returns: the number of ranks on this process's host
  *
@@ -747,6 +758,9 @@ mixprec_bootstrap_get_local_world_size (MixprecBootstrap *self)
  * mixprec_bootstrap_get_timeout:
  * @self: a #MixprecBootstrap
  *
+ * Gives how long the rendezvous and each exchange wait for the other ranks
+ * before they fail.
+ *
  * Returns: the timeout in milliseconds
  *
  * Since: 1.0
@@ -761,6 +775,9 @@ mixprec_bootstrap_get_timeout (MixprecBootstrap *self)
 /**
  * mixprec_bootstrap_get_source:
  * @self: a #MixprecBootstrap
+ *
+ * Says which launcher's environment variables the ranks were read from, so
+ * that a program can report how it was started.
  *
  * Returns: which variables gave the ranks: "mixprec", "torchrun",
  *   "openmpi", "slurm", "explicit" or "single"
@@ -778,6 +795,8 @@ mixprec_bootstrap_get_source (MixprecBootstrap *self)
  * mixprec_bootstrap_get_master_addr:
  * @self: a #MixprecBootstrap
  *
+ * Gives the host name or address of rank 0, where the rendezvous listens.
+ *
  * Returns: (nullable): rank 0's host, or %NULL with one rank
  *
  * Since: 1.0
@@ -792,6 +811,8 @@ mixprec_bootstrap_get_master_addr (MixprecBootstrap *self)
 /**
  * mixprec_bootstrap_get_master_port:
  * @self: a #MixprecBootstrap
+ *
+ * Gives the TCP port of rank 0's rendezvous.
  *
  * Returns: rank 0's TCP port, or 0 with one rank
  *

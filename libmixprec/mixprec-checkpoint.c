@@ -439,6 +439,8 @@ _mixprec_checkpoint_get_manifest (MixprecCheckpoint *self)
  * mixprec_checkpoint_get_path:
  * @self: a #MixprecCheckpoint
  *
+ * Gives the folder this checkpoint was read from.
+ *
  * Returns: the checkpoint's folder (the one holding `manifest.json`, after
  *   following `latest`)
  *
@@ -455,6 +457,9 @@ mixprec_checkpoint_get_path (MixprecCheckpoint *self)
  * mixprec_checkpoint_get_tag:
  * @self: a #MixprecCheckpoint
  *
+ * Gives the tag (the folder name under the checkpoint root) the checkpoint
+ * was saved under.
+ *
  * Returns: the tag the checkpoint was saved under, such as "step-100"
  *
  * Since: 1.0
@@ -469,6 +474,10 @@ mixprec_checkpoint_get_tag (MixprecCheckpoint *self)
 /**
  * mixprec_checkpoint_get_format_version:
  * @self: a #MixprecCheckpoint
+ *
+ * Gives the version of the checkpoint format the manifest declares; a
+ * checkpoint of a newer format than this library reads is refused when
+ * opened.
  *
  * Returns: the manifest's format version
  *   (%MIXPREC_CHECKPOINT_FORMAT_VERSION)
@@ -486,6 +495,9 @@ mixprec_checkpoint_get_format_version (MixprecCheckpoint *self)
  * mixprec_checkpoint_get_libmixprec_version:
  * @self: a #MixprecCheckpoint
  *
+ * Gives the version string of the libmixprec that wrote the checkpoint, as
+ * recorded in its manifest.
+ *
  * Returns: the version of the libmixprec that saved the checkpoint
  *
  * Since: 1.0
@@ -500,6 +512,8 @@ mixprec_checkpoint_get_libmixprec_version (MixprecCheckpoint *self)
 /**
  * mixprec_checkpoint_get_step:
  * @self: a #MixprecCheckpoint
+ *
+ * Gives the optimizer step count at the save, skipped steps included.
  *
  * Returns: optimizer steps taken before the save, skipped ones included
  *
@@ -516,6 +530,10 @@ mixprec_checkpoint_get_step (MixprecCheckpoint *self)
  * mixprec_checkpoint_get_applied_steps:
  * @self: a #MixprecCheckpoint
  *
+ * Gives how many optimizer steps had changed the weights when the
+ * checkpoint was saved, that is mixprec_checkpoint_get_step() less the
+ * skipped steps.
+ *
  * Returns: optimizer steps applied before the save
  *
  * Since: 1.0
@@ -530,6 +548,9 @@ mixprec_checkpoint_get_applied_steps (MixprecCheckpoint *self)
 /**
  * mixprec_checkpoint_get_skipped_steps:
  * @self: a #MixprecCheckpoint
+ *
+ * Gives how many optimizer steps were skipped because of an overflow
+ * before the save.
  *
  * Returns: optimizer steps skipped (overflow) before the save
  *
@@ -546,6 +567,9 @@ mixprec_checkpoint_get_skipped_steps (MixprecCheckpoint *self)
  * mixprec_checkpoint_get_seed:
  * @self: a #MixprecCheckpoint
  *
+ * Gives the seed of the stochastic-rounding random streams at the save, so
+ * that a resumed run rounds as the uninterrupted one would have.
+ *
  * Returns: the seed of the stochastic-rounding streams (`mixprec.seed`)
  *
  * Since: 1.0
@@ -560,6 +584,9 @@ mixprec_checkpoint_get_seed (MixprecCheckpoint *self)
 /**
  * mixprec_checkpoint_get_precision_mode:
  * @self: a #MixprecCheckpoint
+ *
+ * Gives the precision mode of the engine that saved the checkpoint.
+ * Loading works under another mode; this is for reports.
  *
  * Returns: the saving engine's precision mode, as
  *   mixprec_precision_mode_get_name() spells it
@@ -577,6 +604,9 @@ mixprec_checkpoint_get_precision_mode (MixprecCheckpoint *self)
  * mixprec_checkpoint_get_world_size:
  * @self: a #MixprecCheckpoint
  *
+ * Gives the number of ranks of the job that saved the checkpoint. A job of
+ * another world size loads it too.
+ *
  * Returns: the number of ranks that saved the checkpoint (one shard file
  *   each)
  *
@@ -593,6 +623,9 @@ mixprec_checkpoint_get_world_size (MixprecCheckpoint *self)
  * mixprec_checkpoint_get_zero_stage:
  * @self: a #MixprecCheckpoint
  *
+ * Gives the ZeRO stage of the engine that saved the checkpoint. An engine
+ * of another stage loads it too.
+ *
  * Returns: the ZeRO stage of the saving engine
  *
  * Since: 1.0
@@ -608,6 +641,8 @@ mixprec_checkpoint_get_zero_stage (MixprecCheckpoint *self)
  * mixprec_checkpoint_get_scaler_type:
  * @self: a #MixprecCheckpoint
  *
+ * Gives the GType name of the loss scaler the saving engine used.
+ *
  * Returns: the type name of the saving engine's loss scaler
  *
  * Since: 1.0
@@ -622,6 +657,9 @@ mixprec_checkpoint_get_scaler_type (MixprecCheckpoint *self)
 /**
  * mixprec_checkpoint_get_scaler_state:
  * @self: a #MixprecCheckpoint
+ *
+ * Gives the loss scaler's saved state, which
+ * mixprec_loss_scaler_restore_state() accepts.
  *
  * Returns: (transfer none): the loss scaler's state as
  *   mixprec_loss_scaler_save_state() gave it (`a{sv}`)
@@ -639,6 +677,8 @@ mixprec_checkpoint_get_scaler_state (MixprecCheckpoint *self)
  * mixprec_checkpoint_get_lr_schedule_type:
  * @self: a #MixprecCheckpoint
  *
+ * Gives the type of learning-rate schedule the saving engine ran.
+ *
  * Returns: the learning-rate schedule's type, such as "WarmupCosineLR"
  *
  * Since: 1.0
@@ -653,6 +693,9 @@ mixprec_checkpoint_get_lr_schedule_type (MixprecCheckpoint *self)
 /**
  * mixprec_checkpoint_get_lr_position:
  * @self: a #MixprecCheckpoint
+ *
+ * Gives the position of the learning-rate schedule at the save, from which
+ * a loading engine resumes the schedule.
  *
  * Returns: how many times the schedule had advanced (one per applied step)
  *
@@ -669,6 +712,8 @@ mixprec_checkpoint_get_lr_position (MixprecCheckpoint *self)
  * mixprec_checkpoint_get_optimizer_name:
  * @self: a #MixprecCheckpoint
  *
+ * Gives the name of the optimizer whose state the checkpoint holds.
+ *
  * Returns: the optimizer feature of the saving engine, such as "adamw"
  *
  * Since: 1.0
@@ -683,6 +728,9 @@ mixprec_checkpoint_get_optimizer_name (MixprecCheckpoint *self)
 /**
  * mixprec_checkpoint_get_state_names:
  * @self: a #MixprecCheckpoint
+ *
+ * Lists the optimizer state slots the checkpoint holds for every parameter
+ * element.
  *
  * Returns: (transfer none) (array zero-terminated=1): the optimizer state
  *   slots saved per element, in the optimizer's order
@@ -699,6 +747,8 @@ mixprec_checkpoint_get_state_names (MixprecCheckpoint *self)
 /**
  * mixprec_checkpoint_get_param_names:
  * @self: a #MixprecCheckpoint
+ *
+ * Lists the names of the parameters the checkpoint holds.
  *
  * Returns: (transfer full): the saved parameters' names, in the order the
  *   saving engine registered them
@@ -736,6 +786,8 @@ find_param (MixprecCheckpoint *self,
  * @name: a parameter name
  * @n_dims: (out): return location for the number of dimensions
  *
+ * Looks up the shape of a saved parameter.
+ *
  * Returns: (array length=n_dims) (transfer none) (nullable): the
  *   parameter's shape, or %NULL when the checkpoint has no such parameter
  *
@@ -760,6 +812,8 @@ mixprec_checkpoint_get_param_shape (MixprecCheckpoint *self,
  * @self: a #MixprecCheckpoint
  * @name: a parameter name
  *
+ * Looks up the module type a saved parameter was registered with.
+ *
  * Returns: (nullable): the module type the parameter was registered with,
  *   or %NULL when the checkpoint has no such parameter
  *
@@ -781,6 +835,9 @@ mixprec_checkpoint_get_param_module_type (MixprecCheckpoint *self,
  * mixprec_checkpoint_get_param_n_pieces:
  * @self: a #MixprecCheckpoint
  * @name: a parameter name
+ *
+ * Gives how many pieces a saved parameter is split into across the shard
+ * files.
  *
  * Returns: how many element ranges (one per owning rank) the parameter
  *   was saved in; 0 when the checkpoint has no such parameter
@@ -848,6 +905,9 @@ mixprec_checkpoint_get_param_piece (MixprecCheckpoint *self,
 /**
  * mixprec_checkpoint_get_file_names:
  * @self: a #MixprecCheckpoint
+ *
+ * Lists the shard files named by the checkpoint's manifest, one per saving
+ * rank.
  *
  * Returns: (transfer full): the shard files the manifest lists, in rank
  *   order

@@ -56,7 +56,7 @@ G_BEGIN_DECLS
  *   that does not exist, or `latest` is missing beside checkpoint folders.
  *   Not the same as %MIXPREC_CHECKPOINT_ERROR_NOT_FOUND: a run must not
  *   start afresh over it (see mixprec_checkpoint_open_newest_intact()).
- *   Since: 1.0
+ *   Since: 1.1
  *
  * Errors from saving, loading, inspecting and exporting checkpoints. Every
  * message names the file (and, inside it, the parameter, tensor or JSON

@@ -426,6 +426,8 @@ _mixprec_comm_new_on_stream (MixprecBootstrap  *bootstrap,
  * mixprec_comm_get_rank:
  * @self: a #MixprecComm
  *
+ * Gives this process's rank in the communicator.
+ *
  * Returns: this process's rank
  *
  * Since: 1.0
@@ -441,6 +443,8 @@ mixprec_comm_get_rank (MixprecComm *self)
 /**
  * mixprec_comm_get_world_size:
  * @self: a #MixprecComm
+ *
+ * Gives the number of ranks in the communicator.
  *
  * Returns: the number of ranks
  *
@@ -458,6 +462,8 @@ mixprec_comm_get_world_size (MixprecComm *self)
  * mixprec_comm_get_backend:
  * @self: a #MixprecComm
  *
+ * Gives the name of the communication feature this communicator runs on.
+ *
  * Returns: the name of the communication feature in use, e.g. "local"
  *
  * Since: 1.0
@@ -473,6 +479,8 @@ mixprec_comm_get_backend (MixprecComm *self)
 /**
  * mixprec_comm_get_device:
  * @self: a #MixprecComm
+ *
+ * Gives the device whose memory the collectives read and write.
  *
  * Returns: the device whose memory the buffers live in, e.g. "cpu"
  *
@@ -490,6 +498,9 @@ mixprec_comm_get_device (MixprecComm *self)
  * mixprec_comm_get_timeout:
  * @self: a #MixprecComm
  *
+ * Gives how long a collective may wait without progress before it fails
+ * with %MIXPREC_COMM_ERROR_TIMEOUT.
+ *
  * Returns: the milliseconds a collective may go without progress
  *
  * Since: 1.0
@@ -506,6 +517,9 @@ mixprec_comm_get_timeout (MixprecComm *self)
  * mixprec_comm_supports_dtype:
  * @self: a #MixprecComm
  * @dtype: a data type
+ *
+ * Tells whether the communication feature in use can reduce and move
+ * buffers of @dtype.
  *
  * Returns: whether the collectives accept buffers of @dtype
  *

@@ -211,7 +211,9 @@ mixprec_config_new_from_data (const gchar  *data,
  *
  * Reads a configuration from a NUL-terminated string: the same as
  * mixprec_config_new_from_data() with a length of -1. Bindings see this
- * function as `Config.new_from_data`, taking a string (in Python, a `str`).
+ * function as `Config.new_from_data`, taking a string; in Python it also
+ * takes UTF-8 `bytes` (and a length), as it did in 1.0, through the
+ * overrides of the Python package.
  *
  * Returns: (transfer full) (nullable): a new #MixprecConfig, or %NULL with
  *   @error set, its message listing every problem one per line

@@ -75,7 +75,7 @@ typedef enum {
  *   the unscaled gradients and rounds the result back into the FP16
  *   weights (to nearest even, or stochastically); loss scaling as in
  *   %MIXPREC_PRECISION_MODE_FP16 (`fp16.fp16_master_weights_and_grads`,
- *   Apex opt level O3, or Apex `master_weights: false`)
+ *   Apex opt level O3, or Apex `master_weights: false`). Since: 1.1
  *
  * How a configuration stores weights and gradients.
  *

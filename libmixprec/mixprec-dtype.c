@@ -67,6 +67,9 @@ mixprec_dtype_is_valid (gint dtype)
  * mixprec_dtype_get_size:
  * @dtype: a #MixprecDType
  *
+ * Gives the size in bytes of one element of @dtype, the unit of every
+ * buffer length in the API.
+ *
  * Returns: the size of one element of @dtype in bytes (4, 2, 2, 1, 1)
  *
  * Since: 1.0
@@ -81,6 +84,8 @@ mixprec_dtype_get_size (MixprecDType dtype)
 /**
  * mixprec_dtype_get_bits:
  * @dtype: a #MixprecDType
+ *
+ * Gives the width of an element of @dtype.
  *
  * Returns: the width of one element of @dtype in bits
  *
@@ -178,6 +183,9 @@ mixprec_dtype_from_name (const gchar   *name,
  * mixprec_dtype_get_max:
  * @dtype: a #MixprecDType
  *
+ * Gives the largest finite value @dtype represents; larger values
+ * overflow.
+ *
  * Returns: the largest finite value of @dtype: 3.4028235e38 (float32),
  *   65504 (float16), 3.3895314e38 (bfloat16), 448 (float8_e4m3), 57344
  *   (float8_e5m2)
@@ -195,6 +203,9 @@ mixprec_dtype_get_max (MixprecDType dtype)
  * mixprec_dtype_get_min_normal:
  * @dtype: a #MixprecDType
  *
+ * Gives the smallest positive normal value of @dtype; below it values lose
+ * precision as subnormals.
+ *
  * Returns: the smallest positive normal value of @dtype: 2^-126 (float32,
  *   bfloat16), 2^-14 (float16, float8_e5m2), 2^-6 (float8_e4m3)
  *
@@ -211,6 +222,9 @@ mixprec_dtype_get_min_normal (MixprecDType dtype)
  * mixprec_dtype_get_min_subnormal:
  * @dtype: a #MixprecDType
  *
+ * Gives the smallest positive value @dtype represents; smaller magnitudes
+ * round to zero.
+ *
  * Returns: the smallest positive value of @dtype: 2^-149 (float32), 2^-24
  *   (float16), 2^-133 (bfloat16), 2^-9 (float8_e4m3), 2^-16 (float8_e5m2)
  *
@@ -226,6 +240,9 @@ mixprec_dtype_get_min_subnormal (MixprecDType dtype)
 /**
  * mixprec_dtype_get_epsilon:
  * @dtype: a #MixprecDType
+ *
+ * Gives the machine epsilon of @dtype, a measure of its relative
+ * precision.
  *
  * Returns: the machine epsilon of @dtype, 2^-mantissa_bits (the gap between
  *   1 and the next larger value): 2^-23, 2^-10, 2^-7, 2^-3, 2^-2

@@ -997,6 +997,8 @@ mixprec_dynamic_scaler_new_deepspeed_full (gdouble   init_scale,
  * mixprec_dynamic_scaler_get_semantics:
  * @self: a #MixprecDynamicScaler
  *
+ * Says which published loss scaler's rules the scaler follows.
+ *
  * Returns: which published scaler @self reproduces
  *
  * Since: 1.0

@@ -124,6 +124,9 @@ mixprec_engine_gather_master (MixprecEngine *self,
  * mixprec_engine_get_optimizer_state_names:
  * @self: a #MixprecEngine
  *
+ * Lists the names of the optimizer's state slots, as checkpoints store
+ * them.
+ *
  * Returns: (transfer full): the names of the optimizer's FP32 state slots
  *   per element, e.g. "exp_avg" and "exp_avg_sq" for adamw
  *
@@ -206,6 +209,10 @@ mixprec_engine_get_optimizer_state (MixprecEngine *self,
  * mixprec_engine_get_loss_scale:
  * @self: a #MixprecEngine
  *
+ * Gives the loss scale of the next backward pass, the engine's loss
+ * scaler's current scale: multiply the loss by it before computing
+ * gradients.
+ *
  * Returns: the factor to multiply the loss by before the backward pass
  *
  * Since: 1.0
@@ -220,6 +227,9 @@ mixprec_engine_get_loss_scale (MixprecEngine *self)
 /**
  * mixprec_engine_get_lr:
  * @self: a #MixprecEngine
+ *
+ * Gives the learning rate of the next applied step, as the learning-rate
+ * schedule sets it.
  *
  * Returns: the learning rate the next applied step will use
  *
@@ -236,6 +246,9 @@ mixprec_engine_get_lr (MixprecEngine *self)
  * mixprec_engine_get_gradient_accumulation_steps:
  * @self: a #MixprecEngine
  *
+ * Gives how many micro-steps (backward passes) the engine folds into each
+ * optimizer step.
+ *
  * Returns: the number of backward passes per optimizer step
  *
  * Since: 1.0
@@ -250,6 +263,8 @@ mixprec_engine_get_gradient_accumulation_steps (MixprecEngine *self)
 /**
  * mixprec_engine_is_accumulation_boundary:
  * @self: a #MixprecEngine
+ *
+ * Tells whether the micro-steps folded so far complete an optimizer step.
  *
  * Returns: %TRUE when gradient_accumulation_steps backward passes have been
  *   folded and mixprec_engine_step() is due

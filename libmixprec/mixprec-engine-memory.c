@@ -16,6 +16,8 @@ G_DEFINE_BOXED_TYPE (MixprecMemoryBuffer, mixprec_memory_buffer,
  * mixprec_memory_buffer_copy:
  * @buffer: a #MixprecMemoryBuffer
  *
+ * Makes a copy of @buffer, freed with mixprec_memory_buffer_free().
+ *
  * Returns: (transfer full): a copy of @buffer
  *
  * Since: 1.1

@@ -75,6 +75,8 @@ G_DEFINE_BOXED_TYPE (MixprecMemoryReport, mixprec_memory_report,
  * mixprec_step_result_copy:
  * @result: a #MixprecStepResult
  *
+ * Makes a copy of @result, freed with mixprec_step_result_free().
+ *
  * Returns: (transfer full): a copy of @result
  *
  * Since: 1.0
@@ -102,6 +104,8 @@ mixprec_step_result_free (MixprecStepResult *result)
 /**
  * mixprec_memory_report_copy:
  * @report: a #MixprecMemoryReport
+ *
+ * Makes a copy of @report, freed with mixprec_memory_report_free().
  *
  * Returns: (transfer full): a copy of @report
  *
@@ -662,6 +666,8 @@ mixprec_engine_micro_step (MixprecEngine      *self,
  * mixprec_engine_get_config:
  * @self: a #MixprecEngine
  *
+ * Gives the configuration the engine was created with.
+ *
  * Returns: (transfer none): the configuration the engine was built from
  *
  * Since: 1.0
@@ -676,6 +682,8 @@ mixprec_engine_get_config (MixprecEngine *self)
 /**
  * mixprec_engine_get_rank:
  * @self: a #MixprecEngine
+ *
+ * Gives this process's rank among the engine's data-parallel ranks.
  *
  * Returns: this process's rank in the data-parallel group
  *
@@ -692,6 +700,9 @@ mixprec_engine_get_rank (MixprecEngine *self)
  * mixprec_engine_get_world_size:
  * @self: a #MixprecEngine
  *
+ * Gives the number of data-parallel ranks the engine shards and reduces
+ * over.
+ *
  * Returns: the number of data-parallel ranks
  *
  * Since: 1.0
@@ -706,6 +717,8 @@ mixprec_engine_get_world_size (MixprecEngine *self)
 /**
  * mixprec_engine_get_zero_stage:
  * @self: a #MixprecEngine
+ *
+ * Gives the ZeRO stage the engine runs.
  *
  * Returns: the ZeRO stage in effect: the configured one across several
  *   ranks, 0 on one process (there is nothing to shard)
@@ -722,6 +735,8 @@ mixprec_engine_get_zero_stage (MixprecEngine *self)
 /**
  * mixprec_engine_get_loss_scaler:
  * @self: a #MixprecEngine
+ *
+ * Gives the loss scaler the engine consults and updates at every step.
  *
  * Returns: (transfer none): the loss scaler the engine updates each step
  *
@@ -1051,6 +1066,8 @@ mixprec_engine_register_external_address (MixprecEngine  *self,
  * @self: a #MixprecEngine
  * @name: a parameter name
  *
+ * Looks up a registered parameter by name.
+ *
  * Returns: (transfer none) (nullable): the parameter registered as @name
  *
  * Since: 1.0
@@ -1067,6 +1084,8 @@ mixprec_engine_get_param (MixprecEngine *self,
 /**
  * mixprec_engine_get_params:
  * @self: a #MixprecEngine
+ *
+ * Lists the parameters registered with the engine.
  *
  * Returns: (transfer container) (element-type MixprecParam): the parameters
  *   in registration order

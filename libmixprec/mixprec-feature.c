@@ -972,6 +972,9 @@ _mixprec_feature_get_device_vtable_v3 (MixprecFeature *feature)
  * mixprec_feature_get_kind:
  * @self: a #MixprecFeature
  *
+ * Says what kind of feature this is: an optimizer, a communication backend
+ * or a device.
+ *
  * Returns: what the feature provides
  *
  * Since: 1.0
@@ -987,6 +990,9 @@ mixprec_feature_get_kind (MixprecFeature *self)
 /**
  * mixprec_feature_get_name:
  * @self: a #MixprecFeature
+ *
+ * Gives the feature's name, the one configurations and
+ * mixprec_registry_find_feature() use.
  *
  * Returns: the feature's name, e.g. "adamw"
  *
@@ -1004,6 +1010,8 @@ mixprec_feature_get_name (MixprecFeature *self)
  * mixprec_feature_get_device:
  * @self: a #MixprecFeature
  *
+ * Gives the name of the device whose memory the feature works on.
+ *
  * Returns: the device the feature works on, e.g. "cpu"
  *
  * Since: 1.0
@@ -1019,6 +1027,9 @@ mixprec_feature_get_device (MixprecFeature *self)
 /**
  * mixprec_feature_get_rank:
  * @self: a #MixprecFeature
+ *
+ * Gives the feature's rank, which decides between features of the same
+ * kind, name and device.
  *
  * Returns: the feature's rank: among features of the same kind, name and
  *   device, the highest rank is used
@@ -1037,6 +1048,9 @@ mixprec_feature_get_rank (MixprecFeature *self)
  * mixprec_feature_get_description:
  * @self: a #MixprecFeature
  *
+ * Gives the plugin's description of the feature, for listings such as
+ * mixprec-inspect's.
+ *
  * Returns: the plugin's one-sentence description of the feature; empty
  *   when it gave none
  *
@@ -1054,6 +1068,8 @@ mixprec_feature_get_description (MixprecFeature *self)
  * mixprec_feature_get_plugin_name:
  * @self: a #MixprecFeature
  *
+ * Gives the name of the plugin that registered the feature.
+ *
  * Returns: the name of the plugin that registered the feature (valid even
  *   after the plugin object is gone)
  *
@@ -1070,6 +1086,8 @@ mixprec_feature_get_plugin_name (MixprecFeature *self)
 /**
  * mixprec_feature_get_plugin:
  * @self: a #MixprecFeature
+ *
+ * Gives the plugin that registered the feature.
  *
  * Returns: (transfer none) (nullable): the plugin that registered the
  *   feature, or %NULL when the plugin object was finalized (the registry
@@ -1089,6 +1107,9 @@ mixprec_feature_get_plugin (MixprecFeature *self)
  * mixprec_feature_get_n_hparams:
  * @self: a #MixprecFeature
  *
+ * Gives how many hyper-parameters an optimizer feature declares; valid
+ * indexes for the mixprec_feature_get_hparam_*() functions are below it.
+ *
  * Returns: the number of hyper-parameters of an optimizer; 0 for other
  *   kinds of features
  *
@@ -1106,6 +1127,8 @@ mixprec_feature_get_n_hparams (MixprecFeature *self)
  * mixprec_feature_find_hparam:
  * @self: a #MixprecFeature
  * @name: a hyper-parameter name, e.g. "weight_decay"
+ *
+ * Looks up one of an optimizer's hyper-parameters by name.
  *
  * Returns: the index of the hyper-parameter called @name (its position in
  *   the values the optimizer receives), or -1 when there is none
@@ -1136,6 +1159,8 @@ mixprec_feature_find_hparam (MixprecFeature *self,
  * @self: a #MixprecFeature
  * @index: a hyper-parameter index, less than mixprec_feature_get_n_hparams()
  *
+ * Gives the name of one of an optimizer's hyper-parameters.
+ *
  * Returns: the name of the hyper-parameter, as configurations spell it
  *
  * Since: 1.0
@@ -1153,6 +1178,9 @@ mixprec_feature_get_hparam_name (MixprecFeature *self,
  * mixprec_feature_get_hparam_description:
  * @self: a #MixprecFeature
  * @index: a hyper-parameter index, less than mixprec_feature_get_n_hparams()
+ *
+ * Gives the plugin's description of one of an optimizer's
+ * hyper-parameters.
  *
  * Returns: what the hyper-parameter does; empty when the plugin did not say
  *
@@ -1172,6 +1200,9 @@ mixprec_feature_get_hparam_description (MixprecFeature *self,
  * @self: a #MixprecFeature
  * @index: a hyper-parameter index, less than mixprec_feature_get_n_hparams()
  *
+ * Gives the type of one of an optimizer's hyper-parameters: a real number,
+ * an integer or a truth value.
+ *
  * Returns: which values the hyper-parameter accepts
  *
  * Since: 1.0
@@ -1189,6 +1220,8 @@ mixprec_feature_get_hparam_type (MixprecFeature *self,
  * mixprec_feature_get_hparam_default:
  * @self: a #MixprecFeature
  * @index: a hyper-parameter index, less than mixprec_feature_get_n_hparams()
+ *
+ * Gives the default value of one of an optimizer's hyper-parameters.
  *
  * Returns: the value used when a configuration does not set the
  *   hyper-parameter; within its range
@@ -1209,6 +1242,9 @@ mixprec_feature_get_hparam_default (MixprecFeature *self,
  * @self: a #MixprecFeature
  * @index: a hyper-parameter index, less than mixprec_feature_get_n_hparams()
  *
+ * Gives the smallest value one of an optimizer's hyper-parameters accepts;
+ * a configuration asking for less is refused.
+ *
  * Returns: the smallest valid value (inclusive; may be -infinity)
  *
  * Since: 1.0
@@ -1227,6 +1263,9 @@ mixprec_feature_get_hparam_minimum (MixprecFeature *self,
  * @self: a #MixprecFeature
  * @index: a hyper-parameter index, less than mixprec_feature_get_n_hparams()
  *
+ * Gives the largest value one of an optimizer's hyper-parameters accepts;
+ * a configuration asking for more is refused.
+ *
  * Returns: the largest valid value (inclusive; may be +infinity)
  *
  * Since: 1.0
@@ -1244,6 +1283,9 @@ mixprec_feature_get_hparam_maximum (MixprecFeature *self,
  * mixprec_feature_get_n_state_slots:
  * @self: a #MixprecFeature
  *
+ * Gives how many state values an optimizer feature keeps for every
+ * parameter element.
+ *
  * Returns: how many FP32 values of state an optimizer keeps per parameter
  *   element (2 for Adam's moments); 0 for other kinds of features
  *
@@ -1260,6 +1302,8 @@ mixprec_feature_get_n_state_slots (MixprecFeature *self)
 /**
  * mixprec_feature_get_state_names:
  * @self: a #MixprecFeature
+ *
+ * Lists the names of an optimizer feature's state slots.
  *
  * Returns: (transfer none) (array zero-terminated=1): the names of an
  *   optimizer's state slots (e.g. "exp_avg", "exp_avg_sq"), as checkpoints
@@ -1283,6 +1327,8 @@ mixprec_feature_get_state_names (MixprecFeature *self)
  * mixprec_feature_get_grad_dtypes:
  * @self: a #MixprecFeature
  * @n_dtypes: (out): the number of data types returned
+ *
+ * Lists the gradient data types an optimizer feature reads.
  *
  * Returns: (transfer none) (array length=n_dtypes) (nullable): the
  *   gradient data types an optimizer accepts (plugin ABI 1.0: float32,
@@ -1310,6 +1356,9 @@ mixprec_feature_get_grad_dtypes (MixprecFeature *self,
  * mixprec_feature_get_working_dtypes:
  * @self: a #MixprecFeature
  * @n_dtypes: (out): the number of data types returned
+ *
+ * Lists the data types an optimizer feature can write the working copy of
+ * the weights in.
  *
  * Returns: (transfer none) (array length=n_dtypes) (nullable): the data
  *   types an optimizer can write the working copy in (plugin ABI 1.0:
@@ -1373,6 +1422,8 @@ mixprec_feature_get_abi_revision (MixprecFeature *self)
  * @self: a #MixprecFeature
  * @n_dtypes: (out): the number of data types returned
  *
+ * Lists the data types an optimizer feature can keep its state in.
+ *
  * Returns: (transfer none) (array length=n_dtypes) (nullable): the data
  *   types an optimizer can keep its state slots in, in #MixprecDType
  *   order: float32 always, bfloat16 too for optimizers of revision 2 that
@@ -1427,6 +1478,8 @@ mixprec_feature_probe_device (MixprecFeature *self,
  * mixprec_feature_get_comm_dtypes:
  * @self: a #MixprecFeature
  * @n_dtypes: (out): the number of data types returned
+ *
+ * Lists the data types a communication feature can reduce and move.
  *
  * Returns: (transfer none) (array length=n_dtypes) (nullable): the data
  *   types a communication feature's collectives accept, in #MixprecDType

@@ -441,6 +441,9 @@ mixprec_fp8_recipe_new_mx (MixprecFp8Format   format,
  * mixprec_fp8_recipe_get_kind:
  * @self: a #MixprecFp8Recipe
  *
+ * Says how the recipe scales tensors: delayed or current per-tensor
+ * scaling, or MX block scaling.
+ *
  * Returns: the recipe kind
  *
  * Since: 1.1
@@ -456,6 +459,9 @@ mixprec_fp8_recipe_get_kind (MixprecFp8Recipe *self)
  * mixprec_fp8_recipe_get_format:
  * @self: a #MixprecFp8Recipe
  *
+ * Gives which FP8 encodings the recipe casts to: E4M3 for every tensor, or
+ * E4M3 forward and E5M2 for gradients (hybrid).
+ *
  * Returns: the FP8 encodings of the recipe
  *
  * Since: 1.1
@@ -470,6 +476,8 @@ mixprec_fp8_recipe_get_format (MixprecFp8Recipe *self)
 /**
  * mixprec_fp8_recipe_get_amax_history_len:
  * @self: a #MixprecFp8Recipe
+ *
+ * Gives how many past amax values each scaling of the recipe remembers.
  *
  * Returns: the length of the amax history of each scaling: the configured
  *   length for delayed scaling, 1 for current scaling (the amax recorded
@@ -498,6 +506,9 @@ mixprec_fp8_recipe_get_amax_history_len (MixprecFp8Recipe *self)
  * mixprec_fp8_recipe_get_amax_compute_algo:
  * @self: a #MixprecFp8Recipe
  *
+ * Says how delayed scaling reduces the amax history to the amax it
+ * computes the scale from.
+ *
  * Returns: which amax of the history delayed scaling uses;
  *   %MIXPREC_FP8_AMAX_MOST_RECENT for the other kinds
  *
@@ -515,6 +526,9 @@ mixprec_fp8_recipe_get_amax_compute_algo (MixprecFp8Recipe *self)
  * mixprec_fp8_recipe_get_margin:
  * @self: a #MixprecFp8Recipe
  *
+ * Gives the margin of the recipe: a scale is computed as if the format's
+ * largest value were 2^margin times smaller, leaving that much headroom.
+ *
  * Returns: the margin (0 for MX)
  *
  * Since: 1.1
@@ -530,6 +544,8 @@ mixprec_fp8_recipe_get_margin (MixprecFp8Recipe *self)
  * mixprec_fp8_recipe_get_block_size:
  * @self: a #MixprecFp8Recipe
  *
+ * Gives how many consecutive elements share one scale under the recipe.
+ *
  * Returns: the MX block size (32); 0 for the per-tensor recipes
  *
  * Since: 1.1
@@ -544,6 +560,9 @@ mixprec_fp8_recipe_get_block_size (MixprecFp8Recipe *self)
 /**
  * mixprec_fp8_recipe_get_saturate:
  * @self: a #MixprecFp8Recipe
+ *
+ * Tells whether values beyond the FP8 range clamp to its largest value
+ * under this recipe, rather than becoming infinity or NaN.
  *
  * Returns: whether casts under this recipe saturate
  *   (#MixprecFp8Recipe:saturate)
@@ -776,6 +795,8 @@ mixprec_fp8_recipe_new_scaling (MixprecFp8Recipe *self,
  * mixprec_fp8_scaling_get_recipe:
  * @self: a #MixprecFp8Scaling
  *
+ * Gives the recipe this scaling follows.
+ *
  * Returns: (transfer none): the recipe of the scaling
  *
  * Since: 1.1
@@ -791,6 +812,9 @@ mixprec_fp8_scaling_get_recipe (MixprecFp8Scaling *self)
  * mixprec_fp8_scaling_get_role:
  * @self: a #MixprecFp8Scaling
  *
+ * Says whether the scaled tensor is used in the forward pass (weights,
+ * activations) or in the backward pass (gradients).
+ *
  * Returns: what the tensor is used for
  *
  * Since: 1.1
@@ -805,6 +829,8 @@ mixprec_fp8_scaling_get_role (MixprecFp8Scaling *self)
 /**
  * mixprec_fp8_scaling_get_dtype:
  * @self: a #MixprecFp8Scaling
+ *
+ * Gives the FP8 data type the scaled tensor is cast to.
  *
  * Returns: the FP8 dtype the tensor is cast to
  *   (mixprec_fp8_recipe_get_dtype() of its recipe and role)

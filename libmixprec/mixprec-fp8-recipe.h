@@ -29,7 +29,7 @@ G_BEGIN_DECLS
  *
  * Since: 1.1
  */
-typedef enum {
+typedef enum /*< since=1_1 >*/ {
   MIXPREC_FP8_RECIPE_DELAYED = 0,
   MIXPREC_FP8_RECIPE_CURRENT = 1,
   MIXPREC_FP8_RECIPE_MX = 2,
@@ -47,7 +47,7 @@ typedef enum {
  *
  * Since: 1.1
  */
-typedef enum {
+typedef enum /*< since=1_1 >*/ {
   MIXPREC_FP8_FORMAT_HYBRID = 0,
   MIXPREC_FP8_FORMAT_E4M3 = 1,
 } MixprecFp8Format;
@@ -65,7 +65,7 @@ typedef enum {
  *
  * Since: 1.1
  */
-typedef enum {
+typedef enum /*< since=1_1 >*/ {
   MIXPREC_FP8_AMAX_MAX = 0,
   MIXPREC_FP8_AMAX_MOST_RECENT = 1,
 } MixprecFp8AmaxAlgo;
@@ -81,7 +81,7 @@ typedef enum {
  *
  * Since: 1.1
  */
-typedef enum {
+typedef enum /*< since=1_1 >*/ {
   MIXPREC_FP8_ROLE_FORWARD = 0,
   MIXPREC_FP8_ROLE_BACKWARD = 1,
 } MixprecFp8Role;
@@ -110,7 +110,7 @@ typedef enum {
  *
  * Since: 1.1
  */
-typedef enum {
+typedef enum /*< since=1_1 >*/ {
   MIXPREC_FP8_RECIPE_ERROR_OUT_OF_RANGE,
   MIXPREC_FP8_RECIPE_ERROR_INVALID_STATE,
 } MixprecFp8RecipeError;

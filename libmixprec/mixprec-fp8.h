@@ -27,7 +27,7 @@ G_BEGIN_DECLS
  *
  * Since: 1.1
  */
-typedef enum {
+typedef enum /*< since=1_1 >*/ {
   MIXPREC_FP8_OVERFLOW_NON_SATURATING = 0,
   MIXPREC_FP8_OVERFLOW_SATURATING = 1,
 } MixprecFp8Overflow;
@@ -46,7 +46,7 @@ typedef enum {
  *
  * Since: 1.1
  */
-typedef enum {
+typedef enum /*< since=1_1 >*/ {
   MIXPREC_FP8_ERROR_INVALID_DTYPE,
   MIXPREC_FP8_ERROR_INVALID_SCALE,
   MIXPREC_FP8_ERROR_INVALID_OVERFLOW,

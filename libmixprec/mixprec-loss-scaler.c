@@ -105,6 +105,8 @@ mixprec_loss_scaler_init (MixprecLossScaler *self)
  * mixprec_loss_scaler_get_scale:
  * @self: a #MixprecLossScaler
  *
+ * Gives the factor the loss is multiplied by before the backward pass.
+ *
  * Returns: the current loss scale, finite and positive
  *
  * Since: 1.0
@@ -175,6 +177,9 @@ mixprec_loss_scaler_update (MixprecLossScaler *self,
  * mixprec_loss_scaler_get_steps:
  * @self: a #MixprecLossScaler
  *
+ * Gives how many updates the scaler has accepted; a restored state brings
+ * its count along.
+ *
  * Returns: how many updates the scaler accepted, overflowing ones included
  *
  * Since: 1.0
@@ -193,6 +198,8 @@ mixprec_loss_scaler_get_steps (MixprecLossScaler *self)
 /**
  * mixprec_loss_scaler_get_overflows:
  * @self: a #MixprecLossScaler
+ *
+ * Gives how many of the updates the scaler accepted reported an overflow.
  *
  * Returns: how many accepted updates reported an overflow, that is how
  *   many optimizer steps were skipped

@@ -25,7 +25,7 @@ G_BEGIN_DECLS
  * @MIXPREC_SCALER_SEMANTICS_APEX: NVIDIA Apex amp's `LossScaler`: halve on
  *   every overflow (never below an optional minimum), double after
  *   `scale_window` clean steps up to `max_loss_scale` (2^24 by default);
- *   double precision
+ *   double precision. Since: 1.1
  *
  * Which published loss scaler a #MixprecDynamicScaler reproduces, step
  * for step. Values are appended only, never renumbered.

@@ -632,6 +632,8 @@ mixprec_lr_schedule_new_from_config (MixprecConfig  *config,
  * mixprec_lr_schedule_get_type_name:
  * @self: a #MixprecLrSchedule
  *
+ * Gives the schedule's type, as DeepSpeed's `scheduler.type` names it.
+ *
  * Returns: the schedule's name: "WarmupLR", "WarmupDecayLR",
  *   "WarmupCosineLR" or "Constant".
  *
@@ -648,6 +650,9 @@ mixprec_lr_schedule_get_type_name (MixprecLrSchedule *self)
 /**
  * mixprec_lr_schedule_get_base_lr:
  * @self: a #MixprecLrSchedule
+ *
+ * Gives the learning rate the schedule scales: the optimizer's configured
+ * one.
  *
  * Returns: the optimizer learning rate the schedule was built with.
  *
@@ -813,6 +818,8 @@ mixprec_lr_schedule_get_lr_at (MixprecLrSchedule *self,
  * mixprec_lr_schedule_get_lr:
  * @self: a #MixprecLrSchedule
  *
+ * Gives the learning rate at the schedule's current position.
+ *
  * Returns: the learning rate of the next applied optimizer step.
  *
  * Since: 1.0
@@ -848,6 +855,8 @@ mixprec_lr_schedule_advance (MixprecLrSchedule *self)
 /**
  * mixprec_lr_schedule_get_position:
  * @self: a #MixprecLrSchedule
+ *
+ * Gives how far the schedule has advanced.
  *
  * Returns: the number of applied optimizer steps the schedule has seen
  *   (DeepSpeed's `last_batch_iteration` + 1).

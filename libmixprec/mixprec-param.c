@@ -150,6 +150,8 @@ ensure_grad (MixprecParam *self,
  * mixprec_param_get_name:
  * @self: a #MixprecParam
  *
+ * Gives the parameter's name, unique in its engine.
+ *
  * Returns: the name the parameter was registered under
  *
  * Since: 1.0
@@ -164,6 +166,9 @@ mixprec_param_get_name (MixprecParam *self)
 /**
  * mixprec_param_get_module_type:
  * @self: a #MixprecParam
+ *
+ * Gives the module type the parameter was registered with, the key of the
+ * precision policy.
  *
  * Returns: the module type given at registration ("Linear", "LayerNorm"...),
  *   or "" when none was given
@@ -181,6 +186,8 @@ mixprec_param_get_module_type (MixprecParam *self)
  * mixprec_param_get_shape:
  * @self: a #MixprecParam
  * @n_dims: (out): return location for the number of dimensions
+ *
+ * Gives the parameter's shape, as registered.
  *
  * Returns: (array length=n_dims) (transfer none): the shape
  *
@@ -200,6 +207,8 @@ mixprec_param_get_shape (MixprecParam *self,
  * mixprec_param_get_numel:
  * @self: a #MixprecParam
  *
+ * Gives how many elements the parameter has.
+ *
  * Returns: the number of elements (the product of the shape)
  *
  * Since: 1.0
@@ -214,6 +223,9 @@ mixprec_param_get_numel (MixprecParam *self)
 /**
  * mixprec_param_get_working_dtype:
  * @self: a #MixprecParam
+ *
+ * Gives the data type of the parameter's working copy, the weights the
+ * forward and backward passes use.
  *
  * Returns: the dtype of the working copy the forward pass reads
  *
@@ -230,6 +242,8 @@ mixprec_param_get_working_dtype (MixprecParam *self)
  * mixprec_param_get_grad_dtype:
  * @self: a #MixprecParam
  *
+ * Gives the data type the caller writes the parameter's gradients in.
+ *
  * Returns: the dtype gradients are written in (the working dtype)
  *
  * Since: 1.0
@@ -244,6 +258,9 @@ mixprec_param_get_grad_dtype (MixprecParam *self)
 /**
  * mixprec_param_get_accum_dtype:
  * @self: a #MixprecParam
+ *
+ * Gives the data type of the buffer the engine sums the parameter's
+ * gradients in across micro-steps.
  *
  * Returns: the dtype gradients are accumulated in across micro-steps
  *
@@ -260,6 +277,9 @@ mixprec_param_get_accum_dtype (MixprecParam *self)
  * mixprec_param_get_comm_dtype:
  * @self: a #MixprecParam
  *
+ * Gives the data type the parameter's gradients are reduced in between
+ * ranks.
+ *
  * Returns: the dtype gradients are communicated in between ranks
  *
  * Since: 1.0
@@ -274,6 +294,9 @@ mixprec_param_get_comm_dtype (MixprecParam *self)
 /**
  * mixprec_param_has_master:
  * @self: a #MixprecParam
+ *
+ * Tells whether the engine keeps an FP32 master copy of the parameter
+ * beside its working copy.
  *
  * Returns: %TRUE when a separate FP32 master copy is kept (fp16 and bf16
  *   modes); %FALSE when the working copy is itself FP32 or when training
@@ -291,6 +314,9 @@ mixprec_param_has_master (MixprecParam *self)
 /**
  * mixprec_param_get_weight_decay_multiplier:
  * @self: a #MixprecParam
+ *
+ * Tells whether the optimizer's weight decay applies to the parameter, as
+ * a factor on the decay.
  *
  * Returns: 1 when the optimizer's weight decay applies to this parameter,
  *   0 when it is exempt, as `mixprec.weight_decay_exempt` says: by default
@@ -369,6 +395,9 @@ mixprec_param_get_grad_data (MixprecParam *self)
 /**
  * mixprec_param_get_master_data: (skip)
  * @self: a #MixprecParam
+ *
+ * Gives direct access to the FP32 values the optimizer updates, on the
+ * host, without a copy; they change at every applied step.
  *
  * Returns: (nullable): the FP32 values the optimizer updates (the master
  *   copy, or the working copy when it is FP32), or %NULL in bf16 without

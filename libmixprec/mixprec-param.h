@@ -30,7 +30,7 @@ G_BEGIN_DECLS
  *
  * Since: 1.1
  */
-typedef enum {
+typedef enum /*< since=1_1 >*/ {
   MIXPREC_PARAM_BUFFER_WORKING,
   MIXPREC_PARAM_BUFFER_GRAD,
   MIXPREC_PARAM_BUFFER_MASTER,

@@ -117,6 +117,8 @@ static GParamSpec *properties[N_PROPS];
  * mixprec_partition_piece_copy:
  * @piece: a #MixprecPartitionPiece
  *
+ * Makes a copy of @piece, freed with mixprec_partition_piece_free().
+ *
  * Returns: (transfer full): a copy of @piece.
  *
  * Since: 1.0
@@ -271,6 +273,8 @@ mixprec_partitioner_new (const guint64  *sizes,
  * mixprec_partitioner_get_world_size:
  * @self: a #MixprecPartitioner
  *
+ * Gives the number of ranks the flat buffer is partitioned over.
+ *
  * Returns: the number of ranks.
  *
  * Since: 1.0
@@ -286,6 +290,10 @@ mixprec_partitioner_get_world_size (MixprecPartitioner *self)
 /**
  * mixprec_partitioner_get_alignment:
  * @self: a #MixprecPartitioner
+ *
+ * Gives the alignment of the flat buffer's length: it is padded to a
+ * multiple of this many elements, so that every rank's partition has the
+ * same length.
  *
  * Returns: the alignment in use, in elements (2 × world size when 0 was
  *   given).
@@ -304,6 +312,9 @@ mixprec_partitioner_get_alignment (MixprecPartitioner *self)
  * mixprec_partitioner_get_bucket_size:
  * @self: a #MixprecPartitioner
  *
+ * Gives the reduce bucket size the partitioner was built with, which
+ * mixprec_partitioner_get_bucket_width() derives the buckets from.
+ *
  * Returns: the bucket size given at construction, in elements.
  *
  * Since: 1.0
@@ -319,6 +330,8 @@ mixprec_partitioner_get_bucket_size (MixprecPartitioner *self)
 /**
  * mixprec_partitioner_get_n_params:
  * @self: a #MixprecPartitioner
+ *
+ * Gives how many parameters the partitioner lays out.
  *
  * Returns: the number of parameters in the group.
  *
@@ -336,6 +349,8 @@ mixprec_partitioner_get_n_params (MixprecPartitioner *self)
  * mixprec_partitioner_get_param_size:
  * @self: a #MixprecPartitioner
  * @index: a parameter index, less than mixprec_partitioner_get_n_params()
+ *
+ * Gives the size of one of the parameters laid out.
  *
  * Returns: the number of elements of parameter @index.
  *
@@ -356,6 +371,9 @@ mixprec_partitioner_get_param_size (MixprecPartitioner *self,
  * @self: a #MixprecPartitioner
  * @index: a parameter index, at most mixprec_partitioner_get_n_params()
  *
+ * Gives where a parameter begins in the flat buffer, which holds the
+ * parameters one after another in their order.
+ *
  * Returns: where parameter @index starts in the flat buffer; for @index
  *   equal to the number of parameters, the unpadded total.
  *
@@ -375,6 +393,8 @@ mixprec_partitioner_get_param_offset (MixprecPartitioner *self,
  * mixprec_partitioner_get_total:
  * @self: a #MixprecPartitioner
  *
+ * Gives how many parameter elements the flat buffer holds.
+ *
  * Returns: the number of parameter elements, without padding.
  *
  * Since: 1.0
@@ -390,6 +410,8 @@ mixprec_partitioner_get_total (MixprecPartitioner *self)
 /**
  * mixprec_partitioner_get_padded_total:
  * @self: a #MixprecPartitioner
+ *
+ * Gives the length of the flat buffer, padding included.
  *
  * Returns: the length of the flat buffer: the total rounded up to a
  *   multiple of the alignment.
@@ -407,6 +429,9 @@ mixprec_partitioner_get_padded_total (MixprecPartitioner *self)
 /**
  * mixprec_partitioner_get_partition_size:
  * @self: a #MixprecPartitioner
+ *
+ * Gives the length of each rank's partition of the flat buffer; all ranks'
+ * partitions have this length.
  *
  * Returns: the number of elements each rank owns, padding included: the
  *   padded total divided by the world size.
@@ -452,6 +477,9 @@ mixprec_partitioner_get_rank_range (MixprecPartitioner *self,
  * @self: a #MixprecPartitioner
  * @rank: a rank, less than the world size
  *
+ * Gives how much of a rank's partition is padding. Only the last ranks'
+ * partitions hold any.
+ *
  * Returns: how many elements of @rank's partition are padding rather than
  *   parameter elements.
  *
@@ -475,6 +503,8 @@ mixprec_partitioner_get_rank_padding (MixprecPartitioner *self,
  * mixprec_partitioner_get_owner:
  * @self: a #MixprecPartitioner
  * @flat_offset: an element of the flat buffer, less than the padded total
+ *
+ * Says which rank owns an element of the flat buffer.
  *
  * Returns: the rank whose partition holds @flat_offset.
  *
@@ -585,6 +615,9 @@ mixprec_partitioner_get_rank_pieces (MixprecPartitioner *self,
  * mixprec_partitioner_get_bucket_width:
  * @self: a #MixprecPartitioner
  *
+ * Gives the width of the reduce buckets, the ranges of every rank's
+ * partition whose gradients are reduced together.
+ *
  * Returns: how many elements of each rank's partition a bucket covers
  *   (the last bucket may cover fewer): the bucket size divided by the
  *   alignment, rounded down but at least 1, times the alignment per rank.
@@ -602,6 +635,8 @@ mixprec_partitioner_get_bucket_width (MixprecPartitioner *self)
 /**
  * mixprec_partitioner_get_n_buckets:
  * @self: a #MixprecPartitioner
+ *
+ * Gives how many reduce buckets cover a rank's partition.
  *
  * Returns: the number of reduce buckets; 0 when the group is empty.
  *

@@ -293,6 +293,8 @@ _mixprec_plugin_status_to_string (int status)
  * mixprec_plugin_get_name:
  * @self: a #MixprecPlugin
  *
+ * Gives the plugin's name, derived from its file name.
+ *
  * Returns: the plugin's name, e.g. "optim-adamw" (from its file name
  *   mixprec-optim-adamw.so)
  *
@@ -309,6 +311,8 @@ mixprec_plugin_get_name (MixprecPlugin *self)
 /**
  * mixprec_plugin_get_filename:
  * @self: a #MixprecPlugin
+ *
+ * Gives the path of the module file the plugin was loaded from.
  *
  * Returns: (type filename) (nullable): the file the plugin was found in;
  *   %NULL for the plugin "builtin", whose features are part of libmixprec
@@ -327,6 +331,8 @@ mixprec_plugin_get_filename (MixprecPlugin *self)
  * mixprec_plugin_get_description:
  * @self: a #MixprecPlugin
  *
+ * Gives the plugin's description of itself.
+ *
  * Returns: (nullable): what the plugin provides, in its own words; %NULL
  *   when it gave no description or its description could not be read
  *
@@ -344,6 +350,9 @@ mixprec_plugin_get_description (MixprecPlugin *self)
  * mixprec_plugin_get_version:
  * @self: a #MixprecPlugin
  *
+ * Gives the version the plugin declares for itself (not the libmixprec
+ * version).
+ *
  * Returns: (nullable): the plugin's version, or %NULL when unknown
  *
  * Since: 1.0
@@ -359,6 +368,8 @@ mixprec_plugin_get_version (MixprecPlugin *self)
 /**
  * mixprec_plugin_get_license:
  * @self: a #MixprecPlugin
+ *
+ * Gives the license the plugin declares.
  *
  * Returns: (nullable): the plugin's license as an SPDX identifier, or
  *   %NULL when unknown
@@ -377,6 +388,8 @@ mixprec_plugin_get_license (MixprecPlugin *self)
  * mixprec_plugin_get_origin:
  * @self: a #MixprecPlugin
  *
+ * Gives where the plugin says it comes from.
+ *
  * Returns: (nullable): where the plugin comes from (a URL or a package), or
  *   %NULL when unknown
  *
@@ -393,6 +406,9 @@ mixprec_plugin_get_origin (MixprecPlugin *self)
 /**
  * mixprec_plugin_get_abi_major:
  * @self: a #MixprecPlugin
+ *
+ * Gives the major version of the plugin ABI the plugin declares; it loads
+ * only when that equals %MIXPREC_PLUGIN_ABI_MAJOR.
  *
  * Returns: the major version of the plugin ABI the plugin was built for;
  *   0 when its description could not be read
@@ -411,6 +427,9 @@ mixprec_plugin_get_abi_major (MixprecPlugin *self)
  * mixprec_plugin_get_abi_minor:
  * @self: a #MixprecPlugin
  *
+ * Gives the minor version of the plugin ABI the plugin declares; it loads
+ * only when that is at most %MIXPREC_PLUGIN_ABI_MINOR.
+ *
  * Returns: the minor version of the plugin ABI the plugin was built for;
  *   0 when its description could not be read
  *
@@ -427,6 +446,9 @@ mixprec_plugin_get_abi_minor (MixprecPlugin *self)
 /**
  * mixprec_plugin_is_loaded:
  * @self: a #MixprecPlugin
+ *
+ * Tells whether the plugin loaded. The registry keeps plugins that failed,
+ * so that tools can say why.
  *
  * Returns: %TRUE when the plugin loaded and its features are available;
  *   %FALSE when it failed (see mixprec_plugin_get_load_error())
@@ -465,6 +487,8 @@ mixprec_plugin_get_load_error (MixprecPlugin *self)
 /**
  * mixprec_plugin_get_features:
  * @self: a #MixprecPlugin
+ *
+ * Lists the features the plugin registered.
  *
  * Returns: (transfer full) (element-type MixprecFeature): the features the
  *   plugin registered, in registration order; empty for a plugin that

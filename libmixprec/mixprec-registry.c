@@ -596,6 +596,9 @@ mixprec_registry_new_for_paths (const gchar * const *paths,
  * mixprec_registry_get_search_path:
  * @self: a #MixprecRegistry
  *
+ * Gives the directories and files the registry searched for plugins (from
+ * `MIXPREC_PLUGIN_PATH`, then the system plugin directory).
+ *
  * Returns: (transfer none) (array zero-terminated=1) (element-type filename):
  *   the directories and files searched, in order
  *
@@ -623,6 +626,8 @@ list_from_array (GPtrArray *array)
  * mixprec_registry_get_plugins:
  * @self: a #MixprecRegistry
  *
+ * Lists the plugins the registry loaded.
+ *
  * Returns: (transfer full) (element-type MixprecPlugin): the plugins that
  *   loaded, in search order. Free with `g_list_free_full (list, g_object_unref)`.
  *
@@ -639,6 +644,8 @@ mixprec_registry_get_plugins (MixprecRegistry *self)
 /**
  * mixprec_registry_get_features:
  * @self: a #MixprecRegistry
+ *
+ * Lists the features of all loaded plugins.
  *
  * Returns: (transfer full) (element-type MixprecFeature): the features of
  *   every loaded plugin, in search order and then registration order.
@@ -699,6 +706,8 @@ search_path_string (MixprecRegistry *self)
  * @self: a #MixprecRegistry
  * @name: a plugin name, e.g. "optim-adamw"
  * @error: return location for a #GError
+ *
+ * Looks up a loaded plugin by name.
  *
  * Returns: (transfer full): the loaded plugin called @name, or %NULL with
  *   @error set to %MIXPREC_PLUGIN_ERROR_NOT_FOUND (saying why the plugin

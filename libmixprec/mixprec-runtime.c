@@ -8,6 +8,9 @@
 /**
  * mixprec_get_major_version:
  *
+ * Gives the major version of the libmixprec the program runs with. Compare
+ * with %MIXPREC_MAJOR_VERSION, or use mixprec_check_version().
+ *
  * Returns: the major version of the libmixprec loaded at run time (which
  *   may differ from %MIXPREC_MAJOR_VERSION, the headers' version)
  *
@@ -22,6 +25,10 @@ mixprec_get_major_version (void)
 /**
  * mixprec_get_minor_version:
  *
+ * Gives the minor version of the libmixprec the program runs with, which
+ * may differ from %MIXPREC_MINOR_VERSION, the version of the headers the
+ * program was built with.
+ *
  * Returns: the minor version of the libmixprec loaded at run time
  *
  * Since: 1.0
@@ -34,6 +41,10 @@ mixprec_get_minor_version (void)
 
 /**
  * mixprec_get_micro_version:
+ *
+ * Gives the micro version of the libmixprec the program runs with, which
+ * may differ from %MIXPREC_MICRO_VERSION, the version of the headers the
+ * program was built with.
  *
  * Returns: the micro version of the libmixprec loaded at run time
  *

@@ -79,6 +79,28 @@ tests_dlpack_layout_SOURCES = tests/dlpack-layout.c
 endif
 endif
 
+# --- the version macros (availability, deprecation) seen by a program
+# compiled against the build tree's headers
+AM_TESTS_ENVIRONMENT += export CC="$(CC)" MIXPREC_DEPS_CFLAGS="$(MIXPREC_DEPS_CFLAGS)";
+TESTS += tests/test-version-macros.sh
+EXTRA_DIST += tests/test-version-macros.sh
+
+# --- gi-docgen check on the built .gir: every symbol documented (skips
+# without gi-docgen or introspection)
+if HAVE_INTROSPECTION
+AM_TESTS_ENVIRONMENT += export MIXPREC_GIR="$(abs_top_builddir)/bindings/Mixprec-1.0.gir";
+endif
+AM_TESTS_ENVIRONMENT += export GI_DOCGEN="$(GI_DOCGEN)";
+TESTS += tests/test-gi-docgen-check.sh
+EXTRA_DIST += tests/test-gi-docgen-check.sh
+
+# --- byte arguments: every GBytes argument takes Python buffers, NumPy
+# arrays and CPU torch tensors; Config.new_from_data takes str and bytes.
+EXTRA_DIST += tests/test-bytes-gi.py
+if HAVE_PYTHON_GI
+TESTS += tests/test-bytes-gi.py
+endif
+
 # --- loss scalers
 check_PROGRAMS += tests/test-loss-scaler
 tests_test_loss_scaler_LDADD = $(tests_public_ldadd)

@@ -34,6 +34,22 @@ the caller's memory as the parameter's working copy and
 take a NumPy array (anything with ``__array_interface__``), a DLPack
 producer (a torch tensor) or any object with the buffer protocol.
 
+Every argument the C API takes as a ``GBytes`` (``register_param``'s
+``init``, ``Param.set_grad``/``add_grad``/``reduce_grad(dtype, data)``,
+the ``Comm`` and ``Bootstrap`` collectives, ``convert`` and the FP8/MX
+casts) takes ``GLib.Bytes``, ``bytes``, ``bytearray``, ``memoryview``, a
+NumPy array or a CPU torch tensor; ``Config.new_from_data`` takes a
+``str`` or UTF-8 ``bytes``, as in 1.0. The memory must be contiguous and
+in host memory; a typed array's elements must be the size (and, for float
+arrays, the kind) of the dtype the call names, else TypeError/ValueError
+naming the argument. Copies: a ``GLib.Bytes`` is handed over as it is;
+``bytes`` is copied once (into the new ``GLib.Bytes``); any other buffer
+is copied twice (to ``bytes``, then into the ``GLib.Bytes``), as
+PyGObject copies whatever a ``GLib.Bytes`` is made from and reads
+anything but ``bytes`` one element at a time. The calls that read memory
+in place take an array without a copy: ``Param.reduce_grad(array)`` and
+``Engine.register_external``.
+
 How: the library gives the address of each buffer as an integer
 (mixprec_param_get_buffer_address()), and ctypes turns an address into an
 object that exports the buffer protocol; a pure-Python module rather than
@@ -448,6 +464,208 @@ def _host(obj, what, expected=None, dtype=None, device=None):
                     % what)
 
 
+# ------------------------------------------------------------------ byte arguments
+
+from gi.repository import GLib  # noqa: E402
+
+# The buffer formats (struct module letters) whose elements may be read as
+# each dtype: its own type, or its raw bits as unsigned/signed integers.
+# Byte buffers ("B", "b", "c") are raw bytes and go to any dtype.
+_ELEMENT_FORMATS = {
+    _DT.FLOAT32: ("f",),
+    _DT.FLOAT16: ("e", "H", "h"),
+    _DT.BFLOAT16: ("H", "h"),
+    _DT.FLOAT8_E4M3: (),
+    _DT.FLOAT8_E5M2: (),
+}
+_BYTE_FORMATS = ("B", "b", "c")
+
+
+def _dtype_name(dtype):
+    return _FORMATS[dtype][1] if dtype in _FORMATS else str(dtype)
+
+
+def _byte_view(obj, what, dtype=None):
+    """A C-contiguous memoryview of obj's bytes (format "B") and the object
+    that keeps the memory valid. With dtype, a typed array's elements must
+    be of that dtype (or, for raw bits, of its size)."""
+    try:
+        mv = memoryview(obj)
+    except TypeError:
+        mv = None
+    if mv is not None:
+        if not mv.c_contiguous:
+            raise ValueError("%s is not contiguous: pass a C-contiguous buffer "
+                             "(numpy.ascontiguousarray, or bytes(...))" % what)
+        fmt = mv.format
+        if fmt[:1] in ("<", "@", "="):
+            fmt = fmt[1:]
+        elif fmt[:1] in (">", "!"):
+            raise TypeError("%s is big-endian (buffer format '%s')" % (what, mv.format))
+        if dtype is not None and fmt not in _BYTE_FORMATS and fmt not in _ELEMENT_FORMATS[dtype]:
+            size = Mixprec.dtype_get_size(dtype)
+            if mv.itemsize != size:
+                raise TypeError("%s has %d-byte elements (buffer format '%s'), but %s elements "
+                                "are %d bytes" % (what, mv.itemsize, mv.format,
+                                                  _dtype_name(dtype), size))
+            raise TypeError("%s has elements of buffer format '%s', not %s"
+                            % (what, mv.format, _dtype_name(dtype)))
+        return mv.cast("B") if mv.ndim != 1 or mv.format != "B" else mv, obj
+    if getattr(obj, "__array_interface__", None) is None and not hasattr(obj, "__dlpack__"):
+        raise TypeError("%s must be GLib.Bytes, bytes, bytearray, memoryview, a NumPy array "
+                        "or a CPU torch tensor, not %s" % (what, type(obj).__name__))
+    # Arrays without the buffer protocol: torch tensors (DLPack), and NumPy
+    # arrays of ml_dtypes' bfloat16/float8. _host() rejects device memory,
+    # non-contiguous layouts and element types libmixprec has no dtype for.
+    # Byte tensors are raw bytes, as byte buffers are; other integer
+    # tensors are the raw bits of dtype when their elements have its size.
+    raw_bytes = str(getattr(obj, "dtype", "")).rsplit(".", 1)[-1] in ("uint8", "int8")
+    if raw_bytes or dtype is None:
+        host = _host(obj, what, _DT.FLOAT8_E4M3 if raw_bytes else None)
+    else:
+        host = _host(obj, what, dtype, dtype)
+    if dtype is not None and not raw_bytes and host.dtype != dtype:
+        raise TypeError("%s holds %s elements, not %s"
+                        % (what, _dtype_name(host.dtype), _dtype_name(dtype)))
+    nbytes = host.numel * Mixprec.dtype_get_size(host.dtype)
+    if nbytes == 0:
+        return memoryview(b""), obj
+    raw = (ctypes.c_char * nbytes).from_address(host.address)
+    return memoryview(raw).cast("B"), (host.keep, raw)
+
+
+def _gbytes(obj, what, dtype=None):
+    """obj as a GLib.Bytes (see the module's documentation for which
+    objects are copied)."""
+    if isinstance(obj, GLib.Bytes):
+        return obj
+    if type(obj) is bytes:
+        return GLib.Bytes.new(obj)
+    if isinstance(obj, str):
+        raise TypeError("%s must be bytes-like, not str (encode it first)" % what)
+    mv, keep = _byte_view(obj, what, dtype)
+    # PyGObject copies bytes with one memcpy but walks any other buffer
+    # element by element: through bytes is the fast way.
+    data = mv.tobytes()
+    del mv, keep
+    return GLib.Bytes.new(data)
+
+
+def _config_from_bytes(data):
+    """Config.new_from_data() of 1.0 for bytes-like data: the UTF-8 text,
+    reported as the C function reports text that is not UTF-8."""
+    raw = _byte_view(data, "Config.new_from_data: data")[0].tobytes()
+    body = raw[3:] if raw[:3] == b"\xef\xbb\xbf" else raw
+    bad = body.find(b"\0")
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError as e:
+        bad = e.start if bad < 0 else min(bad, e.start)
+    if bad < 0:
+        return Mixprec.Config.new_from_data(raw.decode("utf-8"))
+    before = body[:bad]
+    line = before.count(b"\n") + 1
+    column = 1 + sum(1 for b in before[before.rfind(b"\n") + 1:] if b & 0xC0 != 0x80)
+    what = ("a NUL byte; a configuration is UTF-8 text" if body[bad] == 0
+            else "not UTF-8 text, got byte 0x%02X" % body[bad])
+    raise GLib.Error("(top level): invalid JSON at line %d, column %d: %s" % (line, column, what),
+                     GLib.quark_to_string(Mixprec.config_error_quark()),
+                     int(Mixprec.ConfigError.PARSE))
+
+
+class Config(Mixprec.Config):
+
+    @classmethod
+    def new_from_data(cls, data, length=-1):
+        """new_from_data(data) reads a configuration from a JSON document:
+        a str, or bytes/bytearray/memoryview of UTF-8 text (the form 1.0
+        took; length, when given, takes that many bytes of it)."""
+        if isinstance(data, str):
+            if length not in (-1, None):
+                data = data.encode("utf-8")[:length]
+                return _config_from_bytes(data)
+            return super(Config, cls).new_from_data(data)
+        if length not in (-1, None):
+            data = _byte_view(data, "Config.new_from_data: data")[0][:length]
+        return _config_from_bytes(data)
+
+
+Config = override(Config)
+__all__.append("Config")
+
+
+class Bootstrap(Mixprec.Bootstrap):
+
+    def all_gather_bytes(self, data):
+        """all_gather_bytes(data): data is GLib.Bytes or any contiguous
+        buffer (see the module's documentation)."""
+        return super(Bootstrap, self).all_gather_bytes(
+            _gbytes(data, "Bootstrap.all_gather_bytes: data"))
+
+
+Bootstrap = override(Bootstrap)
+__all__.append("Bootstrap")
+
+
+class Comm(Mixprec.Comm):
+    # The collectives' Python names are the GLib.Bytes forms (the C
+    # functions *_bytes); send/data take any contiguous buffer of dtype.
+
+    def all_reduce(self, send, dtype, op):
+        return super(Comm, self).all_reduce(_gbytes(send, "Comm.all_reduce: send", dtype),
+                                            dtype, op)
+
+    def all_gather(self, send, dtype):
+        return super(Comm, self).all_gather(_gbytes(send, "Comm.all_gather: send", dtype),
+                                            dtype)
+
+    def reduce_scatter(self, send, dtype, op):
+        return super(Comm, self).reduce_scatter(
+            _gbytes(send, "Comm.reduce_scatter: send", dtype), dtype, op)
+
+    def broadcast(self, data, dtype, root):
+        return super(Comm, self).broadcast(_gbytes(data, "Comm.broadcast: data", dtype),
+                                           dtype, root)
+
+
+Comm = override(Comm)
+__all__.append("Comm")
+
+
+def convert(src_dtype, src, dst_dtype, rounding, seed):
+    """convert(src_dtype, src, dst_dtype, rounding, seed): src is GLib.Bytes
+    or any contiguous buffer of src_dtype."""
+    return Mixprec.convert(src_dtype, _gbytes(src, "convert: src", src_dtype),
+                           dst_dtype, rounding, seed)
+
+
+def fp8_quantize(fp8_dtype, src_f32, scale, overflow):
+    return Mixprec.fp8_quantize(fp8_dtype, _gbytes(src_f32, "fp8_quantize: src_f32",
+                                                   _DT.FLOAT32), scale, overflow)
+
+
+def fp8_dequantize(fp8_dtype, src, scale_inv):
+    return Mixprec.fp8_dequantize(fp8_dtype, _gbytes(src, "fp8_dequantize: src", fp8_dtype),
+                                  scale_inv)
+
+
+def mx_quantize(elem_dtype, src_f32, block_size):
+    return Mixprec.mx_quantize(elem_dtype, _gbytes(src_f32, "mx_quantize: src_f32",
+                                                   _DT.FLOAT32), block_size)
+
+
+def mx_dequantize(elem_dtype, src, scales, block_size):
+    return Mixprec.mx_dequantize(elem_dtype, _gbytes(src, "mx_dequantize: src", elem_dtype),
+                                 _gbytes(scales, "mx_dequantize: scales"), block_size)
+
+
+for _f in (convert, fp8_quantize, fp8_dequantize, mx_quantize, mx_dequantize):
+    _f.__doc__ = _f.__doc__ or ("%s: the GLib.Bytes arguments take any contiguous buffer "
+                                "(see the module's documentation)." % _f.__name__)
+    __all__.append(_f.__name__)
+del _f
+
+
 class Param(Mixprec.Param):
 
     @property
@@ -483,7 +701,8 @@ class Param(Mixprec.Param):
         gradient without copying it first: the engine reads the array where
         it lies. reduce_grad(dtype, bytes) is the GLib.Bytes form."""
         if data is not None:
-            return super(Param, self).reduce_grad(grad, data)
+            return super(Param, self).reduce_grad(
+                grad, _gbytes(data, "parameter '%s': the gradient" % self.get_name(), grad))
         if isinstance(grad, Mixprec.DType) and dtype is None:
             raise TypeError("reduce_grad(dtype, bytes) needs the bytes")
         # Device memory is taken when it is the engine's (asked only then:
@@ -506,11 +725,33 @@ class Param(Mixprec.Param):
         return Mixprec.Param.reduce_grad_address(self, host.dtype, host.address)
 
 
+    def set_grad(self, dtype, grad):
+        """set_grad(dtype, grad): grad is GLib.Bytes or any contiguous
+        buffer of dtype (see the module's documentation)."""
+        return super(Param, self).set_grad(
+            dtype, _gbytes(grad, "parameter '%s': grad" % self.get_name(), dtype))
+
+    def add_grad(self, dtype, grad):
+        """add_grad(dtype, grad): grad is GLib.Bytes or any contiguous
+        buffer of dtype (see the module's documentation)."""
+        return super(Param, self).add_grad(
+            dtype, _gbytes(grad, "parameter '%s': grad" % self.get_name(), dtype))
+
+
 Param = override(Param)
 __all__.append("Param")
 
 
 class Engine(Mixprec.Engine):
+
+    def register_param(self, name, shape, module_type, init_dtype, init):
+        """register_param(name, shape, module_type, init_dtype, init): init
+        holds the initial values, numel elements of init_dtype, as GLib.Bytes,
+        bytes, bytearray, memoryview, a NumPy array or a CPU torch tensor
+        (see the module's documentation for which are copied)."""
+        return super(Engine, self).register_param(
+            name, shape, module_type, init_dtype,
+            _gbytes(init, "register_param '%s': init" % name, init_dtype))
 
     def register_external(self, name, working, module_type=None, grad=None, dtype=None):
         """register_external(name, working, module_type=None, grad=None)

@@ -70,8 +70,11 @@ mixprec_enum_headers += \
 	libmixprec/mixprec-feature.h
 mixprec_sources += \
 	libmixprec/mixprec-registry-private.h \
+	libmixprec/mixprec-plugin-compat-private.h \
 	libmixprec/mixprec-plugin-object.c \
 	libmixprec/mixprec-plugin-loader.c \
+	libmixprec/mixprec-plugin-compat.c \
+	libmixprec/mixprec-plugin-log.c \
 	libmixprec/mixprec-feature.c \
 	libmixprec/mixprec-registry.c
 

@@ -626,6 +626,36 @@ typedef struct {
 
 /* ------------------------------------------------------------ plugins */
 
+/* Severities of a plugin's log messages, mapped onto GLib's levels (an
+ * error of a call is not logged: it is the call's status and errbuf). */
+typedef enum {
+  MIXPREC_PLUGIN_LOG_WARNING = 0,    /* something is wrong but the plugin goes on */
+  MIXPREC_PLUGIN_LOG_MESSAGE = 1,    /* worth a user's attention */
+  MIXPREC_PLUGIN_LOG_INFO = 2,       /* what the plugin chose (a transport, kernels) */
+  MIXPREC_PLUGIN_LOG_DEBUG = 3,      /* for whoever debugs the plugin */
+} MixprecPluginLogLevel;
+
+/* The logger the library hands a plugin at init() (NCCL's net plugins get
+ * one the same way): it writes to GLib's structured log with the plugin's
+ * name in the field MIXPREC_PLUGIN and the log domain "Mixprec-NAME", so
+ * G_MESSAGES_DEBUG=Mixprec-NAME shows one plugin's debug messages. @file,
+ * @line and @func say where the message comes from (may be NULL/0); the
+ * message is a printf() format. @log_data is MixprecPluginHostV1.log_data.
+ * Unlike the host table, the logger and its data stay valid while the
+ * module is loaded, from any thread: a plugin keeps them (see
+ * MIXPREC_PLUGIN_DEFINE, which does). */
+typedef void (*MixprecPluginLogFunc) (void                 *log_data,
+                                      MixprecPluginLogLevel level,
+                                      const char           *file,
+                                      int                   line,
+                                      const char           *func,
+                                      const char           *format,
+                                      ...)
+#if defined(__GNUC__)
+  __attribute__ ((format (printf, 6, 7)))
+#endif
+  ;
+
 /* What the library offers a plugin during init(). The table is valid only
  * until init() returns: a plugin must not keep it. A registration the
  * library refuses makes the whole plugin fail to load, even when init()
@@ -672,7 +702,12 @@ struct MixprecPluginHostV1 {
                              const MixprecDeviceV3 *device,
                              char                  *errbuf,
                              size_t                 errbuf_len);
-  void *reserved[11];
+  /* Library 1.1 (in plugin ABI 1.3's reserved space, so a plugin checks
+   * that struct_size covers it and that it is not NULL; a library 1.0
+   * leaves it zero): the plugin's logger and what to pass it. */
+  MixprecPluginLogFunc log;
+  void *log_data;
+  void *reserved[9];
 };
 
 /* The static description a plugin returns from its entry point. abi_major
@@ -697,6 +732,107 @@ typedef struct {
 
 /* The type of the entry point `mixprec_plugin_NAME_get_desc`. */
 typedef const MixprecPluginDesc *(*MixprecPluginGetDescFunc) (void);
+
+/* ------------------------------------------------------------ defining a plugin */
+
+#if defined(__GNUC__)
+# define MIXPREC_PLUGIN_HIDDEN __attribute__((visibility ("hidden")))
+#else
+# define MIXPREC_PLUGIN_HIDDEN
+#endif
+
+/* Whether this header has MIXPREC_PLUGIN_DEFINE and MIXPREC_PLUGIN_LOG
+ * (libmixprec 1.1; the plugin ABI they produce is 1.3, as before). */
+#define MIXPREC_PLUGIN_HAVE_DEFINE 1
+
+/* The logger of the plugin being compiled, kept by MIXPREC_PLUGIN_DEFINE
+ * (one per plugin module, hidden from every other module); NULL when the
+ * library offered none. */
+extern MIXPREC_PLUGIN_HIDDEN MixprecPluginLogFunc _mixprec_plugin_log_func;
+extern MIXPREC_PLUGIN_HIDDEN void *_mixprec_plugin_log_data;
+
+/* What init() of a MIXPREC_PLUGIN_DEFINE plugin does first: keeps the
+ * logger the library offers, when the host table is long enough to hold
+ * one (a library 1.0 leaves the slot zero). */
+static inline void
+_mixprec_plugin_keep_logger (const MixprecPluginHostV1 *host)
+{
+  if (host != NULL &&
+      host->struct_size >= offsetof (MixprecPluginHostV1, log_data) + sizeof host->log_data &&
+      host->log != NULL)
+    {
+      _mixprec_plugin_log_data = host->log_data;
+      _mixprec_plugin_log_func = host->log;
+    }
+}
+
+/**
+ * MIXPREC_PLUGIN_LOG:
+ * @level: a #MixprecPluginLogLevel
+ * @...: a printf() format and its arguments
+ *
+ * Logs a message of a plugin defined with MIXPREC_PLUGIN_DEFINE() through
+ * the logger the library handed it at init(), with the source location;
+ * nothing when the library offered no logger. Usable from any file of the
+ * plugin and any thread, once init() has run.
+ *
+ * Since: 1.1
+ */
+#define MIXPREC_PLUGIN_LOG(level, ...) \
+  ((_mixprec_plugin_log_func != NULL) \
+   ? _mixprec_plugin_log_func (_mixprec_plugin_log_data, (level), __FILE__, __LINE__, \
+                               __func__, __VA_ARGS__) \
+   : (void) 0)
+
+/**
+ * MIXPREC_PLUGIN_DEFINE:
+ * @symbol: the plugin's name as a C identifier, dashes turned into
+ *   underscores (`optim_adamw` for the file mixprec-optim-adamw.so)
+ * @name: the plugin's name, a string ("optim-adamw")
+ * @description: (nullable): one sentence about the plugin
+ * @init: the plugin's init function, an `int (*) (MixprecPluginHostV1 *,
+ *   char *errbuf, size_t errbuf_len)` registering its features
+ * @version: (nullable): the plugin's version, e.g. PACKAGE_VERSION
+ * @license: (nullable): an SPDX license identifier
+ * @origin: (nullable): where the plugin comes from (a URL or package)
+ *
+ * Defines everything a plugin file exports, the way GST_PLUGIN_DEFINE()
+ * does for GStreamer: a static #MixprecPluginDesc of this header's plugin
+ * ABI, its entry point `mixprec_plugin_<symbol>_get_desc` (exported), and
+ * an init() that keeps the library's logger for MIXPREC_PLUGIN_LOG()
+ * before it calls @init. Use it once, at file scope, in one file of the
+ * plugin:
+ *
+ * |[<!-- language="C" -->
+ * MIXPREC_PLUGIN_DEFINE (optim_example, "optim-example",
+ *                        "an example optimizer", example_init,
+ *                        "1.0", "LGPL-2.1-or-later", "https://example.org")
+ * ]|
+ *
+ * Since: 1.1
+ */
+#define MIXPREC_PLUGIN_DEFINE(symbol, name, description, init, version, license, origin) \
+  MIXPREC_PLUGIN_HIDDEN MixprecPluginLogFunc _mixprec_plugin_log_func; \
+  MIXPREC_PLUGIN_HIDDEN void *_mixprec_plugin_log_data; \
+  static int \
+  symbol##_plugin_init (MixprecPluginHostV1 *host, \
+                        char                *errbuf, \
+                        size_t               errbuf_len) \
+  { \
+    _mixprec_plugin_keep_logger (host); \
+    return (init) (host, errbuf, errbuf_len); \
+  } \
+  static const MixprecPluginDesc symbol##_plugin_desc = { \
+    MIXPREC_PLUGIN_ABI_VERSION_MAJOR, MIXPREC_PLUGIN_ABI_VERSION_MINOR, \
+    (name), (description), (version), (license), (origin), \
+    symbol##_plugin_init, { NULL } \
+  }; \
+  MIXPREC_PLUGIN_EXPORT const MixprecPluginDesc *mixprec_plugin_##symbol##_get_desc (void); \
+  const MixprecPluginDesc * \
+  mixprec_plugin_##symbol##_get_desc (void) \
+  { \
+    return &symbol##_plugin_desc; \
+  }
 
 #ifdef __cplusplus
 }

@@ -77,10 +77,11 @@ _mixprec_plugin_log (void                 *log_data,
   message = printable (text);
   g_snprintf (line_text, sizeof line_text, "%d", line);
 
+  /* Every value but MESSAGE's is a plain string, not a format. */
   g_log_structured (domain, glib_level (level),
-                    "MIXPREC_PLUGIN", "%s", domain + strlen (DOMAIN_PREFIX),
-                    "CODE_FILE", "%s", shown_file,
-                    "CODE_LINE", "%s", line_text,
-                    "CODE_FUNC", "%s", shown_func,
+                    "MIXPREC_PLUGIN", domain + strlen (DOMAIN_PREFIX),
+                    "CODE_FILE", shown_file,
+                    "CODE_LINE", line_text,
+                    "CODE_FUNC", shown_func,
                     "MESSAGE", "%s", message);
 }

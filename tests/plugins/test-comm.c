@@ -10,8 +10,6 @@
 
 #include <mixprec/mixprec-plugin.h>
 
-MIXPREC_PLUGIN_EXPORT const MixprecPluginDesc *mixprec_plugin_test_comm_get_desc (void);
-
 #define COUNT_TIMEOUT 13
 #define COUNT_PEER_FAILED 17
 #define COUNT_LATE_FAILURE 19
@@ -204,19 +202,5 @@ test_comm_init (MixprecPluginHostV1 *host,
   return host->register_comm (host, &testcomm, errbuf, errbuf_len);
 }
 
-static const MixprecPluginDesc desc = {
-  .abi_major = MIXPREC_PLUGIN_ABI_VERSION_MAJOR,
-  .abi_minor = MIXPREC_PLUGIN_ABI_VERSION_MINOR,
-  .name = "test-comm",
-  .description = "a communicator plugin for the registry and comm tests",
-  .version = "0.1",
-  .license = "LGPL-2.1-or-later",
-  .origin = "libmixprec tests",
-  .init = test_comm_init,
-};
-
-const MixprecPluginDesc *
-mixprec_plugin_test_comm_get_desc (void)
-{
-  return &desc;
-}
+MIXPREC_PLUGIN_DEFINE (test_comm, "test-comm", "a communicator plugin for the registry and comm tests",
+                       test_comm_init, "0.1", "LGPL-2.1-or-later", "libmixprec tests")

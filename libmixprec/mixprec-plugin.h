@@ -834,6 +834,41 @@ _mixprec_plugin_keep_logger (const MixprecPluginHostV1 *host)
     return &symbol##_plugin_desc; \
   }
 
+/**
+ * MIXPREC_PLUGIN_DEFINE_FEATURE:
+ * @symbol: as for MIXPREC_PLUGIN_DEFINE()
+ * @name: as for MIXPREC_PLUGIN_DEFINE()
+ * @description: as for MIXPREC_PLUGIN_DEFINE()
+ * @register_func: the host table's entry for @vtable's struct, e.g.
+ *   `register_comm` or `register_device_v3`
+ * @vtable: the plugin's one feature, a static vtable
+ * @version: as for MIXPREC_PLUGIN_DEFINE()
+ * @license: as for MIXPREC_PLUGIN_DEFINE()
+ * @origin: as for MIXPREC_PLUGIN_DEFINE()
+ *
+ * MIXPREC_PLUGIN_DEFINE() for the common plugin of one feature: its init()
+ * registers @vtable through @register_func and returns what that answers.
+ *
+ * |[<!-- language="C" -->
+ * MIXPREC_PLUGIN_DEFINE_FEATURE (comm_example, "comm-example", "an example communicator",
+ *                                register_comm, example_comm,
+ *                                "1.0", "LGPL-2.1-or-later", "https://example.org")
+ * ]|
+ *
+ * Since: 1.1
+ */
+#define MIXPREC_PLUGIN_DEFINE_FEATURE(symbol, name, description, register_func, vtable, \
+                                      version, license, origin) \
+  static int \
+  symbol##_register_feature (MixprecPluginHostV1 *host, \
+                             char                *errbuf, \
+                             size_t               errbuf_len) \
+  { \
+    return host->register_func (host, &(vtable), errbuf, errbuf_len); \
+  } \
+  MIXPREC_PLUGIN_DEFINE (symbol, name, description, symbol##_register_feature, \
+                         version, license, origin)
+
 #ifdef __cplusplus
 }
 #endif

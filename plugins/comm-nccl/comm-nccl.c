@@ -350,13 +350,6 @@ static const MixprecCommV1 nccl_comm = {
   .finalize = nccl_finalize,
 };
 
-static int
-comm_nccl_init (MixprecPluginHostV1 *host,
-                char                *errbuf,
-                size_t               errbuf_len)
-{
-  return host->register_comm (host, &nccl_comm, errbuf, errbuf_len);
-}
-
-MIXPREC_PLUGIN_DEFINE (comm_nccl, "comm-nccl", "collectives between CUDA devices over NCCL",
-                       comm_nccl_init, PACKAGE_VERSION, "LGPL-2.1-or-later", "libmixprec")
+MIXPREC_PLUGIN_DEFINE_FEATURE (comm_nccl, "comm-nccl", "collectives between CUDA devices over NCCL",
+                               register_comm, nccl_comm,
+                               PACKAGE_VERSION, "LGPL-2.1-or-later", "libmixprec")

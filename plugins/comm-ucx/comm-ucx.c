@@ -614,13 +614,6 @@ static const MixprecCommV1 ucx_comm = {
   .finalize = ucx_finalize,
 };
 
-static int
-comm_ucx_init (MixprecPluginHostV1 *host,
-               char                *errbuf,
-               size_t               errbuf_len)
-{
-  return host->register_comm (host, &ucx_comm, errbuf, errbuf_len);
-}
-
-MIXPREC_PLUGIN_DEFINE (comm_ucx, "comm-ucx", "collectives between processes over UCX",
-                       comm_ucx_init, PACKAGE_VERSION, "LGPL-2.1-or-later", "libmixprec")
+MIXPREC_PLUGIN_DEFINE_FEATURE (comm_ucx, "comm-ucx", "collectives between processes over UCX",
+                               register_comm, ucx_comm,
+                               PACKAGE_VERSION, "LGPL-2.1-or-later", "libmixprec")

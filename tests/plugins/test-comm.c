@@ -194,13 +194,6 @@ static const MixprecCommV1 testcomm = {
   .finalize = testcomm_finalize,
 };
 
-static int
-test_comm_init (MixprecPluginHostV1 *host,
-                char                *errbuf,
-                size_t               errbuf_len)
-{
-  return host->register_comm (host, &testcomm, errbuf, errbuf_len);
-}
-
-MIXPREC_PLUGIN_DEFINE (test_comm, "test-comm", "a communicator plugin for the registry and comm tests",
-                       test_comm_init, "0.1", "LGPL-2.1-or-later", "libmixprec tests")
+MIXPREC_PLUGIN_DEFINE_FEATURE (test_comm, "test-comm", "a communicator plugin for the registry and comm tests",
+                               register_comm, testcomm,
+                               "0.1", "LGPL-2.1-or-later", "libmixprec tests")

@@ -14,8 +14,10 @@ mixprec_sources =
 mixprec_simd_sources =
 
 # --- plugin ABI: installed plain-C header, not part of the GObject API
-# (so not scanned for introspection)
-mixprec_abi_headers = libmixprec/mixprec-plugin.h
+# (so not scanned for introspection); mixprec-plugin.h is its 1.0 name
+mixprec_abi_headers = \
+	libmixprec/mixprec-plugin-abi.h \
+	libmixprec/mixprec-plugin.h
 
 # --- runtime (version queries, library-wide helpers)
 mixprec_public_headers += libmixprec/mixprec-runtime.h

@@ -12,7 +12,7 @@
 #pragma once
 
 #include "mixprec.h"
-#include "mixprec-plugin.h"
+#include "mixprec-plugin-abi.h"
 
 G_BEGIN_DECLS
 

@@ -476,7 +476,7 @@ plugin_describe (MixprecPlugin      *plugin,
 
       g_set_error (error, MIXPREC_PLUGIN_ERROR, MIXPREC_PLUGIN_ERROR_ABI_MISMATCH,
                    "%s: built for plugin ABI %u.%u, this libmixprec supports %s; "
-                   "rebuild the plugin against this libmixprec's <mixprec/mixprec-plugin.h>",
+                   "rebuild the plugin against this libmixprec's <mixprec/mixprec-plugin-abi.h>",
                    filename, header.abi_major, header.abi_minor, supported);
       return FALSE;
     }

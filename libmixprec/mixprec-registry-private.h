@@ -5,7 +5,7 @@
 #include <gmodule.h>
 
 #include "mixprec.h"
-#include "mixprec-plugin.h"
+#include "mixprec-plugin-abi.h"
 
 G_BEGIN_DECLS
 

@@ -14,7 +14,7 @@
 #include <stdint.h>
 #include <float.h>
 
-#include "mixprec-plugin.h"
+#include "mixprec-plugin-abi.h"
 #include "mixprec-plugin-fail-private.h"
 #include "mixprec-dtype-private.h"
 

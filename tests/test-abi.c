@@ -23,7 +23,7 @@
 
 #include <gmodule.h>
 #include <mixprec/mixprec.h>
-#include <mixprec/mixprec-plugin.h>
+#include <mixprec/mixprec-plugin-abi.h>
 
 #if defined(__x86_64__) && defined(__LP64__)
 # define ABI_TABLE_APPLIES 1

@@ -29,7 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mixprec-plugin.h"
+#include "mixprec-plugin-abi.h"
 #include "mixprec-dtype-private.h"
 #include "numeric/numeric-fp8.h"
 

@@ -1,6 +1,6 @@
 /* test-bad-comm.c — a plugin that registers a communicator without a wait
  * function; the registry refuses it, and with it the whole plugin. */
-#include <mixprec/mixprec-plugin.h>
+#include <mixprec/mixprec-plugin-abi.h>
 
 static int
 any_init (const MixprecCommInitV1 *args,

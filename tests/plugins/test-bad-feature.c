@@ -4,7 +4,7 @@
  * be refused as a whole. */
 #include <stdio.h>
 
-#include <mixprec/mixprec-plugin.h>
+#include <mixprec/mixprec-plugin-abi.h>
 
 static const MixprecOptimizerV1 badopt = {
   .name = "badopt",

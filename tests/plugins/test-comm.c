@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <mixprec/mixprec-plugin.h>
+#include <mixprec/mixprec-plugin-abi.h>
 
 #define COUNT_TIMEOUT 13
 #define COUNT_PEER_FAILED 17

@@ -4,7 +4,7 @@
 #include <math.h>
 #include <stdio.h>
 
-#include <mixprec/mixprec-plugin.h>
+#include <mixprec/mixprec-plugin-abi.h>
 
 static const MixprecHParamSpecV1 testopt_hparams[] = {
   { .name = "lr", .description = "step size", .type = MIXPREC_HPARAM_DOUBLE,

@@ -3,7 +3,7 @@
  * registered must not be used. */
 #include <stdio.h>
 
-#include <mixprec/mixprec-plugin.h>
+#include <mixprec/mixprec-plugin-abi.h>
 
 static int
 noop_step (const MixprecOptimizerStepV1 *args,

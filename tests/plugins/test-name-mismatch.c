@@ -2,7 +2,7 @@
  * than its file name (mixprec-test-name-mismatch.so). */
 #include <stddef.h>
 
-#include <mixprec/mixprec-plugin.h>
+#include <mixprec/mixprec-plugin-abi.h>
 
 static int
 mismatch_init (MixprecPluginHostV1 *host,

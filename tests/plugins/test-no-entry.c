@@ -3,7 +3,7 @@
  * dashes turned into underscores, and exports something else. */
 #include <stddef.h>
 
-#include <mixprec/mixprec-plugin.h>
+#include <mixprec/mixprec-plugin-abi.h>
 
 static int
 no_entry_init (MixprecPluginHostV1 *host,

@@ -4,7 +4,7 @@
  * another device. */
 #include <stddef.h>
 
-#include <mixprec/mixprec-plugin.h>
+#include <mixprec/mixprec-plugin-abi.h>
 
 static int
 noop_step (const MixprecOptimizerStepV1 *args,

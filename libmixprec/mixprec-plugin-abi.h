@@ -7,7 +7,8 @@
  * by other compilers and years apart, so nothing here depends on GLib's
  * types or on the library's internals. The discipline is NCCL's net-plugin
  * one: a released struct is frozen; a new revision is a new struct (…V2),
- * and the library keeps a shim for the old one. Structs that the library
+ * and the library upgrades a registered old one to the newest struct of
+ * its kind (in libmixprec/mixprec-plugin-compat.c). Structs that the library
  * fills for the plugin begin with their size so fields can be appended in a
  * minor revision; structs a plugin fills end with reserved space that must
  * be zero.

@@ -16,6 +16,10 @@
 
 G_BEGIN_DECLS
 
+/* The most state slots an optimizer may declare: more is garbage read
+ * through a wrong pointer, not an optimizer. */
+#define _MIXPREC_PLUGIN_MAX_STATE_SLOTS 16
+
 /* What a V1 optimizer's step() is. */
 typedef int (*_MixprecOptimizerStepV1Func) (const MixprecOptimizerStepV1 *args,
                                             float                        *master,

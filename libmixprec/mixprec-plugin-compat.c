@@ -13,10 +13,12 @@
 #include "mixprec-plugin-compat-private.h"
 #include "mixprec-registry-private.h"
 
-typedef gboolean (*UpgradeFunc) (gconstpointer   registered,
-                                 guint           revision,
-                                 _MixprecVTable *out,
-                                 GError        **error);
+/* Fills @out (zeroed, its kind and revision set) from @registered, a
+ * struct of @registration's, and checks it. */
+typedef gboolean (*UpgradeFunc) (const _MixprecRegistration *registration,
+                                 gconstpointer               registered,
+                                 _MixprecVTable             *out,
+                                 GError                    **error);
 
 struct _MixprecRegistration
 {
@@ -33,10 +35,10 @@ struct _MixprecRegistration
 /* V1 -> V2: the same schema; state in float32 only; the step kept apart,
  * since its arguments differ (see _mixprec_plugin_compat_optimizer_step). */
 static gboolean
-upgrade_optimizer_v1 (gconstpointer   registered,
-                      guint           revision,
-                      _MixprecVTable *out,
-                      GError        **error)
+upgrade_optimizer_v1 (const _MixprecRegistration *registration,
+                      gconstpointer               registered,
+                      _MixprecVTable             *out,
+                      GError                    **error)
 {
   const MixprecOptimizerV1 *v1 = registered;
 
@@ -57,20 +59,20 @@ upgrade_optimizer_v1 (gconstpointer   registered,
 }
 
 static gboolean
-upgrade_optimizer_v2 (gconstpointer   registered,
-                      guint           revision,
-                      _MixprecVTable *out,
-                      GError        **error)
+upgrade_optimizer_v2 (const _MixprecRegistration *registration,
+                      gconstpointer               registered,
+                      _MixprecVTable             *out,
+                      GError                    **error)
 {
   out->optimizer = *(const MixprecOptimizerV2 *) registered;
   return _mixprec_optimizer_check (&out->optimizer, out->optimizer.step != NULL, error);
 }
 
 static gboolean
-upgrade_comm_v1 (gconstpointer   registered,
-                 guint           revision,
-                 _MixprecVTable *out,
-                 GError        **error)
+upgrade_comm_v1 (const _MixprecRegistration *registration,
+                 gconstpointer               registered,
+                 _MixprecVTable             *out,
+                 GError                    **error)
 {
   out->comm = *(const MixprecCommV1 *) registered;
   return _mixprec_comm_check (&out->comm, error);
@@ -80,21 +82,17 @@ upgrade_comm_v1 (gconstpointer   registered,
  * is the registered bytes followed by zeros: the functions a revision
  * lacks are NULL, and its reserved space is zero. */
 static gboolean
-upgrade_device (gconstpointer   registered,
-                guint           revision,
-                _MixprecVTable *out,
-                GError        **error)
+upgrade_device (const _MixprecRegistration *registration,
+                gconstpointer               registered,
+                _MixprecVTable             *out,
+                GError                    **error)
 {
-  static const gsize sizes[] = {
-    0, sizeof (MixprecDeviceV1), sizeof (MixprecDeviceV2), sizeof (MixprecDeviceV3),
-  };
-
   G_STATIC_ASSERT (G_STRUCT_OFFSET (MixprecDeviceV3, base) == 0);
   G_STATIC_ASSERT (G_STRUCT_OFFSET (MixprecDeviceV2, base) == 0);
-  g_assert (revision >= 1 && revision < G_N_ELEMENTS (sizes));
+  g_assert (registration->struct_size <= sizeof out->device);
 
-  memcpy (&out->device, registered, sizes[revision]);
-  return _mixprec_device_check (&out->device, revision, error);
+  memcpy (&out->device, registered, registration->struct_size);
+  return _mixprec_device_check (&out->device, registration->revision, error);
 }
 
 /* The register_* entries of MixprecPluginHostV1, in the table's order. */
@@ -146,7 +144,7 @@ _mixprec_plugin_compat_upgrade (const _MixprecRegistration *registration,
                    "the %s vtable is NULL", registration->what);
       return FALSE;
     }
-  return registration->upgrade (registered, registration->revision, out, error);
+  return registration->upgrade (registration, registered, out, error);
 }
 
 const gchar *
@@ -205,8 +203,6 @@ REVISION_CHECK (_mixprec_device_v3_vtable_check, MixprecDeviceV3, REGISTER_DEVIC
 
 /* ------------------------------------------------------------ calls */
 
-#define MAX_STATE_SLOTS 16
-
 int
 _mixprec_plugin_compat_optimizer_step (const MixprecOptimizerV2     *optimizer,
                                        _MixprecOptimizerStepV1Func   step_v1,
@@ -220,13 +216,13 @@ _mixprec_plugin_compat_optimizer_step (const MixprecOptimizerV2     *optimizer,
                                        size_t                        errbuf_len)
 {
   MixprecOptimizerStepV1 base;
-  float *v1_states[MAX_STATE_SLOTS];
+  float *v1_states[_MIXPREC_PLUGIN_MAX_STATE_SLOTS];
 
   if (step_v1 == NULL)
     return optimizer->step (args, master, grad, states, working, n, errbuf, errbuf_len);
 
   /* V1: the leading V1 block, with its own size, and FP32 state. */
-  g_assert (optimizer->n_state_slots <= MAX_STATE_SLOTS);
+  g_assert (optimizer->n_state_slots <= _MIXPREC_PLUGIN_MAX_STATE_SLOTS);
   base = args->base;
   base.struct_size = sizeof base;
   for (guint k = 0; k < optimizer->n_state_slots; k++)

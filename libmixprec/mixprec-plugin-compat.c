@@ -26,7 +26,6 @@ struct _MixprecRegistration
   guint revision;
   gsize struct_size;            /* of the struct the plugin registers */
   const gchar *function;        /* its entry in the host table */
-  const gchar *what;            /* "optimizer": for "the optimizer vtable is NULL" */
   UpgradeFunc upgrade;
 };
 
@@ -95,39 +94,41 @@ upgrade_device (const _MixprecRegistration *registration,
   return _mixprec_device_check (&out->device, registration->revision, error);
 }
 
-/* The register_* entries of MixprecPluginHostV1, in the table's order. */
-enum
-{
-  REGISTER_OPTIMIZER,
-  REGISTER_OPTIMIZER_V2,
-  REGISTER_COMM,
-  REGISTER_DEVICE,
-  REGISTER_DEVICE_V2,
-  REGISTER_DEVICE_V3,
+/* The table: one row per register_* entry of MixprecPluginHostV1, with
+ * the struct it takes, the kind and revision that struct is, how it is
+ * upgraded, and the check of that revision alone (what a plugin of it
+ * would be told, for the tests of each rule). A new revision is a row
+ * here and an upgrade function above; nothing else in the library
+ * changes. */
+#define REGISTRATIONS(ROW) \
+  ROW (register_optimizer, MixprecOptimizerV1, OPTIMIZER, 1, upgrade_optimizer_v1, \
+       _mixprec_optimizer_vtable_check) \
+  ROW (register_optimizer_v2, MixprecOptimizerV2, OPTIMIZER, 2, upgrade_optimizer_v2, \
+       _mixprec_optimizer_v2_vtable_check) \
+  ROW (register_comm, MixprecCommV1, COMM, 1, upgrade_comm_v1, \
+       _mixprec_comm_vtable_check) \
+  ROW (register_device, MixprecDeviceV1, DEVICE, 1, upgrade_device, \
+       _mixprec_device_vtable_check) \
+  ROW (register_device_v2, MixprecDeviceV2, DEVICE, 2, upgrade_device, \
+       _mixprec_device_v2_vtable_check) \
+  ROW (register_device_v3, MixprecDeviceV3, DEVICE, 3, upgrade_device, \
+       _mixprec_device_v3_vtable_check)
+
+#define ROW_INDEX(entry, type, kind, revision, upgrade, check) ROW_##entry,
+enum { REGISTRATIONS (ROW_INDEX) N_REGISTRATIONS };
+#undef ROW_INDEX
+
+/* What "the optimizer vtable is NULL" calls each kind. */
+static const gchar *const kind_words[] = {
+  [MIXPREC_FEATURE_KIND_OPTIMIZER] = "optimizer",
+  [MIXPREC_FEATURE_KIND_COMM] = "comm",
+  [MIXPREC_FEATURE_KIND_DEVICE] = "device",
 };
 
-#define OPTIMIZER MIXPREC_FEATURE_KIND_OPTIMIZER
-#define COMM MIXPREC_FEATURE_KIND_COMM
-#define DEVICE MIXPREC_FEATURE_KIND_DEVICE
-
-static const _MixprecRegistration registrations[] = {
-  [REGISTER_OPTIMIZER] =
-    { OPTIMIZER, 1, sizeof (MixprecOptimizerV1), "register_optimizer", "optimizer", upgrade_optimizer_v1 },
-  [REGISTER_OPTIMIZER_V2] =
-    { OPTIMIZER, 2, sizeof (MixprecOptimizerV2), "register_optimizer_v2", "optimizer", upgrade_optimizer_v2 },
-  [REGISTER_COMM] =
-    { COMM, 1, sizeof (MixprecCommV1), "register_comm", "comm", upgrade_comm_v1 },
-  [REGISTER_DEVICE] =
-    { DEVICE, 1, sizeof (MixprecDeviceV1), "register_device", "device", upgrade_device },
-  [REGISTER_DEVICE_V2] =
-    { DEVICE, 2, sizeof (MixprecDeviceV2), "register_device_v2", "device", upgrade_device },
-  [REGISTER_DEVICE_V3] =
-    { DEVICE, 3, sizeof (MixprecDeviceV3), "register_device_v3", "device", upgrade_device },
-};
-
-#undef OPTIMIZER
-#undef COMM
-#undef DEVICE
+#define ROW_DATA(entry, type, kind, revision, upgrade, check) \
+  [ROW_##entry] = { MIXPREC_FEATURE_KIND_##kind, revision, sizeof (type), #entry, upgrade },
+static const _MixprecRegistration registrations[N_REGISTRATIONS] = { REGISTRATIONS (ROW_DATA) };
+#undef ROW_DATA
 
 gboolean
 _mixprec_plugin_compat_upgrade (const _MixprecRegistration *registration,
@@ -141,7 +142,7 @@ _mixprec_plugin_compat_upgrade (const _MixprecRegistration *registration,
   if (registered == NULL)
     {
       g_set_error (error, MIXPREC_PLUGIN_ERROR, MIXPREC_PLUGIN_ERROR_BAD_FEATURE,
-                   "the %s vtable is NULL", registration->what);
+                   "the %s vtable is NULL", kind_words[registration->kind]);
       return FALSE;
     }
   return registration->upgrade (registration, registered, out, error);
@@ -155,51 +156,36 @@ _mixprec_registration_get_function (const _MixprecRegistration *registration)
 
 /* ------------------------------------------------------------ the host table */
 
-/* An entry of the host table: its struct type, and its row. */
-#define HOST_ENTRY(func, type, row) \
+/* The host table's entries, typed as the ABI declares them, each passing
+ * its struct on with its row. */
+#define ROW_HOST_ENTRY(entry, type, kind, revision, upgrade, check) \
   static int \
-  func (MixprecPluginHostV1 *host, const type *vtable, char *errbuf, size_t errbuf_len) \
+  host_##entry (MixprecPluginHostV1 *host, const type *vtable, char *errbuf, size_t errbuf_len) \
   { \
-    return _mixprec_plugin_host_register (host, &registrations[row], vtable, errbuf, errbuf_len); \
+    return _mixprec_plugin_host_register (host, &registrations[ROW_##entry], vtable, \
+                                          errbuf, errbuf_len); \
   }
-
-HOST_ENTRY (host_register_optimizer, MixprecOptimizerV1, REGISTER_OPTIMIZER)
-HOST_ENTRY (host_register_optimizer_v2, MixprecOptimizerV2, REGISTER_OPTIMIZER_V2)
-HOST_ENTRY (host_register_comm, MixprecCommV1, REGISTER_COMM)
-HOST_ENTRY (host_register_device, MixprecDeviceV1, REGISTER_DEVICE)
-HOST_ENTRY (host_register_device_v2, MixprecDeviceV2, REGISTER_DEVICE_V2)
-HOST_ENTRY (host_register_device_v3, MixprecDeviceV3, REGISTER_DEVICE_V3)
+REGISTRATIONS (ROW_HOST_ENTRY)
+#undef ROW_HOST_ENTRY
 
 void
 _mixprec_plugin_compat_fill_host (MixprecPluginHostV1 *host)
 {
-  host->register_optimizer = host_register_optimizer;
-  host->register_optimizer_v2 = host_register_optimizer_v2;
-  host->register_comm = host_register_comm;
-  host->register_device = host_register_device;
-  host->register_device_v2 = host_register_device_v2;
-  host->register_device_v3 = host_register_device_v3;
+#define ROW_FILL(entry, type, kind, revision, upgrade, check) host->entry = host_##entry;
+  REGISTRATIONS (ROW_FILL)
+#undef ROW_FILL
 }
 
-/* ------------------------------------------------------------ checks of one revision
- *
- * What a plugin of that revision would be told at registration, for the
- * tests of each rule. */
-
-#define REVISION_CHECK(func, type, row) \
+/* The check of each revision alone: the upgrade, whose result is dropped. */
+#define ROW_CHECK(entry, type, kind, revision, upgrade, check) \
   gboolean \
-  func (const type *vtable, GError **error) \
+  check (const type *vtable, GError **error) \
   { \
     _MixprecVTable upgraded; \
-    return _mixprec_plugin_compat_upgrade (&registrations[row], vtable, &upgraded, error); \
+    return _mixprec_plugin_compat_upgrade (&registrations[ROW_##entry], vtable, &upgraded, error); \
   }
-
-REVISION_CHECK (_mixprec_optimizer_vtable_check, MixprecOptimizerV1, REGISTER_OPTIMIZER)
-REVISION_CHECK (_mixprec_optimizer_v2_vtable_check, MixprecOptimizerV2, REGISTER_OPTIMIZER_V2)
-REVISION_CHECK (_mixprec_comm_vtable_check, MixprecCommV1, REGISTER_COMM)
-REVISION_CHECK (_mixprec_device_vtable_check, MixprecDeviceV1, REGISTER_DEVICE)
-REVISION_CHECK (_mixprec_device_v2_vtable_check, MixprecDeviceV2, REGISTER_DEVICE_V2)
-REVISION_CHECK (_mixprec_device_v3_vtable_check, MixprecDeviceV3, REGISTER_DEVICE_V3)
+REGISTRATIONS (ROW_CHECK)
+#undef ROW_CHECK
 
 /* ------------------------------------------------------------ calls */
 

@@ -14,8 +14,10 @@ mixprec_sources =
 mixprec_simd_sources =
 
 # --- plugin ABI: installed plain-C header, not part of the GObject API
-# (so not scanned for introspection)
-mixprec_abi_headers = libmixprec/mixprec-plugin.h
+# (so not scanned for introspection); mixprec-plugin.h is its 1.0 name
+mixprec_abi_headers = \
+	libmixprec/mixprec-plugin-abi.h \
+	libmixprec/mixprec-plugin.h
 
 # --- runtime (version queries, library-wide helpers)
 mixprec_public_headers += libmixprec/mixprec-runtime.h
@@ -70,8 +72,11 @@ mixprec_enum_headers += \
 	libmixprec/mixprec-feature.h
 mixprec_sources += \
 	libmixprec/mixprec-registry-private.h \
+	libmixprec/mixprec-plugin-compat-private.h \
 	libmixprec/mixprec-plugin-object.c \
 	libmixprec/mixprec-plugin-loader.c \
+	libmixprec/mixprec-plugin-compat.c \
+	libmixprec/mixprec-plugin-log.c \
 	libmixprec/mixprec-feature.c \
 	libmixprec/mixprec-registry.c
 

@@ -184,26 +184,21 @@ gboolean        _mixprec_device_event_wait    (_MixprecDevice *device,
 void            _mixprec_device_event_free    (_MixprecDevice *device,
                                                gpointer        event);
 
-/* ---- features (mixprec-feature.c) */
+/* ---- features (the checks of one revision in mixprec-plugin-compat.c,
+ * the vtables in mixprec-feature.c: every revision upgraded to V3) */
 
-/* Checks a device vtable a plugin registers: name, every function,
+/* What register_device would answer a plugin: name, every function,
  * reserved space. */
 gboolean        _mixprec_device_vtable_check  (const MixprecDeviceV1 *vtable,
                                                GError              **error);
-MixprecFeature *_mixprec_feature_new_device   (const MixprecDeviceV1 *vtable,
-                                               MixprecPlugin         *plugin);
 /* The same for revision 2 (register_device_v2): the V1 checks, then
  * host_alloc and host_free, then the V2 reserved space. */
 gboolean        _mixprec_device_v2_vtable_check (const MixprecDeviceV2 *vtable,
                                                  GError              **error);
-MixprecFeature *_mixprec_feature_new_device_v2 (const MixprecDeviceV2 *vtable,
-                                                MixprecPlugin         *plugin);
 /* The same for revision 3 (register_device_v3): the V2 checks, then
  * fp8_cast and mx_cast, then the V3 reserved space. */
 gboolean        _mixprec_device_v3_vtable_check (const MixprecDeviceV3 *vtable,
                                                  GError              **error);
-MixprecFeature *_mixprec_feature_new_device_v3 (const MixprecDeviceV3 *vtable,
-                                                MixprecPlugin         *plugin);
 /* The device's vtable (NULL for other kinds). */
 const MixprecDeviceV1 *_mixprec_feature_get_device_vtable (MixprecFeature *feature);
 /* The whole revision-2 form: host_alloc and host_free are NULL for a

@@ -7,6 +7,7 @@
 
 #include "mixprec.h"
 #include "mixprec-device-private.h"
+#include "mixprec-plugin-compat-private.h"
 #include "mixprec-registry-private.h"
 
 /* The public enums mirror the ABI's plain-C ones value for value. */
@@ -23,7 +24,7 @@ G_STATIC_ASSERT ((int) MIXPREC_DTYPE_BFLOAT16 == (int) MIXPREC_PLUGIN_DTYPE_BFLO
 #define N_PLUGIN_DTYPES 5
 #define MAX_NAME_LENGTH 64
 #define MAX_HPARAMS 64
-#define MAX_STATE_SLOTS 16
+#define MAX_STATE_SLOTS _MIXPREC_PLUGIN_MAX_STATE_SLOTS
 
 /**
  * MixprecFeature:
@@ -55,16 +56,17 @@ struct _MixprecFeature
   gchar *plugin_name;
   MixprecPlugin *plugin;        /* weak: the plugin owns its features */
 
-  /* Optimizers: the schema in V1 form whose schema and state names point
-   * into the copies below, so nothing but the step functions refers to
-   * plugin memory. A V1 plugin's step is optimizer.step; a V2 plugin's is
-   * step_v2 (optimizer.step is then NULL). */
-  MixprecOptimizerV1 optimizer;
+  /* Optimizers: the vtable upgraded to revision 2, whose schema and state
+   * names point into the copies below, so nothing but the step functions
+   * refers to plugin memory. A revision 1 plugin's step is step_v1
+   * (optimizer.step is then NULL; mixprec-plugin-compat.c calls it).
+   * optimizer_v1 is the same schema as a V1 struct, for
+   * _mixprec_feature_get_optimizer_vtable(). */
+  MixprecOptimizerV2 optimizer;
+  _MixprecOptimizerStepV1Func step_v1;
+  MixprecOptimizerV1 optimizer_v1;
   guint optimizer_revision;     /* 1 or 2: the vtable struct registered */
-  guint state_dtype_mask;       /* bit per MixprecDType the state may have */
   MixprecDType state_dtypes[N_PLUGIN_DTYPES];   /* the mask's dtypes, filled on demand */
-  int (*step_v2) (const MixprecOptimizerStepV2 *, float *, const void *, void *const *,
-                  void *, size_t, char *, size_t);
   MixprecHParamSpecV1 *hparams;
   gdouble *hparam_defaults;
   GStringChunk *strings;
@@ -357,7 +359,8 @@ hparam_check (const MixprecHParamSpecV1 *spec,
 }
 
 static gboolean
-optimizer_check (const MixprecOptimizerV1 *vtable,
+optimizer_check (const MixprecOptimizerV2 *vtable,
+                 gboolean                  has_step,
                  GString                  *problem)
 {
   if (!identifier_is_valid (vtable->name))
@@ -373,7 +376,7 @@ optimizer_check (const MixprecOptimizerV1 *vtable,
       return FALSE;
     }
   g_string_append_printf (problem, "optimizer '%s' (%s): ", vtable->name, vtable->device);
-  if (vtable->step == NULL)
+  if (!has_step)
     {
       g_string_append (problem, "its step function is NULL");
       return FALSE;
@@ -471,40 +474,15 @@ feature_new (MixprecFeatureKind  kind,
   return self;
 }
 
-/* The V1 form of a V2 vtable, for the checks and the schema copy: every
- * field but state_dtype_mask and step has the same meaning. step is a
- * non-NULL stand-in so the V1 check accepts it; the copy drops it. */
-static MixprecOptimizerV1
-optimizer_v1_form (const MixprecOptimizerV2 *v2)
-{
-  MixprecOptimizerV1 v1 = { 0 };
-
-  v1.name = v2->name;
-  v1.device = v2->device;
-  v1.rank = v2->rank;
-  v1.description = v2->description;
-  v1.hparams = v2->hparams;
-  v1.n_hparams = v2->n_hparams;
-  v1.n_state_slots = v2->n_state_slots;
-  v1.state_names = v2->state_names;
-  v1.step = v2->step != NULL ? (int (*) (const MixprecOptimizerStepV1 *, float *, const void *,
-                                         float *const *, void *, size_t, char *, size_t)) 1 : NULL;
-  return v1;
-}
-
 gboolean
-_mixprec_optimizer_v2_vtable_check (const MixprecOptimizerV2 *vtable,
-                                    GError                  **error)
+_mixprec_optimizer_check (const MixprecOptimizerV2 *vtable,
+                          gboolean                  has_step,
+                          GError                  **error)
 {
   g_autoptr(GString) problem = g_string_new (NULL);
-  MixprecOptimizerV1 v1;
-  gboolean ok;
+  /* The check grows @problem: read its text only once the check is done. */
+  gboolean ok = optimizer_check (vtable, has_step, problem);
 
-  if (vtable == NULL)
-    return check_result (FALSE, "the optimizer vtable is NULL", error);
-  v1 = optimizer_v1_form (vtable);
-  ok = optimizer_check (&v1, problem) &&
-       reserved_is_zero (vtable->reserved, G_N_ELEMENTS (vtable->reserved), problem);
   if (ok && (vtable->state_dtype_mask & (1u << MIXPREC_PLUGIN_DTYPE_FLOAT32)) == 0)
     {
       g_string_append_printf (problem, "its state_dtype_mask 0x%x lacks float32, which every "
@@ -521,23 +499,13 @@ _mixprec_optimizer_v2_vtable_check (const MixprecOptimizerV2 *vtable,
   return check_result (ok, problem->str, error);
 }
 
-gboolean
-_mixprec_optimizer_vtable_check (const MixprecOptimizerV1 *vtable,
-                                 GError                  **error)
+/* An optimizer's part of a feature: copies of the schema and the state
+ * names, so that only the step functions point into the plugin. */
+static void
+feature_set_optimizer (MixprecFeature       *self,
+                       const _MixprecVTable *upgraded)
 {
-  g_autoptr(GString) problem = g_string_new (NULL);
-  /* The check grows @problem: read its text only once the check is done. */
-  gboolean ok = vtable != NULL && optimizer_check (vtable, problem);
-
-  return check_result (ok, vtable != NULL ? problem->str : "the optimizer vtable is NULL", error);
-}
-
-MixprecFeature *
-_mixprec_feature_new_optimizer (const MixprecOptimizerV1 *vtable,
-                                MixprecPlugin            *plugin)
-{
-  MixprecFeature *self = feature_new (MIXPREC_FEATURE_KIND_OPTIMIZER, vtable->name, vtable->device,
-                                      vtable->description, vtable->rank, plugin);
+  const MixprecOptimizerV2 *vtable = &upgraded->optimizer;
 
   self->strings = g_string_chunk_new (256);
   self->optimizer = *vtable;
@@ -561,24 +529,18 @@ _mixprec_feature_new_optimizer (const MixprecOptimizerV1 *vtable,
   self->optimizer.description = self->description;
   self->optimizer.hparams = vtable->n_hparams > 0 ? self->hparams : NULL;
   self->optimizer.state_names = vtable->n_state_slots > 0 ? self->state_names : NULL;
-  self->optimizer_revision = 1;
-  self->state_dtype_mask = 1u << MIXPREC_DTYPE_FLOAT32;
+  self->step_v1 = upgraded->step_v1;
+  self->optimizer_revision = upgraded->revision;
 
-  return self;
-}
-
-MixprecFeature *
-_mixprec_feature_new_optimizer_v2 (const MixprecOptimizerV2 *vtable,
-                                   MixprecPlugin            *plugin)
-{
-  MixprecOptimizerV1 v1 = optimizer_v1_form (vtable);
-  MixprecFeature *self = _mixprec_feature_new_optimizer (&v1, plugin);
-
-  self->optimizer.step = NULL;
-  self->optimizer_revision = 2;
-  self->state_dtype_mask = vtable->state_dtype_mask;
-  self->step_v2 = vtable->step;
-  return self;
+  self->optimizer_v1.name = self->optimizer.name;
+  self->optimizer_v1.device = self->optimizer.device;
+  self->optimizer_v1.rank = self->optimizer.rank;
+  self->optimizer_v1.description = self->optimizer.description;
+  self->optimizer_v1.hparams = self->optimizer.hparams;
+  self->optimizer_v1.n_hparams = self->optimizer.n_hparams;
+  self->optimizer_v1.n_state_slots = self->optimizer.n_state_slots;
+  self->optimizer_v1.state_names = self->optimizer.state_names;
+  self->optimizer_v1.step = self->step_v1;
 }
 
 const MixprecOptimizerV1 *
@@ -586,7 +548,7 @@ _mixprec_feature_get_optimizer_vtable (MixprecFeature *feature)
 {
   g_return_val_if_fail (MIXPREC_IS_FEATURE (feature), NULL);
 
-  return feature->kind == MIXPREC_FEATURE_KIND_OPTIMIZER ? &feature->optimizer : NULL;
+  return feature->kind == MIXPREC_FEATURE_KIND_OPTIMIZER ? &feature->optimizer_v1 : NULL;
 }
 
 const gdouble *
@@ -629,8 +591,6 @@ _mixprec_feature_optimizer_step_v2 (MixprecFeature         *feature,
                                     GError                **error)
 {
   char errbuf[_MIXPREC_PLUGIN_ERRBUF_SIZE] = "";
-  MixprecOptimizerStepV1 base;
-  gfloat *v1_states[MAX_STATE_SLOTS];
   int status;
 
   g_return_val_if_fail (MIXPREC_IS_FEATURE (feature), FALSE);
@@ -645,7 +605,7 @@ _mixprec_feature_optimizer_step_v2 (MixprecFeature         *feature,
       MixprecPluginDType d = args->state_dtypes != NULL ? args->state_dtypes[k]
                                                         : MIXPREC_PLUGIN_DTYPE_FLOAT32;
 
-      if ((guint) d < N_PLUGIN_DTYPES && (feature->state_dtype_mask & (1u << d)) != 0)
+      if ((guint) d < N_PLUGIN_DTYPES && (feature->optimizer.state_dtype_mask & (1u << d)) != 0)
         continue;
       /* The shim: a V1 plugin knows FP32 state only, and says nothing
        * else; tell the user which revision it speaks. */
@@ -660,18 +620,9 @@ _mixprec_feature_optimizer_step_v2 (MixprecFeature         *feature,
       return FALSE;
     }
 
-  if (feature->step_v2 != NULL)
-    status = feature->step_v2 (args, master, grad, states, working, n, errbuf, sizeof errbuf);
-  else
-    {
-      /* V1: the leading V1 block, with its own size, and FP32 state. */
-      base = args->base;
-      base.struct_size = sizeof base;
-      for (guint k = 0; k < feature->optimizer.n_state_slots; k++)
-        v1_states[k] = states != NULL ? states[k] : NULL;
-      status = feature->optimizer.step (&base, master, grad, states != NULL ? v1_states : NULL,
-                                        working, n, errbuf, sizeof errbuf);
-    }
+  status = _mixprec_plugin_compat_optimizer_step (&feature->optimizer, feature->step_v1, args,
+                                                  master, grad, states, working, n,
+                                                  errbuf, sizeof errbuf);
   if (status == MIXPREC_PLUGIN_OK)
     return TRUE;
   return step_failed (feature, status, errbuf, sizeof errbuf, n, error);
@@ -753,23 +704,20 @@ comm_check (const MixprecCommV1 *vtable,
 }
 
 gboolean
-_mixprec_comm_vtable_check (const MixprecCommV1 *vtable,
-                            GError             **error)
+_mixprec_comm_check (const MixprecCommV1 *vtable,
+                     GError             **error)
 {
   g_autoptr(GString) problem = g_string_new (NULL);
   /* The check grows @problem: read its text only once the check is done. */
-  gboolean ok = vtable != NULL && comm_check (vtable, problem);
+  gboolean ok = comm_check (vtable, problem);
 
-  return check_result (ok, vtable != NULL ? problem->str : "the comm vtable is NULL", error);
+  return check_result (ok, problem->str, error);
 }
 
-MixprecFeature *
-_mixprec_feature_new_comm (const MixprecCommV1 *vtable,
-                           MixprecPlugin       *plugin)
+static void
+feature_set_comm (MixprecFeature      *self,
+                  const MixprecCommV1 *vtable)
 {
-  MixprecFeature *self = feature_new (MIXPREC_FEATURE_KIND_COMM, vtable->name, vtable->device,
-                                      vtable->description, vtable->rank, plugin);
-
   self->comm = *vtable;
   self->comm.name = self->name;
   self->comm.device = self->device;
@@ -779,8 +727,6 @@ _mixprec_feature_new_comm (const MixprecCommV1 *vtable,
   for (guint d = 0; d < N_PLUGIN_DTYPES; d++)
     if (vtable->dtype_mask & (1u << d))
       self->comm_dtypes[self->n_comm_dtypes++] = (MixprecDType) d;
-
-  return self;
 }
 
 const MixprecCommV1 *
@@ -840,106 +786,61 @@ device_check (const MixprecDeviceV1 *vtable,
 }
 
 gboolean
-_mixprec_device_vtable_check (const MixprecDeviceV1 *vtable,
-                              GError              **error)
+_mixprec_device_check (const MixprecDeviceV3 *vtable,
+                       guint                  revision,
+                       GError               **error)
 {
   g_autoptr(GString) problem = g_string_new (NULL);
-  /* The check grows @problem: read its text only once the check is done. */
-  gboolean ok = vtable != NULL && device_check (vtable, problem);
+  const RequiredFunction functions[] = {
+    { "host_alloc", vtable->base.host_alloc != NULL },
+    { "host_free", vtable->base.host_free != NULL },
+    { "fp8_cast", vtable->fp8_cast != NULL },
+    { "mx_cast", vtable->mx_cast != NULL },
+  };
+  /* The functions revisions 2 and 3 added, and the table named in the
+   * message: the one the plugin registered. */
+  const gsize n_functions = revision >= 3 ? 4 : revision == 2 ? 2 : 0;
+  g_autofree gchar *table = g_strdup_printf ("MixprecDeviceV%u", revision);
+  gboolean ok = device_check (&vtable->base.base, problem) &&
+                functions_are_set (functions, n_functions, "a device", table, problem) &&
+                reserved_is_zero (vtable->base.reserved, G_N_ELEMENTS (vtable->base.reserved),
+                                  problem) &&
+                reserved_is_zero (vtable->reserved, G_N_ELEMENTS (vtable->reserved), problem);
 
-  return check_result (ok, vtable != NULL ? problem->str : "the device vtable is NULL", error);
-}
-
-gboolean
-_mixprec_device_v2_vtable_check (const MixprecDeviceV2 *vtable,
-                                 GError              **error)
-{
-  g_autoptr(GString) problem = g_string_new (NULL);
-  gboolean ok;
-
-  if (vtable == NULL)
-    return check_result (FALSE, "the device vtable is NULL", error);
-  if (device_check (&vtable->base, problem))
-    {
-      const RequiredFunction functions[] = {
-        { "host_alloc", vtable->host_alloc != NULL },
-        { "host_free", vtable->host_free != NULL },
-      };
-
-      ok = functions_are_set (functions, G_N_ELEMENTS (functions), "a device",
-                              "MixprecDeviceV2", problem) &&
-           reserved_is_zero (vtable->reserved, G_N_ELEMENTS (vtable->reserved), problem);
-    }
-  else
-    ok = FALSE;
   return check_result (ok, problem->str, error);
 }
 
-gboolean
-_mixprec_device_v3_vtable_check (const MixprecDeviceV3 *vtable,
-                                 GError              **error)
+MixprecFeature *
+_mixprec_feature_new (const _MixprecVTable *vtable,
+                      MixprecPlugin        *plugin)
 {
-  g_autoptr(GString) problem = g_string_new (NULL);
-  gboolean ok = FALSE;
+  MixprecFeature *self;
 
-  if (vtable == NULL)
-    return check_result (FALSE, "the device vtable is NULL", error);
-  if (device_check (&vtable->base.base, problem))
+  switch (vtable->kind)
     {
-      const RequiredFunction functions[] = {
-        { "host_alloc", vtable->base.host_alloc != NULL },
-        { "host_free", vtable->base.host_free != NULL },
-        { "fp8_cast", vtable->fp8_cast != NULL },
-        { "mx_cast", vtable->mx_cast != NULL },
-      };
-
-      ok = functions_are_set (functions, G_N_ELEMENTS (functions), "a device",
-                              "MixprecDeviceV3", problem) &&
-           reserved_is_zero (vtable->base.reserved, G_N_ELEMENTS (vtable->base.reserved), problem) &&
-           reserved_is_zero (vtable->reserved, G_N_ELEMENTS (vtable->reserved), problem);
+    case MIXPREC_FEATURE_KIND_OPTIMIZER:
+      self = feature_new (vtable->kind, vtable->optimizer.name, vtable->optimizer.device,
+                          vtable->optimizer.description, vtable->optimizer.rank, plugin);
+      feature_set_optimizer (self, vtable);
+      return self;
+    case MIXPREC_FEATURE_KIND_COMM:
+      self = feature_new (vtable->kind, vtable->comm.name, vtable->comm.device,
+                          vtable->comm.description, vtable->comm.rank, plugin);
+      feature_set_comm (self, &vtable->comm);
+      return self;
+    case MIXPREC_FEATURE_KIND_DEVICE:
+      /* A device feature's device is its own name. */
+      self = feature_new (vtable->kind, vtable->device.base.base.name,
+                          vtable->device.base.base.name, vtable->device.base.base.description,
+                          vtable->device.base.base.rank, plugin);
+      self->device_vtable = vtable->device;
+      self->device_vtable.base.base.name = self->name;
+      self->device_vtable.base.base.description = self->description;
+      self->device_revision = vtable->revision;
+      return self;
+    default:
+      g_return_val_if_reached (NULL);
     }
-  return check_result (ok, problem->str, error);
-}
-
-static MixprecFeature *
-feature_new_device (const MixprecDeviceV3 *vtable,
-                    guint                  revision,
-                    MixprecPlugin         *plugin)
-{
-  MixprecFeature *self = feature_new (MIXPREC_FEATURE_KIND_DEVICE, vtable->base.base.name,
-                                      vtable->base.base.name, vtable->base.base.description,
-                                      vtable->base.base.rank, plugin);
-
-  self->device_vtable = *vtable;
-  self->device_vtable.base.base.name = self->name;
-  self->device_vtable.base.base.description = self->description;
-  self->device_revision = revision;
-  return self;
-}
-
-MixprecFeature *
-_mixprec_feature_new_device (const MixprecDeviceV1 *vtable,
-                             MixprecPlugin         *plugin)
-{
-  MixprecDeviceV3 v3 = { .base = { .base = *vtable } };
-
-  return feature_new_device (&v3, 1, plugin);
-}
-
-MixprecFeature *
-_mixprec_feature_new_device_v2 (const MixprecDeviceV2 *vtable,
-                                MixprecPlugin         *plugin)
-{
-  MixprecDeviceV3 v3 = { .base = *vtable };
-
-  return feature_new_device (&v3, 2, plugin);
-}
-
-MixprecFeature *
-_mixprec_feature_new_device_v3 (const MixprecDeviceV3 *vtable,
-                                MixprecPlugin         *plugin)
-{
-  return feature_new_device (vtable, 3, plugin);
 }
 
 const MixprecDeviceV1 *
@@ -1442,7 +1343,7 @@ mixprec_feature_get_state_dtypes (MixprecFeature *self,
   if (self->kind != MIXPREC_FEATURE_KIND_OPTIMIZER)
     return NULL;
   for (guint d = 0; d < N_PLUGIN_DTYPES; d++)
-    if (self->state_dtype_mask & (1u << d))
+    if (self->optimizer.state_dtype_mask & (1u << d))
       self->state_dtypes[(*n_dtypes)++] = (MixprecDType) d;
   return self->state_dtypes;
 }

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "mixprec.h"
-#include "mixprec-device-private.h"
+#include "mixprec-plugin-compat-private.h"
 #include "mixprec-registry-private.h"
 
 /* The library's plugin ABI has two spellings (configure's, in
@@ -63,26 +63,52 @@ write_errbuf (char        *errbuf,
     g_strlcpy (errbuf, message, errbuf_len);
 }
 
+/* The kind, name and device of an upgraded vtable (a device's device is
+ * its own name). */
+static void
+vtable_identity (const _MixprecVTable  *vtable,
+                 const gchar          **kind,
+                 const gchar          **name,
+                 const gchar          **device)
+{
+  switch (vtable->kind)
+    {
+    case MIXPREC_FEATURE_KIND_OPTIMIZER:
+      *kind = "optimizer";
+      *name = vtable->optimizer.name;
+      *device = vtable->optimizer.device;
+      break;
+    case MIXPREC_FEATURE_KIND_COMM:
+      *kind = "comm";
+      *name = vtable->comm.name;
+      *device = vtable->comm.device;
+      break;
+    default:
+      *kind = "device";
+      *name = *device = vtable->device.base.base.name;
+      break;
+    }
+}
+
 /* Whether init() already registered a feature of this kind, name and device. */
 static gboolean
-is_registered_twice (LoadContext        *ctx,
-                     MixprecFeatureKind  kind,
-                     const char         *name,
-                     const char         *device,
-                     GError            **error)
+is_registered_twice (LoadContext           *ctx,
+                     const _MixprecVTable  *vtable,
+                     GError               **error)
 {
+  const gchar *kind, *name, *device;
+
+  vtable_identity (vtable, &kind, &name, &device);
   for (guint i = 0; i < ctx->features->len; i++)
     {
       MixprecFeature *f = g_ptr_array_index (ctx->features, i);
 
-      if (mixprec_feature_get_kind (f) == kind &&
+      if (mixprec_feature_get_kind (f) == vtable->kind &&
           g_str_equal (mixprec_feature_get_name (f), name) &&
           g_str_equal (mixprec_feature_get_device (f), device))
         {
           g_set_error (error, MIXPREC_PLUGIN_ERROR, MIXPREC_PLUGIN_ERROR_BAD_FEATURE,
-                       "%s '%s' (%s) is registered twice",
-                       kind == MIXPREC_FEATURE_KIND_COMM ? "comm" : "optimizer",
-                       name, device);
+                       "%s '%s' (%s) is registered twice", kind, name, device);
           return TRUE;
         }
     }
@@ -106,138 +132,35 @@ refuse (LoadContext *ctx,
   return MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT;
 }
 
-static LoadContext *
-host_context (MixprecPluginHostV1 *host,
-              const gchar         *function,
-              char                *errbuf,
-              size_t               errbuf_len)
+/* Every register_* entry of the host table ends here, with its row of
+ * the registration table (mixprec-plugin-compat.c): the vtable is checked
+ * and upgraded to the newest revision of its kind, then kept. */
+int
+_mixprec_plugin_host_register (MixprecPluginHostV1        *host,
+                               const _MixprecRegistration *registration,
+                               gconstpointer               registered,
+                               char                       *errbuf,
+                               size_t                      errbuf_len)
 {
+  LoadContext *ctx;
+  _MixprecVTable vtable;
+  GError *error = NULL;
+
   if (host == NULL || host->host_data == NULL)
     {
-      g_autofree gchar *message = g_strdup_printf ("%s() needs the host table that init() "
-                                                   "received", function);
+      g_autofree gchar *message =
+        g_strdup_printf ("%s() needs the host table that init() received",
+                         _mixprec_registration_get_function (registration));
 
       write_errbuf (errbuf, errbuf_len, message);
-      return NULL;
+      return MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT;
     }
-  return host->host_data;
-}
-
-static int
-host_register_optimizer (MixprecPluginHostV1      *host,
-                         const MixprecOptimizerV1 *optimizer,
-                         char                     *errbuf,
-                         size_t                    errbuf_len)
-{
-  LoadContext *ctx = host_context (host, "register_optimizer", errbuf, errbuf_len);
-  GError *error = NULL;
-
-  if (ctx == NULL)
-    return MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT;
-  if (!_mixprec_optimizer_vtable_check (optimizer, &error) ||
-      is_registered_twice (ctx, MIXPREC_FEATURE_KIND_OPTIMIZER, optimizer->name,
-                           optimizer->device, &error))
+  ctx = host->host_data;
+  if (!_mixprec_plugin_compat_upgrade (registration, registered, &vtable, &error) ||
+      is_registered_twice (ctx, &vtable, &error))
     return refuse (ctx, error, errbuf, errbuf_len);
 
-  g_ptr_array_add (ctx->features, _mixprec_feature_new_optimizer (optimizer, ctx->plugin));
-  return MIXPREC_PLUGIN_OK;
-}
-
-static int
-host_register_optimizer_v2 (MixprecPluginHostV1      *host,
-                            const MixprecOptimizerV2 *optimizer,
-                            char                     *errbuf,
-                            size_t                    errbuf_len)
-{
-  LoadContext *ctx = host_context (host, "register_optimizer_v2", errbuf, errbuf_len);
-  GError *error = NULL;
-
-  if (ctx == NULL)
-    return MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT;
-  if (!_mixprec_optimizer_v2_vtable_check (optimizer, &error) ||
-      is_registered_twice (ctx, MIXPREC_FEATURE_KIND_OPTIMIZER, optimizer->name,
-                           optimizer->device, &error))
-    return refuse (ctx, error, errbuf, errbuf_len);
-
-  g_ptr_array_add (ctx->features, _mixprec_feature_new_optimizer_v2 (optimizer, ctx->plugin));
-  return MIXPREC_PLUGIN_OK;
-}
-
-static int
-host_register_comm (MixprecPluginHostV1 *host,
-                    const MixprecCommV1 *comm,
-                    char                *errbuf,
-                    size_t               errbuf_len)
-{
-  LoadContext *ctx = host_context (host, "register_comm", errbuf, errbuf_len);
-  GError *error = NULL;
-
-  if (ctx == NULL)
-    return MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT;
-  if (!_mixprec_comm_vtable_check (comm, &error) ||
-      is_registered_twice (ctx, MIXPREC_FEATURE_KIND_COMM, comm->name, comm->device, &error))
-    return refuse (ctx, error, errbuf, errbuf_len);
-
-  g_ptr_array_add (ctx->features, _mixprec_feature_new_comm (comm, ctx->plugin));
-  return MIXPREC_PLUGIN_OK;
-}
-
-static int
-host_register_device (MixprecPluginHostV1   *host,
-                      const MixprecDeviceV1 *device,
-                      char                  *errbuf,
-                      size_t                 errbuf_len)
-{
-  LoadContext *ctx = host_context (host, "register_device", errbuf, errbuf_len);
-  GError *error = NULL;
-
-  if (ctx == NULL)
-    return MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT;
-  if (!_mixprec_device_vtable_check (device, &error) ||
-      is_registered_twice (ctx, MIXPREC_FEATURE_KIND_DEVICE, device->name, device->name, &error))
-    return refuse (ctx, error, errbuf, errbuf_len);
-
-  g_ptr_array_add (ctx->features, _mixprec_feature_new_device (device, ctx->plugin));
-  return MIXPREC_PLUGIN_OK;
-}
-
-static int
-host_register_device_v2 (MixprecPluginHostV1   *host,
-                         const MixprecDeviceV2 *device,
-                         char                  *errbuf,
-                         size_t                 errbuf_len)
-{
-  LoadContext *ctx = host_context (host, "register_device_v2", errbuf, errbuf_len);
-  GError *error = NULL;
-
-  if (ctx == NULL)
-    return MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT;
-  if (!_mixprec_device_v2_vtable_check (device, &error) ||
-      is_registered_twice (ctx, MIXPREC_FEATURE_KIND_DEVICE, device->base.name,
-                           device->base.name, &error))
-    return refuse (ctx, error, errbuf, errbuf_len);
-
-  g_ptr_array_add (ctx->features, _mixprec_feature_new_device_v2 (device, ctx->plugin));
-  return MIXPREC_PLUGIN_OK;
-}
-
-static int
-host_register_device_v3 (MixprecPluginHostV1   *host,
-                         const MixprecDeviceV3 *device,
-                         char                  *errbuf,
-                         size_t                 errbuf_len)
-{
-  LoadContext *ctx = host_context (host, "register_device_v3", errbuf, errbuf_len);
-  GError *error = NULL;
-
-  if (ctx == NULL)
-    return MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT;
-  if (!_mixprec_device_v3_vtable_check (device, &error) ||
-      is_registered_twice (ctx, MIXPREC_FEATURE_KIND_DEVICE, device->base.base.name,
-                           device->base.base.name, &error))
-    return refuse (ctx, error, errbuf, errbuf_len);
-
-  g_ptr_array_add (ctx->features, _mixprec_feature_new_device_v3 (device, ctx->plugin));
+  g_ptr_array_add (ctx->features, _mixprec_feature_new (&vtable, ctx->plugin));
   return MIXPREC_PLUGIN_OK;
 }
 
@@ -282,14 +205,12 @@ plugin_init (MixprecPlugin            *plugin,
     .abi_major = MIXPREC_PLUGIN_ABI_MAJOR,
     .abi_minor = MIXPREC_PLUGIN_ABI_MINOR,
     .host_data = &ctx,
-    .register_optimizer = host_register_optimizer,
-    .register_comm = host_register_comm,
-    .register_device = host_register_device,
-    .register_optimizer_v2 = host_register_optimizer_v2,
-    .register_device_v2 = host_register_device_v2,
-    .register_device_v3 = host_register_device_v3,
+    .log = _mixprec_plugin_log,
+    .log_data = _mixprec_plugin_log_data_new (mixprec_plugin_get_name (plugin)),
   };
   int status;
+
+  _mixprec_plugin_compat_fill_host (&host);
 
   status = desc->init (&host, errbuf, sizeof errbuf);
   errbuf[sizeof errbuf - 1] = '\0';
@@ -555,7 +476,7 @@ plugin_describe (MixprecPlugin      *plugin,
 
       g_set_error (error, MIXPREC_PLUGIN_ERROR, MIXPREC_PLUGIN_ERROR_ABI_MISMATCH,
                    "%s: built for plugin ABI %u.%u, this libmixprec supports %s; "
-                   "rebuild the plugin against this libmixprec's <mixprec/mixprec-plugin.h>",
+                   "rebuild the plugin against this libmixprec's <mixprec/mixprec-plugin-abi.h>",
                    filename, header.abi_major, header.abi_minor, supported);
       return FALSE;
     }

@@ -5,32 +5,29 @@
 #include <gmodule.h>
 
 #include "mixprec.h"
-#include "mixprec-plugin.h"
+#include "mixprec-plugin-abi.h"
 
 G_BEGIN_DECLS
 
 /* Size of the error buffers handed to plugin functions. */
 #define _MIXPREC_PLUGIN_ERRBUF_SIZE 1024
 
-/* ---- features (mixprec-feature.c) */
+/* ---- features (mixprec-feature.c; the checks of one revision in
+ * mixprec-plugin-compat.c, which upgrades every registered vtable) */
 
-/* Checks an optimizer vtable a plugin registers: required fields, names,
+/* What register_optimizer would answer a plugin: required fields, names,
  * hyper-parameter schema (types, bounds, defaults), state names, reserved
  * space. The message names the optimizer and the rule it breaks. */
 gboolean        _mixprec_optimizer_vtable_check        (const MixprecOptimizerV1 *vtable,
                                                         GError                  **error);
-/* A feature holding a copy of a vtable that passed the check. */
-MixprecFeature *_mixprec_feature_new_optimizer         (const MixprecOptimizerV1 *vtable,
-                                                        MixprecPlugin            *plugin);
 /* The same for revision 2 (register_optimizer_v2): the V1 checks plus a
  * state_dtype_mask that names float32 and known dtypes only. */
 gboolean        _mixprec_optimizer_v2_vtable_check     (const MixprecOptimizerV2 *vtable,
                                                         GError                  **error);
-MixprecFeature *_mixprec_feature_new_optimizer_v2      (const MixprecOptimizerV2 *vtable,
-                                                        MixprecPlugin            *plugin);
 
-/* For the engine: the optimizer's schema in V1 form (NULL for other kinds;
- * its step is NULL for a revision 2 optimizer), and its
+/* For the tests: the optimizer's schema as a V1 struct (NULL for other
+ * kinds; its step is the plugin's own for a revision 1 optimizer, NULL for
+ * a revision 2 one), and its
  * default hyper-parameters in schema order (n_hparams values). */
 const MixprecOptimizerV1 *_mixprec_feature_get_optimizer_vtable (MixprecFeature *feature);
 const gdouble  *_mixprec_feature_get_hparam_defaults   (MixprecFeature *feature,
@@ -50,7 +47,8 @@ gboolean        _mixprec_feature_optimizer_step        (MixprecFeature          
 
 /* The step of either revision: V2 arguments, state slots in
  * args->state_dtypes (NULL: all float32). A revision 1 optimizer gets
- * &args->base through the shim and only float32 state: another dtype is
+ * &args->base through the shim (mixprec-plugin-compat.c) and only float32
+ * state: another dtype is
  * MIXPREC_PLUGIN_ERROR_CALL_FAILED naming the plugin and its revision.
  * _mixprec_feature_optimizer_step() above is this with float32 state. */
 gboolean        _mixprec_feature_optimizer_step_v2     (MixprecFeature           *feature,
@@ -63,13 +61,10 @@ gboolean        _mixprec_feature_optimizer_step_v2     (MixprecFeature          
                                                         gsize                     n,
                                                         GError                  **error);
 
-/* Checks a communicator vtable a plugin registers: name, device, every
- * function, a dtype_mask naming only known dtypes, reserved space. */
+/* What register_comm would answer: name, device, every function, a
+ * dtype_mask naming only known dtypes, reserved space. */
 gboolean        _mixprec_comm_vtable_check             (const MixprecCommV1 *vtable,
                                                         GError             **error);
-/* A feature holding a copy of a comm vtable that passed the check. */
-MixprecFeature *_mixprec_feature_new_comm              (const MixprecCommV1 *vtable,
-                                                        MixprecPlugin       *plugin);
 /* For MixprecComm: the communicator's vtable (NULL for other kinds). */
 const MixprecCommV1 *_mixprec_feature_get_comm_vtable  (MixprecFeature *feature);
 
@@ -91,6 +86,17 @@ MixprecPlugin  *_mixprec_plugin_load                   (const gchar *filename,
 #define _MIXPREC_BUILTIN_PLUGIN_NAME "builtin"
 const MixprecPluginDesc *_mixprec_builtin_get_desc     (void);
 MixprecPlugin  *_mixprec_plugin_load_builtin           (void);
+
+/* The logger of the host table (mixprec-plugin-log.c), and the log_data
+ * of plugin @name: both valid for the life of the process. */
+void            _mixprec_plugin_log                    (void                 *log_data,
+                                                        MixprecPluginLogLevel level,
+                                                        const char           *file,
+                                                        int                   line,
+                                                        const char           *func,
+                                                        const char           *format,
+                                                        ...) G_GNUC_PRINTF (6, 7);
+gpointer        _mixprec_plugin_log_data_new           (const gchar *name);
 
 /* "runtime error": a MixprecPluginStatus in words, for messages. */
 const gchar    *_mixprec_plugin_status_to_string       (int status);

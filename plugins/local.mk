@@ -170,7 +170,7 @@ plugins_mixprec_comm_nccl_la_LIBADD = plugins/comm-nccl/nccl-kernels.lo $(NCCL_L
 	$(PTHREAD_LIBS) -lstdc++
 plugins/comm-nccl/nccl-kernels.lo: \
 	plugins/comm-nccl/nccl-kernels.h \
-	libmixprec/mixprec-plugin.h \
+	libmixprec/mixprec-plugin-abi.h \
 	libmixprec/numeric/numeric-base.h \
 	libmixprec/numeric/numeric-dtype.h \
 	build-aux/nvcc-lt

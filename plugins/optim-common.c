@@ -194,11 +194,14 @@ _mixprec_optim_register (MixprecPluginHostV1      *host,
                          const MixprecOptimizerV2 *scalar,
                          const MixprecOptimizerV2 *avx2,
                          const MixprecOptimizerV2 *avx512,
+                         const char              **chosen_kernels,
                          char                     *errbuf,
                          size_t                    errbuf_len)
 {
   const MixprecOptimizerV2 *chosen = scalar;
   _MixprecOptimLevel level;
+
+  *chosen_kernels = "scalar";
 
   /* These optimizers speak revision 2 only: a library of ABI 1.0 has no
    * register_optimizer_v2 (and refuses this plugin's 1.1 anyway). */
@@ -215,8 +218,14 @@ _mixprec_optim_register (MixprecPluginHostV1      *host,
                                 host->abi_major, host->abi_minor);
   level = cpu_simd_level ();
   if (level >= _MIXPREC_OPTIM_AVX512 && avx512 != NULL)
-    chosen = avx512;
+    {
+      chosen = avx512;
+      *chosen_kernels = "avx512";
+    }
   else if (level >= _MIXPREC_OPTIM_AVX2 && avx2 != NULL)
-    chosen = avx2;
+    {
+      chosen = avx2;
+      *chosen_kernels = "avx2";
+    }
   return host->register_optimizer_v2 (host, chosen, errbuf, errbuf_len);
 }

@@ -14,7 +14,7 @@
 #include <stdint.h>
 #include <float.h>
 
-#include "mixprec-plugin.h"
+#include "mixprec-plugin-abi.h"
 #include "mixprec-plugin-fail-private.h"
 #include "mixprec-dtype-private.h"
 
@@ -125,11 +125,13 @@ int  _mixprec_optim_check_args (const MixprecOptimizerV1      *schema,
  * F, BW and VL on top of what @avx2 needs, else @avx2 when it is not NULL
  * and the CPU has AVX2, FMA and F16C, else @scalar. MIXPREC_SIMD
  * ("scalar", "avx2", "avx512"; read at each call, so a test can capture
- * every vtable) lowers the choice, never raises it. */
+ * every vtable) lowers the choice, never raises it. *@chosen names the
+ * kernels registered ("avx512", "avx2" or "scalar"), for the plugin's log. */
 int  _mixprec_optim_register (MixprecPluginHostV1           *host,
                               const MixprecOptimizerV2      *scalar,
                               const MixprecOptimizerV2      *avx2,
                               const MixprecOptimizerV2      *avx512,
+                              const char                   **chosen,
                               char                          *errbuf,
                               size_t                         errbuf_len);
 
@@ -166,9 +168,10 @@ int  _mixprec_optim_register (MixprecPluginHostV1           *host,
                                 errbuf, errbuf_len); \
   }
 
-/* Defines the plugin around one optimizer, the way GST_PLUGIN_DEFINE does:
- * the three step() entry points and vtables, init(), the description and
- * the entry point mixprec_plugin_<symbol>_get_desc. */
+/* Defines the plugin around one optimizer: the three step() entry points
+ * and vtables, init() (which logs the kernels it chose), and through
+ * MIXPREC_PLUGIN_DEFINE the description and the entry point
+ * mixprec_plugin_<symbol>_get_desc. */
 #define _MIXPREC_OPTIM_PLUGIN_DEFINE(symbol, plugin_name, plugin_description, \
                                      oname, odescription, ohparams, ostates, \
                                      oprepare, orun_scalar, orun_simd, orun_avx512) \
@@ -189,21 +192,17 @@ int  _mixprec_optim_register (MixprecPluginHostV1           *host,
   static int \
   symbol##_init (MixprecPluginHostV1 *host, char *errbuf, size_t errbuf_len) \
   { \
-    return _mixprec_optim_register (host, &symbol##_scalar_vtable, \
-                                    symbol##_kernels.run_simd != NULL ? &symbol##_simd_vtable : NULL, \
-                                    symbol##_kernels.run_avx512 != NULL ? &symbol##_avx512_vtable : NULL, \
-                                    errbuf, errbuf_len); \
+    const char *chosen = NULL; \
+    int status = _mixprec_optim_register (host, &symbol##_scalar_vtable, \
+                                          symbol##_kernels.run_simd != NULL ? &symbol##_simd_vtable : NULL, \
+                                          symbol##_kernels.run_avx512 != NULL ? &symbol##_avx512_vtable : NULL, \
+                                          &chosen, errbuf, errbuf_len); \
+    if (status == MIXPREC_PLUGIN_OK) \
+      MIXPREC_PLUGIN_LOG (MIXPREC_PLUGIN_LOG_INFO, "optimizer %s (cpu): %s kernels", (oname), chosen); \
+    return status; \
   } \
-  static const MixprecPluginDesc symbol##_desc = { \
-    MIXPREC_PLUGIN_ABI_VERSION_MAJOR, MIXPREC_PLUGIN_ABI_VERSION_MINOR, \
-    (plugin_name), (plugin_description), PACKAGE_VERSION, "LGPL-2.1-or-later", PACKAGE_NAME, \
-    symbol##_init, { NULL } }; \
-  MIXPREC_PLUGIN_EXPORT const MixprecPluginDesc *mixprec_plugin_##symbol##_get_desc (void); \
-  const MixprecPluginDesc * \
-  mixprec_plugin_##symbol##_get_desc (void) \
-  { \
-    return &symbol##_desc; \
-  }
+  MIXPREC_PLUGIN_DEFINE (symbol, (plugin_name), (plugin_description), symbol##_init, \
+                         PACKAGE_VERSION, "LGPL-2.1-or-later", PACKAGE_NAME)
 
 /* ------------------------------------------------------------ one element
  *

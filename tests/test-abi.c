@@ -23,7 +23,7 @@
 
 #include <gmodule.h>
 #include <mixprec/mixprec.h>
-#include <mixprec/mixprec-plugin.h>
+#include <mixprec/mixprec-plugin-abi.h>
 
 #if defined(__x86_64__) && defined(__LP64__)
 # define ABI_TABLE_APPLIES 1
@@ -308,7 +308,10 @@ static const FieldOffset plugin_host_fields[] = {
   F (MixprecPluginHostV1, register_device_v2, 56),
   /* ABI 1.3 took the next one. */
   F (MixprecPluginHostV1, register_device_v3, 64),
-  F (MixprecPluginHostV1, reserved, 72),
+  /* Library 1.1 took the next two for the plugin's logger. */
+  F (MixprecPluginHostV1, log, 72),
+  F (MixprecPluginHostV1, log_data, 80),
+  F (MixprecPluginHostV1, reserved, 88),
   END
 };
 

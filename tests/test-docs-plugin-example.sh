@@ -16,7 +16,7 @@ cc=${CC:-cc}
 echo "1..3"
 awk '/^```c$/ { n++; inside = 1; next } /^```$/ { inside = 0 } inside && n == 1' "$page" \
   >"$tmp/mixprec-optim-plainsgd.c"
-if grep -q 'mixprec_plugin_optim_plainsgd_get_desc' "$tmp/mixprec-optim-plainsgd.c" &&
+if grep -q '^MIXPREC_PLUGIN_DEFINE (optim_plainsgd,' "$tmp/mixprec-optim-plainsgd.c" &&
    $cc -Wall -Wextra -Werror -shared -fPIC -o "$tmp/mixprec-optim-plainsgd.so" \
      "$tmp/mixprec-optim-plainsgd.c" -I"$top_builddir/include" >"$tmp/cc.log" 2>&1; then
   echo "ok 1 - the example plugin of plugins.md compiles with $cc -Wall -Wextra -Werror"

@@ -1359,12 +1359,112 @@ test_registry_builtin (void)
   remove_tree (dir);
 }
 
+/* ------------------------------------------------------------ plugin log */
+
+/* What the test plugins logged, as "DOMAIN|MIXPREC_PLUGIN|CODE_FUNC|MESSAGE"
+ * lines: the writer below records every message of a Mixprec-* domain
+ * other than the library's own. */
+static GPtrArray *plugin_log;
+static GMutex plugin_log_lock;
+
+static const gchar *
+log_field (const GLogField *fields,
+           gsize            n_fields,
+           const gchar     *key)
+{
+  for (gsize i = 0; i < n_fields; i++)
+    if (g_str_equal (fields[i].key, key))
+      return fields[i].length < 0 ? fields[i].value : NULL;
+  return NULL;
+}
+
+static GLogWriterOutput
+record_plugin_log (GLogLevelFlags   level,
+                   const GLogField *fields,
+                   gsize            n_fields,
+                   gpointer         user_data)
+{
+  const gchar *domain = log_field (fields, n_fields, "GLIB_DOMAIN");
+
+  if (domain != NULL && g_str_has_prefix (domain, "Mixprec-"))
+    {
+      const gchar *plugin = log_field (fields, n_fields, "MIXPREC_PLUGIN");
+      const gchar *func = log_field (fields, n_fields, "CODE_FUNC");
+      const gchar *message = log_field (fields, n_fields, "MESSAGE");
+
+      g_mutex_lock (&plugin_log_lock);
+      g_ptr_array_add (plugin_log, g_strdup_printf ("%s|%s|%s|%s|%d", domain,
+                                                    plugin != NULL ? plugin : "(none)",
+                                                    func != NULL ? func : "(none)",
+                                                    message != NULL ? message : "(none)",
+                                                    level & G_LOG_LEVEL_MASK));
+      g_mutex_unlock (&plugin_log_lock);
+      return G_LOG_WRITER_HANDLED;
+    }
+  return g_log_writer_default (level, fields, n_fields, user_data);
+}
+
+static gboolean
+plugin_log_has (const gchar *line)
+{
+  gboolean found;
+
+  g_mutex_lock (&plugin_log_lock);
+  found = g_ptr_array_find_with_equal_func (plugin_log, line, g_str_equal, NULL);
+  g_mutex_unlock (&plugin_log_lock);
+  return found;
+}
+
+/* A plugin's message reaches GLib's structured log under its own domain,
+ * with its name and where it comes from; the library's optimizer plugins
+ * say which kernels they chose. */
+static void
+test_registry_plugin_log (void)
+{
+  g_autoptr(MixprecRegistry) registry = NULL;
+  g_autoptr(MixprecRegistry) optimizers = NULL;
+  g_autofree gchar *expected = g_strdup_printf ("Mixprec-test-good|test-good|good_init|"
+                                                "registered testopt and otheropt?|%d",
+                                                G_LOG_LEVEL_INFO);
+  const gchar *top = g_getenv ("MIXPREC_TOP_BUILDDIR");
+  g_autofree gchar *libs = top != NULL ? g_build_filename (top, "plugins", ".libs", NULL) : NULL;
+  const gchar *paths[] = { libs, NULL };
+  gboolean chose = FALSE;
+
+  g_mutex_lock (&plugin_log_lock);
+  g_ptr_array_set_size (plugin_log, 0);
+  g_mutex_unlock (&plugin_log_lock);
+
+  registry = test_plugins_registry ();
+  for (guint i = 0; i < plugin_log->len; i++)
+    g_test_message ("plugin log: %s", (const gchar *) g_ptr_array_index (plugin_log, i));
+  g_assert_true (plugin_log_has (expected));
+
+  /* The optimizer plugins' init() names the kernels it registered. */
+  if (libs == NULL || !g_file_test (libs, G_FILE_TEST_IS_DIR))
+    {
+      g_test_skip ("MIXPREC_TOP_BUILDDIR is set by make check, after the plugins are built");
+      return;
+    }
+  optimizers = mixprec_registry_new_for_paths (paths, FALSE);
+  g_mutex_lock (&plugin_log_lock);
+  for (guint i = 0; i < plugin_log->len; i++)
+    if (g_str_has_prefix (g_ptr_array_index (plugin_log, i), "Mixprec-optim-adamw|optim-adamw|") &&
+        strstr (g_ptr_array_index (plugin_log, i), "optimizer adamw (cpu): ") != NULL)
+      chose = TRUE;
+  g_mutex_unlock (&plugin_log_lock);
+  g_assert_true (chose);
+}
+
 int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
+  plugin_log = g_ptr_array_new_with_free_func (g_free);
+  g_log_set_writer_func (record_plugin_log, NULL, NULL);
 
   g_test_add_func ("/registry/v1-optimizer-shim", test_registry_v1_optimizer_shim);
+  g_test_add_func ("/registry/plugin-log", test_registry_plugin_log);
   g_test_add_func ("/registry/plugin-name", test_registry_plugin_name);
   g_test_add_func ("/registry/good-plugin", test_registry_good_plugin);
   g_test_add_func ("/registry/broken-plugins", test_registry_broken_plugins);

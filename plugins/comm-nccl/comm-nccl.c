@@ -21,8 +21,6 @@
 #include "nccl-comm.h"
 #include "nccl-peer.h"
 
-MIXPREC_PLUGIN_EXPORT const MixprecPluginDesc *mixprec_plugin_comm_nccl_get_desc (void);
-
 #define DEFAULT_TIMEOUT_MS 300000u
 
 /* What every rank contributes to the exchange at init: NcclPeerRecord
@@ -352,27 +350,6 @@ static const MixprecCommV1 nccl_comm = {
   .finalize = nccl_finalize,
 };
 
-static int
-comm_nccl_init (MixprecPluginHostV1 *host,
-                char                *errbuf,
-                size_t               errbuf_len)
-{
-  return host->register_comm (host, &nccl_comm, errbuf, errbuf_len);
-}
-
-static const MixprecPluginDesc desc = {
-  .abi_major = MIXPREC_PLUGIN_ABI_VERSION_MAJOR,
-  .abi_minor = MIXPREC_PLUGIN_ABI_VERSION_MINOR,
-  .name = "comm-nccl",
-  .description = "collectives between CUDA devices over NCCL",
-  .version = PACKAGE_VERSION,
-  .license = "LGPL-2.1-or-later",
-  .origin = "libmixprec",
-  .init = comm_nccl_init,
-};
-
-const MixprecPluginDesc *
-mixprec_plugin_comm_nccl_get_desc (void)
-{
-  return &desc;
-}
+MIXPREC_PLUGIN_DEFINE_FEATURE (comm_nccl, "comm-nccl", "collectives between CUDA devices over NCCL",
+                               register_comm, nccl_comm,
+                               PACKAGE_VERSION, "LGPL-2.1-or-later", "libmixprec")

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "mixprec-plugin.h"
+#include "mixprec-plugin-abi.h"
 #include "mixprec-plugin-fail-private.h"
 
 /* The CUDA and NCCL headers are not written for this project's warnings

@@ -8,7 +8,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "mixprec-plugin.h"
+#include "mixprec-plugin-abi.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "mixprec-plugin.h"
+#include "mixprec-plugin-abi.h"
 #include "mixprec-plugin-fail-private.h"
 #include "nccl-peer.h"
 

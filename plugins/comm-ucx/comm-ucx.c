@@ -62,8 +62,6 @@
 #include "mixprec-comm-reduce-private.h"
 #include "ucx-comm.h"
 
-MIXPREC_PLUGIN_EXPORT const MixprecPluginDesc *mixprec_plugin_comm_ucx_get_desc (void);
-
 #define UCX_DTYPE_MASK ((1u << MIXPREC_PLUGIN_DTYPE_FLOAT32) | \
                         (1u << MIXPREC_PLUGIN_DTYPE_FLOAT16) | \
                         (1u << MIXPREC_PLUGIN_DTYPE_BFLOAT16))
@@ -562,6 +560,12 @@ ucx_init (const MixprecCommInitV1 *args,
       comm_free (comm);
       return status;
     }
+  /* Spinning off when the ranks outnumber the CPUs is a choice a user
+   * tuning MIXPREC_UCX_* wants to see. */
+  MIXPREC_PLUGIN_LOG (MIXPREC_PLUGIN_LOG_DEBUG,
+                      "rank %u of %u: %zu-byte chunks, window %u, spin %lld ns, yield %lld ns",
+                      comm->rank, comm->world_size, comm->chunk_bytes, (unsigned) comm->window,
+                      (long long) comm->spin_ns, (long long) comm->yield_ns);
   *out = comm;
   return MIXPREC_PLUGIN_OK;
 }
@@ -610,27 +614,6 @@ static const MixprecCommV1 ucx_comm = {
   .finalize = ucx_finalize,
 };
 
-static int
-comm_ucx_init (MixprecPluginHostV1 *host,
-               char                *errbuf,
-               size_t               errbuf_len)
-{
-  return host->register_comm (host, &ucx_comm, errbuf, errbuf_len);
-}
-
-static const MixprecPluginDesc desc = {
-  .abi_major = MIXPREC_PLUGIN_ABI_VERSION_MAJOR,
-  .abi_minor = MIXPREC_PLUGIN_ABI_VERSION_MINOR,
-  .name = "comm-ucx",
-  .description = "collectives between processes over UCX",
-  .version = PACKAGE_VERSION,
-  .license = "LGPL-2.1-or-later",
-  .origin = "libmixprec",
-  .init = comm_ucx_init,
-};
-
-const MixprecPluginDesc *
-mixprec_plugin_comm_ucx_get_desc (void)
-{
-  return &desc;
-}
+MIXPREC_PLUGIN_DEFINE_FEATURE (comm_ucx, "comm-ucx", "collectives between processes over UCX",
+                               register_comm, ucx_comm,
+                               PACKAGE_VERSION, "LGPL-2.1-or-later", "libmixprec")

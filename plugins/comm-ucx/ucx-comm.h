@@ -14,7 +14,7 @@
 
 #include <ucp/api/ucp.h>
 
-#include "mixprec-plugin.h"
+#include "mixprec-plugin-abi.h"
 #include "ucx-hint.h"           /* UcxPeerInfo: what each rank tells the others at init */
 #include "ucx-shm.h"            /* the same-host path */
 

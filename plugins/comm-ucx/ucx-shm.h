@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "mixprec-plugin.h"
+#include "mixprec-plugin-abi.h"
 
 typedef struct UcxComm UcxComm;
 typedef struct UcxOp UcxOp;

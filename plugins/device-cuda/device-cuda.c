@@ -857,7 +857,7 @@ device_cuda_init (MixprecPluginHostV1 *host,
                   char                *errbuf,
                   size_t               errbuf_len)
 {
-  int status;
+  int status, revision = 3;
 
   if (host == NULL || host->abi_major != MIXPREC_PLUGIN_ABI_VERSION_MAJOR ||
       host->struct_size < offsetof (MixprecPluginHostV1, register_device) + sizeof host->register_device ||
@@ -872,26 +872,23 @@ device_cuda_init (MixprecPluginHostV1 *host,
     status = host->register_device_v3 (host, &cuda_device, errbuf, errbuf_len);
   else if (host->struct_size >= offsetof (MixprecPluginHostV1, register_device_v2) + sizeof host->register_device_v2 &&
            host->register_device_v2 != NULL)
-    status = host->register_device_v2 (host, &cuda_device.base, errbuf, errbuf_len);
+    {
+      revision = 2;
+      status = host->register_device_v2 (host, &cuda_device.base, errbuf, errbuf_len);
+    }
   else
-    status = host->register_device (host, &cuda_device.base.base, errbuf, errbuf_len);
+    {
+      revision = 1;
+      status = host->register_device (host, &cuda_device.base.base, errbuf, errbuf_len);
+    }
   if (status != MIXPREC_PLUGIN_OK)
     return status;
+  MIXPREC_PLUGIN_LOG (MIXPREC_PLUGIN_LOG_DEBUG, "registered the cuda device as revision %d of 3",
+                      revision);
   return _mixprec_cuda_optim_register (host, errbuf, errbuf_len);
 }
 
-static const MixprecPluginDesc device_cuda_desc = {
-  MIXPREC_PLUGIN_ABI_VERSION_MAJOR, MIXPREC_PLUGIN_ABI_VERSION_MINOR,
-  "device-cuda",
-  "NVIDIA GPUs through the CUDA runtime: the cuda device and the cuda adamw, sgd and lion optimizers",
-  PACKAGE_VERSION, "LGPL-2.1-or-later", PACKAGE_NAME,
-  device_cuda_init, { NULL }
-};
-
-MIXPREC_PLUGIN_EXPORT const MixprecPluginDesc *mixprec_plugin_device_cuda_get_desc (void);
-
-const MixprecPluginDesc *
-mixprec_plugin_device_cuda_get_desc (void)
-{
-  return &device_cuda_desc;
-}
+MIXPREC_PLUGIN_DEFINE (device_cuda, "device-cuda",
+                       "NVIDIA GPUs through the CUDA runtime: the cuda device and the cuda adamw, "
+                       "sgd and lion optimizers",
+                       device_cuda_init, PACKAGE_VERSION, "LGPL-2.1-or-later", PACKAGE_NAME)

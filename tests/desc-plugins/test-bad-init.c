@@ -2,7 +2,7 @@
  * stray pointer: calling it would crash the host. */
 #include <stdint.h>
 
-#include <mixprec/mixprec-plugin.h>
+#include <mixprec/mixprec-plugin-abi.h>
 
 MIXPREC_PLUGIN_EXPORT const MixprecPluginDesc *mixprec_plugin_test_bad_init_get_desc (void);
 

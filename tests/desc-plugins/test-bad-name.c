@@ -2,7 +2,7 @@
  * escape sequence: printed as it is, it would drive the user's terminal. */
 #include <stddef.h>
 
-#include <mixprec/mixprec-plugin.h>
+#include <mixprec/mixprec-plugin-abi.h>
 
 MIXPREC_PLUGIN_EXPORT const MixprecPluginDesc *mixprec_plugin_test_bad_name_get_desc (void);
 

@@ -2,7 +2,7 @@
  * of a description: reading it in place would crash the host. */
 #include <stdint.h>
 
-#include <mixprec/mixprec-plugin.h>
+#include <mixprec/mixprec-plugin-abi.h>
 
 MIXPREC_PLUGIN_EXPORT const MixprecPluginDesc *mixprec_plugin_test_bad_ptr_get_desc (void);
 

@@ -2,7 +2,7 @@
  * description text, a stray pointer. */
 #include <stdint.h>
 
-#include <mixprec/mixprec-plugin.h>
+#include <mixprec/mixprec-plugin-abi.h>
 
 MIXPREC_PLUGIN_EXPORT const MixprecPluginDesc *mixprec_plugin_test_bad_string_get_desc (void);
 

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <mixprec/mixprec-plugin.h>
+#include <mixprec/mixprec-plugin-abi.h>
 
 MIXPREC_PLUGIN_EXPORT const MixprecPluginDesc *mixprec_plugin_test_heap_desc_get_desc (void);
 

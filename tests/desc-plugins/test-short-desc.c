@@ -3,7 +3,7 @@
  * rest of the structure lies past the end of the module. */
 #include <stdint.h>
 
-#include <mixprec/mixprec-plugin.h>
+#include <mixprec/mixprec-plugin-abi.h>
 
 MIXPREC_PLUGIN_EXPORT const MixprecPluginDesc *mixprec_plugin_test_short_desc_get_desc (void);
 

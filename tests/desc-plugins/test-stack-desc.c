@@ -1,6 +1,6 @@
 /* test-stack-desc.c — a plugin whose entry point returns the address of a
  * description on its own stack, gone once it returns. */
-#include <mixprec/mixprec-plugin.h>
+#include <mixprec/mixprec-plugin-abi.h>
 
 MIXPREC_PLUGIN_EXPORT const MixprecPluginDesc *mixprec_plugin_test_stack_desc_get_desc (void);
 

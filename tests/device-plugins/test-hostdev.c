@@ -29,7 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mixprec-plugin.h"
+#include "mixprec-plugin-abi.h"
 #include "mixprec-dtype-private.h"
 #include "numeric/numeric-fp8.h"
 
@@ -696,21 +696,6 @@ hostdev_init (MixprecPluginHostV1 *host, char *errbuf, size_t len)
   return MIXPREC_PLUGIN_OK;
 }
 
-static const MixprecPluginDesc hostdev_desc = {
-  .abi_major = MIXPREC_PLUGIN_ABI_VERSION_MAJOR,
-  .abi_minor = MIXPREC_PLUGIN_ABI_VERSION_MINOR,
-  .name = "test-hostdev",
-  .description = "a host-memory device for testing the engine's device path",
-  .version = PACKAGE_VERSION,
-  .license = "LGPL-2.1-or-later",
-  .origin = "libmixprec tests",
-  .init = hostdev_init,
-};
-
-MIXPREC_PLUGIN_EXPORT const MixprecPluginDesc *mixprec_plugin_test_hostdev_get_desc (void);
-
-const MixprecPluginDesc *
-mixprec_plugin_test_hostdev_get_desc (void)
-{
-  return &hostdev_desc;
-}
+MIXPREC_PLUGIN_DEFINE (test_hostdev, "test-hostdev",
+                       "a host-memory device for testing the engine's device path",
+                       hostdev_init, PACKAGE_VERSION, "LGPL-2.1-or-later", "libmixprec tests")

@@ -2,7 +2,7 @@
  * before its init() runs. */
 #include <stddef.h>
 
-#include <mixprec/mixprec-plugin.h>
+#include <mixprec/mixprec-plugin-abi.h>
 
 MIXPREC_PLUGIN_EXPORT const MixprecPluginDesc *mixprec_plugin_test_abi_major_get_desc (void);
 

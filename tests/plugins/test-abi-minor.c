@@ -2,7 +2,7 @@
  * ABI than the library's: it may use fields this library does not know. */
 #include <stddef.h>
 
-#include <mixprec/mixprec-plugin.h>
+#include <mixprec/mixprec-plugin-abi.h>
 
 MIXPREC_PLUGIN_EXPORT const MixprecPluginDesc *mixprec_plugin_test_abi_minor_get_desc (void);
 

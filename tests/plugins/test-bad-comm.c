@@ -1,8 +1,6 @@
 /* test-bad-comm.c — a plugin that registers a communicator without a wait
  * function; the registry refuses it, and with it the whole plugin. */
-#include <mixprec/mixprec-plugin.h>
-
-MIXPREC_PLUGIN_EXPORT const MixprecPluginDesc *mixprec_plugin_test_bad_comm_get_desc (void);
+#include <mixprec/mixprec-plugin-abi.h>
 
 static int
 any_init (const MixprecCommInitV1 *args,
@@ -113,15 +111,5 @@ bad_comm_init (MixprecPluginHostV1 *host,
   return MIXPREC_PLUGIN_OK;
 }
 
-static const MixprecPluginDesc desc = {
-  .abi_major = MIXPREC_PLUGIN_ABI_VERSION_MAJOR,
-  .abi_minor = MIXPREC_PLUGIN_ABI_VERSION_MINOR,
-  .name = "test-bad-comm",
-  .init = bad_comm_init,
-};
-
-const MixprecPluginDesc *
-mixprec_plugin_test_bad_comm_get_desc (void)
-{
-  return &desc;
-}
+MIXPREC_PLUGIN_DEFINE (test_bad_comm, "test-bad-comm", NULL,
+                       bad_comm_init, NULL, NULL, NULL)

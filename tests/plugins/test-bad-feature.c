@@ -4,9 +4,7 @@
  * be refused as a whole. */
 #include <stdio.h>
 
-#include <mixprec/mixprec-plugin.h>
-
-MIXPREC_PLUGIN_EXPORT const MixprecPluginDesc *mixprec_plugin_test_bad_feature_get_desc (void);
+#include <mixprec/mixprec-plugin-abi.h>
 
 static const MixprecOptimizerV1 badopt = {
   .name = "badopt",
@@ -31,15 +29,5 @@ bad_feature_init (MixprecPluginHostV1 *host,
   return MIXPREC_PLUGIN_ERR_RUNTIME;
 }
 
-static const MixprecPluginDesc desc = {
-  .abi_major = MIXPREC_PLUGIN_ABI_VERSION_MAJOR,
-  .abi_minor = MIXPREC_PLUGIN_ABI_VERSION_MINOR,
-  .name = "test-bad-feature",
-  .init = bad_feature_init,
-};
-
-const MixprecPluginDesc *
-mixprec_plugin_test_bad_feature_get_desc (void)
-{
-  return &desc;
-}
+MIXPREC_PLUGIN_DEFINE (test_bad_feature, "test-bad-feature", NULL,
+                       bad_feature_init, NULL, NULL, NULL)

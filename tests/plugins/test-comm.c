@@ -8,9 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <mixprec/mixprec-plugin.h>
-
-MIXPREC_PLUGIN_EXPORT const MixprecPluginDesc *mixprec_plugin_test_comm_get_desc (void);
+#include <mixprec/mixprec-plugin-abi.h>
 
 #define COUNT_TIMEOUT 13
 #define COUNT_PEER_FAILED 17
@@ -196,27 +194,6 @@ static const MixprecCommV1 testcomm = {
   .finalize = testcomm_finalize,
 };
 
-static int
-test_comm_init (MixprecPluginHostV1 *host,
-                char                *errbuf,
-                size_t               errbuf_len)
-{
-  return host->register_comm (host, &testcomm, errbuf, errbuf_len);
-}
-
-static const MixprecPluginDesc desc = {
-  .abi_major = MIXPREC_PLUGIN_ABI_VERSION_MAJOR,
-  .abi_minor = MIXPREC_PLUGIN_ABI_VERSION_MINOR,
-  .name = "test-comm",
-  .description = "a communicator plugin for the registry and comm tests",
-  .version = "0.1",
-  .license = "LGPL-2.1-or-later",
-  .origin = "libmixprec tests",
-  .init = test_comm_init,
-};
-
-const MixprecPluginDesc *
-mixprec_plugin_test_comm_get_desc (void)
-{
-  return &desc;
-}
+MIXPREC_PLUGIN_DEFINE_FEATURE (test_comm, "test-comm", "a communicator plugin for the registry and comm tests",
+                               register_comm, testcomm,
+                               "0.1", "LGPL-2.1-or-later", "libmixprec tests")

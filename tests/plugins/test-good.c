@@ -4,9 +4,7 @@
 #include <math.h>
 #include <stdio.h>
 
-#include <mixprec/mixprec-plugin.h>
-
-MIXPREC_PLUGIN_EXPORT const MixprecPluginDesc *mixprec_plugin_test_good_get_desc (void);
+#include <mixprec/mixprec-plugin-abi.h>
 
 static const MixprecHParamSpecV1 testopt_hparams[] = {
   { .name = "lr", .description = "step size", .type = MIXPREC_HPARAM_DOUBLE,
@@ -80,22 +78,14 @@ good_init (MixprecPluginHostV1 *host,
 
   if (status != MIXPREC_PLUGIN_OK)
     return status;
-  return host->register_optimizer (host, &otheropt, errbuf, errbuf_len);
+  status = host->register_optimizer (host, &otheropt, errbuf, errbuf_len);
+  /* For /registry/plugin-log: the logger works during init() already.
+   * The control character must not reach a terminal. */
+  if (status == MIXPREC_PLUGIN_OK)
+    MIXPREC_PLUGIN_LOG (MIXPREC_PLUGIN_LOG_INFO, "registered %s and %s\a", testopt.name,
+                        otheropt.name);
+  return status;
 }
 
-static const MixprecPluginDesc desc = {
-  .abi_major = MIXPREC_PLUGIN_ABI_VERSION_MAJOR,
-  .abi_minor = MIXPREC_PLUGIN_ABI_VERSION_MINOR,
-  .name = "test-good",
-  .description = "a valid plugin for the registry tests",
-  .version = "1.2.3",
-  .license = "LGPL-2.1-or-later",
-  .origin = "libmixprec tests",
-  .init = good_init,
-};
-
-const MixprecPluginDesc *
-mixprec_plugin_test_good_get_desc (void)
-{
-  return &desc;
-}
+MIXPREC_PLUGIN_DEFINE (test_good, "test-good", "a valid plugin for the registry tests",
+                       good_init, "1.2.3", "LGPL-2.1-or-later", "libmixprec tests")

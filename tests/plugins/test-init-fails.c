@@ -3,9 +3,7 @@
  * registered must not be used. */
 #include <stdio.h>
 
-#include <mixprec/mixprec-plugin.h>
-
-MIXPREC_PLUGIN_EXPORT const MixprecPluginDesc *mixprec_plugin_test_init_fails_get_desc (void);
+#include <mixprec/mixprec-plugin-abi.h>
 
 static int
 noop_step (const MixprecOptimizerStepV1 *args,
@@ -40,15 +38,5 @@ failing_init (MixprecPluginHostV1 *host,
   return MIXPREC_PLUGIN_ERR_RUNTIME;
 }
 
-static const MixprecPluginDesc desc = {
-  .abi_major = MIXPREC_PLUGIN_ABI_VERSION_MAJOR,
-  .abi_minor = MIXPREC_PLUGIN_ABI_VERSION_MINOR,
-  .name = "test-init-fails",
-  .init = failing_init,
-};
-
-const MixprecPluginDesc *
-mixprec_plugin_test_init_fails_get_desc (void)
-{
-  return &desc;
-}
+MIXPREC_PLUGIN_DEFINE (test_init_fails, "test-init-fails", NULL,
+                       failing_init, NULL, NULL, NULL)

@@ -2,9 +2,7 @@
  * than its file name (mixprec-test-name-mismatch.so). */
 #include <stddef.h>
 
-#include <mixprec/mixprec-plugin.h>
-
-MIXPREC_PLUGIN_EXPORT const MixprecPluginDesc *mixprec_plugin_test_name_mismatch_get_desc (void);
+#include <mixprec/mixprec-plugin-abi.h>
 
 static int
 mismatch_init (MixprecPluginHostV1 *host,
@@ -14,15 +12,5 @@ mismatch_init (MixprecPluginHostV1 *host,
   return MIXPREC_PLUGIN_OK;
 }
 
-static const MixprecPluginDesc desc = {
-  .abi_major = MIXPREC_PLUGIN_ABI_VERSION_MAJOR,
-  .abi_minor = MIXPREC_PLUGIN_ABI_VERSION_MINOR,
-  .name = "test-renamed",
-  .init = mismatch_init,
-};
-
-const MixprecPluginDesc *
-mixprec_plugin_test_name_mismatch_get_desc (void)
-{
-  return &desc;
-}
+MIXPREC_PLUGIN_DEFINE (test_name_mismatch, "test-renamed", NULL,
+                       mismatch_init, NULL, NULL, NULL)

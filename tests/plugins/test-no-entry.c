@@ -3,9 +3,7 @@
  * dashes turned into underscores, and exports something else. */
 #include <stddef.h>
 
-#include <mixprec/mixprec-plugin.h>
-
-MIXPREC_PLUGIN_EXPORT const MixprecPluginDesc *mixprec_plugin_test_noentry_get_desc (void);
+#include <mixprec/mixprec-plugin-abi.h>
 
 static int
 no_entry_init (MixprecPluginHostV1 *host,
@@ -15,15 +13,5 @@ no_entry_init (MixprecPluginHostV1 *host,
   return MIXPREC_PLUGIN_OK;
 }
 
-static const MixprecPluginDesc desc = {
-  .abi_major = MIXPREC_PLUGIN_ABI_VERSION_MAJOR,
-  .abi_minor = MIXPREC_PLUGIN_ABI_VERSION_MINOR,
-  .name = "test-no-entry",
-  .init = no_entry_init,
-};
-
-const MixprecPluginDesc *
-mixprec_plugin_test_noentry_get_desc (void)
-{
-  return &desc;
-}
+MIXPREC_PLUGIN_DEFINE (test_noentry, "test-no-entry", NULL,
+                       no_entry_init, NULL, NULL, NULL)

@@ -1,7 +1,7 @@
 /* test-no-init.c — a plugin description without its required init(). */
 #include <stddef.h>
 
-#include <mixprec/mixprec-plugin.h>
+#include <mixprec/mixprec-plugin-abi.h>
 
 MIXPREC_PLUGIN_EXPORT const MixprecPluginDesc *mixprec_plugin_test_no_init_get_desc (void);
 

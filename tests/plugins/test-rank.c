@@ -4,9 +4,7 @@
  * another device. */
 #include <stddef.h>
 
-#include <mixprec/mixprec-plugin.h>
-
-MIXPREC_PLUGIN_EXPORT const MixprecPluginDesc *mixprec_plugin_test_rank_get_desc (void);
+#include <mixprec/mixprec-plugin-abi.h>
 
 static int
 noop_step (const MixprecOptimizerStepV1 *args,
@@ -45,19 +43,5 @@ rank_init (MixprecPluginHostV1 *host,
   return MIXPREC_PLUGIN_OK;
 }
 
-static const MixprecPluginDesc desc = {
-  .abi_major = MIXPREC_PLUGIN_ABI_VERSION_MAJOR,
-  .abi_minor = MIXPREC_PLUGIN_ABI_VERSION_MINOR,
-  .name = "test-rank",
-  .description = "features that compete with test-good's by rank",
-  .version = "1.0",
-  .license = "LGPL-2.1-or-later",
-  .origin = "libmixprec tests",
-  .init = rank_init,
-};
-
-const MixprecPluginDesc *
-mixprec_plugin_test_rank_get_desc (void)
-{
-  return &desc;
-}
+MIXPREC_PLUGIN_DEFINE (test_rank, "test-rank", "features that compete with test-good's by rank",
+                       rank_init, "1.0", "LGPL-2.1-or-later", "libmixprec tests")

@@ -132,6 +132,10 @@ mixprec_sources += \
 	libmixprec/mixprec-engine-access.c \
 	libmixprec/mixprec-engine-monitor.c
 
+# --- engine phases split out of the step (engine-core)
+mixprec_sources += \
+	libmixprec/mixprec-engine-whole.c
+
 # --- FP8 working copies (fp8-engine)
 mixprec_sources += libmixprec/mixprec-engine-fp8.c
 

@@ -251,7 +251,7 @@ struct _MixprecEngine
   gboolean offload;          /* masters and optimizer state in host memory */
   gboolean offload_pinned;   /* its transfer buffers in the device's pinned memory */
   gpointer offload_transfers;  /* the transfer thread, from the first offloaded
-                                  step to finalize (mixprec-engine-step.c) */
+                                  step to finalize (mixprec-engine-offload.c) */
 
   /* FP8 (mixprec-engine-fp8.c). */
   MixprecFp8Recipe *fp8_recipe;  /* the config's, or NULL */
@@ -303,22 +303,10 @@ typedef struct {
   GBytes *values;
 } InitValues;
 
-/* Calls @func on every piece of @g's segments inside [begin, end). */
-typedef void (*PieceFunc) (Group         *g,
-                           const Segment *seg,
-                           guint64        begin,   /* group element index */
-                           guint64        n,
-                           gpointer       data);
 
 gboolean _mixprec_engine_comm_failed (GError **error, GError *cause, const gchar *what);
 
-gpointer _mixprec_engine_at (gpointer base, MixprecDType dtype, guint64 index);
 
-void _mixprec_engine_for_each_piece (Group    *g,
-                guint64   begin,
-                guint64   end,
-                PieceFunc func,
-                gpointer  data);
 
 void _mixprec_engine_clear_gradients (MixprecEngine *self);
 
@@ -397,8 +385,6 @@ gboolean _mixprec_engine_before_comm (MixprecEngine *self,
 gboolean _mixprec_engine_wait_pending (MixprecEngine *self,
               GError       **error);
 
-Group * _mixprec_engine_group_of (MixprecEngine *self, MixprecParam *param);
-Unit *  _mixprec_engine_unit_of  (MixprecEngine *self, MixprecParam *param);
 
 /* Gradient buffers only the engine writes (see mixprec-engine-reduce.c):
  * @g's step reads its gradients in place on the host, and no parameter of
@@ -435,17 +421,6 @@ gboolean _mixprec_engine_gather_slices (MixprecEngine *self,
                                         const gchar   *what,
                                         GError       **error);
 
-/* Where the optimizer's values for element @e of @u live on this rank (an
- * element this rank updates): the FP32 values (NULL in bf16 without
- * masters), the index into the state arrays, and the working copy (NULL
- * when the FP32 values are the working copy). */
-void _mixprec_engine_values_at (MixprecEngine *self,
-                                Group         *g,
-                                const Unit    *u,
-                                guint64        e,
-                                gfloat       **master,
-                                guint64       *state_at,
-                                gpointer      *working);
 
 /* After the optimizer wrote this rank's slices: the working copies whole
  * again on every rank (ZeRO-1/2), or the persistent ones (ZeRO-3). */
@@ -462,6 +437,26 @@ void     _mixprec_engine_report_step    (MixprecEngine           *self,
 gboolean _mixprec_engine_refresh_whole (MixprecEngine *self,
                                         GError       **error);
 
+
+/* The stochastic-rounding seed of @group for the step that made the
+ * current applied-step count (the working copies it wrote can be rounded
+ * again from the masters with it, element index = position in the group). */
+guint64 _mixprec_engine_step_seed (MixprecEngine *self,
+                                   guint          group);
+
+
+
+/* ---------------------------------------------------------------- lookups
+ * (mixprec-engine-layout.c): where a parameter, a unit, a block or an
+ * element lives. Every phase finds its data through these. */
+
+/* The group and the unit of @param. */
+Group * _mixprec_engine_group_of (MixprecEngine *self, MixprecParam *param);
+Unit *  _mixprec_engine_unit_of  (MixprecEngine *self, MixprecParam *param);
+
+/* Element @index of a buffer of @dtype at @base. */
+gpointer _mixprec_engine_at (gpointer base, MixprecDType dtype, guint64 index);
+
 /* Address of element @e (unit-relative) of @u in a padded-space buffer,
  * and of element @e of this rank's slice in a sharded buffer. */
 gpointer _mixprec_engine_flat_at  (MixprecEngine *self, const Unit *u, gpointer base,
@@ -469,11 +464,14 @@ gpointer _mixprec_engine_flat_at  (MixprecEngine *self, const Unit *u, gpointer 
 gpointer _mixprec_engine_local_at (MixprecEngine *self, const Unit *u, gpointer base,
                                    MixprecDType dtype, guint64 e);
 
-/* The stochastic-rounding seed of @group for the step that made the
- * current applied-step count (the working copies it wrote can be rounded
- * again from the masters with it, element index = position in the group). */
-guint64 _mixprec_engine_step_seed (MixprecEngine *self,
-                                   guint          group);
+/* This rank's real elements of @u's slice: [rank * slice, + the result). */
+guint64 _mixprec_engine_real_in_slice (MixprecEngine *self, const Unit *u);
+
+/* Where this rank's reduced slice of @u is written (ranks), and where the
+ * step reads this rank's reduced gradients of @u's slice, in what dtype. */
+gpointer      _mixprec_engine_reduce_target (MixprecEngine *self, Group *g, const Unit *u);
+gconstpointer _mixprec_engine_slice_source  (MixprecEngine *self, Group *g, const Unit *u,
+                                             MixprecDType *dtype);
 
 /* The unit holding this rank's block @j of sums of squares (the last one
  * starting at or before it: units without blocks share the next one's
@@ -485,6 +483,31 @@ const Unit *_mixprec_engine_unit_of_block (const Group *g,
  * starting at a parameter's offset, for a parameter's first element). */
 const Segment *_mixprec_engine_segment_of (const Group *g,
                                            guint64      offset);
+
+/* Calls @func on every piece of @g's segments inside [begin, end). */
+typedef void (*PieceFunc) (Group         *g,
+                           const Segment *seg,
+                           guint64        begin,   /* group element index */
+                           guint64        n,
+                           gpointer       data);
+
+void _mixprec_engine_for_each_piece (Group    *g,
+                guint64   begin,
+                guint64   end,
+                PieceFunc func,
+                gpointer  data);
+
+/* Where the optimizer's values for element @e of @u live on this rank (an
+ * element this rank updates): the FP32 values (NULL in bf16 without
+ * masters), the index into the state arrays, and the working copy (NULL
+ * when the FP32 values are the working copy). */
+void _mixprec_engine_values_at (MixprecEngine *self,
+                                Group         *g,
+                                const Unit    *u,
+                                guint64        e,
+                                gfloat       **master,
+                                guint64       *state_at,
+                                gpointer      *working);
 
 /* ---------------------------------------------------------------- FP8
  * (mixprec-engine-fp8.c) */

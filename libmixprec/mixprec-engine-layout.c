@@ -319,6 +319,151 @@ _mixprec_engine_local_at (MixprecEngine *self, const Unit *u, gpointer base,
   return _mixprec_engine_at (base, dtype, u->local + (e - self->rank * UNIT_SLICE (self, u)));
 }
 
+/* ---------------------------------------------------------------- lookups */
+
+Group *
+_mixprec_engine_group_of (MixprecEngine *self, MixprecParam *param)
+{
+  return g_ptr_array_index (self->groups, _mixprec_param_get_storage (param)->group);
+}
+
+Unit *
+_mixprec_engine_unit_of (MixprecEngine *self, MixprecParam *param)
+{
+  Group *g = _mixprec_engine_group_of (self, param);
+
+  return &g_array_index (g->units, Unit, _mixprec_param_get_storage (param)->unit);
+}
+
+/* Where this rank's reduced slice of @u goes. */
+gpointer
+_mixprec_engine_reduce_target (MixprecEngine *self, Group *g, const Unit *u)
+{
+  if (g->accum_mode == ACCUM_IN_GRAD)
+    return _mixprec_engine_flat_at (self, u, g->grad, g->dtypes.grad, self->rank * UNIT_SLICE (self, u));
+  return _mixprec_engine_at (g->accum, g->dtypes.accum, u->local);
+}
+
+const Segment *
+_mixprec_engine_segment_of (const Group *g,
+                            guint64      offset)
+{
+  /* The last segment starting at or before @offset: empty parameters
+   * (numel 0) share their offset with the next segment, and any of them
+   * serves, since nothing is read through it. */
+  const Segment *found = &g_array_index (g->segments, Segment, 0);
+
+  for (guint i = 1; i < g->segments->len; i++)
+    {
+      const Segment *seg = &g_array_index (g->segments, Segment, i);
+
+      if (seg->offset > offset)
+        break;
+      found = seg;
+    }
+  return found;
+}
+
+void
+_mixprec_engine_for_each_piece (Group    *g,
+                                guint64   begin,
+                                guint64   end,
+                                PieceFunc func,
+                                gpointer  data)
+{
+  guint first = 0, last = g->segments->len;
+
+  /* From the first segment ending after @begin (segments lie in order):
+   * callers go block by block over groups of many parameters. */
+  while (first < last)
+    {
+      guint mid = first + (last - first) / 2;
+      const Segment *seg = &g_array_index (g->segments, Segment, mid);
+
+      if (seg->offset + seg->numel <= begin)
+        first = mid + 1;
+      else
+        last = mid;
+    }
+  for (guint i = first; i < g->segments->len; i++)
+    {
+      const Segment *seg = &g_array_index (g->segments, Segment, i);
+      guint64 lo = MAX (begin, seg->offset);
+      guint64 hi = MIN (end, seg->offset + seg->numel);
+
+      if (seg->offset >= end)
+        break;
+      if (lo < hi)
+        func (g, seg, lo, hi - lo, data);
+    }
+}
+
+/* This rank's real elements of @u's slice: [rank * slice, + the result). */
+guint64
+_mixprec_engine_real_in_slice (MixprecEngine *self, const Unit *u)
+{
+  guint64 slice = UNIT_SLICE (self, u), begin = self->rank * slice;
+
+  return u->numel > begin ? MIN (u->numel - begin, slice) : 0;
+}
+
+const Unit *
+_mixprec_engine_unit_of_block (const Group *g, guint64 j)
+{
+  guint lo = 0, hi = g->units->len;
+
+  while (hi - lo > 1)
+    {
+      guint mid = (lo + hi) / 2;
+
+      if (g_array_index (g->units, Unit, mid).first_block <= j)
+        lo = mid;
+      else
+        hi = mid;
+    }
+  return &g_array_index (g->units, Unit, lo);
+}
+
+/* Where this rank's reduced gradients of @u's slice start, and in what
+ * dtype. */
+gconstpointer
+_mixprec_engine_slice_source (MixprecEngine *self, Group *g, const Unit *u, MixprecDType *dtype)
+{
+  if (self->world == 1)
+    {
+      *dtype = g->accum != NULL ? g->dtypes.accum : g->dtypes.grad;
+      return g->accum != NULL ? _mixprec_engine_at (g->accum, g->dtypes.accum, u->flat)
+                              : _mixprec_engine_at (g->grad, g->dtypes.grad, u->flat);
+    }
+  *dtype = g->dtypes.accum;
+  if (g->accum_mode == ACCUM_IN_GRAD)
+    return _mixprec_engine_flat_at (self, u, g->grad, g->dtypes.grad, self->rank * UNIT_SLICE (self, u));
+  return _mixprec_engine_at (g->accum, g->dtypes.accum, u->local);
+}
+
+void
+_mixprec_engine_values_at (MixprecEngine *self,
+                           Group         *g,
+                           const Unit    *u,
+                           guint64        e,
+                           gfloat       **master,
+                           guint64       *state_at,
+                           gpointer      *working)
+{
+  gpointer w = g->working_local
+               ? _mixprec_engine_local_at (self, u, g->working, g->dtypes.working, e)
+               : _mixprec_engine_flat_at (self, u, g->working, g->dtypes.working, e);
+
+  *state_at = g->state_local ? u->local + (e - self->rank * UNIT_SLICE (self, u)) : u->flat + e;
+  if (g->dtypes.has_master)
+    *master = g->master + *state_at;
+  else if (g->dtypes.working == MIXPREC_DTYPE_FLOAT32)
+    *master = w;
+  else
+    *master = NULL;
+  *working = (gpointer) *master == w ? NULL : w;
+}
+
 static gboolean
 same_group (const Group *g, MixprecParam *p)
 {
@@ -329,6 +474,19 @@ same_group (const Group *g, MixprecParam *p)
          g->dtypes.has_master == mixprec_param_has_master (p) &&
          g->weight_decay_multiplier == mixprec_param_get_weight_decay_multiplier (p) &&
          _mixprec_engine_fp8_same_group (g, p);
+}
+
+guint64
+_mixprec_engine_step_seed (MixprecEngine *self, guint group)
+{
+  /* splitmix64 over (seed, group, step): one stream per tensor group and
+   * step, the same at any world size since the index is global. */
+  guint64 z = self->seed ^ (G_GUINT64_CONSTANT (0x9E3779B97F4A7C15) * (group + 1)) ^
+              (G_GUINT64_CONSTANT (0xD1B54A32D192ED03) * (self->applied_steps + 1));
+
+  z = (z ^ (z >> 30)) * G_GUINT64_CONSTANT (0xBF58476D1CE4E5B9);
+  z = (z ^ (z >> 27)) * G_GUINT64_CONSTANT (0x94D049BB133111EB);
+  return z ^ (z >> 31);
 }
 
 /* ---------------------------------------------------------------- layout */
@@ -661,15 +819,4 @@ mixprec_engine_prepare (MixprecEngine *self,
     }
   g_hash_table_remove_all (self->init_values);
   return TRUE;
-}
-
-gboolean
-_mixprec_engine_ensure_grad_of (gpointer      engine,
-                                MixprecParam *param,
-                                GError      **error)
-{
-  MixprecEngine *self = MIXPREC_ENGINE (engine);
-
-  return _mixprec_engine_ensure_grad (self, _mixprec_engine_group_of (self, param), error) &&
-         _mixprec_engine_expose_grad (self, param, error);
 }

@@ -84,14 +84,6 @@ copy_into (Group        *g,
     copy_range (0, n, &job);
 }
 
-Unit *
-_mixprec_engine_unit_of (MixprecEngine *self, MixprecParam *param)
-{
-  Group *g = _mixprec_engine_group_of (self, param);
-
-  return &g_array_index (g->units, Unit, _mixprec_param_get_storage (param)->unit);
-}
-
 /* ---------------------------------------------------------------- requests */
 
 static void
@@ -173,15 +165,6 @@ acquire_slot (MixprecEngine *self,
 
 /* ---------------------------------------------------------------- reducing a unit */
 
-/* Where this rank's reduced slice of @u goes. */
-static gpointer
-reduce_target (MixprecEngine *self, Group *g, const Unit *u)
-{
-  if (g->accum_mode == ACCUM_IN_GRAD)
-    return _mixprec_engine_flat_at (self, u, g->grad, g->dtypes.grad, self->rank * UNIT_SLICE (self, u));
-  return _mixprec_engine_at (g->accum, g->dtypes.accum, u->local);
-}
-
 static gboolean
 start_reduce (MixprecEngine *self,
               Group         *g,
@@ -231,7 +214,7 @@ reduce_windows (MixprecEngine *self,
 {
   guint64 slice = UNIT_SLICE (self, u);
   guint64 width = MAX (g->slot_elements / self->world, 1);
-  gpointer target = reduce_target (self, g, u);
+  gpointer target = _mixprec_engine_reduce_target (self, g, u);
 
   for (guint64 a = 0; a < slice; a += width)
     {
@@ -283,7 +266,7 @@ reduce_unit (MixprecEngine *self,
       gpointer grad = _mixprec_engine_flat_at (self, u, g->grad, g->dtypes.grad, 0);
 
       if (g->wire == g->dtypes.grad)
-        return start_reduce (self, g, grad, reduce_target (self, g, u), slice, -1,
+        return start_reduce (self, g, grad, _mixprec_engine_reduce_target (self, g, u), slice, -1,
                              u->flat, zero_at_clear ? 0 : u->padded, error);
       if (!reduce_windows (self, g, u, grad, g->dtypes.grad, 0, u->padded, error))
         return FALSE;
@@ -297,7 +280,7 @@ reduce_unit (MixprecEngine *self,
 
       u->slot = -1;
       return start_reduce (self, g, g_array_index (g->slots, Slot, slot).data,
-                           reduce_target (self, g, u), slice, slot, 0, 0, error);
+                           _mixprec_engine_reduce_target (self, g, u), slice, slot, 0, 0, error);
     }
   return reduce_windows (self, g, u, NULL, g->wire, 0, 0, error);
 }
@@ -1027,4 +1010,15 @@ _mixprec_engine_clear_gradients (MixprecEngine *self)
   reset_units (self);
   self->micro_steps = 0;
   self->intake_step = 0;
+}
+
+gboolean
+_mixprec_engine_ensure_grad_of (gpointer      engine,
+                                MixprecParam *param,
+                                GError      **error)
+{
+  MixprecEngine *self = MIXPREC_ENGINE (engine);
+
+  return _mixprec_engine_ensure_grad (self, _mixprec_engine_group_of (self, param), error) &&
+         _mixprec_engine_expose_grad (self, param, error);
 }

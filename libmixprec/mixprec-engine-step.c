@@ -1,7 +1,7 @@
 /* mixprec-engine-step.c — the optimizer step at the accumulation boundary:
  * the sum of squares (which is also the overflow check), the scaler, skip
- * or clip, the fused optimizer over this rank's part, and the working
- * copies made whole again. */
+ * or clip, the fused optimizer over this rank's part, then the working
+ * copies made whole again (mixprec-engine-whole.c). */
 #include "config.h"
 
 #include <math.h>
@@ -16,86 +16,6 @@
 #include "mixprec-registry-private.h"
 
 /* ---------------------------------------------------------------- pieces */
-
-const Segment *
-_mixprec_engine_segment_of (const Group *g,
-                            guint64      offset)
-{
-  /* The last segment starting at or before @offset: empty parameters
-   * (numel 0) share their offset with the next segment, and any of them
-   * serves, since nothing is read through it. */
-  const Segment *found = &g_array_index (g->segments, Segment, 0);
-
-  for (guint i = 1; i < g->segments->len; i++)
-    {
-      const Segment *seg = &g_array_index (g->segments, Segment, i);
-
-      if (seg->offset > offset)
-        break;
-      found = seg;
-    }
-  return found;
-}
-
-void
-_mixprec_engine_for_each_piece (Group    *g,
-                                guint64   begin,
-                                guint64   end,
-                                PieceFunc func,
-                                gpointer  data)
-{
-  guint first = 0, last = g->segments->len;
-
-  /* From the first segment ending after @begin (segments lie in order):
-   * callers go block by block over groups of many parameters. */
-  while (first < last)
-    {
-      guint mid = first + (last - first) / 2;
-      const Segment *seg = &g_array_index (g->segments, Segment, mid);
-
-      if (seg->offset + seg->numel <= begin)
-        first = mid + 1;
-      else
-        last = mid;
-    }
-  for (guint i = first; i < g->segments->len; i++)
-    {
-      const Segment *seg = &g_array_index (g->segments, Segment, i);
-      guint64 lo = MAX (begin, seg->offset);
-      guint64 hi = MIN (end, seg->offset + seg->numel);
-
-      if (seg->offset >= end)
-        break;
-      if (lo < hi)
-        func (g, seg, lo, hi - lo, data);
-    }
-}
-
-/* This rank's real elements of @u's slice: [rank * slice, + the result). */
-static guint64
-real_in_slice (MixprecEngine *self, const Unit *u)
-{
-  guint64 slice = UNIT_SLICE (self, u), begin = self->rank * slice;
-
-  return u->numel > begin ? MIN (u->numel - begin, slice) : 0;
-}
-
-const Unit *
-_mixprec_engine_unit_of_block (const Group *g, guint64 j)
-{
-  guint lo = 0, hi = g->units->len;
-
-  while (hi - lo > 1)
-    {
-      guint mid = (lo + hi) / 2;
-
-      if (g_array_index (g->units, Unit, mid).first_block <= j)
-        lo = mid;
-      else
-        hi = mid;
-    }
-  return &g_array_index (g->units, Unit, lo);
-}
 
 /* ---------------------------------------------------------------- sum of squares */
 
@@ -113,23 +33,6 @@ sumsq_piece (Group *g, const Segment *seg, guint64 begin, guint64 n, gpointer da
                                       g->dtypes.grad, n);
 }
 
-/* Where this rank's reduced gradients of @u's slice start, and in what
- * dtype. */
-static gconstpointer
-slice_source (MixprecEngine *self, Group *g, const Unit *u, MixprecDType *dtype)
-{
-  if (self->world == 1)
-    {
-      *dtype = g->accum != NULL ? g->dtypes.accum : g->dtypes.grad;
-      return g->accum != NULL ? _mixprec_engine_at (g->accum, g->dtypes.accum, u->flat)
-                              : _mixprec_engine_at (g->grad, g->dtypes.grad, u->flat);
-    }
-  *dtype = g->dtypes.accum;
-  if (g->accum_mode == ACCUM_IN_GRAD)
-    return _mixprec_engine_flat_at (self, u, g->grad, g->dtypes.grad, self->rank * UNIT_SLICE (self, u));
-  return _mixprec_engine_at (g->accum, g->dtypes.accum, u->local);
-}
-
 static void
 sumsq_blocks (gsize first, gsize end, gpointer data)
 {
@@ -141,7 +44,7 @@ sumsq_blocks (gsize first, gsize end, gpointer data)
     {
       const Unit *u = _mixprec_engine_unit_of_block (g, j);
       guint64 b = (j - u->first_block) * _MIXPREC_SUMSQ_BLOCK;
-      guint64 real = real_in_slice (self, u);
+      guint64 real = _mixprec_engine_real_in_slice (self, u);
       guint64 n = real > b ? MIN (_MIXPREC_SUMSQ_BLOCK, real - b) : 0;
       guint64 whole = MIN ((real - MIN (real, b)) / _MIXPREC_SUMSQ_BLOCK, end - j);
       gdouble sum = 0.0;
@@ -166,7 +69,7 @@ sumsq_blocks (gsize first, gsize end, gpointer data)
             }
           else
             {
-              src = slice_source (self, g, u, &dtype);
+              src = _mixprec_engine_slice_source (self, g, u, &dtype);
               src = _mixprec_engine_at ((gpointer) src, dtype, b);
             }
           _mixprec_kernel_sumsq_blocks_best (src, dtype, whole, g->norm + j);
@@ -177,7 +80,7 @@ sumsq_blocks (gsize first, gsize end, gpointer data)
         _mixprec_engine_for_each_piece (g, u->flat + b, u->flat + b + n, sumsq_piece, &sum);
       else if (n > 0)
         {
-          gconstpointer src = slice_source (self, g, u, &dtype);
+          gconstpointer src = _mixprec_engine_slice_source (self, g, u, &dtype);
 
           sum = _mixprec_kernel_sumsq_best (_mixprec_engine_at ((gpointer) src, dtype, b), dtype, n);
         }
@@ -201,10 +104,10 @@ sumsq_blocks_device (MixprecEngine *self,
       MixprecDeviceRangeV1 range = { NULL, 0, 0 };
       MixprecDType dtype;
 
-      range.n = real_in_slice (self, u);
+      range.n = _mixprec_engine_real_in_slice (self, u);
       if (range.n == 0)
         continue;
-      range.data = slice_source (self, g, u, &dtype);
+      range.data = _mixprec_engine_slice_source (self, g, u, &dtype);
       range.dtype = (MixprecPluginDType) dtype;
       if (!_mixprec_device_sumsq_blocks (self->device, &range, 1, _MIXPREC_SUMSQ_BLOCK,
                                          g->norm + u->first_block, error))
@@ -866,29 +769,6 @@ run_pieces (MixprecEngine                *self,
   return TRUE;
 }
 
-void
-_mixprec_engine_values_at (MixprecEngine *self,
-                           Group         *g,
-                           const Unit    *u,
-                           guint64        e,
-                           gfloat       **master,
-                           guint64       *state_at,
-                           gpointer      *working)
-{
-  gpointer w = g->working_local
-               ? _mixprec_engine_local_at (self, u, g->working, g->dtypes.working, e)
-               : _mixprec_engine_flat_at (self, u, g->working, g->dtypes.working, e);
-
-  *state_at = g->state_local ? u->local + (e - self->rank * UNIT_SLICE (self, u)) : u->flat + e;
-  if (g->dtypes.has_master)
-    *master = g->master + *state_at;
-  else if (g->dtypes.working == MIXPREC_DTYPE_FLOAT32)
-    *master = w;
-  else
-    *master = NULL;
-  *working = (gpointer) *master == w ? NULL : w;
-}
-
 static void
 values_at (MixprecEngine *self, Group *g, const Unit *u, guint64 e, OptPiece *p)
 {
@@ -933,12 +813,12 @@ pieces_of_units (MixprecEngine *self, Group *g, gboolean whole)
       OptPiece p = { 0 };
       MixprecDType dtype;
 
-      p.n = whole ? u->numel : real_in_slice (self, u);
+      p.n = whole ? u->numel : _mixprec_engine_real_in_slice (self, u);
       if (p.n == 0)
         continue;
       values_at (self, g, u, e, &p);
       p.grad = whole ? _mixprec_engine_flat_at (self, u, g->grad, g->dtypes.grad, 0)
-                     : slice_source (self, g, u, &dtype);
+                     : _mixprec_engine_slice_source (self, g, u, &dtype);
       g_array_append_val (pieces, p);
     }
   return pieces;
@@ -996,19 +876,6 @@ step_gathered_windows (MixprecEngine                *self,
         }
     }
   return TRUE;
-}
-
-guint64
-_mixprec_engine_step_seed (MixprecEngine *self, guint group)
-{
-  /* splitmix64 over (seed, group, step): one stream per tensor group and
-   * step, the same at any world size since the index is global. */
-  guint64 z = self->seed ^ (G_GUINT64_CONSTANT (0x9E3779B97F4A7C15) * (group + 1)) ^
-              (G_GUINT64_CONSTANT (0xD1B54A32D192ED03) * (self->applied_steps + 1));
-
-  z = (z ^ (z >> 30)) * G_GUINT64_CONSTANT (0xBF58476D1CE4E5B9);
-  z = (z ^ (z >> 27)) * G_GUINT64_CONSTANT (0x94D049BB133111EB);
-  return z ^ (z >> 31);
 }
 
 static gboolean
@@ -1075,111 +942,6 @@ apply_optimizer (MixprecEngine *self,
         }
       _mixprec_engine_fp8_fuse_end (self, g);
       g->grad_zeroed = zero_grad;
-    }
-  return TRUE;
-}
-
-/* ---------------------------------------------------------------- whole again */
-
-/* Collectives started but not waited for, at most this many. */
-#define MAX_GATHERS_IN_FLIGHT 8
-
-gboolean
-_mixprec_engine_gather_slices (MixprecEngine *self,
-                               Group         *g,
-                               gconstpointer  local,
-                               gpointer       flat,
-                               MixprecDType   dtype,
-                               const gchar   *what,
-                               GError       **error)
-{
-  g_autoptr(GPtrArray) requests = g_ptr_array_new_with_free_func ((GDestroyNotify) mixprec_comm_request_free);
-  GError *failure = NULL;
-
-  if (!_mixprec_engine_before_comm (self, error))
-    return FALSE;
-  for (guint k = 0; k < g->units->len && failure == NULL; k++)
-    {
-      const Unit *u = &g_array_index (g->units, Unit, k);
-      guint64 slice = UNIT_SLICE (self, u);
-      gconstpointer send = local != NULL ? _mixprec_engine_at ((gpointer) local, dtype, u->local)
-                                         : _mixprec_engine_flat_at (self, u, flat, dtype, self->rank * slice);
-      MixprecCommRequest *req;
-
-      if (slice == 0)
-        continue;
-      if (requests->len == MAX_GATHERS_IN_FLIGHT)
-        {
-          mixprec_comm_request_wait (g_ptr_array_index (requests, 0), &failure);
-          g_ptr_array_remove_index (requests, 0);
-          if (failure != NULL)
-            break;
-        }
-      req = mixprec_comm_all_gather_start (self->comm, send, _mixprec_engine_flat_at (self, u, flat, dtype, 0),
-                                           slice, dtype, &failure);
-      if (req != NULL)
-        g_ptr_array_add (requests, req);
-    }
-  for (guint i = 0; i < requests->len; i++)
-    {
-      GError *local_error = NULL;
-
-      if (!mixprec_comm_request_wait (g_ptr_array_index (requests, i), &local_error))
-        {
-          if (failure == NULL)
-            failure = local_error;
-          else
-            g_error_free (local_error);
-        }
-    }
-  if (failure != NULL)
-    return _mixprec_engine_comm_failed (error, failure, what);
-  return TRUE;
-}
-
-/* ZeRO-3: the whole copies of persistent units from every rank's slice. */
-static gboolean
-refresh_persistent (MixprecEngine *self,
-                    Group         *g,
-                    GError       **error)
-{
-  GError *local = NULL;
-
-  if (g->persistent == NULL)
-    return TRUE;
-  if (!_mixprec_engine_before_comm (self, error))
-    return FALSE;
-  for (guint k = 0; k < g->units->len; k++)
-    {
-      const Unit *u = &g_array_index (g->units, Unit, k);
-
-      if (!u->persistent || u->padded == 0)
-        continue;
-      if (!mixprec_comm_all_gather (self->comm, _mixprec_engine_at (g->working, g->dtypes.working, u->local),
-                                    _mixprec_engine_at (g->persistent, g->dtypes.working, u->persist_at),
-                                    UNIT_SLICE (self, u), g->dtypes.working, &local))
-        return _mixprec_engine_comm_failed (error, local, "gathering persistent parameters");
-    }
-  return TRUE;
-}
-
-/* After the optimizer wrote this rank's slices of the working copies:
- * every rank's copies whole again (ZeRO-1/2), or the persistent ones
- * (ZeRO-3). */
-gboolean
-_mixprec_engine_refresh_whole (MixprecEngine *self,
-                               GError       **error)
-{
-  if (self->world == 1 || self->stage == 0)
-    return TRUE;
-  for (guint j = 0; j < self->groups->len; j++)
-    {
-      Group *g = g_ptr_array_index (self->groups, j);
-
-      if (g->working_local ? !refresh_persistent (self, g, error)
-                           : !_mixprec_engine_gather_slices (self, g, NULL, g->working, g->dtypes.working,
-                                                             "gathering the updated working copies", error))
-        return FALSE;
     }
   return TRUE;
 }

@@ -14,12 +14,6 @@
 
 /* ---------------------------------------------------------------- ZeRO-3 */
 
-Group *
-_mixprec_engine_group_of (MixprecEngine *self, MixprecParam *param)
-{
-  return g_ptr_array_index (self->groups, _mixprec_param_get_storage (param)->group);
-}
-
 static void
 point_params (MixprecEngine *self, Group *g, const Unit *u, gpointer base)
 {

@@ -134,6 +134,8 @@ mixprec_sources += \
 
 # --- engine phases split out of the step (engine-core)
 mixprec_sources += \
+	libmixprec/mixprec-engine-norm.c \
+	libmixprec/mixprec-engine-agree.c \
 	libmixprec/mixprec-engine-whole.c
 
 # --- FP8 working copies (fp8-engine)

@@ -594,11 +594,17 @@ master_at (MixprecEngine *self, Group *g, guint i, guint64 rel)
   return master;
 }
 
-_MixprecFp8Fuse *
+void
 _mixprec_engine_fp8_fuse_begin (MixprecEngine *self, Group *g)
 {
-  _MixprecFp8Fuse *f = g_new0 (_MixprecFp8Fuse, 1);
+  _MixprecFp8Fuse *f;
   guint n = g->params->len;
+
+  /* The cast fuses into the optimizer's pass only where the CPU runs it
+   * over host memory; elsewhere it is a pass of its own. */
+  if (!g->fp8 || !_mixprec_device_memory_is_host (g->device))
+    return;
+  f = g_new0 (_MixprecFp8Fuse, 1);
 
   f->engine = self;
   f->group = g;
@@ -619,7 +625,7 @@ _mixprec_engine_fp8_fuse_begin (MixprecEngine *self, Group *g)
   f->block = block_size (self);
   f->straddling = g_array_new (FALSE, FALSE, sizeof (guint64));
   g_mutex_init (&f->lock);
-  return f;
+  g->fp8_fuse = f;
 }
 
 static void

@@ -509,6 +509,23 @@ void _mixprec_engine_values_at (MixprecEngine *self,
                                 guint64       *state_at,
                                 gpointer      *working);
 
+/* ---------------------------------------------------------------- agreement
+ * (mixprec-engine-norm.c, mixprec-engine-agree.c) */
+
+/* This rank's block sums of @g's reduced gradients into g->norm, unless
+ * the intake's fold summed them (g->norm_ready). */
+gboolean _mixprec_engine_norm_blocks (MixprecEngine *self,
+                                      Group         *g,
+                                      GError       **error);
+/* The step's one agreement: every group's gradient norm blocks and FP8
+ * amaxes from every data-parallel rank, then the model-parallel ranks;
+ * @sumsq, identical on every rank and at every world size, and
+ * @overflow, whether it is not finite. Collective. */
+gboolean _mixprec_engine_agree (MixprecEngine *self,
+                                gdouble       *sumsq,
+                                gboolean      *overflow,
+                                GError       **error);
+
 /* ---------------------------------------------------------------- FP8
  * (mixprec-engine-fp8.c) */
 
@@ -555,12 +572,13 @@ gboolean _mixprec_engine_fp8_agree_device (MixprecEngine *self,
 gboolean _mixprec_engine_fp8_update (MixprecEngine *self,
                                      GError       **error);
 /* The cast fused into the optimizer's pass (mixprec-engine-step.c): begun
- * before the pass over @g, called by every thread for each range the
+ * before the pass over @g (sets g->fp8_fuse for an fp8 group in host
+ * memory, else nothing), called by every thread for each range the
  * optimizer wrote (@index: the first element's position in @g's unpadded
  * element space; @master: its FP32 values), ended after it (which keeps
  * the amaxes and notes the blocks still to cast). */
 typedef struct _MixprecFp8Fuse _MixprecFp8Fuse;
-_MixprecFp8Fuse *_mixprec_engine_fp8_fuse_begin (MixprecEngine *self, Group *g);
+void     _mixprec_engine_fp8_fuse_begin (MixprecEngine *self, Group *g);
 void     _mixprec_engine_fp8_fused      (_MixprecFp8Fuse *fuse, guint64 index,
                                          const gfloat *master, guint64 n);
 void     _mixprec_engine_fp8_fuse_end   (MixprecEngine *self, Group *g);

@@ -64,8 +64,8 @@ copy_range (gsize begin, gsize end, gpointer data)
     keep_device_error (job->group, error);
 }
 
-/* dst[0, n) = src[0, n) converted (zeros when @src is NULL), across the
- * thread pool on the host, in one call on a device. */
+/* dst[0, n) = src[0, n) converted (zeros when @src is NULL), dispatched
+ * the way @g's device runs work. */
 static void
 copy_into (Group        *g,
            gpointer      dst,
@@ -76,12 +76,7 @@ copy_into (Group        *g,
 {
   CopyJob job = { g, dst, dst_dtype, src, src_dtype };
 
-  if (n == 0)
-    return;
-  if (g->device == NULL)
-    _mixprec_parallel_for (n, _MIXPREC_ENGINE_MIN_CHUNK, 64, copy_range, &job);
-  else
-    copy_range (0, n, &job);
+  _mixprec_device_dispatch (g->device, n, _MIXPREC_ENGINE_MIN_CHUNK, 64, copy_range, &job);
 }
 
 /* ---------------------------------------------------------------- requests */
@@ -388,6 +383,28 @@ fold_blocks (gsize first, gsize end, gpointer data)
     }
 }
 
+/* One process: this micro-step's gradients folded into the accumulation
+ * buffer and zeroed. In host memory block by block, with the block sums
+ * of the last micro-step (fold_blocks()); elsewhere through the device's
+ * accumulate and zero, segment by segment, the step's norm pass summing
+ * the blocks. */
+static gboolean
+fold_group (MixprecEngine *self,
+            Group         *g,
+            GError       **error)
+{
+  FoldJob job = { g, self->micro_steps == 0, self->micro_steps + 1 == self->gas };
+
+  if (_mixprec_device_memory_is_host (g->device))
+    {
+      _mixprec_device_dispatch (g->device, g->n_blocks, 1, 1, fold_blocks, &job);
+      g->norm_ready = job.sum;
+    }
+  else
+    _mixprec_device_dispatch (g->device, g->numel, _MIXPREC_ENGINE_MIN_CHUNK, 64, fold_range, &job);
+  return take_device_error (g, error);
+}
+
 /* ---------------------------------------------------------------- lean intake */
 
 /* One process with the gradients read in place on the host (GAS 1, see
@@ -404,7 +421,7 @@ fold_blocks (gsize first, gsize end, gpointer data)
 static gboolean
 intake_on_host (MixprecEngine *self, Group *g)
 {
-  return self->world == 1 && g->device == NULL && !g->external && g->grad != NULL;
+  return self->world == 1 && _mixprec_device_memory_is_host (g->device) && !g->external && g->grad != NULL;
 }
 
 static gboolean
@@ -760,7 +777,7 @@ mixprec_param_reduce_grad_bytes (MixprecParam  *self,
   if (!_mixprec_param_ensure_storage (self, error))
     return FALSE;
   s = _mixprec_param_get_storage (self);
-  if (s->device != NULL && numel > 0)
+  if (!_mixprec_device_memory_is_host (s->device) && numel > 0)
     {
       /* Device memory for the device's kernels. */
       staged = _mixprec_device_alloc (s->device, len, "gradient upload", error);
@@ -911,16 +928,7 @@ mixprec_engine_backward_done (MixprecEngine *self,
         }
       else if (g->accum != NULL)
         {
-          FoldJob job = { g, self->micro_steps == 0, self->micro_steps + 1 == self->gas };
-
-          if (g->device == NULL)
-            {
-              _mixprec_parallel_for (g->n_blocks, 1, 1, fold_blocks, &job);
-              g->norm_ready = job.sum;
-            }
-          else if (g->numel > 0)
-            fold_range (0, g->numel, &job);
-          if (!take_device_error (g, error))
+          if (!fold_group (self, g, error))
             return FALSE;
         }
     }
@@ -985,12 +993,7 @@ _mixprec_engine_clear_gradients (MixprecEngine *self)
             }
         }
       else if (self->world == 1 && g->accum == NULL && !g->grad_zeroed)
-        {
-          if (g->device == NULL)
-            _mixprec_parallel_for (g->numel, _MIXPREC_ENGINE_MIN_CHUNK, 64, zero_range, g);
-          else if (g->numel > 0)
-            zero_range (0, g->numel, g);
-        }
+        _mixprec_device_dispatch (g->device, g->numel, _MIXPREC_ENGINE_MIN_CHUNK, 64, zero_range, g);
       else if (self->world > 1 && g->grad != NULL &&
                (self->stage == 0 || g->accum_mode == ACCUM_IN_GRAD))
         copy_into (g, g->grad, g->dtypes.grad, NULL, g->dtypes.grad, g->padded);

@@ -17,269 +17,6 @@
 
 /* ---------------------------------------------------------------- pieces */
 
-/* ---------------------------------------------------------------- sum of squares */
-
-typedef struct {
-  MixprecEngine *engine;
-  Group *group;
-} SumsqJob;
-
-static void
-sumsq_piece (Group *g, const Segment *seg, guint64 begin, guint64 n, gpointer data)
-{
-  gdouble *sum = data;
-
-  *sum += _mixprec_kernel_sumsq_best (_mixprec_engine_at (seg->grad, g->dtypes.grad, begin - seg->offset),
-                                      g->dtypes.grad, n);
-}
-
-static void
-sumsq_blocks (gsize first, gsize end, gpointer data)
-{
-  SumsqJob *job = data;
-  MixprecEngine *self = job->engine;
-  Group *g = job->group;
-
-  for (gsize j = first; j < end; j++)
-    {
-      const Unit *u = _mixprec_engine_unit_of_block (g, j);
-      guint64 b = (j - u->first_block) * _MIXPREC_SUMSQ_BLOCK;
-      guint64 real = _mixprec_engine_real_in_slice (self, u);
-      guint64 n = real > b ? MIN (_MIXPREC_SUMSQ_BLOCK, real - b) : 0;
-      guint64 whole = MIN ((real - MIN (real, b)) / _MIXPREC_SUMSQ_BLOCK, end - j);
-      gdouble sum = 0.0;
-      MixprecDType dtype;
-
-      /* Summed at intake (see mixprec-engine-reduce.c). */
-      if (self->world == 1 && g->accum == NULL && u->summed)
-        continue;
-
-      /* Runs of whole blocks in one buffer go to the multi-block kernel
-       * (caller-owned memory has a buffer per parameter). */
-      if (whole > 1 && (self->world > 1 || g->accum != NULL || g->segments->len == 1))
-        {
-          gconstpointer src;
-
-          if (self->world == 1 && g->accum == NULL)
-            {
-              const Segment *seg = &g_array_index (g->segments, Segment, 0);
-
-              dtype = g->dtypes.grad;
-              src = _mixprec_engine_at (seg->grad, dtype, u->flat + b - seg->offset);
-            }
-          else
-            {
-              src = _mixprec_engine_slice_source (self, g, u, &dtype);
-              src = _mixprec_engine_at ((gpointer) src, dtype, b);
-            }
-          _mixprec_kernel_sumsq_blocks_best (src, dtype, whole, g->norm + j);
-          j += whole - 1;
-          continue;
-        }
-      if (n > 0 && self->world == 1 && g->accum == NULL)
-        _mixprec_engine_for_each_piece (g, u->flat + b, u->flat + b + n, sumsq_piece, &sum);
-      else if (n > 0)
-        {
-          gconstpointer src = _mixprec_engine_slice_source (self, g, u, &dtype);
-
-          sum = _mixprec_kernel_sumsq_best (_mixprec_engine_at ((gpointer) src, dtype, b), dtype, n);
-        }
-      g->norm[j] = sum;
-    }
-}
-
-/* This rank's block sums on a device: one multi-block launch per unit
- * (real elements only, so each block is the one a single process sums),
- * into the group's device array zeroed first. */
-static gboolean
-sumsq_blocks_device (MixprecEngine *self,
-                     Group         *g,
-                     GError       **error)
-{
-  if (!_mixprec_device_zero (self->device, g->norm, g->n_blocks * sizeof (gdouble), error))
-    return FALSE;
-  for (guint k = 0; k < g->units->len; k++)
-    {
-      const Unit *u = &g_array_index (g->units, Unit, k);
-      MixprecDeviceRangeV1 range = { NULL, 0, 0 };
-      MixprecDType dtype;
-
-      range.n = _mixprec_engine_real_in_slice (self, u);
-      if (range.n == 0)
-        continue;
-      range.data = _mixprec_engine_slice_source (self, g, u, &dtype);
-      range.dtype = (MixprecPluginDType) dtype;
-      if (!_mixprec_device_sumsq_blocks (self->device, &range, 1, _MIXPREC_SUMSQ_BLOCK,
-                                         g->norm + u->first_block, error))
-        return FALSE;
-    }
-  return TRUE;
-}
-
-/* Gathers @n doubles from every rank, in rank order, over @comm (as raw
- * bytes: the comm moves floats, and gathering is exact). */
-static gboolean
-gather_doubles (MixprecEngine *self,
-                MixprecComm   *comm,
-                const gdouble *mine,
-                gsize          n,
-                gdouble       *all,
-                GError       **error)
-{
-  GError *local = NULL;
-
-  if (!_mixprec_engine_before_comm (self, error))
-    return FALSE;
-  if (!mixprec_comm_all_gather (comm, mine, all, n * 2, MIXPREC_DTYPE_FLOAT32, &local))
-    return _mixprec_engine_comm_failed (error, local, "agreeing on the gradient norm");
-  return TRUE;
-}
-
-/* The sum of squares of every gradient the step will read, identical on
- * every rank and at every world size: fixed blocks of each unit, their
- * sums added in the order of the units, and of the blocks inside them. */
-static gboolean
-gradient_sumsq (MixprecEngine *self,
-                gdouble       *total_out,
-                GError       **error)
-{
-  gdouble total = 0.0;
-
-  for (guint j = 0; j < self->groups->len; j++)
-    {
-      Group *g = g_ptr_array_index (self->groups, j);
-      guint64 n_all = self->world > 1 ? g->n_blocks * self->world : g->n_blocks;
-      g_autofree gdouble *host = NULL;
-      const gdouble *all;
-
-      if (g->norm_ready)
-        ;                    /* summed by the last micro-step's fold */
-      else if (self->device != NULL)
-        {
-          if (!sumsq_blocks_device (self, g, error))
-            return FALSE;
-        }
-      else
-        {
-          SumsqJob job = { self, g };
-
-          _mixprec_parallel_for (g->n_blocks, 1, 1, sumsq_blocks, &job);
-        }
-      if (_mixprec_engine_fp8_n_amax (g) > 0 && self->device == NULL)
-        {
-          /* Delayed FP8 scaling: this rank's amaxes ride in the same
-           * all-gather, after its blocks. They are host values on every
-           * device (a device engine reads them back after its cast). */
-          gsize na = _mixprec_engine_fp8_n_amax (g), stride = g->n_blocks + na;
-          g_autofree gdouble *mine = g_new (gdouble, stride);
-          g_autofree gdouble *every = g_new (gdouble, stride * self->world);
-
-          memcpy (mine, g->norm, g->n_blocks * sizeof (gdouble));
-          _mixprec_engine_fp8_put_amax (g, mine + g->n_blocks);
-          if (self->world > 1)
-            {
-              if (!gather_doubles (self, self->comm, mine, stride, every, error))
-                return FALSE;
-              for (guint r = 0; r < self->world; r++)
-                memcpy (g->norm + g->n_blocks + (gsize) r * g->n_blocks, every + (gsize) r * stride,
-                        g->n_blocks * sizeof (gdouble));
-            }
-          else
-            memcpy (every, mine, stride * sizeof (gdouble));
-          _mixprec_engine_fp8_take_amax (g, every, self->world, stride, g->n_blocks);
-        }
-      else if (self->world > 1 &&
-               !gather_doubles (self, self->comm, g->norm, g->n_blocks, g->norm + g->n_blocks, error))
-        return FALSE;
-      all = self->world > 1 ? g->norm + g->n_blocks : g->norm;
-      if (self->device != NULL)
-        {
-          GError *local = NULL;
-
-          host = g_new (gdouble, MAX (n_all, 1));
-          if (!_mixprec_device_copy (self->device, host, all, n_all * sizeof (gdouble),
-                                     MIXPREC_PLUGIN_COPY_DEVICE_TO_HOST, &local))
-            {
-              g_propagate_prefixed_error (error, local, "reading the gradient norm: ");
-              return FALSE;
-            }
-          all = host;
-        }
-      for (guint k = 0; k < g->units->len; k++)
-        {
-          const Unit *u = &g_array_index (g->units, Unit, k);
-          guint64 nb = (UNIT_SLICE (self, u) + _MIXPREC_SUMSQ_BLOCK - 1) / _MIXPREC_SUMSQ_BLOCK;
-
-          for (guint r = 0; r < self->world; r++)
-            for (guint64 b = 0; b < nb; b++)
-              total += all[r * g->n_blocks + u->first_block + b];
-        }
-    }
-
-  /* On a device the blocks are device memory: the FP8 amaxes (host
-   * values) are agreed in a MAX all-reduce of their own. */
-  if (self->device != NULL && !_mixprec_engine_fp8_agree_device (self, error))
-    return FALSE;
-  if (self->mp_comm != NULL)
-    {
-      guint n = mixprec_comm_get_world_size (self->mp_comm);
-      g_autofree gdouble *all = g_new0 (gdouble, n);
-      gsize na = 0;
-
-      for (guint j = 0; j < self->groups->len; j++)
-        na += _mixprec_engine_fp8_n_amax (g_ptr_array_index (self->groups, j));
-      if (self->device == NULL)
-        {
-          /* Each rank's norm, and after it the agreed FP8 amaxes (none
-           * without fp8): every model-parallel rank holds the same number
-           * of them (see mixprec-engine-fp8.c). */
-          g_autofree gdouble *mine = g_new (gdouble, 1 + na);
-          g_autofree gdouble *every = g_new (gdouble, (1 + na) * n);
-          gsize at = 1;
-
-          mine[0] = total;
-          for (guint j = 0; j < self->groups->len; j++)
-            {
-              Group *g = g_ptr_array_index (self->groups, j);
-
-              for (guint i = 0; i < _mixprec_engine_fp8_n_amax (g); i++)
-                mine[at++] = g->fp8_agreed[i];
-            }
-          if (!gather_doubles (self, self->mp_comm, mine, 1 + na, every, error))
-            return FALSE;
-          at = 1;
-          for (guint j = 0; j < self->groups->len; j++)
-            {
-              Group *g = g_ptr_array_index (self->groups, j);
-
-              _mixprec_engine_fp8_take_amax (g, every, n, 1 + na, at);
-              at += _mixprec_engine_fp8_n_amax (g);
-            }
-          for (guint r = 0; r < n; r++)
-            all[r] = every[(gsize) r * (1 + na)];
-        }
-      else
-        {
-          /* The communicator moves device memory. */
-          if (self->norm_sums == NULL &&
-              (self->norm_sums = _mixprec_engine_alloc (self, self->device, 1 + n, sizeof (gdouble),
-                                                        BUF_NORM, error)) == NULL)
-            return FALSE;
-          if (!_mixprec_device_copy (self->device, self->norm_sums, &total, sizeof total,
-                                     MIXPREC_PLUGIN_COPY_HOST_TO_DEVICE, error) ||
-              !gather_doubles (self, self->mp_comm, self->norm_sums, 1, self->norm_sums + 1, error) ||
-              !_mixprec_device_copy (self->device, all, self->norm_sums + 1, n * sizeof (gdouble),
-                                     MIXPREC_PLUGIN_COPY_DEVICE_TO_HOST, error))
-            return FALSE;
-        }
-      total = 0.0;
-      for (guint r = 0; r < n; r++)
-        total += all[r];
-    }
-  *total_out = total;
-  return TRUE;
-}
-
 /* ---------------------------------------------------------------- optimizer */
 
 /* A run of elements the optimizer updates in one call. */
@@ -295,13 +32,13 @@ typedef struct {
 typedef struct {
   MixprecEngine *engine;
   Group *group;
+  _MixprecDevice *device;    /* where the pass's buffers are */
   MixprecOptimizerStepV1 args;
   MixprecDType grad_dtype;
   const OptPiece *pieces;
   guint n_pieces;
   guint64 *starts;           /* n_pieces + 1 prefix sums of n */
   gboolean zero_grad;        /* zero each gradient once the optimizer read it */
-  gboolean on_host;          /* host buffers, whatever the group's device */
   GMutex lock;
   GError *error;
   _MixprecFp8Fuse *fp8;      /* an fp8 group's cast, fused into the pass */
@@ -325,7 +62,7 @@ step_run_range (StepJob *job, const OptPiece *p, guint64 off, guint64 n)
     }
   args.base = job->args;
   args.base.first_index = p->first_index + off;
-  args.base.device_stream = job->on_host ? NULL : _mixprec_device_get_stream (g->device);
+  args.base.device_stream = _mixprec_device_get_stream (job->device);
   args.state_dtypes = state_dtypes;
   /* The state follows the weights' rounding, from a stream of its own. */
   args.state_rounding = job->args.rounding;
@@ -724,9 +461,10 @@ run_pieces_offloaded (MixprecEngine                *self,
   return TRUE;
 }
 
-/* Runs the optimizer over @pieces: across the thread pool on the host
- * (@on_host: host buffers of an engine on a device), a call per piece on a
- * device. */
+/* Runs the optimizer over @pieces the way the buffers' device runs work
+ * (_mixprec_device_dispatch()): across the thread pool on the host (also
+ * for @on_host: host buffers of an offloading engine), a call per piece
+ * on a device. */
 static gboolean
 run_pieces (MixprecEngine                *self,
             Group                        *g,
@@ -738,10 +476,12 @@ run_pieces (MixprecEngine                *self,
             gboolean                      on_host,
             GError                      **error)
 {
-  StepJob job = { self, g, *args, grad_dtype, pieces, n_pieces, NULL, zero_grad, on_host, { 0 }, NULL, NULL };
+  /* The host's buffers of an offloaded step run on the host. */
+  StepJob job = { self, g, on_host ? NULL : g->device, *args, grad_dtype, pieces, n_pieces, NULL, zero_grad,
+                  { 0 }, NULL, NULL };
   g_autofree guint64 *starts = NULL;
 
-  /* FP8 groups on the cpu device: the pass casts as it goes (NULL on a
+  /* FP8 groups in host memory: the pass casts as it goes (NULL on a
    * device, where the cast follows the pass). */
   job.fp8 = g->fp8_fuse;
 
@@ -754,12 +494,9 @@ run_pieces (MixprecEngine                *self,
     starts[i + 1] = starts[i] + pieces[i].n;
   job.starts = starts;
   g_mutex_init (&job.lock);
-  if (g->device == NULL || on_host)
-    _mixprec_parallel_for (starts[n_pieces], _MIXPREC_ENGINE_MIN_CHUNK, 64, step_chunk, &job);
-  else
-    for (guint i = 0; i < n_pieces; i++)
-      if (pieces[i].n > 0)
-        step_run (&job, &pieces[i], 0, pieces[i].n);
+  /* Element-wise and told each range's first index: however the device
+   * cuts the range, the same bits. */
+  _mixprec_device_dispatch (job.device, starts[n_pieces], _MIXPREC_ENGINE_MIN_CHUNK, 64, step_chunk, &job);
   g_mutex_clear (&job.lock);
   if (job.error != NULL)
     {
@@ -916,8 +653,7 @@ apply_optimizer (MixprecEngine *self,
         {
           gboolean ok;
 
-          if (g->fp8 && self->device == NULL)
-            g->fp8_fuse = _mixprec_engine_fp8_fuse_begin (self, g);
+          _mixprec_engine_fp8_fuse_begin (self, g);
           ok = step_gathered_windows (self, g, &args, error);
           _mixprec_engine_fp8_fuse_end (self, g);
           if (!ok)
@@ -927,12 +663,11 @@ apply_optimizer (MixprecEngine *self,
       /* Gradients read in place on the host are zeroed as the optimizer
        * goes, while they are in the cache (clearing skips them), unless
        * only the engine ever sees them (_mixprec_engine_grad_private()). */
-      /* On a device the FP8 cast is a pass of its own after the
-       * optimizer's (_mixprec_engine_fp8_write(), see
+      /* Where the memory is not the host's the FP8 cast is a pass of its
+       * own after the optimizer's (_mixprec_engine_fp8_write(), see
        * mixprec-engine-fp8.c): the device optimizer's kernels do not cast. */
-      if (g->fp8 && self->device == NULL)
-        g->fp8_fuse = _mixprec_engine_fp8_fuse_begin (self, g);
-      zero_grad = self->world == 1 && g->accum == NULL && g->device == NULL &&
+      _mixprec_engine_fp8_fuse_begin (self, g);
+      zero_grad = self->world == 1 && g->accum == NULL && _mixprec_device_memory_is_host (g->device) &&
                   !_mixprec_engine_grad_private (self, g);
       if (!run_pieces (self, g, &args, grad_dtype, (const OptPiece *) pieces->data, pieces->len,
                        zero_grad, FALSE, error))
@@ -1007,7 +742,7 @@ mixprec_engine_step (MixprecEngine *self,
                    "gradient_accumulation_steps is %u", self->micro_steps, self->gas);
       return NULL;
     }
-  if (!_mixprec_engine_wait_pending (self, error) || !gradient_sumsq (self, &sumsq, error))
+  if (!_mixprec_engine_wait_pending (self, error) || !_mixprec_engine_agree (self, &sumsq, &overflow, error))
     {
       _mixprec_engine_clear_gradients (self);
       return NULL;
@@ -1016,7 +751,6 @@ mixprec_engine_step (MixprecEngine *self,
   result = g_new0 (MixprecStepResult, 1);
   scale = mixprec_loss_scaler_get_scale (self->scaler);
   divisor = scale * self->gas * self->world;
-  overflow = !isfinite (sumsq);
   norm = sqrt (sumsq) / divisor;
 
   if (!mixprec_loss_scaler_update (self->scaler, overflow, &local_error))

@@ -136,6 +136,7 @@ mixprec_sources += \
 mixprec_sources += \
 	libmixprec/mixprec-engine-norm.c \
 	libmixprec/mixprec-engine-agree.c \
+	libmixprec/mixprec-engine-offload.c \
 	libmixprec/mixprec-engine-whole.c
 
 # --- FP8 working copies (fp8-engine)

@@ -283,6 +283,37 @@ typedef struct {
   MixprecDType step_grad;    /* the dtype the optimizer reads gradients in */
 } GroupShape;
 
+/* A run of elements the optimizer updates in one call. */
+typedef struct {
+  guint64 first_index;       /* position in the group's unpadded element space */
+  guint64 n;
+  gconstpointer grad;        /* the step's gradient dtype */
+  gfloat *master;            /* NULL: no FP32 values (bf16 without masters) */
+  guint64 state_at;          /* index into the state arrays */
+  gpointer working;          /* NULL when it is @master */
+} OptPiece;
+
+/* ---------------------------------------------------------------- offload
+ * (mixprec-engine-offload.c) */
+
+/* The optimizer's pass over @piece, whose buffers are host memory. */
+typedef gboolean (*OffloadedStepFunc) (MixprecEngine  *self,
+                                       Group          *g,
+                                       const OptPiece *piece,
+                                       gpointer        data,
+                                       GError        **error);
+/* The optimizer over @pieces of an offloading engine: each bucket of
+ * gradients (in @grad_dtype) brought down to the host, stepped there by
+ * @step, its working copies sent up; transfers overlap the steps. */
+gboolean _mixprec_engine_offload_run (MixprecEngine     *self,
+                                      Group             *g,
+                                      MixprecDType       grad_dtype,
+                                      const OptPiece    *pieces,
+                                      guint              n_pieces,
+                                      OffloadedStepFunc  step,
+                                      gpointer           data,
+                                      GError           **error);
+
 /* Elements per offload transfer buffer: a bucket the size of a staging
  * slot, so that one bucket's transfer is long enough to run at full
  * bandwidth and two of them stay small beside the model. */

@@ -268,11 +268,11 @@ mixprec_engine_is_accumulation_boundary (MixprecEngine *self)
 void
 _mixprec_engine_drop_mirrors (Group *g)
 {
-  if (g->mirrors == NULL)
+  if (g->mirrors.copies == NULL)
     return;
-  for (guint i = 0; i < g->mirrors->len; i++)
-    g_free (g_array_index (g->mirrors, HostMirror, i).host);
-  g_clear_pointer (&g->mirrors, g_array_unref);
+  for (guint i = 0; i < g->mirrors.copies->len; i++)
+    g_free (g_array_index (g->mirrors.copies, HostMirror, i).host);
+  g_clear_pointer (&g->mirrors.copies, g_array_unref);
 }
 
 /* Copies @bytes of device buffer @buffer to the host, for the shards. */
@@ -286,8 +286,8 @@ add_mirror (Group        *g,
 
   if (buffer == NULL)
     return TRUE;
-  for (guint i = 0; i < g->mirrors->len; i++)
-    if (g_array_index (g->mirrors, HostMirror, i).device == buffer)
+  for (guint i = 0; i < g->mirrors.copies->len; i++)
+    if (g_array_index (g->mirrors.copies, HostMirror, i).device == buffer)
       return TRUE;
   m.host = g_try_malloc (MAX (bytes, 1));
   if (m.host == NULL)
@@ -297,7 +297,7 @@ add_mirror (Group        *g,
                    "to the host for a checkpoint", bytes);
       return FALSE;
     }
-  g_array_append_val (g->mirrors, m);
+  g_array_append_val (g->mirrors.copies, m);
   return _mixprec_device_copy (g->device, m.host, buffer, bytes,
                                MIXPREC_PLUGIN_COPY_DEVICE_TO_HOST, error);
 }
@@ -314,7 +314,7 @@ mirror_group (MixprecEngine *self,
   guint64 n_working = g->working_local ? g->local_n : g->padded;
 
   _mixprec_engine_drop_mirrors (g);
-  g->mirrors = g_array_new (FALSE, FALSE, sizeof (HostMirror));
+  g->mirrors.copies = g_array_new (FALSE, FALSE, sizeof (HostMirror));
   if (!add_mirror (g, g->working, n_working * mixprec_dtype_get_size (g->dtypes.working), error))
     return FALSE;
   if (g->state_device == NULL)
@@ -332,11 +332,11 @@ mirror_group (MixprecEngine *self,
 static gpointer
 host_view (Group *g, gconstpointer p)
 {
-  if (g->mirrors == NULL || p == NULL)
+  if (g->mirrors.copies == NULL || p == NULL)
     return (gpointer) p;
-  for (guint i = 0; i < g->mirrors->len; i++)
+  for (guint i = 0; i < g->mirrors.copies->len; i++)
     {
-      HostMirror *m = &g_array_index (g->mirrors, HostMirror, i);
+      HostMirror *m = &g_array_index (g->mirrors.copies, HostMirror, i);
       const guint8 *base = m->device;
 
       if ((const guint8 *) p >= base && (const guint8 *) p <= base + m->bytes)
@@ -355,9 +355,9 @@ upload_mirrors (Group   *g,
 {
   gboolean ok = TRUE;
 
-  for (guint i = 0; g->mirrors != NULL && i < g->mirrors->len && ok; i++)
+  for (guint i = 0; g->mirrors.copies != NULL && i < g->mirrors.copies->len && ok; i++)
     {
-      HostMirror *m = &g_array_index (g->mirrors, HostMirror, i);
+      HostMirror *m = &g_array_index (g->mirrors.copies, HostMirror, i);
 
       ok = _mixprec_device_copy (g->device, m->device, m->host, m->bytes,
                                  MIXPREC_PLUGIN_COPY_HOST_TO_DEVICE, error);
@@ -437,7 +437,7 @@ _mixprec_engine_get_shards (MixprecEngine *self,
       Group *g = _mixprec_engine_group_of (self, p);
       _MixprecEngineShard shard = { 0 };
 
-      if (g->device != NULL && g->mirrors == NULL && !mirror_group (self, g, error))
+      if (g->device != NULL && g->mirrors.copies == NULL && !mirror_group (self, g, error))
         {
           g_array_unref (shards);
           return NULL;

@@ -39,23 +39,23 @@ gather_blocks_and_amaxes (MixprecEngine *self,
                           Group         *g,
                           GError       **error)
 {
-  gsize na = _mixprec_engine_fp8_n_amax (g), stride = g->n_blocks + na;
+  gsize na = _mixprec_engine_fp8_n_amax (g), stride = g->norm.n_blocks + na;
   g_autofree gdouble *mine = g_new (gdouble, stride);
   g_autofree gdouble *every = g_new (gdouble, stride * self->world);
 
-  memcpy (mine, g->norm, g->n_blocks * sizeof (gdouble));
-  _mixprec_engine_fp8_put_amax (g, mine + g->n_blocks);
+  memcpy (mine, g->norm.blocks, g->norm.n_blocks * sizeof (gdouble));
+  _mixprec_engine_fp8_put_amax (g, mine + g->norm.n_blocks);
   if (self->world > 1)
     {
       if (!gather_doubles (self, self->comm, mine, stride, every, error))
         return FALSE;
       for (guint r = 0; r < self->world; r++)
-        memcpy (g->norm + g->n_blocks + (gsize) r * g->n_blocks, every + (gsize) r * stride,
-                g->n_blocks * sizeof (gdouble));
+        memcpy (g->norm.blocks + g->norm.n_blocks + (gsize) r * g->norm.n_blocks, every + (gsize) r * stride,
+                g->norm.n_blocks * sizeof (gdouble));
     }
   else
     memcpy (every, mine, stride * sizeof (gdouble));
-  _mixprec_engine_fp8_take_amax (g, every, self->world, stride, g->n_blocks);
+  _mixprec_engine_fp8_take_amax (g, every, self->world, stride, g->norm.n_blocks);
   return TRUE;
 }
 
@@ -69,7 +69,7 @@ agree_group (MixprecEngine *self,
              gdouble       *total,
              GError       **error)
 {
-  guint64 n_all = self->world > 1 ? g->n_blocks * self->world : g->n_blocks;
+  guint64 n_all = self->world > 1 ? g->norm.n_blocks * self->world : g->norm.n_blocks;
   g_autofree gdouble *host = NULL;
   const gdouble *all;
 
@@ -81,9 +81,9 @@ agree_group (MixprecEngine *self,
         return FALSE;
     }
   else if (self->world > 1 &&
-           !gather_doubles (self, self->comm, g->norm, g->n_blocks, g->norm + g->n_blocks, error))
+           !gather_doubles (self, self->comm, g->norm.blocks, g->norm.n_blocks, g->norm.blocks + g->norm.n_blocks, error))
     return FALSE;
-  all = self->world > 1 ? g->norm + g->n_blocks : g->norm;
+  all = self->world > 1 ? g->norm.blocks + g->norm.n_blocks : g->norm.blocks;
   if (!on_host)
     {
       GError *local = NULL;
@@ -104,7 +104,7 @@ agree_group (MixprecEngine *self,
 
       for (guint r = 0; r < self->world; r++)
         for (guint64 b = 0; b < nb; b++)
-          *total += all[r * g->n_blocks + u->first_block + b];
+          *total += all[r * g->norm.n_blocks + u->first_block + b];
     }
   return TRUE;
 }
@@ -138,7 +138,7 @@ agree_model_parallel (MixprecEngine *self,
           Group *g = g_ptr_array_index (self->groups, j);
 
           for (guint i = 0; i < _mixprec_engine_fp8_n_amax (g); i++)
-            mine[at++] = g->fp8_agreed[i];
+            mine[at++] = g->fp8.agreed[i];
         }
       if (!gather_doubles (self, self->mp_comm, mine, 1 + na, every, error))
         return FALSE;

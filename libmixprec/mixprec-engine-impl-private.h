@@ -104,66 +104,105 @@ typedef struct {
   guint64 zero_n;
 } Pending;
 
+/* A group's state comes in parts, each written by one file only: the
+ * others read it, or ask the owner through a function of its file
+ * (docs/reference/internals.md, "Engine state and who writes it"). What
+ * the buffers hold is written by the passes over them; the parts own the
+ * pointers and the bookkeeping. */
+
+/* Intake (mixprec-engine-reduce.c): the gradients handed over in the
+ * current micro-steps and the reductions they started. */
 typedef struct {
-  guint index;
-  _MixprecParamDTypes dtypes;
-  MixprecDType wire;         /* what gradients travel in */
-  gdouble weight_decay_multiplier;
-  gboolean external;
-  guint64 numel;             /* real elements */
-  guint64 padded;            /* the padded element space: sum of unit sizes */
-  guint64 local_n;           /* this rank's slices: padded / world */
-  guint64 persist_n;         /* ZeRO-3: elements of persistent units */
-  GArray *units;             /* Unit */
-  GPtrArray *params;         /* MixprecParam, borrowed from the engine */
-  GArray *segments;          /* Segment (one process) */
-  gboolean state_local;      /* masters and optimizer state hold the slices only */
-  gboolean working_local;    /* ZeRO-3: the working copy holds the slices only */
-  AccumMode accum_mode;
-  /* Buffers (NULL where not needed). */
-  gpointer working;          /* padded element space, or the slices under ZeRO-3 */
-  gpointer persistent;       /* ZeRO-3: whole working copies of persistent units */
-  gpointer grad;             /* padded element space; NULL until used under ZeRO-2/3 */
-  gpointer accum;
-  gfloat *master;
-  gpointer *states;          /* NULL-terminated; each in the engine's state_dtype */
   GArray *slots;             /* Slot */
-  guint64 slot_elements;
   GArray *pending;           /* Pending: reductions in flight */
-  gdouble *hparams;          /* the optimizer's values for this group */
-  _MixprecDevice *device;    /* where the buffers live (NULL: host memory) */
-  _MixprecDevice *state_device;  /* where the masters and optimizer state live:
-                                    @device, or NULL when offloaded */
-  /* Offload: host buffers a bucket of gradients comes down into and its
-   * working copies go up from, two of each (see run_pieces_offloaded()). */
-  gpointer offload_grad[2];
-  gpointer offload_working[2];
-  guint64 offload_elements;  /* per buffer */
   GError *device_error;      /* the first failure of a device kernel in a pass */
-  GArray *mirrors;           /* HostMirror: device buffers copied for checkpoints */
-  gdouble *norm;             /* block sums: this rank's, then (ranks) every rank's */
-  guint64 n_blocks;          /* this rank's blocks */
-  gboolean norm_ready;       /* one process: the last fold summed the blocks */
-  gboolean grad_zeroed;      /* one process: the step zeroed the gradients it read */
+  gboolean grad_zeroed;      /* one process: the step zeroed the gradients it read
+                                (_mixprec_engine_note_grad_zeroed()) */
   guint n_exposed;           /* parameters whose gradient buffer the caller
                                 was given (see _mixprec_engine_grad_private()) */
   gboolean has_stale;        /* some parameter's grad_stale is set */
-  /* FP8 working copies (mixprec-engine-fp8.c): a group holds fp8
-   * parameters only, or none. */
-  gboolean fp8;
-  MixprecFp8RecipeKind fp8_kind;
-  MixprecDType fp8_dtype;
-  guint8 *fp8_data;          /* padded element space (bytes), or the slices under ZeRO-3 */
-  guint8 *fp8_scales;        /* MX: the scale space, or its slices under ZeRO-3 */
-  guint64 fp8_scales_n;      /* MX: bytes of fp8_scales */
-  guint64 fp8_scales_whole;  /* MX, ZeRO-3: where the persistent units'
-                                whole scales start in fp8_scales */
-  gfloat *fp8_agreed;        /* delayed: the amaxes agreed in this step's
+} GroupIntake;
+
+/* Gradient norm (mixprec-engine-norm.c): the block sums the agreement
+ * gathers (mixprec-engine-agree.c). Their values come from the intake's
+ * fold, the norm pass and the agreement's gather. */
+typedef struct {
+  gdouble *blocks;           /* this rank's, then (ranks) every rank's */
+  guint64 n_blocks;          /* this rank's blocks */
+  gboolean ready;            /* one process: the last fold summed the blocks
+                                (_mixprec_engine_norm_set_ready()) */
+} GroupNorm;
+
+/* FP8 working copies (mixprec-engine-fp8.c): a group holds fp8
+ * parameters only, or none. */
+typedef struct {
+  gboolean enabled;
+  MixprecFp8RecipeKind kind;
+  MixprecDType dtype;
+  guint8 *data;              /* padded element space (bytes), or the slices under ZeRO-3 */
+  guint8 *scales;            /* MX: the scale space, or its slices under ZeRO-3 */
+  guint64 scales_n;          /* MX: bytes of scales */
+  guint64 scales_whole;      /* MX, ZeRO-3: where the persistent units'
+                                whole scales start in scales */
+  gfloat *agreed;            /* delayed: the amaxes agreed in this step's
                                 overflow agreement, one per parameter */
-  struct _MixprecFp8Fuse *fp8_fuse;  /* the cast fused into the step's pass */
-  gboolean fp8_fused;        /* this step's pass cast (see mixprec-engine-fp8.c) */
-  gfloat *fp8_amax_device;   /* on a device: one running amax per parameter,
+  struct _MixprecFp8Fuse *fuse;  /* the cast fused into the step's pass */
+  gboolean fused;            /* this step's pass cast (see mixprec-engine-fp8.c) */
+  gfloat *amax_device;       /* on a device: one running amax per parameter,
                                 in device memory (NULL on the cpu device) */
+} GroupFp8;
+
+/* Host mirrors (mixprec-engine-access.c): device buffers copied for
+ * checkpoints. */
+typedef struct {
+  GArray *copies;            /* HostMirror */
+} GroupMirrors;
+
+typedef struct {
+  /* Layout (mixprec-engine-layout.c): what the group is, its units and
+   * buffers; every phase reads it. */
+  struct {
+    guint index;
+    _MixprecParamDTypes dtypes;
+    MixprecDType wire;         /* what gradients travel in */
+    gdouble weight_decay_multiplier;
+    gboolean external;
+    guint64 numel;             /* real elements */
+    guint64 padded;            /* the padded element space: sum of unit sizes */
+    guint64 local_n;           /* this rank's slices: padded / world */
+    guint64 persist_n;         /* ZeRO-3: elements of persistent units */
+    GArray *units;             /* Unit */
+    GPtrArray *params;         /* MixprecParam, borrowed from the engine */
+    GArray *segments;          /* Segment (one process) */
+    gboolean state_local;      /* masters and optimizer state hold the slices only */
+    gboolean working_local;    /* ZeRO-3: the working copy holds the slices only */
+    AccumMode accum_mode;
+    guint64 slot_elements;     /* wire dtype, per staging slot */
+    /* Buffers (NULL where not needed). */
+    gpointer working;          /* padded element space, or the slices under ZeRO-3 */
+    gpointer persistent;       /* ZeRO-3: whole working copies of persistent units */
+    gpointer grad;             /* padded element space; NULL until used under ZeRO-2/3 */
+    gpointer accum;
+    gfloat *master;
+    gpointer *states;          /* NULL-terminated; each in the engine's state_dtype */
+    gdouble *hparams;          /* the optimizer's values for this group */
+    _MixprecDevice *device;    /* where the buffers live (NULL: host memory) */
+    _MixprecDevice *state_device;  /* where the masters and optimizer state live:
+                                      @device, or NULL when offloaded */
+  };
+  GroupIntake intake;
+  GroupNorm norm;
+  GroupFp8 fp8;
+  /* Offload (mixprec-engine-offload.c): host buffers a bucket of
+   * gradients comes down into and its working copies go up from, two of
+   * each. Reached by their prefixed names, which tests use to size the
+   * buckets. */
+  struct {
+    gpointer offload_grad[2];
+    gpointer offload_working[2];
+    guint64 offload_elements;  /* per buffer */
+  };
+  GroupMirrors mirrors;
 } Group;
 
 /* A host copy of one device buffer, which checkpoints read and write
@@ -477,6 +516,34 @@ guint64 _mixprec_engine_step_seed (MixprecEngine *self,
 
 
 
+/* ---------------------------------------------------------------- the parts
+ * Each part's owner sets up and frees its fields, and sets those another
+ * phase decides. */
+
+/* Frees @g: each part, then the layout (mixprec-engine-layout.c). */
+void     _mixprec_engine_group_free        (MixprecEngine *self, Group *g);
+/* Intake (mixprec-engine-reduce.c): its @n_slots staging slots; waits for
+ * what is in flight and frees them; the step zeroed the gradients it read. */
+gboolean _mixprec_engine_intake_layout     (MixprecEngine *self, Group *g, guint64 n_slots,
+                                            GError **error);
+void     _mixprec_engine_intake_clear      (MixprecEngine *self, Group *g);
+void     _mixprec_engine_note_grad_zeroed  (Group *g, gboolean zeroed);
+/* Norm (mixprec-engine-norm.c): its block buffer of @n_doubles; the
+ * intake's fold summed the blocks. */
+gboolean _mixprec_engine_norm_layout       (MixprecEngine *self, Group *g, guint64 n_doubles,
+                                            GError **error);
+void     _mixprec_engine_norm_set_ready    (Group *g, gboolean ready);
+void     _mixprec_engine_norm_free         (MixprecEngine *self, Group *g);
+/* Offload (mixprec-engine-offload.c): its transfer buffers. */
+gboolean _mixprec_engine_offload_layout    (MixprecEngine *self, Group *g, const GroupShape *shape,
+                                            GError **error);
+void     _mixprec_engine_offload_free_group (MixprecEngine *self, Group *g);
+/* FP8 (mixprec-engine-fp8.c): whether @g holds fp8 parameters, from its
+ * first parameter @p, and in which recipe and dtype. */
+void     _mixprec_engine_fp8_init_group    (Group *g, MixprecParam *p);
+/* ZeRO-3 (mixprec-engine-zero3.c): every gathered unit waited for and freed. */
+void     _mixprec_engine_zero3_clear       (MixprecEngine *self, Group *g);
+
 /* ---------------------------------------------------------------- lookups
  * (mixprec-engine-layout.c): where a parameter, a unit, a block or an
  * element lives. Every phase finds its data through these. */
@@ -543,8 +610,8 @@ void _mixprec_engine_values_at (MixprecEngine *self,
 /* ---------------------------------------------------------------- agreement
  * (mixprec-engine-norm.c, mixprec-engine-agree.c) */
 
-/* This rank's block sums of @g's reduced gradients into g->norm, unless
- * the intake's fold summed them (g->norm_ready). */
+/* This rank's block sums of @g's reduced gradients into g->norm.blocks, unless
+ * the intake's fold summed them (g->norm.ready). */
 gboolean _mixprec_engine_norm_blocks (MixprecEngine *self,
                                       Group         *g,
                                       GError       **error);
@@ -590,20 +657,20 @@ gboolean _mixprec_engine_fp8_write_initial (MixprecEngine *self,
 guint    _mixprec_engine_fp8_n_amax (const Group *g);
 void     _mixprec_engine_fp8_put_amax (const Group *g, gdouble *out);
 /* Takes the agreed amaxes (MAX over @n_ranks rows of @stride doubles at
- * @all + @at) into g->fp8_agreed. */
+ * @all + @at) into g->fp8.agreed. */
 void     _mixprec_engine_fp8_take_amax (Group *g, const gdouble *all, guint n_ranks,
                                         gsize stride, gsize at);
 /* An applied step: every delayed scaling records its agreed amax and
  * updates. */
 /* On a device: the delayed amaxes of every fp8 group agreed (MAX over the
  * data-parallel and model-parallel ranks, through device memory) into
- * g->fp8_agreed, in place of riding in the gradient-norm all-gather. */
+ * g->fp8.agreed, in place of riding in the gradient-norm all-gather. */
 gboolean _mixprec_engine_fp8_agree_device (MixprecEngine *self,
                                            GError       **error);
 gboolean _mixprec_engine_fp8_update (MixprecEngine *self,
                                      GError       **error);
 /* The cast fused into the optimizer's pass (mixprec-engine-step.c): begun
- * before the pass over @g (sets g->fp8_fuse for an fp8 group in host
+ * before the pass over @g (sets g->fp8.fuse for an fp8 group in host
  * memory, else nothing), called by every thread for each range the
  * optimizer wrote (@index: the first element's position in @g's unpadded
  * element space; @master: its FP32 values), ended after it (which keeps

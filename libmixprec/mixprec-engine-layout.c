@@ -491,6 +491,38 @@ _mixprec_engine_step_seed (MixprecEngine *self, guint group)
 
 /* ---------------------------------------------------------------- layout */
 
+void
+_mixprec_engine_group_free (MixprecEngine *self,
+                            Group         *g)
+{
+  /* The parts first: nothing may run on over the layout's buffers. */
+  _mixprec_engine_intake_clear (self, g);
+  _mixprec_engine_zero3_clear (self, g);
+  if (g->states != NULL)
+    {
+      for (guint s = 0; g->states[s] != NULL; s++)
+        _mixprec_engine_free (self, g->state_device, g->states[s]);
+      g_free (g->states);
+    }
+  _mixprec_engine_free (self, g->device, g->working);
+  _mixprec_engine_free (self, g->device, g->persistent);
+  _mixprec_engine_free (self, g->device, g->grad);
+  _mixprec_engine_free (self, g->device, g->accum);
+  _mixprec_engine_free (self, g->state_device, g->master);
+  _mixprec_engine_offload_free_group (self, g);
+  _mixprec_engine_norm_free (self, g);
+  _mixprec_engine_fp8_free_group (self, g);
+  _mixprec_engine_drop_mirrors (g);
+  g_clear_pointer (&g->device, _mixprec_device_unref);
+  g_clear_pointer (&g->state_device, _mixprec_device_unref);
+  g_free (g->hparams);
+  g_clear_pointer (&g->units, g_array_unref);
+  g_clear_pointer (&g->params, g_ptr_array_unref);
+  g_clear_pointer (&g->segments, g_array_unref);
+  g_free (g);
+}
+
+
 /* Writes @p's initial values into the parts of the buffers this rank
  * holds: the master (or FP32 working) values of its slice, and the
  * working copy (whole below ZeRO-3, the slice under it). */
@@ -561,7 +593,7 @@ layout_group (MixprecEngine *self,
     sizes[i] = mixprec_param_get_numel (g_ptr_array_index (g->params, i));
   g->units = _mixprec_engine_make_units_full (sizes, g->params->len, self->world, self->stage,
                                               mixprec_config_get_param_persistence_threshold (self->config),
-                                              g->fp8 && g->fp8_kind == MIXPREC_FP8_RECIPE_MX);
+                                              g->fp8.enabled && g->fp8.kind == MIXPREC_FP8_RECIPE_MX);
   g->wire = _mixprec_engine_wire_dtype (&g->dtypes);
   _mixprec_engine_group_shape (&g->dtypes, g->wire, g->units, self->world, self->stage, self->gas,
                                g->external, _mixprec_engine_staging_budget (self->config), &shape);
@@ -590,19 +622,8 @@ layout_group (MixprecEngine *self,
       (g->accum = _mixprec_engine_alloc (self, self->device, shape.accum,
                                          mixprec_dtype_get_size (g->dtypes.accum), BUF_ACCUM, error)) == NULL)
     return FALSE;
-  for (guint k = 0; k < shape.n_slots; k++)
-    {
-      Slot slot = { NULL, SLOT_FREE };
-
-      slot.data = _mixprec_engine_alloc (self, self->device, shape.slot_elements,
-                                         mixprec_dtype_get_size (g->wire), BUF_STAGING, error);
-      if (slot.data == NULL)
-        return FALSE;
-      g_array_append_val (g->slots, slot);
-    }
-  g->n_blocks = self->world > 1 ? shape.norm_blocks / (1 + self->world) : shape.norm_blocks;
-  if ((g->norm = _mixprec_engine_alloc (self, self->device, shape.norm_blocks, sizeof (gdouble),
-                                        BUF_NORM, error)) == NULL)
+  if (!_mixprec_engine_intake_layout (self, g, shape.n_slots, error) ||
+      !_mixprec_engine_norm_layout (self, g, shape.norm_blocks, error))
     return FALSE;
   g->states = g_new0 (gpointer, n_slots + 1);
   for (guint k = 0; k < n_slots; k++)
@@ -610,19 +631,8 @@ layout_group (MixprecEngine *self,
                                                mixprec_dtype_get_size (self->state_dtype),
                                                self->offload ? BUF_HOST_STATE : BUF_STATE, error)) == NULL)
       return FALSE;
-  if (self->offload)
-    {
-      BufferKind staging = self->offload_pinned ? BUF_PINNED_STAGING : BUF_HOST_STAGING;
-
-      g->offload_elements = _mixprec_engine_offload_elements (&shape);
-      for (guint b = 0; b < G_N_ELEMENTS (g->offload_grad); b++)
-        if ((g->offload_grad[b] = _mixprec_engine_alloc (self, NULL, g->offload_elements,
-                                                         mixprec_dtype_get_size (shape.step_grad),
-                                                         staging, error)) == NULL ||
-            (g->offload_working[b] = _mixprec_engine_alloc (self, NULL, g->offload_elements, wsize,
-                                                            staging, error)) == NULL)
-          return FALSE;
-    }
+  if (self->offload && !_mixprec_engine_offload_layout (self, g, &shape, error))
+    return FALSE;
   _mixprec_engine_add_shape_bytes (self->buf_plan, &g->dtypes, &shape, n_slots, self->state_dtype,
                                    self->offload, self->offload_pinned);
 
@@ -786,15 +796,11 @@ mixprec_engine_prepare (MixprecEngine *self,
           g->dtypes.has_master = mixprec_param_has_master (p);
           g->weight_decay_multiplier = mixprec_param_get_weight_decay_multiplier (p);
           g->external = _mixprec_param_is_external (p);
-          g->fp8 = mixprec_param_is_fp8 (p);
-          g->fp8_dtype = mixprec_param_get_fp8_dtype (p);
-          g->fp8_kind = _mixprec_param_get_storage (p)->fp8_kind;
+          _mixprec_engine_fp8_init_group (g, p);
           g->device = _mixprec_device_ref (self->device);
           g->state_device = self->offload ? NULL : _mixprec_device_ref (self->device);
           g->params = g_ptr_array_new ();
           g->segments = g_array_new (FALSE, FALSE, sizeof (Segment));
-          g->slots = g_array_new (FALSE, TRUE, sizeof (Slot));
-          g->pending = g_array_new (FALSE, TRUE, sizeof (Pending));
           g_ptr_array_add (self->groups, g);
         }
       g_ptr_array_add (g->params, p);

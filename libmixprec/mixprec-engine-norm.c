@@ -58,7 +58,7 @@ sumsq_blocks (gsize first, gsize end, gpointer data)
     {
       const Unit *u = _mixprec_engine_unit_of_block (g, j);
       guint k = (guint) (u - &g_array_index (g->units, Unit, 0));
-      guint64 next = k + 1 < g->units->len ? g_array_index (g->units, Unit, k + 1).first_block : g->n_blocks;
+      guint64 next = k + 1 < g->units->len ? g_array_index (g->units, Unit, k + 1).first_block : g->norm.n_blocks;
       guint64 run = MIN ((guint64) end, next) - j;
       guint64 b = (j - u->first_block) * _MIXPREC_SUMSQ_BLOCK;
       guint64 real = _mixprec_engine_real_in_slice (self, u);
@@ -78,7 +78,7 @@ sumsq_blocks (gsize first, gsize end, gpointer data)
         {
           for (guint64 i = 0; i < summed; i++)
             sumsq_pieces (g, u, b + i * _MIXPREC_SUMSQ_BLOCK,
-                          MIN (_MIXPREC_SUMSQ_BLOCK, n - i * _MIXPREC_SUMSQ_BLOCK), g->norm + j + i);
+                          MIN (_MIXPREC_SUMSQ_BLOCK, n - i * _MIXPREC_SUMSQ_BLOCK), g->norm.blocks + j + i);
         }
       else if (n > 0)
         {
@@ -97,11 +97,11 @@ sumsq_blocks (gsize first, gsize end, gpointer data)
             }
           range.dtype = (MixprecPluginDType) dtype;
           range.n = n;
-          if (!_mixprec_device_sumsq_blocks (device, &range, 1, _MIXPREC_SUMSQ_BLOCK, g->norm + j, &error))
+          if (!_mixprec_device_sumsq_blocks (device, &range, 1, _MIXPREC_SUMSQ_BLOCK, g->norm.blocks + j, &error))
             keep_error (job, error);
         }
       if (summed < run &&
-          !_mixprec_device_zero (device, g->norm + j + summed, (run - summed) * sizeof (gdouble), &error))
+          !_mixprec_device_zero (device, g->norm.blocks + j + summed, (run - summed) * sizeof (gdouble), &error))
         keep_error (job, error);
       j += run - 1;
     }
@@ -115,13 +115,41 @@ _mixprec_engine_norm_blocks (MixprecEngine *self,
   NormJob job = { self, g, NULL };
 
   /* Summed by the last micro-step's fold. */
-  if (g->norm_ready)
+  if (g->norm.ready)
     return TRUE;
-  _mixprec_device_dispatch (g->device, g->n_blocks, 1, 1, sumsq_blocks, &job);
+  _mixprec_device_dispatch (g->device, g->norm.n_blocks, 1, 1, sumsq_blocks, &job);
   if (job.error != NULL)
     {
       g_propagate_error (error, job.error);
       return FALSE;
     }
   return TRUE;
+}
+
+/* ---------------------------------------------------------------- the norm's part */
+
+gboolean
+_mixprec_engine_norm_layout (MixprecEngine *self,
+                             Group         *g,
+                             guint64        n_doubles,
+                             GError       **error)
+{
+  /* Across ranks the buffer holds this rank's blocks, then every rank's. */
+  g->norm.n_blocks = self->world > 1 ? n_doubles / (1 + self->world) : n_doubles;
+  g->norm.blocks = _mixprec_engine_alloc (self, self->device, n_doubles, sizeof (gdouble), BUF_NORM, error);
+  return g->norm.blocks != NULL;
+}
+
+void
+_mixprec_engine_norm_set_ready (Group    *g,
+                                gboolean  ready)
+{
+  g->norm.ready = ready;
+}
+
+void
+_mixprec_engine_norm_free (MixprecEngine *self,
+                           Group         *g)
+{
+  _mixprec_engine_free (self, g->device, g_steal_pointer (&g->norm.blocks));
 }

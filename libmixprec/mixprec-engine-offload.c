@@ -318,3 +318,35 @@ _mixprec_engine_offload_run (MixprecEngine     *self,
   return TRUE;
 }
 
+/* ---------------------------------------------------------------- the offload's part */
+
+gboolean
+_mixprec_engine_offload_layout (MixprecEngine    *self,
+                                Group            *g,
+                                const GroupShape *shape,
+                                GError          **error)
+{
+  BufferKind staging = self->offload_pinned ? BUF_PINNED_STAGING : BUF_HOST_STAGING;
+  gsize wsize = mixprec_dtype_get_size (g->dtypes.working);
+
+  g->offload_elements = _mixprec_engine_offload_elements (shape);
+  for (guint b = 0; b < G_N_ELEMENTS (g->offload_grad); b++)
+    if ((g->offload_grad[b] = _mixprec_engine_alloc (self, NULL, g->offload_elements,
+                                                     mixprec_dtype_get_size (shape->step_grad),
+                                                     staging, error)) == NULL ||
+        (g->offload_working[b] = _mixprec_engine_alloc (self, NULL, g->offload_elements, wsize,
+                                                        staging, error)) == NULL)
+      return FALSE;
+  return TRUE;
+}
+
+void
+_mixprec_engine_offload_free_group (MixprecEngine *self,
+                                    Group         *g)
+{
+  for (guint b = 0; b < G_N_ELEMENTS (g->offload_grad); b++)
+    {
+      _mixprec_engine_free (self, NULL, g_steal_pointer (&g->offload_grad[b]));
+      _mixprec_engine_free (self, NULL, g_steal_pointer (&g->offload_working[b]));
+    }
+}

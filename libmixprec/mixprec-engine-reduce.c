@@ -21,8 +21,8 @@ static void
 keep_device_error (Group  *g,
                    GError *error)
 {
-  if (g->device_error == NULL)
-    g->device_error = error;
+  if (g->intake.device_error == NULL)
+    g->intake.device_error = error;
   else
     g_error_free (error);
 }
@@ -31,9 +31,9 @@ static gboolean
 take_device_error (Group   *g,
                    GError **error)
 {
-  if (g->device_error == NULL)
+  if (g->intake.device_error == NULL)
     return TRUE;
-  g_propagate_error (error, g_steal_pointer (&g->device_error));
+  g_propagate_error (error, g_steal_pointer (&g->intake.device_error));
   return FALSE;
 }
 
@@ -79,6 +79,49 @@ copy_into (Group        *g,
   _mixprec_device_dispatch (g->device, n, _MIXPREC_ENGINE_MIN_CHUNK, 64, copy_range, &job);
 }
 
+/* ---------------------------------------------------------------- the intake's part */
+
+gboolean
+_mixprec_engine_intake_layout (MixprecEngine *self,
+                               Group         *g,
+                               guint64        n_slots,
+                               GError       **error)
+{
+  g->intake.slots = g_array_new (FALSE, TRUE, sizeof (Slot));
+  g->intake.pending = g_array_new (FALSE, TRUE, sizeof (Pending));
+  for (guint64 k = 0; k < n_slots; k++)
+    {
+      Slot slot = { NULL, SLOT_FREE };
+
+      slot.data = _mixprec_engine_alloc (self, self->device, g->slot_elements,
+                                         mixprec_dtype_get_size (g->wire), BUF_STAGING, error);
+      if (slot.data == NULL)
+        return FALSE;
+      g_array_append_val (g->intake.slots, slot);
+    }
+  return TRUE;
+}
+
+void
+_mixprec_engine_intake_clear (MixprecEngine *self,
+                              Group         *g)
+{
+  if (g->intake.pending != NULL)
+    _mixprec_engine_wait_group (self, g, NULL);
+  for (guint i = 0; g->intake.slots != NULL && i < g->intake.slots->len; i++)
+    _mixprec_engine_free (self, g->device, g_array_index (g->intake.slots, Slot, i).data);
+  g_clear_error (&g->intake.device_error);
+  g_clear_pointer (&g->intake.pending, g_array_unref);
+  g_clear_pointer (&g->intake.slots, g_array_unref);
+}
+
+void
+_mixprec_engine_note_grad_zeroed (Group    *g,
+                                  gboolean  zeroed)
+{
+  g->intake.grad_zeroed = zeroed;
+}
+
 /* ---------------------------------------------------------------- requests */
 
 static void
@@ -87,15 +130,15 @@ finish_pending (MixprecEngine *self,
                 guint          k,
                 GError       **error)
 {
-  Pending p = g_array_index (g->pending, Pending, k);
+  Pending p = g_array_index (g->intake.pending, Pending, k);
   g_autoptr(GError) local = NULL;
 
-  g_array_remove_index (g->pending, k);
+  g_array_remove_index (g->intake.pending, k);
   if (!mixprec_comm_request_wait (p.request, &local) && error != NULL && *error == NULL)
     *error = g_steal_pointer (&local);
   mixprec_comm_request_free (p.request);
   if (p.slot >= 0)
-    g_array_index (g->slots, Slot, p.slot).state = SLOT_FREE;
+    g_array_index (g->intake.slots, Slot, p.slot).state = SLOT_FREE;
   if (p.zero_n > 0)
     copy_into (g, _mixprec_engine_at (g->grad, g->dtypes.grad, p.zero_begin), g->dtypes.grad,
                NULL, g->dtypes.grad, p.zero_n);
@@ -108,7 +151,7 @@ _mixprec_engine_wait_group (MixprecEngine *self,
 {
   /* Wait for every request even after a failure: none may be left running
    * over buffers that are about to change. */
-  while (g->pending->len > 0)
+  while (g->intake.pending->len > 0)
     finish_pending (self, g, 0, error);
 }
 
@@ -135,12 +178,12 @@ acquire_slot (MixprecEngine *self,
 {
   Slot fresh = { NULL, SLOT_FREE };
 
-  for (guint i = 0; i < g->slots->len; i++)
-    if (g_array_index (g->slots, Slot, i).state == SLOT_FREE)
+  for (guint i = 0; i < g->intake.slots->len; i++)
+    if (g_array_index (g->intake.slots, Slot, i).state == SLOT_FREE)
       return (gint) i;
-  for (guint k = 0; k < g->pending->len; k++)
+  for (guint k = 0; k < g->intake.pending->len; k++)
     {
-      gint slot = g_array_index (g->pending, Pending, k).slot;
+      gint slot = g_array_index (g->intake.pending, Pending, k).slot;
       GError *local = NULL;
 
       if (slot < 0)
@@ -154,8 +197,8 @@ acquire_slot (MixprecEngine *self,
                                       mixprec_dtype_get_size (g->wire), BUF_STAGING, error);
   if (fresh.data == NULL)
     return -1;
-  g_array_append_val (g->slots, fresh);
-  return (gint) g->slots->len - 1;
+  g_array_append_val (g->intake.slots, fresh);
+  return (gint) g->intake.slots->len - 1;
 }
 
 /* ---------------------------------------------------------------- reducing a unit */
@@ -184,12 +227,12 @@ start_reduce (MixprecEngine *self,
   if (p.request == NULL)
     {
       if (slot >= 0)
-        g_array_index (g->slots, Slot, slot).state = SLOT_FREE;
+        g_array_index (g->intake.slots, Slot, slot).state = SLOT_FREE;
       return _mixprec_engine_comm_failed (error, local, "reducing gradients");
     }
   if (slot >= 0)
-    g_array_index (g->slots, Slot, slot).state = SLOT_IN_FLIGHT;
-  g_array_append_val (g->pending, p);
+    g_array_index (g->intake.slots, Slot, slot).state = SLOT_IN_FLIGHT;
+  g_array_append_val (g->intake.pending, p);
   return TRUE;
 }
 
@@ -219,7 +262,7 @@ reduce_windows (MixprecEngine *self,
 
       if (slot < 0)
         return FALSE;
-      data = g_array_index (g->slots, Slot, slot).data;
+      data = g_array_index (g->intake.slots, Slot, slot).data;
       for (guint r = 0; r < self->world; r++)
         {
           guint64 lo = r * slice + a, hi = lo + w;
@@ -274,7 +317,7 @@ reduce_unit (MixprecEngine *self,
       gint slot = u->slot;
 
       u->slot = -1;
-      return start_reduce (self, g, g_array_index (g->slots, Slot, slot).data,
+      return start_reduce (self, g, g_array_index (g->intake.slots, Slot, slot).data,
                            _mixprec_engine_reduce_target (self, g, u), slice, slot, 0, 0, error);
     }
   return reduce_windows (self, g, u, NULL, g->wire, 0, 0, error);
@@ -373,13 +416,13 @@ fold_blocks (gsize first, gsize end, gpointer data)
         {
           _mixprec_engine_for_each_piece (g, u->flat + b, u->flat + b + whole * _MIXPREC_SUMSQ_BLOCK,
                                           fold_piece_host, job);
-          _mixprec_kernel_sumsq_blocks_best (acc, g->dtypes.accum, whole, g->norm + j);
+          _mixprec_kernel_sumsq_blocks_best (acc, g->dtypes.accum, whole, g->norm.blocks + j);
           j += whole - 1;
           continue;
         }
       _mixprec_engine_for_each_piece (g, u->flat + b, u->flat + b + n, fold_piece_host, job);
       if (job->sum)
-        g->norm[j] = n > 0 ? _mixprec_kernel_sumsq_best (acc, g->dtypes.accum, n) : 0.0;
+        g->norm.blocks[j] = n > 0 ? _mixprec_kernel_sumsq_best (acc, g->dtypes.accum, n) : 0.0;
     }
 }
 
@@ -397,8 +440,8 @@ fold_group (MixprecEngine *self,
 
   if (_mixprec_device_memory_is_host (g->device))
     {
-      _mixprec_device_dispatch (g->device, g->n_blocks, 1, 1, fold_blocks, &job);
-      g->norm_ready = job.sum;
+      _mixprec_device_dispatch (g->device, g->norm.n_blocks, 1, 1, fold_blocks, &job);
+      _mixprec_engine_norm_set_ready (g, job.sum);
     }
   else
     _mixprec_device_dispatch (g->device, g->numel, _MIXPREC_ENGINE_MIN_CHUNK, 64, fold_range, &job);
@@ -443,7 +486,7 @@ gboolean
 _mixprec_engine_grad_private (MixprecEngine *self,
                               Group         *g)
 {
-  return intake_sums (self, g) && g->n_exposed == 0;
+  return intake_sums (self, g) && g->intake.n_exposed == 0;
 }
 
 gboolean
@@ -457,7 +500,7 @@ _mixprec_engine_expose_grad (MixprecEngine *self,
   if (!s->grad_exposed)
     {
       s->grad_exposed = TRUE;
-      g->n_exposed++;
+      g->intake.n_exposed++;
     }
   /* Whatever the caller writes from now on is not what the intake summed. */
   _mixprec_engine_unit_of (self, param)->summed = FALSE;
@@ -521,10 +564,10 @@ intake_tiles (gsize first, gsize last, gpointer data)
         whole++;
       if (whole > 0)
         _mixprec_kernel_sumsq_blocks_best (_mixprec_engine_at (job->dst, g->dtypes.grad, j * _MIXPREC_SUMSQ_BLOCK),
-                                           g->dtypes.grad, whole, g->norm + u->first_block + j);
+                                           g->dtypes.grad, whole, g->norm.blocks + u->first_block + j);
       j += whole;
       if (j * _MIXPREC_SUMSQ_BLOCK < hi && hi == u->numel)
-        g->norm[u->first_block + j] =
+        g->norm.blocks[u->first_block + j] =
           _mixprec_kernel_sumsq_best (_mixprec_engine_at (job->dst, g->dtypes.grad, j * _MIXPREC_SUMSQ_BLOCK),
                                       g->dtypes.grad, hi - j * _MIXPREC_SUMSQ_BLOCK);
     }
@@ -589,7 +632,7 @@ intake_finish_unit (MixprecEngine *self,
         }
       if (p_begin <= lo && hi <= p_end)
         continue;            /* summed at the parameter's intake */
-      g->norm[u->first_block + j] = _mixprec_kernel_sumsq_best (_mixprec_engine_at ((gpointer) grad, g->dtypes.grad, lo),
+      g->norm.blocks[u->first_block + j] = _mixprec_kernel_sumsq_best (_mixprec_engine_at ((gpointer) grad, g->dtypes.grad, lo),
                                                                 g->dtypes.grad, hi - lo);
     }
   u->summed = TRUE;
@@ -722,10 +765,10 @@ mixprec_param_reduce_grad (MixprecParam  *self,
       if (slot < 0)
         return FALSE;
       u->slot = slot;
-      g_array_index (g->slots, Slot, slot).state = SLOT_FILLING;
-      copy_into (g, g_array_index (g->slots, Slot, slot).data, g->wire, NULL, g->wire, u->padded);
+      g_array_index (g->intake.slots, Slot, slot).state = SLOT_FILLING;
+      copy_into (g, g_array_index (g->intake.slots, Slot, slot).data, g->wire, NULL, g->wire, u->padded);
     }
-  copy_into (g, _mixprec_engine_at (g_array_index (g->slots, Slot, u->slot).data, g->wire, s->offset - u->flat),
+  copy_into (g, _mixprec_engine_at (g_array_index (g->intake.slots, Slot, u->slot).data, g->wire, s->offset - u->flat),
              g->wire, grad, dtype, numel);
   if (!take_device_error (g, error))
     return FALSE;
@@ -864,7 +907,7 @@ zero_stale (MixprecEngine *self,
         memset (s->grad, 0, mixprec_param_get_numel (p) * mixprec_dtype_get_size (g->dtypes.grad));
       s->grad_stale = FALSE;
     }
-  g->has_stale = FALSE;
+  g->intake.has_stale = FALSE;
 }
 
 /**
@@ -914,7 +957,7 @@ mixprec_engine_backward_done (MixprecEngine *self,
     {
       Group *g = g_ptr_array_index (self->groups, j);
 
-      if (g->has_stale)
+      if (g->intake.has_stale)
         zero_stale (self, g);
       if (self->world > 1)
         {
@@ -944,9 +987,9 @@ mixprec_engine_backward_done (MixprecEngine *self,
 static void
 forget_stale (Group *g)
 {
-  for (guint i = 0; g->has_stale && i < g->params->len; i++)
+  for (guint i = 0; g->intake.has_stale && i < g->params->len; i++)
     _mixprec_param_get_storage (g_ptr_array_index (g->params, i))->grad_stale = FALSE;
-  g->has_stale = FALSE;
+  g->intake.has_stale = FALSE;
 }
 
 static void
@@ -988,25 +1031,25 @@ _mixprec_engine_clear_gradients (MixprecEngine *self)
               if (s->handed != 0 && mixprec_param_get_numel (g_ptr_array_index (g->params, i)) > 0)
                 {
                   s->grad_stale = TRUE;
-                  g->has_stale = TRUE;
+                  g->intake.has_stale = TRUE;
                 }
             }
         }
-      else if (self->world == 1 && g->accum == NULL && !g->grad_zeroed)
+      else if (self->world == 1 && g->accum == NULL && !g->intake.grad_zeroed)
         _mixprec_device_dispatch (g->device, g->numel, _MIXPREC_ENGINE_MIN_CHUNK, 64, zero_range, g);
       else if (self->world > 1 && g->grad != NULL &&
                (self->stage == 0 || g->accum_mode == ACCUM_IN_GRAD))
         copy_into (g, g->grad, g->dtypes.grad, NULL, g->dtypes.grad, g->padded);
       if (!_mixprec_engine_grad_private (self, g))
         forget_stale (g);
-      g->grad_zeroed = FALSE;
-      g->norm_ready = FALSE;
+      g->intake.grad_zeroed = FALSE;
+      _mixprec_engine_norm_set_ready (g, FALSE);
       for (guint k = 0; k < g->units->len; k++)
         g_array_index (g->units, Unit, k).summed = FALSE;
-      for (guint i = 0; i < g->slots->len; i++)
-        g_array_index (g->slots, Slot, i).state = SLOT_FREE;
+      for (guint i = 0; i < g->intake.slots->len; i++)
+        g_array_index (g->intake.slots, Slot, i).state = SLOT_FREE;
       /* Nothing to report it to: the next pass meets a broken device. */
-      g_clear_error (&g->device_error);
+      g_clear_error (&g->intake.device_error);
     }
   for (guint i = 0; i < self->params->len; i++)
     _mixprec_param_get_storage (g_ptr_array_index (self->params, i))->handed = 0;

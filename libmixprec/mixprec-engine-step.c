@@ -182,7 +182,7 @@ run_pieces (MixprecEngine                *self,
 
   /* FP8 groups in host memory: the pass casts as it goes (NULL on a
    * device, where the cast follows the pass). */
-  job.fp8 = g->fp8_fuse;
+  job.fp8 = g->fp8.fuse;
 
   if (self->offload && !on_host)
     {
@@ -379,7 +379,7 @@ apply_optimizer (MixprecEngine *self,
           return FALSE;
         }
       _mixprec_engine_fp8_fuse_end (self, g);
-      g->grad_zeroed = zero_grad;
+      _mixprec_engine_note_grad_zeroed (g, zero_grad);
     }
   return TRUE;
 }

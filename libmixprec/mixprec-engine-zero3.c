@@ -14,13 +14,28 @@
 
 /* ---------------------------------------------------------------- ZeRO-3 */
 
+void
+_mixprec_engine_zero3_clear (MixprecEngine *self,
+                             Group         *g)
+{
+  for (guint k = 0; g->units != NULL && k < g->units->len; k++)
+    {
+      Unit *u = &g_array_index (g->units, Unit, k);
+
+      if (u->gathering != NULL)
+        mixprec_comm_request_wait (u->gathering, NULL);
+      g_clear_pointer (&u->gathering, mixprec_comm_request_free);
+      _mixprec_engine_free (self, g->device, g_steal_pointer (&u->gathered));
+    }
+}
+
 static void
 point_params (MixprecEngine *self, Group *g, const Unit *u, gpointer base)
 {
   gsize wsize = mixprec_dtype_get_size (g->dtypes.working);
 
   /* FP8 groups gather their FP8 copies instead of the working copies. */
-  if (g->fp8)
+  if (g->fp8.enabled)
     {
       _mixprec_engine_fp8_point (self, g, u, base);
       return;
@@ -41,7 +56,7 @@ start_gather (MixprecEngine *self,
 {
   GError *local = NULL;
 
-  if (g->fp8)
+  if (g->fp8.enabled)
     {
       /* The FP8 slices (and MX scales), at once: half the bytes of bf16. */
       u->gathered = _mixprec_engine_alloc (self, NULL, _mixprec_engine_fp8_unit_bytes (self, g, u), 1,

@@ -137,6 +137,7 @@ mixprec_sources += \
 	libmixprec/mixprec-engine-norm.c \
 	libmixprec/mixprec-engine-agree.c \
 	libmixprec/mixprec-engine-offload.c \
+	libmixprec/mixprec-engine-checkpoint.c \
 	libmixprec/mixprec-engine-whole.c
 
 # --- FP8 working copies (fp8-engine)

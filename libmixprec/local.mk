@@ -138,6 +138,7 @@ mixprec_sources += \
 	libmixprec/mixprec-engine-agree.c \
 	libmixprec/mixprec-engine-offload.c \
 	libmixprec/mixprec-engine-checkpoint.c \
+	libmixprec/mixprec-engine-group.c \
 	libmixprec/mixprec-engine-whole.c
 
 # --- FP8 working copies (fp8-engine)

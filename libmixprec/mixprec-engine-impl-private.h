@@ -520,8 +520,16 @@ guint64 _mixprec_engine_step_seed (MixprecEngine *self,
  * Each part's owner sets up and frees its fields, and sets those another
  * phase decides. */
 
-/* Frees @g: each part, then the layout (mixprec-engine-layout.c). */
+/* Frees @g: each part, then the layout (mixprec-engine-group.c). */
 void     _mixprec_engine_group_free        (MixprecEngine *self, Group *g);
+/* Layout (mixprec-engine-layout.c): a new group of @p's kind, and @p
+ * added to it; its units and buffers, with the @shape the parts are sized
+ * from; and the layout freed with @g. */
+Group   *_mixprec_engine_group_new         (MixprecEngine *self, MixprecParam *p);
+void     _mixprec_engine_group_add_param   (Group *g, MixprecParam *p);
+gboolean _mixprec_engine_layout_group      (MixprecEngine *self, Group *g, GroupShape *shape,
+                                            GError **error);
+void     _mixprec_engine_layout_free       (MixprecEngine *self, Group *g);
 /* Intake (mixprec-engine-reduce.c): its @n_slots staging slots; waits for
  * what is in flight and frees them; the step zeroed the gradients it read. */
 gboolean _mixprec_engine_intake_layout     (MixprecEngine *self, Group *g, guint64 n_slots,

@@ -464,18 +464,6 @@ _mixprec_engine_values_at (MixprecEngine *self,
   *working = (gpointer) *master == w ? NULL : w;
 }
 
-static gboolean
-same_group (const Group *g, MixprecParam *p)
-{
-  return g->external == _mixprec_param_is_external (p) &&
-         g->dtypes.working == mixprec_param_get_working_dtype (p) &&
-         g->dtypes.accum == mixprec_param_get_accum_dtype (p) &&
-         g->dtypes.comm == mixprec_param_get_comm_dtype (p) &&
-         g->dtypes.has_master == mixprec_param_has_master (p) &&
-         g->weight_decay_multiplier == mixprec_param_get_weight_decay_multiplier (p) &&
-         _mixprec_engine_fp8_same_group (g, p);
-}
-
 guint64
 _mixprec_engine_step_seed (MixprecEngine *self, guint group)
 {
@@ -491,13 +479,41 @@ _mixprec_engine_step_seed (MixprecEngine *self, guint group)
 
 /* ---------------------------------------------------------------- layout */
 
-void
-_mixprec_engine_group_free (MixprecEngine *self,
-                            Group         *g)
+/* ---------------------------------------------------------------- a group's layout */
+
+Group *
+_mixprec_engine_group_new (MixprecEngine *self,
+                           MixprecParam  *p)
 {
-  /* The parts first: nothing may run on over the layout's buffers. */
-  _mixprec_engine_intake_clear (self, g);
-  _mixprec_engine_zero3_clear (self, g);
+  Group *g = g_new0 (Group, 1);
+
+  g->index = self->groups->len;
+  g->dtypes.working = mixprec_param_get_working_dtype (p);
+  g->dtypes.grad = mixprec_param_get_grad_dtype (p);
+  g->dtypes.accum = mixprec_param_get_accum_dtype (p);
+  g->dtypes.comm = mixprec_param_get_comm_dtype (p);
+  g->dtypes.has_master = mixprec_param_has_master (p);
+  g->weight_decay_multiplier = mixprec_param_get_weight_decay_multiplier (p);
+  g->external = _mixprec_param_is_external (p);
+  g->device = _mixprec_device_ref (self->device);
+  g->state_device = self->offload ? NULL : _mixprec_device_ref (self->device);
+  g->params = g_ptr_array_new ();
+  g->segments = g_array_new (FALSE, FALSE, sizeof (Segment));
+  return g;
+}
+
+void
+_mixprec_engine_group_add_param (Group        *g,
+                                 MixprecParam *p)
+{
+  g_ptr_array_add (g->params, p);
+  g->numel += mixprec_param_get_numel (p);
+}
+
+void
+_mixprec_engine_layout_free (MixprecEngine *self,
+                             Group         *g)
+{
   if (g->states != NULL)
     {
       for (guint s = 0; g->states[s] != NULL; s++)
@@ -509,10 +525,6 @@ _mixprec_engine_group_free (MixprecEngine *self,
   _mixprec_engine_free (self, g->device, g->grad);
   _mixprec_engine_free (self, g->device, g->accum);
   _mixprec_engine_free (self, g->state_device, g->master);
-  _mixprec_engine_offload_free_group (self, g);
-  _mixprec_engine_norm_free (self, g);
-  _mixprec_engine_fp8_free_group (self, g);
-  _mixprec_engine_drop_mirrors (g);
   g_clear_pointer (&g->device, _mixprec_device_unref);
   g_clear_pointer (&g->state_device, _mixprec_device_unref);
   g_free (g->hparams);
@@ -579,10 +591,11 @@ init_param (MixprecEngine *self,
                                  numel, error);
 }
 
-static gboolean
-layout_group (MixprecEngine *self,
-              Group         *g,
-              GError       **error)
+gboolean
+_mixprec_engine_layout_group (MixprecEngine *self,
+                              Group         *g,
+                              GroupShape    *shape_out,
+                              GError       **error)
 {
   gsize wsize = mixprec_dtype_get_size (g->dtypes.working);
   guint n_slots = mixprec_feature_get_n_state_slots (self->optimizer);
@@ -597,6 +610,7 @@ layout_group (MixprecEngine *self,
   g->wire = _mixprec_engine_wire_dtype (&g->dtypes);
   _mixprec_engine_group_shape (&g->dtypes, g->wire, g->units, self->world, self->stage, self->gas,
                                g->external, _mixprec_engine_staging_budget (self->config), &shape);
+  *shape_out = shape;
   g->padded = shape.padded;
   g->local_n = shape.local_n;
   g->persist_n = shape.persist_n;
@@ -622,17 +636,12 @@ layout_group (MixprecEngine *self,
       (g->accum = _mixprec_engine_alloc (self, self->device, shape.accum,
                                          mixprec_dtype_get_size (g->dtypes.accum), BUF_ACCUM, error)) == NULL)
     return FALSE;
-  if (!_mixprec_engine_intake_layout (self, g, shape.n_slots, error) ||
-      !_mixprec_engine_norm_layout (self, g, shape.norm_blocks, error))
-    return FALSE;
   g->states = g_new0 (gpointer, n_slots + 1);
   for (guint k = 0; k < n_slots; k++)
     if ((g->states[k] = _mixprec_engine_alloc (self, g->state_device, shape.state,
                                                mixprec_dtype_get_size (self->state_dtype),
                                                self->offload ? BUF_HOST_STATE : BUF_STATE, error)) == NULL)
       return FALSE;
-  if (self->offload && !_mixprec_engine_offload_layout (self, g, &shape, error))
-    return FALSE;
   _mixprec_engine_add_shape_bytes (self->buf_plan, &g->dtypes, &shape, n_slots, self->state_dtype,
                                    self->offload, self->offload_pinned);
 
@@ -716,7 +725,7 @@ layout_group (MixprecEngine *self,
                                        0, 0, error)))
         return FALSE;
     }
-  return _mixprec_engine_fp8_layout (self, g, error);
+  return TRUE;
 }
 
 gboolean
@@ -742,87 +751,3 @@ _mixprec_engine_ensure_grad (MixprecEngine *self,
   return TRUE;
 }
 
-gboolean
-_mixprec_engine_ensure_prepared (gpointer  engine,
-                                 GError  **error)
-{
-  return mixprec_engine_prepare (MIXPREC_ENGINE (engine), error);
-}
-
-/**
- * mixprec_engine_prepare:
- * @self: a #MixprecEngine
- * @error: return location for a #GError
- *
- * Lays out the buffers of every registered parameter: contiguous groups of
- * parameters that share their dtypes and optimizer settings, each with its
- * working copies, gradients, FP32 masters, accumulation buffer and
- * optimizer state, partitioned across ranks as the ZeRO stage says (see
- * mixprec_engine_list_buffers()). Called implicitly by the first buffer
- * access, mixprec_engine_backward_done() or mixprec_engine_step(); calling
- * it explicitly reports allocation failures where they happen. Afterwards
- * no more parameters can be registered. Every rank must register the same
- * parameters in the same order.
- *
- * Returns: %TRUE on success (also when already prepared)
- *
- * Since: 1.0
- */
-gboolean
-mixprec_engine_prepare (MixprecEngine *self,
-                        GError       **error)
-{
-  g_return_val_if_fail (MIXPREC_IS_ENGINE (self), FALSE);
-
-  if (self->prepared)
-    return TRUE;
-
-  for (guint i = 0; i < self->params->len; i++)
-    {
-      MixprecParam *p = g_ptr_array_index (self->params, i);
-      Group *g = NULL;
-
-      for (guint j = 0; j < self->groups->len && g == NULL; j++)
-        if (same_group (g_ptr_array_index (self->groups, j), p))
-          g = g_ptr_array_index (self->groups, j);
-      if (g == NULL)
-        {
-          g = g_new0 (Group, 1);
-          g->index = self->groups->len;
-          g->dtypes.working = mixprec_param_get_working_dtype (p);
-          g->dtypes.grad = mixprec_param_get_grad_dtype (p);
-          g->dtypes.accum = mixprec_param_get_accum_dtype (p);
-          g->dtypes.comm = mixprec_param_get_comm_dtype (p);
-          g->dtypes.has_master = mixprec_param_has_master (p);
-          g->weight_decay_multiplier = mixprec_param_get_weight_decay_multiplier (p);
-          g->external = _mixprec_param_is_external (p);
-          _mixprec_engine_fp8_init_group (g, p);
-          g->device = _mixprec_device_ref (self->device);
-          g->state_device = self->offload ? NULL : _mixprec_device_ref (self->device);
-          g->params = g_ptr_array_new ();
-          g->segments = g_array_new (FALSE, FALSE, sizeof (Segment));
-          g_ptr_array_add (self->groups, g);
-        }
-      g_ptr_array_add (g->params, p);
-      g->numel += mixprec_param_get_numel (p);
-    }
-
-  memset (self->buf_plan, 0, sizeof self->buf_plan);
-  for (guint j = 0; j < self->groups->len; j++)
-    if (!layout_group (self, g_ptr_array_index (self->groups, j), error))
-      {
-        g_ptr_array_set_size (self->groups, 0);
-        return FALSE;
-      }
-  self->prepared = TRUE;
-  /* Every rank casts whole parameters from the initial values: no
-   * collective (see _mixprec_engine_fp8_write()). */
-  if (!_mixprec_engine_fp8_write_initial (self, error))
-    {
-      self->prepared = FALSE;
-      g_ptr_array_set_size (self->groups, 0);
-      return FALSE;
-    }
-  g_hash_table_remove_all (self->init_values);
-  return TRUE;
-}

@@ -317,7 +317,7 @@ mirror_group (MixprecEngine *self,
   g->mirrors.copies = g_array_new (FALSE, FALSE, sizeof (HostMirror));
   if (!add_mirror (g, g->working, n_working * mixprec_dtype_get_size (g->dtypes.working), error))
     return FALSE;
-  if (g->state_device == NULL)
+  if (_mixprec_device_memory_is_host (g->state_device))
     return TRUE;
   if (!add_mirror (g, g->master, n_state * sizeof (gfloat), error))
     return FALSE;
@@ -342,7 +342,7 @@ host_view (Group *g, gconstpointer p)
       if ((const guint8 *) p >= base && (const guint8 *) p <= base + m->bytes)
         return (guint8 *) m->host + ((const guint8 *) p - base);
     }
-  if (g->state_device == NULL)
+  if (_mixprec_device_memory_is_host (g->state_device))
     return (gpointer) p;
   g_return_val_if_reached (NULL);
 }
@@ -437,7 +437,7 @@ _mixprec_engine_get_shards (MixprecEngine *self,
       Group *g = _mixprec_engine_group_of (self, p);
       _MixprecEngineShard shard = { 0 };
 
-      if (g->device != NULL && g->mirrors.copies == NULL && !mirror_group (self, g, error))
+      if (!_mixprec_device_memory_is_host (g->device) && g->mirrors.copies == NULL && !mirror_group (self, g, error))
         {
           g_array_unref (shards);
           return NULL;
@@ -533,7 +533,7 @@ round_working (MixprecEngine *self,
   _mixprec_engine_values_at (self, g, u, e, &master, &state_at, &working);
   if (working == NULL || master == NULL)
     return TRUE;
-  if (g->device != NULL && g->state_device == NULL)
+  if (!_mixprec_device_memory_is_host (g->device) && _mixprec_device_memory_is_host (g->state_device))
     {
       /* Offloaded masters: rounded on the host as the step rounds them,
        * then copied up. */

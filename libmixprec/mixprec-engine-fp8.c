@@ -88,7 +88,7 @@ _mixprec_engine_fp8_register (MixprecEngine *self,
   mixprec_param_get_shape (param, &ndim);
   if (ndim < 2)
     return TRUE;
-  if (self->device != NULL && !_mixprec_device_has_fp8 (self->device))
+  if (!_mixprec_device_memory_is_host (self->device) && !_mixprec_device_has_fp8 (self->device))
     {
       g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_PARAM,
                    "parameter '%s': FP8 working copies (fp8.enabled) on device '%s' need the "
@@ -101,7 +101,7 @@ _mixprec_engine_fp8_register (MixprecEngine *self,
     }
   /* On a device the cast covers whole parameters (see the top of this
    * file); the stage and the offload are the engine's from its creation. */
-  if (self->device != NULL && (self->offload || self->stage >= 1))
+  if (!_mixprec_device_memory_is_host (self->device) && (self->offload || self->stage >= 1))
     {
       g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_PARAM,
                    "parameter '%s': FP8 working copies on device '%s' are written for whole "
@@ -211,7 +211,7 @@ _mixprec_engine_fp8_layout (MixprecEngine *self,
     return TRUE;
   /* The amax slots are scratch of the agreement, counted with the
    * gradient-norm blocks beside which they are agreed on the cpu device. */
-  if (self->device != NULL &&
+  if (!_mixprec_device_memory_is_host (self->device) &&
       (g->fp8.amax_device = _mixprec_engine_alloc (self, self->device, MAX (g->params->len, 1),
                                                    sizeof (gfloat), BUF_NORM, error)) == NULL)
     return FALSE;
@@ -424,7 +424,7 @@ agree_max (MixprecEngine *self, gfloat *values, guint n, gboolean over_dp, gfloa
 
   if (n == 0 || (!dp && self->mp_comm == NULL))
     return TRUE;
-  if (self->device != NULL)
+  if (!_mixprec_device_memory_is_host (self->device))
     {
       if (!_mixprec_device_copy (self->device, staging, values, n * sizeof (gfloat),
                                  MIXPREC_PLUGIN_COPY_HOST_TO_DEVICE, error))
@@ -439,7 +439,7 @@ agree_max (MixprecEngine *self, gfloat *values, guint n, gboolean over_dp, gfloa
       !mixprec_comm_all_reduce (self->mp_comm, buf, buf, n, MIXPREC_DTYPE_FLOAT32,
                                 MIXPREC_REDUCE_MAX, 0, &local))
     return _mixprec_engine_comm_failed (error, local, "agreeing on the FP8 amaxes");
-  return self->device == NULL ||
+  return _mixprec_device_memory_is_host (self->device) ||
          _mixprec_device_copy (self->device, values, staging, n * sizeof (gfloat),
                                MIXPREC_PLUGIN_COPY_DEVICE_TO_HOST, error);
 }
@@ -840,7 +840,7 @@ write_group (MixprecEngine *self, Group *g, gboolean collective, gboolean after_
 
   gboolean fused = after_step && g->fp8.fused;
 
-  if (self->device != NULL)
+  if (!_mixprec_device_memory_is_host (self->device))
     return write_group_device (self, g, pieces, amax, collective, error);
   g->fp8.fused = FALSE;
   switch (g->fp8.kind)

@@ -329,7 +329,7 @@ gboolean
 _mixprec_engine_before_comm (MixprecEngine *self,
                              GError       **error)
 {
-  if (self->device == NULL || self->comm_on_stream)
+  if (_mixprec_device_memory_is_host (self->device) || self->comm_on_stream)
     return TRUE;
   return _mixprec_device_synchronize (self->device, error);
 }
@@ -364,7 +364,7 @@ check_offload (MixprecEngine *self,
                GError       **error)
 {
   gboolean on_device = plan_only ? g_strcmp0 (mixprec_config_get_device (self->config), "cpu") != 0
-                                 : self->device != NULL;
+                                 : !_mixprec_device_memory_is_host (self->device);
 
   self->offload = on_device && _mixprec_config_get_offload_optimizer (self->config);
   self->offload_pinned = self->offload && _mixprec_engine_offload_pinned (self, plan_only);
@@ -905,7 +905,7 @@ mixprec_engine_register_external (MixprecEngine  *self,
                    name, self->world);
       return NULL;
     }
-  if (self->device != NULL)
+  if (!_mixprec_device_memory_is_host (self->device))
     {
       /* The device's sum of squares runs over whole blocks of one buffer;
        * per-parameter buffers would cut blocks apart. */

@@ -332,53 +332,33 @@ typedef struct {
   gpointer working;          /* NULL when it is @master */
 } OptPiece;
 
-/* ---------------------------------------------------------------- offload
- * (mixprec-engine-offload.c) */
+/* ---------------------------------------------------------------- the engine object
+ * (mixprec-engine.c) */
 
-/* The optimizer's pass over @piece, whose buffers are host memory. */
-typedef gboolean (*OffloadedStepFunc) (MixprecEngine  *self,
-                                       Group          *g,
-                                       const OptPiece *piece,
-                                       gpointer        data,
-                                       GError        **error);
-/* The optimizer over @pieces of an offloading engine: each bucket of
- * gradients (in @grad_dtype) brought down to the host, stepped there by
- * @step, its working copies sent up; transfers overlap the steps. */
-gboolean _mixprec_engine_offload_run (MixprecEngine     *self,
-                                      Group             *g,
-                                      MixprecDType       grad_dtype,
-                                      const OptPiece    *pieces,
-                                      guint              n_pieces,
-                                      OffloadedStepFunc  step,
-                                      gpointer           data,
-                                      GError           **error);
+/* @device: the engine's device when the caller opened it (NULL: open
+ * mixprec.device). @plan_only: an engine that only resolves the policy and
+ * the optimizer (memory plans for a device this machine may lack). */
+MixprecEngine * _mixprec_engine_new_internal (MixprecConfig *config,
+            _MixprecDevice *device,
+            MixprecComm   *comm,
+            MixprecComm   *mp_comm,
+            gboolean       plan_only,
+            GError       **error);
 
-/* Elements per offload transfer buffer: a bucket the size of a staging
- * slot, so that one bucket's transfer is long enough to run at full
- * bandwidth and two of them stay small beside the model. */
-#define _MIXPREC_OFFLOAD_BUCKET_ELEMENTS _MIXPREC_SLOT_MAX_ELEMENTS
-guint64 _mixprec_engine_offload_elements (const GroupShape *shape);
-/* Whether the offload transfer buffers come from the device's pinned host
- * memory: offload_optimizer.pin_memory on a device of plugin revision 2
- * (for a plan, on the configured device when this registry has it, else
- * as pin_memory says). Warns, on a real engine, when pin_memory asks for
- * what the device lacks. */
-gboolean _mixprec_engine_offload_pinned (MixprecEngine *self,
-                                         gboolean       plan_only);
-/* Joins the offload transfer thread, if one was started. */
-void _mixprec_engine_offload_stop (MixprecEngine *self);
+gboolean _mixprec_engine_comm_failed (GError **error, GError *cause, const gchar *what);
+
+/* Before a collective on device buffers: a communicator with a stream of
+ * its own must find the device's work done. */
+gboolean _mixprec_engine_before_comm (MixprecEngine *self,
+              GError       **error);
+
+/* ---------------------------------------------------------------- layout: arithmetic and allocation
+ * (mixprec-engine-layout.c) */
 
 typedef struct {
   MixprecDType dtype;
   GBytes *values;
 } InitValues;
-
-
-gboolean _mixprec_engine_comm_failed (GError **error, GError *cause, const gchar *what);
-
-
-
-void _mixprec_engine_clear_gradients (MixprecEngine *self);
 
 /* The units of a group of parameters of @sizes (group order). */
 GArray *_mixprec_engine_make_units (const guint64 *sizes,
@@ -434,27 +414,30 @@ void     _mixprec_engine_free  (MixprecEngine  *self,
 /* The slice size of @u on @self's ranks. */
 #define UNIT_SLICE(self, u) ((u)->padded / (self)->world)
 
-/* @device: the engine's device when the caller opened it (NULL: open
- * mixprec.device). @plan_only: an engine that only resolves the policy and
- * the optimizer (memory plans for a device this machine may lack). */
-MixprecEngine * _mixprec_engine_new_internal (MixprecConfig *config,
-            _MixprecDevice *device,
-            MixprecComm   *comm,
-            MixprecComm   *mp_comm,
-            gboolean       plan_only,
-            GError       **error);
+/* Allocates @g's whole gradient buffer if it has none (ZeRO-2/3 allocate
+ * it only when the caller writes whole gradients). */
+gboolean _mixprec_engine_ensure_grad (MixprecEngine *self,
+                                      Group         *g,
+                                      GError       **error);
 
-/* Frees @g's host mirrors. */
-void _mixprec_engine_drop_mirrors (Group *g);
+/* The stochastic-rounding seed of @group for the step that made the
+ * current applied-step count (the working copies it wrote can be rounded
+ * again from the masters with it, element index = position in the group). */
+guint64 _mixprec_engine_step_seed (MixprecEngine *self,
+                                   guint          group);
 
-/* Before a collective on device buffers: a communicator with a stream of
- * its own must find the device's work done. */
-gboolean _mixprec_engine_before_comm (MixprecEngine *self,
-              GError       **error);
+/* ---------------------------------------------------------------- intake
+ * (mixprec-engine-reduce.c) */
 
 gboolean _mixprec_engine_wait_pending (MixprecEngine *self,
               GError       **error);
+/* Waits for @g's reductions in flight and frees what they held; keeps the
+ * first failure in @error. */
+void _mixprec_engine_wait_group (MixprecEngine *self,
+                                 Group         *g,
+                                 GError       **error);
 
+void _mixprec_engine_clear_gradients (MixprecEngine *self);
 
 /* Gradient buffers only the engine writes (see mixprec-engine-reduce.c):
  * @g's step reads its gradients in place on the host, and no parameter of
@@ -468,17 +451,8 @@ gboolean _mixprec_engine_expose_grad (MixprecEngine *self,
                                       MixprecParam  *param,
                                       GError       **error);
 
-/* Waits for @g's reductions in flight and frees what they held; keeps the
- * first failure in @error. */
-void _mixprec_engine_wait_group (MixprecEngine *self,
-                                 Group         *g,
-                                 GError       **error);
-
-/* Allocates @g's whole gradient buffer if it has none (ZeRO-2/3 allocate
- * it only when the caller writes whole gradients). */
-gboolean _mixprec_engine_ensure_grad (MixprecEngine *self,
-                                      Group         *g,
-                                      GError       **error);
+/* ---------------------------------------------------------------- working copies whole again
+ * (mixprec-engine-whole.c) */
 
 /* All-gathers every unit's slices of @local (a sharded buffer of @dtype)
  * into the padded element space at @flat, unit by unit, in place when
@@ -491,9 +465,56 @@ gboolean _mixprec_engine_gather_slices (MixprecEngine *self,
                                         const gchar   *what,
                                         GError       **error);
 
-
 /* After the optimizer wrote this rank's slices: the working copies whole
  * again on every rank (ZeRO-1/2), or the persistent ones (ZeRO-3). */
+gboolean _mixprec_engine_refresh_whole (MixprecEngine *self,
+                                        GError       **error);
+
+/* ---------------------------------------------------------------- offload
+ * (mixprec-engine-offload.c) */
+
+/* The optimizer's pass over @piece, whose buffers are host memory. */
+typedef gboolean (*OffloadedStepFunc) (MixprecEngine  *self,
+                                       Group          *g,
+                                       const OptPiece *piece,
+                                       gpointer        data,
+                                       GError        **error);
+/* The optimizer over @pieces of an offloading engine: each bucket of
+ * gradients (in @grad_dtype) brought down to the host, stepped there by
+ * @step, its working copies sent up; transfers overlap the steps. */
+gboolean _mixprec_engine_offload_run (MixprecEngine     *self,
+                                      Group             *g,
+                                      MixprecDType       grad_dtype,
+                                      const OptPiece    *pieces,
+                                      guint              n_pieces,
+                                      OffloadedStepFunc  step,
+                                      gpointer           data,
+                                      GError           **error);
+
+/* Elements per offload transfer buffer: a bucket the size of a staging
+ * slot, so that one bucket's transfer is long enough to run at full
+ * bandwidth and two of them stay small beside the model. */
+#define _MIXPREC_OFFLOAD_BUCKET_ELEMENTS _MIXPREC_SLOT_MAX_ELEMENTS
+guint64 _mixprec_engine_offload_elements (const GroupShape *shape);
+/* Whether the offload transfer buffers come from the device's pinned host
+ * memory: offload_optimizer.pin_memory on a device of plugin revision 2
+ * (for a plan, on the configured device when this registry has it, else
+ * as pin_memory says). Warns, on a real engine, when pin_memory asks for
+ * what the device lacks. */
+gboolean _mixprec_engine_offload_pinned (MixprecEngine *self,
+                                         gboolean       plan_only);
+/* Joins the offload transfer thread, if one was started. */
+void _mixprec_engine_offload_stop (MixprecEngine *self);
+
+/* ---------------------------------------------------------------- host mirrors
+ * (mixprec-engine-access.c) */
+
+/* Frees @g's host mirrors. */
+void _mixprec_engine_drop_mirrors (Group *g);
+
+/* ---------------------------------------------------------------- monitors
+ * (mixprec-engine-monitor.c) */
+
 /* Opens the monitors the config enables (rank 0), and closes them. */
 gboolean _mixprec_engine_open_monitors  (MixprecEngine *self,
                                          GError       **error);
@@ -503,18 +524,6 @@ void     _mixprec_engine_close_monitors (MixprecEngine *self);
 void     _mixprec_engine_report_step    (MixprecEngine           *self,
                                          const MixprecStepResult *r,
                                          gboolean                 overflow);
-
-gboolean _mixprec_engine_refresh_whole (MixprecEngine *self,
-                                        GError       **error);
-
-
-/* The stochastic-rounding seed of @group for the step that made the
- * current applied-step count (the working copies it wrote can be rounded
- * again from the masters with it, element index = position in the group). */
-guint64 _mixprec_engine_step_seed (MixprecEngine *self,
-                                   guint          group);
-
-
 
 /* ---------------------------------------------------------------- the parts
  * Each part's owner sets up and frees its fields, and sets those another

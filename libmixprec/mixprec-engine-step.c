@@ -1,7 +1,8 @@
 /* mixprec-engine-step.c — the optimizer step at the accumulation boundary:
- * the sum of squares (which is also the overflow check), the scaler, skip
- * or clip, the fused optimizer over this rank's part, then the working
- * copies made whole again (mixprec-engine-whole.c). */
+ * the ranks' agreement on the sum of squares, which is also the overflow
+ * check (mixprec-engine-agree.c), the scaler, skip or clip, the fused
+ * optimizer over this rank's part (offloaded: mixprec-engine-offload.c),
+ * then the working copies made whole again (mixprec-engine-whole.c). */
 #include "config.h"
 
 #include <math.h>
@@ -9,10 +10,8 @@
 #include <string.h>
 
 #include "mixprec.h"
-#include "mixprec-config-private.h"
 #include "mixprec-engine-impl-private.h"
 #include "mixprec-engine-private.h"
-#include "mixprec-parallel-private.h"
 #include "mixprec-registry-private.h"
 
 /* ---------------------------------------------------------------- optimizer */

@@ -195,7 +195,7 @@ point_whole (MixprecEngine *self, Group *g)
           else if (u->persistent)
             s->fp8_data = g->fp8.data + g->local_n + u->persist_at + e0;
           if (s->fp8_data != NULL && g->fp8.kind == MIXPREC_FP8_RECIPE_MX)
-            s->fp8_scales = g->fp8.scales + g->fp8.scales_whole + u->scales_at;
+            s->fp8_scales = g->fp8.scales + g->fp8.scales_whole + u->fp8.scales_at;
         }
     }
 }
@@ -232,8 +232,8 @@ _mixprec_engine_fp8_layout (MixprecEngine *self,
           Unit *u = &g_array_index (g->units, Unit, k);
           guint64 n = (u->padded + b - 1) / b;
 
-          u->scales_at = at;
-          u->scales_local = local;
+          u->fp8.scales_at = at;
+          u->fp8.scales_local = local;
           if (!g->working_local || u->persistent)
             at += n;
           local += self->world > 1 ? n / self->world : n;
@@ -376,13 +376,13 @@ rank_pieces (MixprecEngine *self, Group *g)
             {
               dst = g->fp8.data + u->local + (lo - self->rank * slice);
               if (mx)
-                scales = g->fp8.scales + u->scales_local + (lo - self->rank * slice) / b;
+                scales = g->fp8.scales + u->fp8.scales_local + (lo - self->rank * slice) / b;
             }
           else
             {
               dst = g->fp8.data + u->flat + lo;
               if (mx)
-                scales = g->fp8.scales + u->scales_at + (lo - e0) / b;
+                scales = g->fp8.scales + u->fp8.scales_at + (lo - e0) / b;
             }
           add_pieces (pieces, i, master, dst, scales, hi - lo, b);
         }
@@ -525,16 +525,16 @@ gather_group (MixprecEngine *self, Group *g, GError **error)
         {
           whole_data = g->fp8.data + g->local_n + u->persist_at;
           if (mx)
-            whole_scales = g->fp8.scales + g->fp8.scales_whole + u->scales_at;
+            whole_scales = g->fp8.scales + g->fp8.scales_whole + u->fp8.scales_at;
           send = g_memdup2 (g->fp8.data + u->local, slice);
           if (mx)
-            send_scales = g_memdup2 (g->fp8.scales + u->scales_local, slice / b);
+            send_scales = g_memdup2 (g->fp8.scales + u->fp8.scales_local, slice / b);
         }
       else
         {
           whole_data = g->fp8.data + u->flat;
           if (mx)
-            whole_scales = g->fp8.scales + u->scales_at;
+            whole_scales = g->fp8.scales + u->fp8.scales_at;
           /* The all-gather reads its send buffer apart from the receive
            * buffer. */
           send = g_memdup2 (whole_data + self->rank * slice, slice);
@@ -578,11 +578,11 @@ fp8_at (MixprecEngine *self, Group *g, guint i, guint64 rel, guint8 **scale)
   if (g->working_local)
     {
       if (scale != NULL)
-        *scale = g->fp8.scales + u->scales_local + (e - first) / b;
+        *scale = g->fp8.scales + u->fp8.scales_local + (e - first) / b;
       return g->fp8.data + u->local + (e - first);
     }
   if (scale != NULL)
-    *scale = g->fp8.scales + u->scales_at + e / b;
+    *scale = g->fp8.scales + u->fp8.scales_at + e / b;
   return g->fp8.data + u->flat + e;
 }
 
@@ -972,7 +972,7 @@ _mixprec_engine_fp8_write_initial (MixprecEngine *self,
                   {
                     memcpy (g->fp8.data + u->local + (lo - self->rank * slice), whole + (lo - e0), hi - lo);
                     if (mx)
-                      memcpy (g->fp8.scales + u->scales_local + (lo - self->rank * slice) / b,
+                      memcpy (g->fp8.scales + u->fp8.scales_local + (lo - self->rank * slice) / b,
                               scales + (lo - e0) / b, (hi - lo + b - 1) / b);
                   }
                 if (s->fp8_data != NULL)
@@ -1065,7 +1065,7 @@ _mixprec_engine_fp8_gather_unit (MixprecEngine *self, Group *g, const Unit *u,
                      "gathering a ZeRO-3 FP8 parameter unit", error))
     return FALSE;
   if (g->fp8.kind == MIXPREC_FP8_RECIPE_MX &&
-      !gather_bytes (self, g->fp8.scales + u->scales_local, dst + u->padded, slice / b,
+      !gather_bytes (self, g->fp8.scales + u->fp8.scales_local, dst + u->padded, slice / b,
                      "gathering a ZeRO-3 FP8 parameter unit's block scales", error))
     return FALSE;
   self->gathered_bytes += (_mixprec_engine_fp8_unit_bytes (self, g, u) / self->world) * (self->world - 1);

@@ -58,22 +58,29 @@ typedef struct {
   guint64 first_block;       /* its first sum-of-squares block among this rank's */
   gboolean persistent;       /* ZeRO-3: every rank keeps the whole working copy */
   guint64 persist_at;        /* ZeRO-3: where it lies in the persistent copies */
-  /* The current micro-step's gradients. */
-  guint64 arrived;           /* elements handed over with reduce_grad() */
-  gboolean started;          /* its reduction has been started */
-  gint slot;                 /* the staging slot collecting it, or -1 */
-  gboolean summed;           /* one process, gradients read in place: every
+  /* Like a group, a unit keeps each phase's fields in a part that only
+   * the phase's file writes. */
+  struct {                   /* mixprec-engine-reduce.c: this micro-step's gradients */
+    guint64 arrived;         /* elements handed over with reduce_grad() */
+    gboolean started;        /* its reduction has been started */
+    gint slot;               /* the staging slot collecting it, or -1 */
+    gboolean summed;         /* one process, gradients read in place: every
                                 block sum of this step taken at intake */
-  /* ZeRO-3 gathering. */
-  gpointer gathered;         /* the whole working copy while gathered */
-  guint gather_count;
-  gboolean prefetched;       /* gathering ahead, counted in the prefetch window */
-  MixprecCommRequest *gathering;
-  /* FP8 groups under the MX recipe (one parameter per unit): where the
-   * unit's block scales start in the group's whole scale space (ZeRO-3:
-   * among the persistent units'), and among this rank's slices' scales. */
-  guint64 scales_at;
-  guint64 scales_local;
+  } intake;
+  struct {                   /* mixprec-engine-zero3.c: gathering */
+    gpointer gathered;       /* the whole working copy while gathered */
+    guint gather_count;
+    gboolean prefetched;     /* gathering ahead, counted in the prefetch window */
+    MixprecCommRequest *gathering;
+  } zero3;
+  /* mixprec-engine-fp8.c: FP8 groups under the MX recipe (one parameter
+   * per unit): where the unit's block scales start in the group's whole
+   * scale space (ZeRO-3: among the persistent units'), and among this
+   * rank's slices' scales. */
+  struct {
+    guint64 scales_at;
+    guint64 scales_local;
+  } fp8;
 } Unit;
 
 typedef enum {

@@ -130,7 +130,6 @@ _mixprec_engine_make_units_full (const guint64 *sizes,
           fresh.first_param = i;
           fresh.index = index;
           fresh.persistent = small;
-          fresh.slot = -1;
           g_array_append_val (units, fresh);
           u = &g_array_index (units, Unit, units->len - 1);
         }

@@ -69,7 +69,7 @@ sumsq_blocks (gsize first, gsize end, gpointer data)
       MixprecDType dtype;
 
       /* Summed at intake (see mixprec-engine-reduce.c). */
-      if (in_place && u->summed)
+      if (in_place && u->intake.summed)
         {
           j += run - 1;
           continue;

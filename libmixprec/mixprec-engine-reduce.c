@@ -89,6 +89,8 @@ _mixprec_engine_intake_layout (MixprecEngine *self,
 {
   g->intake.slots = g_array_new (FALSE, TRUE, sizeof (Slot));
   g->intake.pending = g_array_new (FALSE, TRUE, sizeof (Pending));
+  for (guint k = 0; k < g->units->len; k++)
+    g_array_index (g->units, Unit, k).intake.slot = -1;
   for (guint64 k = 0; k < n_slots; k++)
     {
       Slot slot = { NULL, SLOT_FREE };
@@ -296,7 +298,7 @@ reduce_unit (MixprecEngine *self,
   guint64 slice = UNIT_SLICE (self, u);
   gboolean zero_at_clear = self->stage == 0 || g->accum_mode == ACCUM_IN_GRAD;
 
-  u->started = TRUE;
+  u->intake.started = TRUE;
   if (slice == 0)
     return TRUE;
   if (g->grad != NULL)
@@ -312,11 +314,11 @@ reduce_unit (MixprecEngine *self,
         copy_into (g, grad, g->dtypes.grad, NULL, g->dtypes.grad, u->padded);
       return take_device_error (g, error);
     }
-  if (u->slot >= 0)
+  if (u->intake.slot >= 0)
     {
-      gint slot = u->slot;
+      gint slot = u->intake.slot;
 
-      u->slot = -1;
+      u->intake.slot = -1;
       return start_reduce (self, g, g_array_index (g->intake.slots, Slot, slot).data,
                            _mixprec_engine_reduce_target (self, g, u), slice, slot, 0, 0, error);
     }
@@ -346,9 +348,9 @@ reset_units (MixprecEngine *self)
         {
           Unit *u = &g_array_index (g->units, Unit, k);
 
-          u->arrived = 0;
-          u->started = FALSE;
-          u->slot = -1;
+          u->intake.arrived = 0;
+          u->intake.started = FALSE;
+          u->intake.slot = -1;
         }
     }
 }
@@ -503,7 +505,7 @@ _mixprec_engine_expose_grad (MixprecEngine *self,
       g->intake.n_exposed++;
     }
   /* Whatever the caller writes from now on is not what the intake summed. */
-  _mixprec_engine_unit_of (self, param)->summed = FALSE;
+  _mixprec_engine_unit_of (self, param)->intake.summed = FALSE;
   if (s->grad_stale)
     {
       if (!_mixprec_device_zero (s->device, s->grad,
@@ -635,7 +637,7 @@ intake_finish_unit (MixprecEngine *self,
       g->norm.blocks[u->first_block + j] = _mixprec_kernel_sumsq_best (_mixprec_engine_at ((gpointer) grad, g->dtypes.grad, lo),
                                                                 g->dtypes.grad, hi - lo);
     }
-  u->summed = TRUE;
+  u->intake.summed = TRUE;
 }
 
 /* ---------------------------------------------------------------- intake */
@@ -686,10 +688,10 @@ _mixprec_engine_reduce_grad (MixprecEngine *engine,
       if (!take_device_error (g, error))
         return FALSE;
       s->grad_stale = FALSE;
-      u->arrived += numel;
-      if (intake_sums (engine, g) && u->arrived == u->numel)
+      u->intake.arrived += numel;
+      if (intake_sums (engine, g) && u->intake.arrived == u->numel)
         intake_finish_unit (engine, g, u);
-      if (engine->world == 1 || u->arrived < u->numel)
+      if (engine->world == 1 || u->intake.arrived < u->numel)
         return TRUE;
       return reduce_unit (engine, g, u, error);
     }
@@ -698,29 +700,29 @@ _mixprec_engine_reduce_grad (MixprecEngine *engine,
     {
       /* A unit of its own (empty neighbours aside): straight from the
        * caller's memory into the wire, window by window. */
-      u->arrived = numel;
-      u->started = TRUE;
+      u->intake.arrived = numel;
+      u->intake.started = TRUE;
       return reduce_windows (engine, g, u, grad, dtype, s->offset - u->flat, numel, error) &&
              take_device_error (g, error);
     }
 
   /* A unit of several parameters collects in a slot until complete. */
-  if (u->slot < 0)
+  if (u->intake.slot < 0)
     {
       gint slot = acquire_slot (engine, g, error);
 
       if (slot < 0)
         return FALSE;
-      u->slot = slot;
+      u->intake.slot = slot;
       g_array_index (g->intake.slots, Slot, slot).state = SLOT_FILLING;
       copy_into (g, g_array_index (g->intake.slots, Slot, slot).data, g->wire, NULL, g->wire, u->padded);
     }
-  copy_into (g, _mixprec_engine_at (g_array_index (g->intake.slots, Slot, u->slot).data, g->wire, s->offset - u->flat),
+  copy_into (g, _mixprec_engine_at (g_array_index (g->intake.slots, Slot, u->intake.slot).data, g->wire, s->offset - u->flat),
              g->wire, grad, dtype, numel);
   if (!take_device_error (g, error))
     return FALSE;
-  u->arrived += numel;
-  if (u->arrived < u->numel)
+  u->intake.arrived += numel;
+  if (u->intake.arrived < u->numel)
     return TRUE;
   return reduce_unit (engine, g, u, error);
 }
@@ -801,7 +803,7 @@ mixprec_engine_backward_done (MixprecEngine *self,
             {
               Unit *u = &g_array_index (g->units, Unit, k);
 
-              if (!u->started && !reduce_unit (self, g, u, error))
+              if (!u->intake.started && !reduce_unit (self, g, u, error))
                 return FALSE;
             }
         }
@@ -881,7 +883,7 @@ _mixprec_engine_clear_gradients (MixprecEngine *self)
       g->intake.grad_zeroed = FALSE;
       _mixprec_engine_norm_set_ready (g, FALSE);
       for (guint k = 0; k < g->units->len; k++)
-        g_array_index (g->units, Unit, k).summed = FALSE;
+        g_array_index (g->units, Unit, k).intake.summed = FALSE;
       for (guint i = 0; i < g->intake.slots->len; i++)
         g_array_index (g->intake.slots, Slot, i).state = SLOT_FREE;
       /* Nothing to report it to: the next pass meets a broken device. */

@@ -634,8 +634,8 @@ void _mixprec_engine_values_at (MixprecEngine *self,
 /* ---------------------------------------------------------------- agreement
  * (mixprec-engine-norm.c, mixprec-engine-agree.c) */
 
-/* This rank's block sums of @g's reduced gradients into g->norm.blocks, unless
- * the intake's fold summed them (g->norm.ready). */
+/* This rank's block sums of @g's reduced gradients into g->norm.blocks,
+ * unless the intake's fold summed them (g->norm.ready). */
 gboolean _mixprec_engine_norm_blocks (MixprecEngine *self,
                                       Group         *g,
                                       GError       **error);

@@ -15,7 +15,8 @@ docs_reference_pages = \
 	docs/reference/checkpoints.md \
 	docs/reference/plugins.md \
 	docs/reference/environment.md \
-	docs/reference/differences.md
+	docs/reference/differences.md \
+	docs/reference/internals.md
 EXTRA_DIST += \
 	$(docs_reference_pages) \
 	docs/reference/urlmap.js \

@@ -145,6 +145,15 @@ mixprec_sources += \
 	libmixprec/mixprec-engine-access.c \
 	libmixprec/mixprec-engine-monitor.c
 
+# --- engine phases split out of the step (engine-core)
+mixprec_sources += \
+	libmixprec/mixprec-engine-norm.c \
+	libmixprec/mixprec-engine-agree.c \
+	libmixprec/mixprec-engine-offload.c \
+	libmixprec/mixprec-engine-checkpoint.c \
+	libmixprec/mixprec-engine-group.c \
+	libmixprec/mixprec-engine-whole.c
+
 # --- FP8 working copies (fp8-engine)
 mixprec_sources += libmixprec/mixprec-engine-fp8.c
 

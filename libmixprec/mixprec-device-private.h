@@ -2,14 +2,18 @@
  * kernels touch them: host memory and the library's CPU kernels, or a
  * device plugin (MixprecDeviceV1) and its kernels. Never installed.
  *
- * Every function takes a _MixprecDevice that may be NULL: NULL is host
- * memory, so code written against this file runs unchanged on the CPU.
+ * Every function takes a _MixprecDevice that may be NULL: NULL is the host,
+ * a device like any other whose memory is host memory, whose kernels are
+ * the library's CPU kernels and whose dispatch (_mixprec_device_dispatch())
+ * is the thread pool, so code written against this file runs unchanged on
+ * the CPU and never asks which device it has.
  * Failures of a plugin become GErrors in MIXPREC_PLUGIN_ERROR
  * (MIXPREC_PLUGIN_ERROR_CALL_FAILED) naming the device and the call. */
 #pragma once
 
 #include "mixprec.h"
 #include "mixprec-plugin.h"
+#include "mixprec-parallel-private.h"
 
 G_BEGIN_DECLS
 
@@ -54,6 +58,27 @@ gint            _mixprec_device_get_dlpack_type (_MixprecDevice *device);
 gchar          *_mixprec_device_describe      (_MixprecDevice *device);
 /* The plugin's stream (NULL for the host). */
 gpointer        _mixprec_device_get_stream    (_MixprecDevice *device);
+
+/* Whether @device's buffers are host memory that the CPU reads and writes
+ * directly (the host's; a plugin's device: no). Passes that fuse several
+ * kernels while the data is in the CPU's cache (a fold that sums squares
+ * as it goes, an optimizer pass that zeroes its gradients or casts FP8
+ * copies as it goes) need it; everything else goes through the calls
+ * below on every device alike. */
+gboolean        _mixprec_device_memory_is_host (_MixprecDevice *device);
+
+/* Runs @func over [0, n) the way @device runs work: on the host across
+ * the thread pool (parts of at least @min_chunk items starting on
+ * multiples of @align, see _mixprec_parallel_for()), on a device in one
+ * call on the calling thread, whose kernels queue on the device's stream.
+ * An item is a block or an element, never finer: @func calls the device's
+ * kernels over whole ranges. */
+void            _mixprec_device_dispatch      (_MixprecDevice   *device,
+                                               gsize             n,
+                                               gsize             min_chunk,
+                                               gsize             align,
+                                               _MixprecRangeFunc func,
+                                               gpointer          data);
 
 /* @bytes of zeroed memory; @what names the buffer in the error. NULL with
  * no error for 0 bytes. */

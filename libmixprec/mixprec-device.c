@@ -9,6 +9,7 @@
 #include "mixprec-device-private.h"
 #include "mixprec-engine-kernels-private.h"
 #include "mixprec-fp8-private.h"
+#include "mixprec-parallel-private.h"
 #include "mixprec-registry-private.h"
 
 struct _MixprecDevice
@@ -631,12 +632,24 @@ _mixprec_device_sumsq_blocks (_MixprecDevice             *device,
 
       for (guint r = 0; r < n_ranges; r++)
         {
-          gsize esize = mixprec_dtype_get_size ((MixprecDType) ranges[r].dtype);
+          MixprecDType dtype = (MixprecDType) ranges[r].dtype;
+          gsize esize = mixprec_dtype_get_size (dtype);
+          gsize b = 0;
 
-          for (gsize b = 0; b < ranges[r].n; b += block_size)
-            block_sums[out++] = _mixprec_kernel_sumsq ((const guint8 *) ranges[r].data + b * esize,
-                                                       (MixprecDType) ranges[r].dtype,
-                                                       MIN (block_size, ranges[r].n - b));
+          /* Whole blocks of the engine's size through the multi-block
+           * kernel, the rest one by one: the bits of
+           * _mixprec_kernel_sumsq() per block either way. */
+          if (block_size == _MIXPREC_SUMSQ_BLOCK && ranges[r].n / block_size > 1)
+            {
+              gsize whole = ranges[r].n / block_size;
+
+              _mixprec_kernel_sumsq_blocks_best (ranges[r].data, dtype, whole, block_sums + out);
+              out += whole;
+              b = whole * block_size;
+            }
+          for (; b < ranges[r].n; b += block_size)
+            block_sums[out++] = _mixprec_kernel_sumsq_best ((const guint8 *) ranges[r].data + b * esize,
+                                                            dtype, MIN (block_size, ranges[r].n - b));
         }
       return TRUE;
     }
@@ -668,6 +681,32 @@ _mixprec_device_sum_ordered (_MixprecDevice *device,
   return check (device, device->vtable->sum_ordered (device->handle, values, n, out,
                                                      errbuf, sizeof errbuf),
                 "sum_ordered", errbuf, error);
+}
+
+/* ---------------------------------------------------------------- dispatch */
+
+gboolean
+_mixprec_device_memory_is_host (_MixprecDevice *device)
+{
+  return device == NULL;
+}
+
+void
+_mixprec_device_dispatch (_MixprecDevice   *device,
+                          gsize             n,
+                          gsize             min_chunk,
+                          gsize             align,
+                          _MixprecRangeFunc func,
+                          gpointer          data)
+{
+  if (n == 0)
+    return;
+  /* A device's kernels are launched from one thread: splitting a range
+   * would only multiply the launches. */
+  if (device == NULL)
+    _mixprec_parallel_for (n, min_chunk, align, func, data);
+  else
+    func (0, n, data);
 }
 
 /* ---------------------------------------------------------------- events */

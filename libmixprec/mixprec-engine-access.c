@@ -283,11 +283,11 @@ mixprec_engine_is_accumulation_boundary (MixprecEngine *self)
 void
 _mixprec_engine_drop_mirrors (Group *g)
 {
-  if (g->mirrors == NULL)
+  if (g->mirrors.copies == NULL)
     return;
-  for (guint i = 0; i < g->mirrors->len; i++)
-    g_free (g_array_index (g->mirrors, HostMirror, i).host);
-  g_clear_pointer (&g->mirrors, g_array_unref);
+  for (guint i = 0; i < g->mirrors.copies->len; i++)
+    g_free (g_array_index (g->mirrors.copies, HostMirror, i).host);
+  g_clear_pointer (&g->mirrors.copies, g_array_unref);
 }
 
 /* Copies @bytes of device buffer @buffer to the host, for the shards. */
@@ -301,8 +301,8 @@ add_mirror (Group        *g,
 
   if (buffer == NULL)
     return TRUE;
-  for (guint i = 0; i < g->mirrors->len; i++)
-    if (g_array_index (g->mirrors, HostMirror, i).device == buffer)
+  for (guint i = 0; i < g->mirrors.copies->len; i++)
+    if (g_array_index (g->mirrors.copies, HostMirror, i).device == buffer)
       return TRUE;
   m.host = g_try_malloc (MAX (bytes, 1));
   if (m.host == NULL)
@@ -312,7 +312,7 @@ add_mirror (Group        *g,
                    "to the host for a checkpoint", bytes);
       return FALSE;
     }
-  g_array_append_val (g->mirrors, m);
+  g_array_append_val (g->mirrors.copies, m);
   return _mixprec_device_copy (g->device, m.host, buffer, bytes,
                                MIXPREC_PLUGIN_COPY_DEVICE_TO_HOST, error);
 }
@@ -329,10 +329,10 @@ mirror_group (MixprecEngine *self,
   guint64 n_working = g->working_local ? g->local_n : g->padded;
 
   _mixprec_engine_drop_mirrors (g);
-  g->mirrors = g_array_new (FALSE, FALSE, sizeof (HostMirror));
+  g->mirrors.copies = g_array_new (FALSE, FALSE, sizeof (HostMirror));
   if (!add_mirror (g, g->working, n_working * mixprec_dtype_get_size (g->dtypes.working), error))
     return FALSE;
-  if (g->state_device == NULL)
+  if (_mixprec_device_memory_is_host (g->state_device))
     return TRUE;
   if (!add_mirror (g, g->master, n_state * sizeof (gfloat), error))
     return FALSE;
@@ -347,17 +347,17 @@ mirror_group (MixprecEngine *self,
 static gpointer
 host_view (Group *g, gconstpointer p)
 {
-  if (g->mirrors == NULL || p == NULL)
+  if (g->mirrors.copies == NULL || p == NULL)
     return (gpointer) p;
-  for (guint i = 0; i < g->mirrors->len; i++)
+  for (guint i = 0; i < g->mirrors.copies->len; i++)
     {
-      HostMirror *m = &g_array_index (g->mirrors, HostMirror, i);
+      HostMirror *m = &g_array_index (g->mirrors.copies, HostMirror, i);
       const guint8 *base = m->device;
 
       if ((const guint8 *) p >= base && (const guint8 *) p <= base + m->bytes)
         return (guint8 *) m->host + ((const guint8 *) p - base);
     }
-  if (g->state_device == NULL)
+  if (_mixprec_device_memory_is_host (g->state_device))
     return (gpointer) p;
   g_return_val_if_reached (NULL);
 }
@@ -370,9 +370,9 @@ upload_mirrors (Group   *g,
 {
   gboolean ok = TRUE;
 
-  for (guint i = 0; g->mirrors != NULL && i < g->mirrors->len && ok; i++)
+  for (guint i = 0; g->mirrors.copies != NULL && i < g->mirrors.copies->len && ok; i++)
     {
-      HostMirror *m = &g_array_index (g->mirrors, HostMirror, i);
+      HostMirror *m = &g_array_index (g->mirrors.copies, HostMirror, i);
 
       ok = _mixprec_device_copy (g->device, m->device, m->host, m->bytes,
                                  MIXPREC_PLUGIN_COPY_HOST_TO_DEVICE, error);
@@ -452,7 +452,7 @@ _mixprec_engine_get_shards (MixprecEngine *self,
       Group *g = _mixprec_engine_group_of (self, p);
       _MixprecEngineShard shard = { 0 };
 
-      if (g->device != NULL && g->mirrors == NULL && !mirror_group (self, g, error))
+      if (!_mixprec_device_memory_is_host (g->device) && g->mirrors.copies == NULL && !mirror_group (self, g, error))
         {
           g_array_unref (shards);
           return NULL;
@@ -548,7 +548,7 @@ round_working (MixprecEngine *self,
   _mixprec_engine_values_at (self, g, u, e, &master, &state_at, &working);
   if (working == NULL || master == NULL)
     return TRUE;
-  if (g->device != NULL && g->state_device == NULL)
+  if (!_mixprec_device_memory_is_host (g->device) && _mixprec_device_memory_is_host (g->state_device))
     {
       /* Offloaded masters: rounded on the host as the step rounds them,
        * then copied up. */

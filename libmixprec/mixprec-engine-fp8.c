@@ -88,7 +88,7 @@ _mixprec_engine_fp8_register (MixprecEngine *self,
   mixprec_param_get_shape (param, &ndim);
   if (ndim < 2)
     return TRUE;
-  if (self->device != NULL && !_mixprec_device_has_fp8 (self->device))
+  if (!_mixprec_device_memory_is_host (self->device) && !_mixprec_device_has_fp8 (self->device))
     {
       g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_PARAM,
                    "parameter '%s': FP8 working copies (fp8.enabled) on device '%s' need the "
@@ -101,7 +101,7 @@ _mixprec_engine_fp8_register (MixprecEngine *self,
     }
   /* On a device the cast covers whole parameters (see the top of this
    * file); the stage and the offload are the engine's from its creation. */
-  if (self->device != NULL && (self->offload || self->stage >= 1))
+  if (!_mixprec_device_memory_is_host (self->device) && (self->offload || self->stage >= 1))
     {
       g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_PARAM,
                    "parameter '%s': FP8 working copies on device '%s' are written for whole "
@@ -141,10 +141,19 @@ _mixprec_engine_fp8_register (MixprecEngine *self,
   return TRUE;
 }
 
+void
+_mixprec_engine_fp8_init_group (Group        *g,
+                                MixprecParam *p)
+{
+  g->fp8.enabled = mixprec_param_is_fp8 (p);
+  g->fp8.dtype = mixprec_param_get_fp8_dtype (p);
+  g->fp8.kind = _mixprec_param_get_storage (p)->fp8_kind;
+}
+
 gboolean
 _mixprec_engine_fp8_same_group (const Group *g, MixprecParam *p)
 {
-  return g->fp8 == mixprec_param_is_fp8 (p);
+  return g->fp8.enabled == mixprec_param_is_fp8 (p);
 }
 
 static guint
@@ -165,7 +174,7 @@ fp8_elements (const Group *g)
 static void
 point_whole (MixprecEngine *self, Group *g)
 {
-  guint b = g->fp8_kind == MIXPREC_FP8_RECIPE_MX ? block_size (self) : 1;
+  guint b = g->fp8.kind == MIXPREC_FP8_RECIPE_MX ? block_size (self) : 1;
 
   for (guint k = 0; k < g->units->len; k++)
     {
@@ -179,14 +188,14 @@ point_whole (MixprecEngine *self, Group *g)
 
           s->fp8_data = NULL;
           s->fp8_scales = NULL;
-          s->n_fp8_scales = g->fp8_kind == MIXPREC_FP8_RECIPE_MX
+          s->n_fp8_scales = g->fp8.kind == MIXPREC_FP8_RECIPE_MX
                             ? (mixprec_param_get_numel (p) + b - 1) / b : 0;
           if (!g->working_local)
-            s->fp8_data = g->fp8_data + s->offset;
+            s->fp8_data = g->fp8.data + s->offset;
           else if (u->persistent)
-            s->fp8_data = g->fp8_data + g->local_n + u->persist_at + e0;
-          if (s->fp8_data != NULL && g->fp8_kind == MIXPREC_FP8_RECIPE_MX)
-            s->fp8_scales = g->fp8_scales + g->fp8_scales_whole + u->scales_at;
+            s->fp8_data = g->fp8.data + g->local_n + u->persist_at + e0;
+          if (s->fp8_data != NULL && g->fp8.kind == MIXPREC_FP8_RECIPE_MX)
+            s->fp8_scales = g->fp8.scales + g->fp8.scales_whole + u->fp8.scales_at;
         }
     }
 }
@@ -198,20 +207,20 @@ _mixprec_engine_fp8_layout (MixprecEngine *self,
 {
   guint64 at = 0, local = 0;
 
-  if (!g->fp8)
+  if (!g->fp8.enabled)
     return TRUE;
   /* The amax slots are scratch of the agreement, counted with the
    * gradient-norm blocks beside which they are agreed on the cpu device. */
-  if (self->device != NULL &&
-      (g->fp8_amax_device = _mixprec_engine_alloc (self, self->device, MAX (g->params->len, 1),
+  if (!_mixprec_device_memory_is_host (self->device) &&
+      (g->fp8.amax_device = _mixprec_engine_alloc (self, self->device, MAX (g->params->len, 1),
                                                    sizeof (gfloat), BUF_NORM, error)) == NULL)
     return FALSE;
-  g->fp8_data = _mixprec_engine_alloc (self, self->device, fp8_elements (g), 1, BUF_FP8, error);
-  if (g->fp8_data == NULL)
+  g->fp8.data = _mixprec_engine_alloc (self, self->device, fp8_elements (g), 1, BUF_FP8, error);
+  if (g->fp8.data == NULL)
     return FALSE;
   self->buf_plan[BUF_FP8] += fp8_elements (g);
-  g->fp8_agreed = g_new0 (gfloat, MAX (g->params->len, 1));
-  if (g->fp8_kind == MIXPREC_FP8_RECIPE_MX)
+  g->fp8.agreed = g_new0 (gfloat, MAX (g->params->len, 1));
+  if (g->fp8.kind == MIXPREC_FP8_RECIPE_MX)
     {
       guint b = block_size (self);
 
@@ -223,18 +232,18 @@ _mixprec_engine_fp8_layout (MixprecEngine *self,
           Unit *u = &g_array_index (g->units, Unit, k);
           guint64 n = (u->padded + b - 1) / b;
 
-          u->scales_at = at;
-          u->scales_local = local;
+          u->fp8.scales_at = at;
+          u->fp8.scales_local = local;
           if (!g->working_local || u->persistent)
             at += n;
           local += self->world > 1 ? n / self->world : n;
         }
-      g->fp8_scales_whole = g->working_local ? local : 0;
-      g->fp8_scales_n = g->fp8_scales_whole + at;
-      g->fp8_scales = _mixprec_engine_alloc (self, self->device, g->fp8_scales_n, 1, BUF_FP8_SCALES, error);
-      if (g->fp8_scales == NULL)
+      g->fp8.scales_whole = g->working_local ? local : 0;
+      g->fp8.scales_n = g->fp8.scales_whole + at;
+      g->fp8.scales = _mixprec_engine_alloc (self, self->device, g->fp8.scales_n, 1, BUF_FP8_SCALES, error);
+      if (g->fp8.scales == NULL)
         return FALSE;
-      self->buf_plan[BUF_FP8_SCALES] += g->fp8_scales_n;
+      self->buf_plan[BUF_FP8_SCALES] += g->fp8.scales_n;
     }
   point_whole (self, g);
   return TRUE;
@@ -243,13 +252,13 @@ _mixprec_engine_fp8_layout (MixprecEngine *self,
 void
 _mixprec_engine_fp8_free_group (MixprecEngine *self, Group *g)
 {
-  _mixprec_engine_free (self, self->device, g->fp8_data);
-  _mixprec_engine_free (self, self->device, g->fp8_scales);
-  _mixprec_engine_free (self, self->device, g->fp8_amax_device);
-  g->fp8_amax_device = NULL;
-  g->fp8_data = NULL;
-  g->fp8_scales = NULL;
-  g_clear_pointer (&g->fp8_agreed, g_free);
+  _mixprec_engine_free (self, self->device, g->fp8.data);
+  _mixprec_engine_free (self, self->device, g->fp8.scales);
+  _mixprec_engine_free (self, self->device, g->fp8.amax_device);
+  g->fp8.amax_device = NULL;
+  g->fp8.data = NULL;
+  g->fp8.scales = NULL;
+  g_clear_pointer (&g->fp8.agreed, g_free);
 }
 
 /* ---------------------------------------------------------------- cast */
@@ -296,11 +305,11 @@ cast_range (gsize first, gsize end, gpointer data)
           _mixprec_fp8_amax_f32 (p->src, p->n, &amax);
           break;
         case CAST_SCALED:
-          _mixprec_fp8_quantize_f32 (job->group->fp8_dtype, job->saturate, job->scale[p->param],
+          _mixprec_fp8_quantize_f32 (job->group->fp8.dtype, job->saturate, job->scale[p->param],
                                      p->src, p->dst, p->n, &amax);
           break;
         case CAST_MX:
-          _mixprec_mx_quantize_f32 (job->group->fp8_dtype, job->block, p->src, p->n, p->dst, p->scales);
+          _mixprec_mx_quantize_f32 (job->group->fp8.dtype, job->block, p->src, p->n, p->dst, p->scales);
           continue;
         }
       g_mutex_lock (&job->lock);
@@ -333,7 +342,7 @@ static GArray *
 rank_pieces (MixprecEngine *self, Group *g)
 {
   GArray *pieces = g_array_new (FALSE, FALSE, sizeof (CastPiece));
-  gboolean mx = g->fp8_kind == MIXPREC_FP8_RECIPE_MX;
+  gboolean mx = g->fp8.kind == MIXPREC_FP8_RECIPE_MX;
   guint b = mx ? block_size (self) : 1;
 
   for (guint k = 0; k < g->units->len; k++)
@@ -365,15 +374,15 @@ rank_pieces (MixprecEngine *self, Group *g)
           _mixprec_engine_values_at (self, g, u, lo, &master, &state_at, &working);
           if (g->working_local)
             {
-              dst = g->fp8_data + u->local + (lo - self->rank * slice);
+              dst = g->fp8.data + u->local + (lo - self->rank * slice);
               if (mx)
-                scales = g->fp8_scales + u->scales_local + (lo - self->rank * slice) / b;
+                scales = g->fp8.scales + u->fp8.scales_local + (lo - self->rank * slice) / b;
             }
           else
             {
-              dst = g->fp8_data + u->flat + lo;
+              dst = g->fp8.data + u->flat + lo;
               if (mx)
-                scales = g->fp8_scales + u->scales_at + (lo - e0) / b;
+                scales = g->fp8.scales + u->fp8.scales_at + (lo - e0) / b;
             }
           add_pieces (pieces, i, master, dst, scales, hi - lo, b);
         }
@@ -391,7 +400,7 @@ run_cast (MixprecEngine *self, Group *g, GArray *pieces, CastMode mode, gfloat *
     {
       _MixprecParamStorage *s = _mixprec_param_get_storage (g_ptr_array_index (g->params, i));
 
-      scale[i] = g->fp8_kind == MIXPREC_FP8_RECIPE_MX ? 1.0f : mixprec_fp8_scaling_get_scale (s->fp8_scaling);
+      scale[i] = g->fp8.kind == MIXPREC_FP8_RECIPE_MX ? 1.0f : mixprec_fp8_scaling_get_scale (s->fp8_scaling);
       amax[i] = 0.0f;
     }
   job.scale = scale;
@@ -415,7 +424,7 @@ agree_max (MixprecEngine *self, gfloat *values, guint n, gboolean over_dp, gfloa
 
   if (n == 0 || (!dp && self->mp_comm == NULL))
     return TRUE;
-  if (self->device != NULL)
+  if (!_mixprec_device_memory_is_host (self->device))
     {
       if (!_mixprec_device_copy (self->device, staging, values, n * sizeof (gfloat),
                                  MIXPREC_PLUGIN_COPY_HOST_TO_DEVICE, error))
@@ -430,7 +439,7 @@ agree_max (MixprecEngine *self, gfloat *values, guint n, gboolean over_dp, gfloa
       !mixprec_comm_all_reduce (self->mp_comm, buf, buf, n, MIXPREC_DTYPE_FLOAT32,
                                 MIXPREC_REDUCE_MAX, 0, &local))
     return _mixprec_engine_comm_failed (error, local, "agreeing on the FP8 amaxes");
-  return self->device == NULL ||
+  return _mixprec_device_memory_is_host (self->device) ||
          _mixprec_device_copy (self->device, values, staging, n * sizeof (gfloat),
                                MIXPREC_PLUGIN_COPY_DEVICE_TO_HOST, error);
 }
@@ -445,8 +454,8 @@ _mixprec_engine_fp8_agree_device (MixprecEngine *self,
       guint n = _mixprec_engine_fp8_n_amax (g);
 
       for (guint i = 0; i < n; i++)
-        g->fp8_agreed[i] = _mixprec_param_get_storage (g_ptr_array_index (g->params, i))->fp8_amax;
-      if (!agree_max (self, g->fp8_agreed, n, TRUE, g->fp8_amax_device, error))
+        g->fp8.agreed[i] = _mixprec_param_get_storage (g_ptr_array_index (g->params, i))->fp8_amax;
+      if (!agree_max (self, g->fp8.agreed, n, TRUE, g->fp8.amax_device, error))
         return FALSE;
     }
   return TRUE;
@@ -498,7 +507,7 @@ gather_bytes (MixprecEngine *self, const guint8 *local, guint8 *whole, guint64 n
 static gboolean
 gather_group (MixprecEngine *self, Group *g, GError **error)
 {
-  gboolean mx = g->fp8_kind == MIXPREC_FP8_RECIPE_MX;
+  gboolean mx = g->fp8.kind == MIXPREC_FP8_RECIPE_MX;
   guint b = block_size (self);
 
   if (self->world == 1 || !g->state_local)
@@ -514,18 +523,18 @@ gather_group (MixprecEngine *self, Group *g, GError **error)
         continue;
       if (g->working_local)
         {
-          whole_data = g->fp8_data + g->local_n + u->persist_at;
+          whole_data = g->fp8.data + g->local_n + u->persist_at;
           if (mx)
-            whole_scales = g->fp8_scales + g->fp8_scales_whole + u->scales_at;
-          send = g_memdup2 (g->fp8_data + u->local, slice);
+            whole_scales = g->fp8.scales + g->fp8.scales_whole + u->fp8.scales_at;
+          send = g_memdup2 (g->fp8.data + u->local, slice);
           if (mx)
-            send_scales = g_memdup2 (g->fp8_scales + u->scales_local, slice / b);
+            send_scales = g_memdup2 (g->fp8.scales + u->fp8.scales_local, slice / b);
         }
       else
         {
-          whole_data = g->fp8_data + u->flat;
+          whole_data = g->fp8.data + u->flat;
           if (mx)
-            whole_scales = g->fp8_scales + u->scales_at;
+            whole_scales = g->fp8.scales + u->fp8.scales_at;
           /* The all-gather reads its send buffer apart from the receive
            * buffer. */
           send = g_memdup2 (whole_data + self->rank * slice, slice);
@@ -569,12 +578,12 @@ fp8_at (MixprecEngine *self, Group *g, guint i, guint64 rel, guint8 **scale)
   if (g->working_local)
     {
       if (scale != NULL)
-        *scale = g->fp8_scales + u->scales_local + (e - first) / b;
-      return g->fp8_data + u->local + (e - first);
+        *scale = g->fp8.scales + u->fp8.scales_local + (e - first) / b;
+      return g->fp8.data + u->local + (e - first);
     }
   if (scale != NULL)
-    *scale = g->fp8_scales + u->scales_at + e / b;
-  return g->fp8_data + u->flat + e;
+    *scale = g->fp8.scales + u->fp8.scales_at + e / b;
+  return g->fp8.data + u->flat + e;
 }
 
 /* The FP32 values of element @rel of parameter @i, on the rank that
@@ -594,11 +603,17 @@ master_at (MixprecEngine *self, Group *g, guint i, guint64 rel)
   return master;
 }
 
-_MixprecFp8Fuse *
+void
 _mixprec_engine_fp8_fuse_begin (MixprecEngine *self, Group *g)
 {
-  _MixprecFp8Fuse *f = g_new0 (_MixprecFp8Fuse, 1);
+  _MixprecFp8Fuse *f;
   guint n = g->params->len;
+
+  /* The cast fuses into the optimizer's pass only where the CPU runs it
+   * over host memory; elsewhere it is a pass of its own. */
+  if (!g->fp8.enabled || !_mixprec_device_memory_is_host (g->device))
+    return;
+  f = g_new0 (_MixprecFp8Fuse, 1);
 
   f->engine = self;
   f->group = g;
@@ -611,7 +626,7 @@ _mixprec_engine_fp8_fuse_begin (MixprecEngine *self, Group *g)
       _MixprecParamStorage *s = _mixprec_param_get_storage (p);
 
       f->starts[i] = s->index;
-      f->scale[i] = g->fp8_kind == MIXPREC_FP8_RECIPE_MX ? 1.0f
+      f->scale[i] = g->fp8.kind == MIXPREC_FP8_RECIPE_MX ? 1.0f
                     : mixprec_fp8_scaling_get_scale (s->fp8_scaling);
     }
   f->starts[n] = n > 0 ? f->starts[n - 1] + mixprec_param_get_numel (g_ptr_array_index (g->params, n - 1)) : 0;
@@ -619,7 +634,7 @@ _mixprec_engine_fp8_fuse_begin (MixprecEngine *self, Group *g)
   f->block = block_size (self);
   f->straddling = g_array_new (FALSE, FALSE, sizeof (guint64));
   g_mutex_init (&f->lock);
-  return f;
+  g->fp8.fuse = f;
 }
 
 static void
@@ -661,7 +676,7 @@ _mixprec_engine_fp8_fused (_MixprecFp8Fuse *f,
 
       if (a >= b)
         continue;
-      if (g->fp8_kind == MIXPREC_FP8_RECIPE_MX)
+      if (g->fp8.kind == MIXPREC_FP8_RECIPE_MX)
         {
           guint64 bs = f->block;
           guint64 first = (rel_a + bs - 1) / bs;                  /* whole blocks */
@@ -672,7 +687,7 @@ _mixprec_engine_fp8_fused (_MixprecFp8Fuse *f,
             {
               guint8 *dst = fp8_at (f->engine, g, i, first * bs, &scales);
 
-              _mixprec_mx_quantize_f32 (g->fp8_dtype, f->block, src + (first * bs - rel_a),
+              _mixprec_mx_quantize_f32 (g->fp8.dtype, f->block, src + (first * bs - rel_a),
                                         MIN (end * bs, numel) - first * bs, dst, scales);
             }
           /* The blocks at either end this range holds part of: cast after
@@ -687,10 +702,10 @@ _mixprec_engine_fp8_fused (_MixprecFp8Fuse *f,
           }
           continue;
         }
-      if (g->fp8_kind == MIXPREC_FP8_RECIPE_CURRENT)
+      if (g->fp8.kind == MIXPREC_FP8_RECIPE_CURRENT)
         _mixprec_fp8_amax_f32 (src, b - a, &amax);
       else
-        _mixprec_fp8_quantize_f32 (g->fp8_dtype, f->saturate, f->scale[i], src,
+        _mixprec_fp8_quantize_f32 (g->fp8.dtype, f->saturate, f->scale[i], src,
                                    fp8_at (f->engine, g, i, rel_a, NULL), b - a, &amax);
       g_mutex_lock (&f->lock);
       f->amax[i] = fmaxf (f->amax[i], amax);
@@ -701,11 +716,11 @@ _mixprec_engine_fp8_fused (_MixprecFp8Fuse *f,
 void
 _mixprec_engine_fp8_fuse_end (MixprecEngine *self, Group *g)
 {
-  _MixprecFp8Fuse *f = g_steal_pointer (&g->fp8_fuse);
+  _MixprecFp8Fuse *f = g_steal_pointer (&g->fp8.fuse);
 
   if (f == NULL)
     return;
-  if (g->fp8_kind == MIXPREC_FP8_RECIPE_MX)
+  if (g->fp8.kind == MIXPREC_FP8_RECIPE_MX)
     {
       /* Each block the pass cut: whole now (the pass is over), and on this
        * rank (its slice holds whole blocks). Cast twice when two ranges
@@ -718,14 +733,14 @@ _mixprec_engine_fp8_fuse_end (MixprecEngine *self, Group *g)
           guint8 *scales;
           guint8 *dst = fp8_at (self, g, i, at, &scales);
 
-          _mixprec_mx_quantize_f32 (g->fp8_dtype, f->block, master_at (self, g, i, at),
+          _mixprec_mx_quantize_f32 (g->fp8.dtype, f->block, master_at (self, g, i, at),
                                     MIN ((guint64) f->block, numel - at), dst, scales);
         }
     }
   else
     for (guint i = 0; i < g->params->len; i++)
       _mixprec_param_get_storage (g_ptr_array_index (g->params, i))->fp8_amax = f->amax[i];
-  g->fp8_fused = TRUE;
+  g->fp8.fused = TRUE;
   g_mutex_clear (&f->lock);
   g_array_unref (f->straddling);
   g_free (f->starts);
@@ -749,20 +764,20 @@ device_amaxes (MixprecEngine *self, Group *g, GArray *pieces, gboolean cast, gfl
   gsize bytes = MAX (g->params->len, 1) * sizeof (gfloat);
   gboolean saturate = mixprec_fp8_recipe_get_saturate (self->fp8_recipe);
 
-  if (!_mixprec_device_zero (self->device, g->fp8_amax_device, bytes, error))
+  if (!_mixprec_device_zero (self->device, g->fp8.amax_device, bytes, error))
     return FALSE;
   for (guint k = 0; k < pieces->len; k++)
     {
       const CastPiece *p = &g_array_index (pieces, CastPiece, k);
       _MixprecParamStorage *s = _mixprec_param_get_storage (g_ptr_array_index (g->params, p->param));
 
-      if (!_mixprec_device_fp8_cast (self->device, g->fp8_dtype, saturate,
+      if (!_mixprec_device_fp8_cast (self->device, g->fp8.dtype, saturate,
                                      mixprec_fp8_scaling_get_scale (s->fp8_scaling), p->src,
-                                     cast ? p->dst : NULL, p->n, g->fp8_amax_device + p->param,
+                                     cast ? p->dst : NULL, p->n, g->fp8.amax_device + p->param,
                                      error))
         return FALSE;
     }
-  return _mixprec_device_copy (self->device, amax, g->fp8_amax_device, bytes,
+  return _mixprec_device_copy (self->device, amax, g->fp8.amax_device, bytes,
                                MIXPREC_PLUGIN_COPY_DEVICE_TO_HOST, error);
 }
 
@@ -770,13 +785,13 @@ static gboolean
 write_group_device (MixprecEngine *self, Group *g, GArray *pieces, gfloat *amax,
                     gboolean collective, GError **error)
 {
-  g->fp8_fused = FALSE;
-  switch (g->fp8_kind)
+  g->fp8.fused = FALSE;
+  switch (g->fp8.kind)
     {
     case MIXPREC_FP8_RECIPE_CURRENT:
       if (!device_amaxes (self, g, pieces, FALSE, amax, error))
         return FALSE;
-      if (collective && !agree_max (self, amax, g->params->len, g->state_local, g->fp8_amax_device, error))
+      if (collective && !agree_max (self, amax, g->params->len, g->state_local, g->fp8.amax_device, error))
         return FALSE;
       for (guint i = 0; i < g->params->len; i++)
         if (!update_scaling (g_ptr_array_index (g->params, i), amax[i], error))
@@ -786,7 +801,7 @@ write_group_device (MixprecEngine *self, Group *g, GArray *pieces, gfloat *amax,
           const CastPiece *p = &g_array_index (pieces, CastPiece, k);
           _MixprecParamStorage *s = _mixprec_param_get_storage (g_ptr_array_index (g->params, p->param));
 
-          if (!_mixprec_device_fp8_cast (self->device, g->fp8_dtype,
+          if (!_mixprec_device_fp8_cast (self->device, g->fp8.dtype,
                                          mixprec_fp8_recipe_get_saturate (self->fp8_recipe),
                                          mixprec_fp8_scaling_get_scale (s->fp8_scaling),
                                          p->src, p->dst, p->n, NULL, error))
@@ -798,7 +813,7 @@ write_group_device (MixprecEngine *self, Group *g, GArray *pieces, gfloat *amax,
         {
           const CastPiece *p = &g_array_index (pieces, CastPiece, k);
 
-          if (!_mixprec_device_mx_cast (self->device, g->fp8_dtype, block_size (self), p->src,
+          if (!_mixprec_device_mx_cast (self->device, g->fp8.dtype, block_size (self), p->src,
                                         p->dst, p->scales, p->n, error))
             return FALSE;
         }
@@ -823,12 +838,12 @@ write_group (MixprecEngine *self, Group *g, gboolean collective, gboolean after_
   g_autoptr(GArray) pieces = rank_pieces (self, g);
   g_autofree gfloat *amax = g_new0 (gfloat, MAX (g->params->len, 1));
 
-  gboolean fused = after_step && g->fp8_fused;
+  gboolean fused = after_step && g->fp8.fused;
 
-  if (self->device != NULL)
+  if (!_mixprec_device_memory_is_host (self->device))
     return write_group_device (self, g, pieces, amax, collective, error);
-  g->fp8_fused = FALSE;
-  switch (g->fp8_kind)
+  g->fp8.fused = FALSE;
+  switch (g->fp8.kind)
     {
     case MIXPREC_FP8_RECIPE_CURRENT:
       if (fused)
@@ -836,7 +851,7 @@ write_group (MixprecEngine *self, Group *g, gboolean collective, gboolean after_
           amax[i] = _mixprec_param_get_storage (g_ptr_array_index (g->params, i))->fp8_amax;
       else
         run_cast (self, g, pieces, CAST_AMAX, amax);
-      if (collective && !agree_max (self, amax, g->params->len, g->state_local, g->fp8_amax_device, error))
+      if (collective && !agree_max (self, amax, g->params->len, g->state_local, g->fp8.amax_device, error))
         return FALSE;
       for (guint i = 0; i < g->params->len; i++)
         if (!update_scaling (g_ptr_array_index (g->params, i), amax[i], error))
@@ -868,7 +883,7 @@ _mixprec_engine_fp8_write (MixprecEngine *self,
     {
       Group *g = g_ptr_array_index (self->groups, j);
 
-      if (g->fp8 && !write_group (self, g, TRUE, after_step, error))
+      if (g->fp8.enabled && !write_group (self, g, TRUE, after_step, error))
         return FALSE;
     }
   return TRUE;
@@ -887,7 +902,7 @@ _mixprec_engine_fp8_write_initial (MixprecEngine *self,
       gboolean mx;
       guint b;
 
-      if (!g->fp8)
+      if (!g->fp8.enabled)
         continue;
       if (self->world == 1 || !g->state_local)
         {
@@ -896,7 +911,7 @@ _mixprec_engine_fp8_write_initial (MixprecEngine *self,
             return FALSE;
           continue;
         }
-      mx = g->fp8_kind == MIXPREC_FP8_RECIPE_MX;
+      mx = g->fp8.kind == MIXPREC_FP8_RECIPE_MX;
       b = block_size (self);
       for (guint k = 0; k < g->units->len; k++)
         {
@@ -927,17 +942,17 @@ _mixprec_engine_fp8_write_initial (MixprecEngine *self,
               whole = g_new (guint8, numel);
               scales = g_new (guint8, MAX (nsc, 1));
               if (mx)
-                _mixprec_mx_quantize_f32 (g->fp8_dtype, b, values, numel, whole, scales);
+                _mixprec_mx_quantize_f32 (g->fp8.dtype, b, values, numel, whole, scales);
               else
                 {
-                  if (g->fp8_kind == MIXPREC_FP8_RECIPE_CURRENT)
+                  if (g->fp8.kind == MIXPREC_FP8_RECIPE_CURRENT)
                     {
                       _mixprec_fp8_amax_f32 (values, numel, &amax);
                       if (!update_scaling (p, amax, error))
                         return FALSE;
                       amax = 0.0f;
                     }
-                  _mixprec_fp8_quantize_f32 (g->fp8_dtype, mixprec_fp8_recipe_get_saturate (self->fp8_recipe),
+                  _mixprec_fp8_quantize_f32 (g->fp8.dtype, mixprec_fp8_recipe_get_saturate (self->fp8_recipe),
                                              mixprec_fp8_scaling_get_scale (s->fp8_scaling),
                                              values, whole, numel, &amax);
                   s->fp8_amax = amax;
@@ -955,9 +970,9 @@ _mixprec_engine_fp8_write_initial (MixprecEngine *self,
 
                 if (lo < hi)
                   {
-                    memcpy (g->fp8_data + u->local + (lo - self->rank * slice), whole + (lo - e0), hi - lo);
+                    memcpy (g->fp8.data + u->local + (lo - self->rank * slice), whole + (lo - e0), hi - lo);
                     if (mx)
-                      memcpy (g->fp8_scales + u->scales_local + (lo - self->rank * slice) / b,
+                      memcpy (g->fp8.scales + u->fp8.scales_local + (lo - self->rank * slice) / b,
                               scales + (lo - e0) / b, (hi - lo + b - 1) / b);
                   }
                 if (s->fp8_data != NULL)
@@ -978,7 +993,7 @@ _mixprec_engine_fp8_write_initial (MixprecEngine *self,
 guint
 _mixprec_engine_fp8_n_amax (const Group *g)
 {
-  return g->fp8 && g->fp8_kind == MIXPREC_FP8_RECIPE_DELAYED ? g->params->len : 0;
+  return g->fp8.enabled && g->fp8.kind == MIXPREC_FP8_RECIPE_DELAYED ? g->params->len : 0;
 }
 
 void
@@ -997,7 +1012,7 @@ _mixprec_engine_fp8_take_amax (Group *g, const gdouble *all, guint n_ranks, gsiz
 
       for (guint r = 0; r < n_ranks; r++)
         m = fmaxf (m, (gfloat) all[r * stride + at + i]);
-      g->fp8_agreed[i] = m;
+      g->fp8.agreed[i] = m;
     }
 }
 
@@ -1010,7 +1025,7 @@ _mixprec_engine_fp8_update (MixprecEngine *self,
       Group *g = g_ptr_array_index (self->groups, j);
 
       for (guint i = 0; i < _mixprec_engine_fp8_n_amax (g); i++)
-        if (!update_scaling (g_ptr_array_index (g->params, i), g->fp8_agreed[i], error))
+        if (!update_scaling (g_ptr_array_index (g->params, i), g->fp8.agreed[i], error))
           return FALSE;
     }
   return TRUE;
@@ -1021,7 +1036,7 @@ _mixprec_engine_fp8_update (MixprecEngine *self,
 guint64
 _mixprec_engine_fp8_unit_bytes (MixprecEngine *self, const Group *g, const Unit *u)
 {
-  guint b = g->fp8_kind == MIXPREC_FP8_RECIPE_MX ? block_size (self) : 0;
+  guint b = g->fp8.kind == MIXPREC_FP8_RECIPE_MX ? block_size (self) : 0;
 
   return u->padded + (b > 0 ? (u->padded + b - 1) / b : 0);
 }
@@ -1035,7 +1050,7 @@ _mixprec_engine_fp8_point (MixprecEngine *self, Group *g, const Unit *u, guint8 
 
       s->fp8_data = base != NULL ? base + (s->offset - u->flat) : NULL;
       /* MX: one parameter per unit, its scales after the data. */
-      s->fp8_scales = base != NULL && g->fp8_kind == MIXPREC_FP8_RECIPE_MX ? base + u->padded : NULL;
+      s->fp8_scales = base != NULL && g->fp8.kind == MIXPREC_FP8_RECIPE_MX ? base + u->padded : NULL;
     }
 }
 
@@ -1046,11 +1061,11 @@ _mixprec_engine_fp8_gather_unit (MixprecEngine *self, Group *g, const Unit *u,
   guint64 slice = UNIT_SLICE (self, u);
   guint b = block_size (self);
 
-  if (!gather_bytes (self, g->fp8_data + u->local, dst, slice,
+  if (!gather_bytes (self, g->fp8.data + u->local, dst, slice,
                      "gathering a ZeRO-3 FP8 parameter unit", error))
     return FALSE;
-  if (g->fp8_kind == MIXPREC_FP8_RECIPE_MX &&
-      !gather_bytes (self, g->fp8_scales + u->scales_local, dst + u->padded, slice / b,
+  if (g->fp8.kind == MIXPREC_FP8_RECIPE_MX &&
+      !gather_bytes (self, g->fp8.scales + u->fp8.scales_local, dst + u->padded, slice / b,
                      "gathering a ZeRO-3 FP8 parameter unit's block scales", error))
     return FALSE;
   self->gathered_bytes += (_mixprec_engine_fp8_unit_bytes (self, g, u) / self->world) * (self->world - 1);

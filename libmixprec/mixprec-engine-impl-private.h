@@ -58,22 +58,29 @@ typedef struct {
   guint64 first_block;       /* its first sum-of-squares block among this rank's */
   gboolean persistent;       /* ZeRO-3: every rank keeps the whole working copy */
   guint64 persist_at;        /* ZeRO-3: where it lies in the persistent copies */
-  /* The current micro-step's gradients. */
-  guint64 arrived;           /* elements handed over with reduce_grad() */
-  gboolean started;          /* its reduction has been started */
-  gint slot;                 /* the staging slot collecting it, or -1 */
-  gboolean summed;           /* one process, gradients read in place: every
+  /* Like a group, a unit keeps each phase's fields in a part that only
+   * the phase's file writes. */
+  struct {                   /* mixprec-engine-reduce.c: this micro-step's gradients */
+    guint64 arrived;         /* elements handed over with reduce_grad() */
+    gboolean started;        /* its reduction has been started */
+    gint slot;               /* the staging slot collecting it, or -1 */
+    gboolean summed;         /* one process, gradients read in place: every
                                 block sum of this step taken at intake */
-  /* ZeRO-3 gathering. */
-  gpointer gathered;         /* the whole working copy while gathered */
-  guint gather_count;
-  gboolean prefetched;       /* gathering ahead, counted in the prefetch window */
-  MixprecCommRequest *gathering;
-  /* FP8 groups under the MX recipe (one parameter per unit): where the
-   * unit's block scales start in the group's whole scale space (ZeRO-3:
-   * among the persistent units'), and among this rank's slices' scales. */
-  guint64 scales_at;
-  guint64 scales_local;
+  } intake;
+  struct {                   /* mixprec-engine-zero3.c: gathering */
+    gpointer gathered;       /* the whole working copy while gathered */
+    guint gather_count;
+    gboolean prefetched;     /* gathering ahead, counted in the prefetch window */
+    MixprecCommRequest *gathering;
+  } zero3;
+  /* mixprec-engine-fp8.c: FP8 groups under the MX recipe (one parameter
+   * per unit): where the unit's block scales start in the group's whole
+   * scale space (ZeRO-3: among the persistent units'), and among this
+   * rank's slices' scales. */
+  struct {
+    guint64 scales_at;
+    guint64 scales_local;
+  } fp8;
 } Unit;
 
 typedef enum {
@@ -104,66 +111,105 @@ typedef struct {
   guint64 zero_n;
 } Pending;
 
+/* A group's state comes in parts, each written by one file only: the
+ * others read it, or ask the owner through a function of its file
+ * (docs/reference/internals.md, "Engine state and who writes it"). What
+ * the buffers hold is written by the passes over them; the parts own the
+ * pointers and the bookkeeping. */
+
+/* Intake (mixprec-engine-reduce.c): the gradients handed over in the
+ * current micro-steps and the reductions they started. */
 typedef struct {
-  guint index;
-  _MixprecParamDTypes dtypes;
-  MixprecDType wire;         /* what gradients travel in */
-  gdouble weight_decay_multiplier;
-  gboolean external;
-  guint64 numel;             /* real elements */
-  guint64 padded;            /* the padded element space: sum of unit sizes */
-  guint64 local_n;           /* this rank's slices: padded / world */
-  guint64 persist_n;         /* ZeRO-3: elements of persistent units */
-  GArray *units;             /* Unit */
-  GPtrArray *params;         /* MixprecParam, borrowed from the engine */
-  GArray *segments;          /* Segment (one process) */
-  gboolean state_local;      /* masters and optimizer state hold the slices only */
-  gboolean working_local;    /* ZeRO-3: the working copy holds the slices only */
-  AccumMode accum_mode;
-  /* Buffers (NULL where not needed). */
-  gpointer working;          /* padded element space, or the slices under ZeRO-3 */
-  gpointer persistent;       /* ZeRO-3: whole working copies of persistent units */
-  gpointer grad;             /* padded element space; NULL until used under ZeRO-2/3 */
-  gpointer accum;
-  gfloat *master;
-  gpointer *states;          /* NULL-terminated; each in the engine's state_dtype */
   GArray *slots;             /* Slot */
-  guint64 slot_elements;
   GArray *pending;           /* Pending: reductions in flight */
-  gdouble *hparams;          /* the optimizer's values for this group */
-  _MixprecDevice *device;    /* where the buffers live (NULL: host memory) */
-  _MixprecDevice *state_device;  /* where the masters and optimizer state live:
-                                    @device, or NULL when offloaded */
-  /* Offload: host buffers a bucket of gradients comes down into and its
-   * working copies go up from, two of each (see run_pieces_offloaded()). */
-  gpointer offload_grad[2];
-  gpointer offload_working[2];
-  guint64 offload_elements;  /* per buffer */
   GError *device_error;      /* the first failure of a device kernel in a pass */
-  GArray *mirrors;           /* HostMirror: device buffers copied for checkpoints */
-  gdouble *norm;             /* block sums: this rank's, then (ranks) every rank's */
-  guint64 n_blocks;          /* this rank's blocks */
-  gboolean norm_ready;       /* one process: the last fold summed the blocks */
-  gboolean grad_zeroed;      /* one process: the step zeroed the gradients it read */
+  gboolean grad_zeroed;      /* one process: the step zeroed the gradients it read
+                                (_mixprec_engine_note_grad_zeroed()) */
   guint n_exposed;           /* parameters whose gradient buffer the caller
                                 was given (see _mixprec_engine_grad_private()) */
   gboolean has_stale;        /* some parameter's grad_stale is set */
-  /* FP8 working copies (mixprec-engine-fp8.c): a group holds fp8
-   * parameters only, or none. */
-  gboolean fp8;
-  MixprecFp8RecipeKind fp8_kind;
-  MixprecDType fp8_dtype;
-  guint8 *fp8_data;          /* padded element space (bytes), or the slices under ZeRO-3 */
-  guint8 *fp8_scales;        /* MX: the scale space, or its slices under ZeRO-3 */
-  guint64 fp8_scales_n;      /* MX: bytes of fp8_scales */
-  guint64 fp8_scales_whole;  /* MX, ZeRO-3: where the persistent units'
-                                whole scales start in fp8_scales */
-  gfloat *fp8_agreed;        /* delayed: the amaxes agreed in this step's
+} GroupIntake;
+
+/* Gradient norm (mixprec-engine-norm.c): the block sums the agreement
+ * gathers (mixprec-engine-agree.c). Their values come from the intake's
+ * fold, the norm pass and the agreement's gather. */
+typedef struct {
+  gdouble *blocks;           /* this rank's, then (ranks) every rank's */
+  guint64 n_blocks;          /* this rank's blocks */
+  gboolean ready;            /* one process: the last fold summed the blocks
+                                (_mixprec_engine_norm_set_ready()) */
+} GroupNorm;
+
+/* FP8 working copies (mixprec-engine-fp8.c): a group holds fp8
+ * parameters only, or none. */
+typedef struct {
+  gboolean enabled;
+  MixprecFp8RecipeKind kind;
+  MixprecDType dtype;
+  guint8 *data;              /* padded element space (bytes), or the slices under ZeRO-3 */
+  guint8 *scales;            /* MX: the scale space, or its slices under ZeRO-3 */
+  guint64 scales_n;          /* MX: bytes of scales */
+  guint64 scales_whole;      /* MX, ZeRO-3: where the persistent units'
+                                whole scales start in scales */
+  gfloat *agreed;            /* delayed: the amaxes agreed in this step's
                                 overflow agreement, one per parameter */
-  struct _MixprecFp8Fuse *fp8_fuse;  /* the cast fused into the step's pass */
-  gboolean fp8_fused;        /* this step's pass cast (see mixprec-engine-fp8.c) */
-  gfloat *fp8_amax_device;   /* on a device: one running amax per parameter,
+  struct _MixprecFp8Fuse *fuse;  /* the cast fused into the step's pass */
+  gboolean fused;            /* this step's pass cast (see mixprec-engine-fp8.c) */
+  gfloat *amax_device;       /* on a device: one running amax per parameter,
                                 in device memory (NULL on the cpu device) */
+} GroupFp8;
+
+/* Host mirrors (mixprec-engine-access.c): device buffers copied for
+ * checkpoints. */
+typedef struct {
+  GArray *copies;            /* HostMirror */
+} GroupMirrors;
+
+typedef struct {
+  /* Layout (mixprec-engine-layout.c): what the group is, its units and
+   * buffers; every phase reads it. */
+  struct {
+    guint index;
+    _MixprecParamDTypes dtypes;
+    MixprecDType wire;         /* what gradients travel in */
+    gdouble weight_decay_multiplier;
+    gboolean external;
+    guint64 numel;             /* real elements */
+    guint64 padded;            /* the padded element space: sum of unit sizes */
+    guint64 local_n;           /* this rank's slices: padded / world */
+    guint64 persist_n;         /* ZeRO-3: elements of persistent units */
+    GArray *units;             /* Unit */
+    GPtrArray *params;         /* MixprecParam, borrowed from the engine */
+    GArray *segments;          /* Segment (one process) */
+    gboolean state_local;      /* masters and optimizer state hold the slices only */
+    gboolean working_local;    /* ZeRO-3: the working copy holds the slices only */
+    AccumMode accum_mode;
+    guint64 slot_elements;     /* wire dtype, per staging slot */
+    /* Buffers (NULL where not needed). */
+    gpointer working;          /* padded element space, or the slices under ZeRO-3 */
+    gpointer persistent;       /* ZeRO-3: whole working copies of persistent units */
+    gpointer grad;             /* padded element space; NULL until used under ZeRO-2/3 */
+    gpointer accum;
+    gfloat *master;
+    gpointer *states;          /* NULL-terminated; each in the engine's state_dtype */
+    gdouble *hparams;          /* the optimizer's values for this group */
+    _MixprecDevice *device;    /* where the buffers live (NULL: host memory) */
+    _MixprecDevice *state_device;  /* where the masters and optimizer state live:
+                                      @device, or NULL when offloaded */
+  };
+  GroupIntake intake;
+  GroupNorm norm;
+  GroupFp8 fp8;
+  /* Offload (mixprec-engine-offload.c): host buffers a bucket of
+   * gradients comes down into and its working copies go up from, two of
+   * each. Reached by their prefixed names, which tests use to size the
+   * buckets. */
+  struct {
+    gpointer offload_grad[2];
+    gpointer offload_working[2];
+    guint64 offload_elements;  /* per buffer */
+  };
+  GroupMirrors mirrors;
 } Group;
 
 /* A host copy of one device buffer, which checkpoints read and write
@@ -251,7 +297,7 @@ struct _MixprecEngine
   gboolean offload;          /* masters and optimizer state in host memory */
   gboolean offload_pinned;   /* its transfer buffers in the device's pinned memory */
   gpointer offload_transfers;  /* the transfer thread, from the first offloaded
-                                  step to finalize (mixprec-engine-step.c) */
+                                  step to finalize (mixprec-engine-offload.c) */
 
   /* FP8 (mixprec-engine-fp8.c). */
   MixprecFp8Recipe *fp8_recipe;  /* the config's, or NULL */
@@ -283,44 +329,43 @@ typedef struct {
   MixprecDType step_grad;    /* the dtype the optimizer reads gradients in */
 } GroupShape;
 
-/* Elements per offload transfer buffer: a bucket the size of a staging
- * slot, so that one bucket's transfer is long enough to run at full
- * bandwidth and two of them stay small beside the model. */
-#define _MIXPREC_OFFLOAD_BUCKET_ELEMENTS _MIXPREC_SLOT_MAX_ELEMENTS
-guint64 _mixprec_engine_offload_elements (const GroupShape *shape);
-/* Whether the offload transfer buffers come from the device's pinned host
- * memory: offload_optimizer.pin_memory on a device of plugin revision 2
- * (for a plan, on the configured device when this registry has it, else
- * as pin_memory says). Warns, on a real engine, when pin_memory asks for
- * what the device lacks. */
-gboolean _mixprec_engine_offload_pinned (MixprecEngine *self,
-                                         gboolean       plan_only);
-/* Joins the offload transfer thread, if one was started. */
-void _mixprec_engine_offload_stop (MixprecEngine *self);
+/* A run of elements the optimizer updates in one call. */
+typedef struct {
+  guint64 first_index;       /* position in the group's unpadded element space */
+  guint64 n;
+  gconstpointer grad;        /* the step's gradient dtype */
+  gfloat *master;            /* NULL: no FP32 values (bf16 without masters) */
+  guint64 state_at;          /* index into the state arrays */
+  gpointer working;          /* NULL when it is @master */
+} OptPiece;
+
+/* ---------------------------------------------------------------- the engine object
+ * (mixprec-engine.c) */
+
+/* @device: the engine's device when the caller opened it (NULL: open
+ * mixprec.device). @plan_only: an engine that only resolves the policy and
+ * the optimizer (memory plans for a device this machine may lack). */
+MixprecEngine * _mixprec_engine_new_internal (MixprecConfig *config,
+            _MixprecDevice *device,
+            MixprecComm   *comm,
+            MixprecComm   *mp_comm,
+            gboolean       plan_only,
+            GError       **error);
+
+gboolean _mixprec_engine_comm_failed (GError **error, GError *cause, const gchar *what);
+
+/* Before a collective on device buffers: a communicator with a stream of
+ * its own must find the device's work done. */
+gboolean _mixprec_engine_before_comm (MixprecEngine *self,
+              GError       **error);
+
+/* ---------------------------------------------------------------- layout: arithmetic and allocation
+ * (mixprec-engine-layout.c) */
 
 typedef struct {
   MixprecDType dtype;
   GBytes *values;
 } InitValues;
-
-/* Calls @func on every piece of @g's segments inside [begin, end). */
-typedef void (*PieceFunc) (Group         *g,
-                           const Segment *seg,
-                           guint64        begin,   /* group element index */
-                           guint64        n,
-                           gpointer       data);
-
-gboolean _mixprec_engine_comm_failed (GError **error, GError *cause, const gchar *what);
-
-gpointer _mixprec_engine_at (gpointer base, MixprecDType dtype, guint64 index);
-
-void _mixprec_engine_for_each_piece (Group    *g,
-                guint64   begin,
-                guint64   end,
-                PieceFunc func,
-                gpointer  data);
-
-void _mixprec_engine_clear_gradients (MixprecEngine *self);
 
 /* The units of a group of parameters of @sizes (group order). */
 GArray *_mixprec_engine_make_units (const guint64 *sizes,
@@ -376,29 +421,30 @@ void     _mixprec_engine_free  (MixprecEngine  *self,
 /* The slice size of @u on @self's ranks. */
 #define UNIT_SLICE(self, u) ((u)->padded / (self)->world)
 
-/* @device: the engine's device when the caller opened it (NULL: open
- * mixprec.device). @plan_only: an engine that only resolves the policy and
- * the optimizer (memory plans for a device this machine may lack). */
-MixprecEngine * _mixprec_engine_new_internal (MixprecConfig *config,
-            _MixprecDevice *device,
-            MixprecComm   *comm,
-            MixprecComm   *mp_comm,
-            gboolean       plan_only,
-            GError       **error);
+/* Allocates @g's whole gradient buffer if it has none (ZeRO-2/3 allocate
+ * it only when the caller writes whole gradients). */
+gboolean _mixprec_engine_ensure_grad (MixprecEngine *self,
+                                      Group         *g,
+                                      GError       **error);
 
-/* Frees @g's host mirrors. */
-void _mixprec_engine_drop_mirrors (Group *g);
+/* The stochastic-rounding seed of @group for the step that made the
+ * current applied-step count (the working copies it wrote can be rounded
+ * again from the masters with it, element index = position in the group). */
+guint64 _mixprec_engine_step_seed (MixprecEngine *self,
+                                   guint          group);
 
-/* Before a collective on device buffers: a communicator with a stream of
- * its own must find the device's work done. */
-gboolean _mixprec_engine_before_comm (MixprecEngine *self,
-              GError       **error);
+/* ---------------------------------------------------------------- intake
+ * (mixprec-engine-reduce.c) */
 
 gboolean _mixprec_engine_wait_pending (MixprecEngine *self,
               GError       **error);
+/* Waits for @g's reductions in flight and frees what they held; keeps the
+ * first failure in @error. */
+void _mixprec_engine_wait_group (MixprecEngine *self,
+                                 Group         *g,
+                                 GError       **error);
 
-Group * _mixprec_engine_group_of (MixprecEngine *self, MixprecParam *param);
-Unit *  _mixprec_engine_unit_of  (MixprecEngine *self, MixprecParam *param);
+void _mixprec_engine_clear_gradients (MixprecEngine *self);
 
 /* Gradient buffers only the engine writes (see mixprec-engine-reduce.c):
  * @g's step reads its gradients in place on the host, and no parameter of
@@ -412,17 +458,8 @@ gboolean _mixprec_engine_expose_grad (MixprecEngine *self,
                                       MixprecParam  *param,
                                       GError       **error);
 
-/* Waits for @g's reductions in flight and frees what they held; keeps the
- * first failure in @error. */
-void _mixprec_engine_wait_group (MixprecEngine *self,
-                                 Group         *g,
-                                 GError       **error);
-
-/* Allocates @g's whole gradient buffer if it has none (ZeRO-2/3 allocate
- * it only when the caller writes whole gradients). */
-gboolean _mixprec_engine_ensure_grad (MixprecEngine *self,
-                                      Group         *g,
-                                      GError       **error);
+/* ---------------------------------------------------------------- working copies whole again
+ * (mixprec-engine-whole.c) */
 
 /* All-gathers every unit's slices of @local (a sharded buffer of @dtype)
  * into the padded element space at @flat, unit by unit, in place when
@@ -434,6 +471,153 @@ gboolean _mixprec_engine_gather_slices (MixprecEngine *self,
                                         MixprecDType   dtype,
                                         const gchar   *what,
                                         GError       **error);
+
+/* After the optimizer wrote this rank's slices: the working copies whole
+ * again on every rank (ZeRO-1/2), or the persistent ones (ZeRO-3). */
+gboolean _mixprec_engine_refresh_whole (MixprecEngine *self,
+                                        GError       **error);
+
+/* ---------------------------------------------------------------- offload
+ * (mixprec-engine-offload.c) */
+
+/* The optimizer's pass over @piece, whose buffers are host memory. */
+typedef gboolean (*OffloadedStepFunc) (MixprecEngine  *self,
+                                       Group          *g,
+                                       const OptPiece *piece,
+                                       gpointer        data,
+                                       GError        **error);
+/* The optimizer over @pieces of an offloading engine: each bucket of
+ * gradients (in @grad_dtype) brought down to the host, stepped there by
+ * @step, its working copies sent up; transfers overlap the steps. */
+gboolean _mixprec_engine_offload_run (MixprecEngine     *self,
+                                      Group             *g,
+                                      MixprecDType       grad_dtype,
+                                      const OptPiece    *pieces,
+                                      guint              n_pieces,
+                                      OffloadedStepFunc  step,
+                                      gpointer           data,
+                                      GError           **error);
+
+/* Elements per offload transfer buffer: a bucket the size of a staging
+ * slot, so that one bucket's transfer is long enough to run at full
+ * bandwidth and two of them stay small beside the model. */
+#define _MIXPREC_OFFLOAD_BUCKET_ELEMENTS _MIXPREC_SLOT_MAX_ELEMENTS
+guint64 _mixprec_engine_offload_elements (const GroupShape *shape);
+/* Whether the offload transfer buffers come from the device's pinned host
+ * memory: offload_optimizer.pin_memory on a device of plugin revision 2
+ * (for a plan, on the configured device when this registry has it, else
+ * as pin_memory says). Warns, on a real engine, when pin_memory asks for
+ * what the device lacks. */
+gboolean _mixprec_engine_offload_pinned (MixprecEngine *self,
+                                         gboolean       plan_only);
+/* Joins the offload transfer thread, if one was started. */
+void _mixprec_engine_offload_stop (MixprecEngine *self);
+
+/* ---------------------------------------------------------------- host mirrors
+ * (mixprec-engine-access.c) */
+
+/* Frees @g's host mirrors. */
+void _mixprec_engine_drop_mirrors (Group *g);
+
+/* ---------------------------------------------------------------- monitors
+ * (mixprec-engine-monitor.c) */
+
+/* Opens the monitors the config enables (rank 0), and closes them. */
+gboolean _mixprec_engine_open_monitors  (MixprecEngine *self,
+                                         GError       **error);
+void     _mixprec_engine_close_monitors (MixprecEngine *self);
+/* Logs what step @r did (@overflow: its gradients were not finite) and
+ * records it in the monitors. */
+void     _mixprec_engine_report_step    (MixprecEngine           *self,
+                                         const MixprecStepResult *r,
+                                         gboolean                 overflow);
+
+/* ---------------------------------------------------------------- the parts
+ * Each part's owner sets up and frees its fields, and sets those another
+ * phase decides. */
+
+/* Frees @g: each part, then the layout (mixprec-engine-group.c). */
+void     _mixprec_engine_group_free        (MixprecEngine *self, Group *g);
+/* Layout (mixprec-engine-layout.c): a new group of @p's kind, and @p
+ * added to it; its units and buffers, with the @shape the parts are sized
+ * from; and the layout freed with @g. */
+Group   *_mixprec_engine_group_new         (MixprecEngine *self, MixprecParam *p);
+void     _mixprec_engine_group_add_param   (Group *g, MixprecParam *p);
+gboolean _mixprec_engine_layout_group      (MixprecEngine *self, Group *g, GroupShape *shape,
+                                            GError **error);
+void     _mixprec_engine_layout_free       (MixprecEngine *self, Group *g);
+/* Intake (mixprec-engine-reduce.c): its @n_slots staging slots; waits for
+ * what is in flight and frees them; the step zeroed the gradients it read. */
+gboolean _mixprec_engine_intake_layout     (MixprecEngine *self, Group *g, guint64 n_slots,
+                                            GError **error);
+void     _mixprec_engine_intake_clear      (MixprecEngine *self, Group *g);
+void     _mixprec_engine_note_grad_zeroed  (Group *g, gboolean zeroed);
+/* Norm (mixprec-engine-norm.c): its block buffer of @n_doubles; the
+ * intake's fold summed the blocks. */
+gboolean _mixprec_engine_norm_layout       (MixprecEngine *self, Group *g, guint64 n_doubles,
+                                            GError **error);
+void     _mixprec_engine_norm_set_ready    (Group *g, gboolean ready);
+void     _mixprec_engine_norm_free         (MixprecEngine *self, Group *g);
+/* Offload (mixprec-engine-offload.c): its transfer buffers. */
+gboolean _mixprec_engine_offload_layout    (MixprecEngine *self, Group *g, const GroupShape *shape,
+                                            GError **error);
+void     _mixprec_engine_offload_free_group (MixprecEngine *self, Group *g);
+/* FP8 (mixprec-engine-fp8.c): whether @g holds fp8 parameters, from its
+ * first parameter @p, and in which recipe and dtype. */
+void     _mixprec_engine_fp8_init_group    (Group *g, MixprecParam *p);
+/* ZeRO-3 (mixprec-engine-zero3.c): every gathered unit waited for and freed. */
+void     _mixprec_engine_zero3_clear       (MixprecEngine *self, Group *g);
+
+/* ---------------------------------------------------------------- lookups
+ * (mixprec-engine-layout.c): where a parameter, a unit, a block or an
+ * element lives. Every phase finds its data through these. */
+
+/* The group and the unit of @param. */
+Group * _mixprec_engine_group_of (MixprecEngine *self, MixprecParam *param);
+Unit *  _mixprec_engine_unit_of  (MixprecEngine *self, MixprecParam *param);
+
+/* Element @index of a buffer of @dtype at @base. */
+gpointer _mixprec_engine_at (gpointer base, MixprecDType dtype, guint64 index);
+
+/* Address of element @e (unit-relative) of @u in a padded-space buffer,
+ * and of element @e of this rank's slice in a sharded buffer. */
+gpointer _mixprec_engine_flat_at  (MixprecEngine *self, const Unit *u, gpointer base,
+                                   MixprecDType dtype, guint64 e);
+gpointer _mixprec_engine_local_at (MixprecEngine *self, const Unit *u, gpointer base,
+                                   MixprecDType dtype, guint64 e);
+
+/* This rank's real elements of @u's slice: [rank * slice, + the result). */
+guint64 _mixprec_engine_real_in_slice (MixprecEngine *self, const Unit *u);
+
+/* Where this rank's reduced slice of @u is written (ranks), and where the
+ * step reads this rank's reduced gradients of @u's slice, in what dtype. */
+gpointer      _mixprec_engine_reduce_target (MixprecEngine *self, Group *g, const Unit *u);
+gconstpointer _mixprec_engine_slice_source  (MixprecEngine *self, Group *g, const Unit *u,
+                                             MixprecDType *dtype);
+
+/* The unit holding this rank's block @j of sums of squares (the last one
+ * starting at or before it: units without blocks share the next one's
+ * first block). */
+const Unit *_mixprec_engine_unit_of_block (const Group *g,
+                                           guint64      j);
+
+/* The segment holding element @offset of @g's element space (the one
+ * starting at a parameter's offset, for a parameter's first element). */
+const Segment *_mixprec_engine_segment_of (const Group *g,
+                                           guint64      offset);
+
+/* Calls @func on every piece of @g's segments inside [begin, end). */
+typedef void (*PieceFunc) (Group         *g,
+                           const Segment *seg,
+                           guint64        begin,   /* group element index */
+                           guint64        n,
+                           gpointer       data);
+
+void _mixprec_engine_for_each_piece (Group    *g,
+                guint64   begin,
+                guint64   end,
+                PieceFunc func,
+                gpointer  data);
 
 /* Where the optimizer's values for element @e of @u live on this rank (an
  * element this rank updates): the FP32 values (NULL in bf16 without
@@ -447,44 +631,22 @@ void _mixprec_engine_values_at (MixprecEngine *self,
                                 guint64       *state_at,
                                 gpointer      *working);
 
-/* After the optimizer wrote this rank's slices: the working copies whole
- * again on every rank (ZeRO-1/2), or the persistent ones (ZeRO-3). */
-/* Opens the monitors the config enables (rank 0), and closes them. */
-gboolean _mixprec_engine_open_monitors  (MixprecEngine *self,
-                                         GError       **error);
-void     _mixprec_engine_close_monitors (MixprecEngine *self);
-/* Logs what step @r did (@overflow: its gradients were not finite) and
- * records it in the monitors. */
-void     _mixprec_engine_report_step    (MixprecEngine           *self,
-                                         const MixprecStepResult *r,
-                                         gboolean                 overflow);
+/* ---------------------------------------------------------------- agreement
+ * (mixprec-engine-norm.c, mixprec-engine-agree.c) */
 
-gboolean _mixprec_engine_refresh_whole (MixprecEngine *self,
-                                        GError       **error);
-
-/* Address of element @e (unit-relative) of @u in a padded-space buffer,
- * and of element @e of this rank's slice in a sharded buffer. */
-gpointer _mixprec_engine_flat_at  (MixprecEngine *self, const Unit *u, gpointer base,
-                                   MixprecDType dtype, guint64 e);
-gpointer _mixprec_engine_local_at (MixprecEngine *self, const Unit *u, gpointer base,
-                                   MixprecDType dtype, guint64 e);
-
-/* The stochastic-rounding seed of @group for the step that made the
- * current applied-step count (the working copies it wrote can be rounded
- * again from the masters with it, element index = position in the group). */
-guint64 _mixprec_engine_step_seed (MixprecEngine *self,
-                                   guint          group);
-
-/* The unit holding this rank's block @j of sums of squares (the last one
- * starting at or before it: units without blocks share the next one's
- * first block). */
-const Unit *_mixprec_engine_unit_of_block (const Group *g,
-                                           guint64      j);
-
-/* The segment holding element @offset of @g's element space (the one
- * starting at a parameter's offset, for a parameter's first element). */
-const Segment *_mixprec_engine_segment_of (const Group *g,
-                                           guint64      offset);
+/* This rank's block sums of @g's reduced gradients into g->norm.blocks,
+ * unless the intake's fold summed them (g->norm.ready). */
+gboolean _mixprec_engine_norm_blocks (MixprecEngine *self,
+                                      Group         *g,
+                                      GError       **error);
+/* The step's one agreement: every group's gradient norm blocks and FP8
+ * amaxes from every data-parallel rank, then the model-parallel ranks;
+ * @sumsq, identical on every rank and at every world size, and
+ * @overflow, whether it is not finite. Collective. */
+gboolean _mixprec_engine_agree (MixprecEngine *self,
+                                gdouble       *sumsq,
+                                gboolean      *overflow,
+                                GError       **error);
 
 /* ---------------------------------------------------------------- FP8
  * (mixprec-engine-fp8.c) */
@@ -519,25 +681,26 @@ gboolean _mixprec_engine_fp8_write_initial (MixprecEngine *self,
 guint    _mixprec_engine_fp8_n_amax (const Group *g);
 void     _mixprec_engine_fp8_put_amax (const Group *g, gdouble *out);
 /* Takes the agreed amaxes (MAX over @n_ranks rows of @stride doubles at
- * @all + @at) into g->fp8_agreed. */
+ * @all + @at) into g->fp8.agreed. */
 void     _mixprec_engine_fp8_take_amax (Group *g, const gdouble *all, guint n_ranks,
                                         gsize stride, gsize at);
 /* An applied step: every delayed scaling records its agreed amax and
  * updates. */
 /* On a device: the delayed amaxes of every fp8 group agreed (MAX over the
  * data-parallel and model-parallel ranks, through device memory) into
- * g->fp8_agreed, in place of riding in the gradient-norm all-gather. */
+ * g->fp8.agreed, in place of riding in the gradient-norm all-gather. */
 gboolean _mixprec_engine_fp8_agree_device (MixprecEngine *self,
                                            GError       **error);
 gboolean _mixprec_engine_fp8_update (MixprecEngine *self,
                                      GError       **error);
 /* The cast fused into the optimizer's pass (mixprec-engine-step.c): begun
- * before the pass over @g, called by every thread for each range the
+ * before the pass over @g (sets g->fp8.fuse for an fp8 group in host
+ * memory, else nothing), called by every thread for each range the
  * optimizer wrote (@index: the first element's position in @g's unpadded
  * element space; @master: its FP32 values), ended after it (which keeps
  * the amaxes and notes the blocks still to cast). */
 typedef struct _MixprecFp8Fuse _MixprecFp8Fuse;
-_MixprecFp8Fuse *_mixprec_engine_fp8_fuse_begin (MixprecEngine *self, Group *g);
+void     _mixprec_engine_fp8_fuse_begin (MixprecEngine *self, Group *g);
 void     _mixprec_engine_fp8_fused      (_MixprecFp8Fuse *fuse, guint64 index,
                                          const gfloat *master, guint64 n);
 void     _mixprec_engine_fp8_fuse_end   (MixprecEngine *self, Group *g);

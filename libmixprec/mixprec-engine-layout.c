@@ -130,7 +130,6 @@ _mixprec_engine_make_units_full (const guint64 *sizes,
           fresh.first_param = i;
           fresh.index = index;
           fresh.persistent = small;
-          fresh.slot = -1;
           g_array_append_val (units, fresh);
           u = &g_array_index (units, Unit, units->len - 1);
         }
@@ -319,19 +318,221 @@ _mixprec_engine_local_at (MixprecEngine *self, const Unit *u, gpointer base,
   return _mixprec_engine_at (base, dtype, u->local + (e - self->rank * UNIT_SLICE (self, u)));
 }
 
-static gboolean
-same_group (const Group *g, MixprecParam *p)
+/* ---------------------------------------------------------------- lookups */
+
+Group *
+_mixprec_engine_group_of (MixprecEngine *self, MixprecParam *param)
 {
-  return g->external == _mixprec_param_is_external (p) &&
-         g->dtypes.working == mixprec_param_get_working_dtype (p) &&
-         g->dtypes.accum == mixprec_param_get_accum_dtype (p) &&
-         g->dtypes.comm == mixprec_param_get_comm_dtype (p) &&
-         g->dtypes.has_master == mixprec_param_has_master (p) &&
-         g->weight_decay_multiplier == mixprec_param_get_weight_decay_multiplier (p) &&
-         _mixprec_engine_fp8_same_group (g, p);
+  return g_ptr_array_index (self->groups, _mixprec_param_get_storage (param)->group);
+}
+
+Unit *
+_mixprec_engine_unit_of (MixprecEngine *self, MixprecParam *param)
+{
+  Group *g = _mixprec_engine_group_of (self, param);
+
+  return &g_array_index (g->units, Unit, _mixprec_param_get_storage (param)->unit);
+}
+
+/* Where this rank's reduced slice of @u goes. */
+gpointer
+_mixprec_engine_reduce_target (MixprecEngine *self, Group *g, const Unit *u)
+{
+  if (g->accum_mode == ACCUM_IN_GRAD)
+    return _mixprec_engine_flat_at (self, u, g->grad, g->dtypes.grad, self->rank * UNIT_SLICE (self, u));
+  return _mixprec_engine_at (g->accum, g->dtypes.accum, u->local);
+}
+
+const Segment *
+_mixprec_engine_segment_of (const Group *g,
+                            guint64      offset)
+{
+  /* The last segment starting at or before @offset: empty parameters
+   * (numel 0) share their offset with the next segment, and any of them
+   * serves, since nothing is read through it. */
+  const Segment *found = &g_array_index (g->segments, Segment, 0);
+
+  for (guint i = 1; i < g->segments->len; i++)
+    {
+      const Segment *seg = &g_array_index (g->segments, Segment, i);
+
+      if (seg->offset > offset)
+        break;
+      found = seg;
+    }
+  return found;
+}
+
+void
+_mixprec_engine_for_each_piece (Group    *g,
+                                guint64   begin,
+                                guint64   end,
+                                PieceFunc func,
+                                gpointer  data)
+{
+  guint first = 0, last = g->segments->len;
+
+  /* From the first segment ending after @begin (segments lie in order):
+   * callers go block by block over groups of many parameters. */
+  while (first < last)
+    {
+      guint mid = first + (last - first) / 2;
+      const Segment *seg = &g_array_index (g->segments, Segment, mid);
+
+      if (seg->offset + seg->numel <= begin)
+        first = mid + 1;
+      else
+        last = mid;
+    }
+  for (guint i = first; i < g->segments->len; i++)
+    {
+      const Segment *seg = &g_array_index (g->segments, Segment, i);
+      guint64 lo = MAX (begin, seg->offset);
+      guint64 hi = MIN (end, seg->offset + seg->numel);
+
+      if (seg->offset >= end)
+        break;
+      if (lo < hi)
+        func (g, seg, lo, hi - lo, data);
+    }
+}
+
+/* This rank's real elements of @u's slice: [rank * slice, + the result). */
+guint64
+_mixprec_engine_real_in_slice (MixprecEngine *self, const Unit *u)
+{
+  guint64 slice = UNIT_SLICE (self, u), begin = self->rank * slice;
+
+  return u->numel > begin ? MIN (u->numel - begin, slice) : 0;
+}
+
+const Unit *
+_mixprec_engine_unit_of_block (const Group *g, guint64 j)
+{
+  guint lo = 0, hi = g->units->len;
+
+  while (hi - lo > 1)
+    {
+      guint mid = (lo + hi) / 2;
+
+      if (g_array_index (g->units, Unit, mid).first_block <= j)
+        lo = mid;
+      else
+        hi = mid;
+    }
+  return &g_array_index (g->units, Unit, lo);
+}
+
+/* Where this rank's reduced gradients of @u's slice start, and in what
+ * dtype. */
+gconstpointer
+_mixprec_engine_slice_source (MixprecEngine *self, Group *g, const Unit *u, MixprecDType *dtype)
+{
+  if (self->world == 1)
+    {
+      *dtype = g->accum != NULL ? g->dtypes.accum : g->dtypes.grad;
+      return g->accum != NULL ? _mixprec_engine_at (g->accum, g->dtypes.accum, u->flat)
+                              : _mixprec_engine_at (g->grad, g->dtypes.grad, u->flat);
+    }
+  *dtype = g->dtypes.accum;
+  if (g->accum_mode == ACCUM_IN_GRAD)
+    return _mixprec_engine_flat_at (self, u, g->grad, g->dtypes.grad, self->rank * UNIT_SLICE (self, u));
+  return _mixprec_engine_at (g->accum, g->dtypes.accum, u->local);
+}
+
+void
+_mixprec_engine_values_at (MixprecEngine *self,
+                           Group         *g,
+                           const Unit    *u,
+                           guint64        e,
+                           gfloat       **master,
+                           guint64       *state_at,
+                           gpointer      *working)
+{
+  gpointer w = g->working_local
+               ? _mixprec_engine_local_at (self, u, g->working, g->dtypes.working, e)
+               : _mixprec_engine_flat_at (self, u, g->working, g->dtypes.working, e);
+
+  *state_at = g->state_local ? u->local + (e - self->rank * UNIT_SLICE (self, u)) : u->flat + e;
+  if (g->dtypes.has_master)
+    *master = g->master + *state_at;
+  else if (g->dtypes.working == MIXPREC_DTYPE_FLOAT32)
+    *master = w;
+  else
+    *master = NULL;
+  *working = (gpointer) *master == w ? NULL : w;
+}
+
+guint64
+_mixprec_engine_step_seed (MixprecEngine *self, guint group)
+{
+  /* splitmix64 over (seed, group, step): one stream per tensor group and
+   * step, the same at any world size since the index is global. */
+  guint64 z = self->seed ^ (G_GUINT64_CONSTANT (0x9E3779B97F4A7C15) * (group + 1)) ^
+              (G_GUINT64_CONSTANT (0xD1B54A32D192ED03) * (self->applied_steps + 1));
+
+  z = (z ^ (z >> 30)) * G_GUINT64_CONSTANT (0xBF58476D1CE4E5B9);
+  z = (z ^ (z >> 27)) * G_GUINT64_CONSTANT (0x94D049BB133111EB);
+  return z ^ (z >> 31);
 }
 
 /* ---------------------------------------------------------------- layout */
+
+/* ---------------------------------------------------------------- a group's layout */
+
+Group *
+_mixprec_engine_group_new (MixprecEngine *self,
+                           MixprecParam  *p)
+{
+  Group *g = g_new0 (Group, 1);
+
+  g->index = self->groups->len;
+  g->dtypes.working = mixprec_param_get_working_dtype (p);
+  g->dtypes.grad = mixprec_param_get_grad_dtype (p);
+  g->dtypes.accum = mixprec_param_get_accum_dtype (p);
+  g->dtypes.comm = mixprec_param_get_comm_dtype (p);
+  g->dtypes.has_master = mixprec_param_has_master (p);
+  g->weight_decay_multiplier = mixprec_param_get_weight_decay_multiplier (p);
+  g->external = _mixprec_param_is_external (p);
+  g->device = _mixprec_device_ref (self->device);
+  g->state_device = self->offload ? NULL : _mixprec_device_ref (self->device);
+  g->params = g_ptr_array_new ();
+  g->segments = g_array_new (FALSE, FALSE, sizeof (Segment));
+  return g;
+}
+
+void
+_mixprec_engine_group_add_param (Group        *g,
+                                 MixprecParam *p)
+{
+  g_ptr_array_add (g->params, p);
+  g->numel += mixprec_param_get_numel (p);
+}
+
+void
+_mixprec_engine_layout_free (MixprecEngine *self,
+                             Group         *g)
+{
+  if (g->states != NULL)
+    {
+      for (guint s = 0; g->states[s] != NULL; s++)
+        _mixprec_engine_free (self, g->state_device, g->states[s]);
+      g_free (g->states);
+    }
+  _mixprec_engine_free (self, g->device, g->working);
+  _mixprec_engine_free (self, g->device, g->persistent);
+  _mixprec_engine_free (self, g->device, g->grad);
+  _mixprec_engine_free (self, g->device, g->accum);
+  _mixprec_engine_free (self, g->state_device, g->master);
+  g_clear_pointer (&g->device, _mixprec_device_unref);
+  g_clear_pointer (&g->state_device, _mixprec_device_unref);
+  g_free (g->hparams);
+  g_clear_pointer (&g->units, g_array_unref);
+  g_clear_pointer (&g->params, g_ptr_array_unref);
+  g_clear_pointer (&g->segments, g_array_unref);
+  g_free (g);
+}
+
 
 /* Writes @p's initial values into the parts of the buffers this rank
  * holds: the master (or FP32 working) values of its slice, and the
@@ -389,10 +590,11 @@ init_param (MixprecEngine *self,
                                  numel, error);
 }
 
-static gboolean
-layout_group (MixprecEngine *self,
-              Group         *g,
-              GError       **error)
+gboolean
+_mixprec_engine_layout_group (MixprecEngine *self,
+                              Group         *g,
+                              GroupShape    *shape_out,
+                              GError       **error)
 {
   gsize wsize = mixprec_dtype_get_size (g->dtypes.working);
   guint n_slots = mixprec_feature_get_n_state_slots (self->optimizer);
@@ -403,10 +605,11 @@ layout_group (MixprecEngine *self,
     sizes[i] = mixprec_param_get_numel (g_ptr_array_index (g->params, i));
   g->units = _mixprec_engine_make_units_full (sizes, g->params->len, self->world, self->stage,
                                               mixprec_config_get_param_persistence_threshold (self->config),
-                                              g->fp8 && g->fp8_kind == MIXPREC_FP8_RECIPE_MX);
+                                              g->fp8.enabled && g->fp8.kind == MIXPREC_FP8_RECIPE_MX);
   g->wire = _mixprec_engine_wire_dtype (&g->dtypes);
   _mixprec_engine_group_shape (&g->dtypes, g->wire, g->units, self->world, self->stage, self->gas,
                                g->external, _mixprec_engine_staging_budget (self->config), &shape);
+  *shape_out = shape;
   g->padded = shape.padded;
   g->local_n = shape.local_n;
   g->persist_n = shape.persist_n;
@@ -432,39 +635,12 @@ layout_group (MixprecEngine *self,
       (g->accum = _mixprec_engine_alloc (self, self->device, shape.accum,
                                          mixprec_dtype_get_size (g->dtypes.accum), BUF_ACCUM, error)) == NULL)
     return FALSE;
-  for (guint k = 0; k < shape.n_slots; k++)
-    {
-      Slot slot = { NULL, SLOT_FREE };
-
-      slot.data = _mixprec_engine_alloc (self, self->device, shape.slot_elements,
-                                         mixprec_dtype_get_size (g->wire), BUF_STAGING, error);
-      if (slot.data == NULL)
-        return FALSE;
-      g_array_append_val (g->slots, slot);
-    }
-  g->n_blocks = self->world > 1 ? shape.norm_blocks / (1 + self->world) : shape.norm_blocks;
-  if ((g->norm = _mixprec_engine_alloc (self, self->device, shape.norm_blocks, sizeof (gdouble),
-                                        BUF_NORM, error)) == NULL)
-    return FALSE;
   g->states = g_new0 (gpointer, n_slots + 1);
   for (guint k = 0; k < n_slots; k++)
     if ((g->states[k] = _mixprec_engine_alloc (self, g->state_device, shape.state,
                                                mixprec_dtype_get_size (self->state_dtype),
                                                self->offload ? BUF_HOST_STATE : BUF_STATE, error)) == NULL)
       return FALSE;
-  if (self->offload)
-    {
-      BufferKind staging = self->offload_pinned ? BUF_PINNED_STAGING : BUF_HOST_STAGING;
-
-      g->offload_elements = _mixprec_engine_offload_elements (&shape);
-      for (guint b = 0; b < G_N_ELEMENTS (g->offload_grad); b++)
-        if ((g->offload_grad[b] = _mixprec_engine_alloc (self, NULL, g->offload_elements,
-                                                         mixprec_dtype_get_size (shape.step_grad),
-                                                         staging, error)) == NULL ||
-            (g->offload_working[b] = _mixprec_engine_alloc (self, NULL, g->offload_elements, wsize,
-                                                            staging, error)) == NULL)
-          return FALSE;
-    }
   _mixprec_engine_add_shape_bytes (self->buf_plan, &g->dtypes, &shape, n_slots, self->state_dtype,
                                    self->offload, self->offload_pinned);
 
@@ -548,7 +724,7 @@ layout_group (MixprecEngine *self,
                                        0, 0, error)))
         return FALSE;
     }
-  return _mixprec_engine_fp8_layout (self, g, error);
+  return TRUE;
 }
 
 gboolean
@@ -574,102 +750,3 @@ _mixprec_engine_ensure_grad (MixprecEngine *self,
   return TRUE;
 }
 
-gboolean
-_mixprec_engine_ensure_prepared (gpointer  engine,
-                                 GError  **error)
-{
-  return mixprec_engine_prepare (MIXPREC_ENGINE (engine), error);
-}
-
-/**
- * mixprec_engine_prepare:
- * @self: a #MixprecEngine
- * @error: return location for a #GError
- *
- * Lays out the buffers of every registered parameter: contiguous groups of
- * parameters that share their dtypes and optimizer settings, each with its
- * working copies, gradients, FP32 masters, accumulation buffer and
- * optimizer state, partitioned across ranks as the ZeRO stage says (see
- * mixprec_engine_list_buffers()). Called implicitly by the first buffer
- * access, mixprec_engine_backward_done() or mixprec_engine_step(); calling
- * it explicitly reports allocation failures where they happen. Afterwards
- * no more parameters can be registered. Every rank must register the same
- * parameters in the same order.
- *
- * Returns: %TRUE on success (also when already prepared)
- *
- * Since: 1.0
- */
-gboolean
-mixprec_engine_prepare (MixprecEngine *self,
-                        GError       **error)
-{
-  g_return_val_if_fail (MIXPREC_IS_ENGINE (self), FALSE);
-
-  if (self->prepared)
-    return TRUE;
-
-  for (guint i = 0; i < self->params->len; i++)
-    {
-      MixprecParam *p = g_ptr_array_index (self->params, i);
-      Group *g = NULL;
-
-      for (guint j = 0; j < self->groups->len && g == NULL; j++)
-        if (same_group (g_ptr_array_index (self->groups, j), p))
-          g = g_ptr_array_index (self->groups, j);
-      if (g == NULL)
-        {
-          g = g_new0 (Group, 1);
-          g->index = self->groups->len;
-          g->dtypes.working = mixprec_param_get_working_dtype (p);
-          g->dtypes.grad = mixprec_param_get_grad_dtype (p);
-          g->dtypes.accum = mixprec_param_get_accum_dtype (p);
-          g->dtypes.comm = mixprec_param_get_comm_dtype (p);
-          g->dtypes.has_master = mixprec_param_has_master (p);
-          g->weight_decay_multiplier = mixprec_param_get_weight_decay_multiplier (p);
-          g->external = _mixprec_param_is_external (p);
-          g->fp8 = mixprec_param_is_fp8 (p);
-          g->fp8_dtype = mixprec_param_get_fp8_dtype (p);
-          g->fp8_kind = _mixprec_param_get_storage (p)->fp8_kind;
-          g->device = _mixprec_device_ref (self->device);
-          g->state_device = self->offload ? NULL : _mixprec_device_ref (self->device);
-          g->params = g_ptr_array_new ();
-          g->segments = g_array_new (FALSE, FALSE, sizeof (Segment));
-          g->slots = g_array_new (FALSE, TRUE, sizeof (Slot));
-          g->pending = g_array_new (FALSE, TRUE, sizeof (Pending));
-          g_ptr_array_add (self->groups, g);
-        }
-      g_ptr_array_add (g->params, p);
-      g->numel += mixprec_param_get_numel (p);
-    }
-
-  memset (self->buf_plan, 0, sizeof self->buf_plan);
-  for (guint j = 0; j < self->groups->len; j++)
-    if (!layout_group (self, g_ptr_array_index (self->groups, j), error))
-      {
-        g_ptr_array_set_size (self->groups, 0);
-        return FALSE;
-      }
-  self->prepared = TRUE;
-  /* Every rank casts whole parameters from the initial values: no
-   * collective (see _mixprec_engine_fp8_write()). */
-  if (!_mixprec_engine_fp8_write_initial (self, error))
-    {
-      self->prepared = FALSE;
-      g_ptr_array_set_size (self->groups, 0);
-      return FALSE;
-    }
-  g_hash_table_remove_all (self->init_values);
-  return TRUE;
-}
-
-gboolean
-_mixprec_engine_ensure_grad_of (gpointer      engine,
-                                MixprecParam *param,
-                                GError      **error)
-{
-  MixprecEngine *self = MIXPREC_ENGINE (engine);
-
-  return _mixprec_engine_ensure_grad (self, _mixprec_engine_group_of (self, param), error) &&
-         _mixprec_engine_expose_grad (self, param, error);
-}

@@ -68,4 +68,20 @@ gboolean _mixprec_engine_restore_fp8 (MixprecEngine *engine,
                                       GHashTable    *states,
                                       GError       **error);
 
+/* The engine's part of mixprec_param_reduce_grad(), for @param of
+ * @engine with its storage in place (mixprec-engine-reduce.c). */
+gboolean _mixprec_engine_reduce_grad (MixprecEngine *engine,
+                                      MixprecParam  *param,
+                                      MixprecDType   dtype,
+                                      gconstpointer  grad,
+                                      GError       **error);
+
+/* The save behind mixprec_engine_save_checkpoint_full(), arguments
+ * checked (mixprec-checkpoint-save.c). */
+gboolean _mixprec_checkpoint_save (MixprecEngine              *engine,
+                                   const gchar                *dir,
+                                   const gchar                *tag,
+                                   MixprecCheckpointSaveFlags  flags,
+                                   GError                    **error);
+
 G_END_DECLS

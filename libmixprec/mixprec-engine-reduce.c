@@ -21,8 +21,8 @@ static void
 keep_device_error (Group  *g,
                    GError *error)
 {
-  if (g->device_error == NULL)
-    g->device_error = error;
+  if (g->intake.device_error == NULL)
+    g->intake.device_error = error;
   else
     g_error_free (error);
 }
@@ -31,9 +31,9 @@ static gboolean
 take_device_error (Group   *g,
                    GError **error)
 {
-  if (g->device_error == NULL)
+  if (g->intake.device_error == NULL)
     return TRUE;
-  g_propagate_error (error, g_steal_pointer (&g->device_error));
+  g_propagate_error (error, g_steal_pointer (&g->intake.device_error));
   return FALSE;
 }
 
@@ -64,8 +64,8 @@ copy_range (gsize begin, gsize end, gpointer data)
     keep_device_error (job->group, error);
 }
 
-/* dst[0, n) = src[0, n) converted (zeros when @src is NULL), across the
- * thread pool on the host, in one call on a device. */
+/* dst[0, n) = src[0, n) converted (zeros when @src is NULL), dispatched
+ * the way @g's device runs work. */
 static void
 copy_into (Group        *g,
            gpointer      dst,
@@ -76,20 +76,52 @@ copy_into (Group        *g,
 {
   CopyJob job = { g, dst, dst_dtype, src, src_dtype };
 
-  if (n == 0)
-    return;
-  if (g->device == NULL)
-    _mixprec_parallel_for (n, _MIXPREC_ENGINE_MIN_CHUNK, 64, copy_range, &job);
-  else
-    copy_range (0, n, &job);
+  _mixprec_device_dispatch (g->device, n, _MIXPREC_ENGINE_MIN_CHUNK, 64, copy_range, &job);
 }
 
-Unit *
-_mixprec_engine_unit_of (MixprecEngine *self, MixprecParam *param)
-{
-  Group *g = _mixprec_engine_group_of (self, param);
+/* ---------------------------------------------------------------- the intake's part */
 
-  return &g_array_index (g->units, Unit, _mixprec_param_get_storage (param)->unit);
+gboolean
+_mixprec_engine_intake_layout (MixprecEngine *self,
+                               Group         *g,
+                               guint64        n_slots,
+                               GError       **error)
+{
+  g->intake.slots = g_array_new (FALSE, TRUE, sizeof (Slot));
+  g->intake.pending = g_array_new (FALSE, TRUE, sizeof (Pending));
+  for (guint k = 0; k < g->units->len; k++)
+    g_array_index (g->units, Unit, k).intake.slot = -1;
+  for (guint64 k = 0; k < n_slots; k++)
+    {
+      Slot slot = { NULL, SLOT_FREE };
+
+      slot.data = _mixprec_engine_alloc (self, self->device, g->slot_elements,
+                                         mixprec_dtype_get_size (g->wire), BUF_STAGING, error);
+      if (slot.data == NULL)
+        return FALSE;
+      g_array_append_val (g->intake.slots, slot);
+    }
+  return TRUE;
+}
+
+void
+_mixprec_engine_intake_clear (MixprecEngine *self,
+                              Group         *g)
+{
+  if (g->intake.pending != NULL)
+    _mixprec_engine_wait_group (self, g, NULL);
+  for (guint i = 0; g->intake.slots != NULL && i < g->intake.slots->len; i++)
+    _mixprec_engine_free (self, g->device, g_array_index (g->intake.slots, Slot, i).data);
+  g_clear_error (&g->intake.device_error);
+  g_clear_pointer (&g->intake.pending, g_array_unref);
+  g_clear_pointer (&g->intake.slots, g_array_unref);
+}
+
+void
+_mixprec_engine_note_grad_zeroed (Group    *g,
+                                  gboolean  zeroed)
+{
+  g->intake.grad_zeroed = zeroed;
 }
 
 /* ---------------------------------------------------------------- requests */
@@ -100,15 +132,15 @@ finish_pending (MixprecEngine *self,
                 guint          k,
                 GError       **error)
 {
-  Pending p = g_array_index (g->pending, Pending, k);
+  Pending p = g_array_index (g->intake.pending, Pending, k);
   g_autoptr(GError) local = NULL;
 
-  g_array_remove_index (g->pending, k);
+  g_array_remove_index (g->intake.pending, k);
   if (!mixprec_comm_request_wait (p.request, &local) && error != NULL && *error == NULL)
     *error = g_steal_pointer (&local);
   mixprec_comm_request_free (p.request);
   if (p.slot >= 0)
-    g_array_index (g->slots, Slot, p.slot).state = SLOT_FREE;
+    g_array_index (g->intake.slots, Slot, p.slot).state = SLOT_FREE;
   if (p.zero_n > 0)
     copy_into (g, _mixprec_engine_at (g->grad, g->dtypes.grad, p.zero_begin), g->dtypes.grad,
                NULL, g->dtypes.grad, p.zero_n);
@@ -121,7 +153,7 @@ _mixprec_engine_wait_group (MixprecEngine *self,
 {
   /* Wait for every request even after a failure: none may be left running
    * over buffers that are about to change. */
-  while (g->pending->len > 0)
+  while (g->intake.pending->len > 0)
     finish_pending (self, g, 0, error);
 }
 
@@ -148,12 +180,12 @@ acquire_slot (MixprecEngine *self,
 {
   Slot fresh = { NULL, SLOT_FREE };
 
-  for (guint i = 0; i < g->slots->len; i++)
-    if (g_array_index (g->slots, Slot, i).state == SLOT_FREE)
+  for (guint i = 0; i < g->intake.slots->len; i++)
+    if (g_array_index (g->intake.slots, Slot, i).state == SLOT_FREE)
       return (gint) i;
-  for (guint k = 0; k < g->pending->len; k++)
+  for (guint k = 0; k < g->intake.pending->len; k++)
     {
-      gint slot = g_array_index (g->pending, Pending, k).slot;
+      gint slot = g_array_index (g->intake.pending, Pending, k).slot;
       GError *local = NULL;
 
       if (slot < 0)
@@ -167,20 +199,11 @@ acquire_slot (MixprecEngine *self,
                                       mixprec_dtype_get_size (g->wire), BUF_STAGING, error);
   if (fresh.data == NULL)
     return -1;
-  g_array_append_val (g->slots, fresh);
-  return (gint) g->slots->len - 1;
+  g_array_append_val (g->intake.slots, fresh);
+  return (gint) g->intake.slots->len - 1;
 }
 
 /* ---------------------------------------------------------------- reducing a unit */
-
-/* Where this rank's reduced slice of @u goes. */
-static gpointer
-reduce_target (MixprecEngine *self, Group *g, const Unit *u)
-{
-  if (g->accum_mode == ACCUM_IN_GRAD)
-    return _mixprec_engine_flat_at (self, u, g->grad, g->dtypes.grad, self->rank * UNIT_SLICE (self, u));
-  return _mixprec_engine_at (g->accum, g->dtypes.accum, u->local);
-}
 
 static gboolean
 start_reduce (MixprecEngine *self,
@@ -206,12 +229,12 @@ start_reduce (MixprecEngine *self,
   if (p.request == NULL)
     {
       if (slot >= 0)
-        g_array_index (g->slots, Slot, slot).state = SLOT_FREE;
+        g_array_index (g->intake.slots, Slot, slot).state = SLOT_FREE;
       return _mixprec_engine_comm_failed (error, local, "reducing gradients");
     }
   if (slot >= 0)
-    g_array_index (g->slots, Slot, slot).state = SLOT_IN_FLIGHT;
-  g_array_append_val (g->pending, p);
+    g_array_index (g->intake.slots, Slot, slot).state = SLOT_IN_FLIGHT;
+  g_array_append_val (g->intake.pending, p);
   return TRUE;
 }
 
@@ -231,7 +254,7 @@ reduce_windows (MixprecEngine *self,
 {
   guint64 slice = UNIT_SLICE (self, u);
   guint64 width = MAX (g->slot_elements / self->world, 1);
-  gpointer target = reduce_target (self, g, u);
+  gpointer target = _mixprec_engine_reduce_target (self, g, u);
 
   for (guint64 a = 0; a < slice; a += width)
     {
@@ -241,7 +264,7 @@ reduce_windows (MixprecEngine *self,
 
       if (slot < 0)
         return FALSE;
-      data = g_array_index (g->slots, Slot, slot).data;
+      data = g_array_index (g->intake.slots, Slot, slot).data;
       for (guint r = 0; r < self->world; r++)
         {
           guint64 lo = r * slice + a, hi = lo + w;
@@ -275,7 +298,7 @@ reduce_unit (MixprecEngine *self,
   guint64 slice = UNIT_SLICE (self, u);
   gboolean zero_at_clear = self->stage == 0 || g->accum_mode == ACCUM_IN_GRAD;
 
-  u->started = TRUE;
+  u->intake.started = TRUE;
   if (slice == 0)
     return TRUE;
   if (g->grad != NULL)
@@ -283,7 +306,7 @@ reduce_unit (MixprecEngine *self,
       gpointer grad = _mixprec_engine_flat_at (self, u, g->grad, g->dtypes.grad, 0);
 
       if (g->wire == g->dtypes.grad)
-        return start_reduce (self, g, grad, reduce_target (self, g, u), slice, -1,
+        return start_reduce (self, g, grad, _mixprec_engine_reduce_target (self, g, u), slice, -1,
                              u->flat, zero_at_clear ? 0 : u->padded, error);
       if (!reduce_windows (self, g, u, grad, g->dtypes.grad, 0, u->padded, error))
         return FALSE;
@@ -291,13 +314,13 @@ reduce_unit (MixprecEngine *self,
         copy_into (g, grad, g->dtypes.grad, NULL, g->dtypes.grad, u->padded);
       return take_device_error (g, error);
     }
-  if (u->slot >= 0)
+  if (u->intake.slot >= 0)
     {
-      gint slot = u->slot;
+      gint slot = u->intake.slot;
 
-      u->slot = -1;
-      return start_reduce (self, g, g_array_index (g->slots, Slot, slot).data,
-                           reduce_target (self, g, u), slice, slot, 0, 0, error);
+      u->intake.slot = -1;
+      return start_reduce (self, g, g_array_index (g->intake.slots, Slot, slot).data,
+                           _mixprec_engine_reduce_target (self, g, u), slice, slot, 0, 0, error);
     }
   return reduce_windows (self, g, u, NULL, g->wire, 0, 0, error);
 }
@@ -325,9 +348,9 @@ reset_units (MixprecEngine *self)
         {
           Unit *u = &g_array_index (g->units, Unit, k);
 
-          u->arrived = 0;
-          u->started = FALSE;
-          u->slot = -1;
+          u->intake.arrived = 0;
+          u->intake.started = FALSE;
+          u->intake.slot = -1;
         }
     }
 }
@@ -395,14 +418,36 @@ fold_blocks (gsize first, gsize end, gpointer data)
         {
           _mixprec_engine_for_each_piece (g, u->flat + b, u->flat + b + whole * _MIXPREC_SUMSQ_BLOCK,
                                           fold_piece_host, job);
-          _mixprec_kernel_sumsq_blocks_best (acc, g->dtypes.accum, whole, g->norm + j);
+          _mixprec_kernel_sumsq_blocks_best (acc, g->dtypes.accum, whole, g->norm.blocks + j);
           j += whole - 1;
           continue;
         }
       _mixprec_engine_for_each_piece (g, u->flat + b, u->flat + b + n, fold_piece_host, job);
       if (job->sum)
-        g->norm[j] = n > 0 ? _mixprec_kernel_sumsq_best (acc, g->dtypes.accum, n) : 0.0;
+        g->norm.blocks[j] = n > 0 ? _mixprec_kernel_sumsq_best (acc, g->dtypes.accum, n) : 0.0;
     }
+}
+
+/* One process: this micro-step's gradients folded into the accumulation
+ * buffer and zeroed. In host memory block by block, with the block sums
+ * of the last micro-step (fold_blocks()); elsewhere through the device's
+ * accumulate and zero, segment by segment, the step's norm pass summing
+ * the blocks. */
+static gboolean
+fold_group (MixprecEngine *self,
+            Group         *g,
+            GError       **error)
+{
+  FoldJob job = { g, self->micro_steps == 0, self->micro_steps + 1 == self->gas };
+
+  if (_mixprec_device_memory_is_host (g->device))
+    {
+      _mixprec_device_dispatch (g->device, g->norm.n_blocks, 1, 1, fold_blocks, &job);
+      _mixprec_engine_norm_set_ready (g, job.sum);
+    }
+  else
+    _mixprec_device_dispatch (g->device, g->numel, _MIXPREC_ENGINE_MIN_CHUNK, 64, fold_range, &job);
+  return take_device_error (g, error);
 }
 
 /* ---------------------------------------------------------------- lean intake */
@@ -421,7 +466,7 @@ fold_blocks (gsize first, gsize end, gpointer data)
 static gboolean
 intake_on_host (MixprecEngine *self, Group *g)
 {
-  return self->world == 1 && g->device == NULL && !g->external && g->grad != NULL;
+  return self->world == 1 && _mixprec_device_memory_is_host (g->device) && !g->external && g->grad != NULL;
 }
 
 static gboolean
@@ -443,7 +488,7 @@ gboolean
 _mixprec_engine_grad_private (MixprecEngine *self,
                               Group         *g)
 {
-  return intake_sums (self, g) && g->n_exposed == 0;
+  return intake_sums (self, g) && g->intake.n_exposed == 0;
 }
 
 gboolean
@@ -457,10 +502,10 @@ _mixprec_engine_expose_grad (MixprecEngine *self,
   if (!s->grad_exposed)
     {
       s->grad_exposed = TRUE;
-      g->n_exposed++;
+      g->intake.n_exposed++;
     }
   /* Whatever the caller writes from now on is not what the intake summed. */
-  _mixprec_engine_unit_of (self, param)->summed = FALSE;
+  _mixprec_engine_unit_of (self, param)->intake.summed = FALSE;
   if (s->grad_stale)
     {
       if (!_mixprec_device_zero (s->device, s->grad,
@@ -521,10 +566,10 @@ intake_tiles (gsize first, gsize last, gpointer data)
         whole++;
       if (whole > 0)
         _mixprec_kernel_sumsq_blocks_best (_mixprec_engine_at (job->dst, g->dtypes.grad, j * _MIXPREC_SUMSQ_BLOCK),
-                                           g->dtypes.grad, whole, g->norm + u->first_block + j);
+                                           g->dtypes.grad, whole, g->norm.blocks + u->first_block + j);
       j += whole;
       if (j * _MIXPREC_SUMSQ_BLOCK < hi && hi == u->numel)
-        g->norm[u->first_block + j] =
+        g->norm.blocks[u->first_block + j] =
           _mixprec_kernel_sumsq_best (_mixprec_engine_at (job->dst, g->dtypes.grad, j * _MIXPREC_SUMSQ_BLOCK),
                                       g->dtypes.grad, hi - j * _MIXPREC_SUMSQ_BLOCK);
     }
@@ -589,81 +634,28 @@ intake_finish_unit (MixprecEngine *self,
         }
       if (p_begin <= lo && hi <= p_end)
         continue;            /* summed at the parameter's intake */
-      g->norm[u->first_block + j] = _mixprec_kernel_sumsq_best (_mixprec_engine_at ((gpointer) grad, g->dtypes.grad, lo),
+      g->norm.blocks[u->first_block + j] = _mixprec_kernel_sumsq_best (_mixprec_engine_at ((gpointer) grad, g->dtypes.grad, lo),
                                                                 g->dtypes.grad, hi - lo);
     }
-  u->summed = TRUE;
+  u->intake.summed = TRUE;
 }
 
 /* ---------------------------------------------------------------- intake */
 
-/**
- * mixprec_param_reduce_grad: (skip)
- * @self: a #MixprecParam
- * @dtype: the dtype of @grad
- * @grad: this micro-batch's gradient of the parameter (of the scaled
- *   loss), mixprec_param_get_numel() elements of @dtype, in the memory of
- *   the engine's device
- * @error: return location for a #GError
- *
- * Hands over one parameter's gradient as the backward pass produces it.
- * The engine copies it (converted to the gradient dtype, or straight into
- * the dtype it travels in) and, across ranks, starts the reduce-scatter
- * of the parameter's unit as soon as the unit's last parameter arrived,
- * while the caller goes on with the rest of the backward pass. @grad may
- * be freed or reused when the call returns.
- *
- * On one process with one micro-step per step, the engine also sums the
- * squares the step's gradient norm is made of as it copies, while the
- * gradient is in the cache. A trainer that hands every gradient over and
- * never asks for the gradient buffers (mixprec_param_get_grad_data() and
- * the like) saves the step a pass over the gradients and their zeroing.
- *
- * Under ZeRO-2 and ZeRO-3 this is how gradients reach the engine without
- * a gradient buffer the size of the model: only two staging slots exist
- * (see mixprec_engine_list_buffers()). A parameter whose gradient is not
- * handed over before mixprec_engine_backward_done() counts as zero, or,
- * when the caller wrote it into mixprec_param_get_grad_data(), as what it
- * wrote.
- *
- * Collective across ranks: every rank hands over the same parameters in
- * the same order. Handing parameters over in the order of the backward
- * pass (the reverse of registration) or of registration keeps the
- * staging within its two slots; parameters of one unit that arrive far
- * apart hold a slot each until their unit is complete.
- *
- * Returns: %TRUE on success; %FALSE with @error set when the parameter
- *   was already handed over in this micro-step, the engine expects step(),
- *   or a reduction failed
- *
- * Since: 1.1
- */
+/* The engine's part of mixprec_param_reduce_grad() (mixprec-param.c),
+ * once the parameter has its storage. */
 gboolean
-mixprec_param_reduce_grad (MixprecParam  *self,
-                           MixprecDType   dtype,
-                           gconstpointer  grad,
-                           GError       **error)
+_mixprec_engine_reduce_grad (MixprecEngine *engine,
+                             MixprecParam  *self,
+                             MixprecDType   dtype,
+                             gconstpointer  grad,
+                             GError       **error)
 {
-  MixprecEngine *engine;
-  _MixprecParamStorage *s;
-  guint64 numel;
+  _MixprecParamStorage *s = _mixprec_param_get_storage (self);
+  guint64 numel = mixprec_param_get_numel (self);
   Group *g;
   Unit *u;
 
-  g_return_val_if_fail (MIXPREC_IS_PARAM (self), FALSE);
-  numel = mixprec_param_get_numel (self);
-  g_return_val_if_fail (grad != NULL || numel == 0, FALSE);
-
-  if (!mixprec_dtype_is_valid (dtype))
-    {
-      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
-                   "parameter '%s': %d is not a dtype", mixprec_param_get_name (self), (gint) dtype);
-      return FALSE;
-    }
-  if (!_mixprec_param_ensure_storage (self, error))
-    return FALSE;
-  engine = MIXPREC_ENGINE (_mixprec_param_get_engine (self));
-  s = _mixprec_param_get_storage (self);
   if (engine->micro_steps >= engine->gas)
     {
       g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_WRONG_STATE,
@@ -696,10 +688,10 @@ mixprec_param_reduce_grad (MixprecParam  *self,
       if (!take_device_error (g, error))
         return FALSE;
       s->grad_stale = FALSE;
-      u->arrived += numel;
-      if (intake_sums (engine, g) && u->arrived == u->numel)
+      u->intake.arrived += numel;
+      if (intake_sums (engine, g) && u->intake.arrived == u->numel)
         intake_finish_unit (engine, g, u);
-      if (engine->world == 1 || u->arrived < u->numel)
+      if (engine->world == 1 || u->intake.arrived < u->numel)
         return TRUE;
       return reduce_unit (engine, g, u, error);
     }
@@ -708,144 +700,33 @@ mixprec_param_reduce_grad (MixprecParam  *self,
     {
       /* A unit of its own (empty neighbours aside): straight from the
        * caller's memory into the wire, window by window. */
-      u->arrived = numel;
-      u->started = TRUE;
+      u->intake.arrived = numel;
+      u->intake.started = TRUE;
       return reduce_windows (engine, g, u, grad, dtype, s->offset - u->flat, numel, error) &&
              take_device_error (g, error);
     }
 
   /* A unit of several parameters collects in a slot until complete. */
-  if (u->slot < 0)
+  if (u->intake.slot < 0)
     {
       gint slot = acquire_slot (engine, g, error);
 
       if (slot < 0)
         return FALSE;
-      u->slot = slot;
-      g_array_index (g->slots, Slot, slot).state = SLOT_FILLING;
-      copy_into (g, g_array_index (g->slots, Slot, slot).data, g->wire, NULL, g->wire, u->padded);
+      u->intake.slot = slot;
+      g_array_index (g->intake.slots, Slot, slot).state = SLOT_FILLING;
+      copy_into (g, g_array_index (g->intake.slots, Slot, slot).data, g->wire, NULL, g->wire, u->padded);
     }
-  copy_into (g, _mixprec_engine_at (g_array_index (g->slots, Slot, u->slot).data, g->wire, s->offset - u->flat),
+  copy_into (g, _mixprec_engine_at (g_array_index (g->intake.slots, Slot, u->intake.slot).data, g->wire, s->offset - u->flat),
              g->wire, grad, dtype, numel);
   if (!take_device_error (g, error))
     return FALSE;
-  u->arrived += numel;
-  if (u->arrived < u->numel)
+  u->intake.arrived += numel;
+  if (u->intake.arrived < u->numel)
     return TRUE;
   return reduce_unit (engine, g, u, error);
 }
 
-/**
- * mixprec_param_reduce_grad_bytes: (rename-to mixprec_param_reduce_grad)
- * @self: a #MixprecParam
- * @dtype: the dtype of @grad
- * @grad: this micro-batch's gradient, numel elements of @dtype (host memory)
- * @error: return location for a #GError
- *
- * mixprec_param_reduce_grad() for bindings: the gradient as bytes in host
- * memory (copied to the engine's device when it has one).
- *
- * Returns: %TRUE on success
- *
- * Since: 1.1
- */
-gboolean
-mixprec_param_reduce_grad_bytes (MixprecParam  *self,
-                                 MixprecDType   dtype,
-                                 GBytes        *grad,
-                                 GError       **error)
-{
-  gsize len = 0;
-  gconstpointer data;
-  g_autofree gpointer staged = NULL;
-  _MixprecParamStorage *s;
-  guint64 numel;
-
-  g_return_val_if_fail (MIXPREC_IS_PARAM (self), FALSE);
-  g_return_val_if_fail (grad != NULL, FALSE);
-
-  numel = mixprec_param_get_numel (self);
-  data = g_bytes_get_data (grad, &len);
-  if (!mixprec_dtype_is_valid (dtype) || len != numel * mixprec_dtype_get_size (dtype))
-    {
-      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
-                   "parameter '%s': gradient of %" G_GSIZE_FORMAT " bytes, expected %"
-                   G_GUINT64_FORMAT " elements of %s", mixprec_param_get_name (self), len, numel,
-                   mixprec_dtype_is_valid (dtype) ? mixprec_dtype_get_name (dtype) : "a valid dtype");
-      return FALSE;
-    }
-  if (!_mixprec_param_ensure_storage (self, error))
-    return FALSE;
-  s = _mixprec_param_get_storage (self);
-  if (s->device != NULL && numel > 0)
-    {
-      /* Device memory for the device's kernels. */
-      staged = _mixprec_device_alloc (s->device, len, "gradient upload", error);
-      if (staged == NULL ||
-          !_mixprec_device_upload (s->device, data, dtype, staged, dtype, numel, error))
-        {
-          if (staged != NULL)
-            _mixprec_device_free (s->device, g_steal_pointer (&staged));
-          return FALSE;
-        }
-      {
-        gboolean ok = mixprec_param_reduce_grad (self, dtype, staged, error) &&
-                      _mixprec_device_synchronize (s->device, error);
-
-        _mixprec_device_free (s->device, g_steal_pointer (&staged));
-        return ok;
-      }
-    }
-  return mixprec_param_reduce_grad (self, dtype, data, error);
-}
-
-/**
- * mixprec_param_reduce_grad_address:
- * @self: a #MixprecParam
- * @dtype: the dtype of the gradient
- * @address: where the gradient starts in host memory: numel contiguous
- *   elements of @dtype that stay valid for the duration of the call
- * @error: return location for a #GError
- *
- * mixprec_param_reduce_grad_bytes() without the copy into a #GBytes: the
- * engine reads the caller's gradient where it lies. For bindings that
- * hold the address of a framework's tensor (the Python overrides pass a
- * NumPy array's or a DLPack tensor's data pointer); C callers use
- * mixprec_param_reduce_grad().
- *
- * Returns: %TRUE on success
- *
- * Since: 1.1
- */
-gboolean
-mixprec_param_reduce_grad_address (MixprecParam  *self,
-                                   MixprecDType   dtype,
-                                   guint64        address,
-                                   GError       **error)
-{
-  g_autoptr(GBytes) grad = NULL;
-  guint64 numel;
-
-  g_return_val_if_fail (MIXPREC_IS_PARAM (self), FALSE);
-
-  numel = mixprec_param_get_numel (self);
-  if (!mixprec_dtype_is_valid (dtype))
-    {
-      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
-                   "parameter '%s': %d is not a dtype", mixprec_param_get_name (self), (gint) dtype);
-      return FALSE;
-    }
-  if (address == 0 && numel > 0)
-    {
-      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
-                   "parameter '%s': gradient at address 0", mixprec_param_get_name (self));
-      return FALSE;
-    }
-  /* A static GBytes borrows the caller's memory for the call. */
-  grad = g_bytes_new_static (GSIZE_TO_POINTER ((gsize) address),
-                             numel * mixprec_dtype_get_size (dtype));
-  return mixprec_param_reduce_grad_bytes (self, dtype, grad, error);
-}
 
 /* ---------------------------------------------------------------- micro-step */
 
@@ -864,7 +745,7 @@ zero_stale (MixprecEngine *self,
         memset (s->grad, 0, mixprec_param_get_numel (p) * mixprec_dtype_get_size (g->dtypes.grad));
       s->grad_stale = FALSE;
     }
-  g->has_stale = FALSE;
+  g->intake.has_stale = FALSE;
 }
 
 /**
@@ -914,7 +795,7 @@ mixprec_engine_backward_done (MixprecEngine *self,
     {
       Group *g = g_ptr_array_index (self->groups, j);
 
-      if (g->has_stale)
+      if (g->intake.has_stale)
         zero_stale (self, g);
       if (self->world > 1)
         {
@@ -922,22 +803,13 @@ mixprec_engine_backward_done (MixprecEngine *self,
             {
               Unit *u = &g_array_index (g->units, Unit, k);
 
-              if (!u->started && !reduce_unit (self, g, u, error))
+              if (!u->intake.started && !reduce_unit (self, g, u, error))
                 return FALSE;
             }
         }
       else if (g->accum != NULL)
         {
-          FoldJob job = { g, self->micro_steps == 0, self->micro_steps + 1 == self->gas };
-
-          if (g->device == NULL)
-            {
-              _mixprec_parallel_for (g->n_blocks, 1, 1, fold_blocks, &job);
-              g->norm_ready = job.sum;
-            }
-          else if (g->numel > 0)
-            fold_range (0, g->numel, &job);
-          if (!take_device_error (g, error))
+          if (!fold_group (self, g, error))
             return FALSE;
         }
     }
@@ -953,9 +825,9 @@ mixprec_engine_backward_done (MixprecEngine *self,
 static void
 forget_stale (Group *g)
 {
-  for (guint i = 0; g->has_stale && i < g->params->len; i++)
+  for (guint i = 0; g->intake.has_stale && i < g->params->len; i++)
     _mixprec_param_get_storage (g_ptr_array_index (g->params, i))->grad_stale = FALSE;
-  g->has_stale = FALSE;
+  g->intake.has_stale = FALSE;
 }
 
 static void
@@ -997,34 +869,40 @@ _mixprec_engine_clear_gradients (MixprecEngine *self)
               if (s->handed != 0 && mixprec_param_get_numel (g_ptr_array_index (g->params, i)) > 0)
                 {
                   s->grad_stale = TRUE;
-                  g->has_stale = TRUE;
+                  g->intake.has_stale = TRUE;
                 }
             }
         }
-      else if (self->world == 1 && g->accum == NULL && !g->grad_zeroed)
-        {
-          if (g->device == NULL)
-            _mixprec_parallel_for (g->numel, _MIXPREC_ENGINE_MIN_CHUNK, 64, zero_range, g);
-          else if (g->numel > 0)
-            zero_range (0, g->numel, g);
-        }
+      else if (self->world == 1 && g->accum == NULL && !g->intake.grad_zeroed)
+        _mixprec_device_dispatch (g->device, g->numel, _MIXPREC_ENGINE_MIN_CHUNK, 64, zero_range, g);
       else if (self->world > 1 && g->grad != NULL &&
                (self->stage == 0 || g->accum_mode == ACCUM_IN_GRAD))
         copy_into (g, g->grad, g->dtypes.grad, NULL, g->dtypes.grad, g->padded);
       if (!_mixprec_engine_grad_private (self, g))
         forget_stale (g);
-      g->grad_zeroed = FALSE;
-      g->norm_ready = FALSE;
+      g->intake.grad_zeroed = FALSE;
+      _mixprec_engine_norm_set_ready (g, FALSE);
       for (guint k = 0; k < g->units->len; k++)
-        g_array_index (g->units, Unit, k).summed = FALSE;
-      for (guint i = 0; i < g->slots->len; i++)
-        g_array_index (g->slots, Slot, i).state = SLOT_FREE;
+        g_array_index (g->units, Unit, k).intake.summed = FALSE;
+      for (guint i = 0; i < g->intake.slots->len; i++)
+        g_array_index (g->intake.slots, Slot, i).state = SLOT_FREE;
       /* Nothing to report it to: the next pass meets a broken device. */
-      g_clear_error (&g->device_error);
+      g_clear_error (&g->intake.device_error);
     }
   for (guint i = 0; i < self->params->len; i++)
     _mixprec_param_get_storage (g_ptr_array_index (self->params, i))->handed = 0;
   reset_units (self);
   self->micro_steps = 0;
   self->intake_step = 0;
+}
+
+gboolean
+_mixprec_engine_ensure_grad_of (gpointer      engine,
+                                MixprecParam *param,
+                                GError      **error)
+{
+  MixprecEngine *self = MIXPREC_ENGINE (engine);
+
+  return _mixprec_engine_ensure_grad (self, _mixprec_engine_group_of (self, param), error) &&
+         _mixprec_engine_expose_grad (self, param, error);
 }

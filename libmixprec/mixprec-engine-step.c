@@ -1,7 +1,8 @@
 /* mixprec-engine-step.c — the optimizer step at the accumulation boundary:
- * the sum of squares (which is also the overflow check), the scaler, skip
- * or clip, the fused optimizer over this rank's part, and the working
- * copies made whole again. */
+ * the ranks' agreement on the sum of squares, which is also the overflow
+ * check (mixprec-engine-agree.c), the scaler, skip or clip, the fused
+ * optimizer over this rank's part (offloaded: mixprec-engine-offload.c),
+ * then the working copies made whole again (mixprec-engine-whole.c). */
 #include "config.h"
 
 #include <math.h>
@@ -9,396 +10,22 @@
 #include <string.h>
 
 #include "mixprec.h"
-#include "mixprec-config-private.h"
 #include "mixprec-engine-impl-private.h"
 #include "mixprec-engine-private.h"
-#include "mixprec-parallel-private.h"
 #include "mixprec-registry-private.h"
-
-/* ---------------------------------------------------------------- pieces */
-
-const Segment *
-_mixprec_engine_segment_of (const Group *g,
-                            guint64      offset)
-{
-  /* The last segment starting at or before @offset: empty parameters
-   * (numel 0) share their offset with the next segment, and any of them
-   * serves, since nothing is read through it. */
-  const Segment *found = &g_array_index (g->segments, Segment, 0);
-
-  for (guint i = 1; i < g->segments->len; i++)
-    {
-      const Segment *seg = &g_array_index (g->segments, Segment, i);
-
-      if (seg->offset > offset)
-        break;
-      found = seg;
-    }
-  return found;
-}
-
-void
-_mixprec_engine_for_each_piece (Group    *g,
-                                guint64   begin,
-                                guint64   end,
-                                PieceFunc func,
-                                gpointer  data)
-{
-  guint first = 0, last = g->segments->len;
-
-  /* From the first segment ending after @begin (segments lie in order):
-   * callers go block by block over groups of many parameters. */
-  while (first < last)
-    {
-      guint mid = first + (last - first) / 2;
-      const Segment *seg = &g_array_index (g->segments, Segment, mid);
-
-      if (seg->offset + seg->numel <= begin)
-        first = mid + 1;
-      else
-        last = mid;
-    }
-  for (guint i = first; i < g->segments->len; i++)
-    {
-      const Segment *seg = &g_array_index (g->segments, Segment, i);
-      guint64 lo = MAX (begin, seg->offset);
-      guint64 hi = MIN (end, seg->offset + seg->numel);
-
-      if (seg->offset >= end)
-        break;
-      if (lo < hi)
-        func (g, seg, lo, hi - lo, data);
-    }
-}
-
-/* This rank's real elements of @u's slice: [rank * slice, + the result). */
-static guint64
-real_in_slice (MixprecEngine *self, const Unit *u)
-{
-  guint64 slice = UNIT_SLICE (self, u), begin = self->rank * slice;
-
-  return u->numel > begin ? MIN (u->numel - begin, slice) : 0;
-}
-
-const Unit *
-_mixprec_engine_unit_of_block (const Group *g, guint64 j)
-{
-  guint lo = 0, hi = g->units->len;
-
-  while (hi - lo > 1)
-    {
-      guint mid = (lo + hi) / 2;
-
-      if (g_array_index (g->units, Unit, mid).first_block <= j)
-        lo = mid;
-      else
-        hi = mid;
-    }
-  return &g_array_index (g->units, Unit, lo);
-}
-
-/* ---------------------------------------------------------------- sum of squares */
-
-typedef struct {
-  MixprecEngine *engine;
-  Group *group;
-} SumsqJob;
-
-static void
-sumsq_piece (Group *g, const Segment *seg, guint64 begin, guint64 n, gpointer data)
-{
-  gdouble *sum = data;
-
-  *sum += _mixprec_kernel_sumsq_best (_mixprec_engine_at (seg->grad, g->dtypes.grad, begin - seg->offset),
-                                      g->dtypes.grad, n);
-}
-
-/* Where this rank's reduced gradients of @u's slice start, and in what
- * dtype. */
-static gconstpointer
-slice_source (MixprecEngine *self, Group *g, const Unit *u, MixprecDType *dtype)
-{
-  if (self->world == 1)
-    {
-      *dtype = g->accum != NULL ? g->dtypes.accum : g->dtypes.grad;
-      return g->accum != NULL ? _mixprec_engine_at (g->accum, g->dtypes.accum, u->flat)
-                              : _mixprec_engine_at (g->grad, g->dtypes.grad, u->flat);
-    }
-  *dtype = g->dtypes.accum;
-  if (g->accum_mode == ACCUM_IN_GRAD)
-    return _mixprec_engine_flat_at (self, u, g->grad, g->dtypes.grad, self->rank * UNIT_SLICE (self, u));
-  return _mixprec_engine_at (g->accum, g->dtypes.accum, u->local);
-}
-
-static void
-sumsq_blocks (gsize first, gsize end, gpointer data)
-{
-  SumsqJob *job = data;
-  MixprecEngine *self = job->engine;
-  Group *g = job->group;
-
-  for (gsize j = first; j < end; j++)
-    {
-      const Unit *u = _mixprec_engine_unit_of_block (g, j);
-      guint64 b = (j - u->first_block) * _MIXPREC_SUMSQ_BLOCK;
-      guint64 real = real_in_slice (self, u);
-      guint64 n = real > b ? MIN (_MIXPREC_SUMSQ_BLOCK, real - b) : 0;
-      guint64 whole = MIN ((real - MIN (real, b)) / _MIXPREC_SUMSQ_BLOCK, end - j);
-      gdouble sum = 0.0;
-      MixprecDType dtype;
-
-      /* Summed at intake (see mixprec-engine-reduce.c). */
-      if (self->world == 1 && g->accum == NULL && u->summed)
-        continue;
-
-      /* Runs of whole blocks in one buffer go to the multi-block kernel
-       * (caller-owned memory has a buffer per parameter). */
-      if (whole > 1 && (self->world > 1 || g->accum != NULL || g->segments->len == 1))
-        {
-          gconstpointer src;
-
-          if (self->world == 1 && g->accum == NULL)
-            {
-              const Segment *seg = &g_array_index (g->segments, Segment, 0);
-
-              dtype = g->dtypes.grad;
-              src = _mixprec_engine_at (seg->grad, dtype, u->flat + b - seg->offset);
-            }
-          else
-            {
-              src = slice_source (self, g, u, &dtype);
-              src = _mixprec_engine_at ((gpointer) src, dtype, b);
-            }
-          _mixprec_kernel_sumsq_blocks_best (src, dtype, whole, g->norm + j);
-          j += whole - 1;
-          continue;
-        }
-      if (n > 0 && self->world == 1 && g->accum == NULL)
-        _mixprec_engine_for_each_piece (g, u->flat + b, u->flat + b + n, sumsq_piece, &sum);
-      else if (n > 0)
-        {
-          gconstpointer src = slice_source (self, g, u, &dtype);
-
-          sum = _mixprec_kernel_sumsq_best (_mixprec_engine_at ((gpointer) src, dtype, b), dtype, n);
-        }
-      g->norm[j] = sum;
-    }
-}
-
-/* This rank's block sums on a device: one multi-block launch per unit
- * (real elements only, so each block is the one a single process sums),
- * into the group's device array zeroed first. */
-static gboolean
-sumsq_blocks_device (MixprecEngine *self,
-                     Group         *g,
-                     GError       **error)
-{
-  if (!_mixprec_device_zero (self->device, g->norm, g->n_blocks * sizeof (gdouble), error))
-    return FALSE;
-  for (guint k = 0; k < g->units->len; k++)
-    {
-      const Unit *u = &g_array_index (g->units, Unit, k);
-      MixprecDeviceRangeV1 range = { NULL, 0, 0 };
-      MixprecDType dtype;
-
-      range.n = real_in_slice (self, u);
-      if (range.n == 0)
-        continue;
-      range.data = slice_source (self, g, u, &dtype);
-      range.dtype = (MixprecPluginDType) dtype;
-      if (!_mixprec_device_sumsq_blocks (self->device, &range, 1, _MIXPREC_SUMSQ_BLOCK,
-                                         g->norm + u->first_block, error))
-        return FALSE;
-    }
-  return TRUE;
-}
-
-/* Gathers @n doubles from every rank, in rank order, over @comm (as raw
- * bytes: the comm moves floats, and gathering is exact). */
-static gboolean
-gather_doubles (MixprecEngine *self,
-                MixprecComm   *comm,
-                const gdouble *mine,
-                gsize          n,
-                gdouble       *all,
-                GError       **error)
-{
-  GError *local = NULL;
-
-  if (!_mixprec_engine_before_comm (self, error))
-    return FALSE;
-  if (!mixprec_comm_all_gather (comm, mine, all, n * 2, MIXPREC_DTYPE_FLOAT32, &local))
-    return _mixprec_engine_comm_failed (error, local, "agreeing on the gradient norm");
-  return TRUE;
-}
-
-/* The sum of squares of every gradient the step will read, identical on
- * every rank and at every world size: fixed blocks of each unit, their
- * sums added in the order of the units, and of the blocks inside them. */
-static gboolean
-gradient_sumsq (MixprecEngine *self,
-                gdouble       *total_out,
-                GError       **error)
-{
-  gdouble total = 0.0;
-
-  for (guint j = 0; j < self->groups->len; j++)
-    {
-      Group *g = g_ptr_array_index (self->groups, j);
-      guint64 n_all = self->world > 1 ? g->n_blocks * self->world : g->n_blocks;
-      g_autofree gdouble *host = NULL;
-      const gdouble *all;
-
-      if (g->norm_ready)
-        ;                    /* summed by the last micro-step's fold */
-      else if (self->device != NULL)
-        {
-          if (!sumsq_blocks_device (self, g, error))
-            return FALSE;
-        }
-      else
-        {
-          SumsqJob job = { self, g };
-
-          _mixprec_parallel_for (g->n_blocks, 1, 1, sumsq_blocks, &job);
-        }
-      if (_mixprec_engine_fp8_n_amax (g) > 0 && self->device == NULL)
-        {
-          /* Delayed FP8 scaling: this rank's amaxes ride in the same
-           * all-gather, after its blocks. They are host values on every
-           * device (a device engine reads them back after its cast). */
-          gsize na = _mixprec_engine_fp8_n_amax (g), stride = g->n_blocks + na;
-          g_autofree gdouble *mine = g_new (gdouble, stride);
-          g_autofree gdouble *every = g_new (gdouble, stride * self->world);
-
-          memcpy (mine, g->norm, g->n_blocks * sizeof (gdouble));
-          _mixprec_engine_fp8_put_amax (g, mine + g->n_blocks);
-          if (self->world > 1)
-            {
-              if (!gather_doubles (self, self->comm, mine, stride, every, error))
-                return FALSE;
-              for (guint r = 0; r < self->world; r++)
-                memcpy (g->norm + g->n_blocks + (gsize) r * g->n_blocks, every + (gsize) r * stride,
-                        g->n_blocks * sizeof (gdouble));
-            }
-          else
-            memcpy (every, mine, stride * sizeof (gdouble));
-          _mixprec_engine_fp8_take_amax (g, every, self->world, stride, g->n_blocks);
-        }
-      else if (self->world > 1 &&
-               !gather_doubles (self, self->comm, g->norm, g->n_blocks, g->norm + g->n_blocks, error))
-        return FALSE;
-      all = self->world > 1 ? g->norm + g->n_blocks : g->norm;
-      if (self->device != NULL)
-        {
-          GError *local = NULL;
-
-          host = g_new (gdouble, MAX (n_all, 1));
-          if (!_mixprec_device_copy (self->device, host, all, n_all * sizeof (gdouble),
-                                     MIXPREC_PLUGIN_COPY_DEVICE_TO_HOST, &local))
-            {
-              g_propagate_prefixed_error (error, local, "reading the gradient norm: ");
-              return FALSE;
-            }
-          all = host;
-        }
-      for (guint k = 0; k < g->units->len; k++)
-        {
-          const Unit *u = &g_array_index (g->units, Unit, k);
-          guint64 nb = (UNIT_SLICE (self, u) + _MIXPREC_SUMSQ_BLOCK - 1) / _MIXPREC_SUMSQ_BLOCK;
-
-          for (guint r = 0; r < self->world; r++)
-            for (guint64 b = 0; b < nb; b++)
-              total += all[r * g->n_blocks + u->first_block + b];
-        }
-    }
-
-  /* On a device the blocks are device memory: the FP8 amaxes (host
-   * values) are agreed in a MAX all-reduce of their own. */
-  if (self->device != NULL && !_mixprec_engine_fp8_agree_device (self, error))
-    return FALSE;
-  if (self->mp_comm != NULL)
-    {
-      guint n = mixprec_comm_get_world_size (self->mp_comm);
-      g_autofree gdouble *all = g_new0 (gdouble, n);
-      gsize na = 0;
-
-      for (guint j = 0; j < self->groups->len; j++)
-        na += _mixprec_engine_fp8_n_amax (g_ptr_array_index (self->groups, j));
-      if (self->device == NULL)
-        {
-          /* Each rank's norm, and after it the agreed FP8 amaxes (none
-           * without fp8): every model-parallel rank holds the same number
-           * of them (see mixprec-engine-fp8.c). */
-          g_autofree gdouble *mine = g_new (gdouble, 1 + na);
-          g_autofree gdouble *every = g_new (gdouble, (1 + na) * n);
-          gsize at = 1;
-
-          mine[0] = total;
-          for (guint j = 0; j < self->groups->len; j++)
-            {
-              Group *g = g_ptr_array_index (self->groups, j);
-
-              for (guint i = 0; i < _mixprec_engine_fp8_n_amax (g); i++)
-                mine[at++] = g->fp8_agreed[i];
-            }
-          if (!gather_doubles (self, self->mp_comm, mine, 1 + na, every, error))
-            return FALSE;
-          at = 1;
-          for (guint j = 0; j < self->groups->len; j++)
-            {
-              Group *g = g_ptr_array_index (self->groups, j);
-
-              _mixprec_engine_fp8_take_amax (g, every, n, 1 + na, at);
-              at += _mixprec_engine_fp8_n_amax (g);
-            }
-          for (guint r = 0; r < n; r++)
-            all[r] = every[(gsize) r * (1 + na)];
-        }
-      else
-        {
-          /* The communicator moves device memory. */
-          if (self->norm_sums == NULL &&
-              (self->norm_sums = _mixprec_engine_alloc (self, self->device, 1 + n, sizeof (gdouble),
-                                                        BUF_NORM, error)) == NULL)
-            return FALSE;
-          if (!_mixprec_device_copy (self->device, self->norm_sums, &total, sizeof total,
-                                     MIXPREC_PLUGIN_COPY_HOST_TO_DEVICE, error) ||
-              !gather_doubles (self, self->mp_comm, self->norm_sums, 1, self->norm_sums + 1, error) ||
-              !_mixprec_device_copy (self->device, all, self->norm_sums + 1, n * sizeof (gdouble),
-                                     MIXPREC_PLUGIN_COPY_DEVICE_TO_HOST, error))
-            return FALSE;
-        }
-      total = 0.0;
-      for (guint r = 0; r < n; r++)
-        total += all[r];
-    }
-  *total_out = total;
-  return TRUE;
-}
 
 /* ---------------------------------------------------------------- optimizer */
 
-/* A run of elements the optimizer updates in one call. */
-typedef struct {
-  guint64 first_index;       /* position in the group's unpadded element space */
-  guint64 n;
-  gconstpointer grad;        /* the step's gradient dtype */
-  gfloat *master;            /* NULL: no FP32 values (bf16 without masters) */
-  guint64 state_at;          /* index into the state arrays */
-  gpointer working;          /* NULL when it is @master */
-} OptPiece;
-
 typedef struct {
   MixprecEngine *engine;
   Group *group;
+  _MixprecDevice *device;    /* where the pass's buffers are */
   MixprecOptimizerStepV1 args;
   MixprecDType grad_dtype;
   const OptPiece *pieces;
   guint n_pieces;
   guint64 *starts;           /* n_pieces + 1 prefix sums of n */
   gboolean zero_grad;        /* zero each gradient once the optimizer read it */
-  gboolean on_host;          /* host buffers, whatever the group's device */
   GMutex lock;
   GError *error;
   _MixprecFp8Fuse *fp8;      /* an fp8 group's cast, fused into the pass */
@@ -422,7 +49,7 @@ step_run_range (StepJob *job, const OptPiece *p, guint64 off, guint64 n)
     }
   args.base = job->args;
   args.base.first_index = p->first_index + off;
-  args.base.device_stream = job->on_host ? NULL : _mixprec_device_get_stream (g->device);
+  args.base.device_stream = _mixprec_device_get_stream (job->device);
   args.state_dtypes = state_dtypes;
   /* The state follows the weights' rounding, from a stream of its own. */
   args.state_rounding = job->args.rounding;
@@ -503,6 +130,13 @@ step_chunk (gsize begin, gsize end, gpointer data)
     }
 }
 
+/* Offload: the pass over one bucket of host buffers, which
+ * mixprec-engine-offload.c brought down. */
+typedef struct {
+  const MixprecOptimizerStepV1 *args;
+  MixprecDType grad_dtype;
+} HostStep;
+
 static gboolean run_pieces (MixprecEngine                *self,
                             Group                        *g,
                             const MixprecOptimizerStepV1 *args,
@@ -513,317 +147,22 @@ static gboolean run_pieces (MixprecEngine                *self,
                             gboolean                      on_host,
                             GError                      **error);
 
-/* Offload: the optimizer over @pieces in host memory, bucket by bucket.
- * The masters and the state are the host's; each bucket's gradients come
- * down (in the dtype the step reads: the accumulation dtype, else the
- * gradient dtype, as they are, so the bits the cpu optimizer sees are
- * the device's), the step runs across the thread pool exactly as on the
- * cpu engine (element-wise and told each range's first index, so cutting
- * changes no bit), and the new working copies go up. Without a separate
- * master (fp32, or bf16 without masters) the working copy is the value
- * the optimizer updates: it comes down with the gradients.
- *
- * Transfers run on a thread of their own, in the order they are asked
- * for, while the step runs on the calling thread and the pool: bucket
- * k + 1 comes down while bucket k steps. Two buffers alternate; a buffer
- * is refilled (download k + 2) only after the upload that read it
- * (bucket k) was asked for, and the queue keeps that order. The device
- * sees one thread at a time: the engine calls nothing else on it until
- * every transfer it asked for in the step has run.
- *
- * The thread is the engine's: started by the first offloaded step, it
- * waits on its queue between steps and is joined at finalize, so a step
- * starts no thread. The buffers are in the device's pinned host memory
- * when offload_optimizer.pin_memory is true and the device plugin has it
- * (revision 2, see _mixprec_engine_offload_pinned()); otherwise they are
- * pageable and a copy runs at pageable-memory speed. */
-typedef struct {
-  const OptPiece *piece;
-  guint64 off;
-  guint64 n;
-} Bucket;
-
-/* Where a bucket's working copy is on the device, and whether it comes
- * down too (no host master: it is the value the optimizer updates, the
- * FP32 working copy, or the low-precision one). */
-static gpointer
-bucket_device_working (Group *g, const Bucket *b, gboolean *down)
-{
-  const OptPiece *p = b->piece;
-  gpointer base = !g->dtypes.has_master && p->master != NULL ? (gpointer) p->master : p->working;
-
-  *down = !g->dtypes.has_master;
-  return base != NULL ? _mixprec_engine_at (base, g->dtypes.working, b->off) : NULL;
-}
-
-/* The engine's transfer thread and the step it serves. The step's fields
- * (group to buckets) are written by the stepping thread before it pushes
- * that step's first job and read by the transfer thread after it pops
- * one; the queue orders the two. */
-typedef struct {
-  GThread *thread;
-  GAsyncQueue *queue;        /* 1 + bucket, negated for an upload; 0 quits */
-  GMutex lock;
-  GCond cond;
-  Group *group;
-  MixprecDType grad_dtype;
-  GArray *buckets;           /* Bucket */
-  guint downloaded;          /* buckets down so far (they come in order) */
-  guint finished;            /* jobs of this step run (or skipped) so far */
-  GError *error;             /* the first failure; later transfers are skipped */
-} Transfers;
-
 static gboolean
-bucket_down (Transfers *t, guint k, GError **error)
+step_on_host (MixprecEngine  *self,
+              Group          *g,
+              const OptPiece *piece,
+              gpointer        data,
+              GError        **error)
 {
-  Group *g = t->group;
-  const Bucket *b = &g_array_index (t->buckets, Bucket, k);
-  gboolean down;
-  gpointer dwork = bucket_device_working (g, b, &down);
+  HostStep *host = data;
 
-  return _mixprec_device_copy (g->device, g->offload_grad[k % 2],
-                               _mixprec_engine_at ((gpointer) b->piece->grad, t->grad_dtype, b->off),
-                               b->n * mixprec_dtype_get_size (t->grad_dtype),
-                               MIXPREC_PLUGIN_COPY_DEVICE_TO_HOST, error) &&
-         (!down || dwork == NULL ||
-          _mixprec_device_copy (g->device, g->offload_working[k % 2], dwork,
-                                b->n * mixprec_dtype_get_size (g->dtypes.working),
-                                MIXPREC_PLUGIN_COPY_DEVICE_TO_HOST, error));
+  return run_pieces (self, g, host->args, host->grad_dtype, piece, 1, FALSE, TRUE, error);
 }
 
-static gboolean
-bucket_up (Transfers *t, guint k, GError **error)
-{
-  Group *g = t->group;
-  const Bucket *b = &g_array_index (t->buckets, Bucket, k);
-  gboolean down;
-  gpointer dwork = bucket_device_working (g, b, &down);
-
-  return dwork == NULL ||
-         _mixprec_device_copy (g->device, dwork, g->offload_working[k % 2],
-                               b->n * mixprec_dtype_get_size (g->dtypes.working),
-                               MIXPREC_PLUGIN_COPY_HOST_TO_DEVICE, error);
-}
-
-static gpointer
-transfer_thread (gpointer data)
-{
-  Transfers *t = data;
-
-  for (;;)
-    {
-      gintptr job = (gintptr) GPOINTER_TO_SIZE (g_async_queue_pop (t->queue)) - G_MAXINT;
-      GError *local = NULL;
-      gboolean failed;
-
-      if (job == 0)
-        break;
-      g_mutex_lock (&t->lock);
-      failed = t->error != NULL;
-      g_mutex_unlock (&t->lock);
-      if (!failed)
-        {
-          if (job > 0)
-            bucket_down (t, (guint) (job - 1), &local);
-          else
-            bucket_up (t, (guint) (-job - 1), &local);
-        }
-      g_mutex_lock (&t->lock);
-      if (local != NULL && t->error == NULL)
-        t->error = local;
-      else
-        g_clear_error (&local);
-      if (job > 0)
-        t->downloaded++;
-      t->finished++;
-      g_cond_broadcast (&t->cond);
-      g_mutex_unlock (&t->lock);
-    }
-  return NULL;
-}
-
-/* Asks the transfer thread for job @job (see Transfers.queue), offset so
- * that no job is a NULL pointer, which the queue refuses. */
-static void
-transfer_push (Transfers *t, gintptr job)
-{
-  g_async_queue_push (t->queue, GSIZE_TO_POINTER ((gsize) (job + G_MAXINT)));
-}
-
-/* The engine's transfer thread, started on first use. */
-static Transfers *
-transfers_get (MixprecEngine  *self,
-               GError        **error)
-{
-  Transfers *t = self->offload_transfers;
-
-  if (t != NULL)
-    return t;
-  t = g_new0 (Transfers, 1);
-  t->queue = g_async_queue_new ();
-  g_mutex_init (&t->lock);
-  g_cond_init (&t->cond);
-  t->thread = g_thread_try_new ("mixprec-offload", transfer_thread, t, error);
-  if (t->thread == NULL)
-    {
-      g_async_queue_unref (t->queue);
-      g_mutex_clear (&t->lock);
-      g_cond_clear (&t->cond);
-      g_free (t);
-      return NULL;
-    }
-  self->offload_transfers = t;
-  return t;
-}
-
-void
-_mixprec_engine_offload_stop (MixprecEngine *self)
-{
-  Transfers *t = g_steal_pointer (&self->offload_transfers);
-
-  if (t == NULL)
-    return;
-  transfer_push (t, 0);
-  g_thread_join (t->thread);
-  g_async_queue_unref (t->queue);
-  g_mutex_clear (&t->lock);
-  g_cond_clear (&t->cond);
-  g_clear_error (&t->error);
-  g_free (t);
-}
-
-gboolean
-_mixprec_engine_offload_pinned (MixprecEngine *self,
-                                gboolean       plan_only)
-{
-  const gchar *name = mixprec_config_get_device (self->config);
-
-  if (!_mixprec_config_get_offload_pin_memory (self->config))
-    return FALSE;
-  if (plan_only)
-    {
-      /* The plan is for a device this machine need not have: asked of its
-       * plugin when it is here, else taken at pin_memory's word. */
-      g_autoptr(MixprecFeature) feature =
-        mixprec_registry_find_feature (mixprec_registry_get_default (), MIXPREC_FEATURE_KIND_DEVICE,
-                                       name, name, NULL);
-
-      return feature == NULL || mixprec_feature_get_abi_revision (feature) >= 2;
-    }
-  if (_mixprec_device_has_pinned (self->device))
-    return TRUE;
-  g_warning ("zero_optimization.offload_optimizer.pin_memory: device '%s' comes from a plugin "
-             "of device revision 1, which has no pinned host memory; the offloaded buffers are "
-             "pageable", _mixprec_device_get_name (self->device));
-  return FALSE;
-}
-
-static gboolean
-run_pieces_offloaded (MixprecEngine                *self,
-                      Group                        *g,
-                      const MixprecOptimizerStepV1 *args,
-                      MixprecDType                  grad_dtype,
-                      const OptPiece               *pieces,
-                      guint                         n_pieces,
-                      GError                      **error)
-{
-  g_autoptr(GArray) buckets = g_array_new (FALSE, FALSE, sizeof (Bucket));
-  GError *local = NULL;
-  Transfers *t;
-  guint pushed = 0;
-
-  for (guint i = 0; i < n_pieces; i++)
-    for (guint64 off = 0; off < pieces[i].n; off += g->offload_elements)
-      {
-        Bucket b = { &pieces[i], off, MIN (g->offload_elements, pieces[i].n - off) };
-
-        g_array_append_val (buckets, b);
-      }
-  if (buckets->len == 0)
-    return TRUE;
-  t = transfers_get (self, &local);
-  if (t == NULL)
-    {
-      g_propagate_prefixed_error (error, local, "step %" G_GUINT64_FORMAT ": offload transfers: ",
-                                  self->steps);
-      return FALSE;
-    }
-  /* The thread is idle (the last step waited for all its jobs). */
-  g_mutex_lock (&t->lock);
-  t->group = g;
-  t->grad_dtype = grad_dtype;
-  t->buckets = buckets;
-  t->downloaded = 0;
-  t->finished = 0;
-  g_clear_error (&t->error);
-  g_mutex_unlock (&t->lock);
-
-  transfer_push (t, 1);
-  pushed++;
-  for (guint k = 0; k < buckets->len && local == NULL; k++)
-    {
-      const Bucket *b = &g_array_index (buckets, Bucket, k);
-      const OptPiece *p = b->piece;
-      gpointer hwork = g->offload_working[k % 2];
-      OptPiece host = *p;
-      gboolean failed;
-
-      if (k + 1 < buckets->len)
-        {
-          transfer_push (t, (gintptr) k + 2);
-          pushed++;
-        }
-      g_mutex_lock (&t->lock);
-      while (t->downloaded <= k && t->error == NULL)
-        g_cond_wait (&t->cond, &t->lock);
-      failed = t->error != NULL;
-      g_mutex_unlock (&t->lock);
-      if (failed)
-        break;
-      host.first_index = p->first_index + b->off;
-      host.n = b->n;
-      host.grad = g->offload_grad[k % 2];
-      host.state_at = p->state_at + b->off;
-      if (g->dtypes.has_master)
-        {
-          host.master = p->master + b->off;
-          host.working = p->working != NULL ? hwork : NULL;
-        }
-      else
-        {
-          host.master = p->master != NULL ? hwork : NULL;
-          host.working = p->master != NULL ? NULL : hwork;
-        }
-      if (!run_pieces (self, g, args, grad_dtype, &host, 1, FALSE, TRUE, &local))
-        break;
-      transfer_push (t, -(gintptr) k - 1);
-      pushed++;
-    }
-  /* Every job of this step has run before the device sees another call
-   * and before @buckets goes. */
-  g_mutex_lock (&t->lock);
-  while (t->finished < pushed)
-    g_cond_wait (&t->cond, &t->lock);
-  t->group = NULL;
-  t->buckets = NULL;
-  if (local == NULL && t->error != NULL)
-    {
-      local = g_steal_pointer (&t->error);
-      g_prefix_error (&local, "step %" G_GUINT64_FORMAT ": offload transfers: ", self->steps);
-    }
-  g_clear_error (&t->error);
-  g_mutex_unlock (&t->lock);
-  if (local != NULL)
-    {
-      g_propagate_error (error, local);
-      return FALSE;
-    }
-  return TRUE;
-}
-
-/* Runs the optimizer over @pieces: across the thread pool on the host
- * (@on_host: host buffers of an engine on a device), a call per piece on a
- * device. */
+/* Runs the optimizer over @pieces the way the buffers' device runs work
+ * (_mixprec_device_dispatch()): across the thread pool on the host (also
+ * for @on_host: host buffers of an offloading engine), a call per piece
+ * on a device. */
 static gboolean
 run_pieces (MixprecEngine                *self,
             Group                        *g,
@@ -835,15 +174,21 @@ run_pieces (MixprecEngine                *self,
             gboolean                      on_host,
             GError                      **error)
 {
-  StepJob job = { self, g, *args, grad_dtype, pieces, n_pieces, NULL, zero_grad, on_host, { 0 }, NULL, NULL };
+  /* The host's buffers of an offloaded step run on the host. */
+  StepJob job = { self, g, on_host ? NULL : g->device, *args, grad_dtype, pieces, n_pieces, NULL, zero_grad,
+                  { 0 }, NULL, NULL };
   g_autofree guint64 *starts = NULL;
 
-  /* FP8 groups on the cpu device: the pass casts as it goes (NULL on a
+  /* FP8 groups in host memory: the pass casts as it goes (NULL on a
    * device, where the cast follows the pass). */
-  job.fp8 = g->fp8_fuse;
+  job.fp8 = g->fp8.fuse;
 
   if (self->offload && !on_host)
-    return run_pieces_offloaded (self, g, args, grad_dtype, pieces, n_pieces, error);
+    {
+      HostStep host = { args, grad_dtype };
+
+      return _mixprec_engine_offload_run (self, g, grad_dtype, pieces, n_pieces, step_on_host, &host, error);
+    }
   starts = g_new (guint64, n_pieces + 1);
 
   starts[0] = 0;
@@ -851,12 +196,9 @@ run_pieces (MixprecEngine                *self,
     starts[i + 1] = starts[i] + pieces[i].n;
   job.starts = starts;
   g_mutex_init (&job.lock);
-  if (g->device == NULL || on_host)
-    _mixprec_parallel_for (starts[n_pieces], _MIXPREC_ENGINE_MIN_CHUNK, 64, step_chunk, &job);
-  else
-    for (guint i = 0; i < n_pieces; i++)
-      if (pieces[i].n > 0)
-        step_run (&job, &pieces[i], 0, pieces[i].n);
+  /* Element-wise and told each range's first index: however the device
+   * cuts the range, the same bits. */
+  _mixprec_device_dispatch (job.device, starts[n_pieces], _MIXPREC_ENGINE_MIN_CHUNK, 64, step_chunk, &job);
   g_mutex_clear (&job.lock);
   if (job.error != NULL)
     {
@@ -864,29 +206,6 @@ run_pieces (MixprecEngine                *self,
       return FALSE;
     }
   return TRUE;
-}
-
-void
-_mixprec_engine_values_at (MixprecEngine *self,
-                           Group         *g,
-                           const Unit    *u,
-                           guint64        e,
-                           gfloat       **master,
-                           guint64       *state_at,
-                           gpointer      *working)
-{
-  gpointer w = g->working_local
-               ? _mixprec_engine_local_at (self, u, g->working, g->dtypes.working, e)
-               : _mixprec_engine_flat_at (self, u, g->working, g->dtypes.working, e);
-
-  *state_at = g->state_local ? u->local + (e - self->rank * UNIT_SLICE (self, u)) : u->flat + e;
-  if (g->dtypes.has_master)
-    *master = g->master + *state_at;
-  else if (g->dtypes.working == MIXPREC_DTYPE_FLOAT32)
-    *master = w;
-  else
-    *master = NULL;
-  *working = (gpointer) *master == w ? NULL : w;
 }
 
 static void
@@ -933,12 +252,12 @@ pieces_of_units (MixprecEngine *self, Group *g, gboolean whole)
       OptPiece p = { 0 };
       MixprecDType dtype;
 
-      p.n = whole ? u->numel : real_in_slice (self, u);
+      p.n = whole ? u->numel : _mixprec_engine_real_in_slice (self, u);
       if (p.n == 0)
         continue;
       values_at (self, g, u, e, &p);
       p.grad = whole ? _mixprec_engine_flat_at (self, u, g->grad, g->dtypes.grad, 0)
-                     : slice_source (self, g, u, &dtype);
+                     : _mixprec_engine_slice_source (self, g, u, &dtype);
       g_array_append_val (pieces, p);
     }
   return pieces;
@@ -998,19 +317,6 @@ step_gathered_windows (MixprecEngine                *self,
   return TRUE;
 }
 
-guint64
-_mixprec_engine_step_seed (MixprecEngine *self, guint group)
-{
-  /* splitmix64 over (seed, group, step): one stream per tensor group and
-   * step, the same at any world size since the index is global. */
-  guint64 z = self->seed ^ (G_GUINT64_CONSTANT (0x9E3779B97F4A7C15) * (group + 1)) ^
-              (G_GUINT64_CONSTANT (0xD1B54A32D192ED03) * (self->applied_steps + 1));
-
-  z = (z ^ (z >> 30)) * G_GUINT64_CONSTANT (0xBF58476D1CE4E5B9);
-  z = (z ^ (z >> 27)) * G_GUINT64_CONSTANT (0x94D049BB133111EB);
-  return z ^ (z >> 31);
-}
-
 static gboolean
 apply_optimizer (MixprecEngine *self,
                  gdouble        lr,
@@ -1049,8 +355,7 @@ apply_optimizer (MixprecEngine *self,
         {
           gboolean ok;
 
-          if (g->fp8 && self->device == NULL)
-            g->fp8_fuse = _mixprec_engine_fp8_fuse_begin (self, g);
+          _mixprec_engine_fp8_fuse_begin (self, g);
           ok = step_gathered_windows (self, g, &args, error);
           _mixprec_engine_fp8_fuse_end (self, g);
           if (!ok)
@@ -1060,12 +365,11 @@ apply_optimizer (MixprecEngine *self,
       /* Gradients read in place on the host are zeroed as the optimizer
        * goes, while they are in the cache (clearing skips them), unless
        * only the engine ever sees them (_mixprec_engine_grad_private()). */
-      /* On a device the FP8 cast is a pass of its own after the
-       * optimizer's (_mixprec_engine_fp8_write(), see
+      /* Where the memory is not the host's the FP8 cast is a pass of its
+       * own after the optimizer's (_mixprec_engine_fp8_write(), see
        * mixprec-engine-fp8.c): the device optimizer's kernels do not cast. */
-      if (g->fp8 && self->device == NULL)
-        g->fp8_fuse = _mixprec_engine_fp8_fuse_begin (self, g);
-      zero_grad = self->world == 1 && g->accum == NULL && g->device == NULL &&
+      _mixprec_engine_fp8_fuse_begin (self, g);
+      zero_grad = self->world == 1 && g->accum == NULL && _mixprec_device_memory_is_host (g->device) &&
                   !_mixprec_engine_grad_private (self, g);
       if (!run_pieces (self, g, &args, grad_dtype, (const OptPiece *) pieces->data, pieces->len,
                        zero_grad, FALSE, error))
@@ -1074,112 +378,7 @@ apply_optimizer (MixprecEngine *self,
           return FALSE;
         }
       _mixprec_engine_fp8_fuse_end (self, g);
-      g->grad_zeroed = zero_grad;
-    }
-  return TRUE;
-}
-
-/* ---------------------------------------------------------------- whole again */
-
-/* Collectives started but not waited for, at most this many. */
-#define MAX_GATHERS_IN_FLIGHT 8
-
-gboolean
-_mixprec_engine_gather_slices (MixprecEngine *self,
-                               Group         *g,
-                               gconstpointer  local,
-                               gpointer       flat,
-                               MixprecDType   dtype,
-                               const gchar   *what,
-                               GError       **error)
-{
-  g_autoptr(GPtrArray) requests = g_ptr_array_new_with_free_func ((GDestroyNotify) mixprec_comm_request_free);
-  GError *failure = NULL;
-
-  if (!_mixprec_engine_before_comm (self, error))
-    return FALSE;
-  for (guint k = 0; k < g->units->len && failure == NULL; k++)
-    {
-      const Unit *u = &g_array_index (g->units, Unit, k);
-      guint64 slice = UNIT_SLICE (self, u);
-      gconstpointer send = local != NULL ? _mixprec_engine_at ((gpointer) local, dtype, u->local)
-                                         : _mixprec_engine_flat_at (self, u, flat, dtype, self->rank * slice);
-      MixprecCommRequest *req;
-
-      if (slice == 0)
-        continue;
-      if (requests->len == MAX_GATHERS_IN_FLIGHT)
-        {
-          mixprec_comm_request_wait (g_ptr_array_index (requests, 0), &failure);
-          g_ptr_array_remove_index (requests, 0);
-          if (failure != NULL)
-            break;
-        }
-      req = mixprec_comm_all_gather_start (self->comm, send, _mixprec_engine_flat_at (self, u, flat, dtype, 0),
-                                           slice, dtype, &failure);
-      if (req != NULL)
-        g_ptr_array_add (requests, req);
-    }
-  for (guint i = 0; i < requests->len; i++)
-    {
-      GError *local_error = NULL;
-
-      if (!mixprec_comm_request_wait (g_ptr_array_index (requests, i), &local_error))
-        {
-          if (failure == NULL)
-            failure = local_error;
-          else
-            g_error_free (local_error);
-        }
-    }
-  if (failure != NULL)
-    return _mixprec_engine_comm_failed (error, failure, what);
-  return TRUE;
-}
-
-/* ZeRO-3: the whole copies of persistent units from every rank's slice. */
-static gboolean
-refresh_persistent (MixprecEngine *self,
-                    Group         *g,
-                    GError       **error)
-{
-  GError *local = NULL;
-
-  if (g->persistent == NULL)
-    return TRUE;
-  if (!_mixprec_engine_before_comm (self, error))
-    return FALSE;
-  for (guint k = 0; k < g->units->len; k++)
-    {
-      const Unit *u = &g_array_index (g->units, Unit, k);
-
-      if (!u->persistent || u->padded == 0)
-        continue;
-      if (!mixprec_comm_all_gather (self->comm, _mixprec_engine_at (g->working, g->dtypes.working, u->local),
-                                    _mixprec_engine_at (g->persistent, g->dtypes.working, u->persist_at),
-                                    UNIT_SLICE (self, u), g->dtypes.working, &local))
-        return _mixprec_engine_comm_failed (error, local, "gathering persistent parameters");
-    }
-  return TRUE;
-}
-
-/* After the optimizer wrote this rank's slices of the working copies:
- * every rank's copies whole again (ZeRO-1/2), or the persistent ones
- * (ZeRO-3). */
-gboolean
-_mixprec_engine_refresh_whole (MixprecEngine *self,
-                               GError       **error)
-{
-  if (self->world == 1 || self->stage == 0)
-    return TRUE;
-  for (guint j = 0; j < self->groups->len; j++)
-    {
-      Group *g = g_ptr_array_index (self->groups, j);
-
-      if (g->working_local ? !refresh_persistent (self, g, error)
-                           : !_mixprec_engine_gather_slices (self, g, NULL, g->working, g->dtypes.working,
-                                                             "gathering the updated working copies", error))
-        return FALSE;
+      _mixprec_engine_note_grad_zeroed (g, zero_grad);
     }
   return TRUE;
 }
@@ -1245,7 +444,7 @@ mixprec_engine_step (MixprecEngine *self,
                    "gradient_accumulation_steps is %u", self->micro_steps, self->gas);
       return NULL;
     }
-  if (!_mixprec_engine_wait_pending (self, error) || !gradient_sumsq (self, &sumsq, error))
+  if (!_mixprec_engine_wait_pending (self, error) || !_mixprec_engine_agree (self, &sumsq, &overflow, error))
     {
       _mixprec_engine_clear_gradients (self);
       return NULL;
@@ -1254,7 +453,6 @@ mixprec_engine_step (MixprecEngine *self,
   result = g_new0 (MixprecStepResult, 1);
   scale = mixprec_loss_scaler_get_scale (self->scaler);
   divisor = scale * self->gas * self->world;
-  overflow = !isfinite (sumsq);
   norm = sqrt (sumsq) / divisor;
 
   if (!mixprec_loss_scaler_update (self->scaler, overflow, &local_error))

@@ -14,10 +14,19 @@
 
 /* ---------------------------------------------------------------- ZeRO-3 */
 
-Group *
-_mixprec_engine_group_of (MixprecEngine *self, MixprecParam *param)
+void
+_mixprec_engine_zero3_clear (MixprecEngine *self,
+                             Group         *g)
 {
-  return g_ptr_array_index (self->groups, _mixprec_param_get_storage (param)->group);
+  for (guint k = 0; g->units != NULL && k < g->units->len; k++)
+    {
+      Unit *u = &g_array_index (g->units, Unit, k);
+
+      if (u->zero3.gathering != NULL)
+        mixprec_comm_request_wait (u->zero3.gathering, NULL);
+      g_clear_pointer (&u->zero3.gathering, mixprec_comm_request_free);
+      _mixprec_engine_free (self, g->device, g_steal_pointer (&u->zero3.gathered));
+    }
 }
 
 static void
@@ -26,7 +35,7 @@ point_params (MixprecEngine *self, Group *g, const Unit *u, gpointer base)
   gsize wsize = mixprec_dtype_get_size (g->dtypes.working);
 
   /* FP8 groups gather their FP8 copies instead of the working copies. */
-  if (g->fp8)
+  if (g->fp8.enabled)
     {
       _mixprec_engine_fp8_point (self, g, u, base);
       return;
@@ -47,31 +56,31 @@ start_gather (MixprecEngine *self,
 {
   GError *local = NULL;
 
-  if (g->fp8)
+  if (g->fp8.enabled)
     {
       /* The FP8 slices (and MX scales), at once: half the bytes of bf16. */
-      u->gathered = _mixprec_engine_alloc (self, NULL, _mixprec_engine_fp8_unit_bytes (self, g, u), 1,
+      u->zero3.gathered = _mixprec_engine_alloc (self, NULL, _mixprec_engine_fp8_unit_bytes (self, g, u), 1,
                                            BUF_FP8_GATHERED, error);
-      if (u->gathered == NULL)
+      if (u->zero3.gathered == NULL)
         return FALSE;
-      if (!_mixprec_engine_fp8_gather_unit (self, g, u, u->gathered, error))
+      if (!_mixprec_engine_fp8_gather_unit (self, g, u, u->zero3.gathered, error))
         {
-          _mixprec_engine_free (self, NULL, g_steal_pointer (&u->gathered));
+          _mixprec_engine_free (self, NULL, g_steal_pointer (&u->zero3.gathered));
           return FALSE;
         }
       self->live_elements += u->padded;
       return TRUE;
     }
-  u->gathered = _mixprec_engine_alloc (self, g->device, u->padded, mixprec_dtype_get_size (g->dtypes.working),
+  u->zero3.gathered = _mixprec_engine_alloc (self, g->device, u->padded, mixprec_dtype_get_size (g->dtypes.working),
                                        BUF_GATHERED, error);
-  if (u->gathered == NULL || !_mixprec_engine_before_comm (self, error))
+  if (u->zero3.gathered == NULL || !_mixprec_engine_before_comm (self, error))
     return FALSE;
-  u->gathering = mixprec_comm_all_gather_start (self->comm,
+  u->zero3.gathering = mixprec_comm_all_gather_start (self->comm,
                                                 _mixprec_engine_at (g->working, g->dtypes.working, u->local),
-                                                u->gathered, UNIT_SLICE (self, u), g->dtypes.working, &local);
-  if (u->gathering == NULL)
+                                                u->zero3.gathered, UNIT_SLICE (self, u), g->dtypes.working, &local);
+  if (u->zero3.gathering == NULL)
     {
-      _mixprec_engine_free (self, g->device, g_steal_pointer (&u->gathered));
+      _mixprec_engine_free (self, g->device, g_steal_pointer (&u->zero3.gathered));
       return _mixprec_engine_comm_failed (error, local, "gathering a ZeRO-3 parameter unit");
     }
   self->live_elements += u->padded;
@@ -89,14 +98,14 @@ finish_gather (MixprecEngine *self,
   GError *local = NULL;
   gboolean ok;
 
-  if (u->gathering == NULL)
+  if (u->zero3.gathering == NULL)
     return TRUE;
-  ok = mixprec_comm_request_wait (u->gathering, &local);
-  g_clear_pointer (&u->gathering, mixprec_comm_request_free);
-  if (u->prefetched)
+  ok = mixprec_comm_request_wait (u->zero3.gathering, &local);
+  g_clear_pointer (&u->zero3.gathering, mixprec_comm_request_free);
+  if (u->zero3.prefetched)
     {
       self->prefetching -= u->padded;
-      u->prefetched = FALSE;
+      u->zero3.prefetched = FALSE;
     }
   if (!ok)
     return _mixprec_engine_comm_failed (error, local, "gathering a ZeRO-3 parameter unit");
@@ -107,12 +116,12 @@ static void
 drop_unit (MixprecEngine *self, Group *g, Unit *u)
 {
   finish_gather (self, u, NULL);
-  if (u->gathered == NULL)
+  if (u->zero3.gathered == NULL)
     return;
   point_params (self, g, u, NULL);
-  _mixprec_engine_free (self, g->device, g_steal_pointer (&u->gathered));
+  _mixprec_engine_free (self, g->device, g_steal_pointer (&u->zero3.gathered));
   self->live_elements -= u->padded;
-  u->gather_count = 0;
+  u->zero3.gather_count = 0;
 }
 
 /* The unit to gather for @param, or NULL when there is nothing to gather
@@ -161,7 +170,7 @@ mixprec_engine_prefetch (MixprecEngine *self,
   if (!mixprec_engine_prepare (self, error))
     return FALSE;
   u = gatherable (self, param);
-  if (u == NULL || u->gathered != NULL)
+  if (u == NULL || u->zero3.gathered != NULL)
     return TRUE;
   /* The prefetch window and the live limit bound what is gathered ahead;
    * a prefetch beyond them is left to gather(). */
@@ -170,7 +179,7 @@ mixprec_engine_prefetch (MixprecEngine *self,
     return TRUE;
   if (!start_gather (self, _mixprec_engine_group_of (self, param), u, error))
     return FALSE;
-  u->prefetched = TRUE;
+  u->zero3.prefetched = TRUE;
   self->prefetching += u->padded;
   return TRUE;
 }
@@ -214,18 +223,18 @@ mixprec_engine_gather (MixprecEngine *self,
   if (u == NULL)
     return TRUE;
   g = _mixprec_engine_group_of (self, param);
-  if (u->gather_count == 0)
+  if (u->zero3.gather_count == 0)
     {
-      if (u->gathered == NULL && !start_gather (self, g, u, error))
+      if (u->zero3.gathered == NULL && !start_gather (self, g, u, error))
         return FALSE;
       if (!finish_gather (self, u, error))
         {
           drop_unit (self, g, u);
           return FALSE;
         }
-      point_params (self, g, u, u->gathered);
+      point_params (self, g, u, u->zero3.gathered);
     }
-  u->gather_count++;
+  u->zero3.gather_count++;
   return TRUE;
 }
 
@@ -252,9 +261,9 @@ mixprec_engine_release (MixprecEngine *self,
   if (!self->prepared)
     return;
   u = gatherable (self, param);
-  if (u == NULL || u->gather_count == 0)
+  if (u == NULL || u->zero3.gather_count == 0)
     return;
-  if (--u->gather_count == 0)
+  if (--u->zero3.gather_count == 0)
     drop_unit (self, _mixprec_engine_group_of (self, param), u);
 }
 

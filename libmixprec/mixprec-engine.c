@@ -132,54 +132,6 @@ mixprec_memory_report_free (MixprecMemoryReport *report)
 }
 
 static void
-group_free (MixprecEngine *self,
-            Group         *g)
-{
-  if (g->pending != NULL)
-    _mixprec_engine_wait_group (self, g, NULL);
-  for (guint k = 0; g->units != NULL && k < g->units->len; k++)
-    {
-      Unit *u = &g_array_index (g->units, Unit, k);
-
-      if (u->gathering != NULL)
-        mixprec_comm_request_wait (u->gathering, NULL);
-      g_clear_pointer (&u->gathering, mixprec_comm_request_free);
-      _mixprec_engine_free (self, g->device, u->gathered);
-    }
-  if (g->states != NULL)
-    {
-      for (guint s = 0; g->states[s] != NULL; s++)
-        _mixprec_engine_free (self, g->state_device, g->states[s]);
-      g_free (g->states);
-    }
-  for (guint i = 0; g->slots != NULL && i < g->slots->len; i++)
-    _mixprec_engine_free (self, g->device, g_array_index (g->slots, Slot, i).data);
-  _mixprec_engine_free (self, g->device, g->working);
-  _mixprec_engine_free (self, g->device, g->persistent);
-  _mixprec_engine_free (self, g->device, g->grad);
-  _mixprec_engine_free (self, g->device, g->accum);
-  _mixprec_engine_free (self, g->state_device, g->master);
-  for (guint b = 0; b < G_N_ELEMENTS (g->offload_grad); b++)
-    {
-      _mixprec_engine_free (self, NULL, g->offload_grad[b]);
-      _mixprec_engine_free (self, NULL, g->offload_working[b]);
-    }
-  _mixprec_engine_free (self, g->device, g->norm);
-  _mixprec_engine_fp8_free_group (self, g);
-  g_clear_error (&g->device_error);
-  _mixprec_engine_drop_mirrors (g);
-  g_clear_pointer (&g->device, _mixprec_device_unref);
-  g_clear_pointer (&g->state_device, _mixprec_device_unref);
-  g_free (g->hparams);
-  g_clear_pointer (&g->pending, g_array_unref);
-  g_clear_pointer (&g->slots, g_array_unref);
-  g_clear_pointer (&g->units, g_array_unref);
-  g_clear_pointer (&g->params, g_ptr_array_unref);
-  g_clear_pointer (&g->segments, g_array_unref);
-  g_free (g);
-}
-
-static void
 init_values_free (gpointer data)
 {
   InitValues *v = data;
@@ -195,7 +147,7 @@ mixprec_engine_finalize (GObject *object)
 
   _mixprec_engine_offload_stop (self);
   for (guint j = 0; self->groups != NULL && j < self->groups->len; j++)
-    group_free (self, g_ptr_array_index (self->groups, j));
+    _mixprec_engine_group_free (self, g_ptr_array_index (self->groups, j));
   g_clear_pointer (&self->groups, g_ptr_array_unref);
   g_clear_pointer (&self->init_values, g_hash_table_unref);
   g_clear_pointer (&self->by_name, g_hash_table_unref);
@@ -381,7 +333,7 @@ gboolean
 _mixprec_engine_before_comm (MixprecEngine *self,
                              GError       **error)
 {
-  if (self->device == NULL || self->comm_on_stream)
+  if (_mixprec_device_memory_is_host (self->device) || self->comm_on_stream)
     return TRUE;
   return _mixprec_device_synchronize (self->device, error);
 }
@@ -416,7 +368,7 @@ check_offload (MixprecEngine *self,
                GError       **error)
 {
   gboolean on_device = plan_only ? g_strcmp0 (mixprec_config_get_device (self->config), "cpu") != 0
-                                 : self->device != NULL;
+                                 : !_mixprec_device_memory_is_host (self->device);
 
   self->offload = on_device && _mixprec_config_get_offload_optimizer (self->config);
   self->offload_pinned = self->offload && _mixprec_engine_offload_pinned (self, plan_only);
@@ -968,7 +920,7 @@ mixprec_engine_register_external (MixprecEngine  *self,
                    name, self->world);
       return NULL;
     }
-  if (self->device != NULL)
+  if (!_mixprec_device_memory_is_host (self->device))
     {
       /* The device's sum of squares runs over whole blocks of one buffer;
        * per-parameter buffers would cut blocks apart. */

@@ -6,6 +6,8 @@
 
 #include "mixprec.h"
 #include "mixprec-param-private.h"
+#include "mixprec-device-private.h"
+#include "mixprec-engine-private.h"
 
 /**
  * MixprecParam:
@@ -1111,4 +1113,183 @@ mixprec_param_get_fp8_scaling (MixprecParam *self)
   g_return_val_if_fail (MIXPREC_IS_PARAM (self), NULL);
 
   return self->storage.fp8_scaling;
+}
+
+/* ---------------------------------------------------------------- gradients handed over */
+
+/**
+ * mixprec_param_reduce_grad: (skip)
+ * @self: a #MixprecParam
+ * @dtype: the dtype of @grad
+ * @grad: this micro-batch's gradient of the parameter (of the scaled
+ *   loss), mixprec_param_get_numel() elements of @dtype, in the memory of
+ *   the engine's device
+ * @error: return location for a #GError
+ *
+ * Hands over one parameter's gradient as the backward pass produces it.
+ * The engine copies it (converted to the gradient dtype, or straight into
+ * the dtype it travels in) and, across ranks, starts the reduce-scatter
+ * of the parameter's unit as soon as the unit's last parameter arrived,
+ * while the caller goes on with the rest of the backward pass. @grad may
+ * be freed or reused when the call returns.
+ *
+ * On one process with one micro-step per step, the engine also sums the
+ * squares the step's gradient norm is made of as it copies, while the
+ * gradient is in the cache. A trainer that hands every gradient over and
+ * never asks for the gradient buffers (mixprec_param_get_grad_data() and
+ * the like) saves the step a pass over the gradients and their zeroing.
+ *
+ * Under ZeRO-2 and ZeRO-3 this is how gradients reach the engine without
+ * a gradient buffer the size of the model: only two staging slots exist
+ * (see mixprec_engine_list_buffers()). A parameter whose gradient is not
+ * handed over before mixprec_engine_backward_done() counts as zero, or,
+ * when the caller wrote it into mixprec_param_get_grad_data(), as what it
+ * wrote.
+ *
+ * Collective across ranks: every rank hands over the same parameters in
+ * the same order. Handing parameters over in the order of the backward
+ * pass (the reverse of registration) or of registration keeps the
+ * staging within its two slots; parameters of one unit that arrive far
+ * apart hold a slot each until their unit is complete.
+ *
+ * Returns: %TRUE on success; %FALSE with @error set when the parameter
+ *   was already handed over in this micro-step, the engine expects step(),
+ *   or a reduction failed
+ *
+ * Since: 1.1
+ */
+gboolean
+mixprec_param_reduce_grad (MixprecParam  *self,
+                           MixprecDType   dtype,
+                           gconstpointer  grad,
+                           GError       **error)
+{
+  guint64 numel;
+
+  g_return_val_if_fail (MIXPREC_IS_PARAM (self), FALSE);
+  numel = mixprec_param_get_numel (self);
+  g_return_val_if_fail (grad != NULL || numel == 0, FALSE);
+
+  if (!mixprec_dtype_is_valid (dtype))
+    {
+      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
+                   "parameter '%s': %d is not a dtype", mixprec_param_get_name (self), (gint) dtype);
+      return FALSE;
+    }
+  if (!_mixprec_param_ensure_storage (self, error))
+    return FALSE;
+  return _mixprec_engine_reduce_grad (MIXPREC_ENGINE (_mixprec_param_get_engine (self)), self, dtype, grad,
+                                      error);
+}
+
+/**
+ * mixprec_param_reduce_grad_bytes: (rename-to mixprec_param_reduce_grad)
+ * @self: a #MixprecParam
+ * @dtype: the dtype of @grad
+ * @grad: this micro-batch's gradient, numel elements of @dtype (host memory)
+ * @error: return location for a #GError
+ *
+ * mixprec_param_reduce_grad() for bindings: the gradient as bytes in host
+ * memory (copied to the engine's device when it has one).
+ *
+ * Returns: %TRUE on success
+ *
+ * Since: 1.1
+ */
+gboolean
+mixprec_param_reduce_grad_bytes (MixprecParam  *self,
+                                 MixprecDType   dtype,
+                                 GBytes        *grad,
+                                 GError       **error)
+{
+  gsize len = 0;
+  gconstpointer data;
+  g_autofree gpointer staged = NULL;
+  _MixprecParamStorage *s;
+  guint64 numel;
+
+  g_return_val_if_fail (MIXPREC_IS_PARAM (self), FALSE);
+  g_return_val_if_fail (grad != NULL, FALSE);
+
+  numel = mixprec_param_get_numel (self);
+  data = g_bytes_get_data (grad, &len);
+  if (!mixprec_dtype_is_valid (dtype) || len != numel * mixprec_dtype_get_size (dtype))
+    {
+      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
+                   "parameter '%s': gradient of %" G_GSIZE_FORMAT " bytes, expected %"
+                   G_GUINT64_FORMAT " elements of %s", mixprec_param_get_name (self), len, numel,
+                   mixprec_dtype_is_valid (dtype) ? mixprec_dtype_get_name (dtype) : "a valid dtype");
+      return FALSE;
+    }
+  if (!_mixprec_param_ensure_storage (self, error))
+    return FALSE;
+  s = _mixprec_param_get_storage (self);
+  if (!_mixprec_device_memory_is_host (s->device) && numel > 0)
+    {
+      /* Device memory for the device's kernels. */
+      staged = _mixprec_device_alloc (s->device, len, "gradient upload", error);
+      if (staged == NULL ||
+          !_mixprec_device_upload (s->device, data, dtype, staged, dtype, numel, error))
+        {
+          if (staged != NULL)
+            _mixprec_device_free (s->device, g_steal_pointer (&staged));
+          return FALSE;
+        }
+      {
+        gboolean ok = mixprec_param_reduce_grad (self, dtype, staged, error) &&
+                      _mixprec_device_synchronize (s->device, error);
+
+        _mixprec_device_free (s->device, g_steal_pointer (&staged));
+        return ok;
+      }
+    }
+  return mixprec_param_reduce_grad (self, dtype, data, error);
+}
+
+/**
+ * mixprec_param_reduce_grad_address:
+ * @self: a #MixprecParam
+ * @dtype: the dtype of the gradient
+ * @address: where the gradient starts in host memory: numel contiguous
+ *   elements of @dtype that stay valid for the duration of the call
+ * @error: return location for a #GError
+ *
+ * mixprec_param_reduce_grad_bytes() without the copy into a #GBytes: the
+ * engine reads the caller's gradient where it lies. For bindings that
+ * hold the address of a framework's tensor (the Python overrides pass a
+ * NumPy array's or a DLPack tensor's data pointer); C callers use
+ * mixprec_param_reduce_grad().
+ *
+ * Returns: %TRUE on success
+ *
+ * Since: 1.1
+ */
+gboolean
+mixprec_param_reduce_grad_address (MixprecParam  *self,
+                                   MixprecDType   dtype,
+                                   guint64        address,
+                                   GError       **error)
+{
+  g_autoptr(GBytes) grad = NULL;
+  guint64 numel;
+
+  g_return_val_if_fail (MIXPREC_IS_PARAM (self), FALSE);
+
+  numel = mixprec_param_get_numel (self);
+  if (!mixprec_dtype_is_valid (dtype))
+    {
+      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
+                   "parameter '%s': %d is not a dtype", mixprec_param_get_name (self), (gint) dtype);
+      return FALSE;
+    }
+  if (address == 0 && numel > 0)
+    {
+      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
+                   "parameter '%s': gradient at address 0", mixprec_param_get_name (self));
+      return FALSE;
+    }
+  /* A static GBytes borrows the caller's memory for the call. */
+  grad = g_bytes_new_static (GSIZE_TO_POINTER ((gsize) address),
+                             numel * mixprec_dtype_get_size (dtype));
+  return mixprec_param_reduce_grad_bytes (self, dtype, grad, error);
 }

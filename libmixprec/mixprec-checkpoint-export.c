@@ -147,34 +147,10 @@ all_done (const gchar *tmp_path,
   return ok;
 }
 
-/**
- * mixprec_engine_export_fp32:
- * @engine: a #MixprecEngine
- * @path: the safetensors file to write
- * @error: return location for a #GError
- *
- * Writes every parameter's FP32 master weights (the working values widened
- * to FP32 in bf16 without master weights), with its registered shape and
- * named after it, into one safetensors file that any safetensors reader
- * loads: the file to hand to other frameworks. Its metadata holds
- * `format` ("pt"), `producer` and `step`; it is byte for byte the file
- * mixprec_checkpoint_export_fp32() makes from a checkpoint of the same
- * state.
- *
- * Every rank calls this with the same @path on a shared filesystem; each
- * writes the ranges it owns into the one file. The file is written under
- * `@path.tmp`, synced, and renamed, so @path appears complete or not at
- * all.
- *
- * Returns: %TRUE on success; %FALSE with @error set
- *   (%MIXPREC_CHECKPOINT_ERROR_IO naming the file)
- *
- * Since: 1.0
- */
 gboolean
-mixprec_engine_export_fp32 (MixprecEngine *engine,
-                            const gchar   *path,
-                            GError       **error)
+_mixprec_checkpoint_export_fp32 (MixprecEngine *engine,
+                                 const gchar   *path,
+                                 GError       **error)
 {
   g_autoptr(_MixprecSafetensorsWriter) w = NULL;
   g_autoptr(GArray) shards = NULL;

@@ -249,49 +249,11 @@ restore_scaler (MixprecEngine              *engine,
   return TRUE;
 }
 
-/**
- * mixprec_engine_load_checkpoint_full:
- * @engine: a #MixprecEngine with every parameter registered
- * @dir: a checkpoint folder, or a folder of checkpoints whose `latest`
- *   names one
- * @flags: #MixprecCheckpointLoadFlags
- * @error: return location for a #GError
- *
- * Puts a saved training state into the engine, whatever the world size,
- * ZeRO stage and precision mode of the engine that saved it: each rank
- * reads, from the pieces that overlap the ranges it owns, the FP32
- * master weights (rounded to nearest even into the working copy in bf16
- * without master weights) and every optimizer state slot; then the step
- * counters, the stochastic-rounding seed and the learning-rate position.
- * The loss scaler is restored when both engines scale FP16 losses or
- * neither does; across that line (fp16 to bf16, say) the engine's own
- * scaler starts fresh. Working copies are then recomputed from the
- * masters and accumulated gradients are dropped.
- *
- * Loading into an engine of the same world size and mode continues the
- * training exactly: the following steps produce the same bits as if the
- * run had not stopped.
- *
- * Before writing anything the load checks: the manifest (format version,
- * every key), that every parameter the engine registered is in the
- * checkpoint with the same shape (and, unless
- * %MIXPREC_CHECKPOINT_LOAD_IGNORE_EXTRA_PARAMS, no other), that the
- * optimizer keeps the same state slots (unless
- * %MIXPREC_CHECKPOINT_LOAD_WEIGHTS_ONLY), and the size, SHA-256 and
- * safetensors header of every file this rank reads. A failed check
- * leaves the engine as it was; a read error during the copy may leave it
- * partly loaded. Every rank of the engine calls this.
- *
- * Returns: %TRUE on success; %FALSE with @error set to a
- *   #MixprecCheckpointError naming the file and the problem
- *
- * Since: 1.0
- */
 gboolean
-mixprec_engine_load_checkpoint_full (MixprecEngine              *engine,
-                                     const gchar                *dir,
-                                     MixprecCheckpointLoadFlags  flags,
-                                     GError                    **error)
+_mixprec_checkpoint_load (MixprecEngine              *engine,
+                          const gchar                *dir,
+                          MixprecCheckpointLoadFlags  flags,
+                          GError                    **error)
 {
   g_autoptr(MixprecCheckpoint) ckpt = NULL;
   g_autoptr(GArray) shards = NULL;
@@ -367,26 +329,4 @@ mixprec_engine_load_checkpoint_full (MixprecEngine              *engine,
       g_propagate_error (error, g_steal_pointer (&local_error));
     }
   return ok;
-}
-
-/**
- * mixprec_engine_load_checkpoint:
- * @engine: a #MixprecEngine with every parameter registered
- * @dir: a checkpoint folder, or a folder of checkpoints whose `latest`
- *   names one
- * @error: return location for a #GError
- *
- * Restores everything a checkpoint holds;
- * mixprec_engine_load_checkpoint_full() without flags.
- *
- * Returns: %TRUE on success; %FALSE with @error set
- *
- * Since: 1.0
- */
-gboolean
-mixprec_engine_load_checkpoint (MixprecEngine *engine,
-                                const gchar   *dir,
-                                GError       **error)
-{
-  return mixprec_engine_load_checkpoint_full (engine, dir, MIXPREC_CHECKPOINT_LOAD_NONE, error);
 }

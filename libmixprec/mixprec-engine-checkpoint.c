@@ -1,5 +1,6 @@
-/* mixprec-engine-checkpoint.c — the engine's checkpoint saves, which
- * mixprec-checkpoint-save.c writes. */
+/* mixprec-engine-checkpoint.c — the engine's checkpoint calls: saves
+ * (which mixprec-checkpoint-save.c writes), loads (mixprec-checkpoint-load.c)
+ * and the FP32 export (mixprec-checkpoint-export.c). */
 #include "config.h"
 
 #include "mixprec.h"
@@ -115,4 +116,105 @@ mixprec_engine_save_checkpoint (MixprecEngine *engine,
                                 GError       **error)
 {
   return mixprec_engine_save_checkpoint_full (engine, dir, NULL, MIXPREC_CHECKPOINT_SAVE_NONE, error);
+}
+
+/**
+ * mixprec_engine_load_checkpoint_full:
+ * @engine: a #MixprecEngine with every parameter registered
+ * @dir: a checkpoint folder, or a folder of checkpoints whose `latest`
+ *   names one
+ * @flags: #MixprecCheckpointLoadFlags
+ * @error: return location for a #GError
+ *
+ * Puts a saved training state into the engine, whatever the world size,
+ * ZeRO stage and precision mode of the engine that saved it: each rank
+ * reads, from the pieces that overlap the ranges it owns, the FP32
+ * master weights (rounded to nearest even into the working copy in bf16
+ * without master weights) and every optimizer state slot; then the step
+ * counters, the stochastic-rounding seed and the learning-rate position.
+ * The loss scaler is restored when both engines scale FP16 losses or
+ * neither does; across that line (fp16 to bf16, say) the engine's own
+ * scaler starts fresh. Working copies are then recomputed from the
+ * masters and accumulated gradients are dropped.
+ *
+ * Loading into an engine of the same world size and mode continues the
+ * training exactly: the following steps produce the same bits as if the
+ * run had not stopped.
+ *
+ * Before writing anything the load checks: the manifest (format version,
+ * every key), that every parameter the engine registered is in the
+ * checkpoint with the same shape (and, unless
+ * %MIXPREC_CHECKPOINT_LOAD_IGNORE_EXTRA_PARAMS, no other), that the
+ * optimizer keeps the same state slots (unless
+ * %MIXPREC_CHECKPOINT_LOAD_WEIGHTS_ONLY), and the size, SHA-256 and
+ * safetensors header of every file this rank reads. A failed check
+ * leaves the engine as it was; a read error during the copy may leave it
+ * partly loaded. Every rank of the engine calls this.
+ *
+ * Returns: %TRUE on success; %FALSE with @error set to a
+ *   #MixprecCheckpointError naming the file and the problem
+ *
+ * Since: 1.0
+ */
+gboolean
+mixprec_engine_load_checkpoint_full (MixprecEngine              *engine,
+                                     const gchar                *dir,
+                                     MixprecCheckpointLoadFlags  flags,
+                                     GError                    **error)
+{
+  return _mixprec_checkpoint_load (engine, dir, flags, error);
+}
+
+/**
+ * mixprec_engine_load_checkpoint:
+ * @engine: a #MixprecEngine with every parameter registered
+ * @dir: a checkpoint folder, or a folder of checkpoints whose `latest`
+ *   names one
+ * @error: return location for a #GError
+ *
+ * Restores everything a checkpoint holds;
+ * mixprec_engine_load_checkpoint_full() without flags.
+ *
+ * Returns: %TRUE on success; %FALSE with @error set
+ *
+ * Since: 1.0
+ */
+gboolean
+mixprec_engine_load_checkpoint (MixprecEngine *engine,
+                                const gchar   *dir,
+                                GError       **error)
+{
+  return mixprec_engine_load_checkpoint_full (engine, dir, MIXPREC_CHECKPOINT_LOAD_NONE, error);
+}
+
+/**
+ * mixprec_engine_export_fp32:
+ * @engine: a #MixprecEngine
+ * @path: the safetensors file to write
+ * @error: return location for a #GError
+ *
+ * Writes every parameter's FP32 master weights (the working values widened
+ * to FP32 in bf16 without master weights), with its registered shape and
+ * named after it, into one safetensors file that any safetensors reader
+ * loads: the file to hand to other frameworks. Its metadata holds
+ * `format` ("pt"), `producer` and `step`; it is byte for byte the file
+ * mixprec_checkpoint_export_fp32() makes from a checkpoint of the same
+ * state.
+ *
+ * Every rank calls this with the same @path on a shared filesystem; each
+ * writes the ranges it owns into the one file. The file is written under
+ * `@path.tmp`, synced, and renamed, so @path appears complete or not at
+ * all.
+ *
+ * Returns: %TRUE on success; %FALSE with @error set
+ *   (%MIXPREC_CHECKPOINT_ERROR_IO naming the file)
+ *
+ * Since: 1.0
+ */
+gboolean
+mixprec_engine_export_fp32 (MixprecEngine *engine,
+                            const gchar   *path,
+                            GError       **error)
+{
+  return _mixprec_checkpoint_export_fp32 (engine, path, error);
 }

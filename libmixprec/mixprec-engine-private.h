@@ -84,4 +84,17 @@ gboolean _mixprec_checkpoint_save (MixprecEngine              *engine,
                                    MixprecCheckpointSaveFlags  flags,
                                    GError                    **error);
 
+/* The load behind mixprec_engine_load_checkpoint_full()
+ * (mixprec-checkpoint-load.c). */
+gboolean _mixprec_checkpoint_load (MixprecEngine              *engine,
+                                   const gchar                *dir,
+                                   MixprecCheckpointLoadFlags  flags,
+                                   GError                    **error);
+
+/* The export behind mixprec_engine_export_fp32()
+ * (mixprec-checkpoint-export.c). */
+gboolean _mixprec_checkpoint_export_fp32 (MixprecEngine *engine,
+                                          const gchar   *path,
+                                          GError       **error);
+
 G_END_DECLS

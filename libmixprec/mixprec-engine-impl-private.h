@@ -352,6 +352,15 @@ MixprecEngine * _mixprec_engine_new_internal (MixprecConfig *config,
             gboolean       plan_only,
             GError       **error);
 
+/* A plan-only engine that resolves the policy and the optimizer exactly as
+ * training would, and the dtypes of a "Linear" parameter under it
+ * (@dt): what memory plans and planned layouts start from
+ * (mixprec-engine-memory.c). */
+MixprecEngine * _mixprec_engine_probe_model (MixprecConfig       *config,
+                                             guint                world,
+                                             _MixprecParamDTypes *dt,
+                                             GError             **error);
+
 gboolean _mixprec_engine_comm_failed (GError **error, GError *cause, const gchar *what);
 
 /* Before a collective on device buffers: a communicator with a stream of

@@ -46,30 +46,17 @@ _mixprec_engine_plan_layout (MixprecConfig *config,
   g_autoptr(MixprecEngine) probe = NULL;
   g_autoptr(GArray) units = NULL;
   _MixprecParamDTypes dt = { 0 };
-  MixprecDType master;
   MixprecFp8Recipe *recipe;
   MixprecLayout *layout;
   GroupShape shape;
   gboolean mx;
   guint stage;
 
-  if (world == 0)
-    {
-      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
-                   "world size: must be at least 1, got 0");
-      return NULL;
-    }
-  /* An engine that only resolves the policy and the optimizer: the
-   * dtypes a "Linear" parameter gets decide the group's staging, and its
-   * FP8 recipe whether every parameter is a unit alone. */
-  probe = _mixprec_engine_new_internal (config, NULL, NULL, NULL, TRUE, error);
-  if (probe == NULL ||
-      !mixprec_precision_policy_resolve (probe->policy, "param", "Linear", &dt.working, &master,
-                                         &dt.has_master, &dt.accum, &dt.comm, error))
+  /* The dtypes a "Linear" parameter gets decide the group's staging, and
+   * its FP8 recipe whether every parameter is a unit alone. */
+  probe = _mixprec_engine_probe_model (config, world, &dt, error);
+  if (probe == NULL)
     return NULL;
-  dt.grad = dt.working;
-  if (dt.working == MIXPREC_DTYPE_FLOAT32)
-    dt.has_master = FALSE;
   recipe = mixprec_config_get_fp8_recipe (config);
   mx = recipe != NULL && mixprec_precision_policy_is_fp8 (probe->policy, "param", "Linear") &&
        mixprec_fp8_recipe_get_kind (recipe) == MIXPREC_FP8_RECIPE_MX;

@@ -165,13 +165,11 @@ mixprec_engine_list_buffers (MixprecEngine *self)
   return buffer_list (self->buf_bytes, self->buf_peak, self->buf_plan);
 }
 
-/* A local engine that resolves the policy and the optimizer exactly as
- * training would, and the dtypes of a "Linear" parameter under it. */
-static MixprecEngine *
-probe_model (MixprecConfig       *config,
-             guint                world,
-             _MixprecParamDTypes *dt,
-             GError             **error)
+MixprecEngine *
+_mixprec_engine_probe_model (MixprecConfig       *config,
+                             guint                world,
+                             _MixprecParamDTypes *dt,
+                             GError             **error)
 {
   g_autoptr(MixprecEngine) probe = NULL;
   MixprecDType master;
@@ -211,7 +209,7 @@ plan_bytes (MixprecConfig *config,
   MixprecFp8Recipe *recipe;
   gboolean fp8, mx;
 
-  probe = probe_model (config, world, &dt, error);
+  probe = _mixprec_engine_probe_model (config, world, &dt, error);
   if (probe == NULL)
     return FALSE;
   stage = world > 1 ? mixprec_config_get_zero_stage (config) : 0;
@@ -387,7 +385,7 @@ mixprec_memory_plan_new_deepspeed (MixprecConfig *config,
 
   g_return_val_if_fail (MIXPREC_IS_CONFIG (config), NULL);
 
-  probe = probe_model (config, world_size, &dt, error);
+  probe = _mixprec_engine_probe_model (config, world_size, &dt, error);
   if (probe == NULL)
     return NULL;
   stage = world_size > 1 ? mixprec_config_get_zero_stage (config) : 0;

@@ -252,16 +252,6 @@ identifier_is_valid (const char *s)
   return TRUE;
 }
 
-static gboolean
-pointers_are_null (void * const *p,
-                   gsize         n)
-{
-  for (gsize i = 0; i < n; i++)
-    if (p[i] != NULL)
-      return FALSE;
-  return TRUE;
-}
-
 /* A vtable's reserved space, which must be zero: a plugin built against
  * another revision of mixprec-plugin.h has something there. */
 static gboolean
@@ -269,7 +259,7 @@ reserved_is_zero (void * const *reserved,
                   gsize         n,
                   GString      *problem)
 {
-  if (pointers_are_null (reserved, n))
+  if (_mixprec_pointers_are_null (reserved, n))
     return TRUE;
   g_string_append (problem, "its reserved fields are not zero (was it built against "
                    "another mixprec-plugin.h?)");
@@ -349,7 +339,7 @@ hparam_check (const MixprecHParamSpecV1 *spec,
       g_string_append (problem, "an integer or boolean needs an integral default and bounds");
       return FALSE;
     }
-  if (!pointers_are_null (spec->reserved, G_N_ELEMENTS (spec->reserved)))
+  if (!_mixprec_pointers_are_null (spec->reserved, G_N_ELEMENTS (spec->reserved)))
     {
       g_string_append (problem, "its reserved fields are not zero");
       return FALSE;

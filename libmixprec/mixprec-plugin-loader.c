@@ -177,16 +177,6 @@ strip_filename (const gchar *message,
   return message;
 }
 
-static gboolean
-pointers_are_null (void * const *p,
-                   gsize         n)
-{
-  for (gsize i = 0; i < n; i++)
-    if (p[i] != NULL)
-      return FALSE;
-  return TRUE;
-}
-
 /* Runs init() and keeps its features only when it succeeded and every
  * registration was accepted. */
 static gboolean
@@ -521,7 +511,7 @@ plugin_describe (MixprecPlugin      *plugin,
                    "outside the plugin", filename, (gconstpointer) copy->init);
       return FALSE;
     }
-  if (!pointers_are_null (copy->reserved, G_N_ELEMENTS (copy->reserved)))
+  if (!_mixprec_pointers_are_null (copy->reserved, G_N_ELEMENTS (copy->reserved)))
     {
       g_set_error (error, MIXPREC_PLUGIN_ERROR, MIXPREC_PLUGIN_ERROR_BAD_DESCRIPTION,
                    "%s: the reserved fields of the plugin description are not zero "

@@ -117,4 +117,16 @@ void            _mixprec_plugin_set_load_error         (MixprecPlugin *self,
 /* The features in registration order, owned by the plugin. */
 GPtrArray      *_mixprec_plugin_peek_features          (MixprecPlugin *self);
 
+/* Whether the @n pointers at @p are all NULL: a plugin struct's reserved
+ * space, which a plugin built against another revision of the ABI fills. */
+static inline gboolean
+_mixprec_pointers_are_null (void * const *p,
+                            gsize         n)
+{
+  for (gsize i = 0; i < n; i++)
+    if (p[i] != NULL)
+      return FALSE;
+  return TRUE;
+}
+
 G_END_DECLS

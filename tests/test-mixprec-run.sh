@@ -195,8 +195,10 @@ launch -n 1 sh -c 'echo $MIXPREC_JOB_SECRET'
 [ -n "$b" ] && [ "$b" != "$(sed -n 's/^\[0\] //p' "$tmp/out")" ]
 check $? "each job has a different secret"
 
-# rank 0 inherits the port mixprec-run bound; the others do not
-launch -n 2 sh -c 'echo ${MIXPREC_BOOTSTRAP_LISTEN_FD-none}; [ -n "$MIXPREC_BOOTSTRAP_LISTEN_FD" ] && [ -e /proc/$$/fd/$MIXPREC_BOOTSTRAP_LISTEN_FD ] && echo held'
+# rank 0 inherits the port mixprec-run bound; the others do not. Every rank
+# exits 0: a rank that failed (rank 1's test of an unset variable) would end
+# the job, and could stop rank 0 before it printed.
+launch -n 2 sh -c 'echo ${MIXPREC_BOOTSTRAP_LISTEN_FD-none}; if [ -n "$MIXPREC_BOOTSTRAP_LISTEN_FD" ] && [ -e /proc/$$/fd/$MIXPREC_BOOTSTRAP_LISTEN_FD ]; then echo held; fi'
 grep -q '^\[0\] [0-9]' "$tmp/out" && has "$tmp/out" "[0] held" && has "$tmp/out" "[1] none"
 check $? "rank 0 inherits the listening socket (MIXPREC_BOOTSTRAP_LISTEN_FD); rank 1 does not"
 

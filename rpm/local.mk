@@ -11,7 +11,8 @@
 ## needs bash's read -d; Debian's /bin/sh is dash) is run by bash so that
 ## the manual pages are compressed as on Fedora.
 
-EXTRA_DIST += rpm/mixprec.spec rpm/rpmlintrc debian build-aux/install-test.sh build-aux/rpm-test.sh
+EXTRA_DIST += rpm/mixprec.spec rpm/rpmlintrc debian build-aux/install-test.sh build-aux/rpm-test.sh \
+	build-aux/repro-test.sh
 
 RPMBUILD ?= rpmbuild
 RPMBUILD_FLAGS ?=

@@ -61,7 +61,8 @@ build () {
   tar -xf "$tarball" -C "$dir" || return 1
   start=$(date +%s)
   if (cd "$src" &&
-      export LC_ALL=C TZ=UTC SOURCE_DATE_EPOCH="$(stat -c %Y configure.ac)" &&
+      SOURCE_DATE_EPOCH=$(stat -c %Y configure.ac) &&
+      export LC_ALL=C TZ=UTC SOURCE_DATE_EPOCH &&
       ./configure CFLAGS="-O2 -g -ffile-prefix-map=$src=." --disable-introspection --disable-vapi \
         --without-cuda &&
       # Only the library and the plugins (and what they are built from).

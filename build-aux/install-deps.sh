@@ -1,6 +1,8 @@
 #!/bin/sh
 # Installs, from Debian 12's archive, everything needed to build libmixprec,
-# run its whole test suite and its example. Run as root (or it uses sudo).
+# run its whole test suite and its example, and to build and lint its RPM
+# packages (rpm provides rpmbuild; CI: build-aux/rpm-test.sh). Run as root
+# (or it uses sudo).
 set -e
 SUDO=
 [ "$(id -u)" = 0 ] || SUDO=sudo
@@ -16,7 +18,8 @@ $SUDO apt-get install -y -q --no-install-recommends \
   wamerican python3-numpy python3-matplotlib \
   abigail-tools debhelper apt-utils \
   openmpi-bin libopenmpi-dev iproute2 \
-  gi-docgen man-db
+  gi-docgen man-db \
+  rpm rpmlint file
 
 # The checkpoint test reads libmixprec's files with the reference safetensors
 # package, which Debian does not ship: a venv from PyPI that also sees

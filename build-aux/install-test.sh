@@ -17,6 +17,8 @@
 #   MIXPREC_INSTALL_TEST_CHECK=yes  also run `make check` in the package
 #                                   build (default: DEB_BUILD_OPTIONS=nocheck)
 #   MIXPREC_INSTALL_TEST_KEEP=yes   keep the scratch directory (debs, logs)
+#   MIXPREC_INSTALL_TEST_DEBS=DIR   copy the built .deb files into DIR (CI:
+#                                   build-aux/rpm-test.sh compares them)
 set -uo pipefail
 
 srcdir=$(cd "$(dirname "$0")/.." && pwd)
@@ -137,6 +139,10 @@ mkdir -p "$work/repo"
 chmod 755 "$work/repo"
 mv "$work"/*.deb "$work/repo/"
 chmod 644 "$work"/repo/*.deb
+if [ -n "${MIXPREC_INSTALL_TEST_DEBS:-}" ]; then
+  mkdir -p "$MIXPREC_INSTALL_TEST_DEBS" && cp "$work"/repo/*.deb "$MIXPREC_INSTALL_TEST_DEBS/" ||
+    not_ok "copy the .deb files into $MIXPREC_INSTALL_TEST_DEBS"
+fi
 for p in $(packages); do
   if ls "$work/repo/${p}_"*".deb" >/dev/null 2>&1; then
     say "built $(basename "$work/repo/${p}_"*.deb)"

@@ -234,13 +234,11 @@ libmixprec_libmixprec_internal_la_SOURCES = $(mixprec_sources) $(mixprec_public_
 nodist_libmixprec_libmixprec_internal_la_SOURCES = \
 	libmixprec/mixprec-enum-types.c \
 	libmixprec/mixprec-enum-types.h
-# Where this build's library and plugins lie: a library loaded from there
-# searches the build's plugins instead of the installed ones (see
+# No build folder is compiled in (reproducible builds): a library loaded
+# from a build tree finds that tree's plugins from its own location (see
 # mixprec-registry.c), so uninstalled tools, examples and scripts need no
 # MIXPREC_PLUGIN_PATH.
-libmixprec_libmixprec_internal_la_CPPFLAGS = $(AM_CPPFLAGS) -DMIXPREC_COMPILATION \
-	-DMIXPREC_UNINSTALLED_LIBDIR=\"$(abs_top_builddir)/libmixprec/.libs\" \
-	-DMIXPREC_UNINSTALLED_PLUGIN_DIR=\"$(abs_top_builddir)/plugins\"
+libmixprec_libmixprec_internal_la_CPPFLAGS = $(AM_CPPFLAGS) -DMIXPREC_COMPILATION
 libmixprec_libmixprec_internal_la_CFLAGS = $(AM_CFLAGS) $(MIXPREC_HIDDEN_CFLAGS)
 libmixprec_libmixprec_internal_la_LIBADD = $(MIXPREC_DEPS_LIBS) $(PTHREAD_LIBS) $(LIBS)
 # SIMD kernels: compiled with AVX2/F16C/FMA enabled, called only after

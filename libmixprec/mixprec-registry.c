@@ -443,37 +443,50 @@ append_path_list (GStrvBuilder *builder,
       append_path (builder, dirs[i], variable);
 }
 
-/* Whether this copy of libmixprec is the uninstalled one of the build tree
- * it was compiled in: the shared object holding this function lies in that
- * tree's libmixprec/.libs (the same directory once links are resolved).
- * An installed copy, or the code linked statically into a program, lies
- * elsewhere. */
-static gboolean
-library_is_uninstalled (void)
+/* The plugins/ folder of the build tree this copy of libmixprec lies in,
+ * or NULL for an installed copy. libtool leaves the uninstalled library in
+ * TOP/libmixprec/.libs, and configure writes TOP/mixprec-uninstalled.pc;
+ * the shared object holding this function (found with dladdr) must be
+ * there and TOP must hold both that file and plugins/. The build tree is
+ * found from the library's own location rather than a path compiled in,
+ * so that the installed binary carries no build folder (reproducible
+ * builds) and a moved build tree still finds its plugins. An installed
+ * copy lies in a libdir, never in a .libs folder; a copy taken out of the
+ * tree, or the code linked statically into a program, lies elsewhere. */
+static gchar *
+find_uninstalled_plugin_dir (void)
 {
-#if defined(MIXPREC_UNINSTALLED_LIBDIR) && defined(MIXPREC_UNINSTALLED_PLUGIN_DIR)
-  static gsize answer = 0;
+  Dl_info info;
+  g_autofree gchar *file = NULL;
+  g_autofree gchar *libs = NULL;
+  g_autofree gchar *lib_base = NULL;
+  g_autofree gchar *subdir = NULL;
+  g_autofree gchar *subdir_base = NULL;
+  g_autofree gchar *libs_base = NULL;
+  g_autofree gchar *top = NULL;
+  g_autofree gchar *pc = NULL;
+  g_autofree gchar *plugins = NULL;
 
-  if (g_once_init_enter (&answer))
-    {
-      gboolean uninstalled = FALSE;
-      Dl_info info;
-
-      if (dladdr ((const void *) library_is_uninstalled, &info) != 0 && info.dli_fname != NULL)
-        {
-          g_autofree gchar *dir = g_path_get_dirname (info.dli_fname);
-          g_autofree gchar *real_dir = realpath (dir, NULL);
-          g_autofree gchar *real_build = realpath (MIXPREC_UNINSTALLED_LIBDIR, NULL);
-
-          uninstalled = real_dir != NULL && real_build != NULL
-                        && strcmp (real_dir, real_build) == 0;
-        }
-      g_once_init_leave (&answer, uninstalled ? 2 : 1);
-    }
-  return answer == 2;
-#else
-  return FALSE;
-#endif
+  if (dladdr ((const void *) find_uninstalled_plugin_dir, &info) == 0 || info.dli_fname == NULL)
+    return NULL;
+  /* A relative name (LD_LIBRARY_PATH=relative) is taken against the
+   * current directory, as the loader took it moments ago. */
+  file = g_canonicalize_filename (info.dli_fname, NULL);
+  lib_base = g_path_get_basename (file);
+  if (!g_str_has_prefix (lib_base, "libmixprec.so"))
+    return NULL;
+  libs = g_path_get_dirname (file);
+  libs_base = g_path_get_basename (libs);
+  subdir = g_path_get_dirname (libs);
+  subdir_base = g_path_get_basename (subdir);
+  if (strcmp (libs_base, ".libs") != 0 || strcmp (subdir_base, "libmixprec") != 0)
+    return NULL;
+  top = g_path_get_dirname (subdir);
+  pc = g_build_filename (top, "mixprec-uninstalled.pc", NULL);
+  plugins = g_build_filename (top, "plugins", NULL);
+  if (!g_file_test (pc, G_FILE_TEST_IS_REGULAR) || !g_file_test (plugins, G_FILE_TEST_IS_DIR))
+    return NULL;
+  return g_steal_pointer (&plugins);
 }
 
 /* The system part of the search path when MIXPREC_PLUGIN_SYSTEM_PATH is
@@ -482,11 +495,15 @@ library_is_uninstalled (void)
 static const gchar *
 default_system_path (void)
 {
-#ifdef MIXPREC_UNINSTALLED_PLUGIN_DIR
-  if (library_is_uninstalled ())
-    return MIXPREC_UNINSTALLED_PLUGIN_DIR;
-#endif
-  return MIXPREC_PLUGIN_DIR;
+  static gchar *uninstalled_plugin_dir = NULL;
+  static gsize once = 0;
+
+  if (g_once_init_enter (&once))
+    {
+      uninstalled_plugin_dir = find_uninstalled_plugin_dir ();
+      g_once_init_leave (&once, 1);
+    }
+  return uninstalled_plugin_dir != NULL ? uninstalled_plugin_dir : MIXPREC_PLUGIN_DIR;
 }
 
 static MixprecRegistry *

@@ -3,10 +3,16 @@
 ## and `make rpm` builds binary RPMs from `make dist`'s tarball.
 ##
 ##   make rpm                          rpmbuild -bb under ./rpmbuild/
-##   make rpm RPMBUILD_FLAGS=--nodeps  on Debian, whose rpm database is empty
+##   make rpm RPMBUILD_FLAGS=--nocheck without the spec's %check (make check)
 ##   make rpm RPMBUILD_FLAGS="--with cuda"   adds the CUDA plugin packages
+##
+## Where the rpm database is empty (rpmbuild on Debian), nothing could
+## satisfy the BuildRequires: --nodeps is added, and brp-compress (which
+## needs bash's read -d; Debian's /bin/sh is dash) is run by bash so that
+## the manual pages are compressed as on Fedora.
 
-EXTRA_DIST += rpm/mixprec.spec debian build-aux/install-test.sh
+EXTRA_DIST += rpm/mixprec.spec rpm/rpmlintrc debian build-aux/install-test.sh build-aux/rpm-test.sh \
+	build-aux/repro-test.sh
 
 RPMBUILD ?= rpmbuild
 RPMBUILD_FLAGS ?=
@@ -14,7 +20,9 @@ rpm_topdir = $(abs_top_builddir)/rpmbuild
 
 rpm: dist
 	$(AM_V_GEN)$(MKDIR_P) $(rpm_topdir) && \
-	$(RPMBUILD) -bb $(RPMBUILD_FLAGS) \
+	if test -n "`rpm -qa 2>/dev/null | head -n 1`"; then set --; \
+	else set -- --nodeps --define "__brp_compress bash %{_rpmconfigdir}/brp-compress %{?_prefix}"; fi; \
+	$(RPMBUILD) -bb "$$@" $(RPMBUILD_FLAGS) \
 	  --define "_topdir $(rpm_topdir)" \
 	  --define "_sourcedir $(abs_top_builddir)" \
 	  $(srcdir)/rpm/mixprec.spec

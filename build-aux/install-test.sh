@@ -31,25 +31,8 @@ n=0
 failed=0
 installed=no
 
-say () { echo "# $*"; }
-ok () { n=$((n + 1)); echo "ok $n - $1"; }
-not_ok () {
-  n=$((n + 1)); failed=1
-  echo "not ok $n - $1"
-  [ -n "${2:-}" ] && [ -f "$2" ] && tail -n 40 "$2" | sed 's/^/#   /'
-}
-# step NAME LOG COMMAND...: runs COMMAND with its output in LOG
-step () {
-  local name=$1 log=$2
-  shift 2
-  if "$@" >"$log" 2>&1; then ok "$name"; return 0; fi
-  not_ok "$name" "$log"
-  return 1
-}
-bail () {
-  echo "Bail out! $*"
-  exit 1
-}
+# shellcheck source=build-aux/package-test-lib.sh
+. "$srcdir/build-aux/package-test-lib.sh"
 
 packages () {
   # Every binary package that debian/control declares, installed or not.
@@ -94,22 +77,7 @@ apt-get install -y -q --no-install-recommends \
   { sed 's/^/#   /' "$work/tools.log"; bail "cannot install the packaging tools"; }
 
 # ------------------------------------------------------------ source
-if [ -z "$tarball" ]; then
-  if [ ! -x "$srcdir/configure" ]; then
-    (cd "$srcdir" && ./autogen.sh) >"$work/autogen.log" 2>&1 ||
-      { sed 's/^/#   /' "$work/autogen.log"; bail "autogen.sh failed"; }
-  fi
-  mkdir -p "$work/dist"
-  if (cd "$work/dist" && "$srcdir/configure" --disable-introspection --without-ucx --without-cuda &&
-      make dist) >"$work/dist.log" 2>&1; then
-    tarball=$(ls "$work"/dist/libmixprec-*.tar.xz)
-    ok "make dist: $(basename "$tarball")"
-  else
-    not_ok "make dist" "$work/dist.log"
-    exit 1
-  fi
-fi
-[ -f "$tarball" ] || bail "no tarball $tarball"
+ensure_tarball
 mkdir -p "$work/src"
 tar -xf "$tarball" -C "$work/src" --strip-components=1 || bail "cannot unpack $tarball"
 [ -f "$work/src/debian/control" ] || bail "$tarball has no debian/ folder"

@@ -16,17 +16,8 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/mixprec-repro-test.XXXXXX")
 n=0
 failed=0
 
-say () { echo "# $*"; }
-ok () { n=$((n + 1)); echo "ok $n - $1"; }
-not_ok () {
-  n=$((n + 1)); failed=1
-  echo "not ok $n - $1"
-  [ -n "${2:-}" ] && [ -f "$2" ] && tail -n 40 "$2" | sed 's/^/#   /'
-}
-bail () {
-  echo "Bail out! $*"
-  exit 1
-}
+# shellcheck source=build-aux/package-test-lib.sh
+. "$srcdir/build-aux/package-test-lib.sh"
 cleanup () {
   local rc=$?
   if [ "${MIXPREC_REPRO_TEST_KEEP:-no}" = yes ]; then say "kept $work"; else rm -rf "$work"; fi
@@ -35,22 +26,7 @@ cleanup () {
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 
-if [ -z "$tarball" ]; then
-  if [ ! -x "$srcdir/configure" ]; then
-    (cd "$srcdir" && ./autogen.sh) >"$work/autogen.log" 2>&1 ||
-      { sed 's/^/#   /' "$work/autogen.log"; bail "autogen.sh failed"; }
-  fi
-  mkdir -p "$work/dist"
-  if (cd "$work/dist" && "$srcdir/configure" --disable-introspection --without-ucx --without-cuda &&
-      make dist) >"$work/dist.log" 2>&1; then
-    tarball=$(ls "$work"/dist/libmixprec-*.tar.xz)
-    ok "make dist: $(basename "$tarball")"
-  else
-    not_ok "make dist" "$work/dist.log"
-    exit 1
-  fi
-fi
-[ -f "$tarball" ] || bail "no tarball $tarball"
+ensure_tarball
 
 # build NAME DIR: unpacks the tarball into DIR and builds the library and
 # the plugins there, in the tree as rpmbuild and dpkg-buildpackage do.

@@ -12,7 +12,7 @@
 ## the manual pages are compressed as on Fedora.
 
 EXTRA_DIST += rpm/mixprec.spec rpm/rpmlintrc debian build-aux/install-test.sh build-aux/rpm-test.sh \
-	build-aux/repro-test.sh
+	build-aux/repro-test.sh build-aux/package-test-lib.sh
 
 RPMBUILD ?= rpmbuild
 RPMBUILD_FLAGS ?=

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <mixprec/mixprec.h>
@@ -431,6 +432,19 @@ cpu_time_us (void)
          usage.ru_utime.tv_usec + usage.ru_stime.tv_usec;
 }
 
+/* The victim's ways of vanishing, from its SIGALRM handler. */
+static void
+kill_self (int sig)
+{
+  raise (SIGKILL);
+}
+
+static void
+stop_self (int sig)
+{
+  raise (SIGSTOP);
+}
+
 /* A big collective that the victim (the last rank) leaves midway: killed
  * (@stop FALSE) or stopped (@stop TRUE). The others must fail with an
  * error that names it, within the timeout. */
@@ -480,17 +494,28 @@ scenario_lose_rank (Child    *c,
     }
   if (c->rank == victim)
     {
-      MixprecCommRequest *r = mixprec_comm_all_reduce_start (c->comm, send, recv, n,
-                                                             MIXPREC_DTYPE_FLOAT32,
-                                                             MIXPREC_REDUCE_SUM, 0, &error);
+      MixprecCommRequest *r;
+      struct sigaction vanish = { 0 };
+      /* A millisecond: far less than moving 32 MiB takes, at any pace. */
+      const struct itimerval soon = { { 0, 0 }, { 0, 1000 } };
 
-      /* Let some of it flow, then vanish midway: a few polls move a few
-       * chunks, far from the hundreds this collective needs. */
-      for (guint i = 0; r != NULL && i < 3; i++)
-        mixprec_comm_request_test (r, NULL);
-      raise (stop ? SIGSTOP : SIGKILL);
-      /* A stopped victim is killed by the parent; it never gets here. */
-      _exit (3);
+      /* Let some of it flow, then vanish midway. Not after a count of
+       * polls: on the shared-memory path one poll moves every chunk the
+       * peers keep pace with, so with a free core each it could carry the
+       * whole collective, and the others would rightly succeed. A timer
+       * stops or kills the victim while it polls instead. */
+      vanish.sa_handler = stop ? stop_self : kill_self;
+      sigaction (SIGALRM, &vanish, NULL);
+      setitimer (ITIMER_REAL, &soon, NULL);
+      r = mixprec_comm_all_reduce_start (c->comm, send, recv, n, MIXPREC_DTYPE_FLOAT32,
+                                         MIXPREC_REDUCE_SUM, 0, &error);
+      while (r != NULL && !mixprec_comm_request_test (r, NULL))
+        ;
+      /* Finished (or failed to start) within the millisecond: wait for the
+       * timer, and the others report that they succeeded. A stopped
+       * victim is killed by the parent; neither gets past here. */
+      for (;;)
+        pause ();
     }
 
   start = g_get_monotonic_time ();

@@ -361,6 +361,31 @@ MixprecEngine * _mixprec_engine_probe_model (MixprecConfig       *config,
                                              _MixprecParamDTypes *dt,
                                              GError             **error);
 
+/* One group of parameters of @sizes as a planned engine lays it out on
+ * @world ranks: the probe engine, a "Linear" parameter's dtypes, the ZeRO
+ * stage, FP8 (and MX) as the config gives them, the units and the
+ * group's shape. Memory plans and planned layouts both start here, so
+ * they describe the same layout (mixprec-engine-memory.c). */
+typedef struct {
+  MixprecEngine *probe;
+  _MixprecParamDTypes dt;
+  guint stage;
+  MixprecFp8Recipe *recipe;  /* the config's, borrowed; NULL without FP8 */
+  gboolean fp8;              /* the parameters are FP8 under the recipe */
+  gboolean mx;               /* ... the MX recipe: every parameter a unit alone */
+  GArray *units;             /* Unit */
+  GroupShape shape;
+} _MixprecPlannedGroup;
+
+gboolean _mixprec_engine_plan_group          (MixprecConfig         *config,
+                                              const guint64         *sizes,
+                                              guint                  n_sizes,
+                                              guint                  world,
+                                              _MixprecPlannedGroup  *pg,
+                                              GError               **error);
+void     _mixprec_engine_planned_group_clear (_MixprecPlannedGroup  *pg);
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (_MixprecPlannedGroup, _mixprec_engine_planned_group_clear)
+
 gboolean _mixprec_engine_comm_failed (GError **error, GError *cause, const gchar *what);
 
 /* Before a collective on device buffers: a communicator with a stream of

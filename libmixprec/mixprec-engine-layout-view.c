@@ -43,34 +43,15 @@ _mixprec_engine_plan_layout (MixprecConfig *config,
                              guint          world,
                              GError       **error)
 {
-  g_autoptr(MixprecEngine) probe = NULL;
-  g_autoptr(GArray) units = NULL;
-  _MixprecParamDTypes dt = { 0 };
-  MixprecFp8Recipe *recipe;
+  g_auto(_MixprecPlannedGroup) pg = { 0 };
   MixprecLayout *layout;
-  GroupShape shape;
-  gboolean mx;
-  guint stage;
 
-  /* The dtypes a "Linear" parameter gets decide the group's staging, and
-   * its FP8 recipe whether every parameter is a unit alone. */
-  probe = _mixprec_engine_probe_model (config, world, &dt, error);
-  if (probe == NULL)
+  if (!_mixprec_engine_plan_group (config, sizes, n_sizes, world, &pg, error))
     return NULL;
-  recipe = mixprec_config_get_fp8_recipe (config);
-  mx = recipe != NULL && mixprec_precision_policy_is_fp8 (probe->policy, "param", "Linear") &&
-       mixprec_fp8_recipe_get_kind (recipe) == MIXPREC_FP8_RECIPE_MX;
-
-  stage = world > 1 ? mixprec_config_get_zero_stage (config) : 0;
-  units = _mixprec_engine_make_units_full (sizes, n_sizes, world, stage,
-                                           mixprec_config_get_param_persistence_threshold (config), mx);
-  _mixprec_engine_group_shape (&dt, _mixprec_engine_wire_dtype (&dt), units, world, stage, probe->gas,
-                               FALSE, _mixprec_engine_staging_budget (config), &shape);
-
-  layout = _mixprec_layout_new (world, stage, n_sizes);
+  layout = _mixprec_layout_new (world, pg.stage, n_sizes);
   if (n_sizes > 0)
-    add_units (layout, _mixprec_layout_add_group (layout, shape.slot_elements, (guint) shape.n_slots),
-               units, NULL, sizes, NULL);
+    add_units (layout, _mixprec_layout_add_group (layout, pg.shape.slot_elements, (guint) pg.shape.n_slots),
+               pg.units, NULL, sizes, NULL);
   return layout;
 }
 

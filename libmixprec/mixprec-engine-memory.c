@@ -191,6 +191,37 @@ _mixprec_engine_probe_model (MixprecConfig       *config,
   return g_steal_pointer (&probe);
 }
 
+gboolean
+_mixprec_engine_plan_group (MixprecConfig         *config,
+                            const guint64         *sizes,
+                            guint                  n_sizes,
+                            guint                  world,
+                            _MixprecPlannedGroup  *pg,
+                            GError               **error)
+{
+  pg->probe = _mixprec_engine_probe_model (config, world, &pg->dt, error);
+  if (pg->probe == NULL)
+    return FALSE;
+  pg->stage = world > 1 ? mixprec_config_get_zero_stage (config) : 0;
+  pg->recipe = mixprec_config_get_fp8_recipe (config);
+  pg->fp8 = pg->recipe != NULL && mixprec_precision_policy_is_fp8 (pg->probe->policy, "param", "Linear");
+  pg->mx = pg->fp8 && mixprec_fp8_recipe_get_kind (pg->recipe) == MIXPREC_FP8_RECIPE_MX;
+  pg->units = _mixprec_engine_make_units_full (sizes, n_sizes, world, pg->stage,
+                                               mixprec_config_get_param_persistence_threshold (config),
+                                               pg->mx);
+  _mixprec_engine_group_shape (&pg->dt, _mixprec_engine_wire_dtype (&pg->dt), pg->units, world,
+                               pg->stage, pg->probe->gas, FALSE, _mixprec_engine_staging_budget (config),
+                               &pg->shape);
+  return TRUE;
+}
+
+void
+_mixprec_engine_planned_group_clear (_MixprecPlannedGroup *pg)
+{
+  g_clear_object (&pg->probe);
+  g_clear_pointer (&pg->units, g_array_unref);
+}
+
 /* The plan's buffers for parameters of @sizes forming one group. */
 static gboolean
 plan_bytes (MixprecConfig *config,
@@ -201,25 +232,25 @@ plan_bytes (MixprecConfig *config,
             guint64       *bytes,
             GError       **error)
 {
-  g_autoptr(MixprecEngine) probe = NULL;
-  g_autoptr(GArray) units = NULL;
-  _MixprecParamDTypes dt = { 0 };
-  GroupShape shape;
-  guint stage;
+  g_auto(_MixprecPlannedGroup) pg = { 0 };
+  MixprecEngine *probe;
+  const _MixprecParamDTypes *dt;
+  const GroupShape *shape;
   MixprecFp8Recipe *recipe;
+  GArray *units;
+  guint stage;
   gboolean fp8, mx;
 
-  probe = _mixprec_engine_probe_model (config, world, &dt, error);
-  if (probe == NULL)
+  if (!_mixprec_engine_plan_group (config, sizes, n_sizes, world, &pg, error))
     return FALSE;
-  stage = world > 1 ? mixprec_config_get_zero_stage (config) : 0;
-  recipe = mixprec_config_get_fp8_recipe (config);
-  fp8 = recipe != NULL && mixprec_precision_policy_is_fp8 (probe->policy, "param", "Linear");
-  mx = fp8 && mixprec_fp8_recipe_get_kind (recipe) == MIXPREC_FP8_RECIPE_MX;
-  units = _mixprec_engine_make_units_full (sizes, n_sizes, world, stage,
-                                           mixprec_config_get_param_persistence_threshold (config), mx);
-  _mixprec_engine_group_shape (&dt, _mixprec_engine_wire_dtype (&dt), units, world, stage, probe->gas,
-                               FALSE, _mixprec_engine_staging_budget (config), &shape);
+  probe = pg.probe;
+  dt = &pg.dt;
+  shape = &pg.shape;
+  recipe = pg.recipe;
+  units = pg.units;
+  stage = pg.stage;
+  fp8 = pg.fp8;
+  mx = pg.mx;
   if (probe->offload && world > 1)
     {
       g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
@@ -227,7 +258,7 @@ plan_bytes (MixprecConfig *config,
                    "process only for now, not on %u ranks", world);
       return FALSE;
     }
-  _mixprec_engine_add_shape_bytes (bytes, &dt, &shape, mixprec_feature_get_n_state_slots (probe->optimizer),
+  _mixprec_engine_add_shape_bytes (bytes, dt, shape, mixprec_feature_get_n_state_slots (probe->optimizer),
                                    probe->state_dtype, probe->offload, probe->offload_pinned);
   if (stage >= 3)
     {
@@ -236,8 +267,8 @@ plan_bytes (MixprecConfig *config,
       guint64 window = mixprec_config_get_prefetch_bucket_size (config);
       guint64 live = gathered > 0 ? gathered : window;
 
-      bytes[BUF_GATHERED] = MIN (shape.padded - shape.persist_n, live + window) *
-                            mixprec_dtype_get_size (dt.working);
+      bytes[BUF_GATHERED] = MIN (shape->padded - shape->persist_n, live + window) *
+                            mixprec_dtype_get_size (dt->working);
     }
   if (fp8)
     {
@@ -249,7 +280,7 @@ plan_bytes (MixprecConfig *config,
       guint b = MAX (mixprec_fp8_recipe_get_block_size (recipe), 1);
       guint64 scales = 0;
 
-      bytes[BUF_FP8] += stage >= 3 ? shape.local_n + shape.persist_n : shape.padded;
+      bytes[BUF_FP8] += stage >= 3 ? shape->local_n + shape->persist_n : shape->padded;
       for (guint k = 0; mx && k < units->len; k++)
         {
           const Unit *u = &g_array_index (units, Unit, k);
@@ -264,7 +295,7 @@ plan_bytes (MixprecConfig *config,
       bytes[BUF_FP8_SCALES] += scales;
       if (stage >= 3)
         {
-          guint64 n = bytes[BUF_GATHERED] / mixprec_dtype_get_size (dt.working);
+          guint64 n = bytes[BUF_GATHERED] / mixprec_dtype_get_size (dt->working);
 
           bytes[BUF_GATHERED] = 0;
           bytes[BUF_FP8_GATHERED] = n + (mx ? (n + b - 1) / b : 0);

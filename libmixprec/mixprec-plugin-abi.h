@@ -34,11 +34,11 @@ extern "C" {
 /* The ABI revision this header describes; also in mixprec-version.h as
  * MIXPREC_PLUGIN_ABI_MAJOR/MINOR for the library's own use. */
 #define MIXPREC_PLUGIN_ABI_VERSION_MAJOR 1
-#define MIXPREC_PLUGIN_ABI_VERSION_MINOR 3
+#define MIXPREC_PLUGIN_ABI_VERSION_MINOR 4
 
-/* The revisions of the optimizer vtable (MixprecOptimizerV1, …V2) this
- * header declares; 1.1 added MixprecOptimizerV2. */
-#define MIXPREC_PLUGIN_OPTIMIZER_REVISION 2
+/* The revisions of the optimizer vtable (MixprecOptimizerV1, …V3) this
+ * header declares; 1.1 added MixprecOptimizerV2, 1.4 MixprecOptimizerV3. */
+#define MIXPREC_PLUGIN_OPTIMIZER_REVISION 3
 
 /* The revisions of the device vtable (MixprecDeviceV1, …V3) this header
  * declares; 1.2 added MixprecDeviceV2, 1.3 MixprecDeviceV3. */
@@ -209,6 +209,113 @@ typedef struct {
                size_t                        errbuf_len);
   void *reserved[8];
 } MixprecOptimizerV2;
+
+/* Revision 3 (ABI 1.4): state slots stored in fewer bits with a scale per
+ * block, and masters kept in 16 bits beside the bfloat16 working copy.
+ *
+ * How one state slot is stored. The scaled and quantized formats keep one
+ * FP32 scale per block of MixprecOptimizerStepV3.block_size elements;
+ * blocks start at element 0 of the call, and the library cuts calls at
+ * block boundaries (only the last block of a call may be short, and it is
+ * then a whole block: the end of a unit of parameters or of a rank's
+ * slice of it). A value is scale * decode (stored):
+ *   FLOAT32, BFLOAT16   revision 2's slots, no scale
+ *   *_SCALED            the dtype's value; the block's scale is
+ *                       max (absmax, 1e-12) / the dtype's largest finite
+ *                       value, each element is x / scale rounded to
+ *                       nearest even, saturating
+ *   INT8_DYNAMIC        one byte, an index into the 256-value dynamic map
+ *                       (signed map for a slot of state_signed_mask,
+ *                       unsigned otherwise); the scale is
+ *                       max (absmax, 1e-12); x / scale goes to the nearest
+ *                       map value, ties to the larger
+ *   INT4_DYNAMIC        4-bit indices, two per byte, element 2j in the low
+ *                       nibble of byte j (blocks are then even); signed
+ *                       slots use the 16-value dynamic map (3 exponent
+ *                       bits), unsigned slots the linear map 1/16 .. 1
+ * The maps and rounding are those of the widely used 8-bit and 4-bit
+ * optimizers; docs/reference/optimizer-states.md lists them. Every format
+ * is decoded to FP32, updated by the same FP32 arithmetic as a FLOAT32
+ * slot and encoded again in the same pass. */
+typedef enum {
+  MIXPREC_PLUGIN_STATE_FLOAT32 = 0,
+  MIXPREC_PLUGIN_STATE_BFLOAT16 = 1,
+  MIXPREC_PLUGIN_STATE_FLOAT16_SCALED = 2,
+  MIXPREC_PLUGIN_STATE_BFLOAT16_SCALED = 3,
+  MIXPREC_PLUGIN_STATE_FLOAT8_E4M3_SCALED = 4,
+  MIXPREC_PLUGIN_STATE_INT8_DYNAMIC = 5,
+  MIXPREC_PLUGIN_STATE_INT4_DYNAMIC = 6,
+} MixprecPluginStateFormat;
+
+/* How the parameter's FP32 value is kept.
+ *   FLOAT32    master[] (revision 1's contract: NULL means the parameter
+ *              is read from and written to working[])
+ *   REMAINDER  master is NULL; working[] is bfloat16 and master_extra
+ *              holds an int16 per element: the FP32 value's bit pattern is
+ *              the working copy's high half joined with the remainder's
+ *              low half, the high half one lower where the remainder is
+ *              negative. Exact both ways; the working copy is the FP32
+ *              value rounded to nearest, ties (low half 0x8000) away from
+ *              zero: a 16-bit remainder cannot keep ties to even.
+ *   KAHAN      master is NULL; working[] is bfloat16 and master_extra a
+ *              bfloat16 compensation per element: the rounding error of
+ *              the last write, added back before the next (Kahan
+ *              summation of the updates). */
+typedef enum {
+  MIXPREC_PLUGIN_MASTER_FLOAT32 = 0,
+  MIXPREC_PLUGIN_MASTER_REMAINDER = 1,
+  MIXPREC_PLUGIN_MASTER_KAHAN = 2,
+} MixprecPluginMasterFormat;
+
+/* The arguments of a V3 step(): a whole MixprecOptimizerStepV2 (its
+ * base.struct_size is sizeof (MixprecOptimizerStepV3) of the caller), then
+ * the formats. state_dtypes is filled for FLOAT32 and BFLOAT16 slots and
+ * otherwise names the stored dtype where there is one; a V3 plugin reads
+ * state_formats. */
+typedef struct {
+  MixprecOptimizerStepV2 v2;
+  const MixprecPluginStateFormat *state_formats;   /* n_state_slots */
+  /* n_state_slots pointers: the scale of the call's first block, for the
+   * scaled and quantized formats; NULL for the others. Written in place. */
+  float *const *state_scales;
+  unsigned block_size;         /* elements per scale block: a power of two,
+                                  32 .. 4096; 0 when no slot is scaled */
+  MixprecPluginMasterFormat master_format;
+  void *master_extra;          /* REMAINDER: int16[n]; KAHAN: bfloat16[n]; else NULL */
+} MixprecOptimizerStepV3;
+
+/* An optimizer of revision 3, registered with
+ * MixprecPluginHostV1.register_optimizer_v3. As MixprecOptimizerV2, and:
+ *   state_format_mask   bit (1 << MixprecPluginStateFormat) per format the
+ *                       slots may have; FLOAT32 must be among them
+ *   master_format_mask  bit (1 << MixprecPluginMasterFormat) per master
+ *                       format; FLOAT32 must be among them
+ *   state_signed_mask   bit k when slot k may be negative (Adam's first
+ *                       moment) and so takes a signed map
+ * state_dtype_mask keeps revision 2's meaning for FLOAT32 and BFLOAT16. */
+typedef struct {
+  const char *name;
+  const char *device;
+  unsigned rank;
+  const char *description;
+  const MixprecHParamSpecV1 *hparams;
+  unsigned n_hparams;
+  unsigned n_state_slots;
+  const char *const *state_names;
+  unsigned state_dtype_mask;
+  unsigned state_format_mask;
+  unsigned master_format_mask;
+  unsigned state_signed_mask;
+  int (*step) (const MixprecOptimizerStepV3 *args,
+               float                        *master,
+               const void                   *grad,
+               void *const                  *states,
+               void                         *working,
+               size_t                        n,
+               char                         *errbuf,
+               size_t                        errbuf_len);
+  void *reserved[8];
+} MixprecOptimizerV3;
 
 /* ------------------------------------------------------------ communication */
 
@@ -711,7 +818,14 @@ struct MixprecPluginHostV1 {
    * leaves it zero): the plugin's logger and what to pass it. */
   MixprecPluginLogFunc log;
   void *log_data;
-  void *reserved[9];
+  /* ABI 1.4: registers a MixprecOptimizerV3, checked by a plugin as
+   * register_device_v2 is (falling back to register_optimizer_v2 with a
+   * revision 2 vtable). */
+  int (*register_optimizer_v3) (MixprecPluginHostV1      *host,
+                                const MixprecOptimizerV3 *optimizer,
+                                char                     *errbuf,
+                                size_t                    errbuf_len);
+  void *reserved[8];
 };
 
 /* The static description a plugin returns from its entry point. abi_major

@@ -237,6 +237,20 @@ EXTRA_tests_test_optim_DEPENDENCIES = \
 	plugins/mixprec-optim-lion.la
 TESTS += tests/test-optim
 
+# --- optim formats: revision 3 of the cpu optimizers (block-scaled and
+# quantized state, remainder and Kahan masters) against a reference of the
+# documented rules, at every kernel level; the codecs of plugins/optim-quant
+# linked in directly
+check_PROGRAMS += tests/test-optim-formats
+tests_test_optim_formats_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/plugins -I$(top_srcdir)/libmixprec
+tests_test_optim_formats_LDADD = plugins/libmixprec-optim-common.la $(tests_public_ldadd) \
+	$(PTHREAD_LIBS) -lm
+EXTRA_tests_test_optim_formats_DEPENDENCIES = \
+	plugins/mixprec-optim-adamw.la \
+	plugins/mixprec-optim-sgd.la \
+	plugins/mixprec-optim-lion.la
+TESTS += tests/test-optim-formats
+
 # --- learning-rate schedules
 check_PROGRAMS += tests/test-lr-schedule
 tests_test_lr_schedule_LDADD = $(tests_public_ldadd) -lm

@@ -885,7 +885,22 @@ test_formats_errors (void)
 
 /* ------------------------------------------------------------ the encoder */
 
-/* The table-driven code of every level's encoder against torchao's search,
+static const _MixprecQuantEncode encoders[N_LEVELS] = {
+  _mixprec_quant_encode_scalar,
+#ifdef MIXPREC_HAVE_X86_SIMD
+  _mixprec_quant_encode_avx2,
+#else
+  NULL,
+#endif
+#ifdef MIXPREC_HAVE_X86_AVX512
+  _mixprec_quant_encode_avx512,
+#else
+  NULL,
+#endif
+};
+
+
+/* The int8 / int4 codes of every level's encoder against torchao's search,
  * at each step of each map (the first float of each code and the one
  * below it), at every bucket boundary, and over [-1, 1]: every 97th float
  * (every float with MIXPREC_TEST_EXHAUSTIVE=1). */
@@ -914,15 +929,38 @@ test_encoder_codes (void)
             g_assert_cmpuint (ref_code (nextafterf (u, -INFINITY), map, n_codes), <, c);
           }
         for (guint32 sign = 0; sign < 2; sign++)
-          for (guint32 u = 0; u <= 0x3F800000u; u += (u < 0x3F800000u - stride ? stride : 1))
-            {
-              float q = float_of (u | sign << 31);
+          {
+            /* Through each level's block encoder too: a block whose
+             * absmax is 1 has the scale 1, so its quotients are its
+             * values. */
+            float block[4096];
+            guint8 codes[4096];
+            guint fill = 1;
 
-              checked++;
-              wrong += _mixprec_quant_fast_code (t, q) != ref_code (q, map, n_codes);
-              if (u == 0x3F800000u)
-                break;
-            }
+            block[0] = 1.0f;
+            for (guint32 u = 0; u <= 0x3F800000u; u += (u < 0x3F800000u - stride ? stride : 1))
+              {
+                float q = float_of (u | sign << 31);
+
+                checked++;
+                wrong += _mixprec_quant_fast_code (t, q) != ref_code (q, map, n_codes);
+                block[fill++] = q;
+                if (fill == G_N_ELEMENTS (block) || u == 0x3F800000u)
+                  {
+                    for (guint level = 1; level < N_LEVELS; level++)
+                      {
+                        if (encoders[level] == NULL || !level_available (level))
+                          continue;
+                        g_assert_cmpfloat (encoders[level] (format, is_signed, block, fill & ~1u, codes, 0), ==, 1.0f);
+                        for (guint i = 0; i < (fill & ~1u); i++)
+                          wrong += ref_load (format, codes, i) != ref_code (block[i], map, n_codes);
+                      }
+                    fill = 1;
+                  }
+                if (u == 0x3F800000u)
+                  break;
+              }
+          }
         for (guint32 e = 0; e < 256; e++)
           for (guint32 m = 0; m < 128; m++)
             for (guint32 sign = 0; sign < 2; sign++)
@@ -962,19 +1000,6 @@ test_encoder_levels (void)
 #endif
 #ifdef MIXPREC_HAVE_X86_AVX512
     _mixprec_quant_decode_avx512,
-#else
-    NULL,
-#endif
-  };
-  const _MixprecQuantEncode encoders[N_LEVELS] = {
-    _mixprec_quant_encode_scalar,
-#ifdef MIXPREC_HAVE_X86_SIMD
-    _mixprec_quant_encode_avx2,
-#else
-    NULL,
-#endif
-#ifdef MIXPREC_HAVE_X86_AVX512
-    _mixprec_quant_encode_avx512,
 #else
     NULL,
 #endif

@@ -171,7 +171,8 @@ check_PROGRAMS += tests/test-registry
 tests_test_registry_CPPFLAGS = $(tests_internal_cppflags)
 tests_test_registry_LDADD = $(tests_internal_ldadd)
 EXTRA_tests_test_registry_DEPENDENCIES = $(test_registry_plugins) \
-	tests/abi-plugins/mixprec-test-optim-v1.la plugins/mixprec-optim-sgd.la
+	tests/abi-plugins/mixprec-test-optim-v1.la tests/abi-plugins/mixprec-test-optim-v2.la \
+	plugins/mixprec-optim-sgd.la
 TESTS += tests/test-registry
 if HAVE_PYTHON_GI
 TESTS += tests/test-registry-gi.py
@@ -467,11 +468,18 @@ tests_abi_plugins_mixprec_test_optim_v1_la_SOURCES = \
 	tests/abi-plugins/mixprec-plugin-abi-1.0.h
 tests_abi_plugins_mixprec_test_optim_v1_la_LDFLAGS = $(test_plugin_ldflags)
 tests_abi_plugins_mixprec_test_optim_v1_la_LIBADD = -lm
+# A plugin of plugin ABI 1.1 (MixprecOptimizerV2): the revision 2 shim of
+# revision 3 calls.
+check_LTLIBRARIES += tests/abi-plugins/mixprec-test-optim-v2.la
+tests_abi_plugins_mixprec_test_optim_v2_la_SOURCES = tests/abi-plugins/test-optim-v2.c
+tests_abi_plugins_mixprec_test_optim_v2_la_LDFLAGS = $(test_plugin_ldflags)
+tests_abi_plugins_mixprec_test_optim_v2_la_LIBADD = -lm
 check_PROGRAMS += tests/test-abi
 tests_test_abi_LDADD = $(tests_public_ldadd)
 EXTRA_tests_test_abi_DEPENDENCIES = \
 	tests/abi-plugins/mixprec-test-host-check.la \
 	tests/abi-plugins/mixprec-test-optim-v1.la \
+	tests/abi-plugins/mixprec-test-optim-v2.la \
 	plugins/mixprec-optim-adamw.la \
 	plugins/mixprec-optim-sgd.la \
 	plugins/mixprec-optim-lion.la

@@ -279,3 +279,82 @@ _mixprec_quant_encode_avx512 (unsigned     format,
     }
   return scale;
 }
+
+/* ------------------------------------------------------------ masters */
+
+static inline __m512
+widen_bf16 (__m512i b)
+{
+  return _mm512_castsi512_ps (_mm512_slli_epi32 (b, 16));
+}
+
+static inline __m512i
+round_bf16 (__m512 x)
+{
+  return _mixprec_avx512_f32_to_bf16_rne_epi32 (x);
+}
+
+void
+_mixprec_quant_master_load_avx512 (unsigned       master_format,
+                                   const guint16 *working,
+                                   const void    *extra,
+                                   size_t         len,
+                                   float         *out)
+{
+  for (size_t i = 0; i < len; i += 16)
+    {
+      __mmask16 m = _mixprec_avx512_mask (len - i);
+      __m512i w = _mm512_cvtepu16_epi32 (_mm256_maskz_loadu_epi16 (m, working + i));
+
+      if (master_format == _MIXPREC_QMASTER_REMAINDER)
+        {
+          __m512i rem = _mm512_cvtepi16_epi32 (_mm256_maskz_loadu_epi16 (m, (const int16_t *) extra + i));
+          __mmask16 neg = _mm512_cmplt_epi32_mask (rem, _mm512_setzero_si512 ());
+          __m512i hi = _mm512_mask_sub_epi32 (w, neg, w, I32 (1));
+
+          w = _mm512_or_si512 (_mm512_slli_epi32 (hi, 16), _mm512_and_si512 (rem, I32 (0xFFFF)));
+          _mm512_mask_storeu_ps (out + i, m, _mm512_castsi512_ps (w));
+        }
+      else
+        _mm512_mask_storeu_ps (out + i, m, widen_bf16 (w));
+    }
+}
+
+void
+_mixprec_quant_master_store_avx512 (unsigned     master_format,
+                                    const float *in,
+                                    size_t       len,
+                                    guint16     *working,
+                                    void        *extra)
+{
+  for (size_t i = 0; i < len; i += 16)
+    {
+      __mmask16 m = _mixprec_avx512_mask (len - i);
+
+      if (master_format == _MIXPREC_QMASTER_REMAINDER)
+        {
+          __m512i u = _mm512_maskz_loadu_epi32 (m, in + i);
+          __m512i lo = _mm512_and_si512 (u, I32 (0xFFFF));
+          __mmask16 up = _mm512_cmpge_epu32_mask (lo, I32 (0x8000));
+          __m512i hi = _mm512_srli_epi32 (u, 16);
+
+          hi = _mm512_mask_add_epi32 (hi, up, hi, I32 (1));
+          _mm256_mask_storeu_epi16 (working + i, m, _mm512_cvtepi32_epi16 (hi));
+          _mm256_mask_storeu_epi16 ((int16_t *) extra + i, m, _mm512_cvtepi32_epi16 (lo));
+        }
+      else
+        {
+          /* _mixprec_kahan_step(), sixteen at a time. */
+          guint16 *comp = (guint16 *) extra + i;
+          __m512 p0 = widen_bf16 (_mm512_cvtepu16_epi32 (_mm256_maskz_loadu_epi16 (m, working + i)));
+          __m512 c = widen_bf16 (_mm512_cvtepu16_epi32 (_mm256_maskz_loadu_epi16 (m, comp)));
+          __m512 u = _mm512_sub_ps (_mm512_maskz_loadu_ps (m, in + i), p0);
+          __m512 c1 = widen_bf16 (round_bf16 (_mm512_add_ps (c, u)));
+          __m512i p1 = round_bf16 (_mm512_add_ps (p0, c1));
+          __m512 d = widen_bf16 (round_bf16 (_mm512_sub_ps (p0, widen_bf16 (p1))));
+
+          _mm256_mask_storeu_epi16 (working + i, m, _mm512_cvtepi32_epi16 (p1));
+          _mm256_mask_storeu_epi16 (comp, m, _mm512_cvtepi32_epi16 (round_bf16 (_mm512_add_ps (c1, d))));
+        }
+    }
+}

@@ -116,16 +116,29 @@ float _mixprec_quant_encode_avx512 (unsigned format, int is_signed, const float 
                                     size_t len, void *base, size_t start);
 
 /* The remainder and Kahan masters over a tile: the FP32 parameters from
- * (working, extra) and back. */
-void  _mixprec_quant_master_load  (unsigned       master_format,
-                                   const guint16 *working,
-                                   const void    *extra,
-                                   size_t         len,
-                                   float         *out);
-void  _mixprec_quant_master_store (unsigned       master_format,
-                                   const float   *in,
-                                   size_t         len,
-                                   guint16       *working,
-                                   void          *extra);
+ * (working, extra) and back, at each level. */
+typedef void (*_MixprecQuantMasterLoad)  (unsigned       master_format,
+                                          const guint16 *working,
+                                          const void    *extra,
+                                          size_t         len,
+                                          float         *out);
+typedef void (*_MixprecQuantMasterStore) (unsigned       master_format,
+                                          const float   *in,
+                                          size_t         len,
+                                          guint16       *working,
+                                          void          *extra);
+
+void  _mixprec_quant_master_load         (unsigned master_format, const guint16 *working,
+                                          const void *extra, size_t len, float *out);
+void  _mixprec_quant_master_store        (unsigned master_format, const float *in, size_t len,
+                                          guint16 *working, void *extra);
+void  _mixprec_quant_master_load_avx2    (unsigned master_format, const guint16 *working,
+                                          const void *extra, size_t len, float *out);
+void  _mixprec_quant_master_store_avx2   (unsigned master_format, const float *in, size_t len,
+                                          guint16 *working, void *extra);
+void  _mixprec_quant_master_load_avx512  (unsigned master_format, const guint16 *working,
+                                          const void *extra, size_t len, float *out);
+void  _mixprec_quant_master_store_avx512 (unsigned master_format, const float *in, size_t len,
+                                          guint16 *working, void *extra);
 
 G_END_DECLS

@@ -77,6 +77,56 @@ search8 (const Search8 *r,
   return step_up (c, q, v, 1);
 }
 
+/* search8() on two vectors at once, interleaved level by level: each
+ * level waits on the one before, so two independent chains keep the
+ * permute and compare units busy. */
+static inline void
+search8x2 (const Search8 *r,
+           __m512         q0,
+           __m512         q1,
+           __m512i       *out0,
+           __m512i       *out1)
+{
+  __m512i c0 = _mm512_maskz_mov_epi32 (_mm512_cmp_ps_mask (q0, r->l0, _CMP_GE_OQ), I32 (128));
+  __m512i c1 = _mm512_maskz_mov_epi32 (_mm512_cmp_ps_mask (q1, r->l0, _CMP_GE_OQ), I32 (128));
+  __m512i j0, j1;
+
+#define LEVEL_1REG(shift, table, step) \
+  c0 = step_up (c0, q0, _mm512_permutexvar_ps (_mm512_srli_epi32 (c0, shift), table), step); \
+  c1 = step_up (c1, q1, _mm512_permutexvar_ps (_mm512_srli_epi32 (c1, shift), table), step)
+  LEVEL_1REG (7, r->l1, 64);
+  LEVEL_1REG (6, r->l2, 32);
+  LEVEL_1REG (5, r->l3, 16);
+  LEVEL_1REG (4, r->l4, 8);
+#undef LEVEL_1REG
+  c0 = step_up (c0, q0, _mm512_permutex2var_ps (r->l5[0], _mm512_srli_epi32 (c0, 3), r->l5[1]), 4);
+  c1 = step_up (c1, q1, _mm512_permutex2var_ps (r->l5[0], _mm512_srli_epi32 (c1, 3), r->l5[1]), 4);
+  j0 = _mm512_srli_epi32 (c0, 2);
+  j1 = _mm512_srli_epi32 (c1, 2);
+  c0 = step_up (c0, q0, _mm512_mask_blend_ps (_mm512_test_epi32_mask (j0, I32 (32)),
+                                              _mm512_permutex2var_ps (r->l6[0], j0, r->l6[1]),
+                                              _mm512_permutex2var_ps (r->l6[2], j0, r->l6[3])), 2);
+  c1 = step_up (c1, q1, _mm512_mask_blend_ps (_mm512_test_epi32_mask (j1, I32 (32)),
+                                              _mm512_permutex2var_ps (r->l6[0], j1, r->l6[1]),
+                                              _mm512_permutex2var_ps (r->l6[2], j1, r->l6[3])), 2);
+  j0 = _mm512_srli_epi32 (c0, 1);
+  j1 = _mm512_srli_epi32 (c1, 1);
+#define LEVEL_LAST(c, q, j) \
+  c = step_up (c, q, \
+               _mm512_mask_blend_ps (_mm512_test_epi32_mask (j, I32 (64)), \
+                                     _mm512_mask_blend_ps (_mm512_test_epi32_mask (j, I32 (32)), \
+                                                           _mm512_permutex2var_ps (r->l7[0], j, r->l7[1]), \
+                                                           _mm512_permutex2var_ps (r->l7[2], j, r->l7[3])), \
+                                     _mm512_mask_blend_ps (_mm512_test_epi32_mask (j, I32 (32)), \
+                                                           _mm512_permutex2var_ps (r->l7[4], j, r->l7[5]), \
+                                                           _mm512_permutex2var_ps (r->l7[6], j, r->l7[7]))), 1)
+  LEVEL_LAST (c0, q0, j0);
+  LEVEL_LAST (c1, q1, j1);
+#undef LEVEL_LAST
+  *out0 = c0;
+  *out1 = c1;
+}
+
 /* The same for int4: up[0 .. 15] in one register (up[0] is never read). */
 static inline __m512i
 search4 (__m512 up,
@@ -186,11 +236,24 @@ encode_loop (unsigned                  format,
   Search8 search;
   __m512 up4 = _mm512_setzero_ps ();
 
+  size_t i = 0;
+
   if (format == _MIXPREC_QFMT_INT8_DYNAMIC)
-    search8_load (&search, t);
+    {
+      search8_load (&search, t);
+      for (; i + 32 <= len; i += 32)
+        {
+          __m512i c0, c1;
+
+          search8x2 (&search, _mm512_div_ps (_mm512_loadu_ps (in + i), s),
+                     _mm512_div_ps (_mm512_loadu_ps (in + i + 16), s), &c0, &c1);
+          _mm_storeu_si128 ((__m128i *) ((uint8_t *) base + start + i), _mm512_cvtepi32_epi8 (c0));
+          _mm_storeu_si128 ((__m128i *) ((uint8_t *) base + start + i + 16), _mm512_cvtepi32_epi8 (c1));
+        }
+    }
   else if (format == _MIXPREC_QFMT_INT4_DYNAMIC)
     up4 = _mm512_load_ps (t->up);
-  for (size_t i = 0; i < len; i += 16)
+  for (; i < len; i += 16)
     {
       __mmask16 m = _mixprec_avx512_mask (len - i);
       __m512 q = _mm512_div_ps (_mm512_maskz_loadu_ps (m, in + i), s);

@@ -57,6 +57,17 @@ _mixprec_quant_decode_avx2 (unsigned    format,
   const __m256 s = _mm256_set1_ps (scale);
   size_t n8 = len - len % 8;
 
+  if (format == _MIXPREC_QFMT_INT8_DYNAMIC)
+    {
+      /* One load of the map per element beats a gather on cores that
+       * microcode gathers; the same single multiplication. */
+      const float *map = _mixprec_qmap (8, is_signed);
+      const uint8_t *b = (const uint8_t *) base + start;
+
+      for (size_t i = 0; i < len; i++)
+        out[i] = map[b[i]] * scale;
+      return;
+    }
   for (size_t i = 0; i < n8; i += 8)
     _mm256_storeu_ps (out + i, _mm256_mul_ps (load_scaled (format, is_signed, base, start + i), s));
   _mixprec_quant_decode_scalar (format, is_signed, base, start + n8, len - n8, scale, out + n8);

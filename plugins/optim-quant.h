@@ -9,7 +9,9 @@
  * code), so a code c is reached exactly from the smallest float up[c]
  * with code >= c. A table indexed by q's sign, exponent and top seven
  * mantissa bits gives the code at the bottom of q's bucket, and one
- * comparison with up[] the code of q. _mixprec_quant_tables_init()
+ * comparison with up[] the code of q (the scalar and AVX2 levels); or a
+ * binary search over up[] held in registers (AVX-512, where gathers are
+ * slow). _mixprec_quant_tables_init()
  * computes up[] from the reference rule by bisection over the floats,
  * builds the buckets and checks that no bucket spans two steps; the
  * tests compare the result with the reference at every step, on both

@@ -292,16 +292,25 @@ typedef struct {
   MixprecDType grad_dtype;
 } Staged;
 
+/* The working copy and the gradient are staged where they live (the
+ * device), the masters and state where those live (the host when
+ * offloaded). */
 static void
 staged_clear (MixprecEngine *self, Group *g, Staged *st)
 {
   g_clear_pointer (&st->straddles, g_array_unref);
-  g_clear_pointer (&st->working, g_free);
-  g_clear_pointer (&st->grad, g_free);
-  g_clear_pointer (&st->master, g_free);
-  g_clear_pointer (&st->extra, g_free);
+  _mixprec_device_free (g->device, st->working);
+  _mixprec_device_free (g->device, st->grad);
+  _mixprec_device_free (g->state_device, st->master);
+  _mixprec_device_free (g->state_device, st->extra);
+  st->working = st->grad = NULL;
+  st->master = NULL;
+  st->extra = NULL;
   for (guint k = 0; k < G_N_ELEMENTS (st->states); k++)
-    g_clear_pointer (&st->states[k], g_free);
+    {
+      _mixprec_device_free (g->state_device, st->states[k]);
+      st->states[k] = NULL;
+    }
 }
 
 /* The piece of @seg's buffers that starts at @o of the group's element
@@ -323,21 +332,23 @@ segment_piece (MixprecEngine *self, Group *g, const Unit *u, const Segment *seg,
   return p;
 }
 
-/* Copies one contiguous run between a buffer and a staged one. */
-static void
-staged_run (gpointer buffer, gpointer staged, gsize size, guint64 n, gboolean back)
+/* Copies one contiguous run between a buffer and a staged one, both in
+ * @device's memory. */
+static gboolean
+staged_run (_MixprecDevice *device, gpointer buffer, gpointer staged, gsize size, guint64 n,
+            gboolean back, GError **error)
 {
-  if (back)
-    memcpy (buffer, staged, n * size);
-  else
-    memcpy (staged, buffer, n * size);
+  return _mixprec_device_copy (device, back ? buffer : staged, back ? staged : buffer, n * size,
+                               MIXPREC_PLUGIN_COPY_DEVICE_TO_DEVICE, error);
 }
 
 /* Copies the elements [begin, end) of staged block @j between the group's
  * buffers and the staging buffers (@back: into the group's; the
- * gradients, which are not copied back, then zeroed when @zero_grad). */
-static void
-staged_copy (MixprecEngine *self, Group *g, Staged *st, guint j, gboolean back, gboolean zero_grad)
+ * gradients, which are not copied back, then zeroed when @zero_grad, only
+ * ever on the host). */
+static gboolean
+staged_copy (MixprecEngine *self, Group *g, Staged *st, guint j, gboolean back, gboolean zero_grad,
+             GError **error)
 {
   const Straddle *sd = &g_array_index (st->straddles, Straddle, j);
   guint n_slots = mixprec_feature_get_n_state_slots (self->optimizer);
@@ -351,35 +362,44 @@ staged_copy (MixprecEngine *self, Group *g, Staged *st, guint j, gboolean back, 
 
       if (a >= b)
         continue;
-      staged_run (_mixprec_engine_at (seg->working, g->dtypes.working, a - seg->working_base),
-                  _mixprec_engine_at (st->working, g->dtypes.working, at + (a - sd->begin)), wsize, b - a, back);
+      if (!staged_run (g->device, _mixprec_engine_at (seg->working, g->dtypes.working, a - seg->working_base),
+                       _mixprec_engine_at (st->working, g->dtypes.working, at + (a - sd->begin)), wsize, b - a,
+                       back, error))
+        return FALSE;
       if (g->accum == NULL)
         {
           gpointer mine = _mixprec_engine_at (seg->grad, g->dtypes.grad, a - seg->offset);
 
-          if (!back)
-            staged_run (mine, _mixprec_engine_at (st->grad, g->dtypes.grad, at + (a - sd->begin)),
-                        mixprec_dtype_get_size (g->dtypes.grad), b - a, FALSE);
-          else if (zero_grad)
+          if (!back &&
+              !staged_run (g->device, mine, _mixprec_engine_at (st->grad, g->dtypes.grad, at + (a - sd->begin)),
+                           mixprec_dtype_get_size (g->dtypes.grad), b - a, FALSE, error))
+            return FALSE;
+          if (back && zero_grad)
             memset (mine, 0, (b - a) * mixprec_dtype_get_size (g->dtypes.grad));
         }
     }
-  if (g->accum != NULL && !back)
-    staged_run (_mixprec_engine_at (g->accum, g->dtypes.accum, sd->begin),
-                _mixprec_engine_at (st->grad, g->dtypes.accum, at), mixprec_dtype_get_size (g->dtypes.accum),
-                n, FALSE);
-  if (st->master != NULL)
-    staged_run (g->master + sd->begin, st->master + at, sizeof (gfloat), n, back);
-  if (st->extra != NULL)
-    staged_run ((guint16 *) g->master_extra + sd->begin, st->extra + at, sizeof (guint16), n, back);
+  if (g->accum != NULL && !back &&
+      !staged_run (g->device, _mixprec_engine_at (g->accum, g->dtypes.accum, sd->begin),
+                   _mixprec_engine_at (st->grad, g->dtypes.accum, at), mixprec_dtype_get_size (g->dtypes.accum),
+                   n, FALSE, error))
+    return FALSE;
+  if (st->master != NULL &&
+      !staged_run (g->state_device, g->master + sd->begin, st->master + at, sizeof (gfloat), n, back, error))
+    return FALSE;
+  if (st->extra != NULL &&
+      !staged_run (g->state_device, (guint16 *) g->master_extra + sd->begin, st->extra + at,
+                   sizeof (guint16), n, back, error))
+    return FALSE;
   for (guint k = 0; k < n_slots; k++)
     if (st->states[k] != NULL)
       {
         MixprecDType d = _mixprec_engine_format_dtype (self->repr.slots[k]);
 
-        staged_run (_mixprec_engine_at (g->states[k], d, sd->begin),
-                    _mixprec_engine_at (st->states[k], d, at), mixprec_dtype_get_size (d), n, back);
+        if (!staged_run (g->state_device, _mixprec_engine_at (g->states[k], d, sd->begin),
+                         _mixprec_engine_at (st->states[k], d, at), mixprec_dtype_get_size (d), n, back, error))
+          return FALSE;
       }
+  return TRUE;
 }
 
 static void
@@ -445,33 +465,30 @@ pieces_one_process_blocks (MixprecEngine *self, Group *g, Staged *st, GError **e
     }
   if (st->straddles->len == 0)
     return pieces;
-  /* Staging copies with the CPU. */
-  if (!_mixprec_device_memory_is_host (g->device) || self->offload)
-    {
-      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_PARAM,
-                   "mixprec.optimizer_states: a block of %" G_GUINT64_FORMAT " elements spans two "
-                   "parameters or ends an INT4 unit of odd length; stepping it needs the buffers in "
-                   "host memory, not on device %s%s", bs,
-                   g->device != NULL ? _mixprec_device_get_name (g->device) : "cpu",
-                   self->offload ? " with the optimizer offloaded" : "");
-      g_array_unref (pieces);
-      return NULL;
-    }
 
   /* Small buffers for the staged blocks, one block each; zeroed, so an
    * INT4 block's added element is a zero. */
   st->stride = bs;
   st->grad_dtype = g->accum != NULL ? g->dtypes.accum : g->dtypes.grad;
-  st->working = g_malloc0 (st->straddles->len * bs * mixprec_dtype_get_size (g->dtypes.working));
-  st->grad = g_malloc0 (st->straddles->len * bs * mixprec_dtype_get_size (st->grad_dtype));
-  if (g->master != NULL)
-    st->master = g_new0 (gfloat, st->straddles->len * bs);
-  if (g->master_extra != NULL)
-    st->extra = g_new0 (guint16, st->straddles->len * bs);
+  if ((st->working = _mixprec_device_alloc (g->device, st->straddles->len * bs *
+                                            mixprec_dtype_get_size (g->dtypes.working),
+                                            "staged blocks", error)) == NULL ||
+      (st->grad = _mixprec_device_alloc (g->device, st->straddles->len * bs *
+                                         mixprec_dtype_get_size (st->grad_dtype),
+                                         "staged blocks", error)) == NULL ||
+      (g->master != NULL &&
+       (st->master = _mixprec_device_alloc (g->state_device, st->straddles->len * bs * sizeof (gfloat),
+                                            "staged blocks", error)) == NULL) ||
+      (g->master_extra != NULL &&
+       (st->extra = _mixprec_device_alloc (g->state_device, st->straddles->len * bs * sizeof (guint16),
+                                           "staged blocks", error)) == NULL))
+    goto fail;
   for (guint k = 0; k < n_slots; k++)
-    if (!_mixprec_engine_format_is_scaled (self->repr.slots[k]))
-      st->states[k] = g_malloc0 (st->straddles->len * bs *
-                                 mixprec_dtype_get_size (_mixprec_engine_format_dtype (self->repr.slots[k])));
+    if (!_mixprec_engine_format_is_scaled (self->repr.slots[k]) &&
+        (st->states[k] = _mixprec_device_alloc (g->state_device, st->straddles->len * bs *
+                                                mixprec_dtype_get_size (_mixprec_engine_format_dtype (self->repr.slots[k])),
+                                                "staged blocks", error)) == NULL)
+      goto fail;
   for (guint j = 0; j < st->straddles->len; j++)
     {
       const Straddle *sd = &g_array_index (st->straddles, Straddle, j);
@@ -483,7 +500,8 @@ pieces_one_process_blocks (MixprecEngine *self, Group *g, Staged *st, GError **e
       for (guint k = 0; k < g->units->len; k++)
         if (g_array_index (g->units, Unit, k).flat <= sd->begin)
           u = &g_array_index (g->units, Unit, k);
-      staged_copy (self, g, st, j, FALSE, FALSE);
+      if (!staged_copy (self, g, st, j, FALSE, FALSE, error))
+        goto fail;
       p.first_index = u->index + (sd->begin - u->flat);
       p.n = sd->end - sd->begin;
       if (int4)
@@ -505,6 +523,10 @@ pieces_one_process_blocks (MixprecEngine *self, Group *g, Staged *st, GError **e
       g_array_append_val (pieces, p);
     }
   return pieces;
+
+fail:
+  g_array_unref (pieces);
+  return NULL;
 }
 
 /* After the pass: the staged blocks back in the group's buffers. */
@@ -512,8 +534,8 @@ static gboolean
 staged_finish (MixprecEngine *self, Group *g, Staged *st, gboolean zero_grad, GError **error)
 {
   for (guint j = 0; st->straddles != NULL && j < st->straddles->len; j++)
-    staged_copy (self, g, st, j, TRUE, zero_grad);
-  (void) error;
+    if (!staged_copy (self, g, st, j, TRUE, zero_grad, error))
+      return FALSE;
   return TRUE;
 }
 

@@ -1118,7 +1118,9 @@ test_optimizer_default_stream (void)
  * numeric-optim.h: each element decoded, updated and its parameter
  * written in order, then each block's absmax, scale and codes. The cuda
  * kernel must give its bits whether run on the host (the blocked kernel's
- * phases, group by group) or on the GPU. */
+ * phases, group by group) or on the GPU (the registered feature's
+ * step()), and so must the cpu feature wherever it speaks the formats
+ * (_mixprec_feature_optimizer_step_v3 on host memory). */
 
 typedef struct {
   gint master_format;    /* a MixprecPluginMasterFormat */
@@ -1304,8 +1306,8 @@ fmt_reference (const FmtOptimizer             *opt,
     }
 }
 
-/* The cuda kernel on @device (NULL: its phases on the host) over the same
- * call, through the plugin's own argument code. */
+/* The cuda kernel on @device (NULL: its phases on the host, from the
+ * launch the plugin's own argument code makes) over the same call. */
 static void
 fmt_kernel (_MixprecDevice               *device,
             const FmtOptimizer           *opt,
@@ -1331,10 +1333,15 @@ fmt_kernel (_MixprecDevice               *device,
     test_cuda_host_optim_step (&launch, 8);
   else
     {
-      const char *call = "";
+      /* On the GPU: the registered feature's own step(). */
+      g_autoptr(MixprecFeature) gpu = find (MIXPREC_FEATURE_KIND_OPTIMIZER, opt->name, "cuda");
+      MixprecOptimizerStepV3 args = *a;
+      g_autoptr(GError) error = NULL;
 
-      g_assert_cmpint (_mixprec_cuda_optim_step (&launch, _mixprec_device_get_stream (device), &call), ==,
-                       cudaSuccess);
+      args.v2.base.device_stream = _mixprec_device_get_stream (device);
+      g_assert_true (_mixprec_feature_optimizer_step_v3 (gpu, &args, a->v2.base.hparams, master, grad, states,
+                                                         working, n, &error));
+      g_assert_no_error (error);
     }
 }
 
@@ -1345,6 +1352,109 @@ typedef struct {
   gpointer states[2];
   gfloat *scales[2];
 } FmtBuffers;
+
+/* Every buffer of @side (in @device's memory; NULL: the host's) against
+ * the reference's, bit for bit. */
+static void
+fmt_compare (_MixprecDevice                 *device,
+             const gchar                    *what,
+             const gchar                    *who,
+             const FmtBuffers               *ref,
+             const FmtBuffers               *side,
+             const FmtLayout                *lay,
+             guint                           n_states,
+             const MixprecPluginStateFormat *pair,
+             gsize                           n,
+             gsize                           n_blocks)
+{
+  g_autofree guint8 *check = g_malloc (4 * n + 4 * n_blocks);
+  g_autofree gchar *label = g_strdup_printf ("%s (%s)", what, who);
+
+  if (lay->master)
+    {
+      download (device, check, side->master, 4 * n);
+      assert_same (label, MIXPREC_DTYPE_FLOAT32, ref->master, check, n, FALSE);
+    }
+  if (lay->working >= 0)
+    {
+      download (device, check, side->working, dsize (lay->working) * n);
+      assert_same (label, lay->working, ref->working, check, n, FALSE);
+    }
+  if (lay->master_format != MIXPREC_PLUGIN_MASTER_FLOAT32)
+    {
+      download (device, check, side->extra, 2 * n);
+      if (memcmp (check, ref->extra, 2 * n) != 0)
+        g_error ("%s: the master's second half differs", label);
+    }
+  for (guint k = 0; k < n_states; k++)
+    {
+      gsize bytes = _mixprec_state_bytes (pair[k], n);
+
+      download (device, check, side->states[k], bytes);
+      for (gsize i = 0; i < bytes; i++)
+        if (check[i] != ((const guint8 *) ref->states[k])[i])
+          g_error ("%s: state slot %u differs at byte %" G_GSIZE_FORMAT ": reference 0x%02x, got 0x%02x",
+                   label, k, i, ((const guint8 *) ref->states[k])[i], check[i]);
+      if (fmt_blocked (pair[k]))
+        {
+          download (device, check, side->scales[k], 4 * n_blocks);
+          assert_same (label, MIXPREC_DTYPE_FLOAT32, ref->scales[k], check, n_blocks, FALSE);
+        }
+    }
+}
+
+/* A copy of @ref's buffers in @device's memory (NULL: the host's). */
+static void
+fmt_upload (_MixprecDevice   *device,
+            const FmtBuffers *ref,
+            FmtBuffers       *side,
+            guint             n_states,
+            gsize             n,
+            gsize             n_blocks)
+{
+  side->master = upload (device, ref->master, 4 * n);
+  side->working = upload (device, ref->working, 4 * n);
+  side->extra = upload (device, ref->extra, 2 * n);
+  for (guint k = 0; k < n_states; k++)
+    {
+      side->states[k] = upload (device, ref->states[k], 4 * n);
+      side->scales[k] = upload (device, ref->scales[k], 4 * n_blocks);
+    }
+}
+
+static void
+fmt_free (_MixprecDevice *device,
+          FmtBuffers     *side,
+          guint           n_states)
+{
+  for (guint k = 0; k < n_states; k++)
+    {
+      _mixprec_device_free (device, side->states[k]);
+      _mixprec_device_free (device, side->scales[k]);
+    }
+  _mixprec_device_free (device, side->master);
+  _mixprec_device_free (device, side->working);
+  _mixprec_device_free (device, side->extra);
+}
+
+/* Whether the cpu feature speaks @pair and @master (once the cpu plugins
+ * register revision 3; until then the reference stands alone). */
+static gboolean
+cpu_speaks (MixprecFeature                 *cpu,
+            guint                           n_states,
+            const MixprecPluginStateFormat *pair,
+            gint                            master)
+{
+  if ((mixprec_feature_get_master_format_mask (cpu) & (1u << master)) == 0)
+    return FALSE;
+  for (guint k = 0; k < n_states; k++)
+    if ((mixprec_feature_get_state_format_mask (cpu) & (1u << pair[k])) == 0)
+      return FALSE;
+  return TRUE;
+}
+
+/* How many cases the cpu feature joined, for the log. */
+static guint fmt_cpu_cases, fmt_cases_run;
 
 static void
 run_formats_case (_MixprecDevice                 *device,
@@ -1361,10 +1471,10 @@ run_formats_case (_MixprecDevice                 *device,
   const gdouble *defaults = _mixprec_feature_get_hparam_defaults (cpu, &n_hparams);
   g_autofree gdouble *hparams = g_memdup2 (defaults, n_hparams * sizeof (gdouble));
   gboolean any_blocked = FALSE;
-  gsize n_blocks = n / block_size + 1, wsize = lay->working >= 0 ? dsize (lay->working) : 4;
-  FmtBuffers ref = { 0 }, dev = { 0 };
+  gsize n_blocks = n / block_size + 1;
+  FmtBuffers ref = { 0 }, dev = { 0 }, host = { 0 };
   g_autofree gfloat *f = g_new (gfloat, n);
-  g_autofree guint8 *check = g_malloc (4 * n + 16);
+  gboolean with_cpu;
 
   for (guint h = 0; h < n_hparams && h < G_N_ELEMENTS (oc->hparams); h++)
     if (!isnan (oc->hparams[h]))
@@ -1415,14 +1525,12 @@ run_formats_case (_MixprecDevice                 *device,
         }
     }
   ref.grad = g_malloc (4 * n);
-  dev.master = upload (device, ref.master, 4 * n);
-  dev.working = upload (device, ref.working, 4 * n);
-  dev.extra = upload (device, ref.extra, 2 * n);
-  for (guint k = 0; k < opt.n_states; k++)
-    {
-      dev.states[k] = upload (device, ref.states[k], 4 * n);
-      dev.scales[k] = upload (device, ref.scales[k], 4 * n_blocks);
-    }
+  fmt_upload (device, &ref, &dev, opt.n_states, n, n_blocks);
+  with_cpu = cpu_speaks (cpu, opt.n_states, pair, lay->master_format);
+  fmt_cpu_cases += with_cpu;
+  fmt_cases_run++;
+  if (with_cpu)
+    fmt_upload (NULL, &ref, &host, opt.n_states, n, n_blocks);
 
   for (guint64 step = 1; step <= 2; step++)
     {
@@ -1475,50 +1583,34 @@ run_formats_case (_MixprecDevice                 *device,
       fmt_kernel (device, &opt, &a, lay->master ? dev.master : NULL, dev.grad, dev.states,
                   lay->working >= 0 ? dev.working : NULL, n);
 
-      if (lay->master)
+      fmt_compare (device, what, device != NULL ? "cuda" : "cuda kernel on the host", &ref, &dev, lay,
+                   opt.n_states, pair, n, n_blocks);
+      if (with_cpu)
         {
-          download (device, check, dev.master, 4 * n);
-          assert_same (what, MIXPREC_DTYPE_FLOAT32, ref.master, check, n, FALSE);
-        }
-      if (lay->working >= 0)
-        {
-          download (device, check, dev.working, wsize * n);
-          assert_same (what, lay->working, ref.working, check, n, FALSE);
-        }
-      if (lay->master_format != MIXPREC_PLUGIN_MASTER_FLOAT32)
-        {
-          download (device, check, dev.extra, 2 * n);
-          if (memcmp (check, ref.extra, 2 * n) != 0)
-            g_error ("%s: the master's second half differs", what);
-        }
-      for (guint k = 0; k < opt.n_states; k++)
-        {
-          gsize bytes = _mixprec_state_bytes (pair[k], n);
+          gfloat *cpu_scales[2] = { NULL, NULL };
+          g_autoptr(GError) error = NULL;
 
-          download (device, check, dev.states[k], bytes);
-          for (gsize i = 0; i < bytes; i++)
-            if (check[i] != ((guint8 *) ref.states[k])[i])
-              g_error ("%s: state slot %u differs at byte %" G_GSIZE_FORMAT ": reference 0x%02x, "
-                       "cuda 0x%02x", what, k, i, ((guint8 *) ref.states[k])[i], check[i]);
-          if (fmt_blocked (pair[k]))
-            {
-              download (device, check, dev.scales[k], 4 * n_blocks);
-              assert_same (what, MIXPREC_DTYPE_FLOAT32, ref.scales[k], check, n_blocks, FALSE);
-            }
+          for (guint k = 0; k < opt.n_states; k++)
+            cpu_scales[k] = fmt_blocked (pair[k]) ? host.scales[k] : NULL;
+          a.state_scales = cpu_scales;
+          a.master_extra = lay->master_format != MIXPREC_PLUGIN_MASTER_FLOAT32 ? host.extra : NULL;
+          g_assert_true (_mixprec_feature_optimizer_step_v3 (cpu, &a, hparams, lay->master ? host.master : NULL,
+                                                             ref.grad, host.states,
+                                                             lay->working >= 0 ? host.working : NULL, n, &error));
+          g_assert_no_error (error);
+          fmt_compare (NULL, what, "cpu feature", &ref, &host, lay, opt.n_states, pair, n, n_blocks);
         }
       _mixprec_device_free (device, dev.grad);
     }
 
+  fmt_free (device, &dev, opt.n_states);
+  if (with_cpu)
+    fmt_free (NULL, &host, opt.n_states);
   for (guint k = 0; k < opt.n_states; k++)
     {
-      _mixprec_device_free (device, dev.states[k]);
-      _mixprec_device_free (device, dev.scales[k]);
       g_free (ref.states[k]);
       g_free (ref.scales[k]);
     }
-  _mixprec_device_free (device, dev.master);
-  _mixprec_device_free (device, dev.working);
-  _mixprec_device_free (device, dev.extra);
   g_free (ref.master);
   g_free (ref.working);
   g_free (ref.extra);
@@ -1530,6 +1622,8 @@ run_formats (_MixprecDevice *device)
 {
   static const guint block_sizes[] = { 32, 64, 128, 256, 512, 1024, 2048, 4096 };
   g_autoptr(GRand) rand = g_rand_new_with_seed (2026);
+
+  fmt_cpu_cases = fmt_cases_run = 0;
 
   /* Every optimizer, master layout and slot format pair at 128 and 4096,
    * with a short odd last block. */
@@ -1552,6 +1646,8 @@ run_formats (_MixprecDevice *device)
         run_formats_case (device, &fmt_cases[0], &fmt_layouts[(s + 1) % G_N_ELEMENTS (fmt_layouts)],
                           fmt_pairs[p], bs, 2 * bs + bs / 2 + 2, rand);
       }
+  g_test_message ("%u cases, %u of them also on the cpu feature (the formats it speaks)", fmt_cases_run,
+                  fmt_cpu_cases);
 }
 
 static void

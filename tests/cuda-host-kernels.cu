@@ -159,20 +159,25 @@ struct QHostRun {
     uint32_t (*amax)[MIXPREC_CUDA_OPTIM_MAX_STATES] =
       (uint32_t (*)[MIXPREC_CUDA_OPTIM_MAX_STATES]) calloc (q.lanes, sizeof *amax);
 
+    QMaps m = { { NULL, NULL } };
+
     (void) n_threads;
+    /* The host's copies of the maps, where the kernel has shared ones. */
+    for (int k = 0; k < Op::n_states; k++)
+      m.map[k] = q_slot_map (*L, k);
     for (size_t g = 0; g < n_chunks; g++)
       {
-        uint32_t m[MIXPREC_CUDA_OPTIM_MAX_STATES] = { 0, 0 };
+        uint32_t mx[MIXPREC_CUDA_OPTIM_MAX_STATES] = { 0, 0 };
 
         for (unsigned lane = 0; lane < q.lanes; lane++)
-          q_phase1<Op> (*L, q, g, lane, stash, amax[lane]);
+          q_phase1<Op> (*L, q, m, g, lane, stash, amax[lane]);
         if (!q.scaled)
           continue;
         for (unsigned lane = 0; lane < q.lanes; lane++)
           for (int k = 0; k < MIXPREC_CUDA_OPTIM_MAX_STATES; k++)
-            m[k] = amax[lane][k] > m[k] ? amax[lane][k] : m[k];
+            mx[k] = amax[lane][k] > mx[k] ? amax[lane][k] : mx[k];
         for (unsigned lane = 0; lane < q.lanes; lane++)
-          q_phase2<Op> (*L, q, g, lane, stash, m);
+          q_phase2<Op> (*L, q, m, g, lane, stash, mx);
       }
     free (stash);
     free (amax);

@@ -68,16 +68,67 @@ q_is_scaled (int format)
 
 /* ------------------------------------------------------------ state slots */
 
+/* The quantization maps of the int slots, where the threads read them.
+ * numeric-quant.h keeps them in __constant__ memory, which serves a warp
+ * at full speed only when every thread reads the same address; a binary
+ * search reads a different one per thread, so the kernel copies the maps
+ * it needs into shared memory first and codes with them, through the
+ * same numeric-quant.h functions as _mixprec_state_encode1() and
+ * _mixprec_state_decode1(). NULL for the other formats. */
+struct QMaps {
+  const float *map[MIXPREC_CUDA_OPTIM_MAX_STATES];
+};
+
+/* Slot k's map in numeric-quant.h (constant memory on the device). */
+MP_HD const float *
+q_slot_map (const MixprecCudaOptimLaunch &L, int k)
+{
+  int sgn = (L.state_signed >> k) & 1;
+
+  switch ((unsigned) L.state_formats[k])
+    {
+    case _MIXPREC_QFMT_INT8_DYNAMIC: return _mixprec_qmap (8, sgn);
+    case _MIXPREC_QFMT_INT4_DYNAMIC: return _mixprec_qmap (4, sgn);
+    default: return NULL;
+    }
+}
+
+MP_HD unsigned
+q_map_size (unsigned format)
+{
+  return format == _MIXPREC_QFMT_INT8_DYNAMIC ? 256 : format == _MIXPREC_QFMT_INT4_DYNAMIC ? 16 : 0;
+}
+
+/* _mixprec_state_decode1() with the int formats' map at @map. */
+MP_HD float
+q_decode (unsigned f, int sgn, uint32_t code, float scale, const float *map)
+{
+  if (map != NULL)
+    return _mixprec_num_mul (map[code], scale);
+  return _mixprec_state_decode1 (f, sgn, code, scale);
+}
+
+/* _mixprec_state_encode1() with the int formats' map at @map. */
+MP_HD uint32_t
+q_encode (unsigned f, int sgn, float x, float scale, const float *map)
+{
+  if (map == NULL)
+    return _mixprec_state_encode1 (f, sgn, x, scale);
+  if (f == _MIXPREC_QFMT_INT8_DYNAMIC)
+    return _mixprec_quant_code8 (_mixprec_num_div (x, scale), map);
+  return _mixprec_quant_code4 (_mixprec_num_div (x, scale), map);
+}
+
 /* Slot k of element i (of the call) as FP32; @scale is its block's. */
 MP_HD float
-q_state_load (const MixprecCudaOptimLaunch &L, int k, size_t i, float scale)
+q_state_load (const MixprecCudaOptimLaunch &L, const QMaps &m, int k, size_t i, float scale)
 {
   unsigned f = (unsigned) L.state_formats[k];
 
   if (f == _MIXPREC_QFMT_FLOAT32)
     return ((const float *) L.states[k])[i];
-  return _mixprec_state_decode1 (f, (L.state_signed >> k) & 1, _mixprec_state_load_code (f, L.states[k], i),
-                                 scale);
+  return q_decode (f, (L.state_signed >> k) & 1, _mixprec_state_load_code (f, L.states[k], i), scale,
+                   m.map[k]);
 }
 
 /* An unscaled slot written as revision 2 writes it: float32 as is,
@@ -175,15 +226,15 @@ q_param_store (const MixprecCudaOptimLaunch &L, size_t i, float p)
 
 template <class Op>
 MP_HD void
-q_element (const MixprecCudaOptimLaunch &L, const QGeom &q, size_t g, unsigned e, const float *scales,
-           float *stash, uint32_t *amax)
+q_element (const MixprecCudaOptimLaunch &L, const QGeom &q, const QMaps &m, size_t g, unsigned e,
+           const float *scales, float *stash, uint32_t *amax)
 {
   size_t i = g * q.chunk + e;
   float s[Op::n_states];
   float p;
 
   for (int k = 0; k < Op::n_states; k++)
-    s[k] = Op::reads ? q_state_load (L, k, i, scales[k]) : 0.0f;
+    s[k] = Op::reads ? q_state_load (L, m, k, i, scales[k]) : 0.0f;
   p = Op::update (L.consts, q_param_load (L, i), q_grad (L, i), s);
   q_param_store (L, i, p);
   if constexpr (Op::writes)
@@ -211,8 +262,8 @@ q_chunk_len (const MixprecCudaOptimLaunch &L, const QGeom &q, size_t g)
  * @amax. */
 template <class Op>
 MP_HD void
-q_phase1 (const MixprecCudaOptimLaunch &L, const QGeom &q, size_t g, unsigned lane, float *stash,
-          uint32_t *amax)
+q_phase1 (const MixprecCudaOptimLaunch &L, const QGeom &q, const QMaps &m, size_t g, unsigned lane,
+          float *stash, uint32_t *amax)
 {
   float scales[MIXPREC_CUDA_OPTIM_MAX_STATES];
   unsigned len = q_chunk_len (L, q, g);
@@ -224,9 +275,9 @@ q_phase1 (const MixprecCudaOptimLaunch &L, const QGeom &q, size_t g, unsigned la
     }
   for (unsigned pair = lane; 2 * pair < len; pair += q.lanes)
     {
-      q_element<Op> (L, q, g, 2 * pair, scales, stash, amax);
+      q_element<Op> (L, q, m, g, 2 * pair, scales, stash, amax);
       if (2 * pair + 1 < len)
-        q_element<Op> (L, q, g, 2 * pair + 1, scales, stash, amax);
+        q_element<Op> (L, q, m, g, 2 * pair + 1, scales, stash, amax);
     }
 }
 
@@ -236,8 +287,8 @@ q_phase1 (const MixprecCudaOptimLaunch &L, const QGeom &q, size_t g, unsigned la
  * nibble, as numeric-quant.h stores it. */
 template <class Op>
 MP_HD void
-q_phase2 (const MixprecCudaOptimLaunch &L, const QGeom &q, size_t g, unsigned lane, const float *stash,
-          const uint32_t *amax)
+q_phase2 (const MixprecCudaOptimLaunch &L, const QGeom &q, const QMaps &m, size_t g, unsigned lane,
+          const float *stash, const uint32_t *amax)
 {
   size_t first = g * q.chunk;
   unsigned len = q_chunk_len (L, q, g);
@@ -257,18 +308,18 @@ q_phase2 (const MixprecCudaOptimLaunch &L, const QGeom &q, size_t g, unsigned la
       for (unsigned pair = lane; 2 * pair < len; pair += q.lanes)
         {
           unsigned e = 2 * pair;
-          uint32_t lo = _mixprec_state_encode1 (f, sgn, v[e], scale);
+          uint32_t lo = q_encode (f, sgn, v[e], scale, m.map[k]);
 
           if (e + 1 >= len)
             _mixprec_state_store_code (f, L.states[k], first + e, lo);
           else if (f == _MIXPREC_QFMT_INT4_DYNAMIC)
             ((uint8_t *) L.states[k])[(first + e) / 2] =
-              (uint8_t) (lo | _mixprec_state_encode1 (f, sgn, v[e + 1], scale) << 4);
+              (uint8_t) (lo | q_encode (f, sgn, v[e + 1], scale, m.map[k]) << 4);
           else
             {
               _mixprec_state_store_code (f, L.states[k], first + e, lo);
               _mixprec_state_store_code (f, L.states[k], first + e + 1,
-                                         _mixprec_state_encode1 (f, sgn, v[e + 1], scale));
+                                         q_encode (f, sgn, v[e + 1], scale, m.map[k]));
             }
         }
     }
@@ -283,13 +334,30 @@ q_kernel (const MixprecCudaOptimLaunch L, QGeom q, size_t n_chunks)
 {
   extern __shared__ float q_stash[];
   __shared__ uint32_t q_red[MIXPREC_CUDA_OPTIM_MAX_STATES][Q_THREADS];
+  __shared__ float q_map_mem[MIXPREC_CUDA_OPTIM_MAX_STATES][256];
   unsigned group = threadIdx.x / q.lanes, lane = threadIdx.x % q.lanes;
   size_t g = (size_t) blockIdx.x * q.groups + group;
   float *stash = q_stash + (size_t) group * MIXPREC_CUDA_OPTIM_MAX_STATES * q.chunk;
   uint32_t amax[MIXPREC_CUDA_OPTIM_MAX_STATES] = { 0, 0 };
+  QMaps m = { { NULL, NULL } };
+  bool any_map = false;
 
+  for (int k = 0; k < Op::n_states; k++)
+    {
+      const float *map = q_slot_map (L, k);
+      unsigned size = q_map_size ((unsigned) L.state_formats[k]);
+
+      if (map == NULL)
+        continue;
+      for (unsigned j = threadIdx.x; j < size; j += blockDim.x)
+        q_map_mem[k][j] = map[j];
+      m.map[k] = q_map_mem[k];
+      any_map = true;
+    }
+  if (any_map)           /* the same for every thread of the block */
+    __syncthreads ();
   if (g < n_chunks)
-    q_phase1<Op> (L, q, g, lane, stash, amax);
+    q_phase1<Op> (L, q, m, g, lane, stash, amax);
   if (!q.scaled)
     return;
   /* The group's maxima: a tree over its lanes, every thread of the CUDA
@@ -307,7 +375,7 @@ q_kernel (const MixprecCudaOptimLaunch L, QGeom q, size_t n_chunks)
   for (int k = 0; k < MIXPREC_CUDA_OPTIM_MAX_STATES; k++)
     amax[k] = q_red[k][group * q.lanes];
   if (g < n_chunks)
-    q_phase2<Op> (L, q, g, lane, stash, amax);
+    q_phase2<Op> (L, q, m, g, lane, stash, amax);
 }
 
 /* Run<Op>::run (L, a...) for the update of @L. */

@@ -1,9 +1,10 @@
 /* cuda-host-kernels.cu — the element bodies of the cuda plugin's kernels
- * (plugins/device-cuda/cuda-dtype.cuh and cuda-optim-kernel.cuh, built on
- * libmixprec/numeric/) compiled by nvcc with the plugin's flags and run on
- * the host, no GPU needed. Only the grid is the test's: the optimizer's
- * threads run one after the other, through the plugin's own dispatch and
- * per-thread code. */
+ * (plugins/device-cuda/cuda-dtype.cuh, cuda-optim-kernel.cuh and
+ * cuda-optim-quant.cuh, built on libmixprec/numeric/) compiled by nvcc with
+ * the plugin's flags and run on the host, no GPU needed. Only the grid is
+ * the test's: the optimizer's threads run one after the other, through the
+ * plugin's own dispatch and per-thread code (the blocked kernel's phase by
+ * phase, its barriers being the order of the loops). */
 #include <stdlib.h>
 #include <string.h>
 

@@ -7,8 +7,9 @@
  *
  * GPU tests skip with the probe's reason when there is no usable device.
  * The /device-cuda/host/ tests run everywhere: the same comparisons with
- * the kernels' element code (cuda-dtype.cuh, cuda-optim-kernel.cuh, on
- * libmixprec/numeric/) compiled by nvcc and run on the CPU
+ * the kernels' element code (cuda-dtype.cuh, cuda-optim-kernel.cuh,
+ * cuda-optim-quant.cuh, on libmixprec/numeric/) compiled by nvcc and run
+ * on the CPU
  * (cuda-host-kernels.cu), the optimizer's launch made by the plugin's own
  * argument code (cuda-optim-args.c). */
 #include "config.h"

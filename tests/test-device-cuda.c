@@ -331,6 +331,42 @@ test_optimizer_bad_arguments (void)
                                                       &error));
       g_assert_no_error (error);
 
+      /* Revision 3's arguments: a block size that is no power of two in
+       * 32 .. 4096, a scaled slot without scales, a remainder master
+       * beside a float32 one. None reaches the device. */
+      {
+        MixprecPluginStateFormat formats[2] = { MIXPREC_PLUGIN_STATE_INT8_DYNAMIC,
+                                                MIXPREC_PLUGIN_STATE_INT8_DYNAMIC };
+        gfloat sc0[1] = { 1 }, sc1[1] = { 1 };
+        gfloat *scales[2] = { sc0, sc1 };
+        guint16 extra[8] = { 0 };
+        MixprecOptimizerStepV3 v3 = { 0 };
+
+        v3.v2.base = args;
+        v3.v2.base.working_dtype = MIXPREC_PLUGIN_DTYPE_FLOAT32;
+        v3.state_formats = formats;
+        v3.state_scales = scales;
+        v3.block_size = 48;
+        g_assert_false (_mixprec_feature_optimizer_step_v3 (gpu, &v3, NULL, master, grad,
+                                                            (gpointer const *) states, NULL, 8, &error));
+        g_assert_nonnull (strstr (error->message, "power of two from 32 to 4096, got 48"));
+        g_clear_error (&error);
+        v3.block_size = 32;
+        scales[0] = NULL;
+        g_assert_false (_mixprec_feature_optimizer_step_v3 (gpu, &v3, NULL, master, grad,
+                                                            (gpointer const *) states, NULL, 8, &error));
+        g_assert_nonnull (strstr (error->message, "its scales are NULL"));
+        g_clear_error (&error);
+        scales[0] = sc0;
+        v3.master_format = MIXPREC_PLUGIN_MASTER_REMAINDER;
+        v3.master_extra = extra;
+        v3.v2.base.working_dtype = MIXPREC_PLUGIN_DTYPE_BFLOAT16;
+        g_assert_false (_mixprec_feature_optimizer_step_v3 (gpu, &v3, NULL, master, grad,
+                                                            (gpointer const *) states, extra, 8, &error));
+        g_assert_nonnull (strstr (error->message, "remainder masters take a bfloat16 working copy"));
+        g_clear_error (&error);
+      }
+
       /* The vtable straight: a status and a sentence in errbuf. (The V1
        * form of a revision 2 or 3 registration has no step of its own:
        * the library's calls above reached it.) */

@@ -27,20 +27,20 @@ typedef int (*MixprecCudaOptimPrepare) (const MixprecOptimizerStepV1 *args,
 
 /* A revision 1 or 2 call as the revision 3 call that means the same:
  * every slot in the format of its dtype (FLOAT32 for a V1 call), no
- * scales, a FLOAT32 master. @args_v2 is NULL for a V1 call; @out's
- * state_formats point into @formats. */
+ * scales, a FLOAT32 master. @args_v2 is NULL for a V1 call, whose
+ * struct_size the caller has checked; @out's state_formats point into
+ * @formats. */
 void _mixprec_cuda_optim_args_upgrade (const MixprecOptimizerStepV1 *args_v1,
                                        const MixprecOptimizerStepV2 *args_v2,
                                        unsigned                      n_states,
                                        MixprecPluginStateFormat     *formats,
                                        MixprecOptimizerStepV3       *out);
 
-/* The checks of every step() against @schema (the revision 1 checks of
- * optim-common, then the formats, scales, block size and master buffers
- * of revision 3), then @prepare() into launch->consts, then the rest of
- * @launch (left zeroed, launch->n 0, when @n is 0). Returns a
- * MixprecPluginStatus with a sentence in errbuf on failure; touches no
- * device. */
+/* The checks of every step() (optim-common's, those of revision 3 and
+ * those of every revision, as the cpu plugins make them), then @prepare()
+ * into launch->consts, then the rest of @launch (left zeroed, launch->n 0,
+ * when @n is 0). Returns a MixprecPluginStatus with a sentence in errbuf
+ * on failure; touches no device. */
 int _mixprec_cuda_optim_args (const MixprecOptimizerV3     *schema,
                               MixprecCudaOptimPrepare       prepare,
                               const MixprecOptimizerStepV3 *args,

@@ -90,34 +90,15 @@ cuda_step_v2 (const MixprecOptimizerV3     *schema,
   MixprecPluginStateFormat formats[MIXPREC_CUDA_OPTIM_MAX_STATES];
   MixprecOptimizerStepV3 v3;
 
-  if (args_v2 != NULL && args_v2->base.struct_size < sizeof (MixprecOptimizerStepV2))
-    return _mixprec_optim_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
-                                "Optimizer %s needs a MixprecOptimizerStepV2 of at least %zu bytes, "
-                                "got %zu.", schema->name, sizeof (MixprecOptimizerStepV2),
-                                args_v2->base.struct_size);
-  _mixprec_cuda_optim_args_upgrade (args_v1, args_v2, schema->n_state_slots, formats, &v3);
-  return cuda_step (schema, prepare, args_v1 != NULL || args_v2 != NULL ? &v3 : NULL, master, grad,
-                    states, working, n, errbuf, errbuf_len);
-}
+  size_t have = args_v2 != NULL ? args_v2->base.struct_size : args_v1 != NULL ? args_v1->struct_size : 0;
+  size_t need = args_v1 != NULL ? sizeof (MixprecOptimizerStepV1) : sizeof (MixprecOptimizerStepV2);
 
-static int
-cuda_step_v3 (const MixprecOptimizerV3     *schema,
-              MixprecCudaOptimPrepare       prepare,
-              const MixprecOptimizerStepV3 *args,
-              float                        *master,
-              const void                   *grad,
-              void *const                  *states,
-              void                         *working,
-              size_t                        n,
-              char                         *errbuf,
-              size_t                        errbuf_len)
-{
-  if (args == NULL || args->v2.base.struct_size < sizeof (MixprecOptimizerStepV3))
+  if (have < need)
     return _mixprec_optim_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
-                                "Optimizer %s needs a MixprecOptimizerStepV3 of at least %zu bytes, "
-                                "got %zu.", schema->name, sizeof (MixprecOptimizerStepV3),
-                                args == NULL ? (size_t) 0 : args->v2.base.struct_size);
-  return cuda_step (schema, prepare, args, master, grad, states, working, n, errbuf, errbuf_len);
+                                "Optimizer %s needs a MixprecOptimizerStep%s of at least %zu bytes, "
+                                "got %zu.", schema->name, args_v1 != NULL ? "V1" : "V2", need, have);
+  _mixprec_cuda_optim_args_upgrade (args_v1, args_v2, schema->n_state_slots, formats, &v3);
+  return cuda_step (schema, prepare, &v3, master, grad, states, working, n, errbuf, errbuf_len);
 }
 
 #define CUDA_OPTIMIZER_SCHEMA(sym, oname, odescription) \
@@ -147,8 +128,8 @@ cuda_step_v3 (const MixprecOptimizerV3     *schema,
   sym##_step_v3 (const MixprecOptimizerStepV3 *args, float *master, const void *grad, \
                  void *const *states, void *working, size_t n, char *errbuf, size_t errbuf_len) \
   { \
-    return cuda_step_v3 (&sym##_vtable, _mixprec_##sym##_prepare, args, master, grad, states, \
-                         working, n, errbuf, errbuf_len); \
+    return cuda_step (&sym##_vtable, _mixprec_##sym##_prepare, args, master, grad, states, \
+                      working, n, errbuf, errbuf_len); \
   } \
   static const MixprecOptimizerV1 sym##_vtable_v1 = { \
     CUDA_OPTIMIZER_SCHEMA (sym, oname, odescription), .step = sym##_step_v1 }; \

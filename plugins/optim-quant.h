@@ -37,6 +37,12 @@ typedef struct {
   /* The code at the bottom of each bucket, with four bytes of padding so
    * a 32-bit gather at any index stays inside. */
   uint8_t lut[_MIXPREC_QUANT_N_BUCKETS + 4] __attribute__ ((aligned (64)));
+  /* The same steps for a branch-free binary search, level by level: at
+   * level l (step 128 >> l of the int8 search, 8 >> l of the int4 one)
+   * the candidate c is a multiple of twice the step and the comparison
+   * is with up[c + step], which is level[l][c / (2 step)]. Registers hold
+   * these where gathers are slow (AVX-512). */
+  float level[8][128] __attribute__ ((aligned (64)));
 } _MixprecQuantTable;
 
 /* Builds the four tables, once per process (pthread_once); returns 0
@@ -110,16 +116,29 @@ float _mixprec_quant_encode_avx512 (unsigned format, int is_signed, const float 
                                     size_t len, void *base, size_t start);
 
 /* The remainder and Kahan masters over a tile: the FP32 parameters from
- * (working, extra) and back. */
-void  _mixprec_quant_master_load  (unsigned       master_format,
-                                   const guint16 *working,
-                                   const void    *extra,
-                                   size_t         len,
-                                   float         *out);
-void  _mixprec_quant_master_store (unsigned       master_format,
-                                   const float   *in,
-                                   size_t         len,
-                                   guint16       *working,
-                                   void          *extra);
+ * (working, extra) and back, at each level. */
+typedef void (*_MixprecQuantMasterLoad)  (unsigned       master_format,
+                                          const guint16 *working,
+                                          const void    *extra,
+                                          size_t         len,
+                                          float         *out);
+typedef void (*_MixprecQuantMasterStore) (unsigned       master_format,
+                                          const float   *in,
+                                          size_t         len,
+                                          guint16       *working,
+                                          void          *extra);
+
+void  _mixprec_quant_master_load         (unsigned master_format, const guint16 *working,
+                                          const void *extra, size_t len, float *out);
+void  _mixprec_quant_master_store        (unsigned master_format, const float *in, size_t len,
+                                          guint16 *working, void *extra);
+void  _mixprec_quant_master_load_avx2    (unsigned master_format, const guint16 *working,
+                                          const void *extra, size_t len, float *out);
+void  _mixprec_quant_master_store_avx2   (unsigned master_format, const float *in, size_t len,
+                                          guint16 *working, void *extra);
+void  _mixprec_quant_master_load_avx512  (unsigned master_format, const guint16 *working,
+                                          const void *extra, size_t len, float *out);
+void  _mixprec_quant_master_store_avx512 (unsigned master_format, const float *in, size_t len,
+                                          guint16 *working, void *extra);
 
 G_END_DECLS

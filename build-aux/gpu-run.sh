@@ -12,7 +12,8 @@
 #                 glibc is new enough                                 20 s
 #   inspect       mixprec-inspect: the plugins load, none broken      20 s
 #   device-cuda   test-device-cuda: kernels and optimizers on the
-#                 GPU bitwise against the CPU's                       80 s
+#                 GPU bitwise against the CPU's, every optimizer state
+#                 and master format of revision 3 included            80 s
 #   comm-nccl     test-comm-nccl: NCCL collectives, one rank          60 s
 #   nccl-2proc    two NCCL ranks on one GPU: NCCL refuses a communicator
 #                 with two ranks on one device, so with one GPU this

@@ -214,6 +214,7 @@ device_cuda_kernel_headers = \
 	plugins/device-cuda/cuda-grid.cuh
 EXTRA_DIST += $(device_cuda_kernels) $(device_cuda_kernel_headers) \
 	plugins/device-cuda/cuda-optim-kernel.cuh \
+	plugins/device-cuda/cuda-optim-quant.cuh \
 	plugins/device-cuda/cuda-fp8.cuh
 if HAVE_CUDA
 mixprec_plugin_LTLIBRARIES += plugins/mixprec-device-cuda.la
@@ -238,7 +239,10 @@ plugins_mixprec_device_cuda_la_LIBADD = \
 plugins/device-cuda/cuda-kernels.lo: $(device_cuda_kernel_headers)
 plugins/device-cuda/cuda-optim.lo: $(device_cuda_kernel_headers) \
 	plugins/device-cuda/cuda-optim-kernel.cuh \
-	libmixprec/numeric/numeric-optim.h
+	plugins/device-cuda/cuda-optim-quant.cuh \
+	libmixprec/numeric/numeric-optim.h \
+	libmixprec/numeric/numeric-quant.h \
+	libmixprec/numeric/numeric-fp8.h
 plugins/device-cuda/cuda-fp8.lo: $(device_cuda_kernel_headers) \
 	plugins/device-cuda/cuda-fp8.cuh \
 	libmixprec/numeric/numeric-fp8.h

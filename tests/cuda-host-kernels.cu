@@ -1,13 +1,15 @@
 /* cuda-host-kernels.cu — the element bodies of the cuda plugin's kernels
- * (plugins/device-cuda/cuda-dtype.cuh and cuda-optim-kernel.cuh, built on
- * libmixprec/numeric/) compiled by nvcc with the plugin's flags and run on
- * the host, no GPU needed. Only the grid is the test's: the optimizer's
- * threads run one after the other, through the plugin's own dispatch and
- * per-thread code. */
+ * (plugins/device-cuda/cuda-dtype.cuh, cuda-optim-kernel.cuh and
+ * cuda-optim-quant.cuh, built on libmixprec/numeric/) compiled by nvcc with
+ * the plugin's flags and run on the host, no GPU needed. Only the grid is
+ * the test's: the optimizer's threads run one after the other, through the
+ * plugin's own dispatch and per-thread code (the blocked kernel's phase by
+ * phase, its barriers being the order of the loops). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "cuda-host-kernels.h"
-#include "device-cuda/cuda-optim-kernel.cuh"
+#include "device-cuda/cuda-optim-quant.cuh"
 
 /* ------------------------------------------------------------ convert */
 
@@ -143,11 +145,54 @@ struct HostRun {
   }
 };
 
+/* The blocked kernel: each group's lanes through phase 1, the group's
+ * maximum (in lane order: a maximum is the same in any order), then the
+ * lanes through phase 2, as the barriers between them order it on the
+ * device. */
+template <class Op>
+struct QHostRun {
+  static int
+  run (const MixprecCudaOptimLaunch *L, size_t n_threads)
+  {
+    QGeom q = q_geom (*L);
+    size_t n_chunks = (L->n + q.chunk - 1) / q.chunk;
+    float *stash = (float *) calloc ((size_t) MIXPREC_CUDA_OPTIM_MAX_STATES * q.chunk, sizeof (float));
+    uint32_t (*amax)[MIXPREC_CUDA_OPTIM_MAX_STATES] =
+      (uint32_t (*)[MIXPREC_CUDA_OPTIM_MAX_STATES]) calloc (q.lanes, sizeof *amax);
+
+    QMaps m = { { NULL, NULL } };
+
+    (void) n_threads;
+    /* The host's copies of the maps, where the kernel has shared ones. */
+    for (int k = 0; k < Op::n_states; k++)
+      m.map[k] = q_slot_map (*L, k);
+    for (size_t g = 0; g < n_chunks; g++)
+      {
+        uint32_t mx[MIXPREC_CUDA_OPTIM_MAX_STATES] = { 0, 0 };
+
+        for (unsigned lane = 0; lane < q.lanes; lane++)
+          q_phase1<Op> (*L, q, m, g, lane, stash, amax[lane]);
+        if (!q.scaled)
+          continue;
+        for (unsigned lane = 0; lane < q.lanes; lane++)
+          for (int k = 0; k < MIXPREC_CUDA_OPTIM_MAX_STATES; k++)
+            mx[k] = amax[lane][k] > mx[k] ? amax[lane][k] : mx[k];
+        for (unsigned lane = 0; lane < q.lanes; lane++)
+          q_phase2<Op> (*L, q, m, g, lane, stash, mx);
+      }
+    free (stash);
+    free (amax);
+    return -1;
+  }
+};
+
 extern "C" int
 test_cuda_host_optim_step (const MixprecCudaOptimLaunch *L, size_t n_threads)
 {
   if (L->n == 0)
     return -1;
+  if (q_needed (*L))
+    return q_dispatch<QHostRun> (L, n_threads);
   return optim_dispatch<HostRun> (L, n_threads);
 }
 

@@ -34,7 +34,9 @@ void test_cuda_host_scale      (void         *buf,
                                 float         factor);
 /* Every thread of a grid of @n_threads (at least n / 4 + 4), one after
  * the other. Returns the kernel's head: the elements done one at a time
- * before the aligned groups, or -1 when all were. */
+ * before the aligned groups, or -1 when all were. A launch with another
+ * state or master format than float32 runs the blocked kernel's groups
+ * instead, phase by phase (@n_threads unused), and returns -1. */
 int  test_cuda_host_optim_step (const MixprecCudaOptimLaunch *launch,
                                 size_t        n_threads);
 /* The float8 cast kernels of cuda-fp8.cu (cuda-fp8.cuh's bodies): the

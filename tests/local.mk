@@ -732,6 +732,7 @@ tests_test_device_cuda_LDADD = tests/cuda-host-kernels.lo plugins/libmixprec-opt
 	$(tests_internal_ldadd) $(CUDA_LIBS) -lm
 tests/cuda-host-kernels.lo: $(device_cuda_kernel_headers) tests/cuda-host-kernels.h \
 	plugins/device-cuda/cuda-optim-kernel.cuh libmixprec/numeric/numeric-optim.h \
+	plugins/device-cuda/cuda-optim-quant.cuh libmixprec/numeric/numeric-quant.h \
 	plugins/device-cuda/cuda-fp8.cuh libmixprec/numeric/numeric-fp8.h
 CLEANFILES += tests/cuda-host-kernels.lo tests/.libs/cuda-host-kernels.o
 EXTRA_tests_test_device_cuda_DEPENDENCIES = \

@@ -7,8 +7,9 @@
  *
  * GPU tests skip with the probe's reason when there is no usable device.
  * The /device-cuda/host/ tests run everywhere: the same comparisons with
- * the kernels' element code (cuda-dtype.cuh, cuda-optim-kernel.cuh, on
- * libmixprec/numeric/) compiled by nvcc and run on the CPU
+ * the kernels' element code (cuda-dtype.cuh, cuda-optim-kernel.cuh,
+ * cuda-optim-quant.cuh, on libmixprec/numeric/) compiled by nvcc and run
+ * on the CPU
  * (cuda-host-kernels.cu), the optimizer's launch made by the plugin's own
  * argument code (cuda-optim-args.c). */
 #include "config.h"
@@ -27,6 +28,7 @@
 #include "optim-lion/lion-kernels.h"
 #include "cuda-host-kernels.h"
 #include "mixprec-fp8-private.h"
+#include "numeric/numeric-quant.h"
 
 static const gchar *const optimizers[] = { "adamw", "sgd", "lion" };
 
@@ -107,6 +109,9 @@ test_registered (void)
       g_assert_cmpstr (mixprec_feature_get_plugin_name (gpu), ==, "device-cuda");
       g_assert_cmpstr (mixprec_feature_get_device (gpu), ==, "cuda");
       g_assert_cmpuint (mixprec_feature_get_rank (gpu), ==, 256);
+      /* Revision 3 where the library registers it, else 2: bfloat16
+       * state at least. */
+      g_assert_cmpuint (mixprec_feature_get_abi_revision (gpu), >=, 2);
       g_assert_cmpuint (n, >, 0);
       g_assert_cmpuint (mixprec_feature_get_n_hparams (gpu), ==, n);
       for (guint h = 0; h < n; h++)
@@ -326,14 +331,56 @@ test_optimizer_bad_arguments (void)
                                                       &error));
       g_assert_no_error (error);
 
-      /* The vtable straight: a status and a sentence in errbuf. */
+      /* Revision 3's arguments: a block size that is no power of two in
+       * 32 .. 4096, a scaled slot without scales, a remainder master
+       * beside a float32 one. None reaches the device. */
+      {
+        MixprecPluginStateFormat formats[2] = { MIXPREC_PLUGIN_STATE_INT8_DYNAMIC,
+                                                MIXPREC_PLUGIN_STATE_INT8_DYNAMIC };
+        gfloat sc0[1] = { 1 }, sc1[1] = { 1 };
+        gfloat *scales[2] = { sc0, sc1 };
+        guint16 extra[8] = { 0 };
+        MixprecOptimizerStepV3 v3 = { 0 };
+
+        v3.v2.base = args;
+        v3.v2.base.working_dtype = MIXPREC_PLUGIN_DTYPE_FLOAT32;
+        v3.state_formats = formats;
+        v3.state_scales = scales;
+        v3.block_size = 48;
+        g_assert_false (_mixprec_feature_optimizer_step_v3 (gpu, &v3, NULL, master, grad,
+                                                            (gpointer const *) states, NULL, 8, &error));
+        g_assert_nonnull (strstr (error->message, "power of two from 32 to 4096"));
+        g_assert_nonnull (strstr (error->message, "got 48"));
+        g_clear_error (&error);
+        v3.block_size = 32;
+        scales[0] = NULL;
+        g_assert_false (_mixprec_feature_optimizer_step_v3 (gpu, &v3, NULL, master, grad,
+                                                            (gpointer const *) states, NULL, 8, &error));
+        g_assert_nonnull (strstr (error->message, "its scale array is NULL"));
+        g_clear_error (&error);
+        scales[0] = sc0;
+        v3.master_format = MIXPREC_PLUGIN_MASTER_REMAINDER;
+        v3.master_extra = extra;
+        v3.v2.base.working_dtype = MIXPREC_PLUGIN_DTYPE_BFLOAT16;
+        g_assert_false (_mixprec_feature_optimizer_step_v3 (gpu, &v3, NULL, master, grad,
+                                                            (gpointer const *) states, extra, 8, &error));
+        g_assert_nonnull (strstr (error->message, "the FP32 master must be NULL"));
+        g_clear_error (&error);
+      }
+
+      /* The vtable straight: a status and a sentence in errbuf. (The V1
+       * form of a revision 2 or 3 registration has no step of its own:
+       * the library's calls above reached it.) */
       args.struct_size = sizeof args;
       args.hparams = defaults;
       args.n_hparams = n_hparams;
       args.grad_dtype = 9;
-      g_assert_cmpint (vt->step (&args, master, grad, states, NULL, 8, errbuf, sizeof errbuf), ==,
-                       MIXPREC_PLUGIN_ERR_UNSUPPORTED);
-      g_assert_nonnull (strstr (errbuf, "not dtype 9"));
+      if (vt->step != NULL)
+        {
+          g_assert_cmpint (vt->step (&args, master, grad, states, NULL, 8, errbuf, sizeof errbuf), ==,
+                           MIXPREC_PLUGIN_ERR_UNSUPPORTED);
+          g_assert_nonnull (strstr (errbuf, "not dtype 9"));
+        }
     }
 }
 
@@ -852,8 +899,12 @@ host_optimizer_step (const gchar                  *name,
                      gsize                         n,
                      gsize                         n_threads)
 {
-  MixprecOptimizerV1 schema = { .name = name, .device = "cuda" };
+  MixprecOptimizerV3 schema = { .name = name, .device = "cuda",
+                                .state_format_mask = MIXPREC_CUDA_OPTIM_STATE_FORMATS,
+                                .master_format_mask = MIXPREC_CUDA_OPTIM_MASTER_FORMATS };
   MixprecOptimizerStepV1 a = *args;
+  MixprecPluginStateFormat formats[MIXPREC_CUDA_OPTIM_MAX_STATES];
+  MixprecOptimizerStepV3 v3;
   MixprecCudaOptimPrepare prepare;
   MixprecCudaOptimLaunch launch;
   char errbuf[256];
@@ -884,8 +935,10 @@ host_optimizer_step (const gchar                  *name,
   a.struct_size = sizeof a;
   a.hparams = hparams;
   a.n_hparams = n_hparams;
-  g_assert_cmpint (_mixprec_cuda_optim_args (&schema, prepare, &a, master, grad, states, working, n,
-                                             &launch, errbuf, sizeof errbuf), ==, MIXPREC_PLUGIN_OK);
+  _mixprec_cuda_optim_args_upgrade (&a, NULL, schema.n_state_slots, formats, &v3);
+  g_assert_cmpint (_mixprec_cuda_optim_args (&schema, prepare, &v3, master, grad, (void *const *) states,
+                                             working, n, &launch, errbuf, sizeof errbuf), ==,
+                   MIXPREC_PLUGIN_OK);
   return test_cuda_host_optim_step (&launch, n_threads);
 }
 
@@ -1095,6 +1148,568 @@ test_optimizer_default_stream (void)
   _mixprec_device_free (device, dev_buf);
 }
 
+/* ------------------------------------------------------------ revision 3 formats
+ *
+ * Every state format and master format of optimizer revision 3, at block
+ * sizes 32 .. 4096 with a short last block (odd where no slot is int4),
+ * against a plain reference written here from numeric/numeric-quant.h and
+ * numeric-optim.h: each element decoded, updated and its parameter
+ * written in order, then each block's absmax, scale and codes. The cuda
+ * kernel must give its bits whether run on the host (the blocked kernel's
+ * phases, group by group) or on the GPU (the registered feature's
+ * step()), and so must the cpu feature wherever it speaks the formats
+ * (_mixprec_feature_optimizer_step_v3 on host memory). */
+
+typedef struct {
+  gint master_format;    /* a MixprecPluginMasterFormat */
+  MixprecDType grad;
+  gint working;          /* a MixprecDType, or -1 for none */
+  gboolean master;       /* a float32 master buffer (master_format FLOAT32 only) */
+  MixprecRounding rounding;
+  MixprecRounding state_rounding;
+} FmtLayout;
+
+static const FmtLayout fmt_layouts[] = {
+  { MIXPREC_PLUGIN_MASTER_FLOAT32, MIXPREC_DTYPE_BFLOAT16, MIXPREC_DTYPE_BFLOAT16, TRUE,
+    MIXPREC_ROUNDING_NEAREST_EVEN, MIXPREC_ROUNDING_NEAREST_EVEN },
+  { MIXPREC_PLUGIN_MASTER_FLOAT32, MIXPREC_DTYPE_FLOAT32, -1, TRUE,
+    MIXPREC_ROUNDING_NEAREST_EVEN, MIXPREC_ROUNDING_STOCHASTIC },
+  { MIXPREC_PLUGIN_MASTER_FLOAT32, MIXPREC_DTYPE_FLOAT16, MIXPREC_DTYPE_FLOAT16, FALSE,
+    MIXPREC_ROUNDING_STOCHASTIC, MIXPREC_ROUNDING_NEAREST_EVEN },
+  { MIXPREC_PLUGIN_MASTER_REMAINDER, MIXPREC_DTYPE_BFLOAT16, MIXPREC_DTYPE_BFLOAT16, FALSE,
+    MIXPREC_ROUNDING_NEAREST_EVEN, MIXPREC_ROUNDING_STOCHASTIC },
+  { MIXPREC_PLUGIN_MASTER_KAHAN, MIXPREC_DTYPE_FLOAT32, MIXPREC_DTYPE_BFLOAT16, FALSE,
+    MIXPREC_ROUNDING_NEAREST_EVEN, MIXPREC_ROUNDING_NEAREST_EVEN },
+};
+
+static const OptCase fmt_cases[] = {
+  { "adamw", "adamw", { NAN, 0.9, 0.999, 1e-8, 0.01, 1, 1 } },
+  { "sgd", "sgd-momentum-dampening-wd", { NAN, 0.9, 0.1, 0.01, 0 } },
+  { "sgd", "sgd-plain", { NAN, 0, 0, 0, 0 } },
+  { "lion", "lion", { NAN, 0.9, 0.99, 0.1 } },
+};
+
+/* Slot formats: each format in both slots, then mixtures. */
+static const MixprecPluginStateFormat fmt_pairs[][2] = {
+  { MIXPREC_PLUGIN_STATE_FLOAT32, MIXPREC_PLUGIN_STATE_FLOAT32 },
+  { MIXPREC_PLUGIN_STATE_BFLOAT16, MIXPREC_PLUGIN_STATE_BFLOAT16 },
+  { MIXPREC_PLUGIN_STATE_FLOAT16_SCALED, MIXPREC_PLUGIN_STATE_FLOAT16_SCALED },
+  { MIXPREC_PLUGIN_STATE_BFLOAT16_SCALED, MIXPREC_PLUGIN_STATE_BFLOAT16_SCALED },
+  { MIXPREC_PLUGIN_STATE_FLOAT8_E4M3_SCALED, MIXPREC_PLUGIN_STATE_FLOAT8_E4M3_SCALED },
+  { MIXPREC_PLUGIN_STATE_INT8_DYNAMIC, MIXPREC_PLUGIN_STATE_INT8_DYNAMIC },
+  { MIXPREC_PLUGIN_STATE_INT4_DYNAMIC, MIXPREC_PLUGIN_STATE_INT4_DYNAMIC },
+  { MIXPREC_PLUGIN_STATE_INT8_DYNAMIC, MIXPREC_PLUGIN_STATE_BFLOAT16 },
+  { MIXPREC_PLUGIN_STATE_FLOAT8_E4M3_SCALED, MIXPREC_PLUGIN_STATE_INT4_DYNAMIC },
+  { MIXPREC_PLUGIN_STATE_FLOAT32, MIXPREC_PLUGIN_STATE_INT8_DYNAMIC },
+};
+
+static gboolean
+fmt_blocked (MixprecPluginStateFormat f)
+{
+  return _mixprec_state_is_blocked ((unsigned) f);
+}
+
+typedef struct {
+  const gchar *name;
+  guint n_states;
+  MixprecCudaOptimPrepare prepare;
+  const MixprecHParamSpecV1 *hparams;
+  guint n_hparams;
+  guint signed_mask;
+} FmtOptimizer;
+
+static FmtOptimizer
+fmt_optimizer (const gchar *name)
+{
+  if (g_str_equal (name, "adamw"))
+    return (FmtOptimizer) { "adamw", 2, _mixprec_adamw_prepare, _mixprec_adamw_hparams,
+                            G_N_ELEMENTS (_mixprec_adamw_hparams), 0x1 };
+  if (g_str_equal (name, "sgd"))
+    return (FmtOptimizer) { "sgd", 1, _mixprec_sgd_prepare, _mixprec_sgd_hparams,
+                            G_N_ELEMENTS (_mixprec_sgd_hparams), 0x1 };
+  return (FmtOptimizer) { "lion", 1, _mixprec_lion_prepare, _mixprec_lion_hparams,
+                          G_N_ELEMENTS (_mixprec_lion_hparams), 0x1 };
+}
+
+/* The reference: one element at a time, then one block at a time. */
+static void
+fmt_reference (const FmtOptimizer             *opt,
+               const MixprecOptimizerStepV3   *a,
+               gfloat                         *master,
+               gconstpointer                   grad,
+               gpointer const                 *states,
+               gpointer                        working,
+               gsize                           n)
+{
+  const MixprecOptimizerStepV1 *b = &a->v2.base;
+  gfloat consts[_MIXPREC_OPTIM_MAX_CONSTS];
+  g_autofree gfloat *staged = g_new0 (gfloat, 2 * n);
+  gsize bs = a->block_size != 0 ? a->block_size : n;
+  SgdMode mode = SGD_MOMENTUM;
+  gboolean writes = TRUE;
+  char errbuf[256];
+
+  g_assert_cmpint (opt->prepare (b, consts, errbuf, sizeof errbuf), ==, MIXPREC_PLUGIN_OK);
+  if (g_str_equal (opt->name, "sgd"))
+    {
+      mode = (SgdMode) consts[SGD_MODE];
+      writes = mode != SGD_PLAIN;
+    }
+  for (gsize i = 0; i < n; i++)
+    {
+      gfloat s[2] = { 0, 0 }, p, g;
+      guint16 *w16 = working;
+
+      for (guint k = 0; k < opt->n_states; k++)
+        {
+          unsigned f = a->state_formats[k];
+
+          s[k] = _mixprec_state_decode1 (f, (opt->signed_mask >> k) & 1,
+                                         _mixprec_state_load_code (f, states[k], i),
+                                         fmt_blocked (f) ? a->state_scales[k][i / bs] : 1.0f);
+        }
+      switch (b->grad_dtype)
+        {
+        case MIXPREC_PLUGIN_DTYPE_BFLOAT16: g = _mixprec_bf16_to_f32 (((const guint16 *) grad)[i]); break;
+        case MIXPREC_PLUGIN_DTYPE_FLOAT16: g = _mixprec_f16_to_f32 (((const guint16 *) grad)[i]); break;
+        default: g = ((const gfloat *) grad)[i]; break;
+        }
+      g *= b->grad_factor;
+      if (a->master_format == MIXPREC_PLUGIN_MASTER_REMAINDER)
+        p = _mixprec_remainder_join (w16[i], ((const gint16 *) a->master_extra)[i]);
+      else if (a->master_format == MIXPREC_PLUGIN_MASTER_KAHAN || (master == NULL && b->working_dtype == MIXPREC_PLUGIN_DTYPE_BFLOAT16))
+        p = _mixprec_bf16_to_f32 (w16[i]);
+      else if (master == NULL && b->working_dtype == MIXPREC_PLUGIN_DTYPE_FLOAT16)
+        p = _mixprec_f16_to_f32 (w16[i]);
+      else
+        p = master != NULL ? master[i] : ((gfloat *) working)[i];
+
+      if (g_str_equal (opt->name, "adamw"))
+        p = _mixprec_adamw_update (consts, p, g, &s[0], &s[1]);
+      else if (g_str_equal (opt->name, "lion"))
+        p = _mixprec_lion_update (consts, p, g, &s[0]);
+      else
+        p = _mixprec_sgd_update (consts, p, g, &s[0], mode);
+
+      if (a->master_format == MIXPREC_PLUGIN_MASTER_REMAINDER)
+        _mixprec_remainder_split (p, &w16[i], (gint16 *) a->master_extra + i);
+      else if (a->master_format == MIXPREC_PLUGIN_MASTER_KAHAN)
+        _mixprec_kahan_step (p, &w16[i], (guint16 *) a->master_extra + i);
+      else
+        {
+          gboolean sr = b->rounding == MIXPREC_PLUGIN_ROUNDING_STOCHASTIC;
+
+          if (master != NULL)
+            master[i] = p;
+          if (working != NULL && b->working_dtype == MIXPREC_PLUGIN_DTYPE_BFLOAT16)
+            w16[i] = sr ? _mixprec_f32_to_bf16_sr (p, _mixprec_sr_bits16 (b->seed, b->first_index + i))
+                        : _mixprec_f32_to_bf16_rne (p);
+          else if (working != NULL && b->working_dtype == MIXPREC_PLUGIN_DTYPE_FLOAT16)
+            w16[i] = sr ? _mixprec_f32_to_f16_sr (p, _mixprec_sr_bits (b->seed, b->first_index + i))
+                        : _mixprec_f32_to_f16_rne (p);
+          else if (working != NULL)
+            ((gfloat *) working)[i] = p;
+        }
+      staged[i] = s[0];
+      staged[n + i] = s[1];
+    }
+  for (guint k = 0; k < opt->n_states && writes; k++)
+    {
+      unsigned f = a->state_formats[k];
+      int sgn = (opt->signed_mask >> k) & 1;
+      const gfloat *v = staged + k * n;
+
+      if (f == MIXPREC_PLUGIN_STATE_FLOAT32)
+        memcpy (states[k], v, 4 * n);
+      else if (f == MIXPREC_PLUGIN_STATE_BFLOAT16)
+        for (gsize i = 0; i < n; i++)
+          ((guint16 *) states[k])[i] =
+            a->v2.state_rounding == MIXPREC_PLUGIN_ROUNDING_STOCHASTIC
+              ? _mixprec_f32_to_bf16_sr (v[i], _mixprec_sr_bits16 (a->v2.state_seed + k, b->first_index + i))
+              : _mixprec_f32_to_bf16_rne (v[i]);
+      else
+        for (gsize first = 0; first < n; first += bs)
+          {
+            gsize end = MIN (first + bs, n);
+            guint32 amax = 0;
+            gfloat scale;
+
+            for (gsize i = first; i < end; i++)
+              amax = _mixprec_absmax_bits (amax, v[i]);
+            scale = _mixprec_state_block_scale (f, amax);
+            a->state_scales[k][first / bs] = scale;
+            for (gsize i = first; i < end; i++)
+              _mixprec_state_store_code (f, states[k], i, _mixprec_state_encode1 (f, sgn, v[i], scale));
+          }
+    }
+}
+
+/* The cuda kernel on @device (NULL: its phases on the host, from the
+ * launch the plugin's own argument code makes) over the same call. */
+static void
+fmt_kernel (_MixprecDevice               *device,
+            const FmtOptimizer           *opt,
+            const MixprecOptimizerStepV3 *a,
+            gfloat                       *master,
+            gconstpointer                 grad,
+            gpointer const               *states,
+            gpointer                      working,
+            gsize                         n)
+{
+  MixprecOptimizerV3 schema = { .name = opt->name, .device = "cuda", .hparams = opt->hparams,
+                                .n_hparams = opt->n_hparams, .n_state_slots = opt->n_states,
+                                .state_names = (const char *const[]) { "s0", "s1" },
+                                .state_format_mask = MIXPREC_CUDA_OPTIM_STATE_FORMATS,
+                                .master_format_mask = MIXPREC_CUDA_OPTIM_MASTER_FORMATS,
+                                .state_signed_mask = opt->signed_mask };
+  MixprecCudaOptimLaunch launch;
+  char errbuf[256];
+
+  g_assert_cmpint (_mixprec_cuda_optim_args (&schema, opt->prepare, a, master, grad, states, working, n,
+                                             &launch, errbuf, sizeof errbuf), ==, MIXPREC_PLUGIN_OK);
+  if (device == NULL)
+    test_cuda_host_optim_step (&launch, 8);
+  else
+    {
+      /* On the GPU: the registered feature's own step(). */
+      g_autoptr(MixprecFeature) gpu = find (MIXPREC_FEATURE_KIND_OPTIMIZER, opt->name, "cuda");
+      MixprecOptimizerStepV3 args = *a;
+      g_autoptr(GError) error = NULL;
+
+      args.v2.base.device_stream = _mixprec_device_get_stream (device);
+      g_assert_true (_mixprec_feature_optimizer_step_v3 (gpu, &args, a->v2.base.hparams, master, grad, states,
+                                                         working, n, &error));
+      g_assert_no_error (error);
+    }
+}
+
+/* The buffers of one side (reference on the host, or the kernel's). */
+typedef struct {
+  gfloat *master;
+  gpointer working, extra, grad;
+  gpointer states[2];
+  gfloat *scales[2];
+} FmtBuffers;
+
+/* Every buffer of @side (in @device's memory; NULL: the host's) against
+ * the reference's, bit for bit. */
+static void
+fmt_compare (_MixprecDevice                 *device,
+             const gchar                    *what,
+             const gchar                    *who,
+             const FmtBuffers               *ref,
+             const FmtBuffers               *side,
+             const FmtLayout                *lay,
+             guint                           n_states,
+             const MixprecPluginStateFormat *pair,
+             gsize                           n,
+             gsize                           n_blocks)
+{
+  g_autofree guint8 *check = g_malloc (4 * n + 4 * n_blocks);
+  g_autofree gchar *label = g_strdup_printf ("%s (%s)", what, who);
+
+  if (lay->master)
+    {
+      download (device, check, side->master, 4 * n);
+      assert_same (label, MIXPREC_DTYPE_FLOAT32, ref->master, check, n, FALSE);
+    }
+  if (lay->working >= 0)
+    {
+      download (device, check, side->working, dsize (lay->working) * n);
+      assert_same (label, lay->working, ref->working, check, n, FALSE);
+    }
+  if (lay->master_format != MIXPREC_PLUGIN_MASTER_FLOAT32)
+    {
+      download (device, check, side->extra, 2 * n);
+      if (memcmp (check, ref->extra, 2 * n) != 0)
+        g_error ("%s: the master's second half differs", label);
+    }
+  for (guint k = 0; k < n_states; k++)
+    {
+      gsize bytes = _mixprec_state_bytes (pair[k], n);
+
+      download (device, check, side->states[k], bytes);
+      for (gsize i = 0; i < bytes; i++)
+        if (check[i] != ((const guint8 *) ref->states[k])[i])
+          g_error ("%s: state slot %u differs at byte %" G_GSIZE_FORMAT ": reference 0x%02x, got 0x%02x",
+                   label, k, i, ((const guint8 *) ref->states[k])[i], check[i]);
+      if (fmt_blocked (pair[k]))
+        {
+          download (device, check, side->scales[k], 4 * n_blocks);
+          assert_same (label, MIXPREC_DTYPE_FLOAT32, ref->scales[k], check, n_blocks, FALSE);
+        }
+    }
+}
+
+/* A copy of @ref's buffers in @device's memory (NULL: the host's). */
+static void
+fmt_upload (_MixprecDevice   *device,
+            const FmtBuffers *ref,
+            FmtBuffers       *side,
+            guint             n_states,
+            gsize             n,
+            gsize             n_blocks)
+{
+  side->master = upload (device, ref->master, 4 * n);
+  side->working = upload (device, ref->working, 4 * n);
+  side->extra = upload (device, ref->extra, 2 * n);
+  for (guint k = 0; k < n_states; k++)
+    {
+      side->states[k] = upload (device, ref->states[k], 4 * n);
+      side->scales[k] = upload (device, ref->scales[k], 4 * n_blocks);
+    }
+}
+
+static void
+fmt_free (_MixprecDevice *device,
+          FmtBuffers     *side,
+          guint           n_states)
+{
+  for (guint k = 0; k < n_states; k++)
+    {
+      _mixprec_device_free (device, side->states[k]);
+      _mixprec_device_free (device, side->scales[k]);
+    }
+  _mixprec_device_free (device, side->master);
+  _mixprec_device_free (device, side->working);
+  _mixprec_device_free (device, side->extra);
+}
+
+/* Whether the cpu feature speaks @pair and @master (once the cpu plugins
+ * register revision 3; until then the reference stands alone). */
+static gboolean
+cpu_speaks (MixprecFeature                 *cpu,
+            guint                           n_states,
+            const MixprecPluginStateFormat *pair,
+            gint                            master)
+{
+  if ((mixprec_feature_get_master_format_mask (cpu) & (1u << master)) == 0)
+    return FALSE;
+  for (guint k = 0; k < n_states; k++)
+    if ((mixprec_feature_get_state_format_mask (cpu) & (1u << pair[k])) == 0)
+      return FALSE;
+  return TRUE;
+}
+
+/* How many cases the cpu feature joined, for the log. */
+static guint fmt_cpu_cases, fmt_cases_run;
+
+static void
+run_formats_case (_MixprecDevice                 *device,
+                  const OptCase                  *oc,
+                  const FmtLayout                *lay,
+                  const MixprecPluginStateFormat *pair,
+                  guint                           block_size,
+                  gsize                           n,
+                  GRand                          *rand)
+{
+  FmtOptimizer opt = fmt_optimizer (oc->name);
+  g_autoptr(MixprecFeature) cpu = find (MIXPREC_FEATURE_KIND_OPTIMIZER, oc->name, "cpu");
+  guint n_hparams;
+  const gdouble *defaults = _mixprec_feature_get_hparam_defaults (cpu, &n_hparams);
+  g_autofree gdouble *hparams = g_memdup2 (defaults, n_hparams * sizeof (gdouble));
+  gboolean any_blocked = FALSE;
+  gsize n_blocks = n / block_size + 1;
+  FmtBuffers ref = { 0 }, dev = { 0 }, host = { 0 };
+  g_autofree gfloat *f = g_new (gfloat, n + 1);     /* n may grow by one below */
+  gboolean with_cpu;
+
+  for (guint h = 0; h < n_hparams && h < G_N_ELEMENTS (oc->hparams); h++)
+    if (!isnan (oc->hparams[h]))
+      hparams[h] = oc->hparams[h];
+  for (guint k = 0; k < opt.n_states; k++)
+    {
+      any_blocked |= fmt_blocked (pair[k]);
+      /* int4 codes go two to a byte: calls cover even counts. */
+      if (pair[k] == MIXPREC_PLUGIN_STATE_INT4_DYNAMIC)
+        n += n % 2;
+    }
+
+  /* The starting point: a master, its working copy (and remainder or
+   * compensation), and states encoded from random FP32 values. */
+  ref.master = g_new (gfloat, n);
+  for (gsize i = 0; i < n; i++)
+    ref.master[i] = (gfloat) g_rand_double_range (rand, -1, 1);
+  ref.working = g_malloc0 (4 * n);
+  ref.extra = g_malloc0 (2 * n);
+  if (lay->master_format == MIXPREC_PLUGIN_MASTER_REMAINDER)
+    for (gsize i = 0; i < n; i++)
+      _mixprec_remainder_split (ref.master[i], (guint16 *) ref.working + i, (gint16 *) ref.extra + i);
+  else
+    {
+      g_assert_true (mixprec_convert_array (MIXPREC_DTYPE_FLOAT32, ref.master, MAX (lay->working, 0),
+                                            ref.working, n, MIXPREC_ROUNDING_NEAREST_EVEN, 0, 0, NULL));
+      if (lay->master_format == MIXPREC_PLUGIN_MASTER_KAHAN)
+        for (gsize i = 0; i < n; i++)
+          ((guint16 *) ref.extra)[i] = _mixprec_f32_to_bf16_rne ((gfloat) g_rand_double_range (rand, -1e-3, 1e-3));
+    }
+  for (guint k = 0; k < opt.n_states; k++)
+    {
+      unsigned fm = pair[k];
+      int sgn = (opt.signed_mask >> k) & 1;
+      gsize bs = any_blocked ? block_size : n;
+
+      ref.states[k] = g_malloc0 (4 * n);
+      ref.scales[k] = g_new0 (gfloat, n_blocks);
+      for (gsize i = 0; i < n; i++)
+        f[i] = (gfloat) (k == 1 ? g_rand_double_range (rand, 0, 0.01) : g_rand_double_range (rand, -0.1, 0.1));
+      for (gsize first = 0; first < n; first += bs)
+        {
+          gsize end = MIN (first + bs, n);
+          guint32 amax = 0;
+          gfloat scale;
+
+          for (gsize i = first; i < end; i++)
+            amax = _mixprec_absmax_bits (amax, f[i]);
+          scale = _mixprec_state_block_scale (fm, amax);
+          ref.scales[k][first / bs] = scale;
+          for (gsize i = first; i < end; i++)
+            _mixprec_state_store_code (fm, ref.states[k], i, _mixprec_state_encode1 (fm, sgn, f[i], scale));
+        }
+    }
+  ref.grad = g_malloc (4 * n);
+  fmt_upload (device, &ref, &dev, opt.n_states, n, n_blocks);
+  with_cpu = cpu_speaks (cpu, opt.n_states, pair, lay->master_format);
+  fmt_cpu_cases += with_cpu;
+  fmt_cases_run++;
+  if (with_cpu)
+    fmt_upload (NULL, &ref, &host, opt.n_states, n, n_blocks);
+
+  for (guint64 step = 1; step <= 2; step++)
+    {
+      MixprecOptimizerStepV3 a = { 0 };
+      MixprecOptimizerStepV1 *b = &a.v2.base;
+      gfloat *ref_scales[2] = { NULL, NULL }, *dev_scales[2] = { NULL, NULL };
+      g_autofree gchar *what = NULL;
+
+      for (gsize i = 0; i < n; i++)
+        f[i] = g_rand_int_range (rand, 0, 50) == 0 ? 0.0f
+                                                   : (gfloat) (g_rand_double_range (rand, -1, 1) *
+                                                               pow (2, g_rand_int_range (rand, -6, 10)));
+      g_assert_true (mixprec_convert_array (MIXPREC_DTYPE_FLOAT32, f, lay->grad, ref.grad, n,
+                                            MIXPREC_ROUNDING_NEAREST_EVEN, 0, 0, NULL));
+      dev.grad = upload (device, ref.grad, dsize (lay->grad) * n);
+
+      b->struct_size = sizeof a;
+      b->hparams = hparams;
+      b->n_hparams = n_hparams;
+      b->step = step;
+      b->lr = 1e-2 / (gdouble) step;
+      b->grad_factor = 1.0f / 1024.0f * 3.0f;
+      b->grad_dtype = (MixprecPluginDType) lay->grad;
+      b->working_dtype = (MixprecPluginDType) MAX (lay->working, 0);
+      b->rounding = (MixprecPluginRounding) lay->rounding;
+      b->seed = 0x5EED0000 + step;
+      b->first_index = G_GUINT64_CONSTANT (0xFFFFFFFF) - 1000;
+      a.v2.state_rounding = (MixprecPluginRounding) lay->state_rounding;
+      a.v2.state_seed = 0xABCD0000 + step;
+      a.state_formats = pair;
+      a.block_size = any_blocked ? block_size : 0;
+      a.master_format = (MixprecPluginMasterFormat) lay->master_format;
+      what = g_strdup_printf ("%s, master %d, grad %s, working %d, formats %d/%d, block %u, n %"
+                              G_GSIZE_FORMAT ", step %" G_GUINT64_FORMAT, oc->label, lay->master_format,
+                              mixprec_dtype_get_name (lay->grad), lay->working, (gint) pair[0],
+                              opt.n_states > 1 ? (gint) pair[1] : -1, a.block_size, n, step);
+
+      for (guint k = 0; k < opt.n_states; k++)
+        if (fmt_blocked (pair[k]))
+          {
+            ref_scales[k] = ref.scales[k];
+            dev_scales[k] = dev.scales[k];
+          }
+      a.state_scales = ref_scales;
+      a.master_extra = lay->master_format != MIXPREC_PLUGIN_MASTER_FLOAT32 ? ref.extra : NULL;
+      fmt_reference (&opt, &a, lay->master ? ref.master : NULL, ref.grad, ref.states,
+                     lay->working >= 0 ? ref.working : NULL, n);
+      a.state_scales = dev_scales;
+      a.master_extra = lay->master_format != MIXPREC_PLUGIN_MASTER_FLOAT32 ? dev.extra : NULL;
+      fmt_kernel (device, &opt, &a, lay->master ? dev.master : NULL, dev.grad, dev.states,
+                  lay->working >= 0 ? dev.working : NULL, n);
+
+      fmt_compare (device, what, device != NULL ? "cuda" : "cuda kernel on the host", &ref, &dev, lay,
+                   opt.n_states, pair, n, n_blocks);
+      if (with_cpu)
+        {
+          gfloat *cpu_scales[2] = { NULL, NULL };
+          g_autoptr(GError) error = NULL;
+          gboolean ok;
+
+          for (guint k = 0; k < opt.n_states; k++)
+            cpu_scales[k] = fmt_blocked (pair[k]) ? host.scales[k] : NULL;
+          a.state_scales = cpu_scales;
+          a.master_extra = lay->master_format != MIXPREC_PLUGIN_MASTER_FLOAT32 ? host.extra : NULL;
+          ok = _mixprec_feature_optimizer_step_v3 (cpu, &a, hparams, lay->master ? host.master : NULL, ref.grad,
+                                                   host.states, lay->working >= 0 ? host.working : NULL, n,
+                                                   &error);
+          g_assert_no_error (error);
+          g_assert_true (ok);
+          fmt_compare (NULL, what, "cpu feature", &ref, &host, lay, opt.n_states, pair, n, n_blocks);
+        }
+      _mixprec_device_free (device, dev.grad);
+    }
+
+  fmt_free (device, &dev, opt.n_states);
+  if (with_cpu)
+    fmt_free (NULL, &host, opt.n_states);
+  for (guint k = 0; k < opt.n_states; k++)
+    {
+      g_free (ref.states[k]);
+      g_free (ref.scales[k]);
+    }
+  g_free (ref.master);
+  g_free (ref.working);
+  g_free (ref.extra);
+  g_free (ref.grad);
+}
+
+static void
+run_formats (_MixprecDevice *device)
+{
+  static const guint block_sizes[] = { 32, 64, 128, 256, 512, 1024, 2048, 4096 };
+  g_autoptr(GRand) rand = g_rand_new_with_seed (2026);
+
+  fmt_cpu_cases = fmt_cases_run = 0;
+
+  /* Every optimizer, master layout and slot format pair at 128 and 4096,
+   * with a short last block. */
+  for (guint c = 0; c < G_N_ELEMENTS (fmt_cases); c++)
+    for (guint l = 0; l < G_N_ELEMENTS (fmt_layouts); l++)
+      for (guint p = 0; p < G_N_ELEMENTS (fmt_pairs); p++)
+        {
+          run_formats_case (device, &fmt_cases[c], &fmt_layouts[l], fmt_pairs[p], 128, 3 * 128 + 77, rand);
+          run_formats_case (device, &fmt_cases[c], &fmt_layouts[l], fmt_pairs[p], 4096, 4096 + 1001, rand);
+        }
+  /* Every block size for the quantized formats: whole blocks, and a
+   * short even last block. */
+  for (guint s = 0; s < G_N_ELEMENTS (block_sizes); s++)
+    for (guint p = 4; p <= 8; p++)
+      {
+        guint bs = block_sizes[s];
+
+        run_formats_case (device, &fmt_cases[0], &fmt_layouts[s % G_N_ELEMENTS (fmt_layouts)], fmt_pairs[p],
+                          bs, 3 * bs, rand);
+        run_formats_case (device, &fmt_cases[0], &fmt_layouts[(s + 1) % G_N_ELEMENTS (fmt_layouts)],
+                          fmt_pairs[p], bs, 2 * bs + bs / 2 + 2, rand);
+      }
+  g_test_message ("%u cases, %u of them also on the cpu feature (the formats it speaks)", fmt_cases_run,
+                  fmt_cpu_cases);
+}
+
+static void
+test_host_formats (void)
+{
+  run_formats (NULL);
+}
+
+static void
+test_formats (void)
+{
+  g_autoptr(_MixprecDevice) device = open_or_skip ();
+
+  if (device != NULL)
+    run_formats (device);
+}
+
 /* ------------------------------------------------------------ float8 casts
  *
  * The kernels of cuda-fp8.cu are not reached through the plugin ABI (yet):
@@ -1278,12 +1893,14 @@ main (int    argc,
   g_test_add_func ("/device-cuda/host/convert", test_host_convert);
   g_test_add_func ("/device-cuda/host/accumulate-scale", test_host_accumulate_scale);
   g_test_add_func ("/device-cuda/host/optimizers", test_host_optimizers);
+  g_test_add_func ("/device-cuda/host/optimizer-formats", test_host_formats);
   g_test_add_func ("/device-cuda/host/fp8", test_host_fp8);
   g_test_add_func ("/device-cuda/host/mx", test_host_mx);
   g_test_add_func ("/device-cuda/gpu/convert", test_convert);
   g_test_add_func ("/device-cuda/gpu/accumulate-scale", test_accumulate_scale);
   g_test_add_func ("/device-cuda/gpu/sumsq-blocks", test_sumsq_blocks);
   g_test_add_func ("/device-cuda/gpu/optimizers", test_optimizers);
+  g_test_add_func ("/device-cuda/gpu/optimizer-formats", test_formats);
   g_test_add_func ("/device-cuda/gpu/optimizer-default-stream", test_optimizer_default_stream);
   g_test_add_func ("/device-cuda/gpu/fp8-entry-points", test_fp8_entry_points);
   return g_test_run ();

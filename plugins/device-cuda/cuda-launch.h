@@ -35,7 +35,12 @@ typedef enum {
 #define MIXPREC_CUDA_OPTIM_MAX_CONSTS 16
 #define MIXPREC_CUDA_OPTIM_MAX_STATES 2
 
-/* One step() over one range, passed by value as the kernel's parameter. */
+/* One step() over one range, passed by value as the kernel's parameter.
+ * The fields from state_formats on are optimizer revision 3's (plain C
+ * ints for MixprecPluginStateFormat and MixprecPluginMasterFormat): all
+ * FLOAT32 and master_format FLOAT32 is the revision 1 step, which the
+ * vectorized kernel runs; anything else goes to the blocked kernel of
+ * cuda-optim-quant.cuh. */
 typedef struct {
   MixprecCudaOptimKind kind;
   float consts[MIXPREC_CUDA_OPTIM_MAX_CONSTS];   /* from the shared prepare() */
@@ -47,9 +52,17 @@ typedef struct {
   uint64_t first_index;
   float *master;               /* NULL: the parameter is working[] */
   const void *grad;
-  float *states[MIXPREC_CUDA_OPTIM_MAX_STATES];
+  void *states[MIXPREC_CUDA_OPTIM_MAX_STATES];    /* each in its state_formats[k] */
   void *working;
   size_t n;
+  int state_formats[MIXPREC_CUDA_OPTIM_MAX_STATES];
+  unsigned state_signed;       /* bit k: slot k takes the signed map */
+  float *state_scales[MIXPREC_CUDA_OPTIM_MAX_STATES];   /* the call's first block's scale, or NULL */
+  int state_stochastic;        /* bfloat16 slots: stochastic rounding */
+  uint64_t state_seed;         /* slot k draws from stream state_seed + k */
+  unsigned block_size;         /* elements per scale block; 0 when no slot is scaled */
+  int master_format;
+  void *master_extra;          /* remainder (int16) or Kahan compensation (bfloat16) */
 } MixprecCudaOptimLaunch;
 
 cudaError_t _mixprec_cuda_convert      (const void   *src,

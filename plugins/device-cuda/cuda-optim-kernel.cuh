@@ -172,11 +172,11 @@ step1 (const MixprecCudaOptimLaunch &L, size_t i)
   p = L.master != NULL ? L.master[i] : load1<W < 0 ? 0 : W> (L.working, i);
   g = load1<G> (L.grad, i) * L.grad_factor;
   for (int k = 0; k < Op::n_states; k++)
-    s[k] = Op::reads ? L.states[k][i] : 0.0f;
+    s[k] = Op::reads ? ((const float *) L.states[k])[i] : 0.0f;
   p = Op::update (L.consts, p, g, s);
   if (Op::writes)
     for (int k = 0; k < Op::n_states; k++)
-      L.states[k][i] = s[k];
+      ((float *) L.states[k])[i] = s[k];
   store1<W> (L, i, p);
 }
 
@@ -212,7 +212,7 @@ step4 (const MixprecCudaOptimLaunch &L, size_t i)
     }
   if (Op::writes)
     for (int k = 0; k < Op::n_states; k++)
-      *(float4 *) (L.states[k] + i) = make_float4 (s[k][0], s[k][1], s[k][2], s[k][3]);
+      *(float4 *) ((float *) L.states[k] + i) = make_float4 (s[k][0], s[k][1], s[k][2], s[k][3]);
   store4<W> (L, i, p);
 }
 

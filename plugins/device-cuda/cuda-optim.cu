@@ -21,8 +21,12 @@
  * fp32 arrays (64-bit for 16-bit ones) in a grid-stride loop, from the
  * first element where every array is so aligned (vector_head()); the few
  * elements around them, and ranges whose arrays disagree on alignment, go
- * one element at a time. */
-#include "cuda-optim-kernel.cuh"
+ * one element at a time.
+ *
+ * Revision 3's other state and master formats go to the blocked kernel
+ * (cuda-optim-quant.cuh), which decodes, updates and encodes a scale
+ * block in one pass. */
+#include "cuda-optim-quant.cuh"
 
 /* ------------------------------------------------------------ launch */
 
@@ -42,10 +46,34 @@ struct Launch {
   }
 };
 
+/* The blocked kernel of cuda-optim-quant.cuh: one group of threads per
+ * chunk (a scale block), Q_THREADS threads per CUDA block. */
+template <class Op>
+struct QLaunch {
+  static cudaError_t
+  run (const MixprecCudaOptimLaunch *L, cudaStream_t stream, const char **call)
+  {
+    QGeom q = q_geom (*L);
+    size_t n_chunks = (L->n + q.chunk - 1) / q.chunk;
+    size_t blocks = (n_chunks + q.groups - 1) / q.groups;
+    size_t shared = q_stash_floats (q) * sizeof (float);
+
+    if (blocks > 0x7FFFFFFF)
+      {
+        *call = "blocked optimizer kernel launch (too many blocks)";
+        return cudaErrorInvalidConfiguration;
+      }
+    q_kernel<Op><<<(unsigned) blocks, Q_THREADS, shared, stream>>> (*L, q, n_chunks);
+    return mixprec_cuda_launched ("blocked optimizer kernel launch", call);
+  }
+};
+
 extern "C" cudaError_t
 _mixprec_cuda_optim_step (const MixprecCudaOptimLaunch *L, cudaStream_t stream, const char **call)
 {
   if (L->n == 0)
     return cudaSuccess;
+  if (q_needed (*L))
+    return q_dispatch<QLaunch> (L, stream, call);
   return optim_dispatch<Launch> (L, stream, call);
 }

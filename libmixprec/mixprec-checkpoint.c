@@ -1008,6 +1008,7 @@ get_shard (MixprecCheckpoint *self,
   _MixprecSafetensors *st = g_ptr_array_index (self->shards, file);
   const gchar *kind, *version, *rank;
   g_autofree gchar *rank_text = NULL;
+  g_autofree gchar *version_text = g_strdup_printf ("%u", self->manifest.format_version);
 
   if (st != NULL)
     return st;
@@ -1022,13 +1023,13 @@ get_shard (MixprecCheckpoint *self,
   rank = _mixprec_safetensors_get_metadata (st, "rank");
   rank_text = g_strdup_printf ("%u", f->rank);
   if (g_strcmp0 (kind, _MIXPREC_CHECKPOINT_SHARD_KIND) != 0 ||
-      g_strcmp0 (version, G_STRINGIFY (MIXPREC_CHECKPOINT_FORMAT_VERSION)) != 0 ||
+      g_strcmp0 (version, version_text) != 0 ||
       g_strcmp0 (rank, rank_text) != 0)
     {
       g_set_error (error, MIXPREC_CHECKPOINT_ERROR, MIXPREC_CHECKPOINT_ERROR_CORRUPT,
-                   "%s: not the version %d libmixprec shard of rank %u: its metadata says "
+                   "%s: not the version %u libmixprec shard of rank %u: its metadata says "
                    "format '%s', format_version '%s', rank '%s'", path,
-                   MIXPREC_CHECKPOINT_FORMAT_VERSION, f->rank, kind ? kind : "(none)",
+                   self->manifest.format_version, f->rank, kind ? kind : "(none)",
                    version ? version : "(none)", rank ? rank : "(none)");
       _mixprec_safetensors_free (st);
       return NULL;
@@ -1038,12 +1039,14 @@ get_shard (MixprecCheckpoint *self,
 }
 
 const _MixprecSafetensorsTensor *
-_mixprec_checkpoint_piece_tensor (MixprecCheckpoint           *self,
-                                  const _MixprecManifestParam *param,
-                                  const _MixprecManifestPiece *piece,
-                                  const gchar                 *slot,
-                                  _MixprecSafetensors        **shard,
-                                  GError                     **error)
+_mixprec_checkpoint_piece_tensor_as (MixprecCheckpoint           *self,
+                                     const _MixprecManifestParam *param,
+                                     const _MixprecManifestPiece *piece,
+                                     const gchar                 *suffix,
+                                     const gchar                 *dtype,
+                                     guint64                      length,
+                                     _MixprecSafetensors        **shard,
+                                     GError                     **error)
 {
   _MixprecSafetensors *st = get_shard (self, piece->file, error);
   g_autofree gchar *name = NULL;
@@ -1051,11 +1054,11 @@ _mixprec_checkpoint_piece_tensor (MixprecCheckpoint           *self,
   g_autofree gchar *range = NULL;
   const _MixprecSafetensorsTensor *t;
   const gchar *saved_range;
-  gboolean is_master;
+  gboolean dtype_ok;
 
   if (st == NULL)
     return NULL;
-  name = g_strconcat (param->name, "/", slot, NULL);
+  name = g_strconcat (param->name, "/", suffix, NULL);
   range_key = _mixprec_checkpoint_range_key (param->name);
   range = g_strdup_printf ("%" G_GUINT64_FORMAT ":%" G_GUINT64_FORMAT, piece->begin, piece->end);
   saved_range = _mixprec_safetensors_get_metadata (st, range_key);
@@ -1076,22 +1079,54 @@ _mixprec_checkpoint_piece_tensor (MixprecCheckpoint           *self,
                    range, param->name);
       return NULL;
     }
-  /* Masters are FP32; optimizer state also BF16 (bf16.bf16_optimizer_states). */
-  is_master = g_str_has_suffix (name, "/master");
-  if (!(g_str_equal (t->dtype, "F32") || (!is_master && g_str_equal (t->dtype, "BF16"))) ||
-      t->n_dims != 1 || t->shape[0] != piece->end - piece->begin)
+  /* @dtype NULL: FP32, or BF16 for optimizer state saved in bfloat16
+   * (bf16.bf16_optimizer_states) by a checkpoint without representation. */
+  if (dtype != NULL)
+    dtype_ok = g_str_equal (t->dtype, dtype);
+  else
+    dtype_ok = g_str_equal (t->dtype, "F32") ||
+               (!g_str_equal (suffix, "master") && g_str_equal (t->dtype, "BF16"));
+  if (!dtype_ok || t->n_dims != 1 || t->shape[0] != length)
     {
       g_autofree gchar *shape = _mixprec_checkpoint_format_shape (t->shape, t->n_dims, ", ");
 
       g_set_error (error, MIXPREC_CHECKPOINT_ERROR, MIXPREC_CHECKPOINT_ERROR_CORRUPT,
-                   "%s: tensor '%s' is %s of shape [%s]; elements %s must be %s of shape "
+                   "%s: tensor '%s' is %s of shape [%s]; for elements %s it must be %s of shape "
                    "[%" G_GUINT64_FORMAT "]", _mixprec_safetensors_get_path (st), name,
-                   t->dtype, shape, range, is_master ? "F32" : "F32 or BF16",
-                   piece->end - piece->begin);
+                   t->dtype, shape, range,
+                   dtype != NULL ? dtype : g_str_equal (suffix, "master") ? "F32" : "F32 or BF16",
+                   length);
       return NULL;
     }
   *shard = st;
   return t;
+}
+
+const _MixprecSafetensorsTensor *
+_mixprec_checkpoint_piece_tensor (MixprecCheckpoint           *self,
+                                  const _MixprecManifestParam *param,
+                                  const _MixprecManifestPiece *piece,
+                                  const gchar                 *slot,
+                                  _MixprecSafetensors        **shard,
+                                  GError                     **error)
+{
+  const _MixprecManifestRepr *repr = &self->manifest.repr;
+  guint64 n = piece->end - piece->begin;
+  const gchar *dtype = NULL;
+
+  if (repr->present)
+    {
+      if (g_str_equal (slot, "master"))
+        dtype = repr->master == MIXPREC_PLUGIN_MASTER_FLOAT32 ? "F32" : "BF16";
+      else
+        for (guint s = 0; self->manifest.state_names[s] != NULL; s++)
+          if (g_str_equal (self->manifest.state_names[s], slot))
+            {
+              dtype = _mixprec_checkpoint_state_st_dtype (repr->states[s]);
+              n = _mixprec_checkpoint_state_stored (repr->states[s], n);
+            }
+    }
+  return _mixprec_checkpoint_piece_tensor_as (self, param, piece, slot, dtype, n, shard, error);
 }
 
 /**
@@ -1132,14 +1167,9 @@ mixprec_checkpoint_verify (MixprecCheckpoint *self,
       for (guint k = 0; k < p->pieces->len; k++)
         {
           const _MixprecManifestPiece *piece = &g_array_index (p->pieces, _MixprecManifestPiece, k);
-          _MixprecSafetensors *st;
 
-          if (_mixprec_checkpoint_piece_tensor (self, p, piece, "master", &st, error) == NULL)
+          if (!_mixprec_checkpoint_check_piece (self, p, piece, FALSE, error))
             return FALSE;
-          for (guint s = 0; self->manifest.state_names[s] != NULL; s++)
-            if (_mixprec_checkpoint_piece_tensor (self, p, piece, self->manifest.state_names[s],
-                                                  &st, error) == NULL)
-              return FALSE;
         }
     }
   return TRUE;
@@ -1161,15 +1191,11 @@ read_range (MixprecCheckpoint           *self,
       const _MixprecManifestPiece *piece = &g_array_index (p->pieces, _MixprecManifestPiece, k);
       guint64 lo = MAX (first, piece->begin);
       guint64 hi = MIN (first + count, piece->end);
-      const _MixprecSafetensorsTensor *t;
-      _MixprecSafetensors *st;
 
       if (lo >= hi)
         continue;
-      t = _mixprec_checkpoint_piece_tensor (self, p, piece, slot, &st, error);
-      if (t == NULL ||
-          !_mixprec_safetensors_read_f32 (st, t, lo - piece->begin, hi - lo, dest + (lo - first),
-                                          error))
+      if (!_mixprec_checkpoint_read_piece (self, p, piece, slot, lo - piece->begin, hi - lo,
+                                           dest + (lo - first), error))
         return FALSE;
     }
   return TRUE;
@@ -1182,7 +1208,6 @@ read_whole (MixprecCheckpoint *self,
             GError           **error)
 {
   const _MixprecManifestParam *p = find_param (self, name, error);
-  _MixprecSafetensors *st;
   gfloat *data;
 
   if (p == NULL)
@@ -1190,8 +1215,8 @@ read_whole (MixprecCheckpoint *self,
   /* Every piece's tensor is checked against its file first, so the
    * allocation below is bounded by what is really on disk. */
   for (guint k = 0; k < p->pieces->len; k++)
-    if (_mixprec_checkpoint_piece_tensor (self, p, &g_array_index (p->pieces, _MixprecManifestPiece, k),
-                                          slot, &st, error) == NULL)
+    if (!_mixprec_checkpoint_check_piece (self, p, &g_array_index (p->pieces, _MixprecManifestPiece, k),
+                                          g_str_equal (slot, "master"), error))
       return NULL;
   data = g_try_malloc (MAX (p->numel, 1) * sizeof (gfloat));
   if (data == NULL)

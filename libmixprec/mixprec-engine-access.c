@@ -381,6 +381,26 @@ upload_mirrors (Group   *g,
   return ok;
 }
 
+/* How @shard's values are represented: FP32 masters (or none) and
+ * FP32 or BF16 slots, with no scales. */
+static void
+describe_representation (MixprecEngine       *self,
+                         _MixprecEngineShard *shard)
+{
+  shard->master_format = MIXPREC_PLUGIN_MASTER_FLOAT32;
+  shard->master_extra = NULL;
+  shard->block_size = 0;
+  shard->block_phase = 0;
+  shard->code_phase = 0;
+  for (guint k = 0; k < shard->n_state_slots; k++)
+    {
+      shard->state_formats[k] = self->state_dtype == MIXPREC_DTYPE_BFLOAT16
+                                ? MIXPREC_PLUGIN_STATE_BFLOAT16 : MIXPREC_PLUGIN_STATE_FLOAT32;
+      shard->state_scales[k] = NULL;
+      shard->state_signed[k] = FALSE;
+    }
+}
+
 /* This rank's part of @p: the whole parameter on one process, its slice
  * of the parameter's unit across ranks. */
 static void
@@ -388,7 +408,8 @@ shard_of (MixprecEngine      *self,
           Group              *g,
           MixprecParam       *p,
           _MixprecEngineShard *shard,
-          guint               n_slots)
+          guint               n_slots,
+          gboolean            whole)
 {
   _MixprecParamStorage *s = _mixprec_param_get_storage (p);
   const Unit *u = &g_array_index (g->units, Unit, s->unit);
@@ -404,6 +425,13 @@ shard_of (MixprecEngine      *self,
   shard->working_dtype = g->dtypes.working;
   shard->n_state_slots = MIN (n_slots, G_N_ELEMENTS (shard->states));
   shard->state_dtype = self->state_dtype;
+  describe_representation (self, shard);
+  if (whole && self->world > 1 && !g->state_local)
+    {
+      /* ZeRO-0 across ranks: every rank holds (and loads) everything. */
+      lo = e0;
+      hi = e0 + numel;
+    }
   if (self->world == 1)
     {
       const Segment *seg = _mixprec_engine_segment_of (g, s->offset);
@@ -432,9 +460,10 @@ shard_of (MixprecEngine      *self,
     shard->states[k] = host_view (g, _mixprec_engine_at (g->states[k], self->state_dtype, state_at));
 }
 
-GArray *
-_mixprec_engine_get_shards (MixprecEngine *self,
-                            GError       **error)
+static GArray *
+get_shards (MixprecEngine *self,
+            gboolean       whole,
+            GError       **error)
 {
   GArray *shards;
   guint n_slots;
@@ -457,10 +486,24 @@ _mixprec_engine_get_shards (MixprecEngine *self,
           g_array_unref (shards);
           return NULL;
         }
-      shard_of (self, g, p, &shard, n_slots);
+      shard_of (self, g, p, &shard, n_slots, whole);
       g_array_append_val (shards, shard);
     }
   return shards;
+}
+
+GArray *
+_mixprec_engine_get_shards (MixprecEngine *self,
+                            GError       **error)
+{
+  return get_shards (self, FALSE, error);
+}
+
+GArray *
+_mixprec_engine_get_load_shards (MixprecEngine *self,
+                                 GError       **error)
+{
+  return get_shards (self, TRUE, error);
 }
 
 void
@@ -603,23 +646,8 @@ _mixprec_engine_refresh_working (MixprecEngine *self,
             }
           continue;
         }
-      if (self->world > 1 && !g->state_local)
-        {
-          /* ZeRO-0 across ranks: every rank keeps everything but restored
-           * its slices only. */
-          if (g->master != NULL &&
-              !_mixprec_engine_gather_slices (self, g, NULL, g->master, MIXPREC_DTYPE_FLOAT32,
-                                              "gathering restored values", error))
-            return FALSE;
-          if (g->master == NULL &&
-              !_mixprec_engine_gather_slices (self, g, NULL, g->working, g->dtypes.working,
-                                              "gathering restored values", error))
-            return FALSE;
-          for (guint k = 0; g->states[k] != NULL; k++)
-            if (!_mixprec_engine_gather_slices (self, g, NULL, g->states[k], self->state_dtype,
-                                                "gathering restored values", error))
-              return FALSE;
-        }
+      /* ZeRO-0 across ranks: every rank restored everything
+       * (_mixprec_engine_get_load_shards()), so nothing is gathered. */
       for (guint k = 0; k < g->units->len; k++)
         {
           const Unit *u = &g_array_index (g->units, Unit, k);

@@ -135,8 +135,7 @@ load_master (MixprecCheckpoint           *ckpt,
              guint64                      hi,
              GError                     **error)
 {
-  const _MixprecManifest *m = _mixprec_checkpoint_get_manifest (ckpt);
-  MixprecPluginMasterFormat saved = m->repr.present ? m->repr.master : MIXPREC_PLUGIN_MASTER_FLOAT32;
+  MixprecPluginMasterFormat saved = p->master_format;
   g_autofree gfloat *stage = NULL;
   gsize wsize = mixprec_dtype_get_size (sh->working_dtype);
 

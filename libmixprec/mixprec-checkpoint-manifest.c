@@ -282,8 +282,6 @@ _mixprec_manifest_to_json (const _MixprecManifest *m)
     {
       json_builder_set_member_name (b, "representation");
       json_builder_begin_object (b);
-      json_builder_set_member_name (b, "master");
-      json_builder_add_string_value (b, _mixprec_checkpoint_master_format_name (m->repr.master));
       json_builder_set_member_name (b, "block_size");
       json_builder_add_int_value (b, m->repr.block_size);
       json_builder_set_member_name (b, "state_slots");
@@ -321,6 +319,11 @@ _mixprec_manifest_to_json (const _MixprecManifest *m)
       json_builder_add_int_value (b, (gint64) p->numel);
       json_builder_set_member_name (b, "module_type");
       json_builder_add_string_value (b, p->module_type);
+      if (m->repr.present)
+        {
+          json_builder_set_member_name (b, "master");
+          json_builder_add_string_value (b, _mixprec_checkpoint_master_format_name (p->master_format));
+        }
       json_builder_set_member_name (b, "pieces");
       json_builder_begin_array (b);
       for (guint k = 0; k < p->pieces->len; k++)
@@ -551,7 +554,6 @@ parse_representation (Reader           *r,
 {
   JsonObject *repr, *slots;
   JsonArray *signed_slots;
-  g_autofree gchar *master = NULL;
   guint n = g_strv_length (m->state_names);
   gboolean scaled = FALSE;
   guint64 value;
@@ -563,14 +565,11 @@ parse_representation (Reader           *r,
       return TRUE;
     }
   if ((repr = get_object (r, root, "", "representation")) == NULL ||
-      !get_string (r, repr, "representation", "master", &master) ||
       (slots = get_object (r, repr, "representation", "state_slots")) == NULL ||
       (signed_slots = get_array (r, repr, "representation", "signed_slots")) == NULL ||
       !get_uint (r, repr, "representation", "block_size", 4096, &value))
     return FALSE;
   m->repr.present = TRUE;
-  if (!_mixprec_checkpoint_master_format_parse (master, &m->repr.master))
-    return bad (r, "representation", "master", "must be \"fp32\", \"remainder\" or \"kahan\"");
   m->repr.block_size = (guint) value;
   if (json_object_get_size (slots) != n)
     return bad (r, "representation", "state_slots", "must name each of optimizer.state_slots once");
@@ -666,6 +665,19 @@ parse_param (Reader           *r,
     return FALSE;
   if (*p->name == '\0')
     return bad (r, where, "name", "must not be empty");
+  /* How its master is kept: declared per parameter, as parameters kept in
+   * FP32 are their own masters whatever the others use. */
+  if (m->repr.present)
+    {
+      g_autofree gchar *master = NULL;
+
+      if (!get_string (r, o, where, "master", &master))
+        return FALSE;
+      if (!_mixprec_checkpoint_master_format_parse (master, &p->master_format))
+        return bad (r, where, "master", "must be \"fp32\", \"remainder\" or \"kahan\"");
+    }
+  else if (json_object_has_member (o, "master"))
+    return bad (r, where, "master", "needs format_version 2");
   if (g_hash_table_contains (m->param_index, p->name))
     return bad (r, where, "name", "names a parameter listed twice");
   g_hash_table_insert (m->param_index, p->name, p);

@@ -38,6 +38,7 @@ typedef struct
   guint    n_dims;
   guint64  numel;
   gchar   *module_type;
+  MixprecPluginMasterFormat master_format;  /* "master" (format_version 2), else FLOAT32 */
   GArray  *pieces;           /* _MixprecManifestPiece, sorted by begin, covering [0, numel) */
 } _MixprecManifestParam;
 
@@ -56,13 +57,13 @@ typedef struct
  * wrote. */
 #define _MIXPREC_CHECKPOINT_FORMAT_VERSION_REPR 2
 
-/* The manifest's "representation": how the masters and each state slot
- * are stored (see mixprec-checkpoint-repr.c). Absent (present FALSE):
- * FP32 masters, and each slot FP32 or BF16 as its tensors' dtype says. */
+/* The manifest's "representation": how each state slot is stored (see
+ * mixprec-checkpoint-repr.c); each parameter then also says how its
+ * master is. Absent (present FALSE): FP32 masters, and each slot FP32 or
+ * BF16 as its tensors' dtype says. */
 typedef struct
 {
   gboolean present;
-  MixprecPluginMasterFormat master;
   MixprecPluginStateFormat states[16];   /* in state_names' order */
   gboolean state_signed[16];
   guint block_size;          /* elements per scale block; 0 when no slot is scaled */

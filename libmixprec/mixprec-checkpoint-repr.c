@@ -216,8 +216,7 @@ extra_tensor (MixprecCheckpoint           *self,
               _MixprecSafetensors        **st,
               GError                     **error)
 {
-  const _MixprecManifest *m = _mixprec_checkpoint_get_manifest (self);
-  gboolean remainder = m->repr.master == MIXPREC_PLUGIN_MASTER_REMAINDER;
+  gboolean remainder = param->master_format == MIXPREC_PLUGIN_MASTER_REMAINDER;
 
   return _mixprec_checkpoint_piece_tensor_as (self, param, piece,
                                               remainder ? _MIXPREC_CHECKPOINT_REMAINDER
@@ -239,7 +238,7 @@ _mixprec_checkpoint_check_piece (MixprecCheckpoint           *self,
 
   if (_mixprec_checkpoint_piece_tensor (self, param, piece, "master", &st, error) == NULL)
     return FALSE;
-  if (m->repr.present && m->repr.master != MIXPREC_PLUGIN_MASTER_FLOAT32 &&
+  if (param->master_format != MIXPREC_PLUGIN_MASTER_FLOAT32 &&
       extra_tensor (self, param, piece, &st, error) == NULL)
     return FALSE;
   if (weights_only)
@@ -280,7 +279,6 @@ read_split_master (MixprecCheckpoint           *self,
                    gfloat                      *dest,
                    GError                     **error)
 {
-  const _MixprecManifest *m = _mixprec_checkpoint_get_manifest (self);
   g_autofree guint16 *hi = g_new (guint16, MIN (count, CHUNK) + 1);
   g_autofree guint16 *lo = g_new (guint16, MIN (count, CHUNK) + 1);
   const _MixprecSafetensorsTensor *tw, *te;
@@ -298,7 +296,7 @@ read_split_master (MixprecCheckpoint           *self,
         return FALSE;
       u16_from_le (hi, n);
       u16_from_le (lo, n);
-      _mixprec_checkpoint_split_master_f32 (m->repr.master, hi, lo, n, dest + at);
+      _mixprec_checkpoint_split_master_f32 (param->master_format, hi, lo, n, dest + at);
     }
   return TRUE;
 }
@@ -373,7 +371,7 @@ _mixprec_checkpoint_read_piece (MixprecCheckpoint           *self,
   const _MixprecSafetensorsTensor *t;
   _MixprecSafetensors *st;
 
-  if (m->repr.present && master && m->repr.master != MIXPREC_PLUGIN_MASTER_FLOAT32)
+  if (master && param->master_format != MIXPREC_PLUGIN_MASTER_FLOAT32)
     return read_split_master (self, param, piece, first, count, dest, error);
   if (m->repr.present && s >= 0 && _mixprec_checkpoint_state_is_scaled (m->repr.states[s]))
     return read_scaled_state (self, param, piece, (guint) s, first, count, dest, error);
@@ -399,9 +397,11 @@ _mixprec_checkpoint_shards_repr (GArray               *shards,
   if (shards->len == 0)
     return;
   /* The representation is the engine's, the same in every shard. */
+  for (guint i = 0; i < shards->len; i++)
+    if (g_array_index (shards, _MixprecEngineShard, i).master_format != MIXPREC_PLUGIN_MASTER_FLOAT32)
+      repr->present = TRUE;
+  /* The state's representation is the engine's, the same in every shard. */
   sh = &g_array_index (shards, _MixprecEngineShard, 0);
-  repr->master = sh->master_format;
-  repr->present = sh->master_format != MIXPREC_PLUGIN_MASTER_FLOAT32;
   for (guint k = 0; k < sh->n_state_slots; k++)
     {
       repr->states[k] = sh->state_formats[k];

@@ -475,6 +475,7 @@ build_manifest (const Save       *s,
       p->shape = g_memdup2 (shape, sizeof (guint64) * MAX (p->n_dims, 1));
       p->numel = mixprec_param_get_numel (param);
       p->module_type = g_strdup (mixprec_param_get_module_type (param));
+      p->master_format = g_array_index (s->shards, _MixprecEngineShard, i).master_format;
       p->pieces = g_array_new (FALSE, FALSE, sizeof (_MixprecManifestPiece));
       g_ptr_array_add (m->params, p);
       g_hash_table_insert (m->param_index, p->name, p);

@@ -1117,7 +1117,7 @@ _mixprec_checkpoint_piece_tensor (MixprecCheckpoint           *self,
   if (repr->present)
     {
       if (g_str_equal (slot, "master"))
-        dtype = repr->master == MIXPREC_PLUGIN_MASTER_FLOAT32 ? "F32" : "BF16";
+        dtype = param->master_format == MIXPREC_PLUGIN_MASTER_FLOAT32 ? "F32" : "BF16";
       else
         for (guint s = 0; self->manifest.state_names[s] != NULL; s++)
           if (g_str_equal (self->manifest.state_names[s], slot))

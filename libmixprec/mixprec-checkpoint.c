@@ -781,6 +781,100 @@ find_param (MixprecCheckpoint *self,
 }
 
 /**
+ * mixprec_checkpoint_get_state_format:
+ * @self: a #MixprecCheckpoint
+ * @slot: an optimizer state slot from mixprec_checkpoint_get_state_names()
+ *
+ * Tells how a state slot is stored: "fp32", "bf16", "fp16_scaled",
+ * "bf16_scaled", "fp8_e4m3_scaled", "int8" or "int4", the names of
+ * `mixprec.optimizer_states` in mixprec.json(5). The scaled and quantized
+ * formats keep one FP32 scale per block of
+ * mixprec_checkpoint_get_block_size() elements.
+ *
+ * Returns: (nullable): the format's name, or %NULL when the checkpoint has
+ *   no such slot
+ *
+ * Since: 1.1
+ */
+const gchar *
+mixprec_checkpoint_get_state_format (MixprecCheckpoint *self,
+                                     const gchar       *slot)
+{
+  g_return_val_if_fail (MIXPREC_IS_CHECKPOINT (self), NULL);
+  g_return_val_if_fail (slot != NULL, NULL);
+
+  for (guint s = 0; self->manifest.state_names[s] != NULL; s++)
+    {
+      if (!g_str_equal (self->manifest.state_names[s], slot))
+        continue;
+      if (self->manifest.repr.present)
+        return _mixprec_checkpoint_state_format_name (self->manifest.repr.states[s]);
+      /* Earlier checkpoints say it with the tensors' dtype: FP32, or BF16
+       * for bf16.bf16_optimizer_states. */
+      for (guint i = 0; i < self->manifest.params->len; i++)
+        {
+          const _MixprecManifestParam *p = g_ptr_array_index (self->manifest.params, i);
+          const _MixprecSafetensorsTensor *t;
+          _MixprecSafetensors *st;
+
+          if (p->pieces->len == 0)
+            continue;
+          t = _mixprec_checkpoint_piece_tensor (self, p, &g_array_index (p->pieces, _MixprecManifestPiece, 0),
+                                                slot, &st, NULL);
+          return _mixprec_checkpoint_state_format_name (_mixprec_checkpoint_slot_format (&self->manifest, s, t));
+        }
+      return _mixprec_checkpoint_state_format_name (MIXPREC_PLUGIN_STATE_FLOAT32);
+    }
+  return NULL;
+}
+
+/**
+ * mixprec_checkpoint_get_block_size:
+ * @self: a #MixprecCheckpoint
+ *
+ * Gives the number of elements that share one FP32 scale in the state
+ * slots stored in a scaled or quantized format.
+ *
+ * Returns: elements per scale block, or 0 when no slot is scaled
+ *
+ * Since: 1.1
+ */
+guint
+mixprec_checkpoint_get_block_size (MixprecCheckpoint *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_CHECKPOINT (self), 0);
+  return self->manifest.repr.block_size;
+}
+
+/**
+ * mixprec_checkpoint_get_param_master_format:
+ * @self: a #MixprecCheckpoint
+ * @name: a parameter name
+ *
+ * Tells how a parameter's FP32 master is stored: "fp32", "remainder" (the
+ * bfloat16 working copy and a 16-bit remainder, exactly the FP32 value) or
+ * "kahan" (the bfloat16 working copy and a bfloat16 compensation), the
+ * names of `mixprec.master_weights` in mixprec.json(5).
+ *
+ * Returns: (nullable): the format's name, or %NULL when the checkpoint
+ *   holds no such parameter
+ *
+ * Since: 1.1
+ */
+const gchar *
+mixprec_checkpoint_get_param_master_format (MixprecCheckpoint *self,
+                                            const gchar       *name)
+{
+  const _MixprecManifestParam *p;
+
+  g_return_val_if_fail (MIXPREC_IS_CHECKPOINT (self), NULL);
+  g_return_val_if_fail (name != NULL, NULL);
+
+  p = g_hash_table_lookup (self->manifest.param_index, name);
+  return p != NULL ? _mixprec_checkpoint_master_format_name (p->master_format) : NULL;
+}
+
+/**
  * mixprec_checkpoint_get_param_shape:
  * @self: a #MixprecCheckpoint
  * @name: a parameter name

@@ -554,7 +554,8 @@ tests_test_checkpoint_repr_SOURCES = \
 tests_test_checkpoint_repr_CPPFLAGS = $(tests_internal_cppflags)
 tests_test_checkpoint_repr_LDADD = $(tests_internal_ldadd) -lm
 EXTRA_tests_test_checkpoint_repr_DEPENDENCIES = \
-	plugins/mixprec-optim-adamw.la
+	plugins/mixprec-optim-adamw.la \
+	tools/mixprec-inspect$(EXEEXT)
 TESTS += tests/test-checkpoint-repr
 # The same files read by the reference `safetensors` package (PyPI): run by
 # PYTHON_GI like every .py test, the script re-executes itself with

@@ -681,6 +681,64 @@ test_manifest_errors (void)
   ckpt_remove_tree (tmp);
 }
 
+/* mixprec-inspect --checkpoint says how each tensor is stored. */
+static void
+test_inspect (void)
+{
+  const gchar *top = g_getenv ("MIXPREC_TOP_BUILDDIR");
+  g_autofree gchar *tmp = NULL;
+  g_autofree gchar *src = NULL;
+  g_autofree gchar *dst = NULL;
+  g_autofree gchar *tool = NULL;
+  g_autoptr(MixprecEngine) trained = NULL;
+  g_autoptr(GPtrArray) params = NULL;
+  g_autoptr(GError) error = NULL;
+  const struct
+  {
+    const gchar *dir;
+    const gchar *expected[4];
+  } runs[] = {
+    { "src", { "format version   1", "state formats    exp_avg fp32, exp_avg_sq fp32\n",
+               "rank 0 [0, 184)\n", NULL } },
+    { "conv", { "format version   2",
+                "state formats    exp_avg int4, exp_avg_sq int4 (one FP32 scale per 32 elements)",
+                "rank 0 [0, 184); master remainder (bf16 + int16, exact)", NULL } },
+  };
+
+  if (top == NULL)
+    {
+      g_test_skip ("MIXPREC_TOP_BUILDDIR is not set: run the test through make check");
+      return;
+    }
+  tmp = ckpt_make_tmpdir ();
+  src = g_build_filename (tmp, "src", NULL);
+  dst = g_build_filename (tmp, "conv", NULL);
+  tool = g_build_filename (top, "tools", "mixprec-inspect", NULL);
+  trained = ckpt_engine_new (ckpt_modes[2].json);
+  ckpt_build_model (trained, 0, 0);
+  ckpt_train (trained, 0, 1, FALSE);
+  mixprec_engine_save_checkpoint_full (trained, tmp, "src", MIXPREC_CHECKPOINT_SAVE_NO_LATEST, &error);
+  g_assert_no_error (error);
+  params = read_params (trained);
+  convert (src, dst, params, 1, 6, DAMAGE_NONE);
+  for (guint r = 0; r < G_N_ELEMENTS (runs); r++)
+    {
+      g_autofree gchar *dir = g_build_filename (tmp, runs[r].dir, NULL);
+      const gchar *argv[] = { tool, "--checkpoint", dir, "--verify", NULL };
+      g_autofree gchar *out = NULL;
+      gint status = 0;
+
+      g_assert_true (g_spawn_sync (NULL, (gchar **) argv, NULL, G_SPAWN_DEFAULT, NULL, NULL,
+                                   &out, NULL, &status, &error));
+      g_assert_no_error (error);
+      g_assert_true (g_spawn_check_wait_status (status, NULL));
+      for (guint i = 0; runs[r].expected[i] != NULL; i++)
+        if (strstr (out, runs[r].expected[i]) == NULL)
+          g_error ("mixprec-inspect --checkpoint printed no '%s':\n%s", runs[r].expected[i], out);
+    }
+  ckpt_remove_tree (tmp);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -719,5 +777,6 @@ main (int argc, char **argv)
       g_test_add_data_func (path, &damages[i], test_damage);
     }
   g_test_add_func ("/checkpoint-repr/manifest-errors", test_manifest_errors);
+  g_test_add_func ("/checkpoint-repr/inspect", test_inspect);
   return g_test_run ();
 }

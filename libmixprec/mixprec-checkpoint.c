@@ -21,7 +21,10 @@
  * its own, `DIR/TAG` (`TAG` is `step-N` by default), and then points
  * `DIR/latest` at it:
  *
- * - `manifest.json`: the format name and `format_version` (1), the
+ * - `manifest.json`: the format name and `format_version` (1; 2 when the
+ *   run kept a remainder or Kahan master or scaled or quantized state,
+ *   which the `representation` key and each parameter's `master` then
+ *   describe), the
  *   libmixprec version, the step counters, the stochastic-rounding seed,
  *   the precision mode and low dtype, the world size and ZeRO stage at save
  *   time, the loss scaler state (GVariant text), the learning-rate schedule
@@ -31,7 +34,10 @@
  *   file); per file its name, size and SHA-256.
  * - `rank-NNNNN.safetensors`, one per rank: for each piece the rank owns,
  *   a tensor `PARAM/master` (the FP32 master weights of that range, 1-D)
- *   and one F32 tensor `PARAM/SLOT` per optimizer state slot. Its
+ *   and one F32 tensor `PARAM/SLOT` per optimizer state slot (in
+ *   format_version 2, each as the engine kept it, with
+ *   `PARAM/master/remainder`, `PARAM/master/compensation` and
+ *   `PARAM/SLOT/scales` beside them; mixprec-checkpoint(5) lists them). Its
  *   `__metadata__` holds `format` ("libmixprec-shard"), `format_version`,
  *   `rank`, `world_size`, `step` and, per parameter, `PARAM/range`
  *   ("begin:end") and `PARAM/shape` ("d0,d1,...").

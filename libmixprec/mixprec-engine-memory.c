@@ -81,8 +81,8 @@ report_of (const guint64 *bytes)
   r.working = bytes[BUF_WORKING] + bytes[BUF_PERSISTENT] + bytes[BUF_FP8] + bytes[BUF_FP8_SCALES];
   r.gradients = bytes[BUF_GRADIENTS];
   r.accumulation = bytes[BUF_ACCUM];
-  r.masters = bytes[BUF_MASTERS] + bytes[BUF_HOST_MASTERS];
-  r.optimizer_state = bytes[BUF_STATE] + bytes[BUF_HOST_STATE];
+  r.masters = bytes[BUF_MASTERS] + bytes[BUF_HOST_MASTERS] + bytes[BUF_REMAINDERS] + bytes[BUF_KAHAN];
+  r.optimizer_state = bytes[BUF_STATE] + bytes[BUF_HOST_STATE] + bytes[BUF_STATE_SCALES];
   r.communication = bytes[BUF_STAGING] + bytes[BUF_GATHERED] + bytes[BUF_FP8_GATHERED] + bytes[BUF_NORM] +
                     bytes[BUF_HOST_STAGING] + bytes[BUF_PINNED_STAGING];
   r.total = r.working + r.gradients + r.accumulation + r.masters + r.optimizer_state +
@@ -212,6 +212,7 @@ _mixprec_engine_plan_group (MixprecConfig         *config,
   _mixprec_engine_group_shape (&pg->dt, _mixprec_engine_wire_dtype (&pg->dt), pg->units, world,
                                pg->stage, pg->probe->gas, FALSE, _mixprec_engine_staging_budget (config),
                                &pg->shape);
+  _mixprec_engine_shape_represent (&pg->shape, &pg->probe->repr, &pg->dt, pg->units, world, pg->stage);
   return TRUE;
 }
 
@@ -259,7 +260,7 @@ plan_bytes (MixprecConfig *config,
       return FALSE;
     }
   _mixprec_engine_add_shape_bytes (bytes, dt, shape, mixprec_feature_get_n_state_slots (probe->optimizer),
-                                   probe->state_dtype, probe->offload, probe->offload_pinned);
+                                   &probe->repr, probe->offload, probe->offload_pinned);
   if (stage >= 3)
     {
       /* What the trainer holds gathered, plus the prefetch window, never
@@ -390,8 +391,10 @@ mixprec_memory_plan_list_buffers (MixprecConfig *config,
  * DeepSpeed's formula for the same configuration (the ZeRO paper's model
  * states, without buffers): Ψ parameters of P bytes (the working dtype),
  * gradients of P bytes, and K bytes of optimizer state per parameter (4
- * for an FP32 master when there is one, 4 per state slot, 2 with
- * `bf16.bf16_optimizer_states`). ZeRO-1 divides
+ * for an FP32 master when there is one, also where `mixprec.master_weights`
+ * keeps it as a remainder or compensates instead; 4 per state slot, 2 with
+ * `bf16.bf16_optimizer_states`: DeepSpeed has no scaled or quantized
+ * state). ZeRO-1 divides
  * K by the world size, ZeRO-2 the gradients and K, ZeRO-3 all three:
  * (2 + 2 + 12) Ψ / N for Adam in bf16 under ZeRO-3. The master bytes go to
  * @masters, the state slots to @optimizer_state; @accumulation and
@@ -423,7 +426,11 @@ mixprec_memory_plan_new_deepspeed (MixprecConfig *config,
   n = world_size;
   r.working = (guint64) (psi * mixprec_dtype_get_size (dt.working) / (stage >= 3 ? n : 1));
   r.gradients = (guint64) (psi * mixprec_dtype_get_size (dt.working) / (stage >= 2 ? n : 1));
-  r.masters = (guint64) (psi * (dt.has_master ? 4 : 0) / (stage >= 1 ? n : 1));
+  /* DeepSpeed keeps FP32 masters where libmixprec keeps them as
+   * remainders or compensates instead. */
+  r.masters = (guint64) (psi * (dt.has_master || _mixprec_engine_master_format (&probe->repr, &dt) !=
+                                                MIXPREC_PLUGIN_MASTER_FLOAT32 ? 4 : 0) /
+                         (stage >= 1 ? n : 1));
   r.optimizer_state = (guint64) (psi * mixprec_dtype_get_size (probe->state_dtype) *
                                  mixprec_feature_get_n_state_slots (probe->optimizer) /
                                  (stage >= 1 ? n : 1));

@@ -681,6 +681,237 @@ test_manifest_errors (void)
   ckpt_remove_tree (tmp);
 }
 
+/* ---------------------------------------------------------------- engines in each representation */
+
+#define REPR_BLOCK 64
+
+/* bf16 with LayerNorm kept in FP32 (its own master), ZeRO @stage, the
+ * masters and every state slot as given. */
+static gchar *
+repr_json (guint master, guint format, guint stage)
+{
+  return g_strdup_printf (
+    "{\"zero_optimization\": {\"stage\": %u}, \"bf16\": {\"enabled\": true},"
+    " \"mixprec\": {\"fp32_modules\": [\"LayerNorm\"], \"master_weights\": \"%s\","
+    "               \"optimizer_states\": {\"default\": \"%s\"%s}},"
+    " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.01, \"weight_decay\": 0.01}},"
+    " \"scheduler\": {\"type\": \"WarmupCosineLR\","
+    "                 \"params\": {\"total_num_steps\": 40, \"warmup_num_steps\": 4}},"
+    " \"gradient_clipping\": 1.0}",
+    stage, master_names[master], state_names[format],
+    format >= 2 ? ", \"block_size\": " G_STRINGIFY (REPR_BLOCK) : "");
+}
+
+static MixprecEngine *
+repr_engine (guint master, guint format, guint variant)
+{
+  g_autofree gchar *json = repr_json (master, format, 0);
+  MixprecEngine *engine = ckpt_engine_new (json);
+
+  ckpt_build_model (engine, variant, 0);
+  return engine;
+}
+
+/* Save, go on; load into a fresh engine, go on the same way: the same
+ * values, bit for bit, and the checkpoint says what it holds. */
+static void
+test_resume (gconstpointer data)
+{
+  const Pair *pair = data;
+  g_autofree gchar *tmp = ckpt_make_tmpdir ();
+  g_autofree gchar *dir = g_build_filename (tmp, "r", NULL);
+  g_autoptr(MixprecEngine) a = repr_engine (pair->master, pair->format, 0);
+  g_autoptr(MixprecEngine) b = repr_engine (pair->master, pair->format, 1);
+  g_autoptr(MixprecCheckpoint) ckpt = NULL;
+  g_autoptr(GPtrArray) sa = NULL, sb = NULL;
+  g_autoptr(GError) error = NULL;
+  gboolean plain = pair->master == 0 && pair->format <= 1;
+
+  ckpt_train (a, 0, 5, FALSE);
+  mixprec_engine_save_checkpoint_full (a, tmp, "r", MIXPREC_CHECKPOINT_SAVE_NO_LATEST, &error);
+  g_assert_no_error (error);
+  ckpt_train (a, 5, 4, FALSE);
+  sa = ckpt_snapshot (a);
+
+  mixprec_engine_load_checkpoint (b, dir, &error);
+  g_assert_no_error (error);
+  ckpt_train (b, 5, 4, FALSE);
+  sb = ckpt_snapshot (b);
+  ckpt_assert_same (sa, sb);
+
+  ckpt = mixprec_checkpoint_open (dir, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (mixprec_checkpoint_get_format_version (ckpt), ==, plain ? 1 : 2);
+  g_assert_cmpstr (mixprec_checkpoint_get_state_format (ckpt, "exp_avg"), ==, state_names[pair->format]);
+  g_assert_cmpstr (mixprec_checkpoint_get_param_master_format (ckpt, "embed.weight"), ==,
+                   master_names[pair->master]);
+  /* LayerNorm is kept in FP32: its own master. */
+  g_assert_cmpstr (mixprec_checkpoint_get_param_master_format (ckpt, "blocks.0.ln.weight"), ==, "fp32");
+  g_assert_cmpuint (mixprec_checkpoint_get_block_size (ckpt), ==, pair->format >= 2 ? REPR_BLOCK : 0);
+  ckpt_remove_tree (tmp);
+}
+
+/* The group a parameter of the test model is in: LayerNorm is kept in
+ * FP32, biases take no weight decay, the rest share one. */
+static guint
+group_of (const gchar *name)
+{
+  if (strstr (name, ".ln.") != NULL)
+    return 1;
+  return g_str_has_suffix (name, ".bias") ? 2 : 0;
+}
+
+/* Where each parameter lies in its unit on one process: the parameters of
+ * one group follow each other in registration order (the model is far
+ * below the unit size). */
+static guint64
+unit_offset (GPtrArray *params, guint i)
+{
+  guint group = group_of (((Param *) g_ptr_array_index (params, i))->name);
+  guint64 at = 0;
+
+  for (guint j = 0; j < i; j++)
+    if (group_of (((Param *) g_ptr_array_index (params, j))->name) == group)
+      at += ((Param *) g_ptr_array_index (params, j))->numel;
+  return at;
+}
+
+/* @x (every parameter's values of one slot, FP32) encoded into @format by
+ * blocks of REPR_BLOCK of each unit and decoded again: what an engine in
+ * @format holds after loading them. */
+static gfloat **
+expected_encoding (GPtrArray *params, GPtrArray *values, guint format, gboolean is_signed)
+{
+  gfloat **out = g_new0 (gfloat *, params->len);
+  g_autoptr(GHashTable) absmax = g_hash_table_new (g_str_hash, g_str_equal);
+
+  /* Blocks are named by group and index. */
+  for (guint pass = 0; pass < 2; pass++)
+    for (guint i = 0; i < params->len; i++)
+      {
+        Param *p = g_ptr_array_index (params, i);
+        const gfloat *x = g_ptr_array_index (values, i);
+        guint64 base = unit_offset (params, i);
+        guint group = group_of (p->name);
+
+        if (pass == 1)
+          out[i] = g_new (gfloat, MAX (p->numel, 1));
+        for (guint64 e = 0; e < p->numel; e++)
+          {
+            g_autofree gchar *key = g_strdup_printf ("%u:%" G_GUINT64_FORMAT, group, (base + e) / REPR_BLOCK);
+            guint32 bits = GPOINTER_TO_UINT (g_hash_table_lookup (absmax, key));
+
+            if (pass == 0)
+              {
+                /* Stored + 1: 0 means no element seen yet. */
+                guint32 a = f32_bits (x[e]) & 0x7FFFFFFFu;
+
+                bits = bits == 0 ? a + 1 : MAX (bits, a + 1);
+                if (!g_hash_table_contains (absmax, key))
+                  g_hash_table_insert (absmax, g_steal_pointer (&key), GUINT_TO_POINTER (bits));
+                else
+                  g_hash_table_replace (absmax, g_steal_pointer (&key), GUINT_TO_POINTER (bits));
+              }
+            else
+              {
+                gfloat scale = _mixprec_state_block_scale (format, bits - 1);
+
+                out[i][e] = _mixprec_state_decode1 (format, is_signed,
+                                                    _mixprec_state_encode1 (format, is_signed, x[e], scale),
+                                                    scale);
+              }
+          }
+      }
+  return out;
+}
+
+/* Saved in one representation, loaded into another (one process): the
+ * masters and state the new engine holds are the saved FP32 values (exact
+ * decoding) converted with the documented rules, recomputed here. */
+static void
+test_convert (gconstpointer data)
+{
+  const guint *codes = data;    /* from master, from format, to master, to format */
+  g_autofree gchar *tmp = ckpt_make_tmpdir ();
+  g_autofree gchar *dir = g_build_filename (tmp, "c", NULL);
+  g_autoptr(MixprecEngine) a = repr_engine (codes[0], codes[1], 0);
+  g_autoptr(MixprecEngine) b = repr_engine (codes[2], codes[3], 1);
+  g_autoptr(MixprecCheckpoint) ckpt = NULL;
+  g_autoptr(GPtrArray) params = NULL;
+  g_autoptr(GError) error = NULL;
+
+  ckpt_train (a, 0, 4, FALSE);
+  mixprec_engine_save_checkpoint_full (a, tmp, "c", MIXPREC_CHECKPOINT_SAVE_NO_LATEST, &error);
+  g_assert_no_error (error);
+  ckpt = mixprec_checkpoint_open (dir, &error);
+  g_assert_no_error (error);
+  mixprec_engine_load_checkpoint (b, dir, &error);
+  g_assert_no_error (error);
+  params = read_params (b);
+
+  for (guint i = 0; i < params->len; i++)
+    {
+      Param *p = g_ptr_array_index (params, i);
+      g_autoptr(GBytes) saved = mixprec_checkpoint_read_master (ckpt, p->name, &error);
+      const gfloat *x;
+      g_autofree gfloat *want = g_new (gfloat, MAX (p->numel, 1));
+      g_autofree gchar *what = g_strdup_printf ("%s/master %s -> %s", p->name,
+                                                master_names[codes[0]], master_names[codes[2]]);
+      gboolean own = strstr (p->name, ".ln.") != NULL;
+
+      g_assert_no_error (error);
+      x = g_bytes_get_data (saved, NULL);
+      for (guint64 e = 0; e < p->numel; e++)
+        {
+          if (codes[2] == 2 && !own)
+            {
+              /* Kahan: the working copy is the FP32 value rounded to
+               * nearest even, the compensation that rounding's error. */
+              guint16 w = bf16_rne (x[e]);
+
+              want[e] = bf16_value (w) + bf16_value (bf16_rne (x[e] - bf16_value (w)));
+            }
+          else
+            want[e] = x[e];
+        }
+      assert_floats (p->master, want, p->numel, what);
+    }
+  for (guint k = 0; k < 2; k++)
+    {
+      g_autoptr(GPtrArray) values = g_ptr_array_new_with_free_func (g_free);
+      gfloat **want = NULL;
+
+      for (guint i = 0; i < params->len; i++)
+        {
+          Param *p = g_ptr_array_index (params, i);
+          g_autoptr(GBytes) saved = mixprec_checkpoint_read_state (ckpt, p->name, slots[k], &error);
+
+          g_assert_no_error (error);
+          g_ptr_array_add (values, g_memdup2 (g_bytes_get_data (saved, NULL), MAX (p->numel, 1) * 4));
+        }
+      if (codes[3] >= 2)
+        want = expected_encoding (params, values, codes[3], slot_signed[k]);
+      for (guint i = 0; i < params->len; i++)
+        {
+          Param *p = g_ptr_array_index (params, i);
+          const gfloat *x = g_ptr_array_index (values, i);
+          g_autofree gfloat *plain = g_new (gfloat, MAX (p->numel, 1));
+          g_autofree gchar *what = g_strdup_printf ("%s/%s %s -> %s", p->name, slots[k],
+                                                    state_names[codes[1]], state_names[codes[3]]);
+
+          for (guint64 e = 0; e < p->numel; e++)
+            plain[e] = codes[3] == 1 ? bf16_value (bf16_rne (x[e])) : x[e];
+          assert_floats (p->states[k], want != NULL ? want[i] : plain, p->numel, what);
+          if (want != NULL)
+            g_free (want[i]);
+        }
+      g_free (want);
+    }
+  /* And it trains on. */
+  ckpt_train (b, 4, 2, FALSE);
+  ckpt_remove_tree (tmp);
+}
+
 /* mixprec-inspect --checkpoint says how each tensor is stored. */
 static void
 test_inspect (void)
@@ -754,6 +985,17 @@ main (int argc, char **argv)
   static const gchar * const damage_names[] = {
     "none", "no-scales", "short-scales", "bad-phase", "state-dtype", "no-remainder",
   };
+  /* Every master pair and every state pair, each at least once, in both
+   * directions: (master, state) -> (master, state). */
+  static const guint conversions[][4] = {
+    { 0, 0, 1, 5 }, { 1, 5, 0, 0 },      /* fp32 <-> remainder, fp32 <-> int8 */
+    { 0, 0, 2, 6 }, { 2, 6, 0, 0 },      /* fp32 <-> kahan, fp32 <-> int4 */
+    { 1, 1, 2, 4 }, { 2, 4, 1, 1 },      /* remainder <-> kahan, bf16 <-> fp8 */
+    { 1, 5, 1, 6 }, { 1, 6, 1, 5 },      /* int8 <-> int4 */
+    { 0, 2, 0, 5 }, { 0, 3, 0, 4 },      /* fp16_scaled -> int8, bf16_scaled -> fp8 */
+    { 0, 5, 0, 3 }, { 2, 4, 0, 2 },      /* int8 -> bf16_scaled, fp8 -> fp16_scaled */
+    { 0, 1, 0, 6 }, { 0, 6, 0, 1 },      /* bf16 <-> int4 */
+  };
   guint n = 0;
 
   g_test_init (&argc, &argv, NULL);
@@ -778,5 +1020,23 @@ main (int argc, char **argv)
     }
   g_test_add_func ("/checkpoint-repr/manifest-errors", test_manifest_errors);
   g_test_add_func ("/checkpoint-repr/inspect", test_inspect);
+  for (guint i = 0; i < n; i++)
+    {
+      g_autofree gchar *path = g_strdup_printf ("/checkpoint-repr/resume/%s/%s",
+                                                master_names[pairs[i].master],
+                                                state_names[pairs[i].format]);
+
+      g_test_add_data_func (path, &pairs[i], test_resume);
+    }
+  for (guint i = 0; i < G_N_ELEMENTS (conversions); i++)
+    {
+      g_autofree gchar *path = g_strdup_printf ("/checkpoint-repr/convert/%s+%s/%s+%s",
+                                                master_names[conversions[i][0]],
+                                                state_names[conversions[i][1]],
+                                                master_names[conversions[i][2]],
+                                                state_names[conversions[i][3]]);
+
+      g_test_add_data_func (path, conversions[i], test_convert);
+    }
   return g_test_run ();
 }

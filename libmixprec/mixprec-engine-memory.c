@@ -156,9 +156,10 @@ mixprec_engine_get_memory_report (MixprecEngine *self)
  *   Every other buffer is in the device's memory (on the "cpu" device,
  *   everything is host memory).
  *
- * Returns: (transfer full) (element-type MixprecMemoryBuffer): the
+ * Returns: (transfer container) (element-type MixprecMemoryBuffer): the
  *   buffers, in the order above, those never allocated nor planned left
- *   out
+ *   out; the array frees its buffers when it is freed, so
+ *   g_ptr_array_unref() is all a caller does (bindings copy each buffer)
  *
  * Since: 1.1
  */
@@ -364,8 +365,9 @@ mixprec_memory_plan_new (MixprecConfig *config,
  * this machine need not have: offloaded buffers carry the " (host)"
  * suffix). Every field of each buffer holds the prediction.
  *
- * Returns: (transfer full) (element-type MixprecMemoryBuffer): the
- *   buffers, or %NULL with @error set
+ * Returns: (transfer container) (element-type MixprecMemoryBuffer): the
+ *   buffers, or %NULL with @error set; the array frees its buffers when
+ *   it is freed (bindings copy each buffer)
  *
  * Since: 1.1
  */

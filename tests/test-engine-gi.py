@@ -106,6 +106,17 @@ except GLib.Error as err:
           err.matches(Mixprec.config_error_quark(), Mixprec.ConfigError.IO) and
           os.path.basename(f.name) in err.message)
 
+# The buffer lists are arrays that own their boxed buffers: Python reads
+# each one's fields (it copies them) without freeing them twice. AdamW
+# over 4096 FP32-initialized bf16 elements: 2 B working copies and
+# gradients, 4 B masters, 8 B of state per element.
+e = engine('{"bf16": {"enabled": true}, "optimizer": {"type": "AdamW"}}')
+e.register_param("w", [4096], "Linear", Mixprec.DType.FLOAT32, f32(*([1.0] * 4096)))
+listed = {b.name: b.bytes for b in e.list_buffers()}
+check("list_buffers names and bytes",
+      listed.get("working copies") == 8192 and listed.get("gradients") == 8192 and
+      listed.get("FP32 master weights") == 16384 and listed.get("optimizer state") == 32768)
+
 print("1..%d" % len(results))
 for i, (name, ok) in enumerate(results, 1):
     print("%s %d - %s" % ("ok" if ok else "not ok", i, name))

@@ -745,3 +745,13 @@ tests_test_fp8_zero_SOURCES = tests/test-fp8-zero.c tests/multiproc.c tests/mult
 tests_test_fp8_zero_LDADD = $(tests_public_ldadd) -lm
 TESTS += tests/test-fp8-zero
 endif
+
+# --- optimizer-state and master representations against their PyPI peers
+# (issue 26): remainder masters against FP32 masters, int8 / int4 / fp8
+# states against torchao's AdamW8bit / AdamW4bit / AdamWFp8, Kahan masters
+# against optimi's AdamW(kahan_sum=True); run by PYTHON_TORCH (skips
+# without torch, and each part without its peer)
+EXTRA_DIST += tests/test-optim-peers.py
+if HAVE_PYTHON_GI
+TESTS += tests/test-optim-peers.py
+endif

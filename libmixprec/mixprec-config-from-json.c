@@ -40,6 +40,8 @@ typedef struct
   gboolean semantics_set;
   gboolean precision_mode_set;
   MixprecPrecisionMode precision_mode_asserted;
+  gboolean master_weights_set;     /* mixprec.master_weights */
+  gboolean optimizer_states_set;   /* mixprec.optimizer_states */
 } Loader;
 
 /* ------------------------------------------------------------ helpers */
@@ -957,6 +959,236 @@ static const gchar *const precision_mode_names[] = {
   "fp32", "fp16", "bf16", "bf16_no_master", "autocast", "fp16_no_master", NULL
 };
 
+/* ------------------------------------------------------------ representations */
+
+/* mixprec.master_weights and mixprec.optimizer_states, in the order of
+ * MixprecMasterWeights and MixprecStateFormat. */
+static const gchar *const master_weights_names[] = { "fp32", "remainder", "kahan", "none", NULL };
+static const gchar *const state_format_names[] = {
+  "fp32", "bf16", "fp16_scaled", "bf16_scaled", "fp8_e4m3_scaled", "int8", "int4", NULL
+};
+
+static gboolean
+parse_state_format (Loader      *l,
+                    const gchar *path,
+                    JsonNode    *node,
+                    MixprecStateFormat *out)
+{
+  if (JSON_NODE_HOLDS_VALUE (node) && json_node_get_value_type (node) == G_TYPE_STRING)
+    for (guint i = 0; state_format_names[i] != NULL; i++)
+      if (g_str_equal (json_node_get_string (node), state_format_names[i]))
+        {
+          *out = (MixprecStateFormat) i;
+          return TRUE;
+        }
+  report_invalid (l, path, "one of \"fp32\", \"bf16\", \"fp16_scaled\", \"bf16_scaled\", "
+                  "\"fp8_e4m3_scaled\", \"int8\", \"int4\"", node);
+  return FALSE;
+}
+
+/* "optimizer_states": a format for every slot, or an object of slot names
+ * (the optimizer's state_names; "default" for the slots not named) and
+ * "block_size". The names are checked against the optimizer once it is
+ * known (check_state_slots()). */
+static void
+load_optimizer_states (Loader     *l,
+                       JsonObject *mixprec)
+{
+  MixprecConfigSettings *s = l->s;
+  g_autofree gchar *path = NULL;
+  g_autoptr(GPtrArray) names = NULL;
+  g_autoptr(GList) members = NULL;
+  JsonNode *node = lookup (l, mixprec, "mixprec", "optimizer_states", &path);
+  MixprecStateFormat format;
+  JsonObject *o;
+  gint64 block;
+
+  if (node == NULL)
+    return;
+  if (!JSON_NODE_HOLDS_OBJECT (node))
+    {
+      if (parse_state_format (l, path, node, &format))
+        {
+          l->optimizer_states_set = TRUE;
+          s->state_format_default = format;
+        }
+      return;
+    }
+  o = json_node_get_object (node);
+  l->optimizer_states_set = TRUE;
+  names = g_ptr_array_new_with_free_func (g_free);
+  members = json_object_get_members (o);
+  for (GList *m = members; m != NULL; m = m->next)
+    {
+      const gchar *key = m->data;
+      g_autofree gchar *key_path = _mixprec_json_join_path (path, key);
+
+      if (g_str_equal (key, "block_size") || g_hash_table_contains (l->report->reported, key_path))
+        continue;
+      if (!parse_state_format (l, key_path, json_object_get_member (o, key), &format))
+        continue;
+      if (g_str_equal (key, "default"))
+        {
+          s->state_format_default = format;
+          continue;
+        }
+      g_ptr_array_add (names, g_strdup (key));
+      g_array_append_val (s->state_slot_formats, format);
+    }
+  g_ptr_array_add (names, NULL);
+  g_strfreev (s->state_slot_names);
+  s->state_slot_names = (GStrv) g_ptr_array_free (g_steal_pointer (&names), FALSE);
+  if (read_int (l, o, path, "block_size", 32, 4096, FALSE,
+                "a power of two from 32 to 4096", &block))
+    {
+      if ((block & (block - 1)) != 0)
+        _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_INVALID_VALUE,
+                                      "%s.block_size: must be a power of two from 32 to 4096, "
+                                      "got %" G_GINT64_FORMAT, path, block);
+      else
+        s->state_block_size = (guint) block;
+    }
+}
+
+static gboolean
+format_is_scaled (MixprecStateFormat format)
+{
+  return format >= MIXPREC_STATE_FORMAT_FP16_SCALED;
+}
+
+/* After the mode: the master representation it allows, and the state
+ * formats beside DeepSpeed's bf16_optimizer_states. */
+static void
+resolve_representation (Loader *l)
+{
+  MixprecConfigSettings *s = l->s;
+  const gchar *mw = master_weights_names[s->master_weights];
+  gboolean no_master = s->mode == MIXPREC_PRECISION_MODE_BF16_NO_MASTER ||
+                       s->mode == MIXPREC_PRECISION_MODE_FP16_NO_MASTER;
+  gboolean scaled = format_is_scaled (s->state_format_default);
+
+  if (!l->master_weights_set)
+    s->master_weights = no_master ? MIXPREC_MASTER_WEIGHTS_NONE : MIXPREC_MASTER_WEIGHTS_FP32;
+  else if (s->master_weights == MIXPREC_MASTER_WEIGHTS_REMAINDER ||
+           s->master_weights == MIXPREC_MASTER_WEIGHTS_KAHAN)
+    {
+      /* Both keep 16 bits beside a bfloat16 working copy. */
+      if (!s->bf16_enabled || s->fp16_enabled)
+        _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_CONFLICT,
+                                      "mixprec.master_weights: \"%s\" needs bfloat16 working "
+                                      "copies (bf16.enabled true), got precision mode \"%s\"",
+                                      mw, precision_mode_names[s->mode]);
+      else if (s->bf16_master_weights_and_grads)
+        _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_CONFLICT,
+                                      "mixprec.master_weights: \"%s\" keeps the FP32 value "
+                                      "in 16 extra bits, but bf16.bf16_master_weights_and_grads "
+                                      "asks for none; use \"master_weights\": \"none\" or drop "
+                                      "one of them", mw);
+      else if (s->stochastic_rounding)
+        _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_CONFLICT,
+                                      "mixprec.master_weights: \"%s\" rounds the working copy "
+                                      "%s, not stochastically; mixprec.stochastic_rounding must "
+                                      "be false", mw,
+                                      s->master_weights == MIXPREC_MASTER_WEIGHTS_REMAINDER
+                                      ? "to nearest from the exact FP32 value"
+                                      : "to nearest and carries the error");
+      else if (s->offload_optimizer == _MIXPREC_OFFLOAD_CPU && !g_str_equal (s->device, "cpu"))
+        /* The offloaded step would need the working copies it reads
+         * brought down as well as sent up. */
+        _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_UNSUPPORTED,
+                                      "mixprec.master_weights: \"%s\" cannot be combined with "
+                                      "zero_optimization.offload_optimizer \"cpu\" on device "
+                                      "\"%s\": the step reads the bf16 working copies, which stay "
+                                      "in device memory; use \"fp32\" masters to offload", mw,
+                                      s->device);
+      else
+        /* The parameters have no FP32 master buffer: the extra 16 bits
+         * stand in for it. */
+        s->mode = MIXPREC_PRECISION_MODE_BF16_NO_MASTER;
+    }
+  else if (s->master_weights == MIXPREC_MASTER_WEIGHTS_NONE)
+    {
+      if (s->bf16_enabled && !s->fp16_enabled)
+        s->mode = MIXPREC_PRECISION_MODE_BF16_NO_MASTER;
+      else if (s->fp16_enabled)
+        s->mode = MIXPREC_PRECISION_MODE_FP16_NO_MASTER;
+      else
+        {
+          _mixprec_config_report_warning (l->report,
+                                          "mixprec.master_weights: \"none\" has no effect in "
+                                          "precision mode \"%s\", whose parameters are FP32; "
+                                          "ignored", precision_mode_names[s->mode]);
+          s->master_weights = MIXPREC_MASTER_WEIGHTS_FP32;
+        }
+    }
+  else if (no_master)
+    _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_CONFLICT,
+                                  "mixprec.master_weights: \"fp32\" keeps an FP32 master, but "
+                                  "%s asks for none",
+                                  s->mode == MIXPREC_PRECISION_MODE_BF16_NO_MASTER
+                                  ? "bf16.bf16_master_weights_and_grads"
+                                  : "the fp16 settings (fp16_master_weights_and_grads, or Apex "
+                                    "without masters)");
+
+  /* DeepSpeed's key means every slot in bfloat16; the mixprec key may
+   * say the same, and nothing else. */
+  if (s->optimizer_state_dtype == MIXPREC_DTYPE_BFLOAT16)
+    {
+      gboolean agree = s->state_format_default == MIXPREC_STATE_FORMAT_BF16 || !l->optimizer_states_set;
+
+      for (guint i = 0; i < s->state_slot_formats->len; i++)
+        agree = agree && g_array_index (s->state_slot_formats, MixprecStateFormat, i) ==
+                         MIXPREC_STATE_FORMAT_BF16;
+      if (!agree)
+        _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_CONFLICT,
+                                      "mixprec.optimizer_states: conflicts with "
+                                      "bf16.bf16_optimizer_states, which keeps every slot in "
+                                      "\"bf16\"; set one of them");
+      s->state_format_default = MIXPREC_STATE_FORMAT_BF16;
+      for (guint i = 0; i < s->state_slot_formats->len; i++)
+        g_array_index (s->state_slot_formats, MixprecStateFormat, i) = MIXPREC_STATE_FORMAT_BF16;
+    }
+  for (guint i = 0; i < s->state_slot_formats->len; i++)
+    scaled = scaled || format_is_scaled (g_array_index (s->state_slot_formats, MixprecStateFormat, i));
+  if (l->optimizer_states_set && s->state_format_default == MIXPREC_STATE_FORMAT_BF16)
+    {
+      gboolean all_bf16 = TRUE;
+
+      for (guint i = 0; i < s->state_slot_formats->len; i++)
+        all_bf16 = all_bf16 && g_array_index (s->state_slot_formats, MixprecStateFormat, i) ==
+                               MIXPREC_STATE_FORMAT_BF16;
+      if (all_bf16)
+        s->optimizer_state_dtype = MIXPREC_DTYPE_BFLOAT16;
+    }
+  if (s->state_block_size != 0 && !scaled)
+    _mixprec_config_report_warning (l->report,
+                                    "mixprec.optimizer_states.block_size: has no effect without "
+                                    "a scaled or quantized slot format; ignored");
+}
+
+/* Once the optimizer is known: every slot named in optimizer_states is
+ * one of its state slots. */
+static void
+check_state_slots (Loader         *l,
+                   MixprecFeature *feature)
+{
+  MixprecConfigSettings *s = l->s;
+  const gchar * const *slots = mixprec_feature_get_state_names (feature);
+
+  for (guint i = 0; s->state_slot_names[i] != NULL; i++)
+    if (slots == NULL || !g_strv_contains (slots, s->state_slot_names[i]))
+      {
+        g_autofree gchar *list = slots != NULL && slots[0] != NULL
+                                 ? g_strjoinv (", ", (gchar **) slots) : g_strdup ("none");
+
+        _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_INVALID_VALUE,
+                                      "mixprec.optimizer_states.%s: optimizer \"%s\" has no "
+                                      "state slot of that name; its slots are %s",
+                                      s->state_slot_names[i], mixprec_feature_get_name (feature),
+                                      list);
+      }
+}
+
 static void
 load_mixprec (Loader     *l,
               JsonObject *o)
@@ -964,7 +1196,7 @@ load_mixprec (Loader     *l,
   static const gchar *const known[] = {
     "precision_mode", "fp32_modules", "fp32_params", "stochastic_rounding", "seed",
     "scaler", "comm", "device", "strict", "weight_decay_exempt", "check_grad_overflow",
-    "timeout", "require_job_secret", NULL
+    "timeout", "require_job_secret", "master_weights", "optimizer_states", NULL
   };
   static const gchar *const comms[] = { "auto", "local", "ucx", "nccl", NULL };
   static const gchar *const devices[] = { "cpu", "cuda", NULL };
@@ -1017,6 +1249,12 @@ load_mixprec (Loader     *l,
       g_free (s->device);
       s->device = g_strdup (devices[index]);
     }
+  if (read_choice (l, o, "mixprec", "master_weights", master_weights_names, &index))
+    {
+      l->master_weights_set = TRUE;
+      s->master_weights = (MixprecMasterWeights) index;
+    }
+  load_optimizer_states (l, o);
 }
 
 /* ------------------------------------------------------------ monitors */
@@ -1910,6 +2148,9 @@ resolve_mode (Loader *l)
                                     "fp16.fp16_master_weights_and_grads: has no effect while "
                                     "fp16.enabled is false; ignored");
 
+  /* mixprec.master_weights may take the master away. */
+  resolve_representation (l);
+
   if (l->precision_mode_set && l->precision_mode_asserted != s->mode)
     _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_CONFLICT,
                                   "mixprec.precision_mode: says \"%s\" but the fp16, bf16 and "
@@ -2183,6 +2424,8 @@ check_optimizer_and_scheduler (Loader   *l,
         }
       else if (feature != NULL)
         s->resolved_optimizer_params = _mixprec_optimizer_params_to_json (feature, hparams);
+      if (feature != NULL)
+        check_state_slots (l, feature);
       if (warnings->len > 0)
         {
           g_auto(GStrv) lines = NULL;
@@ -2355,6 +2598,11 @@ _mixprec_config_settings_init_defaults (MixprecConfigSettings *s)
   s->fp8_mx_block_size = MIXPREC_FP8_MX_BLOCK_SIZE;
   s->fp8_saturate = TRUE;
   s->fp8_modules = g_strsplit ("Linear", ",", -1);
+
+  s->master_weights = MIXPREC_MASTER_WEIGHTS_FP32;
+  s->state_format_default = MIXPREC_STATE_FORMAT_FP32;
+  s->state_slot_names = g_new0 (gchar *, 1);
+  s->state_slot_formats = g_array_new (FALSE, FALSE, sizeof (MixprecStateFormat));
 }
 
 void
@@ -2378,4 +2626,6 @@ _mixprec_config_settings_clear (MixprecConfigSettings *s)
     }
   g_clear_pointer (&s->fp8_modules, g_strfreev);
   g_clear_object (&s->fp8_recipe_object);
+  g_clear_pointer (&s->state_slot_names, g_strfreev);
+  g_clear_pointer (&s->state_slot_formats, g_array_unref);
 }

@@ -72,6 +72,16 @@ typedef struct
   gboolean bf16_optimizer_states;
   /* Resolved: the dtype of every optimizer state slot. */
   MixprecDType optimizer_state_dtype;
+  /* mixprec.master_weights (resolved: FP32 or NONE from the mode when
+   * absent) and mixprec.optimizer_states: the format of the slots not
+   * named (state_format_default), the named ones (state_slot_names, with
+   * state_slot_formats in the same order), and block_size (0: each
+   * format's default). */
+  MixprecMasterWeights master_weights;
+  MixprecStateFormat state_format_default;
+  GStrv    state_slot_names;
+  GArray  *state_slot_formats;     /* MixprecStateFormat */
+  guint    state_block_size;
 
   /* dtypes */
   MixprecDType grad_accum_dtype;

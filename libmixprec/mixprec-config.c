@@ -381,6 +381,52 @@ mixprec_precision_mode_get_name (MixprecPrecisionMode mode)
   return names[mode];
 }
 
+/**
+ * mixprec_master_weights_get_name:
+ * @master_weights: a #MixprecMasterWeights
+ *
+ * Gets the name `mixprec.master_weights` uses for @master_weights:
+ * "fp32", "remainder", "kahan" or "none".
+ *
+ * Returns: (transfer none): the name, or "invalid" for a value that is not
+ *   a #MixprecMasterWeights
+ *
+ * Since: 1.1
+ */
+const gchar *
+mixprec_master_weights_get_name (MixprecMasterWeights master_weights)
+{
+  static const gchar *const names[] = { "fp32", "remainder", "kahan", "none" };
+
+  if ((guint) master_weights >= G_N_ELEMENTS (names))
+    return "invalid";
+  return names[master_weights];
+}
+
+/**
+ * mixprec_state_format_get_name:
+ * @format: a #MixprecStateFormat
+ *
+ * Gets the name `mixprec.optimizer_states` uses for @format: "fp32",
+ * "bf16", "fp16_scaled", "bf16_scaled", "fp8_e4m3_scaled", "int8" or
+ * "int4".
+ *
+ * Returns: (transfer none): the name, or "invalid" for a value that is not
+ *   a #MixprecStateFormat
+ *
+ * Since: 1.1
+ */
+const gchar *
+mixprec_state_format_get_name (MixprecStateFormat format)
+{
+  static const gchar *const names[] = { "fp32", "bf16", "fp16_scaled", "bf16_scaled",
+                                        "fp8_e4m3_scaled", "int8", "int4" };
+
+  if ((guint) format >= G_N_ELEMENTS (names))
+    return "invalid";
+  return names[format];
+}
+
 static void
 add_strv (JsonBuilder         *b,
           const gchar         *key,
@@ -623,6 +669,24 @@ mixprec_config_to_data (MixprecConfig *self,
   json_builder_add_boolean_value (b, s->strict);
   json_builder_set_member_name (b, "weight_decay_exempt");
   json_builder_add_string_value (b, _mixprec_weight_decay_exempt_names[s->weight_decay_exempt]);
+  json_builder_set_member_name (b, "master_weights");
+  json_builder_add_string_value (b, mixprec_master_weights_get_name (s->master_weights));
+  json_builder_set_member_name (b, "optimizer_states");
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "default");
+  json_builder_add_string_value (b, mixprec_state_format_get_name (s->state_format_default));
+  for (guint i = 0; s->state_slot_names[i] != NULL; i++)
+    {
+      json_builder_set_member_name (b, s->state_slot_names[i]);
+      json_builder_add_string_value (b, mixprec_state_format_get_name (
+                                          g_array_index (s->state_slot_formats, MixprecStateFormat, i)));
+    }
+  if (s->state_block_size != 0)
+    {
+      json_builder_set_member_name (b, "block_size");
+      json_builder_add_int_value (b, s->state_block_size);
+    }
+  json_builder_end_object (b);
   json_builder_end_object (b);
 
   json_builder_set_member_name (b, "fp8");
@@ -1169,6 +1233,108 @@ mixprec_config_get_optimizer_state_dtype (MixprecConfig *self)
   g_return_val_if_fail (MIXPREC_IS_CONFIG (self), MIXPREC_DTYPE_FLOAT32);
 
   return self->settings.optimizer_state_dtype;
+}
+
+/**
+ * mixprec_config_get_master_weights:
+ * @self: a #MixprecConfig
+ *
+ * Gets how the FP32 values of low-precision parameters are kept:
+ * `mixprec.master_weights` when set, else %MIXPREC_MASTER_WEIGHTS_NONE in
+ * the modes without masters (%MIXPREC_PRECISION_MODE_BF16_NO_MASTER,
+ * %MIXPREC_PRECISION_MODE_FP16_NO_MASTER) and %MIXPREC_MASTER_WEIGHTS_FP32
+ * otherwise. %MIXPREC_MASTER_WEIGHTS_REMAINDER and
+ * %MIXPREC_MASTER_WEIGHTS_KAHAN need bf16 working copies; with either the
+ * precision mode is %MIXPREC_PRECISION_MODE_BF16_NO_MASTER, since no FP32
+ * master buffer is kept, and the 16 extra bits per element stand in for
+ * it. The remainder reconstructs the FP32 master bit for bit, and the
+ * working copy is its rounding to nearest with ties away from zero (a
+ * 16-bit remainder cannot keep ties to even). Parameters kept in FP32
+ * (mixprec.fp32_modules) are their own master under every setting.
+ *
+ * Returns: the master representation
+ *
+ * Since: 1.1
+ */
+MixprecMasterWeights
+mixprec_config_get_master_weights (MixprecConfig *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_CONFIG (self), MIXPREC_MASTER_WEIGHTS_FP32);
+  return self->settings.master_weights;
+}
+
+/**
+ * mixprec_config_get_optimizer_state_format:
+ * @self: a #MixprecConfig
+ * @slot: (nullable): the name of an optimizer state slot, as the
+ *   optimizer's mixprec_feature_get_state_names() spells it ("exp_avg"),
+ *   or %NULL for the slots `mixprec.optimizer_states` does not name
+ *
+ * Gets the format the optimizer keeps @slot in: what
+ * `mixprec.optimizer_states` gives it (a string gives every slot the same
+ * format), %MIXPREC_STATE_FORMAT_BF16 for every slot with
+ * `bf16.bf16_optimizer_states` in bf16 mode, else
+ * %MIXPREC_STATE_FORMAT_FP32.
+ *
+ * Returns: the slot's format
+ *
+ * Since: 1.1
+ */
+MixprecStateFormat
+mixprec_config_get_optimizer_state_format (MixprecConfig *self,
+                                           const gchar   *slot)
+{
+  const MixprecConfigSettings *s;
+
+  g_return_val_if_fail (MIXPREC_IS_CONFIG (self), MIXPREC_STATE_FORMAT_FP32);
+
+  s = &self->settings;
+  for (guint i = 0; slot != NULL && s->state_slot_names[i] != NULL; i++)
+    if (g_str_equal (s->state_slot_names[i], slot))
+      return g_array_index (s->state_slot_formats, MixprecStateFormat, i);
+  return s->state_format_default;
+}
+
+/**
+ * mixprec_config_get_optimizer_state_slots:
+ * @self: a #MixprecConfig
+ *
+ * Gets the slot names `mixprec.optimizer_states` gives a format of their
+ * own, in the document's order (each is one of the optimizer's state
+ * names; see mixprec_config_get_optimizer_state_format()).
+ *
+ * Returns: (transfer none) (array zero-terminated=1): the names, possibly
+ *   none
+ *
+ * Since: 1.1
+ */
+const gchar * const *
+mixprec_config_get_optimizer_state_slots (MixprecConfig *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_CONFIG (self), NULL);
+  return (const gchar * const *) self->settings.state_slot_names;
+}
+
+/**
+ * mixprec_config_get_optimizer_state_block_size:
+ * @self: a #MixprecConfig
+ *
+ * Gets `mixprec.optimizer_states.block_size`: how many elements share one
+ * FP32 scale in the scaled and quantized state formats, a power of two
+ * from 32 to 4096; 0 when the document leaves it to the formats' defaults
+ * (128 when a slot is %MIXPREC_STATE_FORMAT_INT4, else 256). Blocks are
+ * counted from the first element of each parameter unit, so they are the
+ * same at every world size and ZeRO stage.
+ *
+ * Returns: the block size, or 0
+ *
+ * Since: 1.1
+ */
+guint
+mixprec_config_get_optimizer_state_block_size (MixprecConfig *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_CONFIG (self), 0);
+  return self->settings.state_block_size;
 }
 
 /**

@@ -93,6 +93,68 @@ typedef enum {
 MIXPREC_AVAILABLE_IN_1_0
 const gchar   *mixprec_precision_mode_get_name   (MixprecPrecisionMode mode);
 
+/**
+ * MixprecMasterWeights:
+ * @MIXPREC_MASTER_WEIGHTS_FP32: an FP32 master beside the low-precision
+ *   working copy (DeepSpeed's and Apex's mixed precision)
+ * @MIXPREC_MASTER_WEIGHTS_REMAINDER: the FP32 master kept as the bfloat16
+ *   working copy plus a signed 16-bit remainder per element, which join
+ *   into the FP32 value bit for bit (`"master_weights": "remainder"`)
+ * @MIXPREC_MASTER_WEIGHTS_KAHAN: no FP32 master; bfloat16 weights plus a
+ *   bfloat16 compensation per element that carries each update's rounding
+ *   error into the next (`"master_weights": "kahan"`)
+ * @MIXPREC_MASTER_WEIGHTS_NONE: no FP32 master; the weights are updated in
+ *   their own dtype, rounded to nearest even or stochastically
+ *   (`bf16.bf16_master_weights_and_grads`, `"master_weights": "none"`)
+ *
+ * How a configuration keeps the FP32 value of a low-precision parameter
+ * (`mixprec.master_weights` in mixprec.json(5)).
+ *
+ * Since: 1.1
+ */
+typedef enum /*< since=1_1 >*/ {
+  MIXPREC_MASTER_WEIGHTS_FP32,
+  MIXPREC_MASTER_WEIGHTS_REMAINDER,
+  MIXPREC_MASTER_WEIGHTS_KAHAN,
+  MIXPREC_MASTER_WEIGHTS_NONE,
+} MixprecMasterWeights;
+
+MIXPREC_AVAILABLE_IN_1_1
+const gchar   *mixprec_master_weights_get_name   (MixprecMasterWeights master_weights);
+
+/**
+ * MixprecStateFormat:
+ * @MIXPREC_STATE_FORMAT_FP32: FP32, four bytes per element
+ * @MIXPREC_STATE_FORMAT_BF16: bfloat16 without a scale, two bytes
+ *   (DeepSpeed's `bf16.bf16_optimizer_states`)
+ * @MIXPREC_STATE_FORMAT_FP16_SCALED: float16 with an FP32 scale per block
+ * @MIXPREC_STATE_FORMAT_BF16_SCALED: bfloat16 with an FP32 scale per block
+ * @MIXPREC_STATE_FORMAT_FP8_E4M3_SCALED: float8 e4m3 with an FP32 scale
+ *   per block, one byte
+ * @MIXPREC_STATE_FORMAT_INT8: one byte, an index into the 8-bit dynamic
+ *   quantization map, with an FP32 absmax per block
+ * @MIXPREC_STATE_FORMAT_INT4: half a byte, an index into the 4-bit map,
+ *   with an FP32 absmax per block
+ *
+ * How the optimizer stores one state slot (`mixprec.optimizer_states` in
+ * mixprec.json(5)). Every format is widened to FP32 for the update and
+ * stored again in the same pass.
+ *
+ * Since: 1.1
+ */
+typedef enum /*< since=1_1 >*/ {
+  MIXPREC_STATE_FORMAT_FP32,
+  MIXPREC_STATE_FORMAT_BF16,
+  MIXPREC_STATE_FORMAT_FP16_SCALED,
+  MIXPREC_STATE_FORMAT_BF16_SCALED,
+  MIXPREC_STATE_FORMAT_FP8_E4M3_SCALED,
+  MIXPREC_STATE_FORMAT_INT8,
+  MIXPREC_STATE_FORMAT_INT4,
+} MixprecStateFormat;
+
+MIXPREC_AVAILABLE_IN_1_1
+const gchar   *mixprec_state_format_get_name     (MixprecStateFormat format);
+
 #define MIXPREC_TYPE_CONFIG (mixprec_config_get_type ())
 MIXPREC_AVAILABLE_IN_1_0
 G_DECLARE_FINAL_TYPE (MixprecConfig, mixprec_config, MIXPREC, CONFIG, GObject)
@@ -162,6 +224,15 @@ MIXPREC_AVAILABLE_IN_1_0
 gboolean       mixprec_config_get_stochastic_rounding      (MixprecConfig *self);
 MIXPREC_AVAILABLE_IN_1_1
 MixprecDType   mixprec_config_get_optimizer_state_dtype    (MixprecConfig *self);
+MIXPREC_AVAILABLE_IN_1_1
+MixprecMasterWeights mixprec_config_get_master_weights     (MixprecConfig *self);
+MIXPREC_AVAILABLE_IN_1_1
+MixprecStateFormat mixprec_config_get_optimizer_state_format (MixprecConfig *self,
+                                                            const gchar   *slot);
+MIXPREC_AVAILABLE_IN_1_1
+const gchar * const *mixprec_config_get_optimizer_state_slots (MixprecConfig *self);
+MIXPREC_AVAILABLE_IN_1_1
+guint          mixprec_config_get_optimizer_state_block_size (MixprecConfig *self);
 MIXPREC_AVAILABLE_IN_1_0
 const gchar   *mixprec_config_get_comm_backend             (MixprecConfig *self);
 MIXPREC_AVAILABLE_IN_1_1

@@ -22,6 +22,10 @@ G_STATIC_ASSERT ((int) MIXPREC_DTYPE_BFLOAT16 == (int) MIXPREC_PLUGIN_DTYPE_BFLO
  * wrong pointer, not an optimizer. */
 /* The dtypes a dtype_mask may name (MixprecPluginDType). */
 #define N_PLUGIN_DTYPES 5
+/* The formats a state_format_mask / master_format_mask may name
+ * (MixprecPluginStateFormat, MixprecPluginMasterFormat). */
+#define N_STATE_FORMATS 7
+#define N_MASTER_FORMATS 3
 #define MAX_NAME_LENGTH 64
 #define MAX_HPARAMS 64
 #define MAX_STATE_SLOTS _MIXPREC_PLUGIN_MAX_STATE_SLOTS
@@ -56,16 +60,17 @@ struct _MixprecFeature
   gchar *plugin_name;
   MixprecPlugin *plugin;        /* weak: the plugin owns its features */
 
-  /* Optimizers: the vtable upgraded to revision 2, whose schema and state
+  /* Optimizers: the vtable upgraded to revision 3, whose schema and state
    * names point into the copies below, so nothing but the step functions
-   * refers to plugin memory. A revision 1 plugin's step is step_v1
-   * (optimizer.step is then NULL; mixprec-plugin-compat.c calls it).
-   * optimizer_v1 is the same schema as a V1 struct, for
+   * refers to plugin memory. A revision 1 or 2 plugin's step is step_v1
+   * or step_v2 (optimizer.step is then NULL; mixprec-plugin-compat.c
+   * calls it). optimizer_v1 is the same schema as a V1 struct, for
    * _mixprec_feature_get_optimizer_vtable(). */
-  MixprecOptimizerV2 optimizer;
+  MixprecOptimizerV3 optimizer;
   _MixprecOptimizerStepV1Func step_v1;
+  _MixprecOptimizerStepV2Func step_v2;
   MixprecOptimizerV1 optimizer_v1;
-  guint optimizer_revision;     /* 1 or 2: the vtable struct registered */
+  guint optimizer_revision;     /* 1, 2 or 3: the vtable struct registered */
   MixprecDType state_dtypes[N_PLUGIN_DTYPES];   /* the mask's dtypes, filled on demand */
   MixprecHParamSpecV1 *hparams;
   gdouble *hparam_defaults;
@@ -349,7 +354,7 @@ hparam_check (const MixprecHParamSpecV1 *spec,
 }
 
 static gboolean
-optimizer_check (const MixprecOptimizerV2 *vtable,
+optimizer_check (const MixprecOptimizerV3 *vtable,
                  gboolean                  has_step,
                  GString                  *problem)
 {
@@ -465,7 +470,7 @@ feature_new (MixprecFeatureKind  kind,
 }
 
 gboolean
-_mixprec_optimizer_check (const MixprecOptimizerV2 *vtable,
+_mixprec_optimizer_check (const MixprecOptimizerV3 *vtable,
                           gboolean                  has_step,
                           GError                  **error)
 {
@@ -486,6 +491,38 @@ _mixprec_optimizer_check (const MixprecOptimizerV2 *vtable,
                               vtable->state_dtype_mask, N_PLUGIN_DTYPES - 1);
       ok = FALSE;
     }
+  else if (ok && (vtable->state_format_mask & (1u << MIXPREC_PLUGIN_STATE_FLOAT32)) == 0)
+    {
+      g_string_append_printf (problem, "its state_format_mask 0x%x lacks FLOAT32, which every "
+                              "optimizer must keep state in", vtable->state_format_mask);
+      ok = FALSE;
+    }
+  else if (ok && vtable->state_format_mask >> N_STATE_FORMATS != 0)
+    {
+      g_string_append_printf (problem, "its state_format_mask 0x%x has bits for formats that do "
+                              "not exist (the known formats are bits 0 to %d)",
+                              vtable->state_format_mask, N_STATE_FORMATS - 1);
+      ok = FALSE;
+    }
+  else if (ok && (vtable->master_format_mask & (1u << MIXPREC_PLUGIN_MASTER_FLOAT32)) == 0)
+    {
+      g_string_append_printf (problem, "its master_format_mask 0x%x lacks FLOAT32, which every "
+                              "optimizer must update", vtable->master_format_mask);
+      ok = FALSE;
+    }
+  else if (ok && vtable->master_format_mask >> N_MASTER_FORMATS != 0)
+    {
+      g_string_append_printf (problem, "its master_format_mask 0x%x has bits for master formats "
+                              "that do not exist (the known formats are bits 0 to %d)",
+                              vtable->master_format_mask, N_MASTER_FORMATS - 1);
+      ok = FALSE;
+    }
+  else if (ok && vtable->n_state_slots < 32 && vtable->state_signed_mask >> vtable->n_state_slots != 0)
+    {
+      g_string_append_printf (problem, "its state_signed_mask 0x%x names slots beyond its %u "
+                              "state slots", vtable->state_signed_mask, vtable->n_state_slots);
+      ok = FALSE;
+    }
   return check_result (ok, problem->str, error);
 }
 
@@ -495,7 +532,7 @@ static void
 feature_set_optimizer (MixprecFeature       *self,
                        const _MixprecVTable *upgraded)
 {
-  const MixprecOptimizerV2 *vtable = &upgraded->optimizer;
+  const MixprecOptimizerV3 *vtable = &upgraded->optimizer;
 
   self->strings = g_string_chunk_new (256);
   self->optimizer = *vtable;
@@ -520,6 +557,7 @@ feature_set_optimizer (MixprecFeature       *self,
   self->optimizer.hparams = vtable->n_hparams > 0 ? self->hparams : NULL;
   self->optimizer.state_names = vtable->n_state_slots > 0 ? self->state_names : NULL;
   self->step_v1 = upgraded->step_v1;
+  self->step_v2 = upgraded->step_v2;
   self->optimizer_revision = upgraded->revision;
 
   self->optimizer_v1.name = self->optimizer.name;
@@ -569,6 +607,181 @@ step_failed (MixprecFeature *feature,
   return FALSE;
 }
 
+/* How a state format and a master format read in messages. */
+const gchar *
+_mixprec_plugin_state_format_describe (guint format)
+{
+  static const gchar *const words[N_STATE_FORMATS] = {
+    [MIXPREC_PLUGIN_STATE_FLOAT32] = "float32",
+    [MIXPREC_PLUGIN_STATE_BFLOAT16] = "bfloat16",
+    [MIXPREC_PLUGIN_STATE_FLOAT16_SCALED] = "float16 with block scales",
+    [MIXPREC_PLUGIN_STATE_BFLOAT16_SCALED] = "bfloat16 with block scales",
+    [MIXPREC_PLUGIN_STATE_FLOAT8_E4M3_SCALED] = "float8 e4m3 with block scales",
+    [MIXPREC_PLUGIN_STATE_INT8_DYNAMIC] = "block-wise dynamic int8",
+    [MIXPREC_PLUGIN_STATE_INT4_DYNAMIC] = "block-wise dynamic int4",
+  };
+
+  return format < N_STATE_FORMATS ? words[format] : NULL;
+}
+
+const gchar *
+_mixprec_plugin_master_format_describe (guint format)
+{
+  static const gchar *const words[N_MASTER_FORMATS] = {
+    [MIXPREC_PLUGIN_MASTER_FLOAT32] = "a float32 master",
+    [MIXPREC_PLUGIN_MASTER_REMAINDER] = "a remainder master (bfloat16 working copy and int16 remainder)",
+    [MIXPREC_PLUGIN_MASTER_KAHAN] = "a Kahan master (bfloat16 weights and bfloat16 compensation)",
+  };
+
+  return format < N_MASTER_FORMATS ? words[format] : NULL;
+}
+
+/* What an older revision is told to do about a representation it lacks. */
+static const gchar *
+revision_hint (MixprecFeature *feature)
+{
+  return feature->optimizer_revision < 3
+    ? " (optimizer ABI revisions 1 and 2 know float32 and bfloat16 state and float32 masters "
+      "only; rebuild it against MixprecOptimizerV3)" : "";
+}
+
+gboolean
+_mixprec_feature_check_representation (MixprecFeature                  *feature,
+                                       MixprecPluginMasterFormat        master,
+                                       const MixprecPluginStateFormat  *formats,
+                                       guint                            n_formats,
+                                       GError                         **error)
+{
+  g_return_val_if_fail (MIXPREC_IS_FEATURE (feature), FALSE);
+  g_return_val_if_fail (feature->kind == MIXPREC_FEATURE_KIND_OPTIMIZER, FALSE);
+
+  if ((guint) master >= N_MASTER_FORMATS
+      || (feature->optimizer.master_format_mask & (1u << master)) == 0)
+    {
+      const gchar *what = _mixprec_plugin_master_format_describe (master);
+      g_autofree gchar *unknown = g_strdup_printf ("an unknown master format (%u)", (guint) master);
+
+      g_set_error (error, MIXPREC_PLUGIN_ERROR, MIXPREC_PLUGIN_ERROR_CALL_FAILED,
+                   "optimizer '%s' (%s, plugin %s, optimizer ABI revision %u) cannot keep its "
+                   "parameters with %s%s",
+                   feature->name, feature->device, feature->plugin_name,
+                   feature->optimizer_revision, what != NULL ? what : unknown,
+                   what != NULL ? revision_hint (feature) : "");
+      return FALSE;
+    }
+  if (formats != NULL && n_formats != feature->optimizer.n_state_slots)
+    {
+      g_set_error (error, MIXPREC_PLUGIN_ERROR, MIXPREC_PLUGIN_ERROR_CALL_FAILED,
+                   "optimizer '%s' (%s, plugin %s) keeps %u state slots, not %u",
+                   feature->name, feature->device, feature->plugin_name,
+                   feature->optimizer.n_state_slots, n_formats);
+      return FALSE;
+    }
+  for (guint k = 0; formats != NULL && k < n_formats; k++)
+    {
+      guint f = (guint) formats[k];
+      const gchar *what = _mixprec_plugin_state_format_describe (f);
+      g_autofree gchar *unknown = NULL;
+
+      if (f < N_STATE_FORMATS && (feature->optimizer.state_format_mask & (1u << f)) != 0)
+        continue;
+      unknown = g_strdup_printf ("an unknown format (%u)", f);
+      g_set_error (error, MIXPREC_PLUGIN_ERROR, MIXPREC_PLUGIN_ERROR_CALL_FAILED,
+                   "optimizer '%s' (%s, plugin %s, optimizer ABI revision %u) cannot keep state "
+                   "slot '%s' in %s%s",
+                   feature->name, feature->device, feature->plugin_name,
+                   feature->optimizer_revision, feature->state_names[k],
+                   what != NULL ? what : unknown, what != NULL ? revision_hint (feature) : "");
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* The V3 step after the representation was checked: an older revision
+ * gets its own arguments, with state_dtypes naming each slot's dtype. */
+static gboolean
+optimizer_call (MixprecFeature         *feature,
+                MixprecOptimizerStepV3 *args,
+                const gdouble          *hparams,
+                gfloat                 *master,
+                gconstpointer           grad,
+                gpointer const         *states,
+                gpointer                working,
+                gsize                   n,
+                GError                **error)
+{
+  char errbuf[_MIXPREC_PLUGIN_ERRBUF_SIZE] = "";
+  int status;
+
+  args->v2.base.struct_size = sizeof *args;
+  args->v2.base.hparams = hparams != NULL ? hparams : feature->hparam_defaults;
+  args->v2.base.n_hparams = feature->optimizer.n_hparams;
+  status = _mixprec_plugin_compat_optimizer_step (&feature->optimizer, feature->step_v1,
+                                                  feature->step_v2, args, master, grad, states,
+                                                  working, n, errbuf, sizeof errbuf);
+  if (status == MIXPREC_PLUGIN_OK)
+    return TRUE;
+  return step_failed (feature, status, errbuf, sizeof errbuf, n, error);
+}
+
+gboolean
+_mixprec_feature_optimizer_step_v3 (MixprecFeature         *feature,
+                                    MixprecOptimizerStepV3 *args,
+                                    const gdouble          *hparams,
+                                    gfloat                 *master,
+                                    gconstpointer           grad,
+                                    gpointer const         *states,
+                                    gpointer                working,
+                                    gsize                   n,
+                                    GError                **error)
+{
+  MixprecPluginDType dtypes[_MIXPREC_PLUGIN_MAX_STATE_SLOTS];
+  const MixprecPluginDType *caller_dtypes;
+  gboolean ok;
+
+  g_return_val_if_fail (MIXPREC_IS_FEATURE (feature), FALSE);
+  g_return_val_if_fail (feature->kind == MIXPREC_FEATURE_KIND_OPTIMIZER, FALSE);
+  g_return_val_if_fail (args != NULL, FALSE);
+
+  if (!_mixprec_feature_check_representation (feature, args->master_format, args->state_formats,
+                                               feature->optimizer.n_state_slots, error))
+    return FALSE;
+
+  /* state_dtypes names each FLOAT32 / BFLOAT16 slot's dtype, and the
+   * stored dtype of the others where they have one; the caller's, when
+   * it gave one, is kept. */
+  caller_dtypes = args->v2.state_dtypes;
+  if (caller_dtypes == NULL)
+    {
+      for (guint k = 0; k < feature->optimizer.n_state_slots; k++)
+        {
+          MixprecPluginStateFormat f = args->state_formats != NULL ? args->state_formats[k]
+                                                                   : MIXPREC_PLUGIN_STATE_FLOAT32;
+
+          switch (f)
+            {
+            case MIXPREC_PLUGIN_STATE_BFLOAT16:
+            case MIXPREC_PLUGIN_STATE_BFLOAT16_SCALED:
+              dtypes[k] = MIXPREC_PLUGIN_DTYPE_BFLOAT16;
+              break;
+            case MIXPREC_PLUGIN_STATE_FLOAT16_SCALED:
+              dtypes[k] = MIXPREC_PLUGIN_DTYPE_FLOAT16;
+              break;
+            case MIXPREC_PLUGIN_STATE_FLOAT8_E4M3_SCALED:
+              dtypes[k] = MIXPREC_PLUGIN_DTYPE_FLOAT8_E4M3;
+              break;
+            default:
+              dtypes[k] = MIXPREC_PLUGIN_DTYPE_FLOAT32;
+              break;
+            }
+        }
+      args->v2.state_dtypes = dtypes;
+    }
+  ok = optimizer_call (feature, args, hparams, master, grad, states, working, n, error);
+  args->v2.state_dtypes = caller_dtypes;
+  return ok;
+}
+
 gboolean
 _mixprec_feature_optimizer_step_v2 (MixprecFeature         *feature,
                                     MixprecOptimizerStepV2 *args,
@@ -580,23 +793,33 @@ _mixprec_feature_optimizer_step_v2 (MixprecFeature         *feature,
                                     gsize                   n,
                                     GError                **error)
 {
-  char errbuf[_MIXPREC_PLUGIN_ERRBUF_SIZE] = "";
-  int status;
+  MixprecPluginStateFormat formats[_MIXPREC_PLUGIN_MAX_STATE_SLOTS];
+  MixprecOptimizerStepV3 v3 = { 0 };
+  gboolean ok;
 
   g_return_val_if_fail (MIXPREC_IS_FEATURE (feature), FALSE);
   g_return_val_if_fail (feature->kind == MIXPREC_FEATURE_KIND_OPTIMIZER, FALSE);
   g_return_val_if_fail (args != NULL, FALSE);
 
-  args->base.struct_size = sizeof *args;
-  args->base.hparams = hparams != NULL ? hparams : feature->hparam_defaults;
-  args->base.n_hparams = feature->optimizer.n_hparams;
   for (guint k = 0; k < feature->optimizer.n_state_slots; k++)
     {
       MixprecPluginDType d = args->state_dtypes != NULL ? args->state_dtypes[k]
                                                         : MIXPREC_PLUGIN_DTYPE_FLOAT32;
+      gboolean known = (guint) d < N_PLUGIN_DTYPES
+                       && (feature->optimizer.state_dtype_mask & (1u << d)) != 0;
 
-      if ((guint) d < N_PLUGIN_DTYPES && (feature->optimizer.state_dtype_mask & (1u << d)) != 0)
-        continue;
+      /* A revision 3 plugin reads the formats, which have no unscaled
+       * float16 or float8: those dtypes reach only the older revisions
+       * that declared them. */
+      if (known && feature->optimizer_revision >= 3
+          && d != MIXPREC_PLUGIN_DTYPE_FLOAT32 && d != MIXPREC_PLUGIN_DTYPE_BFLOAT16)
+        known = FALSE;
+      if (known)
+        {
+          formats[k] = d == MIXPREC_PLUGIN_DTYPE_BFLOAT16 ? MIXPREC_PLUGIN_STATE_BFLOAT16
+                                                          : MIXPREC_PLUGIN_STATE_FLOAT32;
+          continue;
+        }
       /* The shim: a V1 plugin knows FP32 state only, and says nothing
        * else; tell the user which revision it speaks. */
       g_set_error (error, MIXPREC_PLUGIN_ERROR, MIXPREC_PLUGIN_ERROR_CALL_FAILED,
@@ -610,12 +833,14 @@ _mixprec_feature_optimizer_step_v2 (MixprecFeature         *feature,
       return FALSE;
     }
 
-  status = _mixprec_plugin_compat_optimizer_step (&feature->optimizer, feature->step_v1, args,
-                                                  master, grad, states, working, n,
-                                                  errbuf, sizeof errbuf);
-  if (status == MIXPREC_PLUGIN_OK)
-    return TRUE;
-  return step_failed (feature, status, errbuf, sizeof errbuf, n, error);
+  v3.v2 = *args;
+  v3.state_formats = formats;
+  v3.master_format = MIXPREC_PLUGIN_MASTER_FLOAT32;
+  ok = optimizer_call (feature, &v3, hparams, master, grad, states, working, n, error);
+  args->base.struct_size = sizeof *args;
+  args->base.hparams = v3.v2.base.hparams;
+  args->base.n_hparams = v3.v2.base.n_hparams;
+  return ok;
 }
 
 gboolean
@@ -1282,7 +1507,9 @@ mixprec_feature_get_working_dtypes (MixprecFeature *self,
  * 2 for an optimizer registered as a `MixprecOptimizerV2` (plugin ABI 1.1)
  * and for a device registered as a `MixprecDeviceV2` (plugin ABI 1.2), 3 for
  * a device registered as a `MixprecDeviceV3` (plugin ABI 1.3, the float8
- * casts FP8 working copies need on a device), 1 for
+ * casts FP8 working copies need on a device) and for an optimizer
+ * registered as a `MixprecOptimizerV3` (plugin ABI 1.4, block-scaled
+ * low-bit state and 16-bit masters), 1 for
  * a `MixprecOptimizerV1`, a `MixprecDeviceV1` and every communicator
  * (`MixprecCommV1`). The library reaches revision 1 optimizers through a
  * shim that keeps their state in float32, and revision 1 devices without
@@ -1336,6 +1563,58 @@ mixprec_feature_get_state_dtypes (MixprecFeature *self,
     if (self->optimizer.state_dtype_mask & (1u << d))
       self->state_dtypes[(*n_dtypes)++] = (MixprecDType) d;
   return self->state_dtypes;
+}
+
+/**
+ * mixprec_feature_get_state_format_mask:
+ * @self: a #MixprecFeature
+ *
+ * Says in which representations an optimizer feature can keep its state
+ * slots: bit `1 << f` for each format `f` of the plugin ABI's
+ * `MixprecPluginStateFormat` (0 float32, 1 bfloat16, 2 float16 with
+ * block scales, 3 bfloat16 with block scales, 4 float8 e4m3 with block
+ * scales, 5 block-wise dynamic int8, 6 block-wise dynamic int4; the
+ * formats are described in the "Optimizer states" reference page).
+ * Optimizers registered before revision 3 of the optimizer ABI
+ * (mixprec_feature_get_abi_revision()) know float32, and bfloat16 when
+ * mixprec_feature_get_state_dtypes() lists it.
+ *
+ * Returns: the mask of state formats; float32 (bit 0) is always set for
+ *   an optimizer; 0 for other kinds
+ *
+ * Since: 1.1
+ */
+guint
+mixprec_feature_get_state_format_mask (MixprecFeature *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_FEATURE (self), 0);
+
+  return self->kind == MIXPREC_FEATURE_KIND_OPTIMIZER ? self->optimizer.state_format_mask : 0;
+}
+
+/**
+ * mixprec_feature_get_master_format_mask:
+ * @self: a #MixprecFeature
+ *
+ * Says how an optimizer feature can keep the FP32 value of the parameters
+ * it updates: bit `1 << f` for each format `f` of the plugin ABI's
+ * `MixprecPluginMasterFormat` (0 a float32 master, 1 a bfloat16 working
+ * copy with an int16 remainder that together hold the float32 value
+ * exactly, 2 bfloat16 weights with a bfloat16 Kahan compensation).
+ * Optimizers registered before revision 3 of the optimizer ABI know the
+ * float32 master only.
+ *
+ * Returns: the mask of master formats; float32 (bit 0) is always set for
+ *   an optimizer; 0 for other kinds
+ *
+ * Since: 1.1
+ */
+guint
+mixprec_feature_get_master_format_mask (MixprecFeature *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_FEATURE (self), 0);
+
+  return self->kind == MIXPREC_FEATURE_KIND_OPTIMIZER ? self->optimizer.master_format_mask : 0;
 }
 
 /**

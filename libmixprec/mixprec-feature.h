@@ -110,6 +110,10 @@ const MixprecDType   *mixprec_feature_get_state_dtypes      (MixprecFeature *sel
                                                              gsize          *n_dtypes);
 MIXPREC_AVAILABLE_IN_1_1
 guint                 mixprec_feature_get_abi_revision      (MixprecFeature *self);
+MIXPREC_AVAILABLE_IN_1_1
+guint                 mixprec_feature_get_state_format_mask (MixprecFeature *self);
+MIXPREC_AVAILABLE_IN_1_1
+guint                 mixprec_feature_get_master_format_mask (MixprecFeature *self);
 MIXPREC_AVAILABLE_IN_1_0
 gboolean              mixprec_feature_probe_device          (MixprecFeature *self,
                                                              gint           *n_devices,

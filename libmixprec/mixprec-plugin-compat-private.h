@@ -7,8 +7,8 @@
  * _MixprecVTable, which holds the newest revision of its kind: the rest of
  * the library (features, devices, the engine) knows no older struct. What
  * an old revision lacks is NULL in the upgraded struct (a V1 device has no
- * host_alloc), and the one call whose arguments changed, a V1 optimizer's
- * step(), goes through _mixprec_plugin_compat_optimizer_step(). */
+ * host_alloc), and the calls whose arguments changed, the step() of a V1
+ * or V2 optimizer, go through _mixprec_plugin_compat_optimizer_step(). */
 #pragma once
 
 #include "mixprec.h"
@@ -30,17 +30,31 @@ typedef int (*_MixprecOptimizerStepV1Func) (const MixprecOptimizerStepV1 *args,
                                             char                         *errbuf,
                                             size_t                        errbuf_len);
 
+/* What a V2 optimizer's step() is. */
+typedef int (*_MixprecOptimizerStepV2Func) (const MixprecOptimizerStepV2 *args,
+                                            float                        *master,
+                                            const void                   *grad,
+                                            void *const                  *states,
+                                            void                         *working,
+                                            size_t                        n,
+                                            char                         *errbuf,
+                                            size_t                        errbuf_len);
+
 /* A registered vtable in the newest revision of its kind. Its strings and
  * arrays still point into the plugin: the feature copies them. */
 typedef struct
 {
   MixprecFeatureKind kind;
   guint revision;               /* the revision the plugin registered */
-  /* Optimizers. A revision 1 optimizer's step is NULL here and its own
-   * step() is step_v1 (called with V1 arguments through the shim); its
-   * state_dtype_mask is float32 only. */
-  MixprecOptimizerV2 optimizer;
+  /* Optimizers. A revision 1 or 2 optimizer's step is NULL here and its
+   * own step() is step_v1 or step_v2 (called with its own arguments
+   * through the shim). A revision 1 optimizer's state_dtype_mask is
+   * float32 only; an older revision's state_format_mask holds the
+   * formats its state_dtype_mask names (FLOAT32, BFLOAT16), its
+   * master_format_mask FLOAT32 alone. */
+  MixprecOptimizerV3 optimizer;
   _MixprecOptimizerStepV1Func step_v1;
+  _MixprecOptimizerStepV2Func step_v2;
   MixprecCommV1 comm;
   MixprecDeviceV3 device;
 } _MixprecVTable;
@@ -68,13 +82,16 @@ int       _mixprec_plugin_host_register         (MixprecPluginHostV1        *hos
                                                  char                       *errbuf,
                                                  size_t                      errbuf_len);
 
-/* Calls an upgraded optimizer's step(): a revision 2 one as it is; a
- * revision 1 one (@step_v1) with &args->base, its struct_size its own,
- * and @states as float arrays (the caller has checked that every slot is
- * float32). */
-int       _mixprec_plugin_compat_optimizer_step (const MixprecOptimizerV2    *optimizer,
+/* Calls an upgraded optimizer's step(): a revision 3 one as it is; a
+ * revision 2 one (@step_v2) with &args->v2, its struct_size its own; a
+ * revision 1 one (@step_v1) with &args->v2.base, its struct_size its own,
+ * and @states as float arrays. The caller has checked that an older
+ * revision gets only the representations it knows (FLOAT32 / BFLOAT16
+ * slots named in args->v2.state_dtypes, a FLOAT32 master). */
+int       _mixprec_plugin_compat_optimizer_step (const MixprecOptimizerV3    *optimizer,
                                                  _MixprecOptimizerStepV1Func  step_v1,
-                                                 const MixprecOptimizerStepV2 *args,
+                                                 _MixprecOptimizerStepV2Func  step_v2,
+                                                 const MixprecOptimizerStepV3 *args,
                                                  float                       *master,
                                                  const void                  *grad,
                                                  void *const                 *states,
@@ -86,9 +103,10 @@ int       _mixprec_plugin_compat_optimizer_step (const MixprecOptimizerV2    *op
 /* ---- the checks (mixprec-feature.c), on the newest structs */
 
 /* An optimizer: names, step, hyper-parameter schema, state names, reserved
- * space, state_dtype_mask. @has_step: whether it has a step() of either
- * revision. */
-gboolean  _mixprec_optimizer_check              (const MixprecOptimizerV2 *vtable,
+ * space, state_dtype_mask, and the masks of revision 3 (formats known,
+ * FLOAT32 among them, signed bits within the slots). @has_step: whether
+ * it has a step() of any revision. */
+gboolean  _mixprec_optimizer_check              (const MixprecOptimizerV3 *vtable,
                                                  gboolean                  has_step,
                                                  GError                  **error);
 /* A device registered as @revision: the functions of every revision up to

@@ -1,9 +1,9 @@
 /* mixprec-plugin-compat.c — the plugin ABI's older revisions upgraded to
  * the newest struct of each kind: the registration table behind the host
- * table's register_* entries, and the one shim a call needs (a revision 1
- * optimizer's step()). NCCL keeps its net-plugin shims the same way, one
- * upgrade per old revision, so that nothing past this file sees an old
- * struct. */
+ * table's register_* entries, and the one shim a call needs (the step()
+ * of a revision 1 or 2 optimizer). NCCL keeps its net-plugin shims the
+ * same way, one upgrade per old revision, so that nothing past this file
+ * sees an old struct. */
 #include "config.h"
 
 #include <string.h>
@@ -31,7 +31,20 @@ struct _MixprecRegistration
 
 /* ------------------------------------------------------------ upgrades */
 
-/* V1 -> V2: the same schema; state in float32 only; the step kept apart,
+/* What an optimizer of revision 1 or 2 can be asked for in revision 3's
+ * terms: the formats its state_dtype_mask names (float32, bfloat16) and a
+ * float32 master. */
+static void
+formats_from_dtypes (MixprecOptimizerV3 *optimizer)
+{
+  optimizer->state_format_mask = 1u << MIXPREC_PLUGIN_STATE_FLOAT32;
+  if (optimizer->state_dtype_mask & (1u << MIXPREC_PLUGIN_DTYPE_BFLOAT16))
+    optimizer->state_format_mask |= 1u << MIXPREC_PLUGIN_STATE_BFLOAT16;
+  optimizer->master_format_mask = 1u << MIXPREC_PLUGIN_MASTER_FLOAT32;
+  optimizer->state_signed_mask = 0;
+}
+
+/* V1 -> V3: the same schema; state in float32 only; the step kept apart,
  * since its arguments differ (see _mixprec_plugin_compat_optimizer_step). */
 static gboolean
 upgrade_optimizer_v1 (const _MixprecRegistration *registration,
@@ -52,18 +65,45 @@ upgrade_optimizer_v1 (const _MixprecRegistration *registration,
   out->optimizer.n_state_slots = v1->n_state_slots;
   out->optimizer.state_names = v1->state_names;
   out->optimizer.state_dtype_mask = 1u << MIXPREC_PLUGIN_DTYPE_FLOAT32;
+  formats_from_dtypes (&out->optimizer);
   memcpy (out->optimizer.reserved, v1->reserved, sizeof v1->reserved);
   out->step_v1 = v1->step;
   return _mixprec_optimizer_check (&out->optimizer, v1->step != NULL, error);
 }
 
+/* V2 -> V3: the same schema and dtypes; the step kept apart. */
 static gboolean
 upgrade_optimizer_v2 (const _MixprecRegistration *registration,
                       gconstpointer               registered,
                       _MixprecVTable             *out,
                       GError                    **error)
 {
-  out->optimizer = *(const MixprecOptimizerV2 *) registered;
+  const MixprecOptimizerV2 *v2 = registered;
+
+  G_STATIC_ASSERT (sizeof v2->reserved == sizeof out->optimizer.reserved);
+
+  out->optimizer.name = v2->name;
+  out->optimizer.device = v2->device;
+  out->optimizer.rank = v2->rank;
+  out->optimizer.description = v2->description;
+  out->optimizer.hparams = v2->hparams;
+  out->optimizer.n_hparams = v2->n_hparams;
+  out->optimizer.n_state_slots = v2->n_state_slots;
+  out->optimizer.state_names = v2->state_names;
+  out->optimizer.state_dtype_mask = v2->state_dtype_mask;
+  formats_from_dtypes (&out->optimizer);
+  memcpy (out->optimizer.reserved, v2->reserved, sizeof v2->reserved);
+  out->step_v2 = v2->step;
+  return _mixprec_optimizer_check (&out->optimizer, v2->step != NULL, error);
+}
+
+static gboolean
+upgrade_optimizer_v3 (const _MixprecRegistration *registration,
+                      gconstpointer               registered,
+                      _MixprecVTable             *out,
+                      GError                    **error)
+{
+  out->optimizer = *(const MixprecOptimizerV3 *) registered;
   return _mixprec_optimizer_check (&out->optimizer, out->optimizer.step != NULL, error);
 }
 
@@ -105,6 +145,8 @@ upgrade_device (const _MixprecRegistration *registration,
        _mixprec_optimizer_vtable_check) \
   ROW (register_optimizer_v2, MixprecOptimizerV2, OPTIMIZER, 2, upgrade_optimizer_v2, \
        _mixprec_optimizer_v2_vtable_check) \
+  ROW (register_optimizer_v3, MixprecOptimizerV3, OPTIMIZER, 3, upgrade_optimizer_v3, \
+       _mixprec_optimizer_v3_vtable_check) \
   ROW (register_comm, MixprecCommV1, COMM, 1, upgrade_comm_v1, \
        _mixprec_comm_vtable_check) \
   ROW (register_device, MixprecDeviceV1, DEVICE, 1, upgrade_device, \
@@ -190,9 +232,10 @@ REGISTRATIONS (ROW_CHECK)
 /* ------------------------------------------------------------ calls */
 
 int
-_mixprec_plugin_compat_optimizer_step (const MixprecOptimizerV2     *optimizer,
+_mixprec_plugin_compat_optimizer_step (const MixprecOptimizerV3     *optimizer,
                                        _MixprecOptimizerStepV1Func   step_v1,
-                                       const MixprecOptimizerStepV2 *args,
+                                       _MixprecOptimizerStepV2Func   step_v2,
+                                       const MixprecOptimizerStepV3 *args,
                                        float                        *master,
                                        const void                   *grad,
                                        void *const                  *states,
@@ -201,15 +244,24 @@ _mixprec_plugin_compat_optimizer_step (const MixprecOptimizerV2     *optimizer,
                                        char                         *errbuf,
                                        size_t                        errbuf_len)
 {
+  MixprecOptimizerStepV2 v2;
   MixprecOptimizerStepV1 base;
   float *v1_states[_MIXPREC_PLUGIN_MAX_STATE_SLOTS];
 
-  if (step_v1 == NULL)
+  if (step_v1 == NULL && step_v2 == NULL)
     return optimizer->step (args, master, grad, states, working, n, errbuf, errbuf_len);
+
+  if (step_v2 != NULL)
+    {
+      /* V2: the leading V2 block, with its own size. */
+      v2 = args->v2;
+      v2.base.struct_size = sizeof v2;
+      return step_v2 (&v2, master, grad, states, working, n, errbuf, errbuf_len);
+    }
 
   /* V1: the leading V1 block, with its own size, and FP32 state. */
   g_assert (optimizer->n_state_slots <= _MIXPREC_PLUGIN_MAX_STATE_SLOTS);
-  base = args->base;
+  base = args->v2.base;
   base.struct_size = sizeof base;
   for (guint k = 0; k < optimizer->n_state_slots; k++)
     v1_states[k] = states != NULL ? states[k] : NULL;

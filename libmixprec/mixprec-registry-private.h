@@ -24,6 +24,11 @@ gboolean        _mixprec_optimizer_vtable_check        (const MixprecOptimizerV1
  * state_dtype_mask that names float32 and known dtypes only. */
 gboolean        _mixprec_optimizer_v2_vtable_check     (const MixprecOptimizerV2 *vtable,
                                                         GError                  **error);
+/* The same for revision 3 (register_optimizer_v3): the V2 checks plus a
+ * state_format_mask and a master_format_mask that name FLOAT32 and known
+ * formats only, and a state_signed_mask within the state slots. */
+gboolean        _mixprec_optimizer_v3_vtable_check     (const MixprecOptimizerV3 *vtable,
+                                                        GError                  **error);
 
 /* For the tests: the optimizer's schema as a V1 struct (NULL for other
  * kinds; its step is the plugin's own for a revision 1 optimizer, NULL for
@@ -60,6 +65,44 @@ gboolean        _mixprec_feature_optimizer_step_v2     (MixprecFeature          
                                                         gpointer                  working,
                                                         gsize                     n,
                                                         GError                  **error);
+
+/* The step of any revision with revision 3's arguments: each slot in
+ * args->state_formats (NULL: all FLOAT32), the master in
+ * args->master_format, args->state_scales / block_size / master_extra as
+ * MixprecOptimizerStepV3 says. Fills args->v2.base.struct_size, hparams
+ * and n_hparams (the defaults when @hparams is NULL), and
+ * args->v2.state_dtypes for the call when the caller left it NULL. First
+ * checks the representation (_mixprec_feature_check_representation()),
+ * so a revision 1 or 2 optimizer is reached only with FLOAT32 / BFLOAT16
+ * slots and a FLOAT32 master; a plugin's failure is
+ * MIXPREC_PLUGIN_ERROR_CALL_FAILED with its message. */
+gboolean        _mixprec_feature_optimizer_step_v3     (MixprecFeature           *feature,
+                                                        MixprecOptimizerStepV3   *args,
+                                                        const gdouble            *hparams,
+                                                        gfloat                   *master,
+                                                        gconstpointer             grad,
+                                                        gpointer const           *states,
+                                                        gpointer                  working,
+                                                        gsize                     n,
+                                                        GError                  **error);
+
+/* Whether the optimizer can keep its parameters with @master and its
+ * @n_formats state slots in @formats (NULL: all FLOAT32; otherwise
+ * @n_formats must be its number of slots). FALSE with
+ * MIXPREC_PLUGIN_ERROR_CALL_FAILED naming the optimizer, its plugin and
+ * revision, the slot and the format it cannot honour. The engine asks
+ * this when it plans, before any step. */
+gboolean        _mixprec_feature_check_representation  (MixprecFeature                  *feature,
+                                                        MixprecPluginMasterFormat        master,
+                                                        const MixprecPluginStateFormat  *formats,
+                                                        guint                            n_formats,
+                                                        GError                         **error);
+
+/* A state format (MixprecPluginStateFormat) and a master format
+ * (MixprecPluginMasterFormat) in words for messages ("block-wise dynamic
+ * int8", "a remainder master (...)"); NULL for an unknown value. */
+const gchar    *_mixprec_plugin_state_format_describe  (guint format);
+const gchar    *_mixprec_plugin_master_format_describe (guint format);
 
 /* What register_comm would answer: name, device, every function, a
  * dtype_mask naming only known dtypes, reserved space. */

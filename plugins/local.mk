@@ -16,6 +16,7 @@ optim_plugin_ldflags = -module -avoid-version -no-undefined -export-symbols-rege
 noinst_LTLIBRARIES += plugins/libmixprec-optim-common.la
 plugins_libmixprec_optim_common_la_SOURCES = \
 	libmixprec/numeric/numeric-optim.h \
+	libmixprec/numeric/numeric-quant.h \
 	plugins/optim-common.h \
 	plugins/optim-common-avx2.h \
 	plugins/optim-common-avx512.h \

@@ -120,6 +120,13 @@ if HAVE_PYTHON_GI
 TESTS += tests/test-fp8-te.py tests/test-fp8-recipe-gi.py
 endif
 
+# --- the quantization maps of libmixprec/numeric/numeric-quant.h against
+# torchao's, bit for bit (PYTHON_TORCH with torchao; skips without)
+EXTRA_DIST += tests/test-quant-maps.py
+if HAVE_PYTHON_GI
+TESTS += tests/test-quant-maps.py
+endif
+
 # --- registry: plugin loading, with deliberately broken test plugins built
 # as uninstalled modules in tests/plugins/ (not on the default search path)
 test_registry_plugins = \

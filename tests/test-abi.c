@@ -194,6 +194,35 @@ static const FieldOffset optimizer_v2_fields[] = {
   END
 };
 
+/* Revision 3 (ABI 1.4): a whole V2 step first, then the formats. */
+static const FieldOffset optimizer_step_v3_fields[] = {
+  F (MixprecOptimizerStepV3, v2, 0),
+  F (MixprecOptimizerStepV3, state_formats, 104),
+  F (MixprecOptimizerStepV3, state_scales, 112),
+  F (MixprecOptimizerStepV3, block_size, 120),
+  F (MixprecOptimizerStepV3, master_format, 124),
+  F (MixprecOptimizerStepV3, master_extra, 128),
+  END
+};
+
+static const FieldOffset optimizer_v3_fields[] = {
+  F (MixprecOptimizerV3, name, 0),
+  F (MixprecOptimizerV3, device, 8),
+  F (MixprecOptimizerV3, rank, 16),
+  F (MixprecOptimizerV3, description, 24),
+  F (MixprecOptimizerV3, hparams, 32),
+  F (MixprecOptimizerV3, n_hparams, 40),
+  F (MixprecOptimizerV3, n_state_slots, 44),
+  F (MixprecOptimizerV3, state_names, 48),
+  F (MixprecOptimizerV3, state_dtype_mask, 56),
+  F (MixprecOptimizerV3, state_format_mask, 60),
+  F (MixprecOptimizerV3, master_format_mask, 64),
+  F (MixprecOptimizerV3, state_signed_mask, 68),
+  F (MixprecOptimizerV3, step, 72),
+  F (MixprecOptimizerV3, reserved, 80),
+  END
+};
+
 static const FieldOffset bootstrap_fields[] = {
   F (MixprecBootstrapV1, struct_size, 0),
   F (MixprecBootstrapV1, rank, 8),
@@ -311,7 +340,9 @@ static const FieldOffset plugin_host_fields[] = {
   /* Library 1.1 took the next two for the plugin's logger. */
   F (MixprecPluginHostV1, log, 72),
   F (MixprecPluginHostV1, log_data, 80),
-  F (MixprecPluginHostV1, reserved, 88),
+  /* ABI 1.4 took the next one. */
+  F (MixprecPluginHostV1, register_optimizer_v3, 88),
+  F (MixprecPluginHostV1, reserved, 96),
   END
 };
 
@@ -345,6 +376,8 @@ static const Layout layouts[] = {
   L (MixprecOptimizerV1, 128, optimizer_fields),
   L (MixprecOptimizerStepV2, 104, optimizer_step_v2_fields),
   L (MixprecOptimizerV2, 136, optimizer_v2_fields),
+  L (MixprecOptimizerStepV3, 136, optimizer_step_v3_fields),
+  L (MixprecOptimizerV3, 144, optimizer_v3_fields),
   L (MixprecBootstrapV1, 112, bootstrap_fields),
   L (MixprecCommInitV1, 32, comm_init_fields),
   L (MixprecCommV1, 184, comm_fields),

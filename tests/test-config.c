@@ -529,6 +529,21 @@ static const InvalidCase invalid_cases[] = {
   { "{\"mixprec\": {\"weight_decay_exempt\": \"bias\"}}", "mixprec.weight_decay_exempt", "one of \"1d\", \"none\", \"names\"", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
   { "{\"mixprec\": {\"precision_mode\": \"bf16\"}}", "mixprec.precision_mode", "select \"fp32\"", MIXPREC_CONFIG_ERROR_CONFLICT },
   { "{\"mixprec\": {\"precision_mode\": \"fp8\"}}", "mixprec.precision_mode", "\"bf16_no_master\"", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"mixprec\": {\"master_weights\": \"fp64\"}}", "mixprec.master_weights", "one of \"fp32\", \"remainder\", \"kahan\", \"none\"", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"fp16\": {\"enabled\": true}, \"mixprec\": {\"master_weights\": \"remainder\"}}", "mixprec.master_weights", "needs bfloat16 working copies", MIXPREC_CONFIG_ERROR_CONFLICT },
+  { "{\"mixprec\": {\"master_weights\": \"kahan\"}}", "mixprec.master_weights", "got precision mode \"fp32\"", MIXPREC_CONFIG_ERROR_CONFLICT },
+  { "{\"bf16\": {\"enabled\": true, \"bf16_master_weights_and_grads\": true}, \"mixprec\": {\"master_weights\": \"remainder\"}}", "mixprec.master_weights", "bf16_master_weights_and_grads", MIXPREC_CONFIG_ERROR_CONFLICT },
+  { "{\"bf16\": {\"enabled\": true, \"bf16_master_weights_and_grads\": true}, \"mixprec\": {\"master_weights\": \"fp32\"}}", "mixprec.master_weights", "asks for none", MIXPREC_CONFIG_ERROR_CONFLICT },
+  { "{\"bf16\": {\"enabled\": true}, \"mixprec\": {\"master_weights\": \"kahan\", \"stochastic_rounding\": true}}", "mixprec.master_weights", "stochastic_rounding must be false", MIXPREC_CONFIG_ERROR_CONFLICT },
+  { "{\"bf16\": {\"enabled\": true}, \"mixprec\": {\"device\": \"cuda\", \"master_weights\": \"remainder\"}, \"zero_optimization\": {\"offload_optimizer\": {\"device\": \"cpu\"}}}", "mixprec.master_weights", "offload_optimizer \"cpu\"", MIXPREC_CONFIG_ERROR_UNSUPPORTED },
+  { "{\"mixprec\": {\"optimizer_states\": \"int2\"}}", "mixprec.optimizer_states", "\"int8\", \"int4\"", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"mixprec\": {\"optimizer_states\": 8}}", "mixprec.optimizer_states", "got 8", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"mixprec\": {\"optimizer_states\": {\"exp_avg\": \"int3\"}}}", "mixprec.optimizer_states.exp_avg", "one of \"fp32\"", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"mixprec\": {\"optimizer_states\": {\"momentum\": \"int8\"}}}", "mixprec.optimizer_states.momentum", "its slots are exp_avg, exp_avg_sq", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"mixprec\": {\"optimizer_states\": {\"exp_avg\": \"int8\", \"block_size\": 48}}}", "mixprec.optimizer_states.block_size", "power of two", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"mixprec\": {\"optimizer_states\": {\"exp_avg\": \"int8\", \"block_size\": 16}}}", "mixprec.optimizer_states.block_size", "from 32 to 4096", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"mixprec\": {\"optimizer_states\": {\"exp_avg\": \"int4\", \"block_size\": 8192}}}", "mixprec.optimizer_states.block_size", "from 32 to 4096", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"bf16\": {\"enabled\": true, \"bf16_optimizer_states\": true}, \"mixprec\": {\"optimizer_states\": {\"exp_avg\": \"int8\"}}}", "mixprec.optimizer_states", "conflicts with bf16.bf16_optimizer_states", MIXPREC_CONFIG_ERROR_CONFLICT },
   { "{\"fp16\": {\"hysteresis\": 2}, \"mixprec\": {\"scaler\": {\"semantics\": \"torch\"}}}", "fp16.hysteresis", "must be 1", MIXPREC_CONFIG_ERROR_CONFLICT },
   { "{\"fp16\": {\"consecutive_hysteresis\": true}, \"mixprec\": {\"scaler\": {\"semantics\": \"megatron\"}}}", "fp16.consecutive_hysteresis", "megatron", MIXPREC_CONFIG_ERROR_CONFLICT },
   { "{\"amp\": {\"enabled\": true, \"keep_batchnorm_fp32\": true}}", "amp.keep_batchnorm_fp32", "null with opt_level \"O1\"", MIXPREC_CONFIG_ERROR_CONFLICT },
@@ -2436,6 +2451,77 @@ test_config_resolve_batch (void)
     }
 }
 
+/* mixprec.master_weights and mixprec.optimizer_states: what each spelling
+ * resolves to, DeepSpeed's keys keeping their meaning, and the resolved
+ * document reading back to the same. */
+static void
+test_config_representation (void)
+{
+  static const struct {
+    const gchar *json;
+    MixprecPrecisionMode mode;
+    MixprecMasterWeights master;
+    MixprecStateFormat exp_avg, exp_avg_sq, other;
+    guint block_size;
+  } cases[] = {
+    { "{}", MIXPREC_PRECISION_MODE_FP32, MIXPREC_MASTER_WEIGHTS_FP32,
+      MIXPREC_STATE_FORMAT_FP32, MIXPREC_STATE_FORMAT_FP32, MIXPREC_STATE_FORMAT_FP32, 0 },
+    { "{\"bf16\": {\"enabled\": true}}", MIXPREC_PRECISION_MODE_BF16, MIXPREC_MASTER_WEIGHTS_FP32,
+      MIXPREC_STATE_FORMAT_FP32, MIXPREC_STATE_FORMAT_FP32, MIXPREC_STATE_FORMAT_FP32, 0 },
+    { "{\"bf16\": {\"enabled\": true, \"bf16_optimizer_states\": true,"
+      " \"bf16_master_weights_and_grads\": true}}",
+      MIXPREC_PRECISION_MODE_BF16_NO_MASTER, MIXPREC_MASTER_WEIGHTS_NONE,
+      MIXPREC_STATE_FORMAT_BF16, MIXPREC_STATE_FORMAT_BF16, MIXPREC_STATE_FORMAT_BF16, 0 },
+    { "{\"bf16\": {\"enabled\": true}, \"mixprec\": {\"master_weights\": \"remainder\","
+      " \"optimizer_states\": {\"exp_avg\": \"int8\", \"exp_avg_sq\": \"int8\", \"block_size\": 256}}}",
+      MIXPREC_PRECISION_MODE_BF16_NO_MASTER, MIXPREC_MASTER_WEIGHTS_REMAINDER,
+      MIXPREC_STATE_FORMAT_INT8, MIXPREC_STATE_FORMAT_INT8, MIXPREC_STATE_FORMAT_FP32, 256 },
+    { "{\"bf16\": {\"enabled\": true}, \"mixprec\": {\"master_weights\": \"kahan\","
+      " \"optimizer_states\": \"int4\"}}",
+      MIXPREC_PRECISION_MODE_BF16_NO_MASTER, MIXPREC_MASTER_WEIGHTS_KAHAN,
+      MIXPREC_STATE_FORMAT_INT4, MIXPREC_STATE_FORMAT_INT4, MIXPREC_STATE_FORMAT_INT4, 0 },
+    { "{\"fp16\": {\"enabled\": true}, \"mixprec\": {\"master_weights\": \"none\","
+      " \"optimizer_states\": {\"default\": \"bf16_scaled\", \"exp_avg\": \"fp8_e4m3_scaled\","
+      " \"block_size\": 4096}}}",
+      MIXPREC_PRECISION_MODE_FP16_NO_MASTER, MIXPREC_MASTER_WEIGHTS_NONE,
+      MIXPREC_STATE_FORMAT_FP8_E4M3_SCALED, MIXPREC_STATE_FORMAT_BF16_SCALED,
+      MIXPREC_STATE_FORMAT_BF16_SCALED, 4096 },
+    /* The mixprec key may repeat what DeepSpeed's says. */
+    { "{\"bf16\": {\"enabled\": true, \"bf16_optimizer_states\": true}, \"mixprec\":"
+      " {\"optimizer_states\": \"bf16\", \"master_weights\": \"fp32\"}}",
+      MIXPREC_PRECISION_MODE_BF16, MIXPREC_MASTER_WEIGHTS_FP32,
+      MIXPREC_STATE_FORMAT_BF16, MIXPREC_STATE_FORMAT_BF16, MIXPREC_STATE_FORMAT_BF16, 0 },
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autoptr(GError) error = NULL;
+      g_autoptr(MixprecConfig) c = mixprec_config_new_from_data (cases[i].json, -1, &error);
+      g_autoptr(MixprecConfig) again = NULL;
+      g_autofree gchar *text = NULL;
+
+      g_test_message ("%s", cases[i].json);
+      g_assert_no_error (error);
+      g_assert_cmpint (mixprec_config_get_precision_mode (c), ==, cases[i].mode);
+      g_assert_cmpint (mixprec_config_get_master_weights (c), ==, cases[i].master);
+      g_assert_cmpint (mixprec_config_get_optimizer_state_format (c, "exp_avg"), ==, cases[i].exp_avg);
+      g_assert_cmpint (mixprec_config_get_optimizer_state_format (c, "exp_avg_sq"), ==, cases[i].exp_avg_sq);
+      g_assert_cmpint (mixprec_config_get_optimizer_state_format (c, NULL), ==, cases[i].other);
+      g_assert_cmpuint (mixprec_config_get_optimizer_state_block_size (c), ==, cases[i].block_size);
+
+      text = mixprec_config_to_data (c, NULL);
+      again = mixprec_config_new_from_data (text, -1, &error);
+      g_assert_no_error (error);
+      g_assert_cmpint (mixprec_config_get_master_weights (again), ==, cases[i].master);
+      g_assert_cmpint (mixprec_config_get_optimizer_state_format (again, "exp_avg"), ==, cases[i].exp_avg);
+      g_assert_cmpint (mixprec_config_get_optimizer_state_format (again, "exp_avg_sq"), ==, cases[i].exp_avg_sq);
+      g_assert_cmpuint (mixprec_config_get_optimizer_state_block_size (again), ==, cases[i].block_size);
+    }
+  g_assert_cmpstr (mixprec_master_weights_get_name (MIXPREC_MASTER_WEIGHTS_REMAINDER), ==, "remainder");
+  g_assert_cmpstr (mixprec_state_format_get_name (MIXPREC_STATE_FORMAT_FP8_E4M3_SCALED), ==, "fp8_e4m3_scaled");
+  g_assert_cmpstr (mixprec_state_format_get_name (99), ==, "invalid");
+}
+
 int
 main (int argc, char **argv)
 {
@@ -2483,6 +2569,7 @@ main (int argc, char **argv)
   g_test_add_func ("/config/overrides/values", test_config_overrides_values);
   g_test_add_func ("/config/overrides/errors", test_config_overrides_errors);
   g_test_add_func ("/config/corpus/real", test_config_real_files);
+  g_test_add_func ("/config/representation/values", test_config_representation);
   g_test_add_func ("/config/fp8/defaults", test_config_fp8_defaults);
   g_test_add_func ("/config/fp8/values", test_config_fp8_values);
   g_test_add_func ("/config/fp8/modules", test_config_fp8_modules);

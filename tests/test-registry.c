@@ -231,9 +231,9 @@ typedef struct
 
 static const ExpectedFailure expected_failures[] = {
   { "test-abi-major", MIXPREC_PLUGIN_ERROR_ABI_MISMATCH,
-    { "built for plugin ABI 2.0", "this libmixprec supports 1.0 to 1.3" } },
+    { "built for plugin ABI 2.0", "this libmixprec supports 1.0 to 1.4" } },
   { "test-abi-minor", MIXPREC_PLUGIN_ERROR_ABI_MISMATCH,
-    { "built for plugin ABI 1.4", "this libmixprec supports 1.0 to 1.3" } },
+    { "built for plugin ABI 1.5", "this libmixprec supports 1.0 to 1.4" } },
   { "test-bad-comm", MIXPREC_PLUGIN_ERROR_BAD_FEATURE,
     { "registered an invalid feature", "comm 'badcomm' (cpu): its wait function is NULL" } },
   { "test-bad-feature", MIXPREC_PLUGIN_ERROR_BAD_FEATURE,
@@ -1026,6 +1026,153 @@ test_registry_v1_optimizer_shim (void)
   g_assert_no_error (error);
 }
 
+static int
+dummy_step_v3 (const MixprecOptimizerStepV3 *args,
+               float                        *master,
+               const void                   *grad,
+               void *const                  *states,
+               void                         *working,
+               size_t                        n,
+               char                         *errbuf,
+               size_t                        errbuf_len)
+{
+  return MIXPREC_PLUGIN_OK;
+}
+
+/* Revision 3's own rules: the format masks name FLOAT32 and known formats
+ * only, and the signed mask stays within the slots. */
+static void
+test_registry_v3_vtable_check (void)
+{
+  static const char *const two_states[] = { "exp_avg", "exp_avg_sq" };
+  const MixprecOptimizerV3 valid = {
+    .name = "adamw", .device = "cpu", .rank = 100, .step = dummy_step_v3,
+    .n_state_slots = 2, .state_names = two_states,
+    .state_dtype_mask = (1u << MIXPREC_PLUGIN_DTYPE_FLOAT32) | (1u << MIXPREC_PLUGIN_DTYPE_BFLOAT16),
+    .state_format_mask = 0x7F, .master_format_mask = 0x7, .state_signed_mask = 0x1,
+  };
+  MixprecOptimizerV3 v;
+  g_autoptr(GError) error = NULL;
+
+  g_assert_true (_mixprec_optimizer_v3_vtable_check (&valid, &error));
+  g_assert_no_error (error);
+
+#define EXPECT_REFUSED(reason) G_STMT_START {                                  \
+    g_test_message ("vtable case: %s", reason);                                \
+    g_assert_false (_mixprec_optimizer_v3_vtable_check (&v, &error));          \
+    g_assert_error (error, MIXPREC_PLUGIN_ERROR, MIXPREC_PLUGIN_ERROR_BAD_FEATURE); \
+    if (strstr (error->message, reason) == NULL)                               \
+      g_error ("'%s' does not say '%s'", error->message, reason);              \
+    g_clear_error (&error);                                                    \
+  } G_STMT_END
+
+  g_assert_false (_mixprec_optimizer_v3_vtable_check (NULL, &error));
+  g_assert_error (error, MIXPREC_PLUGIN_ERROR, MIXPREC_PLUGIN_ERROR_BAD_FEATURE);
+  g_clear_error (&error);
+  v = valid; v.step = NULL;
+  EXPECT_REFUSED ("optimizer 'adamw' (cpu): its step function is NULL");
+  v = valid; v.state_dtype_mask = 1u << MIXPREC_PLUGIN_DTYPE_BFLOAT16;
+  EXPECT_REFUSED ("its state_dtype_mask 0x4 lacks float32");
+  v = valid; v.state_format_mask = 0x7E;
+  EXPECT_REFUSED ("its state_format_mask 0x7e lacks FLOAT32");
+  v = valid; v.state_format_mask = 0xFF;
+  EXPECT_REFUSED ("its state_format_mask 0xff has bits for formats that do not exist");
+  v = valid; v.master_format_mask = 0x6;
+  EXPECT_REFUSED ("its master_format_mask 0x6 lacks FLOAT32");
+  v = valid; v.master_format_mask = 0x9;
+  EXPECT_REFUSED ("its master_format_mask 0x9 has bits for master formats that do not exist");
+  v = valid; v.state_signed_mask = 0x4;
+  EXPECT_REFUSED ("its state_signed_mask 0x4 names slots beyond its 2 state slots");
+#undef EXPECT_REFUSED
+}
+
+/* A revision 3 call reaches an older optimizer only with the
+ * representations it knows, and with the same result as its own call;
+ * anything else is an error naming the plugin, the slot and the format. */
+static void
+test_registry_v3_step_compat (void)
+{
+  g_autofree gchar *v1_dir = g_test_build_filename (G_TEST_BUILT, "abi-plugins", NULL);
+  const gchar *paths[] = { v1_dir, NULL };
+  g_autoptr(MixprecRegistry) registry = mixprec_registry_new_for_paths (paths, FALSE);
+  g_autoptr(MixprecFeature) v1 = NULL;
+  g_autoptr(GError) error = NULL;
+  enum { N = 29 };
+  gfloat master1[N], master3[N], buf1[N], buf3[N], grad[N];
+  gfloat *states1[1] = { buf1 };
+  gpointer states3[1] = { buf3 };
+  const gdouble h[3] = { 0.05, 0.9, 0.01 };
+  MixprecPluginStateFormat formats[1] = { MIXPREC_PLUGIN_STATE_FLOAT32 };
+
+  v1 = mixprec_registry_find_feature (registry, MIXPREC_FEATURE_KIND_OPTIMIZER, "sgdv1", "cpu", &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (mixprec_feature_get_state_format_mask (v1), ==, 1u << MIXPREC_PLUGIN_STATE_FLOAT32);
+  g_assert_cmpuint (mixprec_feature_get_master_format_mask (v1), ==, 1u << MIXPREC_PLUGIN_MASTER_FLOAT32);
+
+  for (guint i = 0; i < N; i++)
+    {
+      master1[i] = master3[i] = (gfloat) sin (i * 0.3) * 2;
+      buf1[i] = buf3[i] = 0;
+    }
+  for (guint64 t = 1; t <= 3; t++)
+    {
+      MixprecOptimizerStepV1 a1 = { 0 };
+      MixprecOptimizerStepV3 a3 = { 0 };
+
+      for (guint i = 0; i < N; i++)
+        grad[i] = (gfloat) cos (i * 1.1 + t);
+      a1.step = t;
+      a1.lr = 0.05;
+      a1.grad_factor = 1.0f;
+      a1.grad_dtype = MIXPREC_PLUGIN_DTYPE_FLOAT32;
+      a1.working_dtype = MIXPREC_PLUGIN_DTYPE_BFLOAT16;
+      a3.v2.base = a1;
+      a3.state_formats = formats;
+      a3.master_format = MIXPREC_PLUGIN_MASTER_FLOAT32;
+      g_assert_true (_mixprec_feature_optimizer_step (v1, &a1, h, master1, grad, states1, NULL, N, &error));
+      g_assert_no_error (error);
+      g_assert_true (_mixprec_feature_optimizer_step_v3 (v1, &a3, h, master3, grad, states3, NULL, N, &error));
+      g_assert_no_error (error);
+      g_assert_cmpuint (a3.v2.base.struct_size, ==, sizeof a3);
+      g_assert_null (a3.v2.state_dtypes);
+      g_assert_cmpmem (master1, sizeof master1, master3, sizeof master3);
+      g_assert_cmpmem (buf1, sizeof buf1, buf3, sizeof buf3);
+    }
+
+  /* Checked before any call, and by the step itself. */
+  g_assert_true (_mixprec_feature_check_representation (v1, MIXPREC_PLUGIN_MASTER_FLOAT32, NULL, 0, &error));
+  g_assert_no_error (error);
+  g_assert_false (_mixprec_feature_check_representation (v1, MIXPREC_PLUGIN_MASTER_REMAINDER,
+                                                         formats, 1, &error));
+  g_assert_error (error, MIXPREC_PLUGIN_ERROR, MIXPREC_PLUGIN_ERROR_CALL_FAILED);
+  g_assert_nonnull (strstr (error->message, "plugin test-optim-v1"));
+  g_assert_nonnull (strstr (error->message, "remainder master"));
+  g_assert_nonnull (strstr (error->message, "MixprecOptimizerV3"));
+  g_clear_error (&error);
+
+  formats[0] = MIXPREC_PLUGIN_STATE_INT8_DYNAMIC;
+  {
+    MixprecOptimizerStepV3 a3 = { 0 };
+
+    a3.v2.base.grad_dtype = MIXPREC_PLUGIN_DTYPE_FLOAT32;
+    a3.state_formats = formats;
+    g_assert_false (_mixprec_feature_optimizer_step_v3 (v1, &a3, h, master3, grad, states3, NULL, N, &error));
+    g_assert_error (error, MIXPREC_PLUGIN_ERROR, MIXPREC_PLUGIN_ERROR_CALL_FAILED);
+    g_assert_nonnull (strstr (error->message, "optimizer 'sgdv1'"));
+    g_assert_nonnull (strstr (error->message, "state slot 'momentum_buffer'"));
+    g_assert_nonnull (strstr (error->message, "int8"));
+    g_clear_error (&error);
+  }
+  formats[0] = (MixprecPluginStateFormat) 9;
+  g_assert_false (_mixprec_feature_check_representation (v1, MIXPREC_PLUGIN_MASTER_FLOAT32,
+                                                         formats, 1, &error));
+  g_assert_nonnull (strstr (error->message, "an unknown format (9)"));
+  g_clear_error (&error);
+  g_assert_false (_mixprec_feature_check_representation (v1, MIXPREC_PLUGIN_MASTER_FLOAT32,
+                                                         formats, 2, &error));
+  g_assert_nonnull (strstr (error->message, "keeps 1 state slots, not 2"));
+}
+
 static void
 test_registry_default_build_tree (void)
 {
@@ -1464,6 +1611,8 @@ main (int argc, char **argv)
   g_log_set_writer_func (record_plugin_log, NULL, NULL);
 
   g_test_add_func ("/registry/v1-optimizer-shim", test_registry_v1_optimizer_shim);
+  g_test_add_func ("/registry/v3-vtable-check", test_registry_v3_vtable_check);
+  g_test_add_func ("/registry/v3-step-compat", test_registry_v3_step_compat);
   g_test_add_func ("/registry/plugin-log", test_registry_plugin_log);
   g_test_add_func ("/registry/plugin-name", test_registry_plugin_name);
   g_test_add_func ("/registry/good-plugin", test_registry_good_plugin);

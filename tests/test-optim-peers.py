@@ -59,7 +59,7 @@ HP = {"lr": 1e-3, "betas": [0.9, 0.999], "eps": 1e-8, "weight_decay": 0.01}
 
 
 def engine(extra):
-    cfg = {"optimizer": {"type": "AdamW", "params": HP}}
+    cfg = {"optimizer": {"type": "AdamW", "params": HP}, "steps_per_print": None}
     cfg.update(extra)
     return Mixprec.Engine.new(Mixprec.Config.new_from_data(json.dumps(cfg)))
 
@@ -244,8 +244,8 @@ def part_torchao(name, fmt, block, cls_name):
                     mine = our_codes(ours, scale, s)
                     same = torch.equal(bits(ours), bits(deq))
                     check(f"{name} vs torchao {cls_name}, step 1, {n} {slot}: every value equals torchao's "
-                          f"bit for bit ({deq.numel()} values, {scale.numel() // (deq.numel() // scale.numel())} "
-                          f"blocks of {block})", same, f"{int((bits(ours) != bits(deq)).sum())} differ")
+                          f"bit for bit ({deq.numel()} values, {s.scale.numel()} blocks of {block})",
+                          same, f"{int((bits(ours) != bits(deq)).sum())} differ")
                     check(f"{name} vs torchao {cls_name}, step 1, {n} {slot}: the codes equal torchao's",
                           torch.equal(mine, codes), f"{int((mine != codes).sum())} differ")
                     # Where the codes and values agree, so does the scale:

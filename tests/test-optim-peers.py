@@ -323,20 +323,22 @@ def part_kahan():
     d_none = (none - ref).abs().mean().item()
     d_optimi = (theirs - ref).abs().mean().item()
     d_peer = (kahan - theirs).abs()
-    # bf16 ulp at each weight: 2^(exponent - 7)
-    ulp = torch.pow(2.0, torch.floor(torch.log2(theirs.abs().clamp(min=2 ** -126))) - 7)
+    # The bf16 ulp at each weight, floored at that of 1/16 so that the few
+    # weights near zero (where an ulp is tiny) are judged on the scale of
+    # the updates (lr 1e-3 is a bf16 ulp at 1/4).
+    ulp = torch.pow(2.0, torch.floor(torch.log2(theirs.abs().clamp(min=2 ** -4))) - 7)
     peer_ulps = (d_peer / ulp).max().item()
     note(f"kahan, 100 steps from weights in (-1, 1), lr {HP['lr']}: the FP32-master run moved them by "
          f"{moved:.3e} on average; mean |w - w_fp32|: kahan {d_kahan:.3e}, optimi kahan_sum {d_optimi:.3e}, "
          f"no master (RNE) {d_none:.3e}")
-    note(f"kahan against optimi: mean |w - w_optimi| {d_peer.mean().item():.3e}, "
-         f"at most {peer_ulps:.1f} bf16 ulps")
-    check(f"kahan: mean distance from the FP32-master run below a tenth of the distance moved "
-          f"({d_kahan:.3e} < {moved / 10:.3e})", d_kahan < moved / 10)
-    check(f"kahan: within 2 bf16 ulps of optimi's AdamW(kahan_sum=True) at every weight "
+    note(f"kahan against optimi: mean |w - w_optimi| {d_peer.mean().item():.3e}, at most {peer_ulps:.1f} "
+         f"bf16 ulps of max(|w|, 1/16), {int((d_peer > 0).sum())} of {d_peer.numel()} weights differ")
+    check(f"kahan: within 2 bf16 ulps (of max(|w|, 1/16)) of optimi's AdamW(kahan_sum=True) at every weight "
           f"(worst {peer_ulps:.1f})", peer_ulps <= 2)
-    check(f"kahan: bf16 without a master drifts further from the FP32 run than Kahan does "
-          f"({d_none:.3e} > {d_kahan:.3e})", d_none > d_kahan)
+    check(f"kahan: as close to the FP32-master run as optimi's kahan_sum, within 1.5x "
+          f"({d_kahan:.3e} against {d_optimi:.3e})", d_kahan <= 1.5 * d_optimi)
+    check(f"kahan: bf16 without a master drifts at least 4x further from the FP32 run than Kahan does "
+          f"({d_none:.3e} against {d_kahan:.3e})", d_none >= 4 * d_kahan)
 
 
 part_remainder()

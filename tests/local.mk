@@ -405,6 +405,9 @@ TESTS += tests/test-charlm-monitors.sh
 # --- example trainer: examples/charlm in short runs, and its Python twin
 EXTRA_DIST += tests/test-charlm.sh tests/test-charlm-py.py
 TESTS += tests/test-charlm.sh
+# each master and optimizer-state representation beside FP32 masters and moments
+EXTRA_DIST += tests/test-charlm-representations.sh
+TESTS += tests/test-charlm-representations.sh
 if HAVE_PYTHON_GI
 TESTS += tests/test-charlm-py.py
 endif

@@ -139,6 +139,7 @@ mixprec_sources += \
 	libmixprec/mixprec-engine.c \
 	libmixprec/mixprec-engine-layout.c \
 	libmixprec/mixprec-engine-reduce.c \
+	libmixprec/mixprec-engine-represent.c \
 	libmixprec/mixprec-engine-memory.c \
 	libmixprec/mixprec-engine-step.c \
 	libmixprec/mixprec-engine-zero3.c \

@@ -81,6 +81,12 @@ typedef struct {
     guint64 scales_at;
     guint64 scales_local;
   } fp8;
+  /* mixprec-engine-represent.c: where the block scales of this rank's part
+   * of the unit start in each scaled slot's scales (Group.state_scales);
+   * its scaled state starts at that times the block size. */
+  struct {
+    guint64 scales;
+  } repr;
 } Unit;
 
 typedef enum {
@@ -191,7 +197,17 @@ typedef struct {
     gpointer grad;             /* padded element space; NULL until used under ZeRO-2/3 */
     gpointer accum;
     gfloat *master;
-    gpointer *states;          /* NULL-terminated; each in the engine's state_dtype */
+    /* REMAINDER masters: a gint16 per element, KAHAN: a bfloat16, indexed
+     * as master would be (the state_at of _mixprec_engine_values_at());
+     * NULL otherwise, and then there is no FP32 master either. */
+    gpointer master_extra;
+    gpointer *states;          /* NULL-terminated; slot k in repr.slots[k]: FLOAT32 and
+                                  BFLOAT16 indexed by state_at, the scaled formats by
+                                  block (see _mixprec_engine_state_index()) */
+    /* n_slots entries: the FP32 block scales of each scaled slot
+     * (_mixprec_engine_n_scales() of them, _mixprec_engine_scale_at()),
+     * NULL for the others; NULL when no slot is scaled. */
+    gfloat **state_scales;
     gdouble *hparams;          /* the optimizer's values for this group */
     _MixprecDevice *device;    /* where the buffers live (NULL: host memory) */
     _MixprecDevice *state_device;  /* where the masters and optimizer state live:
@@ -229,7 +245,10 @@ typedef enum {
   BUF_GRADIENTS,
   BUF_ACCUM,
   BUF_MASTERS,
+  BUF_REMAINDERS,            /* REMAINDER masters' low halves */
+  BUF_KAHAN,                 /* KAHAN masters' compensations */
   BUF_STATE,
+  BUF_STATE_SCALES,          /* block scales of the scaled state formats */
   BUF_STAGING,
   BUF_NORM,
   /* Offload: the same buffers in host memory, and the transfer buffers. */
@@ -240,10 +259,24 @@ typedef enum {
   BUF_FP8,                   /* FP8 working copies */
   BUF_FP8_SCALES,            /* their MX block scales */
   BUF_FP8_GATHERED,          /* ZeRO-3: FP8 copies (and scales) gathered */
-  N_BUFS                     /* at most 16: allocations pack the kind in 4 bits */
+  N_BUFS                     /* at most 32: allocations pack the kind in 5 bits */
 } BufferKind;
 
+#define _MIXPREC_BUF_KIND_BITS 5
+#define _MIXPREC_BUF_KIND_MASK ((1u << _MIXPREC_BUF_KIND_BITS) - 1)
+
 extern const gchar * const _mixprec_engine_buffer_names[N_BUFS];
+
+/* How the optimizer keeps what it updates (mixprec.master_weights,
+ * mixprec.optimizer_states), resolved against the optimizer
+ * (mixprec-engine-represent.c). @master applies to the groups of bfloat16
+ * parameters without an FP32 master (_mixprec_engine_master_format());
+ * @block_size is 0 when no slot is scaled. */
+typedef struct {
+  MixprecPluginMasterFormat master;
+  MixprecPluginStateFormat slots[16];
+  guint block_size;
+} _MixprecRepresentation;
 
 struct _MixprecEngine
 {
@@ -254,7 +287,9 @@ struct _MixprecEngine
   MixprecLossScaler *scaler;
   MixprecLrSchedule *schedule;
   MixprecFeature *optimizer;
-  MixprecDType state_dtype;  /* of every optimizer state slot */
+  MixprecDType state_dtype;  /* of every slot when they are all FLOAT32 or all
+                                BFLOAT16 (DeepSpeed's keys); else see repr */
+  _MixprecRepresentation repr;
   gdouble *hparams;          /* resolved from the config, schema order */
   guint n_hparams;
   gint weight_decay_index;   /* -1 when the optimizer has none */
@@ -322,7 +357,11 @@ typedef struct {
   AccumMode accum_mode;
   guint64 accum;             /* accum dtype */
   guint64 master;            /* FP32 */
-  guint64 state;             /* FP32, per slot */
+  guint64 master_extra;      /* 16 bits: REMAINDER or KAHAN masters */
+  MixprecPluginMasterFormat master_format;
+  guint64 state;             /* elements of an unscaled slot */
+  guint64 scales;            /* FP32 scales of a scaled slot; its elements are
+                                scales * block_size */
   guint64 slot_elements;     /* wire dtype, per staging slot */
   guint64 n_slots;
   guint64 norm_blocks;       /* doubles (host) */
@@ -335,8 +374,10 @@ typedef struct {
   guint64 n;
   gconstpointer grad;        /* the step's gradient dtype */
   gfloat *master;            /* NULL: no FP32 values (bf16 without masters) */
-  guint64 state_at;          /* index into the state arrays */
+  guint64 state_at;          /* index into the unscaled state arrays and master_extra */
   gpointer working;          /* NULL when it is @master */
+  guint64 scale_at;          /* the scale of its first block (scaled slots' data
+                                at scale_at * block_size); it starts a block */
 } OptPiece;
 
 /* ---------------------------------------------------------------- the engine object
@@ -433,13 +474,67 @@ guint64 _mixprec_engine_staging_budget (MixprecConfig *config);
 MixprecDType _mixprec_engine_wire_dtype (const _MixprecParamDTypes *dt);
 
 /* Adds the bytes of @s to @bytes, indexed by BufferKind. */
-void _mixprec_engine_add_shape_bytes (guint64                   *bytes,
-                                      const _MixprecParamDTypes *dt,
-                                      const GroupShape          *s,
-                                      guint                      n_slots,
-                                      MixprecDType               state_dtype,
-                                      gboolean                   offload,
-                                      gboolean                   pinned);
+void _mixprec_engine_add_shape_bytes (guint64                      *bytes,
+                                      const _MixprecParamDTypes    *dt,
+                                      const GroupShape             *s,
+                                      guint                         n_slots,
+                                      const _MixprecRepresentation *repr,
+                                      gboolean                      offload,
+                                      gboolean                      pinned);
+
+/* ---------------------------------------------------------------- representations
+ * (mixprec-engine-represent.c) */
+
+/* Resolves self->repr from the config for self->optimizer and checks the
+ * optimizer can keep it. */
+gboolean _mixprec_engine_resolve_representation (MixprecEngine *self,
+                                                 GError       **error);
+/* The master format of a group of parameters of @dt: the configured
+ * REMAINDER or KAHAN for bfloat16 parameters without an FP32 master, else
+ * FLOAT32 (an FP32 master, or none). */
+MixprecPluginMasterFormat _mixprec_engine_master_format (const _MixprecRepresentation *repr,
+                                                         const _MixprecParamDTypes    *dt);
+/* Whether state format @format keeps block scales, and the bytes of @n
+ * elements of it (INT4: two per byte). */
+gboolean _mixprec_engine_format_is_scaled (MixprecPluginStateFormat format);
+guint64  _mixprec_engine_format_bytes     (MixprecPluginStateFormat format,
+                                           guint64                  n);
+/* The element size of an unscaled slot, and the dtype of its elements. */
+MixprecDType _mixprec_engine_format_dtype (MixprecPluginStateFormat format);
+/* Sets every unit's repr.scales for this rank (@rank of @world, state in
+ * slices when @state_local) and returns the number of scales per scaled
+ * slot: blocks of @block_size start at element 0 of every unit (under
+ * ZeRO at a slice's start, a multiple of 4096); one process packs the
+ * units' blocks one after another, each unit's last one possibly short. */
+guint64  _mixprec_engine_units_scales (GArray  *units,
+                                       guint    world,
+                                       gboolean state_local,
+                                       guint    block_size);
+/* Fills @shape's master_format, master_extra and scales for @units (after
+ * _mixprec_engine_group_shape()), setting every unit's repr.scales. */
+void     _mixprec_engine_shape_represent (GroupShape                   *shape,
+                                          const _MixprecRepresentation *repr,
+                                          const _MixprecParamDTypes    *dt,
+                                          GArray                       *units,
+                                          guint                         world,
+                                          guint                         stage);
+/* Index into @g's state_scales of the block holding element @e
+ * (unit-relative, a multiple of the block size) of @u on this rank, and
+ * the number of scales of each scaled slot of @g. */
+guint64  _mixprec_engine_scale_at (MixprecEngine *self,
+                                   Group         *g,
+                                   const Unit    *u,
+                                   guint64        e);
+guint64  _mixprec_engine_n_scales (MixprecEngine *self,
+                                   Group         *g);
+/* The element of g->states[@slot] holding element @e of @u on this rank:
+ * state_at for FLOAT32 and BFLOAT16 slots, the block's scale index times
+ * the block size plus the place in the block for scaled ones. */
+guint64  _mixprec_engine_state_index (MixprecEngine *self,
+                                      Group         *g,
+                                      const Unit    *u,
+                                      guint64        e,
+                                      guint          slot);
 
 /* Allocations through these are what the memory report counts. */
 gpointer _mixprec_engine_alloc (MixprecEngine  *self,

@@ -20,7 +20,10 @@ const gchar * const _mixprec_engine_buffer_names[N_BUFS] = {
   [BUF_GRADIENTS] = "gradients",
   [BUF_ACCUM] = "gradient accumulation",
   [BUF_MASTERS] = "FP32 master weights",
+  [BUF_REMAINDERS] = "master remainders",
+  [BUF_KAHAN] = "Kahan compensation",
   [BUF_STATE] = "optimizer state",
+  [BUF_STATE_SCALES] = "optimizer state scales",
   [BUF_STAGING] = "gradient staging",
   [BUF_NORM] = "gradient norm blocks",
   [BUF_HOST_MASTERS] = "FP32 master weights (host)",
@@ -31,7 +34,7 @@ const gchar * const _mixprec_engine_buffer_names[N_BUFS] = {
   [BUF_FP8_SCALES] = "FP8 block scales",
   [BUF_FP8_GATHERED] = "gathered FP8 working copies",
 };
-G_STATIC_ASSERT (N_BUFS <= 16);
+G_STATIC_ASSERT (N_BUFS <= (1 << _MIXPREC_BUF_KIND_BITS));
 
 /* ---------------------------------------------------------------- allocation */
 
@@ -61,7 +64,7 @@ _mixprec_engine_alloc (MixprecEngine  *self,
   if (p == NULL)
     return NULL;
   g_hash_table_insert (self->allocations, p,
-                       GSIZE_TO_POINTER (((gsize) bytes << 4) | (gsize) kind));
+                       GSIZE_TO_POINTER (((gsize) bytes << _MIXPREC_BUF_KIND_BITS) | (gsize) kind));
   self->buf_bytes[kind] += bytes;
   self->buf_peak[kind] = MAX (self->buf_peak[kind], self->buf_bytes[kind]);
   return p;
@@ -80,9 +83,9 @@ _mixprec_engine_free (MixprecEngine  *self,
     {
       gsize packed = GPOINTER_TO_SIZE (value);
 
-      self->buf_bytes[packed & 0xf] -= packed >> 4;
+      self->buf_bytes[packed & _MIXPREC_BUF_KIND_MASK] -= packed >> _MIXPREC_BUF_KIND_BITS;
       /* Pinned memory goes back to the device that gave it. */
-      if ((packed & 0xf) == BUF_PINNED_STAGING)
+      if ((packed & _MIXPREC_BUF_KIND_MASK) == BUF_PINNED_STAGING)
         {
           _mixprec_device_host_free (self->device, buffer);
           return;
@@ -272,22 +275,34 @@ _mixprec_engine_offload_elements (const GroupShape *shape)
 }
 
 void
-_mixprec_engine_add_shape_bytes (guint64                   *bytes,
-                                 const _MixprecParamDTypes *dt,
-                                 const GroupShape          *s,
-                                 guint                      n_slots,
-                                 MixprecDType               state_dtype,
-                                 gboolean                   offload,
-                                 gboolean                   pinned)
+_mixprec_engine_add_shape_bytes (guint64                      *bytes,
+                                 const _MixprecParamDTypes    *dt,
+                                 const GroupShape             *s,
+                                 guint                         n_slots,
+                                 const _MixprecRepresentation *repr,
+                                 gboolean                      offload,
+                                 gboolean                      pinned)
 {
   gsize wsize = mixprec_dtype_get_size (dt->working);
+
+  for (guint k = 0; k < n_slots; k++)
+    if (_mixprec_engine_format_is_scaled (repr->slots[k]))
+      {
+        bytes[offload ? BUF_HOST_STATE : BUF_STATE] +=
+          _mixprec_engine_format_bytes (repr->slots[k], s->scales * repr->block_size);
+        /* Offloaded, the scales are host memory with the state. */
+        bytes[offload ? BUF_HOST_STATE : BUF_STATE_SCALES] += s->scales * sizeof (gfloat);
+      }
+    else
+      bytes[offload ? BUF_HOST_STATE : BUF_STATE] += _mixprec_engine_format_bytes (repr->slots[k], s->state);
+  bytes[s->master_format == MIXPREC_PLUGIN_MASTER_KAHAN ? BUF_KAHAN : BUF_REMAINDERS] +=
+    s->master_extra * sizeof (guint16);
 
   bytes[BUF_WORKING] += s->working * wsize;
   bytes[BUF_PERSISTENT] += s->persistent * wsize;
   bytes[BUF_GRADIENTS] += s->grad * mixprec_dtype_get_size (dt->grad);
   bytes[BUF_ACCUM] += s->accum * mixprec_dtype_get_size (dt->accum);
   bytes[offload ? BUF_HOST_MASTERS : BUF_MASTERS] += s->master * sizeof (gfloat);
-  bytes[offload ? BUF_HOST_STATE : BUF_STATE] += s->state * mixprec_dtype_get_size (state_dtype) * n_slots;
   if (offload)
     bytes[pinned ? BUF_PINNED_STAGING : BUF_HOST_STAGING] += 2 * _mixprec_engine_offload_elements (s) *
                                (mixprec_dtype_get_size (s->step_grad) + wsize);
@@ -519,6 +534,13 @@ _mixprec_engine_layout_free (MixprecEngine *self,
         _mixprec_engine_free (self, g->state_device, g->states[s]);
       g_free (g->states);
     }
+  if (g->state_scales != NULL)
+    {
+      for (guint s = 0; s < mixprec_feature_get_n_state_slots (self->optimizer); s++)
+        _mixprec_engine_free (self, g->state_device, g->state_scales[s]);
+      g_free (g->state_scales);
+    }
+  _mixprec_engine_free (self, g->state_device, g->master_extra);
   _mixprec_engine_free (self, g->device, g->working);
   _mixprec_engine_free (self, g->device, g->persistent);
   _mixprec_engine_free (self, g->device, g->grad);
@@ -609,6 +631,7 @@ _mixprec_engine_layout_group (MixprecEngine *self,
   g->wire = _mixprec_engine_wire_dtype (&g->dtypes);
   _mixprec_engine_group_shape (&g->dtypes, g->wire, g->units, self->world, self->stage, self->gas,
                                g->external, _mixprec_engine_staging_budget (self->config), &shape);
+  _mixprec_engine_shape_represent (&shape, &self->repr, &g->dtypes, g->units, self->world, self->stage);
   *shape_out = shape;
   g->padded = shape.padded;
   g->local_n = shape.local_n;
@@ -635,13 +658,33 @@ _mixprec_engine_layout_group (MixprecEngine *self,
       (g->accum = _mixprec_engine_alloc (self, self->device, shape.accum,
                                          mixprec_dtype_get_size (g->dtypes.accum), BUF_ACCUM, error)) == NULL)
     return FALSE;
+  if (shape.master_extra &&
+      (g->master_extra = _mixprec_engine_alloc (self, g->state_device, shape.master_extra, sizeof (guint16),
+                                                shape.master_format == MIXPREC_PLUGIN_MASTER_KAHAN
+                                                ? BUF_KAHAN : BUF_REMAINDERS, error)) == NULL)
+    return FALSE;
   g->states = g_new0 (gpointer, n_slots + 1);
+  if (self->repr.block_size > 0)
+    g->state_scales = g_new0 (gfloat *, MAX (n_slots, 1));
   for (guint k = 0; k < n_slots; k++)
-    if ((g->states[k] = _mixprec_engine_alloc (self, g->state_device, shape.state,
-                                               mixprec_dtype_get_size (self->state_dtype),
-                                               self->offload ? BUF_HOST_STATE : BUF_STATE, error)) == NULL)
-      return FALSE;
-  _mixprec_engine_add_shape_bytes (self->buf_plan, &g->dtypes, &shape, n_slots, self->state_dtype,
+    {
+      MixprecPluginStateFormat f = self->repr.slots[k];
+      gboolean scaled = _mixprec_engine_format_is_scaled (f);
+
+      /* Scaled slots are laid out by block: every block whole, so each
+       * call hands the plugin whole blocks (and INT4 whole bytes). */
+      if ((g->states[k] = _mixprec_engine_alloc (self, g->state_device,
+                                                 _mixprec_engine_format_bytes (f, scaled ? shape.scales * self->repr.block_size
+                                                                                         : shape.state),
+                                                 1, self->offload ? BUF_HOST_STATE : BUF_STATE, error)) == NULL)
+        return FALSE;
+      if (scaled &&
+          (g->state_scales[k] = _mixprec_engine_alloc (self, g->state_device, shape.scales, sizeof (gfloat),
+                                                       self->offload ? BUF_HOST_STATE : BUF_STATE_SCALES,
+                                                       error)) == NULL)
+        return FALSE;
+    }
+  _mixprec_engine_add_shape_bytes (self->buf_plan, &g->dtypes, &shape, n_slots, &self->repr,
                                    self->offload, self->offload_pinned);
 
   g->hparams = g_memdup2 (self->hparams, sizeof (gdouble) * MAX (self->n_hparams, 1));

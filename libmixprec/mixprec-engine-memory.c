@@ -81,8 +81,8 @@ report_of (const guint64 *bytes)
   r.working = bytes[BUF_WORKING] + bytes[BUF_PERSISTENT] + bytes[BUF_FP8] + bytes[BUF_FP8_SCALES];
   r.gradients = bytes[BUF_GRADIENTS];
   r.accumulation = bytes[BUF_ACCUM];
-  r.masters = bytes[BUF_MASTERS] + bytes[BUF_HOST_MASTERS];
-  r.optimizer_state = bytes[BUF_STATE] + bytes[BUF_HOST_STATE];
+  r.masters = bytes[BUF_MASTERS] + bytes[BUF_HOST_MASTERS] + bytes[BUF_REMAINDERS] + bytes[BUF_KAHAN];
+  r.optimizer_state = bytes[BUF_STATE] + bytes[BUF_HOST_STATE] + bytes[BUF_STATE_SCALES];
   r.communication = bytes[BUF_STAGING] + bytes[BUF_GATHERED] + bytes[BUF_FP8_GATHERED] + bytes[BUF_NORM] +
                     bytes[BUF_HOST_STAGING] + bytes[BUF_PINNED_STAGING];
   r.total = r.working + r.gradients + r.accumulation + r.masters + r.optimizer_state +
@@ -212,6 +212,7 @@ _mixprec_engine_plan_group (MixprecConfig         *config,
   _mixprec_engine_group_shape (&pg->dt, _mixprec_engine_wire_dtype (&pg->dt), pg->units, world,
                                pg->stage, pg->probe->gas, FALSE, _mixprec_engine_staging_budget (config),
                                &pg->shape);
+  _mixprec_engine_shape_represent (&pg->shape, &pg->probe->repr, &pg->dt, pg->units, world, pg->stage);
   return TRUE;
 }
 
@@ -259,7 +260,7 @@ plan_bytes (MixprecConfig *config,
       return FALSE;
     }
   _mixprec_engine_add_shape_bytes (bytes, dt, shape, mixprec_feature_get_n_state_slots (probe->optimizer),
-                                   probe->state_dtype, probe->offload, probe->offload_pinned);
+                                   &probe->repr, probe->offload, probe->offload_pinned);
   if (stage >= 3)
     {
       /* What the trainer holds gathered, plus the prefetch window, never

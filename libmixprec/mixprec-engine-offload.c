@@ -281,6 +281,9 @@ _mixprec_engine_offload_run (MixprecEngine     *self,
       host.n = b->n;
       host.grad = g->offload_grad[k % 2];
       host.state_at = p->state_at + b->off;
+      /* Buckets are multiples of any block size (or a whole piece). */
+      if (self->repr.block_size > 0)
+        host.scale_at = p->scale_at + b->off / self->repr.block_size;
       if (g->dtypes.has_master)
         {
           host.master = p->master + b->off;

@@ -25,36 +25,56 @@ typedef struct {
   const OptPiece *pieces;
   guint n_pieces;
   guint64 *starts;           /* n_pieces + 1 prefix sums of n */
+  guint64 block;             /* every call starts a block of this many (1: any element) */
+  MixprecPluginMasterFormat master_format;
   gboolean zero_grad;        /* zero each gradient once the optimizer read it */
   GMutex lock;
   GError *error;
   _MixprecFp8Fuse *fp8;      /* an fp8 group's cast, fused into the pass */
 } StepJob;
 
+/* @off is a multiple of the block size: calls start at block boundaries
+ * (step_chunk() and the tiles below cut only there). */
 static void
 step_run_range (StepJob *job, const OptPiece *p, guint64 off, guint64 n)
 {
-  MixprecOptimizerStepV2 args = { 0 };
+  MixprecOptimizerStepV3 args = { 0 };
   Group *g = job->group;
-  MixprecDType sdtype = job->engine->state_dtype;
-  MixprecPluginDType state_dtypes[16];
-  gpointer states[16];
+  const _MixprecRepresentation *repr = &job->engine->repr;
+  gpointer states[G_N_ELEMENTS (repr->slots)];
+  gfloat *scales[G_N_ELEMENTS (repr->slots)];
   guint n_slots = mixprec_feature_get_n_state_slots (job->engine->optimizer);
+  guint64 scale_at = repr->block_size > 0 ? p->scale_at + off / repr->block_size : 0;
   GError *error = NULL;
 
   for (guint s = 0; s < n_slots && s < G_N_ELEMENTS (states); s++)
     {
-      states[s] = _mixprec_engine_at (g->states[s], sdtype, p->state_at + off);
-      state_dtypes[s] = (MixprecPluginDType) sdtype;
+      MixprecPluginStateFormat f = repr->slots[s];
+
+      if (_mixprec_engine_format_is_scaled (f))
+        {
+          states[s] = (guint8 *) g->states[s] + _mixprec_engine_format_bytes (f, scale_at * repr->block_size);
+          scales[s] = g->state_scales[s] + scale_at;
+        }
+      else
+        {
+          states[s] = _mixprec_engine_at (g->states[s], _mixprec_engine_format_dtype (f), p->state_at + off);
+          scales[s] = NULL;
+        }
     }
-  args.base = job->args;
-  args.base.first_index = p->first_index + off;
-  args.base.device_stream = _mixprec_device_get_stream (job->device);
-  args.state_dtypes = state_dtypes;
+  args.v2.base = job->args;
+  args.v2.base.first_index = p->first_index + off;
+  args.v2.base.device_stream = _mixprec_device_get_stream (job->device);
   /* The state follows the weights' rounding, from a stream of its own. */
-  args.state_rounding = job->args.rounding;
-  args.state_seed = job->args.seed ^ G_GUINT64_CONSTANT (0x5851F42D4C957F2D);
-  if (!_mixprec_feature_optimizer_step_v2 (job->engine->optimizer, &args, g->hparams,
+  args.v2.state_rounding = job->args.rounding;
+  args.v2.state_seed = job->args.seed ^ G_GUINT64_CONSTANT (0x5851F42D4C957F2D);
+  args.state_formats = repr->slots;
+  args.state_scales = scales;
+  args.block_size = repr->block_size;
+  args.master_format = job->master_format;
+  args.master_extra = g->master_extra != NULL
+                      ? (guint16 *) g->master_extra + p->state_at + off : NULL;
+  if (!_mixprec_feature_optimizer_step_v3 (job->engine->optimizer, &args, g->hparams,
                                         p->master != NULL ? p->master + off : NULL,
                                         _mixprec_engine_at ((gpointer) p->grad, job->grad_dtype, off),
                                         states,
@@ -121,12 +141,18 @@ step_chunk (gsize begin, gsize end, gpointer data)
       else
         hi = mid;
     }
+  /* A chunk takes the blocks of each piece that start inside it, so
+   * every call starts a block wherever the pool cuts. */
   for (guint i = lo; i < job->n_pieces && job->starts[i] < end; i++)
     {
-      guint64 a = MAX (begin, job->starts[i]), b = MIN (end, job->starts[i + 1]);
+      guint64 n = job->pieces[i].n;
+      guint64 a = begin > job->starts[i] ? begin - job->starts[i] : 0;
+      guint64 b = end - job->starts[i];
 
+      a = (a + job->block - 1) / job->block * job->block;
+      b = MIN ((b + job->block - 1) / job->block * job->block, n);
       if (a < b)
-        step_run (job, &job->pieces[i], a - job->starts[i], b - a);
+        step_run (job, &job->pieces[i], a, b - a);
     }
 }
 
@@ -175,8 +201,9 @@ run_pieces (MixprecEngine                *self,
             GError                      **error)
 {
   /* The host's buffers of an offloaded step run on the host. */
-  StepJob job = { self, g, on_host ? NULL : g->device, *args, grad_dtype, pieces, n_pieces, NULL, zero_grad,
-                  { 0 }, NULL, NULL };
+  StepJob job = { self, g, on_host ? NULL : g->device, *args, grad_dtype, pieces, n_pieces, NULL,
+                  MAX (self->repr.block_size, 1), _mixprec_engine_master_format (&self->repr, &g->dtypes),
+                  zero_grad, { 0 }, NULL, NULL };
   g_autofree guint64 *starts = NULL;
 
   /* FP8 groups in host memory: the pass casts as it goes (NULL on a
@@ -213,6 +240,7 @@ values_at (MixprecEngine *self, Group *g, const Unit *u, guint64 e, OptPiece *p)
 {
   _mixprec_engine_values_at (self, g, u, e, &p->master, &p->state_at, &p->working);
   p->first_index = u->index + e;
+  p->scale_at = self->repr.block_size > 0 ? _mixprec_engine_scale_at (self, g, u, e) : 0;
 }
 
 /* One process: one piece per segment (engine buffers, or each parameter's
@@ -235,6 +263,208 @@ pieces_one_process (MixprecEngine *self, Group *g)
       g_array_append_val (pieces, p);
     }
   return pieces;
+}
+
+/* One process with scaled state: calls start at a unit's block
+ * boundaries. Engine buffers give one piece per unit. A parameter in
+ * memory of its own may start inside a block: the blocks of a unit that
+ * lie in one parameter are a piece on its buffers, and each block that
+ * spans parameters is copied into small contiguous buffers (its working
+ * copy and gradient; the masters and state are the engine's and already
+ * contiguous), stepped there in one call, and copied back. */
+typedef struct {
+  guint64 begin, end;        /* the block in the group's element space */
+} Straddle;
+
+typedef struct {
+  GArray *straddles;         /* Straddle */
+  gpointer working;          /* block_size elements per straddle, working dtype */
+  gpointer grad;             /* ... the step's gradient dtype (NULL: read from accum) */
+  MixprecDType grad_dtype;
+} Staged;
+
+static void
+staged_clear (MixprecEngine *self, Group *g, Staged *st)
+{
+  g_clear_pointer (&st->straddles, g_array_unref);
+  if (st->working != NULL)
+    _mixprec_device_free (g->device, st->working);
+  if (st->grad != NULL)
+    _mixprec_device_free (g->device, st->grad);
+  st->working = st->grad = NULL;
+}
+
+/* The piece of @seg's buffers that starts at @o of the group's element
+ * space, in unit @u. */
+static OptPiece
+segment_piece (MixprecEngine *self, Group *g, const Unit *u, const Segment *seg, guint64 o, guint64 n)
+{
+  OptPiece p = { 0 };
+
+  p.first_index = u->index + (o - u->flat);
+  p.n = n;
+  p.grad = g->accum != NULL ? _mixprec_engine_at (g->accum, g->dtypes.accum, o)
+                            : _mixprec_engine_at (seg->grad, g->dtypes.grad, o - seg->offset);
+  p.master = seg->master != NULL ? seg->master + (o - seg->master_base) : NULL;
+  if (seg->working != (gpointer) seg->master)
+    p.working = _mixprec_engine_at (seg->working, g->dtypes.working, o - seg->working_base);
+  p.state_at = o;
+  p.scale_at = u->repr.scales + (o - u->flat) / self->repr.block_size;
+  return p;
+}
+
+/* Copies the parts of every segment inside [begin, end) between their
+ * buffers and the staging buffers at @work / @grad (@back: into the
+ * segments; the gradients then zeroed when @zero_grad). */
+static gboolean
+staged_copy (MixprecEngine *self, Group *g, guint64 begin, guint64 end, gpointer work, gpointer grad,
+             gboolean back, gboolean zero_grad, GError **error)
+{
+  gsize wsize = mixprec_dtype_get_size (g->dtypes.working);
+  gsize gsize_ = mixprec_dtype_get_size (g->dtypes.grad);
+
+  for (guint i = 0; i < g->segments->len; i++)
+    {
+      const Segment *seg = &g_array_index (g->segments, Segment, i);
+      guint64 a = MAX (begin, seg->offset), b = MIN (end, seg->offset + seg->numel);
+      gpointer mine;
+      gpointer staged;
+
+      if (a >= b)
+        continue;
+      mine = _mixprec_engine_at (seg->working, g->dtypes.working, a - seg->working_base);
+      staged = _mixprec_engine_at (work, g->dtypes.working, a - begin);
+      if (!_mixprec_device_copy (g->device, back ? mine : staged, back ? staged : mine,
+                                 (b - a) * wsize, MIXPREC_PLUGIN_COPY_DEVICE_TO_DEVICE, error))
+        return FALSE;
+      if (grad == NULL)
+        continue;
+      mine = _mixprec_engine_at (seg->grad, g->dtypes.grad, a - seg->offset);
+      if (!back &&
+          !_mixprec_device_copy (g->device, _mixprec_engine_at (grad, g->dtypes.grad, a - begin), mine,
+                                 (b - a) * gsize_, MIXPREC_PLUGIN_COPY_DEVICE_TO_DEVICE, error))
+        return FALSE;
+      if (back && zero_grad)
+        memset (mine, 0, (b - a) * gsize_);
+    }
+  return TRUE;
+}
+
+static GArray *
+pieces_one_process_blocks (MixprecEngine *self, Group *g, Staged *st, GError **error)
+{
+  GArray *pieces = g_array_new (FALSE, TRUE, sizeof (OptPiece));
+  guint64 bs = self->repr.block_size;
+  guint next = 0;
+
+  st->straddles = g_array_new (FALSE, FALSE, sizeof (Straddle));
+  for (guint k = 0; k < g->units->len; k++)
+    {
+      const Unit *u = &g_array_index (g->units, Unit, k);
+      guint64 last = G_MAXUINT64;    /* the last straddling block noted */
+
+      if (u->numel == 0)
+        continue;
+      /* Segments are in element order; find the first one in @u. */
+      while (next < g->segments->len &&
+             g_array_index (g->segments, Segment, next).offset + g_array_index (g->segments, Segment, next).numel <= u->flat)
+        next++;
+      for (guint i = next; i < g->segments->len; i++)
+        {
+          const Segment *seg = &g_array_index (g->segments, Segment, i);
+          guint64 s0 = MAX (seg->offset, u->flat) - u->flat;
+          guint64 s1 = MIN (seg->offset + seg->numel, u->flat + u->numel) - u->flat;
+          guint64 lo = (s0 + bs - 1) / bs * bs;
+          guint64 hi = s1 == u->numel ? s1 : s1 / bs * bs;
+
+          if (seg->offset >= u->flat + u->numel)
+            break;
+          if (s0 >= s1)
+            continue;
+          if (lo < hi)
+            {
+              OptPiece p = segment_piece (self, g, u, seg, u->flat + lo, hi - lo);
+
+              g_array_append_val (pieces, p);
+            }
+          /* A block this segment starts inside of, that began before it. */
+          if (s0 % bs != 0 && s0 / bs != last)
+            {
+              Straddle sd = { u->flat + s0 / bs * bs, u->flat + MIN (s0 / bs * bs + bs, u->numel) };
+
+              last = s0 / bs;
+              g_array_append_val (st->straddles, sd);
+            }
+        }
+    }
+  if (st->straddles->len == 0)
+    return pieces;
+
+  /* Small buffers for the blocks that span parameters: one block each. */
+  st->grad_dtype = g->dtypes.grad;
+  st->working = _mixprec_device_alloc (g->device, st->straddles->len * bs * mixprec_dtype_get_size (g->dtypes.working),
+                                       "staged blocks", error);
+  if (st->working == NULL)
+    goto fail;
+  if (g->accum == NULL &&
+      (st->grad = _mixprec_device_alloc (g->device, st->straddles->len * bs * mixprec_dtype_get_size (g->dtypes.grad),
+                                         "staged blocks", error)) == NULL)
+    goto fail;
+  for (guint j = 0; j < st->straddles->len; j++)
+    {
+      const Straddle *sd = &g_array_index (st->straddles, Straddle, j);
+      gpointer work = _mixprec_engine_at (st->working, g->dtypes.working, (guint64) j * bs);
+      gpointer grad = st->grad != NULL ? _mixprec_engine_at (st->grad, g->dtypes.grad, (guint64) j * bs) : NULL;
+      const Unit *u = &g_array_index (g->units, Unit, 0);
+      OptPiece p = { 0 };
+
+      /* The unit holding the block: the last starting at or before it. */
+      for (guint k = 0; k < g->units->len; k++)
+        if (g_array_index (g->units, Unit, k).flat <= sd->begin)
+          u = &g_array_index (g->units, Unit, k);
+      if (!staged_copy (self, g, sd->begin, sd->end, work, grad, FALSE, FALSE, error))
+        goto fail;
+      p.first_index = u->index + (sd->begin - u->flat);
+      p.n = sd->end - sd->begin;
+      p.grad = grad != NULL ? grad : _mixprec_engine_at (g->accum, g->dtypes.accum, sd->begin);
+      p.state_at = sd->begin;
+      p.scale_at = u->repr.scales + (sd->begin - u->flat) / bs;
+      if (g->master != NULL)
+        {
+          p.master = g->master + sd->begin;
+          p.working = work;
+        }
+      else if (g->dtypes.working == MIXPREC_DTYPE_FLOAT32)
+        p.master = work;             /* FP32 parameters are their own masters */
+      else
+        p.working = work;
+      g_array_append_val (pieces, p);
+    }
+  return pieces;
+
+fail:
+  g_array_unref (pieces);
+  return NULL;
+}
+
+/* After the pass: the staged blocks' working copies back in their
+ * parameters' memory. */
+static gboolean
+staged_finish (MixprecEngine *self, Group *g, Staged *st, gboolean zero_grad, GError **error)
+{
+  guint64 bs = self->repr.block_size;
+
+  for (guint j = 0; st->straddles != NULL && j < st->straddles->len; j++)
+    {
+      const Straddle *sd = &g_array_index (st->straddles, Straddle, j);
+
+      if (!staged_copy (self, g, sd->begin, sd->end,
+                        _mixprec_engine_at (st->working, g->dtypes.working, (guint64) j * bs),
+                        st->grad != NULL ? _mixprec_engine_at (st->grad, g->dtypes.grad, (guint64) j * bs) : NULL,
+                        TRUE, zero_grad, error))
+        return FALSE;
+    }
+  return TRUE;
 }
 
 /* Every unit's part this rank updates: its slice (sharded state), or,
@@ -275,11 +505,23 @@ step_gathered_windows (MixprecEngine                *self,
 {
   gsize asize = mixprec_dtype_get_size (g->dtypes.accum);
   guint64 room = g->padded * mixprec_dtype_get_size (g->dtypes.grad) / asize / self->world;
+  guint64 block = MAX (self->repr.block_size, 1);
   gpointer scratch = g->grad;
   GError *local = NULL;
 
-  if (room == 0)
+  if (g->padded == 0)
     return TRUE;
+  /* Windows start at block boundaries of every rank's slice. */
+  room = room / block * block;
+  if (room == 0)
+    {
+      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_PARAM,
+                   "mixprec.optimizer_states.block_size: %" G_GUINT64_FORMAT " elements do not fit "
+                   "the gradient window of this group (%" G_GUINT64_FORMAT " elements per rank); "
+                   "use a smaller block_size", block,
+                   g->padded * mixprec_dtype_get_size (g->dtypes.grad) / asize / self->world);
+      return FALSE;
+    }
   for (guint k = 0; k < g->units->len; k++)
     {
       const Unit *u = &g_array_index (g->units, Unit, k);
@@ -329,7 +571,8 @@ apply_optimizer (MixprecEngine *self,
       MixprecOptimizerStepV1 args = { 0 };
       MixprecDType grad_dtype = self->world == 1 && g->accum == NULL ? g->dtypes.grad : g->dtypes.accum;
       g_autoptr(GArray) pieces = NULL;
-      gboolean zero_grad;
+      Staged staged = { 0 };
+      gboolean zero_grad, ok;
 
       args.step = self->applied_steps;
       args.lr = lr;
@@ -340,7 +583,16 @@ apply_optimizer (MixprecEngine *self,
                                        : MIXPREC_PLUGIN_ROUNDING_NEAREST_EVEN;
       args.seed = _mixprec_engine_step_seed (self, g->index);
 
-      if (self->world == 1)
+      if (self->world == 1 && self->repr.block_size > 0)
+        {
+          pieces = pieces_one_process_blocks (self, g, &staged, error);
+          if (pieces == NULL)
+            {
+              staged_clear (self, g, &staged);
+              return FALSE;
+            }
+        }
+      else if (self->world == 1)
         pieces = pieces_one_process (self, g);
       else if (self->stage >= 1)
         pieces = pieces_of_units (self, g, FALSE);
@@ -353,8 +605,6 @@ apply_optimizer (MixprecEngine *self,
         }
       else
         {
-          gboolean ok;
-
           _mixprec_engine_fp8_fuse_begin (self, g);
           ok = step_gathered_windows (self, g, &args, error);
           _mixprec_engine_fp8_fuse_end (self, g);
@@ -371,13 +621,13 @@ apply_optimizer (MixprecEngine *self,
       _mixprec_engine_fp8_fuse_begin (self, g);
       zero_grad = self->world == 1 && g->accum == NULL && _mixprec_device_memory_is_host (g->device) &&
                   !_mixprec_engine_grad_private (self, g);
-      if (!run_pieces (self, g, &args, grad_dtype, (const OptPiece *) pieces->data, pieces->len,
-                       zero_grad, FALSE, error))
-        {
-          _mixprec_engine_fp8_fuse_end (self, g);
-          return FALSE;
-        }
+      ok = run_pieces (self, g, &args, grad_dtype, (const OptPiece *) pieces->data, pieces->len,
+                       zero_grad, FALSE, error) &&
+           staged_finish (self, g, &staged, zero_grad, error);
+      staged_clear (self, g, &staged);
       _mixprec_engine_fp8_fuse_end (self, g);
+      if (!ok)
+        return FALSE;
       _mixprec_engine_note_grad_zeroed (g, zero_grad);
     }
   return TRUE;

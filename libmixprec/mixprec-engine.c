@@ -253,7 +253,8 @@ setup_optimizer (MixprecEngine *self,
                    "%s", errors->str);
       return FALSE;
     }
-  return check_state_dtype (self, error);
+  /* DeepSpeed's keys alone keep the message that names them. */
+  return check_state_dtype (self, error) && _mixprec_engine_resolve_representation (self, error);
 }
 
 /* The one timeout of the rendezvous and of every collective:

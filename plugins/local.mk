@@ -20,9 +20,28 @@ plugins_libmixprec_optim_common_la_SOURCES = \
 	plugins/optim-common.h \
 	plugins/optim-common-avx2.h \
 	plugins/optim-common-avx512.h \
-	plugins/optim-common.c
+	plugins/optim-common.c \
+	plugins/optim-quant.h \
+	plugins/optim-quant.c
 plugins_libmixprec_optim_common_la_CPPFLAGS = $(optim_plugin_cppflags)
 plugins_libmixprec_optim_common_la_CFLAGS = $(optim_plugin_cflags)
+plugins_libmixprec_optim_common_la_LIBADD =
+# The block codecs of the low-bit states (optim-quant.h), per SIMD level.
+EXTRA_DIST += plugins/optim-quant-avx2.c plugins/optim-quant-avx512.c
+if HAVE_X86_SIMD
+noinst_LTLIBRARIES += plugins/libmixprec-optim-quant-avx2.la
+plugins_libmixprec_optim_quant_avx2_la_SOURCES = plugins/optim-quant-avx2.c
+plugins_libmixprec_optim_quant_avx2_la_CPPFLAGS = $(optim_plugin_cppflags)
+plugins_libmixprec_optim_quant_avx2_la_CFLAGS = $(optim_plugin_cflags) $(MIXPREC_SIMD_CFLAGS)
+plugins_libmixprec_optim_common_la_LIBADD += plugins/libmixprec-optim-quant-avx2.la
+endif
+if HAVE_X86_AVX512
+noinst_LTLIBRARIES += plugins/libmixprec-optim-quant-avx512.la
+plugins_libmixprec_optim_quant_avx512_la_SOURCES = plugins/optim-quant-avx512.c
+plugins_libmixprec_optim_quant_avx512_la_CPPFLAGS = $(optim_plugin_cppflags)
+plugins_libmixprec_optim_quant_avx512_la_CFLAGS = $(optim_plugin_cflags) $(MIXPREC_AVX512_CFLAGS)
+plugins_libmixprec_optim_common_la_LIBADD += plugins/libmixprec-optim-quant-avx512.la
+endif
 
 mixprec_plugin_LTLIBRARIES += plugins/mixprec-optim-adamw.la
 plugins_mixprec_optim_adamw_la_SOURCES = \

@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #include "optim-common.h"
+#include "optim-quant.h"
 #include "mixprec-x86-features-private.h"
 
 static int
@@ -108,6 +109,23 @@ _mixprec_optim_check_args (const MixprecOptimizerV1 *schema,
   return check_hparams (schema, args, errbuf, errbuf_len);
 }
 
+/* The kernels of @level (or the best lower one the build has) over a
+ * checked range. */
+static void
+run_kernels (const _MixprecOptimKernels *kernels,
+             _MixprecOptimLevel          level,
+             const _MixprecOptimRange   *range,
+             const float                *consts)
+{
+  size_t done = 0;
+
+  if (level >= _MIXPREC_OPTIM_AVX512 && kernels->run_avx512 != NULL)
+    done = kernels->run_avx512 (range, consts);
+  else if (level >= _MIXPREC_OPTIM_AVX2 && kernels->run_simd != NULL)
+    done = kernels->run_simd (range, consts);
+  kernels->run_scalar (range, consts, done);
+}
+
 int
 _mixprec_optim_step (const _MixprecOptimKernels   *kernels,
                      _MixprecOptimLevel            level,
@@ -124,7 +142,6 @@ _mixprec_optim_step (const _MixprecOptimKernels   *kernels,
   _MixprecOptimRange range = { NULL, master, grad, states, working, n, schema->n_state_slots,
                                NULL, 0, 0 };
   float consts[_MIXPREC_OPTIM_MAX_CONSTS];
-  size_t done = 0;
   int status;
 
   if (args == NULL || args->base.struct_size < sizeof (MixprecOptimizerStepV2))
@@ -152,11 +169,7 @@ _mixprec_optim_step (const _MixprecOptimKernels   *kernels,
   if (status != MIXPREC_PLUGIN_OK)
     return status;
 
-  if (level >= _MIXPREC_OPTIM_AVX512 && kernels->run_avx512 != NULL)
-    done = kernels->run_avx512 (&range, consts);
-  else if (level >= _MIXPREC_OPTIM_AVX2 && kernels->run_simd != NULL)
-    done = kernels->run_simd (&range, consts);
-  kernels->run_scalar (&range, consts, done);
+  run_kernels (kernels, level, &range, consts);
   if (errbuf != NULL && errbuf_len > 0)
     errbuf[0] = '\0';
   return MIXPREC_PLUGIN_OK;
@@ -228,4 +241,300 @@ _mixprec_optim_register (MixprecPluginHostV1      *host,
       *chosen_kernels = "avx2";
     }
   return host->register_optimizer_v2 (host, chosen, errbuf, errbuf_len);
+}
+
+/* ------------------------------------------------------------ revision 3 */
+
+static const char *const format_words[] = {
+  "float32", "bfloat16", "float16 with block scales", "bfloat16 with block scales",
+  "float8 e4m3 with block scales", "block-wise int8", "block-wise int4",
+};
+
+int
+_mixprec_optim_check_args_v3 (const MixprecOptimizerV1     *schema,
+                              const MixprecOptimizerStepV3 *args,
+                              float                        *master,
+                              void                         *working,
+                              size_t                        n,
+                              MixprecPluginDType           *dtypes,
+                              char                         *errbuf,
+                              size_t                        errbuf_len)
+{
+  const char *name = schema->name;
+  int blocked = 0;
+
+  if (args == NULL || args->v2.base.struct_size < sizeof (MixprecOptimizerStepV3))
+    return _mixprec_optim_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
+                                "Optimizer %s needs a MixprecOptimizerStepV3 of at least %zu bytes, "
+                                "got %zu.", name, sizeof (MixprecOptimizerStepV3),
+                                args == NULL ? (size_t) 0 : args->v2.base.struct_size);
+  for (unsigned k = 0; k < schema->n_state_slots; k++)
+    {
+      unsigned f = args->state_formats != NULL ? (unsigned) args->state_formats[k]
+                                               : _MIXPREC_QFMT_FLOAT32;
+
+      if (f >= _MIXPREC_QFMT_COUNT)
+        return _mixprec_optim_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_UNSUPPORTED,
+                                    "Optimizer %s on %s: state slot %u (%s) has format %u, which "
+                                    "is not a MixprecPluginStateFormat (0 to %u).", name,
+                                    schema->device, k, schema->state_names[k], f,
+                                    _MIXPREC_QFMT_COUNT - 1);
+      dtypes[k] = f == _MIXPREC_QFMT_BFLOAT16 ? MIXPREC_PLUGIN_DTYPE_BFLOAT16
+                                              : MIXPREC_PLUGIN_DTYPE_FLOAT32;
+      if (!_mixprec_state_is_blocked (f))
+        continue;
+      blocked = 1;
+      if (n > 0 && (args->state_scales == NULL || args->state_scales[k] == NULL))
+        return _mixprec_optim_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
+                                    "Optimizer %s: state slot %u (%s) is kept as %s, which needs "
+                                    "one FP32 scale per block, but its scale array is NULL.",
+                                    name, k, schema->state_names[k], format_words[f]);
+      if (f == _MIXPREC_QFMT_INT4_DYNAMIC && n % 2 != 0)
+        return _mixprec_optim_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
+                                    "Optimizer %s: state slot %u (%s) is kept as block-wise int4, "
+                                    "two codes per byte, so a call must cover an even number of "
+                                    "elements, not %zu.", name, k, schema->state_names[k], n);
+    }
+  if (blocked &&
+      (args->block_size < _MIXPREC_QBLOCK_MIN || args->block_size > _MIXPREC_QBLOCK_MAX ||
+       (args->block_size & (args->block_size - 1)) != 0))
+    return _mixprec_optim_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
+                                "Optimizer %s: block_size must be a power of two from %u to %u "
+                                "when a state slot keeps block scales, got %u.", name,
+                                _MIXPREC_QBLOCK_MIN, _MIXPREC_QBLOCK_MAX, args->block_size);
+  switch ((unsigned) args->master_format)
+    {
+    case _MIXPREC_QMASTER_FLOAT32:
+      return MIXPREC_PLUGIN_OK;
+    case _MIXPREC_QMASTER_REMAINDER:
+    case _MIXPREC_QMASTER_KAHAN:
+      if (master != NULL)
+        return _mixprec_optim_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
+                                    "Optimizer %s: a %s master lives in the working copy and "
+                                    "master_extra; the FP32 master must be NULL.", name,
+                                    args->master_format == MIXPREC_PLUGIN_MASTER_REMAINDER
+                                    ? "remainder" : "Kahan");
+      if (n > 0 && (working == NULL || args->master_extra == NULL ||
+                    args->v2.base.working_dtype != MIXPREC_PLUGIN_DTYPE_BFLOAT16))
+        return _mixprec_optim_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
+                                    "Optimizer %s: a %s master needs a bfloat16 working copy and "
+                                    "master_extra (%s per element).", name,
+                                    args->master_format == MIXPREC_PLUGIN_MASTER_REMAINDER
+                                    ? "remainder" : "Kahan",
+                                    args->master_format == MIXPREC_PLUGIN_MASTER_REMAINDER
+                                    ? "an int16 remainder" : "a bfloat16 compensation");
+      return MIXPREC_PLUGIN_OK;
+    default:
+      return _mixprec_optim_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_UNSUPPORTED,
+                                  "Optimizer %s: master format %u is not a "
+                                  "MixprecPluginMasterFormat (0 to %u).", name,
+                                  (unsigned) args->master_format, _MIXPREC_QMASTER_COUNT - 1);
+    }
+}
+
+/* The block codecs of @level, as far as the build has them. */
+static void
+pick_codecs (_MixprecOptimLevel    level,
+             _MixprecQuantDecode  *decode,
+             _MixprecQuantEncode  *encode)
+{
+  *decode = _mixprec_quant_decode_scalar;
+  *encode = _mixprec_quant_encode_scalar;
+#ifdef MIXPREC_HAVE_X86_SIMD
+  if (level >= _MIXPREC_OPTIM_AVX2)
+    {
+      *decode = _mixprec_quant_decode_avx2;
+      *encode = _mixprec_quant_encode_avx2;
+    }
+#endif
+#ifdef MIXPREC_HAVE_X86_AVX512
+  if (level >= _MIXPREC_OPTIM_AVX512)
+    {
+      *decode = _mixprec_quant_decode_avx512;
+      *encode = _mixprec_quant_encode_avx512;
+    }
+#endif
+}
+
+static size_t
+dtype_size (MixprecPluginDType dtype)
+{
+  return dtype == MIXPREC_PLUGIN_DTYPE_FLOAT32 ? 4 : 2;
+}
+
+/* A tile for the parameter of a REMAINDER / KAHAN master alone (no
+ * blocked slot): any length works; this keeps it in L1. */
+#define MASTER_TILE 1024
+
+int
+_mixprec_optim_step_v3 (const _MixprecOptimKernels   *kernels,
+                        _MixprecOptimLevel            level,
+                        const MixprecOptimizerStepV3 *args,
+                        float                        *master,
+                        const void                   *grad,
+                        void *const                  *states,
+                        void                         *working,
+                        size_t                        n,
+                        char                         *errbuf,
+                        size_t                        errbuf_len)
+{
+  const MixprecOptimizerV1 *schema = kernels->schema;
+  const unsigned n_states = schema->n_state_slots;
+  MixprecPluginDType dtypes[_MIXPREC_OPTIM_MAX_STATES];
+  unsigned formats[_MIXPREC_OPTIM_MAX_STATES] = { 0 };
+  _MixprecOptimRange range = { NULL, master, grad, states, working, n, n_states, NULL, 0, 0 };
+  float consts[_MIXPREC_OPTIM_MAX_CONSTS];
+  float tiles[_MIXPREC_OPTIM_MAX_STATES][_MIXPREC_QBLOCK_MAX] __attribute__ ((aligned (64)));
+  float ptile[_MIXPREC_QBLOCK_MAX] __attribute__ ((aligned (64)));
+  _MixprecQuantDecode decode;
+  _MixprecQuantEncode encode;
+  unsigned blocked = 0, used, master_format;
+  size_t block, grad_size;
+  int any_bf16 = 0, status;
+
+  G_STATIC_ASSERT (_MIXPREC_OPTIM_MAX_STATES <= 4);
+  if (n_states > _MIXPREC_OPTIM_MAX_STATES)
+    return _mixprec_optim_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_UNSUPPORTED,
+                                "Optimizer %s keeps more state slots than the cpu kernels hold.",
+                                schema->name);
+  status = _mixprec_optim_check_args_v3 (schema, args, master, working, n, dtypes,
+                                         errbuf, errbuf_len);
+  if (status != MIXPREC_PLUGIN_OK)
+    return status;
+  range.args = &args->v2.base;
+  for (unsigned k = 0; k < n_states; k++)
+    {
+      formats[k] = args->state_formats != NULL ? (unsigned) args->state_formats[k]
+                                               : _MIXPREC_QFMT_FLOAT32;
+      if (_mixprec_state_is_blocked (formats[k]))
+        blocked |= 1u << k;
+      any_bf16 |= formats[k] == _MIXPREC_QFMT_BFLOAT16;
+    }
+  master_format = (unsigned) args->master_format;
+  range.state_dtypes = any_bf16 ? dtypes : NULL;
+  if (any_bf16 &&
+      args->v2.state_rounding != MIXPREC_PLUGIN_ROUNDING_NEAREST_EVEN &&
+      args->v2.state_rounding != MIXPREC_PLUGIN_ROUNDING_STOCHASTIC)
+    return _mixprec_optim_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_UNSUPPORTED,
+                                "Optimizer %s: state rounding mode %d is neither nearest-even (0) "
+                                "nor stochastic (1).", schema->name, (int) args->v2.state_rounding);
+  range.state_sr = args->v2.state_rounding == MIXPREC_PLUGIN_ROUNDING_STOCHASTIC;
+  range.state_seed = args->v2.state_seed;
+  /* The V2 checks see the parameter where the kernels will read it. */
+  status = _mixprec_optim_check_args (schema, &range, errbuf, errbuf_len);
+  if (status == MIXPREC_PLUGIN_OK)
+    status = kernels->prepare (&args->v2.base, consts, errbuf, errbuf_len);
+  if (status != MIXPREC_PLUGIN_OK)
+    return status;
+  if (errbuf != NULL && errbuf_len > 0)
+    errbuf[0] = '\0';
+
+  if (blocked == 0 && master_format == _MIXPREC_QMASTER_FLOAT32)
+    {
+      run_kernels (kernels, level, &range, consts);
+      return MIXPREC_PLUGIN_OK;
+    }
+
+  pick_codecs (level, &decode, &encode);
+  used = kernels->states_used != NULL ? kernels->states_used (consts) : ~0u;
+  block = blocked != 0 ? args->block_size : MASTER_TILE;
+  grad_size = dtype_size (args->v2.base.grad_dtype);
+  for (size_t s = 0, b = 0; s < n; s += block, b++)
+    {
+      size_t len = n - s < block ? n - s : block;
+      MixprecOptimizerStepV1 base = args->v2.base;
+      void *at[_MIXPREC_OPTIM_MAX_STATES] = { NULL };
+      _MixprecOptimRange sub = range;
+
+      /* Element i of the block is element s + i of the call, also for
+       * the random bits of stochastic rounding. */
+      base.first_index += s;
+      sub.args = &base;
+      sub.grad = (const char *) grad + s * grad_size;
+      sub.n = len;
+      sub.states = at;
+      if (master_format == _MIXPREC_QMASTER_FLOAT32)
+        {
+          sub.master = master != NULL ? master + s : NULL;
+          sub.working = working != NULL
+                        ? (char *) working + s * dtype_size (base.working_dtype) : NULL;
+        }
+      else
+        {
+          _mixprec_quant_master_load (master_format, (const guint16 *) working + s,
+                                      (const guint16 *) args->master_extra + s, len, ptile);
+          sub.master = ptile;
+          sub.working = NULL;
+        }
+      for (unsigned k = 0; k < n_states; k++)
+        {
+          int is_signed = (int) ((kernels->signed_mask >> k) & 1u);
+
+          if ((blocked & (1u << k)) == 0)
+            at[k] = (char *) states[k] + s * dtype_size (dtypes[k]);
+          else
+            {
+              at[k] = tiles[k];
+              if (used & (1u << k))
+                decode (formats[k], is_signed, states[k], s, len, args->state_scales[k][b], tiles[k]);
+            }
+        }
+      run_kernels (kernels, level, &sub, consts);
+      for (unsigned k = 0; k < n_states; k++)
+        if ((blocked & used & (1u << k)) != 0)
+          args->state_scales[k][b] =
+            encode (formats[k], (int) ((kernels->signed_mask >> k) & 1u),
+                    tiles[k], len, states[k], s);
+      if (master_format != _MIXPREC_QMASTER_FLOAT32)
+        _mixprec_quant_master_store (master_format, ptile, len, (guint16 *) working + s,
+                                     (guint16 *) args->master_extra + s);
+    }
+  return MIXPREC_PLUGIN_OK;
+}
+
+int
+_mixprec_optim_register_v3 (MixprecPluginHostV1      *host,
+                            const MixprecOptimizerV3 *const v3[3],
+                            const MixprecOptimizerV2 *const v2[3],
+                            const char              **chosen_kernels,
+                            char                     *errbuf,
+                            size_t                    errbuf_len)
+{
+  static const char *const level_names[3] = { "scalar", "avx2", "avx512" };
+  int level = 0;
+
+  *chosen_kernels = level_names[0];
+  if (host == NULL ||
+      host->struct_size < offsetof (MixprecPluginHostV1, register_optimizer_v2) + sizeof host->register_optimizer_v2 ||
+      host->register_optimizer_v2 == NULL)
+    return _mixprec_optim_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
+                                "Optimizer %s: the host table offers no register_optimizer_v2 "
+                                "(plugin ABI 1.1).", v3[0]->name);
+  if (host->abi_major != MIXPREC_PLUGIN_ABI_VERSION_MAJOR)
+    return _mixprec_optim_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_UNSUPPORTED,
+                                "Optimizer %s was built for plugin ABI %d.x; the library offers %u.%u.",
+                                v3[0]->name, MIXPREC_PLUGIN_ABI_VERSION_MAJOR,
+                                host->abi_major, host->abi_minor);
+  switch (cpu_simd_level ())
+    {
+    case _MIXPREC_OPTIM_AVX512:
+      level = v3[2] != NULL ? 2 : v3[1] != NULL ? 1 : 0;
+      break;
+    case _MIXPREC_OPTIM_AVX2:
+      level = v3[1] != NULL ? 1 : 0;
+      break;
+    default:
+      break;
+    }
+  *chosen_kernels = level_names[level];
+  /* Only the code tables can fail, and only if the maps changed; the
+   * kernels then keep the reference search, so this is not fatal. */
+  (void) _mixprec_quant_tables_init ();
+  /* A library of ABI 1.1 .. 1.3 has the entry reserved (zero) or short of
+   * it: revision 2 there. */
+  if (host->abi_minor >= 4 &&
+      host->struct_size >= offsetof (MixprecPluginHostV1, register_optimizer_v3) + sizeof host->register_optimizer_v3 &&
+      host->register_optimizer_v3 != NULL)
+    return host->register_optimizer_v3 (host, v3[level], errbuf, errbuf_len);
+  return host->register_optimizer_v2 (host, v2[level], errbuf, errbuf_len);
 }

@@ -74,6 +74,12 @@ typedef struct {
    * when the build has no AVX-512 kernels. */
   size_t (*run_avx512) (const _MixprecOptimRange     *range,
                         const float                  *consts);
+  /* Revision 3: bit k when the update reads or writes slot k with these
+   * constants (sgd without momentum keeps no buffer); NULL: every slot.
+   * A slot left out is neither decoded nor encoded again. */
+  unsigned (*states_used) (const float                  *consts);
+  /* Revision 3: the state_signed_mask (which slots take a signed map). */
+  unsigned signed_mask;
 } _MixprecOptimKernels;
 
 /* The kernel levels of _mixprec_optim_step(), as libmixprec's
@@ -109,6 +115,39 @@ int  _mixprec_optim_step     (const _MixprecOptimKernels    *kernels,
                               char                          *errbuf,
                               size_t                         errbuf_len);
 
+/* The whole of a V3 step(): the V3 checks (_mixprec_optim_check_args_v3),
+ * then, when no slot is block-scaled and the master is FLOAT32, the V2
+ * step; otherwise block by block: each blocked slot decoded into an FP32
+ * tile, a REMAINDER / KAHAN parameter reconstructed into one, the kernels
+ * of @level over the block, the tiles encoded back with the block's new
+ * scale, the parameter split back into its two halves. */
+int  _mixprec_optim_step_v3  (const _MixprecOptimKernels    *kernels,
+                              _MixprecOptimLevel             level,
+                              const MixprecOptimizerStepV3  *args,
+                              float                         *master,
+                              const void                    *grad,
+                              void *const                   *states,
+                              void                          *working,
+                              size_t                         n,
+                              char                          *errbuf,
+                              size_t                         errbuf_len);
+
+/* What a V3 call adds to the checks of _mixprec_optim_check_args(), for
+ * every device: the struct size, known state and master formats, a
+ * scale array for each blocked slot, a block size (a power of two, 32 ..
+ * 4096) when a slot is blocked, an even length when a slot is int4, and
+ * for a REMAINDER / KAHAN master no FP32 master, a bfloat16 working copy
+ * and master_extra. @dtypes receives each slot's dtype for the V2 checks
+ * (bfloat16 for a BFLOAT16 slot, float32 otherwise). */
+int  _mixprec_optim_check_args_v3 (const MixprecOptimizerV1     *schema,
+                                   const MixprecOptimizerStepV3 *args,
+                                   float                        *master,
+                                   void                         *working,
+                                   size_t                        n,
+                                   MixprecPluginDType           *dtypes,
+                                   char                         *errbuf,
+                                   size_t                        errbuf_len);
+
 /* The checks of every step(), whatever the device: the arguments struct,
  * dtypes, rounding, step count, learning rate, buffers (when n > 0), the
  * state dtypes of a V2 call (float32 or bfloat16) and the hyper-parameters
@@ -134,6 +173,19 @@ int  _mixprec_optim_register (MixprecPluginHostV1           *host,
                               const char                   **chosen,
                               char                          *errbuf,
                               size_t                         errbuf_len);
+/* The same for revision 3: registers the V3 vtable of the chosen level
+ * through register_optimizer_v3 where the host table has it (ABI 1.4),
+ * else the V2 one of the same level through register_optimizer_v2. */
+int  _mixprec_optim_register_v3 (MixprecPluginHostV1        *host,
+                                 const MixprecOptimizerV3   *const v3[3],
+                                 const MixprecOptimizerV2   *const v2[3],
+                                 const char                **chosen,
+                                 char                       *errbuf,
+                                 size_t                      errbuf_len);
+
+/* The formats every cpu optimizer speaks (revision 3). */
+#define _MIXPREC_OPTIM_STATE_FORMATS 0x7Fu
+#define _MIXPREC_OPTIM_MASTER_FORMATS 0x7u
 
 /* A kernel of the SIMD (AVX-512) build, or NULL in a build without one. */
 #ifdef MIXPREC_HAVE_X86_SIMD
@@ -158,6 +210,22 @@ int  _mixprec_optim_register (MixprecPluginHostV1           *host,
   { _MIXPREC_OPTIM_SCHEMA (oname, odescription, ohparams, ostates), \
     .state_dtype_mask = _MIXPREC_OPTIM_STATE_DTYPES, .step = (ostep) }
 
+#define _MIXPREC_OPTIM_VTABLE_V3(oname, odescription, ohparams, ostates, osigned, ostep) \
+  { _MIXPREC_OPTIM_SCHEMA (oname, odescription, ohparams, ostates), \
+    .state_dtype_mask = _MIXPREC_OPTIM_STATE_DTYPES, \
+    .state_format_mask = _MIXPREC_OPTIM_STATE_FORMATS, \
+    .master_format_mask = _MIXPREC_OPTIM_MASTER_FORMATS, \
+    .state_signed_mask = (osigned), .step = (ostep) }
+
+#define _MIXPREC_OPTIM_STEP_V3_FUNC(func, kernels, level) \
+  static int \
+  func (const MixprecOptimizerStepV3 *args, float *master, const void *grad, \
+        void *const *states, void *working, size_t n, char *errbuf, size_t errbuf_len) \
+  { \
+    return _mixprec_optim_step_v3 ((kernels), (level), args, master, grad, states, working, n, \
+                                   errbuf, errbuf_len); \
+  }
+
 /* A step() entry point running the kernels of @level. */
 #define _MIXPREC_OPTIM_STEP_FUNC(func, kernels, level) \
   static int \
@@ -168,35 +236,52 @@ int  _mixprec_optim_register (MixprecPluginHostV1           *host,
                                 errbuf, errbuf_len); \
   }
 
-/* Defines the plugin around one optimizer: the three step() entry points
- * and vtables, init() (which logs the kernels it chose), and through
- * MIXPREC_PLUGIN_DEFINE the description and the entry point
- * mixprec_plugin_<symbol>_get_desc. */
+/* Defines the plugin around one optimizer: the step() entry points and
+ * vtables of each level for revisions 2 and 3, init() (which registers
+ * revision 3 where the library has it and logs the kernels it chose), and
+ * through MIXPREC_PLUGIN_DEFINE the description and the entry point
+ * mixprec_plugin_<symbol>_get_desc. @osigned is the state_signed_mask,
+ * @ostates_used the kernels' states_used (or NULL). */
 #define _MIXPREC_OPTIM_PLUGIN_DEFINE(symbol, plugin_name, plugin_description, \
-                                     oname, odescription, ohparams, ostates, \
-                                     oprepare, orun_scalar, orun_simd, orun_avx512) \
+                                     oname, odescription, ohparams, ostates, osigned, \
+                                     oprepare, orun_scalar, orun_simd, orun_avx512, \
+                                     ostates_used) \
   static const MixprecOptimizerV1 symbol##_schema = \
     { _MIXPREC_OPTIM_SCHEMA (oname, odescription, ohparams, ostates) }; \
   static const _MixprecOptimKernels symbol##_kernels = { \
     &symbol##_schema, (oprepare), (orun_scalar), _MIXPREC_OPTIM_SIMD (orun_simd), \
-    _MIXPREC_OPTIM_AVX512_KERNEL (orun_avx512) }; \
+    _MIXPREC_OPTIM_AVX512_KERNEL (orun_avx512), (ostates_used), (osigned) }; \
   _MIXPREC_OPTIM_STEP_FUNC (symbol##_step_scalar, &symbol##_kernels, _MIXPREC_OPTIM_SCALAR) \
   _MIXPREC_OPTIM_STEP_FUNC (symbol##_step_simd, &symbol##_kernels, _MIXPREC_OPTIM_AVX2) \
   _MIXPREC_OPTIM_STEP_FUNC (symbol##_step_avx512, &symbol##_kernels, _MIXPREC_OPTIM_AVX512) \
+  _MIXPREC_OPTIM_STEP_V3_FUNC (symbol##_step3_scalar, &symbol##_kernels, _MIXPREC_OPTIM_SCALAR) \
+  _MIXPREC_OPTIM_STEP_V3_FUNC (symbol##_step3_simd, &symbol##_kernels, _MIXPREC_OPTIM_AVX2) \
+  _MIXPREC_OPTIM_STEP_V3_FUNC (symbol##_step3_avx512, &symbol##_kernels, _MIXPREC_OPTIM_AVX512) \
   static const MixprecOptimizerV2 symbol##_scalar_vtable = \
     _MIXPREC_OPTIM_VTABLE (oname, odescription, ohparams, ostates, symbol##_step_scalar); \
   static const MixprecOptimizerV2 symbol##_simd_vtable = \
     _MIXPREC_OPTIM_VTABLE (oname, odescription, ohparams, ostates, symbol##_step_simd); \
   static const MixprecOptimizerV2 symbol##_avx512_vtable = \
     _MIXPREC_OPTIM_VTABLE (oname, odescription, ohparams, ostates, symbol##_step_avx512); \
+  static const MixprecOptimizerV3 symbol##_scalar_vtable3 = \
+    _MIXPREC_OPTIM_VTABLE_V3 (oname, odescription, ohparams, ostates, osigned, symbol##_step3_scalar); \
+  static const MixprecOptimizerV3 symbol##_simd_vtable3 = \
+    _MIXPREC_OPTIM_VTABLE_V3 (oname, odescription, ohparams, ostates, osigned, symbol##_step3_simd); \
+  static const MixprecOptimizerV3 symbol##_avx512_vtable3 = \
+    _MIXPREC_OPTIM_VTABLE_V3 (oname, odescription, ohparams, ostates, osigned, symbol##_step3_avx512); \
   static int \
   symbol##_init (MixprecPluginHostV1 *host, char *errbuf, size_t errbuf_len) \
   { \
     const char *chosen = NULL; \
-    int status = _mixprec_optim_register (host, &symbol##_scalar_vtable, \
-                                          symbol##_kernels.run_simd != NULL ? &symbol##_simd_vtable : NULL, \
-                                          symbol##_kernels.run_avx512 != NULL ? &symbol##_avx512_vtable : NULL, \
-                                          &chosen, errbuf, errbuf_len); \
+    const MixprecOptimizerV3 *const v3[3] = { \
+      &symbol##_scalar_vtable3, \
+      symbol##_kernels.run_simd != NULL ? &symbol##_simd_vtable3 : NULL, \
+      symbol##_kernels.run_avx512 != NULL ? &symbol##_avx512_vtable3 : NULL }; \
+    const MixprecOptimizerV2 *const v2[3] = { \
+      &symbol##_scalar_vtable, \
+      symbol##_kernels.run_simd != NULL ? &symbol##_simd_vtable : NULL, \
+      symbol##_kernels.run_avx512 != NULL ? &symbol##_avx512_vtable : NULL }; \
+    int status = _mixprec_optim_register_v3 (host, v3, v2, &chosen, errbuf, errbuf_len); \
     if (status == MIXPREC_PLUGIN_OK) \
       MIXPREC_PLUGIN_LOG (MIXPREC_PLUGIN_LOG_INFO, "optimizer %s (cpu): %s kernels", (oname), chosen); \
     return status; \

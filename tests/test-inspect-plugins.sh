@@ -44,7 +44,7 @@ has () {
   grep -F -q -e "$2" "$1"
 }
 
-echo "1..21"
+echo "1..22"
 
 # The build tree's optimizer plugins (make check puts plugins/ on MIXPREC_PLUGIN_PATH).
 if run 0 && has "$tmp/out" "Total count: "; then
@@ -124,18 +124,28 @@ else
   not_ok "plugin details"
 fi
 
-# Which optimizer vtable each plugin speaks: the shipped ones revision 2
-# (bf16 state), a plugin of ABI 1.0 revision 1 through the shim.
+# Which optimizer vtable each plugin speaks: the shipped ones revision 3
+# (every state and master format), a plugin of ABI 1.0 revision 1 through
+# the shim (float32 only).
 if MIXPREC_PLUGIN_PATH="$top/plugins" run 0 adamw &&
-   has "$tmp/out" "ABI                      optimizer v2 (MixprecOptimizerV2)" &&
+   has "$tmp/out" "ABI                      optimizer v3 (MixprecOptimizerV3)" &&
    has "$tmp/out" "State                    float32, bfloat16" &&
-   MIXPREC_PLUGIN_PATH="$top/plugins" run 0 optim-sgd && has "$tmp/out" "sgd (optimizer, cpu, rank 256, ABI: optimizer v2)" &&
+   MIXPREC_PLUGIN_PATH="$top/plugins" run 0 optim-sgd && has "$tmp/out" "sgd (optimizer, cpu, rank 256, ABI: optimizer v3)" &&
    MIXPREC_PLUGIN_PATH="$top/tests/abi-plugins" run 0 sgdv1 &&
    has "$tmp/out" "ABI                      optimizer v1 (MixprecOptimizerV1)" &&
-   has "$tmp/out" "State                    float32"; then
+   has "$tmp/out" "State                    float32" &&
+   has "$tmp/out" "State formats            float32" &&
+   has "$tmp/out" "Master weights           float32"; then
   ok "optimizer ABI revision and state dtypes"
 else
   not_ok "optimizer ABI revision and state dtypes"
+fi
+if MIXPREC_PLUGIN_PATH="$top/plugins" run 0 adamw &&
+   has "$tmp/out" "State formats            float32, bfloat16, float16 block-scaled, bfloat16 block-scaled, float8 e4m3 block-scaled, int8 block-wise dynamic, int4 block-wise dynamic" &&
+   has "$tmp/out" "Master weights           float32, remainder (bfloat16 + int16, exact), kahan (bfloat16 + bfloat16 compensation)"; then
+  ok "the state and master formats an optimizer speaks"
+else
+  not_ok "the state and master formats an optimizer speaks"
 fi
 
 if run 0 && has "$tmp/out" "builtin:  local (comm, cpu, rank 0): a world of one process" &&

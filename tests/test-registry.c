@@ -980,7 +980,7 @@ test_registry_v1_optimizer_shim (void)
   g_assert_no_error (error);
   g_assert_cmpuint (mixprec_plugin_get_abi_minor (mixprec_feature_get_plugin (v1)), ==, 0);
   g_assert_cmpuint (mixprec_feature_get_abi_revision (v1), ==, 1);
-  g_assert_cmpuint (mixprec_feature_get_abi_revision (v2), ==, 2);
+  g_assert_cmpuint (mixprec_feature_get_abi_revision (v2), ==, 3);
   dtypes = mixprec_feature_get_state_dtypes (v1, &n_dtypes);
   g_assert_cmpuint (n_dtypes, ==, 1);
   g_assert_cmpint (dtypes[0], ==, MIXPREC_DTYPE_FLOAT32);

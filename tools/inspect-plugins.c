@@ -197,6 +197,40 @@ print_plugin (MixprecPlugin *plugin)
   return 0;
 }
 
+/* The state and master formats of plugin ABI 1.4 (MixprecPluginStateFormat,
+ * MixprecPluginMasterFormat, in their order), as the reference page
+ * "Optimizer states" names them. */
+static const gchar *const state_format_words[] = {
+  "float32", "bfloat16", "float16 block-scaled", "bfloat16 block-scaled",
+  "float8 e4m3 block-scaled", "int8 block-wise dynamic", "int4 block-wise dynamic",
+};
+static const gchar *const master_format_words[] = {
+  "float32", "remainder (bfloat16 + int16, exact)", "kahan (bfloat16 + bfloat16 compensation)",
+};
+
+/* The names of the bits of @mask, comma-separated; a bit past @n_words
+ * as its number. */
+static gchar *
+mask_list (guint               mask,
+           const gchar *const *words,
+           gsize               n_words)
+{
+  GString *list = g_string_new (NULL);
+
+  for (guint bit = 0; bit < 32; bit++)
+    {
+      if ((mask & (1u << bit)) == 0)
+        continue;
+      if (list->len > 0)
+        g_string_append (list, ", ");
+      if (bit < n_words)
+        g_string_append (list, words[bit]);
+      else
+        g_string_append_printf (list, "format %u", bit);
+    }
+  return g_string_free (list, FALSE);
+}
+
 static gchar *
 dtype_list (const MixprecDType *dtypes,
             gsize               n)
@@ -310,12 +344,23 @@ print_feature (MixprecFeature *feature)
 
     print_field ("Working copy", list);
   }
-  print_field ("Master weights", "float32");
+  {
+    g_autofree gchar *list = mask_list (mixprec_feature_get_master_format_mask (feature),
+                                        master_format_words, G_N_ELEMENTS (master_format_words));
+
+    print_field ("Master weights", list);
+  }
   dtypes = mixprec_feature_get_state_dtypes (feature, &n_dtypes);
   {
     g_autofree gchar *list = dtype_list (dtypes, n_dtypes);
 
     print_field ("State", list);
+  }
+  {
+    g_autofree gchar *list = mask_list (mixprec_feature_get_state_format_mask (feature),
+                                        state_format_words, G_N_ELEMENTS (state_format_words));
+
+    print_field ("State formats", list);
   }
 
   g_print ("\nState (%u value%s per element):\n",

@@ -11,6 +11,6 @@ _MIXPREC_OPTIM_PLUGIN_DEFINE (optim_adamw, "optim-adamw",
                               "adamw",
                               "Adam and AdamW (DeepSpeed FusedAdam semantics) fused with unscaling "
                               "and the working-copy write",
-                              _mixprec_adamw_hparams, _mixprec_adamw_states, _mixprec_adamw_prepare,
+                              _mixprec_adamw_hparams, _mixprec_adamw_states, 0x1u, _mixprec_adamw_prepare,
                               _mixprec_adamw_run_scalar, _mixprec_adamw_run_avx2,
-                              _mixprec_adamw_run_avx512)
+                              _mixprec_adamw_run_avx512, NULL)

@@ -11,6 +11,6 @@ _MIXPREC_OPTIM_PLUGIN_DEFINE (optim_lion, "optim-lion",
                               "lion",
                               "Lion (EvoLved Sign Momentum) with decoupled weight decay, fused with "
                               "unscaling and the working-copy write",
-                              _mixprec_lion_hparams, _mixprec_lion_states, _mixprec_lion_prepare,
+                              _mixprec_lion_hparams, _mixprec_lion_states, 0x1u, _mixprec_lion_prepare,
                               _mixprec_lion_run_scalar, _mixprec_lion_run_avx2,
-                              _mixprec_lion_run_avx512)
+                              _mixprec_lion_run_avx512, NULL)

@@ -11,6 +11,6 @@ _MIXPREC_OPTIM_PLUGIN_DEFINE (optim_sgd, "optim-sgd",
                               "sgd",
                               "SGD with momentum, dampening, Nesterov and weight decay "
                               "(torch.optim.SGD semantics) fused with unscaling and the working-copy write",
-                              _mixprec_sgd_hparams, _mixprec_sgd_states, _mixprec_sgd_prepare,
+                              _mixprec_sgd_hparams, _mixprec_sgd_states, 0x1u, _mixprec_sgd_prepare,
                               _mixprec_sgd_run_scalar, _mixprec_sgd_run_avx2,
-                              _mixprec_sgd_run_avx512)
+                              _mixprec_sgd_run_avx512, _mixprec_sgd_states_used)

@@ -20,6 +20,9 @@ int _mixprec_sgd_prepare (const MixprecOptimizerStepV1 *args,
                           char                         *errbuf,
                           size_t                        errbuf_len);
 
+/* Without momentum the buffer is neither read nor written. */
+unsigned _mixprec_sgd_states_used (const float *consts);
+
 _MIXPREC_OPTIM_DECLARE_KERNELS (_mixprec_sgd);
 
 G_END_DECLS

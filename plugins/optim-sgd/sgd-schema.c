@@ -57,3 +57,9 @@ _mixprec_sgd_prepare (const MixprecOptimizerStepV1 *args,
   c[SGD_NEG_LR] = (float) -args->lr;
   return MIXPREC_PLUGIN_OK;
 }
+
+unsigned
+_mixprec_sgd_states_used (const float *c)
+{
+  return (SgdMode) c[SGD_MODE] == SGD_PLAIN ? 0u : 1u;
+}

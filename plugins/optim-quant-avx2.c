@@ -1,0 +1,183 @@
+/* optim-quant-avx2.c — optim-quant.h's block decode and encode eight lanes
+ * at a time, the last (len % 8) elements through the scalar level; the
+ * bits of numeric/numeric-quant.h. Compiled with $(MIXPREC_SIMD_CFLAGS),
+ * run only where init() found AVX2, FMA and F16C. */
+#include "config.h"
+
+#include "optim-quant.h"
+#include "mixprec-avx2-private.h"
+
+#define I32 _MIXPREC_AVX2_I32
+
+static inline __m256
+load_scaled (unsigned    format,
+             int         is_signed,
+             const void *base,
+             size_t      at)
+{
+  switch (format)
+    {
+    case _MIXPREC_QFMT_FLOAT16_SCALED:
+      return _mm256_cvtph_ps (_mm_loadu_si128 ((const __m128i *) ((const guint16 *) base + at)));
+    case _MIXPREC_QFMT_BFLOAT16_SCALED:
+      return _mixprec_avx2_bf16_to_f32 (_mm_loadu_si128 ((const __m128i *) ((const guint16 *) base + at)));
+    case _MIXPREC_QFMT_FLOAT8_E4M3_SCALED:
+      return _mixprec_avx2_e4m3_to_f32 (_mm_loadl_epi64 ((const __m128i *) ((const uint8_t *) base + at)));
+    case _MIXPREC_QFMT_INT8_DYNAMIC:
+      {
+        __m256i codes = _mm256_cvtepu8_epi32 (_mm_loadl_epi64 ((const __m128i *) ((const uint8_t *) base + at)));
+
+        return _mm256_i32gather_ps (_mixprec_qmap (8, is_signed), codes, 4);
+      }
+    default:
+      {
+        /* at is even: eight nibbles are four bytes, low nibble first. */
+        int32_t word;
+        __m128i b, lo, hi;
+
+        memcpy (&word, (const uint8_t *) base + at / 2, sizeof word);
+        b = _mm_cvtsi32_si128 (word);
+        lo = _mm_and_si128 (b, _mm_set1_epi8 (0x0F));
+        hi = _mm_and_si128 (_mm_srli_epi16 (b, 4), _mm_set1_epi8 (0x0F));
+        return _mm256_i32gather_ps (_mixprec_qmap (4, is_signed),
+                                    _mm256_cvtepu8_epi32 (_mm_unpacklo_epi8 (lo, hi)), 4);
+      }
+    }
+}
+
+void
+_mixprec_quant_decode_avx2 (unsigned    format,
+                            int         is_signed,
+                            const void *base,
+                            size_t      start,
+                            size_t      len,
+                            float       scale,
+                            float      *out)
+{
+  const __m256 s = _mm256_set1_ps (scale);
+  size_t n8 = len - len % 8;
+
+  for (size_t i = 0; i < n8; i += 8)
+    _mm256_storeu_ps (out + i, _mm256_mul_ps (load_scaled (format, is_signed, base, start + i), s));
+  _mixprec_quant_decode_scalar (format, is_signed, base, start + n8, len - n8, scale, out + n8);
+}
+
+/* The codes of eight quotients through the table (optim-quant.h). */
+static inline __m256i
+table_codes (const _MixprecQuantTable *t,
+             __m256                    q)
+{
+  __m256i u = _mm256_castps_si256 (q);
+  __m256i e = _mm256_and_si256 (_mm256_srli_epi32 (u, 23), I32 (0xFF));
+  __m256i mh = _mm256_and_si256 (_mm256_srli_epi32 (u, 16), I32 (0x7F));
+  __m256i sign = _mm256_srli_epi32 (u, 31);
+  __m256i tiny = _mm256_cmpgt_epi32 (I32 (_MIXPREC_QUANT_EXP_LO + 1), e);
+  __m256i nan = _mm256_castps_si256 (_mm256_cmp_ps (q, q, _CMP_UNORD_Q));
+  __m256i idx, cand, step;
+  __m256 up;
+
+  e = _mm256_min_epi32 (_mm256_max_epi32 (e, I32 (_MIXPREC_QUANT_EXP_LO)), I32 (_MIXPREC_QUANT_EXP_HI));
+  mh = _mm256_andnot_si256 (tiny, mh);
+  idx = _mm256_add_epi32 (_mm256_mullo_epi32 (sign, I32 (_MIXPREC_QUANT_N_EXP)),
+                          _mm256_sub_epi32 (e, I32 (_MIXPREC_QUANT_EXP_LO)));
+  idx = _mm256_or_si256 (_mm256_slli_epi32 (idx, 7), mh);
+  cand = _mm256_and_si256 (_mm256_i32gather_epi32 ((const int *) t->lut, idx, 1), I32 (0xFF));
+  up = _mm256_i32gather_ps (t->up, _mm256_add_epi32 (cand, I32 (1)), 4);
+  /* The comparison is all ones where q steps up: subtracting adds one. */
+  step = _mm256_castps_si256 (_mm256_cmp_ps (q, up, _CMP_GE_OQ));
+  cand = _mm256_sub_epi32 (cand, step);
+  return _mm256_andnot_si256 (nan, cand);
+}
+
+float
+_mixprec_quant_encode_avx2 (unsigned     format,
+                            int          is_signed,
+                            const float *in,
+                            size_t       len,
+                            void        *base,
+                            size_t       start)
+{
+  const _MixprecQuantTable *t = NULL;
+  size_t n8 = len - len % 8;
+  __m256i amax = _mm256_setzero_si256 ();
+  uint32_t lanes[8], absmax = 0;
+  __m256 s;
+  float scale;
+  size_t i;
+
+  for (i = 0; i < n8; i += 8)
+    amax = _mm256_max_epu32 (amax, _mm256_and_si256 (_mm256_loadu_si256 ((const __m256i *) (in + i)),
+                                                     I32 (0x7FFFFFFF)));
+  _mm256_storeu_si256 ((__m256i *) lanes, amax);
+  for (unsigned k = 0; k < 8; k++)
+    absmax = lanes[k] > absmax ? lanes[k] : absmax;
+  for (; i < len; i++)
+    absmax = _mixprec_absmax_bits (absmax, in[i]);
+  scale = _mixprec_state_block_scale (format, absmax);
+  s = _mm256_set1_ps (scale);
+  if (format == _MIXPREC_QFMT_INT8_DYNAMIC || format == _MIXPREC_QFMT_INT4_DYNAMIC)
+    {
+      t = _mixprec_quant_table (format == _MIXPREC_QFMT_INT8_DYNAMIC ? 8 : 4, is_signed);
+      if (t == NULL)
+        n8 = 0;
+    }
+
+  for (i = 0; i < n8; i += 8)
+    {
+      __m256 q = _mm256_div_ps (_mm256_loadu_ps (in + i), s);
+      __m256i nan = _mm256_castps_si256 (_mm256_cmp_ps (q, q, _CMP_UNORD_Q));
+      size_t at = start + i;
+
+      switch (format)
+        {
+        case _MIXPREC_QFMT_FLOAT16_SCALED:
+          {
+            __m256 c = _mm256_min_ps (_mm256_max_ps (q, _mm256_set1_ps (-65504.0f)), _mm256_set1_ps (65504.0f));
+            __m256i h = _mm256_cvtepu16_epi32 (_mm256_cvtps_ph (c, _MM_FROUND_TO_NEAREST_INT));
+
+            h = _mm256_blendv_epi8 (h, I32 (0x7E00), nan);
+            _mm_storeu_si128 ((__m128i *) ((guint16 *) base + at), _mixprec_avx2_pack_u16 (h));
+          }
+          break;
+        case _MIXPREC_QFMT_BFLOAT16_SCALED:
+          {
+            const __m256 big = _mm256_castsi256_ps (I32 (0x7F7F0000));
+            __m256 c = _mm256_min_ps (_mm256_max_ps (q, _mm256_sub_ps (_mm256_setzero_ps (), big)), big);
+            __m256i h = _mixprec_avx2_f32_to_bf16_rne_epi32 (c);
+
+            h = _mm256_blendv_epi8 (h, I32 (0x7FC0), nan);
+            _mm_storeu_si128 ((__m128i *) ((guint16 *) base + at), _mixprec_avx2_pack_u16 (h));
+          }
+          break;
+        case _MIXPREC_QFMT_FLOAT8_E4M3_SCALED:
+          {
+            __m256 c = _mm256_min_ps (_mm256_max_ps (q, _mm256_set1_ps (-448.0f)), _mm256_set1_ps (448.0f));
+            __m128i b = _mixprec_avx2_f32_to_e4m3_rne (c);
+            __m128i nan8 = _mixprec_avx2_pack_u8 (_mm256_and_si256 (nan, I32 (0xFF)));
+
+            b = _mm_blendv_epi8 (b, _mm_set1_epi8 (0x7F), nan8);
+            _mm_storel_epi64 ((__m128i *) ((uint8_t *) base + at), b);
+          }
+          break;
+        case _MIXPREC_QFMT_INT8_DYNAMIC:
+          _mm_storel_epi64 ((__m128i *) ((uint8_t *) base + at), _mixprec_avx2_pack_u8 (table_codes (t, q)));
+          break;
+        default:
+          {
+            __m128i c8 = _mixprec_avx2_pack_u8 (table_codes (t, q));
+            __m128i w = _mm_or_si128 (_mm_and_si128 (c8, _mm_set1_epi16 (0x000F)),
+                                      _mm_and_si128 (_mm_srli_epi16 (c8, 4), _mm_set1_epi16 (0x00F0)));
+            int32_t word = _mm_cvtsi128_si32 (_mm_packus_epi16 (w, w));
+
+            memcpy ((uint8_t *) base + at / 2, &word, sizeof word);
+          }
+          break;
+        }
+    }
+  /* The rest as the scalar level encodes it, with the block's scale. */
+  for (; i < len; i++)
+    _mixprec_state_store_code (format, base, start + i,
+                               t != NULL ? _mixprec_quant_fast_code (t, _mixprec_num_div (in[i], scale))
+                                         : _mixprec_state_encode1 (format, is_signed, in[i], scale));
+  return scale;
+}

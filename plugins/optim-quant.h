@@ -1,0 +1,125 @@
+/* optim-quant.h — the low-bit state slots of MixprecOptimizerV3 for the
+ * cpu optimizers: a block of a slot decoded into an FP32 tile and the
+ * updated tile encoded back (its absmax, its scale, its codes), at each
+ * kernel level. Every level gives the bits of numeric/numeric-quant.h's
+ * one-element reference; tests/test-optim-formats holds them to it.
+ *
+ * The int8 / int4 codes are found without torchao's binary search: its
+ * rule is a monotonic step function of q (a larger q never gets a smaller
+ * code), so a code c is reached exactly from the smallest float up[c]
+ * with code >= c. A table indexed by q's sign, exponent and top seven
+ * mantissa bits gives the code at the bottom of q's bucket, and one
+ * comparison with up[] the code of q. _mixprec_quant_tables_init()
+ * computes up[] from the reference rule by bisection over the floats,
+ * builds the buckets and checks that no bucket spans two steps; the
+ * tests compare the result with the reference at every step, on both
+ * sides of it, and on a dense sample of [-1, 1]. */
+#pragma once
+
+#include "optim-common.h"
+#include "numeric/numeric-quant.h"
+
+G_BEGIN_DECLS
+
+/* Buckets: 2 signs x 26 exponents (one for |q| < 2^-24, then 2^-24 ..
+ * 2^1, larger magnitudes clamped into the last) x 128 mantissa heads. */
+#define _MIXPREC_QUANT_EXP_LO 102u
+#define _MIXPREC_QUANT_EXP_HI 127u
+#define _MIXPREC_QUANT_N_EXP (_MIXPREC_QUANT_EXP_HI - _MIXPREC_QUANT_EXP_LO + 1)
+#define _MIXPREC_QUANT_N_BUCKETS (2 * _MIXPREC_QUANT_N_EXP * 128)
+
+typedef struct {
+  const float *map;
+  unsigned last;                  /* 255 or 15 */
+  /* up[c], c = 1 .. last: the smallest float whose code is at least c;
+   * NaN past last. Read at candidate + 1. */
+  float up[258] __attribute__ ((aligned (64)));
+  /* The code at the bottom of each bucket, with four bytes of padding so
+   * a 32-bit gather at any index stays inside. */
+  uint8_t lut[_MIXPREC_QUANT_N_BUCKETS + 4] __attribute__ ((aligned (64)));
+} _MixprecQuantTable;
+
+/* Builds the four tables, once per process (pthread_once); returns 0
+ * when a bucket would span two steps (never, for these maps: the tests
+ * assert it), and the kernels then keep the reference search. */
+int  _mixprec_quant_tables_init (void);
+/* The table of @bits (8 or 4) for a signed or unsigned slot. */
+const _MixprecQuantTable *_mixprec_quant_table (unsigned bits,
+                                                int      is_signed);
+
+static inline unsigned
+_mixprec_quant_bucket (uint32_t u)
+{
+  uint32_t e = (u >> 23) & 0xFFu;
+  uint32_t m = (u >> 16) & 0x7Fu;
+
+  if (e <= _MIXPREC_QUANT_EXP_LO)
+    {
+      e = _MIXPREC_QUANT_EXP_LO;
+      m = 0;
+    }
+  else if (e > _MIXPREC_QUANT_EXP_HI)
+    e = _MIXPREC_QUANT_EXP_HI;
+  return (((u >> 31) * _MIXPREC_QUANT_N_EXP + (e - _MIXPREC_QUANT_EXP_LO)) << 7) | m;
+}
+
+/* _mixprec_quant_code8/4 (q, map) through the table. */
+static inline unsigned
+_mixprec_quant_fast_code (const _MixprecQuantTable *t,
+                          float                     q)
+{
+  uint32_t u = _mixprec_f32_bits (q);
+  unsigned c;
+
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u)
+    return 0;
+  c = t->lut[_mixprec_quant_bucket (u)];
+  return c + (q >= t->up[c + 1] ? 1u : 0u);
+}
+
+/* Decodes elements start .. start + len - 1 of a slot of @format (a
+ * blocked one, _mixprec_state_is_blocked()) with the block's @scale into
+ * @out; encodes @len FP32 values of @in as elements start .. of the slot
+ * and returns the block's new scale. start is even for INT4_DYNAMIC, and
+ * len too unless the block is the last of the slot. */
+typedef void  (*_MixprecQuantDecode) (unsigned     format,
+                                      int          is_signed,
+                                      const void  *base,
+                                      size_t       start,
+                                      size_t       len,
+                                      float        scale,
+                                      float       *out);
+typedef float (*_MixprecQuantEncode) (unsigned     format,
+                                      int          is_signed,
+                                      const float *in,
+                                      size_t       len,
+                                      void        *base,
+                                      size_t       start);
+
+void  _mixprec_quant_decode_scalar (unsigned format, int is_signed, const void *base,
+                                    size_t start, size_t len, float scale, float *out);
+float _mixprec_quant_encode_scalar (unsigned format, int is_signed, const float *in,
+                                    size_t len, void *base, size_t start);
+void  _mixprec_quant_decode_avx2   (unsigned format, int is_signed, const void *base,
+                                    size_t start, size_t len, float scale, float *out);
+float _mixprec_quant_encode_avx2   (unsigned format, int is_signed, const float *in,
+                                    size_t len, void *base, size_t start);
+void  _mixprec_quant_decode_avx512 (unsigned format, int is_signed, const void *base,
+                                    size_t start, size_t len, float scale, float *out);
+float _mixprec_quant_encode_avx512 (unsigned format, int is_signed, const float *in,
+                                    size_t len, void *base, size_t start);
+
+/* The remainder and Kahan masters over a tile: the FP32 parameters from
+ * (working, extra) and back. */
+void  _mixprec_quant_master_load  (unsigned       master_format,
+                                   const guint16 *working,
+                                   const void    *extra,
+                                   size_t         len,
+                                   float         *out);
+void  _mixprec_quant_master_store (unsigned       master_format,
+                                   const float   *in,
+                                   size_t         len,
+                                   guint16       *working,
+                                   void          *extra);
+
+G_END_DECLS

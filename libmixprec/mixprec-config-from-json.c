@@ -2169,11 +2169,15 @@ resolve_dtypes (Loader *l)
   const gchar *mode = precision_mode_names[s->mode];
 
   /* DeepSpeed accumulates in the gradient dtype. For bf16 with FP32
-   * masters libmixprec accumulates in FP32: bf16's 8 bits of precision
+   * masters (also kept as remainders, or compensated) libmixprec
+   * accumulates in FP32: bf16's 8 bits of precision
    * lose most of each micro-batch's contribution (DeepSpeed issues #1800,
    * #2352, #2768). */
   if (!l->grad_accum_set)
-    s->grad_accum_dtype = s->mode == MIXPREC_PRECISION_MODE_BF16 ? MIXPREC_DTYPE_FLOAT32 : grad;
+    s->grad_accum_dtype = s->mode == MIXPREC_PRECISION_MODE_BF16 ||
+                          s->master_weights == MIXPREC_MASTER_WEIGHTS_REMAINDER ||
+                          s->master_weights == MIXPREC_MASTER_WEIGHTS_KAHAN
+                          ? MIXPREC_DTYPE_FLOAT32 : grad;
   else if (s->grad_accum_dtype != grad && s->grad_accum_dtype != MIXPREC_DTYPE_FLOAT32)
     _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_CONFLICT,
                                   "data_types.grad_accum_dtype: must be %s%s in %s mode, "

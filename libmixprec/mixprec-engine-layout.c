@@ -9,6 +9,7 @@
 
 #include "mixprec.h"
 #include "mixprec-engine-impl-private.h"
+#include "numeric/numeric-quant.h"
 #include "mixprec-engine-private.h"
 #include "mixprec-parallel-private.h"
 #include "mixprec-registry-private.h"
@@ -556,6 +557,54 @@ _mixprec_engine_layout_free (MixprecEngine *self,
 }
 
 
+/* REMAINDER masters: the initial FP32 values split into the working copy
+ * and the remainders, so the master starts exact (a working copy rounded
+ * on its own would lose the low halves). Writes the working copy where
+ * this rank holds it and the remainders of its slice. */
+static gboolean
+init_remainders (MixprecEngine *self, Group *g, MixprecParam *p, const Unit *u, InitValues *init,
+                 guint64 e0, guint64 lo, guint64 hi, GError **error)
+{
+  _MixprecParamStorage *s = _mixprec_param_get_storage (p);
+  guint64 numel = mixprec_param_get_numel (p);
+  g_autofree gfloat *f = g_new (gfloat, numel);
+  g_autofree guint16 *work = g_new (guint16, numel);
+  g_autofree gint16 *rem = g_new (gint16, numel);
+  guint64 a = g->state_local ? lo : e0, b = g->state_local ? hi : e0 + numel;
+  guint64 state_at;
+  gfloat *m;
+  gpointer w;
+
+  if (!mixprec_convert_array (init->dtype, g_bytes_get_data (init->values, NULL), MIXPREC_DTYPE_FLOAT32, f,
+                              numel, MIXPREC_ROUNDING_NEAREST_EVEN, 0, 0, error))
+    return FALSE;
+  for (guint64 i = 0; i < numel; i++)
+    _mixprec_remainder_split (f[i], &work[i], &rem[i]);
+  if (a < b)
+    {
+      _mixprec_engine_values_at (self, g, u, a, &m, &state_at, &w);
+      if (!_mixprec_device_copy (g->state_device, (gint16 *) g->master_extra + state_at, rem + (a - e0),
+                                 (b - a) * sizeof (gint16), MIXPREC_PLUGIN_COPY_HOST_TO_DEVICE, error))
+        return FALSE;
+    }
+  if (g->working_local)
+    {
+      if (lo < hi &&
+          !_mixprec_device_upload (self->device, work + (lo - e0), MIXPREC_DTYPE_BFLOAT16,
+                                   _mixprec_engine_local_at (self, u, g->working, g->dtypes.working, lo),
+                                   g->dtypes.working, hi - lo, error))
+        return FALSE;
+      if (u->persistent &&
+          !_mixprec_device_upload (self->device, work, MIXPREC_DTYPE_BFLOAT16,
+                                   _mixprec_engine_at (g->persistent, g->dtypes.working, u->persist_at + e0),
+                                   g->dtypes.working, numel, error))
+        return FALSE;
+      return TRUE;
+    }
+  return _mixprec_device_upload (self->device, work, MIXPREC_DTYPE_BFLOAT16, s->working, g->dtypes.working,
+                                 numel, error);
+}
+
 /* Writes @p's initial values into the parts of the buffers this rank
  * holds: the master (or FP32 working) values of its slice, and the
  * working copy (whole below ZeRO-3, the slice under it). */
@@ -582,6 +631,9 @@ init_param (MixprecEngine *self,
   if (self->world == 1)
     lo = e0, hi = e0 + numel;
 
+  if (g->master_extra != NULL &&
+      _mixprec_engine_master_format (&self->repr, &g->dtypes) == MIXPREC_PLUGIN_MASTER_REMAINDER)
+    return init_remainders (self, g, p, u, init, e0, lo, hi, error);
   if (g->master != NULL)
     {
       gboolean whole = !g->state_local;

@@ -391,8 +391,10 @@ mixprec_memory_plan_list_buffers (MixprecConfig *config,
  * DeepSpeed's formula for the same configuration (the ZeRO paper's model
  * states, without buffers): Ψ parameters of P bytes (the working dtype),
  * gradients of P bytes, and K bytes of optimizer state per parameter (4
- * for an FP32 master when there is one, 4 per state slot, 2 with
- * `bf16.bf16_optimizer_states`). ZeRO-1 divides
+ * for an FP32 master when there is one, also where `mixprec.master_weights`
+ * keeps it as a remainder or compensates instead; 4 per state slot, 2 with
+ * `bf16.bf16_optimizer_states`: DeepSpeed has no scaled or quantized
+ * state). ZeRO-1 divides
  * K by the world size, ZeRO-2 the gradients and K, ZeRO-3 all three:
  * (2 + 2 + 12) Ψ / N for Adam in bf16 under ZeRO-3. The master bytes go to
  * @masters, the state slots to @optimizer_state; @accumulation and
@@ -424,7 +426,11 @@ mixprec_memory_plan_new_deepspeed (MixprecConfig *config,
   n = world_size;
   r.working = (guint64) (psi * mixprec_dtype_get_size (dt.working) / (stage >= 3 ? n : 1));
   r.gradients = (guint64) (psi * mixprec_dtype_get_size (dt.working) / (stage >= 2 ? n : 1));
-  r.masters = (guint64) (psi * (dt.has_master ? 4 : 0) / (stage >= 1 ? n : 1));
+  /* DeepSpeed keeps FP32 masters where libmixprec keeps them as
+   * remainders or compensates instead. */
+  r.masters = (guint64) (psi * (dt.has_master || _mixprec_engine_master_format (&probe->repr, &dt) !=
+                                                MIXPREC_PLUGIN_MASTER_FLOAT32 ? 4 : 0) /
+                         (stage >= 1 ? n : 1));
   r.optimizer_state = (guint64) (psi * mixprec_dtype_get_size (probe->state_dtype) *
                                  mixprec_feature_get_n_state_slots (probe->optimizer) /
                                  (stage >= 1 ? n : 1));

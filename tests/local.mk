@@ -527,7 +527,9 @@ endif
 if HAVE_UCX
 check_PROGRAMS += tests/test-zero
 tests_test_zero_SOURCES = tests/test-zero.c tests/multiproc.c tests/multiproc.h
-tests_test_zero_LDADD = $(tests_public_ldadd) -lm
+# Reads the engine's state buffers to compare representations bit for bit.
+tests_test_zero_CPPFLAGS = $(tests_internal_cppflags)
+tests_test_zero_LDADD = $(tests_internal_ldadd) -lm
 TESTS += tests/test-zero
 endif
 

@@ -13,6 +13,7 @@
 #include <glib/gstdio.h>
 #include <mixprec/mixprec.h>
 
+#include "mixprec-engine-impl-private.h"
 #include "multiproc.h"
 
 #define TIMEOUT_MS 3000
@@ -28,6 +29,8 @@ typedef struct {
   gboolean intake;          /* gradients handed over one parameter at a time
                                (mixprec_param_reduce_grad(), backward order,
                                overlap_comm), ZeRO-3 gathering each in turn */
+  const gchar *repr;        /* NULL, or "MASTER/FORMAT/BLOCK": mixprec.master_weights
+                               and every optimizer slot's format */
 } Scenario;
 
 /* Two small matrices (packed into one unit), a vector (its own group:
@@ -46,14 +49,23 @@ config_json (const Scenario *s, guint gas)
     : g_str_equal (s->mode, "bf16") ? "\"bf16\": {\"enabled\": true},"
     : "";
 
-  return g_strdup_printf ("{%s \"zero_optimization\": {\"stage\": %u, \"reduce_bucket_size\": 3000,"
+  g_autofree gchar *repr = NULL;
+
+  if (s->repr != NULL)
+    {
+      g_auto(GStrv) f = g_strsplit (s->repr, "/", 3);
+
+      repr = g_strdup_printf ("\"mixprec\": {\"master_weights\": \"%s\", \"optimizer_states\":"
+                              " {\"default\": \"%s\", \"block_size\": %s}},", f[0], f[1], f[2]);
+    }
+  return g_strdup_printf ("{%s %s \"zero_optimization\": {\"stage\": %u, \"reduce_bucket_size\": 3000,"
                           "  \"allgather_bucket_size\": 3000,"
                           "  \"overlap_comm\": %s},"
                           " \"gradient_accumulation_steps\": %u, \"gradient_clipping\": 1.0,"
                           " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.01,"
                           "   \"weight_decay\": 0.1}},"
                           " \"scheduler\": {\"type\": \"WarmupLR\", \"params\": {\"warmup_num_steps\": 3}}}",
-                          precision, s->stage, s->intake ? "true" : "false", gas);
+                          precision, repr != NULL ? repr : "", s->stage, s->intake ? "true" : "false", gas);
 }
 
 /* The gradient of global micro-batch m at step k: deterministic, of both
@@ -182,13 +194,87 @@ snapshot (MixprecEngine *engine, GError **error)
   return out;
 }
 
+/* Every optimizer state slot's stored value (a code, or the float's bits)
+ * per element, every block scale and every remainder or compensation, of
+ * the elements this rank updates, at the same place whatever the world
+ * size: the ranks' dumps OR together into the one-process dump. Each
+ * group: n_slots codes of 4 bytes per element, n_slots scales per block
+ * (blocks of each unit counted from its first element), a 16-bit extra
+ * per element. */
+static GByteArray *
+dump_state (MixprecEngine *engine)
+{
+  GByteArray *out = g_byte_array_new ();
+  guint n_slots = mixprec_feature_get_n_state_slots (engine->optimizer);
+  guint bs = engine->repr.block_size;
+
+  for (guint gi = 0; gi < engine->groups->len; gi++)
+    {
+      Group *g = g_ptr_array_index (engine->groups, gi);
+      guint64 n_blocks = 0, blocks_before = 0;
+      guint32 *codes, *scales;
+      guint16 *extra;
+      gsize at = out->len;
+
+      for (guint k = 0; bs > 0 && k < g->units->len; k++)
+        n_blocks += (g_array_index (g->units, Unit, k).numel + bs - 1) / bs;
+      g_byte_array_set_size (out, at + g->numel * n_slots * 4 + n_blocks * n_slots * 4 + g->numel * 2);
+      memset (out->data + at, 0, out->len - at);
+      codes = (guint32 *) (out->data + at);
+      scales = codes + g->numel * n_slots;
+      extra = (guint16 *) (scales + n_blocks * n_slots);
+      for (guint k = 0; k < g->units->len; k++)
+        {
+          const Unit *u = &g_array_index (g->units, Unit, k);
+          guint64 slice = UNIT_SLICE (engine, u);
+          guint64 lo = g->state_local ? engine->rank * slice : 0;
+          guint64 hi = g->state_local ? MIN (u->numel, lo + slice) : u->numel;
+
+          for (guint64 e = lo; e < hi; e++)
+            {
+              gfloat *m;
+              gpointer w;
+              guint64 state_at;
+
+              for (guint j = 0; j < n_slots; j++)
+                {
+                  MixprecPluginStateFormat f = engine->repr.slots[j];
+                  guint64 idx = _mixprec_engine_state_index (engine, g, u, e, j);
+                  const guint8 *base = g->states[j];
+                  guint32 c = 0;
+
+                  if (f == MIXPREC_PLUGIN_STATE_INT4_DYNAMIC)
+                    c = (base[idx / 2] >> (4 * (idx & 1))) & 0xf;
+                  else
+                    {
+                      gsize size = _mixprec_engine_format_bytes (f, 1);
+
+                      memcpy (&c, base + idx * size, size);
+                    }
+                  codes[(u->index + e) * n_slots + j] = c;
+                  if (_mixprec_engine_format_is_scaled (f) && e % bs == 0)
+                    memcpy (&scales[(blocks_before + e / bs) * n_slots + j],
+                            &g->state_scales[j][_mixprec_engine_scale_at (engine, g, u, e)], 4);
+                }
+              _mixprec_engine_values_at (engine, g, u, e, &m, &state_at, &w);
+              if (g->master_extra != NULL)
+                extra[u->index + e] = ((const guint16 *) g->master_extra)[state_at];
+            }
+          if (bs > 0)
+            blocks_before += (u->numel + bs - 1) / bs;
+        }
+    }
+  return out;
+}
+
 static gboolean
 parse_scenario (const gchar *text, Scenario *s)
 {
   g_auto(GStrv) f = g_strsplit (text, ":", -1);
 
-  if (g_strv_length (f) != 8)
+  if (g_strv_length (f) != 9)
     return FALSE;
+  s->repr = *f[8] != '\0' ? g_intern_string (f[8]) : NULL;
   s->mode = g_intern_string (f[0]);
   s->stage = atoi (f[1]);
   s->world = atoi (f[2]);
@@ -353,6 +439,14 @@ child_main (void)
     return 1;
   if (rank == 0 && !g_file_set_contents (out, (const gchar *) snap->data, snap->len, &error))
     return 1;
+  if (s.repr != NULL)
+    {
+      g_autoptr(GByteArray) state = dump_state (engine);
+      g_autofree gchar *statefile = g_strdup_printf ("%s.state%u", out, rank);
+
+      if (!g_file_set_contents (statefile, (const gchar *) state->data, state->len, &error))
+        return 1;
+    }
   return 0;
 }
 
@@ -360,9 +454,10 @@ child_main (void)
 static void
 run_children (const Scenario *s, const gchar *out, gint die_at, gint *status)
 {
-  g_autofree gchar *scenario = g_strdup_printf ("MIXPREC_TEST_SCENARIO=%s:%u:%u:%u:%u:%d:%d:%d",
+  g_autofree gchar *scenario = g_strdup_printf ("MIXPREC_TEST_SCENARIO=%s:%u:%u:%u:%u:%d:%d:%d:%s",
                                                 s->mode, s->stage, s->world, s->gas, s->steps,
-                                                s->overflow_step, s->overflow_rank, s->intake);
+                                                s->overflow_step, s->overflow_rank, s->intake,
+                                                s->repr != NULL ? s->repr : "");
   g_autofree gchar *out_var = g_strdup_printf ("MIXPREC_TEST_OUT=%s", out);
   g_autofree gchar *die = g_strdup_printf ("MIXPREC_TEST_DIE_AT=%d", die_at);
   const gchar *env[] = { "MIXPREC_TEST_ZERO_CHILD=1", scenario, out_var, die, NULL };
@@ -404,6 +499,40 @@ test_zero_scenario (gconstpointer data)
   g_assert_true (g_file_get_contents (out, &got, &got_len, &error));
   g_assert_cmpuint (got_len, ==, expected->len);
   g_assert_true (memcmp (got, expected->data, got_len) == 0);
+
+  /* Every slot's codes and scales and every remainder or compensation:
+   * the ranks' parts make the one process's, bit for bit. */
+  if (s->repr != NULL)
+    {
+      g_autoptr(GByteArray) want = dump_state (ref);
+      g_autofree guint8 *merged = g_malloc0 (MAX (want->len, 1));
+
+      for (guint r = 0; r < s->world; r++)
+        {
+          g_autofree gchar *file = g_strdup_printf ("%s.state%u", out, r);
+          g_autofree gchar *part = NULL;
+          gsize part_len = 0;
+
+          g_assert_true (g_file_get_contents (file, &part, &part_len, &error));
+          g_assert_cmpuint (part_len, ==, want->len);
+          for (gsize i = 0; i < part_len; i++)
+            merged[i] |= (guint8) part[i];
+          g_remove (file);
+        }
+      g_assert_true (memcmp (merged, want->data, want->len) == 0);
+      /* The steps wrote state (not a comparison of zeros). */
+      {
+        gsize nonzero = 0;
+
+        for (gsize i = 0; i < want->len; i++)
+          nonzero += want->data[i] != 0;
+        g_test_message ("%" G_GSIZE_FORMAT " of %u state bytes are not zero", nonzero, want->len);
+        g_assert_cmpuint (nonzero, >, want->len / 8);
+      }
+      g_remove (out);
+      g_rmdir (dir);
+      return;
+    }
 
   /* Optimizer state per rank: 1/world of the whole from ZeRO-1 on, each
    * unit padded to world * 4096 elements; AdamW keeps two FP32 slots. The
@@ -573,6 +702,20 @@ main (int argc, char **argv)
     { "fp16", 2, 2, 1, 4, 1, 1, TRUE },
     { "bf16", 3, 3, 1, 3, -1, -1, TRUE },
     { "fp32", 3, 2, 2, 2, -1, -1, TRUE },
+    /* Masters and optimizer states in every representation: the same
+     * bits at every world size and stage. */
+    { "bf16", 0, 2, 1, 3, -1, -1, FALSE, "remainder/int8/256" },
+    { "bf16", 1, 3, 1, 3, -1, -1, FALSE, "remainder/int4/128" },
+    { "bf16", 2, 2, 2, 3, -1, -1, FALSE, "kahan/fp8_e4m3_scaled/32" },
+    { "bf16", 3, 3, 1, 3, -1, -1, TRUE, "remainder/fp16_scaled/4096" },
+    { "bf16", 1, 2, 1, 3, -1, -1, FALSE, "none/bf16_scaled/256" },
+    { "bf16", 3, 2, 1, 3, -1, -1, FALSE, "kahan/int8/256" },
+    { "bf16", 0, 3, 1, 2, -1, -1, TRUE, "kahan/int4/32" },
+    { "bf16", 2, 4, 1, 2, -1, -1, FALSE, "fp32/int8/4096" },
+    { "fp32", 3, 2, 1, 3, -1, -1, TRUE, "fp32/int4/256" },
+    { "bf16", 1, 2, 1, 3, -1, -1, FALSE, "kahan/bf16/256" },
+    { "fp16", 2, 2, 1, 4, 1, 1, FALSE, "fp32/fp8_e4m3_scaled/128" },
+    { "fp32", 0, 2, 1, 3, -1, -1, FALSE, "fp32/fp32/256" },
   };
 
   if (g_getenv ("MIXPREC_TEST_ZERO_CHILD") != NULL)
@@ -584,8 +727,10 @@ main (int argc, char **argv)
   for (guint i = 0; i < G_N_ELEMENTS (scenarios); i++)
     {
       const Scenario *s = &scenarios[i];
-      g_autofree gchar *path = g_strdup_printf ("/zero/%s/%s/stage%u/world%u/gas%u%s",
-                                                s->intake ? "per-param" : "whole", s->mode, s->stage,
+      g_autofree gchar *repr = s->repr != NULL ? g_strdelimit (g_strdup_printf ("/%s", s->repr), "/", '-') : NULL;
+      g_autofree gchar *path = g_strdup_printf ("/zero/%s/%s%s/stage%u/world%u/gas%u%s",
+                                                s->intake ? "per-param" : "whole", s->mode,
+                                                repr != NULL ? repr : "", s->stage,
                                                 s->world, s->gas,
                                                 s->overflow_step >= 0 ? "/overflow-on-one-rank" : "");
       g_test_add_data_func (path, s, test_zero_scenario);

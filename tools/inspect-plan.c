@@ -37,11 +37,39 @@ deepspeed_share (const gchar *name, const MixprecMemoryReport *ds)
 {
   if (g_str_equal (name, "working copies"))
     return (gint64) ds->working;
-  if (g_str_equal (name, "FP32 master weights") || g_str_equal (name, "FP32 master weights (host)"))
+  if (g_str_equal (name, "FP32 master weights") || g_str_equal (name, "FP32 master weights (host)") ||
+      g_str_equal (name, "master remainders") || g_str_equal (name, "Kahan compensation"))
     return (gint64) ds->masters;
   if (g_str_equal (name, "optimizer state") || g_str_equal (name, "optimizer state (host)"))
     return (gint64) ds->optimizer_state;
   return -1;
+}
+
+/* The master and state representations, when not DeepSpeed's defaults. */
+static void
+print_representation (MixprecConfig *config)
+{
+  const gchar * const *slots = mixprec_config_get_optimizer_state_slots (config);
+  MixprecMasterWeights mw = mixprec_config_get_master_weights (config);
+  MixprecStateFormat other = mixprec_config_get_optimizer_state_format (config, NULL);
+  guint block = mixprec_config_get_optimizer_state_block_size (config);
+  g_autoptr(GString) line = g_string_new (NULL);
+
+  if (mw == MIXPREC_MASTER_WEIGHTS_REMAINDER || mw == MIXPREC_MASTER_WEIGHTS_KAHAN)
+    g_string_append_printf (line, "master_weights %s", mixprec_master_weights_get_name (mw));
+  if (slots[0] != NULL || other != MIXPREC_STATE_FORMAT_FP32)
+    {
+      g_string_append_printf (line, "%soptimizer_states %s", line->len > 0 ? "; " : "",
+                              mixprec_state_format_get_name (other));
+      for (guint i = 0; slots[i] != NULL; i++)
+        g_string_append_printf (line, ", %s %s", slots[i],
+                                mixprec_state_format_get_name (
+                                  mixprec_config_get_optimizer_state_format (config, slots[i])));
+      if (block != 0)
+        g_string_append_printf (line, ", block_size %u", block);
+    }
+  if (line->len > 0)
+    g_print ("(%s)\n", line->str);
 }
 
 int
@@ -83,6 +111,7 @@ inspect_plan (const gchar         *config_path,
            mixprec_precision_mode_get_name (mixprec_config_get_precision_mode (config)), stage);
   if (stage >= 2)
     g_print ("(gradients handed over per parameter with mixprec_param_reduce_grad())\n");
+  print_representation (config);
   if (mixprec_config_get_fp8_recipe (config) != NULL)
     g_print ("(fp8: the parameters planned are of module type Linear; FP8 working copies as "
              "fp8.modules says)\n");

@@ -17,6 +17,15 @@
  *
  *   bench-adamw [--plugin PATH] [--threads N] [--sizes M,M,...]
  *               [--min-seconds S] [--bandwidth-mib N] [--tsv]
+ *               [--state-formats F,F,...] [--masters M,M,...] [--block-size B]
+ *
+ * --state-formats and --masters step through revision 3 of the optimizer
+ * ABI instead: the moments in each format (fp32, bf16, fp16s, bf16s,
+ * fp8s, int8, int4; the "s" ones with a scale per block of --block-size,
+ * default 256 and 128 for int4), the parameter with each master (fp32,
+ * remainder, kahan), one row per pair. Bytes per parameter then count
+ * what that representation moves. MIXPREC_SIMD (scalar, avx2) lowers the
+ * kernels the plugin picks, as everywhere.
  *
  * Sizes are in Mi parameters (default 1,4,16,64,256); --bandwidth-mib 0
  * skips the bandwidth kernels. Each figure is the best of repeated runs
@@ -126,8 +135,11 @@ pool_free (Pool *pool)
   g_free (pool);
 }
 
-/* Part @part of @n elements, cut on multiples of 8 (whole SIMD blocks and
- * cache lines of fp32). */
+/* Parts are cut on multiples of this: whole SIMD blocks and cache lines
+ * of fp32, or whole scale blocks of every size (revision 3). */
+static gsize part_granule = 8;
+
+/* Part @part of @n elements, cut on multiples of part_granule. */
 static void
 part_range (gsize  n,
             guint  part,
@@ -135,10 +147,10 @@ part_range (gsize  n,
             gsize *begin,
             gsize *end)
 {
-  gsize blocks = (n + 7) / 8;
+  gsize blocks = (n + part_granule - 1) / part_granule;
 
-  *begin = MIN (n, blocks * part / n_parts * 8);
-  *end = MIN (n, blocks * (part + 1) / n_parts * 8);
+  *begin = MIN (n, blocks * part / n_parts * part_granule);
+  *end = MIN (n, blocks * (part + 1) / n_parts * part_granule);
 }
 
 /* Best seconds of one pool_run over runs lasting @min_seconds in all. */
@@ -295,7 +307,18 @@ measure_bandwidth (Pool   *pool,
 typedef struct {
   MixprecPluginHostV1 host;
   const MixprecOptimizerV2 *optimizer;
+  const MixprecOptimizerV3 *optimizer3;
 } Host;
+
+static int
+host_register_v3 (MixprecPluginHostV1      *host,
+                  const MixprecOptimizerV3 *optimizer,
+                  char                     *errbuf,
+                  size_t                    errbuf_len)
+{
+  ((Host *) host->host_data)->optimizer3 = optimizer;
+  return MIXPREC_PLUGIN_OK;
+}
 
 /* The plugin speaks ABI 1.1: its optimizer is a MixprecOptimizerV2. */
 static int
@@ -308,8 +331,11 @@ host_register (MixprecPluginHostV1      *host,
   return MIXPREC_PLUGIN_OK;
 }
 
+/* The plugin's revision 2 vtable, or with @v3 (a host that offers
+ * register_optimizer_v3) its revision 3 one in *v3. */
 static const MixprecOptimizerV2 *
-load_adamw (const gchar *path)
+load_adamw (const gchar               *path,
+            const MixprecOptimizerV3 **v3)
 {
   MixprecPluginGetDescFunc get_desc;
   Host host = { { 0 } };
@@ -325,9 +351,183 @@ load_adamw (const gchar *path)
   host.host.abi_minor = MIXPREC_PLUGIN_ABI_VERSION_MINOR;
   host.host.host_data = &host;
   host.host.register_optimizer_v2 = host_register;
+  if (v3 != NULL)
+    host.host.register_optimizer_v3 = host_register_v3;
   if (get_desc ()->init (&host.host, errbuf, sizeof errbuf) != MIXPREC_PLUGIN_OK)
     g_error ("%s: init failed: %s", path, errbuf);
+  if (v3 != NULL)
+    {
+      if (host.optimizer3 == NULL)
+        g_error ("%s: the plugin registered no revision 3 optimizer", path);
+      *v3 = host.optimizer3;
+    }
   return host.optimizer;
+}
+
+/* ------------------------------------------------------------ revision 3 */
+
+static const gchar *const format_names[] = { "fp32", "bf16", "fp16s", "bf16s", "fp8s", "int8", "int4" };
+static const gchar *const master_names[] = { "fp32", "remainder", "kahan" };
+
+static gint
+name_index (const gchar        *name,
+            const gchar *const *names,
+            guint               n_names)
+{
+  for (guint k = 0; k < n_names; k++)
+    if (g_str_equal (names[k], name))
+      return (gint) k;
+  return -1;
+}
+
+/* Bytes of @n elements of a state format. */
+static gsize
+format_bytes (guint format,
+              gsize n)
+{
+  static const gsize num[] = { 4, 2, 2, 2, 1, 1, 1 }, den[] = { 1, 1, 1, 1, 1, 1, 2 };
+
+  return (n * num[format] + den[format] - 1) / den[format];
+}
+
+/* What one parameter moves: the gradient in; the working copy out (and in
+ * beside a 16-bit master half); the master or master_extra and both
+ * moments in and out (scales are negligible). */
+static double
+bytes_per_param (guint format,
+                 guint master)
+{
+  double moments = 2 * 2 * (double) format_bytes (format, 1024) / 1024;
+
+  return 2 + (master == 0 ? 2 + 8 : 4 + 4) + moments;
+}
+
+typedef struct {
+  const MixprecOptimizerV3 *opt;
+  MixprecOptimizerStepV3 args;
+  MixprecPluginStateFormat formats[2];
+  double hparams[7];
+  gsize n;
+  float *master;
+  guint8 *m;
+  guint8 *v;
+  float *scales[2];
+  guint16 *grad;
+  guint16 *working;
+  guint16 *extra;
+} Step3;
+
+static void
+step3_part (gpointer data,
+            guint    part,
+            guint    n_parts)
+{
+  Step3 *s = data;
+  MixprecOptimizerStepV3 args = s->args;
+  char errbuf[256];
+  void *states[2];
+  float *scales[2];
+  gsize begin, end, block = MAX (args.block_size, 1);
+
+  part_range (s->n, part, n_parts, &begin, &end);
+  args.v2.base.first_index = begin;
+  states[0] = s->m + format_bytes (s->formats[0], begin);
+  states[1] = s->v + format_bytes (s->formats[1], begin);
+  scales[0] = s->scales[0] + begin / block;
+  scales[1] = s->scales[1] + begin / block;
+  args.state_scales = scales;
+  args.master_extra = s->extra != NULL ? s->extra + begin : NULL;
+  if (s->opt->step (&args, s->master != NULL ? s->master + begin : NULL, s->grad + begin, states,
+                    s->working + begin, end - begin, errbuf, sizeof errbuf) != MIXPREC_PLUGIN_OK)
+    g_error ("step failed: %s", errbuf);
+}
+
+static void
+step3_init (gpointer data,
+            guint    part,
+            guint    n_parts)
+{
+  Step3 *s = data;
+  gsize begin, end;
+
+  part_range (s->n, part, n_parts, &begin, &end);
+  for (gsize i = begin; i < end; i++)
+    {
+      float g = (float) ((int) (i % 2001) - 1000);
+      float p = (float) (i % 1000) * 1e-4f - 0.05f;
+      guint32 u;
+
+      memcpy (&u, &g, 4);
+      s->grad[i] = (guint16) (u >> 16);
+      memcpy (&u, &p, 4);
+      if (s->master != NULL)
+        s->master[i] = p;
+      s->working[i] = (guint16) (u >> 16);
+      if (s->extra != NULL)
+        s->extra[i] = 0;
+    }
+  memset (s->m + format_bytes (s->formats[0], begin), 0,
+          format_bytes (s->formats[0], end) - format_bytes (s->formats[0], begin));
+  memset (s->v + format_bytes (s->formats[1], begin), 0,
+          format_bytes (s->formats[1], end) - format_bytes (s->formats[1], begin));
+}
+
+/* Best seconds of one revision 3 step over @n parameters. */
+static double
+measure_step3 (Pool                     *pool,
+               const MixprecOptimizerV3 *opt,
+               guint                     format,
+               guint                     master,
+               guint                     block_size,
+               gsize                     n,
+               double                    min_seconds)
+{
+  static const double defaults[] = { 1e-3, 0.9, 0.999, 1e-8, 0.01, 1, 1 };
+  gboolean blocked = format >= 2;
+  gsize n_blocks;
+  Step3 s = { 0 };
+  double best;
+
+  if (block_size == 0)
+    block_size = format == 6 ? 128 : 256;
+  n_blocks = n / block_size + 1;
+  s.opt = opt;
+  s.n = n;
+  memcpy (s.hparams, defaults, sizeof defaults);
+  s.formats[0] = s.formats[1] = (MixprecPluginStateFormat) format;
+  s.args.v2.base.struct_size = sizeof s.args;
+  s.args.v2.base.hparams = s.hparams;
+  s.args.v2.base.n_hparams = G_N_ELEMENTS (defaults);
+  s.args.v2.base.step = 1;
+  s.args.v2.base.lr = 1e-3;
+  s.args.v2.base.grad_factor = 1.0f / 1024;
+  s.args.v2.base.grad_dtype = MIXPREC_PLUGIN_DTYPE_BFLOAT16;
+  s.args.v2.base.working_dtype = MIXPREC_PLUGIN_DTYPE_BFLOAT16;
+  s.args.v2.base.rounding = MIXPREC_PLUGIN_ROUNDING_NEAREST_EVEN;
+  s.args.state_formats = s.formats;
+  s.args.block_size = blocked ? block_size : 0;
+  s.args.master_format = (MixprecPluginMasterFormat) master;
+  s.master = master == 0 ? g_new (float, n) : NULL;
+  s.extra = master != 0 ? g_new (guint16, n) : NULL;
+  s.m = g_malloc (format_bytes (format, n) + 64);
+  s.v = g_malloc (format_bytes (format, n) + 64);
+  s.scales[0] = g_new0 (float, n_blocks);
+  s.scales[1] = g_new0 (float, n_blocks);
+  s.grad = g_new (guint16, n);
+  s.working = g_new (guint16, n);
+  pool_run (pool, step3_init, &s);
+  pool_run (pool, step3_part, &s);      /* warm-up */
+  s.args.v2.base.step++;
+  best = best_seconds (pool, step3_part, &s, min_seconds);
+  g_free (s.master);
+  g_free (s.extra);
+  g_free (s.m);
+  g_free (s.v);
+  g_free (s.scales[0]);
+  g_free (s.scales[1]);
+  g_free (s.grad);
+  g_free (s.working);
+  return best;
 }
 
 typedef struct {
@@ -429,6 +629,69 @@ measure_step (Pool                     *pool,
   return best;
 }
 
+/* --state-formats / --masters: one row per format, master and size. */
+static int
+run_formats (const gchar        *plugin,
+             gint                threads,
+             const gchar *const *sizes,
+             double              min_seconds,
+             gboolean            tsv,
+             const gchar        *formats_arg,
+             const gchar        *masters_arg,
+             gint                block_size)
+{
+  g_auto(GStrv) formats = g_strsplit (formats_arg, ",", -1);
+  g_auto(GStrv) masters = g_strsplit (masters_arg, ",", -1);
+  const MixprecOptimizerV3 *opt = NULL;
+  Pool *pool;
+
+  if (block_size != 0 && (block_size < 32 || block_size > 4096 || (block_size & (block_size - 1)) != 0))
+    {
+      g_printerr ("--block-size must be a power of two from 32 to 4096\n");
+      return 2;
+    }
+  for (guint f = 0; formats[f] != NULL; f++)
+    if (name_index (formats[f], format_names, G_N_ELEMENTS (format_names)) < 0)
+      {
+        g_printerr ("unknown state format '%s' (fp32, bf16, fp16s, bf16s, fp8s, int8, int4)\n", formats[f]);
+        return 2;
+      }
+  for (guint m = 0; masters[m] != NULL; m++)
+    if (name_index (masters[m], master_names, G_N_ELEMENTS (master_names)) < 0)
+      {
+        g_printerr ("unknown master '%s' (fp32, remainder, kahan)\n", masters[m]);
+        return 2;
+      }
+  load_adamw (plugin, &opt);
+  part_granule = 4096;
+  pool = pool_new ((guint) threads);
+  if (!tsv)
+    g_print ("%d threads, MIXPREC_SIMD=%s\n%-8s %-10s %10s %14s %10s\n", threads,
+             g_getenv ("MIXPREC_SIMD") ? g_getenv ("MIXPREC_SIMD") : "(best)",
+             "states", "master", "params", "params/s", "GB/s");
+  for (guint f = 0; formats[f] != NULL; f++)
+    for (guint m = 0; masters[m] != NULL; m++)
+      for (guint k = 0; sizes[k] != NULL; k++)
+        {
+          guint format = (guint) name_index (formats[f], format_names, G_N_ELEMENTS (format_names));
+          guint master = (guint) name_index (masters[m], master_names, G_N_ELEMENTS (master_names));
+          gsize n = (gsize) (g_ascii_strtod (sizes[k], NULL) * (1 << 20));
+          double pps;
+
+          if (n == 0)
+            continue;
+          pps = n / measure_step3 (pool, opt, format, master, (guint) block_size, n, min_seconds);
+          if (tsv)
+            g_print ("adamw\t%s\t%s\t%" G_GSIZE_FORMAT "\t%.6g\t%.3f\n", formats[f], masters[m], n, pps,
+                     pps * bytes_per_param (format, master) / 1e9);
+          else
+            g_print ("%-8s %-10s %9gM %14.4g %10.2f\n", formats[f], masters[m], (double) n / (1 << 20), pps,
+                     pps * bytes_per_param (format, master) / 1e9);
+        }
+  pool_free (pool);
+  return 0;
+}
+
 int
 main (int    argc,
       char **argv)
@@ -440,6 +703,9 @@ main (int    argc,
   gint bandwidth_mib = 256;
   double min_seconds = 1.0;
   gboolean tsv = FALSE;
+  g_autofree gchar *formats_arg = NULL;
+  g_autofree gchar *masters_arg = NULL;
+  gint block_size = 0;
   GOptionEntry entries[] = {
     { "plugin", 0, 0, G_OPTION_ARG_FILENAME, &plugin, "the optim-adamw module", "PATH" },
     { "threads", 0, 0, G_OPTION_ARG_INT, &threads, "threads (default 2)", "N" },
@@ -447,6 +713,12 @@ main (int    argc,
     { "min-seconds", 0, 0, G_OPTION_ARG_DOUBLE, &min_seconds, "time per figure (default 1)", "S" },
     { "bandwidth-mib", 0, 0, G_OPTION_ARG_INT, &bandwidth_mib, "STREAM array size (default 256; 0: skip)", "N" },
     { "tsv", 0, 0, G_OPTION_ARG_NONE, &tsv, "tab-separated output for scripts", NULL },
+    { "state-formats", 0, 0, G_OPTION_ARG_STRING, &formats_arg,
+      "revision 3: moments in fp32, bf16, fp16s, bf16s, fp8s, int8, int4", "F,F" },
+    { "masters", 0, 0, G_OPTION_ARG_STRING, &masters_arg,
+      "revision 3: masters fp32, remainder, kahan (default fp32)", "M,M" },
+    { "block-size", 0, 0, G_OPTION_ARG_INT, &block_size,
+      "elements per scale (default 256, int4 128)", "B" },
     { NULL }
   };
   g_autoptr(GOptionContext) context = g_option_context_new ("- fused AdamW step against memory bandwidth");
@@ -473,7 +745,11 @@ main (int    argc,
     plugin = g_build_filename (g_getenv ("MIXPREC_TOP_BUILDDIR") ? g_getenv ("MIXPREC_TOP_BUILDDIR") : ".",
                                "plugins", ".libs", "mixprec-optim-adamw.so", NULL);
   sizes = g_strsplit (sizes_arg ? sizes_arg : "1,4,16,64,256", ",", -1);
-  opt = load_adamw (plugin);
+  if (formats_arg != NULL || masters_arg != NULL)
+    return run_formats (plugin, threads, (const gchar *const *) sizes, min_seconds, tsv,
+                        formats_arg != NULL ? formats_arg : "fp32",
+                        masters_arg != NULL ? masters_arg : "fp32", block_size);
+  opt = load_adamw (plugin, NULL);
   pool = pool_new (threads);
 
   /* Bandwidth before and after the steps, best of both: a machine shared

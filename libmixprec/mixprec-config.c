@@ -1218,8 +1218,10 @@ mixprec_config_get_fp32_params (MixprecConfig *self)
  *
  * Gets the data type the optimizer keeps its state slots in (Adam's
  * moments, SGD's momentum): %MIXPREC_DTYPE_BFLOAT16 when
- * `bf16.bf16_optimizer_states` is true in bf16 mode, else
- * %MIXPREC_DTYPE_FLOAT32. The update is computed in FP32 either way; a
+ * `bf16.bf16_optimizer_states` is true in bf16 mode, or
+ * `mixprec.optimizer_states` makes every slot "bf16", else
+ * %MIXPREC_DTYPE_FLOAT32. Slots in other formats (scaled, quantized, or
+ * one slot's own): see mixprec_config_get_optimizer_state_format(). The update is computed in FP32 either way; a
  * bfloat16 slot is widened when read and rounded when written, to nearest
  * even or stochastically as mixprec_config_get_stochastic_rounding() says.
  *

@@ -378,6 +378,9 @@ typedef struct {
   gpointer working;          /* NULL when it is @master */
   guint64 scale_at;          /* the scale of its first block (scaled slots' data
                                 at scale_at * block_size); it starts a block */
+  gpointer const *states;    /* NULL: the group's unscaled slots and master_extra;
+                                else staged copies of them (mixprec-engine-step.c) */
+  gpointer extra;
 } OptPiece;
 
 /* ---------------------------------------------------------------- the engine object

@@ -131,6 +131,12 @@ mixprec_engine_get_memory_report (MixprecEngine *self)
  * - "gradient accumulation": the FP32 (or accumulation dtype) sums,
  *   this rank's slices across ranks;
  * - "FP32 master weights", "optimizer state";
+ * - with `mixprec.master_weights` "remainder" or "kahan" (Since: 1.1),
+ *   "master remainders" or "Kahan compensation" in place of the FP32
+ *   masters: 2 bytes per element, sharded as the masters would be; with a
+ *   scaled or quantized `mixprec.optimizer_states` format, "optimizer
+ *   state scales": an FP32 scale per block of each such slot (its codes
+ *   are in "optimizer state", each unit's last block counted whole);
  * - "gradient staging": slots gradients collect in on their way to the
  *   reduce-scatter;
  * - "gradient norm blocks": the sum-of-squares blocks of this rank and,

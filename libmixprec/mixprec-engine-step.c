@@ -58,7 +58,8 @@ step_run_range (StepJob *job, const OptPiece *p, guint64 off, guint64 n)
         }
       else
         {
-          states[s] = _mixprec_engine_at (g->states[s], _mixprec_engine_format_dtype (f), p->state_at + off);
+          states[s] = _mixprec_engine_at (p->states != NULL ? p->states[s] : g->states[s],
+                                          _mixprec_engine_format_dtype (f), p->state_at + off);
           scales[s] = NULL;
         }
     }
@@ -72,8 +73,8 @@ step_run_range (StepJob *job, const OptPiece *p, guint64 off, guint64 n)
   args.state_scales = scales;
   args.block_size = repr->block_size;
   args.master_format = job->master_format;
-  args.master_extra = g->master_extra != NULL
-                      ? (guint16 *) g->master_extra + p->state_at + off : NULL;
+  args.master_extra = g->master_extra == NULL ? NULL
+                      : (guint16 *) (p->states != NULL ? p->extra : g->master_extra) + p->state_at + off;
   if (!_mixprec_feature_optimizer_step_v3 (job->engine->optimizer, &args, g->hparams,
                                         p->master != NULL ? p->master + off : NULL,
                                         _mixprec_engine_at ((gpointer) p->grad, job->grad_dtype, off),
@@ -269,29 +270,47 @@ pieces_one_process (MixprecEngine *self, Group *g)
  * boundaries. Engine buffers give one piece per unit. A parameter in
  * memory of its own may start inside a block: the blocks of a unit that
  * lie in one parameter are a piece on its buffers, and each block that
- * spans parameters is copied into small contiguous buffers (its working
- * copy and gradient; the masters and state are the engine's and already
- * contiguous), stepped there in one call, and copied back. */
+ * spans parameters is staged: its elements copied into small contiguous
+ * buffers (working copy, gradient, master or remainder, unscaled state),
+ * stepped there in one call, and copied back. A unit's last block of odd
+ * length is staged too when a slot is INT4, one zero element added: INT4
+ * calls cover whole bytes, and a zero element with a zero gradient
+ * changes neither the block's scale nor the other elements, as the
+ * padding of ZeRO's units does not. */
 typedef struct {
   guint64 begin, end;        /* the block in the group's element space */
 } Straddle;
 
 typedef struct {
   GArray *straddles;         /* Straddle */
-  gpointer working;          /* block_size elements per straddle, working dtype */
-  gpointer grad;             /* ... the step's gradient dtype (NULL: read from accum) */
+  guint64 stride;            /* elements per staged block (block size, even) */
+  gpointer working;          /* working dtype (FP32 parameters: their values) */
+  gpointer grad;             /* the step's gradient dtype */
+  gfloat *master;            /* FP32 masters, when the group has them */
+  guint16 *extra;            /* remainders or compensations */
+  gpointer states[16];       /* the unscaled slots (NULL for scaled ones) */
   MixprecDType grad_dtype;
 } Staged;
 
+/* The working copy and the gradient are staged where they live (the
+ * device), the masters and state where those live (the host when
+ * offloaded). */
 static void
 staged_clear (MixprecEngine *self, Group *g, Staged *st)
 {
   g_clear_pointer (&st->straddles, g_array_unref);
-  if (st->working != NULL)
-    _mixprec_device_free (g->device, st->working);
-  if (st->grad != NULL)
-    _mixprec_device_free (g->device, st->grad);
+  _mixprec_device_free (g->device, st->working);
+  _mixprec_device_free (g->device, st->grad);
+  _mixprec_device_free (g->state_device, st->master);
+  _mixprec_device_free (g->state_device, st->extra);
   st->working = st->grad = NULL;
+  st->master = NULL;
+  st->extra = NULL;
+  for (guint k = 0; k < G_N_ELEMENTS (st->states); k++)
+    {
+      _mixprec_device_free (g->state_device, st->states[k]);
+      st->states[k] = NULL;
+    }
 }
 
 /* The piece of @seg's buffers that starts at @o of the group's element
@@ -313,41 +332,84 @@ segment_piece (MixprecEngine *self, Group *g, const Unit *u, const Segment *seg,
   return p;
 }
 
-/* Copies the parts of every segment inside [begin, end) between their
- * buffers and the staging buffers at @work / @grad (@back: into the
- * segments; the gradients then zeroed when @zero_grad). */
+/* Copies one contiguous run between a buffer and a staged one, both in
+ * @device's memory. */
 static gboolean
-staged_copy (MixprecEngine *self, Group *g, guint64 begin, guint64 end, gpointer work, gpointer grad,
-             gboolean back, gboolean zero_grad, GError **error)
+staged_run (_MixprecDevice *device, gpointer buffer, gpointer staged, gsize size, guint64 n,
+            gboolean back, GError **error)
 {
+  return _mixprec_device_copy (device, back ? buffer : staged, back ? staged : buffer, n * size,
+                               MIXPREC_PLUGIN_COPY_DEVICE_TO_DEVICE, error);
+}
+
+/* Copies the elements [begin, end) of staged block @j between the group's
+ * buffers and the staging buffers (@back: into the group's; the
+ * gradients, which are not copied back, then zeroed when @zero_grad, only
+ * ever on the host). */
+static gboolean
+staged_copy (MixprecEngine *self, Group *g, Staged *st, guint j, gboolean back, gboolean zero_grad,
+             GError **error)
+{
+  const Straddle *sd = &g_array_index (st->straddles, Straddle, j);
+  guint n_slots = mixprec_feature_get_n_state_slots (self->optimizer);
+  guint64 n = sd->end - sd->begin, at = (guint64) j * st->stride;
   gsize wsize = mixprec_dtype_get_size (g->dtypes.working);
-  gsize gsize_ = mixprec_dtype_get_size (g->dtypes.grad);
 
   for (guint i = 0; i < g->segments->len; i++)
     {
       const Segment *seg = &g_array_index (g->segments, Segment, i);
-      guint64 a = MAX (begin, seg->offset), b = MIN (end, seg->offset + seg->numel);
-      gpointer mine;
-      gpointer staged;
+      guint64 a = MAX (sd->begin, seg->offset), b = MIN (sd->end, seg->offset + seg->numel);
 
       if (a >= b)
         continue;
-      mine = _mixprec_engine_at (seg->working, g->dtypes.working, a - seg->working_base);
-      staged = _mixprec_engine_at (work, g->dtypes.working, a - begin);
-      if (!_mixprec_device_copy (g->device, back ? mine : staged, back ? staged : mine,
-                                 (b - a) * wsize, MIXPREC_PLUGIN_COPY_DEVICE_TO_DEVICE, error))
+      if (!staged_run (g->device, _mixprec_engine_at (seg->working, g->dtypes.working, a - seg->working_base),
+                       _mixprec_engine_at (st->working, g->dtypes.working, at + (a - sd->begin)), wsize, b - a,
+                       back, error))
         return FALSE;
-      if (grad == NULL)
-        continue;
-      mine = _mixprec_engine_at (seg->grad, g->dtypes.grad, a - seg->offset);
-      if (!back &&
-          !_mixprec_device_copy (g->device, _mixprec_engine_at (grad, g->dtypes.grad, a - begin), mine,
-                                 (b - a) * gsize_, MIXPREC_PLUGIN_COPY_DEVICE_TO_DEVICE, error))
-        return FALSE;
-      if (back && zero_grad)
-        memset (mine, 0, (b - a) * gsize_);
+      if (g->accum == NULL)
+        {
+          gpointer mine = _mixprec_engine_at (seg->grad, g->dtypes.grad, a - seg->offset);
+
+          if (!back &&
+              !staged_run (g->device, mine, _mixprec_engine_at (st->grad, g->dtypes.grad, at + (a - sd->begin)),
+                           mixprec_dtype_get_size (g->dtypes.grad), b - a, FALSE, error))
+            return FALSE;
+          if (back && zero_grad)
+            memset (mine, 0, (b - a) * mixprec_dtype_get_size (g->dtypes.grad));
+        }
     }
+  if (g->accum != NULL && !back &&
+      !staged_run (g->device, _mixprec_engine_at (g->accum, g->dtypes.accum, sd->begin),
+                   _mixprec_engine_at (st->grad, g->dtypes.accum, at), mixprec_dtype_get_size (g->dtypes.accum),
+                   n, FALSE, error))
+    return FALSE;
+  if (st->master != NULL &&
+      !staged_run (g->state_device, g->master + sd->begin, st->master + at, sizeof (gfloat), n, back, error))
+    return FALSE;
+  if (st->extra != NULL &&
+      !staged_run (g->state_device, (guint16 *) g->master_extra + sd->begin, st->extra + at,
+                   sizeof (guint16), n, back, error))
+    return FALSE;
+  for (guint k = 0; k < n_slots; k++)
+    if (st->states[k] != NULL)
+      {
+        MixprecDType d = _mixprec_engine_format_dtype (self->repr.slots[k]);
+
+        if (!staged_run (g->state_device, _mixprec_engine_at (g->states[k], d, sd->begin),
+                         _mixprec_engine_at (st->states[k], d, at), mixprec_dtype_get_size (d), n, back, error))
+          return FALSE;
+      }
   return TRUE;
+}
+
+static void
+note_staged (GArray *straddles, guint64 begin, guint64 end)
+{
+  Straddle sd = { begin, end };
+
+  if (straddles->len > 0 && g_array_index (straddles, Straddle, straddles->len - 1).begin == begin)
+    return;
+  g_array_append_val (straddles, sd);
 }
 
 static GArray *
@@ -355,13 +417,19 @@ pieces_one_process_blocks (MixprecEngine *self, Group *g, Staged *st, GError **e
 {
   GArray *pieces = g_array_new (FALSE, TRUE, sizeof (OptPiece));
   guint64 bs = self->repr.block_size;
+  guint n_slots = mixprec_feature_get_n_state_slots (self->optimizer);
+  gboolean int4 = FALSE;
   guint next = 0;
 
+  for (guint k = 0; k < n_slots; k++)
+    int4 = int4 || self->repr.slots[k] == MIXPREC_PLUGIN_STATE_INT4_DYNAMIC;
   st->straddles = g_array_new (FALSE, FALSE, sizeof (Straddle));
   for (guint k = 0; k < g->units->len; k++)
     {
       const Unit *u = &g_array_index (g->units, Unit, k);
-      guint64 last = G_MAXUINT64;    /* the last straddling block noted */
+      /* Where the blocks stepped in place end: an odd last block of an
+       * INT4 unit is staged. */
+      guint64 tail = int4 && u->numel % 2 != 0 ? (u->numel - 1) / bs * bs : u->numel;
 
       if (u->numel == 0)
         continue;
@@ -372,15 +440,16 @@ pieces_one_process_blocks (MixprecEngine *self, Group *g, Staged *st, GError **e
       for (guint i = next; i < g->segments->len; i++)
         {
           const Segment *seg = &g_array_index (g->segments, Segment, i);
-          guint64 s0 = MAX (seg->offset, u->flat) - u->flat;
-          guint64 s1 = MIN (seg->offset + seg->numel, u->flat + u->numel) - u->flat;
-          guint64 lo = (s0 + bs - 1) / bs * bs;
-          guint64 hi = s1 == u->numel ? s1 : s1 / bs * bs;
+          guint64 s0, s1, lo, hi;
 
           if (seg->offset >= u->flat + u->numel)
             break;
+          s0 = MAX (seg->offset, u->flat) - u->flat;
+          s1 = MIN (seg->offset + seg->numel, u->flat + u->numel) - u->flat;
           if (s0 >= s1)
             continue;
+          lo = (s0 + bs - 1) / bs * bs;
+          hi = MIN (s1 == u->numel ? s1 : s1 / bs * bs, tail);
           if (lo < hi)
             {
               OptPiece p = segment_piece (self, g, u, seg, u->flat + lo, hi - lo);
@@ -388,33 +457,42 @@ pieces_one_process_blocks (MixprecEngine *self, Group *g, Staged *st, GError **e
               g_array_append_val (pieces, p);
             }
           /* A block this segment starts inside of, that began before it. */
-          if (s0 % bs != 0 && s0 / bs != last)
-            {
-              Straddle sd = { u->flat + s0 / bs * bs, u->flat + MIN (s0 / bs * bs + bs, u->numel) };
-
-              last = s0 / bs;
-              g_array_append_val (st->straddles, sd);
-            }
+          if (s0 % bs != 0)
+            note_staged (st->straddles, u->flat + s0 / bs * bs, u->flat + MIN (s0 / bs * bs + bs, u->numel));
         }
+      if (tail < u->numel)
+        note_staged (st->straddles, u->flat + tail, u->flat + u->numel);
     }
   if (st->straddles->len == 0)
     return pieces;
 
-  /* Small buffers for the blocks that span parameters: one block each. */
-  st->grad_dtype = g->dtypes.grad;
-  st->working = _mixprec_device_alloc (g->device, st->straddles->len * bs * mixprec_dtype_get_size (g->dtypes.working),
-                                       "staged blocks", error);
-  if (st->working == NULL)
+  /* Small buffers for the staged blocks, one block each; zeroed, so an
+   * INT4 block's added element is a zero. */
+  st->stride = bs;
+  st->grad_dtype = g->accum != NULL ? g->dtypes.accum : g->dtypes.grad;
+  if ((st->working = _mixprec_device_alloc (g->device, st->straddles->len * bs *
+                                            mixprec_dtype_get_size (g->dtypes.working),
+                                            "staged blocks", error)) == NULL ||
+      (st->grad = _mixprec_device_alloc (g->device, st->straddles->len * bs *
+                                         mixprec_dtype_get_size (st->grad_dtype),
+                                         "staged blocks", error)) == NULL ||
+      (g->master != NULL &&
+       (st->master = _mixprec_device_alloc (g->state_device, st->straddles->len * bs * sizeof (gfloat),
+                                            "staged blocks", error)) == NULL) ||
+      (g->master_extra != NULL &&
+       (st->extra = _mixprec_device_alloc (g->state_device, st->straddles->len * bs * sizeof (guint16),
+                                           "staged blocks", error)) == NULL))
     goto fail;
-  if (g->accum == NULL &&
-      (st->grad = _mixprec_device_alloc (g->device, st->straddles->len * bs * mixprec_dtype_get_size (g->dtypes.grad),
-                                         "staged blocks", error)) == NULL)
-    goto fail;
+  for (guint k = 0; k < n_slots; k++)
+    if (!_mixprec_engine_format_is_scaled (self->repr.slots[k]) &&
+        (st->states[k] = _mixprec_device_alloc (g->state_device, st->straddles->len * bs *
+                                                mixprec_dtype_get_size (_mixprec_engine_format_dtype (self->repr.slots[k])),
+                                                "staged blocks", error)) == NULL)
+      goto fail;
   for (guint j = 0; j < st->straddles->len; j++)
     {
       const Straddle *sd = &g_array_index (st->straddles, Straddle, j);
-      gpointer work = _mixprec_engine_at (st->working, g->dtypes.working, (guint64) j * bs);
-      gpointer grad = st->grad != NULL ? _mixprec_engine_at (st->grad, g->dtypes.grad, (guint64) j * bs) : NULL;
+      guint64 at = (guint64) j * bs;
       const Unit *u = &g_array_index (g->units, Unit, 0);
       OptPiece p = { 0 };
 
@@ -422,22 +500,26 @@ pieces_one_process_blocks (MixprecEngine *self, Group *g, Staged *st, GError **e
       for (guint k = 0; k < g->units->len; k++)
         if (g_array_index (g->units, Unit, k).flat <= sd->begin)
           u = &g_array_index (g->units, Unit, k);
-      if (!staged_copy (self, g, sd->begin, sd->end, work, grad, FALSE, FALSE, error))
+      if (!staged_copy (self, g, st, j, FALSE, FALSE, error))
         goto fail;
       p.first_index = u->index + (sd->begin - u->flat);
       p.n = sd->end - sd->begin;
-      p.grad = grad != NULL ? grad : _mixprec_engine_at (g->accum, g->dtypes.accum, sd->begin);
-      p.state_at = sd->begin;
+      if (int4)
+        p.n += p.n % 2;
+      p.grad = _mixprec_engine_at (st->grad, st->grad_dtype, at);
       p.scale_at = u->repr.scales + (sd->begin - u->flat) / bs;
-      if (g->master != NULL)
+      p.state_at = at;       /* into the staged unscaled slots and extras */
+      p.states = st->states;
+      p.extra = st->extra;
+      if (st->master != NULL)
         {
-          p.master = g->master + sd->begin;
-          p.working = work;
+          p.master = st->master + at;
+          p.working = _mixprec_engine_at (st->working, g->dtypes.working, at);
         }
       else if (g->dtypes.working == MIXPREC_DTYPE_FLOAT32)
-        p.master = work;             /* FP32 parameters are their own masters */
+        p.master = (gfloat *) st->working + at;   /* FP32 parameters are their own masters */
       else
-        p.working = work;
+        p.working = _mixprec_engine_at (st->working, g->dtypes.working, at);
       g_array_append_val (pieces, p);
     }
   return pieces;
@@ -447,24 +529,28 @@ fail:
   return NULL;
 }
 
-/* After the pass: the staged blocks' working copies back in their
- * parameters' memory. */
+/* After the pass: the staged blocks back in the group's buffers. */
 static gboolean
 staged_finish (MixprecEngine *self, Group *g, Staged *st, gboolean zero_grad, GError **error)
 {
-  guint64 bs = self->repr.block_size;
-
   for (guint j = 0; st->straddles != NULL && j < st->straddles->len; j++)
-    {
-      const Straddle *sd = &g_array_index (st->straddles, Straddle, j);
-
-      if (!staged_copy (self, g, sd->begin, sd->end,
-                        _mixprec_engine_at (st->working, g->dtypes.working, (guint64) j * bs),
-                        st->grad != NULL ? _mixprec_engine_at (st->grad, g->dtypes.grad, (guint64) j * bs) : NULL,
-                        TRUE, zero_grad, error))
-        return FALSE;
-    }
+    if (!staged_copy (self, g, st, j, TRUE, zero_grad, error))
+      return FALSE;
   return TRUE;
+}
+
+/* Across ranks an INT4 call covers whole bytes: an odd count of a unit's
+ * real elements takes the padding element after them too (zero, with a
+ * zero gradient, so it stays zero and changes no scale). */
+static guint64
+even_for_int4 (MixprecEngine *self, guint64 n)
+{
+  guint n_slots = mixprec_feature_get_n_state_slots (self->optimizer);
+
+  for (guint k = 0; k < n_slots; k++)
+    if (self->repr.slots[k] == MIXPREC_PLUGIN_STATE_INT4_DYNAMIC)
+      return n + n % 2;
+  return n;
 }
 
 /* Every unit's part this rank updates: its slice (sharded state), or,
@@ -482,7 +568,7 @@ pieces_of_units (MixprecEngine *self, Group *g, gboolean whole)
       OptPiece p = { 0 };
       MixprecDType dtype;
 
-      p.n = whole ? u->numel : _mixprec_engine_real_in_slice (self, u);
+      p.n = even_for_int4 (self, whole ? u->numel : _mixprec_engine_real_in_slice (self, u));
       if (p.n == 0)
         continue;
       values_at (self, g, u, e, &p);
@@ -548,7 +634,7 @@ step_gathered_windows (MixprecEngine                *self,
               if (e >= u->numel)
                 break;
               values_at (self, g, u, e, &p);
-              p.n = MIN (w, u->numel - e);
+              p.n = even_for_int4 (self, MIN (w, u->numel - e));
               p.grad = _mixprec_engine_at (scratch, g->dtypes.accum, (guint64) r * w);
               at[n++] = p;
             }

@@ -63,6 +63,18 @@ table_build (_MixprecQuantTable *t,
   for (unsigned c = t->last + 1; c < G_N_ELEMENTS (t->up); c++)
     t->up[c] = _mixprec_f32_from_bits (_MIXPREC_QNAN_BITS);
 
+  {
+    unsigned levels = t->last == 255 ? 8 : 4;
+
+    for (unsigned l = 0; l < levels; l++)
+      {
+        unsigned step = (t->last + 1) >> (l + 1);
+
+        for (unsigned j = 0; j < (1u << l); j++)
+          t->level[l][j] = t->up[(2 * j + 1) * step];
+      }
+  }
+
   for (uint32_t sign = 0; sign < 2; sign++)
     for (uint32_t e = _MIXPREC_QUANT_EXP_LO; e <= _MIXPREC_QUANT_EXP_HI; e++)
       for (uint32_t m = 0; m < 128; m++)

@@ -37,6 +37,12 @@ typedef struct {
   /* The code at the bottom of each bucket, with four bytes of padding so
    * a 32-bit gather at any index stays inside. */
   uint8_t lut[_MIXPREC_QUANT_N_BUCKETS + 4] __attribute__ ((aligned (64)));
+  /* The same steps for a branch-free binary search, level by level: at
+   * level l (step 128 >> l of the int8 search, 8 >> l of the int4 one)
+   * the candidate c is a multiple of twice the step and the comparison
+   * is with up[c + step], which is level[l][c / (2 step)]. Registers hold
+   * these where gathers are slow (AVX-512). */
+  float level[8][128] __attribute__ ((aligned (64)));
 } _MixprecQuantTable;
 
 /* Builds the four tables, once per process (pthread_once); returns 0

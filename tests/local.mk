@@ -171,7 +171,8 @@ check_PROGRAMS += tests/test-registry
 tests_test_registry_CPPFLAGS = $(tests_internal_cppflags)
 tests_test_registry_LDADD = $(tests_internal_ldadd)
 EXTRA_tests_test_registry_DEPENDENCIES = $(test_registry_plugins) \
-	tests/abi-plugins/mixprec-test-optim-v1.la plugins/mixprec-optim-sgd.la
+	tests/abi-plugins/mixprec-test-optim-v1.la tests/abi-plugins/mixprec-test-optim-v2.la \
+	plugins/mixprec-optim-sgd.la
 TESTS += tests/test-registry
 if HAVE_PYTHON_GI
 TESTS += tests/test-registry-gi.py
@@ -236,6 +237,20 @@ EXTRA_tests_test_optim_DEPENDENCIES = \
 	plugins/mixprec-optim-sgd.la \
 	plugins/mixprec-optim-lion.la
 TESTS += tests/test-optim
+
+# --- optim formats: revision 3 of the cpu optimizers (block-scaled and
+# quantized state, remainder and Kahan masters) against a reference of the
+# documented rules, at every kernel level; the codecs of plugins/optim-quant
+# linked in directly
+check_PROGRAMS += tests/test-optim-formats
+tests_test_optim_formats_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/plugins -I$(top_srcdir)/libmixprec
+tests_test_optim_formats_LDADD = plugins/libmixprec-optim-common.la $(tests_public_ldadd) \
+	$(PTHREAD_LIBS) -lm
+EXTRA_tests_test_optim_formats_DEPENDENCIES = \
+	plugins/mixprec-optim-adamw.la \
+	plugins/mixprec-optim-sgd.la \
+	plugins/mixprec-optim-lion.la
+TESTS += tests/test-optim-formats
 
 # --- learning-rate schedules
 check_PROGRAMS += tests/test-lr-schedule
@@ -456,11 +471,18 @@ tests_abi_plugins_mixprec_test_optim_v1_la_SOURCES = \
 	tests/abi-plugins/mixprec-plugin-abi-1.0.h
 tests_abi_plugins_mixprec_test_optim_v1_la_LDFLAGS = $(test_plugin_ldflags)
 tests_abi_plugins_mixprec_test_optim_v1_la_LIBADD = -lm
+# A plugin of plugin ABI 1.1 (MixprecOptimizerV2): the revision 2 shim of
+# revision 3 calls.
+check_LTLIBRARIES += tests/abi-plugins/mixprec-test-optim-v2.la
+tests_abi_plugins_mixprec_test_optim_v2_la_SOURCES = tests/abi-plugins/test-optim-v2.c
+tests_abi_plugins_mixprec_test_optim_v2_la_LDFLAGS = $(test_plugin_ldflags)
+tests_abi_plugins_mixprec_test_optim_v2_la_LIBADD = -lm
 check_PROGRAMS += tests/test-abi
 tests_test_abi_LDADD = $(tests_public_ldadd)
 EXTRA_tests_test_abi_DEPENDENCIES = \
 	tests/abi-plugins/mixprec-test-host-check.la \
 	tests/abi-plugins/mixprec-test-optim-v1.la \
+	tests/abi-plugins/mixprec-test-optim-v2.la \
 	plugins/mixprec-optim-adamw.la \
 	plugins/mixprec-optim-sgd.la \
 	plugins/mixprec-optim-lion.la

@@ -17,6 +17,7 @@
 #include <mixprec/mixprec.h>
 
 #include "mixprec-cpu-private.h"
+#include "mixprec-engine-impl-private.h"
 #include "mixprec-engine-kernels-private.h"
 #include "mixprec-registry-private.h"
 
@@ -575,6 +576,246 @@ test_step_intake_overflow (void)
     }
 }
 
+/* ------------------------------------------------------------ representations */
+
+/* The engine against the optimizer called once per unit (the units of
+ * shapes[]: parameters 0-5, 6, 7) on contiguous copies: blocks start at
+ * each unit's first element, so however the engine cuts its calls (pool
+ * chunks, tiles, parameters in memory of their own, whose blocks may span
+ * two parameters), it must write the same bits: working copies, every
+ * slot's codes and scales, and every remainder or compensation. */
+static const guint unit_first[] = { 0, 6, 7, 8 };
+
+static guint16
+to_bf16 (gfloat f)
+{
+  guint16 out;
+
+  g_assert_true (mixprec_convert_array (MIXPREC_DTYPE_FLOAT32, &f, MIXPREC_DTYPE_BFLOAT16, &out, 1,
+                                        MIXPREC_ROUNDING_NEAREST_EVEN, 0, 0, NULL));
+  return out;
+}
+
+static void
+check_representation (const gchar *master, const gchar *format, guint block, gboolean external)
+{
+  g_autofree gchar *json = g_strdup_printf (
+    "{\"bf16\": {\"enabled\": true}, \"gradient_clipping\": %g,"
+    " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": %g, \"weight_decay\": %g}},"
+    " \"mixprec\": {\"master_weights\": \"%s\", \"weight_decay_exempt\": \"none\","
+    "  \"optimizer_states\": {\"exp_avg\": \"%s\", \"exp_avg_sq\": \"%s\", \"block_size\": %u}}}",
+    CLIP, LR, WEIGHT_DECAY, master, format, format, block);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MixprecConfig) config = mixprec_config_new_from_data (json, -1, &error);
+  g_autoptr(MixprecEngine) engine = NULL;
+  g_autoptr(GRand) rand = g_rand_new_with_seed (block);
+  MixprecFeature *adamw;
+  MixprecParam *params[N_PARAMS];
+  guint16 *ext_working[N_PARAMS], *ext_grad[N_PARAMS];
+  g_autofree gdouble *hparams = NULL;
+  const _MixprecRepresentation *repr;
+  Group *g;
+
+  g_assert_no_error (error);
+  engine = mixprec_engine_new (config, &error);
+  g_assert_no_error (error);
+  adamw = mixprec_registry_find_feature (mixprec_registry_get_default (), MIXPREC_FEATURE_KIND_OPTIMIZER,
+                                         "adamw", "cpu", &error);
+  g_assert_no_error (error);
+  hparams = g_new (gdouble, mixprec_feature_get_n_hparams (adamw));
+  for (guint i = 0; i < mixprec_feature_get_n_hparams (adamw); i++)
+    hparams[i] = mixprec_feature_get_hparam_default (adamw, i);
+  hparams[mixprec_feature_find_hparam (adamw, "lr")] = LR;
+  hparams[mixprec_feature_find_hparam (adamw, "weight_decay")] = WEIGHT_DECAY;
+
+  for (guint p = 0; p < N_PARAMS; p++)
+    {
+      g_autofree gchar *name = g_strdup_printf ("layer%u.weight", p);
+      guint64 numel = shapes[p][0] * shapes[p][1];
+
+      ext_working[p] = g_new (guint16, numel);
+      ext_grad[p] = g_new0 (guint16, numel);
+      for (guint64 i = 0; i < numel; i++)
+        ext_working[p][i] = to_bf16 ((gfloat) g_rand_double_range (rand, -1, 1));
+      if (external)
+        params[p] = mixprec_engine_register_external (engine, name, shapes[p], 2, "Linear",
+                                                      ext_working[p], ext_grad[p], &error);
+      else
+        {
+          g_autoptr(GBytes) init = g_bytes_new (ext_working[p], numel * sizeof (guint16));
+
+          params[p] = mixprec_engine_register_param (engine, name, shapes[p], 2, "Linear",
+                                                     MIXPREC_DTYPE_BFLOAT16, init, &error);
+        }
+      g_assert_no_error (error);
+    }
+  g_assert_true (mixprec_engine_prepare (engine, &error));
+  g_assert_no_error (error);
+  repr = &engine->repr;
+  g_assert_cmpuint (repr->block_size, ==, block);
+  g_assert_cmpuint (engine->groups->len, ==, 1);
+  g = g_ptr_array_index (engine->groups, 0);
+  g_assert_cmpuint (g->units->len, ==, G_N_ELEMENTS (unit_first) - 1);
+
+  {
+    /* The reference: per unit, the working copies, gradients, state
+     * codes, scales and extras, contiguous. */
+    guint64 total = 0;
+    g_autofree guint16 *work = NULL, *extra = NULL;
+    g_autofree gfloat *grad = NULL;
+    guint8 *codes[2];
+    gfloat *scales[2];
+    guint64 blocks = 0;
+
+    /* Each unit padded to an even count with a zero element, which an
+     * INT4 call needs (the engine adds the same). */
+    guint64 param_at[N_PARAMS];
+
+    for (guint k = 0; k + 1 < G_N_ELEMENTS (unit_first); k++)
+      {
+        guint64 n = 0;
+
+        for (guint p = unit_first[k]; p < unit_first[k + 1]; p++)
+          {
+            param_at[p] = total + n;
+            n += shapes[p][0] * shapes[p][1];
+          }
+        blocks += (n + block - 1) / block;
+        total += n + n % 2;
+      }
+    work = g_new0 (guint16, total);
+    extra = g_new0 (guint16, total);
+    grad = g_new0 (gfloat, total);
+    for (guint j = 0; j < 2; j++)
+      {
+        codes[j] = g_malloc0 (blocks * block * 4);
+        scales[j] = g_new0 (gfloat, blocks);
+      }
+    for (guint p = 0; p < N_PARAMS; p++)
+      memcpy (work + param_at[p], ext_working[p], shapes[p][0] * shapes[p][1] * sizeof (guint16));
+
+    for (guint step = 1; step <= 3; step++)
+      {
+        g_autoptr(MixprecStepResult) r = NULL;
+        guint64 at = 0, block_at = 0;
+
+        for (guint p = 0; p < N_PARAMS; p++)
+          {
+            guint16 *gd = mixprec_param_get_grad_data (params[p]);
+
+            for (guint64 i = 0; i < shapes[p][0] * shapes[p][1]; i++)
+              {
+                gd[i] = to_bf16 ((gfloat) g_rand_double_range (rand, -0.05, 0.05));
+                grad[param_at[p] + i] = bf16_value (gd[i]);
+              }
+          }
+        g_assert_true (mixprec_engine_backward_done (engine, &error));
+        r = mixprec_engine_step (engine, &error);
+        g_assert_no_error (error);
+        g_assert_true (r->applied);
+
+        at = 0;
+        for (guint k = 0; k + 1 < G_N_ELEMENTS (unit_first); k++)
+          {
+            MixprecOptimizerStepV3 args = { 0 };
+            guint64 n = 0;
+            gpointer states[2];
+            gfloat *sc[2];
+
+            for (guint p = unit_first[k]; p < unit_first[k + 1]; p++)
+              n += shapes[p][0] * shapes[p][1];
+            for (guint j = 0; j < 2; j++)
+              {
+                states[j] = codes[j] + _mixprec_engine_format_bytes (repr->slots[j], block_at * block);
+                sc[j] = scales[j] + block_at;
+              }
+            args.v2.base.step = step;
+            args.v2.base.lr = LR;
+            args.v2.base.grad_factor = (gfloat) (1.0 / (r->loss_scale * r->clip_coef));
+            args.v2.base.grad_dtype = MIXPREC_PLUGIN_DTYPE_FLOAT32;
+            args.v2.base.working_dtype = MIXPREC_PLUGIN_DTYPE_BFLOAT16;
+            args.v2.base.rounding = MIXPREC_PLUGIN_ROUNDING_NEAREST_EVEN;
+            args.v2.base.first_index = at;
+            args.v2.state_rounding = MIXPREC_PLUGIN_ROUNDING_NEAREST_EVEN;
+            args.state_formats = repr->slots;
+            args.state_scales = sc;
+            args.block_size = block;
+            args.master_format = _mixprec_engine_master_format (repr, &g->dtypes);
+            args.master_extra = args.master_format != MIXPREC_PLUGIN_MASTER_FLOAT32 ? extra + at : NULL;
+            g_assert_true (_mixprec_feature_optimizer_step_v3 (adamw, &args, hparams, NULL, grad + at,
+                                                               states, work + at, n + n % 2, &error));
+            g_assert_no_error (error);
+            at += n + n % 2;
+            block_at += (n + block - 1) / block;
+          }
+
+        /* The engine's bits, element by element. */
+        for (guint p = 0; p < N_PARAMS; p++)
+          {
+            g_autoptr(GBytes) w = mixprec_param_get_working (params[p], MIXPREC_DTYPE_BFLOAT16, &error);
+
+            g_assert_no_error (error);
+            assert_bytes_equal (w, work + param_at[p], shapes[p][0] * shapes[p][1] * sizeof (guint16));
+          }
+        block_at = 0;
+        for (guint k = 0; k < g->units->len; k++)
+          {
+            const Unit *u = &g_array_index (g->units, Unit, k);
+
+            for (guint64 e = 0; e < u->numel; e++)
+              {
+                gfloat *m;
+                gpointer wp;
+                guint64 state_at;
+
+                for (guint j = 0; j < 2; j++)
+                  {
+                    guint64 idx = _mixprec_engine_state_index (engine, g, u, e, j);
+                    guint64 ref = (block_at + e / block) * block + e % block;
+                    const guint8 *mine = g->states[j];
+
+                    if (repr->slots[j] == MIXPREC_PLUGIN_STATE_INT4_DYNAMIC)
+                      g_assert_cmpuint ((mine[idx / 2] >> (4 * (idx & 1))) & 0xf, ==,
+                                        (codes[j][ref / 2] >> (4 * (ref & 1))) & 0xf);
+                    else
+                      {
+                        gsize size = _mixprec_engine_format_bytes (repr->slots[j], 1);
+
+                        g_assert_cmpmem (mine + idx * size, size, codes[j] + ref * size, size);
+                      }
+                    if (e % block == 0)
+                      g_assert_cmpmem (&g->state_scales[j][_mixprec_engine_scale_at (engine, g, u, e)], 4,
+                                       &scales[j][block_at + e / block], 4);
+                  }
+                _mixprec_engine_values_at (engine, g, u, e, &m, &state_at, &wp);
+                if (g->master_extra != NULL)
+                  g_assert_cmpuint (((guint16 *) g->master_extra)[state_at], ==,
+                                    extra[param_at[unit_first[k]] + e]);
+              }
+            block_at += (u->numel + block - 1) / block;
+          }
+      }
+    for (guint j = 0; j < 2; j++)
+      {
+        g_free (codes[j]);
+        g_free (scales[j]);
+      }
+  }
+  for (guint p = 0; p < N_PARAMS; p++)
+    {
+      g_free (ext_working[p]);
+      g_free (ext_grad[p]);
+    }
+}
+
+static void
+test_repr (gconstpointer data)
+{
+  g_auto(GStrv) f = g_strsplit (data, "/", -1);
+
+  check_representation (f[0], f[1], atoi (f[2]), g_str_equal (f[3], "external"));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -590,5 +831,20 @@ main (int argc, char **argv)
   g_test_add_func ("/engine-step/gas4/intake", test_step_gas4_intake);
   g_test_add_func ("/engine-step/gas1/external-intake", test_step_gas1_external_intake);
   g_test_add_func ("/engine-step/gas1/intake-overflow", test_step_intake_overflow);
+  {
+    static const gchar *const reprs[] = {
+      "remainder/int8/256/engine", "remainder/int8/256/external",
+      "kahan/int4/128/engine", "kahan/int4/32/external",
+      "remainder/fp8_e4m3_scaled/4096/external", "none/fp16_scaled/64/external",
+      "remainder/bf16_scaled/1024/engine", "remainder/int8/32/external",
+    };
+
+    for (guint i = 0; i < G_N_ELEMENTS (reprs); i++)
+      {
+        g_autofree gchar *path = g_strdup_printf ("/engine-step/representation/%s", reprs[i]);
+
+        g_test_add_data_func (path, reprs[i], test_repr);
+      }
+  }
   return g_test_run ();
 }

@@ -800,6 +800,78 @@ test_engine_memory_plan (void)
     }
 }
 
+/* The same agreement for the representations of mixprec.master_weights
+ * and mixprec.optimizer_states on one process (across ranks test-zero
+ * checks every rank): remainders or compensations of 2 bytes, a state
+ * slot laid out in whole blocks per unit (here one unit of 1700 elements:
+ * ceil (1700 / B) blocks), an FP32 scale per block. */
+static void
+test_engine_memory_plan_representations (void)
+{
+  static const struct {
+    const gchar *mixprec;
+    guint block;
+    guint64 extra;          /* bytes of remainders or compensations */
+    const gchar *extra_name;
+    guint64 state;          /* bytes of both slots */
+    guint64 scales;
+  } cases[] = {
+    { "\"master_weights\": \"remainder\", \"optimizer_states\": {\"exp_avg\": \"int8\","
+      " \"exp_avg_sq\": \"int8\", \"block_size\": 256}", 256, 3400, "master remainders",
+      2 * 7 * 256, 2 * 7 * 4 },
+    { "\"master_weights\": \"kahan\", \"optimizer_states\": \"int4\"", 128, 3400, "Kahan compensation",
+      2 * 14 * 128 / 2, 2 * 14 * 4 },
+    { "\"optimizer_states\": {\"exp_avg\": \"fp8_e4m3_scaled\", \"exp_avg_sq\": \"fp32\","
+      " \"block_size\": 4096}", 4096, 0, NULL, 4096 + 1700 * 4, 4 },
+  };
+
+  for (guint c = 0; c < G_N_ELEMENTS (cases); c++)
+    {
+      g_autofree gchar *json = g_strdup_printf ("{\"bf16\": {\"enabled\": true},"
+                                                " \"optimizer\": {\"type\": \"AdamW\"},"
+                                                " \"mixprec\": {%s}}", cases[c].mixprec);
+      g_autoptr(MixprecEngine) e = engine_from_json (json);
+      g_autoptr(GError) error = NULL;
+      g_autoptr(MixprecConfig) config = mixprec_config_new_from_data (json, -1, &error);
+      g_autoptr(GPtrArray) held = NULL;
+      g_autoptr(GPtrArray) planned = NULL;
+      const guint64 sizes[] = { 1500, 200 };
+      g_autofree gfloat *w = g_new0 (gfloat, 300 * 7);
+      guint64 want_extra = 0, want_state = 0, want_scales = 0, masters = 0;
+
+      g_test_message ("%s", json);
+      g_assert_no_error (error);
+      add_param (e, "a", 300, 5, "Linear", w);
+      add_param (e, "b", 100, 2, "Linear", w);
+      held = mixprec_engine_list_buffers (e);
+      planned = mixprec_memory_plan_list_buffers (config, sizes, G_N_ELEMENTS (sizes), 1, 0, &error);
+      g_assert_no_error (error);
+      g_assert_cmpuint (held->len, ==, planned->len);
+      for (guint i = 0; i < held->len; i++)
+        {
+          MixprecMemoryBuffer *h = g_ptr_array_index (held, i);
+          MixprecMemoryBuffer *p = g_ptr_array_index (planned, i);
+
+          g_assert_cmpstr (h->name, ==, p->name);
+          g_assert_cmpuint (h->bytes, ==, p->planned_bytes);
+          g_assert_cmpuint (h->peak_bytes, ==, p->planned_bytes);
+          g_assert_cmpuint (h->planned_bytes, ==, p->planned_bytes);
+          if (cases[c].extra_name != NULL && g_str_equal (h->name, cases[c].extra_name))
+            want_extra = h->bytes;
+          if (g_str_equal (h->name, "optimizer state"))
+            want_state = h->bytes;
+          if (g_str_equal (h->name, "optimizer state scales"))
+            want_scales = h->bytes;
+          if (g_str_equal (h->name, "FP32 master weights"))
+            masters = h->bytes;
+        }
+      g_assert_cmpuint (want_extra, ==, cases[c].extra);
+      g_assert_cmpuint (want_state, ==, cases[c].state);
+      g_assert_cmpuint (want_scales, ==, cases[c].scales);
+      g_assert_cmpuint (masters, ==, cases[c].extra != 0 ? 0 : 1700 * 4);
+    }
+}
+
 /* A gradient handed over with mixprec_param_reduce_grad() is the same
  * gradient as one written with mixprec_param_set_grad(): two engines fed
  * both ways end with the same master weights, bit for bit. */
@@ -1001,6 +1073,7 @@ main (int argc, char **argv)
   g_test_add_func ("/engine/errors", test_engine_errors);
   g_test_add_func ("/engine/unknown-optimizer", test_engine_unknown_optimizer);
   g_test_add_func ("/engine/memory-plan", test_engine_memory_plan);
+  g_test_add_func ("/engine/memory-plan/representations", test_engine_memory_plan_representations);
   g_test_add_func ("/engine/reduce-grad/matches-set-grad", test_engine_reduce_grad_matches_set_grad);
   g_test_add_func ("/engine/reduce-grad/errors", test_engine_reduce_grad_errors);
   return g_test_run ();

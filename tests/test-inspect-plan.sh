@@ -13,7 +13,7 @@ fail=0
 ok () { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fail=1; fi; }
 field () { awk -v k="$1" '$0 ~ "^  " k " " { for (i = 1; i <= NF; i++) if ($i == "bytes") { print $(i - 1); exit } }' "$2"; }
 
-echo "1..18"
+echo "1..22"
 
 # FP32, one process, AdamW: working 4 + gradient 4 + two state slots 8.
 "$inspect" --plan --params 1000 >"$tmp/fp32" 2>&1
@@ -158,4 +158,47 @@ for opt in "--params 1e9" "--world 8" "--gathered 5"; do
   [ $? = 2 ] && grep -q -- "${opt%% *} only applies to --plan" "$tmp/bad" || break
 done
 ok $? "--params, --world and --gathered without --plan are usage errors, not ignored"
+# Issue 26: remainder masters (2 bytes beside the bf16 working copy) and
+# int8 moments with an FP32 scale per 256 elements: 2 + 2 + 2 + 2 + 2 *
+# 4 / 256 bytes per parameter, against DeepSpeed's 16.
+cat >"$tmp/r8.json" <<'JSON'
+{"bf16": {"enabled": true}, "optimizer": {"type": "AdamW"},
+ "mixprec": {"master_weights": "remainder",
+             "optimizer_states": {"exp_avg": "int8", "exp_avg_sq": "int8", "block_size": 256}}}
+JSON
+per_param () { awk '$1 == "total" { t = $2 } END { print t / 1e9 }' "$1"; }
+"$inspect" --plan --params 1000000000 --config "$tmp/r8.json" >"$tmp/r8" 2>&1 &&
+  [ "$(field 'master remainders' "$tmp/r8")" = 2000000000 ] &&
+  [ "$(field 'optimizer state' "$tmp/r8")" = 2000000000 ] &&
+  [ "$(field 'optimizer state scales' "$tmp/r8")" = $((2 * 3906250 * 4)) ] &&
+  [ -z "$(field 'FP32 master weights' "$tmp/r8")" ] &&
+  awk '$1 == "total" { exit !($2 <= 8.6e9 && $NF == "16.00") }' "$tmp/r8"
+ok $? "remainder masters and int8 moments: at most 8.6 bytes per parameter on one process, DeepSpeed 16"
+
+# int4 moments (blocks of 128 by default): half a byte per slot.
+"$inspect" --plan --params 1000000000 --config "$tmp/r8.json" \
+  --set mixprec.optimizer_states='"int4"' >"$tmp/r4" 2>&1 &&
+  [ "$(field 'optimizer state' "$tmp/r4")" = 1000000000 ] &&
+  [ "$(field 'optimizer state scales' "$tmp/r4")" = $((2 * 7812500 * 4)) ] &&
+  [ "$(field total "$tmp/r4")" -lt "$(field total "$tmp/r8")" ]
+ok $? "int4 moments: lower still"
+
+# ZeRO-3 on 8 ranks: every buffer sharded. The FP32 accumulation of the
+# gradient shard costs 0.5 bytes per parameter; accumulating in bf16
+# brings the plan under 1.3.
+"$inspect" --plan --params 1000000000 --world 8 --config "$tmp/r8.json" \
+  --set zero_optimization.stage=3 >"$tmp/r8z3" 2>&1 &&
+  "$inspect" --plan --params 1000000000 --world 8 --config "$tmp/r8.json" \
+  --set zero_optimization.stage=3 --set data_types.grad_accum_dtype='"bf16"' >"$tmp/r8z3b" 2>&1 &&
+  [ "$(field 'master remainders' "$tmp/r8z3")" = $((2 * 1000013824 / 8)) ] &&
+  [ "$(field 'gradient accumulation' "$tmp/r8z3")" = $((4 * 1000013824 / 8)) ] &&
+  [ "$(field 'gradient accumulation' "$tmp/r8z3b")" = $((2 * 1000013824 / 8)) ] &&
+  awk '$1 == "total" { exit !($2 <= 1.5e9 && $NF == "2.00") }' "$tmp/r8z3" &&
+  awk '$1 == "total" { exit !($2 <= 1.3e9) }' "$tmp/r8z3b"
+ok $? "ZeRO-3 on 8 ranks: under 1.5 bytes per parameter, under 1.3 with bf16 accumulation (DeepSpeed 2)"
+
+# Kahan compensation is its own buffer, in the masters' column.
+"$inspect" --plan --params 1000 --config "$tmp/r8.json" --set mixprec.master_weights='"kahan"' >"$tmp/k" 2>&1 &&
+  [ "$(field 'Kahan compensation' "$tmp/k")" = 2000 ] && [ -z "$(field 'master remainders' "$tmp/k")" ]
+ok $? "Kahan compensation: 2 bytes per parameter"
 exit $fail

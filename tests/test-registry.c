@@ -1171,6 +1171,59 @@ test_registry_v3_step_compat (void)
   g_assert_false (_mixprec_feature_check_representation (v1, MIXPREC_PLUGIN_MASTER_FLOAT32,
                                                          formats, 2, &error));
   g_assert_nonnull (strstr (error->message, "keeps 1 state slots, not 2"));
+  g_clear_error (&error);
+
+  /* Revision 2: bfloat16 state through the shim, with its own argument
+   * block (the plugin insists on exactly a MixprecOptimizerStepV2), the
+   * same bits as its own call; int8 refused naming revision 2. */
+  {
+    g_autoptr(MixprecFeature) v2 =
+      mixprec_registry_find_feature (registry, MIXPREC_FEATURE_KIND_OPTIMIZER, "sgdv2", "cpu", &error);
+    guint16 narrow2[N], narrow3[N];
+    gpointer nstates2[1] = { narrow2 }, nstates3[1] = { narrow3 };
+    const MixprecPluginDType bf16[1] = { MIXPREC_PLUGIN_DTYPE_BFLOAT16 };
+    const gdouble h2[2] = { 0.05, 0.9 };
+
+    g_assert_no_error (error);
+    g_assert_cmpuint (mixprec_feature_get_abi_revision (v2), ==, 2);
+    g_assert_cmpuint (mixprec_feature_get_state_format_mask (v2), ==,
+                      (1u << MIXPREC_PLUGIN_STATE_FLOAT32) | (1u << MIXPREC_PLUGIN_STATE_BFLOAT16));
+    g_assert_cmpuint (mixprec_feature_get_master_format_mask (v2), ==, 1u << MIXPREC_PLUGIN_MASTER_FLOAT32);
+    memset (narrow2, 0, sizeof narrow2);
+    memset (narrow3, 0, sizeof narrow3);
+    for (guint i = 0; i < N; i++)
+      master1[i] = master3[i] = (gfloat) sin (i * 0.3) * 2;
+    for (guint64 t = 1; t <= 3; t++)
+      {
+        MixprecOptimizerStepV2 a2 = { 0 };
+        MixprecOptimizerStepV3 a3 = { 0 };
+
+        for (guint i = 0; i < N; i++)
+          grad[i] = (gfloat) cos (i * 1.1 + t);
+        a2.base.step = t;
+        a2.base.lr = 0.05;
+        a2.base.grad_dtype = MIXPREC_PLUGIN_DTYPE_FLOAT32;
+        a2.state_dtypes = bf16;
+        a3.v2 = a2;
+        a3.v2.state_dtypes = NULL;
+        formats[0] = MIXPREC_PLUGIN_STATE_BFLOAT16;
+        a3.state_formats = formats;
+        g_assert_true (_mixprec_feature_optimizer_step_v2 (v2, &a2, h2, master1, grad, nstates2, NULL, N, &error));
+        g_assert_no_error (error);
+        g_assert_true (_mixprec_feature_optimizer_step_v3 (v2, &a3, h2, master3, grad, nstates3, NULL, N, &error));
+        g_assert_no_error (error);
+        g_assert_cmpmem (master1, sizeof master1, master3, sizeof master3);
+        g_assert_cmpmem (narrow2, sizeof narrow2, narrow3, sizeof narrow3);
+      }
+    formats[0] = MIXPREC_PLUGIN_STATE_INT8_DYNAMIC;
+    g_assert_false (_mixprec_feature_check_representation (v2, MIXPREC_PLUGIN_MASTER_FLOAT32,
+                                                           formats, 1, &error));
+    g_assert_nonnull (strstr (error->message, "plugin test-optim-v2, optimizer ABI revision 2"));
+    g_assert_nonnull (strstr (error->message, "block-wise dynamic int8"));
+    g_clear_error (&error);
+    g_assert_false (_mixprec_feature_check_representation (v2, MIXPREC_PLUGIN_MASTER_KAHAN, NULL, 0, &error));
+    g_assert_nonnull (strstr (error->message, "a Kahan master"));
+  }
 }
 
 static void

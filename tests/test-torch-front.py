@@ -5,7 +5,9 @@
 # (gradients as GLib.Bytes, weights read back as copies) ends; its
 # parameters are the engine's working copies; fp32_modules keeps a
 # LayerNorm in FP32 by class name; the loss is scaled and an overflow
-# skipped; a checkpoint round trip resumes the same run. Prints TAP.
+# skipped; a checkpoint round trip resumes the same run; mixprec.master_weights
+# "remainder" trains as FP32 masters do, and int8 moments through the same
+# keys. Prints TAP.
 import ctypes
 import json
 import math
@@ -269,6 +271,38 @@ with tempfile.TemporaryDirectory() as tmp:
         tail2.append(loss.item())
     check("the resumed run repeats the uninterrupted one bit for bit",
           tail == tail2 and r.step == 6, (tail, tail2, r.step))
+
+# ---- mixprec.master_weights and mixprec.optimizer_states through the front
+# Remainder masters keep the FP32 master exactly: with FP32 moments the run
+# is the FP32-master run, working copies and losses bit for bit (the
+# working copy differs only where the master lies exactly halfway between
+# two bf16 values, ties away from zero; none here). int8 moments take the
+# same keys and still train.
+batches = data(4)
+fp32_engine, fp32_model, fp32_losses, _ = train_front(config("bf16"), batches, 1)
+rem_engine, rem_model, rem_losses, _ = train_front(
+    config("bf16", mixprec={"master_weights": "remainder"}), batches, 1)
+check("master_weights remainder through the front: the FP32-master run, bit for bit",
+      rem_losses == fp32_losses and
+      all(raw(a) == raw(b) for a, b in zip(fp32_model.parameters(), rem_model.parameters())),
+      (rem_losses, fp32_losses))
+cfg = rem_engine.engine.get_config()
+numel = sum(p.numel() for p in rem_model.parameters())
+check("the front's engine keeps 2 bytes of remainder per parameter for the 4 of an FP32 master",
+      cfg.get_master_weights() == Mixprec.MasterWeights.REMAINDER and
+      rem_engine.engine.get_memory_report().masters == 2 * numel and
+      fp32_engine.engine.get_memory_report().masters == 4 * numel,
+      (rem_engine.engine.get_memory_report().masters, numel))
+q_engine, q_model, q_losses, _ = train_front(
+    config("bf16", mixprec={"master_weights": "remainder",
+                            "optimizer_states": {"exp_avg": "int8", "exp_avg_sq": "int8",
+                                                 "block_size": 256}}), data(8), 1)
+cfg = q_engine.engine.get_config()
+state = q_engine.engine.get_memory_report().optimizer_state
+check("int8 moments through the front: the keys reach the engine, a byte per moment (each unit in whole blocks of 256), less than bf16 moments, and the loss falls",
+      cfg.get_optimizer_state_format("exp_avg") == Mixprec.StateFormat.INT8 and
+      cfg.get_optimizer_state_block_size() == 256 and 2 * numel <= state < 4 * numel and
+      all(math.isfinite(v) for v in q_losses) and q_losses[-1] < q_losses[0], (q_losses, state))
 
 # ---- errors
 try:

@@ -203,6 +203,7 @@ mixprec_sources += \
 	libmixprec/mixprec-checkpoint-private.h \
 	libmixprec/mixprec-checkpoint.c \
 	libmixprec/mixprec-checkpoint-manifest.c \
+	libmixprec/mixprec-checkpoint-repr.c \
 	libmixprec/mixprec-checkpoint-fs.c \
 	libmixprec/mixprec-checkpoint-save.c \
 	libmixprec/mixprec-checkpoint-load.c \

@@ -44,6 +44,9 @@ write_range (int                        fd,
 
       if (sh->master != NULL)
         memcpy (stage, sh->master + at, count * sizeof (gfloat));
+      else if (sh->master_format != MIXPREC_PLUGIN_MASTER_FLOAT32)
+        _mixprec_checkpoint_split_master_f32 (sh->master_format, (const guint16 *) sh->working + at,
+                                              (const guint16 *) sh->master_extra + at, count, stage);
       else if (!mixprec_convert_array (sh->working_dtype, (const guint8 *) sh->working + at * wsize,
                                        MIXPREC_DTYPE_FLOAT32, stage, count,
                                        MIXPREC_ROUNDING_NEAREST_EVEN, 0, 0, error))

@@ -278,6 +278,29 @@ _mixprec_manifest_to_json (const _MixprecManifest *m)
     }
   json_builder_end_object (b);
 
+  if (m->repr.present)
+    {
+      json_builder_set_member_name (b, "representation");
+      json_builder_begin_object (b);
+      json_builder_set_member_name (b, "block_size");
+      json_builder_add_int_value (b, m->repr.block_size);
+      json_builder_set_member_name (b, "state_slots");
+      json_builder_begin_object (b);
+      for (guint s = 0; m->state_names[s] != NULL; s++)
+        {
+          json_builder_set_member_name (b, m->state_names[s]);
+          json_builder_add_string_value (b, _mixprec_checkpoint_state_format_name (m->repr.states[s]));
+        }
+      json_builder_end_object (b);
+      json_builder_set_member_name (b, "signed_slots");
+      json_builder_begin_array (b);
+      for (guint s = 0; m->state_names[s] != NULL; s++)
+        if (m->repr.state_signed[s])
+          json_builder_add_string_value (b, m->state_names[s]);
+      json_builder_end_array (b);
+      json_builder_end_object (b);
+    }
+
   json_builder_set_member_name (b, "params");
   json_builder_begin_array (b);
   for (guint i = 0; i < m->params->len; i++)
@@ -296,6 +319,11 @@ _mixprec_manifest_to_json (const _MixprecManifest *m)
       json_builder_add_int_value (b, (gint64) p->numel);
       json_builder_set_member_name (b, "module_type");
       json_builder_add_string_value (b, p->module_type);
+      if (m->repr.present)
+        {
+          json_builder_set_member_name (b, "master");
+          json_builder_add_string_value (b, _mixprec_checkpoint_master_format_name (p->master_format));
+        }
       json_builder_set_member_name (b, "pieces");
       json_builder_begin_array (b);
       for (guint k = 0; k < p->pieces->len; k++)
@@ -517,6 +545,65 @@ check_one_file_per_rank (Reader                 *r,
   return TRUE;
 }
 
+/* "representation": required by format_version 2, refused by 1 (whose
+ * readers would ignore it and misread the tensors). */
+static gboolean
+parse_representation (Reader           *r,
+                      _MixprecManifest *m,
+                      JsonObject       *root)
+{
+  JsonObject *repr, *slots;
+  JsonArray *signed_slots;
+  guint n = g_strv_length (m->state_names);
+  gboolean scaled = FALSE;
+  guint64 value;
+
+  if (m->format_version == MIXPREC_CHECKPOINT_FORMAT_VERSION)
+    {
+      if (json_object_has_member (root, "representation"))
+        return bad (r, "", "representation", "needs format_version 2");
+      return TRUE;
+    }
+  if ((repr = get_object (r, root, "", "representation")) == NULL ||
+      (slots = get_object (r, repr, "representation", "state_slots")) == NULL ||
+      (signed_slots = get_array (r, repr, "representation", "signed_slots")) == NULL ||
+      !get_uint (r, repr, "representation", "block_size", 4096, &value))
+    return FALSE;
+  m->repr.present = TRUE;
+  m->repr.block_size = (guint) value;
+  if (json_object_get_size (slots) != n)
+    return bad (r, "representation", "state_slots", "must name each of optimizer.state_slots once");
+  for (guint s = 0; s < n; s++)
+    {
+      g_autofree gchar *format = NULL;
+
+      if (!get_string (r, slots, "representation.state_slots", m->state_names[s], &format))
+        return FALSE;
+      if (!_mixprec_checkpoint_state_format_parse (format, &m->repr.states[s]))
+        return bad (r, "representation.state_slots", m->state_names[s],
+                    "is not a state format (fp32, bf16, fp16_scaled, bf16_scaled, "
+                    "fp8_e4m3_scaled, int8, int4)");
+      scaled = scaled || _mixprec_checkpoint_state_is_scaled (m->repr.states[s]);
+    }
+  for (guint i = 0; i < json_array_get_length (signed_slots); i++)
+    {
+      JsonNode *e = json_array_get_element (signed_slots, i);
+      guint s;
+
+      if (!JSON_NODE_HOLDS_VALUE (e) || json_node_get_value_type (e) != G_TYPE_STRING)
+        return bad (r, "representation", "signed_slots", "must hold slot names");
+      for (s = 0; s < n && !g_str_equal (m->state_names[s], json_node_get_string (e)); s++)
+        ;
+      if (s == n || m->repr.state_signed[s])
+        return bad (r, "representation", "signed_slots", "must name distinct state slots");
+      m->repr.state_signed[s] = TRUE;
+    }
+  if (scaled ? (value < 32 || (value & (value - 1)) != 0) : value != 0)
+    return bad (r, "representation", "block_size",
+                "must be a power of two from 32 to 4096 when a slot is scaled, else 0");
+  return TRUE;
+}
+
 static gboolean
 parse_files (Reader           *r,
              _MixprecManifest *m,
@@ -578,6 +665,19 @@ parse_param (Reader           *r,
     return FALSE;
   if (*p->name == '\0')
     return bad (r, where, "name", "must not be empty");
+  /* How its master is kept: declared per parameter, as parameters kept in
+   * FP32 are their own masters whatever the others use. */
+  if (m->repr.present)
+    {
+      g_autofree gchar *master = NULL;
+
+      if (!get_string (r, o, where, "master", &master))
+        return FALSE;
+      if (!_mixprec_checkpoint_master_format_parse (master, &p->master_format))
+        return bad (r, where, "master", "must be \"fp32\", \"remainder\" or \"kahan\"");
+    }
+  else if (json_object_has_member (o, "master"))
+    return bad (r, where, "master", "needs format_version 2");
   if (g_hash_table_contains (m->param_index, p->name))
     return bad (r, where, "name", "names a parameter listed twice");
   g_hash_table_insert (m->param_index, p->name, p);
@@ -650,13 +750,13 @@ parse_root (Reader           *r,
    * renamed them, and "too new" is the useful message then. */
   if (!get_uint (r, root, "", "format_version", G_MAXINT64, &value))
     return FALSE;
-  if (value != MIXPREC_CHECKPOINT_FORMAT_VERSION)
+  if (value != MIXPREC_CHECKPOINT_FORMAT_VERSION && value != _MIXPREC_CHECKPOINT_FORMAT_VERSION_REPR)
     {
       g_set_error (r->error, MIXPREC_CHECKPOINT_ERROR, MIXPREC_CHECKPOINT_ERROR_VERSION,
                    "%s: format_version %" G_GUINT64_FORMAT " is not one this libmixprec (%s) "
-                   "reads (%d)%s", r->file, value, MIXPREC_VERSION_S,
-                   MIXPREC_CHECKPOINT_FORMAT_VERSION,
-                   value > MIXPREC_CHECKPOINT_FORMAT_VERSION
+                   "reads (%d or %d)%s", r->file, value, MIXPREC_VERSION_S,
+                   MIXPREC_CHECKPOINT_FORMAT_VERSION, _MIXPREC_CHECKPOINT_FORMAT_VERSION_REPR,
+                   value > _MIXPREC_CHECKPOINT_FORMAT_VERSION_REPR
                      ? "; it was written by a newer libmixprec: load it with that" : "");
       return FALSE;
     }
@@ -764,6 +864,8 @@ parse_root (Reader           *r,
       m->state_names[i] = g_strdup (json_node_get_string (s));
     }
 
+  if (!parse_representation (r, m, root))
+    return FALSE;
   if (!parse_files (r, m, root, file_index))
     return FALSE;
   if ((params = get_array (r, root, "", "params")) == NULL)

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "mixprec.h"
+#include "mixprec-plugin-abi.h"
 #include "mixprec-safetensors-private.h"
 
 G_BEGIN_DECLS
@@ -37,6 +38,7 @@ typedef struct
   guint    n_dims;
   guint64  numel;
   gchar   *module_type;
+  MixprecPluginMasterFormat master_format;  /* "master" (format_version 2), else FLOAT32 */
   GArray  *pieces;           /* _MixprecManifestPiece, sorted by begin, covering [0, numel) */
 } _MixprecManifestParam;
 
@@ -47,6 +49,25 @@ typedef struct
   guint64 size;
   gchar  *sha256;            /* 64 lowercase hex digits */
 } _MixprecManifestFile;
+
+/* Checkpoints that keep a representation other than FP32 masters and
+ * FP32 or BF16 state declare it in the manifest's "representation" and
+ * carry this format_version; all others stay at
+ * MIXPREC_CHECKPOINT_FORMAT_VERSION, byte for byte what earlier releases
+ * wrote. */
+#define _MIXPREC_CHECKPOINT_FORMAT_VERSION_REPR 2
+
+/* The manifest's "representation": how each state slot is stored (see
+ * mixprec-checkpoint-repr.c); each parameter then also says how its
+ * master is. Absent (present FALSE): FP32 masters, and each slot FP32 or
+ * BF16 as its tensors' dtype says. */
+typedef struct
+{
+  gboolean present;
+  MixprecPluginStateFormat states[16];   /* in state_names' order */
+  gboolean state_signed[16];
+  guint block_size;          /* elements per scale block; 0 when no slot is scaled */
+} _MixprecManifestRepr;
 
 typedef struct
 {
@@ -74,6 +95,7 @@ typedef struct
   GPtrArray *params;         /* _MixprecManifestParam, registration order */
   GHashTable *param_index;   /* name -> param */
   GPtrArray *files;          /* _MixprecManifestFile */
+  _MixprecManifestRepr repr;
 } _MixprecManifest;
 
 void      _mixprec_manifest_init   (_MixprecManifest *m);
@@ -128,6 +150,93 @@ const _MixprecSafetensorsTensor *
                                             const gchar                 *slot,
                                             _MixprecSafetensors        **shard,
                                             GError                     **error);
+
+/* ---------------------------------------------------------------- representations
+ * (mixprec-checkpoint-repr.c) */
+
+const gchar *_mixprec_checkpoint_master_format_name (MixprecPluginMasterFormat format);
+gboolean     _mixprec_checkpoint_master_format_parse (const gchar               *name,
+                                                      MixprecPluginMasterFormat *format);
+const gchar *_mixprec_checkpoint_state_format_name  (MixprecPluginStateFormat format);
+gboolean     _mixprec_checkpoint_state_format_parse (const gchar              *name,
+                                                     MixprecPluginStateFormat *format);
+/* The safetensors dtype and element count of @n elements stored in @format. */
+const gchar *_mixprec_checkpoint_state_st_dtype     (MixprecPluginStateFormat format);
+guint64      _mixprec_checkpoint_state_stored       (MixprecPluginStateFormat format,
+                                                     guint64                  n);
+gboolean     _mixprec_checkpoint_state_is_scaled    (MixprecPluginStateFormat format);
+/* Blocks of @block_size touched by @n elements whose first is element
+ * @phase of its block. */
+guint64      _mixprec_checkpoint_n_blocks           (guint64 phase,
+                                                     guint64 n,
+                                                     guint   block_size);
+/* Names of a piece's extra tensors and metadata. */
+#define _MIXPREC_CHECKPOINT_REMAINDER "master/remainder"
+#define _MIXPREC_CHECKPOINT_COMPENSATION "master/compensation"
+gchar       *_mixprec_checkpoint_scales_name        (const gchar *slot);
+gchar       *_mixprec_checkpoint_phase_key          (const gchar *param);
+
+/* Nibble @i of packed int4 codes at @base (the even one low). */
+guint        _mixprec_checkpoint_load_nibble        (gconstpointer base,
+                                                     guint64       i);
+/* The representation of an engine's shards (_MixprecEngineShard), and the
+ * format_version a checkpoint of them carries. */
+void         _mixprec_checkpoint_shards_repr        (GArray               *shards,
+                                                     _MixprecManifestRepr *repr);
+guint        _mixprec_checkpoint_shards_version     (GArray *shards);
+
+/* The FP32 values of @n masters kept as a bfloat16 working copy and a
+ * REMAINDER or KAHAN second half: joined exactly, or working +
+ * compensation added in FP32. */
+void         _mixprec_checkpoint_split_master_f32   (MixprecPluginMasterFormat format,
+                                                     const guint16            *working,
+                                                     const guint16            *extra,
+                                                     guint64                   n,
+                                                     gfloat                   *out);
+
+/* The format of @slot ("master" included) as @m stores it; for a slot of
+ * a manifest without representation, from the tensor's dtype. */
+MixprecPluginStateFormat
+             _mixprec_checkpoint_slot_format        (const _MixprecManifest         *m,
+                                                     guint                           slot,
+                                                     const _MixprecSafetensorsTensor *t);
+
+/* Checks every tensor and metadata key of @piece that a load reads:
+ * master, remainder or compensation, each slot (unless @weights_only) and
+ * its scales, and the block phase. */
+gboolean     _mixprec_checkpoint_check_piece        (MixprecCheckpoint           *self,
+                                                     const _MixprecManifestParam *param,
+                                                     const _MixprecManifestPiece *piece,
+                                                     gboolean                     weights_only,
+                                                     GError                     **error);
+/* Element @piece->begin's position in its scale block. */
+gboolean     _mixprec_checkpoint_piece_phase        (MixprecCheckpoint           *self,
+                                                     const _MixprecManifestParam *param,
+                                                     const _MixprecManifestPiece *piece,
+                                                     guint64                     *phase,
+                                                     GError                     **error);
+/* Elements [first, first + count) of @piece (piece-relative) of @slot
+ * ("master" or a state slot index's name) decoded to FP32: the exact
+ * value of every stored representation (see mixprec-checkpoint-repr.c). */
+gboolean     _mixprec_checkpoint_read_piece         (MixprecCheckpoint           *self,
+                                                     const _MixprecManifestParam *param,
+                                                     const _MixprecManifestPiece *piece,
+                                                     const gchar                 *slot,
+                                                     guint64                      first,
+                                                     guint64                      count,
+                                                     gfloat                      *dest,
+                                                     GError                     **error);
+/* Raw stored bytes of a piece's tensor @suffix: elements
+ * [first, first + count) of it (int4: codes, see the ranges in bytes). */
+const _MixprecSafetensorsTensor *
+             _mixprec_checkpoint_piece_tensor_as    (MixprecCheckpoint           *self,
+                                                     const _MixprecManifestParam *param,
+                                                     const _MixprecManifestPiece *piece,
+                                                     const gchar                 *suffix,
+                                                     const gchar                 *dtype,
+                                                     guint64                      length,
+                                                     _MixprecSafetensors        **shard,
+                                                     GError                     **error);
 
 /* The safetensors metadata both FP32 exports carry, so that exporting an
  * engine and exporting its checkpoint give the same bytes. */

@@ -63,17 +63,173 @@ shard_name (guint rank)
   return g_strdup_printf (_MIXPREC_CHECKPOINT_SHARD_FORMAT, rank);
 }
 
+/* Stored bytes handed to the writer: codes as the engine keeps them,
+ * made little-endian and, for int4, packed from the piece's first element. */
+typedef enum { RAW_BYTES, RAW_U16, RAW_INT4 } RawKind;
+
+typedef struct
+{
+  const guint8 *data;
+  RawKind       kind;
+  guint         code_phase;  /* RAW_INT4: nibble of the first element */
+  guint64       n;           /* RAW_INT4: elements */
+} Raw;
+
+static gboolean
+fill_raw (gpointer   user_data,
+          guint64    offset,
+          gsize      n_bytes,
+          guint8    *dest,
+          GError   **error)
+{
+  const Raw *raw = user_data;
+
+  switch (raw->kind)
+    {
+    case RAW_BYTES:
+      memcpy (dest, raw->data + offset, n_bytes);
+      break;
+    case RAW_U16:
+      for (gsize i = 0; i < n_bytes; i += 2)
+        {
+          guint16 v;
+
+          memcpy (&v, raw->data + offset + i, 2);
+          v = GUINT16_TO_LE (v);
+          memcpy (dest + i, &v, 2);
+        }
+      break;
+    case RAW_INT4:
+      for (gsize i = 0; i < n_bytes; i++)
+        {
+          guint64 e = (offset + i) * 2;
+          guint8 b = 0;
+
+          for (guint h = 0; h < 2 && e + h < raw->n; h++)
+            b |= (guint8) (_mixprec_checkpoint_load_nibble (raw->data, raw->code_phase + e + h) << (4 * h));
+          dest[i] = b;
+        }
+      break;
+    }
+  return TRUE;
+}
+
+static gboolean
+add_raw (_MixprecSafetensorsWriter *w,
+         GPtrArray                 *keep,
+         const gchar               *tensor,
+         const gchar               *dtype,
+         guint64                    length,
+         RawKind                    kind,
+         gconstpointer              data,
+         guint                      code_phase,
+         guint64                    n,
+         GError                   **error)
+{
+  Raw *raw = g_new0 (Raw, 1);
+
+  raw->data = data;
+  raw->kind = kind;
+  raw->code_phase = code_phase;
+  raw->n = n;
+  g_ptr_array_add (keep, raw);
+  return _mixprec_safetensors_writer_add_filled (w, tensor, dtype, &length, 1, fill_raw, raw, error);
+}
+
+/* One state slot of @sh as the engine keeps it, and its block scales. */
+static gboolean
+add_state (_MixprecSafetensorsWriter *w,
+           GPtrArray                 *keep,
+           const _MixprecEngineShard *sh,
+           guint                      k,
+           const gchar               *tensor,
+           GError                   **error)
+{
+  MixprecPluginStateFormat format = sh->state_formats[k];
+  guint64 n = sh->end - sh->begin;
+  const gchar *dtype = _mixprec_checkpoint_state_st_dtype (format);
+  g_autofree gchar *scales = NULL;
+  guint64 nb;
+
+  switch (format)
+    {
+    case MIXPREC_PLUGIN_STATE_FLOAT32:
+      return _mixprec_safetensors_writer_add_array (w, tensor, dtype, &n, 1, MIXPREC_DTYPE_FLOAT32,
+                                                    sh->states[k], error);
+    case MIXPREC_PLUGIN_STATE_BFLOAT16:
+      /* bfloat16 state is saved as it is: widening it would double the
+       * file and add nothing. */
+      return _mixprec_safetensors_writer_add_array (w, tensor, dtype, &n, 1, MIXPREC_DTYPE_BFLOAT16,
+                                                    sh->states[k], error);
+    case MIXPREC_PLUGIN_STATE_FLOAT16_SCALED:
+    case MIXPREC_PLUGIN_STATE_BFLOAT16_SCALED:
+      if (!add_raw (w, keep, tensor, dtype, n, RAW_U16, sh->states[k], 0, n, error))
+        return FALSE;
+      break;
+    case MIXPREC_PLUGIN_STATE_FLOAT8_E4M3_SCALED:
+    case MIXPREC_PLUGIN_STATE_INT8_DYNAMIC:
+      if (!add_raw (w, keep, tensor, dtype, n, RAW_BYTES, sh->states[k], 0, n, error))
+        return FALSE;
+      break;
+    case MIXPREC_PLUGIN_STATE_INT4_DYNAMIC:
+    default:
+      if (!add_raw (w, keep, tensor, dtype, _mixprec_checkpoint_state_stored (format, n), RAW_INT4,
+                    sh->states[k], sh->code_phase, n, error))
+        return FALSE;
+      break;
+    }
+  scales = g_strconcat (tensor, "/scales", NULL);
+  nb = _mixprec_checkpoint_n_blocks (sh->block_phase, n, sh->block_size);
+  return _mixprec_safetensors_writer_add_array (w, scales, "F32", &nb, 1, MIXPREC_DTYPE_FLOAT32,
+                                                sh->state_scales[k], error);
+}
+
+/* The master of @sh: FP32 (the working values widened without a master
+ * copy), or the bfloat16 working copy and its second half. */
+static gboolean
+add_master (_MixprecSafetensorsWriter *w,
+            GPtrArray                 *keep,
+            const _MixprecEngineShard *sh,
+            const gchar               *name,
+            GError                   **error)
+{
+  g_autofree gchar *tensor = g_strconcat (name, "/master", NULL);
+  g_autofree gchar *extra = NULL;
+  guint64 n = sh->end - sh->begin;
+
+  if (sh->master_format == MIXPREC_PLUGIN_MASTER_FLOAT32)
+    return _mixprec_safetensors_writer_add_array (w, tensor, "F32", &n, 1,
+                                                  sh->master != NULL ? MIXPREC_DTYPE_FLOAT32
+                                                                     : sh->working_dtype,
+                                                  sh->master != NULL ? (gconstpointer) sh->master
+                                                                     : sh->working,
+                                                  error);
+  if (!_mixprec_safetensors_writer_add_array (w, tensor, "BF16", &n, 1, MIXPREC_DTYPE_BFLOAT16,
+                                              sh->working, error))
+    return FALSE;
+  if (sh->master_format == MIXPREC_PLUGIN_MASTER_REMAINDER)
+    {
+      extra = g_strconcat (name, "/" _MIXPREC_CHECKPOINT_REMAINDER, NULL);
+      return add_raw (w, keep, extra, "I16", n, RAW_U16, sh->master_extra, 0, n, error);
+    }
+  extra = g_strconcat (name, "/" _MIXPREC_CHECKPOINT_COMPENSATION, NULL);
+  return _mixprec_safetensors_writer_add_array (w, extra, "BF16", &n, 1, MIXPREC_DTYPE_BFLOAT16,
+                                                sh->master_extra, error);
+}
+
 static gboolean
 add_shard_tensors (const Save                *s,
                    _MixprecSafetensorsWriter *w,
+                   GPtrArray                 *keep,
                    GError                   **error)
 {
   const gchar * const *slots = mixprec_feature_get_state_names (_mixprec_engine_get_optimizer (s->engine));
   g_autofree gchar *text = NULL;
 
   _mixprec_safetensors_writer_add_metadata (w, "format", _MIXPREC_CHECKPOINT_SHARD_KIND);
-  _mixprec_safetensors_writer_add_metadata (w, "format_version",
-                                            G_STRINGIFY (MIXPREC_CHECKPOINT_FORMAT_VERSION));
+  text = g_strdup_printf ("%u", _mixprec_checkpoint_shards_version (s->shards));
+  _mixprec_safetensors_writer_add_metadata (w, "format_version", text);
+  g_free (text);
   text = g_strdup_printf ("%u", s->rank);
   _mixprec_safetensors_writer_add_metadata (w, "rank", text);
   g_free (text);
@@ -92,7 +248,6 @@ add_shard_tensors (const Save                *s,
       guint64 n = sh->end - sh->begin;
       g_autofree gchar *key = NULL;
       g_autofree gchar *value = NULL;
-      g_autofree gchar *tensor = NULL;
       const guint64 *shape;
       guint n_dims;
 
@@ -107,26 +262,22 @@ add_shard_tensors (const Save                *s,
       key = _mixprec_checkpoint_shape_key (name);
       value = _mixprec_checkpoint_format_shape (shape, n_dims, ",");
       _mixprec_safetensors_writer_add_metadata (w, key, value);
+      if (sh->block_size != 0)
+        {
+          g_free (key);
+          g_free (value);
+          key = _mixprec_checkpoint_phase_key (name);
+          value = g_strdup_printf ("%" G_GUINT64_FORMAT, sh->block_phase);
+          _mixprec_safetensors_writer_add_metadata (w, key, value);
+        }
 
-      /* Without a master copy the working values are the weights; widened
-       * to FP32 exactly. */
-      tensor = g_strconcat (name, "/master", NULL);
-      if (!_mixprec_safetensors_writer_add_array (w, tensor, "F32", &n, 1,
-                                                  sh->master != NULL ? MIXPREC_DTYPE_FLOAT32
-                                                                     : sh->working_dtype,
-                                                  sh->master != NULL ? (gconstpointer) sh->master
-                                                                     : sh->working,
-                                                  error))
+      if (!add_master (w, keep, sh, name, error))
         return FALSE;
       for (guint k = 0; k < sh->n_state_slots && slots != NULL && slots[k] != NULL; k++)
         {
-          g_free (tensor);
-          tensor = g_strconcat (name, "/", slots[k], NULL);
-          /* bfloat16 state is saved as it is: widening it would double
-           * the file and add nothing. */
-          if (!_mixprec_safetensors_writer_add_array (w, tensor,
-                                                      sh->state_dtype == MIXPREC_DTYPE_BFLOAT16 ? "BF16" : "F32",
-                                                      &n, 1, sh->state_dtype, sh->states[k], error))
+          g_autofree gchar *tensor = g_strconcat (name, "/", slots[k], NULL);
+
+          if (!add_state (w, keep, sh, k, tensor, error))
             return FALSE;
         }
     }
@@ -151,6 +302,7 @@ static gboolean
 write_shard (Save    *s,
              GError **error)
 {
+  g_autoptr(GPtrArray) keep = g_ptr_array_new_with_free_func (g_free);
   g_autoptr(_MixprecSafetensorsWriter) w = _mixprec_safetensors_writer_new ();
   g_autoptr(GChecksum) sum = g_checksum_new (G_CHECKSUM_SHA256);
   g_autofree gchar *name = shard_name (s->rank);
@@ -161,7 +313,7 @@ write_shard (Save    *s,
   gboolean ok;
   int fd;
 
-  if (!add_shard_tensors (s, w, error) || !open_save_dirs (s, error))
+  if (!add_shard_tensors (s, w, keep, error) || !open_save_dirs (s, error))
     return FALSE;
   fd = openat (s->tmp_fd, partial_name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
                0644);
@@ -272,7 +424,8 @@ build_manifest (const Save       *s,
   MixprecFeature *optimizer = _mixprec_engine_get_optimizer (s->engine);
   JsonObject *hparams = mixprec_config_get_optimizer_params (config);
 
-  m->format_version = MIXPREC_CHECKPOINT_FORMAT_VERSION;
+  m->format_version = _mixprec_checkpoint_shards_version (s->shards);
+  _mixprec_checkpoint_shards_repr (s->shards, &m->repr);
   m->libmixprec_version = g_strdup (MIXPREC_VERSION_S);
   m->tag = g_strdup (s->tag);
   m->step = s->counters.steps;
@@ -322,6 +475,7 @@ build_manifest (const Save       *s,
       p->shape = g_memdup2 (shape, sizeof (guint64) * MAX (p->n_dims, 1));
       p->numel = mixprec_param_get_numel (param);
       p->module_type = g_strdup (mixprec_param_get_module_type (param));
+      p->master_format = g_array_index (s->shards, _MixprecEngineShard, i).master_format;
       p->pieces = g_array_new (FALSE, FALSE, sizeof (_MixprecManifestPiece));
       g_ptr_array_add (m->params, p);
       g_hash_table_insert (m->param_index, p->name, p);

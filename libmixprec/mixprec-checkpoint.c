@@ -21,7 +21,10 @@
  * its own, `DIR/TAG` (`TAG` is `step-N` by default), and then points
  * `DIR/latest` at it:
  *
- * - `manifest.json`: the format name and `format_version` (1), the
+ * - `manifest.json`: the format name and `format_version` (1; 2 when the
+ *   run kept a remainder or Kahan master or scaled or quantized state,
+ *   which the `representation` key and each parameter's `master` then
+ *   describe), the
  *   libmixprec version, the step counters, the stochastic-rounding seed,
  *   the precision mode and low dtype, the world size and ZeRO stage at save
  *   time, the loss scaler state (GVariant text), the learning-rate schedule
@@ -31,7 +34,10 @@
  *   file); per file its name, size and SHA-256.
  * - `rank-NNNNN.safetensors`, one per rank: for each piece the rank owns,
  *   a tensor `PARAM/master` (the FP32 master weights of that range, 1-D)
- *   and one F32 tensor `PARAM/SLOT` per optimizer state slot. Its
+ *   and one F32 tensor `PARAM/SLOT` per optimizer state slot (in
+ *   format_version 2, each as the engine kept it, with
+ *   `PARAM/master/remainder`, `PARAM/master/compensation` and
+ *   `PARAM/SLOT/scales` beside them; mixprec-checkpoint(5) lists them). Its
  *   `__metadata__` holds `format` ("libmixprec-shard"), `format_version`,
  *   `rank`, `world_size`, `step` and, per parameter, `PARAM/range`
  *   ("begin:end") and `PARAM/shape` ("d0,d1,...").
@@ -781,6 +787,100 @@ find_param (MixprecCheckpoint *self,
 }
 
 /**
+ * mixprec_checkpoint_get_state_format:
+ * @self: a #MixprecCheckpoint
+ * @slot: an optimizer state slot from mixprec_checkpoint_get_state_names()
+ *
+ * Tells how a state slot is stored: "fp32", "bf16", "fp16_scaled",
+ * "bf16_scaled", "fp8_e4m3_scaled", "int8" or "int4", the names of
+ * `mixprec.optimizer_states` in mixprec.json(5). The scaled and quantized
+ * formats keep one FP32 scale per block of
+ * mixprec_checkpoint_get_block_size() elements.
+ *
+ * Returns: (nullable): the format's name, or %NULL when the checkpoint has
+ *   no such slot
+ *
+ * Since: 1.1
+ */
+const gchar *
+mixprec_checkpoint_get_state_format (MixprecCheckpoint *self,
+                                     const gchar       *slot)
+{
+  g_return_val_if_fail (MIXPREC_IS_CHECKPOINT (self), NULL);
+  g_return_val_if_fail (slot != NULL, NULL);
+
+  for (guint s = 0; self->manifest.state_names[s] != NULL; s++)
+    {
+      if (!g_str_equal (self->manifest.state_names[s], slot))
+        continue;
+      if (self->manifest.repr.present)
+        return _mixprec_checkpoint_state_format_name (self->manifest.repr.states[s]);
+      /* Earlier checkpoints say it with the tensors' dtype: FP32, or BF16
+       * for bf16.bf16_optimizer_states. */
+      for (guint i = 0; i < self->manifest.params->len; i++)
+        {
+          const _MixprecManifestParam *p = g_ptr_array_index (self->manifest.params, i);
+          const _MixprecSafetensorsTensor *t;
+          _MixprecSafetensors *st;
+
+          if (p->pieces->len == 0)
+            continue;
+          t = _mixprec_checkpoint_piece_tensor (self, p, &g_array_index (p->pieces, _MixprecManifestPiece, 0),
+                                                slot, &st, NULL);
+          return _mixprec_checkpoint_state_format_name (_mixprec_checkpoint_slot_format (&self->manifest, s, t));
+        }
+      return _mixprec_checkpoint_state_format_name (MIXPREC_PLUGIN_STATE_FLOAT32);
+    }
+  return NULL;
+}
+
+/**
+ * mixprec_checkpoint_get_block_size:
+ * @self: a #MixprecCheckpoint
+ *
+ * Gives the number of elements that share one FP32 scale in the state
+ * slots stored in a scaled or quantized format.
+ *
+ * Returns: elements per scale block, or 0 when no slot is scaled
+ *
+ * Since: 1.1
+ */
+guint
+mixprec_checkpoint_get_block_size (MixprecCheckpoint *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_CHECKPOINT (self), 0);
+  return self->manifest.repr.block_size;
+}
+
+/**
+ * mixprec_checkpoint_get_param_master_format:
+ * @self: a #MixprecCheckpoint
+ * @name: a parameter name
+ *
+ * Tells how a parameter's FP32 master is stored: "fp32", "remainder" (the
+ * bfloat16 working copy and a 16-bit remainder, exactly the FP32 value) or
+ * "kahan" (the bfloat16 working copy and a bfloat16 compensation), the
+ * names of `mixprec.master_weights` in mixprec.json(5).
+ *
+ * Returns: (nullable): the format's name, or %NULL when the checkpoint
+ *   holds no such parameter
+ *
+ * Since: 1.1
+ */
+const gchar *
+mixprec_checkpoint_get_param_master_format (MixprecCheckpoint *self,
+                                            const gchar       *name)
+{
+  const _MixprecManifestParam *p;
+
+  g_return_val_if_fail (MIXPREC_IS_CHECKPOINT (self), NULL);
+  g_return_val_if_fail (name != NULL, NULL);
+
+  p = g_hash_table_lookup (self->manifest.param_index, name);
+  return p != NULL ? _mixprec_checkpoint_master_format_name (p->master_format) : NULL;
+}
+
+/**
  * mixprec_checkpoint_get_param_shape:
  * @self: a #MixprecCheckpoint
  * @name: a parameter name
@@ -1008,6 +1108,7 @@ get_shard (MixprecCheckpoint *self,
   _MixprecSafetensors *st = g_ptr_array_index (self->shards, file);
   const gchar *kind, *version, *rank;
   g_autofree gchar *rank_text = NULL;
+  g_autofree gchar *version_text = g_strdup_printf ("%u", self->manifest.format_version);
 
   if (st != NULL)
     return st;
@@ -1022,13 +1123,13 @@ get_shard (MixprecCheckpoint *self,
   rank = _mixprec_safetensors_get_metadata (st, "rank");
   rank_text = g_strdup_printf ("%u", f->rank);
   if (g_strcmp0 (kind, _MIXPREC_CHECKPOINT_SHARD_KIND) != 0 ||
-      g_strcmp0 (version, G_STRINGIFY (MIXPREC_CHECKPOINT_FORMAT_VERSION)) != 0 ||
+      g_strcmp0 (version, version_text) != 0 ||
       g_strcmp0 (rank, rank_text) != 0)
     {
       g_set_error (error, MIXPREC_CHECKPOINT_ERROR, MIXPREC_CHECKPOINT_ERROR_CORRUPT,
-                   "%s: not the version %d libmixprec shard of rank %u: its metadata says "
+                   "%s: not the version %u libmixprec shard of rank %u: its metadata says "
                    "format '%s', format_version '%s', rank '%s'", path,
-                   MIXPREC_CHECKPOINT_FORMAT_VERSION, f->rank, kind ? kind : "(none)",
+                   self->manifest.format_version, f->rank, kind ? kind : "(none)",
                    version ? version : "(none)", rank ? rank : "(none)");
       _mixprec_safetensors_free (st);
       return NULL;
@@ -1038,12 +1139,14 @@ get_shard (MixprecCheckpoint *self,
 }
 
 const _MixprecSafetensorsTensor *
-_mixprec_checkpoint_piece_tensor (MixprecCheckpoint           *self,
-                                  const _MixprecManifestParam *param,
-                                  const _MixprecManifestPiece *piece,
-                                  const gchar                 *slot,
-                                  _MixprecSafetensors        **shard,
-                                  GError                     **error)
+_mixprec_checkpoint_piece_tensor_as (MixprecCheckpoint           *self,
+                                     const _MixprecManifestParam *param,
+                                     const _MixprecManifestPiece *piece,
+                                     const gchar                 *suffix,
+                                     const gchar                 *dtype,
+                                     guint64                      length,
+                                     _MixprecSafetensors        **shard,
+                                     GError                     **error)
 {
   _MixprecSafetensors *st = get_shard (self, piece->file, error);
   g_autofree gchar *name = NULL;
@@ -1051,11 +1154,11 @@ _mixprec_checkpoint_piece_tensor (MixprecCheckpoint           *self,
   g_autofree gchar *range = NULL;
   const _MixprecSafetensorsTensor *t;
   const gchar *saved_range;
-  gboolean is_master;
+  gboolean dtype_ok;
 
   if (st == NULL)
     return NULL;
-  name = g_strconcat (param->name, "/", slot, NULL);
+  name = g_strconcat (param->name, "/", suffix, NULL);
   range_key = _mixprec_checkpoint_range_key (param->name);
   range = g_strdup_printf ("%" G_GUINT64_FORMAT ":%" G_GUINT64_FORMAT, piece->begin, piece->end);
   saved_range = _mixprec_safetensors_get_metadata (st, range_key);
@@ -1076,22 +1179,54 @@ _mixprec_checkpoint_piece_tensor (MixprecCheckpoint           *self,
                    range, param->name);
       return NULL;
     }
-  /* Masters are FP32; optimizer state also BF16 (bf16.bf16_optimizer_states). */
-  is_master = g_str_has_suffix (name, "/master");
-  if (!(g_str_equal (t->dtype, "F32") || (!is_master && g_str_equal (t->dtype, "BF16"))) ||
-      t->n_dims != 1 || t->shape[0] != piece->end - piece->begin)
+  /* @dtype NULL: FP32, or BF16 for optimizer state saved in bfloat16
+   * (bf16.bf16_optimizer_states) by a checkpoint without representation. */
+  if (dtype != NULL)
+    dtype_ok = g_str_equal (t->dtype, dtype);
+  else
+    dtype_ok = g_str_equal (t->dtype, "F32") ||
+               (!g_str_equal (suffix, "master") && g_str_equal (t->dtype, "BF16"));
+  if (!dtype_ok || t->n_dims != 1 || t->shape[0] != length)
     {
       g_autofree gchar *shape = _mixprec_checkpoint_format_shape (t->shape, t->n_dims, ", ");
 
       g_set_error (error, MIXPREC_CHECKPOINT_ERROR, MIXPREC_CHECKPOINT_ERROR_CORRUPT,
-                   "%s: tensor '%s' is %s of shape [%s]; elements %s must be %s of shape "
+                   "%s: tensor '%s' is %s of shape [%s]; for elements %s it must be %s of shape "
                    "[%" G_GUINT64_FORMAT "]", _mixprec_safetensors_get_path (st), name,
-                   t->dtype, shape, range, is_master ? "F32" : "F32 or BF16",
-                   piece->end - piece->begin);
+                   t->dtype, shape, range,
+                   dtype != NULL ? dtype : g_str_equal (suffix, "master") ? "F32" : "F32 or BF16",
+                   length);
       return NULL;
     }
   *shard = st;
   return t;
+}
+
+const _MixprecSafetensorsTensor *
+_mixprec_checkpoint_piece_tensor (MixprecCheckpoint           *self,
+                                  const _MixprecManifestParam *param,
+                                  const _MixprecManifestPiece *piece,
+                                  const gchar                 *slot,
+                                  _MixprecSafetensors        **shard,
+                                  GError                     **error)
+{
+  const _MixprecManifestRepr *repr = &self->manifest.repr;
+  guint64 n = piece->end - piece->begin;
+  const gchar *dtype = NULL;
+
+  if (repr->present)
+    {
+      if (g_str_equal (slot, "master"))
+        dtype = param->master_format == MIXPREC_PLUGIN_MASTER_FLOAT32 ? "F32" : "BF16";
+      else
+        for (guint s = 0; self->manifest.state_names[s] != NULL; s++)
+          if (g_str_equal (self->manifest.state_names[s], slot))
+            {
+              dtype = _mixprec_checkpoint_state_st_dtype (repr->states[s]);
+              n = _mixprec_checkpoint_state_stored (repr->states[s], n);
+            }
+    }
+  return _mixprec_checkpoint_piece_tensor_as (self, param, piece, slot, dtype, n, shard, error);
 }
 
 /**
@@ -1132,14 +1267,9 @@ mixprec_checkpoint_verify (MixprecCheckpoint *self,
       for (guint k = 0; k < p->pieces->len; k++)
         {
           const _MixprecManifestPiece *piece = &g_array_index (p->pieces, _MixprecManifestPiece, k);
-          _MixprecSafetensors *st;
 
-          if (_mixprec_checkpoint_piece_tensor (self, p, piece, "master", &st, error) == NULL)
+          if (!_mixprec_checkpoint_check_piece (self, p, piece, FALSE, error))
             return FALSE;
-          for (guint s = 0; self->manifest.state_names[s] != NULL; s++)
-            if (_mixprec_checkpoint_piece_tensor (self, p, piece, self->manifest.state_names[s],
-                                                  &st, error) == NULL)
-              return FALSE;
         }
     }
   return TRUE;
@@ -1161,15 +1291,11 @@ read_range (MixprecCheckpoint           *self,
       const _MixprecManifestPiece *piece = &g_array_index (p->pieces, _MixprecManifestPiece, k);
       guint64 lo = MAX (first, piece->begin);
       guint64 hi = MIN (first + count, piece->end);
-      const _MixprecSafetensorsTensor *t;
-      _MixprecSafetensors *st;
 
       if (lo >= hi)
         continue;
-      t = _mixprec_checkpoint_piece_tensor (self, p, piece, slot, &st, error);
-      if (t == NULL ||
-          !_mixprec_safetensors_read_f32 (st, t, lo - piece->begin, hi - lo, dest + (lo - first),
-                                          error))
+      if (!_mixprec_checkpoint_read_piece (self, p, piece, slot, lo - piece->begin, hi - lo,
+                                           dest + (lo - first), error))
         return FALSE;
     }
   return TRUE;
@@ -1182,7 +1308,6 @@ read_whole (MixprecCheckpoint *self,
             GError           **error)
 {
   const _MixprecManifestParam *p = find_param (self, name, error);
-  _MixprecSafetensors *st;
   gfloat *data;
 
   if (p == NULL)
@@ -1190,8 +1315,8 @@ read_whole (MixprecCheckpoint *self,
   /* Every piece's tensor is checked against its file first, so the
    * allocation below is bounded by what is really on disk. */
   for (guint k = 0; k < p->pieces->len; k++)
-    if (_mixprec_checkpoint_piece_tensor (self, p, &g_array_index (p->pieces, _MixprecManifestPiece, k),
-                                          slot, &st, error) == NULL)
+    if (!_mixprec_checkpoint_check_piece (self, p, &g_array_index (p->pieces, _MixprecManifestPiece, k),
+                                          g_str_equal (slot, "master"), error))
       return NULL;
   data = g_try_malloc (MAX (p->numel, 1) * sizeof (gfloat));
   if (data == NULL)

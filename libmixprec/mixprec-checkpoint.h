@@ -203,6 +203,14 @@ MIXPREC_AVAILABLE_IN_1_0
 const gchar         *mixprec_checkpoint_get_optimizer_name    (MixprecCheckpoint *self);
 MIXPREC_AVAILABLE_IN_1_0
 const gchar * const *mixprec_checkpoint_get_state_names       (MixprecCheckpoint *self);
+MIXPREC_AVAILABLE_IN_1_1
+const gchar         *mixprec_checkpoint_get_state_format      (MixprecCheckpoint *self,
+                                                               const gchar       *slot);
+MIXPREC_AVAILABLE_IN_1_1
+guint                mixprec_checkpoint_get_block_size        (MixprecCheckpoint *self);
+MIXPREC_AVAILABLE_IN_1_1
+const gchar         *mixprec_checkpoint_get_param_master_format (MixprecCheckpoint *self,
+                                                                 const gchar       *name);
 
 MIXPREC_AVAILABLE_IN_1_0
 GStrv                mixprec_checkpoint_get_param_names       (MixprecCheckpoint *self);

@@ -7,10 +7,16 @@
 #include <string.h>
 
 #include "mixprec.h"
+#include "mixprec-checkpoint-private.h"
 #include "mixprec-engine-impl-private.h"
 #include "mixprec-engine-private.h"
 #include "mixprec-parallel-private.h"
 #include "mixprec-registry-private.h"
+#include "numeric/numeric-base.h"
+#include "numeric/numeric-quant.h"
+
+static MixprecDType slot_dtype     (MixprecEngine *self, guint k);
+static gboolean     slot_is_signed (MixprecEngine *self, guint k);
 
 /* ---------------------------------------------------------------- access */
 
@@ -35,6 +41,83 @@ read_whole_values (Group         *g,
   return _mixprec_device_download (g->device,
                                    _mixprec_engine_at (seg->working, g->dtypes.working, po + begin - seg->working_base),
                                    g->dtypes.working, out, MIXPREC_DTYPE_FLOAT32, end - begin, error);
+}
+
+/* Elements [e0, e0 + n) of @u of a 16-bit buffer kept in this rank's
+ * slices at @local (the working copy under ZeRO-3, the remainders or
+ * compensations under ZeRO-1 and above), gathered from every rank.
+ * Collective. */
+static gboolean
+gather_16 (MixprecEngine *self,
+           Group         *g,
+           const Unit    *u,
+           gconstpointer  local,
+           guint64        e0,
+           guint64        n,
+           guint16       *out,
+           GError       **error)
+{
+  gpointer whole;
+  GError *local_error = NULL;
+  gboolean ok;
+
+  whole = _mixprec_device_alloc (g->device, MAX (u->padded, 1) * sizeof (guint16),
+                                 "gathered master weights", error);
+  if (whole == NULL)
+    return FALSE;
+  ok = _mixprec_engine_before_comm (self, error);
+  if (ok && !mixprec_comm_all_gather (self->comm, _mixprec_engine_at ((gpointer) local, MIXPREC_DTYPE_BFLOAT16, u->local),
+                                      whole, UNIT_SLICE (self, u), MIXPREC_DTYPE_BFLOAT16, &local_error))
+    ok = _mixprec_engine_comm_failed (error, local_error, "gathering master weights");
+  ok = ok && _mixprec_device_download (g->device, _mixprec_engine_at (whole, MIXPREC_DTYPE_BFLOAT16, e0),
+                                       MIXPREC_DTYPE_BFLOAT16, out, MIXPREC_DTYPE_BFLOAT16, n, error);
+  _mixprec_device_free (g->device, whole);
+  return ok;
+}
+
+/* The FP32 values of @p kept as a bfloat16 working copy and a remainder
+ * (joined exactly) or a Kahan compensation (added in FP32). Collective
+ * when either half is sharded. */
+static gboolean
+gather_split_master (MixprecEngine *self,
+                     Group         *g,
+                     Unit          *u,
+                     MixprecParam  *p,
+                     gfloat        *out,
+                     GError       **error)
+{
+  guint64 numel = mixprec_param_get_numel (p);
+  guint64 e0 = _mixprec_param_get_storage (p)->offset - u->flat;
+  g_autofree guint16 *w = g_new (guint16, MAX (numel, 1));
+  g_autofree guint16 *x = g_new (guint16, MAX (numel, 1));
+  gboolean sharded = self->world > 1 && g->state_local;
+  gfloat *master;
+  guint64 state_at = 0;
+  gpointer working = NULL;
+
+  if (!sharded || !g->working_local)
+    {
+      _mixprec_engine_values_at (self, g, u, sharded ? self->rank * UNIT_SLICE (self, u) : e0,
+                                 &master, &state_at, &working);
+      if (sharded)
+        working = _mixprec_engine_flat_at (self, u, g->working, MIXPREC_DTYPE_BFLOAT16, e0);
+      if (!_mixprec_device_download (g->device, working, MIXPREC_DTYPE_BFLOAT16, w,
+                                     MIXPREC_DTYPE_BFLOAT16, numel, error))
+        return FALSE;
+    }
+  else if (!gather_16 (self, g, u, g->working, e0, numel, w, error))
+    return FALSE;
+  if (sharded)
+    {
+      if (!gather_16 (self, g, u, g->master_extra, e0, numel, x, error))
+        return FALSE;
+    }
+  else if (!_mixprec_device_download (g->state_device, (guint16 *) g->master_extra + state_at,
+                                      MIXPREC_DTYPE_BFLOAT16, x, MIXPREC_DTYPE_BFLOAT16, numel, error))
+    return FALSE;
+  _mixprec_checkpoint_split_master_f32 (_mixprec_engine_master_format (&self->repr, &g->dtypes),
+                                        w, x, numel, out);
+  return TRUE;
 }
 
 /**
@@ -88,6 +171,14 @@ mixprec_engine_gather_master (MixprecEngine *self,
   out = g_new (gfloat, MAX (numel, 1));
   e0 = _mixprec_param_get_storage (p)->offset - u->flat;
 
+  /* Remainder and Kahan masters: the FP32 value they stand for. */
+  if (g->master_extra != NULL)
+    {
+      if (!gather_split_master (self, g, u, p, out, error))
+        return NULL;
+      return g_bytes_new_take (g_steal_pointer (&out), numel * sizeof (gfloat));
+    }
+
   /* Whole on this rank: no master and a whole working copy, or masters
    * that are not sharded. */
   if (self->world == 1 || (g->master != NULL ? !g->state_local : !g->working_local))
@@ -137,6 +228,46 @@ mixprec_engine_get_optimizer_state_names (MixprecEngine *self)
 {
   g_return_val_if_fail (MIXPREC_IS_ENGINE (self), NULL);
   return g_strdupv ((GStrv) mixprec_feature_get_state_names (self->optimizer));
+}
+
+/* Slot @k of @p, kept with block scales, decoded to FP32 (each stored
+ * value times its block's scale); the state is whole on this rank. */
+static gboolean
+decode_scaled_state (MixprecEngine *self,
+                     Group         *g,
+                     MixprecParam  *p,
+                     guint          k,
+                     gfloat        *out,
+                     GError       **error)
+{
+  Unit *u = _mixprec_engine_unit_of (self, p);
+  guint64 numel = mixprec_param_get_numel (p);
+  guint64 e0 = _mixprec_param_get_storage (p)->offset - u->flat;
+  MixprecPluginStateFormat format = self->repr.slots[k];
+  guint b = self->repr.block_size;
+  const gfloat *scales;
+  gconstpointer codes;
+
+  if (!_mixprec_device_memory_is_host (g->state_device))
+    {
+      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_WRONG_STATE,
+                   "parameter '%s': its %s optimizer state is in device memory; save a "
+                   "checkpoint to read it", mixprec_param_get_name (p),
+                   _mixprec_checkpoint_state_format_name (format));
+      return FALSE;
+    }
+  codes = g->states[k];
+  scales = g->state_scales[k];
+  for (guint64 i = 0; i < numel; i++)
+    {
+      guint64 e = e0 + i;
+      guint64 index = _mixprec_engine_state_index (self, g, u, e, k);
+      gfloat scale = scales[_mixprec_engine_scale_at (self, g, u, e - e % b)];
+
+      out[i] = _mixprec_state_decode1 (format, slot_is_signed (self, k),
+                                       _mixprec_state_load_code (format, codes, index), scale);
+    }
+  return TRUE;
 }
 
 /**
@@ -193,9 +324,15 @@ mixprec_engine_get_optimizer_state (MixprecEngine *self,
         guint64 numel = mixprec_param_get_numel (param);
         g_autofree gfloat *out = g_new (gfloat, MAX (numel, 1));
 
+        if (_mixprec_engine_format_is_scaled (self->repr.slots[i]))
+          {
+            if (!decode_scaled_state (self, g, param, i, out, error))
+              return NULL;
+          }
         /* bfloat16 state widens exactly. */
-        if (!_mixprec_device_download (g->state_device, _mixprec_engine_at (g->states[i], self->state_dtype, s->offset),
-                                       self->state_dtype, out, MIXPREC_DTYPE_FLOAT32, numel, error))
+        else if (!_mixprec_device_download (g->state_device,
+                                            _mixprec_engine_at (g->states[i], slot_dtype (self, i), s->offset),
+                                            slot_dtype (self, i), out, MIXPREC_DTYPE_FLOAT32, numel, error))
           return NULL;
         return g_bytes_new_take (g_steal_pointer (&out), numel * sizeof (gfloat));
       }
@@ -334,11 +471,25 @@ mirror_group (MixprecEngine *self,
     return FALSE;
   if (_mixprec_device_memory_is_host (g->state_device))
     return TRUE;
-  if (!add_mirror (g, g->master, n_state * sizeof (gfloat), error))
+  if (!add_mirror (g, g->master, n_state * sizeof (gfloat), error) ||
+      !add_mirror (g, g->master_extra, n_state * sizeof (guint16), error))
     return FALSE;
   for (guint k = 0; k < mixprec_feature_get_n_state_slots (self->optimizer); k++)
-    if (!add_mirror (g, g->states[k], n_state * mixprec_dtype_get_size (self->state_dtype), error))
-      return FALSE;
+    {
+      MixprecPluginStateFormat format = self->repr.slots[k];
+      guint64 n_scales = _mixprec_engine_n_scales (self, g);
+
+      if (!_mixprec_engine_format_is_scaled (format))
+        {
+          if (!add_mirror (g, g->states[k], n_state * mixprec_dtype_get_size (slot_dtype (self, k)), error))
+            return FALSE;
+          continue;
+        }
+      if (!add_mirror (g, g->states[k], _mixprec_engine_format_bytes (format, n_scales * self->repr.block_size),
+                       error) ||
+          !add_mirror (g, g->state_scales[k], n_scales * sizeof (gfloat), error))
+        return FALSE;
+    }
   return TRUE;
 }
 
@@ -381,14 +532,89 @@ upload_mirrors (Group   *g,
   return ok;
 }
 
+/* Whether the optimizer's slot @k may be negative and so takes the
+ * signed quantization map. The registry keeps the plugin's
+ * state_signed_mask to itself; the built-in optimizers' slots are signed
+ * except AdamW's second moment, the only one that cannot be negative. */
+static gboolean
+slot_is_signed (MixprecEngine *self,
+                guint          k)
+{
+  const gchar * const *names = mixprec_feature_get_state_names (self->optimizer);
+
+  return names == NULL || names[k] == NULL || !g_str_equal (names[k], "exp_avg_sq");
+}
+
+/* The element size of slot @k when it is not scaled. */
+static MixprecDType
+slot_dtype (MixprecEngine *self,
+            guint          k)
+{
+  return _mixprec_engine_format_dtype (self->repr.slots[k]);
+}
+
+/* Points @shard at the state, the scales and the master's second half of
+ * element @e (unit-relative) of @u, its first, whose values are at
+ * @state_at. */
+static void
+point_shard (MixprecEngine       *self,
+             Group               *g,
+             const Unit          *u,
+             guint64              e,
+             guint64              state_at,
+             _MixprecEngineShard *shard)
+{
+  guint b = self->repr.block_size;
+
+  shard->master_format = _mixprec_engine_master_format (&self->repr, &g->dtypes);
+  shard->master_extra = g->master_extra != NULL
+                        ? host_view (g, (guint16 *) g->master_extra + state_at) : NULL;
+  if (g->master_extra == NULL)
+    shard->master_format = MIXPREC_PLUGIN_MASTER_FLOAT32;
+  shard->block_size = 0;
+  shard->block_phase = 0;
+  shard->code_phase = 0;
+  for (guint k = 0; k < shard->n_state_slots; k++)
+    {
+      MixprecPluginStateFormat format = self->repr.slots[k];
+
+      shard->state_formats[k] = format;
+      shard->state_signed[k] = slot_is_signed (self, k);
+      shard->state_scales[k] = NULL;
+      if (!_mixprec_engine_format_is_scaled (format))
+        {
+          shard->states[k] = host_view (g, _mixprec_engine_at (g->states[k], slot_dtype (self, k), state_at));
+          continue;
+        }
+      {
+        guint64 index = _mixprec_engine_state_index (self, g, u, e, k);
+
+        shard->block_size = b;
+        shard->block_phase = e % b;
+        shard->state_scales[k] = host_view (g, g->state_scales[k] +
+                                               _mixprec_engine_scale_at (self, g, u, e - e % b));
+        if (format == MIXPREC_PLUGIN_STATE_INT4_DYNAMIC)
+          {
+            shard->states[k] = host_view (g, (guint8 *) g->states[k] + index / 2);
+            shard->code_phase = index & 1;
+          }
+        else
+          shard->states[k] = host_view (g, (guint8 *) g->states[k] +
+                                           _mixprec_engine_format_bytes (format, index));
+      }
+    }
+}
+
 /* This rank's part of @p: the whole parameter on one process, its slice
- * of the parameter's unit across ranks. */
+ * of the parameter's unit across ranks (with @whole, under ZeRO-0 across
+ * ranks: the whole parameter). */
 static void
 shard_of (MixprecEngine      *self,
           Group              *g,
           MixprecParam       *p,
           _MixprecEngineShard *shard,
-          guint               n_slots)
+          guint               n_slots,
+          gboolean            whole)
 {
   _MixprecParamStorage *s = _mixprec_param_get_storage (p);
   const Unit *u = &g_array_index (g->units, Unit, s->unit);
@@ -404,6 +630,12 @@ shard_of (MixprecEngine      *self,
   shard->working_dtype = g->dtypes.working;
   shard->n_state_slots = MIN (n_slots, G_N_ELEMENTS (shard->states));
   shard->state_dtype = self->state_dtype;
+  if (whole && self->world > 1 && !g->state_local)
+    {
+      /* ZeRO-0 across ranks: every rank holds (and loads) everything. */
+      lo = e0;
+      hi = e0 + numel;
+    }
   if (self->world == 1)
     {
       const Segment *seg = _mixprec_engine_segment_of (g, s->offset);
@@ -412,15 +644,24 @@ shard_of (MixprecEngine      *self,
       shard->end = numel;
       shard->master = seg->master != NULL ? host_view (g, seg->master + (s->offset - seg->master_base)) : NULL;
       shard->working = host_view (g, _mixprec_engine_at (seg->working, g->dtypes.working, s->offset - seg->working_base));
-      for (guint k = 0; k < shard->n_state_slots; k++)
-        shard->states[k] = host_view (g, _mixprec_engine_at (g->states[k], self->state_dtype, s->offset));
+      point_shard (self, g, u, e0, s->offset, shard);
       return;
     }
   /* A checkpoint stores each element once: each rank saves its slice,
    * whatever the stage keeps besides. */
   if (hi <= lo)
     {
+      /* Nothing to point at; the formats still say what the engine keeps. */
       shard->begin = shard->end = 0;
+      shard->master_format = g->master_extra != NULL
+                             ? _mixprec_engine_master_format (&self->repr, &g->dtypes)
+                             : MIXPREC_PLUGIN_MASTER_FLOAT32;
+      shard->block_size = self->repr.block_size;
+      for (guint k = 0; k < shard->n_state_slots; k++)
+        {
+          shard->state_formats[k] = self->repr.slots[k];
+          shard->state_signed[k] = slot_is_signed (self, k);
+        }
       return;
     }
   shard->begin = lo - e0;
@@ -428,13 +669,13 @@ shard_of (MixprecEngine      *self,
   _mixprec_engine_values_at (self, g, u, lo, &master, &state_at, &working);
   shard->master = host_view (g, master);
   shard->working = host_view (g, working != NULL ? working : master);
-  for (guint k = 0; k < shard->n_state_slots; k++)
-    shard->states[k] = host_view (g, _mixprec_engine_at (g->states[k], self->state_dtype, state_at));
+  point_shard (self, g, u, lo, state_at, shard);
 }
 
-GArray *
-_mixprec_engine_get_shards (MixprecEngine *self,
-                            GError       **error)
+static GArray *
+get_shards (MixprecEngine *self,
+            gboolean       whole,
+            GError       **error)
 {
   GArray *shards;
   guint n_slots;
@@ -457,10 +698,24 @@ _mixprec_engine_get_shards (MixprecEngine *self,
           g_array_unref (shards);
           return NULL;
         }
-      shard_of (self, g, p, &shard, n_slots);
+      shard_of (self, g, p, &shard, n_slots, whole);
       g_array_append_val (shards, shard);
     }
   return shards;
+}
+
+GArray *
+_mixprec_engine_get_shards (MixprecEngine *self,
+                            GError       **error)
+{
+  return get_shards (self, FALSE, error);
+}
+
+GArray *
+_mixprec_engine_get_load_shards (MixprecEngine *self,
+                                 GError       **error)
+{
+  return get_shards (self, TRUE, error);
 }
 
 void
@@ -603,23 +858,8 @@ _mixprec_engine_refresh_working (MixprecEngine *self,
             }
           continue;
         }
-      if (self->world > 1 && !g->state_local)
-        {
-          /* ZeRO-0 across ranks: every rank keeps everything but restored
-           * its slices only. */
-          if (g->master != NULL &&
-              !_mixprec_engine_gather_slices (self, g, NULL, g->master, MIXPREC_DTYPE_FLOAT32,
-                                              "gathering restored values", error))
-            return FALSE;
-          if (g->master == NULL &&
-              !_mixprec_engine_gather_slices (self, g, NULL, g->working, g->dtypes.working,
-                                              "gathering restored values", error))
-            return FALSE;
-          for (guint k = 0; g->states[k] != NULL; k++)
-            if (!_mixprec_engine_gather_slices (self, g, NULL, g->states[k], self->state_dtype,
-                                                "gathering restored values", error))
-              return FALSE;
-        }
+      /* ZeRO-0 across ranks: every rank restored everything
+       * (_mixprec_engine_get_load_shards()), so nothing is gathered. */
       for (guint k = 0; k < g->units->len; k++)
         {
           const Unit *u = &g_array_index (g->units, Unit, k);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "mixprec.h"
+#include "mixprec-plugin-abi.h"
 
 G_BEGIN_DECLS
 
@@ -26,6 +27,27 @@ typedef struct {
   gpointer states[16];
   guint n_state_slots;
   MixprecDType state_dtype;
+  /* How the values are represented (mixprec-plugin-abi.h, optimizer
+   * revision 3). master_format is MIXPREC_PLUGIN_MASTER_FLOAT32 for FP32
+   * masters and for working copies without masters; REMAINDER and KAHAN
+   * keep @working in bfloat16 and @master NULL, and @master_extra holds an
+   * int16 remainder or a bfloat16 compensation per element of
+   * [begin, end). */
+  MixprecPluginMasterFormat master_format;
+  gpointer master_extra;
+  /* Per slot: its format (FLOAT32 or BFLOAT16 for @state_dtype's slots).
+   * states[k] addresses the code of element @begin, which for INT4 is
+   * nibble @code_phase (0: low, 1: high) of the first byte. For a scaled
+   * format, state_scales[k] addresses the FP32 scale of the block that
+   * holds element @begin; blocks are @block_size elements of the
+   * parameter's unit (unit-relative), and element @begin is element
+   * @block_phase of its block. */
+  MixprecPluginStateFormat state_formats[16];
+  gfloat *state_scales[16];
+  gboolean state_signed[16];
+  guint block_size;
+  guint64 block_phase;
+  guint code_phase;
 } _MixprecEngineShard;
 
 typedef struct {
@@ -39,6 +61,12 @@ typedef struct {
  * where this rank owns nothing). Lays out the buffers if needed. The
  * pointers stay valid while the engine lives. */
 GArray            *_mixprec_engine_get_shards        (MixprecEngine                *self,
+                                                      GError                      **error);
+/* The shards a load writes: as _mixprec_engine_get_shards(), except that
+ * under ZeRO-0 across ranks, where every rank keeps every value, each
+ * rank's shards are whole parameters (blocks of scaled state cannot be
+ * gathered slice by slice as plain values are). */
+GArray            *_mixprec_engine_get_load_shards   (MixprecEngine                *self,
                                                       GError                      **error);
 void               _mixprec_engine_get_counters      (MixprecEngine                *self,
                                                       _MixprecEngineCounters       *counters);

@@ -53,6 +53,15 @@ gboolean             _mixprec_safetensors_read_f32    (_MixprecSafetensors      
                                                        gfloat                    *dest,
                                                        GError                   **error);
 
+/* Bytes [first, first + n_bytes) of @tensor's data as stored
+ * (little-endian), for dtypes read_f32() does not widen. */
+gboolean             _mixprec_safetensors_read_bytes  (_MixprecSafetensors       *st,
+                                                       const _MixprecSafetensorsTensor *tensor,
+                                                       guint64                    first,
+                                                       guint64                    n_bytes,
+                                                       guint8                    *dest,
+                                                       GError                   **error);
+
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (_MixprecSafetensors, _mixprec_safetensors_free)
 
 /* Item size of a safetensors dtype name, 0 when the format has no such

@@ -472,3 +472,23 @@ _mixprec_safetensors_read_f32 (_MixprecSafetensors             *st,
 #endif
   return TRUE;
 }
+
+gboolean
+_mixprec_safetensors_read_bytes (_MixprecSafetensors             *st,
+                                 const _MixprecSafetensorsTensor *tensor,
+                                 guint64                          first,
+                                 guint64                          n_bytes,
+                                 guint8                          *dest,
+                                 GError                         **error)
+{
+  guint64 size = tensor->end - tensor->begin;
+
+  if (first > size || n_bytes > size - first)
+    return corrupt (error, st->path, "tensor '%s' has %" G_GUINT64_FORMAT " bytes, "
+                    "bytes [%" G_GUINT64_FORMAT ", %" G_GUINT64_FORMAT ") were asked for",
+                    tensor->name, size, first, first + n_bytes);
+  if (n_bytes == 0)
+    return TRUE;
+  return _mixprec_pread_all (st->fd, dest, n_bytes, st->data_start + tensor->begin + first,
+                             st->path, error);
+}

@@ -570,6 +570,20 @@ EXTRA_tests_test_checkpoint_DEPENDENCIES = \
 	plugins/mixprec-optim-sgd.la \
 	tools/mixprec-inspect$(EXEEXT)
 TESTS += tests/test-checkpoint
+
+# Checkpoints in the representations of optimizer revision 3, written by
+# the test's own encoder and loaded, checked and exported by the library.
+check_PROGRAMS += tests/test-checkpoint-repr
+tests_test_checkpoint_repr_SOURCES = \
+	tests/test-checkpoint-repr.c \
+	tests/checkpoint-common.c \
+	tests/checkpoint-common.h
+tests_test_checkpoint_repr_CPPFLAGS = $(tests_internal_cppflags)
+tests_test_checkpoint_repr_LDADD = $(tests_internal_ldadd) -lm
+EXTRA_tests_test_checkpoint_repr_DEPENDENCIES = \
+	plugins/mixprec-optim-adamw.la \
+	tools/mixprec-inspect$(EXEEXT)
+TESTS += tests/test-checkpoint-repr
 # The same files read by the reference `safetensors` package (PyPI): run by
 # PYTHON_GI like every .py test, the script re-executes itself with
 # PYTHON_SAFETENSORS when its own Python lacks the package.

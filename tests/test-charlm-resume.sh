@@ -3,7 +3,8 @@
 # --resume: a run stopped at a checkpoint and resumed writes, at the end, a
 # checkpoint byte for byte equal to the uninterrupted run's, and prints the
 # same val_loss. fp16 with dynamic loss scaling, so the scaler state, the
-# schedule and the batch order must all resume. Prints TAP.
+# schedule and the batch order must all resume; then bf16 with remainder
+# masters and int8 optimizer state, saved as the run keeps them. Prints TAP.
 
 top_builddir=${MIXPREC_TOP_BUILDDIR:-.}
 srcdir=${G_TEST_SRCDIR:-$(dirname "$0")}/..
@@ -23,7 +24,7 @@ fi
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/test-charlm-resume.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 
-echo "1..6"
+echo "1..10"
 n=0
 failed=0
 
@@ -74,5 +75,26 @@ check "its step-30 shard is byte for byte the uninterrupted run's" \
 check "its step-30 manifest too (counters, scaler, schedule)" \
   '[ "$(grep -v "\"sha256\"" "$tmp/ck/step-30/manifest.json")" = "$whole_manifest" ]'
 check "the same val_loss" '[ "$(cat "$tmp/resumed.out")" = "$(cat "$tmp/whole.out")" ]'
+
+# The same in bf16 with remainder masters and int8 moments.
+sed 's|"mixprec": { "seed": 1234 }|"mixprec": { "seed": 1234, "master_weights": "remainder", "optimizer_states": "int8" }|' \
+  "$srcdir/examples/configs/bf16.json" >"$tmp/repr.json"
+config=$tmp/repr.json
+rm -rf "$tmp/ck"
+train repr-whole
+rc=$?
+check "remainder masters and int8 state: an uninterrupted run saves step-30" \
+  '[ $rc -eq 0 ] && grep -q "\"int8\"" "$tmp/ck/step-30/manifest.json" && grep -q "\"remainder\"" "$tmp/ck/step-30/manifest.json"'
+whole_sum=$(sum "$tmp/ck/step-30/rank-00000.safetensors")
+whole_manifest=$(grep -v '"sha256"' "$tmp/ck/step-30/manifest.json")
+printf 'step-10\n' >"$tmp/ck/latest"
+train repr-resumed --resume
+rc=$?
+check "remainder masters and int8 state: the resumed run finishes" '[ $rc -eq 0 ]'
+check "remainder masters and int8 state: step-30 byte for byte the uninterrupted run's" \
+  '[ "$(sum "$tmp/ck/step-30/rank-00000.safetensors")" = "$whole_sum" ] &&
+   [ "$(grep -v "\"sha256\"" "$tmp/ck/step-30/manifest.json")" = "$whole_manifest" ]'
+check "remainder masters and int8 state: the same val_loss" \
+  '[ "$(cat "$tmp/repr-resumed.out")" = "$(cat "$tmp/repr-whole.out")" ]'
 
 exit $failed

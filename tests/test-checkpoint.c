@@ -1390,7 +1390,11 @@ test_corrupt_manifest (void)
     gint code;
     const gchar *needle;
   } edits[] = {
-    { "\"format_version\": 1", "\"format_version\": 2", MIXPREC_CHECKPOINT_ERROR_VERSION, "format_version 2" },
+    /* 2 is the version of checkpoints with a representation: one that
+     * claims it must declare it; 3 is newer than this library. */
+    { "\"format_version\": 1", "\"format_version\": 3", MIXPREC_CHECKPOINT_ERROR_VERSION, "format_version 3" },
+    { "\"format_version\": 1", "\"format_version\": 2", MIXPREC_CHECKPOINT_ERROR_CORRUPT, "'representation' is missing" },
+    { "\"format_version\": 1", "\"format_version\": 1, \"representation\": {}", MIXPREC_CHECKPOINT_ERROR_CORRUPT, "needs format_version 2" },
     { "\"format_version\": 1", "\"format_version\": \"1\"", MIXPREC_CHECKPOINT_ERROR_CORRUPT, "format_version" },
     { "\"format_version\": 1,", "", MIXPREC_CHECKPOINT_ERROR_CORRUPT, "'format_version' is missing" },
     { "\"world_size\": 1,", "", MIXPREC_CHECKPOINT_ERROR_CORRUPT, "'world_size' is missing" },

@@ -46,6 +46,7 @@ print_params (MixprecCheckpoint *ckpt)
       GString *shape = g_string_new ("[");
       GString *owners = g_string_new (NULL);
       const guint64 *dims;
+      const gchar *master;
       guint n_dims, n_pieces;
 
       dims = mixprec_checkpoint_get_param_shape (ckpt, names[i], &n_dims);
@@ -62,11 +63,37 @@ print_params (MixprecCheckpoint *ckpt)
           g_string_append_printf (owners, "%srank %u [%" G_GUINT64_FORMAT ", %" G_GUINT64_FORMAT ")",
                                   k ? ", " : "", rank, begin, end);
         }
-      g_print ("    %-*s %-14s F32  %-12s %s\n", (int) width, names[i], shape->str,
-               mixprec_checkpoint_get_param_module_type (ckpt, names[i]), owners->str);
+      master = mixprec_checkpoint_get_param_master_format (ckpt, names[i]);
+      /* An FP32 master prints as before; the others say how it is kept. */
+      if (g_str_equal (master, "fp32"))
+        g_print ("    %-*s %-14s F32  %-12s %s\n", (int) width, names[i], shape->str,
+                 mixprec_checkpoint_get_param_module_type (ckpt, names[i]), owners->str);
+      else
+        g_print ("    %-*s %-14s F32  %-12s %s; master %s\n", (int) width, names[i], shape->str,
+                 mixprec_checkpoint_get_param_module_type (ckpt, names[i]), owners->str,
+                 g_str_equal (master, "remainder") ? "remainder (bf16 + int16, exact)"
+                                                   : "kahan (bf16 + bf16 compensation)");
       g_string_free (shape, TRUE);
       g_string_free (owners, TRUE);
     }
+}
+
+/* How each state slot is stored, and the block scales' size. */
+static void
+print_states (MixprecCheckpoint *ckpt)
+{
+  const gchar * const *slots = mixprec_checkpoint_get_state_names (ckpt);
+  guint block = mixprec_checkpoint_get_block_size (ckpt);
+
+  if (slots == NULL || slots[0] == NULL)
+    return;
+  g_print ("  state formats   ");
+  for (guint s = 0; slots[s] != NULL; s++)
+    g_print (" %s %s%s", slots[s], mixprec_checkpoint_get_state_format (ckpt, slots[s]),
+             slots[s + 1] != NULL ? "," : "");
+  if (block != 0)
+    g_print (" (one FP32 scale per %u elements)", block);
+  g_print ("\n");
 }
 
 int
@@ -107,6 +134,7 @@ inspect_checkpoint (const gchar *dir,
   g_print ("  files (%u, one per rank)\n", g_strv_length (files));
   for (guint i = 0; files[i] != NULL; i++)
     g_print ("    %s\n", files[i]);
+  print_states (ckpt);
   print_params (ckpt);
 
   if (verify)

@@ -141,8 +141,8 @@ def part_remainder():
         step(ref, h_ref, grads)
         step(rem, h_rem, grads)
         for n in shapes:
-            m_ref = bits(f32_of(h_ref[n].get_master()))
-            m_rem = bits(f32_of(h_rem[n].get_master()))
+            m_ref = bits(f32_of(ref.gather_master(n)))
+            m_rem = bits(f32_of(rem.gather_master(n)))
             if first_bad is None and not torch.equal(m_ref, m_rem):
                 first_bad = (it + 1, n, int((m_ref != m_rem).sum()))
             wk_ref = u16_of(h_ref[n].get_working(Mixprec.DType.BFLOAT16))

@@ -416,18 +416,14 @@ encode_staged (GArray     *shards,
         }
     }
   {
+    /* The format is the engine's, the same in every shard. */
+    MixprecPluginStateFormat format = g_array_index (shards, _MixprecEngineShard, 0).state_formats[k];
     GHashTableIter iter;
     gpointer key, value;
 
     g_hash_table_iter_init (&iter, absmax);
     while (g_hash_table_iter_next (&iter, &key, &value))
-      for (guint i = 0; i < shards->len; i++)
-        {
-          const _MixprecEngineShard *sh = &g_array_index (shards, _MixprecEngineShard, i);
-
-          *(gfloat *) key = _mixprec_state_block_scale (sh->state_formats[k], GPOINTER_TO_UINT (value) - 1);
-          break;
-        }
+      *(gfloat *) key = _mixprec_state_block_scale (format, GPOINTER_TO_UINT (value) - 1);
   }
   for (guint i = 0; i < shards->len; i++)
     {

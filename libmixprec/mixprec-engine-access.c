@@ -128,7 +128,9 @@ gather_split_master (MixprecEngine *self,
  *
  * The FP32 values the optimizer keeps for a parameter (its master copy, or
  * in bf16 without master weights its working copy widened), assembled from
- * every rank's slice. Collective when the values are sharded: every rank
+ * every rank's slice. With `"master_weights": "remainder"` the master is
+ * the working copy joined with its remainder (exact); with `"kahan"` the
+ * working copy plus its compensation, added in FP32. Collective when the values are sharded: every rank
  * must call it for the same parameters in the same order.
  *
  * Returns: (transfer full): numel FP32 values (bfloat16 state, see
@@ -279,6 +281,9 @@ decode_scaled_state (MixprecEngine *self,
  *
  * Copies one optimizer state slot of one parameter. Under ZeRO-1 and above
  * the state is sharded and only the checkpoint functions see all of it.
+ *
+ * State kept in a scaled or quantized format (`mixprec.optimizer_states`)
+ * is decoded: each stored value times its block's scale.
  *
  * Returns: (transfer full): numel FP32 values, or %NULL with @error set
  *   (unknown parameter or slot, or sharded state)

@@ -333,25 +333,37 @@ _mixprec_optim_check_args_v3 (const MixprecOptimizerV1     *schema,
 }
 
 /* The block codecs of @level, as far as the build has them. */
+typedef struct {
+  _MixprecQuantDecode decode;
+  _MixprecQuantEncode encode;
+  _MixprecQuantMasterLoad master_load;
+  _MixprecQuantMasterStore master_store;
+} Codecs;
+
 static void
-pick_codecs (_MixprecOptimLevel    level,
-             _MixprecQuantDecode  *decode,
-             _MixprecQuantEncode  *encode)
+pick_codecs (_MixprecOptimLevel  level,
+             Codecs             *c)
 {
-  *decode = _mixprec_quant_decode_scalar;
-  *encode = _mixprec_quant_encode_scalar;
+  c->decode = _mixprec_quant_decode_scalar;
+  c->encode = _mixprec_quant_encode_scalar;
+  c->master_load = _mixprec_quant_master_load;
+  c->master_store = _mixprec_quant_master_store;
 #ifdef MIXPREC_HAVE_X86_SIMD
   if (level >= _MIXPREC_OPTIM_AVX2)
     {
-      *decode = _mixprec_quant_decode_avx2;
-      *encode = _mixprec_quant_encode_avx2;
+      c->decode = _mixprec_quant_decode_avx2;
+      c->encode = _mixprec_quant_encode_avx2;
+      c->master_load = _mixprec_quant_master_load_avx2;
+      c->master_store = _mixprec_quant_master_store_avx2;
     }
 #endif
 #ifdef MIXPREC_HAVE_X86_AVX512
   if (level >= _MIXPREC_OPTIM_AVX512)
     {
-      *decode = _mixprec_quant_decode_avx512;
-      *encode = _mixprec_quant_encode_avx512;
+      c->decode = _mixprec_quant_decode_avx512;
+      c->encode = _mixprec_quant_encode_avx512;
+      c->master_load = _mixprec_quant_master_load_avx512;
+      c->master_store = _mixprec_quant_master_store_avx512;
     }
 #endif
 }
@@ -386,8 +398,7 @@ _mixprec_optim_step_v3 (const _MixprecOptimKernels   *kernels,
   float consts[_MIXPREC_OPTIM_MAX_CONSTS];
   float tiles[_MIXPREC_OPTIM_MAX_STATES][_MIXPREC_QBLOCK_MAX] __attribute__ ((aligned (64)));
   float ptile[_MIXPREC_QBLOCK_MAX] __attribute__ ((aligned (64)));
-  _MixprecQuantDecode decode;
-  _MixprecQuantEncode encode;
+  Codecs codecs;
   unsigned blocked = 0, used, master_format;
   size_t block, grad_size;
   int any_bf16 = 0, status;
@@ -435,7 +446,7 @@ _mixprec_optim_step_v3 (const _MixprecOptimKernels   *kernels,
       return MIXPREC_PLUGIN_OK;
     }
 
-  pick_codecs (level, &decode, &encode);
+  pick_codecs (level, &codecs);
   used = kernels->states_used != NULL ? kernels->states_used (consts) : ~0u;
   block = blocked != 0 ? args->block_size : MASTER_TILE;
   grad_size = dtype_size (args->v2.base.grad_dtype);
@@ -461,8 +472,8 @@ _mixprec_optim_step_v3 (const _MixprecOptimKernels   *kernels,
         }
       else
         {
-          _mixprec_quant_master_load (master_format, (const guint16 *) working + s,
-                                      (const guint16 *) args->master_extra + s, len, ptile);
+          codecs.master_load (master_format, (const guint16 *) working + s,
+                              (const guint16 *) args->master_extra + s, len, ptile);
           sub.master = ptile;
           sub.working = NULL;
         }
@@ -476,18 +487,19 @@ _mixprec_optim_step_v3 (const _MixprecOptimKernels   *kernels,
             {
               at[k] = tiles[k];
               if (used & (1u << k))
-                decode (formats[k], is_signed, states[k], s, len, args->state_scales[k][b], tiles[k]);
+                codecs.decode (formats[k], is_signed, states[k], s, len, args->state_scales[k][b],
+                               tiles[k]);
             }
         }
       run_kernels (kernels, level, &sub, consts);
       for (unsigned k = 0; k < n_states; k++)
         if ((blocked & used & (1u << k)) != 0)
           args->state_scales[k][b] =
-            encode (formats[k], (int) ((kernels->signed_mask >> k) & 1u),
-                    tiles[k], len, states[k], s);
+            codecs.encode (formats[k], (int) ((kernels->signed_mask >> k) & 1u),
+                           tiles[k], len, states[k], s);
       if (master_format != _MIXPREC_QMASTER_FLOAT32)
-        _mixprec_quant_master_store (master_format, ptile, len, (guint16 *) working + s,
-                                     (guint16 *) args->master_extra + s);
+        codecs.master_store (master_format, ptile, len, (guint16 *) working + s,
+                             (guint16 *) args->master_extra + s);
     }
   return MIXPREC_PLUGIN_OK;
 }

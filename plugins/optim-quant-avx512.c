@@ -12,9 +12,9 @@
 /* The int8 search runs level by level on tables held in registers
  * (permutes, 32 floats per two-register permute): on AMD's cores, where
  * gathers are microcoded, it beats the bucket table of optim-quant.h
- * with its two gathers per sixteen quotients. Decoding keeps its one
- * gather of the map, which measured faster than a 256-entry permute
- * tree. */
+ * with its two gathers per sixteen quotients. Decoding int8 reads the
+ * map one element at a time, which measured faster there than one gather
+ * per sixteen or a 256-entry permute tree. */
 
 /* The registers of an int8 search: level 0 broadcast, levels 1 .. 4 one
  * register each, level 5 two, level 6 four, level 7 eight. */
@@ -77,6 +77,56 @@ search8 (const Search8 *r,
   return step_up (c, q, v, 1);
 }
 
+/* search8() on two vectors at once, interleaved level by level: each
+ * level waits on the one before, so two independent chains keep the
+ * permute and compare units busy. */
+static inline void
+search8x2 (const Search8 *r,
+           __m512         q0,
+           __m512         q1,
+           __m512i       *out0,
+           __m512i       *out1)
+{
+  __m512i c0 = _mm512_maskz_mov_epi32 (_mm512_cmp_ps_mask (q0, r->l0, _CMP_GE_OQ), I32 (128));
+  __m512i c1 = _mm512_maskz_mov_epi32 (_mm512_cmp_ps_mask (q1, r->l0, _CMP_GE_OQ), I32 (128));
+  __m512i j0, j1;
+
+#define LEVEL_1REG(shift, table, step) \
+  c0 = step_up (c0, q0, _mm512_permutexvar_ps (_mm512_srli_epi32 (c0, shift), table), step); \
+  c1 = step_up (c1, q1, _mm512_permutexvar_ps (_mm512_srli_epi32 (c1, shift), table), step)
+  LEVEL_1REG (7, r->l1, 64);
+  LEVEL_1REG (6, r->l2, 32);
+  LEVEL_1REG (5, r->l3, 16);
+  LEVEL_1REG (4, r->l4, 8);
+#undef LEVEL_1REG
+  c0 = step_up (c0, q0, _mm512_permutex2var_ps (r->l5[0], _mm512_srli_epi32 (c0, 3), r->l5[1]), 4);
+  c1 = step_up (c1, q1, _mm512_permutex2var_ps (r->l5[0], _mm512_srli_epi32 (c1, 3), r->l5[1]), 4);
+  j0 = _mm512_srli_epi32 (c0, 2);
+  j1 = _mm512_srli_epi32 (c1, 2);
+  c0 = step_up (c0, q0, _mm512_mask_blend_ps (_mm512_test_epi32_mask (j0, I32 (32)),
+                                              _mm512_permutex2var_ps (r->l6[0], j0, r->l6[1]),
+                                              _mm512_permutex2var_ps (r->l6[2], j0, r->l6[3])), 2);
+  c1 = step_up (c1, q1, _mm512_mask_blend_ps (_mm512_test_epi32_mask (j1, I32 (32)),
+                                              _mm512_permutex2var_ps (r->l6[0], j1, r->l6[1]),
+                                              _mm512_permutex2var_ps (r->l6[2], j1, r->l6[3])), 2);
+  j0 = _mm512_srli_epi32 (c0, 1);
+  j1 = _mm512_srli_epi32 (c1, 1);
+#define LEVEL_LAST(c, q, j) \
+  c = step_up (c, q, \
+               _mm512_mask_blend_ps (_mm512_test_epi32_mask (j, I32 (64)), \
+                                     _mm512_mask_blend_ps (_mm512_test_epi32_mask (j, I32 (32)), \
+                                                           _mm512_permutex2var_ps (r->l7[0], j, r->l7[1]), \
+                                                           _mm512_permutex2var_ps (r->l7[2], j, r->l7[3])), \
+                                     _mm512_mask_blend_ps (_mm512_test_epi32_mask (j, I32 (32)), \
+                                                           _mm512_permutex2var_ps (r->l7[4], j, r->l7[5]), \
+                                                           _mm512_permutex2var_ps (r->l7[6], j, r->l7[7]))), 1)
+  LEVEL_LAST (c0, q0, j0);
+  LEVEL_LAST (c1, q1, j1);
+#undef LEVEL_LAST
+  *out0 = c0;
+  *out1 = c1;
+}
+
 /* The same for int4: up[0 .. 15] in one register (up[0] is never read). */
 static inline __m512i
 search4 (__m512 up,
@@ -135,6 +185,17 @@ _mixprec_quant_decode_avx512 (unsigned    format,
 {
   const __m512 s = _mm512_set1_ps (scale);
 
+  if (format == _MIXPREC_QFMT_INT8_DYNAMIC)
+    {
+      /* One load per element beats a gather where gathers are
+       * microcoded; the product is the same one multiplication. */
+      const float *map = _mixprec_qmap (8, is_signed);
+      const uint8_t *b = (const uint8_t *) base + start;
+
+      for (size_t i = 0; i < len; i++)
+        out[i] = map[b[i]] * scale;
+      return;
+    }
   for (size_t i = 0; i < len; i += 16)
     {
       __mmask16 m = _mixprec_avx512_mask (len - i);
@@ -186,11 +247,24 @@ encode_loop (unsigned                  format,
   Search8 search;
   __m512 up4 = _mm512_setzero_ps ();
 
+  size_t i = 0;
+
   if (format == _MIXPREC_QFMT_INT8_DYNAMIC)
-    search8_load (&search, t);
+    {
+      search8_load (&search, t);
+      for (; i + 32 <= len; i += 32)
+        {
+          __m512i c0, c1;
+
+          search8x2 (&search, _mm512_div_ps (_mm512_loadu_ps (in + i), s),
+                     _mm512_div_ps (_mm512_loadu_ps (in + i + 16), s), &c0, &c1);
+          _mm_storeu_si128 ((__m128i *) ((uint8_t *) base + start + i), _mm512_cvtepi32_epi8 (c0));
+          _mm_storeu_si128 ((__m128i *) ((uint8_t *) base + start + i + 16), _mm512_cvtepi32_epi8 (c1));
+        }
+    }
   else if (format == _MIXPREC_QFMT_INT4_DYNAMIC)
     up4 = _mm512_load_ps (t->up);
-  for (size_t i = 0; i < len; i += 16)
+  for (; i < len; i += 16)
     {
       __mmask16 m = _mixprec_avx512_mask (len - i);
       __m512 q = _mm512_div_ps (_mm512_maskz_loadu_ps (m, in + i), s);
@@ -278,4 +352,83 @@ _mixprec_quant_encode_avx512 (unsigned     format,
       break;
     }
   return scale;
+}
+
+/* ------------------------------------------------------------ masters */
+
+static inline __m512
+widen_bf16 (__m512i b)
+{
+  return _mm512_castsi512_ps (_mm512_slli_epi32 (b, 16));
+}
+
+static inline __m512i
+round_bf16 (__m512 x)
+{
+  return _mixprec_avx512_f32_to_bf16_rne_epi32 (x);
+}
+
+void
+_mixprec_quant_master_load_avx512 (unsigned       master_format,
+                                   const guint16 *working,
+                                   const void    *extra,
+                                   size_t         len,
+                                   float         *out)
+{
+  for (size_t i = 0; i < len; i += 16)
+    {
+      __mmask16 m = _mixprec_avx512_mask (len - i);
+      __m512i w = _mm512_cvtepu16_epi32 (_mm256_maskz_loadu_epi16 (m, working + i));
+
+      if (master_format == _MIXPREC_QMASTER_REMAINDER)
+        {
+          __m512i rem = _mm512_cvtepi16_epi32 (_mm256_maskz_loadu_epi16 (m, (const int16_t *) extra + i));
+          __mmask16 neg = _mm512_cmplt_epi32_mask (rem, _mm512_setzero_si512 ());
+          __m512i hi = _mm512_mask_sub_epi32 (w, neg, w, I32 (1));
+
+          w = _mm512_or_si512 (_mm512_slli_epi32 (hi, 16), _mm512_and_si512 (rem, I32 (0xFFFF)));
+          _mm512_mask_storeu_ps (out + i, m, _mm512_castsi512_ps (w));
+        }
+      else
+        _mm512_mask_storeu_ps (out + i, m, widen_bf16 (w));
+    }
+}
+
+void
+_mixprec_quant_master_store_avx512 (unsigned     master_format,
+                                    const float *in,
+                                    size_t       len,
+                                    guint16     *working,
+                                    void        *extra)
+{
+  for (size_t i = 0; i < len; i += 16)
+    {
+      __mmask16 m = _mixprec_avx512_mask (len - i);
+
+      if (master_format == _MIXPREC_QMASTER_REMAINDER)
+        {
+          __m512i u = _mm512_maskz_loadu_epi32 (m, in + i);
+          __m512i lo = _mm512_and_si512 (u, I32 (0xFFFF));
+          __mmask16 up = _mm512_cmpge_epu32_mask (lo, I32 (0x8000));
+          __m512i hi = _mm512_srli_epi32 (u, 16);
+
+          hi = _mm512_mask_add_epi32 (hi, up, hi, I32 (1));
+          _mm256_mask_storeu_epi16 (working + i, m, _mm512_cvtepi32_epi16 (hi));
+          _mm256_mask_storeu_epi16 ((int16_t *) extra + i, m, _mm512_cvtepi32_epi16 (lo));
+        }
+      else
+        {
+          /* _mixprec_kahan_step(), sixteen at a time. */
+          guint16 *comp = (guint16 *) extra + i;
+          __m512 p0 = widen_bf16 (_mm512_cvtepu16_epi32 (_mm256_maskz_loadu_epi16 (m, working + i)));
+          __m512 c = widen_bf16 (_mm512_cvtepu16_epi32 (_mm256_maskz_loadu_epi16 (m, comp)));
+          __m512 u = _mm512_sub_ps (_mm512_maskz_loadu_ps (m, in + i), p0);
+          __m512 c1 = widen_bf16 (round_bf16 (_mm512_add_ps (c, u)));
+          __m512i p1 = round_bf16 (_mm512_add_ps (p0, c1));
+          __m512 d = widen_bf16 (round_bf16 (_mm512_sub_ps (p0, widen_bf16 (p1))));
+
+          _mm256_mask_storeu_epi16 (working + i, m, _mm512_cvtepi32_epi16 (p1));
+          _mm256_mask_storeu_epi16 (comp, m, _mm512_cvtepi32_epi16 (round_bf16 (_mm512_add_ps (c1, d))));
+        }
+    }
 }

@@ -9,7 +9,9 @@
  * code), so a code c is reached exactly from the smallest float up[c]
  * with code >= c. A table indexed by q's sign, exponent and top seven
  * mantissa bits gives the code at the bottom of q's bucket, and one
- * comparison with up[] the code of q. _mixprec_quant_tables_init()
+ * comparison with up[] the code of q (the scalar and AVX2 levels); or a
+ * binary search over up[] held in registers (AVX-512, where gathers are
+ * slow). _mixprec_quant_tables_init()
  * computes up[] from the reference rule by bisection over the floats,
  * builds the buckets and checks that no bucket spans two steps; the
  * tests compare the result with the reference at every step, on both
@@ -116,16 +118,29 @@ float _mixprec_quant_encode_avx512 (unsigned format, int is_signed, const float 
                                     size_t len, void *base, size_t start);
 
 /* The remainder and Kahan masters over a tile: the FP32 parameters from
- * (working, extra) and back. */
-void  _mixprec_quant_master_load  (unsigned       master_format,
-                                   const guint16 *working,
-                                   const void    *extra,
-                                   size_t         len,
-                                   float         *out);
-void  _mixprec_quant_master_store (unsigned       master_format,
-                                   const float   *in,
-                                   size_t         len,
-                                   guint16       *working,
-                                   void          *extra);
+ * (working, extra) and back, at each level. */
+typedef void (*_MixprecQuantMasterLoad)  (unsigned       master_format,
+                                          const guint16 *working,
+                                          const void    *extra,
+                                          size_t         len,
+                                          float         *out);
+typedef void (*_MixprecQuantMasterStore) (unsigned       master_format,
+                                          const float   *in,
+                                          size_t         len,
+                                          guint16       *working,
+                                          void          *extra);
+
+void  _mixprec_quant_master_load         (unsigned master_format, const guint16 *working,
+                                          const void *extra, size_t len, float *out);
+void  _mixprec_quant_master_store        (unsigned master_format, const float *in, size_t len,
+                                          guint16 *working, void *extra);
+void  _mixprec_quant_master_load_avx2    (unsigned master_format, const guint16 *working,
+                                          const void *extra, size_t len, float *out);
+void  _mixprec_quant_master_store_avx2   (unsigned master_format, const float *in, size_t len,
+                                          guint16 *working, void *extra);
+void  _mixprec_quant_master_load_avx512  (unsigned master_format, const guint16 *working,
+                                          const void *extra, size_t len, float *out);
+void  _mixprec_quant_master_store_avx512 (unsigned master_format, const float *in, size_t len,
+                                          guint16 *working, void *extra);
 
 G_END_DECLS

@@ -40,6 +40,14 @@ static const struct { const gchar *name; guint64 rows, cols; } model[] = {
   { "w1", 3000, 5 }, { "b1", 1000, 0 }, { "w2", 4100, 2 }, { "w3", 300, 400 },
 };
 
+/* The representation scenarios make the vector odd (1001 elements): a
+ * unit of odd length ends in an odd block, which INT4 calls pad. */
+static guint64
+rows_of (const Scenario *s, guint p)
+{
+  return model[p].rows + (s->repr != NULL && p == 1 ? 1 : 0);
+}
+
 static gchar *
 config_json (const Scenario *s, guint gas)
 {
@@ -92,8 +100,8 @@ build_engine (const Scenario *s, guint gas)
   g_assert_no_error (error);
   for (guint p = 0; p < G_N_ELEMENTS (model); p++)
     {
-      guint64 numel = model[p].rows * MAX (model[p].cols, 1);
-      guint64 shape[2] = { model[p].rows, model[p].cols };
+      guint64 numel = rows_of (s, p) * MAX (model[p].cols, 1);
+      guint64 shape[2] = { rows_of (s, p), model[p].cols };
       g_autofree gfloat *init = g_new (gfloat, numel);
       g_autoptr(GBytes) bytes = NULL;
 
@@ -307,7 +315,7 @@ plan_matches (const Scenario *s, MixprecEngine *engine)
     {
       guint k = model[p].cols ? 0 : 1;
 
-      sizes[k][n[k]++] = model[p].rows * MAX (model[p].cols, 1);
+      sizes[k][n[k]++] = rows_of (s, p) * MAX (model[p].cols, 1);
     }
   for (guint k = 0; k < 2; k++)
     {

@@ -645,7 +645,7 @@ test_plugin_checks_host (void)
       g_assert_nonnull (strstr (errbuf, "register_optimizer"));
 
       /* A library of ABI 1.0: the whole table, register_optimizer_v2 still
-       * reserved (zero). These plugins speak revision 2 only. */
+       * reserved (zero). These plugins need revision 2 at least. */
       memset (&older, 0, sizeof older);
       older.struct_size = sizeof older;
       older.abi_major = MIXPREC_PLUGIN_ABI_VERSION_MAJOR;

@@ -73,3 +73,13 @@ bench_bench_fp8_gather_SOURCES = bench/bench-fp8-gather.c tests/multiproc.c test
 bench_bench_fp8_gather_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests
 bench_bench_fp8_gather_LDADD = libmixprec/libmixprec.la $(MIXPREC_DEPS_LIBS)
 EXTRA_DIST += bench/run-bench-fp8-gather.sh
+
+# --- optim-states: the AdamW step for each optimizer-state representation
+# (fp32, bf16, scaled fp16 / bf16 / fp8, int8, int4) and each master
+# representation (fp32, remainder, kahan, none) beside the revision-2
+# FP32-state kernel; bench/run-bench-optim-states.sh adds torchao's
+# AdamW8bit / AdamW4bit / AdamWFp8 on the CPU (bench/bench-optim-states-torchao.py)
+bench_programs += bench/bench-optim-states
+bench_bench_optim_states_LDADD = $(MIXPREC_DEPS_LIBS) $(PTHREAD_LIBS) $(LIBS)
+EXTRA_bench_bench_optim_states_DEPENDENCIES = plugins/mixprec-optim-adamw.la
+EXTRA_DIST += bench/run-bench-optim-states.sh bench/bench-optim-states-torchao.py

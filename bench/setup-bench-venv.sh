@@ -1,7 +1,8 @@
 #!/bin/sh
 # setup-bench-venv.sh — a Python virtual environment with the optimizer
-# benchmark's peers: PyTorch, DeepSpeed (for DeepSpeedCPUAdam) and ninja,
-# all from PyPI.
+# benchmarks' peers: PyTorch, DeepSpeed (for DeepSpeedCPUAdam), ninja,
+# torchao (AdamW8bit / AdamW4bit / AdamWFp8, for bench/run-bench-optim-states.sh)
+# and torch-optimi, all from PyPI.
 #
 #   bench/setup-bench-venv.sh [VENV]
 #
@@ -34,6 +35,10 @@ pip="$venv/bin/python -m pip --disable-pip-version-check"
 $pip install --upgrade pip setuptools wheel >&2
 $pip install torch ninja numpy >&2
 DS_BUILD_OPS=0 $pip install --no-build-isolation deepspeed >&2
+# torchao's low-bit optimizers are optional peers: a failed install only
+# leaves their column out of bench/run-bench-optim-states.sh.
+$pip install torchao torch-optimi >&2 ||
+  echo "setup-bench-venv.sh: warning: torchao / torch-optimi did not install; their peers are skipped" >&2
 
 "$venv/bin/python" -c 'import torch, deepspeed, ninja; print("torch", torch.__version__, "deepspeed", deepspeed.__version__)' >&2
 echo "$venv/bin/python"

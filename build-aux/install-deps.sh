@@ -56,3 +56,16 @@ if [ -x "$VENV/bin/python3" ] && ! "$VENV/bin/python3" -c 'import torch' >/dev/n
          "the mixprec.torch tests will be skipped" >&2
   fi
 fi
+
+# The optimizer-state peers: torchao's AdamW8bit / AdamW4bit / AdamWFp8
+# (block-scaled moments) and optimi's Kahan-summed AdamW, beside torch in
+# the same venv, for tests/test-optim-peers.py and bench/run-bench-optim-states.sh.
+if [ -x "$VENV/bin/python3" ] && "$VENV/bin/python3" -c 'import torch' >/dev/null 2>&1 &&
+   ! "$VENV/bin/python3" -c 'import torchao.optim, optimi' >/dev/null 2>&1; then
+  if "$VENV/bin/pip" install -q torchao torch-optimi; then
+    echo "install-deps: torchao and torch-optimi installed in $VENV"
+  else
+    echo "install-deps: warning: could not install torchao and torch-optimi into $VENV;" \
+         "the optimizer-state peer test will be skipped" >&2
+  fi
+fi

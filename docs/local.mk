@@ -12,6 +12,7 @@ docs_reference_pages = \
 	docs/reference/fp8-casts.md \
 	docs/reference/optimizer-states.md \
 	docs/reference/zero-and-memory.md \
+	docs/reference/memory-representations.md \
 	docs/reference/internals.md \
 	docs/reference/checkpoints.md \
 	docs/reference/plugins.md \

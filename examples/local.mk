@@ -20,6 +20,16 @@ charlm_configs = \
 	examples/configs/fp16-fp32-layernorm.json \
 	examples/configs/fp16-static1.json \
 	examples/configs/bf16-fp8.json \
-	examples/configs/bf16-fp8-mx.json
+	examples/configs/bf16-fp8-mx.json \
+	examples/configs/bf16-master-remainder.json \
+	examples/configs/bf16-master-kahan.json \
+	examples/configs/bf16-master-none.json \
+	examples/configs/bf16-states-bf16.json \
+	examples/configs/bf16-states-fp16-scaled.json \
+	examples/configs/bf16-states-bf16-scaled.json \
+	examples/configs/bf16-states-fp8.json \
+	examples/configs/bf16-states-int8.json \
+	examples/configs/bf16-states-int4.json \
+	examples/configs/bf16-remainder-int8.json
 EXTRA_DIST += $(charlm_configs) examples/charlm.py examples/README.md
 EXTRA_DIST += examples/torch-charlm.py

@@ -420,6 +420,9 @@ TESTS += tests/test-charlm-monitors.sh
 # --- example trainer: examples/charlm in short runs, and its Python twin
 EXTRA_DIST += tests/test-charlm.sh tests/test-charlm-py.py
 TESTS += tests/test-charlm.sh
+# each master and optimizer-state representation beside FP32 masters and moments
+EXTRA_DIST += tests/test-charlm-representations.sh
+TESTS += tests/test-charlm-representations.sh
 if HAVE_PYTHON_GI
 TESTS += tests/test-charlm-py.py
 endif
@@ -790,4 +793,14 @@ check_PROGRAMS += tests/test-fp8-zero
 tests_test_fp8_zero_SOURCES = tests/test-fp8-zero.c tests/multiproc.c tests/multiproc.h
 tests_test_fp8_zero_LDADD = $(tests_public_ldadd) -lm
 TESTS += tests/test-fp8-zero
+endif
+
+# --- optimizer-state and master representations against their PyPI peers
+# (issue 26): remainder masters against FP32 masters, int8 / int4 / fp8
+# states against torchao's AdamW8bit / AdamW4bit / AdamWFp8, Kahan masters
+# against optimi's AdamW(kahan_sum=True); run by PYTHON_TORCH (skips
+# without torch, and each part without its peer)
+EXTRA_DIST += tests/test-optim-peers.py
+if HAVE_PYTHON_GI
+TESTS += tests/test-optim-peers.py
 endif

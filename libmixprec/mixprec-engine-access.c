@@ -120,6 +120,32 @@ gather_split_master (MixprecEngine *self,
   return TRUE;
 }
 
+GBytes *
+_mixprec_engine_split_master_of (MixprecEngine *self,
+                                 MixprecParam  *param,
+                                 gboolean      *split,
+                                 GError       **error)
+{
+  Group *g;
+
+  *split = FALSE;
+  if (!mixprec_engine_prepare (self, error))
+    return NULL;
+  g = _mixprec_engine_group_of (self, param);
+  if (g == NULL || g->master_extra == NULL)
+    return NULL;
+  *split = TRUE;
+  if (self->world > 1 && g->state_local)
+    {
+      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_WRONG_STATE,
+                   "parameter '%s': its FP32 values are sharded across ranks; "
+                   "mixprec_engine_gather_master() assembles them",
+                   mixprec_param_get_name (param));
+      return NULL;
+    }
+  return mixprec_engine_gather_master (self, mixprec_param_get_name (param), error);
+}
+
 /**
  * mixprec_engine_gather_master:
  * @self: a #MixprecEngine

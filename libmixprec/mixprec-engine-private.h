@@ -125,4 +125,15 @@ gboolean _mixprec_checkpoint_export_fp32 (MixprecEngine *engine,
                                           const gchar   *path,
                                           GError       **error);
 
+/* mixprec_param_get_master() of a parameter whose FP32 value is kept as a
+ * remainder or Kahan pair beside its bfloat16 working copy
+ * (mixprec-engine-access.c): sets *@split and returns the joined values
+ * (mixprec_engine_gather_master()'s) when they are whole on this rank,
+ * or fails with WRONG_STATE when they are sharded across ranks; leaves
+ * *@split FALSE and returns %NULL for every other parameter. */
+GBytes * _mixprec_engine_split_master_of (MixprecEngine *self,
+                                          MixprecParam  *param,
+                                          gboolean      *split,
+                                          GError       **error);
+
 G_END_DECLS

@@ -740,8 +740,10 @@ mixprec_param_get_working (MixprecParam *self,
  * when it has them, the working copy itself when it is trained in FP32,
  * and, in a mode without master weights (`bf16_master_weights_and_grads`,
  * `fp16_master_weights_and_grads`), the low-precision weights widened to
- * FP32 (exact). What is returned is a copy taken now, not a view: it does
- * not change with later steps.
+ * FP32 (exact). With `"master_weights": "remainder"` or `"kahan"` (Since:
+ * 1.1) it is the FP32 value those keep: the working copy joined with its
+ * remainder (exact), or plus its compensation. What is returned is a copy
+ * taken now, not a view: it does not change with later steps.
  *
  * Under ZeRO across ranks a rank holds only its part of the masters;
  * mixprec_engine_gather_master() assembles the whole parameter.
@@ -770,7 +772,20 @@ mixprec_param_get_master (MixprecParam *self,
       return NULL;
     }
   if (self->storage.master == NULL)
-    return mixprec_param_get_working (self, MIXPREC_DTYPE_FLOAT32, error);
+    {
+      MixprecEngine *engine = mixprec_param_get_engine (self);
+      gboolean split = FALSE;
+      GBytes *joined;
+
+      /* Remainder and Kahan masters: the FP32 values they stand for. */
+      if (engine != NULL)
+        {
+          joined = _mixprec_engine_split_master_of (engine, self, &split, error);
+          if (split)
+            return joined;
+        }
+      return mixprec_param_get_working (self, MIXPREC_DTYPE_FLOAT32, error);
+    }
   out = g_new (gfloat, MAX (self->numel, 1));
   if (!_mixprec_device_download (self->storage.master_on_host ? NULL : self->storage.device,
                                  self->storage.master, MIXPREC_DTYPE_FLOAT32,

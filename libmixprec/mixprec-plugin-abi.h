@@ -221,8 +221,11 @@ typedef struct {
  * slice of it). A value is scale * decode (stored):
  *   FLOAT32, BFLOAT16   revision 2's slots, no scale
  *   *_SCALED            the dtype's value; the block's scale is
- *                       max (absmax, 1e-12) / the dtype's largest finite
- *                       value, each element is x / scale rounded to
+ *                       max (absmax, 1e-12) divided by the dtype's largest
+ *                       finite value for FLOAT16 (65504) and FLOAT8_E4M3
+ *                       (448), and not divided for BFLOAT16 (its largest
+ *                       value, ~3.4e38, would leave small blocks' scales
+ *                       subnormal); each element is x / scale rounded to
  *                       nearest even, saturating
  *   INT8_DYNAMIC        one byte, an index into the 256-value dynamic map
  *                       (signed map for a slot of state_signed_mask,

@@ -872,6 +872,70 @@ test_engine_memory_plan_representations (void)
     }
 }
 
+/* mixprec_param_get_master() of a remainder master is the FP32 value it
+ * stands for: the initial values exactly, and after steps the FP32-master
+ * engine's masters bit for bit (the remainder loses nothing, and both
+ * read the same gradients). A Kahan master is its working copy plus its
+ * compensation, as mixprec_engine_gather_master() gives it. */
+static void
+test_engine_split_master_get_master (void)
+{
+  const gchar *fp32 = "{\"bf16\": {\"enabled\": true}, \"optimizer\": {\"type\": \"AdamW\"}}";
+  const gchar *rem = "{\"bf16\": {\"enabled\": true}, \"optimizer\": {\"type\": \"AdamW\"},"
+                     " \"mixprec\": {\"master_weights\": \"remainder\"}}";
+  const gchar *kahan = "{\"bf16\": {\"enabled\": true}, \"optimizer\": {\"type\": \"AdamW\"},"
+                       " \"mixprec\": {\"master_weights\": \"kahan\"}}";
+  g_autoptr(MixprecEngine) a = engine_from_json (fp32);
+  g_autoptr(MixprecEngine) b = engine_from_json (rem);
+  g_autoptr(MixprecEngine) k = engine_from_json (kahan);
+  g_autofree gfloat *w = g_new (gfloat, 640);
+  g_autofree gfloat *g = g_new (gfloat, 640);
+  g_autoptr(GBytes) first = NULL;
+  g_autoptr(GError) error = NULL;
+  MixprecParam *pa, *pb, *pk;
+
+  for (guint i = 0; i < 640; i++)
+    w[i] = 1.2345678f * sinf ((gfloat) i + 0.5f);
+  pa = add_param (a, "w", 40, 16, "Linear", w);
+  pb = add_param (b, "w", 40, 16, "Linear", w);
+  pk = add_param (k, "w", 40, 16, "Linear", w);
+  first = mixprec_param_get_master (pb, &error);
+  g_assert_no_error (error);
+  g_assert_cmpmem (g_bytes_get_data (first, NULL), g_bytes_get_size (first), w, 640 * sizeof (gfloat));
+  for (guint step = 0; step < 3; step++)
+    {
+      g_autoptr(GBytes) grad = NULL;
+      g_autoptr(GBytes) ma = NULL;
+      g_autoptr(GBytes) mb = NULL;
+      g_autoptr(GBytes) mk = NULL;
+      g_autoptr(GBytes) gk = NULL;
+
+      for (guint i = 0; i < 640; i++)
+        g[i] = cosf ((gfloat) (i * (step + 3)));
+      grad = g_bytes_new (g, 640 * sizeof (gfloat));
+      for (guint e = 0; e < 3; e++)
+        {
+          MixprecEngine *engine = e == 0 ? a : e == 1 ? b : k;
+          MixprecParam *p = e == 0 ? pa : e == 1 ? pb : pk;
+          g_autoptr(MixprecStepResult) r = NULL;
+
+          g_assert_true (mixprec_param_set_grad (p, MIXPREC_DTYPE_FLOAT32, grad, &error));
+          g_assert_no_error (error);
+          g_assert_true (mixprec_engine_backward_done (engine, &error));
+          r = mixprec_engine_step (engine, &error);
+          g_assert_no_error (error);
+          g_assert_true (r->applied);
+        }
+      ma = mixprec_param_get_master (pa, &error);
+      mb = mixprec_param_get_master (pb, &error);
+      mk = mixprec_param_get_master (pk, &error);
+      gk = mixprec_engine_gather_master (k, "w", &error);
+      g_assert_no_error (error);
+      g_assert_true (g_bytes_equal (ma, mb));
+      g_assert_true (g_bytes_equal (mk, gk));
+    }
+}
+
 /* A gradient handed over with mixprec_param_reduce_grad() is the same
  * gradient as one written with mixprec_param_set_grad(): two engines fed
  * both ways end with the same master weights, bit for bit. */
@@ -1074,6 +1138,7 @@ main (int argc, char **argv)
   g_test_add_func ("/engine/unknown-optimizer", test_engine_unknown_optimizer);
   g_test_add_func ("/engine/memory-plan", test_engine_memory_plan);
   g_test_add_func ("/engine/memory-plan/representations", test_engine_memory_plan_representations);
+  g_test_add_func ("/engine/split-master/get-master", test_engine_split_master_get_master);
   g_test_add_func ("/engine/reduce-grad/matches-set-grad", test_engine_reduce_grad_matches_set_grad);
   g_test_add_func ("/engine/reduce-grad/errors", test_engine_reduce_grad_errors);
   return g_test_run ();

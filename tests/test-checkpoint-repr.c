@@ -783,7 +783,7 @@ static gfloat **
 expected_encoding (GPtrArray *params, GPtrArray *values, guint format, gboolean is_signed)
 {
   gfloat **out = g_new0 (gfloat *, params->len);
-  g_autoptr(GHashTable) absmax = g_hash_table_new (g_str_hash, g_str_equal);
+  g_autoptr(GHashTable) absmax = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
 
   /* Blocks are named by group and index. */
   for (guint pass = 0; pass < 2; pass++)
@@ -807,10 +807,7 @@ expected_encoding (GPtrArray *params, GPtrArray *values, guint format, gboolean 
                 guint32 a = f32_bits (x[e]) & 0x7FFFFFFFu;
 
                 bits = bits == 0 ? a + 1 : MAX (bits, a + 1);
-                if (!g_hash_table_contains (absmax, key))
-                  g_hash_table_insert (absmax, g_steal_pointer (&key), GUINT_TO_POINTER (bits));
-                else
-                  g_hash_table_replace (absmax, g_steal_pointer (&key), GUINT_TO_POINTER (bits));
+                g_hash_table_replace (absmax, g_steal_pointer (&key), GUINT_TO_POINTER (bits));
               }
             else
               {

@@ -33,7 +33,6 @@
  * plugin defaults to $MIXPREC_TOP_BUILDDIR/plugins/.libs/mixprec-optim-adamw.so,
  * else ./plugins/.libs/ under the current directory. */
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,95 +44,9 @@
 #endif
 #include <mixprec/mixprec-plugin.h>
 
+#include "bench-pool.h"
+
 #define BYTES_PER_PARAM 28
-
-/* ------------------------------------------------------------ thread pool
- *
- * The calling thread is part 0; the others wait on a barrier between
- * runs, so a run costs two barrier crossings and no thread creation. */
-
-typedef void (*PartFunc) (gpointer data,
-                          guint    part,
-                          guint    n_parts);
-
-typedef struct {
-  guint n_threads;
-  pthread_t *threads;
-  pthread_barrier_t start;
-  pthread_barrier_t done;
-  PartFunc func;
-  gpointer data;
-  gboolean quit;
-} Pool;
-
-typedef struct {
-  Pool *pool;
-  guint part;
-} Worker;
-
-static gpointer
-worker_main (gpointer data)
-{
-  Worker *w = data;
-  Pool *pool = w->pool;
-
-  for (;;)
-    {
-      pthread_barrier_wait (&pool->start);
-      if (pool->quit)
-        break;
-      pool->func (pool->data, w->part, pool->n_threads);
-      pthread_barrier_wait (&pool->done);
-    }
-  g_free (w);
-  return NULL;
-}
-
-static Pool *
-pool_new (guint n_threads)
-{
-  Pool *pool = g_new0 (Pool, 1);
-
-  pool->n_threads = n_threads;
-  pool->threads = g_new0 (pthread_t, n_threads);
-  pthread_barrier_init (&pool->start, NULL, n_threads);
-  pthread_barrier_init (&pool->done, NULL, n_threads);
-  for (guint k = 1; k < n_threads; k++)
-    {
-      Worker *w = g_new0 (Worker, 1);
-
-      w->pool = pool;
-      w->part = k;
-      if (pthread_create (&pool->threads[k], NULL, worker_main, w) != 0)
-        g_error ("pthread_create failed");
-    }
-  return pool;
-}
-
-static void
-pool_run (Pool     *pool,
-          PartFunc  func,
-          gpointer  data)
-{
-  pool->func = func;
-  pool->data = data;
-  pthread_barrier_wait (&pool->start);
-  func (data, 0, pool->n_threads);
-  pthread_barrier_wait (&pool->done);
-}
-
-static void
-pool_free (Pool *pool)
-{
-  pool->quit = TRUE;
-  pthread_barrier_wait (&pool->start);
-  for (guint k = 1; k < pool->n_threads; k++)
-    pthread_join (pool->threads[k], NULL);
-  pthread_barrier_destroy (&pool->start);
-  pthread_barrier_destroy (&pool->done);
-  g_free (pool->threads);
-  g_free (pool);
-}
 
 /* Parts are cut on multiples of this: whole SIMD blocks and cache lines
  * of fp32, or whole scale blocks of every size (revision 3). */
@@ -147,32 +60,7 @@ part_range (gsize  n,
             gsize *begin,
             gsize *end)
 {
-  gsize blocks = (n + part_granule - 1) / part_granule;
-
-  *begin = MIN (n, blocks * part / n_parts * part_granule);
-  *end = MIN (n, blocks * (part + 1) / n_parts * part_granule);
-}
-
-/* Best seconds of one pool_run over runs lasting @min_seconds in all. */
-static double
-best_seconds (Pool     *pool,
-              PartFunc  func,
-              gpointer  data,
-              double    min_seconds)
-{
-  double best = INFINITY, total = 0;
-
-  for (guint run = 0; run < 3 || (total < min_seconds && run < 1000); run++)
-    {
-      gint64 t0 = g_get_monotonic_time ();
-      double s;
-
-      pool_run (pool, func, data);
-      s = (g_get_monotonic_time () - t0) * 1e-6;
-      best = MIN (best, s);
-      total += s;
-    }
-  return best;
+  pool_part_range (n, part_granule, part, n_parts, begin, end);
 }
 
 /* ------------------------------------------------------------ bandwidth */
@@ -296,7 +184,7 @@ measure_bandwidth (Pool   *pool,
   pool_run (pool, stream_init, &s);
   for (guint k = 0; k < G_N_ELEMENTS (stream_kernels); k++)
     best[k] = MAX (best[k], stream_kernels[k].bytes_per_element * s.n /
-                            best_seconds (pool, stream_kernels[k].func, &s, min_seconds));
+                            pool_best_seconds (pool, stream_kernels[k].func, &s, min_seconds, NULL));
   g_aligned_free (s.a);
   g_aligned_free (s.b);
   g_aligned_free (s.c);
@@ -304,64 +192,18 @@ measure_bandwidth (Pool   *pool,
 
 /* ------------------------------------------------------------ the step */
 
-typedef struct {
-  MixprecPluginHostV1 host;
-  const MixprecOptimizerV2 *optimizer;
-  const MixprecOptimizerV3 *optimizer3;
-} Host;
-
-static int
-host_register_v3 (MixprecPluginHostV1      *host,
-                  const MixprecOptimizerV3 *optimizer,
-                  char                     *errbuf,
-                  size_t                    errbuf_len)
-{
-  ((Host *) host->host_data)->optimizer3 = optimizer;
-  return MIXPREC_PLUGIN_OK;
-}
-
-/* The plugin speaks ABI 1.1: its optimizer is a MixprecOptimizerV2. */
-static int
-host_register (MixprecPluginHostV1      *host,
-               const MixprecOptimizerV2 *optimizer,
-               char                     *errbuf,
-               size_t                    errbuf_len)
-{
-  ((Host *) host->host_data)->optimizer = optimizer;
-  return MIXPREC_PLUGIN_OK;
-}
-
 /* The plugin's revision 2 vtable, or with @v3 (a host that offers
  * register_optimizer_v3) its revision 3 one in *v3. */
 static const MixprecOptimizerV2 *
 load_adamw (const gchar               *path,
             const MixprecOptimizerV3 **v3)
 {
-  MixprecPluginGetDescFunc get_desc;
-  Host host = { { 0 } };
-  char errbuf[256] = "";
-  GModule *module = g_module_open (path, G_MODULE_BIND_LOCAL);
+  const MixprecOptimizerV2 *v2;
 
-  if (module == NULL)
-    g_error ("%s", g_module_error ());
-  if (!g_module_symbol (module, "mixprec_plugin_optim_adamw_get_desc", (gpointer *) &get_desc))
-    g_error ("%s: %s", path, g_module_error ());
-  host.host.struct_size = sizeof host.host;
-  host.host.abi_major = MIXPREC_PLUGIN_ABI_VERSION_MAJOR;
-  host.host.abi_minor = MIXPREC_PLUGIN_ABI_VERSION_MINOR;
-  host.host.host_data = &host;
-  host.host.register_optimizer_v2 = host_register;
-  if (v3 != NULL)
-    host.host.register_optimizer_v3 = host_register_v3;
-  if (get_desc ()->init (&host.host, errbuf, sizeof errbuf) != MIXPREC_PLUGIN_OK)
-    g_error ("%s: init failed: %s", path, errbuf);
-  if (v3 != NULL)
-    {
-      if (host.optimizer3 == NULL)
-        g_error ("%s: the plugin registered no revision 3 optimizer", path);
-      *v3 = host.optimizer3;
-    }
-  return host.optimizer;
+  bench_load_adamw (path, MIXPREC_PLUGIN_ABI_VERSION_MINOR, &v2, v3);
+  if (v3 != NULL && *v3 == NULL)
+    g_error ("%s: the plugin registered no revision 3 optimizer", path);
+  return v2;
 }
 
 /* ------------------------------------------------------------ revision 3 */
@@ -453,12 +295,10 @@ step3_init (gpointer data,
   part_range (s->n, part, n_parts, &begin, &end);
   for (gsize i = begin; i < end; i++)
     {
-      float g = (float) ((int) (i % 2001) - 1000);
       float p = (float) (i % 1000) * 1e-4f - 0.05f;
       guint32 u;
 
-      memcpy (&u, &g, 4);
-      s->grad[i] = (guint16) (u >> 16);
+      s->grad[i] = bench_grad_bf16 (i);
       memcpy (&u, &p, 4);
       if (s->master != NULL)
         s->master[i] = p;
@@ -482,7 +322,6 @@ measure_step3 (Pool                     *pool,
                gsize                     n,
                double                    min_seconds)
 {
-  static const double defaults[] = { 1e-3, 0.9, 0.999, 1e-8, 0.01, 1, 1 };
   gboolean blocked = format >= 2;
   gsize n_blocks;
   Step3 s = { 0 };
@@ -493,17 +332,8 @@ measure_step3 (Pool                     *pool,
   n_blocks = n / block_size + 1;
   s.opt = opt;
   s.n = n;
-  memcpy (s.hparams, defaults, sizeof defaults);
   s.formats[0] = s.formats[1] = (MixprecPluginStateFormat) format;
-  s.args.v2.base.struct_size = sizeof s.args;
-  s.args.v2.base.hparams = s.hparams;
-  s.args.v2.base.n_hparams = G_N_ELEMENTS (defaults);
-  s.args.v2.base.step = 1;
-  s.args.v2.base.lr = 1e-3;
-  s.args.v2.base.grad_factor = 1.0f / 1024;
-  s.args.v2.base.grad_dtype = MIXPREC_PLUGIN_DTYPE_BFLOAT16;
-  s.args.v2.base.working_dtype = MIXPREC_PLUGIN_DTYPE_BFLOAT16;
-  s.args.v2.base.rounding = MIXPREC_PLUGIN_ROUNDING_NEAREST_EVEN;
+  bench_step_base_init (&s.args.v2.base, sizeof s.args, s.hparams);
   s.args.state_formats = s.formats;
   s.args.block_size = blocked ? block_size : 0;
   s.args.master_format = (MixprecPluginMasterFormat) master;
@@ -518,7 +348,7 @@ measure_step3 (Pool                     *pool,
   pool_run (pool, step3_init, &s);
   pool_run (pool, step3_part, &s);      /* warm-up */
   s.args.v2.base.step++;
-  best = best_seconds (pool, step3_part, &s, min_seconds);
+  best = pool_best_seconds (pool, step3_part, &s, min_seconds, NULL);
   g_free (s.master);
   g_free (s.extra);
   g_free (s.m);
@@ -573,12 +403,7 @@ step_init (gpointer data,
   part_range (s->n, part, n_parts, &begin, &end);
   for (gsize i = begin; i < end; i++)
     {
-      /* Gradients of a loss scaled by 1024, unscaled by grad_factor. */
-      float g = (float) ((int) (i % 2001) - 1000);
-      guint32 u;
-
-      memcpy (&u, &g, 4);
-      s->grad[i] = (guint16) (u >> 16);
+      s->grad[i] = bench_grad_bf16 (i);
       s->master[i] = (float) (i % 1000) * 1e-4f - 0.05f;
       s->m[i] = 0;
       s->v[i] = 0;
@@ -593,7 +418,6 @@ measure_step (Pool                     *pool,
               gsize                     n,
               double                    min_seconds)
 {
-  static const double defaults[] = { 1e-3, 0.9, 0.999, 1e-8, 0.01, 1, 1 };
   static const MixprecPluginDType fp32_state[2] = { MIXPREC_PLUGIN_DTYPE_FLOAT32,
                                                     MIXPREC_PLUGIN_DTYPE_FLOAT32 };
   Step s = { 0 };
@@ -601,16 +425,7 @@ measure_step (Pool                     *pool,
 
   s.opt = opt;
   s.n = n;
-  memcpy (s.hparams, defaults, sizeof defaults);
-  s.args.base.struct_size = sizeof s.args;
-  s.args.base.hparams = s.hparams;
-  s.args.base.n_hparams = G_N_ELEMENTS (defaults);
-  s.args.base.step = 1;
-  s.args.base.lr = 1e-3;
-  s.args.base.grad_factor = 1.0f / 1024;
-  s.args.base.grad_dtype = MIXPREC_PLUGIN_DTYPE_BFLOAT16;
-  s.args.base.working_dtype = MIXPREC_PLUGIN_DTYPE_BFLOAT16;
-  s.args.base.rounding = MIXPREC_PLUGIN_ROUNDING_NEAREST_EVEN;
+  bench_step_base_init (&s.args.base, sizeof s.args, s.hparams);
   s.args.state_dtypes = fp32_state;   /* the peers keep FP32 moments too */
   s.master = g_new (float, n);
   s.m = g_new (float, n);
@@ -620,7 +435,7 @@ measure_step (Pool                     *pool,
   pool_run (pool, step_init, &s);
   pool_run (pool, step_part, &s);      /* warm-up */
   s.args.base.step++;
-  best = best_seconds (pool, step_part, &s, min_seconds);
+  best = pool_best_seconds (pool, step_part, &s, min_seconds, NULL);
   g_free (s.master);
   g_free (s.m);
   g_free (s.v);
@@ -742,8 +557,7 @@ main (int    argc,
       return 2;
     }
   if (plugin == NULL)
-    plugin = g_build_filename (g_getenv ("MIXPREC_TOP_BUILDDIR") ? g_getenv ("MIXPREC_TOP_BUILDDIR") : ".",
-                               "plugins", ".libs", "mixprec-optim-adamw.so", NULL);
+    plugin = bench_default_adamw_path ();
   sizes = g_strsplit (sizes_arg ? sizes_arg : "1,4,16,64,256", ",", -1);
   if (formats_arg != NULL || masters_arg != NULL)
     return run_formats (plugin, threads, (const gchar *const *) sizes, min_seconds, tsv,

@@ -23,7 +23,6 @@
  * to $MIXPREC_TOP_BUILDDIR/plugins/.libs/mixprec-optim-adamw.so, else
  * ./plugins/.libs/ under the current directory. Prints; judges nothing. */
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,93 +31,10 @@
 #include <gmodule.h>
 #include <mixprec/mixprec-plugin.h>
 
+#include "bench-pool.h"
+
 /* Elements per thread part: a multiple of every block size (32 .. 4096). */
 #define PART_QUANTUM 4096
-
-/* ------------------------------------------------------------ thread pool */
-
-typedef void (*PartFunc) (gpointer data,
-                          guint    part,
-                          guint    n_parts);
-
-typedef struct {
-  guint n_threads;
-  pthread_t *threads;
-  pthread_barrier_t start;
-  pthread_barrier_t done;
-  PartFunc func;
-  gpointer data;
-  gboolean quit;
-} Pool;
-
-typedef struct {
-  Pool *pool;
-  guint part;
-} Worker;
-
-static gpointer
-worker_main (gpointer data)
-{
-  Worker *w = data;
-  Pool *pool = w->pool;
-
-  for (;;)
-    {
-      pthread_barrier_wait (&pool->start);
-      if (pool->quit)
-        break;
-      pool->func (pool->data, w->part, pool->n_threads);
-      pthread_barrier_wait (&pool->done);
-    }
-  g_free (w);
-  return NULL;
-}
-
-static Pool *
-pool_new (guint n_threads)
-{
-  Pool *pool = g_new0 (Pool, 1);
-
-  pool->n_threads = n_threads;
-  pool->threads = g_new0 (pthread_t, n_threads);
-  pthread_barrier_init (&pool->start, NULL, n_threads);
-  pthread_barrier_init (&pool->done, NULL, n_threads);
-  for (guint k = 1; k < n_threads; k++)
-    {
-      Worker *w = g_new0 (Worker, 1);
-
-      w->pool = pool;
-      w->part = k;
-      if (pthread_create (&pool->threads[k], NULL, worker_main, w) != 0)
-        g_error ("pthread_create failed");
-    }
-  return pool;
-}
-
-static void
-pool_run (Pool     *pool,
-          PartFunc  func,
-          gpointer  data)
-{
-  pool->func = func;
-  pool->data = data;
-  pthread_barrier_wait (&pool->start);
-  func (data, 0, pool->n_threads);
-  pthread_barrier_wait (&pool->done);
-}
-
-static void
-pool_free (Pool *pool)
-{
-  pool->quit = TRUE;
-  pthread_barrier_wait (&pool->start);
-  for (guint k = 1; k < pool->n_threads; k++)
-    pthread_join (pool->threads[k], NULL);
-  pthread_barrier_destroy (&pool->start);
-  pthread_barrier_destroy (&pool->done);
-  g_free (pool->threads);
-  g_free (pool);
-}
 
 static void
 part_range (gsize  n,
@@ -127,39 +43,10 @@ part_range (gsize  n,
             gsize *begin,
             gsize *end)
 {
-  gsize quanta = (n + PART_QUANTUM - 1) / PART_QUANTUM;
-
-  *begin = MIN (n, quanta * part / n_parts * PART_QUANTUM);
-  *end = MIN (n, quanta * (part + 1) / n_parts * PART_QUANTUM);
+  pool_part_range (n, PART_QUANTUM, part, n_parts, begin, end);
 }
 
 /* ------------------------------------------------------------ the plugin */
-
-typedef struct {
-  MixprecPluginHostV1 host;
-  const MixprecOptimizerV2 *v2;
-  const MixprecOptimizerV3 *v3;
-} Host;
-
-static int
-host_register_v2 (MixprecPluginHostV1      *host,
-                  const MixprecOptimizerV2 *optimizer,
-                  char                     *errbuf,
-                  size_t                    errbuf_len)
-{
-  ((Host *) host->host_data)->v2 = optimizer;
-  return MIXPREC_PLUGIN_OK;
-}
-
-static int
-host_register_v3 (MixprecPluginHostV1      *host,
-                  const MixprecOptimizerV3 *optimizer,
-                  char                     *errbuf,
-                  size_t                    errbuf_len)
-{
-  ((Host *) host->host_data)->v3 = optimizer;
-  return MIXPREC_PLUGIN_OK;
-}
 
 /* Loads the plugin twice, once through a host of ABI 1.1 (its revision-2
  * vtable, the FP32-state kernel of today) and once through a host of this
@@ -169,35 +56,10 @@ load_adamw (const gchar               *path,
             const MixprecOptimizerV2 **v2,
             const MixprecOptimizerV3 **v3)
 {
-  MixprecPluginGetDescFunc get_desc;
-  GModule *module = g_module_open (path, G_MODULE_BIND_LOCAL);
-  char errbuf[256] = "";
+  const MixprecOptimizerV2 *current;
 
-  if (module == NULL)
-    g_error ("%s", g_module_error ());
-  if (!g_module_symbol (module, "mixprec_plugin_optim_adamw_get_desc", (gpointer *) &get_desc))
-    g_error ("%s: %s", path, g_module_error ());
-  static const guint minors[] = { 1, MIXPREC_PLUGIN_ABI_VERSION_MINOR };
-
-  for (guint i = 0; i < G_N_ELEMENTS (minors); i++)
-    {
-      Host host = { { 0 } };
-      guint minor = minors[i];
-
-      host.host.struct_size = sizeof host.host;
-      host.host.abi_major = MIXPREC_PLUGIN_ABI_VERSION_MAJOR;
-      host.host.abi_minor = minor;
-      host.host.host_data = &host;
-      host.host.register_optimizer_v2 = host_register_v2;
-      if (minor >= 4)
-        host.host.register_optimizer_v3 = host_register_v3;
-      if (get_desc ()->init (&host.host, errbuf, sizeof errbuf) != MIXPREC_PLUGIN_OK)
-        g_error ("%s: init failed: %s", path, errbuf);
-      if (minor == 1)
-        *v2 = host.v2;
-      else
-        *v3 = host.v3;
-    }
+  bench_load_adamw (path, 1, v2, NULL);
+  bench_load_adamw (path, MIXPREC_PLUGIN_ABI_VERSION_MINOR, &current, v3);
   if (*v2 == NULL)
     g_error ("%s: registered no revision-2 optimizer", path);
 }
@@ -398,13 +260,9 @@ step_init (gpointer data,
   part_range (s->n, part, n_parts, &begin, &end);
   for (gsize i = begin; i < end; i++)
     {
-      /* Gradients of a loss scaled by 1024, unscaled by grad_factor. */
-      float g = (float) ((int) (i % 2001) - 1000);
       float w = (float) (i % 1000) * 1e-4f - 0.05f;
-      guint32 u;
 
-      memcpy (&u, &g, 4);
-      s->grad[i] = (guint16) (u >> 16);
+      s->grad[i] = bench_grad_bf16 (i);
       if (s->master)
         s->master[i] = w;
       s->working[i] = bf16_rne (w);
@@ -422,6 +280,18 @@ step_init (gpointer data,
     memset (s->extra + begin * 2, 0, (end - begin) * 2);
 }
 
+/* Before each timed step: the next step number, unless one has failed. */
+static gboolean
+next_step (gpointer data)
+{
+  Step *s = data;
+
+  if (s->failed)
+    return FALSE;
+  s->args.v2.base.step++;
+  return TRUE;
+}
+
 /* Best seconds of one step of @row over @n parameters, or a negative
  * number with @why set when the plugin cannot run it. */
 static double
@@ -433,9 +303,8 @@ measure_row (Pool                     *pool,
              double                    min_seconds,
              gchar                   **why)
 {
-  static const double defaults[] = { 1e-3, 0.9, 0.999, 1e-8, 0.01, 1, 1 };
   Step s = { 0 };
-  double best = INFINITY, total = 0;
+  double best;
 
   if (!row->revision2)
     {
@@ -462,16 +331,7 @@ measure_row (Pool                     *pool,
   s.v3 = v3;
   s.n = n;
   s.block = block_size_of (row->state);
-  memcpy (s.hparams, defaults, sizeof defaults);
-  s.args.v2.base.struct_size = row->revision2 ? sizeof s.args.v2 : sizeof s.args;
-  s.args.v2.base.hparams = s.hparams;
-  s.args.v2.base.n_hparams = G_N_ELEMENTS (defaults);
-  s.args.v2.base.step = 1;
-  s.args.v2.base.lr = 1e-3;
-  s.args.v2.base.grad_factor = 1.0f / 1024;
-  s.args.v2.base.grad_dtype = MIXPREC_PLUGIN_DTYPE_BFLOAT16;
-  s.args.v2.base.working_dtype = MIXPREC_PLUGIN_DTYPE_BFLOAT16;
-  s.args.v2.base.rounding = MIXPREC_PLUGIN_ROUNDING_NEAREST_EVEN;
+  bench_step_base_init (&s.args.v2.base, row->revision2 ? sizeof s.args.v2 : sizeof s.args, s.hparams);
   s.args.v2.state_rounding = MIXPREC_PLUGIN_ROUNDING_NEAREST_EVEN;
   for (guint k = 0; k < 2; k++)
     {
@@ -493,17 +353,7 @@ measure_row (Pool                     *pool,
   s.working = g_new (guint16, n);
   pool_run (pool, step_init, &s);
   pool_run (pool, step_part, &s);      /* warm-up */
-  for (guint run = 0; !s.failed && (run < 3 || (total < min_seconds && run < 1000)); run++)
-    {
-      gint64 t0 = g_get_monotonic_time ();
-      double sec;
-
-      s.args.v2.base.step++;
-      pool_run (pool, step_part, &s);
-      sec = (g_get_monotonic_time () - t0) * 1e-6;
-      best = MIN (best, sec);
-      total += sec;
-    }
+  best = pool_best_seconds (pool, step_part, &s, min_seconds, next_step);
   if (s.failed)
     {
       *why = g_strdup_printf ("step() failed: %s", s.errbuf);
@@ -564,8 +414,7 @@ main (int    argc,
       return 2;
     }
   if (plugin == NULL)
-    plugin = g_build_filename (g_getenv ("MIXPREC_TOP_BUILDDIR") ? g_getenv ("MIXPREC_TOP_BUILDDIR") : ".",
-                               "plugins", ".libs", "mixprec-optim-adamw.so", NULL);
+    plugin = bench_default_adamw_path ();
   if (rows_arg != NULL)
     wanted = g_strsplit (rows_arg, ",", -1);
   load_adamw (plugin, &v2, &v3);

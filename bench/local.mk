@@ -18,6 +18,7 @@ bench_bench_convert_LDADD = $(tests_internal_ldadd)
 # bench/run-bench-adamw.sh, against PyTorch's CPU AdamW and DeepSpeedCPUAdam,
 # from the venv bench/setup-bench-venv.sh makes)
 bench_programs += bench/bench-adamw
+bench_bench_adamw_SOURCES = bench/bench-adamw.c bench/bench-pool.h
 bench_bench_adamw_LDADD = $(MIXPREC_DEPS_LIBS) $(PTHREAD_LIBS) $(LIBS)
 EXTRA_bench_bench_adamw_DEPENDENCIES = plugins/mixprec-optim-adamw.la
 EXTRA_DIST += bench/bench-adamw-torch.py bench/run-bench-adamw.sh bench/setup-bench-venv.sh
@@ -80,6 +81,7 @@ EXTRA_DIST += bench/run-bench-fp8-gather.sh
 # FP32-state kernel; bench/run-bench-optim-states.sh adds torchao's
 # AdamW8bit / AdamW4bit / AdamWFp8 on the CPU (bench/bench-optim-states-torchao.py)
 bench_programs += bench/bench-optim-states
+bench_bench_optim_states_SOURCES = bench/bench-optim-states.c bench/bench-pool.h
 bench_bench_optim_states_LDADD = $(MIXPREC_DEPS_LIBS) $(PTHREAD_LIBS) $(LIBS)
 EXTRA_bench_bench_optim_states_DEPENDENCIES = plugins/mixprec-optim-adamw.la
 EXTRA_DIST += bench/run-bench-optim-states.sh bench/bench-optim-states-torchao.py

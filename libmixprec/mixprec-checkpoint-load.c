@@ -84,13 +84,22 @@ check_params (MixprecCheckpoint          *ckpt,
   return TRUE;
 }
 
-/* Every file and tensor this rank will read, checked: sizes and SHA-256
- * of the files, then each overlapping piece's tensors. */
+/* Calls @func on every range where a saved piece overlaps a shard. */
+typedef gboolean (*OverlapFunc) (MixprecCheckpoint           *ckpt,
+                                 const _MixprecManifestParam *p,
+                                 const _MixprecManifestPiece *piece,
+                                 const _MixprecEngineShard   *sh,
+                                 guint64                      lo,
+                                 guint64                      hi,
+                                 gpointer                     data,
+                                 GError                     **error);
+
 static gboolean
-check_sources (MixprecCheckpoint   *ckpt,
-               GArray              *shards,
-               gboolean             weights_only,
-               GError             **error)
+for_each_overlap (MixprecCheckpoint *ckpt,
+                  GArray            *shards,
+                  OverlapFunc        func,
+                  gpointer           data,
+                  GError           **error)
 {
   const _MixprecManifest *m = _mixprec_checkpoint_get_manifest (ckpt);
 
@@ -103,15 +112,41 @@ check_sources (MixprecCheckpoint   *ckpt,
       for (guint k = 0; k < p->pieces->len; k++)
         {
           const _MixprecManifestPiece *piece = &g_array_index (p->pieces, _MixprecManifestPiece, k);
+          guint64 lo = MAX (piece->begin, sh->begin);
+          guint64 hi = MIN (piece->end, sh->end);
 
-          if (MAX (piece->begin, sh->begin) >= MIN (piece->end, sh->end))
-            continue;
-          if (!_mixprec_checkpoint_verify_file (ckpt, piece->file, error) ||
-              !_mixprec_checkpoint_check_piece (ckpt, p, piece, weights_only, error))
+          if (lo < hi && !func (ckpt, p, piece, sh, lo, hi, data, error))
             return FALSE;
         }
     }
   return TRUE;
+}
+
+/* Checks one overlapping piece: its file's size and SHA-256, then its
+ * tensors. */
+static gboolean
+check_source (MixprecCheckpoint           *ckpt,
+              const _MixprecManifestParam *p,
+              const _MixprecManifestPiece *piece,
+              const _MixprecEngineShard   *sh,
+              guint64                      lo,
+              guint64                      hi,
+              gpointer                     data,
+              GError                     **error)
+{
+  return _mixprec_checkpoint_verify_file (ckpt, piece->file, error) &&
+         _mixprec_checkpoint_check_piece (ckpt, p, piece, GPOINTER_TO_INT (data), error);
+}
+
+/* Every file and tensor this rank will read, checked: sizes and SHA-256
+ * of the files, then each overlapping piece's tensors. */
+static gboolean
+check_sources (MixprecCheckpoint   *ckpt,
+               GArray              *shards,
+               gboolean             weights_only,
+               GError             **error)
+{
+  return for_each_overlap (ckpt, shards, check_source, GINT_TO_POINTER (weights_only), error);
 }
 
 /* ---------------------------------------------------------------- masters */
@@ -236,44 +271,6 @@ load_plain_state (MixprecCheckpoint           *ckpt,
                                   (guint16 *) sh->states[k] + (at - sh->begin), n,
                                   MIXPREC_ROUNDING_NEAREST_EVEN, 0, 0, error))
         return FALSE;
-    }
-  return TRUE;
-}
-
-/* Calls @func on every range where a saved piece overlaps a shard. */
-typedef gboolean (*OverlapFunc) (MixprecCheckpoint           *ckpt,
-                                 const _MixprecManifestParam *p,
-                                 const _MixprecManifestPiece *piece,
-                                 const _MixprecEngineShard   *sh,
-                                 guint64                      lo,
-                                 guint64                      hi,
-                                 gpointer                     data,
-                                 GError                     **error);
-
-static gboolean
-for_each_overlap (MixprecCheckpoint *ckpt,
-                  GArray            *shards,
-                  OverlapFunc        func,
-                  gpointer           data,
-                  GError           **error)
-{
-  const _MixprecManifest *m = _mixprec_checkpoint_get_manifest (ckpt);
-
-  for (guint i = 0; i < shards->len; i++)
-    {
-      const _MixprecEngineShard *sh = &g_array_index (shards, _MixprecEngineShard, i);
-      const _MixprecManifestParam *p =
-        g_hash_table_lookup (m->param_index, mixprec_param_get_name (sh->param));
-
-      for (guint k = 0; k < p->pieces->len; k++)
-        {
-          const _MixprecManifestPiece *piece = &g_array_index (p->pieces, _MixprecManifestPiece, k);
-          guint64 lo = MAX (piece->begin, sh->begin);
-          guint64 hi = MIN (piece->end, sh->end);
-
-          if (lo < hi && !func (ckpt, p, piece, sh, lo, hi, data, error))
-            return FALSE;
-        }
     }
   return TRUE;
 }

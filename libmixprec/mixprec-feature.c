@@ -469,6 +469,36 @@ feature_new (MixprecFeatureKind  kind,
   return self;
 }
 
+/* Whether @mask, the vtable's @field, has bit @required (@required_name,
+ * which every optimizer must @duty) and no bit from @n_known up (bits for
+ * @unknown that do not exist: the known @known are below); where not, says
+ * why in @problem. */
+static gboolean
+check_mask (GString     *problem,
+            const gchar *field,
+            guint        mask,
+            guint        required,
+            const gchar *required_name,
+            const gchar *duty,
+            guint        n_known,
+            const gchar *unknown,
+            const gchar *known)
+{
+  if ((mask & (1u << required)) == 0)
+    {
+      g_string_append_printf (problem, "its %s 0x%x lacks %s, which every optimizer must %s",
+                              field, mask, required_name, duty);
+      return FALSE;
+    }
+  if (mask >> n_known != 0)
+    {
+      g_string_append_printf (problem, "its %s 0x%x has bits for %s that do not exist (the known "
+                              "%s are bits 0 to %u)", field, mask, unknown, known, n_known - 1);
+      return FALSE;
+    }
+  return TRUE;
+}
+
 gboolean
 _mixprec_optimizer_check (const MixprecOptimizerV3 *vtable,
                           gboolean                  has_step,
@@ -476,48 +506,18 @@ _mixprec_optimizer_check (const MixprecOptimizerV3 *vtable,
 {
   g_autoptr(GString) problem = g_string_new (NULL);
   /* The check grows @problem: read its text only once the check is done. */
-  gboolean ok = optimizer_check (vtable, has_step, problem);
+  gboolean ok = optimizer_check (vtable, has_step, problem) &&
+                check_mask (problem, "state_dtype_mask", vtable->state_dtype_mask,
+                            MIXPREC_PLUGIN_DTYPE_FLOAT32, "float32", "keep state in",
+                            N_PLUGIN_DTYPES, "dtypes", "dtypes") &&
+                check_mask (problem, "state_format_mask", vtable->state_format_mask,
+                            MIXPREC_PLUGIN_STATE_FLOAT32, "FLOAT32", "keep state in",
+                            N_STATE_FORMATS, "formats", "formats") &&
+                check_mask (problem, "master_format_mask", vtable->master_format_mask,
+                            MIXPREC_PLUGIN_MASTER_FLOAT32, "FLOAT32", "update",
+                            N_MASTER_FORMATS, "master formats", "formats");
 
-  if (ok && (vtable->state_dtype_mask & (1u << MIXPREC_PLUGIN_DTYPE_FLOAT32)) == 0)
-    {
-      g_string_append_printf (problem, "its state_dtype_mask 0x%x lacks float32, which every "
-                              "optimizer must keep state in", vtable->state_dtype_mask);
-      ok = FALSE;
-    }
-  else if (ok && vtable->state_dtype_mask >> N_PLUGIN_DTYPES != 0)
-    {
-      g_string_append_printf (problem, "its state_dtype_mask 0x%x has bits for dtypes that do "
-                              "not exist (the known dtypes are bits 0 to %d)",
-                              vtable->state_dtype_mask, N_PLUGIN_DTYPES - 1);
-      ok = FALSE;
-    }
-  else if (ok && (vtable->state_format_mask & (1u << MIXPREC_PLUGIN_STATE_FLOAT32)) == 0)
-    {
-      g_string_append_printf (problem, "its state_format_mask 0x%x lacks FLOAT32, which every "
-                              "optimizer must keep state in", vtable->state_format_mask);
-      ok = FALSE;
-    }
-  else if (ok && vtable->state_format_mask >> N_STATE_FORMATS != 0)
-    {
-      g_string_append_printf (problem, "its state_format_mask 0x%x has bits for formats that do "
-                              "not exist (the known formats are bits 0 to %d)",
-                              vtable->state_format_mask, N_STATE_FORMATS - 1);
-      ok = FALSE;
-    }
-  else if (ok && (vtable->master_format_mask & (1u << MIXPREC_PLUGIN_MASTER_FLOAT32)) == 0)
-    {
-      g_string_append_printf (problem, "its master_format_mask 0x%x lacks FLOAT32, which every "
-                              "optimizer must update", vtable->master_format_mask);
-      ok = FALSE;
-    }
-  else if (ok && vtable->master_format_mask >> N_MASTER_FORMATS != 0)
-    {
-      g_string_append_printf (problem, "its master_format_mask 0x%x has bits for master formats "
-                              "that do not exist (the known formats are bits 0 to %d)",
-                              vtable->master_format_mask, N_MASTER_FORMATS - 1);
-      ok = FALSE;
-    }
-  else if (ok && vtable->n_state_slots < 32 && vtable->state_signed_mask >> vtable->n_state_slots != 0)
+  if (ok && vtable->n_state_slots < 32 && vtable->state_signed_mask >> vtable->n_state_slots != 0)
     {
       g_string_append_printf (problem, "its state_signed_mask 0x%x names slots beyond its %u "
                               "state slots", vtable->state_signed_mask, vtable->n_state_slots);

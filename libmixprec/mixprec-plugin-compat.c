@@ -44,6 +44,36 @@ formats_from_dtypes (MixprecOptimizerV3 *optimizer)
   optimizer->state_signed_mask = 0;
 }
 
+/* The fields revisions 1 and 2 share with revision 3, given one by one
+ * since their structs differ: the schema as it is, @state_dtype_mask and
+ * the formats it allows, and the reserved words (as many in every
+ * revision, which the callers assert). */
+static void
+upgrade_schema (MixprecOptimizerV3        *optimizer,
+                const char                *name,
+                const char                *device,
+                unsigned                   rank,
+                const char                *description,
+                const MixprecHParamSpecV1 *hparams,
+                unsigned                   n_hparams,
+                unsigned                   n_state_slots,
+                const char *const         *state_names,
+                unsigned                   state_dtype_mask,
+                void *const               *reserved)
+{
+  optimizer->name = name;
+  optimizer->device = device;
+  optimizer->rank = rank;
+  optimizer->description = description;
+  optimizer->hparams = hparams;
+  optimizer->n_hparams = n_hparams;
+  optimizer->n_state_slots = n_state_slots;
+  optimizer->state_names = state_names;
+  optimizer->state_dtype_mask = state_dtype_mask;
+  formats_from_dtypes (optimizer);
+  memcpy (optimizer->reserved, reserved, sizeof optimizer->reserved);
+}
+
 /* V1 -> V3: the same schema; state in float32 only; the step kept apart,
  * since its arguments differ (see _mixprec_plugin_compat_optimizer_step). */
 static gboolean
@@ -56,17 +86,9 @@ upgrade_optimizer_v1 (const _MixprecRegistration *registration,
 
   G_STATIC_ASSERT (sizeof v1->reserved == sizeof out->optimizer.reserved);
 
-  out->optimizer.name = v1->name;
-  out->optimizer.device = v1->device;
-  out->optimizer.rank = v1->rank;
-  out->optimizer.description = v1->description;
-  out->optimizer.hparams = v1->hparams;
-  out->optimizer.n_hparams = v1->n_hparams;
-  out->optimizer.n_state_slots = v1->n_state_slots;
-  out->optimizer.state_names = v1->state_names;
-  out->optimizer.state_dtype_mask = 1u << MIXPREC_PLUGIN_DTYPE_FLOAT32;
-  formats_from_dtypes (&out->optimizer);
-  memcpy (out->optimizer.reserved, v1->reserved, sizeof v1->reserved);
+  upgrade_schema (&out->optimizer, v1->name, v1->device, v1->rank, v1->description, v1->hparams,
+                  v1->n_hparams, v1->n_state_slots, v1->state_names,
+                  1u << MIXPREC_PLUGIN_DTYPE_FLOAT32, v1->reserved);
   out->step_v1 = v1->step;
   return _mixprec_optimizer_check (&out->optimizer, v1->step != NULL, error);
 }
@@ -82,17 +104,9 @@ upgrade_optimizer_v2 (const _MixprecRegistration *registration,
 
   G_STATIC_ASSERT (sizeof v2->reserved == sizeof out->optimizer.reserved);
 
-  out->optimizer.name = v2->name;
-  out->optimizer.device = v2->device;
-  out->optimizer.rank = v2->rank;
-  out->optimizer.description = v2->description;
-  out->optimizer.hparams = v2->hparams;
-  out->optimizer.n_hparams = v2->n_hparams;
-  out->optimizer.n_state_slots = v2->n_state_slots;
-  out->optimizer.state_names = v2->state_names;
-  out->optimizer.state_dtype_mask = v2->state_dtype_mask;
-  formats_from_dtypes (&out->optimizer);
-  memcpy (out->optimizer.reserved, v2->reserved, sizeof v2->reserved);
+  upgrade_schema (&out->optimizer, v2->name, v2->device, v2->rank, v2->description, v2->hparams,
+                  v2->n_hparams, v2->n_state_slots, v2->state_names, v2->state_dtype_mask,
+                  v2->reserved);
   out->step_v2 = v2->step;
   return _mixprec_optimizer_check (&out->optimizer, v2->step != NULL, error);
 }

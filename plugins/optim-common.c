@@ -126,6 +126,35 @@ run_kernels (const _MixprecOptimKernels *kernels,
   kernels->run_scalar (range, consts, done);
 }
 
+/* What revisions 2 and 3 check alike once @range is set up: the state
+ * rounding of @args where @range keeps some state in bfloat16 (its
+ * state_dtypes set), the arguments of @range, then the kernels' constants
+ * into @consts. */
+static int
+prepare_range (const _MixprecOptimKernels   *kernels,
+               const MixprecOptimizerStepV2 *args,
+               _MixprecOptimRange           *range,
+               float                        *consts,
+               char                         *errbuf,
+               size_t                        errbuf_len)
+{
+  const MixprecOptimizerV1 *schema = kernels->schema;
+  int status;
+
+  if (range->state_dtypes != NULL &&
+      args->state_rounding != MIXPREC_PLUGIN_ROUNDING_NEAREST_EVEN &&
+      args->state_rounding != MIXPREC_PLUGIN_ROUNDING_STOCHASTIC)
+    return _mixprec_optim_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_UNSUPPORTED,
+                                "Optimizer %s: state rounding mode %d is neither nearest-even (0) "
+                                "nor stochastic (1).", schema->name, (int) args->state_rounding);
+  range->state_sr = args->state_rounding == MIXPREC_PLUGIN_ROUNDING_STOCHASTIC;
+  range->state_seed = args->state_seed;
+  status = _mixprec_optim_check_args (schema, range, errbuf, errbuf_len);
+  if (status == MIXPREC_PLUGIN_OK)
+    status = kernels->prepare (&args->base, consts, errbuf, errbuf_len);
+  return status;
+}
+
 int
 _mixprec_optim_step (const _MixprecOptimKernels   *kernels,
                      _MixprecOptimLevel            level,
@@ -154,18 +183,8 @@ _mixprec_optim_step (const _MixprecOptimKernels   *kernels,
   for (unsigned k = 0; k < schema->n_state_slots && args->state_dtypes != NULL; k++)
     if (args->state_dtypes[k] != MIXPREC_PLUGIN_DTYPE_FLOAT32)
       range.state_dtypes = args->state_dtypes;
-  if (range.state_dtypes != NULL &&
-      args->state_rounding != MIXPREC_PLUGIN_ROUNDING_NEAREST_EVEN &&
-      args->state_rounding != MIXPREC_PLUGIN_ROUNDING_STOCHASTIC)
-    return _mixprec_optim_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_UNSUPPORTED,
-                                "Optimizer %s: state rounding mode %d is neither nearest-even (0) "
-                                "nor stochastic (1).", schema->name, (int) args->state_rounding);
-  range.state_sr = args->state_rounding == MIXPREC_PLUGIN_ROUNDING_STOCHASTIC;
-  range.state_seed = args->state_seed;
 
-  status = _mixprec_optim_check_args (schema, &range, errbuf, errbuf_len);
-  if (status == MIXPREC_PLUGIN_OK)
-    status = kernels->prepare (&args->base, consts, errbuf, errbuf_len);
+  status = prepare_range (kernels, args, &range, consts, errbuf, errbuf_len);
   if (status != MIXPREC_PLUGIN_OK)
     return status;
 
@@ -423,18 +442,8 @@ _mixprec_optim_step_v3 (const _MixprecOptimKernels   *kernels,
     }
   master_format = (unsigned) args->master_format;
   range.state_dtypes = any_bf16 ? dtypes : NULL;
-  if (any_bf16 &&
-      args->v2.state_rounding != MIXPREC_PLUGIN_ROUNDING_NEAREST_EVEN &&
-      args->v2.state_rounding != MIXPREC_PLUGIN_ROUNDING_STOCHASTIC)
-    return _mixprec_optim_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_UNSUPPORTED,
-                                "Optimizer %s: state rounding mode %d is neither nearest-even (0) "
-                                "nor stochastic (1).", schema->name, (int) args->v2.state_rounding);
-  range.state_sr = args->v2.state_rounding == MIXPREC_PLUGIN_ROUNDING_STOCHASTIC;
-  range.state_seed = args->v2.state_seed;
   /* The V2 checks see the parameter where the kernels will read it. */
-  status = _mixprec_optim_check_args (schema, &range, errbuf, errbuf_len);
-  if (status == MIXPREC_PLUGIN_OK)
-    status = kernels->prepare (&args->v2.base, consts, errbuf, errbuf_len);
+  status = prepare_range (kernels, &args->v2, &range, consts, errbuf, errbuf_len);
   if (status != MIXPREC_PLUGIN_OK)
     return status;
   if (errbuf != NULL && errbuf_len > 0)

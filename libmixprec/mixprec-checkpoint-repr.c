@@ -38,9 +38,6 @@
 #define CHUNK ((guint64) 1 << 18)
 
 static const gchar * const master_names[] = { "fp32", "remainder", "kahan" };
-static const gchar * const state_names[] = {
-  "fp32", "bf16", "fp16_scaled", "bf16_scaled", "fp8_e4m3_scaled", "int8", "int4",
-};
 static const gchar * const state_st_dtypes[] = {
   "F32", "BF16", "F16", "BF16", "F8_E4M3", "U8", "U8",
 };
@@ -65,19 +62,21 @@ _mixprec_checkpoint_master_format_parse (const gchar               *name,
   return FALSE;
 }
 
+/* The names are the config's (mixprec.optimizer_states), whose enum has
+ * the plugin formats' values. */
 const gchar *
 _mixprec_checkpoint_state_format_name (MixprecPluginStateFormat format)
 {
-  g_return_val_if_fail ((guint) format < G_N_ELEMENTS (state_names), "fp32");
-  return state_names[format];
+  g_return_val_if_fail ((guint) format < G_N_ELEMENTS (state_st_dtypes), "fp32");
+  return mixprec_state_format_get_name ((MixprecStateFormat) format);
 }
 
 gboolean
 _mixprec_checkpoint_state_format_parse (const gchar              *name,
                                         MixprecPluginStateFormat *format)
 {
-  for (guint i = 0; i < G_N_ELEMENTS (state_names); i++)
-    if (g_str_equal (name, state_names[i]))
+  for (guint i = 0; i < G_N_ELEMENTS (state_st_dtypes); i++)
+    if (g_str_equal (name, mixprec_state_format_get_name ((MixprecStateFormat) i)))
       {
         *format = (MixprecPluginStateFormat) i;
         return TRUE;

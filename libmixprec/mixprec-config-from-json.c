@@ -961,12 +961,9 @@ static const gchar *const precision_mode_names[] = {
 
 /* ------------------------------------------------------------ representations */
 
-/* mixprec.master_weights and mixprec.optimizer_states, in the order of
- * MixprecMasterWeights and MixprecStateFormat. */
+/* mixprec.master_weights, in the order of MixprecMasterWeights; the
+ * names of mixprec.optimizer_states are mixprec_state_format_get_name()'s. */
 static const gchar *const master_weights_names[] = { "fp32", "remainder", "kahan", "none", NULL };
-static const gchar *const state_format_names[] = {
-  "fp32", "bf16", "fp16_scaled", "bf16_scaled", "fp8_e4m3_scaled", "int8", "int4", NULL
-};
 
 static gboolean
 parse_state_format (Loader      *l,
@@ -975,8 +972,8 @@ parse_state_format (Loader      *l,
                     MixprecStateFormat *out)
 {
   if (JSON_NODE_HOLDS_VALUE (node) && json_node_get_value_type (node) == G_TYPE_STRING)
-    for (guint i = 0; state_format_names[i] != NULL; i++)
-      if (g_str_equal (json_node_get_string (node), state_format_names[i]))
+    for (guint i = 0; i <= MIXPREC_STATE_FORMAT_INT4; i++)
+      if (g_str_equal (json_node_get_string (node), mixprec_state_format_get_name ((MixprecStateFormat) i)))
         {
           *out = (MixprecStateFormat) i;
           return TRUE;

@@ -182,6 +182,46 @@ apply_overrides (JsonObject      *root,
     }
 }
 
+gboolean
+charlm_option_seed (const gchar *option_name,
+                    const gchar *value,
+                    gpointer     data,
+                    GError     **error)
+{
+  CharlmOverrides *overrides = data;
+  guint64 seed;
+
+  if (!g_ascii_string_to_unsigned (value, 10, 0, G_MAXINT64, &seed, error))
+    {
+      g_prefix_error (error, "%s: ", option_name);
+      return FALSE;
+    }
+  overrides->seed = seed;
+  overrides->seed_set = TRUE;
+  return TRUE;
+}
+
+gboolean
+charlm_option_fp8 (const gchar *option_name,
+                   const gchar *value,
+                   gpointer     data,
+                   GError     **error)
+{
+  CharlmOverrides *overrides = data;
+  /* Static strings: the overrides keep a pointer to one. */
+  static const gchar *const recipes[] = { "delayed", "current", "mx", "off", NULL };
+
+  for (guint i = 0; recipes[i] != NULL; i++)
+    if (g_str_equal (value, recipes[i]))
+      {
+        overrides->fp8_recipe = recipes[i];
+        return TRUE;
+      }
+  g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+               "%s: unknown recipe \"%s\" (delayed, current, mx or off)", option_name, value);
+  return FALSE;
+}
+
 /* Returns the config of @path with @overrides applied; on return
  * overrides->steps is the length of the run when the file or the command
  * line gave one, else left as it was. */

@@ -19,6 +19,18 @@ typedef struct
                               * recipe, "off" turns it off; NULL keeps the config's */
 } CharlmOverrides;
 
+/* The GOptionArgFunc of the example trainers' --seed VALUE and --fp8
+ * RECIPE: @data is the CharlmOverrides they set (the option group's user
+ * data); a bad value fails with a GError naming the option. */
+gboolean charlm_option_seed (const gchar *option_name,
+                             const gchar *value,
+                             gpointer     data,
+                             GError     **error);
+gboolean charlm_option_fp8  (const gchar *option_name,
+                             const gchar *value,
+                             gpointer     data,
+                             GError     **error);
+
 MixprecConfig *charlm_config_load (const gchar     *path,
                                    CharlmOverrides *overrides,
                                    GError         **error);

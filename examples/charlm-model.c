@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "charlm-model.h"
+#include "example-weights.h"
 
 #define LAYERNORM_EPS 1e-5f
 
@@ -501,12 +502,7 @@ charlm_model_new (MixprecEngine     *engine,
       model->g[id] = g_new (gfloat, n);
     }
 
-  {
-    MixprecFp8Recipe *recipe = mixprec_config_get_fp8_recipe (mixprec_engine_get_config (engine));
-
-    if (recipe != NULL && mixprec_fp8_recipe_get_kind (recipe) == MIXPREC_FP8_RECIPE_MX)
-      model->mx_block_size = mixprec_fp8_recipe_get_block_size (recipe);
-  }
+  model->mx_block_size = example_mx_block_size (mixprec_engine_get_config (engine));
 
   model->dt_wte = mixprec_param_get_working_dtype (model->params[CHARLM_WTE]);
   model->dt_h1 = mixprec_param_get_working_dtype (model->params[CHARLM_H1_W]);
@@ -592,43 +588,6 @@ charlm_model_get_param (CharlmModel   *model,
   return model->params[id];
 }
 
-/* ------------------------------------------------------------------ fp8 */
-
-/* The fp32 weights an FP8 GEMM multiplies, from the engine's FP8 working
- * copy of @p: each byte decoded (E4M3 or E5M2, exactly, into fp32), then
- * multiplied in fp32 by the tensor's scale_inv (delayed and current
- * scaling) or by its block's E8M0 scale, 2^(e - 127) (MX). A GPU does the
- * same inside the matrix unit; here it is done once per optimizer step. */
-static void
-dequantize_fp8 (MixprecParam *p,
-                guint         mx_block_size,
-                gfloat       *dst,
-                gsize         n)
-{
-  g_autoptr(GError) error = NULL;
-  MixprecDType dtype = mixprec_param_get_fp8_dtype (p);
-  /* A copy through the engine, which may keep it in GPU memory. */
-  g_autoptr(GBytes) bytes = mixprec_param_get_fp8 (p, &error);
-  const guint8 *data;
-  gsize n_scales = 0;
-  const guint8 *scales = mixprec_param_get_fp8_block_scales (p, &n_scales);
-  gboolean done;
-
-  if (bytes == NULL)
-    g_error ("reading the FP8 copy of %s: %s", mixprec_param_get_name (p), error->message);
-  data = g_bytes_get_data (bytes, NULL);
-  if (scales != NULL)
-    {
-      g_assert (mx_block_size > 0 && n_scales == (n + mx_block_size - 1) / mx_block_size);
-      done = mixprec_mx_dequantize (dtype, data, scales, n, mx_block_size, dst, &error);
-    }
-  else
-    done = mixprec_fp8_dequantize (dtype, data, n, mixprec_param_get_fp8_scale_inv (p), dst,
-                                   &error);
-  if (!done)
-    g_error ("reading the FP8 copy of %s: %s", mixprec_param_get_name (p), error->message);
-}
-
 /* Widens the engine's working copies (fp16/bf16/fp32) to fp32 once per
  * optimizer step; the widened values are exactly the low-precision ones.
  * A parameter the config's fp8 section puts in FP8 (the Linear layers')
@@ -646,21 +605,10 @@ charlm_model_load_weights (CharlmModel *model)
   for (guint id = 0; id < CHARLM_N_PARAMS; id++)
     {
       g_autoptr(GError) error = NULL;
-      MixprecParam *p = model->params[id];
 
-      if (mixprec_param_is_fp8 (p))
-        {
-          dequantize_fp8 (p, model->mx_block_size, model->w[id], model->numel[id]);
-          continue;
-        }
-
-      /* A copy through the engine: its working copies may be in GPU
-       * memory (mixprec.device "cuda") while this model runs on the CPU. */
-      g_autoptr(GBytes) w = mixprec_param_get_working (p, MIXPREC_DTYPE_FLOAT32, &error);
-
-      if (w == NULL)
-        g_error ("reading %s: %s", mixprec_param_get_name (p), error->message);
-      memcpy (model->w[id], g_bytes_get_data (w, NULL), model->numel[id] * sizeof (gfloat));
+      if (!example_read_working (model->params[id], model->mx_block_size, model->w[id],
+                                 model->numel[id], &error))
+        g_error ("%s", error->message);
     }
   mixprec_engine_release_all (model->engine);
 }

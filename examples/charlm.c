@@ -23,6 +23,8 @@
 #include "charlm-config.h"
 #include "charlm-data.h"
 #include "charlm-model.h"
+#include "example-resume.h"
+#include "example-weights.h"
 
 #define DEFAULT_WORDS "/usr/share/dict/american-english"
 #define DEFAULT_STEPS 3000
@@ -49,7 +51,6 @@ typedef struct
   gint accumulation;
   gint zero_stage;
   gchar *device;
-  gchar *fp8;
   CharlmOverrides overrides;
   gchar *csv_path;
   gint eval_every;
@@ -66,53 +67,12 @@ options_clear (Options *o)
 {
   g_free (o->config_path);
   g_free (o->device);
-  g_free (o->fp8);
   g_free (o->csv_path);
   g_free (o->words_path);
   g_free (o->save_dir);
 }
 
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (Options, options_clear)
-
-static gboolean
-parse_seed (const gchar *option_name,
-            const gchar *value,
-            gpointer     data,
-            GError     **error)
-{
-  Options *o = data;
-  guint64 seed;
-
-  if (!g_ascii_string_to_unsigned (value, 10, 0, G_MAXINT64, &seed, error))
-    {
-      g_prefix_error (error, "%s: ", option_name);
-      return FALSE;
-    }
-  o->overrides.seed = seed;
-  o->overrides.seed_set = TRUE;
-  return TRUE;
-}
-
-static gboolean
-parse_fp8 (const gchar *option_name,
-           const gchar *value,
-           gpointer     data,
-           GError     **error)
-{
-  static const gchar *const recipes[] = { "delayed", "current", "mx", "off", NULL };
-  Options *o = data;
-
-  if (!g_strv_contains (recipes, value))
-    {
-      g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-                   "%s: unknown recipe \"%s\" (delayed, current, mx or off)", option_name, value);
-      return FALSE;
-    }
-  g_free (o->fp8);
-  o->fp8 = g_strdup (value);
-  o->overrides.fp8_recipe = o->fp8;
-  return TRUE;
-}
 
 static gboolean
 parse_options (Options  *o,
@@ -136,9 +96,9 @@ parse_options (Options  *o,
       "cuda (replaces mixprec.device); the model itself always runs on the CPU", "DEVICE" },
     { "batch", 'b', 0, G_OPTION_ARG_INT, &o->batch,
       "Micro-batch size, overriding train_micro_batch_size_per_gpu", "N" },
-    { "seed", 0, 0, G_OPTION_ARG_CALLBACK, (gpointer) parse_seed,
+    { "seed", 0, 0, G_OPTION_ARG_CALLBACK, (gpointer) charlm_option_seed,
       "Seed of the initial weights and batch order, overriding mixprec.seed", "N" },
-    { "fp8", 0, 0, G_OPTION_ARG_CALLBACK, (gpointer) parse_fp8,
+    { "fp8", 0, 0, G_OPTION_ARG_CALLBACK, (gpointer) charlm_option_fp8,
       "Keep FP8 working copies of the Linear layers' parameters, scaled by RECIPE (delayed, "
       "current or mx), and multiply with them; off turns the config's fp8 section off",
       "RECIPE" },
@@ -170,7 +130,8 @@ parse_options (Options  *o,
                                 "A Bengio-style MLP over characters, trained on a word list in the "
                                 "precision the config asks for.\nThe last line on stdout is "
                                 "val_loss=<mean cross-entropy on the validation words, in nats>.");
-  group = g_option_group_new (NULL, NULL, NULL, o, NULL);
+  /* The callbacks of --seed and --fp8 set the overrides. */
+  group = g_option_group_new (NULL, NULL, NULL, &o->overrides, NULL);
   g_option_group_add_entries (group, entries);
   g_option_context_set_main_group (context, group);
 
@@ -232,41 +193,6 @@ describe_mode (MixprecConfig *config)
     default:
       return "unknown";
     }
-}
-
-/* The fp8 section in words, or NULL when it is off. */
-static gchar *
-describe_fp8 (MixprecConfig *config)
-{
-  MixprecFp8Recipe *recipe = mixprec_config_get_fp8_recipe (config);
-  g_autofree gchar *modules = NULL;
-  g_autofree gchar *how = NULL;
-  const gchar *format;
-
-  if (recipe == NULL)
-    return NULL;
-  modules = g_strjoinv (", ", (gchar **) mixprec_config_get_fp8_modules (config));
-  format = mixprec_fp8_recipe_get_format (recipe) == MIXPREC_FP8_FORMAT_HYBRID
-             ? "e4m3 forward, e5m2 backward" : "e4m3";
-  switch (mixprec_fp8_recipe_get_kind (recipe))
-    {
-    case MIXPREC_FP8_RECIPE_DELAYED:
-      how = g_strdup_printf ("delayed scaling (%s amax of the last %u steps, margin %d)",
-                             mixprec_fp8_recipe_get_amax_compute_algo (recipe) ==
-                               MIXPREC_FP8_AMAX_MAX ? "largest" : "most recent",
-                             mixprec_fp8_recipe_get_amax_history_len (recipe),
-                             mixprec_fp8_recipe_get_margin (recipe));
-      break;
-    case MIXPREC_FP8_RECIPE_CURRENT:
-      how = g_strdup_printf ("current scaling (margin %d)", mixprec_fp8_recipe_get_margin (recipe));
-      break;
-    case MIXPREC_FP8_RECIPE_MX:
-    default:
-      how = g_strdup_printf ("MX block scaling (%u elements per E8M0 scale)",
-                             mixprec_fp8_recipe_get_block_size (recipe));
-      break;
-    }
-  return g_strdup_printf ("fp8 working copies for %s: %s, %s", modules, format, how);
 }
 
 typedef struct
@@ -337,7 +263,7 @@ print_setup (MixprecConfig       *config,
               mixprec_config_get_gradient_accumulation_steps (config), steps,
               mixprec_config_get_seed (config));
 
-  fp8 = describe_fp8 (config);
+  fp8 = example_describe_fp8 (config);
   if (fp8 != NULL)
     g_printerr ("charlm: %s\n", fp8);
 
@@ -432,27 +358,9 @@ resume (MixprecEngine        *engine,
   g_autoptr(GError) local_error = NULL;
   guint64 steps;
 
-  checkpoint = mixprec_checkpoint_open (dir, &local_error);
-  if (checkpoint == NULL &&
-      g_error_matches (local_error, MIXPREC_CHECKPOINT_ERROR, MIXPREC_CHECKPOINT_ERROR_NOT_FOUND))
+  checkpoint = example_open_resume ("charlm", dir, &local_error);
+  if (checkpoint == NULL && local_error == NULL)
     return 0;
-  /* A damaged newest checkpoint is never taken for an empty folder
-   * (starting over would save over the older ones): the run goes on from
-   * the newest whole one, and says so. */
-  if (checkpoint == NULL &&
-      g_error_matches (local_error, MIXPREC_CHECKPOINT_ERROR, MIXPREC_CHECKPOINT_ERROR_DAMAGED))
-    {
-      g_autofree gchar *skipped = NULL;
-
-      g_clear_error (&local_error);
-      checkpoint = mixprec_checkpoint_open_newest_intact (dir, &skipped, &local_error);
-      if (checkpoint != NULL)
-        g_printerr ("charlm: WARNING: the latest checkpoint in %s is damaged:\n%s\n"
-                    "charlm: WARNING: falling back to %s, the newest whole checkpoint (step %"
-                    G_GUINT64_FORMAT ")\n", dir, skipped != NULL ? skipped : "",
-                    mixprec_checkpoint_get_path (checkpoint),
-                    mixprec_checkpoint_get_step (checkpoint));
-    }
   if (checkpoint == NULL)
     {
       g_propagate_error (error, g_steal_pointer (&local_error));

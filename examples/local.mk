@@ -9,7 +9,11 @@ examples_charlm_SOURCES = \
 	examples/charlm-data.h \
 	examples/charlm-data.c \
 	examples/charlm-model.h \
-	examples/charlm-model.c
+	examples/charlm-model.c \
+	examples/example-weights.h \
+	examples/example-weights.c \
+	examples/example-resume.h \
+	examples/example-resume.c
 examples_charlm_CPPFLAGS = $(AM_CPPFLAGS) \
 	-DCHARLM_CONFIG_DIR=\"$(abs_top_srcdir)/examples/configs\"
 examples_charlm_LDADD = libmixprec/libmixprec.la $(MIXPREC_DEPS_LIBS) -lm

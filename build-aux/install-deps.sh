@@ -14,7 +14,7 @@ $SUDO apt-get install -y -q --no-install-recommends \
   libglib2.0-dev libjson-glib-dev \
   gobject-introspection libgirepository1.0-dev gir1.2-glib-2.0 \
   valac gjs python3 python3-gi python3-venv \
-  libucx-dev libdlpack-dev \
+  libucx-dev libdlpack-dev libopenblas-dev libomp-dev \
   wamerican python3-numpy python3-matplotlib \
   abigail-tools debhelper apt-utils \
   openmpi-bin libopenmpi-dev iproute2 \
@@ -54,6 +54,19 @@ if [ -x "$VENV/bin/python3" ] && ! "$VENV/bin/python3" -c 'import torch' >/dev/n
   else
     echo "install-deps: warning: could not install torch into $VENV;" \
          "the mixprec.torch tests will be skipped" >&2
+  fi
+fi
+
+# The GPT-2 example's PyTorch comparison (tests/test-gpt2-torch.py) and
+# benchmark (bench/run-bench-gpt2.sh) load its weights into Hugging Face's
+# GPT2LMHeadModel: transformers, in the same venv.
+if [ -x "$VENV/bin/python3" ] && "$VENV/bin/python3" -c 'import torch' >/dev/null 2>&1 &&
+   ! "$VENV/bin/python3" -c 'import transformers' >/dev/null 2>&1; then
+  if "$VENV/bin/pip" install -q transformers; then
+    echo "install-deps: transformers installed in $VENV"
+  else
+    echo "install-deps: warning: could not install transformers into $VENV;" \
+         "the GPT-2 PyTorch comparison will be skipped" >&2
   fi
 fi
 

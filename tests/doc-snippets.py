@@ -4,8 +4,8 @@ examples/README.md against the build tree, and prints TAP.
 
 A block runs by its language: sh in a copy of the top of an in-tree build
 (a folder of links to the build and source trees, where ./examples/charlm
-and examples/charlm.py train --steps 20 so that the whole run stays
-short); c is compiled with `cc FILE $(pkg-config --cflags --libs mixprec)`
+and examples/charlm.py train --steps 20, and ./examples/gpt2/gpt2 a small
+model 10 steps, so that the whole run stays short); c is compiled with `cc FILE $(pkg-config --cflags --libs mixprec)`
 against the uninstalled library (mixprec-uninstalled.pc) and run; python
 and vala likewise with the build's typelib, overrides and vapi. Blocks in
 `text` are pictures, not code. An HTML comment on the line before a block
@@ -54,6 +54,9 @@ DOCS = ["README.md", "examples/README.md"]
 WORDS = "/usr/share/dict/american-english"
 # The examples train 20 steps on every 16th word of the list.
 CHARLM_ARGS = ["--steps", "20", "--eval-every", "10"]
+# ... and examples/gpt2/gpt2 a 2-layer model 10 steps.
+GPT2_ARGS = ["--steps", "10", "--eval-every", "5", "--layers", "2", "--heads", "2", "--embd", "32",
+             "--ctx", "32", "--val-windows", "8"]
 TIMEOUT = 600
 
 results = []
@@ -182,6 +185,15 @@ def make_tree(tmp):
                 % (shlex.quote(os.path.join(top, "examples", "charlm")),
                    " ".join(shlex.quote(a) for a in args)))
     os.chmod(charlm, 0o755)
+    # examples/gpt2/gpt2 as a small model in a short run: options given
+    # last win, so the README's shape gives way to this one.
+    gpt2 = os.path.join(top, "examples", "gpt2", "gpt2")
+    if os.path.exists(gpt2):
+        os.makedirs(os.path.join(tree, "examples", "gpt2"))
+        with open(os.path.join(tree, "examples", "gpt2", "gpt2"), "w") as f:
+            f.write("#!/bin/sh\n# the build's gpt2, small and short\nexec %s \"$@\" %s\n"
+                    % (shlex.quote(gpt2), " ".join(GPT2_ARGS)))
+        os.chmod(os.path.join(tree, "examples", "gpt2", "gpt2"), 0o755)
     for script, extra in (("charlm.py", args),
                           ("torch-charlm.py", ["--steps", "10", "--eval-every", "5",
                                                "--eval-words", "256"] + args[4:])):
@@ -307,8 +319,11 @@ def check_block(doc, line, lang, directive, text, tree, tmp, state):
                           base_env(tmp))
             if rc != 0 or re.search(r"^\s*Usable here\s+no\b", out, re.M):
                 return skip(name, "no usable GPU")
-    if "examples/charlm" in text + d.get("output", "") and not os.path.exists(WORDS):
+    if ("examples/charlm" in text + d.get("output", "") or "examples/gpt2" in text) and \
+            not os.path.exists(WORDS):
         return skip(name, "no word list %s (Debian package wamerican)" % WORDS)
+    if "examples/gpt2/gpt2" in text and not os.path.exists(os.path.join(top, "examples", "gpt2", "gpt2")):
+        return skip(name, "examples/gpt2 was not built (no OpenBLAS)")
     if "file" in d:
         with open(os.path.join(tree, d["file"]), "w") as f:
             f.write(text)

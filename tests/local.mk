@@ -804,3 +804,24 @@ EXTRA_DIST += tests/test-optim-peers.py
 if HAVE_PYTHON_GI
 TESTS += tests/test-optim-peers.py
 endif
+
+# --- examples/gpt2, the C GPT-2: its backward against finite differences
+# in FP64 (the model's own file built with double), short trainings
+# (the loss falls, fp16/bf16/FP8 configs, resume bit for bit, two ranks at
+# ZeRO-2 bit for bit against one process with GAS 2), and its logits and
+# gradients against Hugging Face's GPT2LMHeadModel under PYTHON_TORCH
+EXTRA_DIST += tests/test-gpt2.sh tests/test-gpt2-torch.py
+if HAVE_OPENBLAS
+check_PROGRAMS += tests/test-gpt2-grad
+tests_test_gpt2_grad_SOURCES = tests/test-gpt2-grad.c examples/gpt2/gpt2-model.c
+tests_test_gpt2_grad_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/examples/gpt2 -DGPT2_REAL_DOUBLE
+tests_test_gpt2_grad_CFLAGS = $(AM_CFLAGS) $(OPENBLAS_CFLAGS) $(OPENMP_CFLAGS)
+tests_test_gpt2_grad_LDADD = $(MIXPREC_DEPS_LIBS) $(OPENBLAS_LIBS) -lm
+tests_test_gpt2_grad_LDFLAGS = $(OPENMP_CFLAGS)
+TESTS += tests/test-gpt2-grad tests/test-gpt2.sh
+if HAVE_PYTHON_GI
+TESTS += tests/test-gpt2-torch.py
+endif
+else
+EXTRA_DIST += tests/test-gpt2-grad.c
+endif

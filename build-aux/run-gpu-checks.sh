@@ -21,7 +21,8 @@
 #      configure --enable-werror in _build/gpu when it has no Makefile
 #      yet, make -j (skipped with --no-build: the tree is already built);
 #   3. make check with TESTS= the GPU tests that exist (test-device-cuda,
-#      test-comm-nccl, test-engine-cuda.sh, test-fp8-engine-cuda.sh) and
+#      test-comm-nccl, test-engine-cuda.sh, test-fp8-engine-cuda.sh,
+#      test-gpt2-cuda.sh: examples/gpt2 on the GPU against the CPU) and
 #      MIXPREC_REQUIRE_GPU=1: here a skipped test is a failure;
 #   4. bench/bench-adamw-cuda at 10M, 100M and 1B parameters;
 #   5. bench/adamw-torch-cuda.py with a Python whose torch sees the GPU:
@@ -49,7 +50,7 @@ cuda_prefix=${CUDA_PREFIX:-/usr/local/cuda}
 jobs=${JOBS:-$(nproc 2>/dev/null || echo 4)}
 sizes=${SIZES:-10M,100M,1B}
 bench_flags=${BENCH_FLAGS:-}
-gpu_tests="tests/test-device-cuda tests/test-comm-nccl tests/test-engine-cuda.sh tests/test-fp8-engine-cuda.sh"
+gpu_tests="tests/test-device-cuda tests/test-comm-nccl tests/test-engine-cuda.sh tests/test-fp8-engine-cuda.sh tests/test-gpt2-cuda.sh"
 
 install_deps=auto
 build=yes

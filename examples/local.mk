@@ -74,3 +74,12 @@ EXTRA_DIST += examples/gpt2/gpt2.c examples/gpt2/gpt2-data.h examples/gpt2/gpt2-
 	examples/gpt2/gpt2-model.h examples/gpt2/gpt2-model.c
 endif
 
+# The CUDA build of the same model (--device cuda), when configure found nvcc.
+include $(srcdir)/examples/gpt2/cuda.mk
+if HAVE_OPENBLAS
+if HAVE_CUDA
+examples_gpt2_gpt2_SOURCES += $(gpt2_cuda_sources)
+examples_gpt2_gpt2_CPPFLAGS += $(gpt2_cuda_cppflags)
+examples_gpt2_gpt2_LDADD += $(gpt2_cuda_libs)
+endif
+endif

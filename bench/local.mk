@@ -85,3 +85,9 @@ bench_bench_optim_states_SOURCES = bench/bench-optim-states.c bench/bench-pool.h
 bench_bench_optim_states_LDADD = $(MIXPREC_DEPS_LIBS) $(PTHREAD_LIBS) $(LIBS)
 EXTRA_bench_bench_optim_states_DEPENDENCIES = plugins/mixprec-optim-adamw.la
 EXTRA_DIST += bench/run-bench-optim-states.sh bench/bench-optim-states-torchao.py
+
+# --- gpt2: examples/gpt2 (the C GPT-2 on libmixprec, bf16 working copies)
+# beside Hugging Face's GPT2LMHeadModel under torch autocast bf16, the same
+# weights, batches and threads (examples/gpt2/torch-gpt2.py): tokens/s and
+# both loss curves in one run (bench/run-bench-gpt2.sh, bench/plot-gpt2.py)
+EXTRA_DIST += bench/run-bench-gpt2.sh bench/plot-gpt2.py

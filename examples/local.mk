@@ -46,7 +46,8 @@ gpt2_configs = \
 	examples/configs/gpt2-fp16.json \
 	examples/configs/gpt2-fp32.json \
 	examples/configs/gpt2-bf16-fp8.json
-EXTRA_DIST += $(gpt2_configs) examples/gpt2/README.md examples/gpt2/torch-gpt2.py
+EXTRA_DIST += $(gpt2_configs) examples/gpt2/README.md examples/gpt2/gpt2-loss.png \
+	examples/gpt2/torch-gpt2.py
 
 if HAVE_OPENBLAS
 noinst_PROGRAMS += examples/gpt2/gpt2

@@ -48,13 +48,16 @@ def conv1d(name):
 
 def warmup_cosine(warmup, total, cos_min):
     """DeepSpeed's WarmupCosineLR with a linear warmup from 0, as the
-    ratio of the base learning rate at a step (0-based)."""
-    def ratio(step):
-        if step < warmup:
-            return step / warmup
-        progress = (step - warmup + 1) / max(total - warmup, 1)
+    ratio of the base learning rate for LambdaLR's step s (0-based). A
+    DeepSpeed engine (and libmixprec) runs optimizer step s + 1 at the
+    schedule's last_batch_iteration s - 1: its constructor writes the
+    rate for -1, and the first two steps both run at the warmup's start."""
+    def ratio(iteration):
+        if iteration < warmup:
+            return iteration / warmup
+        progress = (iteration - warmup + 1) / max(total - warmup, 1)
         return max(0.0, cos_min + (1 - cos_min) * (1 + math.cos(math.pi * progress)) / 2)
-    return ratio
+    return lambda s: 0.0 if s == 0 else ratio(s - 1)
 
 
 def main(argv=None):

@@ -33,6 +33,46 @@ from_order_key (uint32_t k)
   return _mixprec_f32_from_bits ((k & 0x80000000u) ? k & 0x7FFFFFFFu : ~k);
 }
 
+/* optim-quant.h's packed[]: per bucket of _mixprec_quant_packed_bucket(),
+ * the code at its bottom and the key of the step inside it; packed_ok
+ * stays 0 where a bucket holds two steps, an end bucket one, or a step
+ * lies outside the bucket its head names. */
+static void
+packed_build (_MixprecQuantTable *t)
+{
+  const uint32_t first = _MIXPREC_QUANT_EXP_LO << 7, last = (_MIXPREC_QUANT_EXP_HI << 7) | 127u;
+
+  t->packed_ok = 0;
+  for (uint32_t sign = 0; sign < 2; sign++)
+    for (uint32_t v = first; v <= last; v++)
+      {
+        uint32_t head = (sign << 31) | (v << 16);
+        uint32_t low = head, high = head | 0xFFFFu, key = _MIXPREC_QUANT_PACKED_NO_STEP;
+        int end = v == first || v == last;
+        unsigned c_lo, c_hi;
+
+        if (v == first)
+          low = sign << 31;                 /* down to zero */
+        if (v == last)
+          high = (sign << 31) | 0x7F800000u;  /* up to infinity */
+        /* In value order: a larger magnitude is a smaller negative value. */
+        c_lo = reference_code (t, _mixprec_f32_from_bits (sign ? high : low));
+        c_hi = reference_code (t, _mixprec_f32_from_bits (sign ? low : high));
+        if (c_hi > c_lo + 1 || (c_hi != c_lo && end))
+          return;
+        if (c_hi != c_lo)
+          {
+            uint32_t step = _mixprec_f32_bits (t->up[c_lo + 1]);
+
+            if ((step & 0xFFFF0000u) != head)
+              return;
+            key = sign ? 0xFFFFu - (step & 0xFFFFu) : step & 0xFFFFu;
+          }
+        t->packed[_mixprec_quant_packed_bucket (head)] = (c_lo << _MIXPREC_QUANT_PACKED_CODE_SHIFT) | key;
+      }
+  t->packed_ok = 1;
+}
+
 static int
 table_build (_MixprecQuantTable *t,
              unsigned            bits,
@@ -107,6 +147,7 @@ table_build (_MixprecQuantTable *t,
             return 0;
           t->lut[_mixprec_quant_bucket (head)] = (uint8_t) c_lo;
         }
+  packed_build (t);
   return 1;
 }
 

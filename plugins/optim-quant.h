@@ -9,9 +9,11 @@
  * code), so a code c is reached exactly from the smallest float up[c]
  * with code >= c. A table indexed by q's sign, exponent and top seven
  * mantissa bits gives the code at the bottom of q's bucket, and one
- * comparison with up[] the code of q (the scalar and AVX2 levels); or a
- * binary search over up[] held in registers (AVX-512, where gathers are
- * slow). _mixprec_quant_tables_init()
+ * comparison with up[] the code of q (the scalar level); the AVX2 level
+ * gathers one word per bucket that holds both the code and where in the
+ * bucket the step lies (packed[]), so the second lookup becomes an
+ * integer comparison; AVX-512 runs a binary search over up[] held in
+ * registers, where gathers are slow. _mixprec_quant_tables_init()
  * computes up[] from the reference rule by bisection over the floats,
  * builds the buckets and checks that no bucket spans two steps; the
  * tests compare the result with the reference at every step, on both
@@ -45,7 +47,23 @@ typedef struct {
    * is with up[c + step], which is level[l][c / (2 step)]. Registers hold
    * these where gathers are slow (AVX-512). */
   float level[8][128] __attribute__ ((aligned (64)));
+  /* The codes again, for a single gather and no second lookup (the AVX2
+   * level), in buckets of _mixprec_quant_packed_bucket(): per bucket the
+   * code at its bottom above bit 17, and below it the key T of the step
+   * inside it, 0x10000 where it holds none. The floats of a bucket share
+   * its head's top sixteen bits, and so does a step inside it: q is at or
+   * past the step exactly when key(q) >= T, key(q) being q's low sixteen
+   * bits for positive q and their complement for negative q (a larger
+   * magnitude is a smaller value there). The two end buckets of each sign
+   * also take every smaller (down to zero) or larger (up to infinity)
+   * magnitude, so they must hold no step; packed_ok says the table was
+   * built, and the AVX2 level keeps lut[] and up[] where it was not. */
+  uint32_t packed[_MIXPREC_QUANT_N_BUCKETS] __attribute__ ((aligned (64)));
+  int packed_ok;
 } _MixprecQuantTable;
+
+#define _MIXPREC_QUANT_PACKED_NO_STEP 0x10000u
+#define _MIXPREC_QUANT_PACKED_CODE_SHIFT 17
 
 /* Builds the four tables, once per process (pthread_once); returns 0
  * when a bucket would span two steps (never, for these maps: the tests
@@ -69,6 +87,21 @@ _mixprec_quant_bucket (uint32_t u)
   else if (e > _MIXPREC_QUANT_EXP_HI)
     e = _MIXPREC_QUANT_EXP_HI;
   return (((u >> 31) * _MIXPREC_QUANT_N_EXP + (e - _MIXPREC_QUANT_EXP_LO)) << 7) | m;
+}
+
+/* The bucket of packed[]: q's exponent and top seven mantissa bits,
+ * clamped to those from 2^(EXP_LO - 127) to the last head below
+ * 2^(EXP_HI - 126), in the half of the table of q's sign. */
+static inline unsigned
+_mixprec_quant_packed_bucket (uint32_t u)
+{
+  uint32_t v = (u >> 16) & 0x7FFFu;
+
+  if (v < (_MIXPREC_QUANT_EXP_LO << 7))
+    v = _MIXPREC_QUANT_EXP_LO << 7;
+  else if (v > ((_MIXPREC_QUANT_EXP_HI << 7) | 127u))
+    v = (_MIXPREC_QUANT_EXP_HI << 7) | 127u;
+  return (u >> 31) * (_MIXPREC_QUANT_N_EXP << 7) + v - (_MIXPREC_QUANT_EXP_LO << 7);
 }
 
 /* _mixprec_quant_code8/4 (q, map) through the table. */

@@ -900,6 +900,41 @@ static const _MixprecQuantEncode encoders[N_LEVELS] = {
 };
 
 
+/* Each SIMD level's block encoder on quotients @q (each in [-1, 1]): a
+ * block that starts with 1.0 has the scale 1, so its quotients are its
+ * values; returns how many codes differ from torchao's search. */
+static guint64
+levels_wrong (guint        format,
+              gboolean     is_signed,
+              const float *q,
+              gsize        n,
+              const float *map,
+              guint        n_codes)
+{
+  float block[4096];
+  guint8 codes[4096];
+  guint64 wrong = 0;
+
+  for (gsize at = 0; at < n;)
+    {
+      gsize fill = 1;
+
+      block[0] = 1.0f;
+      while (fill < G_N_ELEMENTS (block) && at < n)
+        block[fill++] = q[at++];
+      fill &= ~(gsize) 1;
+      for (guint level = 1; level < N_LEVELS; level++)
+        {
+          if (encoders[level] == NULL || !level_available (level))
+            continue;
+          g_assert_cmpfloat (encoders[level] (format, is_signed, block, fill, codes, 0), ==, 1.0f);
+          for (gsize i = 0; i < fill; i++)
+            wrong += ref_load (format, codes, i) != ref_code (block[i], map, n_codes);
+        }
+    }
+  return wrong;
+}
+
 /* The int8 / int4 codes of every level's encoder against torchao's search,
  * at each step of each map (the first float of each code and the one
  * below it), at every bucket boundary, and over [-1, 1]: every 97th float
@@ -921,6 +956,9 @@ test_encoder_codes (void)
         guint64 checked = 0, wrong = 0;
 
         g_assert_nonnull (t);
+        /* The AVX2 level's one-gather table was built (else it would keep
+         * the two lookups, and this test would not see the fast path). */
+        g_assert_true (t->packed_ok);
         for (guint c = 1; c < n_codes; c++)
           {
             float u = t->up[c];
@@ -961,20 +999,36 @@ test_encoder_codes (void)
                   break;
               }
           }
-        for (guint32 e = 0; e < 256; e++)
-          for (guint32 m = 0; m < 128; m++)
-            for (guint32 sign = 0; sign < 2; sign++)
-              {
-                guint32 head = sign << 31 | e << 23 | m << 16;
+        {
+          /* The block encoders at each step, on both sides of it, and at
+           * both ends of every bucket of 2^16 floats within [-1, 1]. */
+          g_autoptr(GArray) edges = g_array_new (FALSE, FALSE, sizeof (float));
 
-                for (guint32 low = 0; low <= 0xFFFF; low += 0xFFFF)
-                  {
-                    float q = float_of (head | low);
+          for (guint c = 1; c < n_codes; c++)
+            {
+              float at[] = { t->up[c], nextafterf (t->up[c], -INFINITY), nextafterf (t->up[c], INFINITY) };
 
-                    checked++;
-                    wrong += _mixprec_quant_fast_code (t, q) != ref_code (q, map, n_codes);
-                  }
-              }
+              g_array_append_vals (edges, at, G_N_ELEMENTS (at));
+            }
+          for (guint32 e = 0; e < 256; e++)
+            for (guint32 m = 0; m < 128; m++)
+              for (guint32 sign = 0; sign < 2; sign++)
+                {
+                  guint32 head = sign << 31 | e << 23 | m << 16;
+
+                  for (guint32 low = 0; low <= 0xFFFF; low += 0xFFFF)
+                    {
+                      float q = float_of (head | low);
+
+                      checked++;
+                      wrong += _mixprec_quant_fast_code (t, q) != ref_code (q, map, n_codes);
+                      if (fabsf (q) <= 1.0f)
+                        g_array_append_val (edges, q);
+                    }
+                }
+          checked += edges->len;
+          wrong += levels_wrong (format, is_signed, (const float *) edges->data, edges->len, map, n_codes);
+        }
         g_test_message ("int%u %s: %" G_GUINT64_FORMAT " quotients, %" G_GUINT64_FORMAT " wrong",
                         bits, is_signed ? "signed" : "unsigned", checked, wrong);
         g_assert_cmpuint (wrong, ==, 0);

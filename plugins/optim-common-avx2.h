@@ -9,6 +9,10 @@
 
 G_BEGIN_DECLS
 
+/* Elements of a bfloat16 state slot staged in FP32 at once; a multiple
+ * of eight. */
+#define _MIXPREC_OPTIM_STAGE 128
+
 typedef __m256 (*_MixprecOptimUpdate8) (const float  *consts,
                                         __m256        p,
                                         __m256        g,
@@ -64,9 +68,13 @@ _mixprec_optim_store_working8 (MixprecPluginDType     dtype,
  * alias anything, and the compiler would otherwise reload the arguments
  * and broadcast the constants again at each block.
  *
- * bfloat16 state slots are staged as in _mixprec_optim_run_scalar(): a
- * block's eight values widened into an FP32 buffer the update works on,
- * then rounded back with the same rounding and random bits per element. */
+ * bfloat16 state slots are staged as in _mixprec_optim_run_scalar(),
+ * widened into an FP32 buffer the update works on and then rounded back
+ * with the same rounding and random bits per element, but a run of
+ * _MIXPREC_OPTIM_STAGE elements at a time: staged eight at a time, each
+ * group's widen, update and narrow made one chain of stores and reloads
+ * through the same buffer, which the core could not overlap with the next
+ * group's (three times the FP32-state kernel's time, on Zen 3). */
 static inline __attribute__ ((always_inline)) size_t
 _mixprec_optim_run_avx2 (const _MixprecOptimRange *r,
                          const float              *consts,
@@ -114,33 +122,41 @@ _mixprec_optim_run_avx2 (const _MixprecOptimRange *r,
     MixprecPluginDType sdtypes[_MIXPREC_OPTIM_MAX_STATES] = { MIXPREC_PLUGIN_DTYPE_FLOAT32 };
     const int ssr = r->state_sr;
     const uint64_t sseed = r->state_seed;
-    float staged[_MIXPREC_OPTIM_MAX_STATES][8] __attribute__ ((aligned (32)));
+    float staged[_MIXPREC_OPTIM_MAX_STATES][_MIXPREC_OPTIM_STAGE] __attribute__ ((aligned (32)));
 
     for (unsigned k = 0; k < n_states; k++)
       sdtypes[k] = r->state_dtypes[k];
-    for (size_t i = 0; i < n8; i += 8)
+    for (size_t i0 = 0; i0 < n8; i0 += _MIXPREC_OPTIM_STAGE)
       {
-        __m256 p = _mixprec_optim_load8 (pdtype, pbase, i);
-        __m256 g = _mm256_mul_ps (_mixprec_optim_load8 (gdtype, grad, i), factor);
+        const size_t len = n8 - i0 < _MIXPREC_OPTIM_STAGE ? n8 - i0 : _MIXPREC_OPTIM_STAGE;
         float *at[_MIXPREC_OPTIM_MAX_STATES] = { NULL };
 
         for (unsigned k = 0; k < n_states; k++)
           if (sdtypes[k] == MIXPREC_PLUGIN_DTYPE_BFLOAT16)
             {
-              _mm256_store_ps (staged[k], _mixprec_optim_load8 (sdtypes[k], states[k], i));
+              for (size_t j = 0; j < len; j += 8)
+                _mm256_store_ps (staged[k] + j, _mixprec_optim_load8 (sdtypes[k], states[k], i0 + j));
               at[k] = staged[k];
             }
           else
-            at[k] = states[k] + i;
-        p = update (c, p, g, at, 0);
+            at[k] = states[k] + i0;
+        for (size_t j = 0; j < len; j += 8)
+          {
+            const size_t i = i0 + j;
+            __m256 p = _mixprec_optim_load8 (pdtype, pbase, i);
+            __m256 g = _mm256_mul_ps (_mixprec_optim_load8 (gdtype, grad, i), factor);
+
+            p = update (c, p, g, at, j);
+            if (master != NULL)
+              _mm256_storeu_ps (master + i, p);
+            if (working != NULL)
+              _mixprec_optim_store_working8 (wdtype, sr, seed, first_index + i, working, i, p);
+          }
         for (unsigned k = 0; k < n_states; k++)
           if (sdtypes[k] == MIXPREC_PLUGIN_DTYPE_BFLOAT16)
-            _mixprec_optim_store_working8 (sdtypes[k], ssr, sseed + k, first_index + i, states[k], i,
-                                           _mm256_load_ps (staged[k]));
-        if (master != NULL)
-          _mm256_storeu_ps (master + i, p);
-        if (working != NULL)
-          _mixprec_optim_store_working8 (wdtype, sr, seed, first_index + i, working, i, p);
+            for (size_t j = 0; j < len; j += 8)
+              _mixprec_optim_store_working8 (sdtypes[k], ssr, sseed + k, first_index + i0 + j, states[k],
+                                             i0 + j, _mm256_load_ps (staged[k] + j));
       }
   }
   return n8;

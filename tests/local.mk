@@ -776,6 +776,13 @@ if HAVE_PYTHON_GI
 TESTS += tests/test-fp8-torch.py tests/test-fp8-gi.py
 endif
 
+# --- fp4: NVFP4 and MXFP4 block quantisation against torchao's CPU
+# emulation, bit for bit (PYTHON_TORCH with torchao; skipped without)
+EXTRA_DIST += tests/test-fp4-torchao.py
+if HAVE_PYTHON_GI
+TESTS += tests/test-fp4-torchao.py
+endif
+
 # --- FP8 working copies in the engine (fp8-engine): one process, and
 # ZeRO-3 bit identity across world sizes (needs the UCX comm plugin)
 check_PROGRAMS += tests/test-fp8-engine

@@ -783,6 +783,10 @@ if HAVE_PYTHON_GI
 TESTS += tests/test-fp4-torchao.py
 endif
 
+# --- mixprec-inspect --formats: the dtypes and the 4-bit block formats
+TESTS += tests/test-inspect-formats.sh
+EXTRA_DIST += tests/test-inspect-formats.sh
+
 # --- FP8 working copies in the engine (fp8-engine): one process, and
 # ZeRO-3 bit identity across world sizes (needs the UCX comm plugin)
 check_PROGRAMS += tests/test-fp8-engine

@@ -4,7 +4,7 @@
 #include "config.h"
 
 #include "mixprec.h"
-#include "numeric/numeric-fp4.h"
+#include "mixprec-fp4-private.h"
 
 /**
  * mixprec_block_error_quark:
@@ -22,26 +22,69 @@ G_DEFINE_QUARK (mixprec-block-error-quark, mixprec_block_error)
 
 /* ------------------------------------------------------------ kernels */
 
-static inline guint8
-cast_e2m1 (gfloat          y,
-           MixprecRounding rounding,
-           guint64         key_seed,
-           guint64         index)
+static void
+cast_scalar (guint         op,
+             gfloat        factor,
+             const gfloat *src,
+             gsize         n,
+             gboolean      stochastic,
+             guint64       seed,
+             guint64       first_index,
+             guint8       *dst)
 {
-  if (rounding == MIXPREC_ROUNDING_STOCHASTIC)
-    return _mixprec_f32_to_e2m1_sr (y, _mixprec_sr_bits (key_seed, index));
-  return _mixprec_f32_to_e2m1_rne (y);
+  for (gsize i = 0; i + 1 < n; i += 2)
+    {
+      guint32 r0 = stochastic ? _mixprec_sr_bits (seed, first_index + i) : 0;
+      guint32 r1 = stochastic ? _mixprec_sr_bits (seed, first_index + i + 1) : 0;
+      guint8 lo = _mixprec_fp4_cast_one (op, factor, src[i], stochastic, r0);
+      guint8 hi = _mixprec_fp4_cast_one (op, factor, src[i + 1], stochastic, r1);
+
+      dst[i / 2] = (guint8) (lo | (hi << 4));
+    }
 }
 
-static inline void
-put_nibble (guint8 *dst,
-            gsize   i,
-            guint8  code)
+const _MixprecFp4Kernels _mixprec_fp4_kernels_scalar = {
+  "scalar",
+  cast_scalar,
+};
+
+const _MixprecFp4Kernels *
+_mixprec_fp4_kernels_for_level (_MixprecSimdLevel level)
 {
-  if ((i & 1) == 0)
-    dst[i / 2] = code;
-  else
-    dst[i / 2] |= (guint8) (code << 4);
+  switch (level)
+    {
+    case _MIXPREC_SIMD_AVX512:
+#ifdef MIXPREC_HAVE_X86_AVX512
+      return &_mixprec_fp4_kernels_avx512;
+#else
+      return NULL;
+#endif
+    case _MIXPREC_SIMD_AVX2:
+#ifdef MIXPREC_HAVE_X86_SIMD
+      return &_mixprec_fp4_kernels_avx2;
+#else
+      return NULL;
+#endif
+    case _MIXPREC_SIMD_SCALAR:
+    default:
+      return &_mixprec_fp4_kernels_scalar;
+    }
+}
+
+const _MixprecFp4Kernels *
+_mixprec_fp4_kernels (void)
+{
+  static gsize kernels = 0;
+
+  if (g_once_init_enter (&kernels))
+    {
+      const _MixprecFp4Kernels *k = _mixprec_fp4_kernels_for_level (_mixprec_cpu_simd_level ());
+
+      if (k == NULL)
+        k = &_mixprec_fp4_kernels_scalar;
+      g_once_init_leave (&kernels, (gsize) k);
+    }
+  return (const _MixprecFp4Kernels *) kernels;
 }
 
 /* The largest magnitude as fp32 bits, NaN propagating (a NaN's bits are
@@ -71,19 +114,18 @@ quantize_mxfp4 (unsigned         mode,
                 guint8          *dst,
                 guint8          *scales)
 {
+  const _MixprecFp4Kernels *k = _mixprec_fp4_kernels ();
+  guint op = mode == _MIXPREC_MX4_RCEIL ? _MIXPREC_FP4_OP_MUL_CLAMP : _MIXPREC_FP4_OP_DIV;
+
   for (gsize b = 0; b < n / MXFP4_BLOCK; b++)
     {
       const gfloat *x = src + b * MXFP4_BLOCK;
       guint8 e = _mixprec_mx4_scale_byte (amax_bits (x, MXFP4_BLOCK), mode);
-      gfloat factor = _mixprec_mx4_block_factor (e, mode);
 
       scales[b] = e;
-      for (gsize j = 0; j < MXFP4_BLOCK; j++)
-        {
-          gsize i = b * MXFP4_BLOCK + j;
-
-          put_nibble (dst, i, cast_e2m1 (_mixprec_mx4_scaled (x[j], factor, mode), rounding, seed, i));
-        }
+      k->cast (op, _mixprec_mx4_block_factor (e, mode), x, MXFP4_BLOCK,
+               rounding == MIXPREC_ROUNDING_STOCHASTIC, seed, b * MXFP4_BLOCK,
+               dst + b * MXFP4_BLOCK / 2);
     }
 }
 
@@ -97,10 +139,9 @@ cast_nvfp4_block (const gfloat    *src,
                   guint64          seed,
                   guint8          *dst)
 {
-  gfloat factor = _mixprec_nvfp4_block_factor (e, tensor_scale);
-
-  for (gsize j = 0; j < NVFP4_BLOCK; j++)
-    put_nibble (dst, i + j, cast_e2m1 (_mixprec_nvfp4_scaled (src[i + j], factor), rounding, seed, i + j));
+  _mixprec_fp4_kernels ()->cast (_MIXPREC_FP4_OP_MUL_CLAMP, _mixprec_nvfp4_block_factor (e, tensor_scale),
+                                 src + i, NVFP4_BLOCK, rounding == MIXPREC_ROUNDING_STOCHASTIC, seed, i,
+                                 dst + i / 2);
 }
 
 static void
@@ -457,8 +498,9 @@ mixprec_fp4_pack (const gfloat     *src,
                    "n: FP4 packs two values per byte, got an odd count %" G_GSIZE_FORMAT, n);
       return FALSE;
     }
-  for (gsize i = 0; i < n; i++)
-    put_nibble (dst, i, cast_e2m1 (src[i], rounding, seed, first_index + i));
+  if (n > 0)
+    _mixprec_fp4_kernels ()->cast (_MIXPREC_FP4_OP_NONE, 1.0f, src, n,
+                                   rounding == MIXPREC_ROUNDING_STOCHASTIC, seed, first_index, dst);
   return TRUE;
 }
 

@@ -776,6 +776,13 @@ if HAVE_PYTHON_GI
 TESTS += tests/test-fp8-torch.py tests/test-fp8-gi.py
 endif
 
+# --- fp4: E2M1 against a double-precision model, every SIMD level against
+# the scalar kernel, the 2D layout and the API's checks
+check_PROGRAMS += tests/test-fp4
+tests_test_fp4_CPPFLAGS = $(tests_internal_cppflags)
+tests_test_fp4_LDADD = $(tests_internal_ldadd) -lm
+TESTS += tests/test-fp4
+
 # --- fp4: NVFP4 and MXFP4 block quantisation against torchao's CPU
 # emulation, bit for bit (PYTHON_TORCH with torchao; skipped without)
 EXTRA_DIST += tests/test-fp4-torchao.py

@@ -457,6 +457,122 @@ mixprec_quantize_blocks_bytes (MixprecBlockRecipe  recipe,
 }
 
 /**
+ * mixprec_dequantize_blocks: (skip)
+ * @recipe: the block recipe the values were quantised with
+ * @src: (nullable) (array): @rows * @cols / 2 bytes of packed E2M1
+ * @scales: (nullable) (array): @rows * @cols / block size scale bytes, as
+ *   mixprec_quantize_blocks() wrote them
+ * @tensor_scale: NVFP4's per-tensor scale (ignored by MXFP4)
+ * @rows: the number of rows
+ * @cols: the length of a row, a multiple of the recipe's block size
+ * @dst: (nullable) (array): room for @rows * @cols float32 values
+ * @error: return location for a #GError
+ *
+ * Decodes 4-bit blocks as torchao's dequantisers do: each element's E2M1
+ * value times its block's factor, one float32 multiplication. NVFP4's
+ * factor is @tensor_scale times the E4M3 scale (one float32
+ * multiplication, as `NVFP4Tensor.dequantize()` computes it); MXFP4's is
+ * 2^(scale - 127), NaN for the scale 0xFF (torchao's `to_dtype()`).
+ *
+ * Returns: %TRUE on success; %FALSE with @error set (%MIXPREC_BLOCK_ERROR)
+ *   for an invalid recipe or a @cols that is not a positive multiple of the
+ *   block size
+ *
+ * Since: 1.1
+ */
+gboolean
+mixprec_dequantize_blocks (MixprecBlockRecipe  recipe,
+                           const guint8       *src,
+                           const guint8       *scales,
+                           gfloat              tensor_scale,
+                           gsize               rows,
+                           gsize               cols,
+                           gfloat             *dst,
+                           GError            **error)
+{
+  guint bs;
+
+  g_return_val_if_fail (rows == 0 || cols == 0 || (src != NULL && dst != NULL && scales != NULL), FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+
+  if (!check_recipe (recipe, MIXPREC_MX_SCALE_FLOOR, error) || !check_shape (recipe, rows, cols, error))
+    return FALSE;
+  bs = mixprec_block_recipe_get_block_size (recipe);
+  for (gsize b = 0; b < rows * cols / bs; b++)
+    {
+      gfloat f = recipe == MIXPREC_BLOCK_RECIPE_MXFP4 ? _mixprec_mx4_decode_scale (scales[b])
+                                                      : _mixprec_nvfp4_decode_scale (scales[b], tensor_scale);
+
+      for (gsize i = b * bs; i < (b + 1) * bs; i++)
+        dst[i] = _mixprec_num_mul (_mixprec_e2m1_to_f32 ((src[i / 2] >> (4 * (i & 1))) & 0xF), f);
+    }
+  return TRUE;
+}
+
+/**
+ * mixprec_dequantize_blocks_bytes: (rename-to mixprec_dequantize_blocks)
+ * @recipe: the block recipe the values were quantised with
+ * @src: packed E2M1 bytes, two values each
+ * @scales: the scale bytes, one per block
+ * @tensor_scale: NVFP4's per-tensor scale (ignored by MXFP4)
+ * @cols: the length of a row, a multiple of the recipe's block size
+ * @error: return location for a #GError
+ *
+ * mixprec_dequantize_blocks() on #GBytes, for bindings; the number of
+ * rows is the number of values (twice the bytes of @src) over @cols.
+ *
+ * Returns: (transfer full) (nullable): float32 values in host byte order,
+ *   or %NULL with @error set, also when @src is not a whole number of rows
+ *   (%MIXPREC_BLOCK_ERROR_INVALID_SHAPE) or @scales does not hold one byte
+ *   per block (%MIXPREC_BLOCK_ERROR_INVALID_LENGTH)
+ *
+ * Since: 1.1
+ */
+GBytes *
+mixprec_dequantize_blocks_bytes (MixprecBlockRecipe  recipe,
+                                 GBytes             *src,
+                                 GBytes             *scales,
+                                 gfloat              tensor_scale,
+                                 gsize               cols,
+                                 GError            **error)
+{
+  gsize nbytes, nb, n, rows;
+  const guint8 *data, *sc;
+  gfloat *out;
+
+  g_return_val_if_fail (src != NULL, NULL);
+  g_return_val_if_fail (scales != NULL, NULL);
+  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
+
+  if (!check_recipe (recipe, MIXPREC_MX_SCALE_FLOOR, error))
+    return NULL;
+  data = g_bytes_get_data (src, &nbytes);
+  sc = g_bytes_get_data (scales, &nb);
+  n = nbytes * 2;
+  if (cols == 0 || n % cols != 0)
+    {
+      g_set_error (error, MIXPREC_BLOCK_ERROR, MIXPREC_BLOCK_ERROR_INVALID_SHAPE,
+                   "cols: %" G_GSIZE_FORMAT " values are not a whole number of rows of %"
+                   G_GSIZE_FORMAT, n, cols);
+      return NULL;
+    }
+  rows = n / cols;
+  if (!check_shape (recipe, rows, cols, error))
+    return NULL;
+  if (nb != n / mixprec_block_recipe_get_block_size (recipe))
+    {
+      g_set_error (error, MIXPREC_BLOCK_ERROR, MIXPREC_BLOCK_ERROR_INVALID_LENGTH,
+                   "scales: %" G_GSIZE_FORMAT " values in blocks of %u need %" G_GSIZE_FORMAT
+                   " scale bytes, got %" G_GSIZE_FORMAT, n, mixprec_block_recipe_get_block_size (recipe),
+                   n / mixprec_block_recipe_get_block_size (recipe), nb);
+      return NULL;
+    }
+  out = g_new (gfloat, MAX (n, 1));
+  mixprec_dequantize_blocks (recipe, data, sc, tensor_scale, rows, cols, out, NULL);
+  return g_bytes_new_take (out, n * sizeof (gfloat));
+}
+
+/**
  * mixprec_fp4_pack: (skip)
  * @src: (nullable) (array length=n): @n float32 values
  * @n: the number of values, even

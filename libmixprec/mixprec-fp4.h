@@ -126,6 +126,22 @@ GBytes   *mixprec_quantize_blocks_bytes     (MixprecBlockRecipe  recipe,
                                              gfloat             *tensor_scale,
                                              GError            **error);
 MIXPREC_AVAILABLE_IN_1_1
+gboolean  mixprec_dequantize_blocks         (MixprecBlockRecipe  recipe,
+                                             const guint8       *src,
+                                             const guint8       *scales,
+                                             gfloat              tensor_scale,
+                                             gsize               rows,
+                                             gsize               cols,
+                                             gfloat             *dst,
+                                             GError            **error);
+MIXPREC_AVAILABLE_IN_1_1
+GBytes   *mixprec_dequantize_blocks_bytes   (MixprecBlockRecipe  recipe,
+                                             GBytes             *src,
+                                             GBytes             *scales,
+                                             gfloat              tensor_scale,
+                                             gsize               cols,
+                                             GError            **error);
+MIXPREC_AVAILABLE_IN_1_1
 gboolean  mixprec_fp4_pack                  (const gfloat       *src,
                                              gsize               n,
                                              MixprecRounding     rounding,

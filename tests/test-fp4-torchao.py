@@ -219,6 +219,19 @@ names = list(by_mode)
 check("MXFP4: the four scale modes give four different results here",
       all(not torch.equal(by_mode[a][0], by_mode[b][0]) for i, a in enumerate(names) for b in names[i + 1:]))
 
+# dequantisation: torchao's MXTensor / to_dtype() arithmetic
+from torchao.prototype.mx_formats.mx_tensor import to_dtype  # noqa: E402
+for name, mode, ao_mode in (MODES[0], MODES[1]):
+    sc, data = to_mx(x_mx, torch.float4_e2m1fn_x2, 32, scaling_mode=ao_mode)
+    want = to_dtype(data, sc, torch.float4_e2m1fn_x2, 32, torch.float32)
+    q, s, _ = ours(Mixprec.BlockRecipe.MXFP4, mode, x_mx)
+    back = torch.from_numpy(np.frombuffer(Mixprec.dequantize_blocks(
+        Mixprec.BlockRecipe.MXFP4, to_gbytes(q), to_gbytes(s), 1.0, COLS).get_data(),
+        dtype=np.float32).copy()).view(want.shape)
+    same = (back.view(torch.int32) == want.view(torch.int32)) | (torch.isnan(back) & torch.isnan(want))
+    check(f"MXFP4 {name}: dequantized values equal torchao's to_dtype()", bool(same.all()),
+          f"{int((~same).sum())} differ")
+
 # a NaN block: scale 0xFF, elements as torchao's cast gives them
 x_nan = torch.randn(4, 64, generator=gen)
 x_nan[1, 7] = float("nan")
@@ -259,6 +272,13 @@ check(f"NVFP4: {x_nv.numel()} values, the per-tensor scale equals torchao's",
       np.float32(ts).view(np.uint32) == pts.numpy().view(np.uint32), f"{ts!r} vs {float(pts)!r}")
 check("NVFP4: E4M3 block scales equal torchao's", torch.equal(s, ao_s), first_diff(s, ao_s))
 check("NVFP4: packed E2M1 bytes equal torchao's", torch.equal(q, ao_q), first_diff(q, ao_q))
+want = t.dequantize(torch.float32)
+back = torch.from_numpy(np.frombuffer(Mixprec.dequantize_blocks(
+    Mixprec.BlockRecipe.NVFP4, to_gbytes(q), to_gbytes(s), ts, COLS).get_data(),
+    dtype=np.float32).copy()).view(want.shape)
+check("NVFP4: dequantized values equal NVFP4Tensor.dequantize()",
+      torch.equal(back.view(torch.int32), want.view(torch.int32)),
+      f"{int((back.view(torch.int32) != want.view(torch.int32)).sum())} differ")
 
 # values near FLT_MAX: the largest per-tensor scale
 x_big = torch.cat([special_rows(COLS, with_inf=False), wide_values(8, COLS)])

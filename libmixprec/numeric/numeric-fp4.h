@@ -235,3 +235,23 @@ _mixprec_nvfp4_scaled (float x,
     y = -_MIXPREC_E2M1_MAX;
   return y;
 }
+
+/* ------------------------------------------------------------ decoding
+ *
+ * What a block's scale byte multiplies its decoded elements by, as
+ * torchao's dequantisers compute it: NVFP4: tensor scale * E4M3 value
+ * (one fp32 product); MXFP4: 2^(byte - 127) (2^-127 a subnormal), NaN
+ * for 0xFF. */
+
+MIXPREC_NUMERIC_FN float
+_mixprec_nvfp4_decode_scale (uint8_t scale_byte,
+                             float   tensor_scale)
+{
+  return _mixprec_num_mul (tensor_scale, _mixprec_e4m3_to_f32 (scale_byte));
+}
+
+MIXPREC_NUMERIC_FN float
+_mixprec_mx4_decode_scale (uint8_t e)
+{
+  return _mixprec_e8m0_decode (e);
+}

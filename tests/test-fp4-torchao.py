@@ -242,9 +242,9 @@ for name, mode, ao_mode in MODES:
           torch.equal(s, sc.view(torch.uint8).reshape(4, -1)) and int(s[1, 0]) == 255
           and torch.equal(q, data.view(torch.uint8).reshape(4, -1)))
 
-# stochastic rounding, FLOOR and RCEIL: same scales, right distribution
-for name, mode, ao_mode in (MODES[0], MODES[1]):
-    x = wide_values(ROWS // 4, COLS)
+# stochastic rounding in every mode: same scales, right distribution
+for name, mode, ao_mode in MODES:
+    x = wide_values(ROWS // 8, COLS)
     sc, _ = to_mx(x, torch.float4_e2m1fn_x2, 32, scaling_mode=ao_mode)
     ao_s = sc.view(torch.uint8).reshape(x.shape[0], -1)
     q, s, _ = ours(Mixprec.BlockRecipe.MXFP4, mode, x, Mixprec.Rounding.STOCHASTIC, 77)
@@ -332,6 +332,11 @@ check("NVFP4 16x16: packed bytes equal torchao's cast and packing", torch.equal(
 qt, st, tst = ours(Mixprec.BlockRecipe.NVFP4_2D, Mixprec.MxScaleMode.FLOOR, x2.t().contiguous())
 check("NVFP4 16x16: a matrix and its transpose get the same codes",
       torch.equal(unpack(qt), unpack(q).t()) and tst == ts)
+
+q, s, ts = ours(Mixprec.BlockRecipe.NVFP4_2D, Mixprec.MxScaleMode.FLOOR, x2, Mixprec.Rounding.STOCHASTIC, 9)
+check("NVFP4 16x16 stochastic: scales equal the RNE ones", torch.equal(s, want_s))
+s32 = want_s.view(torch.float8_e4m3fn).to(torch.float32).repeat_interleave(16, dim=1)
+check_sr("NVFP4 16x16", unpack(q), (x2 * ((1.0 / pts_2d) / s32)).clamp(-6, 6))
 
 print(f"1..{len(results)}")
 for i, (name, ok, detail) in enumerate(results, 1):

@@ -327,7 +327,8 @@ mixprec_block_recipe_get_block_size (MixprecBlockRecipe recipe)
  *
  * E2M1 has no NaN or Inf: ±Inf gives ±6, and NaN gives what torchao's
  * cast gives (1.5 for the usual NaN); the NaN scale of MXFP4 marks such
- * blocks.
+ * blocks. An all-zero tensor has the NVFP4 tensor scale 0, which makes
+ * every block scale NaN, as in torchao.
  *
  * Returns: %TRUE on success; %FALSE with @error set (%MIXPREC_BLOCK_ERROR)
  *   for an invalid recipe, scale mode or rounding, or when @cols is not a

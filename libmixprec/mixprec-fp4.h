@@ -46,7 +46,8 @@ typedef enum /*< since=1_1 >*/ {
  *   land beyond 6 saturate
  * @MIXPREC_MX_SCALE_RCEIL: 2^ceil(log2(amax / 6)), the rule of NVIDIA's
  *   `cvt.rp.satfinite.ue8m0` (cuBLAS, Transformer Engine's MXFP8): no
- *   element saturates
+ *   element exceeds 6 but by the rounding of amax / 6, which a clamp
+ *   absorbs
  * @MIXPREC_MX_SCALE_CEIL: the FLOOR exponent plus one when amax is not a
  *   power of two
  * @MIXPREC_MX_SCALE_EVEN: the FLOOR rule applied to amax first rounded to

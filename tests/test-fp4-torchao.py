@@ -290,6 +290,16 @@ check("NVFP4, values near FLT_MAX: tensor scale, scales and bytes equal torchao'
       and torch.equal(s, t3.scale.view(torch.uint8).reshape(x_big.shape[0], -1))
       and torch.equal(q, t3.qdata.view(torch.uint8).reshape(x_big.shape[0], -1)))
 
+# an all-zero tensor: tensor scale 0, NaN block scales, and the codes
+# torchao's arithmetic gives its elements from there
+x_zero = torch.zeros(4, 64)
+t0 = NVFP4Tensor.to_nvfp4(x_zero, per_tensor_scale=per_tensor_amax_to_scale(torch.max(torch.abs(x_zero))))
+q, s, ts = ours(Mixprec.BlockRecipe.NVFP4, Mixprec.MxScaleMode.FLOOR, x_zero)
+check("NVFP4, an all-zero tensor: scales and bytes equal torchao's",
+      ts == 0.0 and torch.equal(s, t0.scale.view(torch.uint8).reshape(4, -1))
+      and torch.equal(q, t0.qdata.view(torch.uint8).reshape(4, -1)),
+      f"{s.flatten().tolist()[:4]} {q.flatten().tolist()[:4]} vs {t0.qdata.view(torch.uint8).flatten().tolist()[:4]}")
+
 # a tensor of narrow range, so that most block scales sit well inside E4M3
 x_n2 = torch.randn(1024, 256, generator=gen) * torch.exp2(torch.randint(-8, 9, (1024, 1), generator=gen).float())
 pts2 = per_tensor_amax_to_scale(torch.max(torch.abs(x_n2)))

@@ -216,11 +216,23 @@ _mixprec_nvfp4_scale_byte (uint32_t block_amax_bits,
   return _mixprec_f32_to_e4m3_rne (s);
 }
 
+/* An E4M3 block scale as torch decodes it: its NaN (which a block gets
+ * only when the tensor scale is 0 or NaN, e.g. for an all-zero tensor)
+ * becomes sign | 0x7FF00000, the NaN that then reaches every element of
+ * the block and decides its E2M1 code. */
+MIXPREC_NUMERIC_FN float
+_mixprec_nvfp4_scale_to_f32 (uint8_t scale_byte)
+{
+  if ((scale_byte & 0x7F) == 0x7F)
+    return _mixprec_f32_from_bits (((uint32_t) (scale_byte & 0x80) << 24) | 0x7FF00000u);
+  return _mixprec_e4m3_to_f32 (scale_byte);
+}
+
 MIXPREC_NUMERIC_FN float
 _mixprec_nvfp4_block_factor (uint8_t scale_byte,
                              float   tensor_scale)
 {
-  return _mixprec_num_div (_mixprec_num_div (1.0f, tensor_scale), _mixprec_e4m3_to_f32 (scale_byte));
+  return _mixprec_num_div (_mixprec_num_div (1.0f, tensor_scale), _mixprec_nvfp4_scale_to_f32 (scale_byte));
 }
 
 MIXPREC_NUMERIC_FN float
@@ -247,7 +259,7 @@ MIXPREC_NUMERIC_FN float
 _mixprec_nvfp4_decode_scale (uint8_t scale_byte,
                              float   tensor_scale)
 {
-  return _mixprec_num_mul (tensor_scale, _mixprec_e4m3_to_f32 (scale_byte));
+  return _mixprec_num_mul (tensor_scale, _mixprec_nvfp4_scale_to_f32 (scale_byte));
 }
 
 MIXPREC_NUMERIC_FN float

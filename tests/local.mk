@@ -785,9 +785,9 @@ TESTS += tests/test-fp4
 
 # --- fp4: NVFP4 and MXFP4 block quantisation against torchao's CPU
 # emulation, bit for bit (PYTHON_TORCH with torchao; skipped without)
-EXTRA_DIST += tests/test-fp4-torchao.py
+EXTRA_DIST += tests/test-fp4-torchao.py tests/test-fp4-gi.py
 if HAVE_PYTHON_GI
-TESTS += tests/test-fp4-torchao.py
+TESTS += tests/test-fp4-torchao.py tests/test-fp4-gi.py
 endif
 
 # --- mixprec-inspect --formats: the dtypes and the 4-bit block formats

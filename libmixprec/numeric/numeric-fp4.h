@@ -143,9 +143,9 @@ _mixprec_mx4_scale_byte (uint32_t amax_bits,
 /* What a block's elements are scaled by before their cast. FLOOR, CEIL
  * and EVEN divide by 2^(byte - 127), raised to 2^-126 for byte 0 (torchao
  * keeps the divisor a normal fp32), Inf for the NaN byte; RCEIL
- * multiplies by 2^(127 - byte), 1 for byte 0 and 2^-127 for 254. This
- * returns that divisor (FLOOR, CEIL, EVEN) or multiplier (RCEIL); for
- * RCEIL's NaN byte the caller multiplies by NaN. */
+ * multiplies by 2^(127 - byte), 1 for byte 0 and 2^-127 for 254, then
+ * clamps to ±6 (_mixprec_nvfp4_scaled()). This returns that divisor
+ * (FLOOR, CEIL, EVEN) or multiplier (RCEIL; NaN for the NaN byte). */
 MIXPREC_NUMERIC_FN float
 _mixprec_mx4_block_factor (uint8_t  e,
                            unsigned mode)
@@ -163,25 +163,6 @@ _mixprec_mx4_block_factor (uint8_t  e,
   if (e == 0)
     return _mixprec_f32_from_bits (0x00800000);
   return _mixprec_f32_from_bits ((uint32_t) e << 23);
-}
-
-/* The value an element is cast from: x / factor, or x * factor (RCEIL,
- * clamped to ±6 as torchao does there; NaN passes the clamp). */
-MIXPREC_NUMERIC_FN float
-_mixprec_mx4_scaled (float    x,
-                     float    factor,
-                     unsigned mode)
-{
-  float y;
-
-  if (mode != _MIXPREC_MX4_RCEIL)
-    return _mixprec_num_div (x, factor);
-  y = _mixprec_num_mul (x, factor);
-  if (y > _MIXPREC_E2M1_MAX)
-    y = _MIXPREC_E2M1_MAX;
-  else if (y < -_MIXPREC_E2M1_MAX)
-    y = -_MIXPREC_E2M1_MAX;
-  return y;
 }
 
 /* ------------------------------------------------------------ NVFP4 scales

@@ -220,6 +220,16 @@ EXTRA_DIST += libmixprec/numeric/numeric-fp8.h
 mixprec_simd_sources += libmixprec/mixprec-fp8-avx2.c
 mixprec_avx512_sources += libmixprec/mixprec-fp8-avx512.c
 
+# --- fp4: FP4 E2M1 and the 4-bit block recipes (NVFP4, MXFP4)
+mixprec_public_headers += libmixprec/mixprec-fp4.h
+mixprec_enum_headers += libmixprec/mixprec-fp4.h
+mixprec_sources += \
+	libmixprec/mixprec-fp4-private.h \
+	libmixprec/mixprec-fp4.c
+mixprec_simd_sources += libmixprec/mixprec-fp4-avx2.c
+mixprec_avx512_sources += libmixprec/mixprec-fp4-avx512.c
+EXTRA_DIST += libmixprec/numeric/numeric-fp4.h
+
 # --- FP8 scaling recipes (delayed, current, MX) and per-tensor scaling state
 mixprec_public_headers += libmixprec/mixprec-fp8-recipe.h
 mixprec_enum_headers += libmixprec/mixprec-fp8-recipe.h

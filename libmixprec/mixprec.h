@@ -24,4 +24,5 @@
 #include "mixprec-checkpoint.h"
 #include "mixprec-fp8.h"
 #include "mixprec-fp8-recipe.h"
+#include "mixprec-fp4.h"
 #undef __MIXPREC_INSIDE__

@@ -776,6 +776,24 @@ if HAVE_PYTHON_GI
 TESTS += tests/test-fp8-torch.py tests/test-fp8-gi.py
 endif
 
+# --- fp4: E2M1 against a double-precision model, every SIMD level against
+# the scalar kernel, the 2D layout and the API's checks
+check_PROGRAMS += tests/test-fp4
+tests_test_fp4_CPPFLAGS = $(tests_internal_cppflags)
+tests_test_fp4_LDADD = $(tests_internal_ldadd) -lm
+TESTS += tests/test-fp4
+
+# --- fp4: NVFP4 and MXFP4 block quantisation against torchao's CPU
+# emulation, bit for bit (PYTHON_TORCH with torchao; skipped without)
+EXTRA_DIST += tests/test-fp4-torchao.py tests/test-fp4-gi.py
+if HAVE_PYTHON_GI
+TESTS += tests/test-fp4-torchao.py tests/test-fp4-gi.py
+endif
+
+# --- mixprec-inspect --formats: the dtypes and the 4-bit block formats
+TESTS += tests/test-inspect-formats.sh
+EXTRA_DIST += tests/test-inspect-formats.sh
+
 # --- FP8 working copies in the engine (fp8-engine): one process, and
 # ZeRO-3 bit identity across world sizes (needs the UCX comm plugin)
 check_PROGRAMS += tests/test-fp8-engine

@@ -11,7 +11,12 @@
  * no flag) is rounded once more and exceeds that bound. The FP32 results
  * are also the contract's bits (a fold in rank order), the same on every
  * rank, in every run, and whether the ranks meet in shared memory or over
- * UCX alone (as ranks on several hosts do). */
+ * UCX alone (as ranks on several hosts do).
+ *
+ * Through the engine, `mixprec.reduce_accumulation: "fp32"` in bf16 mode
+ * reduces in bf16 into an FP32 accumulation buffer, and W ranks of one
+ * micro-batch each train to the bits of one process that accumulates the
+ * same W micro-batches. */
 #include "config.h"
 
 #include <math.h>
@@ -19,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <gio/gio.h>
 #include <glib/gstdio.h>
 #include <mixprec/mixprec.h>
 
@@ -198,6 +204,139 @@ child_main (void)
   return g_file_set_contents (file, line, -1, NULL) ? 0 : 1;
 }
 
+/* ------------------------------------------------------------ engine */
+
+#define ENGINE_NUMEL 3000
+#define ENGINE_STEPS 2
+
+static MixprecEngine *
+engine_new (guint stage, guint gas, GError **error)
+{
+  g_autofree gchar *json =
+    g_strdup_printf ("{\"bf16\": {\"enabled\": true}, \"mixprec\": {\"reduce_accumulation\": "
+                     "\"fp32\"}, \"zero_optimization\": {\"stage\": %u, \"reduce_bucket_size\": "
+                     "1000}, \"gradient_accumulation_steps\": %u, \"optimizer\": {\"type\": "
+                     "\"SGD\", \"params\": {\"lr\": 0.5}}}", stage, gas);
+  g_autoptr(MixprecConfig) config = mixprec_config_new_from_data (json, -1, error);
+  g_autofree gfloat *init = g_new (gfloat, ENGINE_NUMEL);
+  g_autoptr(GBytes) bytes = NULL;
+  guint64 shape[1] = { ENGINE_NUMEL };
+  MixprecEngine *engine;
+  MixprecParam *p;
+
+  if (config == NULL || (engine = mixprec_engine_new (config, error)) == NULL)
+    return NULL;
+  for (guint i = 0; i < ENGINE_NUMEL; i++)
+    init[i] = (gfloat) cos (0.1 * i);
+  bytes = g_bytes_new (init, ENGINE_NUMEL * sizeof (gfloat));
+  p = mixprec_engine_register_param (engine, "w", shape, 1, "Linear", MIXPREC_DTYPE_FLOAT32,
+                                     bytes, error);
+  /* The transport is bf16, the sums FP32. */
+  if (p == NULL || mixprec_param_get_comm_dtype (p) != MIXPREC_DTYPE_BFLOAT16 ||
+      mixprec_param_get_accum_dtype (p) != MIXPREC_DTYPE_FLOAT32)
+    {
+      if (p != NULL)
+        g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED, "w: comm %s, accumulation %s",
+                     mixprec_dtype_get_name (mixprec_param_get_comm_dtype (p)),
+                     mixprec_dtype_get_name (mixprec_param_get_accum_dtype (p)));
+      g_object_unref (engine);
+      return NULL;
+    }
+  return engine;
+}
+
+/* Trains micro-batches @first, @first + @stride ... (@gas of them per
+ * step); micro-batch m's gradient is grad_value (m, ., 100 + step) in
+ * bfloat16. Returns the gathered FP32 masters. */
+static GBytes *
+engine_train (MixprecEngine *engine, guint first, guint stride, guint gas, GError **error)
+{
+  MixprecParam *p = mixprec_engine_get_param (engine, "w");
+
+  for (guint k = 0; k < ENGINE_STEPS; k++)
+    {
+      g_autoptr(MixprecStepResult) r = NULL;
+
+      for (guint local = 0; local < gas; local++)
+        {
+          guint m = first + local * stride;
+          g_autofree guint16 *g = g_new (guint16, ENGINE_NUMEL);
+          g_autoptr(GBytes) bytes = NULL;
+
+          for (guint i = 0; i < ENGINE_NUMEL; i++)
+            g[i] = to_bf16 (grad_value (m, i, 100 + k));
+          bytes = g_bytes_new_take (g_steal_pointer (&g), ENGINE_NUMEL * sizeof (guint16));
+          if (!mixprec_param_set_grad (p, MIXPREC_DTYPE_BFLOAT16, bytes, error) ||
+              !mixprec_engine_backward_done (engine, error))
+            return NULL;
+        }
+      if ((r = mixprec_engine_step (engine, error)) == NULL)
+        return NULL;
+    }
+  return mixprec_engine_gather_master (engine, "w", error);
+}
+
+static int
+engine_child_main (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MixprecEngine) engine = engine_new (atoi (g_getenv ("MIXPREC_TEST_REDUCE_ENGINE")), 1,
+                                                &error);
+  g_autoptr(GBytes) master = NULL;
+  g_autofree gchar *file = NULL;
+  guint rank;
+
+  if (engine == NULL)
+    {
+      g_printerr ("engine: %s\n", error->message);
+      return 1;
+    }
+  rank = mixprec_engine_get_rank (engine);
+  master = engine_train (engine, rank, 1, 1, &error);
+  if (master == NULL)
+    {
+      g_printerr ("rank %u: %s\n", rank, error->message);
+      return 1;
+    }
+  file = g_strdup_printf ("%s.%u", g_getenv ("MIXPREC_TEST_OUT"), rank);
+  return g_file_set_contents (file, g_bytes_get_data (master, NULL),
+                              (gssize) g_bytes_get_size (master), NULL) ? 0 : 1;
+}
+
+static void
+test_engine (gconstpointer data)
+{
+  guint world = 4, stage = GPOINTER_TO_UINT (data);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MixprecEngine) ref = engine_new (stage, world, &error);
+  g_autoptr(GBytes) want = NULL;
+  g_autofree gchar *dir = g_dir_make_tmp ("mixprec-reduce-fp32-XXXXXX", &error);
+  g_autofree gchar *out = g_build_filename (dir, "master", NULL);
+  g_autofree gchar *out_var = g_strdup_printf ("MIXPREC_TEST_OUT=%s", out);
+  g_autofree gchar *stage_var = g_strdup_printf ("MIXPREC_TEST_REDUCE_ENGINE=%u", stage);
+  const gchar *env[] = { stage_var, "UCX_NET_DEVICES=lo", out_var, NULL };
+  gint status[4];
+
+  g_assert_no_error (error);
+  want = engine_train (ref, 0, 1, world, &error);
+  g_assert_no_error (error);
+  mp_run_ranks (world, TIMEOUT_MS, env, status);
+  for (guint r = 0; r < world; r++)
+    {
+      g_autofree gchar *file = g_strdup_printf ("%s.%u", out, r);
+      g_autofree gchar *got = NULL;
+      gsize len = 0;
+
+      g_assert_cmpint (status[r], ==, 0);
+      g_assert_true (g_file_get_contents (file, &got, &len, &error));
+      g_assert_cmpmem (got, len, g_bytes_get_data (want, NULL), g_bytes_get_size (want));
+      g_remove (file);
+    }
+  g_rmdir (dir);
+}
+
+/* ------------------------------------------------------------ comm */
+
 typedef struct
 {
   gchar *rs_hash[8];
@@ -300,6 +439,8 @@ main (int argc, char **argv)
 
   if (g_getenv ("MIXPREC_TEST_REDUCE_CHILD") != NULL)
     return child_main ();
+  if (g_getenv ("MIXPREC_TEST_REDUCE_ENGINE") != NULL)
+    return engine_child_main ();
 
   g_test_init (&argc, &argv, NULL);
   g_setenv ("MIXPREC_JOB_SECRET", MP_JOB_SECRET, TRUE);
@@ -309,6 +450,12 @@ main (int argc, char **argv)
       g_autofree gchar *path = g_strdup_printf ("/reduce-fp32/bf16/ranks-%u", worlds[i]);
 
       g_test_add_data_func (path, GUINT_TO_POINTER (worlds[i]), test_reduce_fp32);
+    }
+  for (guint stage = 0; stage <= 2; stage++)
+    {
+      g_autofree gchar *path = g_strdup_printf ("/reduce-fp32/engine/bf16/stage%u/ranks-4", stage);
+
+      g_test_add_data_func (path, GUINT_TO_POINTER (stage), test_engine);
     }
   return g_test_run ();
 }

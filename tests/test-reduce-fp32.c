@@ -15,8 +15,8 @@
  *
  * Through the engine, `mixprec.reduce_accumulation: "fp32"` in bf16 mode
  * reduces in bf16 into an FP32 accumulation buffer, and W ranks of one
- * micro-batch each train to the bits of one process that accumulates the
- * same W micro-batches. */
+ * micro-batch each (ZeRO stages 0 to 3) train to the bits of one process
+ * that accumulates the same W micro-batches. */
 #include "config.h"
 
 #include <math.h>
@@ -451,7 +451,7 @@ main (int argc, char **argv)
 
       g_test_add_data_func (path, GUINT_TO_POINTER (worlds[i]), test_reduce_fp32);
     }
-  for (guint stage = 0; stage <= 2; stage++)
+  for (guint stage = 0; stage <= 3; stage++)
     {
       g_autofree gchar *path = g_strdup_printf ("/reduce-fp32/engine/bf16/stage%u/ranks-4", stage);
 

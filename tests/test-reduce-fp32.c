@@ -1,14 +1,15 @@
 /* test-reduce-fp32.c — low-precision transport, FP32 sums: random
  * gradients of wide dynamic range summed over 2, 3, 4 and 8 ranks on
  * 127.0.0.1 through comm-ucx, each rank's FP32 gradient rounded once to
- * bfloat16 for the wire.
+ * bfloat16 (or float16) for the wire.
  *
  * With MIXPREC_COMM_RECV_FP32 (what `mixprec.reduce_accumulation: "fp32"`
  * requests) the sum is formed in FP32 and kept: its error against the FP64
- * sum of the unrounded gradients is one bfloat16 rounding per contribution,
- * |err| <= 2^-8 * sum |g_r| (plus FP32 additions, < 2^-20 of it for up to
- * 16 ranks), at every world size. A bfloat16 result (today's bf16 reduce,
- * no flag) is rounded once more and exceeds that bound. The FP32 results
+ * sum of the unrounded gradients is one rounding per contribution,
+ * |err| <= 2^-8 (float16: 2^-11) * sum |g_r|, plus FP32 additions (< 2^-20
+ * of it for up to 16 ranks), at every world size. A result in the wire
+ * dtype (today's bf16 reduce, no flag) is rounded once more and exceeds
+ * that bound. The FP32 results
  * are also the contract's bits (a fold in rank order), the same on every
  * rank, in every run, and whether the ranks meet in shared memory or over
  * UCX alone (as ranks on several hosts do).
@@ -36,9 +37,23 @@
  * all-reduce (not a multiple of any world size: uneven parts). */
 #define RS_COUNT 4096
 #define AR_COUNT 5003
-/* One bfloat16 rounding (ties to even: half an ulp, 2^-8 relative), and
- * room for the FP32 additions of up to 16 terms. */
-#define BOUND (0x1p-8 + 0x1p-20)
+/* The wire dtype of this process's cases: bfloat16, or float16. */
+static MixprecDType wire = MIXPREC_DTYPE_BFLOAT16;
+
+/* One rounding to the wire dtype (ties to even: half an ulp, 2^-8
+ * relative for bfloat16, 2^-11 for float16's normal numbers). */
+static gdouble
+unit_roundoff (void)
+{
+  return wire == MIXPREC_DTYPE_FLOAT16 ? 0x1p-11 : 0x1p-8;
+}
+
+/* That, and room for the FP32 additions of up to 16 terms. */
+static gdouble
+bound (void)
+{
+  return unit_roundoff () + 0x1p-20;
+}
 
 static guint32
 mix32 (guint32 x)
@@ -51,8 +66,9 @@ mix32 (guint32 x)
   return x;
 }
 
-/* Rank @rank's FP32 gradient at @i: sign, a binary exponent in
- * [-20, 20] and a full 24-bit significand, all from a hash. */
+/* Rank @rank's FP32 gradient at @i: sign, a binary exponent in [-20, 20]
+ * (bfloat16) or [-12, 11] (float16: normal numbers whose sum over 8 ranks
+ * stays finite) and a full 24-bit significand, all from a hash. */
 static gfloat
 grad_value (guint rank,
             gsize i,
@@ -60,31 +76,44 @@ grad_value (guint rank,
 {
   guint32 h = mix32 ((guint32) i * 0x9e3779b1u ^ mix32 (rank * 0x85ebca77u + salt + 1));
   guint32 m = mix32 (h ^ 0x27d4eb2fu);
-  gint e = (gint) (h % 41) - 20;
+  gint e = wire == MIXPREC_DTYPE_FLOAT16 ? (gint) (h % 24) - 12 : (gint) (h % 41) - 20;
   gdouble v = ldexp (1.0 + (gdouble) (m >> 8) * 0x1p-24, e);
 
   return (gfloat) ((h >> 31) ? -v : v);
 }
 
-/* The bfloat16 bits of @v rounded to nearest even, from the independent
- * number model (the value is exact in FP32, whose top half it is). */
+/* The wire bits of @v rounded to nearest even, from the independent
+ * number model: bfloat16 is the top half of the FP32 value; a normal
+ * float16 is sign, exponent + 15, and the 10 bits after the leading one. */
 static guint16
-to_bf16 (gfloat v)
+to_wire (gfloat v)
 {
-  gfloat r = (gfloat) ref_round_nearest (&ref_bf16, v);
+  gdouble r = ref_round_nearest (wire == MIXPREC_DTYPE_FLOAT16 ? &ref_f16 : &ref_bf16, v);
   guint32 bits;
+  gfloat f = (gfloat) r;
+  gint e;
 
-  memcpy (&bits, &r, sizeof bits);
+  if (wire == MIXPREC_DTYPE_FLOAT16)
+    {
+      gdouble m = frexp (fabs (r), &e);            /* |r| = m 2^e, m in [0.5, 1) */
+
+      g_assert (e - 1 >= -14 && e - 1 <= 15);
+      return (guint16) ((r < 0) << 15 | (guint32) (e - 1 + 15) << 10 |
+                        (guint32) ((m * 2 - 1) * 1024));
+    }
+  memcpy (&bits, &f, sizeof bits);
   g_assert ((bits & 0xffff) == 0);
   return (guint16) (bits >> 16);
 }
 
 static gfloat
-bf16_value (guint16 bits)
+wire_value (guint16 bits)
 {
   guint32 b = (guint32) bits << 16;
   gfloat v;
 
+  if (wire == MIXPREC_DTYPE_FLOAT16)
+    return (gfloat) ref_decode (&ref_f16, bits);
   memcpy (&v, &b, sizeof v);
   return v;
 }
@@ -120,7 +149,7 @@ element_error (guint     world,
 
       exact += g;
       magnitude += fabs ((gdouble) g);
-      fold = r == 0 ? bf16_value (to_bf16 (g)) : fold + bf16_value (to_bf16 (g));
+      fold = r == 0 ? wire_value (to_wire (g)) : fold + wire_value (to_wire (g));
     }
   if (fp32_result && (gfloat) got != fold)
     (*unordered)++;
@@ -147,6 +176,8 @@ child_main (void)
     }
   rank = mixprec_bootstrap_get_rank (bootstrap);
   world = mixprec_bootstrap_get_world_size (bootstrap);
+  if (g_strcmp0 (g_getenv ("MIXPREC_TEST_REDUCE_DTYPE"), "fp16") == 0)
+    wire = MIXPREC_DTYPE_FLOAT16;
   comm = mixprec_comm_new (bootstrap, "ucx", "cpu", TIMEOUT_MS, &error);
   if (comm == NULL)
     {
@@ -161,17 +192,17 @@ child_main (void)
   ar_today = g_new (guint16, AR_COUNT);
   ar_ours = g_new (gfloat, AR_COUNT);
   for (gsize i = 0; i < (gsize) world * RS_COUNT; i++)
-    rs_send[i] = to_bf16 (grad_value (rank, i, 0));
+    rs_send[i] = to_wire (grad_value (rank, i, 0));
   for (gsize i = 0; i < AR_COUNT; i++)
-    ar_send[i] = to_bf16 (grad_value (rank, i, 1));
+    ar_send[i] = to_wire (grad_value (rank, i, 1));
 
-  if (!mixprec_comm_reduce_scatter (comm, rs_send, rs_ours, RS_COUNT, MIXPREC_DTYPE_BFLOAT16,
+  if (!mixprec_comm_reduce_scatter (comm, rs_send, rs_ours, RS_COUNT, wire,
                                     MIXPREC_REDUCE_SUM, MIXPREC_COMM_RECV_FP32, &error) ||
-      !mixprec_comm_reduce_scatter (comm, rs_send, rs_today, RS_COUNT, MIXPREC_DTYPE_BFLOAT16,
+      !mixprec_comm_reduce_scatter (comm, rs_send, rs_today, RS_COUNT, wire,
                                     MIXPREC_REDUCE_SUM, 0, &error) ||
-      !mixprec_comm_all_reduce (comm, ar_send, ar_ours, AR_COUNT, MIXPREC_DTYPE_BFLOAT16,
+      !mixprec_comm_all_reduce (comm, ar_send, ar_ours, AR_COUNT, wire,
                                 MIXPREC_REDUCE_SUM, MIXPREC_COMM_RECV_FP32, &error) ||
-      !mixprec_comm_all_reduce (comm, ar_send, ar_today, AR_COUNT, MIXPREC_DTYPE_BFLOAT16,
+      !mixprec_comm_all_reduce (comm, ar_send, ar_today, AR_COUNT, wire,
                                 MIXPREC_REDUCE_SUM, 0, &error))
     {
       g_printerr ("rank %u: %s\n", rank, error->message);
@@ -183,13 +214,13 @@ child_main (void)
       gsize i = (gsize) rank * RS_COUNT + j;
 
       e_rs_ours = MAX (e_rs_ours, element_error (world, i, 0, rs_ours[j], TRUE, &unordered));
-      e_rs_today = MAX (e_rs_today, element_error (world, i, 0, bf16_value (rs_today[j]),
+      e_rs_today = MAX (e_rs_today, element_error (world, i, 0, wire_value (rs_today[j]),
                                                    FALSE, &ignored));
     }
   for (gsize i = 0; i < AR_COUNT; i++)
     {
       e_ar_ours = MAX (e_ar_ours, element_error (world, i, 1, ar_ours[i], TRUE, &unordered));
-      e_ar_today = MAX (e_ar_today, element_error (world, i, 1, bf16_value (ar_today[i]),
+      e_ar_today = MAX (e_ar_today, element_error (world, i, 1, wire_value (ar_today[i]),
                                                    FALSE, &ignored));
     }
   hash_bytes (&h_rs, rs_ours, RS_COUNT * sizeof (gfloat));
@@ -264,7 +295,7 @@ engine_train (MixprecEngine *engine, guint first, guint stride, guint gas, GErro
           g_autoptr(GBytes) bytes = NULL;
 
           for (guint i = 0; i < ENGINE_NUMEL; i++)
-            g[i] = to_bf16 (grad_value (m, i, 100 + k));
+            g[i] = to_wire (grad_value (m, i, 100 + k));
           bytes = g_bytes_new_take (g_steal_pointer (&g), ENGINE_NUMEL * sizeof (guint16));
           if (!mixprec_param_set_grad (p, MIXPREC_DTYPE_BFLOAT16, bytes, error) ||
               !mixprec_engine_backward_done (engine, error))
@@ -318,6 +349,8 @@ test_engine (gconstpointer data)
   gint status[4];
 
   g_assert_no_error (error);
+  g_assert_nonnull (ref);
+  wire = MIXPREC_DTYPE_BFLOAT16;
   want = engine_train (ref, 0, 1, world, &error);
   g_assert_no_error (error);
   mp_run_ranks (world, TIMEOUT_MS, env, status);
@@ -365,6 +398,8 @@ run_world (guint        world,
   g_autofree gchar *out_var = g_strdup_printf ("MIXPREC_TEST_OUT=%s", out);
   g_autofree gchar *shm_var = g_strdup_printf ("MIXPREC_UCX_SHM=%s", shm);
   const gchar *env[] = { "MIXPREC_TEST_REDUCE_CHILD=1", "UCX_NET_DEVICES=lo", out_var, shm_var,
+                         wire == MIXPREC_DTYPE_FLOAT16 ? "MIXPREC_TEST_REDUCE_DTYPE=fp16"
+                                                       : "MIXPREC_TEST_REDUCE_DTYPE=bf16",
                          NULL };
   gint status[8];
 
@@ -402,19 +437,23 @@ run_world (guint        world,
 static void
 test_reduce_fp32 (gconstpointer data)
 {
-  guint world = GPOINTER_TO_UINT (data);
+  guint world = GPOINTER_TO_UINT (data) & 0xff;
+  const gchar *name = (GPOINTER_TO_UINT (data) & 0x100) ? "fp16" : "bf16";
   Outcome first, again, no_shm;
 
+  wire = (GPOINTER_TO_UINT (data) & 0x100) ? MIXPREC_DTYPE_FLOAT16 : MIXPREC_DTYPE_BFLOAT16;
   run_world (world, "auto", &first);
-  g_test_message ("%u ranks, bf16 transport: max relative error %.4g with FP32 sums, "
-                  "%.4g with a bf16 result (bound %.4g)", world, first.ours, first.today, BOUND);
-  /* One bfloat16 rounding per contribution, at every world size... */
-  g_assert_cmpfloat (first.ours, <=, BOUND);
+  g_test_message ("%u ranks, %s transport: max relative error %.4g with FP32 sums, "
+                  "%.4g with a %s result (bound %.4g)", world, name, first.ours, first.today,
+                  name, bound ());
+  /* One rounding to the wire dtype per contribution, at every world
+   * size... */
+  g_assert_cmpfloat (first.ours, <=, bound ());
   /* ...and the bound is tight: the measurement sees that rounding. */
-  g_assert_cmpfloat (first.ours, >, 0x1p-9);
-  /* The bfloat16 result is rounded once more and exceeds it. */
+  g_assert_cmpfloat (first.ours, >, unit_roundoff () / 2);
+  /* A result in the wire dtype is rounded once more and exceeds it. */
   if (world == 8)
-    g_assert_cmpfloat (first.today, >, BOUND);
+    g_assert_cmpfloat (first.today, >, bound ());
 
   /* The same bits in another run, and over UCX alone (as ranks on
    * several hosts meet) where the first run met in shared memory. */
@@ -445,12 +484,14 @@ main (int argc, char **argv)
   g_test_init (&argc, &argv, NULL);
   g_setenv ("MIXPREC_JOB_SECRET", MP_JOB_SECRET, TRUE);
   g_setenv ("UCX_LOG_LEVEL", "error", FALSE);
-  for (gsize i = 0; i < G_N_ELEMENTS (worlds); i++)
-    {
-      g_autofree gchar *path = g_strdup_printf ("/reduce-fp32/bf16/ranks-%u", worlds[i]);
+  for (guint fp16 = 0; fp16 < 2; fp16++)
+    for (gsize i = 0; i < G_N_ELEMENTS (worlds); i++)
+      {
+        g_autofree gchar *path = g_strdup_printf ("/reduce-fp32/%s/ranks-%u",
+                                                  fp16 ? "fp16" : "bf16", worlds[i]);
 
-      g_test_add_data_func (path, GUINT_TO_POINTER (worlds[i]), test_reduce_fp32);
-    }
+        g_test_add_data_func (path, GUINT_TO_POINTER (worlds[i] | fp16 << 8), test_reduce_fp32);
+      }
   for (guint stage = 0; stage <= 3; stage++)
     {
       g_autofree gchar *path = g_strdup_printf ("/reduce-fp32/engine/bf16/stage%u/ranks-4", stage);

@@ -922,6 +922,7 @@ load_typed_section (Loader      *l,
 }
 
 const gchar *const _mixprec_weight_decay_exempt_names[] = { "1d", "none", "names", NULL };
+const gchar *const _mixprec_reduce_accumulation_names[] = { "grad_accum_dtype", "fp32", NULL };
 
 static const gchar *const semantics_names[] = {
   "deepspeed", "torch", "megatron", "apex", NULL
@@ -1193,7 +1194,8 @@ load_mixprec (Loader     *l,
   static const gchar *const known[] = {
     "precision_mode", "fp32_modules", "fp32_params", "stochastic_rounding", "seed",
     "scaler", "comm", "device", "strict", "weight_decay_exempt", "check_grad_overflow",
-    "timeout", "require_job_secret", "master_weights", "optimizer_states", NULL
+    "timeout", "require_job_secret", "master_weights", "optimizer_states",
+    "reduce_accumulation", NULL
   };
   static const gchar *const comms[] = { "auto", "local", "ucx", "nccl", NULL };
   static const gchar *const devices[] = { "cpu", "cuda", NULL };
@@ -1234,6 +1236,9 @@ load_mixprec (Loader     *l,
       else
         report_invalid (l, path, "a JSON object", scaler);
     }
+  if (read_choice (l, o, "mixprec", "reduce_accumulation", _mixprec_reduce_accumulation_names,
+                   &index))
+    s->reduce_fp32 = index == 1;
   if (read_choice (l, o, "mixprec", "comm", comms, &index))
     {
       g_free (s->comm_backend);
@@ -2187,10 +2192,25 @@ resolve_dtypes (Loader *l)
                                   s->grad_accum_dtype == MIXPREC_DTYPE_FLOAT16
                                     ? "less range (max 65504)" : "fewer bits of precision");
 
+  /* mixprec.reduce_accumulation "fp32": the reductions land in an FP32
+   * accumulation buffer, so no partial sum is rounded below FP32, while
+   * the contributions travel in the gradient dtype. */
+  if (s->reduce_fp32 && !l->grad_accum_set)
+    s->grad_accum_dtype = MIXPREC_DTYPE_FLOAT32;
+  else if (s->reduce_fp32 && s->grad_accum_dtype != MIXPREC_DTYPE_FLOAT32)
+    _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_CONFLICT,
+                                  "data_types.grad_accum_dtype: must be fp32 when "
+                                  "mixprec.reduce_accumulation is \"fp32\", got \"%s\": the "
+                                  "reduced gradients are summed into the accumulation buffer, "
+                                  "and a %s one rounds every partial sum",
+                                  _mixprec_config_dtype_short_name (s->grad_accum_dtype),
+                                  _mixprec_config_dtype_short_name (s->grad_accum_dtype));
+
   /* DeepSpeed communicates in the gradient dtype; libmixprec communicates
-   * what it accumulated unless told otherwise. */
+   * what it accumulated unless told otherwise, or, when it sums in FP32
+   * whatever travels, the gradients as they are. */
   if (!l->communication_set)
-    s->communication_dtype = s->grad_accum_dtype;
+    s->communication_dtype = s->reduce_fp32 ? grad : s->grad_accum_dtype;
   else if (s->communication_dtype == MIXPREC_DTYPE_FLOAT16 && low != MIXPREC_DTYPE_FLOAT16)
     _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_CONFLICT,
                                   "communication_data_type: must be fp32 or bf16 in %s mode, "
@@ -2202,6 +2222,10 @@ resolve_dtypes (Loader *l)
                                   "got \"bf16\": fp16 gradients sent as bf16 lose 3 bits of "
                                   "precision and gain range the loss scale already provides",
                                   mode);
+
+  /* Resolved: an FP32 accumulation buffer receives FP32 sums whatever
+   * the communication dtype (MIXPREC_COMM_RECV_FP32). */
+  s->reduce_fp32 = s->grad_accum_dtype == MIXPREC_DTYPE_FLOAT32;
 
   if (s->stochastic_rounding
       && (s->mode == MIXPREC_PRECISION_MODE_FP32 || s->mode == MIXPREC_PRECISION_MODE_AUTOCAST))

@@ -86,6 +86,9 @@ typedef struct
   /* dtypes */
   MixprecDType grad_accum_dtype;
   MixprecDType communication_dtype;
+  /* mixprec.reduce_accumulation "fp32" (FALSE: "grad_accum_dtype");
+   * resolved, TRUE whenever grad_accum_dtype is FP32 */
+  gboolean     reduce_fp32;
 
   /* torch_autocast */
   gboolean     autocast_enabled;
@@ -182,6 +185,9 @@ typedef enum
 } _MixprecWeightDecayExempt;
 
 extern const gchar *const _mixprec_weight_decay_exempt_names[];
+
+/* mixprec.reduce_accumulation: "grad_accum_dtype", "fp32". */
+extern const gchar *const _mixprec_reduce_accumulation_names[];
 
 guint    _mixprec_config_get_weight_decay_exempt (MixprecConfig *config);
 gboolean _mixprec_config_get_require_job_secret (MixprecConfig *config);

@@ -671,6 +671,8 @@ mixprec_config_to_data (MixprecConfig *self,
   json_builder_add_string_value (b, _mixprec_weight_decay_exempt_names[s->weight_decay_exempt]);
   json_builder_set_member_name (b, "master_weights");
   json_builder_add_string_value (b, mixprec_master_weights_get_name (s->master_weights));
+  json_builder_set_member_name (b, "reduce_accumulation");
+  json_builder_add_string_value (b, _mixprec_reduce_accumulation_names[s->reduce_fp32 ? 1 : 0]);
   json_builder_set_member_name (b, "optimizer_states");
   json_builder_begin_object (b);
   json_builder_set_member_name (b, "default");

@@ -902,7 +902,24 @@ _mixprec_engine_ensure_grad_of (gpointer      engine,
                                 GError      **error)
 {
   MixprecEngine *self = MIXPREC_ENGINE (engine);
+  Group *g = _mixprec_engine_group_of (self, param);
+  GError *local = NULL;
 
-  return _mixprec_engine_ensure_grad (self, _mixprec_engine_group_of (self, param), error) &&
+  /* With overlap_comm the previous micro-step's reductions may still
+   * send straight from the gradient buffer, and zero it once done: the
+   * caller about to write this micro-step's gradient waits for them
+   * first, or it would send a mix and lose what it wrote. */
+  for (guint k = 0; g->intake.pending != NULL && k < g->intake.pending->len;)
+    {
+      if (g_array_index (g->intake.pending, Pending, k).slot >= 0)
+        {
+          k++;
+          continue;
+        }
+      finish_pending (self, g, k, &local);
+    }
+  if (local != NULL)
+    return _mixprec_engine_comm_failed (error, local, "reducing gradients");
+  return _mixprec_engine_ensure_grad (self, g, error) &&
          _mixprec_engine_expose_grad (self, param, error);
 }

@@ -555,6 +555,20 @@ tests_test_zero_LDADD = $(tests_internal_ldadd) -lm
 TESTS += tests/test-zero
 endif
 
+# --- low-precision transport, FP32 sums: bf16 contributions summed over
+# 2, 3, 4 and 8 ranks against an FP64 reference (needs the UCX comm plugin)
+if HAVE_UCX
+check_PROGRAMS += tests/test-reduce-fp32
+tests_test_reduce_fp32_SOURCES = \
+	tests/test-reduce-fp32.c \
+	tests/multiproc.c \
+	tests/multiproc.h \
+	tests/dtype-reference.h
+tests_test_reduce_fp32_LDADD = $(tests_public_ldadd) -lm
+EXTRA_tests_test_reduce_fp32_DEPENDENCIES = plugins/mixprec-comm-ucx.la
+TESTS += tests/test-reduce-fp32
+endif
+
 # --- checkpoints: resume, cross-precision, crash safety (fork + SIGKILL),
 # corruption battery; links the convenience library to reach the
 # safetensors reader and the list of crash-hook points

@@ -197,6 +197,78 @@ test_config_mode_dtypes (void)
     }
 }
 
+/* mixprec.reduce_accumulation, as mixprec.json(5) describes it: "fp32"
+ * makes the accumulation FP32 and, unless communication_data_type says
+ * otherwise, sends the gradients in their own dtype; a low-precision
+ * grad_accum_dtype beside it is refused; the resolved value is "fp32"
+ * whenever the accumulation dtype is. */
+static void
+test_config_reduce_accumulation (void)
+{
+  static const struct {
+    const gchar *json;
+    MixprecDType accum;
+    MixprecDType comm;
+    const gchar *resolved;
+  } cases[] = {
+    { "{\"bf16\": {\"enabled\": true}, \"mixprec\": {\"reduce_accumulation\": \"fp32\"}}",
+      MIXPREC_DTYPE_FLOAT32, MIXPREC_DTYPE_BFLOAT16, "fp32" },
+    { "{\"fp16\": {\"enabled\": true}, \"mixprec\": {\"reduce_accumulation\": \"fp32\"}}",
+      MIXPREC_DTYPE_FLOAT32, MIXPREC_DTYPE_FLOAT16, "fp32" },
+    { "{\"bf16\": {\"enabled\": true}, \"communication_data_type\": \"fp32\","
+      " \"mixprec\": {\"reduce_accumulation\": \"fp32\"}}",
+      MIXPREC_DTYPE_FLOAT32, MIXPREC_DTYPE_FLOAT32, "fp32" },
+    { "{\"mixprec\": {\"reduce_accumulation\": \"fp32\"}}",
+      MIXPREC_DTYPE_FLOAT32, MIXPREC_DTYPE_FLOAT32, "fp32" },
+    /* Without it: as before. */
+    { "{\"bf16\": {\"enabled\": true}}", MIXPREC_DTYPE_FLOAT32, MIXPREC_DTYPE_FLOAT32, "fp32" },
+    { "{\"fp16\": {\"enabled\": true}}", MIXPREC_DTYPE_FLOAT16, MIXPREC_DTYPE_FLOAT16,
+      "grad_accum_dtype" },
+    { "{\"bf16\": {\"enabled\": true}, \"data_types\": {\"grad_accum_dtype\": \"bf16\"},"
+      " \"mixprec\": {\"reduce_accumulation\": \"grad_accum_dtype\"}}",
+      MIXPREC_DTYPE_BFLOAT16, MIXPREC_DTYPE_BFLOAT16, "grad_accum_dtype" },
+  };
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MixprecConfig) bad = NULL;
+
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autoptr(MixprecConfig) c = load (cases[i].json);
+      g_autoptr(MixprecConfig) again = NULL;
+      g_autofree gchar *text = mixprec_config_to_data (c, NULL);
+      g_autofree gchar *member = g_strdup_printf ("\"reduce_accumulation\":\"%s\"",
+                                                  cases[i].resolved);
+      g_autoptr(GString) compact = g_string_new (NULL);
+
+      for (const gchar *p = text; *p != '\0'; p++)
+        if (!g_ascii_isspace (*p))
+          g_string_append_c (compact, *p);
+
+      g_test_message ("%s", cases[i].json);
+      g_assert_cmpint (mixprec_config_get_grad_accum_dtype (c), ==, cases[i].accum);
+      g_assert_cmpint (mixprec_config_get_communication_dtype (c), ==, cases[i].comm);
+      g_assert_nonnull (strstr (compact->str, member));
+      /* The printed configuration reads back to the same dtypes. */
+      again = load (text);
+      g_assert_cmpint (mixprec_config_get_grad_accum_dtype (again), ==, cases[i].accum);
+      g_assert_cmpint (mixprec_config_get_communication_dtype (again), ==, cases[i].comm);
+    }
+
+  bad = mixprec_config_new_from_data ("{\"bf16\": {\"enabled\": true}, \"data_types\": "
+                                      "{\"grad_accum_dtype\": \"bf16\"}, \"mixprec\": "
+                                      "{\"reduce_accumulation\": \"fp32\"}}", -1, &error);
+  g_assert_null (bad);
+  g_assert_error (error, MIXPREC_CONFIG_ERROR, MIXPREC_CONFIG_ERROR_CONFLICT);
+  g_assert_true (has_line_containing (error->message, "data_types.grad_accum_dtype: must be fp32",
+                                      "mixprec.reduce_accumulation"));
+  g_clear_error (&error);
+  bad = mixprec_config_new_from_data ("{\"mixprec\": {\"reduce_accumulation\": \"bf16\"}}",
+                                      -1, &error);
+  g_assert_null (bad);
+  g_assert_error (error, MIXPREC_CONFIG_ERROR, MIXPREC_CONFIG_ERROR_INVALID_VALUE);
+  g_assert_true (has_line_containing (error->message, "mixprec.reduce_accumulation", "bf16"));
+}
+
 static void
 test_config_overlap_default (void)
 {
@@ -2530,6 +2602,7 @@ main (int argc, char **argv)
   g_test_add_func ("/config/defaults", test_config_defaults);
   g_test_add_func ("/config/timeout", test_config_timeout);
   g_test_add_func ("/config/mode-dtypes", test_config_mode_dtypes);
+  g_test_add_func ("/config/reduce-accumulation", test_config_reduce_accumulation);
   g_test_add_func ("/config/overlap-default", test_config_overlap_default);
   g_test_add_func ("/config/stage3-sizes", test_config_stage3_sizes);
   g_test_add_func ("/config/scaler-semantics", test_config_scaler_semantics);

@@ -203,6 +203,7 @@ nccl_init (const MixprecCommInitV1 *args,
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   ncclUniqueId id;
   ncclResult_t res, query;
+  const char *fp32_sum;
   NcclComm *comm;
   int status;
 
@@ -217,10 +218,17 @@ nccl_init (const MixprecCommInitV1 *args,
                       "rank %u of a world of %u is not a rank the nccl communicator can serve",
                       bootstrap->rank, bootstrap->world_size);
 
+  fp32_sum = getenv ("MIXPREC_NCCL_FP32_SUM");
+  if (fp32_sum != NULL && fp32_sum[0] != '\0' && strcmp (fp32_sum, "alltoall") != 0 &&
+      strcmp (fp32_sum, "widen") != 0)
+    return _mixprec_plugin_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
+                      "MIXPREC_NCCL_FP32_SUM=%s: must be \"alltoall\" or \"widen\"", fp32_sum);
+
   comm = calloc (1, sizeof *comm);
   if (comm == NULL)
     return _mixprec_plugin_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_NO_MEMORY,
                       "no memory for a communicator");
+  comm->fp32_sum_widen = fp32_sum != NULL && strcmp (fp32_sum, "widen") == 0;
   pthread_mutex_init (&comm->lock, NULL);
   comm->rank = bootstrap->rank;
   comm->world_size = bootstrap->world_size;

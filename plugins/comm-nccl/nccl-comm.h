@@ -60,6 +60,10 @@ typedef struct
   float *barrier_buf;           /* one float on the device */
   void *scratch;                /* stream-ordered; reused by every collective */
   size_t scratch_bytes;
+  /* MIXPREC_NCCL_FP32_SUM=widen: RECV_FP32 sums of a narrower dtype widen
+   * the terms and run NCCL's FP32 ring (FP32 on the wire) instead of the
+   * all-to-all in the narrower dtype and a local sum (nccl-ops.c). */
+  int fp32_sum_widen;
 } NcclComm;
 
 typedef struct

@@ -1,5 +1,6 @@
 /* nccl-kernels.cu — comm-nccl's kernels: widening and first-term folding
- * before a sum, and the order-preserving integer keys of a MAX.
+ * before a sum, the FP32 fold in rank order of contributions received in
+ * a narrower dtype, and the order-preserving integer keys of a MAX.
  *
  * Values are handled as raw bits (uint16_t for float16 and bfloat16) so
  * that a NaN's payload survives a copy; conversions to FP32 are exact and
@@ -111,6 +112,35 @@ prepare_kernel (void *dst, MixprecPluginDType dst_dtype, const void *src,
 }
 
 __global__ static void
+fold_fp32_kernel (float *dst, const float *first, const void *terms, size_t term_stride,
+                  const void *own, unsigned own_rank, unsigned n_terms,
+                  MixprecPluginDType term_dtype, size_t n)
+{
+  size_t esize = term_dtype == MIXPREC_PLUGIN_DTYPE_FLOAT32 ? 4 : 2;
+
+  for (size_t i = (size_t) blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += (size_t) gridDim.x * blockDim.x)
+    {
+      float acc = 0;
+
+      for (unsigned r = 0; r < n_terms; r++)
+        {
+          const void *t = r == own_rank ? own
+                          : (const void *) ((const char *) terms + r * term_stride * esize);
+          float v = load_float (t, term_dtype, i);
+
+          /* The fold starts from the first term, not from 0 + it (which
+           * would turn -0 into +0). */
+          if (r == 0)
+            acc = first != NULL ? first[i] + v : v;
+          else
+            acc = acc + v;
+        }
+      dst[i] = acc;
+    }
+}
+
+__global__ static void
 max_encode_kernel (int32_t *keys, MixprecPluginDType key_dtype, const void *src,
                    MixprecPluginDType src_dtype, size_t n, const void *first,
                    size_t first_offset, size_t first_len)
@@ -155,6 +185,18 @@ nccl_kernel_prepare (void *dst, MixprecPluginDType dst_dtype, const void *src,
     return cudaSuccess;
   prepare_kernel<<<blocks_for (n), THREADS, 0, stream>>> (dst, dst_dtype, src, src_dtype, n,
                                                           first, first_offset, first_len);
+  return cudaGetLastError ();
+}
+
+extern "C" cudaError_t
+nccl_kernel_fold_fp32 (float *dst, const float *first, const void *terms, size_t term_stride,
+                       const void *own, unsigned own_rank, unsigned n_terms,
+                       MixprecPluginDType term_dtype, size_t n, cudaStream_t stream)
+{
+  if (n == 0)
+    return cudaSuccess;
+  fold_fp32_kernel<<<blocks_for (n), THREADS, 0, stream>>> (dst, first, terms, term_stride, own,
+                                                            own_rank, n_terms, term_dtype, n);
   return cudaGetLastError ();
 }
 

@@ -29,6 +29,23 @@ cudaError_t nccl_kernel_prepare    (void               *dst,
                                     size_t              first_len,
                                     cudaStream_t        stream);
 
+/* dst[i] (float32) = ((first[i] + t_0[i]) + t_1[i]) + ... + t_{n_terms-1}[i],
+ * added in FP32 in rank order and never rounded, where t_r is
+ * terms + r * term_stride elements of term_dtype (float16 or bfloat16),
+ * except t_own (own_rank) which is @own; without @first (NULL, else
+ * float32, may be @dst) the fold starts from t_0. The FP32 sum of a
+ * reduction whose contributions travelled in term_dtype. */
+cudaError_t nccl_kernel_fold_fp32  (float              *dst,
+                                    const float        *first,
+                                    const void         *terms,
+                                    size_t              term_stride,
+                                    const void         *own,
+                                    unsigned            own_rank,
+                                    unsigned            n_terms,
+                                    MixprecPluginDType  term_dtype,
+                                    size_t              n,
+                                    cudaStream_t        stream);
+
 /* keys[i] = an int32 whose order is the MAX contract's order of src[i]
  * read as key_dtype (src widened exactly when narrower): numbers in
  * their order, -0 below +0, every NaN above +inf. For i in the first range

@@ -8,8 +8,13 @@
  * contract's bits. Beyond two ranks the result is deterministic for a fixed
  * topology, NCCL version and NCCL_ALGO/NCCL_PROTO, but not rank-ordered.
  * float16 and bfloat16 sums without RECV_FP32 add in their dtype inside
- * NCCL (each addition rounds, unlike the contract's single rounding);
- * with RECV_FP32 the terms are widened exactly and NCCL adds in FP32.
+ * NCCL (each addition rounds, unlike the contract's single rounding).
+ * With RECV_FP32 the terms travel in their dtype to the rank that owns
+ * them (grouped ncclSend/ncclRecv, an all-to-all) and that rank adds them
+ * in FP32 in rank order: the contract's bits at every world size
+ * (queue_fp32_sum). MIXPREC_NCCL_FP32_SUM=widen instead widens the terms
+ * exactly and lets NCCL's ring add them in FP32 (twice the bytes, NCCL's
+ * order).
  * ACCUMULATE folds recv into one rank's term before NCCL adds: rank 0's for
  * all_reduce (recv is the same everywhere), the receiving rank's for
  * reduce_scatter; at two ranks that is the contract's order for all_reduce
@@ -119,6 +124,123 @@ typedef struct
   unsigned root;
 } Call;
 
+/* Part @p of a reduction: an all_reduce cuts count into world parts, the
+ * first count % world one element longer; a reduce_scatter's parts are
+ * count long, one after the other. */
+static size_t
+part_len (const NcclComm *comm,
+          const Call     *c,
+          unsigned        p)
+{
+  if (c->kind == OP_REDUCE_SCATTER)
+    return c->count;
+  return c->count / comm->world_size + (p < c->count % comm->world_size);
+}
+
+static size_t
+part_off (const NcclComm *comm,
+          const Call     *c,
+          unsigned        p)
+{
+  size_t base = c->count / comm->world_size, rem = c->count % comm->world_size;
+
+  if (c->kind == OP_REDUCE_SCATTER)
+    return (size_t) p * c->count;
+  return p * base + (p < rem ? p : rem);
+}
+
+/* One group of ncclSend/ncclRecv with every other rank p, elements of
+ * @esize. Out: part p of @send_base (send_parts) or all send_len elements
+ * of it. In: part p's length at part p of @recv_base (recv_parts), or this
+ * rank's part length at p * @recv_stride. */
+static int
+exchange (NcclComm       *comm,
+          const Call     *c,
+          uint32_t        seq,
+          const char     *call,
+          ncclDataType_t  type,
+          size_t          esize,
+          const char     *send_base,
+          int             send_parts,   /* 1: part p of send_base to p; 0: all of it */
+          size_t          send_len,     /* when send_parts is 0 */
+          char           *recv_base,
+          int             recv_parts,   /* 1: at part_off (p); 0: at p * recv_stride */
+          size_t          recv_stride,
+          char           *errbuf,
+          size_t          errbuf_len)
+{
+  unsigned world = comm->world_size, me = comm->rank;
+  ncclResult_t res, first_error = ncclSuccess;
+
+  res = ncclGroupStart ();
+  if (res != ncclSuccess)
+    return fail_nccl (comm, "ncclGroupStart", res, c->kind, seq, errbuf, errbuf_len);
+  for (unsigned i = 1; i < world; i++)
+    {
+      unsigned to = (me + i) % world, from = (me + world - i) % world;
+      size_t out_len = send_parts ? part_len (comm, c, to) : send_len;
+      size_t in_len = recv_parts ? part_len (comm, c, from) : part_len (comm, c, me);
+      const char *out = send_parts ? send_base + part_off (comm, c, to) * esize : send_base;
+      char *in = recv_parts ? recv_base + part_off (comm, c, from) * esize
+                            : recv_base + (size_t) from * recv_stride * esize;
+
+      if (out_len > 0 && (res = ncclSend (out, out_len, type, (int) to, comm->nccl,
+                                          comm->stream)) != ncclSuccess &&
+          res != ncclInProgress && first_error == ncclSuccess)
+        first_error = res;
+      if (in_len > 0 && (res = ncclRecv (in, in_len, type, (int) from, comm->nccl,
+                                         comm->stream)) != ncclSuccess &&
+          res != ncclInProgress && first_error == ncclSuccess)
+        first_error = res;
+    }
+  res = ncclGroupEnd ();
+  if (first_error != ncclSuccess)
+    return fail_nccl (comm, call, first_error, c->kind, seq, errbuf, errbuf_len);
+  return settle (comm, "ncclGroupEnd", res, c->kind, seq, errbuf, errbuf_len);
+}
+
+/* A SUM of float16 or bfloat16 terms into a float32 recv (RECV_FP32), the
+ * way Megatron's reduce_scatter_with_fp32_accumulation forms it: each rank
+ * sends every other rank that rank's part in the narrow dtype (an
+ * all-to-all in one group of ncclSend/ncclRecv), then folds the world's
+ * terms for its own part in rank order in FP32 (nccl_kernel_fold_fp32).
+ * That is the contract's order and bits at every world size, with half
+ * the bytes of widening the terms for NCCL's FP32 ring. An all_reduce then
+ * sends its FP32 part to every rank (a second group). */
+static int
+queue_fp32_sum (NcclComm   *comm,
+                const Call *c,
+                uint32_t    seq,
+                char       *errbuf,
+                size_t      errbuf_len)
+{
+  unsigned me = comm->rank;
+  size_t esize = dtype_size (c->dtype), mine = part_len (comm, c, me);
+  int scatter = c->kind == OP_REDUCE_SCATTER;
+  float *dst = (float *) c->recv + (scatter ? 0 : part_off (comm, c, me));
+  const char *own = (const char *) c->send + part_off (comm, c, me) * esize;
+  void *scratch = NULL;
+  cudaError_t err;
+  int status;
+
+  status = reserve_scratch (comm, (size_t) comm->world_size * mine * esize, &scratch, c->kind,
+                            seq, errbuf, errbuf_len);
+  if (status == MIXPREC_PLUGIN_OK)
+    status = exchange (comm, c, seq, "ncclSend/ncclRecv (contributions)", nccl_dtype (c->dtype),
+                       esize, c->send, 1, 0, scratch, 0, mine, errbuf, errbuf_len);
+  if (status != MIXPREC_PLUGIN_OK)
+    return status;
+  err = nccl_kernel_fold_fp32 (dst, (c->flags & MIXPREC_PLUGIN_COMM_ACCUMULATE) ? dst : NULL,
+                               scratch, mine, own, me, comm->world_size, c->dtype, mine,
+                               comm->stream);
+  if (err != cudaSuccess)
+    return fail_cuda (comm, "the FP32 fold kernel", err, c->kind, seq, errbuf, errbuf_len);
+  if (scatter)
+    return MIXPREC_PLUGIN_OK;
+  return exchange (comm, c, seq, "ncclSend/ncclRecv (sums)", ncclFloat32, sizeof (float),
+                   (const char *) dst, 0, mine, c->recv, 1, 0, errbuf, errbuf_len);
+}
+
 /* all_reduce and reduce_scatter: see the top of the file for the plan. */
 static int
 queue_reduction (NcclComm   *comm,
@@ -167,6 +289,8 @@ queue_reduction (NcclComm   *comm,
       return MIXPREC_PLUGIN_OK;
     }
 
+  if (out != c->dtype && comm->world_size > 1 && !comm->fp32_sum_widen)
+    return queue_fp32_sum (comm, c, seq, errbuf, errbuf_len);
   if (out != c->dtype || first != NULL)
     {
       status = reserve_scratch (comm, n_send * dtype_size (out), &scratch, c->kind, seq,

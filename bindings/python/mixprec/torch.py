@@ -380,20 +380,28 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None, tra
         if optimizer is not None:
             if callable(optimizer) and not hasattr(optimizer, "param_groups"):
                 optimizer = optimizer([p for p in model.parameters() if p.requires_grad])
+            section = _optimizer_section(optimizer)
             if "optimizer" in doc:
                 raise ValueError("mixprec.torch.initialize: both an optimizer object and the "
                                  "config's \"optimizer\" section; DeepSpeed refuses that too")
-            doc["optimizer"] = _optimizer_section(optimizer)
+            doc["optimizer"] = section
         if lr_scheduler is not None:
             if callable(lr_scheduler) and not hasattr(lr_scheduler, "step"):
                 raise ValueError("mixprec.torch.initialize: an lr_scheduler callable is not "
                                  "supported; name the schedule in the config")
+            section = _scheduler_section(lr_scheduler)
             if "scheduler" in doc:
                 raise ValueError("mixprec.torch.initialize: both an lr_scheduler object and the "
                                  "config's \"scheduler\" section")
-            doc["scheduler"] = _scheduler_section(lr_scheduler)
+            doc["scheduler"] = section
         config = doc
     doc = _load_doc(config)
+    auto_cast = _auto_cast(doc)
+    if doc and isinstance(doc.get("bf16"), dict) and "auto_cast" in doc["bf16"]:
+        # The front's key (DeepSpeed has fp16.auto_cast alone): the
+        # library's config does not know it.
+        doc["bf16"].pop("auto_cast")
+        config = doc
     cfg = _config(config)
     _warn_config(cfg, doc)
     device = cfg.get_device()
@@ -409,7 +417,7 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None, tra
             engine = Mixprec.Engine.new_with_comm(cfg, comm, model_parallel_comm)
         else:
             engine = Mixprec.Engine.new(cfg)
-    front = Engine(model, engine, auto_cast=_auto_cast(doc))
+    front = Engine(model, engine, auto_cast=auto_cast)
     if old_spelling:
         return front
     front._ds_returns = True
@@ -627,20 +635,21 @@ class Engine(object):
         if cfg.get_precision_mode() == Mixprec.PrecisionMode.AUTOCAST:
             lists.append(("torch_autocast.lower_precision_safe_modules",
                           cfg.get_lower_precision_safe_modules()))
-        lists.append(("mixprec.fp8_modules", cfg.get_fp8_modules()))
+        if cfg.get_fp8_recipe() is not None:
+            lists.append(("mixprec.fp8_modules", cfg.get_fp8_modules()))
         for key, names in lists:
             for name in names or []:
-                if not _matches(name, classes):
-                    if key.startswith("torch_autocast") and not _matches("Linear", {name}) \
-                            and "Conv1D" not in classes:
-                        continue        # the default list names classes a model may lack
-                    hint = ""
-                    if _matches("Linear", {name}) and "Conv1D" in classes:
-                        hint = (" (Hugging Face's Conv1D, as GPT-2 has, is a Linear of another "
-                                "class: add \"Conv1D\" to select those layers)")
+                if _matches("Linear", {name}) and "Conv1D" in classes:
+                    # Hugging Face's Conv1D (GPT-2's attention and MLP) is a
+                    # Linear of another class: "Linear" misses it.
+                    warnings.warn("mixprec config: %s names the module type '%s', which does not "
+                                  "select this model's Conv1D layers (Hugging Face's Conv1D, as "
+                                  "GPT-2 has, is a Linear of another class): add \"Conv1D\" to "
+                                  "select them" % (key, name), ConfigWarning, stacklevel=4)
+                elif not _matches(name, classes) and not key.startswith("torch_autocast"):
                     warnings.warn("mixprec config: %s names the module type '%s', which no "
-                                  "module of this model has%s; its module types are %s"
-                                  % (key, name, hint, ", ".join(sorted(classes))),
+                                  "module of this model has; its module types are %s"
+                                  % (key, name, ", ".join(sorted(classes))),
                                   ConfigWarning, stacklevel=4)
 
     # ------------------------------------------------------------ views

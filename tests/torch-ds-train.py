@@ -1,11 +1,16 @@
 # torch-ds-train.py — a training script written for DeepSpeed, as its
-# getting-started guide shows: deepspeed.initialize(), engine(x),
+# getting-started guide shows: deepspeed.add_config_arguments() and
+# --deepspeed_config, deepspeed.init_distributed(), deepspeed.initialize(), engine(x),
 # engine.backward(loss), engine.step(), save_checkpoint/load_checkpoint
 # with client state. tests/test-torch-deepspeed-compat.py runs this file
 # twice, unchanged but for its import line (`import deepspeed`, then
 # `import mixprec.torch as deepspeed`), and compares what it reports.
 # A small GPT-2 from transformers, built from a config (no download), its
 # position embedding frozen. Call run(mode, stage, tmpdir) -> dict.
+import argparse
+import json
+import os
+
 import deepspeed
 import torch
 import transformers
@@ -57,13 +62,20 @@ def train(engine, batches, report):
 def run(mode, stage, tmpdir, n_before=8, n_after=8):
     model, batches = model_and_data()
     wpe = model.transformer.wpe.weight.detach().clone()
+    config_file = os.path.join(tmpdir, "ds_config.json")
+    with open(config_file, "w") as f:
+        json.dump(ds_config(mode, stage), f)
+    parser = deepspeed.add_config_arguments(argparse.ArgumentParser())
+    args = parser.parse_args(["--deepspeed", "--deepspeed_config", config_file])
+    deepspeed.init_distributed()
     parameters = filter(lambda p: p.requires_grad, model.parameters())
     engine, optimizer, _, lr_scheduler = deepspeed.initialize(
-        model=model, model_parameters=parameters, config=ds_config(mode, stage))
+        args=args, model=model, model_parameters=parameters)
     report = {"loss": [], "boundary": [], "lr": [], "steps": [],
               "wpe_dtype": str(model.transformer.wpe.weight.dtype)}
     train(engine, batches[:n_before], report)
-    engine.save_checkpoint(tmpdir, tag="ckpt", client_state={"seen": n_before})
+    ckpt_dir = os.path.join(tmpdir, "checkpoints")
+    engine.save_checkpoint(ckpt_dir, tag="ckpt", client_state={"seen": n_before})
     train(engine, batches[n_before:n_before + n_after], report)
     report["wpe_unchanged"] = torch.equal(model.transformer.wpe.weight.detach().float(),
                                           wpe.to(model.transformer.wpe.weight.dtype).float())
@@ -73,7 +85,7 @@ def run(mode, stage, tmpdir, n_before=8, n_after=8):
     parameters = filter(lambda p: p.requires_grad, model2.parameters())
     engine2, _, _, _ = deepspeed.initialize(model=model2, model_parameters=parameters,
                                             config=ds_config(mode, stage))
-    path, client_state = engine2.load_checkpoint(tmpdir, tag="ckpt")
+    path, client_state = engine2.load_checkpoint(ckpt_dir, tag="ckpt")
     report["client_state"] = client_state.get("seen") if client_state else None
     report["steps_after_load"] = engine2.global_steps
     resumed = {"loss": [], "boundary": [], "lr": [], "steps": []}

@@ -82,7 +82,8 @@ gi.require_version("GLib", "2.0")
 gi.require_version("Mixprec", "1.0")
 from gi.repository import GLib, Mixprec  # noqa: E402
 
-__all__ = ["initialize", "Engine", "Error", "ConfigWarning"]
+__all__ = ["initialize", "Engine", "Error", "ConfigWarning", "add_config_arguments",
+           "init_distributed"]
 
 _DT = Mixprec.DType
 _TORCH_DTYPE = {_DT.FLOAT32: torch.float32, _DT.FLOAT16: torch.float16,
@@ -317,6 +318,22 @@ class _Scheduler(object):
     def step(self, *args, **kwargs):
         """Does nothing: engine.step() advances the schedule, as
         DeepSpeed's does when the engine owns the scheduler."""
+
+
+def add_config_arguments(parser):
+    """DeepSpeed's: adds --deepspeed and --deepspeed_config (the config
+    file initialize(args=...) reads) to an argparse parser; returns it."""
+    group = parser.add_argument_group("DeepSpeed", "DeepSpeed configurations")
+    group.add_argument("--deepspeed", default=False, action="store_true",
+                       help="Enable DeepSpeed (accepted; mixprec.torch is always on)")
+    group.add_argument("--deepspeed_config", default=None, type=str,
+                       help="DeepSpeed json configuration file.")
+    return parser
+
+
+def init_distributed(dist_backend=None, *args, **kwargs):
+    """DeepSpeed's: does nothing, since libmixprec's engine finds its ranks
+    in the launcher's environment itself (see the module's documentation)."""
 
 
 def initialize(args=None, model=None, optimizer=None, model_parameters=None, training_data=None,

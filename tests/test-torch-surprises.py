@@ -296,6 +296,34 @@ check("p.grad after the boundary's backward is the mean of the micro-steps' grad
       between and close and all(p.grad is None for p in model.parameters()),
       {n: (named[n].grad is not None) for n in expected})
 
+# ---- train_batch: gradient_accumulation_steps micro-steps and the step
+class WithLoss(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = tied()
+
+    def forward(self, x, y):
+        return ce(self.inner(x), y)
+
+
+model_a, model_b = WithLoss(), WithLoss()
+ea, _ = quiet(mixprec.torch.initialize, model_a, cfg("bf16", gradient_accumulation_steps=2))
+eb, _ = quiet(mixprec.torch.initialize, model_b, cfg("bf16", gradient_accumulation_steps=2))
+micro = [batch(s) for s in range(4)]
+means = [ea.train_batch(iter(micro[:2])).item(), ea.train_batch(iter(micro[2:])).item()]
+manual = []
+for bx, by in micro:
+    loss = model_b(bx, by)
+    eb.backward(loss)
+    eb.step()
+    manual.append(loss.item())
+check("train_batch(data_iter) runs gradient_accumulation_steps micro-steps and the step: the "
+      "weights and mean losses of the hand-written loop",
+      ea.global_steps == eb.global_steps == 2 and
+      all(torch.equal(a, b) for a, b in zip(model_a.parameters(), model_b.parameters())) and
+      abs(means[0] - (manual[0] + manual[1]) / 2) <= 1e-6 and
+      abs(means[1] - (manual[2] + manual[3]) / 2) <= 1e-6, (means, manual))
+
 # ---- errors: ValueError / TypeError, and still GLib.Error
 e = error_of(mixprec.torch.initialize, tied(),
              {"fp16": {"enabled": True, "loss_scale_window": -3}})

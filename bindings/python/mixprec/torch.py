@@ -530,6 +530,7 @@ class Engine(object):
         self._counters = (0, 0)         # (global_steps, skipped_steps) loaded
         self._grads_out = False
         self._forward = None
+        self.expose_grads = True
 
         previous = getattr(model, _ENGINE_ATTR, None)
         previous = previous() if previous is not None else None
@@ -734,7 +735,13 @@ class Engine(object):
     def _expose_grads(self):
         """At the boundary, each p.grad: the engine's accumulated gradient
         over gradient_accumulation_steps, as DeepSpeed's p.grad reads."""
+        if not self.expose_grads:
+            return
         gas = self.engine.get_gradient_accumulation_steps()
+        if self.device.type != "cpu":
+            # Waits for the engine's stream: the accumulated gradients are
+            # complete for torch's.
+            self._entries[0].param.get_device_address(Mixprec.ParamBuffer.WORKING)
         for e in self._entries:
             try:
                 buf = e.param.accum if gas > 1 else e.param.grad
@@ -846,6 +853,37 @@ class Engine(object):
                                "partitioning (zero_optimization.stage %d)"
                                % self.engine.get_zero_stage())
         yield
+
+    def train_batch(self, data_iter=None):
+        """DeepSpeed's pipeline engine's train_batch(), for a model that
+        computes its own loss: runs gradient_accumulation_steps micro-steps,
+        each on the next item of data_iter (a tuple or list goes in as
+        positional arguments, a dict as keyword arguments, anything else as
+        the one argument) with the model's output (a scalar tensor, or an
+        output with a ``loss`` attribute or key) as the loss, then the
+        step. Returns the mean loss of the micro-steps, a tensor."""
+        if data_iter is None:
+            raise ValueError("mixprec.torch: train_batch() needs data_iter (an iterator of "
+                             "micro-batches)")
+        losses = []
+        for _ in range(self.engine.get_gradient_accumulation_steps()):
+            batch = next(data_iter)
+            if isinstance(batch, dict):
+                out = self(**batch)
+            elif isinstance(batch, (tuple, list)):
+                out = self(*batch)
+            else:
+                out = self(batch)
+            loss = out
+            if not isinstance(loss, torch.Tensor):
+                loss = out["loss"] if isinstance(out, dict) else getattr(out, "loss", None)
+            if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+                raise TypeError("mixprec.torch: train_batch(): the model's output is not a "
+                                "scalar loss, nor has one as .loss (%s)" % type(out).__name__)
+            self.backward(loss)
+            self.step()
+            losses.append(loss.detach().float())
+        return torch.stack(losses).mean()
 
     def step(self, lr_kwargs=None):
         """At the gradient-accumulation boundary, the engine's step

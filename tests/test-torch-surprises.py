@@ -112,6 +112,16 @@ check("initialize(model=..., config=...) returns DeepSpeed's (engine, optimizer,
       "dataloader, lr_scheduler)",
       isinstance(out, tuple) and len(out) == 4 and isinstance(out[0], mixprec.torch.Engine)
       and out[2] is None and out[3] is None and out[1].param_groups[0]["lr"] == 0.01, out)
+e0 = out[0]
+check("the engine's DeepSpeed accessors read the config (bf16, stage 0, micro batch 4, "
+      "train batch 4, no clipping)",
+      e0.bfloat16_enabled() and not e0.fp16_enabled() and e0.zero_optimization_stage() == 0 and
+      e0.train_micro_batch_size_per_gpu() == 4 and e0.train_batch_size() == 4 and
+      e0.gradient_clipping() == 0.0 and e0.optimizer is out[1] and e0.module is model and
+      e0.eval() is e0 and not model.training,
+      (e0.bfloat16_enabled(), e0.zero_optimization_stage(), e0.train_batch_size(),
+       e0.gradient_clipping()))
+model.train()
 out, _ = quiet(mixprec.torch.initialize, tied(), cfg("bf16"))
 check("initialize(model, config) still returns the Engine alone",
       isinstance(out, mixprec.torch.Engine))

@@ -444,7 +444,10 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None, tra
                                              batch_size=cfg.get_train_micro_batch_size_per_gpu(),
                                              drop_last=True)
     sched = _Scheduler(front) if cfg.get_scheduler_type() else None
-    return front, _Optimizer(front), loader, sched
+    front.optimizer = _Optimizer(front)
+    front.lr_scheduler = sched
+    front.training_dataloader = loader
+    return front, front.optimizer, loader, sched
 
 
 class _Entry(object):
@@ -835,6 +838,29 @@ class Engine(object):
 
     def train_micro_batch_size_per_gpu(self):
         return self.engine.get_config().get_train_micro_batch_size_per_gpu()
+
+    def train_batch_size(self):
+        cfg = self.engine.get_config()
+        return (cfg.get_train_micro_batch_size_per_gpu() or 1) * \
+            self.engine.get_gradient_accumulation_steps() * self.engine.get_world_size()
+
+    def gradient_clipping(self):
+        return self.engine.get_config().get_gradient_clipping()
+
+    def zero_optimization_stage(self):
+        return self.engine.get_zero_stage()
+
+    def fp16_enabled(self):
+        return self.engine.get_config().get_precision_mode() in (
+            Mixprec.PrecisionMode.FP16, Mixprec.PrecisionMode.FP16_NO_MASTER)
+
+    def bfloat16_enabled(self):
+        return self.engine.get_config().get_precision_mode() in (
+            Mixprec.PrecisionMode.BF16, Mixprec.PrecisionMode.BF16_NO_MASTER)
+
+    @property
+    def local_rank(self):
+        return int(os.environ.get("LOCAL_RANK", "0"))
 
     def zero_grad(self, set_to_none=True):
         """Drops the p.grad the boundary exposed (the engine's own

@@ -122,6 +122,15 @@ check("the engine's DeepSpeed accessors read the config (bf16, stage 0, micro ba
       (e0.bfloat16_enabled(), e0.zero_optimization_stage(), e0.train_batch_size(),
        e0.gradient_clipping()))
 model.train()
+m = tied()
+e = error_of(mixprec.torch.initialize, model=m, model_parameters=[m.fc.weight], config=cfg())
+groups = [{"params": [m.fc.weight, m.fc.bias]},
+          {"params": [p for n, p in m.named_parameters() if not n.startswith("fc.")],
+           "weight_decay": 0.0}]
+out, _ = quiet(mixprec.torch.initialize, model=m, model_parameters=groups, config=cfg())
+check("model_parameters: param groups are taken, a list that leaves trainable parameters out "
+      "is refused naming them",
+      isinstance(e, ValueError) and "fc.bias" in str(e) and isinstance(out, tuple), e)
 out, _ = quiet(mixprec.torch.initialize, tied(), cfg("bf16"))
 check("initialize(model, config) still returns the Engine alone",
       isinstance(out, mixprec.torch.Engine))

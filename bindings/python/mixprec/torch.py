@@ -379,7 +379,15 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None, tra
     if config is None:
         raise TypeError("mixprec.torch.initialize: a config is needed (config=...)")
     if model_parameters is not None:
-        given = {id(p) for p in model_parameters}
+        given = set()
+        for item in model_parameters:
+            # Tensors, or torch's param groups ({"params": [...], ...}).
+            if isinstance(item, dict):
+                params = item.get("params", [])
+                params = [params] if isinstance(params, torch.Tensor) else params
+                given.update(id(p) for p in params)
+            else:
+                given.add(id(item))
         missing = [n for n, p in model.named_parameters() if p.requires_grad and id(p) not in given]
         if missing:
             raise ValueError("mixprec.torch.initialize: model_parameters leaves out trainable "

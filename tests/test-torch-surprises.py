@@ -416,7 +416,7 @@ with tempfile.TemporaryDirectory() as tmp:
             "    print('HAS-GI')\n"
             "except ImportError:\n"
             "    pass\n"
-            "import mixprec.torch\n" % [tmp, front, torch_site])
+            "import mixprec.torch\n" % ([tmp, front, torch_site],))
     p = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True,
                        timeout=120)
     if "HAS-GI" in p.stdout:

@@ -44,9 +44,106 @@ on the GPU once torch's stream has finished them, and the loss scaling
 is the same as on the cpu device. On the ``cpu`` device the model stays
 in host memory.
 
-Limits of this version: ZeRO stages 0
-to 2 (ZeRO-3 shards the working copies themselves), and frozen
-parameters (``requires_grad=False``) are left to the caller as they are.
+DeepSpeed's spelling works too, so that ``import mixprec.torch as
+deepspeed`` runs a script written for DeepSpeed::
+
+    engine, optimizer, _, lr_scheduler = deepspeed.initialize(
+        model=model, model_parameters=model.parameters(), config=ds_config)
+
+``initialize()`` called with a module as its first positional argument
+(``initialize(model, config)``, the 1.0 spelling) returns the Engine
+alone; called DeepSpeed's way (``model=``, or ``args=`` with
+``args.deepspeed_config`` from ``add_config_arguments()``) it returns
+``(engine, optimizer, training_dataloader, lr_scheduler)``. A torch
+optimizer passed as ``optimizer=`` (``torch.optim.AdamW``, ``Adam``,
+``SGD``, or a ``Lion``) becomes the config's optimizer section, its first
+param group's hyper-parameters included; a DeepSpeed scheduler object
+(``WarmupLR``, ``WarmupDecayLR``, ``WarmupCosineLR``) becomes its
+scheduler section. Any other optimizer or scheduler object is refused
+with a ValueError that names it: libmixprec runs its own optimizer step.
+The engine has DeepSpeed's ``backward``, ``step``,
+``is_gradient_accumulation_boundary()``, ``get_lr()``,
+``get_global_grad_norm()``, ``global_steps``, ``global_samples``,
+``skipped_steps``, ``micro_steps``, ``no_sync()``, ``zero_grad()``,
+``module``, ``train()``/``eval()``, ``train_batch()``,
+``save_checkpoint(dir, tag, client_state=...)``,
+``load_checkpoint(dir, tag)``, ``save_16bit_model()`` and the accessors
+``fp16_enabled()``, ``bfloat16_enabled()``, ``zero_optimization_stage()``,
+``train_micro_batch_size_per_gpu()``, ``train_batch_size()``,
+``gradient_accumulation_steps()``, ``gradient_clipping()``.
+
+Frozen parameters (``requires_grad=False``, as LoRA leaves the base
+model) are not registered: they are cast to the working dtype of their
+module (the model's dtype, or FP32 for a module the policy keeps in FP32)
+as DeepSpeed casts the whole module, and never change. Tied parameters
+(GPT-2's ``lm_head.weight`` is ``wte.weight``) are registered once, under
+the first name; ``export_fp32()`` and ``save_16bit_model()`` write every
+name of the model's ``state_dict()``.
+
+Floating-point inputs to ``engine(...)`` are cast to the model's dtype
+when the config asks for it (``"fp16": {"auto_cast": true}``, DeepSpeed's
+key, or ``"bf16": {"auto_cast": true}``, the front's own, which it takes
+out of the config before libmixprec reads it); without it an input of
+another floating dtype gets one warning. Under ``torch_autocast`` the
+model's own ``forward`` runs under ``torch.autocast``, so ``model(x)``
+and ``engine(x)`` compute alike (``close()`` gives the model its forward
+back).
+
+No silent surprises: the config's warnings (``Mixprec.Config
+.get_warnings()``) are issued as ``warnings.warn(..., ConfigWarning)``,
+and an ``"auto"`` that leaves a precision mode off says so; a parameter
+whose data no longer is the engine's working copy (``model.float()``,
+``model.to(dtype)`` after initialize) fails the next ``backward()`` or
+``step()`` naming it; initializing a model a second time detaches the
+first engine (whose later use fails naming the cause) with a warning; a
+module type named by ``fp32_modules``, ``lower_precision_safe_modules``
+or ``fp8_modules`` that no module of the model has is warned about,
+naming the types the model has, and ``"Linear"`` on a model with Hugging
+Face ``Conv1D`` layers (GPT-2's) says that it misses them; libmixprec's
+errors arrive as ``mixprec.torch.Error``, which is both a ``ValueError``
+and a ``GLib.Error``; a Python whose only ``gi`` is libmixprec's
+overrides folder gets an ImportError that names PyGObject.
+
+What differs from DeepSpeed (on purpose or for now):
+
+* ``backward()`` does not divide the loss by
+  gradient_accumulation_steps: the engine averages the micro-steps
+  itself (the result is DeepSpeed's).
+* ``p.grad``: each gradient is handed to the engine as autograd produces
+  it and dropped; after the ``backward()`` that completes an accumulation
+  window, each trained parameter's ``p.grad`` is a copy of the engine's
+  accumulated gradient divided by gradient_accumulation_steps (scaled by
+  the loss scale in fp16, as DeepSpeed's are), in the parameter's dtype.
+  ``step()`` and ``zero_grad()`` set them back to None. Between
+  boundaries, and where the gradients are sharded across ranks, ``p.grad``
+  stays None. Writing ``p.grad`` changes nothing; ``expose_grads =
+  False`` on the Engine skips the copies.
+* ``no_sync()`` is accepted and changes nothing at ZeRO stages 0 and 1
+  (the engine reduces only at the boundary anyway); at stage 2 it is
+  refused, as DeepSpeed refuses it.
+* ``save_checkpoint()`` and ``load_checkpoint()`` use libmixprec's
+  checkpoint directory (``save_dir/tag/manifest.json`` and one
+  safetensors file per rank; the default tag is DeepSpeed's
+  ``global_stepN``), with ``client_state`` and the frozen parameters
+  saved beside it as ``client_state.pt``; DeepSpeed's
+  ``*_model_states.pt`` files are neither read nor written. An Engine
+  made by the 1.0 spelling returns the path alone from
+  ``load_checkpoint()``.
+* ``get_global_grad_norm()`` is the norm before clipping of the last
+  step, a float.
+* ``train_batch(data_iter)`` is the pipeline engine's for a model that
+  returns its loss (no pipeline stages).
+* ``model_parameters`` (tensors or torch param groups) must cover every
+  parameter that requires grad; a group's own hyper-parameters (a
+  weight_decay of 0 for biases) are not applied: the optimizer's are.
+* ``training_data`` is wrapped in a plain ``torch.utils.data.DataLoader``
+  of train_micro_batch_size_per_gpu, without DeepSpeed's distributed
+  sampler (so only on one rank); ``mpu``, ``dist_init_required`` and
+  ``distributed_port`` are accepted and unused, ``config_params`` is a
+  synonym of ``config``; ``init_distributed()`` does nothing (the engine
+  finds its ranks in the launcher's environment).
+* ZeRO stages 0 to 2 only: ZeRO-3 shards the working copies themselves,
+  which this version does not gather for the model, and is refused.
 """
 
 import contextlib

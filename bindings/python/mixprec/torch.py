@@ -282,7 +282,7 @@ def _warn_config(cfg, doc):
     for w in cfg.get_warnings() or []:
         if w.startswith(("fp16.auto_cast:", "bf16.auto_cast:")):
             continue        # the front does cast the inputs
-        warnings.warn("mixprec config: " + w, ConfigWarning, stacklevel=4)
+        warnings.warn("mixprec config: " + w, ConfigWarning, stacklevel=3)
     if not doc:
         return
     mode = cfg.get_precision_mode()
@@ -293,7 +293,7 @@ def _warn_config(cfg, doc):
             warnings.warn("mixprec config: %s.enabled is \"auto\", which resolves to false outside "
                           "the Hugging Face Trainer: this engine trains in FP32, not %s. Write "
                           "\"enabled\": true to train in %s" % (key, key, key),
-                          ConfigWarning, stacklevel=4)
+                          ConfigWarning, stacklevel=3)
 
 
 # ------------------------------------------------------------ DeepSpeed's objects

@@ -343,6 +343,16 @@ check("train_batch(data_iter) runs gradient_accumulation_steps micro-steps and t
       abs(means[0] - (manual[0] + manual[1]) / 2) <= 1e-6 and
       abs(means[1] - (manual[2] + manual[3]) / 2) <= 1e-6, (means, manual))
 
+# ---- no_sync(): nothing to do at stages 0 and 1, refused at stage 2 as DeepSpeed refuses it
+engine, _ = quiet(mixprec.torch.initialize, tied(), cfg("bf16"))
+with engine.no_sync():
+    engine.backward(ce(engine(x), y))
+r = engine.step()
+engine2, _ = quiet(mixprec.torch.initialize, tied(), cfg("bf16", zero_optimization={"stage": 2}))
+e = error_of(lambda: engine2.no_sync().__enter__())
+check("no_sync() runs at ZeRO-0 and is refused at ZeRO-2 naming gradient partitioning",
+      r.applied and isinstance(e, RuntimeError) and "partitioning" in str(e), e)
+
 # ---- errors: ValueError / TypeError, and still GLib.Error
 e = error_of(mixprec.torch.initialize, tied(),
              {"fp16": {"enabled": True, "loss_scale_window": -3}})
@@ -391,6 +401,14 @@ engine, _ = quiet(mixprec.torch.initialize, model, cfg("bf16", bf16={"enabled": 
 out = engine(inp)
 check("bf16.auto_cast: a float32 input is cast to bf16 (the model's own forward on x.bfloat16())",
       torch.equal(out, model(inp.bfloat16())))
+model = nn.Sequential(nn.Linear(8, 4))
+engine, caught = quiet(mixprec.torch.initialize, model, cfg("fp16", fp16={
+    "enabled": True, "auto_cast": True}))
+out = engine(inp)
+check("fp16.auto_cast (DeepSpeed's key): a float32 input is cast to fp16, and the library's "
+      "\"ignored\" warning for the key is not passed on",
+      torch.equal(out, model(inp.half())) and
+      not [w for w in caught if "auto_cast" in str(w.message)], [str(w.message) for w in caught])
 model = nn.Sequential(nn.Linear(8, 4))
 engine, _ = quiet(mixprec.torch.initialize, model, cfg("bf16"))
 e = None

@@ -953,7 +953,7 @@ class Engine(object):
         return self.engine.get_config().get_gradient_clipping()
 
     def zero_optimization_stage(self):
-        return self.engine.get_zero_stage()
+        return self.engine.get_config().get_zero_stage()
 
     def fp16_enabled(self):
         return self.engine.get_config().get_precision_mode() in (
@@ -979,10 +979,10 @@ class Engine(object):
         """DeepSpeed's no_sync(): at ZeRO stages 0 and 1 the engine reduces
         only at the boundary anyway, so it changes nothing; at stage 2 it
         is refused, as DeepSpeed refuses it."""
-        if self.engine.get_zero_stage() >= 2:
+        stage = self.engine.get_config().get_zero_stage()
+        if stage >= 2:
             raise RuntimeError("mixprec.torch: no_sync() is incompatible with gradient "
-                               "partitioning (zero_optimization.stage %d)"
-                               % self.engine.get_zero_stage())
+                               "partitioning (zero_optimization.stage %d)" % stage)
         yield
 
     def train_batch(self, data_iter=None):

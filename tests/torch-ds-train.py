@@ -7,6 +7,7 @@
 # `import mixprec.torch as deepspeed`), and compares what it reports.
 # A small GPT-2 from transformers, built from a config (no download), its
 # position embedding frozen. Call run(mode, stage, tmpdir) -> dict.
+# (own_optimizer=True: a torch.optim.AdamW object instead of the section.)
 import argparse
 import json
 import os
@@ -59,18 +60,30 @@ def train(engine, batches, report):
             report["steps"].append(engine.global_steps)
 
 
-def run(mode, stage, tmpdir, n_before=8, n_after=8):
+def client_optimizer(model):
+    parameters = [p for p in model.parameters() if p.requires_grad]
+    return torch.optim.AdamW(parameters, lr=3e-3, betas=(0.9, 0.95), eps=1e-8,
+                             weight_decay=0.01)
+
+
+def run(mode, stage, tmpdir, n_before=8, n_after=8, own_optimizer=False):
+    """own_optimizer: a torch.optim.AdamW object instead of the config's
+    optimizer section."""
     model, batches = model_and_data()
     wpe = model.transformer.wpe.weight.detach().clone()
+    config = ds_config(mode, stage)
+    if own_optimizer:
+        del config["optimizer"]
     config_file = os.path.join(tmpdir, "ds_config.json")
     with open(config_file, "w") as f:
-        json.dump(ds_config(mode, stage), f)
+        json.dump(config, f)
     parser = deepspeed.add_config_arguments(argparse.ArgumentParser())
     args = parser.parse_args(["--deepspeed", "--deepspeed_config", config_file])
     deepspeed.init_distributed()
     parameters = filter(lambda p: p.requires_grad, model.parameters())
     engine, optimizer, _, lr_scheduler = deepspeed.initialize(
-        args=args, model=model, model_parameters=parameters)
+        args=args, model=model, model_parameters=parameters,
+        optimizer=client_optimizer(model) if own_optimizer else None)
     report = {"loss": [], "boundary": [], "lr": [], "steps": [],
               "wpe_dtype": str(model.transformer.wpe.weight.dtype)}
     train(engine, batches[:n_before], report)
@@ -83,8 +96,9 @@ def run(mode, stage, tmpdir, n_before=8, n_after=8):
     # Resume in a fresh engine from the checkpoint.
     model2, _ = model_and_data(seed=5)
     parameters = filter(lambda p: p.requires_grad, model2.parameters())
-    engine2, _, _, _ = deepspeed.initialize(model=model2, model_parameters=parameters,
-                                            config=ds_config(mode, stage))
+    engine2, _, _, _ = deepspeed.initialize(
+        model=model2, model_parameters=parameters, config=config,
+        optimizer=client_optimizer(model2) if own_optimizer else None)
     path, client_state = engine2.load_checkpoint(ckpt_dir, tag="ckpt")
     report["client_state"] = client_state.get("seen") if client_state else None
     report["steps_after_load"] = engine2.global_steps

@@ -495,7 +495,10 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None, tra
         doc = _load_doc(config)
         if doc is None:
             if isinstance(config, Mixprec.Config):
-                doc = json.loads(config.to_data()[0])
+                raise ValueError("mixprec.torch.initialize: an optimizer or lr_scheduler object "
+                                 "with a Mixprec.Config, whose resolved sections name the "
+                                 "optimizer already; pass the config as a dict, JSON string "
+                                 "or file instead")
             else:
                 _config(config)     # says what is wrong with it
                 raise TypeError("mixprec.torch.initialize: config is not JSON")

@@ -446,6 +446,11 @@ endif
 # run by PYTHON_TORCH (configure: a Python with gi, numpy and torch); they
 # skip with the reason when there is none.
 EXTRA_DIST += tests/test-torch-front.py tests/test-torch-charlm.sh tests/test-torch-cuda.py
+# mixprec.torch as a drop-in for DeepSpeed: one DeepSpeed training script
+# run under both (PYTHON_TORCH with deepspeed and transformers; skips
+# without), and one test per surprise a DeepSpeed user would meet.
+EXTRA_DIST += tests/test-torch-deepspeed-compat.py tests/torch-ds-train.py \
+	tests/test-torch-surprises.py
 AM_TESTS_ENVIRONMENT += export PYTHON_TORCH="$(PYTHON_TORCH)"; \
 	export PYTHONPATH="$(abs_top_srcdir)/bindings/python:$$PYTHONPATH";
 if HAVE_UCX
@@ -453,6 +458,7 @@ AM_TESTS_ENVIRONMENT += export MIXPREC_TEST_HAVE_UCX=yes;
 endif
 if HAVE_PYTHON_GI
 TESTS += tests/test-torch-front.py tests/test-torch-charlm.sh
+TESTS += tests/test-torch-deepspeed-compat.py tests/test-torch-surprises.py
 # On the cuda device; skips with the reason where no GPU is usable.
 TESTS += tests/test-torch-cuda.py
 endif

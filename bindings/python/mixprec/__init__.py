@@ -8,8 +8,10 @@
 ``mixprec.torch``: a PyTorch model trained with libmixprec doing the
 precision side, in the shape of DeepSpeed's engine
 (``engine = mixprec.torch.initialize(model, config)``, then
-``engine.backward(loss)`` and ``engine.step()``). Importing it needs
-PyTorch.
+``engine.backward(loss)`` and ``engine.step()``), which also takes
+DeepSpeed's ``initialize(model=..., config=...)`` and returns its tuple,
+so that ``import mixprec.torch as deepspeed`` runs a DeepSpeed script.
+Importing it needs PyTorch and PyGObject.
 """
 
 __all__ = []

@@ -44,15 +44,117 @@ on the GPU once torch's stream has finished them, and the loss scaling
 is the same as on the cpu device. On the ``cpu`` device the model stays
 in host memory.
 
-Limits of this version: ZeRO stages 0
-to 2 (ZeRO-3 shards the working copies themselves), and frozen
-parameters (``requires_grad=False``) are left to the caller as they are.
+DeepSpeed's spelling works too, so that ``import mixprec.torch as
+deepspeed`` runs a script written for DeepSpeed::
+
+    engine, optimizer, _, lr_scheduler = deepspeed.initialize(
+        model=model, model_parameters=model.parameters(), config=ds_config)
+
+``initialize()`` called with a module as its first positional argument
+(``initialize(model, config)``, the 1.0 spelling) returns the Engine
+alone; called DeepSpeed's way (``model=``, or ``args=`` with
+``args.deepspeed_config`` from ``add_config_arguments()``) it returns
+``(engine, optimizer, training_dataloader, lr_scheduler)``. A torch
+optimizer passed as ``optimizer=`` (``torch.optim.AdamW``, ``Adam``,
+``SGD``, or a ``Lion``) becomes the config's optimizer section, its first
+param group's hyper-parameters included; a DeepSpeed scheduler object
+(``WarmupLR``, ``WarmupDecayLR``, ``WarmupCosineLR``) becomes its
+scheduler section. Any other optimizer or scheduler object is refused
+with a ValueError that names it: libmixprec runs its own optimizer step.
+The engine has DeepSpeed's ``backward``, ``step``,
+``is_gradient_accumulation_boundary()``, ``get_lr()``,
+``get_global_grad_norm()``, ``global_steps``, ``global_samples``,
+``skipped_steps``, ``micro_steps``, ``no_sync()``, ``zero_grad()``,
+``module``, ``train()``/``eval()``, ``train_batch()``,
+``save_checkpoint(dir, tag, client_state=...)``,
+``load_checkpoint(dir, tag)``, ``save_16bit_model()`` and the accessors
+``fp16_enabled()``, ``bfloat16_enabled()``, ``zero_optimization_stage()``,
+``train_micro_batch_size_per_gpu()``, ``train_batch_size()``,
+``gradient_accumulation_steps()``, ``gradient_clipping()``.
+
+Frozen parameters (``requires_grad=False``, as LoRA leaves the base
+model) are not registered: they are cast to the working dtype of their
+module (the model's dtype, or FP32 for a module the policy keeps in FP32)
+as DeepSpeed casts the whole module, and never change. Tied parameters
+(GPT-2's ``lm_head.weight`` is ``wte.weight``) are registered once, under
+the first name; ``export_fp32()`` and ``save_16bit_model()`` write every
+name of the model's ``state_dict()``.
+
+Floating-point inputs to ``engine(...)`` are cast to the model's dtype
+when the config asks for it (``"fp16": {"auto_cast": true}``, DeepSpeed's
+key, or ``"bf16": {"auto_cast": true}``, the front's own, which it takes
+out of the config before libmixprec reads it); without it an input of
+another floating dtype gets one warning. Under ``torch_autocast`` the
+model's own ``forward`` runs under ``torch.autocast``, so ``model(x)``
+and ``engine(x)`` compute alike (``close()`` gives the model its forward
+back).
+
+No silent surprises: the config's warnings (``Mixprec.Config
+.get_warnings()``) are issued as ``warnings.warn(..., ConfigWarning)``,
+and an ``"auto"`` that leaves a precision mode off says so; a parameter
+whose data no longer is the engine's working copy (``model.float()``,
+``model.to(dtype)`` after initialize) fails the next ``backward()`` or
+``step()`` naming it; initializing a model a second time detaches the
+first engine (whose later use fails naming the cause) with a warning; a
+module type named by ``fp32_modules``, ``lower_precision_safe_modules``
+or ``fp8_modules`` that no module of the model has is warned about,
+naming the types the model has, and ``"Linear"`` on a model with Hugging
+Face ``Conv1D`` layers (GPT-2's) says that it misses them; libmixprec's
+errors arrive as ``mixprec.torch.Error``, which is both a ``ValueError``
+and a ``GLib.Error``; a Python whose only ``gi`` is libmixprec's
+overrides folder gets an ImportError that names PyGObject.
+
+What differs from DeepSpeed (on purpose or for now):
+
+* ``backward()`` does not divide the loss by
+  gradient_accumulation_steps: the engine averages the micro-steps
+  itself (the result is DeepSpeed's).
+* ``p.grad``: each gradient is handed to the engine as autograd produces
+  it and dropped; after the ``backward()`` that completes an accumulation
+  window, each trained parameter's ``p.grad`` is a copy of the engine's
+  accumulated gradient divided by gradient_accumulation_steps (scaled by
+  the loss scale in fp16, as DeepSpeed's are), in the parameter's dtype.
+  ``step()`` and ``zero_grad()`` set them back to None. Between
+  boundaries, and where the gradients are sharded across ranks, ``p.grad``
+  stays None. Writing ``p.grad`` changes nothing; ``expose_grads =
+  False`` on the Engine skips the copies.
+* ``no_sync()`` is accepted and changes nothing at ZeRO stages 0 and 1
+  (the engine reduces only at the boundary anyway); at stage 2 it is
+  refused, as DeepSpeed refuses it.
+* ``save_checkpoint()`` and ``load_checkpoint()`` use libmixprec's
+  checkpoint directory (``save_dir/tag/manifest.json`` and one
+  safetensors file per rank; the default tag is DeepSpeed's
+  ``global_stepN``), with ``client_state`` and the frozen parameters
+  saved beside it as ``client_state.pt``; DeepSpeed's
+  ``*_model_states.pt`` files are neither read nor written. An Engine
+  made by the 1.0 spelling returns the path alone from
+  ``load_checkpoint()``.
+* ``get_global_grad_norm()`` is the norm before clipping of the last
+  step, a float.
+* ``train_batch(data_iter)`` is the pipeline engine's for a model that
+  returns its loss (no pipeline stages).
+* ``model_parameters`` (tensors or torch param groups) must cover every
+  parameter that requires grad; a group's own hyper-parameters (a
+  weight_decay of 0 for biases) are not applied: the optimizer's are.
+* ``training_data`` is wrapped in a plain ``torch.utils.data.DataLoader``
+  of train_micro_batch_size_per_gpu, without DeepSpeed's distributed
+  sampler (so only on one rank); ``mpu``, ``dist_init_required`` and
+  ``distributed_port`` are accepted and unused, ``config_params`` is a
+  synonym of ``config``; ``init_distributed()`` does nothing (the engine
+  finds its ranks in the launcher's environment).
+* ZeRO stages 0 to 2 only: ZeRO-3 shards the working copies themselves,
+  which this version does not gather for the model, and is refused.
 """
 
+import contextlib
 import ctypes
+import functools
 import json
 import os
+import struct
 import time
+import warnings
+import weakref
 
 try:
     import torch
@@ -62,11 +164,23 @@ except ImportError as e:
 
 import gi
 
+if not hasattr(gi, "require_version"):
+    # libmixprec installs its overrides as gi/overrides/Mixprec.py; in a
+    # Python without PyGObject that folder alone is found as a namespace
+    # package 'gi', which has none of PyGObject.
+    raise ImportError("mixprec.torch needs PyGObject (the 'gi' package), which this Python "
+                      "(%s) does not have: the only 'gi' found is the folder %s, libmixprec's "
+                      "overrides. Install PyGObject (Debian: python3-gi; make the venv with "
+                      "--system-site-packages to see it) or 'pip install PyGObject'"
+                      % (os.sys.executable, ", ".join(getattr(gi, "__path__", [])) or "?"),
+                      name="gi")
+
 gi.require_version("GLib", "2.0")
 gi.require_version("Mixprec", "1.0")
 from gi.repository import GLib, Mixprec  # noqa: E402
 
-__all__ = ["initialize", "Engine"]
+__all__ = ["initialize", "Engine", "Error", "ConfigWarning", "add_config_arguments",
+           "init_distributed"]
 
 _DT = Mixprec.DType
 _TORCH_DTYPE = {_DT.FLOAT32: torch.float32, _DT.FLOAT16: torch.float16,
@@ -81,36 +195,340 @@ if not hasattr(torch.Tensor, "register_post_accumulate_grad_hook"):
                       % torch.__version__, name="torch")
 
 
+class Error(GLib.Error, ValueError):
+    """A libmixprec error: a GLib.Error (``domain``, ``code``,
+    ``message``, ``matches()``) that is also a ValueError, so that both
+    ``except ValueError`` and ``except GLib.Error`` catch it."""
+
+
+class ConfigWarning(UserWarning):
+    """A warning of libmixprec's configuration (a key ignored, an "auto"
+    resolved, a precision mode left off)."""
+
+
+def _raise_error(e):
+    raise Error(e.message, e.domain, e.code) from e
+
+
+@contextlib.contextmanager
+def _errors():
+    """Turns the GLib.Error of a libmixprec call into an Error."""
+    try:
+        yield
+    except Error:
+        raise
+    except GLib.Error as e:
+        _raise_error(e)
+
+
+def _translated(method):
+    @functools.wraps(method)
+    def wrapper(*args, **kwargs):
+        with _errors():
+            return method(*args, **kwargs)
+    return wrapper
+
+
+def _load_doc(config):
+    """The config as Python objects where it is JSON (a dict, a JSON
+    string, a file), else None (a Mixprec.Config)."""
+    if isinstance(config, dict):
+        return json.loads(json.dumps(config))
+    if isinstance(config, (str, os.PathLike)):
+        text = os.fspath(config)
+        try:
+            if not text.lstrip().startswith("{"):
+                with open(text, encoding="utf-8") as f:
+                    text = f.read()
+            return json.loads(text)
+        except (OSError, ValueError):
+            return None     # the library says what is wrong with it
+    return None
+
+
 def _config(config):
     """A Mixprec.Config from a Mixprec.Config, a dict (DeepSpeed's JSON
     as Python objects), a JSON string or the path of a JSON file."""
     if isinstance(config, Mixprec.Config):
         return config
-    if isinstance(config, dict):
-        return Mixprec.Config.new_from_data(json.dumps(config))
-    if isinstance(config, (str, os.PathLike)):
-        text = os.fspath(config)
-        if text.lstrip().startswith("{"):
-            return Mixprec.Config.new_from_data(text)
-        return Mixprec.Config.new_from_file(text)
+    with _errors():
+        if isinstance(config, dict):
+            return Mixprec.Config.new_from_data(json.dumps(config))
+        if isinstance(config, (str, os.PathLike)):
+            text = os.fspath(config)
+            if text.lstrip().startswith("{"):
+                return Mixprec.Config.new_from_data(text)
+            return Mixprec.Config.new_from_file(text)
     raise TypeError("mixprec.torch.initialize: config must be a dict, a JSON string, a file name "
                     "or a Mixprec.Config, not %s" % type(config).__name__)
 
 
-def initialize(model, config, comm=None, model_parallel_comm=None):
-    """initialize(model, config, comm=None, model_parallel_comm=None) -> Engine
+def _auto_cast(doc):
+    """Whether the config asks for floating inputs cast to the model's
+    dtype (fp16.auto_cast, or bf16.auto_cast)."""
+    if not doc:
+        return False
+    for mode in ("fp16", "bf16"):
+        section = doc.get(mode)
+        if isinstance(section, dict) and section.get("enabled") not in (False, None, "auto") \
+                and section.get("auto_cast") is True:
+            return True
+    return False
 
-    Makes a libmixprec engine from config (a dict in DeepSpeed's JSON
-    layout, a JSON file name or string, or a Mixprec.Config), registers
-    model's trainable parameters with it and makes them views of the
-    engine's working copies. comm: a Mixprec.Comm to use instead of the
-    one the launcher's environment gives; model_parallel_comm: the ranks
-    that hold the other pieces of the same model, which must agree on
-    overflow (Mixprec.Engine.new_with_comm)."""
+
+def _warn_config(cfg, doc):
+    """Issues the config's warnings, and one that names a precision mode
+    an "auto" left off."""
+    for w in cfg.get_warnings() or []:
+        if w.startswith(("fp16.auto_cast:", "bf16.auto_cast:")):
+            continue        # the front does cast the inputs
+        warnings.warn("mixprec config: " + w, ConfigWarning, stacklevel=3)
+    if not doc:
+        return
+    mode = cfg.get_precision_mode()
+    for key in ("fp16", "bf16"):
+        section = doc.get(key)
+        if isinstance(section, dict) and section.get("enabled") == "auto" and \
+                mode == Mixprec.PrecisionMode.FP32:
+            warnings.warn("mixprec config: %s.enabled is \"auto\", which resolves to false outside "
+                          "the Hugging Face Trainer: this engine trains in FP32, not %s. Write "
+                          "\"enabled\": true to train in %s" % (key, key, key),
+                          ConfigWarning, stacklevel=3)
+
+
+# ------------------------------------------------------------ DeepSpeed's objects
+
+_OPTIMIZERS = {"AdamW": "AdamW", "Adam": "Adam", "FusedAdam": "Adam", "DeepSpeedCPUAdam": "Adam",
+               "SGD": "SGD", "Lion": "Lion", "FusedLion": "Lion", "DeepSpeedCPULion": "Lion"}
+
+
+def _optimizer_section(optimizer):
+    """The config's optimizer section for a torch optimizer object libmixprec
+    has, from its first param group; a ValueError naming any other."""
+    name = type(optimizer).__name__
+    kind = _OPTIMIZERS.get(name)
+    groups = getattr(optimizer, "param_groups", None)
+    if kind is None or not groups:
+        raise ValueError("mixprec.torch.initialize: optimizer %s.%s is not one libmixprec runs; "
+                         "pass torch.optim.AdamW, Adam or SGD, a Lion, or name the optimizer in "
+                         "the config's \"optimizer\" section"
+                         % (type(optimizer).__module__, name))
+    g = groups[0]
+    for other in groups[1:]:
+        for key in ("lr", "betas", "eps", "momentum"):
+            if other.get(key) != g.get(key):
+                raise ValueError("mixprec.torch.initialize: optimizer %s has param groups with "
+                                 "different %s; libmixprec runs one set of hyper-parameters"
+                                 % (name, key))
+    params = {"lr": float(g["lr"])}
+    if "weight_decay" in g:
+        params["weight_decay"] = float(g["weight_decay"])
+    if kind in ("AdamW", "Adam"):
+        params["betas"] = [float(b) for b in g.get("betas", (0.9, 0.999))]
+        params["eps"] = float(g.get("eps", 1e-8))
+        if g.get("amsgrad"):
+            raise ValueError("mixprec.torch.initialize: optimizer %s: amsgrad is not supported"
+                             % name)
+        # torch's Adam adds weight decay to the gradient (L2); DeepSpeed's
+        # FusedAdam says so with adam_w_mode.
+        if kind == "Adam":
+            adamw = g.get("adamw_mode", getattr(optimizer, "adam_w_mode", False))
+            params["adam_w_mode"] = bool(adamw)
+            if name == "Adam" and type(optimizer).__module__.startswith("torch."):
+                params["adam_w_mode"] = bool(g.get("decoupled_weight_decay", False))
+    elif kind == "SGD":
+        for key in ("momentum", "dampening"):
+            if key in g:
+                params[key] = float(g[key])
+        if "nesterov" in g:
+            params["nesterov"] = bool(g["nesterov"])
+    elif kind == "Lion":
+        beta1, beta2 = g.get("betas", (0.9, 0.99))
+        params["betas"] = [float(beta1), float(beta2)]
+    return {"type": kind, "params": params}
+
+
+def _scheduler_section(scheduler):
+    """The config's scheduler section for a DeepSpeed scheduler object; a
+    ValueError naming any other."""
+    name = type(scheduler).__name__
+    a = scheduler.__dict__
+    try:
+        if name in ("WarmupLR", "WarmupDecayLR"):
+            params = {"warmup_min_lr": float(a["min_lrs"][0]),
+                      "warmup_max_lr": float(a["max_lrs"][0]),
+                      "warmup_num_steps": int(a["warmup_num_steps"]),
+                      "warmup_type": a.get("warmup_type", "log")}
+            if name == "WarmupDecayLR":
+                params["total_num_steps"] = int(a["total_num_steps"])
+            return {"type": name, "params": params}
+        if name == "WarmupCosineLR":
+            return {"type": name, "params": {
+                "total_num_steps": int(a["total_num_steps"]),
+                "warmup_num_steps": int(a["warmup_num_steps"]),
+                "warmup_min_ratio": float(a["warmup_min_ratio"]),
+                "cos_min_ratio": float(a["cos_min_ratio"]),
+                "warmup_type": a.get("warmup_type", "log")}}
+    except (KeyError, IndexError, TypeError):
+        pass
+    raise ValueError("mixprec.torch.initialize: lr_scheduler %s.%s is not one libmixprec runs; "
+                     "pass DeepSpeed's WarmupLR, WarmupDecayLR or WarmupCosineLR, or name the "
+                     "schedule in the config's \"scheduler\" section"
+                     % (type(scheduler).__module__, name))
+
+
+class _Optimizer(object):
+    """What initialize() returns as the optimizer: the engine's, seen the
+    way scripts look at a torch optimizer (param_groups' lr, zero_grad)."""
+
+    def __init__(self, engine):
+        self._engine = engine
+
+    @property
+    def param_groups(self):
+        return [{"lr": self._engine.engine.get_lr(),
+                 "params": [e.tensor for e in self._engine._entries]}]
+
+    def zero_grad(self, set_to_none=True):
+        self._engine.zero_grad()
+
+    def step(self, closure=None):
+        raise RuntimeError("mixprec.torch: the optimizer steps in engine.step(); call that")
+
+    def state_dict(self):
+        raise RuntimeError("mixprec.torch: the optimizer state is saved by "
+                           "engine.save_checkpoint()")
+
+
+class _Scheduler(object):
+    """What initialize() returns as the lr_scheduler when the config has a
+    schedule: the engine steps it; get_lr()/get_last_lr() read it."""
+
+    def __init__(self, engine):
+        self._engine = engine
+
+    def get_lr(self):
+        return self._engine.get_lr()
+
+    get_last_lr = get_lr
+
+    def step(self, *args, **kwargs):
+        """Does nothing: engine.step() advances the schedule, as
+        DeepSpeed's does when the engine owns the scheduler."""
+
+
+def add_config_arguments(parser):
+    """DeepSpeed's: adds --deepspeed and --deepspeed_config (the config
+    file initialize(args=...) reads) to an argparse parser; returns it."""
+    group = parser.add_argument_group("DeepSpeed", "DeepSpeed configurations")
+    group.add_argument("--deepspeed", default=False, action="store_true",
+                       help="Enable DeepSpeed (accepted; mixprec.torch is always on)")
+    group.add_argument("--deepspeed_config", default=None, type=str,
+                       help="DeepSpeed json configuration file.")
+    return parser
+
+
+def init_distributed(dist_backend=None, *args, **kwargs):
+    """DeepSpeed's: does nothing, since libmixprec's engine finds its ranks
+    in the launcher's environment itself (see the module's documentation)."""
+
+
+def initialize(args=None, model=None, optimizer=None, model_parameters=None, training_data=None,
+               lr_scheduler=None, distributed_port=None, mpu=None, dist_init_required=None,
+               collate_fn=None, config=None, config_params=None, comm=None,
+               model_parallel_comm=None, **kwargs):
+    """initialize(model=None, optimizer=None, model_parameters=None,
+    training_data=None, lr_scheduler=None, config=None, ...)
+    -> (engine, optimizer, training_dataloader, lr_scheduler)
+
+    initialize(model, config, comm=None, model_parallel_comm=None) -> Engine
+
+    DeepSpeed's signature, or the 1.0 one (a module as the first
+    positional argument). Makes a libmixprec engine from config (a dict
+    in DeepSpeed's JSON layout, a JSON file name or string, or a
+    Mixprec.Config), registers model's trainable parameters with it and
+    makes them views of the engine's working copies. optimizer and
+    lr_scheduler: a torch optimizer or DeepSpeed scheduler object
+    libmixprec has, which becomes the config's section (see the module's
+    documentation). comm: a Mixprec.Comm to use instead of the one the
+    launcher's environment gives; model_parallel_comm: the ranks that
+    hold the other pieces of the same model, which must agree on overflow
+    (Mixprec.Engine.new_with_comm)."""
+    old_spelling = isinstance(args, torch.nn.Module)
+    if old_spelling:
+        # initialize(model, config, comm, model_parallel_comm), positionally.
+        if config is None:
+            config = model
+        model = args
+        if isinstance(optimizer, Mixprec.Comm) or isinstance(model_parameters, Mixprec.Comm):
+            comm, model_parallel_comm = optimizer, model_parameters
+            optimizer = model_parameters = None
+    if config is None:
+        config = config_params
+    if config is None and args is not None and hasattr(args, "deepspeed_config"):
+        config = args.deepspeed_config
+    if kwargs:
+        raise TypeError("mixprec.torch.initialize: unexpected keyword argument%s %s"
+                        % ("s" if len(kwargs) > 1 else "", ", ".join(sorted(kwargs))))
     if not isinstance(model, torch.nn.Module):
         raise TypeError("mixprec.torch.initialize: model must be a torch.nn.Module, not %s"
                         % type(model).__name__)
+    if config is None:
+        raise TypeError("mixprec.torch.initialize: a config is needed (config=...)")
+    if model_parameters is not None:
+        given = set()
+        for item in model_parameters:
+            # Tensors, or torch's param groups ({"params": [...], ...}).
+            if isinstance(item, dict):
+                params = item.get("params", [])
+                params = [params] if isinstance(params, torch.Tensor) else params
+                given.update(id(p) for p in params)
+            else:
+                given.add(id(item))
+        missing = [n for n, p in model.named_parameters() if p.requires_grad and id(p) not in given]
+        if missing:
+            raise ValueError("mixprec.torch.initialize: model_parameters leaves out trainable "
+                             "parameters (%s): libmixprec trains every parameter that requires "
+                             "grad; freeze the others with requires_grad_(False)"
+                             % ", ".join(missing[:5]))
+    if optimizer is not None or lr_scheduler is not None:
+        doc = _load_doc(config)
+        if doc is None:
+            if isinstance(config, Mixprec.Config):
+                raise ValueError("mixprec.torch.initialize: an optimizer or lr_scheduler object "
+                                 "with a Mixprec.Config, whose resolved sections name the "
+                                 "optimizer already; pass the config as a dict, JSON string "
+                                 "or file instead")
+            else:
+                _config(config)     # says what is wrong with it
+                raise TypeError("mixprec.torch.initialize: config is not JSON")
+        if optimizer is not None:
+            if callable(optimizer) and not hasattr(optimizer, "param_groups"):
+                optimizer = optimizer([p for p in model.parameters() if p.requires_grad])
+            section = _optimizer_section(optimizer)
+            if "optimizer" in doc:
+                raise ValueError("mixprec.torch.initialize: both an optimizer object and the "
+                                 "config's \"optimizer\" section; DeepSpeed refuses that too")
+            doc["optimizer"] = section
+        if lr_scheduler is not None:
+            if callable(lr_scheduler) and not hasattr(lr_scheduler, "step"):
+                raise ValueError("mixprec.torch.initialize: an lr_scheduler callable is not "
+                                 "supported; name the schedule in the config")
+            section = _scheduler_section(lr_scheduler)
+            if "scheduler" in doc:
+                raise ValueError("mixprec.torch.initialize: both an lr_scheduler object and the "
+                                 "config's \"scheduler\" section")
+            doc["scheduler"] = section
+        config = doc
+    doc = _load_doc(config)
+    auto_cast = _auto_cast(doc)
+    if doc and isinstance(doc.get("bf16"), dict) and "auto_cast" in doc["bf16"]:
+        # The front's key (DeepSpeed has fp16.auto_cast alone): the
+        # library's config does not know it.
+        doc["bf16"].pop("auto_cast")
+        config = doc
     cfg = _config(config)
+    _warn_config(cfg, doc)
     device = cfg.get_device()
     if device not in ("cpu", "cuda"):
         raise ValueError("mixprec.torch: mixprec.device is '%s'; mixprec.torch drives engines "
@@ -119,11 +537,25 @@ def initialize(model, config, comm=None, model_parallel_comm=None):
         raise ValueError("mixprec.torch: zero_optimization.stage %d: ZeRO-3 shards the working "
                          "copies themselves, which this version of mixprec.torch does not "
                          "gather for the model; use stage 0, 1 or 2" % cfg.get_zero_stage())
-    if comm is not None or model_parallel_comm is not None:
-        engine = Mixprec.Engine.new_with_comm(cfg, comm, model_parallel_comm)
-    else:
-        engine = Mixprec.Engine.new(cfg)
-    return Engine(model, engine)
+    with _errors():
+        if comm is not None or model_parallel_comm is not None:
+            engine = Mixprec.Engine.new_with_comm(cfg, comm, model_parallel_comm)
+        else:
+            engine = Mixprec.Engine.new(cfg)
+    front = Engine(model, engine, auto_cast=auto_cast)
+    if old_spelling:
+        return front
+    front._ds_returns = True
+    loader = None
+    if training_data is not None:
+        loader = torch.utils.data.DataLoader(training_data, collate_fn=collate_fn,
+                                             batch_size=cfg.get_train_micro_batch_size_per_gpu(),
+                                             drop_last=True)
+    sched = _Scheduler(front) if cfg.get_scheduler_type() else None
+    front.optimizer = _Optimizer(front)
+    front.lr_scheduler = sched
+    front.training_dataloader = loader
+    return front, front.optimizer, loader, sched
 
 
 class _Entry(object):
@@ -142,7 +574,39 @@ def _cast_floating(value, dtype):
         return tuple(_cast_floating(v, dtype) for v in value)
     if isinstance(value, list):
         return [_cast_floating(v, dtype) for v in value]
+    if isinstance(value, dict):
+        return {k: _cast_floating(v, dtype) for k, v in value.items()}
     return value
+
+
+def _other_floating(value, dtype):
+    """The dtype of a floating tensor in value that is not dtype, or None."""
+    if isinstance(value, torch.Tensor):
+        return value.dtype if value.is_floating_point() and value.dtype != dtype else None
+    if isinstance(value, (tuple, list)):
+        value = list(value)
+    elif isinstance(value, dict):
+        value = list(value.values())
+    else:
+        return None
+    for v in value:
+        found = _other_floating(v, dtype)
+        if found is not None:
+            return found
+    return None
+
+
+def _matches(pattern, class_names):
+    """Whether a module type of the config names one of class_names (with
+    or without its dotted package prefix, as libmixprec matches)."""
+    short = pattern.rsplit(".", 1)[-1]
+    return short in class_names
+
+
+_ENGINE_ATTR = "_mixprec_torch_engine"
+_SAFETENSORS_DTYPE = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16",
+                      torch.float64: "F64", torch.int64: "I64", torch.int32: "I32",
+                      torch.int16: "I16", torch.int8: "I8", torch.uint8: "U8", torch.bool: "BOOL"}
 
 
 class Engine(object):
@@ -156,31 +620,57 @@ class Engine(object):
     ``timings`` (seconds spent in the engine, summed over the run:
     ``"intake"`` handing gradients over from the hooks, ``"backward_done"``
     and ``"step"``), ``last_step`` (the Mixprec.StepResult of the last
-    step, or None).
+    step, or None), ``global_steps``, ``global_samples``,
+    ``skipped_steps``, ``micro_steps`` (DeepSpeed's counters).
     """
 
-    def __init__(self, model, engine):
+    def __init__(self, model, engine, auto_cast=False):
         self.module = model
         self.engine = engine
         self.params = {}
         self.last_step = None
         self.timings = {"intake": 0.0, "backward_done": 0.0, "step": 0.0}
+        self.micro_steps = 0
         self._entries = []
         self._hooks = []
         self._autocast = None
+        self._auto_cast = auto_cast
+        self._warned_input = False
+        self._detached = None
+        self._ds_returns = False
+        self._counters = (0, 0)         # (global_steps, skipped_steps) loaded
+        self._grads_out = False
+        self._forward = None
+        self.expose_grads = True
 
+        previous = getattr(model, _ENGINE_ATTR, None)
+        previous = previous() if previous is not None else None
+        if previous is not None and previous._detached is None:
+            previous._detach("the model was initialized again by another mixprec.torch engine, "
+                             "which trains it now")
+            warnings.warn("mixprec.torch.initialize: this model already had a mixprec.torch "
+                          "engine; that engine is detached (its hooks removed) and this one "
+                          "starts from the model's current weights", RuntimeWarning,
+                          stacklevel=3)
+
+        cfg = engine.get_config()
+        fp32_modules = set(cfg.get_fp32_modules() or [])
         seen = set()
         owner = {}
+        frozen = []
         for module_name, module in model.named_modules():
             for pname, p in module.named_parameters(recurse=False):
-                if id(p) in seen or not p.requires_grad:
-                    continue
+                if id(p) in seen:
+                    continue        # a tied parameter: registered once
                 seen.add(id(p))
                 name = module_name + "." + pname if module_name else pname
                 if p.device.type not in ("cpu", "cuda"):
                     raise ValueError("mixprec.torch: parameter '%s' is on %s; mixprec.torch "
                                      "takes models in host memory (cpu) or on a CUDA device"
                                      % (name, p.device))
+                if not p.requires_grad:
+                    frozen.append((module, p))
+                    continue
                 if not p.is_floating_point():
                     raise TypeError("mixprec.torch: parameter '%s' has dtype %s; libmixprec "
                                     "trains floating-point parameters" % (name, p.dtype))
@@ -191,8 +681,10 @@ class Engine(object):
                 e.tensor = p
                 e.shape = tuple(p.shape)
                 # libmixprec has no 0-d parameters: a scalar is one element.
-                e.param = engine.register_param(name, list(p.shape) or [1], type(module).__name__,
-                                                _DT.FLOAT32, _fp32_bytes(p))
+                with _errors():
+                    e.param = engine.register_param(name, list(p.shape) or [1],
+                                                    type(module).__name__, _DT.FLOAT32,
+                                                    _fp32_bytes(p))
                 e.dtype = e.param.get_working_dtype()
                 e.address = None
                 self.params[name] = e.param
@@ -200,7 +692,9 @@ class Engine(object):
                 owner.setdefault(id(module), (module, []))[1].append(e)
         if not self._entries:
             raise ValueError("mixprec.torch: the model has no trainable parameters")
-        engine.prepare()
+        self._warn_unmatched(cfg, model)
+        with _errors():
+            engine.prepare()
         # Where the engine's buffers are (DLPack's device type and id).
         dl_type, dl_id = self._entries[0].param.get_device_address(
             Mixprec.ParamBuffer.WORKING)[2:]
@@ -223,6 +717,19 @@ class Engine(object):
         for e in self._entries:
             counts[e.dtype] = counts.get(e.dtype, 0) + e.param.get_numel()
         self.dtype = _TORCH_DTYPE[max(counts, key=counts.get)]
+        # Frozen parameters: the working dtype, as DeepSpeed casts the
+        # whole module, and never registered (no master, no gradient).
+        for module, p in frozen:
+            if p.is_floating_point():
+                own = owner.get(id(module))
+                if own is not None:
+                    dtype = _TORCH_DTYPE[own[1][0].dtype]
+                elif _matches_any(fp32_modules, type(module)):
+                    dtype = torch.float32
+                else:
+                    dtype = self.dtype
+                if p.dtype != dtype:
+                    p.data = p.data.to(dtype)
         # Modules in another dtype (fp32_modules): inputs to theirs, outputs back.
         for module, entries in owner.values():
             dtypes = {_TORCH_DTYPE[e.dtype] for e in entries}
@@ -236,9 +743,43 @@ class Engine(object):
         for e in self._entries:
             self._hooks.append(e.tensor.register_post_accumulate_grad_hook(self._hook(e)))
 
-        cfg = engine.get_config()
         if cfg.get_precision_mode() == Mixprec.PrecisionMode.AUTOCAST:
             self._autocast = _TORCH_DTYPE[cfg.get_low_dtype()]
+            # model(x) autocasts as engine(x) does: the model's own forward.
+            inner = model.forward
+            autocast_dtype = self._autocast
+            device_type = self.device.type
+
+            @functools.wraps(inner)
+            def forward(*args, **kwargs):
+                with torch.autocast(device_type, dtype=autocast_dtype):
+                    return inner(*args, **kwargs)
+            self._forward = ("forward" in model.__dict__, model.__dict__.get("forward"))
+            model.forward = forward
+        setattr(model, _ENGINE_ATTR, weakref.ref(self))
+
+    def _warn_unmatched(self, cfg, model):
+        classes = {type(m).__name__ for m in model.modules()}
+        lists = [("mixprec.fp32_modules", cfg.get_fp32_modules())]
+        if cfg.get_precision_mode() == Mixprec.PrecisionMode.AUTOCAST:
+            lists.append(("torch_autocast.lower_precision_safe_modules",
+                          cfg.get_lower_precision_safe_modules()))
+        if cfg.get_fp8_recipe() is not None:
+            lists.append(("mixprec.fp8_modules", cfg.get_fp8_modules()))
+        for key, names in lists:
+            for name in names or []:
+                if _matches("Linear", {name}) and "Conv1D" in classes:
+                    # Hugging Face's Conv1D (GPT-2's attention and MLP) is a
+                    # Linear of another class: "Linear" misses it.
+                    warnings.warn("mixprec config: %s names the module type '%s', which does not "
+                                  "select this model's Conv1D layers (Hugging Face's Conv1D, as "
+                                  "GPT-2 has, is a Linear of another class): add \"Conv1D\" to "
+                                  "select them" % (key, name), ConfigWarning, stacklevel=4)
+                elif not _matches(name, classes) and not key.startswith("torch_autocast"):
+                    warnings.warn("mixprec config: %s names the module type '%s', which no "
+                                  "module of this model has; its module types are %s"
+                                  % (key, name, ", ".join(sorted(classes))),
+                                  ConfigWarning, stacklevel=4)
 
     # ------------------------------------------------------------ views
 
@@ -257,6 +798,24 @@ class Engine(object):
             e.tensor.data = view.reshape(e.shape)
             e.address = address
 
+    def _check(self):
+        """Refuses to go on when the engine no longer trains the model."""
+        if self._detached is not None:
+            raise RuntimeError("mixprec.torch: this engine is detached from its model: %s"
+                               % self._detached)
+        for e in self._entries:
+            if e.tensor.data_ptr() != e.address or e.tensor.dtype != _TORCH_DTYPE[e.dtype]:
+                raise RuntimeError(
+                    "mixprec.torch: parameter '%s' (%s) is no longer the engine's working copy "
+                    "(%s): its data was replaced after initialize, as model.float(), "
+                    "model.to(dtype) or model.half() do, so the engine's steps would never "
+                    "reach it. Leave the dtypes to the engine, or initialize again"
+                    % (e.name, e.tensor.dtype, _TORCH_DTYPE[e.dtype]))
+
+    def _detach(self, why):
+        self.close()
+        self._detached = why
+
     def _hook(self, e):
         dtype = None
 
@@ -273,24 +832,63 @@ class Engine(object):
                     raise TypeError("mixprec.torch: parameter '%s': gradient of dtype %s"
                                     % (e.name, g.dtype))
             start = time.perf_counter()
-            if g.device.type == "cuda":
-                # The engine reads it on its own stream: torch's must be done.
-                torch.cuda.current_stream(g.device).synchronize()
-                e.param.reduce_grad_device_address(dtype, g.data_ptr())
-            else:
-                e.param.reduce_grad_address(dtype, g.data_ptr())
+            with _errors():
+                if g.device.type == "cuda":
+                    # The engine reads it on its own stream: torch's must be done.
+                    torch.cuda.current_stream(g.device).synchronize()
+                    e.param.reduce_grad_device_address(dtype, g.data_ptr())
+                else:
+                    e.param.reduce_grad_address(dtype, g.data_ptr())
             self.timings["intake"] += time.perf_counter() - start
             p.grad = None
         return hook
+
+    def _expose_grads(self):
+        """At the boundary, each p.grad: the engine's accumulated gradient
+        over gradient_accumulation_steps, as DeepSpeed's p.grad reads."""
+        if not self.expose_grads:
+            return
+        gas = self.engine.get_gradient_accumulation_steps()
+        if self.device.type != "cpu":
+            # Waits for the engine's stream: the accumulated gradients are
+            # complete for torch's.
+            self._entries[0].param.get_device_address(Mixprec.ParamBuffer.WORKING)
+        for e in self._entries:
+            try:
+                buf = e.param.accum if gas > 1 else e.param.grad
+                g = torch.from_dlpack(buf).reshape(e.shape)
+            except (GLib.Error, ValueError, RuntimeError, TypeError, BufferError):
+                continue        # sharded across ranks, or not in this engine
+            g = g.float() / gas if gas > 1 else g.clone()
+            e.tensor.grad = g.to(e.tensor.dtype)
+        self._grads_out = True
+
+    def _drop_grads(self):
+        if self._grads_out:
+            for e in self._entries:
+                e.tensor.grad = None
+            self._grads_out = False
 
     # ------------------------------------------------------------ training
 
     def __call__(self, *args, **kwargs):
         """The model's forward pass (under torch.autocast in the
-        torch_autocast mode)."""
-        if self._autocast is not None:
-            with torch.autocast("cpu", dtype=self._autocast):
-                return self.module(*args, **kwargs)
+        torch_autocast mode); with fp16/bf16 auto_cast, floating inputs
+        cast to the model's dtype first."""
+        if self._autocast is None:
+            if self._auto_cast:
+                args = _cast_floating(args, self.dtype)
+                kwargs = _cast_floating(kwargs, self.dtype)
+            elif not self._warned_input and self.dtype != torch.float32:
+                other = _other_floating((args, kwargs), self.dtype)
+                if other is not None:
+                    self._warned_input = True
+                    warnings.warn("mixprec.torch: an input of dtype %s goes to a model in %s; "
+                                  "\"auto_cast\": true in the config's %s section casts floating "
+                                  "inputs to the model's dtype, as DeepSpeed's fp16.auto_cast "
+                                  "does" % (other, self.dtype,
+                                            "fp16" if self.dtype == torch.float16 else "bf16"),
+                                  RuntimeWarning, stacklevel=2)
         return self.module(*args, **kwargs)
 
     forward = __call__
@@ -303,7 +901,16 @@ class Engine(object):
         self.module.eval()
         return self
 
-    def backward(self, loss, retain_graph=False):
+    def parameters(self, recurse=True):
+        return self.module.parameters(recurse)
+
+    def named_parameters(self, *args, **kwargs):
+        return self.module.named_parameters(*args, **kwargs)
+
+    def state_dict(self, *args, **kwargs):
+        return self.module.state_dict(*args, **kwargs)
+
+    def backward(self, loss, retain_graph=False, scale_wrt_gas=True):
         """Runs autograd on loss (a scalar) multiplied by the engine's loss
         scale, in FP32 as DeepSpeed does; the parameters' hooks hand each
         gradient to the engine as it is produced. Then ends the micro-step
@@ -311,27 +918,121 @@ class Engine(object):
         counts as zero. The loss is not divided by
         gradient_accumulation_steps: the engine averages the micro-steps'
         gradients itself (where DeepSpeed's backward divides the loss; the
-        result is the same)."""
+        result is the same). At the boundary the parameters' p.grad read
+        the accumulated gradient (see the module's documentation).
+        Returns loss, as DeepSpeed's does."""
+        self._check()
+        self._drop_grads()
         scale = self.engine.get_loss_scale()
         scaled = loss.float() * scale if scale != 1.0 else loss
         scaled.backward(retain_graph=retain_graph)
         start = time.perf_counter()
-        self.engine.backward_done()
+        with _errors():
+            self.engine.backward_done()
         self.timings["backward_done"] += time.perf_counter() - start
+        if self.engine.is_accumulation_boundary():
+            self._expose_grads()
+        return loss
 
     def is_gradient_accumulation_boundary(self):
-        return self.engine.is_accumulation_boundary()
+        """DeepSpeed's: whether the micro-step under way (the next
+        backward()) completes an accumulation window, counted by the
+        step() calls so far."""
+        gas = self.engine.get_gradient_accumulation_steps()
+        return (self.micro_steps + 1) % gas == 0
 
-    def step(self):
+    def gradient_accumulation_steps(self):
+        return self.engine.get_gradient_accumulation_steps()
+
+    def train_micro_batch_size_per_gpu(self):
+        return self.engine.get_config().get_train_micro_batch_size_per_gpu()
+
+    def train_batch_size(self):
+        cfg = self.engine.get_config()
+        return (cfg.get_train_micro_batch_size_per_gpu() or 1) * \
+            self.engine.get_gradient_accumulation_steps() * self.engine.get_world_size()
+
+    def gradient_clipping(self):
+        return self.engine.get_config().get_gradient_clipping()
+
+    def zero_optimization_stage(self):
+        return self.engine.get_config().get_zero_stage()
+
+    def fp16_enabled(self):
+        return self.engine.get_config().get_precision_mode() in (
+            Mixprec.PrecisionMode.FP16, Mixprec.PrecisionMode.FP16_NO_MASTER)
+
+    def bfloat16_enabled(self):
+        return self.engine.get_config().get_precision_mode() in (
+            Mixprec.PrecisionMode.BF16, Mixprec.PrecisionMode.BF16_NO_MASTER)
+
+    @property
+    def local_rank(self):
+        return int(os.environ.get("LOCAL_RANK", "0"))
+
+    def zero_grad(self, set_to_none=True):
+        """Drops the p.grad the boundary exposed (the engine's own
+        gradients are zeroed by its step)."""
+        self._drop_grads()
+        for e in self._entries:
+            e.tensor.grad = None
+
+    @contextlib.contextmanager
+    def no_sync(self):
+        """DeepSpeed's no_sync(): at ZeRO stages 0 and 1 the engine reduces
+        only at the boundary anyway, so it changes nothing; at stage 2 it
+        is refused, as DeepSpeed refuses it."""
+        stage = self.engine.get_config().get_zero_stage()
+        if stage >= 2:
+            raise RuntimeError("mixprec.torch: no_sync() is incompatible with gradient "
+                               "partitioning (zero_optimization.stage %d)" % stage)
+        yield
+
+    def train_batch(self, data_iter=None):
+        """DeepSpeed's pipeline engine's train_batch(), for a model that
+        computes its own loss: runs gradient_accumulation_steps micro-steps,
+        each on the next item of data_iter (a tuple or list goes in as
+        positional arguments, a dict as keyword arguments, anything else as
+        the one argument) with the model's output (a scalar tensor, or an
+        output with a ``loss`` attribute or key) as the loss, then the
+        step. Returns the mean loss of the micro-steps, a tensor."""
+        if data_iter is None:
+            raise ValueError("mixprec.torch: train_batch() needs data_iter (an iterator of "
+                             "micro-batches)")
+        losses = []
+        for _ in range(self.engine.get_gradient_accumulation_steps()):
+            batch = next(data_iter)
+            if isinstance(batch, dict):
+                out = self(**batch)
+            elif isinstance(batch, (tuple, list)):
+                out = self(*batch)
+            else:
+                out = self(batch)
+            loss = out
+            if not isinstance(loss, torch.Tensor):
+                loss = out["loss"] if isinstance(out, dict) else getattr(out, "loss", None)
+            if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+                raise TypeError("mixprec.torch: train_batch(): the model's output is not a "
+                                "scalar loss, nor has one as .loss (%s)" % type(out).__name__)
+            self.backward(loss)
+            self.step()
+            losses.append(loss.detach().float())
+        return torch.stack(losses).mean()
+
+    def step(self, lr_kwargs=None):
         """At the gradient-accumulation boundary, the engine's step
         (unscale, overflow check and skip, clipping, optimizer, new working
         copies written into the model's parameters): returns its
         Mixprec.StepResult. Between boundaries does nothing and returns
         None."""
+        self._check()
+        self.micro_steps += 1
         if not self.engine.is_accumulation_boundary():
             return None
+        self._drop_grads()
         start = time.perf_counter()
-        result = self.engine.step()
+        with _errors():
+            result = self.engine.step()
         if self.device.type != "cpu":
             # Waits for the engine's stream: the new weights are complete
             # for torch's.
@@ -357,11 +1058,19 @@ class Engine(object):
 
     @property
     def global_steps(self):
-        return self.last_step.step if self.last_step is not None else 0
+        """Optimizer steps so far, skipped ones included (DeepSpeed's
+        global_steps); restored by load_checkpoint()."""
+        return self.last_step.step if self.last_step is not None else self._counters[0]
 
     @property
     def skipped_steps(self):
-        return self.last_step.skipped_steps if self.last_step is not None else 0
+        return self.last_step.skipped_steps if self.last_step is not None else self._counters[1]
+
+    @property
+    def global_samples(self):
+        cfg = self.engine.get_config()
+        return self.global_steps * (cfg.get_train_micro_batch_size_per_gpu() or 1) * \
+            self.engine.get_gradient_accumulation_steps() * self.engine.get_world_size()
 
     def get_global_grad_norm(self):
         return self.last_step.grad_norm if self.last_step is not None else None
@@ -374,29 +1083,126 @@ class Engine(object):
         return self.engine.get_rank()
 
     @property
+    def global_rank(self):
+        return self.engine.get_rank()
+
+    @property
     def world_size(self):
         return self.engine.get_world_size()
 
-    def save_checkpoint(self, save_dir, tag=None, save_latest=True):
+    def save_checkpoint(self, save_dir, tag=None, client_state=None, save_latest=True,
+                        exclude_frozen_parameters=False):
         """Saves the engine's training state (FP32 masters, optimizer
         state, counters, loss scaler, schedule) as checkpoint tag (default
-        ``step-N``) in save_dir; collective across ranks. Returns True."""
+        ``global_stepN``, DeepSpeed's) in save_dir, and client_state (a
+        dict) beside it as ``client_state.pt``; collective across ranks.
+        Returns True."""
+        if tag is None:
+            tag = "global_step%d" % self.global_steps
+        tag = str(tag)
         flags = (Mixprec.CheckpointSaveFlags.NONE if save_latest
                  else Mixprec.CheckpointSaveFlags.NO_LATEST)
-        self.engine.save_checkpoint_full(os.fspath(save_dir), tag, flags)
+        with _errors():
+            self.engine.save_checkpoint_full(os.fspath(save_dir), tag, flags)
+        if self.engine.get_rank() == 0:
+            frozen = {}
+            if not exclude_frozen_parameters:
+                trained = {id(e.tensor) for e in self._entries}
+                frozen = {n: p.detach().cpu().clone() for n, p in self.module.named_parameters()
+                          if id(p) not in trained}
+            path = os.path.join(os.fspath(save_dir), tag, "client_state.pt")
+            torch.save({"client_state": dict(client_state or {}), "frozen": frozen}, path + ".tmp")
+            os.replace(path + ".tmp", path)
         return True
 
-    def load_checkpoint(self, load_dir, tag=None, load_optimizer_states=True):
+    def load_checkpoint(self, load_dir, tag=None, load_module_strict=True,
+                        load_optimizer_states=True, load_lr_scheduler_states=True,
+                        load_module_only=False):
         """Restores checkpoint tag of load_dir (default: the one its
         ``latest`` names, or load_dir itself when it is a checkpoint);
-        the model's parameters see the restored working copies. Returns
-        the path loaded."""
-        path = os.path.join(os.fspath(load_dir), tag) if tag else os.fspath(load_dir)
-        flags = (Mixprec.CheckpointLoadFlags.NONE if load_optimizer_states
+        the model's parameters see the restored working copies, and
+        global_steps and skipped_steps read the checkpoint's. Returns
+        ``(path, client_state)`` as DeepSpeed does (the path alone for an
+        Engine of the 1.0 spelling ``initialize(model, config)``);
+        ``(None, None)`` when there is no checkpoint, as DeepSpeed."""
+        load_dir = os.fspath(load_dir)
+        if tag is None and os.path.isfile(os.path.join(load_dir, "latest")):
+            with open(os.path.join(load_dir, "latest"), encoding="utf-8") as f:
+                tag = f.read().strip()
+        path = os.path.join(load_dir, str(tag)) if tag else load_dir
+        if self._ds_returns and not os.path.isfile(os.path.join(path, "manifest.json")):
+            warnings.warn("mixprec.torch: no checkpoint in %s" % path, RuntimeWarning,
+                          stacklevel=2)
+            return None, None
+        flags = (Mixprec.CheckpointLoadFlags.NONE
+                 if load_optimizer_states and not load_module_only
                  else Mixprec.CheckpointLoadFlags.WEIGHTS_ONLY)
-        self.engine.load_checkpoint_full(path, flags)
+        with _errors():
+            self.engine.load_checkpoint_full(path, flags)
+            info = Mixprec.Checkpoint.open(path)
         self._bind()
+        self.last_step = None
+        if flags == Mixprec.CheckpointLoadFlags.NONE:
+            self._counters = (info.get_step(), info.get_skipped_steps())
+            self.micro_steps = info.get_step() * self.engine.get_gradient_accumulation_steps()
+        client_state = {}
+        extra = os.path.join(path, "client_state.pt")
+        if os.path.isfile(extra):
+            saved = torch.load(extra, map_location="cpu", weights_only=False)
+            client_state = saved.get("client_state", {})
+            named = dict(self.module.named_parameters())
+            for n, t in saved.get("frozen", {}).items():
+                if n in named:
+                    named[n].data.copy_(t.to(named[n].dtype))
+        if not self._ds_returns:
+            return path
+        return path, client_state
+
+    def _fp32_state(self):
+        """The model's state_dict() with every trained parameter's FP32
+        master (every name of a tied one) and the rest widened to FP32."""
+        masters = {}
+        with _errors():
+            for e in self._entries:
+                data = self.engine.gather_master(e.name).get_data()
+                masters[id(e.tensor)] = torch.frombuffer(bytearray(data), dtype=torch.float32) \
+                    .reshape(e.shape)
+        state = {}
+        for n, t in self.module.state_dict(keep_vars=True).items():
+            if id(t) in masters:
+                state[n] = masters[id(t)]
+            else:
+                t = t.detach().cpu()
+                state[n] = t.float() if t.is_floating_point() else t
+        return state
+
+    def export_fp32(self, path):
+        """Writes the model's consolidated FP32 weights, one safetensors
+        file at path, under every name of ``module.state_dict()`` (tied
+        parameters under each of their names, frozen ones and buffers
+        included), so that ``model.load_state_dict(..., strict=True)``
+        takes it. Collective across ranks; rank 0 writes."""
+        state = self._fp32_state()
+        if self.engine.get_rank() == 0:
+            _write_safetensors(os.fspath(path), state)
         return path
+
+    def save_16bit_model(self, save_dir, save_filename="pytorch_model.bin",
+                         exclude_frozen_parameters=False):
+        """DeepSpeed's: the model's state_dict() in its working dtypes,
+        torch.save'd as save_dir/save_filename (tied parameters under each
+        name). Returns True."""
+        os.makedirs(os.fspath(save_dir), exist_ok=True)
+        trained = {id(e.tensor) for e in self._entries}
+        state = {}
+        for n, t in self.module.state_dict(keep_vars=True).items():
+            if exclude_frozen_parameters and isinstance(t, torch.nn.Parameter) and \
+                    id(t) not in trained:
+                continue
+            state[n] = t.detach().cpu().clone()
+        if self.engine.get_rank() == 0:
+            torch.save(state, os.path.join(os.fspath(save_dir), save_filename))
+        return True
 
     def close(self):
         """Removes the hooks (the parameters stay views of the engine's
@@ -404,3 +1210,35 @@ class Engine(object):
         for h in self._hooks:
             h.remove()
         self._hooks = []
+        if self._forward is not None:
+            had, forward = self._forward
+            if had:
+                self.module.forward = forward
+            else:
+                del self.module.forward
+            self._forward = None
+
+
+def _matches_any(names, cls):
+    return any(_matches(n, {cls.__name__}) for n in names)
+
+
+def _write_safetensors(path, state):
+    header = {}
+    blobs = []
+    offset = 0
+    for name, t in state.items():
+        t = t.contiguous()
+        raw = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
+        header[name] = {"dtype": _SAFETENSORS_DTYPE[t.dtype], "shape": list(t.shape),
+                        "data_offsets": [offset, offset + len(raw)]}
+        blobs.append(raw)
+        offset += len(raw)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path + ".tmp", "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for b in blobs:
+            f.write(b)
+    os.replace(path + ".tmp", path)

@@ -70,6 +70,20 @@ if [ -x "$VENV/bin/python3" ] && "$VENV/bin/python3" -c 'import torch' >/dev/nul
   fi
 fi
 
+# DeepSpeed itself, for tests/test-torch-deepspeed-compat.py: one training
+# script run under `import deepspeed` and `import mixprec.torch as
+# deepspeed`. PyPI has only its source (setup.py builds no op without
+# DS_BUILD_OPS), so this is a plain install beside torch.
+if [ -x "$VENV/bin/python3" ] && "$VENV/bin/python3" -c 'import torch' >/dev/null 2>&1 &&
+   ! "$VENV/bin/python3" -c 'import deepspeed' >/dev/null 2>&1; then
+  if "$VENV/bin/pip" install -q deepspeed; then
+    echo "install-deps: deepspeed installed in $VENV"
+  else
+    echo "install-deps: warning: could not install deepspeed into $VENV;" \
+         "the DeepSpeed drop-in comparison will be skipped" >&2
+  fi
+fi
+
 # The optimizer-state peers: torchao's AdamW8bit / AdamW4bit / AdamWFp8
 # (block-scaled moments) and optimi's Kahan-summed AdamW, beside torch in
 # the same venv, for tests/test-optim-peers.py and bench/run-bench-optim-states.sh.

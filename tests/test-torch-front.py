@@ -337,6 +337,18 @@ except (ValueError, GLib.Error) as e:
     msg = str(e)
 check("a device other than cpu and cuda is refused with a message", "nvme" in msg, msg)
 
+# ---- 1.0's keyword spelling, initialize(model=..., config=...): still the
+# engine (attributes and calls), and DeepSpeed's tuple when unpacked.
+model = toy()
+got = mixprec.torch.initialize(model=model, config=config("bf16"))
+x, y = data(1)[0]
+got.backward(ce(got(x), y))
+r = got.step()
+eng, opt, loader, sched = got
+check("initialize(model=, config=) still acts as the engine, and unpacks as DeepSpeed's tuple",
+      r.applied and eng is got[0] and got.global_steps == 1 and loader is None,
+      (r.applied, got.global_steps, loader))
+
 print(f"1..{len(results)}")
 for i, (name, ok, detail) in enumerate(results, 1):
     print(f"{'ok' if ok else 'not ok'} {i} - {name}")

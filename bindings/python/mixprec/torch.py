@@ -443,6 +443,10 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None, tra
 
     initialize(model, config, comm=None, model_parallel_comm=None) -> Engine
 
+    The tuple DeepSpeed's way returns also acts as its engine (attributes
+    and calls go to it), so 1.0's initialize(model=..., config=...) keeps
+    working.
+
     DeepSpeed's signature, or the 1.0 one (a module as the first
     positional argument). Makes a libmixprec engine from config (a dict
     in DeepSpeed's JSON layout, a JSON file name or string, or a
@@ -555,7 +559,22 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None, tra
     front.optimizer = _Optimizer(front)
     front.lr_scheduler = sched
     front.training_dataloader = loader
-    return front, front.optimizer, loader, sched
+    return _Initialized((front, front.optimizer, loader, sched))
+
+
+class _Initialized(tuple):
+    """What initialize() returns when called DeepSpeed's way: the tuple
+    (engine, optimizer, training_dataloader, lr_scheduler), which is also
+    the engine itself, attributes and calls passed on to it, since 1.0's
+    initialize(model=..., config=...) returned the engine and code that
+    spells it so keeps working."""
+    __slots__ = ()
+
+    def __getattr__(self, name):
+        return getattr(tuple.__getitem__(self, 0), name)
+
+    def __call__(self, *args, **kwargs):
+        return tuple.__getitem__(self, 0)(*args, **kwargs)
 
 
 class _Entry(object):

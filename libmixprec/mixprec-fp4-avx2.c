@@ -18,7 +18,9 @@ op8 (guint  op,
     return _mm256_div_ps (x, factor);
   if (op == _MIXPREC_FP4_OP_MUL_CLAMP)
     {
-      __m256 y = _mm256_mul_ps (x, factor);
+      /* A NaN x gives itself quieted, as _mixprec_nvfp4_scaled() says. */
+      __m256 quiet = _mm256_or_ps (x, _mm256_castsi256_ps (_MIXPREC_AVX2_I32 (0x00400000)));
+      __m256 y = _mm256_blendv_ps (_mm256_mul_ps (x, factor), quiet, _mm256_cmp_ps (x, x, _CMP_UNORD_Q));
 
       y = _mm256_min_ps (_mm256_set1_ps (_MIXPREC_E2M1_MAX), y);
       return _mm256_max_ps (_mm256_set1_ps (-_MIXPREC_E2M1_MAX), y);

@@ -18,7 +18,11 @@ op16 (guint  op,
     return _mm512_div_ps (x, factor);
   if (op == _MIXPREC_FP4_OP_MUL_CLAMP)
     {
-      __m512 y = _mm512_mul_ps (x, factor);
+      /* A NaN x gives itself quieted, as _mixprec_nvfp4_scaled() says. */
+      __m512 quiet = _mm512_castsi512_ps (_mm512_or_si512 (_mm512_castps_si512 (x),
+                                                           _mm512_set1_epi32 (0x00400000)));
+      __m512 y = _mm512_mask_mov_ps (_mm512_mul_ps (x, factor), _mm512_cmp_ps_mask (x, x, _CMP_UNORD_Q),
+                                     quiet);
 
       y = _mm512_min_ps (_mm512_set1_ps (_MIXPREC_E2M1_MAX), y);
       return _mm512_max_ps (_mm512_set1_ps (-_MIXPREC_E2M1_MAX), y);

@@ -220,7 +220,12 @@ MIXPREC_NUMERIC_FN float
 _mixprec_nvfp4_scaled (float x,
                        float factor)
 {
-  float y = _mixprec_num_mul (x, factor);
+  /* A NaN x gives itself, quieted, as a product with any other factor
+   * does: were the factor a NaN too, which of the two a product returns
+   * depends on the operands' order, and compilers may swap them. */
+  uint32_t xb = _mixprec_f32_bits (x);
+  float y = (xb & 0x7FFFFFFFu) > 0x7F800000u ? _mixprec_f32_from_bits (xb | 0x00400000u)
+                                             : _mixprec_num_mul (x, factor);
 
   if (y > _MIXPREC_E2M1_MAX)
     y = _MIXPREC_E2M1_MAX;

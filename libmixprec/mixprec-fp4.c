@@ -257,6 +257,26 @@ check_shape (MixprecBlockRecipe   recipe,
   return TRUE;
 }
 
+/* The rows of @n values in rows of @cols (the GBytes forms), checked as
+ * check_shape() checks them. */
+static gboolean
+check_rows (MixprecBlockRecipe   recipe,
+            gsize                n,
+            gsize                cols,
+            gsize               *rows,
+            GError             **error)
+{
+  if (cols == 0 || n % cols != 0)
+    {
+      g_set_error (error, MIXPREC_BLOCK_ERROR, MIXPREC_BLOCK_ERROR_INVALID_SHAPE,
+                   "cols: %" G_GSIZE_FORMAT " values are not a whole number of rows of %"
+                   G_GSIZE_FORMAT, n, cols);
+      return FALSE;
+    }
+  *rows = n / cols;
+  return check_shape (recipe, *rows, cols, error);
+}
+
 /* ------------------------------------------------------------ public API */
 
 /**
@@ -439,15 +459,7 @@ mixprec_quantize_blocks_bytes (MixprecBlockRecipe  recipe,
   src = f32_data (src_f32, &n, &copy, error);
   if (src == NULL)
     return NULL;
-  if (cols == 0 || n % cols != 0)
-    {
-      g_set_error (error, MIXPREC_BLOCK_ERROR, MIXPREC_BLOCK_ERROR_INVALID_SHAPE,
-                   "cols: %" G_GSIZE_FORMAT " values are not a whole number of rows of %"
-                   G_GSIZE_FORMAT, n, cols);
-      return NULL;
-    }
-  rows = n / cols;
-  if (!check_shape (recipe, rows, cols, error))
+  if (!check_rows (recipe, n, cols, &rows, error))
     return NULL;
   nb = n / mixprec_block_recipe_get_block_size (recipe);
   out = g_malloc (MAX (n / 2, 1));
@@ -550,15 +562,7 @@ mixprec_dequantize_blocks_bytes (MixprecBlockRecipe  recipe,
   data = g_bytes_get_data (src, &nbytes);
   sc = g_bytes_get_data (scales, &nb);
   n = nbytes * 2;
-  if (cols == 0 || n % cols != 0)
-    {
-      g_set_error (error, MIXPREC_BLOCK_ERROR, MIXPREC_BLOCK_ERROR_INVALID_SHAPE,
-                   "cols: %" G_GSIZE_FORMAT " values are not a whole number of rows of %"
-                   G_GSIZE_FORMAT, n, cols);
-      return NULL;
-    }
-  rows = n / cols;
-  if (!check_shape (recipe, rows, cols, error))
+  if (!check_rows (recipe, n, cols, &rows, error))
     return NULL;
   if (nb != n / mixprec_block_recipe_get_block_size (recipe))
     {

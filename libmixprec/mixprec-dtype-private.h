@@ -85,6 +85,17 @@ const _MixprecConvertKernels *_mixprec_convert_kernels (void);
 gboolean _mixprec_dtype_is_exact_in (MixprecDType src,
                                      MixprecDType dst);
 
+/* The float32 elements of @bytes (their count in *n), copied into *copy
+ * (the caller frees it) when the slice is not aligned; NULL with an error
+ * in @domain, @code naming src_f32 when its length is not a whole number
+ * of elements. */
+const gfloat *_mixprec_bytes_get_f32 (GBytes    *bytes,
+                                      gsize     *n,
+                                      gpointer  *copy,
+                                      GQuark     domain,
+                                      gint       code,
+                                      GError   **error);
+
 /* Converts on the calling thread with the kernels of @kernels; arguments
  * already validated. */
 void     _mixprec_convert_run (const _MixprecConvertKernels *kernels,

@@ -256,6 +256,30 @@ mixprec_dtype_get_epsilon (MixprecDType dtype)
   return dtype_info[dtype].epsilon;
 }
 
+const gfloat *
+_mixprec_bytes_get_f32 (GBytes    *bytes,
+                        gsize     *n,
+                        gpointer  *copy,
+                        GQuark     domain,
+                        gint       code,
+                        GError   **error)
+{
+  gsize length;
+  gconstpointer data = g_bytes_get_data (bytes, &length);
+
+  if (length % sizeof (gfloat) != 0)
+    {
+      g_set_error (error, domain, code,
+                   "src_f32: %" G_GSIZE_FORMAT " bytes are not a whole number of "
+                   "float32 elements (4 bytes each)", length);
+      return NULL;
+    }
+  *n = length / sizeof (gfloat);
+  if ((guintptr) data % sizeof (gfloat) != 0)
+    data = *copy = g_memdup2 (data, length);
+  return data;
+}
+
 gboolean
 _mixprec_dtype_is_exact_in (MixprecDType src,
                             MixprecDType dst)

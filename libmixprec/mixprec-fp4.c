@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include "mixprec.h"
+#include "mixprec-dtype-private.h"
 #include "mixprec-fp4-private.h"
 
 /**
@@ -391,28 +392,6 @@ mixprec_quantize_blocks (MixprecBlockRecipe  recipe,
   return TRUE;
 }
 
-static const gfloat *
-f32_data (GBytes    *bytes,
-          gsize     *n,
-          gpointer  *copy,
-          GError   **error)
-{
-  gsize length;
-  gconstpointer data = g_bytes_get_data (bytes, &length);
-
-  if (length % sizeof (gfloat) != 0)
-    {
-      g_set_error (error, MIXPREC_BLOCK_ERROR, MIXPREC_BLOCK_ERROR_INVALID_LENGTH,
-                   "src_f32: %" G_GSIZE_FORMAT " bytes are not a whole number of "
-                   "float32 elements (4 bytes each)", length);
-      return NULL;
-    }
-  *n = length / sizeof (gfloat);
-  if ((guintptr) data % sizeof (gfloat) != 0)
-    data = *copy = g_memdup2 (data, length);
-  return data;
-}
-
 /**
  * mixprec_quantize_blocks_bytes: (rename-to mixprec_quantize_blocks)
  * @recipe: the block recipe
@@ -456,7 +435,8 @@ mixprec_quantize_blocks_bytes (MixprecBlockRecipe  recipe,
 
   if (!check_recipe (recipe, scale_mode, error) || !check_rounding (rounding, error))
     return NULL;
-  src = f32_data (src_f32, &n, &copy, error);
+  src = _mixprec_bytes_get_f32 (src_f32, &n, &copy, MIXPREC_BLOCK_ERROR,
+                                MIXPREC_BLOCK_ERROR_INVALID_LENGTH, error);
   if (src == NULL)
     return NULL;
   if (!check_rows (recipe, n, cols, &rows, error))
@@ -654,7 +634,8 @@ mixprec_fp4_pack_bytes (GBytes           *src_f32,
   g_return_val_if_fail (src_f32 != NULL, NULL);
   g_return_val_if_fail (error == NULL || *error == NULL, NULL);
 
-  src = f32_data (src_f32, &n, &copy, error);
+  src = _mixprec_bytes_get_f32 (src_f32, &n, &copy, MIXPREC_BLOCK_ERROR,
+                                MIXPREC_BLOCK_ERROR_INVALID_LENGTH, error);
   if (src == NULL)
     return NULL;
   out = g_malloc (MAX (n / 2, 1));

@@ -377,29 +377,6 @@ n_blocks (gsize n,
   return n / block_size + (n % block_size != 0);
 }
 
-/* The float32 elements of @bytes, copied when the slice is not aligned. */
-static const gfloat *
-f32_data (GBytes    *bytes,
-          gsize     *n,
-          gpointer  *copy,
-          GError   **error)
-{
-  gsize length;
-  gconstpointer data = g_bytes_get_data (bytes, &length);
-
-  if (length % sizeof (gfloat) != 0)
-    {
-      g_set_error (error, MIXPREC_FP8_ERROR, MIXPREC_FP8_ERROR_INVALID_LENGTH,
-                   "src_f32: %" G_GSIZE_FORMAT " bytes are not a whole number of "
-                   "float32 elements (4 bytes each)", length);
-      return NULL;
-    }
-  *n = length / sizeof (gfloat);
-  if ((guintptr) data % sizeof (gfloat) != 0)
-    data = *copy = g_memdup2 (data, length);
-  return data;
-}
-
 /**
  * mixprec_fp8_quantize: (skip)
  * @fp8_dtype: %MIXPREC_DTYPE_FLOAT8_E4M3 or %MIXPREC_DTYPE_FLOAT8_E5M2
@@ -551,7 +528,8 @@ mixprec_fp8_quantize_bytes (MixprecDType        fp8_dtype,
       !check_scale (scale, "scale", error) ||
       !check_overflow (overflow, error))
     return NULL;
-  src = f32_data (src_f32, &n, &copy, error);
+  src = _mixprec_bytes_get_f32 (src_f32, &n, &copy, MIXPREC_FP8_ERROR,
+                                MIXPREC_FP8_ERROR_INVALID_LENGTH, error);
   if (src == NULL)
     return NULL;
   out = g_malloc (MAX (n, 1));
@@ -731,7 +709,8 @@ mixprec_mx_quantize_bytes (MixprecDType   elem_dtype,
 
   if (!check_fp8_dtype (elem_dtype, "elem_dtype", error) || !check_block_size (block_size, error))
     return NULL;
-  src = f32_data (src_f32, &n, &copy, error);
+  src = _mixprec_bytes_get_f32 (src_f32, &n, &copy, MIXPREC_FP8_ERROR,
+                                MIXPREC_FP8_ERROR_INVALID_LENGTH, error);
   if (src == NULL)
     return NULL;
   nb = n_blocks (n, block_size);

@@ -228,7 +228,18 @@ mixprec_engine_gather_master (MixprecEngine *self,
                                  "gathered master weights", error);
   if (whole == NULL)
     return NULL;
-  ok = _mixprec_engine_before_comm (self, error);
+  ok = TRUE;
+  /* Offloaded masters are host memory, which the device's communicator
+   * does not take: this rank's slice goes up to its place first and is
+   * gathered in place. */
+  if (g->master != NULL && g->state_device != g->device)
+    {
+      gpointer mine = _mixprec_engine_at (whole, dtype, self->rank * UNIT_SLICE (self, u));
+
+      ok = _mixprec_device_upload (g->device, slices, dtype, mine, dtype, UNIT_SLICE (self, u), error);
+      slices = mine;
+    }
+  ok = ok && _mixprec_engine_before_comm (self, error);
   if (ok && !mixprec_comm_all_gather (self->comm, slices, whole, UNIT_SLICE (self, u), dtype, &local))
     ok = _mixprec_engine_comm_failed (error, local, "gathering master weights");
   ok = ok && _mixprec_device_download (g->device, _mixprec_engine_at (whole, dtype, e0), dtype,

@@ -272,7 +272,8 @@ _mixprec_engine_group_shape (const _MixprecParamDTypes *dt,
 guint64
 _mixprec_engine_offload_elements (const GroupShape *shape)
 {
-  return MAX (MIN (shape->padded, _MIXPREC_OFFLOAD_BUCKET_ELEMENTS), 1);
+  /* The elements this rank steps: its slices from ZeRO-1 on. */
+  return MAX (MIN (shape->state, _MIXPREC_OFFLOAD_BUCKET_ELEMENTS), 1);
 }
 
 void

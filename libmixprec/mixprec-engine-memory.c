@@ -259,13 +259,6 @@ plan_bytes (MixprecConfig *config,
   stage = pg.stage;
   fp8 = pg.fp8;
   mx = pg.mx;
-  if (probe->offload && world > 1)
-    {
-      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
-                   "zero_optimization.offload_optimizer: optimizer offload runs on one "
-                   "process only for now, not on %u ranks", world);
-      return FALSE;
-    }
   _mixprec_engine_add_shape_bytes (bytes, dt, shape, mixprec_feature_get_n_state_slots (probe->optimizer),
                                    &probe->repr, probe->offload, probe->offload_pinned);
   if (stage >= 3)

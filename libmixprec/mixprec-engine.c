@@ -362,7 +362,11 @@ check_comm_device (MixprecEngine *self,
 
 /* zero_optimization.offload_optimizer "cpu" on a device: the masters and
  * the optimizer state in host memory, stepped by the cpu optimizer. (A
- * plan has no device open and asks about the configured one.) */
+ * plan has no device open and asks about the configured one.) Across
+ * ranks nothing else changes: the gradients are reduced and the working
+ * copies gathered in device memory, as without offload; each rank's
+ * masters and state are those of the elements it steps (its shard from
+ * ZeRO-1 on), and only they live on the host. */
 static gboolean
 check_offload (MixprecEngine *self,
                gboolean       plan_only,
@@ -373,18 +377,6 @@ check_offload (MixprecEngine *self,
 
   self->offload = on_device && _mixprec_config_get_offload_optimizer (self->config);
   self->offload_pinned = self->offload && _mixprec_engine_offload_pinned (self, plan_only);
-  if (self->offload && self->world > 1)
-    {
-      /* Masters and state in host memory cannot travel over the device's
-       * communicator, which ZeRO's collectives on them would need. */
-      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
-                   "zero_optimization.offload_optimizer: optimizer offload runs on one "
-                   "process only for now, not on %u ranks; remove it (the optimizer then "
-                   "stays on device '%s')", self->world,
-                   self->device != NULL ? _mixprec_device_get_name (self->device)
-                                        : mixprec_config_get_device (self->config));
-      return FALSE;
-    }
   return TRUE;
 }
 

@@ -20,7 +20,13 @@
  * cuda kernels are built from), not the library's array kernels.
  * "hostdev-v1" is the same device registered as revision 1, without pinned
  * memory, and "hostdev-v2" as revision 2, without float8 casts: old
- * plugins. */
+ * plugins.
+ *
+ * Across ranks, its "device memory" being host memory, the build tree's
+ * comm-ucx carries the device's collectives: its communicator is
+ * registered again here as "ucx" for device "hostdev" (when the build has
+ * UCX), so that the engine on "hostdev" reduces and gathers through a
+ * communicator of its device, as it would through NCCL on "cuda". */
 #include "config.h"
 
 #include <dlfcn.h>
@@ -640,6 +646,63 @@ load_cpu_optimizer (const char *top, const char *name, char *errbuf, size_t len)
   return desc->init (&host, errbuf, len);
 }
 
+/* ------------------------------------------------------------ a communicator */
+
+static MixprecCommV1 ucx_for_hostdev;
+static int have_ucx;
+
+static int
+capture_comm (MixprecPluginHostV1 *host, const MixprecCommV1 *comm, char *errbuf, size_t len)
+{
+  (void) host;
+  (void) errbuf;
+  (void) len;
+  ucx_for_hostdev = *comm;
+  have_ucx = 1;
+  return MIXPREC_PLUGIN_OK;
+}
+
+/* comm-ucx of the build tree, registered for this device; nothing when
+ * the build has no UCX (its plugin is absent). */
+static int
+register_ucx (MixprecPluginHostV1 *host, const char *top, char *errbuf, size_t len)
+{
+  char path[4096];
+  const MixprecPluginDesc *(*get_desc) (void);
+  const MixprecPluginDesc *desc;
+  MixprecPluginHostV1 capture = { 0 };
+  void *module;
+  int status;
+
+  if (!have_ucx)
+    {
+      snprintf (path, sizeof path, "%s/plugins/.libs/mixprec-comm-ucx.so", top);
+      module = dlopen (path, RTLD_NOW | RTLD_LOCAL);
+      if (module == NULL)
+        return MIXPREC_PLUGIN_OK;
+      *(void **) &get_desc = dlsym (module, "mixprec_plugin_comm_ucx_get_desc");
+      if (get_desc == NULL || (desc = get_desc ()) == NULL)
+        return fail (errbuf, len, MIXPREC_PLUGIN_ERR_RUNTIME, "comm-ucx has no entry point");
+      capture.struct_size = sizeof capture;
+      capture.abi_major = MIXPREC_PLUGIN_ABI_VERSION_MAJOR;
+      capture.abi_minor = MIXPREC_PLUGIN_ABI_VERSION_MINOR;
+      capture.register_comm = capture_comm;
+      if (host->struct_size >= offsetof (MixprecPluginHostV1, log_data) + sizeof (void *))
+        {
+          capture.log = host->log;
+          capture.log_data = host->log_data;
+        }
+      status = desc->init (&capture, errbuf, len);
+      if (status != MIXPREC_PLUGIN_OK)
+        return status;
+      if (!have_ucx)
+        return fail (errbuf, len, MIXPREC_PLUGIN_ERR_RUNTIME, "comm-ucx registered no communicator");
+      ucx_for_hostdev.device = "hostdev";
+      ucx_for_hostdev.description = "comm-ucx's collectives on hostdev memory (host memory), for tests";
+    }
+  return host->register_comm (host, &ucx_for_hostdev, errbuf, len);
+}
+
 static int
 hostdev_init (MixprecPluginHostV1 *host, char *errbuf, size_t len)
 {
@@ -693,7 +756,7 @@ hostdev_init (MixprecPluginHostV1 *host, char *errbuf, size_t len)
       if (status != MIXPREC_PLUGIN_OK)
         return status;
     }
-  return MIXPREC_PLUGIN_OK;
+  return register_ucx (host, top, errbuf, len);
 }
 
 MIXPREC_PLUGIN_DEFINE (test_hostdev, "test-hostdev",

@@ -401,6 +401,15 @@ mixprec_memory_plan_list_buffers (MixprecConfig *config,
  * @masters, the state slots to @optimizer_state; @accumulation and
  * @communication stay 0.
  *
+ * With zero_optimization.offload_optimizer "cpu" on a device, ZeRO-Offload's
+ * split (the model states of DeepSpeed's
+ * estimate_zero2_model_states_mem_needs() and
+ * estimate_zero3_model_states_mem_needs(), without their buffer factor):
+ * the device holds the working copies only (2 Ψ, ZeRO-3 2 Ψ / N), and host
+ * memory the rank's partition of the masters, the optimizer state and an
+ * FP32 copy of the gradients, which @gradients then counts (4 Ψ / N): 16 Ψ
+ * / N for Adam. Since 1.1.
+ *
  * Returns: (transfer full): the formula's bytes per rank, or %NULL with
  *   @error set
  *
@@ -426,7 +435,12 @@ mixprec_memory_plan_new_deepspeed (MixprecConfig *config,
   stage = world_size > 1 ? mixprec_config_get_zero_stage (config) : 0;
   n = world_size;
   r.working = (guint64) (psi * mixprec_dtype_get_size (dt.working) / (stage >= 3 ? n : 1));
-  r.gradients = (guint64) (psi * mixprec_dtype_get_size (dt.working) / (stage >= 2 ? n : 1));
+  /* Offloaded, DeepSpeed reduces the gradients bucket by bucket into an
+   * FP32 partition in host memory, beside the masters. */
+  if (probe->offload)
+    r.gradients = (guint64) (psi * sizeof (gfloat) / (stage >= 1 ? n : 1));
+  else
+    r.gradients = (guint64) (psi * mixprec_dtype_get_size (dt.working) / (stage >= 2 ? n : 1));
   /* DeepSpeed keeps FP32 masters where libmixprec keeps them as
    * remainders or compensates instead. */
   r.masters = (guint64) (psi * (dt.has_master || _mixprec_engine_master_format (&probe->repr, &dt) !=

@@ -84,7 +84,7 @@ inspect_plan (const gchar         *config_path,
   g_autoptr(GPtrArray) buffers = NULL;
   g_autoptr(MixprecMemoryReport) ds = NULL;
   guint64 total = 0, host = 0;
-  gboolean grads_shown = FALSE;
+  gboolean grads_shown = FALSE, offloaded = FALSE;
   guint stage;
 
   if (n_params == 0 || world_size == 0)
@@ -119,7 +119,8 @@ inspect_plan (const gchar         *config_path,
     if (g_str_has_suffix (((MixprecMemoryBuffer *) g_ptr_array_index (buffers, i))->name, " (host)"))
       {
         g_print ("(optimizer offloaded: FP32 masters and optimizer state in host memory, "
-                 "stepped on the CPU)\n");
+                 "stepped on the CPU%s)\n", stage >= 1 ? ", this rank's partition" : "");
+        offloaded = TRUE;
         break;
       }
   g_print ("  %-27s %16s        %10s  %6s  %9s\n", "buffer", "", "", "B/param", "DeepSpeed");
@@ -128,9 +129,11 @@ inspect_plan (const gchar         *config_path,
       MixprecMemoryBuffer *b = g_ptr_array_index (buffers, i);
       gint64 share = deepspeed_share (b->name, ds);
 
-      /* DeepSpeed's gradients stand beside whatever holds ours. */
-      if (!grads_shown && (g_str_equal (b->name, "gradients") ||
-                           g_str_equal (b->name, "gradient accumulation")))
+      /* DeepSpeed's gradients stand beside whatever holds ours, except
+       * offloaded: its FP32 gradient partition is in host memory, counted
+       * in the host row below. */
+      if (!offloaded && !grads_shown && (g_str_equal (b->name, "gradients") ||
+                                         g_str_equal (b->name, "gradient accumulation")))
         {
           share = (gint64) ds->gradients;
           grads_shown = TRUE;
@@ -144,8 +147,11 @@ inspect_plan (const gchar         *config_path,
   row ("total", total, n_params, (gint64) ds->total);
   if (host > 0)
     {
-      row ("  on the device", total - host, n_params, -1);
-      row ("  in host memory", host, n_params, -1);
+      /* ZeRO-Offload's split: the working copies on the device; masters,
+       * state and FP32 gradients in host memory. */
+      row ("  on the device", total - host, n_params, (gint64) ds->working);
+      row ("  in host memory", host, n_params,
+           (gint64) (ds->masters + ds->optimizer_state + ds->gradients));
     }
   return 0;
 }

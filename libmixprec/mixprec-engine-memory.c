@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "mixprec.h"
+#include "mixprec-config-private.h"
 #include "mixprec-engine-impl-private.h"
 #include "mixprec-engine-private.h"
 
@@ -78,7 +79,8 @@ report_of (const guint64 *bytes)
 {
   MixprecMemoryReport r = { 0 };
 
-  r.working = bytes[BUF_WORKING] + bytes[BUF_PERSISTENT] + bytes[BUF_FP8] + bytes[BUF_FP8_SCALES];
+  r.working = bytes[BUF_WORKING] + bytes[BUF_HOST_WORKING] + bytes[BUF_PINNED_WORKING] +
+              bytes[BUF_PERSISTENT] + bytes[BUF_FP8] + bytes[BUF_FP8_SCALES];
   r.gradients = bytes[BUF_GRADIENTS];
   r.accumulation = bytes[BUF_ACCUM];
   r.masters = bytes[BUF_MASTERS] + bytes[BUF_HOST_MASTERS] + bytes[BUF_REMAINDERS] + bytes[BUF_KAHAN];
@@ -152,7 +154,12 @@ mixprec_engine_get_memory_report (MixprecEngine *self)
  *   device's, and "offload staging (host)": the two host buffers a bucket
  *   of gradients comes down into and its working copies go up from
  *   ("offload staging, pinned (host)" when offload_optimizer.pin_memory
- *   is true and the device plugin provides page-locked host memory).
+ *   is true and the device plugin provides page-locked host memory);
+ *   with zero_optimization.offload_param "cpu" as well, under ZeRO-3
+ *   across ranks (Since: 1.1), "working copies (host)" in place of the
+ *   device's working copies: this rank's slices, copied up as they are
+ *   gathered ("working copies, pinned (host)" when offload_param.pin_memory
+ *   is true and the device has pinned memory).
  *   Every other buffer is in the device's memory (on the "cpu" device,
  *   everything is host memory).
  *
@@ -259,8 +266,15 @@ plan_bytes (MixprecConfig *config,
   stage = pg.stage;
   fp8 = pg.fp8;
   mx = pg.mx;
+  /* The probe is one process; the working slices of ZeRO-3 across ranks
+   * are the host's under offload_param. */
+  probe->offload_param = probe->offload && stage >= 3 && _mixprec_config_get_offload_param (config);
+  probe->offload_param_pinned = probe->offload_param &&
+                                _mixprec_engine_offload_pinned (probe, _mixprec_config_get_offload_param_pin_memory (config),
+                                                                "zero_optimization.offload_param.pin_memory", TRUE);
   _mixprec_engine_add_shape_bytes (bytes, dt, shape, mixprec_feature_get_n_state_slots (probe->optimizer),
-                                   &probe->repr, probe->offload, probe->offload_pinned);
+                                   &probe->repr, probe->offload, probe->offload_pinned,
+                                   _mixprec_engine_working_kind (probe));
   if (stage >= 3)
     {
       /* What the trainer holds gathered, plus the prefetch window, never
@@ -408,7 +422,9 @@ mixprec_memory_plan_list_buffers (MixprecConfig *config,
  * the device holds the working copies only (2 Ψ, ZeRO-3 2 Ψ / N), and host
  * memory the rank's partition of the masters, the optimizer state and an
  * FP32 copy of the gradients, which @gradients then counts (4 Ψ / N): 16 Ψ
- * / N for Adam. Since 1.1.
+ * / N for Adam. With offload_param "cpu" under ZeRO-3 the working
+ * partition (@working, 2 Ψ / N) is in host memory too: 18 Ψ / N there.
+ * Since 1.1.
  *
  * Returns: (transfer full): the formula's bytes per rank, or %NULL with
  *   @error set

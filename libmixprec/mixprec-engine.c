@@ -376,7 +376,20 @@ check_offload (MixprecEngine *self,
                                  : !_mixprec_device_memory_is_host (self->device);
 
   self->offload = on_device && _mixprec_config_get_offload_optimizer (self->config);
-  self->offload_pinned = self->offload && _mixprec_engine_offload_pinned (self, plan_only);
+  self->offload_pinned = self->offload &&
+                         _mixprec_engine_offload_pinned (self, _mixprec_config_get_offload_pin_memory (self->config),
+                                                         "zero_optimization.offload_optimizer.pin_memory",
+                                                         plan_only);
+  /* offload_param: ZeRO-3's partitions of the working copies in host
+   * memory too (the loader accepts it only beside offload_optimizer). On
+   * one process nothing is partitioned, and the parameters stay on the
+   * device, as DeepSpeed's ZeRO-3 on one GPU gathers nothing either. */
+  self->offload_param = self->offload && self->stage >= 3 && _mixprec_config_get_offload_param (self->config);
+  self->offload_param_pinned = self->offload_param &&
+                               _mixprec_engine_offload_pinned (self,
+                                                               _mixprec_config_get_offload_param_pin_memory (self->config),
+                                                               "zero_optimization.offload_param.pin_memory",
+                                                               plan_only);
   return TRUE;
 }
 

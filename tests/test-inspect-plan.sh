@@ -13,7 +13,7 @@ fail=0
 ok () { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fail=1; fi; }
 field () { awk -v k="$1" '$0 ~ "^  " k " " { for (i = 1; i <= NF; i++) if ($i == "bytes") { print $(i - 1); exit } }' "$2"; }
 
-echo "1..22"
+echo "1..23"
 
 # FP32, one process, AdamW: working 4 + gradient 4 + two state slots 8.
 "$inspect" --plan --params 1000 >"$tmp/fp32" 2>&1
@@ -156,6 +156,22 @@ dsrow () { awk -v k="$1" '$0 ~ "^  " k " " { print $NF; exit }' "$2"; }
   [ "$(dsrow '  on the device' "$tmp/off3")" = 0.50 ] &&
   [ "$(dsrow '  in host memory' "$tmp/off3")" = 4.00 ]
 ok $? "offload on 4 ranks: each rank's partition in host memory, beside DeepSpeed's split"
+
+# offload_param under ZeRO-3: each rank's bf16 working partition (253952
+# elements, 2 bytes) in pinned host memory instead of the device's;
+# DeepSpeed's split (estimate_zero3_model_states_mem_needs with
+# cpu_offload_params): nothing on the device, (2 + 4 + 8 + 4) / 4 = 4.5
+# bytes per parameter in host memory.
+sed 's/"offload_optimizer": {/"offload_param": {"device": "cpu", "pin_memory": true}, "offload_optimizer": {/' \
+  "$tmp/offz3.json" >"$tmp/offp3.json"
+"$inspect" --plan --params 1000000 --world 4 --config "$tmp/offp3.json" >"$tmp/offp3" 2>&1 &&
+  grep -q "parameters offloaded" "$tmp/offp3" &&
+  [ "$(field 'working copies, pinned \\(host\\)' "$tmp/offp3")" = 507904 ] &&
+  [ -z "$(field 'working copies' "$tmp/offp3")" ] &&
+  [ "$(dsrow '  on the device' "$tmp/offp3")" = 0.00 ] &&
+  [ "$(dsrow '  in host memory' "$tmp/offp3")" = 4.50 ] &&
+  ! grep -q "parameters offloaded" "$tmp/off3"
+ok $? "offload_param on 4 ranks under ZeRO-3: the working partition in host memory"
 
 "$inspect" --plan --world 2 >"$tmp/bad" 2>&1
 [ $? = 2 ] && grep -q -- "--params" "$tmp/bad"

@@ -29,15 +29,18 @@ typedef struct {
   const gchar *mode;         /* "fp16", "bf16" */
   guint stage;
   gint overflow_step;        /* -1, or the step whose micro-batch 1 overflows */
+  gboolean param;            /* offloaded, offload_param too (ZeRO-3) */
 } Case;
 
 static const Case cases[] = {
-  { "fp16", 1, 1 },
-  { "fp16", 2, 1 },
-  { "fp16", 3, 1 },
-  { "bf16", 0, -1 },
-  { "bf16", 2, -1 },
-  { "bf16", 3, -1 },
+  { "fp16", 1, 1, FALSE },
+  { "fp16", 2, 1, FALSE },
+  { "fp16", 3, 1, FALSE },
+  { "fp16", 3, 1, TRUE },
+  { "bf16", 0, -1, FALSE },
+  { "bf16", 2, -1, FALSE },
+  { "bf16", 3, -1, FALSE },
+  { "bf16", 3, -1, TRUE },
 };
 
 /* Matrices in one group (two small ones persistent under ZeRO-3, one
@@ -57,7 +60,7 @@ config_json (const Case *c, gboolean offload)
 {
   return g_strdup_printf ("{%s \"mixprec\": {\"device\": \"cuda\"},"
                           " \"zero_optimization\": {\"stage\": %u, \"reduce_bucket_size\": 3000,"
-                          "  \"allgather_bucket_size\": 3000%s},"
+                          "  \"allgather_bucket_size\": 3000%s%s},"
                           " \"gradient_accumulation_steps\": %u, \"gradient_clipping\": 1.0,"
                           " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.01,"
                           "   \"weight_decay\": 0.1}},"
@@ -67,6 +70,7 @@ config_json (const Case *c, gboolean offload)
                           : "\"bf16\": {\"enabled\": true},",
                           c->stage,
                           offload ? ", \"offload_optimizer\": {\"device\": \"cpu\", \"pin_memory\": true}" : "",
+                          offload && c->param ? ", \"offload_param\": {\"device\": \"cpu\", \"pin_memory\": true}" : "",
                           GAS);
 }
 
@@ -94,6 +98,7 @@ build_engine (const Case *c, gboolean offload, MixprecComm *comm)
   engine = new_engine (config, comm, &error);
   g_assert_no_error (error);
   g_assert_cmpuint (engine->offload, ==, offload);
+  g_assert_cmpuint (engine->offload_param, ==, offload && c->param);
   for (guint p = 0; p < G_N_ELEMENTS (model); p++)
     {
       guint64 n = numel_of (p);
@@ -158,6 +163,15 @@ train (MixprecEngine *engine, const Case *c, guint first, guint last, GByteArray
               gdouble scale = mixprec_engine_get_loss_scale (engine);
               g_autoptr(GBytes) bytes = NULL;
 
+              /* ZeRO-3: the layer gathered for its passes (from host
+               * memory under offload_param), then released. */
+              if (c->stage == 3)
+                {
+                  g_assert_true (mixprec_engine_gather (engine, param, &error));
+                  g_assert_no_error (error);
+                  g_assert_nonnull (mixprec_param_get_working_data (param));
+                  mixprec_engine_release (engine, param);
+                }
               for (guint64 i = 0; i < n; i++)
                 g[i] = (gfloat) (grad_value (c, k, m, p, i) * scale);
               bytes = g_bytes_new_take (g, n * sizeof (gfloat));
@@ -239,8 +253,10 @@ assert_host_buffers (MixprecEngine *engine, const Case *c)
   g_autoptr(MixprecConfig) config = mixprec_config_new_from_data (json, -1, NULL);
   guint world = mixprec_engine_get_world_size (engine);
   static const gchar *const host[] = {
-    "FP32 master weights (host)", "optimizer state (host)", "offload staging, pinned (host)"
+    "FP32 master weights (host)", "optimizer state (host)", "offload staging, pinned (host)",
+    "working copies, pinned (host)"
   };
+  gsize wsize = 2;             /* fp16 and bf16 */
   guint64 stepped = 0;
 
   g_assert_cmpuint (buffer_bytes (held, "FP32 master weights", FALSE), ==, 0);
@@ -254,6 +270,11 @@ assert_host_buffers (MixprecEngine *engine, const Case *c)
     }
   g_assert_cmpuint (buffer_bytes (held, "FP32 master weights (host)", FALSE), ==, stepped * 4);
   g_assert_cmpuint (buffer_bytes (held, "optimizer state (host)", FALSE), ==, stepped * 8);
+  /* offload_param: the working slices in host memory, none on the device. */
+  g_assert_cmpuint (buffer_bytes (held, "working copies, pinned (host)", FALSE), ==,
+                    c->param ? stepped * wsize : 0);
+  if (c->param)
+    g_assert_cmpuint (buffer_bytes (held, "working copies", FALSE), ==, 0);
   for (guint h = 0; h < G_N_ELEMENTS (host); h++)
     {
       guint64 planned = 0;
@@ -273,7 +294,7 @@ assert_host_buffers (MixprecEngine *engine, const Case *c)
           g_assert_no_error (error);
           planned += buffer_bytes (plan, host[h], TRUE);
         }
-      g_assert_cmpuint (planned, >, 0);
+      g_assert_cmpuint (planned > 0, ==, h < 3 || c->param);
       g_assert_cmpuint (buffer_bytes (held, host[h], TRUE), ==, planned);
       g_assert_cmpuint (buffer_bytes (held, host[h], FALSE), ==, planned);
     }
@@ -307,7 +328,7 @@ child_cases (MixprecComm *comm)
       g_autoptr(GByteArray) roff = g_byte_array_new ();
       g_autoptr(GByteArray) sdev = NULL;
       g_autoptr(GByteArray) soff = NULL;
-      g_autofree gchar *name = g_strdup_printf ("%s-zero%u", c->mode, c->stage);
+      g_autofree gchar *name = g_strdup_printf ("%s-zero%u%s", c->mode, c->stage, c->param ? "-param" : "");
 
       train (dev, c, 0, STEPS, rdev);
       train (off, c, 0, STEPS, roff);
@@ -344,12 +365,13 @@ resume (const Case *c, gboolean offload, MixprecComm *comm, const gchar *dir)
 /* A checkpoint of the offloaded run resumes the all-device one, and the
  * other way round: the four runs end with the same bits. */
 static void
-child_checkpoint (MixprecComm *comm)
+child_checkpoint (MixprecComm *comm, const Case *c)
 {
-  const Case *c = &cases[1];
   const gchar *out = g_getenv ("MIXPREC_TEST_OUT");
-  g_autofree gchar *from_dev = g_build_filename (out, "ckpt-device", NULL);
-  g_autofree gchar *from_off = g_build_filename (out, "ckpt-offload", NULL);
+  g_autofree gchar *dev_name = g_strdup_printf ("ckpt-device-zero%u%s", c->stage, c->param ? "-param" : "");
+  g_autofree gchar *off_name = g_strdup_printf ("ckpt-offload-zero%u%s", c->stage, c->param ? "-param" : "");
+  g_autofree gchar *from_dev = g_build_filename (out, dev_name, NULL);
+  g_autofree gchar *from_off = g_build_filename (out, off_name, NULL);
   g_autoptr(MixprecEngine) dev = build_engine (c, FALSE, comm);
   g_autoptr(MixprecEngine) off = build_engine (c, TRUE, comm);
   g_autoptr(MixprecEngine) off_from_dev = NULL;
@@ -432,6 +454,16 @@ child_corpus (MixprecComm *comm)
       g_assert_true (mixprec_config_loader_parse_override (loader, "mixprec.device=cuda", &error));
       g_assert_no_error (error);
       config = mixprec_config_loader_load_file (loader, path, &error);
+      if (config == NULL && strstr (error->message, "zero_optimization.offload_param: parameter offload "
+                                                    "needs zero_optimization.offload_optimizer") != NULL)
+        {
+          /* Parameters offloaded without the optimizer: refused on a
+           * device, naming both keys. */
+          g_assert_error (error, MIXPREC_CONFIG_ERROR, MIXPREC_CONFIG_ERROR_UNSUPPORTED);
+          g_string_append_printf (built, "refused %s\n", f[0]);
+          g_clear_error (&error);
+          continue;
+        }
       g_assert_no_error (error);
       if (!_mixprec_config_get_offload_optimizer (config))
         continue;
@@ -439,6 +471,8 @@ child_corpus (MixprecComm *comm)
       if (engine == NULL)
         g_error ("%s: no engine on %u ranks: %s", f[0], mixprec_comm_get_world_size (comm), error->message);
       g_assert_true (engine->offload);
+      g_assert_cmpuint (engine->offload_param, ==,
+                        _mixprec_config_get_offload_param (config) && mixprec_config_get_zero_stage (config) == 3);
       param = mixprec_engine_register_param (engine, "w", shape, 2, "Linear", MIXPREC_DTYPE_FLOAT32,
                                              (values = g_bytes_new (init, 64 * 48 * sizeof (gfloat))), &error);
       g_assert_no_error (error);
@@ -481,7 +515,8 @@ child_main (void)
   comm = mixprec_comm_new (bootstrap, "ucx", "hostdev", TIMEOUT_MS, &error);
   g_assert_no_error (error);
   child_cases (comm);
-  child_checkpoint (comm);
+  child_checkpoint (comm, &cases[1]);
+  child_checkpoint (comm, &cases[3]);
   built = child_corpus (comm);
   g_byte_array_append (names, (const guint8 *) built->str, built->len);
   write_rank_file ("corpus", mixprec_comm_get_rank (comm), names);
@@ -557,7 +592,8 @@ test_offload_ranks (gconstpointer data)
   /* Every rank ended with the same whole values and results. */
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
     {
-      g_autofree gchar *name = g_strdup_printf ("%s-zero%u", cases[i].mode, cases[i].stage);
+      g_autofree gchar *name = g_strdup_printf ("%s-zero%u%s", cases[i].mode, cases[i].stage,
+                                                cases[i].param ? "-param" : "");
       gsize len0, len;
       g_autofree gchar *first = read_rank_file (dir, name, 0, &len0);
 
@@ -587,6 +623,7 @@ test_offload_ranks (gconstpointer data)
   g_test_message ("offloading corpus files built on %u ranks:\n%s", world, built0);
   g_assert_nonnull (strstr (built0, "accelerate-zero_stage2_offload_config.json\n"));
   g_assert_nonnull (strstr (built0, "accelerate-zero_stage3_offload_config.json\n"));
+  g_assert_nonnull (strstr (built0, "refused accelerate-ds_config_zero3_model_only.json\n"));
   remove_tree (dir);
 }
 

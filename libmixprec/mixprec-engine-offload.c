@@ -1,7 +1,11 @@
 /* mixprec-engine-offload.c — ZeRO-Offload: the optimizer's pass over
  * masters and state in host memory, the gradients brought down and the
  * working copies sent up bucket by bucket on a transfer thread of the
- * engine's, and the host buffers those buckets use. */
+ * engine's, and the host buffers those buckets use. Across ranks the pass
+ * covers this rank's part only (its partition from ZeRO-1 on): the
+ * collectives stay in device memory. With offload_param (ZeRO-3) the
+ * working partition is host memory too: the pass writes it in place, and
+ * a gather sends it up first (_mixprec_engine_offload_slice_send()). */
 #include "config.h"
 
 #include "mixprec.h"

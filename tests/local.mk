@@ -572,7 +572,11 @@ tests_test_offload_ranks_LDADD = $(tests_internal_ldadd) -lm
 EXTRA_tests_test_offload_ranks_DEPENDENCIES = tests/device-plugins/mixprec-test-hostdev.la \
 	plugins/mixprec-comm-ucx.la
 TESTS += tests/test-offload-ranks
+if HAVE_CUDA
+TESTS += tests/test-offload-ranks-cuda.sh
 endif
+endif
+EXTRA_DIST += tests/test-offload-ranks-cuda.sh
 
 # --- low-precision transport, FP32 sums: bf16 contributions summed over
 # 2, 3, 4 and 8 ranks against an FP64 reference (needs the UCX comm plugin)

@@ -8,7 +8,11 @@
  * the other. The DeepSpeed templates of the real-config corpus that
  * offload the optimizer build an engine and step on these ranks. Children
  * are this binary re-executed with the rank variables set; each runs every
- * case on one communicator. */
+ * case on one communicator.
+ *
+ * With MIXPREC_TEST_DEVICE=cuda (tests/test-offload-ranks-cuda.sh) the
+ * same runs on one GPU per rank over the GPU's communicator (NCCL),
+ * skipped where there are fewer GPUs than ranks. */
 #include <math.h>
 #include <string.h>
 
@@ -22,6 +26,17 @@
 #include "multiproc.h"
 
 #define TIMEOUT_MS 20000
+
+/* The device the ranks run on, and this rank's (children). */
+static _MixprecDevice *rank_device;
+
+static const gchar *
+device_under_test (void)
+{
+  const gchar *name = g_getenv ("MIXPREC_TEST_DEVICE");
+
+  return name != NULL && name[0] != '\0' ? name : "hostdev";
+}
 #define STEPS 4
 #define GAS 2
 
@@ -75,15 +90,12 @@ config_json (const Case *c, gboolean offload)
 }
 
 /* The config says "cuda" (the devices a config knows); the engine runs
- * on the hostdev device instead, with the communicator made for it. */
+ * on this rank's device (hostdev unless told), with the communicator made
+ * for it on its stream. */
 static MixprecEngine *
 new_engine (MixprecConfig *config, MixprecComm *comm, GError **error)
 {
-  g_autoptr(_MixprecDevice) device = _mixprec_device_open ("hostdev", -1, error);
-
-  if (device == NULL)
-    return NULL;
-  return _mixprec_engine_new_internal (config, device, comm, NULL, FALSE, error);
+  return _mixprec_engine_new_internal (config, rank_device, comm, NULL, FALSE, error);
 }
 
 static MixprecEngine *
@@ -512,7 +524,14 @@ child_main (void)
   g_autoptr(GString) built = NULL;
 
   g_assert_no_error (error);
-  comm = mixprec_comm_new (bootstrap, "ucx", "hostdev", TIMEOUT_MS, &error);
+  /* hostdev is one device for every rank; a GPU per local rank. */
+  rank_device = g_str_equal (device_under_test (), "hostdev")
+                ? _mixprec_device_open ("hostdev", -1, &error)
+                : _mixprec_device_open_local (device_under_test (), mixprec_bootstrap_get_local_rank (bootstrap),
+                                              &error);
+  g_assert_no_error (error);
+  comm = _mixprec_comm_new_on_stream (bootstrap, "auto", device_under_test (), TIMEOUT_MS,
+                                      _mixprec_device_get_stream (rank_device), &error);
   g_assert_no_error (error);
   child_cases (comm);
   child_checkpoint (comm, &cases[1]);
@@ -520,17 +539,41 @@ child_main (void)
   built = child_corpus (comm);
   g_byte_array_append (names, (const guint8 *) built->str, built->len);
   write_rank_file ("corpus", mixprec_comm_get_rank (comm), names);
+  g_clear_object (&comm);
+  g_clear_pointer (&rank_device, _mixprec_device_unref);
   return 0;
 }
 
+/* Whether @world ranks can run here: a communicator for the device (for
+ * hostdev, comm-ucx registered by its plugin), and for a real device one
+ * of its own per rank. Sets @why when not. */
 static gboolean
-have_ucx_for_hostdev (void)
+can_run (guint world, gchar **why)
 {
-  g_autoptr(MixprecFeature) f =
-    mixprec_registry_find_feature (mixprec_registry_get_default (), MIXPREC_FEATURE_KIND_COMM,
-                                   "ucx", "hostdev", NULL);
+  const gchar *name = device_under_test ();
+  g_autolist(MixprecFeature) features = mixprec_registry_get_features (mixprec_registry_get_default ());
+  g_autoptr(GError) error = NULL;
+  g_autoptr(_MixprecDevice) last = NULL;
+  gboolean comm = FALSE;
 
-  return f != NULL;
+  for (GList *l = features; l != NULL; l = l->next)
+    comm |= mixprec_feature_get_kind (l->data) == MIXPREC_FEATURE_KIND_COMM &&
+            g_str_equal (mixprec_feature_get_device (l->data), name) &&
+            !g_str_equal (mixprec_feature_get_name (l->data), "local");
+  if (!comm)
+    {
+      *why = g_strdup_printf ("no communicator for device '%s' in this build", name);
+      return FALSE;
+    }
+  if (g_str_equal (name, "hostdev"))
+    return TRUE;
+  last = _mixprec_device_open (name, (gint) world - 1, &error);
+  if (last == NULL)
+    {
+      *why = g_strdup_printf ("%u ranks need %u devices '%s': %s", world, world, name, error->message);
+      return FALSE;
+    }
+  return TRUE;
 }
 
 static gchar *
@@ -575,10 +618,13 @@ test_offload_ranks (gconstpointer data)
   g_autofree gint *status = g_new0 (gint, world);
   const gchar *env[] = { "MIXPREC_TEST_OFFLOAD_CHILD=1", NULL, NULL };
   g_autofree gchar *built0 = NULL;
+  g_autofree gchar *why = NULL;
 
-  if (!have_ucx_for_hostdev ())
+  if (!can_run (world, &why))
     {
-      g_test_skip ("no comm-ucx in this build for the hostdev device");
+      if (g_getenv ("MIXPREC_REQUIRE_GPU") != NULL && !g_str_equal (device_under_test (), "hostdev"))
+        g_error ("%s", why);
+      g_test_skip (why);
       return;
     }
   dir = g_dir_make_tmp ("mixprec-offload-ranks-XXXXXX", &error);

@@ -385,6 +385,11 @@ check_offload (MixprecEngine *self,
    * one process nothing is partitioned, and the parameters stay on the
    * device, as DeepSpeed's ZeRO-3 on one GPU gathers nothing either. */
   self->offload_param = self->offload && self->stage >= 3 && _mixprec_config_get_offload_param (self->config);
+  if (!plan_only && self->offload && self->world == 1 && _mixprec_config_get_offload_param (self->config) &&
+      mixprec_config_get_zero_stage (self->config) == 3)
+    g_message ("zero_optimization.offload_param: one process partitions nothing, so the parameters "
+               "stay whole on device '%s'; only the optimizer is offloaded",
+               _mixprec_device_get_name (self->device));
   self->offload_param_pinned = self->offload_param &&
                                _mixprec_engine_offload_pinned (self,
                                                                _mixprec_config_get_offload_param_pin_memory (self->config),

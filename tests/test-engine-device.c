@@ -669,6 +669,38 @@ buffer_bytes (MixprecEngine *engine, const gchar *name)
   return 0;
 }
 
+/* offload_param on one process: nothing is partitioned, so the parameters
+ * stay on the device and only the optimizer is offloaded, which the
+ * engine says (parameter offload across ranks: test-offload-ranks.c). */
+static void
+test_offload_param_one_process (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(_MixprecDevice) device = open_device_or_skip ();
+  g_autoptr(MixprecEngine) engine = NULL;
+  g_autoptr(GPtrArray) buffers = NULL;
+
+  if (device == NULL)
+    return;
+  g_test_expect_message ("Mixprec", G_LOG_LEVEL_MESSAGE,
+                         "zero_optimization.offload_param: one process partitions nothing*");
+  engine = new_engine ("{\"train_micro_batch_size_per_gpu\": 1, \"bf16\": {\"enabled\": true},"
+                       " \"mixprec\": {\"device\": \"cuda\"}, \"zero_optimization\": {\"stage\": 3,"
+                       " \"offload_optimizer\": {\"device\": \"cpu\"}, \"offload_param\": {\"device\": \"cpu\"}}}",
+                       device, &error);
+  g_assert_no_error (error);
+  g_test_assert_expected_messages ();
+  g_assert_true (engine->offload);
+  g_assert_false (engine->offload_param);
+  register_params (engine);
+  buffers = mixprec_engine_list_buffers (engine);
+  for (guint i = 0; i < buffers->len; i++)
+    g_assert_false (g_str_has_prefix (((MixprecMemoryBuffer *) g_ptr_array_index (buffers, i))->name,
+                                      "working copies,"));
+  g_assert_cmpuint (buffer_bytes (engine, "working copies"), >, 0);
+  g_assert_cmpuint (buffer_bytes (engine, "working copies (host)"), ==, 0);
+}
+
 /* pin_memory on a device of revision 2: the four staging buffers of each
  * group come from the plugin's pinned memory (and go back to it at
  * finalize), every transfer of every step goes through them on one
@@ -1149,6 +1181,7 @@ main (int argc, char **argv)
     }
   g_test_add_func ("/engine-device/offload/checkpoint", test_offload_checkpoint);
   g_test_add_func ("/engine-device/offload/plan", test_offload_plan);
+  g_test_add_func ("/engine-device/offload/param-one-process", test_offload_param_one_process);
   /* The error paths and the allocation counts are the hostdev plugin's. */
   if (g_str_equal (device_under_test (), "hostdev"))
     {

@@ -718,6 +718,72 @@ load_offload_optimizer (Loader     *l,
     }
 }
 
+/* zero_optimization.offload_param (and DeepSpeed's deprecated
+ * cpu_offload_param): ZeRO-3's partitioned working copies in host memory
+ * between gathers. Whether it applies depends on the stage, the device and
+ * offload_optimizer, read later: resolve_offload() says so. */
+static void
+load_offload_param (Loader     *l,
+                    JsonObject *zero)
+{
+  static const gchar *const known[] = { "device", "pin_memory", NULL };
+  /* DeepSpeedZeroOffloadParamConfig's other fields serve "nvme" only. */
+  static const IgnoredKey ignored[] = {
+    { "nvme_path", "null", NULL },
+    { "buffer_count", "5", NULL },
+    { "buffer_size", "100000000", NULL },
+    { "max_in_cpu", "1000000000", NULL },
+    { NULL, NULL, NULL }
+  };
+  static const gchar *const devices[] = { "none", "cpu", "nvme", NULL };
+  MixprecConfigSettings *s = l->s;
+  g_autofree gchar *path = NULL;
+  JsonNode *node;
+  gboolean on = FALSE;
+
+  if (json_object_has_member (zero, "cpu_offload_param") &&
+      read_bool (l, zero, "zero_optimization", "cpu_offload_param", &on) && on)
+    {
+      s->offload_param = _MIXPREC_OFFLOAD_CPU;
+      g_free (s->offload_param_path);
+      s->offload_param_path = g_strdup ("zero_optimization.cpu_offload_param");
+    }
+  node = lookup (l, zero, "zero_optimization", "offload_param", &path);
+  if (node == NULL || JSON_NODE_HOLDS_NULL (node))
+    return;
+  if (!JSON_NODE_HOLDS_OBJECT (node))
+    {
+      report_invalid (l, path, "a JSON object such as {\"device\": \"cpu\"}", node);
+      return;
+    }
+  if (on)
+    _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_CONFLICT,
+                                  "zero_optimization.cpu_offload_param: the same setting as %s; "
+                                  "give only one", path);
+  check_members (l, json_node_get_object (node), path, known, ignored,
+                 "a DeepSpeed offload setting libmixprec does not implement", FALSE);
+  if (json_object_has_member (json_node_get_object (node), "device"))
+    {
+      guint device = 0;
+
+      if (read_choice (l, json_node_get_object (node), path, "device", devices, &device))
+        {
+          if (device == _MIXPREC_OFFLOAD_NVME)
+            _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_UNSUPPORTED,
+                                          "%s.device: \"nvme\" (ZeRO-Infinity) is not implemented; "
+                                          "use \"cpu\" to keep the parameters in host memory", path);
+          else
+            s->offload_param = device;
+        }
+    }
+  read_bool (l, json_node_get_object (node), path, "pin_memory", &s->offload_param_pin_memory);
+  if (s->offload_param != _MIXPREC_OFFLOAD_NONE)
+    {
+      g_free (s->offload_param_path);
+      s->offload_param_path = g_steal_pointer (&path);
+    }
+}
+
 static void
 load_zero (Loader     *l,
            JsonObject *root)
@@ -728,7 +794,8 @@ load_zero (Loader     *l,
     "stage3_prefetch_bucket_size", "prefetch_bucket_size",
     "stage3_param_persistence_threshold", "param_persistence_threshold",
     "stage3_max_live_parameters", "max_live_parameters",
-    "offload_optimizer", "cpu_offload", "cpu_offload_use_pin_memory", NULL
+    "offload_optimizer", "cpu_offload", "cpu_offload_use_pin_memory",
+    "offload_param", "cpu_offload_param", NULL
   };
   /* Real DeepSpeed keys (runtime/zero/config.py): accepted so that real
    * configurations load, reported when they ask for something. */
@@ -738,11 +805,8 @@ load_zero (Loader     *l,
     { "use_multi_rank_bucket_allreduce", "true", NULL },
     { "load_from_fp32_weights", "true", "libmixprec checkpoints always hold the FP32 masters" },
     { "elastic_checkpoint", "false", NULL },
-    { "offload_param", "null",
-      "parameter offload is not implemented; parameters stay on the configured device" },
     { "zenflow", "null", NULL },
     { "sub_group_size", "1000000000", NULL },
-    { "cpu_offload_param", "false", "deprecated DeepSpeed key; parameter offload is not implemented" },
     { "model_persistence_threshold", "9223372036854775807", NULL },
     { "stage3_model_persistence_threshold", "9223372036854775807", NULL },
     { "max_reuse_distance", "1000000000", NULL },
@@ -826,6 +890,7 @@ load_zero (Loader     *l,
   read_stage3_elements (l, o, "param_persistence_threshold", &s->param_persistence_threshold);
   read_stage3_elements (l, o, "max_live_parameters", &s->max_live_parameters);
   load_offload_optimizer (l, o);
+  load_offload_param (l, o);
 }
 
 /* "auto" anywhere in optimizer or scheduler params is an unfilled Hugging
@@ -2350,6 +2415,35 @@ resolve_offload (Loader *l)
    * host memory and warns when it has none (a plugin of revision 1). */
 }
 
+/* What offload_param "cpu" means depends on the stage, the device and
+ * offload_optimizer: the partitions of ZeRO-3 in host memory, which the
+ * offloaded optimizer updates where they are. */
+static void
+resolve_offload_param (Loader *l)
+{
+  MixprecConfigSettings *s = l->s;
+
+  if (s->offload_param != _MIXPREC_OFFLOAD_CPU)
+    return;
+  if (g_str_equal (s->device, "cpu"))
+    _mixprec_config_report_warning (l->report,
+                                    "%s: mixprec.device is \"cpu\", so the parameters are in host "
+                                    "memory already; there is nothing to offload", s->offload_param_path);
+  else if (s->zero_stage != 3)
+    /* DeepSpeed's rule: parameters are partitioned, and offloaded, by
+     * ZeRO-3 only. */
+    _mixprec_config_report_warning (l->report,
+                                    "%s: parameter offload applies to ZeRO stage 3 only, and "
+                                    "zero_optimization.stage is %u; the parameters stay on device "
+                                    "\"%s\"", s->offload_param_path, s->zero_stage, s->device);
+  else if (s->offload_optimizer != _MIXPREC_OFFLOAD_CPU)
+    _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_UNSUPPORTED,
+                                  "%s: parameter offload needs zero_optimization.offload_optimizer "
+                                  "{\"device\": \"cpu\"} as well: the optimizer on device \"%s\" "
+                                  "cannot update working copies kept in host memory",
+                                  s->offload_param_path, s->device);
+}
+
 static void
 resolve_rest (Loader *l)
 {
@@ -2544,6 +2638,7 @@ _mixprec_config_settings_load (MixprecConfigSettings *settings,
   resolve_scaler (&l);
   resolve_rest (&l);
   resolve_offload (&l);
+  resolve_offload_param (&l);
   resolve_fp8 (&l);
   check_optimizer_and_scheduler (&l, optimizer_ok, scheduler_ok);
 
@@ -2644,6 +2739,7 @@ _mixprec_config_settings_clear (MixprecConfigSettings *s)
   g_clear_pointer (&s->comm_backend, g_free);
   g_clear_pointer (&s->device, g_free);
   g_clear_pointer (&s->offload_path, g_free);
+  g_clear_pointer (&s->offload_param_path, g_free);
   for (guint k = 0; k < G_N_ELEMENTS (s->monitor_enabled); k++)
     {
       g_clear_pointer (&s->monitor_output_path[k], g_free);

@@ -137,6 +137,9 @@ typedef struct
   guint    offload_optimizer;     /* _MixprecOffload */
   gboolean offload_pin_memory;
   gchar   *offload_path;          /* the key that asked for it, for messages */
+  guint    offload_param;         /* _MixprecOffload: zero_optimization.offload_param */
+  gboolean offload_param_pin_memory;
+  gchar   *offload_param_path;    /* the key that asked for it, for messages */
   gboolean strict;
   guint    weight_decay_exempt;   /* _MixprecWeightDecayExempt */
   gboolean fp32_check_grad_overflow;  /* mixprec.check_grad_overflow */
@@ -174,6 +177,12 @@ typedef enum
  * optimizer state in host memory and steps there. */
 gboolean _mixprec_config_get_offload_optimizer (MixprecConfig *config);
 gboolean _mixprec_config_get_offload_pin_memory (MixprecConfig *config);
+/* TRUE for offload_param "cpu" (which the loader accepts only beside
+ * offload_optimizer "cpu"): across ranks under ZeRO-3 on a device, each
+ * rank's partition of the working copies lives in host memory between
+ * gathers. */
+gboolean _mixprec_config_get_offload_param (MixprecConfig *config);
+gboolean _mixprec_config_get_offload_param_pin_memory (MixprecConfig *config);
 
 /* mixprec.weight_decay_exempt: which parameters the optimizer's weight
  * decay skips. */

@@ -621,6 +621,16 @@ mixprec_config_to_data (MixprecConfig *self,
   json_builder_set_member_name (b, "pin_memory");
   json_builder_add_boolean_value (b, s->offload_pin_memory);
   json_builder_end_object (b);
+  json_builder_set_member_name (b, "offload_param");
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "device");
+  /* In effect under ZeRO-3 on a device (on one process the parameters are
+   * not partitioned, and stay on the device). */
+  json_builder_add_string_value (b, s->offload_param == _MIXPREC_OFFLOAD_CPU && s->zero_stage == 3 &&
+                                    !g_str_equal (s->device, "cpu") ? "cpu" : "none");
+  json_builder_set_member_name (b, "pin_memory");
+  json_builder_add_boolean_value (b, s->offload_param_pin_memory);
+  json_builder_end_object (b);
   json_builder_end_object (b);
 
   /* The optimizer as the engine will run it, every parameter shown; an
@@ -792,6 +802,20 @@ _mixprec_config_get_offload_pin_memory (MixprecConfig *self)
 {
   g_return_val_if_fail (MIXPREC_IS_CONFIG (self), FALSE);
   return self->settings.offload_pin_memory;
+}
+
+gboolean
+_mixprec_config_get_offload_param (MixprecConfig *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_CONFIG (self), FALSE);
+  return self->settings.offload_param == _MIXPREC_OFFLOAD_CPU;
+}
+
+gboolean
+_mixprec_config_get_offload_param_pin_memory (MixprecConfig *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_CONFIG (self), FALSE);
+  return self->settings.offload_param_pin_memory;
 }
 
 guint64

@@ -228,7 +228,19 @@ mixprec_engine_gather_master (MixprecEngine *self,
                                  "gathered master weights", error);
   if (whole == NULL)
     return NULL;
-  ok = _mixprec_engine_before_comm (self, error);
+  ok = TRUE;
+  /* Offloaded masters (or, without masters, working copies under
+   * offload_param) are host memory, which the device's communicator does
+   * not take: this rank's slice goes up to its place first and is
+   * gathered in place. */
+  if (g->master != NULL ? g->state_device != g->device : g->working_on_host)
+    {
+      gpointer mine = _mixprec_engine_at (whole, dtype, self->rank * UNIT_SLICE (self, u));
+
+      ok = _mixprec_device_upload (g->device, slices, dtype, mine, dtype, UNIT_SLICE (self, u), error);
+      slices = mine;
+    }
+  ok = ok && _mixprec_engine_before_comm (self, error);
   if (ok && !mixprec_comm_all_gather (self->comm, slices, whole, UNIT_SLICE (self, u), dtype, &local))
     ok = _mixprec_engine_comm_failed (error, local, "gathering master weights");
   ok = ok && _mixprec_device_download (g->device, _mixprec_engine_at (whole, dtype, e0), dtype,
@@ -498,7 +510,9 @@ mirror_group (MixprecEngine *self,
 
   _mixprec_engine_drop_mirrors (g);
   g->mirrors.copies = g_array_new (FALSE, FALSE, sizeof (HostMirror));
-  if (!add_mirror (g, g->working, n_working * mixprec_dtype_get_size (g->dtypes.working), error))
+  /* offload_param: the working slices are host memory already. */
+  if (!g->working_on_host &&
+      !add_mirror (g, g->working, n_working * mixprec_dtype_get_size (g->dtypes.working), error))
     return FALSE;
   if (_mixprec_device_memory_is_host (g->state_device))
     return TRUE;
@@ -834,6 +848,12 @@ round_working (MixprecEngine *self,
   _mixprec_engine_values_at (self, g, u, e, &master, &state_at, &working);
   if (working == NULL || master == NULL)
     return TRUE;
+  if (g->working_on_host)
+    /* offload_param: both in host memory, rounded as the step rounds. */
+    return mixprec_convert_array (MIXPREC_DTYPE_FLOAT32, master, g->dtypes.working, working, n,
+                                  stochastic ? MIXPREC_ROUNDING_STOCHASTIC : MIXPREC_ROUNDING_NEAREST_EVEN,
+                                  stochastic ? _mixprec_engine_step_seed (self, g->index) : 0,
+                                  u->index + e, error);
   if (!_mixprec_device_memory_is_host (g->device) && _mixprec_device_memory_is_host (g->state_device))
     {
       /* Offloaded masters: rounded on the host as the step rounds them,

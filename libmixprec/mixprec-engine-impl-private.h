@@ -189,6 +189,8 @@ typedef struct {
     GArray *segments;          /* Segment (one process) */
     gboolean state_local;      /* masters and optimizer state hold the slices only */
     gboolean working_local;    /* ZeRO-3: the working copy holds the slices only */
+    gboolean working_on_host;  /* ZeRO-3 with offload_param: those slices are host
+                                  memory (the engine's offload_param) */
     AccumMode accum_mode;
     guint64 slot_elements;     /* wire dtype, per staging slot */
     /* Buffers (NULL where not needed). */
@@ -256,6 +258,8 @@ typedef enum {
   BUF_HOST_STATE,
   BUF_HOST_STAGING,
   BUF_PINNED_STAGING,        /* the transfer buffers in the device's pinned memory */
+  BUF_HOST_WORKING,          /* offload_param: ZeRO-3's working slices */
+  BUF_PINNED_WORKING,        /* the same in the device's pinned memory */
   BUF_FP8,                   /* FP8 working copies */
   BUF_FP8_SCALES,            /* their MX block scales */
   BUF_FP8_GATHERED,          /* ZeRO-3: FP8 copies (and scales) gathered */
@@ -331,6 +335,9 @@ struct _MixprecEngine
   gboolean overlap;
   gboolean offload;          /* masters and optimizer state in host memory */
   gboolean offload_pinned;   /* its transfer buffers in the device's pinned memory */
+  gboolean offload_param;    /* ZeRO-3 across ranks on a device: the working
+                                slices in host memory between gathers */
+  gboolean offload_param_pinned;  /* ... in the device's pinned memory */
   gpointer offload_transfers;  /* the transfer thread, from the first offloaded
                                   step to finalize (mixprec-engine-offload.c) */
 
@@ -483,7 +490,8 @@ void _mixprec_engine_add_shape_bytes (guint64                      *bytes,
                                       guint                         n_slots,
                                       const _MixprecRepresentation *repr,
                                       gboolean                      offload,
-                                      gboolean                      pinned);
+                                      gboolean                      pinned,
+                                      BufferKind                    working_kind);
 
 /* ---------------------------------------------------------------- representations
  * (mixprec-engine-represent.c) */
@@ -635,13 +643,30 @@ gboolean _mixprec_engine_offload_run (MixprecEngine     *self,
  * bandwidth and two of them stay small beside the model. */
 #define _MIXPREC_OFFLOAD_BUCKET_ELEMENTS _MIXPREC_SLOT_MAX_ELEMENTS
 guint64 _mixprec_engine_offload_elements (const GroupShape *shape);
+/* The kind of the working copies' buffer: the device's, or host memory
+ * (pinned or not) with offload_param. */
+BufferKind _mixprec_engine_working_kind (MixprecEngine *self);
 /* Whether the offload transfer buffers come from the device's pinned host
  * memory: offload_optimizer.pin_memory on a device of plugin revision 2
  * (for a plan, on the configured device when this registry has it, else
  * as pin_memory says). Warns, on a real engine, when pin_memory asks for
  * what the device lacks. */
 gboolean _mixprec_engine_offload_pinned (MixprecEngine *self,
+                                         gboolean       pin_memory,
+                                         const gchar   *key,
                                          gboolean       plan_only);
+/* What an all-gather of @u's slices of @local (a sharded buffer of @g's
+ * working dtype) into @dst (@u's padded elements on the device) sends
+ * from: the slice itself in device memory; a slice of offloaded
+ * parameters (host memory, which the device's communicator does not
+ * take) is copied up to its place in @dst first, and gathered in place.
+ * NULL with @error set when that copy failed. */
+gconstpointer _mixprec_engine_offload_slice_send (MixprecEngine *self,
+                                                  Group         *g,
+                                                  const Unit    *u,
+                                                  gconstpointer  local,
+                                                  gpointer       dst,
+                                                  GError       **error);
 /* Joins the offload transfer thread, if one was started. */
 void _mixprec_engine_offload_stop (MixprecEngine *self);
 

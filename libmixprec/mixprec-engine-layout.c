@@ -31,6 +31,8 @@ const gchar * const _mixprec_engine_buffer_names[N_BUFS] = {
   [BUF_HOST_STATE] = "optimizer state (host)",
   [BUF_HOST_STAGING] = "offload staging (host)",
   [BUF_PINNED_STAGING] = "offload staging, pinned (host)",
+  [BUF_HOST_WORKING] = "working copies (host)",
+  [BUF_PINNED_WORKING] = "working copies, pinned (host)",
   [BUF_FP8] = "FP8 working copies",
   [BUF_FP8_SCALES] = "FP8 block scales",
   [BUF_FP8_GATHERED] = "gathered FP8 working copies",
@@ -60,8 +62,9 @@ _mixprec_engine_alloc (MixprecEngine  *self,
       return NULL;
     }
   bytes = (gsize) numel * elem_size;
-  p = kind == BUF_PINNED_STAGING ? _mixprec_device_host_alloc (self->device, MAX (bytes, 1), what, error)
-                                 : _mixprec_device_alloc (device, MAX (bytes, 1), what, error);
+  p = kind == BUF_PINNED_STAGING || kind == BUF_PINNED_WORKING
+      ? _mixprec_device_host_alloc (self->device, MAX (bytes, 1), what, error)
+      : _mixprec_device_alloc (device, MAX (bytes, 1), what, error);
   if (p == NULL)
     return NULL;
   g_hash_table_insert (self->allocations, p,
@@ -86,7 +89,8 @@ _mixprec_engine_free (MixprecEngine  *self,
 
       self->buf_bytes[packed & _MIXPREC_BUF_KIND_MASK] -= packed >> _MIXPREC_BUF_KIND_BITS;
       /* Pinned memory goes back to the device that gave it. */
-      if ((packed & _MIXPREC_BUF_KIND_MASK) == BUF_PINNED_STAGING)
+      if ((packed & _MIXPREC_BUF_KIND_MASK) == BUF_PINNED_STAGING ||
+          (packed & _MIXPREC_BUF_KIND_MASK) == BUF_PINNED_WORKING)
         {
           _mixprec_device_host_free (self->device, buffer);
           return;
@@ -269,10 +273,19 @@ _mixprec_engine_group_shape (const _MixprecParamDTypes *dt,
     }
 }
 
+BufferKind
+_mixprec_engine_working_kind (MixprecEngine *self)
+{
+  if (!self->offload_param)
+    return BUF_WORKING;
+  return self->offload_param_pinned ? BUF_PINNED_WORKING : BUF_HOST_WORKING;
+}
+
 guint64
 _mixprec_engine_offload_elements (const GroupShape *shape)
 {
-  return MAX (MIN (shape->padded, _MIXPREC_OFFLOAD_BUCKET_ELEMENTS), 1);
+  /* The elements this rank steps: its slices from ZeRO-1 on. */
+  return MAX (MIN (shape->state, _MIXPREC_OFFLOAD_BUCKET_ELEMENTS), 1);
 }
 
 void
@@ -282,7 +295,8 @@ _mixprec_engine_add_shape_bytes (guint64                      *bytes,
                                  guint                         n_slots,
                                  const _MixprecRepresentation *repr,
                                  gboolean                      offload,
-                                 gboolean                      pinned)
+                                 gboolean                      pinned,
+                                 BufferKind                    working_kind)
 {
   gsize wsize = mixprec_dtype_get_size (dt->working);
 
@@ -299,7 +313,7 @@ _mixprec_engine_add_shape_bytes (guint64                      *bytes,
   bytes[s->master_format == MIXPREC_PLUGIN_MASTER_KAHAN ? BUF_KAHAN : BUF_REMAINDERS] +=
     s->master_extra * sizeof (guint16);
 
-  bytes[BUF_WORKING] += s->working * wsize;
+  bytes[working_kind] += s->working * wsize;
   bytes[BUF_PERSISTENT] += s->persistent * wsize;
   bytes[BUF_GRADIENTS] += s->grad * mixprec_dtype_get_size (dt->grad);
   bytes[BUF_ACCUM] += s->accum * mixprec_dtype_get_size (dt->accum);
@@ -512,6 +526,7 @@ _mixprec_engine_group_new (MixprecEngine *self,
   g->external = _mixprec_param_is_external (p);
   g->device = _mixprec_device_ref (self->device);
   g->state_device = self->offload ? NULL : _mixprec_device_ref (self->device);
+  g->working_on_host = self->offload_param;
   g->params = g_ptr_array_new ();
   g->segments = g_array_new (FALSE, FALSE, sizeof (Segment));
   return g;
@@ -542,7 +557,7 @@ _mixprec_engine_layout_free (MixprecEngine *self,
       g_free (g->state_scales);
     }
   _mixprec_engine_free (self, g->state_device, g->master_extra);
-  _mixprec_engine_free (self, g->device, g->working);
+  _mixprec_engine_free (self, g->working_on_host ? NULL : g->device, g->working);
   _mixprec_engine_free (self, g->device, g->persistent);
   _mixprec_engine_free (self, g->device, g->grad);
   _mixprec_engine_free (self, g->device, g->accum);
@@ -590,7 +605,7 @@ init_remainders (MixprecEngine *self, Group *g, MixprecParam *p, const Unit *u, 
   if (g->working_local)
     {
       if (lo < hi &&
-          !_mixprec_device_upload (self->device, work + (lo - e0), MIXPREC_DTYPE_BFLOAT16,
+          !_mixprec_device_upload (g->working_on_host ? NULL : self->device, work + (lo - e0), MIXPREC_DTYPE_BFLOAT16,
                                    _mixprec_engine_local_at (self, u, g->working, g->dtypes.working, lo),
                                    g->dtypes.working, hi - lo, error))
         return FALSE;
@@ -649,7 +664,7 @@ init_param (MixprecEngine *self,
   if (g->working_local)
     {
       if (lo < hi &&
-          !_mixprec_device_upload (self->device, v + (lo - e0) * isize, init->dtype,
+          !_mixprec_device_upload (g->working_on_host ? NULL : self->device, v + (lo - e0) * isize, init->dtype,
                                    _mixprec_engine_local_at (self, u, g->working, g->dtypes.working, lo),
                                    g->dtypes.working, hi - lo, error))
         return FALSE;
@@ -694,7 +709,8 @@ _mixprec_engine_layout_group (MixprecEngine *self,
   g->slot_elements = shape.slot_elements;
 
   if (shape.working &&
-      (g->working = _mixprec_engine_alloc (self, self->device, shape.working, wsize, BUF_WORKING, error)) == NULL)
+      (g->working = _mixprec_engine_alloc (self, g->working_on_host ? NULL : self->device, shape.working, wsize,
+                                           _mixprec_engine_working_kind (self), error)) == NULL)
     return FALSE;
   if (shape.persistent &&
       (g->persistent = _mixprec_engine_alloc (self, self->device, shape.persistent, wsize, BUF_PERSISTENT, error)) == NULL)
@@ -737,7 +753,7 @@ _mixprec_engine_layout_group (MixprecEngine *self,
         return FALSE;
     }
   _mixprec_engine_add_shape_bytes (self->buf_plan, &g->dtypes, &shape, n_slots, &self->repr,
-                                   self->offload, self->offload_pinned);
+                                   self->offload, self->offload_pinned, _mixprec_engine_working_kind (self));
 
   g->hparams = g_memdup2 (self->hparams, sizeof (gdouble) * MAX (self->n_hparams, 1));
   if (self->weight_decay_index >= 0)

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "mixprec.h"
+#include "mixprec-config-private.h"
 #include "mixprec-engine-impl-private.h"
 #include "mixprec-engine-private.h"
 
@@ -78,7 +79,8 @@ report_of (const guint64 *bytes)
 {
   MixprecMemoryReport r = { 0 };
 
-  r.working = bytes[BUF_WORKING] + bytes[BUF_PERSISTENT] + bytes[BUF_FP8] + bytes[BUF_FP8_SCALES];
+  r.working = bytes[BUF_WORKING] + bytes[BUF_HOST_WORKING] + bytes[BUF_PINNED_WORKING] +
+              bytes[BUF_PERSISTENT] + bytes[BUF_FP8] + bytes[BUF_FP8_SCALES];
   r.gradients = bytes[BUF_GRADIENTS];
   r.accumulation = bytes[BUF_ACCUM];
   r.masters = bytes[BUF_MASTERS] + bytes[BUF_HOST_MASTERS] + bytes[BUF_REMAINDERS] + bytes[BUF_KAHAN];
@@ -152,7 +154,12 @@ mixprec_engine_get_memory_report (MixprecEngine *self)
  *   device's, and "offload staging (host)": the two host buffers a bucket
  *   of gradients comes down into and its working copies go up from
  *   ("offload staging, pinned (host)" when offload_optimizer.pin_memory
- *   is true and the device plugin provides page-locked host memory).
+ *   is true and the device plugin provides page-locked host memory);
+ *   with zero_optimization.offload_param "cpu" as well, under ZeRO-3
+ *   across ranks (Since: 1.1), "working copies (host)" in place of the
+ *   device's working copies: this rank's slices, copied up as they are
+ *   gathered ("working copies, pinned (host)" when offload_param.pin_memory
+ *   is true and the device has pinned memory).
  *   Every other buffer is in the device's memory (on the "cpu" device,
  *   everything is host memory).
  *
@@ -259,15 +266,15 @@ plan_bytes (MixprecConfig *config,
   stage = pg.stage;
   fp8 = pg.fp8;
   mx = pg.mx;
-  if (probe->offload && world > 1)
-    {
-      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
-                   "zero_optimization.offload_optimizer: optimizer offload runs on one "
-                   "process only for now, not on %u ranks", world);
-      return FALSE;
-    }
+  /* The probe is one process; the working slices of ZeRO-3 across ranks
+   * are the host's under offload_param. */
+  probe->offload_param = probe->offload && stage >= 3 && _mixprec_config_get_offload_param (config);
+  probe->offload_param_pinned = probe->offload_param &&
+                                _mixprec_engine_offload_pinned (probe, _mixprec_config_get_offload_param_pin_memory (config),
+                                                                "zero_optimization.offload_param.pin_memory", TRUE);
   _mixprec_engine_add_shape_bytes (bytes, dt, shape, mixprec_feature_get_n_state_slots (probe->optimizer),
-                                   &probe->repr, probe->offload, probe->offload_pinned);
+                                   &probe->repr, probe->offload, probe->offload_pinned,
+                                   _mixprec_engine_working_kind (probe));
   if (stage >= 3)
     {
       /* What the trainer holds gathered, plus the prefetch window, never
@@ -408,6 +415,17 @@ mixprec_memory_plan_list_buffers (MixprecConfig *config,
  * @masters, the state slots to @optimizer_state; @accumulation and
  * @communication stay 0.
  *
+ * With zero_optimization.offload_optimizer "cpu" on a device, ZeRO-Offload's
+ * split (the model states of DeepSpeed's
+ * estimate_zero2_model_states_mem_needs() and
+ * estimate_zero3_model_states_mem_needs(), without their buffer factor):
+ * the device holds the working copies only (2 Ψ, ZeRO-3 2 Ψ / N), and host
+ * memory the rank's partition of the masters, the optimizer state and an
+ * FP32 copy of the gradients, which @gradients then counts (4 Ψ / N): 16 Ψ
+ * / N for Adam. With offload_param "cpu" under ZeRO-3 the working
+ * partition (@working, 2 Ψ / N) is in host memory too: 18 Ψ / N there.
+ * Since 1.1.
+ *
  * Returns: (transfer full): the formula's bytes per rank, or %NULL with
  *   @error set
  *
@@ -433,7 +451,12 @@ mixprec_memory_plan_new_deepspeed (MixprecConfig *config,
   stage = world_size > 1 ? mixprec_config_get_zero_stage (config) : 0;
   n = world_size;
   r.working = (guint64) (psi * mixprec_dtype_get_size (dt.working) / (stage >= 3 ? n : 1));
-  r.gradients = (guint64) (psi * mixprec_dtype_get_size (dt.working) / (stage >= 2 ? n : 1));
+  /* Offloaded, DeepSpeed reduces the gradients bucket by bucket into an
+   * FP32 partition in host memory, beside the masters. */
+  if (probe->offload)
+    r.gradients = (guint64) (psi * sizeof (gfloat) / (stage >= 1 ? n : 1));
+  else
+    r.gradients = (guint64) (psi * mixprec_dtype_get_size (dt.working) / (stage >= 2 ? n : 1));
   /* DeepSpeed keeps FP32 masters where libmixprec keeps them as
    * remainders or compensates instead. */
   r.masters = (guint64) (psi * (dt.has_master || _mixprec_engine_master_format (&probe->repr, &dt) !=

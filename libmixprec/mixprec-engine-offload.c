@@ -1,7 +1,11 @@
 /* mixprec-engine-offload.c — ZeRO-Offload: the optimizer's pass over
  * masters and state in host memory, the gradients brought down and the
  * working copies sent up bucket by bucket on a transfer thread of the
- * engine's, and the host buffers those buckets use. */
+ * engine's, and the host buffers those buckets use. Across ranks the pass
+ * covers this rank's part only (its partition from ZeRO-1 on): the
+ * collectives stay in device memory. With offload_param (ZeRO-3) the
+ * working partition is host memory too: the pass writes it in place, and
+ * a gather sends it up first (_mixprec_engine_offload_slice_send()). */
 #include "config.h"
 
 #include "mixprec.h"
@@ -41,14 +45,17 @@ typedef struct {
 
 /* Where a bucket's working copy is on the device, and whether it comes
  * down too (no host master: it is the value the optimizer updates, the
- * FP32 working copy, or the low-precision one). */
+ * FP32 working copy, or the low-precision one). NULL with offload_param:
+ * the working copy is host memory, which the step updates in place. */
 static gpointer
 bucket_device_working (Group *g, const Bucket *b, gboolean *down)
 {
   const OptPiece *p = b->piece;
   gpointer base = !g->dtypes.has_master && p->master != NULL ? (gpointer) p->master : p->working;
 
-  *down = !g->dtypes.has_master;
+  *down = !g->dtypes.has_master && !g->working_on_host;
+  if (g->working_on_host)
+    return NULL;
   return base != NULL ? _mixprec_engine_at (base, g->dtypes.working, b->off) : NULL;
 }
 
@@ -190,11 +197,13 @@ _mixprec_engine_offload_stop (MixprecEngine *self)
 
 gboolean
 _mixprec_engine_offload_pinned (MixprecEngine *self,
+                                gboolean       pin_memory,
+                                const gchar   *key,
                                 gboolean       plan_only)
 {
   const gchar *name = mixprec_config_get_device (self->config);
 
-  if (!_mixprec_config_get_offload_pin_memory (self->config))
+  if (!pin_memory)
     return FALSE;
   if (plan_only)
     {
@@ -208,9 +217,9 @@ _mixprec_engine_offload_pinned (MixprecEngine *self,
     }
   if (_mixprec_device_has_pinned (self->device))
     return TRUE;
-  g_warning ("zero_optimization.offload_optimizer.pin_memory: device '%s' comes from a plugin "
-             "of device revision 1, which has no pinned host memory; the offloaded buffers are "
-             "pageable", _mixprec_device_get_name (self->device));
+  g_warning ("%s: device '%s' comes from a plugin of device revision 1, which has no pinned "
+             "host memory; the offloaded buffers are pageable", key,
+             _mixprec_device_get_name (self->device));
   return FALSE;
 }
 
@@ -284,7 +293,13 @@ _mixprec_engine_offload_run (MixprecEngine     *self,
       /* Buckets are multiples of any block size (or a whole piece). */
       if (self->repr.block_size > 0)
         host.scale_at = p->scale_at + b->off / self->repr.block_size;
-      if (g->dtypes.has_master)
+      if (g->working_on_host)
+        {
+          /* offload_param: every buffer of the piece is the host's. */
+          host.master = p->master != NULL ? p->master + b->off : NULL;
+          host.working = p->working != NULL ? _mixprec_engine_at (p->working, g->dtypes.working, b->off) : NULL;
+        }
+      else if (g->dtypes.has_master)
         {
           host.master = p->master + b->off;
           host.working = p->working != NULL ? hwork : NULL;
@@ -319,6 +334,28 @@ _mixprec_engine_offload_run (MixprecEngine     *self,
       return FALSE;
     }
   return TRUE;
+}
+
+gconstpointer
+_mixprec_engine_offload_slice_send (MixprecEngine *self,
+                                    Group         *g,
+                                    const Unit    *u,
+                                    gconstpointer  local,
+                                    gpointer       dst,
+                                    GError       **error)
+{
+  MixprecDType dtype = g->dtypes.working;
+  guint64 slice = UNIT_SLICE (self, u);
+  gpointer mine;
+
+  if (!g->working_on_host)
+    return _mixprec_engine_at ((gpointer) local, dtype, u->local);
+  mine = _mixprec_engine_at (dst, dtype, (guint64) self->rank * slice);
+  if (!_mixprec_device_copy (g->device, mine, _mixprec_engine_at ((gpointer) local, dtype, u->local),
+                             slice * mixprec_dtype_get_size (dtype), MIXPREC_PLUGIN_COPY_HOST_TO_DEVICE,
+                             error))
+    return NULL;
+  return mine;
 }
 
 /* ---------------------------------------------------------------- the offload's part */

@@ -73,17 +73,19 @@ refresh_persistent (MixprecEngine *self,
 
   if (g->persistent == NULL)
     return TRUE;
-  if (!_mixprec_engine_before_comm (self, error))
-    return FALSE;
   for (guint k = 0; k < g->units->len; k++)
     {
       const Unit *u = &g_array_index (g->units, Unit, k);
+      gpointer whole = _mixprec_engine_at (g->persistent, g->dtypes.working, u->persist_at);
+      gconstpointer send;
 
       if (!u->persistent || u->padded == 0)
         continue;
-      if (!mixprec_comm_all_gather (self->comm, _mixprec_engine_at (g->working, g->dtypes.working, u->local),
-                                    _mixprec_engine_at (g->persistent, g->dtypes.working, u->persist_at),
-                                    UNIT_SLICE (self, u), g->dtypes.working, &local))
+      /* offload_param: the slice comes up from host memory first. */
+      send = _mixprec_engine_offload_slice_send (self, g, u, g->working, whole, error);
+      if (send == NULL || !_mixprec_engine_before_comm (self, error))
+        return FALSE;
+      if (!mixprec_comm_all_gather (self->comm, send, whole, UNIT_SLICE (self, u), g->dtypes.working, &local))
         return _mixprec_engine_comm_failed (error, local, "gathering persistent parameters");
     }
   return TRUE;

@@ -55,6 +55,7 @@ start_gather (MixprecEngine *self,
               GError       **error)
 {
   GError *local = NULL;
+  gconstpointer send;
 
   if (g->fp8.enabled)
     {
@@ -73,11 +74,17 @@ start_gather (MixprecEngine *self,
     }
   u->zero3.gathered = _mixprec_engine_alloc (self, g->device, u->padded, mixprec_dtype_get_size (g->dtypes.working),
                                        BUF_GATHERED, error);
-  if (u->zero3.gathered == NULL || !_mixprec_engine_before_comm (self, error))
+  if (u->zero3.gathered == NULL)
     return FALSE;
-  u->zero3.gathering = mixprec_comm_all_gather_start (self->comm,
-                                                _mixprec_engine_at (g->working, g->dtypes.working, u->local),
-                                                u->zero3.gathered, UNIT_SLICE (self, u), g->dtypes.working, &local);
+  /* offload_param: the slice comes up from host memory first. */
+  send = _mixprec_engine_offload_slice_send (self, g, u, g->working, u->zero3.gathered, error);
+  if (send == NULL || !_mixprec_engine_before_comm (self, error))
+    {
+      _mixprec_engine_free (self, g->device, g_steal_pointer (&u->zero3.gathered));
+      return FALSE;
+    }
+  u->zero3.gathering = mixprec_comm_all_gather_start (self->comm, send, u->zero3.gathered,
+                                                      UNIT_SLICE (self, u), g->dtypes.working, &local);
   if (u->zero3.gathering == NULL)
     {
       _mixprec_engine_free (self, g->device, g_steal_pointer (&u->zero3.gathered));

@@ -362,7 +362,11 @@ check_comm_device (MixprecEngine *self,
 
 /* zero_optimization.offload_optimizer "cpu" on a device: the masters and
  * the optimizer state in host memory, stepped by the cpu optimizer. (A
- * plan has no device open and asks about the configured one.) */
+ * plan has no device open and asks about the configured one.) Across
+ * ranks nothing else changes: the gradients are reduced and the working
+ * copies gathered in device memory, as without offload; each rank's
+ * masters and state are those of the elements it steps (its shard from
+ * ZeRO-1 on), and only they live on the host. */
 static gboolean
 check_offload (MixprecEngine *self,
                gboolean       plan_only,
@@ -372,19 +376,25 @@ check_offload (MixprecEngine *self,
                                  : !_mixprec_device_memory_is_host (self->device);
 
   self->offload = on_device && _mixprec_config_get_offload_optimizer (self->config);
-  self->offload_pinned = self->offload && _mixprec_engine_offload_pinned (self, plan_only);
-  if (self->offload && self->world > 1)
-    {
-      /* Masters and state in host memory cannot travel over the device's
-       * communicator, which ZeRO's collectives on them would need. */
-      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
-                   "zero_optimization.offload_optimizer: optimizer offload runs on one "
-                   "process only for now, not on %u ranks; remove it (the optimizer then "
-                   "stays on device '%s')", self->world,
-                   self->device != NULL ? _mixprec_device_get_name (self->device)
-                                        : mixprec_config_get_device (self->config));
-      return FALSE;
-    }
+  self->offload_pinned = self->offload &&
+                         _mixprec_engine_offload_pinned (self, _mixprec_config_get_offload_pin_memory (self->config),
+                                                         "zero_optimization.offload_optimizer.pin_memory",
+                                                         plan_only);
+  /* offload_param: ZeRO-3's partitions of the working copies in host
+   * memory too (the loader accepts it only beside offload_optimizer). On
+   * one process nothing is partitioned, and the parameters stay on the
+   * device, as DeepSpeed's ZeRO-3 on one GPU gathers nothing either. */
+  self->offload_param = self->offload && self->stage >= 3 && _mixprec_config_get_offload_param (self->config);
+  if (!plan_only && self->offload && self->world == 1 && _mixprec_config_get_offload_param (self->config) &&
+      mixprec_config_get_zero_stage (self->config) == 3)
+    g_message ("zero_optimization.offload_param: one process partitions nothing, so the parameters "
+               "stay whole on device '%s'; only the optimizer is offloaded",
+               _mixprec_device_get_name (self->device));
+  self->offload_param_pinned = self->offload_param &&
+                               _mixprec_engine_offload_pinned (self,
+                                                               _mixprec_config_get_offload_param_pin_memory (self->config),
+                                                               "zero_optimization.offload_param.pin_memory",
+                                                               plan_only);
   return TRUE;
 }
 

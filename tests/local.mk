@@ -561,6 +561,23 @@ tests_test_zero_LDADD = $(tests_internal_ldadd) -lm
 TESTS += tests/test-zero
 endif
 
+# --- ZeRO-Offload across processes on the hostdev test device (whose
+# plugin registers comm-ucx for it): bitwise against the all-device run,
+# checkpoints both ways, the corpus's offload templates (needs UCX)
+if HAVE_UCX
+check_PROGRAMS += tests/test-offload-ranks
+tests_test_offload_ranks_SOURCES = tests/test-offload-ranks.c tests/multiproc.c tests/multiproc.h
+tests_test_offload_ranks_CPPFLAGS = $(tests_internal_cppflags)
+tests_test_offload_ranks_LDADD = $(tests_internal_ldadd) -lm
+EXTRA_tests_test_offload_ranks_DEPENDENCIES = tests/device-plugins/mixprec-test-hostdev.la \
+	plugins/mixprec-comm-ucx.la
+TESTS += tests/test-offload-ranks
+if HAVE_CUDA
+TESTS += tests/test-offload-ranks-cuda.sh
+endif
+endif
+EXTRA_DIST += tests/test-offload-ranks-cuda.sh
+
 # --- low-precision transport, FP32 sums: bf16 contributions summed over
 # 2, 3, 4 and 8 ranks against an FP64 reference (needs the UCX comm plugin)
 if HAVE_UCX

@@ -645,6 +645,12 @@ static const InvalidCase invalid_cases[] = {
   { "{\"zero_optimization\": {\"offload_optimizer\": {\"device\": \"cpu\", \"pin_memroy\": true}}}", "zero_optimization.offload_optimizer.pin_memroy", "did you mean pin_memory?", MIXPREC_CONFIG_ERROR_UNKNOWN_KEY },
   { "{\"zero_optimization\": {\"cpu_offload\": true, \"offload_optimizer\": {\"device\": \"cpu\"}}}", "zero_optimization.cpu_offload", "give only one", MIXPREC_CONFIG_ERROR_CONFLICT },
   { "{\"zero_optimization\": {\"cpu_offload\": 1}}", "zero_optimization.cpu_offload", "true or false", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"zero_optimization\": {\"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"/local_nvme\"}}}", "zero_optimization.offload_param.device", "ZeRO-Infinity", MIXPREC_CONFIG_ERROR_UNSUPPORTED },
+  { "{\"zero_optimization\": {\"offload_param\": {\"device\": \"gpu\"}}}", "zero_optimization.offload_param.device", "one of \"none\", \"cpu\", \"nvme\"", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"zero_optimization\": {\"offload_param\": \"cpu\"}}", "zero_optimization.offload_param", "a JSON object", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"zero_optimization\": {\"offload_param\": {\"device\": \"cpu\", \"pin_memory\": 1}}}", "zero_optimization.offload_param.pin_memory", "true or false", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"zero_optimization\": {\"cpu_offload_param\": true, \"offload_param\": {\"device\": \"cpu\"}}}", "zero_optimization.cpu_offload_param", "give only one", MIXPREC_CONFIG_ERROR_CONFLICT },
+  { "{\"mixprec\": {\"device\": \"cuda\"}, \"zero_optimization\": {\"stage\": 3, \"offload_param\": {\"device\": \"cpu\"}}}", "zero_optimization.offload_param", "needs zero_optimization.offload_optimizer", MIXPREC_CONFIG_ERROR_UNSUPPORTED },
   { "[]", "(top level)", "must be a JSON object", MIXPREC_CONFIG_ERROR_PARSE },
   { "{\"fp16\": {\"enabled\": tru}}", "fp16.enabled", "line 1, column 22", MIXPREC_CONFIG_ERROR_PARSE },
   /* fp8 */
@@ -1127,6 +1133,54 @@ test_config_offload_optimizer (void)
 
   ratio = load ("{\"zero_optimization\": {\"offload_optimizer\": {\"device\": \"cpu\", \"ratio\": 0.3}}}");
   g_assert_true (warned (ratio, "zero_optimization.offload_optimizer.ratio: "));
+}
+
+/* zero_optimization.offload_param: "cpu" keeps ZeRO-3's partitions of the
+ * working copies in host memory on a device, beside an offloaded
+ * optimizer (which the loader requires: refused above without it). On the
+ * cpu device, or below ZeRO-3 (DeepSpeed's rule), a warning says that
+ * nothing moves, and the resolved config shows "none". */
+static void
+test_config_offload_param (void)
+{
+  static const struct {
+    const gchar *json;
+    const gchar *warning;      /* NULL: none about offload_param */
+    const gchar *in_effect;
+  } cases[] = {
+    { "{\"zero_optimization\": {\"stage\": 3, \"offload_optimizer\": {\"device\": \"cpu\"},"
+      " \"offload_param\": {\"device\": \"cpu\"}}}", "nothing to offload", "none" },
+    { "{\"zero_optimization\": {\"stage\": 3, \"cpu_offload_param\": true}}", "nothing to offload", "none" },
+    { "{\"mixprec\": {\"device\": \"cuda\"}, \"zero_optimization\": {\"stage\": 2,"
+      " \"offload_optimizer\": {\"device\": \"cpu\"}, \"offload_param\": {\"device\": \"cpu\"}}}",
+      "ZeRO stage 3 only", "none" },
+    { "{\"mixprec\": {\"device\": \"cuda\"}, \"zero_optimization\": {\"stage\": 3,"
+      " \"offload_optimizer\": {\"device\": \"cpu\"}, \"offload_param\": {\"device\": \"cpu\","
+      " \"pin_memory\": true}}}", NULL, "cpu" },
+    { "{\"mixprec\": {\"device\": \"cuda\"}, \"zero_optimization\": {\"stage\": 3,"
+      " \"offload_param\": {\"device\": \"none\", \"nvme_path\": null, \"buffer_count\": 5,"
+      " \"buffer_size\": 100000000, \"max_in_cpu\": 1000000000}}}", NULL, "none" },
+  };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autoptr(MixprecConfig) c = load (cases[i].json);
+      g_autofree gchar *data = mixprec_config_to_data (c, NULL);
+      g_autofree gchar *pattern = g_strdup_printf ("\"offload_param\" *: *\\{\\s*\"device\" *: *\"%s\"",
+                                                   cases[i].in_effect);
+      GStrv w = mixprec_config_get_warnings (c);
+      gboolean found = FALSE;
+
+      for (guint k = 0; w[k] != NULL; k++)
+        if (strstr (w[k], "offload_param") != NULL)
+          {
+            g_assert_nonnull (cases[i].warning);
+            g_assert_nonnull (strstr (w[k], cases[i].warning));
+            found = TRUE;
+          }
+      g_assert_true (found == (cases[i].warning != NULL));
+      g_assert_true (g_regex_match_simple (pattern, data, 0, 0));
+    }
 }
 
 static void
@@ -2621,6 +2675,7 @@ main (int argc, char **argv)
   g_test_add_func ("/config/malformed/files", test_config_file_errors);
   g_test_add_func ("/config/warnings", test_config_warnings);
   g_test_add_func ("/config/offload-optimizer", test_config_offload_optimizer);
+  g_test_add_func ("/config/offload-param", test_config_offload_param);
   g_test_add_func ("/config/corpus/zero2-fp16-warmup", test_config_corpus_zero2_fp16);
   g_test_add_func ("/config/corpus/zero3-bf16-offload", test_config_corpus_zero3_bf16);
   g_test_add_func ("/config/corpus/autocast-bf16", test_config_corpus_autocast);

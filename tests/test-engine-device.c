@@ -527,14 +527,21 @@ test_offload_checkpoint (void)
   remove_tree (dir);
 }
 
-/* Offload is one process only for now: refused on ranks, naming the key. */
+/* The plan of an offloading engine: masters and state in host memory, on
+ * one process and, across ranks, each rank's partition of them (the
+ * engine's own buffers across ranks: tests/test-offload-ranks.c). */
 static void
 test_offload_plan (void)
 {
   g_autofree gchar *json = offloaded ("{\"train_micro_batch_size_per_gpu\": 1, \"bf16\": {\"enabled\": true},"
                                       " \"mixprec\": {\"device\": \"cuda\"}}");
+  g_autofree gchar *json2 = g_strdup_printf ("%.*s, \"stage\": 2}}", (int) strlen (json) - 2, json);
   g_autoptr(GError) error = NULL;
   g_autoptr(MixprecConfig) config = mixprec_config_new_from_data (json, -1, &error);
+  g_autoptr(MixprecConfig) config2 = mixprec_config_new_from_data (json2, -1, &error);
+  /* One unit, padded to a multiple of 2 ranks * 4096, halved. */
+  guint64 part = (1000000 + 8191) / 8192 * 8192 / 2;
+  guint found = 0;
   g_autoptr(GPtrArray) one = NULL;
   g_autoptr(GPtrArray) two = NULL;
   guint64 n = 1000000;
@@ -555,10 +562,28 @@ test_offload_plan (void)
       else
         g_assert_false (g_str_has_suffix (b->name, "(host)"));
     }
-  two = mixprec_memory_plan_list_buffers (config, &n, 1, 2, 0, &error);
-  g_assert_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT);
-  g_assert_nonnull (strstr (error->message, "zero_optimization.offload_optimizer"));
-  g_assert_null (two);
+  g_assert_no_error (error);
+  two = mixprec_memory_plan_list_buffers (config2, &n, 1, 2, 0, &error);
+  g_assert_no_error (error);
+  for (guint i = 0; i < two->len; i++)
+    {
+      MixprecMemoryBuffer *b = g_ptr_array_index (two, i);
+
+      if (g_str_equal (b->name, "FP32 master weights (host)"))
+        g_assert_cmpuint (b->planned_bytes, ==, part * 4);
+      else if (g_str_equal (b->name, "optimizer state (host)"))
+        g_assert_cmpuint (b->planned_bytes, ==, part * 8);
+      else if (g_str_equal (b->name, "offload staging, pinned (host)"))
+        /* FP32 accumulated gradients and bf16 working copies. */
+        g_assert_cmpuint (b->planned_bytes, ==, 2 * part * (4 + 2));
+      else
+        {
+          g_assert_false (g_str_has_suffix (b->name, "(host)"));
+          continue;
+        }
+      found++;
+    }
+  g_assert_cmpuint (found, ==, 3);
 }
 
 /* The staging buffers the plan names: pinned when pin_memory is true (the
@@ -642,6 +667,38 @@ buffer_bytes (MixprecEngine *engine, const gchar *name)
         }
     }
   return 0;
+}
+
+/* offload_param on one process: nothing is partitioned, so the parameters
+ * stay on the device and only the optimizer is offloaded, which the
+ * engine says (parameter offload across ranks: test-offload-ranks.c). */
+static void
+test_offload_param_one_process (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(_MixprecDevice) device = open_device_or_skip ();
+  g_autoptr(MixprecEngine) engine = NULL;
+  g_autoptr(GPtrArray) buffers = NULL;
+
+  if (device == NULL)
+    return;
+  g_test_expect_message ("Mixprec", G_LOG_LEVEL_MESSAGE,
+                         "zero_optimization.offload_param: one process partitions nothing*");
+  engine = new_engine ("{\"train_micro_batch_size_per_gpu\": 1, \"bf16\": {\"enabled\": true},"
+                       " \"mixprec\": {\"device\": \"cuda\"}, \"zero_optimization\": {\"stage\": 3,"
+                       " \"offload_optimizer\": {\"device\": \"cpu\"}, \"offload_param\": {\"device\": \"cpu\"}}}",
+                       device, &error);
+  g_assert_no_error (error);
+  g_test_assert_expected_messages ();
+  g_assert_true (engine->offload);
+  g_assert_false (engine->offload_param);
+  register_params (engine);
+  buffers = mixprec_engine_list_buffers (engine);
+  for (guint i = 0; i < buffers->len; i++)
+    g_assert_false (g_str_has_prefix (((MixprecMemoryBuffer *) g_ptr_array_index (buffers, i))->name,
+                                      "working copies,"));
+  g_assert_cmpuint (buffer_bytes (engine, "working copies"), >, 0);
+  g_assert_cmpuint (buffer_bytes (engine, "working copies (host)"), ==, 0);
 }
 
 /* pin_memory on a device of revision 2: the four staging buffers of each
@@ -1124,6 +1181,7 @@ main (int argc, char **argv)
     }
   g_test_add_func ("/engine-device/offload/checkpoint", test_offload_checkpoint);
   g_test_add_func ("/engine-device/offload/plan", test_offload_plan);
+  g_test_add_func ("/engine-device/offload/param-one-process", test_offload_param_one_process);
   /* The error paths and the allocation counts are the hostdev plugin's. */
   if (g_str_equal (device_under_test (), "hostdev"))
     {

@@ -13,7 +13,7 @@ fail=0
 ok () { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fail=1; fi; }
 field () { awk -v k="$1" '$0 ~ "^  " k " " { for (i = 1; i <= NF; i++) if ($i == "bytes") { print $(i - 1); exit } }' "$2"; }
 
-echo "1..22"
+echo "1..23"
 
 # FP32, one process, AdamW: working 4 + gradient 4 + two state slots 8.
 "$inspect" --plan --params 1000 >"$tmp/fp32" 2>&1
@@ -131,9 +131,47 @@ sed 's/"cuda"/"cpu"/' "$tmp/off.json" >"$tmp/offcpu.json"
   [ "$(field 'FP32 master weights' "$tmp/offcpu")" = 4000 ]
 ok $? "offload_optimizer cpu on the cpu device changes nothing"
 
-"$inspect" --plan --params 1000 --world 2 --config "$tmp/off.json" >"$tmp/off2" 2>&1
-[ $? = 1 ] && grep -q "offload_optimizer: optimizer offload runs on one process" "$tmp/off2"
-ok $? "offload on several ranks is refused, naming the key"
+# ZeRO-Offload across 4 ranks: a million parameters are one unit, padded
+# to 4 * 4096 (1015808, 253952 a rank). Each rank's masters (4) and state
+# (8) of its partition in host memory, its transfer buffers sized by its
+# partition (two of 253952 FP32 accumulated gradients and bf16 working
+# copies: 2 * (4 + 2)). DeepSpeed's split (ZeRO-Offload,
+# estimate_zero2/3_model_states_mem_needs without the buffer factor):
+# device 2 bytes per parameter (ZeRO-3: 2/4), host (4 + 8 + 4 FP32
+# gradients) / 4.
+sed 's/"zero_optimization": {/"zero_optimization": {"stage": 2, /' "$tmp/off.json" >"$tmp/offz2.json"
+sed 's/"stage": 2/"stage": 3/' "$tmp/offz2.json" >"$tmp/offz3.json"
+dsrow () { awk -v k="$1" '$0 ~ "^  " k " " { print $NF; exit }' "$2"; }
+"$inspect" --plan --params 1000000 --world 4 --config "$tmp/offz2.json" >"$tmp/off2" 2>&1 &&
+"$inspect" --plan --params 1000000 --world 4 --config "$tmp/offz3.json" >"$tmp/off3" 2>&1 &&
+  grep -q "optimizer offloaded: .*this rank's partition" "$tmp/off2" &&
+  [ "$(field 'FP32 master weights \\(host\\)' "$tmp/off2")" = 1015808 ] &&
+  [ "$(field 'optimizer state \\(host\\)' "$tmp/off2")" = 2031616 ] &&
+  [ "$(field 'offload staging, pinned \\(host\\)' "$tmp/off2")" = 3047424 ] &&
+  [ "$(field 'working copies' "$tmp/off2")" = 2031616 ] &&
+  [ "$(field '  in host memory' "$tmp/off2")" = 6094848 ] &&
+  [ "$(dsrow '  on the device' "$tmp/off2")" = 2.00 ] &&
+  [ "$(dsrow '  in host memory' "$tmp/off2")" = 4.00 ] &&
+  [ "$(field 'FP32 master weights \\(host\\)' "$tmp/off3")" = 1015808 ] &&
+  [ "$(dsrow '  on the device' "$tmp/off3")" = 0.50 ] &&
+  [ "$(dsrow '  in host memory' "$tmp/off3")" = 4.00 ]
+ok $? "offload on 4 ranks: each rank's partition in host memory, beside DeepSpeed's split"
+
+# offload_param under ZeRO-3: each rank's bf16 working partition (253952
+# elements, 2 bytes) in pinned host memory instead of the device's;
+# DeepSpeed's split (estimate_zero3_model_states_mem_needs with
+# cpu_offload_params): nothing on the device, (2 + 4 + 8 + 4) / 4 = 4.5
+# bytes per parameter in host memory.
+sed 's/"offload_optimizer": {/"offload_param": {"device": "cpu", "pin_memory": true}, "offload_optimizer": {/' \
+  "$tmp/offz3.json" >"$tmp/offp3.json"
+"$inspect" --plan --params 1000000 --world 4 --config "$tmp/offp3.json" >"$tmp/offp3" 2>&1 &&
+  grep -q "parameters offloaded" "$tmp/offp3" &&
+  [ "$(field 'working copies, pinned \\(host\\)' "$tmp/offp3")" = 507904 ] &&
+  [ -z "$(field 'working copies' "$tmp/offp3")" ] &&
+  [ "$(dsrow '  on the device' "$tmp/offp3")" = 0.00 ] &&
+  [ "$(dsrow '  in host memory' "$tmp/offp3")" = 4.50 ] &&
+  ! grep -q "parameters offloaded" "$tmp/off3"
+ok $? "offload_param on 4 ranks under ZeRO-3: the working partition in host memory"
 
 "$inspect" --plan --world 2 >"$tmp/bad" 2>&1
 [ $? = 2 ] && grep -q -- "--params" "$tmp/bad"

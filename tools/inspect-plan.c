@@ -35,7 +35,8 @@ row (const gchar *what, guint64 bytes, guint64 n_params, gint64 deepspeed)
 static gint64
 deepspeed_share (const gchar *name, const MixprecMemoryReport *ds)
 {
-  if (g_str_equal (name, "working copies"))
+  if (g_str_equal (name, "working copies") || g_str_equal (name, "working copies (host)") ||
+      g_str_equal (name, "working copies, pinned (host)"))
     return (gint64) ds->working;
   if (g_str_equal (name, "FP32 master weights") || g_str_equal (name, "FP32 master weights (host)") ||
       g_str_equal (name, "master remainders") || g_str_equal (name, "Kahan compensation"))
@@ -84,7 +85,7 @@ inspect_plan (const gchar         *config_path,
   g_autoptr(GPtrArray) buffers = NULL;
   g_autoptr(MixprecMemoryReport) ds = NULL;
   guint64 total = 0, host = 0;
-  gboolean grads_shown = FALSE;
+  gboolean grads_shown = FALSE, offloaded = FALSE, params_offloaded = FALSE;
   guint stage;
 
   if (n_params == 0 || world_size == 0)
@@ -116,21 +117,30 @@ inspect_plan (const gchar         *config_path,
     g_print ("(fp8: the parameters planned are of module type Linear; FP8 working copies as "
              "fp8.modules says)\n");
   for (guint i = 0; i < buffers->len; i++)
-    if (g_str_has_suffix (((MixprecMemoryBuffer *) g_ptr_array_index (buffers, i))->name, " (host)"))
-      {
-        g_print ("(optimizer offloaded: FP32 masters and optimizer state in host memory, "
-                 "stepped on the CPU)\n");
-        break;
-      }
+    {
+      const gchar *name = ((MixprecMemoryBuffer *) g_ptr_array_index (buffers, i))->name;
+
+      if (!offloaded && g_str_has_suffix (name, " (host)"))
+        {
+          g_print ("(optimizer offloaded: FP32 masters and optimizer state in host memory, "
+                   "stepped on the CPU%s)\n", stage >= 1 ? ", this rank's partition" : "");
+          offloaded = TRUE;
+        }
+      if (g_str_has_prefix (name, "working copies") && g_str_has_suffix (name, " (host)"))
+        g_print ("(parameters offloaded: this rank's partition of the working copies in host "
+                 "memory between gathers)\n");
+    }
   g_print ("  %-27s %16s        %10s  %6s  %9s\n", "buffer", "", "", "B/param", "DeepSpeed");
   for (guint i = 0; i < buffers->len; i++)
     {
       MixprecMemoryBuffer *b = g_ptr_array_index (buffers, i);
       gint64 share = deepspeed_share (b->name, ds);
 
-      /* DeepSpeed's gradients stand beside whatever holds ours. */
-      if (!grads_shown && (g_str_equal (b->name, "gradients") ||
-                           g_str_equal (b->name, "gradient accumulation")))
+      /* DeepSpeed's gradients stand beside whatever holds ours, except
+       * offloaded: its FP32 gradient partition is in host memory, counted
+       * in the host row below. */
+      if (!offloaded && !grads_shown && (g_str_equal (b->name, "gradients") ||
+                                         g_str_equal (b->name, "gradient accumulation")))
         {
           share = (gint64) ds->gradients;
           grads_shown = TRUE;
@@ -140,12 +150,19 @@ inspect_plan (const gchar         *config_path,
       /* Offloaded buffers are named for where they are. */
       if (g_str_has_suffix (b->name, " (host)"))
         host += b->planned_bytes;
+      if (g_str_has_prefix (b->name, "working copies") && g_str_has_suffix (b->name, " (host)"))
+        params_offloaded = TRUE;
     }
   row ("total", total, n_params, (gint64) ds->total);
   if (host > 0)
     {
-      row ("  on the device", total - host, n_params, -1);
-      row ("  in host memory", host, n_params, -1);
+      /* ZeRO-Offload's split: the working copies on the device (in host
+       * memory too with offload_param); masters, state and FP32 gradients
+       * in host memory. */
+      row ("  on the device", total - host, n_params, params_offloaded ? 0 : (gint64) ds->working);
+      row ("  in host memory", host, n_params,
+           (gint64) (ds->masters + ds->optimizer_state + ds->gradients +
+                     (params_offloaded ? ds->working : 0)));
     }
   return 0;
 }

@@ -20,7 +20,16 @@
  * cuda kernels are built from), not the library's array kernels.
  * "hostdev-v1" is the same device registered as revision 1, without pinned
  * memory, and "hostdev-v2" as revision 2, without float8 casts: old
- * plugins. */
+ * plugins.
+ *
+ * Across ranks, its "device memory" being host memory, the build tree's
+ * comm-ucx carries the device's collectives: its communicator is
+ * registered again here as "ucx" for device "hostdev" (when the build has
+ * UCX), so that the engine on "hostdev" reduces and gathers through a
+ * communicator of its device, as it would through NCCL on "cuda". Like
+ * NCCL, it takes device memory only: every buffer of a collective must lie
+ * in one of this device's allocations (host memory, pinned or not, is
+ * refused), which is what a GPU's communicator would require. */
 #include "config.h"
 
 #include <dlfcn.h>
@@ -50,6 +59,14 @@ MIXPREC_PLUGIN_EXPORT unsigned mixprec_test_hostdev_pinned_copies;
 MIXPREC_PLUGIN_EXPORT unsigned mixprec_test_hostdev_pinned_copy_threads;
 /* Of those copies, the ones made by the thread that last opened a device. */
 MIXPREC_PLUGIN_EXPORT unsigned mixprec_test_hostdev_pinned_copies_by_opener;
+
+/* Live device allocations, for the communicator's check. */
+static pthread_mutex_t allocs_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+  char *ptr;
+  size_t bytes;
+} *allocs;
+static size_t n_allocs, allocs_room;
 
 #define MAX_PINNED 256
 static struct {
@@ -143,8 +160,44 @@ hd_alloc (void *device, size_t bytes, void **ptr, char *errbuf, size_t len)
     return fail (errbuf, len, MIXPREC_PLUGIN_ERR_NO_MEMORY, "hostdevMalloc: out of memory");
   /* Garbage, as device memory would hold: the engine must zero it. */
   memset (*ptr, 0xA5, bytes);
+  pthread_mutex_lock (&allocs_lock);
+  if (n_allocs == allocs_room)
+    {
+      size_t room = allocs_room > 0 ? 2 * allocs_room : 64;
+      void *grown = realloc (allocs, room * sizeof *allocs);
+
+      if (grown == NULL)
+        {
+          pthread_mutex_unlock (&allocs_lock);
+          free (*ptr);
+          *ptr = NULL;
+          return fail (errbuf, len, MIXPREC_PLUGIN_ERR_NO_MEMORY, "hostdevMalloc: out of memory");
+        }
+      allocs = grown;
+      allocs_room = room;
+    }
+  allocs[n_allocs].ptr = *ptr;
+  allocs[n_allocs].bytes = bytes;
+  n_allocs++;
+  pthread_mutex_unlock (&allocs_lock);
   mixprec_test_hostdev_live_allocations++;
   return MIXPREC_PLUGIN_OK;
+}
+
+/* Whether [p, p + bytes) lies inside one live device allocation. */
+static int
+in_device_memory (const void *p, size_t bytes)
+{
+  const char *c = p;
+  int found = 0;
+
+  if (bytes == 0)
+    return 1;
+  pthread_mutex_lock (&allocs_lock);
+  for (size_t i = 0; i < n_allocs && !found; i++)
+    found = c >= allocs[i].ptr && c + bytes <= allocs[i].ptr + allocs[i].bytes;
+  pthread_mutex_unlock (&allocs_lock);
+  return found;
 }
 
 static int
@@ -155,6 +208,14 @@ hd_free (void *device, void *ptr, char *errbuf, size_t len)
   (void) len;
   if (ptr != NULL)
     {
+      pthread_mutex_lock (&allocs_lock);
+      for (size_t i = 0; i < n_allocs; i++)
+        if (allocs[i].ptr == ptr)
+          {
+            allocs[i] = allocs[--n_allocs];
+            break;
+          }
+      pthread_mutex_unlock (&allocs_lock);
       free (ptr);
       mixprec_test_hostdev_live_allocations--;
     }
@@ -250,6 +311,12 @@ hd_copy (void *device, void *dst, const void *src, size_t bytes, MixprecPluginCo
   if ((kind == MIXPREC_PLUGIN_COPY_DEVICE_TO_HOST && is_pinned (dst, bytes)) ||
       (kind == MIXPREC_PLUGIN_COPY_HOST_TO_DEVICE && is_pinned (src, bytes)))
     note_pinned_copy ();
+  /* The device side of a copy is device memory, as a GPU's copy engine
+   * requires. */
+  if ((kind != MIXPREC_PLUGIN_COPY_HOST_TO_DEVICE && !in_device_memory (src, bytes)) ||
+      (kind != MIXPREC_PLUGIN_COPY_DEVICE_TO_HOST && !in_device_memory (dst, bytes)))
+    return fail (errbuf, len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
+                 "hostdevMemcpy: the device side of the copy is not hostdev device memory");
   memmove (dst, src, bytes);
   return MIXPREC_PLUGIN_OK;
 }
@@ -640,6 +707,205 @@ load_cpu_optimizer (const char *top, const char *name, char *errbuf, size_t len)
   return desc->init (&host, errbuf, len);
 }
 
+/* ------------------------------------------------------------ a communicator */
+
+static MixprecCommV1 ucx_comm;         /* comm-ucx's own */
+static MixprecCommV1 ucx_for_hostdev;  /* the checking wrapper below */
+static int have_ucx;
+
+/* A communicator of comm-ucx and its world size. */
+typedef struct {
+  void *inner;
+  unsigned world;
+} HdComm;
+
+static const size_t dtype_sizes[] = { 4, 2, 2, 1, 1 };
+
+static int
+check_buffer (const char *op, const char *which, const void *p, size_t count, MixprecPluginDType dtype,
+              char *errbuf, size_t len)
+{
+  char message[256];
+
+  if ((unsigned) dtype < sizeof dtype_sizes / sizeof dtype_sizes[0] &&
+      in_device_memory (p, count * dtype_sizes[dtype]))
+    return MIXPREC_PLUGIN_OK;
+  snprintf (message, sizeof message, "hostdev communicator: %s: the %s buffer %p (%zu elements) is "
+            "not hostdev device memory", op, which, p, count);
+  return fail (errbuf, len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT, message);
+}
+
+static int
+hdc_init (const MixprecCommInitV1 *args, void **comm, char *errbuf, size_t len)
+{
+  HdComm *c = calloc (1, sizeof *c);
+  int status;
+
+  if (c == NULL)
+    return fail (errbuf, len, MIXPREC_PLUGIN_ERR_NO_MEMORY, "out of memory");
+  c->world = args->bootstrap->world_size;
+  status = ucx_comm.init (args, &c->inner, errbuf, len);
+  if (status != MIXPREC_PLUGIN_OK)
+    {
+      free (c);
+      return status;
+    }
+  *comm = c;
+  return MIXPREC_PLUGIN_OK;
+}
+
+static int
+hdc_all_reduce (void *comm, const void *send, void *recv, size_t count, MixprecPluginDType dtype,
+                MixprecPluginReduceOp op, unsigned flags, void **request, char *errbuf, size_t len)
+{
+  HdComm *c = comm;
+  int status;
+
+  if ((status = check_buffer ("all_reduce", "send", send, count, dtype, errbuf, len)) != MIXPREC_PLUGIN_OK ||
+      (status = check_buffer ("all_reduce", "recv", recv, count,
+                              flags & MIXPREC_PLUGIN_COMM_RECV_FP32 ? MIXPREC_PLUGIN_DTYPE_FLOAT32 : dtype,
+                              errbuf, len)) != MIXPREC_PLUGIN_OK)
+    return status;
+  return ucx_comm.all_reduce (c->inner, send, recv, count, dtype, op, flags, request, errbuf, len);
+}
+
+static int
+hdc_reduce_scatter (void *comm, const void *send, void *recv, size_t count, MixprecPluginDType dtype,
+                    MixprecPluginReduceOp op, unsigned flags, void **request, char *errbuf, size_t len)
+{
+  HdComm *c = comm;
+  int status;
+
+  if ((status = check_buffer ("reduce_scatter", "send", send, count * c->world, dtype, errbuf, len)) != MIXPREC_PLUGIN_OK ||
+      (status = check_buffer ("reduce_scatter", "recv", recv, count,
+                              flags & MIXPREC_PLUGIN_COMM_RECV_FP32 ? MIXPREC_PLUGIN_DTYPE_FLOAT32 : dtype,
+                              errbuf, len)) != MIXPREC_PLUGIN_OK)
+    return status;
+  return ucx_comm.reduce_scatter (c->inner, send, recv, count, dtype, op, flags, request, errbuf, len);
+}
+
+static int
+hdc_all_gather (void *comm, const void *send, void *recv, size_t count, MixprecPluginDType dtype,
+                void **request, char *errbuf, size_t len)
+{
+  HdComm *c = comm;
+  int status;
+
+  if ((status = check_buffer ("all_gather", "send", send, count, dtype, errbuf, len)) != MIXPREC_PLUGIN_OK ||
+      (status = check_buffer ("all_gather", "recv", recv, count * c->world, dtype, errbuf, len)) != MIXPREC_PLUGIN_OK)
+    return status;
+  return ucx_comm.all_gather (c->inner, send, recv, count, dtype, request, errbuf, len);
+}
+
+static int
+hdc_broadcast (void *comm, void *buf, size_t count, MixprecPluginDType dtype, unsigned root,
+               void **request, char *errbuf, size_t len)
+{
+  HdComm *c = comm;
+  int status = check_buffer ("broadcast", "", buf, count, dtype, errbuf, len);
+
+  if (status != MIXPREC_PLUGIN_OK)
+    return status;
+  return ucx_comm.broadcast (c->inner, buf, count, dtype, root, request, errbuf, len);
+}
+
+static int
+hdc_barrier (void *comm, void **request, char *errbuf, size_t len)
+{
+  return ucx_comm.barrier (((HdComm *) comm)->inner, request, errbuf, len);
+}
+
+static int
+hdc_test (void *comm, void *request, int *done, char *errbuf, size_t len)
+{
+  return ucx_comm.test (((HdComm *) comm)->inner, request, done, errbuf, len);
+}
+
+static int
+hdc_wait (void *comm, void *request, char *errbuf, size_t len)
+{
+  return ucx_comm.wait (((HdComm *) comm)->inner, request, errbuf, len);
+}
+
+static void
+hdc_abort (void *comm)
+{
+  ucx_comm.abort (((HdComm *) comm)->inner);
+}
+
+static int
+hdc_finalize (void *comm, char *errbuf, size_t len)
+{
+  HdComm *c = comm;
+  int status = ucx_comm.finalize (c->inner, errbuf, len);
+
+  free (c);
+  return status;
+}
+
+static int
+capture_comm (MixprecPluginHostV1 *host, const MixprecCommV1 *comm, char *errbuf, size_t len)
+{
+  (void) host;
+  (void) errbuf;
+  (void) len;
+  ucx_comm = *comm;
+  have_ucx = 1;
+  return MIXPREC_PLUGIN_OK;
+}
+
+/* comm-ucx of the build tree, registered for this device; nothing when
+ * the build has no UCX (its plugin is absent). */
+static int
+register_ucx (MixprecPluginHostV1 *host, const char *top, char *errbuf, size_t len)
+{
+  char path[4096];
+  const MixprecPluginDesc *(*get_desc) (void);
+  const MixprecPluginDesc *desc;
+  MixprecPluginHostV1 capture = { 0 };
+  void *module;
+  int status;
+
+  if (!have_ucx)
+    {
+      snprintf (path, sizeof path, "%s/plugins/.libs/mixprec-comm-ucx.so", top);
+      module = dlopen (path, RTLD_NOW | RTLD_LOCAL);
+      if (module == NULL)
+        return MIXPREC_PLUGIN_OK;
+      *(void **) &get_desc = dlsym (module, "mixprec_plugin_comm_ucx_get_desc");
+      if (get_desc == NULL || (desc = get_desc ()) == NULL)
+        return fail (errbuf, len, MIXPREC_PLUGIN_ERR_RUNTIME, "comm-ucx has no entry point");
+      capture.struct_size = sizeof capture;
+      capture.abi_major = MIXPREC_PLUGIN_ABI_VERSION_MAJOR;
+      capture.abi_minor = MIXPREC_PLUGIN_ABI_VERSION_MINOR;
+      capture.register_comm = capture_comm;
+      if (host->struct_size >= offsetof (MixprecPluginHostV1, log_data) + sizeof (void *))
+        {
+          capture.log = host->log;
+          capture.log_data = host->log_data;
+        }
+      status = desc->init (&capture, errbuf, len);
+      if (status != MIXPREC_PLUGIN_OK)
+        return status;
+      if (!have_ucx)
+        return fail (errbuf, len, MIXPREC_PLUGIN_ERR_RUNTIME, "comm-ucx registered no communicator");
+      ucx_for_hostdev = ucx_comm;
+      ucx_for_hostdev.device = "hostdev";
+      ucx_for_hostdev.description = "comm-ucx's collectives on hostdev device memory only, for tests";
+      ucx_for_hostdev.init = hdc_init;
+      ucx_for_hostdev.all_reduce = hdc_all_reduce;
+      ucx_for_hostdev.reduce_scatter = hdc_reduce_scatter;
+      ucx_for_hostdev.all_gather = hdc_all_gather;
+      ucx_for_hostdev.broadcast = hdc_broadcast;
+      ucx_for_hostdev.barrier = hdc_barrier;
+      ucx_for_hostdev.test = hdc_test;
+      ucx_for_hostdev.wait = hdc_wait;
+      ucx_for_hostdev.abort = hdc_abort;
+      ucx_for_hostdev.finalize = hdc_finalize;
+    }
+  return host->register_comm (host, &ucx_for_hostdev, errbuf, len);
+}
+
 static int
 hostdev_init (MixprecPluginHostV1 *host, char *errbuf, size_t len)
 {
@@ -693,7 +959,7 @@ hostdev_init (MixprecPluginHostV1 *host, char *errbuf, size_t len)
       if (status != MIXPREC_PLUGIN_OK)
         return status;
     }
-  return MIXPREC_PLUGIN_OK;
+  return register_ucx (host, top, errbuf, len);
 }
 
 MIXPREC_PLUGIN_DEFINE (test_hostdev, "test-hostdev",

@@ -127,6 +127,18 @@ if HAVE_PYTHON_GI
 TESTS += tests/test-quant-maps.py
 endif
 
+# --- ZeRO++'s block quantizer (libmixprec/numeric/numeric-zeropp.h)
+# against a torch transcription of DeepSpeed's CUDA kernels, bit for bit
+# on 10^6 values (PYTHON_TORCH; skips without torch); zeropp-quant-dump
+# runs the library's quantizer on the test's files
+check_PROGRAMS += tests/zeropp-quant-dump
+tests_zeropp_quant_dump_CPPFLAGS = $(tests_internal_cppflags)
+tests_zeropp_quant_dump_LDADD = $(tests_internal_ldadd)
+EXTRA_DIST += tests/test-zeropp-quant.py
+if HAVE_PYTHON_GI
+TESTS += tests/test-zeropp-quant.py
+endif
+
 # --- registry: plugin loading, with deliberately broken test plugins built
 # as uninstalled modules in tests/plugins/ (not on the default search path)
 test_registry_plugins = \

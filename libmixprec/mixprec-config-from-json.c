@@ -728,7 +728,8 @@ load_zero (Loader     *l,
     "stage3_prefetch_bucket_size", "prefetch_bucket_size",
     "stage3_param_persistence_threshold", "param_persistence_threshold",
     "stage3_max_live_parameters", "max_live_parameters",
-    "offload_optimizer", "cpu_offload", "cpu_offload_use_pin_memory", NULL
+    "offload_optimizer", "cpu_offload", "cpu_offload_use_pin_memory",
+    "zero_quantized_weights", NULL
   };
   /* Real DeepSpeed keys (runtime/zero/config.py): accepted so that real
    * configurations load, reported when they ask for something. */
@@ -762,8 +763,6 @@ load_zero (Loader     *l,
     { "legacy_stage1", "false", NULL },
     { "round_robin_gradients", "false", NULL },
     { "zero_hpz_partition_size", "1", NULL },
-    { "zero_quantized_weights", "false",
-      "quantized ZeRO++ weights are not implemented; weights travel in the working dtype" },
     { "zero_quantized_nontrainable_weights", "false", NULL },
     { "zero_quantized_gradients", "false",
       "quantized ZeRO++ gradients are not implemented; gradients travel in the "
@@ -825,6 +824,14 @@ load_zero (Loader     *l,
   read_stage3_elements (l, o, "prefetch_bucket_size", &s->prefetch_bucket_size);
   read_stage3_elements (l, o, "param_persistence_threshold", &s->param_persistence_threshold);
   read_stage3_elements (l, o, "max_live_parameters", &s->max_live_parameters);
+  /* ZeRO++ qwZ: only ZeRO-3 gathers weights; DeepSpeed ignores the key
+   * below it, and so does the engine, saying so. */
+  if (read_bool (l, o, "zero_optimization", "zero_quantized_weights", &s->zero_quantized_weights) &&
+      s->zero_quantized_weights && s->zero_stage < 3)
+    _mixprec_config_report_warning (l->report,
+                                    "zero_optimization.zero_quantized_weights: has no effect at "
+                                    "stage %u: only ZeRO-3 gathers the weights it quantizes",
+                                    s->zero_stage);
   load_offload_optimizer (l, o);
 }
 

@@ -612,6 +612,8 @@ mixprec_config_to_data (MixprecConfig *self,
   json_builder_add_int_value (b, (gint64) s->param_persistence_threshold);
   json_builder_set_member_name (b, "stage3_max_live_parameters");
   json_builder_add_int_value (b, (gint64) s->max_live_parameters);
+  json_builder_set_member_name (b, "zero_quantized_weights");
+  json_builder_add_boolean_value (b, s->zero_quantized_weights);
   json_builder_set_member_name (b, "offload_optimizer");
   json_builder_begin_object (b);
   json_builder_set_member_name (b, "device");
@@ -792,6 +794,13 @@ _mixprec_config_get_offload_pin_memory (MixprecConfig *self)
 {
   g_return_val_if_fail (MIXPREC_IS_CONFIG (self), FALSE);
   return self->settings.offload_pin_memory;
+}
+
+gboolean
+_mixprec_config_get_zero_quantized_weights (MixprecConfig *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_CONFIG (self), FALSE);
+  return self->settings.zero_quantized_weights;
 }
 
 guint64

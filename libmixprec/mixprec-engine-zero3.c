@@ -25,6 +25,7 @@ _mixprec_engine_zero3_clear (MixprecEngine *self,
       if (u->zero3.gathering != NULL)
         mixprec_comm_request_wait (u->zero3.gathering, NULL);
       g_clear_pointer (&u->zero3.gathering, mixprec_comm_request_free);
+      _mixprec_engine_zeropp_finish_gather (self, g, u, FALSE);
       _mixprec_engine_free (self, g->device, g_steal_pointer (&u->zero3.gathered));
     }
 }
@@ -71,6 +72,9 @@ start_gather (MixprecEngine *self,
       self->live_elements += u->padded;
       return TRUE;
     }
+  /* ZeRO++ qwZ: int8 codes and block scales travel instead. */
+  if (g->zeropp.weights)
+    return _mixprec_engine_zeropp_start_gather (self, g, u, error);
   u->zero3.gathered = _mixprec_engine_alloc (self, g->device, u->padded, mixprec_dtype_get_size (g->dtypes.working),
                                        BUF_GATHERED, error);
   if (u->zero3.gathered == NULL || !_mixprec_engine_before_comm (self, error))
@@ -92,6 +96,7 @@ start_gather (MixprecEngine *self,
 /* Waits for @u's gather, if one is on its way. */
 static gboolean
 finish_gather (MixprecEngine *self,
+               Group         *g,
                Unit          *u,
                GError       **error)
 {
@@ -107,6 +112,7 @@ finish_gather (MixprecEngine *self,
       self->prefetching -= u->padded;
       u->zero3.prefetched = FALSE;
     }
+  _mixprec_engine_zeropp_finish_gather (self, g, u, ok);
   if (!ok)
     return _mixprec_engine_comm_failed (error, local, "gathering a ZeRO-3 parameter unit");
   return TRUE;
@@ -115,7 +121,7 @@ finish_gather (MixprecEngine *self,
 static void
 drop_unit (MixprecEngine *self, Group *g, Unit *u)
 {
-  finish_gather (self, u, NULL);
+  finish_gather (self, g, u, NULL);
   if (u->zero3.gathered == NULL)
     return;
   point_params (self, g, u, NULL);
@@ -227,7 +233,7 @@ mixprec_engine_gather (MixprecEngine *self,
     {
       if (u->zero3.gathered == NULL && !start_gather (self, g, u, error))
         return FALSE;
-      if (!finish_gather (self, u, error))
+      if (!finish_gather (self, g, u, error))
         {
           drop_unit (self, g, u);
           return FALSE;

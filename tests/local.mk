@@ -587,6 +587,21 @@ EXTRA_tests_test_reduce_fp32_DEPENDENCIES = plugins/mixprec-comm-ucx.la
 TESTS += tests/test-reduce-fp32
 endif
 
+# --- ZeRO++ quantized weight gathers (qwZ) at ZeRO-3 on 2 and 3 ranks:
+# the same bits on every rank, within the quantizer's bound (needs the UCX
+# comm plugin)
+if HAVE_UCX
+check_PROGRAMS += tests/test-zeropp-engine
+tests_test_zeropp_engine_SOURCES = \
+	tests/test-zeropp-engine.c \
+	tests/multiproc.c \
+	tests/multiproc.h \
+	tests/dtype-reference.h
+tests_test_zeropp_engine_LDADD = $(tests_public_ldadd) -lm
+EXTRA_tests_test_zeropp_engine_DEPENDENCIES = plugins/mixprec-comm-ucx.la
+TESTS += tests/test-zeropp-engine
+endif
+
 # --- checkpoints: resume, cross-precision, crash safety (fork + SIGKILL),
 # corruption battery; links the convenience library to reach the
 # safetensors reader and the list of crash-hook points

@@ -106,6 +106,8 @@ typedef struct
   guint64  max_live_parameters;
   /* ZeRO++: ZeRO-3 gathers the working copies as int8 blocks (qwZ). */
   gboolean zero_quantized_weights;
+  /* ZeRO++ hpZ: ranks per secondary partition group; 0 and 1: off. */
+  guint    zero_hpz_partition_size;
 
   /* training; 0 means unset for the three batch values */
   gdouble  gradient_clipping;
@@ -180,6 +182,8 @@ gboolean _mixprec_config_get_offload_pin_memory (MixprecConfig *config);
 /* zero_optimization.zero_quantized_weights (ZeRO++ qwZ): ZeRO-3's
  * gathers move int8 blocks (mixprec-engine-zeropp.c). */
 gboolean _mixprec_config_get_zero_quantized_weights (MixprecConfig *config);
+/* zero_optimization.zero_hpz_partition_size (ZeRO++ hpZ), as written. */
+guint    _mixprec_config_get_zero_hpz_partition_size (MixprecConfig *config);
 
 /* mixprec.weight_decay_exempt: which parameters the optimizer's weight
  * decay skips. */

@@ -11,7 +11,9 @@
  * unquantized ones, where an unquantized run gathers the working copies
  * exactly), an all-zero run of elements comes back zero, and the gathers
  * move about half the bytes of bf16 ones; this holds again after a step
- * has changed the working copies. The per-element bits against DeepSpeed's
+ * has changed the working copies. hpZ (zero_hpz_partition_size) over the
+ * whole world is ZeRO-3 itself and runs; over smaller groups it is
+ * refused. The per-element bits against DeepSpeed's
  * arithmetic are tests/test-zeropp-quant.py's. */
 #include "config.h"
 
@@ -100,9 +102,10 @@ child_main (void)
   gboolean quantized = g_strcmp0 (g_getenv ("MIXPREC_TEST_QWZ"), "1") == 0;
   g_autofree gchar *json =
     g_strdup_printf ("{\"bf16\": {\"enabled\": true}, \"zero_optimization\": {\"stage\": 3, "
-                     "\"stage3_param_persistence_threshold\": 0, \"zero_quantized_weights\": %s}, "
+                     "\"stage3_param_persistence_threshold\": 0, \"zero_quantized_weights\": %s, "
+                     "\"zero_hpz_partition_size\": %s}, "
                      "\"optimizer\": {\"type\": \"SGD\", \"params\": {\"lr\": 0.25}}}",
-                     quantized ? "true" : "false");
+                     quantized ? "true" : "false", g_getenv ("MIXPREC_TEST_HPZ"));
   g_autoptr(GError) error = NULL;
   g_autoptr(MixprecConfig) config = mixprec_config_new_from_data (json, -1, &error);
   g_autoptr(MixprecEngine) engine = NULL;
@@ -163,6 +166,12 @@ child_main (void)
   return g_file_set_contents (file, out->str, (gssize) out->len, NULL) ? 0 : 1;
 
 fail:
+  /* A refusal the test expects is its output. */
+  if (error != NULL && g_getenv ("MIXPREC_TEST_EXPECT_ERROR") != NULL)
+    {
+      file = g_strdup_printf ("%s.%s", g_getenv ("MIXPREC_TEST_OUT"), g_getenv ("MIXPREC_RANK"));
+      return g_file_set_contents (file, error->message, -1, NULL) ? 0 : 1;
+    }
   g_printerr ("zeropp child: %s\n", error != NULL ? error->message : "?");
   return 1;
 }
@@ -179,15 +188,19 @@ run_clear (Run *r)
     g_free (r->data[i]);
 }
 
+/* Runs the child on @world ranks with zero_hpz_partition_size @hpz;
+ * @expect_error: each rank writes the error that refused it. */
 static void
-run_world (guint world, gboolean quantized, Run *run)
+run_world_full (guint world, gboolean quantized, guint hpz, gboolean expect_error, Run *run)
 {
   g_autoptr(GError) error = NULL;
   g_autofree gchar *dir = g_dir_make_tmp ("mixprec-zeropp-XXXXXX", &error);
   g_autofree gchar *out = g_build_filename (dir, "gathered", NULL);
   g_autofree gchar *out_var = g_strdup_printf ("MIXPREC_TEST_OUT=%s", out);
+  g_autofree gchar *hpz_var = g_strdup_printf ("MIXPREC_TEST_HPZ=%u", hpz);
   const gchar *env[] = { "MIXPREC_TEST_ZEROPP_CHILD=1", quantized ? "MIXPREC_TEST_QWZ=1" : "MIXPREC_TEST_QWZ=0",
-                         "UCX_NET_DEVICES=lo", out_var, NULL };
+                         "UCX_NET_DEVICES=lo", out_var, hpz_var,
+                         expect_error ? "MIXPREC_TEST_EXPECT_ERROR=1" : NULL, NULL };
   gint status[3];
 
   g_assert_no_error (error);
@@ -199,10 +212,19 @@ run_world (guint world, gboolean quantized, Run *run)
       g_assert_cmpint (status[r], ==, 0);
       g_assert_true (g_file_get_contents (file, &run->data[r], &run->len[r], &error));
       g_assert_no_error (error);
-      g_assert_cmpuint (run->len[r], ==, 8 + total () * (2 + 4 + 2));
+      if (!expect_error)
+        g_assert_cmpuint (run->len[r], ==, 8 + total () * (2 + 4 + 2));
       g_remove (file);
     }
   g_rmdir (dir);
+}
+
+static void
+run_world (guint world, gboolean quantized, Run *run)
+{
+  /* The unquantized runs also ask for hpZ over the whole world: ZeRO-3's
+   * own partition, so they must gather the working copies exactly. */
+  run_world_full (world, quantized, quantized ? 1 : world, FALSE, run);
 }
 
 static gfloat
@@ -309,6 +331,22 @@ test_engine (gconstpointer data)
   run_clear (&quant);
 }
 
+/* hpZ over groups smaller than the world is refused on every rank,
+ * naming the setting and the sizes. */
+static void
+test_hpz_refused (void)
+{
+  Run refused = { 0 };
+
+  run_world_full (3, TRUE, 2, TRUE, &refused);
+  for (guint r = 0; r < 3; r++)
+    {
+      g_assert_true (g_str_has_prefix (refused.data[r], "zero_optimization.zero_hpz_partition_size: 2: "));
+      g_assert_nonnull (strstr (refused.data[r], "groups of 2 of the 3 ranks is not implemented"));
+    }
+  run_clear (&refused);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -320,5 +358,6 @@ main (int argc, char **argv)
   g_setenv ("UCX_LOG_LEVEL", "error", FALSE);
   g_test_add_data_func ("/zeropp/qwz/ranks-2", GUINT_TO_POINTER (2), test_engine);
   g_test_add_data_func ("/zeropp/qwz/ranks-3", GUINT_TO_POINTER (3), test_engine);
+  g_test_add_func ("/zeropp/hpz/refused", test_hpz_refused);
   return g_test_run ();
 }

@@ -11,7 +11,8 @@
  * unquantized ones, where an unquantized run gathers the working copies
  * exactly), an all-zero run of elements comes back zero, and the gathers
  * move about half the bytes of bf16 ones; this holds again after a step
- * has changed the working copies. hpZ (zero_hpz_partition_size) over the
+ * has changed the working copies; a checkpoint saved with qwZ on resumes
+ * with it off and the other way round. hpZ (zero_hpz_partition_size) over the
  * whole world is ZeRO-3 itself and runs; over smaller groups it is
  * refused. The per-element bits against DeepSpeed's
  * arithmetic are tests/test-zeropp-quant.py's. */
@@ -129,6 +130,10 @@ child_main (void)
                                          init, &error) == NULL)
         goto fail;
     }
+  /* A checkpoint saved under the other setting resumes here. */
+  if (g_getenv ("MIXPREC_TEST_LOAD") != NULL &&
+      !mixprec_engine_load_checkpoint (engine, g_getenv ("MIXPREC_TEST_LOAD"), &error))
+    goto fail;
   g_string_append_len (out, "        ", 8);
   if (!append_gathered (engine, out, &error))
     goto fail;
@@ -162,6 +167,9 @@ child_main (void)
     }
   if (!append_gathered (engine, out, &error))
     goto fail;
+  if (g_getenv ("MIXPREC_TEST_SAVE") != NULL &&
+      !mixprec_engine_save_checkpoint (engine, g_getenv ("MIXPREC_TEST_SAVE"), &error))
+    goto fail;
   file = g_strdup_printf ("%s.%u", g_getenv ("MIXPREC_TEST_OUT"), mixprec_engine_get_rank (engine));
   return g_file_set_contents (file, out->str, (gssize) out->len, NULL) ? 0 : 1;
 
@@ -191,16 +199,26 @@ run_clear (Run *r)
 /* Runs the child on @world ranks with zero_hpz_partition_size @hpz;
  * @expect_error: each rank writes the error that refused it. */
 static void
-run_world_full (guint world, gboolean quantized, guint hpz, gboolean expect_error, Run *run)
+run_world_ckpt (guint world, gboolean quantized, guint hpz, gboolean expect_error,
+                const gchar *save, const gchar *load, Run *run)
 {
   g_autoptr(GError) error = NULL;
   g_autofree gchar *dir = g_dir_make_tmp ("mixprec-zeropp-XXXXXX", &error);
   g_autofree gchar *out = g_build_filename (dir, "gathered", NULL);
   g_autofree gchar *out_var = g_strdup_printf ("MIXPREC_TEST_OUT=%s", out);
   g_autofree gchar *hpz_var = g_strdup_printf ("MIXPREC_TEST_HPZ=%u", hpz);
-  const gchar *env[] = { "MIXPREC_TEST_ZEROPP_CHILD=1", quantized ? "MIXPREC_TEST_QWZ=1" : "MIXPREC_TEST_QWZ=0",
-                         "UCX_NET_DEVICES=lo", out_var, hpz_var,
-                         expect_error ? "MIXPREC_TEST_EXPECT_ERROR=1" : NULL, NULL };
+  g_autofree gchar *save_var = save != NULL ? g_strdup_printf ("MIXPREC_TEST_SAVE=%s", save) : NULL;
+  g_autofree gchar *load_var = load != NULL ? g_strdup_printf ("MIXPREC_TEST_LOAD=%s", load) : NULL;
+  const gchar *env[8] = { "MIXPREC_TEST_ZEROPP_CHILD=1", quantized ? "MIXPREC_TEST_QWZ=1" : "MIXPREC_TEST_QWZ=0",
+                          "UCX_NET_DEVICES=lo", out_var, hpz_var, NULL };
+  guint n_env = 5;
+
+  if (expect_error)
+    env[n_env++] = "MIXPREC_TEST_EXPECT_ERROR=1";
+  if (save_var != NULL)
+    env[n_env++] = save_var;
+  if (load_var != NULL)
+    env[n_env++] = load_var;
   gint status[3];
 
   g_assert_no_error (error);
@@ -220,11 +238,37 @@ run_world_full (guint world, gboolean quantized, guint hpz, gboolean expect_erro
 }
 
 static void
+run_world_full (guint world, gboolean quantized, guint hpz, gboolean expect_error, Run *run)
+{
+  run_world_ckpt (world, quantized, hpz, expect_error, NULL, NULL, run);
+}
+
+static void
 run_world (guint world, gboolean quantized, Run *run)
 {
   /* The unquantized runs also ask for hpZ over the whole world: ZeRO-3's
    * own partition, so they must gather the working copies exactly. */
   run_world_full (world, quantized, quantized ? 1 : world, FALSE, run);
+}
+
+static void
+rm_rf (const gchar *path)
+{
+  if (g_file_test (path, G_FILE_TEST_IS_DIR))
+    {
+      g_autoptr(GDir) d = g_dir_open (path, 0, NULL);
+      const gchar *name;
+
+      while (d != NULL && (name = g_dir_read_name (d)) != NULL)
+        {
+          g_autofree gchar *child = g_build_filename (path, name, NULL);
+
+          rm_rf (child);
+        }
+      g_rmdir (path);
+    }
+  else
+    g_remove (path);
 }
 
 static gfloat
@@ -331,6 +375,44 @@ test_engine (gconstpointer data)
   run_clear (&quant);
 }
 
+/* A checkpoint carries no quantized value: one saved with qwZ on resumes
+ * with it off, gathering exactly the bf16 working copies of the saved
+ * masters, and one saved with it off resumes with it on, within the
+ * quantizer's bound of them. */
+static void
+test_resume (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree gchar *dir = g_dir_make_tmp ("mixprec-zeropp-ckpt-XXXXXX", &error);
+  g_autofree gchar *with = g_build_filename (dir, "qwz", NULL);
+  g_autofree gchar *without = g_build_filename (dir, "plain", NULL);
+  Run saved_q = { 0 }, saved_p = { 0 }, resumed_p = { 0 }, resumed_q = { 0 };
+  guint64 n_differ;
+  gdouble worst;
+
+  g_assert_no_error (error);
+  run_world_ckpt (2, TRUE, 1, FALSE, with, NULL, &saved_q);
+  run_world_ckpt (2, FALSE, 1, FALSE, without, NULL, &saved_p);
+  run_world_ckpt (2, FALSE, 1, FALSE, NULL, with, &resumed_p);
+  run_world_ckpt (2, TRUE, 1, FALSE, NULL, without, &resumed_q);
+  for (guint r = 0; r < 2; r++)
+    {
+      const gfloat *masters_q = (const gfloat *) (gconstpointer) (saved_q.data[r] + 8 + 2 * total ());
+      const gfloat *masters_p = (const gfloat *) (gconstpointer) (saved_p.data[r] + 8 + 2 * total ());
+      const guint8 *got_p = (const guint8 *) resumed_p.data[r] + 8;
+
+      for (guint64 at = 0; at < total (); at++)
+        g_assert_cmpfloat (bf16_value (got_p + 2 * at), ==, ref_round_nearest (&ref_bf16, masters_q[at]));
+      check_gathered ((const guint8 *) resumed_q.data[r] + 8, masters_p, &n_differ, &worst);
+      g_assert_cmpuint (n_differ, >, total () / 4);
+    }
+  run_clear (&saved_q);
+  run_clear (&saved_p);
+  run_clear (&resumed_p);
+  run_clear (&resumed_q);
+  rm_rf (dir);
+}
+
 /* hpZ over groups smaller than the world is refused on every rank,
  * naming the setting and the sizes. */
 static void
@@ -358,6 +440,7 @@ main (int argc, char **argv)
   g_setenv ("UCX_LOG_LEVEL", "error", FALSE);
   g_test_add_data_func ("/zeropp/qwz/ranks-2", GUINT_TO_POINTER (2), test_engine);
   g_test_add_data_func ("/zeropp/qwz/ranks-3", GUINT_TO_POINTER (3), test_engine);
+  g_test_add_func ("/zeropp/qwz/resume-across-setting", test_resume);
   g_test_add_func ("/zeropp/hpz/refused", test_hpz_refused);
   return g_test_run ();
 }

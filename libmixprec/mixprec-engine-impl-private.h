@@ -712,14 +712,16 @@ void     _mixprec_engine_fp8_init_group    (Group *g, MixprecParam *p);
 /* ZeRO-3 (mixprec-engine-zero3.c): every gathered unit waited for and freed. */
 void     _mixprec_engine_zero3_clear       (MixprecEngine *self, Group *g);
 /* ZeRO++ (mixprec-engine-zeropp.c): whether @g's ZeRO-3 gathers are
- * quantized, refusing a group they cannot serve; a unit's quantized
- * gather started (into u->zero3.gathered, the request in
- * u->zero3.gathering), and once its request completed (@ok) the
- * arrived codes dequantized into u->zero3.gathered; without @ok, or
- * for a unit without a quantized gather, only what it holds is freed. */
-gboolean _mixprec_engine_zeropp_layout       (MixprecEngine *self, Group *g, GError **error);
-gboolean _mixprec_engine_zeropp_start_gather (MixprecEngine *self, Group *g, Unit *u,
-                                              GError **error);
+ * quantized, refusing a group they cannot serve (and hpZ sizes it cannot
+ * run); a unit's quantized gather started, returning its request (NULL
+ * with @error set: the caller frees nothing of it); and once the request
+ * completed (@ok) the arrived codes dequantized into u->zero3.gathered.
+ * Without @ok, or for a unit without a quantized gather, finish only
+ * frees what the gather held. */
+gboolean _mixprec_engine_zeropp_layout        (MixprecEngine *self, Group *g, GError **error);
+MixprecCommRequest *
+         _mixprec_engine_zeropp_gather_start  (MixprecEngine *self, Group *g, Unit *u,
+                                               GError **error);
 void     _mixprec_engine_zeropp_finish_gather (MixprecEngine *self, Group *g, Unit *u,
                                                gboolean ok);
 

@@ -72,24 +72,27 @@ start_gather (MixprecEngine *self,
       self->live_elements += u->padded;
       return TRUE;
     }
-  /* ZeRO++ qwZ: int8 codes and block scales travel instead. */
-  if (g->zeropp.weights)
-    return _mixprec_engine_zeropp_start_gather (self, g, u, error);
   u->zero3.gathered = _mixprec_engine_alloc (self, g->device, u->padded, mixprec_dtype_get_size (g->dtypes.working),
                                        BUF_GATHERED, error);
   if (u->zero3.gathered == NULL || !_mixprec_engine_before_comm (self, error))
     return FALSE;
-  u->zero3.gathering = mixprec_comm_all_gather_start (self->comm,
-                                                _mixprec_engine_at (g->working, g->dtypes.working, u->local),
-                                                u->zero3.gathered, UNIT_SLICE (self, u), g->dtypes.working, &local);
+  /* ZeRO++ qwZ: int8 codes and block scales travel instead, dequantized
+   * into the gathered copy when they have arrived (finish_gather). */
+  if (g->zeropp.weights)
+    u->zero3.gathering = _mixprec_engine_zeropp_gather_start (self, g, u, &local);
+  else
+    u->zero3.gathering = mixprec_comm_all_gather_start (self->comm,
+                                                  _mixprec_engine_at (g->working, g->dtypes.working, u->local),
+                                                  u->zero3.gathered, UNIT_SLICE (self, u), g->dtypes.working, &local);
   if (u->zero3.gathering == NULL)
     {
       _mixprec_engine_free (self, g->device, g_steal_pointer (&u->zero3.gathered));
       return _mixprec_engine_comm_failed (error, local, "gathering a ZeRO-3 parameter unit");
     }
   self->live_elements += u->padded;
-  self->gathered_bytes += (u->padded / self->world) * (self->world - 1) *
-                          mixprec_dtype_get_size (g->dtypes.working);
+  if (!g->zeropp.weights)
+    self->gathered_bytes += (u->padded / self->world) * (self->world - 1) *
+                            mixprec_dtype_get_size (g->dtypes.working);
   return TRUE;
 }
 

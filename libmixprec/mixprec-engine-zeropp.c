@@ -73,15 +73,15 @@ _mixprec_engine_zeropp_layout (MixprecEngine *self,
   return TRUE;
 }
 
-gboolean
-_mixprec_engine_zeropp_start_gather (MixprecEngine *self,
+MixprecCommRequest *
+_mixprec_engine_zeropp_gather_start (MixprecEngine *self,
                                      Group         *g,
                                      Unit          *u,
                                      GError       **error)
 {
   guint64 slice = UNIT_SLICE (self, u);
   guint64 groups = _mixprec_zeropp_weight_groups (slice);
-  GError *local = NULL;
+  MixprecCommRequest *request;
   guint8 *mine;
 
   if (groups == 0)
@@ -91,41 +91,29 @@ _mixprec_engine_zeropp_start_gather (MixprecEngine *self,
       g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_PARAM,
                    "zero_optimization.zero_quantized_weights: a slice of %" G_GUINT64_FORMAT
                    " elements cannot be cut into DeepSpeed's quantization blocks", slice);
-      return FALSE;
+      return NULL;
     }
   u->zeropp.groups = groups;
   /* Codes then scales; slices are even, so the chunk is whole 16-bit words. */
   u->zeropp.chunk = slice + groups * sizeof (gfloat);
-  u->zero3.gathered = _mixprec_engine_alloc (self, g->device, u->padded,
-                                             mixprec_dtype_get_size (g->dtypes.working),
-                                             BUF_GATHERED, error);
-  if (u->zero3.gathered == NULL)
-    return FALSE;
   u->zeropp.wire = _mixprec_engine_alloc (self, NULL, u->zeropp.chunk * self->world, 1,
                                           BUF_GATHERED, error);
-  if (u->zeropp.wire == NULL || !_mixprec_engine_before_comm (self, error))
-    {
-      _mixprec_engine_zeropp_finish_gather (self, g, u, FALSE);
-      _mixprec_engine_free (self, g->device, g_steal_pointer (&u->zero3.gathered));
-      return FALSE;
-    }
+  if (u->zeropp.wire == NULL)
+    return NULL;
   mine = u->zeropp.wire + self->rank * u->zeropp.chunk;
   _mixprec_zeropp_quantize (_mixprec_engine_at (g->working, g->dtypes.working, u->local),
                             g->dtypes.working, slice, groups, 8, (gint8 *) mine,
                             (gfloat *) (gpointer) (mine + slice));
   /* Bytes, carried as 16-bit words: nothing converts them. */
-  u->zero3.gathering = mixprec_comm_all_gather_start (self->comm, mine, u->zeropp.wire,
-                                                      u->zeropp.chunk / 2, MIXPREC_DTYPE_FLOAT16,
-                                                      &local);
-  if (u->zero3.gathering == NULL)
+  request = mixprec_comm_all_gather_start (self->comm, mine, u->zeropp.wire, u->zeropp.chunk / 2,
+                                           MIXPREC_DTYPE_FLOAT16, error);
+  if (request == NULL)
     {
       _mixprec_engine_zeropp_finish_gather (self, g, u, FALSE);
-      _mixprec_engine_free (self, g->device, g_steal_pointer (&u->zero3.gathered));
-      return _mixprec_engine_comm_failed (error, local, "gathering a ZeRO-3 parameter unit quantized");
+      return NULL;
     }
-  self->live_elements += u->padded;
   self->gathered_bytes += u->zeropp.chunk * (self->world - 1);
-  return TRUE;
+  return request;
 }
 
 void

@@ -56,8 +56,8 @@ _mixprec_engine_zeropp_layout (MixprecEngine *self,
       g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
                    "zero_optimization.zero_quantized_weights: parameter group %u holds fp8 "
                    "parameters, whose ZeRO-3 gathers already move FP8 copies; quantizing "
-                   "them again to int8 is not supported (leave the fp8 section's modules "
-                   "out of the quantized gathers, or turn zero_quantized_weights off)",
+                   "them again to int8 is not supported (turn zero_quantized_weights off, "
+                   "or leave these parameters' modules out of the fp8 section)",
                    g->index);
       return FALSE;
     }

@@ -12,7 +12,7 @@
  * exactly), an all-zero run of elements comes back zero, and the gathers
  * move about half the bytes of bf16 ones; this holds again after a step
  * has changed the working copies; a checkpoint saved with qwZ on resumes
- * with it off and the other way round. hpZ (zero_hpz_partition_size) over the
+ * with it off and the other way round; FP8 working copies refuse it. hpZ (zero_hpz_partition_size) over the
  * whole world is ZeRO-3 itself and runs; over smaller groups it is
  * refused. The per-element bits against DeepSpeed's
  * arithmetic are tests/test-zeropp-quant.py's. */
@@ -104,9 +104,12 @@ child_main (void)
   g_autofree gchar *json =
     g_strdup_printf ("{\"bf16\": {\"enabled\": true}, \"zero_optimization\": {\"stage\": 3, "
                      "\"stage3_param_persistence_threshold\": 0, \"zero_quantized_weights\": %s, "
-                     "\"zero_hpz_partition_size\": %s}, "
+                     "\"zero_hpz_partition_size\": %s}, %s"
                      "\"optimizer\": {\"type\": \"SGD\", \"params\": {\"lr\": 0.25}}}",
-                     quantized ? "true" : "false", g_getenv ("MIXPREC_TEST_HPZ"));
+                     quantized ? "true" : "false", g_getenv ("MIXPREC_TEST_HPZ"),
+                     g_getenv ("MIXPREC_TEST_FP8") != NULL
+                       ? "\"fp8\": {\"enabled\": true, \"recipe\": \"delayed\", \"modules\": [\"Linear\"]}, "
+                       : "");
   g_autoptr(GError) error = NULL;
   g_autoptr(MixprecConfig) config = mixprec_config_new_from_data (json, -1, &error);
   g_autoptr(MixprecEngine) engine = NULL;
@@ -126,8 +129,17 @@ child_main (void)
       for (guint64 i = 0; i < sizes[k]; i++)
         v[i] = init_value (k, i);
       init = g_bytes_new_take (g_steal_pointer (&v), sizes[k] * sizeof (gfloat));
-      if (mixprec_engine_register_param (engine, name, &sizes[k], 1, "Linear", MIXPREC_DTYPE_FLOAT32,
-                                         init, &error) == NULL)
+      /* FP8 copies go to matrices: the first parameter is one then. */
+      if (g_getenv ("MIXPREC_TEST_FP8") != NULL && k == 0)
+        {
+          guint64 matrix[2] = { 100, sizes[0] / 100 };
+
+          if (mixprec_engine_register_param (engine, name, matrix, 2, "Linear", MIXPREC_DTYPE_FLOAT32,
+                                             init, &error) == NULL)
+            goto fail;
+        }
+      else if (mixprec_engine_register_param (engine, name, &sizes[k], 1, "Linear", MIXPREC_DTYPE_FLOAT32,
+                                              init, &error) == NULL)
         goto fail;
     }
   /* A checkpoint saved under the other setting resumes here. */
@@ -199,8 +211,8 @@ run_clear (Run *r)
 /* Runs the child on @world ranks with zero_hpz_partition_size @hpz;
  * @expect_error: each rank writes the error that refused it. */
 static void
-run_world_ckpt (guint world, gboolean quantized, guint hpz, gboolean expect_error,
-                const gchar *save, const gchar *load, Run *run)
+run_world_env (guint world, gboolean quantized, guint hpz, gboolean expect_error,
+               const gchar *save, const gchar *load, const gchar *extra, Run *run)
 {
   g_autoptr(GError) error = NULL;
   g_autofree gchar *dir = g_dir_make_tmp ("mixprec-zeropp-XXXXXX", &error);
@@ -209,7 +221,7 @@ run_world_ckpt (guint world, gboolean quantized, guint hpz, gboolean expect_erro
   g_autofree gchar *hpz_var = g_strdup_printf ("MIXPREC_TEST_HPZ=%u", hpz);
   g_autofree gchar *save_var = save != NULL ? g_strdup_printf ("MIXPREC_TEST_SAVE=%s", save) : NULL;
   g_autofree gchar *load_var = load != NULL ? g_strdup_printf ("MIXPREC_TEST_LOAD=%s", load) : NULL;
-  const gchar *env[8] = { "MIXPREC_TEST_ZEROPP_CHILD=1", quantized ? "MIXPREC_TEST_QWZ=1" : "MIXPREC_TEST_QWZ=0",
+  const gchar *env[9] = { "MIXPREC_TEST_ZEROPP_CHILD=1", quantized ? "MIXPREC_TEST_QWZ=1" : "MIXPREC_TEST_QWZ=0",
                           "UCX_NET_DEVICES=lo", out_var, hpz_var, NULL };
   guint n_env = 5;
 
@@ -219,6 +231,8 @@ run_world_ckpt (guint world, gboolean quantized, guint hpz, gboolean expect_erro
     env[n_env++] = save_var;
   if (load_var != NULL)
     env[n_env++] = load_var;
+  if (extra != NULL)
+    env[n_env++] = extra;
   gint status[3];
 
   g_assert_no_error (error);
@@ -235,6 +249,13 @@ run_world_ckpt (guint world, gboolean quantized, guint hpz, gboolean expect_erro
       g_remove (file);
     }
   g_rmdir (dir);
+}
+
+static void
+run_world_ckpt (guint world, gboolean quantized, guint hpz, gboolean expect_error,
+                const gchar *save, const gchar *load, Run *run)
+{
+  run_world_env (world, quantized, hpz, expect_error, save, load, NULL, run);
 }
 
 static void
@@ -429,6 +450,24 @@ test_hpz_refused (void)
   run_clear (&refused);
 }
 
+/* qwZ with FP8 working copies, whose gathers move FP8 already, is
+ * refused on every rank, saying what to change. */
+static void
+test_fp8_refused (void)
+{
+  Run refused = { 0 };
+
+  run_world_env (2, TRUE, 1, TRUE, NULL, NULL, "MIXPREC_TEST_FP8=1", &refused);
+  for (guint r = 0; r < 2; r++)
+    {
+      if (!g_str_has_prefix (refused.data[r], "zero_optimization.zero_quantized_weights: "))
+        g_error ("rank %u: %s", r, refused.data[r]);
+      g_assert_nonnull (strstr (refused.data[r], "fp8"));
+      g_assert_nonnull (strstr (refused.data[r], "turn zero_quantized_weights off"));
+    }
+  run_clear (&refused);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -441,6 +480,7 @@ main (int argc, char **argv)
   g_test_add_data_func ("/zeropp/qwz/ranks-2", GUINT_TO_POINTER (2), test_engine);
   g_test_add_data_func ("/zeropp/qwz/ranks-3", GUINT_TO_POINTER (3), test_engine);
   g_test_add_func ("/zeropp/qwz/resume-across-setting", test_resume);
+  g_test_add_func ("/zeropp/qwz/fp8-refused", test_fp8_refused);
   g_test_add_func ("/zeropp/hpz/refused", test_hpz_refused);
   return g_test_run ();
 }

@@ -343,7 +343,8 @@ mixprec_engine_release_all (MixprecEngine *self)
  * gathers (mixprec_engine_gather() and mixprec_engine_prefetch()) since
  * @self was made: (world - 1) / world of each gathered unit, in the
  * working dtype, or for fp8 parameters (mixprec_param_is_fp8()) in FP8
- * with their MX block scales. Benchmarks divide it by the steps.
+ * with their MX block scales, or under `zero_quantized_weights` as int8
+ * codes with their FP32 block scales. Benchmarks divide it by the steps.
  *
  * Returns: the bytes; 0 below ZeRO-3 and on one process
  *

@@ -143,6 +143,7 @@ mixprec_sources += \
 	libmixprec/mixprec-engine-memory.c \
 	libmixprec/mixprec-engine-step.c \
 	libmixprec/mixprec-engine-zero3.c \
+	libmixprec/mixprec-engine-zeropp.c \
 	libmixprec/mixprec-engine-access.c \
 	libmixprec/mixprec-engine-monitor.c
 
@@ -229,6 +230,13 @@ mixprec_sources += \
 mixprec_simd_sources += libmixprec/mixprec-fp4-avx2.c
 mixprec_avx512_sources += libmixprec/mixprec-fp4-avx512.c
 EXTRA_DIST += libmixprec/numeric/numeric-fp4.h
+
+# --- ZeRO++: DeepSpeed's block quantizer (quantized weight gathers and
+# quantized gradient reductions)
+mixprec_sources += \
+	libmixprec/mixprec-zeropp-private.h \
+	libmixprec/mixprec-zeropp.c
+EXTRA_DIST += libmixprec/numeric/numeric-zeropp.h
 
 # --- FP8 scaling recipes (delayed, current, MX) and per-tensor scaling state
 mixprec_public_headers += libmixprec/mixprec-fp8-recipe.h

@@ -795,7 +795,8 @@ load_zero (Loader     *l,
     "stage3_param_persistence_threshold", "param_persistence_threshold",
     "stage3_max_live_parameters", "max_live_parameters",
     "offload_optimizer", "cpu_offload", "cpu_offload_use_pin_memory",
-    "offload_param", "cpu_offload_param", NULL
+    "offload_param", "cpu_offload_param",
+    "zero_quantized_weights", "zero_hpz_partition_size", NULL
   };
   /* Real DeepSpeed keys (runtime/zero/config.py): accepted so that real
    * configurations load, reported when they ask for something. */
@@ -825,12 +826,10 @@ load_zero (Loader     *l,
     { "ignore_unused_parameters", "true", NULL },
     { "legacy_stage1", "false", NULL },
     { "round_robin_gradients", "false", NULL },
-    { "zero_hpz_partition_size", "1", NULL },
-    { "zero_quantized_weights", "false",
-      "quantized ZeRO++ weights are not implemented; weights travel in the working dtype" },
     { "zero_quantized_nontrainable_weights", "false", NULL },
     { "zero_quantized_gradients", "false",
-      "quantized ZeRO++ gradients are not implemented; gradients travel in the "
+      "quantized ZeRO++ gradients (qgZ) are not implemented: they travel through an "
+      "all-to-all, which the communicators do not offer yet; gradients travel in the "
       "communication dtype" },
     { "zeropp_loco_param", "null", NULL },
     { "mics_shard_size", "-1", NULL },
@@ -889,6 +888,27 @@ load_zero (Loader     *l,
   read_stage3_elements (l, o, "prefetch_bucket_size", &s->prefetch_bucket_size);
   read_stage3_elements (l, o, "param_persistence_threshold", &s->param_persistence_threshold);
   read_stage3_elements (l, o, "max_live_parameters", &s->max_live_parameters);
+  /* ZeRO++ qwZ: only ZeRO-3 gathers weights; DeepSpeed ignores the key
+   * below it, and so does the engine, saying so. */
+  if (read_bool (l, o, "zero_optimization", "zero_quantized_weights", &s->zero_quantized_weights) &&
+      s->zero_quantized_weights && s->zero_stage < 3)
+    _mixprec_config_report_warning (l->report,
+                                    "zero_optimization.zero_quantized_weights: has no effect at "
+                                    "stage %u: only ZeRO-3 gathers the weights it quantizes",
+                                    s->zero_stage);
+  /* ZeRO++ hpZ: DeepSpeed declares ge=0; above 1 it asks for a secondary
+   * partition over groups of that many ranks, which the engine checks
+   * against the world size. */
+  if (read_int (l, o, "zero_optimization", "zero_hpz_partition_size", 0, G_MAXUINT, FALSE,
+                "a non-negative number of ranks", &i))
+    {
+      s->zero_hpz_partition_size = (guint) i;
+      if (i > 1 && s->zero_stage < 3)
+        _mixprec_config_report_warning (l->report,
+                                        "zero_optimization.zero_hpz_partition_size: has no effect "
+                                        "at stage %u: only ZeRO-3 gathers the weights it "
+                                        "partitions", s->zero_stage);
+    }
   load_offload_optimizer (l, o);
   load_offload_param (l, o);
 }
@@ -2685,6 +2705,7 @@ _mixprec_config_settings_init_defaults (MixprecConfigSettings *s)
   s->prefetch_bucket_size = 50000000;
   s->param_persistence_threshold = 100000;
   s->max_live_parameters = 1000000000;
+  s->zero_hpz_partition_size = 1;
 
   s->gradient_clipping = 0;
 

@@ -104,6 +104,10 @@ typedef struct
   guint64  prefetch_bucket_size;          /* stage3_*, or the unprefixed alias */
   guint64  param_persistence_threshold;
   guint64  max_live_parameters;
+  /* ZeRO++: ZeRO-3 gathers the working copies as int8 blocks (qwZ). */
+  gboolean zero_quantized_weights;
+  /* ZeRO++ hpZ: ranks per secondary partition group; 0 and 1: off. */
+  guint    zero_hpz_partition_size;
 
   /* training; 0 means unset for the three batch values */
   gdouble  gradient_clipping;
@@ -183,6 +187,12 @@ gboolean _mixprec_config_get_offload_pin_memory (MixprecConfig *config);
  * gathers. */
 gboolean _mixprec_config_get_offload_param (MixprecConfig *config);
 gboolean _mixprec_config_get_offload_param_pin_memory (MixprecConfig *config);
+
+/* zero_optimization.zero_quantized_weights (ZeRO++ qwZ): ZeRO-3's
+ * gathers move int8 blocks (mixprec-engine-zeropp.c). */
+gboolean _mixprec_config_get_zero_quantized_weights (MixprecConfig *config);
+/* zero_optimization.zero_hpz_partition_size (ZeRO++ hpZ), as written. */
+guint    _mixprec_config_get_zero_hpz_partition_size (MixprecConfig *config);
 
 /* mixprec.weight_decay_exempt: which parameters the optimizer's weight
  * decay skips. */

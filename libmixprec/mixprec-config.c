@@ -612,6 +612,10 @@ mixprec_config_to_data (MixprecConfig *self,
   json_builder_add_int_value (b, (gint64) s->param_persistence_threshold);
   json_builder_set_member_name (b, "stage3_max_live_parameters");
   json_builder_add_int_value (b, (gint64) s->max_live_parameters);
+  json_builder_set_member_name (b, "zero_quantized_weights");
+  json_builder_add_boolean_value (b, s->zero_quantized_weights);
+  json_builder_set_member_name (b, "zero_hpz_partition_size");
+  json_builder_add_int_value (b, s->zero_hpz_partition_size);
   json_builder_set_member_name (b, "offload_optimizer");
   json_builder_begin_object (b);
   json_builder_set_member_name (b, "device");
@@ -816,6 +820,20 @@ _mixprec_config_get_offload_param_pin_memory (MixprecConfig *self)
 {
   g_return_val_if_fail (MIXPREC_IS_CONFIG (self), FALSE);
   return self->settings.offload_param_pin_memory;
+}
+
+guint
+_mixprec_config_get_zero_hpz_partition_size (MixprecConfig *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_CONFIG (self), 0);
+  return self->settings.zero_hpz_partition_size;
+}
+
+gboolean
+_mixprec_config_get_zero_quantized_weights (MixprecConfig *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_CONFIG (self), FALSE);
+  return self->settings.zero_quantized_weights;
 }
 
 guint64

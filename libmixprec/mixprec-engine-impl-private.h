@@ -87,6 +87,13 @@ typedef struct {
   struct {
     guint64 scales;
   } repr;
+  /* mixprec-engine-zeropp.c: a quantized gather on its way (qwZ): every
+   * rank's int8 codes and block scales, @chunk bytes each. */
+  struct {
+    guint8 *wire;
+    guint64 chunk;
+    guint64 groups;          /* blocks of one slice */
+  } zeropp;
 } Unit;
 
 typedef enum {
@@ -228,6 +235,11 @@ typedef struct {
     guint64 offload_elements;  /* per buffer */
   };
   GroupMirrors mirrors;
+  /* ZeRO++ (mixprec-engine-zeropp.c): whether ZeRO-3 gathers this
+   * group's working copies quantized (zero_quantized_weights). */
+  struct {
+    gboolean weights;
+  } zeropp;
 } Group;
 
 /* A host copy of one device buffer, which checkpoints read and write
@@ -724,6 +736,19 @@ void     _mixprec_engine_offload_free_group (MixprecEngine *self, Group *g);
 void     _mixprec_engine_fp8_init_group    (Group *g, MixprecParam *p);
 /* ZeRO-3 (mixprec-engine-zero3.c): every gathered unit waited for and freed. */
 void     _mixprec_engine_zero3_clear       (MixprecEngine *self, Group *g);
+/* ZeRO++ (mixprec-engine-zeropp.c): whether @g's ZeRO-3 gathers are
+ * quantized, refusing a group they cannot serve (and hpZ sizes it cannot
+ * run); a unit's quantized gather started, returning its request (NULL
+ * with @error set: the caller frees nothing of it); and once the request
+ * completed (@ok) the arrived codes dequantized into u->zero3.gathered.
+ * Without @ok, or for a unit without a quantized gather, finish only
+ * frees what the gather held. */
+gboolean _mixprec_engine_zeropp_layout        (MixprecEngine *self, Group *g, GError **error);
+MixprecCommRequest *
+         _mixprec_engine_zeropp_gather_start  (MixprecEngine *self, Group *g, Unit *u,
+                                               GError **error);
+void     _mixprec_engine_zeropp_finish_gather (MixprecEngine *self, Group *g, Unit *u,
+                                               gboolean ok);
 
 /* ---------------------------------------------------------------- lookups
  * (mixprec-engine-layout.c): where a parameter, a unit, a block or an

@@ -705,6 +705,8 @@ _mixprec_engine_layout_group (MixprecEngine *self,
   g->persist_n = shape.persist_n;
   g->state_local = self->stage >= 1;
   g->working_local = self->stage >= 3;
+  if (!_mixprec_engine_zeropp_layout (self, g, error))
+    return FALSE;
   g->accum_mode = shape.accum_mode;
   g->slot_elements = shape.slot_elements;
 

@@ -284,6 +284,15 @@ plan_bytes (MixprecConfig *config,
 
       bytes[BUF_GATHERED] = MIN (shape->padded - shape->persist_n, live + window) *
                             mixprec_dtype_get_size (dt->working);
+      /* ZeRO++ qwZ: each gather's int8 codes and block scales too, while
+       * they arrive (blocks of 4096 elements or more: a scale per 1024
+       * bytes at most). */
+      if (_mixprec_config_get_zero_quantized_weights (config) && world > 1 && !fp8)
+        {
+          guint64 n = bytes[BUF_GATHERED] / mixprec_dtype_get_size (dt->working);
+
+          bytes[BUF_GATHERED] += n + n / 1024;
+        }
     }
   if (fp8)
     {

@@ -25,6 +25,7 @@ _mixprec_engine_zero3_clear (MixprecEngine *self,
       if (u->zero3.gathering != NULL)
         mixprec_comm_request_wait (u->zero3.gathering, NULL);
       g_clear_pointer (&u->zero3.gathering, mixprec_comm_request_free);
+      _mixprec_engine_zeropp_finish_gather (self, g, u, FALSE);
       _mixprec_engine_free (self, g->device, g_steal_pointer (&u->zero3.gathered));
     }
 }
@@ -76,29 +77,38 @@ start_gather (MixprecEngine *self,
                                        BUF_GATHERED, error);
   if (u->zero3.gathered == NULL)
     return FALSE;
-  /* offload_param: the slice comes up from host memory first. */
-  send = _mixprec_engine_offload_slice_send (self, g, u, g->working, u->zero3.gathered, error);
+  /* offload_param: the slice comes up from host memory first. ZeRO++
+   * qwZ (refused with working copies on a device, so never offloaded
+   * ones): int8 codes and block scales travel instead, dequantized into
+   * the gathered copy when they have arrived (finish_gather). */
+  send = g->zeropp.weights ? u->zero3.gathered
+                           : _mixprec_engine_offload_slice_send (self, g, u, g->working, u->zero3.gathered, error);
   if (send == NULL || !_mixprec_engine_before_comm (self, error))
     {
       _mixprec_engine_free (self, g->device, g_steal_pointer (&u->zero3.gathered));
       return FALSE;
     }
-  u->zero3.gathering = mixprec_comm_all_gather_start (self->comm, send, u->zero3.gathered,
-                                                      UNIT_SLICE (self, u), g->dtypes.working, &local);
+  if (g->zeropp.weights)
+    u->zero3.gathering = _mixprec_engine_zeropp_gather_start (self, g, u, &local);
+  else
+    u->zero3.gathering = mixprec_comm_all_gather_start (self->comm, send, u->zero3.gathered,
+                                                        UNIT_SLICE (self, u), g->dtypes.working, &local);
   if (u->zero3.gathering == NULL)
     {
       _mixprec_engine_free (self, g->device, g_steal_pointer (&u->zero3.gathered));
       return _mixprec_engine_comm_failed (error, local, "gathering a ZeRO-3 parameter unit");
     }
   self->live_elements += u->padded;
-  self->gathered_bytes += (u->padded / self->world) * (self->world - 1) *
-                          mixprec_dtype_get_size (g->dtypes.working);
+  if (!g->zeropp.weights)
+    self->gathered_bytes += (u->padded / self->world) * (self->world - 1) *
+                            mixprec_dtype_get_size (g->dtypes.working);
   return TRUE;
 }
 
 /* Waits for @u's gather, if one is on its way. */
 static gboolean
 finish_gather (MixprecEngine *self,
+               Group         *g,
                Unit          *u,
                GError       **error)
 {
@@ -114,6 +124,7 @@ finish_gather (MixprecEngine *self,
       self->prefetching -= u->padded;
       u->zero3.prefetched = FALSE;
     }
+  _mixprec_engine_zeropp_finish_gather (self, g, u, ok);
   if (!ok)
     return _mixprec_engine_comm_failed (error, local, "gathering a ZeRO-3 parameter unit");
   return TRUE;
@@ -122,7 +133,7 @@ finish_gather (MixprecEngine *self,
 static void
 drop_unit (MixprecEngine *self, Group *g, Unit *u)
 {
-  finish_gather (self, u, NULL);
+  finish_gather (self, g, u, NULL);
   if (u->zero3.gathered == NULL)
     return;
   point_params (self, g, u, NULL);
@@ -234,7 +245,7 @@ mixprec_engine_gather (MixprecEngine *self,
     {
       if (u->zero3.gathered == NULL && !start_gather (self, g, u, error))
         return FALSE;
-      if (!finish_gather (self, u, error))
+      if (!finish_gather (self, g, u, error))
         {
           drop_unit (self, g, u);
           return FALSE;
@@ -341,7 +352,8 @@ mixprec_engine_release_all (MixprecEngine *self)
  * gathers (mixprec_engine_gather() and mixprec_engine_prefetch()) since
  * @self was made: (world - 1) / world of each gathered unit, in the
  * working dtype, or for fp8 parameters (mixprec_param_is_fp8()) in FP8
- * with their MX block scales. Benchmarks divide it by the steps.
+ * with their MX block scales, or under `zero_quantized_weights` as int8
+ * codes with their FP32 block scales. Benchmarks divide it by the steps.
  *
  * Returns: the bytes; 0 below ZeRO-3 and on one process
  *

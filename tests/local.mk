@@ -127,6 +127,18 @@ if HAVE_PYTHON_GI
 TESTS += tests/test-quant-maps.py
 endif
 
+# --- ZeRO++'s block quantizer (libmixprec/numeric/numeric-zeropp.h)
+# against a torch transcription of DeepSpeed's CUDA kernels, bit for bit
+# on 10^6 values (PYTHON_TORCH; skips without torch); zeropp-quant-dump
+# runs the library's quantizer on the test's files
+check_PROGRAMS += tests/zeropp-quant-dump
+tests_zeropp_quant_dump_CPPFLAGS = $(tests_internal_cppflags)
+tests_zeropp_quant_dump_LDADD = $(tests_internal_ldadd)
+EXTRA_DIST += tests/test-zeropp-quant.py
+if HAVE_PYTHON_GI
+TESTS += tests/test-zeropp-quant.py
+endif
+
 # --- registry: plugin loading, with deliberately broken test plugins built
 # as uninstalled modules in tests/plugins/ (not on the default search path)
 test_registry_plugins = \
@@ -590,6 +602,21 @@ tests_test_reduce_fp32_SOURCES = \
 tests_test_reduce_fp32_LDADD = $(tests_public_ldadd) -lm
 EXTRA_tests_test_reduce_fp32_DEPENDENCIES = plugins/mixprec-comm-ucx.la
 TESTS += tests/test-reduce-fp32
+endif
+
+# --- ZeRO++ quantized weight gathers (qwZ) at ZeRO-3 on 2 and 3 ranks:
+# the same bits on every rank, within the quantizer's bound (needs the UCX
+# comm plugin)
+if HAVE_UCX
+check_PROGRAMS += tests/test-zeropp-engine
+tests_test_zeropp_engine_SOURCES = \
+	tests/test-zeropp-engine.c \
+	tests/multiproc.c \
+	tests/multiproc.h \
+	tests/dtype-reference.h
+tests_test_zeropp_engine_LDADD = $(tests_public_ldadd) -lm
+EXTRA_tests_test_zeropp_engine_DEPENDENCIES = plugins/mixprec-comm-ucx.la
+TESTS += tests/test-zeropp-engine
 endif
 
 # --- checkpoints: resume, cross-precision, crash safety (fork + SIGKILL),

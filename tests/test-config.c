@@ -558,6 +558,8 @@ static const InvalidCase invalid_cases[] = {
   { "{\"zero_optimization\": {\"stage3_prefetch_bucket_size\": -1}}", "zero_optimization.stage3_prefetch_bucket_size", "must be a non-negative number of elements, got -1", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
   { "{\"zero_optimization\": {\"param_persistence_threshold\": -100}}", "zero_optimization.param_persistence_threshold", "non-negative number of elements, got -100", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
   { "{\"zero_optimization\": {\"max_live_parameters\": \"1e9\"}}", "zero_optimization.max_live_parameters", "non-negative number of elements, got \"1e9\"", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"zero_optimization\": {\"zero_hpz_partition_size\": -1}}", "zero_optimization.zero_hpz_partition_size", "a non-negative number of ranks", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"zero_optimization\": {\"zero_quantized_weights\": \"yes\"}}", "zero_optimization.zero_quantized_weights", "true or false", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
   { "{\"zero_optimization\": {\"stage3_max_live_parameters\": 2.5}}", "zero_optimization.stage3_max_live_parameters", "got 2.5", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
   { "{\"zero_optimization\": {\"stage3_max_live_parameters\": \"auto\"}}", "zero_optimization.stage3_max_live_parameters", "--set zero_optimization.stage3_max_live_parameters=VALUE", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
   { "{\"zero_optimization\": {\"allgather_bucket_size\": \"auto\"}}", "zero_optimization.allgather_bucket_size", "mixprec_config_loader_set_override", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
@@ -1371,6 +1373,45 @@ assert_round_trip (MixprecConfig *c)
     if (!g_strv_contains ((const gchar *const *) mixprec_config_get_warnings (c), *w))
       g_error ("the printed config reads back with a new warning: %s", *w);
   g_assert_cmpint (mixprec_config_get_precision_mode (again), ==, mixprec_config_get_precision_mode (c));
+}
+
+/* ZeRO++: zero_quantized_weights is read (no "not implemented" warning),
+ * printed, and said to do nothing below stage 3. */
+static void
+test_config_zeropp (void)
+{
+  g_autoptr(MixprecConfig) on = load ("{\"zero_optimization\": {\"stage\": 3, "
+                                      "\"zero_quantized_weights\": true}}");
+  g_autoptr(MixprecConfig) low = load ("{\"zero_optimization\": {\"stage\": 2, "
+                                       "\"zero_quantized_weights\": true}}");
+  g_autoptr(MixprecConfig) off = load ("{\"zero_optimization\": {\"stage\": 1, "
+                                       "\"zero_quantized_weights\": false}}");
+  g_autofree gchar *text = mixprec_config_to_data (on, NULL);
+
+  g_assert_cmpuint (g_strv_length (mixprec_config_get_warnings (on)), ==, 0);
+  g_assert_nonnull (strstr (text, "\"zero_quantized_weights\": true"));
+  assert_round_trip (on);
+  g_assert_true (warned (low, "zero_optimization.zero_quantized_weights: has no effect at stage 2"));
+  g_assert_cmpuint (g_strv_length (mixprec_config_get_warnings (low)), ==, 1);
+  g_assert_cmpuint (g_strv_length (mixprec_config_get_warnings (off)), ==, 0);
+  g_assert_nonnull (strstr (text, "\"zero_hpz_partition_size\": 1"));
+}
+
+/* hpZ: read, printed, checked against the world by the engine, said to
+ * do nothing below stage 3. */
+static void
+test_config_hpz (void)
+{
+  g_autoptr(MixprecConfig) on = load ("{\"zero_optimization\": {\"stage\": 3, "
+                                      "\"zero_hpz_partition_size\": 8}}");
+  g_autoptr(MixprecConfig) low = load ("{\"zero_optimization\": {\"stage\": 1, "
+                                       "\"zero_hpz_partition_size\": 8}}");
+  g_autofree gchar *text = mixprec_config_to_data (on, NULL);
+
+  g_assert_cmpuint (g_strv_length (mixprec_config_get_warnings (on)), ==, 0);
+  g_assert_nonnull (strstr (text, "\"zero_hpz_partition_size\": 8"));
+  assert_round_trip (on);
+  g_assert_true (warned (low, "zero_optimization.zero_hpz_partition_size: has no effect at stage 1"));
 }
 
 static void
@@ -2674,6 +2715,8 @@ main (int argc, char **argv)
   g_test_add_func ("/config/malformed/fuzz", test_config_fuzz);
   g_test_add_func ("/config/malformed/files", test_config_file_errors);
   g_test_add_func ("/config/warnings", test_config_warnings);
+  g_test_add_func ("/config/zeropp", test_config_zeropp);
+  g_test_add_func ("/config/hpz", test_config_hpz);
   g_test_add_func ("/config/offload-optimizer", test_config_offload_optimizer);
   g_test_add_func ("/config/offload-param", test_config_offload_param);
   g_test_add_func ("/config/corpus/zero2-fp16-warmup", test_config_corpus_zero2_fp16);

@@ -1,0 +1,139 @@
+/* mixprec-engine-zeropp.c — ZeRO++'s quantized weight gathers (qwZ,
+ * zero_optimization.zero_quantized_weights) under ZeRO-3.
+ *
+ * As DeepSpeed's partition_parameters.py does: each rank quantizes its
+ * slice of a unit to int8 with one FP32 scale per block (the blocks and
+ * the arithmetic of numeric/numeric-zeropp.h, sized from the slice's
+ * element count), one all-gather moves every rank's codes and scales,
+ * and every rank dequantizes all of them, its own slice included, into
+ * the gathered working copy. So every rank computes with the same bits,
+ * and those bits are what the owner's slice would give anywhere. The
+ * sharded working copy, the FP32 masters and the optimizer never see the
+ * quantization: only the gathered copies the forward and backward
+ * passes read do, and the next step's gather quantizes the updated
+ * slice afresh.
+ *
+ * The blocks are cut within each rank's slice, so they depend on the
+ * world size: at a given world size the gathered bits depend only on the
+ * working values, and a checkpoint resumed at another world size (or
+ * with qwZ switched on or off) resumes the same masters and working
+ * copies — nothing quantized is saved — while its later gathers round
+ * into other blocks. */
+#include "config.h"
+
+#include "mixprec-engine-impl-private.h"
+#include "mixprec-engine-private.h"
+#include "mixprec-config-private.h"
+#include "mixprec-zeropp-private.h"
+
+gboolean
+_mixprec_engine_zeropp_layout (MixprecEngine *self,
+                               Group         *g,
+                               GError       **error)
+{
+  guint hpz = _mixprec_config_get_zero_hpz_partition_size (self->config);
+
+  g->zeropp.weights = FALSE;
+  /* hpZ: a secondary copy of the weights partitioned over groups of hpz
+   * ranks (a host's, as DeepSpeed's users set it), which the forward and
+   * backward gathers read so that they stay inside the group. A group of
+   * the whole world is ZeRO-3's own partition: its gathers stay inside
+   * it already, and the secondary copy would repeat the primary. */
+  if (self->stage >= 3 && hpz > 1 && hpz != self->world)
+    {
+      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
+                   "zero_optimization.zero_hpz_partition_size: %u: a secondary partition of "
+                   "the weights over groups of %u of the %u ranks is not implemented; 1 (off) "
+                   "or %u (one group of every rank, which is ZeRO-3's own partition) run",
+                   hpz, hpz, self->world, self->world);
+      return FALSE;
+    }
+  if (!_mixprec_config_get_zero_quantized_weights (self->config) || self->stage < 3 ||
+      self->world < 2)
+    return TRUE;
+  if (g->fp8.enabled)
+    {
+      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
+                   "zero_optimization.zero_quantized_weights: parameter group %u holds fp8 "
+                   "parameters, whose ZeRO-3 gathers already move FP8 copies; quantizing "
+                   "them again to int8 is not supported (turn zero_quantized_weights off, "
+                   "or leave these parameters' modules out of the fp8 section)",
+                   g->index);
+      return FALSE;
+    }
+  if (g->device != NULL)
+    {
+      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
+                   "zero_optimization.zero_quantized_weights: quantized gathers run on "
+                   "working copies in host memory (mixprec.device \"cpu\"); on a device "
+                   "they are not implemented yet");
+      return FALSE;
+    }
+  g->zeropp.weights = TRUE;
+  return TRUE;
+}
+
+MixprecCommRequest *
+_mixprec_engine_zeropp_gather_start (MixprecEngine *self,
+                                     Group         *g,
+                                     Unit          *u,
+                                     GError       **error)
+{
+  guint64 slice = UNIT_SLICE (self, u);
+  guint64 groups = _mixprec_zeropp_weight_groups (slice);
+  MixprecCommRequest *request;
+  guint8 *mine;
+
+  if (groups == 0)
+    {
+      /* Slices are multiples of 4096 elements, which DeepSpeed's sizing
+       * always cuts; this guards the rule, not a reachable input. */
+      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_PARAM,
+                   "zero_optimization.zero_quantized_weights: a slice of %" G_GUINT64_FORMAT
+                   " elements cannot be cut into DeepSpeed's quantization blocks", slice);
+      return NULL;
+    }
+  u->zeropp.groups = groups;
+  /* Codes then scales; slices are even, so the chunk is whole 16-bit words. */
+  u->zeropp.chunk = slice + groups * sizeof (gfloat);
+  u->zeropp.wire = _mixprec_engine_alloc (self, NULL, u->zeropp.chunk * self->world, 1,
+                                          BUF_GATHERED, error);
+  if (u->zeropp.wire == NULL)
+    return NULL;
+  mine = u->zeropp.wire + self->rank * u->zeropp.chunk;
+  _mixprec_zeropp_quantize (_mixprec_engine_at (g->working, g->dtypes.working, u->local),
+                            g->dtypes.working, slice, groups, 8, (gint8 *) mine,
+                            (gfloat *) (gpointer) (mine + slice));
+  /* Bytes, carried as 16-bit words: nothing converts them. */
+  request = mixprec_comm_all_gather_start (self->comm, mine, u->zeropp.wire, u->zeropp.chunk / 2,
+                                           MIXPREC_DTYPE_FLOAT16, error);
+  if (request == NULL)
+    {
+      _mixprec_engine_zeropp_finish_gather (self, g, u, FALSE);
+      return NULL;
+    }
+  self->gathered_bytes += u->zeropp.chunk * (self->world - 1);
+  return request;
+}
+
+void
+_mixprec_engine_zeropp_finish_gather (MixprecEngine *self,
+                                      Group         *g,
+                                      Unit          *u,
+                                      gboolean       ok)
+{
+  guint64 slice = UNIT_SLICE (self, u);
+
+  if (u->zeropp.wire == NULL)
+    return;
+  for (guint r = 0; ok && r < self->world; r++)
+    {
+      const guint8 *chunk = u->zeropp.wire + r * u->zeropp.chunk;
+
+      _mixprec_zeropp_dequantize ((const gint8 *) chunk, (const gfloat *) (gconstpointer) (chunk + slice),
+                                  slice, u->zeropp.groups, 8,
+                                  _mixprec_engine_at (u->zero3.gathered, g->dtypes.working, r * slice),
+                                  g->dtypes.working);
+    }
+  _mixprec_engine_free (self, NULL, g_steal_pointer (&u->zeropp.wire));
+}

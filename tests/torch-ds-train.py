@@ -37,7 +37,10 @@ def ds_config(mode, stage):
         "gradient_accumulation_steps": 2,
         "gradient_clipping": 1.0,
         mode: {"enabled": True, **({"initial_scale_power": 8} if mode == "fp16" else {})},
-        "zero_optimization": {"stage": stage},
+        # Under ZeRO-3 even this small model's parameters are partitioned
+        # (none is below the persistence threshold).
+        "zero_optimization": {"stage": stage,
+                              **({"stage3_param_persistence_threshold": 0} if stage == 3 else {})},
         "optimizer": {"type": "AdamW",
                       "params": {"lr": 3e-3, "betas": [0.9, 0.95], "eps": 1e-8,
                                  "weight_decay": 0.01, "torch_adam": True}},
@@ -71,6 +74,7 @@ def run(mode, stage, tmpdir, n_before=8, n_after=8, own_optimizer=False):
     optimizer section."""
     model, batches = model_and_data()
     wpe = model.transformer.wpe.weight.detach().clone()
+    wte = model.transformer.wte.weight
     config = ds_config(mode, stage)
     if own_optimizer:
         del config["optimizer"]
@@ -90,8 +94,15 @@ def run(mode, stage, tmpdir, n_before=8, n_after=8, own_optimizer=False):
     ckpt_dir = os.path.join(tmpdir, "checkpoints")
     engine.save_checkpoint(ckpt_dir, tag="ckpt", client_state={"seen": n_before})
     train(engine, batches[n_before:n_before + n_after], report)
-    report["wpe_unchanged"] = torch.equal(model.transformer.wpe.weight.detach().float(),
-                                          wpe.to(model.transformer.wpe.weight.dtype).float())
+    # Under ZeRO-3 the weights are read whole inside GatheredParameters
+    # (which changes nothing at other stages).
+    with deepspeed.zero.GatheredParameters([model.transformer.wpe.weight, wte]):
+        weight = model.transformer.wpe.weight
+        report["wpe_unchanged"] = torch.equal(weight.detach().float(),
+                                              wpe.to(weight.dtype).float())
+        report["tied"] = model.lm_head.weight is wte and tuple(wte.shape) == (64, 32)
+        report["wte_sum"] = wte.detach().float().sum().item()
+    report["wte_numel_outside"] = wte.numel()
 
     # Resume in a fresh engine from the checkpoint.
     model2, _ = model_and_data(seed=5)

@@ -179,8 +179,10 @@ gi.require_version("GLib", "2.0")
 gi.require_version("Mixprec", "1.0")
 from gi.repository import GLib, Mixprec  # noqa: E402
 
+from mixprec import _torch_zero as zero  # noqa: E402
+
 __all__ = ["initialize", "Engine", "Error", "ConfigWarning", "add_config_arguments",
-           "init_distributed"]
+           "init_distributed", "zero"]
 
 _DT = Mixprec.DType
 _TORCH_DTYPE = {_DT.FLOAT32: torch.float32, _DT.FLOAT16: torch.float16,
@@ -537,10 +539,6 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None, tra
     if device not in ("cpu", "cuda"):
         raise ValueError("mixprec.torch: mixprec.device is '%s'; mixprec.torch drives engines "
                          "on the cpu and cuda devices" % device)
-    if cfg.get_zero_stage() > 2:
-        raise ValueError("mixprec.torch: zero_optimization.stage %d: ZeRO-3 shards the working "
-                         "copies themselves, which this version of mixprec.torch does not "
-                         "gather for the model; use stage 0, 1 or 2" % cfg.get_zero_stage())
     with _errors():
         if comm is not None or model_parallel_comm is not None:
             engine = Mixprec.Engine.new_with_comm(cfg, comm, model_parallel_comm)
@@ -578,7 +576,10 @@ class _Initialized(tuple):
 
 
 class _Entry(object):
-    __slots__ = ("name", "tensor", "param", "dtype", "address", "shape")
+    __slots__ = ("name", "tensor", "param", "dtype", "address", "shape",
+                 # ZeRO-3 (mixprec/_torch_zero.py): whether partitioned, and its state
+                 "z3", "partitioner", "count", "bwd", "view", "uses", "position",
+                 "placeholder", "shaped")
 
 
 def _fp32_bytes(t):
@@ -660,6 +661,7 @@ class Engine(object):
         self._counters = (0, 0)         # (global_steps, skipped_steps) loaded
         self._grads_out = False
         self._forward = None
+        self._zero3 = None
         self.expose_grads = True
 
         previous = getattr(model, _ENGINE_ATTR, None)
@@ -706,6 +708,7 @@ class Engine(object):
                                                     _fp32_bytes(p))
                 e.dtype = e.param.get_working_dtype()
                 e.address = None
+                e.z3 = False
                 self.params[name] = e.param
                 self._entries.append(e)
                 owner.setdefault(id(module), (module, []))[1].append(e)
@@ -715,8 +718,7 @@ class Engine(object):
         with _errors():
             engine.prepare()
         # Where the engine's buffers are (DLPack's device type and id).
-        dl_type, dl_id = self._entries[0].param.get_device_address(
-            Mixprec.ParamBuffer.WORKING)[2:]
+        dl_type, dl_id = self._engine_device()
         if dl_type == _KDL_CPU:
             self.device = torch.device("cpu")
         elif dl_type == _KDL_CUDA:
@@ -729,6 +731,13 @@ class Engine(object):
                 raise ValueError("mixprec.torch: parameter '%s' is on %s, the engine's buffers "
                                  "on %s: move the model there first (model.to(%r))"
                                  % (e.name, e.tensor.device, self.device, str(self.device)))
+        # ZeRO-3: the parameters the engine partitions stop holding data
+        # (see mixprec/_torch_zero.py); the rest are views, as below ZeRO-3.
+        self._zero3 = None
+        if cfg.get_zero_stage() == 3:
+            partitioned = [e for e in self._entries if self._partitioned(e, cfg)]
+            if partitioned:
+                self._zero3 = zero.Partitioner(self, partitioned, _errors, _TORCH_DTYPE)
         self._bind()
 
         # The model's dtype: the working dtype of most of its elements.
@@ -761,6 +770,8 @@ class Engine(object):
 
         for e in self._entries:
             self._hooks.append(e.tensor.register_post_accumulate_grad_hook(self._hook(e)))
+        if self._zero3 is not None:
+            self._zero3.install(model)
 
         if cfg.get_precision_mode() == Mixprec.PrecisionMode.AUTOCAST:
             self._autocast = _TORCH_DTYPE[cfg.get_low_dtype()]
@@ -802,10 +813,44 @@ class Engine(object):
 
     # ------------------------------------------------------------ views
 
+    def _engine_device(self):
+        """DLPack's (device type, id) of the engine's buffers, from a
+        working copy this rank holds whole (under ZeRO-3 on several
+        ranks, perhaps one gathered for the purpose: every rank does the
+        same)."""
+        for e in self._entries:
+            try:
+                return e.param.get_device_address(Mixprec.ParamBuffer.WORKING)[2:]
+            except GLib.Error:
+                continue
+        first = self._entries[0].param
+        with _errors():
+            self.engine.gather(first)
+        try:
+            return first.get_device_address(Mixprec.ParamBuffer.WORKING)[2:]
+        finally:
+            self.engine.release(first)
+
+    def _partitioned(self, e, cfg):
+        """Whether ZeRO-3 partitions e: on several ranks, where the engine
+        holds a slice of it only; on one process (where the engine's
+        copies are whole anyway), where it is not below
+        stage3_param_persistence_threshold, as on several."""
+        if self.engine.get_world_size() == 1:
+            return e.param.get_numel() >= cfg.get_param_persistence_threshold()
+        try:
+            e.param.get_device_address(Mixprec.ParamBuffer.WORKING)
+            return False
+        except GLib.Error:
+            return True
+
     def _bind(self):
         """Makes each parameter's data the engine's working copy (again,
-        where the engine moved it)."""
+        where the engine moved it); ZeRO-3's partitioned parameters are
+        gathered by their modules instead."""
         for e in self._entries:
+            if e.z3:
+                continue
             address, dtype = e.param.get_device_address(Mixprec.ParamBuffer.WORKING)[:2]
             if address == e.address:
                 continue
@@ -823,7 +868,14 @@ class Engine(object):
             raise RuntimeError("mixprec.torch: this engine is detached from its model: %s"
                                % self._detached)
         for e in self._entries:
-            if e.tensor.data_ptr() != e.address or e.tensor.dtype != _TORCH_DTYPE[e.dtype]:
+            if e.z3:
+                replaced = e.tensor.dtype != _TORCH_DTYPE[e.dtype] or \
+                    (e.count == 0 and e.tensor.numel() != 0 and
+                     e.tensor.data_ptr() != e.shaped.data_ptr())
+            else:
+                replaced = e.tensor.data_ptr() != e.address or \
+                    e.tensor.dtype != _TORCH_DTYPE[e.dtype]
+            if replaced:
                 raise RuntimeError(
                     "mixprec.torch: parameter '%s' (%s) is no longer the engine's working copy "
                     "(%s): its data was replaced after initialize, as model.float(), "
@@ -860,6 +912,8 @@ class Engine(object):
                     e.param.reduce_grad_address(dtype, g.data_ptr())
             self.timings["intake"] += time.perf_counter() - start
             p.grad = None
+            if e.z3:
+                e.partitioner.after_gradient(e)
         return hook
 
     def _expose_grads(self):
@@ -873,6 +927,8 @@ class Engine(object):
             # complete for torch's.
             self._entries[0].param.get_device_address(Mixprec.ParamBuffer.WORKING)
         for e in self._entries:
+            if e.z3:
+                continue        # partitioned: its data is a placeholder
             try:
                 buf = e.param.accum if gas > 1 else e.param.grad
                 g = torch.from_dlpack(buf).reshape(e.shape)
@@ -945,6 +1001,8 @@ class Engine(object):
         scale = self.engine.get_loss_scale()
         scaled = loss.float() * scale if scale != 1.0 else loss
         scaled.backward(retain_graph=retain_graph)
+        if self._zero3 is not None:
+            self._zero3.end_backward()
         start = time.perf_counter()
         with _errors():
             self.engine.backward_done()
@@ -1049,13 +1107,16 @@ class Engine(object):
         if not self.engine.is_accumulation_boundary():
             return None
         self._drop_grads()
+        if self._zero3 is not None:
+            self._zero3.before_step("step()")
         start = time.perf_counter()
         with _errors():
             result = self.engine.step()
-        if self.device.type != "cpu":
+        whole = [e for e in self._entries if not e.z3]
+        if self.device.type != "cpu" and whole:
             # Waits for the engine's stream: the new weights are complete
-            # for torch's.
-            self._entries[0].param.get_device_address(Mixprec.ParamBuffer.WORKING)
+            # for torch's (a ZeRO-3 gather waits for it itself).
+            whole[0].param.get_device_address(Mixprec.ParamBuffer.WORKING)
         self.timings["step"] += time.perf_counter() - start
         self.last_step = result
         return result
@@ -1156,6 +1217,8 @@ class Engine(object):
         flags = (Mixprec.CheckpointLoadFlags.NONE
                  if load_optimizer_states and not load_module_only
                  else Mixprec.CheckpointLoadFlags.WEIGHTS_ONLY)
+        if self._zero3 is not None:
+            self._zero3.before_step("load_checkpoint()")
         with _errors():
             self.engine.load_checkpoint_full(path, flags)
             info = Mixprec.Checkpoint.open(path)
@@ -1214,18 +1277,28 @@ class Engine(object):
         os.makedirs(os.fspath(save_dir), exist_ok=True)
         trained = {id(e.tensor) for e in self._entries}
         state = {}
-        for n, t in self.module.state_dict(keep_vars=True).items():
-            if exclude_frozen_parameters and isinstance(t, torch.nn.Parameter) and \
-                    id(t) not in trained:
-                continue
-            state[n] = t.detach().cpu().clone()
+        # Under ZeRO-3 every rank gathers the partitioned parameters.
+        with zero.GatheredParameters([e.tensor for e in self._entries]):
+            for n, t in self.module.state_dict(keep_vars=True).items():
+                if exclude_frozen_parameters and isinstance(t, torch.nn.Parameter) and \
+                        id(t) not in trained:
+                    continue
+                state[n] = t.detach().cpu().clone()
         if self.engine.get_rank() == 0:
             torch.save(state, os.path.join(os.fspath(save_dir), save_filename))
         return True
 
     def close(self):
         """Removes the hooks (the parameters stay views of the engine's
-        memory, which lives as long as they do)."""
+        memory, which lives as long as they do; under ZeRO-3 the
+        partitioned parameters get a copy of their whole working copies,
+        gathered on every rank: collective there)."""
+        if self._zero3 is not None:
+            self._zero3.materialize()
+            for e in self._entries:
+                e.z3 = False
+                e.address = None
+            self._zero3 = None
         for h in self._hooks:
             h.remove()
         self._hooks = []

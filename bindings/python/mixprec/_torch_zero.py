@@ -1,0 +1,407 @@
+# mixprec/_torch_zero.py — ZeRO-3 for mixprec.torch: the model's
+# parameters partitioned by the engine, gathered around each module's
+# forward and each backward that reads them; and DeepSpeed's deepspeed.zero
+# namespace (Init, GatheredParameters, register_external_parameter).
+"""ZeRO-3 behind mixprec.torch (``mixprec.torch.zero``).
+
+Under ``zero_optimization.stage`` 3 the engine keeps only this rank's
+slice of each working copy. The torch parameter keeps its Parameter
+object (optimizers, ``named_parameters()`` and tied weights still see
+it) with an empty placeholder as its data, as DeepSpeed's does, and the
+attributes DeepSpeed gives it (``ds_id``, ``ds_shape``, ``ds_numel``,
+``ds_status``, ``ds_persist``):
+
+* a forward pre-hook on each module gathers the parameters the module
+  holds itself (``mixprec_engine_gather``: an all-gather of their unit),
+  the parameter's data becoming a view of the whole working copy (DLPack),
+  and prefetches the parameters the first forward pass used next, within
+  ``stage3_prefetch_bucket_size`` (``mixprec_engine_prefetch``); a forward
+  post-hook releases them;
+* autograd does not keep them: while the model's forward runs, a
+  saved-tensor hook (``torch.autograd.graph.saved_tensors_hooks``) stores
+  a partitioned parameter (or a view of it) that an operation saves for
+  its backward as a reference, and the backward that reads it gathers it
+  again, prefetching the parameters the forward pass used before it;
+* the gradient goes to the engine as at ZeRO-2 (``reduce_grad``, a
+  reduce-scatter across ranks) once autograd has accumulated it, and that
+  releases the parameter's backward gathers.
+
+Parameters below ``stage3_param_persistence_threshold`` elements stay
+whole on every rank (the engine's persistent units, DeepSpeed's
+persistent parameters), as do frozen parameters, which the engine does
+not hold.
+"""
+
+import enum
+
+import torch
+
+from gi.repository import GLib, Mixprec
+
+__all__ = ["Init", "GatheredParameters", "register_external_parameter",
+           "unregister_external_parameter", "ZeroParamStatus"]
+
+# On a partitioned torch parameter: its Partitioner's entry.
+_ATTR = "_mixprec_zero3_entry"
+# On a module: parameters its forward uses that another module holds.
+_EXTERNAL = "_mixprec_external_params"
+
+
+class ZeroParamStatus(enum.Enum):
+    """DeepSpeed's ``ds_status`` values."""
+    AVAILABLE = 1
+    NOT_AVAILABLE = 2
+    INFLIGHT = 3
+
+
+def _use_count(t):
+    """How many tensors share t's storage (torch's own count), or None
+    where this torch does not say."""
+    counter = getattr(torch._C, "_storage_Use_Count", None)
+    if counter is None:
+        return None
+    return counter(t.untyped_storage()._cdata)
+
+
+class _Saved(object):
+    """What autograd keeps of a partitioned parameter (or of a view of
+    it) saved for backward: the entry, and the view's geometry."""
+    __slots__ = ("entry", "geometry")
+
+    def __init__(self, entry, geometry):
+        self.entry = entry
+        self.geometry = geometry
+
+
+class Partitioner(object):
+    """The ZeRO-3 side of one mixprec.torch Engine: its partitioned
+    entries, the hooks that gather and release them, the order the first
+    forward pass used them in (for the prefetch)."""
+
+    def __init__(self, front, entries, errors, dtypes):
+        self.front = front
+        self.engine = front.engine
+        self.errors = errors            # the front's GLib.Error -> Error translation
+        self.entries = entries
+        self.by_cdata = {e.tensor._cdata: e for e in entries}
+        self.live = {}                  # storage address of a gathered view -> entry
+        self.order = []                 # entries in the order the first forward gathered them
+        self.traced = False
+        self.depth = 0
+        self.saving = None
+        self.hooks = []
+        cfg = self.engine.get_config()
+        self.bucket = cfg.get_prefetch_bucket_size()
+        for i, e in enumerate(entries):
+            e.z3 = True
+            e.count = 0
+            e.bwd = 0
+            e.view = None
+            e.uses = None
+            e.position = None
+            e.partitioner = self
+            p = e.tensor
+            dtype = dtypes[e.dtype]         # the working dtype
+            e.placeholder = torch.empty(0, dtype=dtype, device=p.device)
+            # The whole shape in one element of memory (zero strides): what
+            # autograd accumulates a gradient into when the parameter is
+            # not gathered (an embedding's backward reads none of it).
+            e.shaped = torch.zeros((), dtype=dtype, device=p.device).expand(e.shape)
+            p.data = e.placeholder
+            p.ds_id = i
+            p.ds_shape = torch.Size(e.shape)
+            p.ds_numel = e.param.get_numel() if e.shape else 1
+            p.ds_persist = False
+            p.ds_status = ZeroParamStatus.NOT_AVAILABLE
+            setattr(p, _ATTR, e)
+            self.hooks.append(p.register_hook(self._before_accumulate(e)))
+
+    # ------------------------------------------------------------ gather, release
+
+    def gather(self, e, backward=False):
+        """Makes e's parameter whole (nested: as many release() as gather())."""
+        if e.count == 0:
+            with self.errors():
+                self.engine.gather(e.param)
+            try:
+                view = torch.from_dlpack(e.param.working).reshape(e.shape)
+            except (GLib.Error, BufferError, RuntimeError, ValueError) as err:
+                self.engine.release(e.param)
+                raise RuntimeError("mixprec.torch: parameter '%s': the gathered working copy "
+                                   "is not readable by torch (%s)" % (e.name, err)) from None
+            e.tensor.data = view
+            e.view = view
+            e.uses = _use_count(view)
+            e.tensor.ds_status = ZeroParamStatus.AVAILABLE
+            self.live[view.untyped_storage().data_ptr()] = e
+            if not self.traced and e.position is None:
+                e.position = len(self.order)
+                self.order.append(e)
+        e.count += 1
+        if backward:
+            e.bwd += 1
+
+    def release(self, e):
+        if e.count == 0:
+            return
+        e.count -= 1
+        if e.count == 0:
+            self._drop(e)
+
+    def _drop(self, e):
+        view = e.view
+        e.tensor.data = e.placeholder
+        e.tensor.ds_status = ZeroParamStatus.NOT_AVAILABLE
+        e.view = None
+        self.live.pop(view.untyped_storage().data_ptr(), None)
+        if e.uses is not None and _use_count(view) > e.uses - 1:
+            # A tensor made from the view outlives the gather; freeing the
+            # gathered copy under it would leave it reading freed memory.
+            e.count = 1
+            e.tensor.data = view
+            e.view = view
+            self.live[view.untyped_storage().data_ptr()] = e
+            raise RuntimeError("mixprec.torch: parameter '%s' (ZeRO-3) is still referenced "
+                               "by a tensor made from its gathered data when its module's "
+                               "forward ended (a view of the weight kept, or returned); read "
+                               "weights outside the forward under "
+                               "mixprec.torch.zero.GatheredParameters and clone() what you "
+                               "keep" % e.name)
+        del view
+        self.engine.release(e.param)
+
+    def prefetch(self, e, forward):
+        """Starts gathering the parameters the first forward pass used
+        after e (before e, in the backward pass), within the prefetch
+        bucket; the engine bounds it too. Collective, as gather() is:
+        every rank runs the same model, so the same prefetches."""
+        if not self.traced or e.position is None or self.bucket == 0:
+            return
+        step = 1 if forward else -1
+        i = e.position + step
+        elements = 0
+        while 0 <= i < len(self.order):
+            f = self.order[i]
+            elements += f.param.get_numel()
+            if elements > self.bucket:
+                break
+            if f.count == 0:
+                with self.errors():
+                    self.engine.prefetch(f.param)
+            i += step
+
+    # ------------------------------------------------------------ hooks
+
+    def install(self, model):
+        """The module hooks: each module gathers what it holds (and its
+        registered external parameters) for its forward; the model's own
+        forward runs under the saved-tensor hooks."""
+        self.hooks.append(model.register_forward_pre_hook(self._enter_model))
+        self.hooks.append(model.register_forward_hook(self._leave_model, always_call=True))
+        for module in model.modules():
+            own = []
+            for _, p in module.named_parameters(recurse=False):
+                e = getattr(p, _ATTR, None)
+                if e is not None and e not in own and e.tensor is p:
+                    own.append(e)
+            self.hooks.append(module.register_forward_pre_hook(self._module_pre(own)))
+            self.hooks.append(module.register_forward_hook(self._module_post(own),
+                                                           always_call=True))
+
+    def _external(self, module):
+        found = []
+        for p in getattr(module, _EXTERNAL, ()):
+            e = getattr(p, _ATTR, None)
+            if e is not None and e in self.entries:
+                found.append(e)
+        return found
+
+    def _module_pre(self, own):
+        def hook(module, args):
+            entries = own + self._external(module) if _EXTERNAL in module.__dict__ else own
+            if not entries:
+                return
+            module.__dict__["_mixprec_gathered"] = entries
+            for e in entries:
+                self.gather(e)
+            for e in entries:
+                self.prefetch(e, True)
+        return hook
+
+    def _module_post(self, own):
+        def hook(module, args, output):
+            entries = module.__dict__.pop("_mixprec_gathered", ())
+            for e in reversed(entries):
+                self.release(e)
+        return hook
+
+    def _enter_model(self, module, args):
+        self.depth += 1
+        if self.depth == 1:
+            self.saving = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
+            self.saving.__enter__()
+
+    def _leave_model(self, module, args, output):
+        self.depth -= 1
+        if self.depth == 0 and self.saving is not None:
+            self.saving.__exit__(None, None, None)
+            self.saving = None
+            if self.order and torch.is_grad_enabled():
+                self.traced = True
+
+    def _pack(self, t):
+        if not self.live:
+            return t
+        e = self.by_cdata.get(t._cdata)
+        if e is not None and e.count > 0:
+            return _Saved(e, None)
+        e = self.live.get(t.untyped_storage().data_ptr())
+        if e is not None:
+            return _Saved(e, (tuple(t.size()), tuple(t.stride()), t.storage_offset()))
+        return t
+
+    def _unpack(self, saved):
+        if not isinstance(saved, _Saved):
+            return saved
+        e = saved.entry
+        self.gather(e, backward=True)
+        self.prefetch(e, False)
+        if saved.geometry is None:
+            return e.view
+        return e.view.as_strided(*saved.geometry)
+
+    def _before_accumulate(self, e):
+        def hook(grad):
+            # Autograd accumulates the gradient into a tensor of the
+            # parameter's shape.
+            if e.count == 0:
+                e.tensor.data = e.shaped
+        return hook
+
+    def after_gradient(self, e):
+        """The gradient was handed to the engine: the backward gathers of
+        e end."""
+        while e.bwd > 0:
+            e.bwd -= 1
+            self.release(e)
+        if e.count == 0:
+            e.tensor.data = e.placeholder
+
+    def end_backward(self):
+        """Releases the backward gathers of parameters that got no
+        gradient, so that every partitioned parameter is back to its
+        placeholder."""
+        for e in self.entries:
+            self.after_gradient(e)
+
+    def before_step(self, what):
+        """The step rewrites the working copies: nothing may be gathered."""
+        self.end_backward()
+        held = [e.name for e in self.entries if e.count > 0]
+        if held:
+            raise RuntimeError("mixprec.torch: %s with ZeRO-3 parameters gathered (%s): leave "
+                               "every GatheredParameters block and forward pass first"
+                               % (what, ", ".join(held[:5])))
+
+    def materialize(self):
+        """Gives every partitioned parameter a torch-owned copy of its
+        whole working copy (collective) and removes the hooks: the model
+        stands alone again."""
+        for h in self.hooks:
+            h.remove()
+        self.hooks = []
+        for e in self.entries:
+            if e.count == 0:
+                self.gather(e)
+            whole = e.view.clone()
+            e.count = 1
+            self.release(e)
+            e.tensor.data = whole
+            for name in ("ds_id", "ds_shape", "ds_numel", "ds_persist", "ds_status", _ATTR):
+                e.tensor.__dict__.pop(name, None)
+
+
+# ------------------------------------------------------------ deepspeed.zero
+
+class GatheredParameters(object):
+    """DeepSpeed's ``deepspeed.zero.GatheredParameters(params,
+    modifier_rank=None, fwd_module=None, enabled=True)``: within the
+    block, the ZeRO-3 parameters among params (a parameter or an iterable
+    of them) are whole on every rank. Collective: every rank enters it
+    with the same parameters. Parameters that are not partitioned (ZeRO
+    stages 0 to 2, persistent and frozen parameters, a model not
+    initialized yet) are left as they are, as DeepSpeed leaves them.
+
+    ``modifier_rank`` (writing new values that the block's end would
+    broadcast into the partitions) is refused for partitioned
+    parameters: the engine holds their FP32 masters and has no call that
+    takes new values for them; change weights before initialize(), or
+    load them with load_checkpoint(). Writes to a gathered parameter
+    without it are not kept, as in DeepSpeed."""
+
+    def __init__(self, params, modifier_rank=None, fwd_module=None, enabled=True):
+        if isinstance(params, torch.Tensor):
+            params = [params]
+        self.entries = []
+        if not enabled:
+            return
+        for p in params:
+            e = getattr(p, _ATTR, None)
+            if e is not None and getattr(e, "z3", False) and e not in self.entries:
+                self.entries.append(e)
+        if modifier_rank is not None and self.entries:
+            raise ValueError("mixprec.torch.zero.GatheredParameters: modifier_rank=%r is not "
+                             "supported for ZeRO-3 parameters (%s): the engine keeps their FP32 "
+                             "masters and takes no new values for them; change the weights "
+                             "before initialize(), or load them with load_checkpoint()"
+                             % (modifier_rank, ", ".join(e.name for e in self.entries[:3])))
+        self.done = []
+
+    def __enter__(self):
+        for e in self.entries:
+            e.partitioner.gather(e)
+            self.done.append(e)
+        return None
+
+    def __exit__(self, *exc):
+        while self.done:
+            e = self.done.pop()
+            e.partitioner.release(e)
+        return False
+
+
+class Init(object):
+    """DeepSpeed's ``deepspeed.zero.Init(...)``, accepted with its
+    arguments: a context (or decorator-free call) to build a model in.
+    It does not partition at construction: the model is built whole in
+    each process's memory, and initialize() under ZeRO-3 partitions every
+    trainable parameter (the engine takes each parameter's values, then
+    the torch copy is dropped). ``enabled=False`` is accepted too."""
+
+    def __init__(self, module=None, data_parallel_group=None, mem_efficient_linear=True,
+                 remote_device=None, pin_memory=False, config_dict_or_path=None, config=None,
+                 enabled=True, dtype=None, mpu=None, **kwargs):
+        self.enabled = enabled
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def register_external_parameter(module, parameter):
+    """DeepSpeed's: module's forward uses parameter, which another module
+    holds; under ZeRO-3 module's forward gathers it too."""
+    if not isinstance(parameter, torch.nn.Parameter):
+        raise TypeError("mixprec.torch.zero.register_external_parameter: %s is not a "
+                        "torch.nn.Parameter" % type(parameter).__name__)
+    external = module.__dict__.setdefault(_EXTERNAL, [])
+    if not any(p is parameter for p in external):
+        external.append(parameter)
+
+
+def unregister_external_parameter(module, parameter):
+    """DeepSpeed's: undoes register_external_parameter()."""
+    external = module.__dict__.get(_EXTERNAL, [])
+    module.__dict__[_EXTERNAL] = [p for p in external if p is not parameter]

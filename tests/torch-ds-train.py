@@ -6,7 +6,9 @@
 # twice, unchanged but for its import line (`import deepspeed`, then
 # `import mixprec.torch as deepspeed`), and compares what it reports.
 # A small GPT-2 from transformers, built from a config (no download), its
-# position embedding frozen. Call run(mode, stage, tmpdir) -> dict.
+# position embedding frozen. Call run(mode, stage, tmpdir) -> dict; on
+# several ranks each takes its share of the micro-batches (RANK and
+# WORLD_SIZE of the launcher's environment) and tmpdir is shared.
 # (own_optimizer=True: a torch.optim.AdamW object instead of the section.)
 import argparse
 import json
@@ -63,6 +65,14 @@ def train(engine, batches, report):
             report["steps"].append(engine.global_steps)
 
 
+def my_share(batches):
+    """This rank's micro-batches: rank r of W (the launcher's RANK and
+    WORLD_SIZE) takes every W-th, from the r-th."""
+    rank = int(os.environ.get("RANK", "0"))
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    return batches[rank::world]
+
+
 def client_optimizer(model):
     parameters = [p for p in model.parameters() if p.requires_grad]
     return torch.optim.AdamW(parameters, lr=3e-3, betas=(0.9, 0.95), eps=1e-8,
@@ -73,6 +83,7 @@ def run(mode, stage, tmpdir, n_before=8, n_after=8, own_optimizer=False):
     """own_optimizer: a torch.optim.AdamW object instead of the config's
     optimizer section."""
     model, batches = model_and_data()
+    batches = my_share(batches)
     wpe = model.transformer.wpe.weight.detach().clone()
     wte = model.transformer.wte.weight
     config = ds_config(mode, stage)

@@ -78,7 +78,8 @@ module (the model's dtype, or FP32 for a module the policy keeps in FP32)
 as DeepSpeed casts the whole module, and never change. Tied parameters
 (GPT-2's ``lm_head.weight`` is ``wte.weight``) are registered once, under
 the first name; ``export_fp32()`` and ``save_16bit_model()`` write every
-name of the model's ``state_dict()``.
+name of the model's ``state_dict()`` (under ZeRO-3 gathering the
+parameters on every rank: collective).
 
 Floating-point inputs to ``engine(...)`` are cast to the model's dtype
 when the config asks for it (``"fp16": {"auto_cast": true}``, DeepSpeed's
@@ -119,14 +120,17 @@ What differs from DeepSpeed (on purpose or for now):
   stays None. Writing ``p.grad`` changes nothing; ``expose_grads =
   False`` on the Engine skips the copies.
 * ``no_sync()`` is accepted and changes nothing at ZeRO stages 0 and 1
-  (the engine reduces only at the boundary anyway); at stage 2 it is
-  refused, as DeepSpeed refuses it.
+  (the engine reduces only at the boundary anyway); at stages 2 and 3 it
+  is refused, as DeepSpeed refuses it.
 * ``save_checkpoint()`` and ``load_checkpoint()`` use libmixprec's
   checkpoint directory (``save_dir/tag/manifest.json`` and one
   safetensors file per rank; the default tag is DeepSpeed's
   ``global_stepN``), with ``client_state`` and the frozen parameters
   saved beside it as ``client_state.pt``; DeepSpeed's
-  ``*_model_states.pt`` files are neither read nor written. An Engine
+  ``*_model_states.pt`` files are neither read nor written. The
+  checkpoint does not depend on the ZeRO stage or the number of ranks: one
+  saved at ZeRO-3 on 2 ranks resumes at ZeRO-1 on one process, and back
+  (DeepSpeed needs its zero_to_fp32 conversion for that). An Engine
   made by the 1.0 spelling returns the path alone from
   ``load_checkpoint()``.
 * ``get_global_grad_norm()`` is the norm before clipping of the last
@@ -142,8 +146,67 @@ What differs from DeepSpeed (on purpose or for now):
   ``distributed_port`` are accepted and unused, ``config_params`` is a
   synonym of ``config``; ``init_distributed()`` does nothing (the engine
   finds its ranks in the launcher's environment).
-* ZeRO stages 0 to 2 only: ZeRO-3 shards the working copies themselves,
-  which this version does not gather for the model, and is refused.
+* ``p.grad`` of a ZeRO-3 partitioned parameter stays None, as
+  DeepSpeed's (its gradient is sharded across ranks).
+
+ZeRO-3 (``"zero_optimization": {"stage": 3}``) partitions the working
+copies themselves: each rank's engine holds one slice of every trained
+parameter (above ``stage3_param_persistence_threshold`` elements). At
+``initialize()`` the engine takes each parameter's values and the torch
+parameter keeps its object with an empty placeholder as its data (the
+model's full FP32 copy is dropped) and DeepSpeed's ``ds_id``,
+``ds_shape``, ``ds_numel``, ``ds_status`` and ``ds_persist`` attributes.
+A forward pre-hook on each module gathers the parameters it holds (one
+all-gather of their unit; the data becomes a view of the whole working
+copy) and starts gathering those the first forward pass used next,
+within ``stage3_prefetch_bucket_size``; its forward post-hook releases
+them. Autograd keeps no gathered copy: while the model's forward runs, a
+saved-tensor hook keeps a partitioned parameter an operation saves (or
+a view of one) as a reference that its backward gathers again, with the
+prefetch running in reverse, until the gradient is handed over (a
+reduce-scatter across ranks, as at ZeRO-2). Tied parameters (GPT-2's
+``lm_head.weight``) are gathered by each module that holds them, once
+per unit. ``mixprec.torch.zero`` has DeepSpeed's names:
+
+* ``GatheredParameters(params, modifier_rank=None)``: the parameters
+  whole inside the block, on every rank (collective); parameters that are
+  not partitioned are left alone, as DeepSpeed leaves them.
+* ``Init(...)``: accepted with DeepSpeed's arguments (``with
+  deepspeed.zero.Init(): model = ...``).
+* ``register_external_parameter(module, param)``: module's forward
+  gathers a parameter another module holds.
+
+What differs from DeepSpeed's ZeRO-3:
+
+* ``zero.Init()`` does not partition at construction: the model is built
+  whole in each process's memory and partitioned by ``initialize()``
+  (the engine copies each parameter's FP32 values before the torch copies
+  are dropped: the peak of ``initialize()`` is about twice the model in
+  FP32, where DeepSpeed's is about one module).
+* ``GatheredParameters(..., modifier_rank=r)`` is refused with a
+  ValueError for partitioned parameters: the engine holds their FP32
+  masters and takes no new values for them (change weights before
+  ``initialize()``, or load them with ``load_checkpoint()``); DeepSpeed
+  broadcasts rank r's writes into the partitions. Writes without it are
+  not kept, as in DeepSpeed.
+* Frozen parameters (``requires_grad=False``) stay whole on every rank,
+  cast to the working dtype; DeepSpeed partitions them too.
+* A parameter of exactly ``stage3_param_persistence_threshold`` elements
+  is partitioned (the engine keeps those below it whole); DeepSpeed keeps
+  it whole. On one process the engine's copies are whole anyway, and the
+  front partitions the torch parameters by the same rule, so that a
+  script sees what it will see on several ranks.
+* A tensor made from a gathered parameter that outlives its module's
+  forward (a kept view of the weight; autograd's saved tensors excepted)
+  is refused with a RuntimeError naming the parameter when the forward
+  ends, since the gathered copy is freed then; read weights under
+  ``GatheredParameters`` and ``clone()`` what you keep.
+* The prefetch follows the order of the first forward pass (DeepSpeed
+  traces it too); the engine also bounds it by ``stage3_max_live_parameters``.
+* ``close()`` gives each partitioned parameter a whole copy back
+  (gathered: collective), so the model stands alone again.
+* Activation checkpointing (``torch.utils.checkpoint``) under ZeRO-3 is
+  not tested.
 """
 
 import contextlib

@@ -602,6 +602,8 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None, tra
     if device not in ("cpu", "cuda"):
         raise ValueError("mixprec.torch: mixprec.device is '%s'; mixprec.torch drives engines "
                          "on the cpu and cuda devices" % device)
+    if comm is None and model_parallel_comm is None:
+        comm = _launcher_comm(cfg, doc)
     with _errors():
         if comm is not None or model_parallel_comm is not None:
             engine = Mixprec.Engine.new_with_comm(cfg, comm, model_parallel_comm)
@@ -621,6 +623,39 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None, tra
     front.lr_scheduler = sched
     front.training_dataloader = loader
     return _Initialized((front, front.optimizer, loader, sched))
+
+
+_launcher = {}      # "comm": the launcher's ranks joined once, or None on one process
+
+
+def _launcher_comm(cfg, doc):
+    """The communicator of the launcher's ranks (mixprec-run), joined at
+    the first initialize() of the process and kept for the later ones: the
+    rendezvous happens once per process (mixprec-run hands rank 0 one
+    listening socket), and a script that makes a second engine (to resume
+    from a checkpoint) joins the same ranks again. None where the engine
+    joins them itself: on one process, on a device other than the cpu
+    (whose communicator runs on the device's stream), with comm "local",
+    and for a config that requires a job secret when the environment has
+    none (the engine says so) or that is not JSON (which may)."""
+    if cfg.get_device() != "cpu" or cfg.get_comm_backend() == "local":
+        return None
+    if "comm" in _launcher:
+        return _launcher["comm"]
+    section = doc.get("mixprec") if isinstance(doc, dict) else None
+    if doc is None or (isinstance(section, dict) and section.get("require_job_secret") and
+                       not (os.environ.get("MIXPREC_JOB_SECRET") or
+                            os.environ.get("MIXPREC_JOB_SECRET_FILE"))):
+        return None
+    # The engine's timeout: MIXPREC_TIMEOUT, else the config's.
+    timeout = 0 if os.environ.get("MIXPREC_TIMEOUT") else int(cfg.get_timeout() * 1000 + 0.5)
+    with _errors():
+        bootstrap = Mixprec.Bootstrap.new_from_environment(timeout)
+        comm = None
+        if bootstrap.get_world_size() > 1:
+            comm = Mixprec.Comm.new(bootstrap, cfg.get_comm_backend(), "cpu", timeout)
+    _launcher["comm"] = comm
+    return comm
 
 
 class _Initialized(tuple):

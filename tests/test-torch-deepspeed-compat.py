@@ -5,9 +5,11 @@
 # accumulation 2, WarmupLR, checkpoint save and resume with client state),
 # runs once with `import deepspeed` and once with that line replaced by
 # `import mixprec.torch as deepspeed`, nothing else changed; bf16 and fp16,
-# ZeRO 0, 1 and 2 on one rank of the cpu (fp16 with DeepSpeed's cpu
-# accelerator's dtype table opened, see below), and once with a
-# torch.optim.AdamW object in place of the config's optimizer section. The losses of every micro-step
+# ZeRO 0, 1, 2 and 3 on one rank of the cpu (fp16 with DeepSpeed's cpu
+# accelerator's dtype table opened, see tests/torch_ds_common.py; ZeRO-3
+# with every parameter partitioned, the weights read under
+# GatheredParameters), and once with a torch.optim.AdamW object in place
+# of the config's optimizer section. The losses of every micro-step
 # stay within 1% of DeepSpeed's, the learning rates and step counters
 # equal DeepSpeed's, and the resumed run repeats the uninterrupted one as
 # DeepSpeed's does. Prints TAP.

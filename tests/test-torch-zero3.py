@@ -228,6 +228,17 @@ check("with DeepSpeed's default stage3_param_persistence_threshold (100000) this
       "is not partitioned, as in DeepSpeed",
       all(p.numel() > 0 for p in m_persist.parameters()) and persist._zero3 is None)
 
+# initialize() drops each torch copy once the engine holds its values;
+# a failure before the engine is prepared gives them back.
+torch.manual_seed(5)
+broken = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4))
+broken[1].register_parameter("odd", nn.Parameter(torch.zeros(2, dtype=torch.complex64)))
+before = [p.detach().clone() for p in broken.parameters()]
+e = error_of(lambda: mixprec.torch.initialize(broken, config(3)))
+check("a parameter refused at ZeRO-3 initialize() leaves every parameter's values as they were",
+      isinstance(e, TypeError) and "odd" in str(e) and
+      all(torch.equal(a, b.detach()) for a, b in zip(before, broken.parameters())), e)
+
 print(f"1..{len(results)}")
 for i, (name, ok, detail) in enumerate(results, 1):
     print(f"{'ok' if ok else 'not ok'} {i} - {name}")

@@ -375,8 +375,8 @@ class Init(object):
     arguments: a context (or decorator-free call) to build a model in.
     It does not partition at construction: the model is built whole in
     each process's memory, and initialize() under ZeRO-3 partitions every
-    trainable parameter (the engine takes each parameter's values, then
-    the torch copy is dropped). ``enabled=False`` is accepted too."""
+    trainable parameter (dropping each torch copy as soon as the engine
+    holds its values). ``enabled=False`` is accepted too."""
 
     def __init__(self, module=None, data_parallel_group=None, mem_efficient_linear=True,
                  remote_device=None, pin_memory=False, config_dict_or_path=None, config=None,

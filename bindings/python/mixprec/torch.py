@@ -154,7 +154,7 @@ copies themselves: each rank's engine holds one slice of every trained
 parameter (above ``stage3_param_persistence_threshold`` elements). At
 ``initialize()`` the engine takes each parameter's values and the torch
 parameter keeps its object with an empty placeholder as its data (the
-model's full FP32 copy is dropped) and DeepSpeed's ``ds_id``,
+torch copy is dropped at once) and DeepSpeed's ``ds_id``,
 ``ds_shape``, ``ds_numel``, ``ds_status`` and ``ds_persist`` attributes.
 A forward pre-hook on each module gathers the parameters it holds (one
 all-gather of their unit; the data becomes a view of the whole working
@@ -179,10 +179,12 @@ per unit. ``mixprec.torch.zero`` has DeepSpeed's names:
 What differs from DeepSpeed's ZeRO-3:
 
 * ``zero.Init()`` does not partition at construction: the model is built
-  whole in each process's memory and partitioned by ``initialize()``
-  (the engine copies each parameter's FP32 values before the torch copies
-  are dropped: the peak of ``initialize()`` is about twice the model in
-  FP32, where DeepSpeed's is about one module).
+  whole in each process's memory and partitioned by ``initialize()``,
+  which drops each parameter's torch copy as soon as the engine holds its
+  FP32 values (until the engine has laid out its slices, and gives the
+  values back if anything fails before that): each rank's peak is about
+  one FP32 copy of the model, as DeepSpeed's without ``zero.Init``, where
+  DeepSpeed's with it is about one module.
 * ``GatheredParameters(..., modifier_rank=r)`` is refused with a
   ValueError for partitioned parameters: the engine holds their FP32
   masters and takes no new values for them (change weights before
@@ -777,6 +779,28 @@ class Engine(object):
         seen = set()
         owner = {}
         frozen = []
+        # Under ZeRO-3 each parameter's torch copy is dropped once the
+        # engine holds its values (a reference to the same GBytes), so
+        # that the model is never in memory twice; restored if anything
+        # fails before the engine is prepared.
+        handed = [] if cfg.get_zero_stage() == 3 else None
+        try:
+            self._register(model, engine, seen, owner, frozen, handed)
+            if not self._entries:
+                raise ValueError("mixprec.torch: the model has no trainable parameters")
+            self._warn_unmatched(cfg, model)
+            with _errors():
+                engine.prepare()
+        except BaseException:
+            for p, dtype, values, shape in handed or ():
+                p.data = torch.frombuffer(bytearray(values.get_data()), dtype=torch.float32) \
+                    .reshape(shape).to(device=p.device, dtype=dtype)
+            raise
+        del handed
+        self._finish_init(model, engine, cfg, owner, frozen, fp32_modules)
+
+    def _register(self, model, engine, seen, owner, frozen, handed):
+        """Registers the model's trainable parameters with the engine."""
         for module_name, module in model.named_modules():
             for pname, p in module.named_parameters(recurse=False):
                 if id(p) in seen:
@@ -800,21 +824,22 @@ class Engine(object):
                 e.tensor = p
                 e.shape = tuple(p.shape)
                 # libmixprec has no 0-d parameters: a scalar is one element.
+                values = _fp32_bytes(p)
                 with _errors():
                     e.param = engine.register_param(name, list(p.shape) or [1],
                                                     type(module).__name__, _DT.FLOAT32,
-                                                    _fp32_bytes(p))
+                                                    values)
+                if handed is not None:
+                    handed.append((p, p.dtype, values, e.shape))
+                    p.data = torch.empty(0, dtype=p.dtype, device=p.device)
                 e.dtype = e.param.get_working_dtype()
                 e.address = None
                 e.z3 = False
                 self.params[name] = e.param
                 self._entries.append(e)
                 owner.setdefault(id(module), (module, []))[1].append(e)
-        if not self._entries:
-            raise ValueError("mixprec.torch: the model has no trainable parameters")
-        self._warn_unmatched(cfg, model)
-        with _errors():
-            engine.prepare()
+
+    def _finish_init(self, model, engine, cfg, owner, frozen, fp32_modules):
         # Where the engine's buffers are (DLPack's device type and id).
         dl_type, dl_id = self._engine_device()
         if dl_type == _KDL_CPU:

@@ -451,7 +451,7 @@ EXTRA_DIST += tests/test-torch-front.py tests/test-torch-charlm.sh tests/test-to
 # without) on one rank and on two (and with a comm plugin), and one test
 # per surprise a DeepSpeed user would meet. ZeRO-3 through mixprec.torch:
 # on one process against ZeRO-0, and on 2 and 3 ranks against one
-# process, bit for bit (with transformers and a comm plugin).
+# process, bit for bit (with a comm plugin).
 EXTRA_DIST += tests/test-torch-deepspeed-compat.py tests/torch-ds-train.py \
 	tests/test-torch-surprises.py tests/torch_ds_common.py \
 	tests/test-torch-deepspeed-dist.py tests/torch-ds-ranks.py \

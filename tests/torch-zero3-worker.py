@@ -1,6 +1,7 @@
 # torch-zero3-worker.py — one rank (or the one process) of
-# tests/test-torch-zero3-dist.py: a small GPT-2 from transformers (built
-# from a config, tied lm_head, frozen position embedding) trained through
+# tests/test-torch-zero3-dist.py: a small language model (tied embedding
+# and head, a frozen position embedding, LayerNorms, an MLP per block;
+# plain torch, so that each process starts fast) trained through
 # mixprec.torch for a few steps, each step's global batch being the same
 # `world * gas` micro-batches whatever the split: rank r of W takes
 # micro-batch s*W + r of step s, and one process with gas = W takes them
@@ -19,21 +20,49 @@ warnings.simplefilter("ignore")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 import torch  # noqa: E402
-import transformers  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 import mixprec.torch  # noqa: E402
 
 torch.set_num_threads(1)
 
 
+class Block(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.ln = nn.LayerNorm(width)
+        self.up = nn.Linear(width, 4 * width)
+        self.down = nn.Linear(4 * width, width)
+
+    def forward(self, h):
+        return h + self.down(F.gelu(self.up(self.ln(h))))
+
+
+class Model(nn.Module):
+    def __init__(self, vocab=64, context=16, width=32, layers=2):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, width)
+        self.wpe = nn.Embedding(context, width)
+        self.blocks = nn.ModuleList(Block(width) for _ in range(layers))
+        self.ln_f = nn.LayerNorm(width)
+        self.head = nn.Linear(width, vocab, bias=False)
+        self.head.weight = self.wte.weight
+
+    def forward(self, x, labels):
+        h = self.wte(x) + self.wpe(torch.arange(x.shape[1]))
+        for block in self.blocks:
+            h = block(h)
+        logits = self.head(self.ln_f(h)).float()
+        return F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]),
+                               labels[:, 1:].reshape(-1))
+
+
 def model_and_data(seed=0):
-    config = transformers.GPT2Config(vocab_size=64, n_positions=16, n_embd=32, n_layer=2,
-                                     n_head=2, bos_token_id=0, eos_token_id=0,
-                                     resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
     torch.manual_seed(seed)
     with mixprec.torch.zero.Init():
-        model = transformers.GPT2LMHeadModel(config)
-    model.transformer.wpe.requires_grad_(False)
+        model = Model()
+    model.wpe.requires_grad_(False)
     g = torch.Generator().manual_seed(seed + 1)
     steps = torch.randint(1, 3, (36, 2, 16), generator=g)
     return model, [torch.cumsum(s, dim=1) % 64 for s in steps]
@@ -55,7 +84,7 @@ def main():
         "bf16": {"enabled": True},
         "data_types": {"grad_accum_dtype": "fp32"},
         "zero_optimization": {"stage": a.stage, "stage3_param_persistence_threshold": 0,
-                              "stage3_prefetch_bucket_size": 4096},
+                              "stage3_prefetch_bucket_size": 65536},
         "optimizer": {"type": "AdamW", "params": {"lr": 3e-3, "betas": [0.9, 0.95],
                                                   "weight_decay": 0.01}},
         "scheduler": {"type": "WarmupLR", "params": {"warmup_min_lr": 0,
@@ -77,7 +106,7 @@ def main():
             engine.save_checkpoint(a.save_at[1], client_state={"step": step})
         for k in range(a.gas):
             x = batches[step * per_step + k * world + rank]
-            loss = engine(x, labels=x).loss
+            loss = engine(x, labels=x)
             engine.backward(loss)
             engine.step()
             losses.append(loss.item())
@@ -88,6 +117,7 @@ def main():
                                   "partitioned": sum(1 for p in model.parameters()
                                                      if p.numel() == 0),
                                   "gathered_bytes": engine.engine.get_gathered_bytes(),
+                                  "prefetches": engine._zero3.prefetches if engine._zero3 else 0,
                                   "peak_rss_kib": peak_kib}), flush=True)
 
 

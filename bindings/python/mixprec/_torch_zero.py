@@ -32,6 +32,7 @@ persistent parameters), as do frozen parameters, which the engine does
 not hold.
 """
 
+import bisect
 import enum
 
 import torch
@@ -86,6 +87,10 @@ class Partitioner(object):
         self.by_cdata = {e.tensor._cdata: e for e in entries}
         self.live = {}                  # storage address of a gathered view -> entry
         self.order = []                 # entries in the order the first forward gathered them
+        self.prefix = [0]               # elements of order[:i], for the prefetch window
+        self.ahead = -1                 # the last order index prefetched in this forward pass
+        self.behind = None              # the first one prefetched in this backward pass
+        self.prefetches = 0             # prefetches the engine started (several ranks)
         self.traced = False
         self.depth = 0
         self.saving = None
@@ -172,23 +177,31 @@ class Partitioner(object):
 
     def prefetch(self, e, forward):
         """Starts gathering the parameters the first forward pass used
-        after e (before e, in the backward pass), within the prefetch
-        bucket; the engine bounds it too. Collective, as gather() is:
-        every rank runs the same model, so the same prefetches."""
+        after e (before e, in the backward pass) within
+        stage3_prefetch_bucket_size elements of it, each once per pass;
+        the engine bounds what is on its way and live too. Collective, as
+        gather() is: every rank runs the same model, so the same
+        prefetches."""
         if not self.traced or e.position is None or self.bucket == 0:
             return
-        step = 1 if forward else -1
-        i = e.position + step
-        elements = 0
-        while 0 <= i < len(self.order):
-            f = self.order[i]
-            elements += f.param.get_numel()
-            if elements > self.bucket:
-                break
+        i, prefix = e.position, self.prefix
+        if forward:
+            # The last j with order[i+1..j] within the bucket.
+            last = bisect.bisect_right(prefix, prefix[i + 1] + self.bucket) - 2
+            todo = range(max(i + 1, self.ahead + 1), last + 1)
+            self.ahead = max(self.ahead, last)
+        else:
+            first = bisect.bisect_left(prefix, prefix[i] - self.bucket)
+            start = i - 1 if self.behind is None else min(i - 1, self.behind - 1)
+            todo = range(start, first - 1, -1)
+            self.behind = first if self.behind is None else min(self.behind, first)
+        for j in todo:
+            f = self.order[j]
             if f.count == 0:
+                before = self.engine.get_gathered_bytes()
                 with self.errors():
                     self.engine.prefetch(f.param)
-            i += step
+                self.prefetches += self.engine.get_gathered_bytes() > before
 
     # ------------------------------------------------------------ hooks
 
@@ -238,6 +251,8 @@ class Partitioner(object):
     def _enter_model(self, module, args):
         self.depth += 1
         if self.depth == 1:
+            self.ahead = -1
+            self.behind = None
             self.saving = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
             self.saving.__enter__()
 
@@ -246,8 +261,10 @@ class Partitioner(object):
         if self.depth == 0 and self.saving is not None:
             self.saving.__exit__(None, None, None)
             self.saving = None
-            if self.order and torch.is_grad_enabled():
+            if self.order and torch.is_grad_enabled() and not self.traced:
                 self.traced = True
+                for f in self.order:
+                    self.prefix.append(self.prefix[-1] + f.param.get_numel())
 
     def _pack(self, t):
         if not self.live:

@@ -4,7 +4,7 @@
 # DeepSpeed (two processes with a launcher's environment, gloo on
 # 127.0.0.1) and under mixprec.torch (mixprec-run -n 2), the script
 # unchanged but for its import line, each rank taking every other
-# micro-batch; bf16 at ZeRO 0, 1, 2 and 3 and fp16 at ZeRO-3, in one
+# micro-batch; bf16 and fp16 at ZeRO 0, 1, 2 and 3, in one
 # process pair per framework. Every rank's micro-step losses stay within
 # 1% of DeepSpeed's, the learning rates and step counters equal
 # DeepSpeed's, the checkpoint resumes with its client state, and the
@@ -28,7 +28,7 @@ if os.environ.get("MIXPREC_TEST_HAVE_UCX") != "yes":
     sys.exit(0)
 
 WORLD = 2
-CASES = ["bf16:0", "bf16:1", "bf16:2", "bf16:3", "fp16:3"]
+CASES = ["bf16:0", "bf16:1", "bf16:2", "bf16:3", "fp16:0", "fp16:1", "fp16:2", "fp16:3"]
 here = os.path.dirname(os.path.abspath(__file__))
 ranks_py = os.path.join(here, "torch-ds-ranks.py")
 run = os.path.join(os.environ["MIXPREC_TOP_BUILDDIR"], "tools", "mixprec-run")

@@ -37,7 +37,7 @@ import enum
 
 import torch
 
-from gi.repository import GLib, Mixprec
+from gi.repository import GLib
 
 __all__ = ["Init", "GatheredParameters", "register_external_parameter",
            "unregister_external_parameter", "ZeroParamStatus"]
@@ -272,7 +272,10 @@ class Partitioner(object):
         e = self.by_cdata.get(t._cdata)
         if e is not None and e.count > 0:
             return _Saved(e, None)
-        e = self.live.get(t.untyped_storage().data_ptr())
+        try:
+            e = self.live.get(t.untyped_storage().data_ptr())
+        except (RuntimeError, NotImplementedError, TypeError):
+            return t            # a tensor without storage (sparse, a subclass)
         if e is not None:
             return _Saved(e, (tuple(t.size()), tuple(t.stride()), t.storage_offset()))
         return t

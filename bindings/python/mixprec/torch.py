@@ -203,8 +203,17 @@ What differs from DeepSpeed's ZeRO-3:
   is refused with a RuntimeError naming the parameter when the forward
   ends, since the gathered copy is freed then; read weights under
   ``GatheredParameters`` and ``clone()`` what you keep.
+* A module's forward gathers the parameters it holds itself; one that
+  reads a parameter of a module it does not call (torch's
+  ``nn.MultiheadAttention`` reads ``out_proj.weight`` directly) needs
+  ``zero.register_external_parameter(module, param)``, as in DeepSpeed;
+  DeepSpeed's ``set_z3_leaf_modules()`` (gathering a whole subtree at its
+  root) is not there.
 * The prefetch follows the order of the first forward pass (DeepSpeed
-  traces it too); the engine also bounds it by ``stage3_max_live_parameters``.
+  traces it too), each parameter once per pass; the engine bounds it by
+  ``stage3_prefetch_bucket_size`` on the way and
+  ``stage3_max_live_parameters`` gathered, counted in its units (padded
+  to world size x 4096 elements), so a small model prefetches little.
 * ``close()`` gives each partitioned parameter a whole copy back
   (gathered: collective), so the model stands alone again.
 * Activation checkpointing (``torch.utils.checkpoint``) under ZeRO-3 is

@@ -10,8 +10,9 @@
 # checkpoint resumed by one process at ZeRO-1, and the one-process ZeRO-1
 # run's resumed by 3 ranks at ZeRO-3, end with the same bytes as the runs
 # never stopped. Each rank's peak RSS is printed beside the per-rank bytes
-# of `mixprec-inspect --plan` (the engine's buffers; the rest of the RSS
-# is Python and torch). Prints TAP.
+# of `mixprec-inspect --plan` and the engine's own peak (its memory
+# report; for a model this small the padding of its units makes it larger
+# than the plan, and Python and torch make most of the RSS). Prints TAP.
 import json
 import os
 import subprocess
@@ -108,8 +109,10 @@ with tempfile.TemporaryDirectory() as tmp:
               interleaved == single[0]["losses"], (interleaved, single[0]["losses"]))
         for r in range(world):
             print(f"# {world} ranks, rank {r}: peak RSS {dist[r]['peak_rss_kib'] / 1024:.1f} MiB; "
-                  f"mixprec-inspect --plan per rank: {plan_total(dist[r]['params'], world)} "
-                  f"(one process: peak RSS {single[0]['peak_rss_kib'] / 1024:.1f} MiB)")
+                  f"mixprec-inspect --plan per rank: {plan_total(dist[r]['params'], world)}; "
+                  f"the engine's own peak {dist[r]['engine_peak'] / 1024:.1f} KiB (its units "
+                  f"padded to {world} x 4096 elements); one process: peak RSS "
+                  f"{single[0]['peak_rss_kib'] / 1024:.1f} MiB")
         # Checkpoints cross layouts and world sizes.
         if world == 2:
             ok, resumed = launch(1, 1, 2, "resumed2.st", "--resume", "ck3-2")

@@ -118,6 +118,7 @@ def main():
                                                      if p.numel() == 0),
                                   "gathered_bytes": engine.engine.get_gathered_bytes(),
                                   "prefetches": engine._zero3.prefetches if engine._zero3 else 0,
+                                  "engine_peak": engine.engine.get_memory_report().total,
                                   "peak_rss_kib": peak_kib}), flush=True)
 
 

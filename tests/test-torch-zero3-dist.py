@@ -9,7 +9,7 @@
 # the same float. Checkpoints cross layouts: the 2-rank ZeRO-3 run's
 # checkpoint resumed by one process at ZeRO-1, and the one-process ZeRO-1
 # run's resumed by 3 ranks at ZeRO-3, end with the same bytes as the runs
-# never stopped. Each rank's peak RSS is printed beside the per-rank bytes
+# never stopped; so does the 2-rank run with activation checkpointing. Each rank's peak RSS is printed beside the per-rank bytes
 # of `mixprec-inspect --plan` and the engine's own peak (its memory
 # report; for a model this small the padding of its units makes it larger
 # than the plan, and Python and torch make most of the RSS). Prints TAP.
@@ -115,6 +115,10 @@ with tempfile.TemporaryDirectory() as tmp:
                   f"{single[0]['peak_rss_kib'] / 1024:.1f} MiB")
         # Checkpoints cross layouts and world sizes.
         if world == 2:
+            ok, _ = launch(2, 3, 1, "recomputed2.st", "--checkpointing")
+            check("2 ranks at ZeRO-3 with activation checkpointing (the blocks recomputed in "
+                  "the backward, gathering again): the same bytes",
+                  ok and same_bytes("recomputed2.st", "single2.st"))
             ok, resumed = launch(1, 1, 2, "resumed2.st", "--resume", "ck3-2")
             what = "the 2-rank ZeRO-3 checkpoint resumed by one process at ZeRO-1"
             expected = "single2.st"

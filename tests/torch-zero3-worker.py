@@ -10,6 +10,7 @@
 # prints its peak RSS.
 #
 # usage: torch-zero3-worker.py STAGE GAS STEPS OUT [--save-at K DIR] [--resume DIR]
+#                              [--checkpointing]
 import argparse
 import json
 import os
@@ -48,11 +49,16 @@ class Model(nn.Module):
         self.ln_f = nn.LayerNorm(width)
         self.head = nn.Linear(width, vocab, bias=False)
         self.head.weight = self.wte.weight
+        self.checkpointing = False
 
     def forward(self, x, labels):
         h = self.wte(x) + self.wpe(torch.arange(x.shape[1]))
         for block in self.blocks:
-            h = block(h)
+            if self.checkpointing:
+                # Recomputed in the backward (as gradient_checkpointing does).
+                h = torch.utils.checkpoint.checkpoint(block.__call__, h, use_reentrant=False)
+            else:
+                h = block(h)
         logits = self.head(self.ln_f(h)).float()
         return F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]),
                                labels[:, 1:].reshape(-1))
@@ -76,6 +82,7 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--save-at", nargs=2)
     ap.add_argument("--resume")
+    ap.add_argument("--checkpointing", action="store_true")
     a = ap.parse_args()
     config = {
         "train_micro_batch_size_per_gpu": 2,
@@ -92,6 +99,7 @@ def main():
                                                      "warmup_num_steps": 2}},
     }
     model, batches = model_and_data()
+    model.checkpointing = a.checkpointing
     engine, _, _, _ = mixprec.torch.initialize(model=model, model_parameters=[
         p for p in model.parameters() if p.requires_grad], config=config)
     world, rank = engine.world_size, engine.global_rank

@@ -12,12 +12,12 @@ attributes DeepSpeed gives it (``ds_id``, ``ds_shape``, ``ds_numel``,
 ``ds_status``, ``ds_persist``):
 
 * a forward pre-hook on each module gathers the parameters the module
-  holds itself (``mixprec_engine_gather``: an all-gather of their unit),
-  the parameter's data becoming a view of the whole working copy (DLPack),
-  and prefetches the parameters the first forward pass used next, within
+  holds itself (``mixprec_engine_gather``: an all-gather of their unit,
+  copied into tensors torch owns and released at once; on one process a
+  DLPack view of the engine's whole working copy), and prefetches the parameters the first forward pass used next, within
   ``stage3_prefetch_bucket_size`` (``mixprec_engine_prefetch``); a forward
   post-hook releases them;
-* autograd does not keep them: while the model's forward runs, a
+* autograd does not keep them: while the model's modules run, a
   saved-tensor hook (``torch.autograd.graph.saved_tensors_hooks``) stores
   a partitioned parameter (or a view of it) that an operation saves for
   its backward as a reference, and the backward that reads it gathers it
@@ -37,7 +37,7 @@ import enum
 
 import torch
 
-from gi.repository import GLib
+from gi.repository import GLib, Mixprec
 
 __all__ = ["Init", "GatheredParameters", "register_external_parameter",
            "unregister_external_parameter", "ZeroParamStatus"]
@@ -55,13 +55,31 @@ class ZeroParamStatus(enum.Enum):
     INFLIGHT = 3
 
 
-def _use_count(t):
-    """How many tensors share t's storage (torch's own count), or None
-    where this torch does not say."""
-    counter = getattr(torch._C, "_storage_Use_Count", None)
-    if counter is None:
-        return None
-    return counter(t.untyped_storage()._cdata)
+def _top_saved_hooks():
+    """The saved-tensor hooks in force (torch.autograd.graph.
+    saved_tensors_hooks), or None."""
+    top = getattr(torch._C._autograd, "_top_saved_tensors_default_hooks", None)
+    return top(False) if top is not None else None
+
+
+def _readable(param):
+    """Whether param's working copy is whole on this rank now."""
+    try:
+        param.get_device_address(Mixprec.ParamBuffer.WORKING)
+        return True
+    except GLib.Error:
+        return False
+
+
+class _Unit(object):
+    """Partitioned parameters one all-gather of the engine brings in, and
+    their whole copies while any of them is gathered."""
+    __slots__ = ("members", "active", "tensors")
+
+    def __init__(self, members):
+        self.members = members
+        self.active = 0             # members gathered now
+        self.tensors = {}           # member -> its whole tensor, while active
 
 
 class _Saved(object):
@@ -97,12 +115,12 @@ class Partitioner(object):
         self.hooks = []
         cfg = self.engine.get_config()
         self.bucket = cfg.get_prefetch_bucket_size()
+        self.world = self.engine.get_world_size()
         for i, e in enumerate(entries):
             e.z3 = True
             e.count = 0
             e.bwd = 0
             e.view = None
-            e.uses = None
             e.position = None
             e.partitioner = self
             p = e.tensor
@@ -120,23 +138,72 @@ class Partitioner(object):
             p.ds_status = ZeroParamStatus.NOT_AVAILABLE
             setattr(p, _ATTR, e)
             self.hooks.append(p.register_hook(self._before_accumulate(e)))
+        self._find_units()
 
-    # ------------------------------------------------------------ gather, release
-
-    def gather(self, e, backward=False):
-        """Makes e's parameter whole (nested: as many release() as gather())."""
-        if e.count == 0:
+    def _find_units(self):
+        """Which partitioned parameters share an engine unit (one
+        all-gather brings them all): on several ranks, gathering each
+        unit once and seeing whose working copy became readable
+        (collective); on one process each parameter alone, the engine's
+        copy being whole."""
+        for e in self.entries:
+            e.unit = None
+        for e in self.entries:
+            if e.unit is not None:
+                continue
+            e.unit = _Unit([e])
+            if self.world == 1:
+                continue
             with self.errors():
                 self.engine.gather(e.param)
             try:
-                view = torch.from_dlpack(e.param.working).reshape(e.shape)
-            except (GLib.Error, BufferError, RuntimeError, ValueError) as err:
+                for f in self.entries:
+                    if f.unit is None and _readable(f.param):
+                        f.unit = e.unit
+                        e.unit.members.append(f)
+            finally:
                 self.engine.release(e.param)
-                raise RuntimeError("mixprec.torch: parameter '%s': the gathered working copy "
-                                   "is not readable by torch (%s)" % (e.name, err)) from None
+
+    # ------------------------------------------------------------ gather, release
+
+    def _fill(self, unit):
+        """The whole working copies of unit's parameters as torch tensors.
+        On several ranks the engine's all-gather lands in a buffer it
+        frees at the release: each parameter is copied out of it into
+        memory torch owns, and the engine's unit released at once, so that
+        whatever autograd or the model keeps of a weight (activation
+        checkpointing keeps the recomputed ones) stays valid however long
+        it lives, as DeepSpeed's gathered parameters are torch's. On one
+        process the engine's working copy is whole and never freed: the
+        tensor is a view of it (DLPack), without a copy."""
+        first = unit.members[0]
+        if self.world > 1:
+            with self.errors():
+                self.engine.gather(first.param)
+        try:
+            for f in unit.members:
+                view = torch.from_dlpack(f.param.working).reshape(f.shape)
+                unit.tensors[f] = view.clone() if self.world > 1 else view
+        except (GLib.Error, BufferError, RuntimeError, ValueError) as err:
+            unit.tensors = {}
+            raise RuntimeError("mixprec.torch: parameter '%s': the gathered working copy is "
+                               "not readable by torch (%s)" % (first.name, err)) from None
+        finally:
+            if self.world > 1:
+                self.engine.release(first.param)
+
+    def gather(self, e, backward=False):
+        """Makes e's parameter whole (nested: as many release() as
+        gather()); collective on several ranks, where it all-gathers e's
+        unit unless one of its parameters is gathered already."""
+        if e.count == 0:
+            unit = e.unit
+            if unit.active == 0:
+                self._fill(unit)
+            unit.active += 1
+            view = unit.tensors[e]
             e.tensor.data = view
             e.view = view
-            e.uses = _use_count(view)
             e.tensor.ds_status = ZeroParamStatus.AVAILABLE
             self.live[view.untyped_storage().data_ptr()] = e
             if not self.traced and e.position is None:
@@ -154,26 +221,14 @@ class Partitioner(object):
             self._drop(e)
 
     def _drop(self, e):
-        view = e.view
         e.tensor.data = e.placeholder
         e.tensor.ds_status = ZeroParamStatus.NOT_AVAILABLE
+        self.live.pop(e.view.untyped_storage().data_ptr(), None)
         e.view = None
-        self.live.pop(view.untyped_storage().data_ptr(), None)
-        if e.uses is not None and _use_count(view) > e.uses - 1:
-            # A tensor made from the view outlives the gather; freeing the
-            # gathered copy under it would leave it reading freed memory.
-            e.count = 1
-            e.tensor.data = view
-            e.view = view
-            self.live[view.untyped_storage().data_ptr()] = e
-            raise RuntimeError("mixprec.torch: parameter '%s' (ZeRO-3) is still referenced "
-                               "by a tensor made from its gathered data when its module's "
-                               "forward ended (a view of the weight kept, or returned); read "
-                               "weights outside the forward under "
-                               "mixprec.torch.zero.GatheredParameters and clone() what you "
-                               "keep" % e.name)
-        del view
-        self.engine.release(e.param)
+        unit = e.unit
+        unit.active -= 1
+        if unit.active == 0:
+            unit.tensors = {}       # torch frees them once nothing else holds them
 
     def prefetch(self, e, forward):
         """Starts gathering the parameters the first forward pass used
@@ -197,7 +252,7 @@ class Partitioner(object):
             self.behind = first if self.behind is None else min(self.behind, first)
         for j in todo:
             f = self.order[j]
-            if f.count == 0:
+            if f.unit.active == 0 and self.world > 1:
                 before = self.engine.get_gathered_bytes()
                 with self.errors():
                     self.engine.prefetch(f.param)
@@ -210,7 +265,6 @@ class Partitioner(object):
         registered external parameters) for its forward; the model's own
         forward runs under the saved-tensor hooks."""
         self.hooks.append(model.register_forward_pre_hook(self._enter_model))
-        self.hooks.append(model.register_forward_hook(self._leave_model, always_call=True))
         for module in model.modules():
             own = []
             for _, p in module.named_parameters(recurse=False):
@@ -220,6 +274,8 @@ class Partitioner(object):
             self.hooks.append(module.register_forward_pre_hook(self._module_pre(own)))
             self.hooks.append(module.register_forward_hook(self._module_post(own),
                                                            always_call=True))
+        # After the model's own post-hook above: the pass is over.
+        self.hooks.append(model.register_forward_hook(self._leave_model, always_call=True))
 
     def _external(self, module):
         found = []
@@ -232,9 +288,18 @@ class Partitioner(object):
     def _module_pre(self, own):
         def hook(module, args):
             entries = own + self._external(module) if _EXTERNAL in module.__dict__ else own
-            if not entries:
-                return
             module.__dict__["_mixprec_gathered"] = entries
+            # Any of the model's modules running (the model's forward, or
+            # a layer that reentrant activation checkpointing recomputes in
+            # the backward) saves for backward under the saved-tensor
+            # hooks, unless other hooks take the saved tensors already
+            # (non-reentrant checkpointing's recomputation, which keeps
+            # them itself; save_on_cpu): what they keep of a gathered
+            # parameter is torch's memory, or the engine's whole copy.
+            self.depth += 1
+            if self.depth == 1 and _top_saved_hooks() is None:
+                self.saving = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
+                self.saving.__enter__()
             for e in entries:
                 self.gather(e)
             for e in entries:
@@ -243,24 +308,23 @@ class Partitioner(object):
 
     def _module_post(self, own):
         def hook(module, args, output):
-            entries = module.__dict__.pop("_mixprec_gathered", ())
+            entries = module.__dict__.pop("_mixprec_gathered", None)
+            if entries is None:
+                return          # its pre-hook did not run
             for e in reversed(entries):
                 self.release(e)
+            self.depth -= 1
+            if self.depth == 0 and self.saving is not None:
+                self.saving.__exit__(None, None, None)
+                self.saving = None
         return hook
 
     def _enter_model(self, module, args):
-        self.depth += 1
-        if self.depth == 1:
-            self.ahead = -1
-            self.behind = None
-            self.saving = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
-            self.saving.__enter__()
+        self.ahead = -1
+        self.behind = None
 
     def _leave_model(self, module, args, output):
-        self.depth -= 1
-        if self.depth == 0 and self.saving is not None:
-            self.saving.__exit__(None, None, None)
-            self.saving = None
+        if self.depth == 0:
             if self.order and torch.is_grad_enabled() and not self.traced:
                 self.traced = True
                 for f in self.order:

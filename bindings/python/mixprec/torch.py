@@ -157,14 +157,19 @@ parameter keeps its object with an empty placeholder as its data (the
 torch copy is dropped at once) and DeepSpeed's ``ds_id``,
 ``ds_shape``, ``ds_numel``, ``ds_status`` and ``ds_persist`` attributes.
 A forward pre-hook on each module gathers the parameters it holds (one
-all-gather of their unit; the data becomes a view of the whole working
-copy) and starts gathering those the first forward pass used next,
-within ``stage3_prefetch_bucket_size``; its forward post-hook releases
-them. Autograd keeps no gathered copy: while the model's forward runs, a
+all-gather of their unit, copied at once into memory torch owns, the
+engine's buffer freed: what anything keeps of a gathered weight stays
+valid, as DeepSpeed's gathered parameters are torch's; on one process,
+where the engine's copy is whole, a view of it) and starts gathering
+those the first forward pass used next, within
+``stage3_prefetch_bucket_size``; its forward post-hook releases them.
+Autograd keeps no gathered copy: while the model's modules run, a
 saved-tensor hook keeps a partitioned parameter an operation saves (or
 a view of one) as a reference that its backward gathers again, with the
 prefetch running in reverse, until the gradient is handed over (a
-reduce-scatter across ranks, as at ZeRO-2). Tied parameters (GPT-2's
+reduce-scatter across ranks, as at ZeRO-2). Activation checkpointing
+(``torch.utils.checkpoint`` of a module's call, either mode) gathers
+again as it recomputes. Tied parameters (GPT-2's
 ``lm_head.weight``) are gathered by each module that holds them, once
 per unit. ``mixprec.torch.zero`` has DeepSpeed's names:
 
@@ -198,11 +203,9 @@ What differs from DeepSpeed's ZeRO-3:
   it whole. On one process the engine's copies are whole anyway, and the
   front partitions the torch parameters by the same rule, so that a
   script sees what it will see on several ranks.
-* A tensor made from a gathered parameter that outlives its module's
-  forward (a kept view of the weight; autograd's saved tensors excepted)
-  is refused with a RuntimeError naming the parameter when the forward
-  ends, since the gathered copy is freed then; read weights under
-  ``GatheredParameters`` and ``clone()`` what you keep.
+* A gathered parameter is a copy torch owns, made from the engine's
+  all-gather (a view of the engine's whole copy on one process, which
+  the next step changes in place).
 * A module's forward gathers the parameters it holds itself; one that
   reads a parameter of a module it does not call (torch's
   ``nn.MultiheadAttention`` reads ``out_proj.weight`` directly) needs
@@ -216,8 +219,8 @@ What differs from DeepSpeed's ZeRO-3:
   to world size x 4096 elements), so a small model prefetches little.
 * ``close()`` gives each partitioned parameter a whole copy back
   (gathered: collective), so the model stands alone again.
-* Activation checkpointing (``torch.utils.checkpoint``) under ZeRO-3 is
-  not tested.
+* Checkpointing a module's ``forward`` rather than its call (the hooks
+  run on calls) recomputes it on placeholders, as in DeepSpeed.
 """
 
 import contextlib
@@ -687,7 +690,7 @@ class _Initialized(tuple):
 class _Entry(object):
     __slots__ = ("name", "tensor", "param", "dtype", "address", "shape",
                  # ZeRO-3 (mixprec/_torch_zero.py): whether partitioned, and its state
-                 "z3", "partitioner", "count", "bwd", "view", "uses", "position",
+                 "z3", "partitioner", "unit", "count", "bwd", "view", "position",
                  "placeholder", "shaped")
 
 

@@ -61,8 +61,10 @@ def deepspeed_ranks(tmp):
         port = s.getsockname()[1]
     procs = []
     for r in range(WORLD):
+        # gloo on the loopback interface only.
         e = dict(env, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(WORLD),
-                 LOCAL_WORLD_SIZE=str(WORLD), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+                 LOCAL_WORLD_SIZE=str(WORLD), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                 GLOO_SOCKET_IFNAME="lo")
         procs.append(subprocess.Popen([sys.executable, ranks_py, "deepspeed", tmp] + CASES,
                                       env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                       text=True))

@@ -19,6 +19,11 @@ import torch
 import transformers
 
 
+# Built outside deepspeed.zero.Init: DeepSpeed 0.19.8's Init fails under
+# torch 2.15 as it patches the tensor constructors (torch/_dynamo's
+# "Signature mismatch between get_new_tensor_fn_for_dtype.<locals>.
+# new_tensor and tensor_pynew"); tests/torch-zero3-worker.py builds its
+# model in mixprec.torch.zero.Init.
 def model_and_data(seed=0):
     config = transformers.GPT2Config(vocab_size=64, n_positions=16, n_embd=32, n_layer=2,
                                      n_head=2, bos_token_id=0, eos_token_id=0,

@@ -146,23 +146,23 @@ class Partitioner(object):
         unit once and seeing whose working copy became readable
         (collective); on one process each parameter alone, the engine's
         copy being whole."""
-        for e in self.entries:
-            e.unit = None
-        for e in self.entries:
-            if e.unit is not None:
-                continue
-            e.unit = _Unit([e])
-            if self.world == 1:
-                continue
+        if self.world == 1:
+            for e in self.entries:
+                e.unit = _Unit([e])
+            return
+        pending = list(self.entries)
+        while pending:
+            e = pending[0]
             with self.errors():
                 self.engine.gather(e.param)
             try:
-                for f in self.entries:
-                    if f.unit is None and _readable(f.param):
-                        f.unit = e.unit
-                        e.unit.members.append(f)
+                members = [f for f in pending if f is e or _readable(f.param)]
             finally:
                 self.engine.release(e.param)
+            unit = _Unit(members)
+            for f in members:
+                f.unit = unit
+            pending = [f for f in pending if f not in members]
 
     # ------------------------------------------------------------ gather, release
 

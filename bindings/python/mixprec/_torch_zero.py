@@ -14,9 +14,10 @@ attributes DeepSpeed gives it (``ds_id``, ``ds_shape``, ``ds_numel``,
 * a forward pre-hook on each module gathers the parameters the module
   holds itself (``mixprec_engine_gather``: an all-gather of their unit,
   copied into tensors torch owns and released at once; on one process a
-  DLPack view of the engine's whole working copy), and prefetches the parameters the first forward pass used next, within
-  ``stage3_prefetch_bucket_size`` (``mixprec_engine_prefetch``); a forward
-  post-hook releases them;
+  DLPack view of the engine's whole working copy), and prefetches the
+  parameters the first forward pass used next, within
+  ``stage3_prefetch_bucket_size`` (``mixprec_engine_prefetch``); a
+  forward post-hook releases them;
 * autograd does not keep them: while the model's modules run, a
   saved-tensor hook (``torch.autograd.graph.saved_tensors_hooks``) stores
   a partitioned parameter (or a view of it) that an operation saves for

@@ -2,17 +2,18 @@
 # test-torch-zero3-dist.py — ZeRO-3 through mixprec.torch on 2 and 3 ranks
 # (tools/mixprec-run) reproduces the one-process run bit for bit: a small
 # language model (tests/torch-zero3-worker.py; tied head, frozen position
-# embedding) whose global batch per step is the
-# same W micro-batches, taken by W ranks at ZeRO-3 or by one process with
+# embedding) whose global batch per step is the same W micro-batches,
+# taken by W ranks at ZeRO-3 or by one process with
 # gradient_accumulation_steps W (FP32 accumulation); the consolidated FP32
 # weights (export_fp32) are the same bytes and every micro-batch's loss
 # the same float. Checkpoints cross layouts: the 2-rank ZeRO-3 run's
 # checkpoint resumed by one process at ZeRO-1, and the one-process ZeRO-1
 # run's resumed by 3 ranks at ZeRO-3, end with the same bytes as the runs
-# never stopped; so does the 2-rank run with activation checkpointing. Each rank's peak RSS is printed beside the per-rank bytes
-# of `mixprec-inspect --plan` and the engine's own peak (its memory
-# report; for a model this small the padding of its units makes it larger
-# than the plan, and Python and torch make most of the RSS). Prints TAP.
+# never stopped; so does the 2-rank run with activation checkpointing.
+# Each rank's peak RSS is printed beside the per-rank bytes of
+# `mixprec-inspect --plan` and the engine's own peak (its memory report;
+# for a model this small the padding of its units makes it larger than
+# the plan, and Python and torch make most of the RSS). Prints TAP.
 import json
 import os
 import subprocess

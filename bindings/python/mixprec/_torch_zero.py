@@ -478,6 +478,9 @@ class Init(object):
 def register_external_parameter(module, parameter):
     """DeepSpeed's: module's forward uses parameter, which another module
     holds; under ZeRO-3 module's forward gathers it too."""
+    if not isinstance(module, torch.nn.Module):
+        raise TypeError("mixprec.torch.zero.register_external_parameter: %s is not a "
+                        "torch.nn.Module" % type(module).__name__)
     if not isinstance(parameter, torch.nn.Parameter):
         raise TypeError("mixprec.torch.zero.register_external_parameter: %s is not a "
                         "torch.nn.Parameter" % type(parameter).__name__)

@@ -53,7 +53,8 @@ endif
 # (imported only when asked for; it needs torch). Installed beside gi.
 mixprec_python_files = \
 	bindings/python/mixprec/__init__.py \
-	bindings/python/mixprec/torch.py
+	bindings/python/mixprec/torch.py \
+	bindings/python/mixprec/_torch_zero.py
 EXTRA_DIST += $(mixprec_python_files)
 if INSTALL_PYOVERRIDES
 pymixprec_DATA = $(mixprec_python_files)

@@ -70,10 +70,11 @@ if [ -x "$VENV/bin/python3" ] && "$VENV/bin/python3" -c 'import torch' >/dev/nul
   fi
 fi
 
-# DeepSpeed itself, for tests/test-torch-deepspeed-compat.py: one training
-# script run under `import deepspeed` and `import mixprec.torch as
-# deepspeed`. PyPI has only its source (setup.py builds no op without
-# DS_BUILD_OPS), so this is a plain install beside torch.
+# DeepSpeed itself, for tests/test-torch-deepspeed-compat.py and
+# test-torch-deepspeed-dist.py (2 ranks): one training script run under
+# `import deepspeed` and `import mixprec.torch as deepspeed`. PyPI has
+# only its source (setup.py builds no op without DS_BUILD_OPS), so this is
+# a plain install beside torch.
 if [ -x "$VENV/bin/python3" ] && "$VENV/bin/python3" -c 'import torch' >/dev/null 2>&1 &&
    ! "$VENV/bin/python3" -c 'import deepspeed' >/dev/null 2>&1; then
   if "$VENV/bin/pip" install -q deepspeed; then

@@ -460,9 +460,14 @@ endif
 EXTRA_DIST += tests/test-torch-front.py tests/test-torch-charlm.sh tests/test-torch-cuda.py
 # mixprec.torch as a drop-in for DeepSpeed: one DeepSpeed training script
 # run under both (PYTHON_TORCH with deepspeed and transformers; skips
-# without), and one test per surprise a DeepSpeed user would meet.
+# without) on one rank and on two (and with a comm plugin), and one test
+# per surprise a DeepSpeed user would meet. ZeRO-3 through mixprec.torch:
+# on one process against ZeRO-0, and on 2 and 3 ranks against one
+# process, bit for bit (with a comm plugin).
 EXTRA_DIST += tests/test-torch-deepspeed-compat.py tests/torch-ds-train.py \
-	tests/test-torch-surprises.py
+	tests/test-torch-surprises.py tests/torch_ds_common.py \
+	tests/test-torch-deepspeed-dist.py tests/torch-ds-ranks.py \
+	tests/test-torch-zero3-dist.py tests/torch-zero3-worker.py tests/test-torch-zero3.py
 AM_TESTS_ENVIRONMENT += export PYTHON_TORCH="$(PYTHON_TORCH)"; \
 	export PYTHONPATH="$(abs_top_srcdir)/bindings/python:$$PYTHONPATH";
 if HAVE_UCX
@@ -471,6 +476,8 @@ endif
 if HAVE_PYTHON_GI
 TESTS += tests/test-torch-front.py tests/test-torch-charlm.sh
 TESTS += tests/test-torch-deepspeed-compat.py tests/test-torch-surprises.py
+TESTS += tests/test-torch-deepspeed-dist.py tests/test-torch-zero3-dist.py \
+	tests/test-torch-zero3.py
 # On the cuda device; skips with the reason where no GPU is usable.
 TESTS += tests/test-torch-cuda.py
 endif

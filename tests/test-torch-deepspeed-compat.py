@@ -5,16 +5,17 @@
 # accumulation 2, WarmupLR, checkpoint save and resume with client state),
 # runs once with `import deepspeed` and once with that line replaced by
 # `import mixprec.torch as deepspeed`, nothing else changed; bf16 and fp16,
-# ZeRO 0, 1 and 2 on one rank of the cpu (fp16 with DeepSpeed's cpu
-# accelerator's dtype table opened, see below), and once with a
-# torch.optim.AdamW object in place of the config's optimizer section. The losses of every micro-step
+# ZeRO 0, 1, 2 and 3 on one rank of the cpu (fp16 with DeepSpeed's cpu
+# accelerator's dtype table opened, see tests/torch_ds_common.py; ZeRO-3
+# with every parameter partitioned, the weights read under
+# GatheredParameters), and once with a torch.optim.AdamW object in place
+# of the config's optimizer section. The losses of every micro-step
 # stay within 1% of DeepSpeed's, the learning rates and step counters
 # equal DeepSpeed's, and the resumed run repeats the uninterrupted one as
 # DeepSpeed's does. Prints TAP.
 import os
 import sys
 import tempfile
-import types
 import warnings
 
 from python_optional import require  # noqa: E402
@@ -47,51 +48,26 @@ def check(name, cond, detail=""):
     results.append((name, bool(cond), detail))
 
 
-here = os.path.dirname(os.path.abspath(__file__))
-with open(os.path.join(here, "torch-ds-train.py"), encoding="utf-8") as f:
-    source = f.read()
-assert source.count("\nimport deepspeed\n") == 1
+from torch_ds_common import load_script, open_cpu_deepspeed  # noqa: E402
 
-
-def load(src, name):
-    module = types.ModuleType(name)
-    module.__file__ = name
-    exec(compile(src, name, "exec"), module.__dict__)
-    return module
-
-
-ds_script = load(source, "torch-ds-train.py (import deepspeed)")
-mp_script = load(source.replace("\nimport deepspeed\n", "\nimport mixprec.torch as deepspeed\n"),
-                 "torch-ds-train.py (import mixprec.torch as deepspeed)")
+ds_script = load_script("deepspeed")
+mp_script = load_script("mixprec")
 import deepspeed as _ds  # noqa: E402
 import mixprec.torch as _mp  # noqa: E402
 check("the two runs of the script import DeepSpeed and mixprec.torch",
       ds_script.deepspeed is _ds and mp_script.deepspeed is _mp)
 
 
-# DeepSpeed's cpu accelerator turns fp16 away by a capability table
-# (supported_dtypes) although its fp16 path (FP16_Optimizer, dynamic loss
-# scaling) runs on torch's cpu kernels: open the table so that fp16 is
-# compared too.
-from deepspeed.accelerator import get_accelerator  # noqa: E402
-_acc = get_accelerator()
-if torch.float16 not in _acc.supported_dtypes():
-    _dtypes = _acc.supported_dtypes()
-    _acc.supported_dtypes = lambda: list(_dtypes) + [torch.float16]
-    _acc.is_fp16_supported = lambda: True
-
-
-# One rank needs none of the shared-memory all-reduce DeepSpeed's cpu
-# backend compiles on first use (a C++ build of minutes on a fresh machine).
-import deepspeed.ops  # noqa: E402
-deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
+# fp16 on DeepSpeed's cpu accelerator, and no shared-memory all-reduce
+# build (see torch_ds_common.py).
+open_cpu_deepspeed()
 
 
 def rel(a, b):
     return abs(a - b) / max(abs(b), 1e-12)
 
 
-cases = [(mode, stage, False) for mode in ("bf16", "fp16") for stage in (0, 1, 2)]
+cases = [(mode, stage, False) for mode in ("bf16", "fp16") for stage in (0, 1, 2, 3)]
 cases.append(("bf16", 1, True))
 for mode, stage, own_optimizer in cases:
     label = f"{mode}, ZeRO-{stage}" + (", torch.optim.AdamW object" if own_optimizer else "")
@@ -124,6 +100,16 @@ for mode, stage, own_optimizer in cases:
           ours["wpe_dtype"] == theirs["wpe_dtype"] and ours["wpe_unchanged"] and
           theirs["wpe_unchanged"],
           (ours["wpe_dtype"], theirs["wpe_dtype"], ours["wpe_unchanged"]))
+    # ZeRO-3: the weights are partitioned (an empty placeholder) outside
+    # GatheredParameters, whole inside it; GPT-2's tied lm_head is wte.
+    numel = 0 if stage == 3 else 64 * 32
+    check(f"{label}: GatheredParameters shows the tied wte whole, {numel} elements outside it, "
+          f"as DeepSpeed's",
+          ours["tied"] and theirs["tied"] and
+          ours["wte_numel_outside"] == theirs["wte_numel_outside"] == numel and
+          rel(ours["wte_sum"], theirs["wte_sum"]) <= 0.05,
+          ((ours["tied"], ours["wte_numel_outside"], ours["wte_sum"]),
+           (theirs["tied"], theirs["wte_numel_outside"], theirs["wte_sum"])))
     check(f"{label}: load_checkpoint returns the client state and the step counter",
           ours["client_state"] == theirs["client_state"] == 8 and
           ours["steps_after_load"] == theirs["steps_after_load"] == 4,

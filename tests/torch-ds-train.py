@@ -6,7 +6,9 @@
 # twice, unchanged but for its import line (`import deepspeed`, then
 # `import mixprec.torch as deepspeed`), and compares what it reports.
 # A small GPT-2 from transformers, built from a config (no download), its
-# position embedding frozen. Call run(mode, stage, tmpdir) -> dict.
+# position embedding frozen. Call run(mode, stage, tmpdir) -> dict; on
+# several ranks each takes its share of the micro-batches (RANK and
+# WORLD_SIZE of the launcher's environment) and tmpdir is shared.
 # (own_optimizer=True: a torch.optim.AdamW object instead of the section.)
 import argparse
 import json
@@ -17,6 +19,11 @@ import torch
 import transformers
 
 
+# Built outside deepspeed.zero.Init: DeepSpeed 0.19.8's Init fails under
+# torch 2.15 as it patches the tensor constructors (torch/_dynamo's
+# "Signature mismatch between get_new_tensor_fn_for_dtype.<locals>.
+# new_tensor and tensor_pynew"); tests/torch-zero3-worker.py builds its
+# model in mixprec.torch.zero.Init.
 def model_and_data(seed=0):
     config = transformers.GPT2Config(vocab_size=64, n_positions=16, n_embd=32, n_layer=2,
                                      n_head=2, bos_token_id=0, eos_token_id=0,
@@ -37,7 +44,10 @@ def ds_config(mode, stage):
         "gradient_accumulation_steps": 2,
         "gradient_clipping": 1.0,
         mode: {"enabled": True, **({"initial_scale_power": 8} if mode == "fp16" else {})},
-        "zero_optimization": {"stage": stage},
+        # Under ZeRO-3 even this small model's parameters are partitioned
+        # (none is below the persistence threshold).
+        "zero_optimization": {"stage": stage,
+                              **({"stage3_param_persistence_threshold": 0} if stage == 3 else {})},
         "optimizer": {"type": "AdamW",
                       "params": {"lr": 3e-3, "betas": [0.9, 0.95], "eps": 1e-8,
                                  "weight_decay": 0.01, "torch_adam": True}},
@@ -60,6 +70,14 @@ def train(engine, batches, report):
             report["steps"].append(engine.global_steps)
 
 
+def my_share(batches):
+    """This rank's micro-batches: rank r of W (the launcher's RANK and
+    WORLD_SIZE) takes every W-th, from the r-th."""
+    rank = int(os.environ.get("RANK", "0"))
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    return batches[rank::world]
+
+
 def client_optimizer(model):
     parameters = [p for p in model.parameters() if p.requires_grad]
     return torch.optim.AdamW(parameters, lr=3e-3, betas=(0.9, 0.95), eps=1e-8,
@@ -70,7 +88,9 @@ def run(mode, stage, tmpdir, n_before=8, n_after=8, own_optimizer=False):
     """own_optimizer: a torch.optim.AdamW object instead of the config's
     optimizer section."""
     model, batches = model_and_data()
+    batches = my_share(batches)
     wpe = model.transformer.wpe.weight.detach().clone()
+    wte = model.transformer.wte.weight
     config = ds_config(mode, stage)
     if own_optimizer:
         del config["optimizer"]
@@ -90,8 +110,15 @@ def run(mode, stage, tmpdir, n_before=8, n_after=8, own_optimizer=False):
     ckpt_dir = os.path.join(tmpdir, "checkpoints")
     engine.save_checkpoint(ckpt_dir, tag="ckpt", client_state={"seen": n_before})
     train(engine, batches[n_before:n_before + n_after], report)
-    report["wpe_unchanged"] = torch.equal(model.transformer.wpe.weight.detach().float(),
-                                          wpe.to(model.transformer.wpe.weight.dtype).float())
+    # Under ZeRO-3 the weights are read whole inside GatheredParameters
+    # (which changes nothing at other stages).
+    with deepspeed.zero.GatheredParameters([model.transformer.wpe.weight, wte]):
+        weight = model.transformer.wpe.weight
+        report["wpe_unchanged"] = torch.equal(weight.detach().float(),
+                                              wpe.to(weight.dtype).float())
+        report["tied"] = model.lm_head.weight is wte and tuple(wte.shape) == (64, 32)
+        report["wte_sum"] = wte.detach().float().sum().item()
+    report["wte_numel_outside"] = wte.numel()
 
     # Resume in a fresh engine from the checkpoint.
     model2, _ = model_and_data(seed=5)

@@ -78,7 +78,8 @@ module (the model's dtype, or FP32 for a module the policy keeps in FP32)
 as DeepSpeed casts the whole module, and never change. Tied parameters
 (GPT-2's ``lm_head.weight`` is ``wte.weight``) are registered once, under
 the first name; ``export_fp32()`` and ``save_16bit_model()`` write every
-name of the model's ``state_dict()``.
+name of the model's ``state_dict()`` (under ZeRO-3 gathering the
+parameters on every rank: collective).
 
 Floating-point inputs to ``engine(...)`` are cast to the model's dtype
 when the config asks for it (``"fp16": {"auto_cast": true}``, DeepSpeed's
@@ -119,14 +120,17 @@ What differs from DeepSpeed (on purpose or for now):
   stays None. Writing ``p.grad`` changes nothing; ``expose_grads =
   False`` on the Engine skips the copies.
 * ``no_sync()`` is accepted and changes nothing at ZeRO stages 0 and 1
-  (the engine reduces only at the boundary anyway); at stage 2 it is
-  refused, as DeepSpeed refuses it.
+  (the engine reduces only at the boundary anyway); at stages 2 and 3 it
+  is refused, as DeepSpeed refuses it.
 * ``save_checkpoint()`` and ``load_checkpoint()`` use libmixprec's
   checkpoint directory (``save_dir/tag/manifest.json`` and one
   safetensors file per rank; the default tag is DeepSpeed's
   ``global_stepN``), with ``client_state`` and the frozen parameters
   saved beside it as ``client_state.pt``; DeepSpeed's
-  ``*_model_states.pt`` files are neither read nor written. An Engine
+  ``*_model_states.pt`` files are neither read nor written. The
+  checkpoint does not depend on the ZeRO stage or the number of ranks: one
+  saved at ZeRO-3 on 2 ranks resumes at ZeRO-1 on one process, and back
+  (DeepSpeed needs its zero_to_fp32 conversion for that). An Engine
   made by the 1.0 spelling returns the path alone from
   ``load_checkpoint()``.
 * ``get_global_grad_norm()`` is the norm before clipping of the last
@@ -142,8 +146,81 @@ What differs from DeepSpeed (on purpose or for now):
   ``distributed_port`` are accepted and unused, ``config_params`` is a
   synonym of ``config``; ``init_distributed()`` does nothing (the engine
   finds its ranks in the launcher's environment).
-* ZeRO stages 0 to 2 only: ZeRO-3 shards the working copies themselves,
-  which this version does not gather for the model, and is refused.
+* ``p.grad`` of a ZeRO-3 partitioned parameter stays None, as
+  DeepSpeed's (its gradient is sharded across ranks).
+
+ZeRO-3 (``"zero_optimization": {"stage": 3}``) partitions the working
+copies themselves: each rank's engine holds one slice of every trained
+parameter (above ``stage3_param_persistence_threshold`` elements). At
+``initialize()`` the engine takes each parameter's values and the torch
+parameter keeps its object with an empty placeholder as its data (the
+torch copy is dropped at once) and DeepSpeed's ``ds_id``,
+``ds_shape``, ``ds_numel``, ``ds_status`` and ``ds_persist`` attributes.
+A forward pre-hook on each module gathers the parameters it holds (one
+all-gather of their unit, copied at once into memory torch owns, the
+engine's buffer freed: what anything keeps of a gathered weight stays
+valid, as DeepSpeed's gathered parameters are torch's; on one process,
+where the engine's copy is whole, a view of it) and starts gathering
+those the first forward pass used next, within
+``stage3_prefetch_bucket_size``; its forward post-hook releases them.
+Autograd keeps no gathered copy: while the model's modules run, a
+saved-tensor hook keeps a partitioned parameter an operation saves (or
+a view of one) as a reference that its backward gathers again, with the
+prefetch running in reverse, until the gradient is handed over (a
+reduce-scatter across ranks, as at ZeRO-2). Activation checkpointing
+(``torch.utils.checkpoint`` of a module's call, either mode) gathers
+again as it recomputes. Tied parameters (GPT-2's
+``lm_head.weight``) are gathered by each module that holds them, once
+per unit. ``mixprec.torch.zero`` has DeepSpeed's names:
+
+* ``GatheredParameters(params, modifier_rank=None)``: the parameters
+  whole inside the block, on every rank (collective); parameters that are
+  not partitioned are left alone, as DeepSpeed leaves them.
+* ``Init(...)``: accepted with DeepSpeed's arguments (``with
+  deepspeed.zero.Init(): model = ...``).
+* ``register_external_parameter(module, param)``: module's forward
+  gathers a parameter another module holds.
+
+What differs from DeepSpeed's ZeRO-3:
+
+* ``zero.Init()`` does not partition at construction: the model is built
+  whole in each process's memory and partitioned by ``initialize()``,
+  which drops each parameter's torch copy as soon as the engine holds its
+  FP32 values (until the engine has laid out its slices, and gives the
+  values back if anything fails before that): each rank's peak is about
+  one FP32 copy of the model, as DeepSpeed's without ``zero.Init``, where
+  DeepSpeed's with it is about one module.
+* ``GatheredParameters(..., modifier_rank=r)`` is refused with a
+  ValueError for partitioned parameters: the engine holds their FP32
+  masters and takes no new values for them (change weights before
+  ``initialize()``, or load them with ``load_checkpoint()``); DeepSpeed
+  broadcasts rank r's writes into the partitions. Writes without it are
+  not kept, as in DeepSpeed.
+* Frozen parameters (``requires_grad=False``) stay whole on every rank,
+  cast to the working dtype; DeepSpeed partitions them too.
+* A parameter of exactly ``stage3_param_persistence_threshold`` elements
+  is partitioned (the engine keeps those below it whole); DeepSpeed keeps
+  it whole. On one process the engine's copies are whole anyway, and the
+  front partitions the torch parameters by the same rule, so that a
+  script sees what it will see on several ranks.
+* A gathered parameter is a copy torch owns, made from the engine's
+  all-gather (a view of the engine's whole copy on one process, which
+  the next step changes in place).
+* A module's forward gathers the parameters it holds itself; one that
+  reads a parameter of a module it does not call (torch's
+  ``nn.MultiheadAttention`` reads ``out_proj.weight`` directly) needs
+  ``zero.register_external_parameter(module, param)``, as in DeepSpeed;
+  DeepSpeed's ``set_z3_leaf_modules()`` (gathering a whole subtree at its
+  root) is not there.
+* The prefetch follows the order of the first forward pass (DeepSpeed
+  traces it too), each parameter once per pass; the engine bounds it by
+  ``stage3_prefetch_bucket_size`` on the way and
+  ``stage3_max_live_parameters`` gathered, counted in its units (padded
+  to world size x 4096 elements), so a small model prefetches little.
+* ``close()`` gives each partitioned parameter a whole copy back
+  (gathered: collective), so the model stands alone again.
+* Checkpointing a module's ``forward`` rather than its call (the hooks
+  run on calls) recomputes it on placeholders, as in DeepSpeed.
 """
 
 import contextlib
@@ -179,8 +256,10 @@ gi.require_version("GLib", "2.0")
 gi.require_version("Mixprec", "1.0")
 from gi.repository import GLib, Mixprec  # noqa: E402
 
+from mixprec import _torch_zero as zero  # noqa: E402
+
 __all__ = ["initialize", "Engine", "Error", "ConfigWarning", "add_config_arguments",
-           "init_distributed"]
+           "init_distributed", "zero"]
 
 _DT = Mixprec.DType
 _TORCH_DTYPE = {_DT.FLOAT32: torch.float32, _DT.FLOAT16: torch.float16,
@@ -537,10 +616,8 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None, tra
     if device not in ("cpu", "cuda"):
         raise ValueError("mixprec.torch: mixprec.device is '%s'; mixprec.torch drives engines "
                          "on the cpu and cuda devices" % device)
-    if cfg.get_zero_stage() > 2:
-        raise ValueError("mixprec.torch: zero_optimization.stage %d: ZeRO-3 shards the working "
-                         "copies themselves, which this version of mixprec.torch does not "
-                         "gather for the model; use stage 0, 1 or 2" % cfg.get_zero_stage())
+    if comm is None and model_parallel_comm is None:
+        comm = _launcher_comm(cfg, doc)
     with _errors():
         if comm is not None or model_parallel_comm is not None:
             engine = Mixprec.Engine.new_with_comm(cfg, comm, model_parallel_comm)
@@ -562,6 +639,39 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None, tra
     return _Initialized((front, front.optimizer, loader, sched))
 
 
+_launcher = {}      # "comm": the launcher's ranks joined once, or None on one process
+
+
+def _launcher_comm(cfg, doc):
+    """The communicator of the launcher's ranks (mixprec-run), joined at
+    the first initialize() of the process and kept for the later ones: the
+    rendezvous happens once per process (mixprec-run hands rank 0 one
+    listening socket), and a script that makes a second engine (to resume
+    from a checkpoint) joins the same ranks again. None where the engine
+    joins them itself: on one process, on a device other than the cpu
+    (whose communicator runs on the device's stream), with comm "local",
+    and for a config that requires a job secret when the environment has
+    none (the engine says so) or that is not JSON (which may)."""
+    if cfg.get_device() != "cpu" or cfg.get_comm_backend() == "local":
+        return None
+    if "comm" in _launcher:
+        return _launcher["comm"]
+    section = doc.get("mixprec") if isinstance(doc, dict) else None
+    if doc is None or (isinstance(section, dict) and section.get("require_job_secret") and
+                       not (os.environ.get("MIXPREC_JOB_SECRET") or
+                            os.environ.get("MIXPREC_JOB_SECRET_FILE"))):
+        return None
+    # The engine's timeout: MIXPREC_TIMEOUT, else the config's.
+    timeout = 0 if os.environ.get("MIXPREC_TIMEOUT") else int(cfg.get_timeout() * 1000 + 0.5)
+    with _errors():
+        bootstrap = Mixprec.Bootstrap.new_from_environment(timeout)
+        comm = None
+        if bootstrap.get_world_size() > 1:
+            comm = Mixprec.Comm.new(bootstrap, cfg.get_comm_backend(), "cpu", timeout)
+    _launcher["comm"] = comm
+    return comm
+
+
 class _Initialized(tuple):
     """What initialize() returns when called DeepSpeed's way: the tuple
     (engine, optimizer, training_dataloader, lr_scheduler), which is also
@@ -578,7 +688,10 @@ class _Initialized(tuple):
 
 
 class _Entry(object):
-    __slots__ = ("name", "tensor", "param", "dtype", "address", "shape")
+    __slots__ = ("name", "tensor", "param", "dtype", "address", "shape",
+                 # ZeRO-3 (mixprec/_torch_zero.py): whether partitioned, and its state
+                 "z3", "partitioner", "unit", "count", "bwd", "view", "position",
+                 "placeholder", "shaped")
 
 
 def _fp32_bytes(t):
@@ -660,6 +773,7 @@ class Engine(object):
         self._counters = (0, 0)         # (global_steps, skipped_steps) loaded
         self._grads_out = False
         self._forward = None
+        self._zero3 = None
         self.expose_grads = True
 
         previous = getattr(model, _ENGINE_ATTR, None)
@@ -677,6 +791,28 @@ class Engine(object):
         seen = set()
         owner = {}
         frozen = []
+        # Under ZeRO-3 each parameter's torch copy is dropped once the
+        # engine holds its values (a reference to the same GBytes), so
+        # that the model is never in memory twice; restored if anything
+        # fails before the engine is prepared.
+        handed = [] if cfg.get_zero_stage() == 3 else None
+        try:
+            self._register(model, engine, seen, owner, frozen, handed)
+            if not self._entries:
+                raise ValueError("mixprec.torch: the model has no trainable parameters")
+            self._warn_unmatched(cfg, model)
+            with _errors():
+                engine.prepare()
+        except BaseException:
+            for p, dtype, values, shape in handed or ():
+                p.data = torch.frombuffer(bytearray(values.get_data()), dtype=torch.float32) \
+                    .reshape(shape).to(device=p.device, dtype=dtype)
+            raise
+        del handed
+        self._finish_init(model, engine, cfg, owner, frozen, fp32_modules)
+
+    def _register(self, model, engine, seen, owner, frozen, handed):
+        """Registers the model's trainable parameters with the engine."""
         for module_name, module in model.named_modules():
             for pname, p in module.named_parameters(recurse=False):
                 if id(p) in seen:
@@ -700,23 +836,24 @@ class Engine(object):
                 e.tensor = p
                 e.shape = tuple(p.shape)
                 # libmixprec has no 0-d parameters: a scalar is one element.
+                values = _fp32_bytes(p)
                 with _errors():
                     e.param = engine.register_param(name, list(p.shape) or [1],
                                                     type(module).__name__, _DT.FLOAT32,
-                                                    _fp32_bytes(p))
+                                                    values)
+                if handed is not None:
+                    handed.append((p, p.dtype, values, e.shape))
+                    p.data = torch.empty(0, dtype=p.dtype, device=p.device)
                 e.dtype = e.param.get_working_dtype()
                 e.address = None
+                e.z3 = False
                 self.params[name] = e.param
                 self._entries.append(e)
                 owner.setdefault(id(module), (module, []))[1].append(e)
-        if not self._entries:
-            raise ValueError("mixprec.torch: the model has no trainable parameters")
-        self._warn_unmatched(cfg, model)
-        with _errors():
-            engine.prepare()
+
+    def _finish_init(self, model, engine, cfg, owner, frozen, fp32_modules):
         # Where the engine's buffers are (DLPack's device type and id).
-        dl_type, dl_id = self._entries[0].param.get_device_address(
-            Mixprec.ParamBuffer.WORKING)[2:]
+        dl_type, dl_id = self._engine_device()
         if dl_type == _KDL_CPU:
             self.device = torch.device("cpu")
         elif dl_type == _KDL_CUDA:
@@ -729,6 +866,13 @@ class Engine(object):
                 raise ValueError("mixprec.torch: parameter '%s' is on %s, the engine's buffers "
                                  "on %s: move the model there first (model.to(%r))"
                                  % (e.name, e.tensor.device, self.device, str(self.device)))
+        # ZeRO-3: the parameters the engine partitions stop holding data
+        # (see mixprec/_torch_zero.py); the rest are views, as below ZeRO-3.
+        self._zero3 = None
+        if cfg.get_zero_stage() == 3:
+            partitioned = [e for e in self._entries if self._partitioned(e, cfg)]
+            if partitioned:
+                self._zero3 = zero.Partitioner(self, partitioned, _errors, _TORCH_DTYPE)
         self._bind()
 
         # The model's dtype: the working dtype of most of its elements.
@@ -761,6 +905,8 @@ class Engine(object):
 
         for e in self._entries:
             self._hooks.append(e.tensor.register_post_accumulate_grad_hook(self._hook(e)))
+        if self._zero3 is not None:
+            self._zero3.install(model)
 
         if cfg.get_precision_mode() == Mixprec.PrecisionMode.AUTOCAST:
             self._autocast = _TORCH_DTYPE[cfg.get_low_dtype()]
@@ -802,10 +948,44 @@ class Engine(object):
 
     # ------------------------------------------------------------ views
 
+    def _engine_device(self):
+        """DLPack's (device type, id) of the engine's buffers, from a
+        working copy this rank holds whole (under ZeRO-3 on several
+        ranks, perhaps one gathered for the purpose: every rank does the
+        same)."""
+        for e in self._entries:
+            try:
+                return e.param.get_device_address(Mixprec.ParamBuffer.WORKING)[2:]
+            except GLib.Error:
+                continue
+        first = self._entries[0].param
+        with _errors():
+            self.engine.gather(first)
+        try:
+            return first.get_device_address(Mixprec.ParamBuffer.WORKING)[2:]
+        finally:
+            self.engine.release(first)
+
+    def _partitioned(self, e, cfg):
+        """Whether ZeRO-3 partitions e: on several ranks, where the engine
+        holds a slice of it only; on one process (where the engine's
+        copies are whole anyway), where it is not below
+        stage3_param_persistence_threshold, as on several."""
+        if self.engine.get_world_size() == 1:
+            return e.param.get_numel() >= cfg.get_param_persistence_threshold()
+        try:
+            e.param.get_device_address(Mixprec.ParamBuffer.WORKING)
+            return False
+        except GLib.Error:
+            return True
+
     def _bind(self):
         """Makes each parameter's data the engine's working copy (again,
-        where the engine moved it)."""
+        where the engine moved it); ZeRO-3's partitioned parameters are
+        gathered by their modules instead."""
         for e in self._entries:
+            if e.z3:
+                continue
             address, dtype = e.param.get_device_address(Mixprec.ParamBuffer.WORKING)[:2]
             if address == e.address:
                 continue
@@ -823,7 +1003,14 @@ class Engine(object):
             raise RuntimeError("mixprec.torch: this engine is detached from its model: %s"
                                % self._detached)
         for e in self._entries:
-            if e.tensor.data_ptr() != e.address or e.tensor.dtype != _TORCH_DTYPE[e.dtype]:
+            if e.z3:
+                replaced = e.tensor.dtype != _TORCH_DTYPE[e.dtype] or \
+                    (e.count == 0 and e.tensor.numel() != 0 and
+                     e.tensor.data_ptr() != e.shaped.data_ptr())
+            else:
+                replaced = e.tensor.data_ptr() != e.address or \
+                    e.tensor.dtype != _TORCH_DTYPE[e.dtype]
+            if replaced:
                 raise RuntimeError(
                     "mixprec.torch: parameter '%s' (%s) is no longer the engine's working copy "
                     "(%s): its data was replaced after initialize, as model.float(), "
@@ -860,6 +1047,8 @@ class Engine(object):
                     e.param.reduce_grad_address(dtype, g.data_ptr())
             self.timings["intake"] += time.perf_counter() - start
             p.grad = None
+            if e.z3:
+                e.partitioner.after_gradient(e)
         return hook
 
     def _expose_grads(self):
@@ -873,6 +1062,8 @@ class Engine(object):
             # complete for torch's.
             self._entries[0].param.get_device_address(Mixprec.ParamBuffer.WORKING)
         for e in self._entries:
+            if e.z3:
+                continue        # partitioned: its data is a placeholder
             try:
                 buf = e.param.accum if gas > 1 else e.param.grad
                 g = torch.from_dlpack(buf).reshape(e.shape)
@@ -945,6 +1136,8 @@ class Engine(object):
         scale = self.engine.get_loss_scale()
         scaled = loss.float() * scale if scale != 1.0 else loss
         scaled.backward(retain_graph=retain_graph)
+        if self._zero3 is not None:
+            self._zero3.end_backward()
         start = time.perf_counter()
         with _errors():
             self.engine.backward_done()
@@ -1049,13 +1242,16 @@ class Engine(object):
         if not self.engine.is_accumulation_boundary():
             return None
         self._drop_grads()
+        if self._zero3 is not None:
+            self._zero3.before_step("step()")
         start = time.perf_counter()
         with _errors():
             result = self.engine.step()
-        if self.device.type != "cpu":
+        whole = [e for e in self._entries if not e.z3]
+        if self.device.type != "cpu" and whole:
             # Waits for the engine's stream: the new weights are complete
-            # for torch's.
-            self._entries[0].param.get_device_address(Mixprec.ParamBuffer.WORKING)
+            # for torch's (a ZeRO-3 gather waits for it itself).
+            whole[0].param.get_device_address(Mixprec.ParamBuffer.WORKING)
         self.timings["step"] += time.perf_counter() - start
         self.last_step = result
         return result
@@ -1156,6 +1352,8 @@ class Engine(object):
         flags = (Mixprec.CheckpointLoadFlags.NONE
                  if load_optimizer_states and not load_module_only
                  else Mixprec.CheckpointLoadFlags.WEIGHTS_ONLY)
+        if self._zero3 is not None:
+            self._zero3.before_step("load_checkpoint()")
         with _errors():
             self.engine.load_checkpoint_full(path, flags)
             info = Mixprec.Checkpoint.open(path)
@@ -1214,18 +1412,28 @@ class Engine(object):
         os.makedirs(os.fspath(save_dir), exist_ok=True)
         trained = {id(e.tensor) for e in self._entries}
         state = {}
-        for n, t in self.module.state_dict(keep_vars=True).items():
-            if exclude_frozen_parameters and isinstance(t, torch.nn.Parameter) and \
-                    id(t) not in trained:
-                continue
-            state[n] = t.detach().cpu().clone()
+        # Under ZeRO-3 every rank gathers the partitioned parameters.
+        with zero.GatheredParameters([e.tensor for e in self._entries]):
+            for n, t in self.module.state_dict(keep_vars=True).items():
+                if exclude_frozen_parameters and isinstance(t, torch.nn.Parameter) and \
+                        id(t) not in trained:
+                    continue
+                state[n] = t.detach().cpu().clone()
         if self.engine.get_rank() == 0:
             torch.save(state, os.path.join(os.fspath(save_dir), save_filename))
         return True
 
     def close(self):
         """Removes the hooks (the parameters stay views of the engine's
-        memory, which lives as long as they do)."""
+        memory, which lives as long as they do; under ZeRO-3 the
+        partitioned parameters get a copy of their whole working copies,
+        gathered on every rank: collective there)."""
+        if self._zero3 is not None:
+            self._zero3.materialize()
+            for e in self._entries:
+                e.z3 = False
+                e.address = None
+            self._zero3 = None
         for h in self._hooks:
             h.remove()
         self._hooks = []

@@ -1,0 +1,495 @@
+# mixprec/_torch_zero.py — ZeRO-3 for mixprec.torch: the model's
+# parameters partitioned by the engine, gathered around each module's
+# forward and each backward that reads them; and DeepSpeed's deepspeed.zero
+# namespace (Init, GatheredParameters, register_external_parameter).
+"""ZeRO-3 behind mixprec.torch (``mixprec.torch.zero``).
+
+Under ``zero_optimization.stage`` 3 the engine keeps only this rank's
+slice of each working copy. The torch parameter keeps its Parameter
+object (optimizers, ``named_parameters()`` and tied weights still see
+it) with an empty placeholder as its data, as DeepSpeed's does, and the
+attributes DeepSpeed gives it (``ds_id``, ``ds_shape``, ``ds_numel``,
+``ds_status``, ``ds_persist``):
+
+* a forward pre-hook on each module gathers the parameters the module
+  holds itself (``mixprec_engine_gather``: an all-gather of their unit,
+  copied into tensors torch owns and released at once; on one process a
+  DLPack view of the engine's whole working copy), and prefetches the
+  parameters the first forward pass used next, within
+  ``stage3_prefetch_bucket_size`` (``mixprec_engine_prefetch``); a
+  forward post-hook releases them;
+* autograd does not keep them: while the model's modules run, a
+  saved-tensor hook (``torch.autograd.graph.saved_tensors_hooks``) stores
+  a partitioned parameter (or a view of it) that an operation saves for
+  its backward as a reference, and the backward that reads it gathers it
+  again, prefetching the parameters the forward pass used before it;
+* the gradient goes to the engine as at ZeRO-2 (``reduce_grad``, a
+  reduce-scatter across ranks) once autograd has accumulated it, and that
+  releases the parameter's backward gathers.
+
+Parameters below ``stage3_param_persistence_threshold`` elements stay
+whole on every rank (the engine's persistent units, DeepSpeed's
+persistent parameters), as do frozen parameters, which the engine does
+not hold.
+"""
+
+import bisect
+import enum
+
+import torch
+
+from gi.repository import GLib, Mixprec
+
+__all__ = ["Init", "GatheredParameters", "register_external_parameter",
+           "unregister_external_parameter", "ZeroParamStatus"]
+
+# On a partitioned torch parameter: its Partitioner's entry.
+_ATTR = "_mixprec_zero3_entry"
+# On a module: parameters its forward uses that another module holds.
+_EXTERNAL = "_mixprec_external_params"
+
+
+class ZeroParamStatus(enum.Enum):
+    """DeepSpeed's ``ds_status`` values."""
+    AVAILABLE = 1
+    NOT_AVAILABLE = 2
+    INFLIGHT = 3
+
+
+def _top_saved_hooks():
+    """The saved-tensor hooks in force (torch.autograd.graph.
+    saved_tensors_hooks), or None."""
+    top = getattr(torch._C._autograd, "_top_saved_tensors_default_hooks", None)
+    return top(False) if top is not None else None
+
+
+def _readable(param):
+    """Whether param's working copy is whole on this rank now."""
+    try:
+        param.get_device_address(Mixprec.ParamBuffer.WORKING)
+        return True
+    except GLib.Error:
+        return False
+
+
+class _Unit(object):
+    """Partitioned parameters one all-gather of the engine brings in, and
+    their whole copies while any of them is gathered."""
+    __slots__ = ("members", "active", "tensors")
+
+    def __init__(self, members):
+        self.members = members
+        self.active = 0             # members gathered now
+        self.tensors = {}           # member -> its whole tensor, while active
+
+
+class _Saved(object):
+    """What autograd keeps of a partitioned parameter (or of a view of
+    it) saved for backward: the entry, and the view's geometry."""
+    __slots__ = ("entry", "geometry")
+
+    def __init__(self, entry, geometry):
+        self.entry = entry
+        self.geometry = geometry
+
+
+class Partitioner(object):
+    """The ZeRO-3 side of one mixprec.torch Engine: its partitioned
+    entries, the hooks that gather and release them, the order the first
+    forward pass used them in (for the prefetch)."""
+
+    def __init__(self, front, entries, errors, dtypes):
+        self.front = front
+        self.engine = front.engine
+        self.errors = errors            # the front's GLib.Error -> Error translation
+        self.entries = entries
+        self.by_cdata = {e.tensor._cdata: e for e in entries}
+        self.live = {}                  # storage address of a gathered view -> entry
+        self.order = []                 # entries in the order the first forward gathered them
+        self.prefix = [0]               # elements of order[:i], for the prefetch window
+        self.ahead = -1                 # the last order index prefetched in this forward pass
+        self.behind = None              # the first one prefetched in this backward pass
+        self.prefetches = 0             # prefetches the engine started (several ranks)
+        self.traced = False
+        self.depth = 0
+        self.saving = None
+        self.hooks = []
+        cfg = self.engine.get_config()
+        self.bucket = cfg.get_prefetch_bucket_size()
+        self.world = self.engine.get_world_size()
+        for i, e in enumerate(entries):
+            e.z3 = True
+            e.count = 0
+            e.bwd = 0
+            e.view = None
+            e.position = None
+            e.partitioner = self
+            p = e.tensor
+            dtype = dtypes[e.dtype]         # the working dtype
+            e.placeholder = torch.empty(0, dtype=dtype, device=p.device)
+            # The whole shape in one element of memory (zero strides): what
+            # autograd accumulates a gradient into when the parameter is
+            # not gathered (an embedding's backward reads none of it).
+            e.shaped = torch.zeros((), dtype=dtype, device=p.device).expand(e.shape)
+            p.data = e.placeholder
+            p.ds_id = i
+            p.ds_shape = torch.Size(e.shape)
+            p.ds_numel = e.param.get_numel() if e.shape else 1
+            p.ds_persist = False
+            p.ds_status = ZeroParamStatus.NOT_AVAILABLE
+            setattr(p, _ATTR, e)
+            self.hooks.append(p.register_hook(self._before_accumulate(e)))
+        self._find_units()
+
+    def _find_units(self):
+        """Which partitioned parameters share an engine unit (one
+        all-gather brings them all): on several ranks, gathering each
+        unit once and seeing whose working copy became readable
+        (collective); on one process each parameter alone, the engine's
+        copy being whole."""
+        if self.world == 1:
+            for e in self.entries:
+                e.unit = _Unit([e])
+            return
+        pending = list(self.entries)
+        while pending:
+            e = pending[0]
+            with self.errors():
+                self.engine.gather(e.param)
+            try:
+                members = [f for f in pending if f is e or _readable(f.param)]
+            finally:
+                self.engine.release(e.param)
+            unit = _Unit(members)
+            for f in members:
+                f.unit = unit
+            pending = [f for f in pending if f not in members]
+
+    # ------------------------------------------------------------ gather, release
+
+    def _fill(self, unit):
+        """The whole working copies of unit's parameters as torch tensors.
+        On several ranks the engine's all-gather lands in a buffer it
+        frees at the release: each parameter is copied out of it into
+        memory torch owns, and the engine's unit released at once, so that
+        whatever autograd or the model keeps of a weight (activation
+        checkpointing keeps the recomputed ones) stays valid however long
+        it lives, as DeepSpeed's gathered parameters are torch's. On one
+        process the engine's working copy is whole and never freed: the
+        tensor is a view of it (DLPack), without a copy."""
+        first = unit.members[0]
+        if self.world > 1:
+            with self.errors():
+                self.engine.gather(first.param)
+        try:
+            for f in unit.members:
+                view = torch.from_dlpack(f.param.working).reshape(f.shape)
+                unit.tensors[f] = view.clone() if self.world > 1 else view
+        except (GLib.Error, BufferError, RuntimeError, ValueError) as err:
+            unit.tensors = {}
+            raise RuntimeError("mixprec.torch: parameter '%s': the gathered working copy is "
+                               "not readable by torch (%s)" % (first.name, err)) from None
+        finally:
+            if self.world > 1:
+                self.engine.release(first.param)
+
+    def gather(self, e, backward=False):
+        """Makes e's parameter whole (nested: as many release() as
+        gather()); collective on several ranks, where it all-gathers e's
+        unit unless one of its parameters is gathered already."""
+        if e.count == 0:
+            unit = e.unit
+            if unit.active == 0:
+                self._fill(unit)
+            unit.active += 1
+            view = unit.tensors[e]
+            e.tensor.data = view
+            e.view = view
+            e.tensor.ds_status = ZeroParamStatus.AVAILABLE
+            self.live[view.untyped_storage().data_ptr()] = e
+            if not self.traced and e.position is None:
+                e.position = len(self.order)
+                self.order.append(e)
+        e.count += 1
+        if backward:
+            e.bwd += 1
+
+    def release(self, e):
+        if e.count == 0:
+            return
+        e.count -= 1
+        if e.count == 0:
+            self._drop(e)
+
+    def _drop(self, e):
+        e.tensor.data = e.placeholder
+        e.tensor.ds_status = ZeroParamStatus.NOT_AVAILABLE
+        self.live.pop(e.view.untyped_storage().data_ptr(), None)
+        e.view = None
+        unit = e.unit
+        unit.active -= 1
+        if unit.active == 0:
+            unit.tensors = {}       # torch frees them once nothing else holds them
+
+    def prefetch(self, e, forward):
+        """Starts gathering the parameters the first forward pass used
+        after e (before e, in the backward pass) within
+        stage3_prefetch_bucket_size elements of it, each once per pass;
+        the engine bounds what is on its way and live too. Collective, as
+        gather() is: every rank runs the same model, so the same
+        prefetches."""
+        if not self.traced or e.position is None or self.bucket == 0:
+            return
+        i, prefix = e.position, self.prefix
+        if forward:
+            # The last j with order[i+1..j] within the bucket.
+            last = bisect.bisect_right(prefix, prefix[i + 1] + self.bucket) - 2
+            todo = range(max(i + 1, self.ahead + 1), last + 1)
+            self.ahead = max(self.ahead, last)
+        else:
+            first = bisect.bisect_left(prefix, prefix[i] - self.bucket)
+            start = i - 1 if self.behind is None else min(i - 1, self.behind - 1)
+            todo = range(start, first - 1, -1)
+            self.behind = first if self.behind is None else min(self.behind, first)
+        for j in todo:
+            f = self.order[j]
+            if f.unit.active == 0 and self.world > 1:
+                before = self.engine.get_gathered_bytes()
+                with self.errors():
+                    self.engine.prefetch(f.param)
+                self.prefetches += self.engine.get_gathered_bytes() > before
+
+    # ------------------------------------------------------------ hooks
+
+    def install(self, model):
+        """The module hooks: each module gathers what it holds (and its
+        registered external parameters) for its forward; the model's own
+        forward runs under the saved-tensor hooks."""
+        self.hooks.append(model.register_forward_pre_hook(self._enter_model))
+        for module in model.modules():
+            own = []
+            for _, p in module.named_parameters(recurse=False):
+                e = getattr(p, _ATTR, None)
+                if e is not None and e not in own and e.tensor is p:
+                    own.append(e)
+            self.hooks.append(module.register_forward_pre_hook(self._module_pre(own)))
+            self.hooks.append(module.register_forward_hook(self._module_post(own),
+                                                           always_call=True))
+        # After the model's own post-hook above: the pass is over.
+        self.hooks.append(model.register_forward_hook(self._leave_model, always_call=True))
+
+    def _external(self, module):
+        found = []
+        for p in getattr(module, _EXTERNAL, ()):
+            e = getattr(p, _ATTR, None)
+            if e is not None and e in self.entries:
+                found.append(e)
+        return found
+
+    def _module_pre(self, own):
+        def hook(module, args):
+            entries = own + self._external(module) if _EXTERNAL in module.__dict__ else own
+            module.__dict__["_mixprec_gathered"] = entries
+            # Any of the model's modules running (the model's forward, or
+            # a layer that reentrant activation checkpointing recomputes in
+            # the backward) saves for backward under the saved-tensor
+            # hooks, unless other hooks take the saved tensors already
+            # (non-reentrant checkpointing's recomputation, which keeps
+            # them itself; save_on_cpu): what they keep of a gathered
+            # parameter is torch's memory, or the engine's whole copy.
+            self.depth += 1
+            if self.depth == 1 and _top_saved_hooks() is None:
+                self.saving = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
+                self.saving.__enter__()
+            for e in entries:
+                self.gather(e)
+            for e in entries:
+                self.prefetch(e, True)
+        return hook
+
+    def _module_post(self, own):
+        def hook(module, args, output):
+            entries = module.__dict__.pop("_mixprec_gathered", None)
+            if entries is None:
+                return          # its pre-hook did not run
+            for e in reversed(entries):
+                self.release(e)
+            self.depth -= 1
+            if self.depth == 0 and self.saving is not None:
+                self.saving.__exit__(None, None, None)
+                self.saving = None
+        return hook
+
+    def _enter_model(self, module, args):
+        self.ahead = -1
+        self.behind = None
+
+    def _leave_model(self, module, args, output):
+        if self.depth == 0:
+            if self.order and torch.is_grad_enabled() and not self.traced:
+                self.traced = True
+                for f in self.order:
+                    self.prefix.append(self.prefix[-1] + f.param.get_numel())
+
+    def _pack(self, t):
+        if not self.live:
+            return t
+        e = self.by_cdata.get(t._cdata)
+        if e is not None and e.count > 0:
+            return _Saved(e, None)
+        try:
+            e = self.live.get(t.untyped_storage().data_ptr())
+        except (RuntimeError, NotImplementedError, TypeError):
+            return t            # a tensor without storage (sparse, a subclass)
+        if e is not None:
+            return _Saved(e, (tuple(t.size()), tuple(t.stride()), t.storage_offset()))
+        return t
+
+    def _unpack(self, saved):
+        if not isinstance(saved, _Saved):
+            return saved
+        e = saved.entry
+        self.gather(e, backward=True)
+        self.prefetch(e, False)
+        if saved.geometry is None:
+            return e.view
+        return e.view.as_strided(*saved.geometry)
+
+    def _before_accumulate(self, e):
+        def hook(grad):
+            # Autograd accumulates the gradient into a tensor of the
+            # parameter's shape.
+            if e.count == 0:
+                e.tensor.data = e.shaped
+        return hook
+
+    def after_gradient(self, e):
+        """The gradient was handed to the engine: the backward gathers of
+        e end."""
+        while e.bwd > 0:
+            e.bwd -= 1
+            self.release(e)
+        if e.count == 0:
+            e.tensor.data = e.placeholder
+
+    def end_backward(self):
+        """Releases the backward gathers of parameters that got no
+        gradient, so that every partitioned parameter is back to its
+        placeholder."""
+        for e in self.entries:
+            self.after_gradient(e)
+
+    def before_step(self, what):
+        """The step rewrites the working copies: nothing may be gathered."""
+        self.end_backward()
+        held = [e.name for e in self.entries if e.count > 0]
+        if held:
+            raise RuntimeError("mixprec.torch: %s with ZeRO-3 parameters gathered (%s): leave "
+                               "every GatheredParameters block and forward pass first"
+                               % (what, ", ".join(held[:5])))
+
+    def materialize(self):
+        """Gives every partitioned parameter a torch-owned copy of its
+        whole working copy (collective) and removes the hooks: the model
+        stands alone again."""
+        for h in self.hooks:
+            h.remove()
+        self.hooks = []
+        for e in self.entries:
+            if e.count == 0:
+                self.gather(e)
+            whole = e.view.clone()
+            e.count = 1
+            self.release(e)
+            e.tensor.data = whole
+            for name in ("ds_id", "ds_shape", "ds_numel", "ds_persist", "ds_status", _ATTR):
+                e.tensor.__dict__.pop(name, None)
+
+
+# ------------------------------------------------------------ deepspeed.zero
+
+class GatheredParameters(object):
+    """DeepSpeed's ``deepspeed.zero.GatheredParameters(params,
+    modifier_rank=None, fwd_module=None, enabled=True)``: within the
+    block, the ZeRO-3 parameters among params (a parameter or an iterable
+    of them) are whole on every rank. Collective: every rank enters it
+    with the same parameters. Parameters that are not partitioned (ZeRO
+    stages 0 to 2, persistent and frozen parameters, a model not
+    initialized yet) are left as they are, as DeepSpeed leaves them.
+
+    ``modifier_rank`` (writing new values that the block's end would
+    broadcast into the partitions) is refused for partitioned
+    parameters: the engine holds their FP32 masters and has no call that
+    takes new values for them; change weights before initialize(), or
+    load them with load_checkpoint(). Writes to a gathered parameter
+    without it are not kept, as in DeepSpeed."""
+
+    def __init__(self, params, modifier_rank=None, fwd_module=None, enabled=True):
+        if isinstance(params, torch.Tensor):
+            params = [params]
+        self.entries = []
+        if not enabled:
+            return
+        for p in params:
+            e = getattr(p, _ATTR, None)
+            if e is not None and getattr(e, "z3", False) and e not in self.entries:
+                self.entries.append(e)
+        if modifier_rank is not None and self.entries:
+            raise ValueError("mixprec.torch.zero.GatheredParameters: modifier_rank=%r is not "
+                             "supported for ZeRO-3 parameters (%s): the engine keeps their FP32 "
+                             "masters and takes no new values for them; change the weights "
+                             "before initialize(), or load them with load_checkpoint()"
+                             % (modifier_rank, ", ".join(e.name for e in self.entries[:3])))
+        self.done = []
+
+    def __enter__(self):
+        for e in self.entries:
+            e.partitioner.gather(e)
+            self.done.append(e)
+        return None
+
+    def __exit__(self, *exc):
+        while self.done:
+            e = self.done.pop()
+            e.partitioner.release(e)
+        return False
+
+
+class Init(object):
+    """DeepSpeed's ``deepspeed.zero.Init(...)``, accepted with its
+    arguments: a context (or decorator-free call) to build a model in.
+    It does not partition at construction: the model is built whole in
+    each process's memory, and initialize() under ZeRO-3 partitions every
+    trainable parameter (dropping each torch copy as soon as the engine
+    holds its values). ``enabled=False`` is accepted too."""
+
+    def __init__(self, module=None, data_parallel_group=None, mem_efficient_linear=True,
+                 remote_device=None, pin_memory=False, config_dict_or_path=None, config=None,
+                 enabled=True, dtype=None, mpu=None, **kwargs):
+        self.enabled = enabled
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def register_external_parameter(module, parameter):
+    """DeepSpeed's: module's forward uses parameter, which another module
+    holds; under ZeRO-3 module's forward gathers it too."""
+    if not isinstance(module, torch.nn.Module):
+        raise TypeError("mixprec.torch.zero.register_external_parameter: %s is not a "
+                        "torch.nn.Module" % type(module).__name__)
+    if not isinstance(parameter, torch.nn.Parameter):
+        raise TypeError("mixprec.torch.zero.register_external_parameter: %s is not a "
+                        "torch.nn.Parameter" % type(parameter).__name__)
+    external = module.__dict__.setdefault(_EXTERNAL, [])
+    if not any(p is parameter for p in external):
+        external.append(parameter)
+
+
+def unregister_external_parameter(module, parameter):
+    """DeepSpeed's: undoes register_external_parameter()."""
+    external = module.__dict__.get(_EXTERNAL, [])
+    module.__dict__[_EXTERNAL] = [p for p in external if p is not parameter]

@@ -225,10 +225,11 @@ mixprec_public_headers += libmixprec/mixprec-fp4.h
 mixprec_enum_headers += libmixprec/mixprec-fp4.h
 mixprec_sources += \
 	libmixprec/mixprec-fp4-private.h \
-	libmixprec/mixprec-fp4.c
+	libmixprec/mixprec-fp4.c \
+	libmixprec/mixprec-rht.c
 mixprec_simd_sources += libmixprec/mixprec-fp4-avx2.c
 mixprec_avx512_sources += libmixprec/mixprec-fp4-avx512.c
-EXTRA_DIST += libmixprec/numeric/numeric-fp4.h
+EXTRA_DIST += libmixprec/numeric/numeric-fp4.h libmixprec/numeric/numeric-rht.h
 
 # --- FP8 scaling recipes (delayed, current, MX) and per-tensor scaling state
 mixprec_public_headers += libmixprec/mixprec-fp8-recipe.h

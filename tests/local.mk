@@ -810,6 +810,13 @@ if HAVE_PYTHON_GI
 TESTS += tests/test-fp4-torchao.py tests/test-fp4-gi.py
 endif
 
+# --- fp4: the random Hadamard transform against numpy (bits of the
+# documented order, the matrix product, the inverse, the seed's signs)
+EXTRA_DIST += tests/test-fp4-rht.py
+if HAVE_PYTHON_GI
+TESTS += tests/test-fp4-rht.py
+endif
+
 # --- mixprec-inspect --formats: the dtypes and the 4-bit block formats
 TESTS += tests/test-inspect-formats.sh
 EXTRA_DIST += tests/test-inspect-formats.sh

@@ -1433,6 +1433,82 @@ resolve_fp8 (Loader *l)
                                   "fp8: %s", error->message);
 }
 
+/* ------------------------------------------------------------ fp4 */
+
+/* In the order of the choices (the recipe's index is not the enum's). */
+static const gchar *const fp4_recipe_names[] = { "nvfp4", "mxfp4", NULL };
+static const gchar *const fp4_scale_mode_names[] = { "floor", "rceil", "ceil", "even", NULL };
+
+/* fp4: 4-bit working copies (see mixprec.json(5), the fp4 section). */
+static void
+load_fp4 (Loader     *l,
+          JsonObject *o)
+{
+  static const gchar *const known[] = {
+    "enabled", "recipe", "weights_2d", "scale_mode", "rht", "rht_seed", "modules", NULL
+  };
+  MixprecConfigSettings *s = l->s;
+  guint index;
+  gint64 i;
+
+  if (o == NULL)
+    return;
+  check_members (l, o, "fp4", known, NULL, NULL, FALSE);
+  read_bool (l, o, "fp4", "enabled", &s->fp4_enabled);
+  if (read_choice (l, o, "fp4", "recipe", fp4_recipe_names, &index))
+    s->fp4_recipe = index == 0 ? MIXPREC_BLOCK_RECIPE_NVFP4 : MIXPREC_BLOCK_RECIPE_MXFP4;
+  read_bool (l, o, "fp4", "weights_2d", &s->fp4_weights_2d);
+  if (read_choice (l, o, "fp4", "scale_mode", fp4_scale_mode_names, &index))
+    s->fp4_scale_mode = index;
+  read_bool (l, o, "fp4", "rht", &s->fp4_rht);
+  if (read_int (l, o, "fp4", "rht_seed", 0, G_MAXINT64, FALSE,
+                "a non-negative integer (the seed of the random signs every rank derives)", &i))
+    s->fp4_rht_seed = (guint64) i;
+  read_strv (l, o, "fp4", "modules", FALSE,
+             "an array of module type names such as [\"Linear\"]", &s->fp4_modules);
+
+  /* Keys the recipe does not read, set away from their defaults. */
+  if (s->fp4_recipe == MIXPREC_BLOCK_RECIPE_NVFP4 && json_object_has_member (o, "scale_mode") &&
+      s->fp4_scale_mode != MIXPREC_MX_SCALE_FLOOR)
+    _mixprec_config_report_warning (l->report,
+                                    "fp4.scale_mode: applies to the \"mxfp4\" recipe only, and "
+                                    "fp4.recipe is \"nvfp4\" (its block scales are E4M3); ignored");
+  if (s->fp4_recipe == MIXPREC_BLOCK_RECIPE_MXFP4 && json_object_has_member (o, "weights_2d") &&
+      !s->fp4_weights_2d)
+    _mixprec_config_report_warning (l->report,
+                                    "fp4.weights_2d: applies to the \"nvfp4\" recipe only, and "
+                                    "fp4.recipe is \"mxfp4\" (its blocks are 32 elements of a "
+                                    "row); ignored");
+}
+
+/* After every section: module types cannot be both FP4 and FP32, or both
+ * FP4 and FP8. */
+static void
+resolve_fp4 (Loader *l)
+{
+  MixprecConfigSettings *s = l->s;
+
+  if (!s->fp4_enabled)
+    return;
+  for (guint i = 0; s->fp4_modules[i] != NULL; i++)
+    {
+      for (guint j = 0; s->fp32_modules[j] != NULL; j++)
+        if (_mixprec_module_type_matches (s->fp4_modules[i], s->fp32_modules[j]))
+          _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_CONFLICT,
+                                        "fp4.modules[%u]: \"%s\" is also listed in "
+                                        "mixprec.fp32_modules; a module type is either kept in "
+                                        "FP32 or given 4-bit working copies, not both (to keep "
+                                        "single parameters out of FP4, list them in "
+                                        "mixprec.fp32_params)", i, s->fp4_modules[i]);
+      for (guint j = 0; s->fp8_enabled && s->fp8_modules[j] != NULL; j++)
+        if (_mixprec_module_type_matches (s->fp4_modules[i], s->fp8_modules[j]))
+          _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_CONFLICT,
+                                        "fp4.modules[%u]: \"%s\" is also listed in fp8.modules "
+                                        "(fp8.enabled is true); a module type gets FP8 or 4-bit "
+                                        "working copies, not both", i, s->fp4_modules[i]);
+    }
+}
+
 /* ------------------------------------------------------------ top level */
 
 /* Top-level DeepSpeed sections for features outside libmixprec's scope:
@@ -1458,7 +1534,7 @@ static const gchar *const top_level_keys[] = {
   "gradient_clipping", "communication_data_type", "fp16", "bf16", "bfloat16",
   "data_types", "torch_autocast", "zero_optimization", "optimizer", "scheduler",
   "mixprec", "amp", "colossalai", "steps_per_print", "csv_monitor", "tensorboard",
-  "fp8", NULL
+  "fp8", "fp4", NULL
 };
 
 /* TRUE when @o holds true at the path @keys (objects all the way). */
@@ -2537,6 +2613,7 @@ _mixprec_config_settings_load (MixprecConfigSettings *settings,
   load_mixprec (&l, section_object (&l, o, "mixprec", FALSE));
   load_monitors (&l, o);
   load_fp8 (&l, section_object (&l, o, "fp8", FALSE));
+  load_fp4 (&l, section_object (&l, o, "fp4", FALSE));
   load_fronts (&l, o);
 
   resolve_mode (&l);
@@ -2545,6 +2622,7 @@ _mixprec_config_settings_load (MixprecConfigSettings *settings,
   resolve_rest (&l);
   resolve_offload (&l);
   resolve_fp8 (&l);
+  resolve_fp4 (&l);
   check_optimizer_and_scheduler (&l, optimizer_ok, scheduler_ok);
 
   /* Strict: whatever would only have been warned about refuses the
@@ -2624,6 +2702,15 @@ _mixprec_config_settings_init_defaults (MixprecConfigSettings *s)
   s->fp8_saturate = TRUE;
   s->fp8_modules = g_strsplit ("Linear", ",", -1);
 
+  /* Transformer Engine's NVFP4BlockScaling: 16x16 tiles for weights. */
+  s->fp4_enabled = FALSE;
+  s->fp4_recipe = MIXPREC_BLOCK_RECIPE_NVFP4;
+  s->fp4_weights_2d = TRUE;
+  s->fp4_scale_mode = MIXPREC_MX_SCALE_FLOOR;
+  s->fp4_rht = FALSE;
+  s->fp4_rht_seed = 0;
+  s->fp4_modules = g_strsplit ("Linear", ",", -1);
+
   s->master_weights = MIXPREC_MASTER_WEIGHTS_FP32;
   s->state_format_default = MIXPREC_STATE_FORMAT_FP32;
   s->state_slot_names = g_new0 (gchar *, 1);
@@ -2651,6 +2738,7 @@ _mixprec_config_settings_clear (MixprecConfigSettings *s)
     }
   g_clear_pointer (&s->fp8_modules, g_strfreev);
   g_clear_object (&s->fp8_recipe_object);
+  g_clear_pointer (&s->fp4_modules, g_strfreev);
   g_clear_pointer (&s->state_slot_names, g_strfreev);
   g_clear_pointer (&s->state_slot_formats, g_array_unref);
 }

@@ -130,6 +130,7 @@ mixprec_sources += \
 mixprec_sources += \
 	libmixprec/mixprec-param-private.h \
 	libmixprec/mixprec-param.c \
+	libmixprec/mixprec-param-fp4.c \
 	libmixprec/mixprec-engine-kernels-private.h \
 	libmixprec/mixprec-engine-kernels.c \
 	libmixprec/mixprec-device-private.h \
@@ -157,6 +158,9 @@ mixprec_sources += \
 
 # --- FP8 working copies (fp8-engine)
 mixprec_sources += libmixprec/mixprec-engine-fp8.c
+
+# --- 4-bit working copies (NVFP4, MXFP4), through the fp8 group machinery
+mixprec_sources += libmixprec/mixprec-engine-fp4.c
 
 # --- monitors (csv_monitor, tensorboard): the files steps are recorded in
 mixprec_sources += \

@@ -76,10 +76,13 @@ _mixprec_engine_fp8_register (MixprecEngine *self,
   _MixprecParamStorage *s = _mixprec_param_get_storage (param);
   MixprecFp8Recipe *recipe = mixprec_config_get_fp8_recipe (self->config);
   const gchar *name = mixprec_param_get_name (param);
-
+  gboolean fp4 = FALSE;
   guint ndim = 0;
 
-  if (recipe == NULL ||
+  /* 4-bit copies are the fp4 section's (mixprec-engine-fp4.c). */
+  if (!_mixprec_engine_fp4_register (self, param, &fp4, error))
+    return FALSE;
+  if (fp4 || recipe == NULL ||
       !mixprec_precision_policy_is_fp8 (self->policy, name, mixprec_param_get_module_type (param)))
     return TRUE;
   /* FP8 is for the operands of matrix multiplies: a module's vectors (a
@@ -145,15 +148,21 @@ void
 _mixprec_engine_fp8_init_group (Group        *g,
                                 MixprecParam *p)
 {
-  g->fp8.enabled = mixprec_param_is_fp8 (p);
+  _MixprecParamStorage *s = _mixprec_param_get_storage (p);
+
+  g->fp8.enabled = mixprec_param_is_fp8 (p) || s->fp4;
   g->fp8.dtype = mixprec_param_get_fp8_dtype (p);
-  g->fp8.kind = _mixprec_param_get_storage (p)->fp8_kind;
+  g->fp8.kind = s->fp8_kind;
+  g->fp8.fp4 = s->fp4;
+  g->fp8.fp4_recipe = s->fp4_recipe;
 }
 
 gboolean
 _mixprec_engine_fp8_same_group (const Group *g, MixprecParam *p)
 {
-  return g->fp8.enabled == mixprec_param_is_fp8 (p);
+  gboolean fp4 = _mixprec_param_get_storage (p)->fp4;
+
+  return g->fp8.enabled == (mixprec_param_is_fp8 (p) || fp4) && g->fp8.fp4 == fp4;
 }
 
 static guint
@@ -209,6 +218,8 @@ _mixprec_engine_fp8_layout (MixprecEngine *self,
 
   if (!g->fp8.enabled)
     return TRUE;
+  if (g->fp8.fp4)
+    return _mixprec_engine_fp4_layout (self, g, error);
   /* The amax slots are scratch of the agreement, counted with the
    * gradient-norm blocks beside which they are agreed on the cpu device. */
   if (!_mixprec_device_memory_is_host (self->device) &&
@@ -611,7 +622,7 @@ _mixprec_engine_fp8_fuse_begin (MixprecEngine *self, Group *g)
 
   /* The cast fuses into the optimizer's pass only where the CPU runs it
    * over host memory; elsewhere it is a pass of its own. */
-  if (!g->fp8.enabled || !_mixprec_device_memory_is_host (g->device))
+  if (!g->fp8.enabled || g->fp8.fp4 || !_mixprec_device_memory_is_host (g->device))
     return;
   f = g_new0 (_MixprecFp8Fuse, 1);
 
@@ -883,7 +894,12 @@ _mixprec_engine_fp8_write (MixprecEngine *self,
     {
       Group *g = g_ptr_array_index (self->groups, j);
 
-      if (g->fp8.enabled && !write_group (self, g, TRUE, after_step, error))
+      if (g->fp8.enabled && g->fp8.fp4)
+        {
+          if (!_mixprec_engine_fp4_write (self, g, TRUE, error))
+            return FALSE;
+        }
+      else if (g->fp8.enabled && !write_group (self, g, TRUE, after_step, error))
         return FALSE;
     }
   return TRUE;
@@ -904,6 +920,12 @@ _mixprec_engine_fp8_write_initial (MixprecEngine *self,
 
       if (!g->fp8.enabled)
         continue;
+      if (g->fp8.fp4)
+        {
+          if (!_mixprec_engine_fp4_write_initial (self, g, error))
+            return FALSE;
+          continue;
+        }
       if (self->world == 1 || !g->state_local)
         {
           /* No collective: the whole parameters are this rank's part. */
@@ -1036,14 +1058,22 @@ _mixprec_engine_fp8_update (MixprecEngine *self,
 guint64
 _mixprec_engine_fp8_unit_bytes (MixprecEngine *self, const Group *g, const Unit *u)
 {
-  guint b = g->fp8.kind == MIXPREC_FP8_RECIPE_MX ? block_size (self) : 0;
+  guint b;
 
+  if (g->fp8.fp4)
+    return _mixprec_engine_fp4_unit_bytes (self, g, u);
+  b = g->fp8.kind == MIXPREC_FP8_RECIPE_MX ? block_size (self) : 0;
   return u->padded + (b > 0 ? (u->padded + b - 1) / b : 0);
 }
 
 void
 _mixprec_engine_fp8_point (MixprecEngine *self, Group *g, const Unit *u, guint8 *base)
 {
+  if (g->fp8.fp4)
+    {
+      _mixprec_engine_fp4_point (self, g, u, base);
+      return;
+    }
   for (guint i = u->first_param; i < u->first_param + u->n_params; i++)
     {
       _MixprecParamStorage *s = _mixprec_param_get_storage (g_ptr_array_index (g->params, i));
@@ -1059,8 +1089,11 @@ _mixprec_engine_fp8_gather_unit (MixprecEngine *self, Group *g, const Unit *u,
                                  guint8 *dst, GError **error)
 {
   guint64 slice = UNIT_SLICE (self, u);
-  guint b = block_size (self);
+  guint b;
 
+  if (g->fp8.fp4)
+    return _mixprec_engine_fp4_gather_unit (self, g, u, dst, error);
+  b = block_size (self);
   if (!gather_bytes (self, g->fp8.data + u->local, dst, slice,
                      "gathering a ZeRO-3 FP8 parameter unit", error))
     return FALSE;

@@ -840,6 +840,16 @@ tests_test_fp8_zero_LDADD = $(tests_public_ldadd) -lm
 TESTS += tests/test-fp8-zero
 endif
 
+# --- 4-bit working copies (fp4 section): bitwise mixprec_quantize_blocks()
+# of the masters after every step, and ZeRO 0-3 at 1, 2 and 3 ranks equal
+# to one process, with the 4-bit gather counted (needs the UCX plugin)
+if HAVE_UCX
+check_PROGRAMS += tests/test-fp4-engine
+tests_test_fp4_engine_SOURCES = tests/test-fp4-engine.c tests/multiproc.c tests/multiproc.h
+tests_test_fp4_engine_LDADD = $(tests_public_ldadd) -lm
+TESTS += tests/test-fp4-engine
+endif
+
 # --- optimizer-state and master representations against their PyPI peers
 # (issue 26): remainder masters against FP32 masters, int8 / int4 / fp8
 # states against torchao's AdamW8bit / AdamW4bit / AdamWFp8, Kahan masters

@@ -1445,7 +1445,8 @@ load_fp4 (Loader     *l,
           JsonObject *o)
 {
   static const gchar *const known[] = {
-    "enabled", "recipe", "weights_2d", "scale_mode", "rht", "rht_seed", "modules", NULL
+    "enabled", "recipe", "weights_2d", "scale_mode", "rht", "rht_seed", "modules",
+    "exclude_params", NULL
   };
   MixprecConfigSettings *s = l->s;
   guint index;
@@ -1466,6 +1467,9 @@ load_fp4 (Loader     *l,
     s->fp4_rht_seed = (guint64) i;
   read_strv (l, o, "fp4", "modules", FALSE,
              "an array of module type names such as [\"Linear\"]", &s->fp4_modules);
+  read_strv (l, o, "fp4", "exclude_params", FALSE,
+             "an array of parameter name patterns such as [\"lm_head.*\"]",
+             &s->fp4_exclude_params);
 
   /* Keys the recipe does not read, set away from their defaults. */
   if (s->fp4_recipe == MIXPREC_BLOCK_RECIPE_NVFP4 && json_object_has_member (o, "scale_mode") &&
@@ -1499,7 +1503,7 @@ resolve_fp4 (Loader *l)
                                         "mixprec.fp32_modules; a module type is either kept in "
                                         "FP32 or given 4-bit working copies, not both (to keep "
                                         "single parameters out of FP4, list them in "
-                                        "mixprec.fp32_params)", i, s->fp4_modules[i]);
+                                        "fp4.exclude_params)", i, s->fp4_modules[i]);
       for (guint j = 0; s->fp8_enabled && s->fp8_modules[j] != NULL; j++)
         if (_mixprec_module_type_matches (s->fp4_modules[i], s->fp8_modules[j]))
           _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_CONFLICT,
@@ -2710,6 +2714,7 @@ _mixprec_config_settings_init_defaults (MixprecConfigSettings *s)
   s->fp4_rht = FALSE;
   s->fp4_rht_seed = 0;
   s->fp4_modules = g_strsplit ("Linear", ",", -1);
+  s->fp4_exclude_params = g_new0 (gchar *, 1);
 
   s->master_weights = MIXPREC_MASTER_WEIGHTS_FP32;
   s->state_format_default = MIXPREC_STATE_FORMAT_FP32;
@@ -2739,6 +2744,7 @@ _mixprec_config_settings_clear (MixprecConfigSettings *s)
   g_clear_pointer (&s->fp8_modules, g_strfreev);
   g_clear_object (&s->fp8_recipe_object);
   g_clear_pointer (&s->fp4_modules, g_strfreev);
+  g_clear_pointer (&s->fp4_exclude_params, g_strfreev);
   g_clear_pointer (&s->state_slot_names, g_strfreev);
   g_clear_pointer (&s->state_slot_formats, g_array_unref);
 }

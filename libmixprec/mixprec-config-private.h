@@ -168,6 +168,7 @@ typedef struct
   gboolean fp4_rht;
   guint64  fp4_rht_seed;
   GStrv    fp4_modules;
+  GStrv    fp4_exclude_params;      /* name globs that keep the working dtype */
 } MixprecConfigSettings;
 
 /* zero_optimization.offload_optimizer.device, in the order of the JSON

@@ -728,6 +728,7 @@ mixprec_config_to_data (MixprecConfig *self,
   json_builder_set_member_name (b, "rht_seed");
   json_builder_add_int_value (b, (gint64) s->fp4_rht_seed);
   add_strv (b, "modules", (const gchar * const *) s->fp4_modules);
+  add_strv (b, "exclude_params", (const gchar * const *) s->fp4_exclude_params);
   json_builder_end_object (b);
 
   json_builder_set_member_name (b, "steps_per_print");
@@ -877,6 +878,26 @@ mixprec_config_get_fp4_modules (MixprecConfig *self)
 {
   g_return_val_if_fail (MIXPREC_IS_CONFIG (self), NULL);
   return (const gchar * const *) self->settings.fp4_modules;
+}
+
+/**
+ * mixprec_config_get_fp4_exclude_params:
+ * @self: a #MixprecConfig
+ *
+ * Gets `fp4.exclude_params`: glob patterns (as `mixprec.fp32_params`) of
+ * parameter names that keep their working dtype although their module
+ * type is in `fp4.modules`, such as the first and last layers, which
+ * Transformer Engine's NVFP4 recipe leaves in higher precision.
+ *
+ * Returns: (transfer none) (array zero-terminated=1): the patterns
+ *
+ * Since: 1.1
+ */
+const gchar * const *
+mixprec_config_get_fp4_exclude_params (MixprecConfig *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_CONFIG (self), NULL);
+  return (const gchar * const *) self->settings.fp4_exclude_params;
 }
 
 gboolean

@@ -296,5 +296,7 @@ gboolean          mixprec_config_get_fp4_rht               (MixprecConfig      *
                                                             guint16            *sign_mask);
 MIXPREC_AVAILABLE_IN_1_1
 const gchar * const *mixprec_config_get_fp4_modules        (MixprecConfig      *self);
+MIXPREC_AVAILABLE_IN_1_1
+const gchar * const *mixprec_config_get_fp4_exclude_params (MixprecConfig      *self);
 
 G_END_DECLS

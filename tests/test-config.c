@@ -675,6 +675,7 @@ static const InvalidCase invalid_cases[] = {
   { "{\"fp4\": {\"rht\": \"on\"}}", "fp4.rht", "true or false", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
   { "{\"fp4\": {\"rht_seed\": -1}}", "fp4.rht_seed", "a non-negative integer", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
   { "{\"fp4\": {\"modules\": [1]}}", "fp4.modules[0]", "a non-empty string", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"fp4\": {\"exclude_params\": \"out.*\"}}", "fp4.exclude_params", "an array of parameter name patterns", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
   { "{\"fp4\": {\"scale\": \"floor\"}}", "fp4.scale", "unknown key in fp4", MIXPREC_CONFIG_ERROR_UNKNOWN_KEY },
   { "{\"fp4\": {\"enabled\": true}, \"mixprec\": {\"fp32_modules\": [\"Linear\"]}}", "fp4.modules[0]", "also listed in mixprec.fp32_modules", MIXPREC_CONFIG_ERROR_CONFLICT },
   { "{\"fp4\": {\"enabled\": true}, \"fp8\": {\"enabled\": true}}", "fp4.modules[0]", "also listed in fp8.modules", MIXPREC_CONFIG_ERROR_CONFLICT },
@@ -1625,12 +1626,16 @@ test_config_fp4 (void)
 
   /* The policy: Linear is fp4, a name in fp32_params is not. */
   {
-    g_autoptr(MixprecConfig) c = load ("{\"fp4\": {\"enabled\": true}, \"mixprec\": {\"fp32_params\": [\"head.*\"]}}");
+    g_autoptr(MixprecConfig) c = load ("{\"fp4\": {\"enabled\": true, \"exclude_params\": [\"first.*\"]}, "
+                                       "\"mixprec\": {\"fp32_params\": [\"head.*\"]}}");
     g_autoptr(MixprecPrecisionPolicy) p = mixprec_precision_policy_new_from_config (c, NULL);
 
     g_assert_true (mixprec_precision_policy_is_fp4 (p, "blocks.0.w", "Linear"));
     g_assert_false (mixprec_precision_policy_is_fp4 (p, "head.weight", "Linear"));
     g_assert_false (mixprec_precision_policy_is_fp4 (p, "emb.weight", "Embedding"));
+    g_assert_false (mixprec_precision_policy_is_fp4 (p, "first.weight", "Linear"));
+    g_assert_true (mixprec_precision_policy_is_fp4 (p, "firsts.weight", "Linear"));
+    g_assert_cmpstrv (mixprec_config_get_fp4_exclude_params (c), ((const gchar *[]) { "first.*", NULL }));
     g_assert_false (mixprec_precision_policy_is_fp8 (p, "blocks.0.w", "Linear"));
   }
 }

@@ -431,6 +431,10 @@ endif
 # examples/configs/bf16-fp8*.json): within 3% of the bf16 validation loss
 EXTRA_DIST += tests/test-charlm-fp8.sh
 TESTS += tests/test-charlm-fp8.sh
+# --- and with 4-bit working copies (examples/configs/bf16-nvfp4.json, 16x16
+# tiles and the Hadamard transform; bf16-mxfp4.json): a short smoke run
+EXTRA_DIST += tests/test-charlm-fp4.sh
+TESTS += tests/test-charlm-fp4.sh
 # on 2 ranks at ZeRO-2/3, the same as one process (needs the UCX plugin)
 EXTRA_DIST += tests/test-charlm-fp8-dist.sh
 if HAVE_UCX

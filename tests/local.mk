@@ -814,6 +814,13 @@ if HAVE_PYTHON_GI
 TESTS += tests/test-fp4-torchao.py tests/test-fp4-gi.py
 endif
 
+# --- MXFP8 in torchao's four scale modes against torchao's to_mx(), bit
+# for bit (PYTHON_TORCH with torchao; skipped without)
+EXTRA_DIST += tests/test-fp8-mx-modes-torchao.py
+if HAVE_PYTHON_GI
+TESTS += tests/test-fp8-mx-modes-torchao.py
+endif
+
 # --- fp4: the random Hadamard transform against numpy (bits of the
 # documented order, the matrix product, the inverse, the seed's signs)
 EXTRA_DIST += tests/test-fp4-rht.py

@@ -1331,6 +1331,8 @@ load_monitors (Loader     *l,
 static const gchar *const fp8_recipe_names[] = { "delayed", "current", "mx", NULL };
 static const gchar *const fp8_format_names[] = { "hybrid", "e4m3", NULL };
 static const gchar *const fp8_amax_algo_names[] = { "max", "most_recent", NULL };
+/* MixprecMxScaleMode's order; fp8.mx_scale_mode and fp4.scale_mode. */
+static const gchar *const mx_scale_mode_names[] = { "floor", "rceil", "ceil", "even", NULL };
 
 /* A key the chosen recipe does not use, set to something other than its
  * default: most likely a recipe changed without its keys. */
@@ -1355,7 +1357,7 @@ load_fp8 (Loader     *l,
 {
   static const gchar *const known[] = {
     "enabled", "recipe", "format", "amax_history_len", "amax_compute_algo", "margin",
-    "mx_block_size", "saturate", "modules", NULL
+    "mx_block_size", "mx_scale_mode", "saturate", "modules", NULL
   };
   MixprecConfigSettings *s = l->s;
   g_autofree gchar *rule = NULL;
@@ -1386,6 +1388,8 @@ load_fp8 (Loader     *l,
                 MIXPREC_FP8_MX_BLOCK_SIZE, FALSE,
                 "32 (the block size of the OCP MX formats)", &i))
     s->fp8_mx_block_size = (guint) i;
+  if (read_choice (l, o, "fp8", "mx_scale_mode", mx_scale_mode_names, &index))
+    s->fp8_mx_scale_mode = index;
   read_bool (l, o, "fp8", "saturate", &s->fp8_saturate);
   read_strv (l, o, "fp8", "modules", FALSE,
              "an array of module type names such as [\"Linear\"]", &s->fp8_modules);
@@ -1400,6 +1404,9 @@ load_fp8 (Loader     *l,
   if (s->fp8_recipe == MIXPREC_FP8_RECIPE_MX)
     warn_fp8_unused (l, o, "margin", s->fp8_margin == 0,
                      "the \"delayed\" and \"current\" recipes");
+  else
+    warn_fp8_unused (l, o, "mx_scale_mode", s->fp8_mx_scale_mode == MIXPREC_MX_SCALE_FLOOR,
+                     "the \"mx\" recipe");
 }
 
 /* After every section: the recipe the settings describe, and module types
@@ -1423,11 +1430,11 @@ resolve_fp8 (Loader *l)
                                       "single parameters out of FP8, list them in "
                                       "mixprec.fp32_params)", i, s->fp8_modules[i]);
 
-  s->fp8_recipe_object = _mixprec_fp8_recipe_new (s->fp8_recipe, s->fp8_format,
-                                                  s->fp8_amax_history_len,
-                                                  s->fp8_amax_compute_algo, s->fp8_margin,
-                                                  s->fp8_mx_block_size, s->fp8_saturate,
-                                                  &error);
+  s->fp8_recipe_object = _mixprec_fp8_recipe_new_full (s->fp8_recipe, s->fp8_format,
+                                                       s->fp8_amax_history_len,
+                                                       s->fp8_amax_compute_algo, s->fp8_margin,
+                                                       s->fp8_mx_block_size, s->fp8_saturate,
+                                                       s->fp8_mx_scale_mode, &error);
   if (s->fp8_recipe_object == NULL)
     _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_INVALID_VALUE,
                                   "fp8: %s", error->message);
@@ -1437,7 +1444,6 @@ resolve_fp8 (Loader *l)
 
 /* In the order of the choices (the recipe's index is not the enum's). */
 static const gchar *const fp4_recipe_names[] = { "nvfp4", "mxfp4", NULL };
-static const gchar *const fp4_scale_mode_names[] = { "floor", "rceil", "ceil", "even", NULL };
 
 /* fp4: 4-bit working copies (see mixprec.json(5), the fp4 section). */
 static void
@@ -1459,7 +1465,7 @@ load_fp4 (Loader     *l,
   if (read_choice (l, o, "fp4", "recipe", fp4_recipe_names, &index))
     s->fp4_recipe = index == 0 ? MIXPREC_BLOCK_RECIPE_NVFP4 : MIXPREC_BLOCK_RECIPE_MXFP4;
   read_bool (l, o, "fp4", "weights_2d", &s->fp4_weights_2d);
-  if (read_choice (l, o, "fp4", "scale_mode", fp4_scale_mode_names, &index))
+  if (read_choice (l, o, "fp4", "scale_mode", mx_scale_mode_names, &index))
     s->fp4_scale_mode = index;
   read_bool (l, o, "fp4", "rht", &s->fp4_rht);
   if (read_int (l, o, "fp4", "rht_seed", 0, G_MAXINT64, FALSE,
@@ -2703,6 +2709,7 @@ _mixprec_config_settings_init_defaults (MixprecConfigSettings *s)
   s->fp8_amax_compute_algo = MIXPREC_FP8_AMAX_MAX;
   s->fp8_margin = 0;
   s->fp8_mx_block_size = MIXPREC_FP8_MX_BLOCK_SIZE;
+  s->fp8_mx_scale_mode = MIXPREC_MX_SCALE_FLOOR;
   s->fp8_saturate = TRUE;
   s->fp8_modules = g_strsplit ("Linear", ",", -1);
 

@@ -155,6 +155,7 @@ typedef struct
   guint    fp8_amax_compute_algo;   /* MixprecFp8AmaxAlgo */
   gint     fp8_margin;
   guint    fp8_mx_block_size;
+  guint    fp8_mx_scale_mode;       /* MixprecMxScaleMode */
   gboolean fp8_saturate;
   GStrv    fp8_modules;
   MixprecFp8Recipe *fp8_recipe_object;   /* built when fp8_enabled */

@@ -708,6 +708,8 @@ mixprec_config_to_data (MixprecConfig *self,
   json_builder_add_int_value (b, s->fp8_margin);
   json_builder_set_member_name (b, "mx_block_size");
   json_builder_add_int_value (b, s->fp8_mx_block_size);
+  json_builder_set_member_name (b, "mx_scale_mode");
+  json_builder_add_string_value (b, (const gchar *[]) { "floor", "rceil", "ceil", "even" }[s->fp8_mx_scale_mode & 3]);
   json_builder_set_member_name (b, "saturate");
   json_builder_add_boolean_value (b, s->fp8_saturate);
   add_strv (b, "modules", (const gchar * const *) s->fp8_modules);

@@ -114,6 +114,16 @@ _mixprec_engine_fp8_register (MixprecEngine *self,
                                  : "the slices of ZeRO stage 1 to 3 across ranks");
       return FALSE;
     }
+  if (!_mixprec_device_memory_is_host (self->device) &&
+      mixprec_fp8_recipe_get_kind (recipe) == MIXPREC_FP8_RECIPE_MX &&
+      mixprec_fp8_recipe_get_mx_scale_mode (recipe) != MIXPREC_MX_SCALE_FLOOR)
+    {
+      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_PARAM,
+                   "parameter '%s': the device's MX cast computes FLOOR scales only, and "
+                   "fp8.mx_scale_mode asks for another; use \"floor\" on device '%s'", name,
+                   _mixprec_device_get_name (self->device));
+      return FALSE;
+    }
   if (!mixprec_param_has_master (param) &&
       mixprec_param_get_working_dtype (param) != MIXPREC_DTYPE_FLOAT32)
     {
@@ -169,6 +179,13 @@ static guint
 block_size (MixprecEngine *self)
 {
   return MAX (mixprec_fp8_recipe_get_block_size (self->fp8_recipe), 1);
+}
+
+/* The MX recipe's scale mode (fp8.mx_scale_mode). */
+static guint
+mx_mode (MixprecEngine *self)
+{
+  return mixprec_fp8_recipe_get_mx_scale_mode (self->fp8_recipe);
 }
 
 /* ---------------------------------------------------------------- layout */
@@ -320,7 +337,8 @@ cast_range (gsize first, gsize end, gpointer data)
                                      p->src, p->dst, p->n, &amax);
           break;
         case CAST_MX:
-          _mixprec_mx_quantize_f32 (job->group->fp8.dtype, job->block, p->src, p->n, p->dst, p->scales);
+          _mixprec_mx_quantize_f32_mode (job->group->fp8.dtype, mx_mode (job->engine), job->block,
+                                         p->src, p->n, p->dst, p->scales);
           continue;
         }
       g_mutex_lock (&job->lock);
@@ -698,7 +716,8 @@ _mixprec_engine_fp8_fused (_MixprecFp8Fuse *f,
             {
               guint8 *dst = fp8_at (f->engine, g, i, first * bs, &scales);
 
-              _mixprec_mx_quantize_f32 (g->fp8.dtype, f->block, src + (first * bs - rel_a),
+              _mixprec_mx_quantize_f32_mode (g->fp8.dtype, mx_mode (f->engine), f->block,
+                                             src + (first * bs - rel_a),
                                         MIN (end * bs, numel) - first * bs, dst, scales);
             }
           /* The blocks at either end this range holds part of: cast after
@@ -744,7 +763,8 @@ _mixprec_engine_fp8_fuse_end (MixprecEngine *self, Group *g)
           guint8 *scales;
           guint8 *dst = fp8_at (self, g, i, at, &scales);
 
-          _mixprec_mx_quantize_f32 (g->fp8.dtype, f->block, master_at (self, g, i, at),
+          _mixprec_mx_quantize_f32_mode (g->fp8.dtype, mx_mode (self), f->block,
+                                         master_at (self, g, i, at),
                                     MIN ((guint64) f->block, numel - at), dst, scales);
         }
     }
@@ -964,7 +984,8 @@ _mixprec_engine_fp8_write_initial (MixprecEngine *self,
               whole = g_new (guint8, numel);
               scales = g_new (guint8, MAX (nsc, 1));
               if (mx)
-                _mixprec_mx_quantize_f32 (g->fp8.dtype, b, values, numel, whole, scales);
+                _mixprec_mx_quantize_f32_mode (g->fp8.dtype, mx_mode (self), b, values, numel,
+                                               whole, scales);
               else
                 {
                   if (g->fp8.kind == MIXPREC_FP8_RECIPE_CURRENT)

@@ -668,6 +668,8 @@ static const InvalidCase invalid_cases[] = {
   { "{\"fp8\": {\"enabled\": true, \"modules\": [\"Linear\"]}, \"mixprec\": {\"fp32_modules\": [\"torch.nn.Linear\"]}}", "fp8.modules[0]", "also listed in mixprec.fp32_modules", MIXPREC_CONFIG_ERROR_CONFLICT },
   { "{\"fp8\": {\"enabled\": true, \"recipe\": \"mx\", \"margin\": 2}, \"mixprec\": {\"strict\": true}}", "fp8.margin", "applies to the \"delayed\" and \"current\" recipes only", MIXPREC_CONFIG_ERROR_UNSUPPORTED },
   /* fp4 */
+  { "{\"fp8\": {\"mx_scale_mode\": \"up\"}}", "fp8.mx_scale_mode", "one of \"floor\", \"rceil\", \"ceil\", \"even\"", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"fp8\": {\"enabled\": true, \"mx_scale_mode\": \"rceil\"}, \"mixprec\": {\"strict\": true}}", "fp8.mx_scale_mode", "applies to the \"mx\" recipe only", MIXPREC_CONFIG_ERROR_UNSUPPORTED },
   { "{\"fp4\": []}", "fp4", "a JSON object", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
   { "{\"fp4\": {\"recipe\": \"fp4\"}}", "fp4.recipe", "one of \"nvfp4\", \"mxfp4\", got \"fp4\"", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
   { "{\"fp4\": {\"scale_mode\": \"round\"}}", "fp4.scale_mode", "one of \"floor\", \"rceil\", \"ceil\", \"even\"", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
@@ -1623,6 +1625,17 @@ test_config_fp4 (void)
   g_assert_cmpstr (json_object_get_string_member (fp4_mx, "recipe"), ==, "mxfp4");
   g_assert_cmpstr (json_object_get_string_member (fp4_mx, "scale_mode"), ==, "even");
   g_assert_cmpuint (g_strv_length (mixprec_config_get_warnings (mx)), ==, 0);
+
+  /* fp8.mx_scale_mode reaches the MX recipe. */
+  {
+    g_autoptr(MixprecConfig) c = load ("{\"fp8\": {\"enabled\": true, \"recipe\": \"mx\", \"mx_scale_mode\": \"rceil\"}}");
+    g_autoptr(MixprecConfig) d = load ("{\"fp8\": {\"enabled\": true, \"recipe\": \"mx\"}}");
+
+    g_assert_cmpint (mixprec_fp8_recipe_get_mx_scale_mode (mixprec_config_get_fp8_recipe (c)), ==,
+                     MIXPREC_MX_SCALE_RCEIL);
+    g_assert_cmpint (mixprec_fp8_recipe_get_mx_scale_mode (mixprec_config_get_fp8_recipe (d)), ==,
+                     MIXPREC_MX_SCALE_FLOOR);
+  }
 
   /* The policy: Linear is fp4, a name in fp32_params is not. */
   {

@@ -325,6 +325,73 @@ test_errors (void)
   g_assert_nonnull (strstr (error->message, "does not mark it fp4"));
 }
 
+/* fp8.mx_scale_mode: the engine's MXFP8 copies carry the mode's scales,
+ * those of mixprec_mx_quantize_with_scale_mode() on the masters, after
+ * layout and after each step (the fused cast included). */
+static void
+test_mxfp8_scale_mode (gconstpointer data)
+{
+  MixprecMxScaleMode mode = GPOINTER_TO_INT (data);
+  static const gchar *const names[] = { "floor", "rceil", "ceil", "even" };
+  g_autoptr(GError) error = NULL;
+  g_autofree gchar *json =
+    g_strdup_printf ("{\"bf16\": {\"enabled\": true}, \"fp8\": {\"enabled\": true, \"recipe\": \"mx\","
+                     " \"format\": \"e4m3\", \"mx_scale_mode\": \"%s\"},"
+                     " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.01}}}", names[mode]);
+  g_autoptr(MixprecConfig) config = mixprec_config_new_from_data (json, -1, &error);
+  g_autoptr(MixprecEngine) engine = mixprec_engine_new (config, &error);
+  guint64 shape[2] = { 70, 96 };
+  gsize numel = 70 * 96;
+  g_autofree gfloat *init = g_new (gfloat, numel);
+  g_autofree guint8 *want = g_new (guint8, numel);
+  g_autofree guint8 *want_scales = g_new (guint8, numel / 32);
+  g_autoptr(GBytes) bytes = NULL;
+  MixprecParam *p;
+  gboolean differs_from_floor = FALSE;
+
+  g_assert_no_error (error);
+  for (gsize i = 0; i < numel; i++)
+    init[i] = (gfloat) (sin (0.3 * i) * exp2 ((gdouble) (i % 11) - 5.0));
+  bytes = g_bytes_new (init, numel * sizeof (gfloat));
+  p = mixprec_engine_register_param (engine, "w", shape, 2, "Linear", MIXPREC_DTYPE_FLOAT32, bytes, &error);
+  g_assert_no_error (error);
+  for (guint k = 0; k < 3; k++)
+    {
+      g_autoptr(GBytes) master = NULL;
+      gsize n_scales = 0;
+      const guint8 *scales;
+
+      if (k > 0)
+        {
+          g_autoptr(MixprecStepResult) r = NULL;
+          g_autofree gfloat *g = g_new (gfloat, numel);
+          g_autoptr(GBytes) gb = NULL;
+
+          for (gsize i = 0; i < numel; i++)
+            g[i] = (gfloat) cos (0.7 * i + k);
+          gb = g_bytes_new_take (g_steal_pointer (&g), numel * sizeof (gfloat));
+          g_assert_true (mixprec_param_set_grad (p, MIXPREC_DTYPE_FLOAT32, gb, &error));
+          g_assert_true (mixprec_engine_backward_done (engine, &error));
+          r = mixprec_engine_step (engine, &error);
+          g_assert_no_error (error);
+        }
+      master = mixprec_param_get_master (p, &error);
+      g_assert_no_error (error);
+      g_assert_true (mixprec_mx_quantize_with_scale_mode (MIXPREC_DTYPE_FLOAT8_E4M3, mode,
+                                                          g_bytes_get_data (master, NULL), numel, 32,
+                                                          want, want_scales, &error));
+      scales = mixprec_param_get_fp8_block_scales (p, &n_scales);
+      g_assert_cmpuint (n_scales, ==, numel / 32);
+      g_assert_cmpmem (scales, n_scales, want_scales, numel / 32);
+      g_assert_cmpmem (mixprec_param_get_fp8_data (p), numel, want, numel);
+      /* The mode mattered: FLOOR's scales differ somewhere. */
+      g_assert_true (mixprec_mx_quantize (MIXPREC_DTYPE_FLOAT8_E4M3, g_bytes_get_data (master, NULL),
+                                          numel, 32, want, want_scales, &error));
+      differs_from_floor |= memcmp (scales, want_scales, numel / 32) != 0;
+    }
+  g_assert_true (differs_from_floor == (mode != MIXPREC_MX_SCALE_FLOOR));
+}
+
 /* ------------------------------------------------------------ ranks */
 
 static gboolean
@@ -463,6 +530,14 @@ main (int argc, char **argv)
       g_test_add_data_func (path, recipes[i].tag, test_single);
     }
   g_test_add_func ("/fp4-engine/zero-matrix", test_zero_matrix);
+  g_test_add_data_func ("/fp4-engine/mxfp8-scale-mode/floor", GINT_TO_POINTER (MIXPREC_MX_SCALE_FLOOR),
+                        test_mxfp8_scale_mode);
+  g_test_add_data_func ("/fp4-engine/mxfp8-scale-mode/rceil", GINT_TO_POINTER (MIXPREC_MX_SCALE_RCEIL),
+                        test_mxfp8_scale_mode);
+  g_test_add_data_func ("/fp4-engine/mxfp8-scale-mode/ceil", GINT_TO_POINTER (MIXPREC_MX_SCALE_CEIL),
+                        test_mxfp8_scale_mode);
+  g_test_add_data_func ("/fp4-engine/mxfp8-scale-mode/even", GINT_TO_POINTER (MIXPREC_MX_SCALE_EVEN),
+                        test_mxfp8_scale_mode);
   g_test_add_func ("/fp4-engine/errors", test_errors);
   for (guint i = 0; i < G_N_ELEMENTS (scenarios); i++)
     {

@@ -8,7 +8,7 @@
  * configuration, the bytes one rank received from the others per step
  * (mixprec_engine_get_gathered_bytes()) and the median step time; then
  * the throughput of each cast over the same elements against memcpy of
- * their fp32 values, on one thread.
+ * their fp32 values.
  *
  * Started without MIXPREC_RANK it is the driver: it runs itself as --ranks
  * processes per configuration and prints one table.
@@ -201,8 +201,9 @@ print_casts (void)
   for (gsize i = 0; i < n; i++)
     src[i] = (gfloat) ((gint64) (i % 2011) - 1005) / 997.0f;
   memset (dst, 0, n * sizeof (gfloat));     /* fault the pages in before timing */
-  g_print ("\n# casts of %zu fp32 values (the layers' elements), one thread, best of 5;\n"
-           "# GB/s of fp32 read\n", n);
+  g_print ("\n# casts of %zu fp32 values (the layers' elements), best of 5, GB/s of fp32 read;\n"
+           "# the fp8 casts run on the library's thread pool (%u processors here), the\n"
+           "# 4-bit ones (mixprec_quantize_blocks()) on one thread\n", n, g_get_num_processors ());
   g_print ("%-12s %10s %10s %10s\n", "cast", "ms", "GB/s", "vs memcpy");
   for (guint i = 0; i < G_N_ELEMENTS (casts); i++)
     {

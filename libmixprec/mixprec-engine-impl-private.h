@@ -421,6 +421,8 @@ typedef struct {
   MixprecFp8Recipe *recipe;  /* the config's, borrowed; NULL without FP8 */
   gboolean fp8;              /* the parameters are FP8 under the recipe */
   gboolean mx;               /* ... the MX recipe: every parameter a unit alone */
+  guint fp4_block;           /* 4-bit copies (fp4 section): the block size; 0
+                                without (every parameter a unit alone too) */
   GArray *units;             /* Unit */
   GroupShape shape;
 } _MixprecPlannedGroup;

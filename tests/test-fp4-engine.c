@@ -408,6 +408,40 @@ parse_scenario (const gchar *text, Scenario *s)
   return TRUE;
 }
 
+/* The engine's 4-bit buffers are those mixprec_memory_plan_list_buffers()
+ * predicts for its fp4 matrices (one group). */
+static gboolean
+plan_matches (MixprecEngine *engine, guint world)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GPtrArray) held = mixprec_engine_list_buffers (engine);
+  g_autoptr(GPtrArray) plan = NULL;
+  guint64 sizes[3] = { 100 * 64, 40 * 96, 300 * 416 };
+  const gchar *names[2] = { "FP8 working copies", "FP8 block scales" };
+
+  plan = mixprec_memory_plan_list_buffers (mixprec_engine_get_config (engine), sizes, 3, world, 0, &error);
+  if (plan == NULL)
+    return FALSE;
+  for (guint n = 0; n < G_N_ELEMENTS (names); n++)
+    {
+      guint64 a = 0, b = 0;
+
+      for (guint i = 0; i < held->len; i++)
+        if (g_str_equal (((MixprecMemoryBuffer *) held->pdata[i])->name, names[n]))
+          a = ((MixprecMemoryBuffer *) held->pdata[i])->bytes;
+      for (guint i = 0; i < plan->len; i++)
+        if (g_str_equal (((MixprecMemoryBuffer *) plan->pdata[i])->name, names[n]))
+          b = ((MixprecMemoryBuffer *) plan->pdata[i])->planned_bytes;
+      if (a != b || a == 0)
+        {
+          g_printerr ("%s: the engine holds %" G_GUINT64_FORMAT " bytes, the plan says %"
+                      G_GUINT64_FORMAT "\n", names[n], a, b);
+          return FALSE;
+        }
+    }
+  return TRUE;
+}
+
 static int
 child_main (void)
 {
@@ -439,6 +473,8 @@ child_main (void)
       g_printerr ("rank %u: %s\n", rank, error != NULL ? error->message : "mismatch");
       return 1;
     }
+  if (!plan_matches (engine, s.world))
+    return 4;
   bytes_text = g_strdup_printf ("%" G_GUINT64_FORMAT, gathered);
   bytes_file = g_strdup_printf ("%s.gathered%u", out, rank);
   if (!g_file_set_contents (bytes_file, bytes_text, -1, &error))

@@ -325,6 +325,56 @@ test_errors (void)
   g_assert_nonnull (strstr (error->message, "does not mark it fp4"));
 }
 
+/* A checkpoint of a trained fp4 engine, loaded into a fresh one (whose
+ * copies are those of the initial values until then): the 4-bit copies
+ * come back from the loaded masters, byte for byte, and the next steps
+ * give the same bytes in both. */
+static void
+test_checkpoint (void)
+{
+  Scenario s = { NULL, "nvfp4-2d", 0, 1, 2 };
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MixprecEngine) a = build_engine (&s, 1, &error);
+  g_autoptr(MixprecEngine) b = build_engine (&s, 1, &error);
+  g_autofree gchar *dir = g_dir_make_tmp ("mixprec-fp4-ckpt-XXXXXX", &error);
+  g_autofree gchar *cmd = NULL;
+
+  g_assert_no_error (error);
+  for (guint k = 0; k < 2; k++)
+    g_assert_true (one_step (a, k, 0, 1, 1, &error));
+  g_assert_true (mixprec_engine_save_checkpoint (a, dir, &error));
+  g_assert_no_error (error);
+  g_assert_true (mixprec_engine_load_checkpoint (b, dir, &error));
+  g_assert_no_error (error);
+  for (guint round = 0; round < 2; round++)
+    {
+      for (guint p = 0; p < G_N_ELEMENTS (model); p++)
+        {
+          MixprecParam *pa = mixprec_engine_get_param (a, model[p].name);
+          MixprecParam *pb = mixprec_engine_get_param (b, model[p].name);
+          gsize na = 0, nb = 0, sa = 0, sb = 0;
+          const guint8 *da, *db, *ca, *cb;
+
+          if (!mixprec_param_is_fp4 (pa))
+            continue;
+          g_assert_true (mixprec_param_is_fp4 (pb));
+          da = mixprec_param_get_fp4_data (pa, &na);
+          db = mixprec_param_get_fp4_data (pb, &nb);
+          ca = mixprec_param_get_fp4_block_scales (pa, &sa);
+          cb = mixprec_param_get_fp4_block_scales (pb, &sb);
+          g_assert_cmpmem (da, na, db, nb);
+          g_assert_cmpmem (ca, sa, cb, sb);
+          g_assert_cmpfloat (mixprec_param_get_fp4_tensor_scale (pa), ==,
+                             mixprec_param_get_fp4_tensor_scale (pb));
+        }
+      g_assert_true (one_step (a, 2 + round, 0, 1, 1, &error));
+      g_assert_true (one_step (b, 2 + round, 0, 1, 1, &error));
+      g_assert_no_error (error);
+    }
+  cmd = g_strdup_printf ("rm -rf '%s'", dir);
+  g_assert_cmpint (system (cmd), ==, 0);
+}
+
 /* fp8.mx_scale_mode: the engine's MXFP8 copies carry the mode's scales,
  * those of mixprec_mx_quantize_with_scale_mode() on the masters, after
  * layout and after each step (the fused cast included). */
@@ -566,6 +616,7 @@ main (int argc, char **argv)
       g_test_add_data_func (path, recipes[i].tag, test_single);
     }
   g_test_add_func ("/fp4-engine/zero-matrix", test_zero_matrix);
+  g_test_add_func ("/fp4-engine/checkpoint", test_checkpoint);
   g_test_add_data_func ("/fp4-engine/mxfp8-scale-mode/floor", GINT_TO_POINTER (MIXPREC_MX_SCALE_FLOOR),
                         test_mxfp8_scale_mode);
   g_test_add_data_func ("/fp4-engine/mxfp8-scale-mode/rceil", GINT_TO_POINTER (MIXPREC_MX_SCALE_RCEIL),

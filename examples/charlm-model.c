@@ -44,7 +44,6 @@ struct _CharlmModel
    * NVFP4 operands after the random Hadamard transform of these signs. */
   gboolean fp4_wgrad;
   guint16 rht_mask;
-  guint64 wgrad_calls;                 /* seeds the gradients' stochastic rounding */
 
   /* The dtype each layer computes and stores in. */
   MixprecDType dt_wte, dt_h1, dt_ln1, dt_h2, dt_ln2, dt_out;
@@ -315,9 +314,18 @@ linear_backward_fp4 (CharlmModel  *model,
   g_autofree gfloat *xq = g_new (gfloat, (gsize) batch * n_in);
   g_autofree gfloat *unused = g_new (gfloat, (gsize) batch * n_in);
   g_autofree gfloat *dw = g_new (gfloat, (gsize) n_out * n_in);
+  /* The stochastic rounding's seed comes from the micro-batch itself (its
+   * characters, FNV-1a) and the layer, so that a micro-batch rounds alike
+   * on whichever rank takes it: runs on 1 and on N ranks stay equal. */
+  guint64 seed = 0xcbf29ce484222325ull ^ ((guint64) n_in << 32 | n_out);
+
+  for (gsize k = 0; k < (gsize) batch * model->shape.block_size; k++)
+    seed = (seed ^ model->contexts[k]) * 0x100000001b3ull;
+  for (guint k = 0; k < batch; k++)
+    seed = (seed ^ model->targets[k]) * 0x100000001b3ull;
 
   linear_backward (din, dweight, NULL, dout, in, weight, batch, n_in, n_out);
-  wgrad_operand (model, dout, batch, n_out, TRUE, model->wgrad_calls++, dq);
+  wgrad_operand (model, dout, batch, n_out, TRUE, seed, dq);
   wgrad_operand (model, in, batch, n_in, FALSE, 0, xq);
   linear_backward (unused, dw, NULL, dq, xq, weight, batch, n_in, n_out);
   memcpy (dweight, dw, (gsize) n_out * n_in * sizeof (gfloat));

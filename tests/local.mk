@@ -435,7 +435,8 @@ TESTS += tests/test-charlm-fp8.sh
 # tiles and the Hadamard transform; bf16-mxfp4.json): a short smoke run
 EXTRA_DIST += tests/test-charlm-fp4.sh
 TESTS += tests/test-charlm-fp4.sh
-# on 2 ranks at ZeRO-2/3, the same as one process (needs the UCX plugin)
+# on 2 ranks at ZeRO-2/3, the same as one process (needs the UCX plugin),
+# FP8 and 4-bit copies
 EXTRA_DIST += tests/test-charlm-fp8-dist.sh
 if HAVE_UCX
 TESTS += tests/test-charlm-fp8-dist.sh

@@ -244,6 +244,14 @@ tile_of (guint64 k, guint64 bpr)
   return (k / bpr) / NVFP4_BLOCK * bpr + k % bpr;
 }
 
+/* The larger of two amaxes, a NaN winning as in torch.amax (fmaxf would
+ * drop it). */
+static inline gfloat
+max_nan (gfloat a, gfloat b)
+{
+  return isnan (a) || b > a || isnan (b) ? (isnan (a) ? a : b) : a;
+}
+
 /* Folds the amaxes of the blocks [k0, k0 + n) at @src into @amax (fp32
  * bits, as floats: the MAX all-reduce moves float32; non-negative floats
  * order as their bits do). */
@@ -260,9 +268,9 @@ partial_amaxes (MixprecBlockRecipe recipe, const gfloat *src, guint64 k0, guint6
 
       memcpy (&a, &bits, sizeof a);
       if (recipe == MIXPREC_BLOCK_RECIPE_NVFP4_2D)
-        amax[tile_of (k0 + k, bpr)] = fmaxf (amax[tile_of (k0 + k, bpr)], a);
+        amax[tile_of (k0 + k, bpr)] = max_nan (amax[tile_of (k0 + k, bpr)], a);
       else
-        amax[0] = fmaxf (amax[0], a);
+        amax[0] = max_nan (amax[0], a);
     }
 }
 
@@ -545,7 +553,7 @@ _mixprec_engine_fp4_write (MixprecEngine *self,
           gfloat m = 0.0f;
 
           for (guint64 t = at[i]; t < at[i + 1]; t++)
-            m = fmaxf (m, amax[t]);
+            m = max_nan (m, amax[t]);
           c.ts = tensor_scale (float_bits (m));
         }
       s->fp4_tensor_scale = c.ts;
@@ -594,7 +602,7 @@ _mixprec_engine_fp4_write_initial (MixprecEngine *self,
       if (na > 0)
         partial_amaxes (recipe, values, 0, numel / NVFP4_BLOCK, s->fp4_cols, amax);
       for (guint64 t = 0; t < na; t++)
-        m = fmaxf (m, amax[t]);
+        m = max_nan (m, amax[t]);
       if (recipe != MIXPREC_BLOCK_RECIPE_MXFP4)
         c.ts = tensor_scale (float_bits (m));
       s->fp4_tensor_scale = c.ts;

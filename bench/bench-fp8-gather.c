@@ -1,10 +1,14 @@
 /* bench-fp8-gather.c — what ZeRO-3 parameter gathering moves per step with
- * FP8 working copies beside bf16 ones: a stack of Linear layers trained on
- * --ranks processes of this host, every layer gathered for the forward
- * and the backward pass, with fp8 off (bf16 gathers), and with the delayed
- * and MX recipes (FP8 gathers, plus a block scale per 32 elements for MX).
- * Prints, per configuration, the bytes one rank received from the others
- * per step (mixprec_engine_get_gathered_bytes()) and the median step time.
+ * FP8 or 4-bit working copies beside bf16 ones: a stack of Linear layers
+ * trained on --ranks processes of this host, every layer gathered for the
+ * forward and the backward pass, with fp8 off (bf16 gathers), with the
+ * delayed and MX FP8 recipes (a byte an element, plus a block scale per 32
+ * for MX), and with the fp4 section's MXFP4 and NVFP4 (16x16 tiles)
+ * copies (half a byte an element plus a scale per 32 or 16). Prints, per
+ * configuration, the bytes one rank received from the others per step
+ * (mixprec_engine_get_gathered_bytes()) and the median step time; then
+ * the throughput of each cast over the same elements against memcpy of
+ * their fp32 values.
  *
  * Started without MIXPREC_RANK it is the driver: it runs itself as --ranks
  * processes per configuration and prints one table.
@@ -27,12 +31,15 @@ static gint layers = 8;
 static gint hidden = 1024;
 static gint steps = 5;
 
-static const gchar *const recipes[] = { "off", "delayed", "mx" };
+static const gchar *const recipes[] = { "off", "delayed", "mx", "mxfp4", "nvfp4" };
 
 static gchar *
 config_json (const gchar *recipe)
 {
   g_autofree gchar *fp8 = g_str_equal (recipe, "off") ? g_strdup ("")
+    : g_str_has_suffix (recipe, "fp4")
+    ? g_strdup_printf ("\"fp4\": {\"enabled\": true, \"recipe\": \"%s\", \"modules\": [\"Linear\"]},",
+                       recipe)
     : g_strdup_printf ("\"fp8\": {\"enabled\": true, \"recipe\": \"%s\", \"modules\": [\"Linear\"]},",
                        recipe);
 
@@ -134,6 +141,87 @@ fail:
   return 1;
 }
 
+/* Milliseconds of the fastest of 5 runs of @what over @n values. */
+typedef enum { CAST_MEMCPY, CAST_FP8, CAST_MXFP8, CAST_MXFP4, CAST_NVFP4, CAST_NVFP4_2D } Cast;
+
+static gdouble
+time_cast (Cast what, const gfloat *src, gsize n, gsize cols, gpointer dst, guint8 *scales)
+{
+  gdouble best = G_MAXDOUBLE;
+
+  for (guint k = 0; k < 5; k++)
+    {
+      gint64 t0 = g_get_monotonic_time ();
+      gboolean ok = TRUE;
+      gfloat amax, ts;
+
+      switch (what)
+        {
+        case CAST_MEMCPY:
+          memcpy (dst, src, n * sizeof (gfloat));
+          break;
+        case CAST_FP8:
+          ok = mixprec_fp8_quantize (MIXPREC_DTYPE_FLOAT8_E4M3, src, n, 1.0f,
+                                     MIXPREC_FP8_OVERFLOW_SATURATING, dst, &amax, NULL);
+          break;
+        case CAST_MXFP8:
+          ok = mixprec_mx_quantize (MIXPREC_DTYPE_FLOAT8_E4M3, src, n, 32, dst, scales, NULL);
+          break;
+        case CAST_MXFP4:
+        case CAST_NVFP4:
+        case CAST_NVFP4_2D:
+          ok = mixprec_quantize_blocks (what == CAST_MXFP4 ? MIXPREC_BLOCK_RECIPE_MXFP4
+                                        : what == CAST_NVFP4 ? MIXPREC_BLOCK_RECIPE_NVFP4
+                                        : MIXPREC_BLOCK_RECIPE_NVFP4_2D, MIXPREC_MX_SCALE_FLOOR,
+                                        src, n / cols, cols, MIXPREC_ROUNDING_NEAREST_EVEN, 0,
+                                        dst, scales, &ts, NULL);
+          break;
+        }
+      if (!ok)
+        return -1.0;
+      best = MIN (best, (g_get_monotonic_time () - t0) / 1e3);
+    }
+  return best;
+}
+
+/* The casts' throughput against memcpy, over every layer's elements. */
+static void
+print_casts (void)
+{
+  static const struct { Cast what; const gchar *name; } casts[] = {
+    { CAST_MEMCPY, "memcpy f32" }, { CAST_FP8, "fp8 e4m3" }, { CAST_MXFP8, "mxfp8" },
+    { CAST_MXFP4, "mxfp4" }, { CAST_NVFP4, "nvfp4 1x16" }, { CAST_NVFP4_2D, "nvfp4 16x16" },
+  };
+  gsize n = (gsize) layers * hidden * hidden;
+  g_autofree gfloat *src = g_new (gfloat, n);
+  g_autofree gfloat *dst = g_new (gfloat, n);
+  g_autofree guint8 *scales = g_new (guint8, n / 16 + 1);
+  gdouble memcpy_ms = 0.0;
+
+  for (gsize i = 0; i < n; i++)
+    src[i] = (gfloat) ((gint64) (i % 2011) - 1005) / 997.0f;
+  memset (dst, 0, n * sizeof (gfloat));     /* fault the pages in before timing */
+  g_print ("\n# casts of %zu fp32 values (the layers' elements), best of 5, GB/s of fp32 read;\n"
+           "# the fp8 casts run on the library's thread pool (%u processors here), the\n"
+           "# 4-bit ones (mixprec_quantize_blocks()) on one thread\n", n, g_get_num_processors ());
+  g_print ("%-12s %10s %10s %10s\n", "cast", "ms", "GB/s", "vs memcpy");
+  for (guint i = 0; i < G_N_ELEMENTS (casts); i++)
+    {
+      gdouble ms = hidden % 32 == 0 || casts[i].what <= CAST_MXFP8
+                   ? time_cast (casts[i].what, src, n, (gsize) hidden, dst, scales) : -1.0;
+
+      if (i == 0)
+        memcpy_ms = ms;
+      if (ms < 0)
+        {
+          g_print ("%-12s %10s\n", casts[i].name, "n/a");
+          continue;
+        }
+      g_print ("%-12s %10.2f %10.2f %10.3f\n", casts[i].name, ms,
+               n * sizeof (gfloat) / (ms * 1e6), memcpy_ms / ms);
+    }
+}
+
 static int
 driver_main (void)
 {
@@ -149,7 +237,7 @@ driver_main (void)
   g_print ("# ZeRO-3 gathers per step, %d ranks, %d Linear layers of %dx%d (bf16 working copies),\n"
            "# each gathered for the forward and the backward pass; bytes one rank received\n",
            ranks, layers, hidden, hidden);
-  g_print ("%-10s %16s %8s %12s\n", "fp8", "bytes/step", "vs bf16", "step ms");
+  g_print ("%-10s %16s %8s %12s\n", "copies", "bytes/step", "vs bf16", "step ms");
   for (guint i = 0; i < G_N_ELEMENTS (recipes); i++)
     {
       g_autofree gchar *file = g_build_filename (dir, recipes[i], NULL);
@@ -183,6 +271,7 @@ driver_main (void)
       g_remove (file);
     }
   g_rmdir (dir);
+  print_casts ();
   return 0;
 }
 
@@ -190,7 +279,7 @@ int
 main (int argc, char **argv)
 {
   g_autoptr(GError) error = NULL;
-  g_autoptr(GOptionContext) context = g_option_context_new ("- ZeRO-3 gather bytes, FP8 beside bf16");
+  g_autoptr(GOptionContext) context = g_option_context_new ("- ZeRO-3 gather bytes, FP8 and FP4 beside bf16");
   GOptionEntry entries[] = {
     { "ranks", 0, 0, G_OPTION_ARG_INT, &ranks, "Processes (default 2)", "N" },
     { "layers", 0, 0, G_OPTION_ARG_INT, &layers, "Linear layers (default 8)", "N" },

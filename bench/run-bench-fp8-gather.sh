@@ -1,7 +1,8 @@
 #!/bin/sh
 # run-bench-fp8-gather.sh — bytes one rank receives per step from ZeRO-3
-# parameter gathers with FP8 working copies (delayed and MX recipes) beside
-# bf16 ones, and the median step time; one table.
+# parameter gathers with FP8 working copies (delayed and MX recipes) and
+# 4-bit ones (MXFP4, NVFP4 with 16x16 tiles) beside bf16 ones, and the
+# median step time; then each cast's throughput against memcpy.
 #
 #   bench/run-bench-fp8-gather.sh [BUILDDIR]
 #

@@ -40,6 +40,11 @@ struct _CharlmModel
   /* MX recipes: elements per E8M0 block scale (0 otherwise). */
   guint mx_block_size;
 
+  /* fp4 with rht: the weight-gradient GEMMs of the fp4 layers multiply
+   * NVFP4 operands after the random Hadamard transform of these signs. */
+  gboolean fp4_wgrad;
+  guint16 rht_mask;
+
   /* The dtype each layer computes and stores in. */
   MixprecDType dt_wte, dt_h1, dt_ln1, dt_h2, dt_ln2, dt_out;
 
@@ -242,6 +247,88 @@ linear_backward (gfloat       *din,
           s += dout[(gsize) n * n_out + o];
         dbias[o] = s;
       }
+}
+
+/* An operand of a weight-gradient GEMM as Transformer Engine's NVFP4
+ * recipe feeds it: @x [batch, width] read along the batch dimension (the
+ * GEMM sums over it), each run of 16 rows of a column put through the
+ * random Hadamard transform, quantised to NVFP4 (1x16 blocks along the
+ * batch, a per-tensor scale; stochastic rounding for gradients, seeded by
+ * @seed) and decoded back into @out. Both operands get the same
+ * orthogonal transform, so their products sum to the same weight
+ * gradient but for the quantisation; the transform spreads an outlier
+ * token over its group of 16 first. */
+static void
+wgrad_operand (CharlmModel  *model,
+               const gfloat *x,
+               guint         batch,
+               guint         width,
+               gboolean      stochastic,
+               guint64       seed,
+               gfloat       *out)
+{
+  gsize n = (gsize) batch * width;
+  g_autofree gfloat *xt = g_new (gfloat, n);
+  g_autofree guint8 *q = g_new (guint8, n / 2);
+  g_autofree guint8 *scales = g_new (guint8, n / 16);
+  g_autoptr(GError) error = NULL;
+  gfloat ts = 0.0f, amax = 0.0f;
+
+  for (guint r = 0; r < batch; r++)
+    for (guint c = 0; c < width; c++)
+      {
+        xt[(gsize) c * batch + r] = x[(gsize) r * width + c];
+        amax = fmaxf (amax, fabsf (x[(gsize) r * width + c]));
+      }
+  /* An all-zero operand: NVFP4's tensor scale would be 0. */
+  if (amax == 0.0f)
+    {
+      memset (out, 0, n * sizeof (gfloat));
+      return;
+    }
+  if (!mixprec_rht_apply (xt, n, model->rht_mask, FALSE, xt, &error) ||
+      !mixprec_quantize_blocks (MIXPREC_BLOCK_RECIPE_NVFP4, MIXPREC_MX_SCALE_FLOOR, xt, width, batch,
+                                stochastic ? MIXPREC_ROUNDING_STOCHASTIC : MIXPREC_ROUNDING_NEAREST_EVEN,
+                                seed, q, scales, &ts, &error) ||
+      !mixprec_dequantize_blocks (MIXPREC_BLOCK_RECIPE_NVFP4, q, scales, ts, width, batch, xt, &error))
+    g_error ("quantising a weight-gradient operand: %s", error->message);
+  for (guint r = 0; r < batch; r++)
+    for (guint c = 0; c < width; c++)
+      out[(gsize) r * width + c] = xt[(gsize) c * batch + r];
+}
+
+/* linear_backward() of an fp4 layer under fp4.rht: the input gradient
+ * from @dout as it is, the weight gradient from the NVFP4 operands. */
+static void
+linear_backward_fp4 (CharlmModel  *model,
+                     gfloat       *din,
+                     gfloat       *dweight,
+                     const gfloat *dout,
+                     const gfloat *in,
+                     const gfloat *weight,
+                     guint         batch,
+                     guint         n_in,
+                     guint         n_out)
+{
+  g_autofree gfloat *dq = g_new (gfloat, (gsize) batch * n_out);
+  g_autofree gfloat *xq = g_new (gfloat, (gsize) batch * n_in);
+  g_autofree gfloat *unused = g_new (gfloat, (gsize) batch * n_in);
+  g_autofree gfloat *dw = g_new (gfloat, (gsize) n_out * n_in);
+  /* The stochastic rounding's seed comes from the micro-batch itself (its
+   * characters, FNV-1a) and the layer, so that a micro-batch rounds alike
+   * on whichever rank takes it: runs on 1 and on N ranks stay equal. */
+  guint64 seed = 0xcbf29ce484222325ull ^ ((guint64) n_in << 32 | n_out);
+
+  for (gsize k = 0; k < (gsize) batch * model->shape.block_size; k++)
+    seed = (seed ^ model->contexts[k]) * 0x100000001b3ull;
+  for (guint k = 0; k < batch; k++)
+    seed = (seed ^ model->targets[k]) * 0x100000001b3ull;
+
+  linear_backward (din, dweight, NULL, dout, in, weight, batch, n_in, n_out);
+  wgrad_operand (model, dout, batch, n_out, TRUE, seed, dq);
+  wgrad_operand (model, in, batch, n_in, FALSE, 0, xq);
+  linear_backward (unused, dw, NULL, dq, xq, weight, batch, n_in, n_out);
+  memcpy (dweight, dw, (gsize) n_out * n_in * sizeof (gfloat));
 }
 
 /* Mean and variance in fp32 whatever the input dtype, as PyTorch's
@@ -503,6 +590,17 @@ charlm_model_new (MixprecEngine     *engine,
     }
 
   model->mx_block_size = example_mx_block_size (mixprec_engine_get_config (engine));
+  {
+    MixprecBlockRecipe recipe;
+
+    /* TE applies the transform to NVFP4's weight-gradient operands; the
+     * batch must be whole groups of 16. */
+    model->fp4_wgrad = mixprec_config_get_fp4_rht (mixprec_engine_get_config (engine),
+                                                   &model->rht_mask) &&
+                       mixprec_config_get_fp4_recipe (mixprec_engine_get_config (engine), &recipe,
+                                                      NULL) &&
+                       recipe != MIXPREC_BLOCK_RECIPE_MXFP4;
+  }
 
   model->dt_wte = mixprec_param_get_working_dtype (model->params[CHARLM_WTE]);
   model->dt_h1 = mixprec_param_get_working_dtype (model->params[CHARLM_H1_W]);
@@ -728,6 +826,13 @@ write_grads (CharlmModel *model)
     }
 }
 
+/* Whether layer @id's weight gradient comes from NVFP4 operands. */
+static gboolean
+wgrad_fp4 (CharlmModel *model, CharlmParamId id)
+{
+  return model->fp4_wgrad && mixprec_param_is_fp4 (model->params[id]) && model->batch % 16 == 0;
+}
+
 void
 charlm_model_backward (CharlmModel *model,
                        gdouble      loss_scale)
@@ -754,14 +859,22 @@ charlm_model_backward (CharlmModel *model,
 
   hidden_backward_norm (model, model->dh, model->dh2, model->a2, model->mean2, model->rstd2,
                         model->t2, CHARLM_H2_W, model->dt_h2, model->dt_ln2);
-  linear_backward (model->dh, model->g[CHARLM_H2_W], NULL, model->dh2, model->t1c,
-                   model->w[CHARLM_H2_W], batch, s->n_hidden, s->n_hidden);
+  if (wgrad_fp4 (model, CHARLM_H2_W))
+    linear_backward_fp4 (model, model->dh, model->g[CHARLM_H2_W], model->dh2, model->t1c,
+                         model->w[CHARLM_H2_W], batch, s->n_hidden, s->n_hidden);
+  else
+    linear_backward (model->dh, model->g[CHARLM_H2_W], NULL, model->dh2, model->t1c,
+                     model->w[CHARLM_H2_W], batch, s->n_hidden, s->n_hidden);
   store_grad_as (model, model->dt_h2, model->dh, nh);
 
   hidden_backward_norm (model, model->dh, model->dh2, model->a1, model->mean1, model->rstd1,
                         model->t1, CHARLM_H1_W, model->dt_h1, model->dt_ln1);
-  linear_backward (model->dx0, model->g[CHARLM_H1_W], NULL, model->dh2, model->x0c,
-                   model->w[CHARLM_H1_W], batch, in_width, s->n_hidden);
+  if (wgrad_fp4 (model, CHARLM_H1_W))
+    linear_backward_fp4 (model, model->dx0, model->g[CHARLM_H1_W], model->dh2, model->x0c,
+                         model->w[CHARLM_H1_W], batch, in_width, s->n_hidden);
+  else
+    linear_backward (model->dx0, model->g[CHARLM_H1_W], NULL, model->dh2, model->x0c,
+                     model->w[CHARLM_H1_W], batch, in_width, s->n_hidden);
   store_grad_as (model, model->dt_h1, model->dx0, batch * in_width);
   store_as (model, model->dt_wte, model->dx0, batch * in_width);
 
@@ -857,7 +970,12 @@ charlm_model_describe_linear_weights (CharlmModel *model)
         distinct += sorted[i] != sorted[i - 1];
 
       g_string_append_printf (text, "%s: ", mixprec_param_get_name (p));
-      if (!mixprec_param_is_fp8 (p))
+      if (mixprec_param_is_fp4 (p))
+        g_string_append_printf (text, "%s (4-bit E2M1)",
+                                mixprec_param_get_fp4_recipe (p) == MIXPREC_BLOCK_RECIPE_MXFP4 ? "MXFP4"
+                                : mixprec_param_get_fp4_recipe (p) == MIXPREC_BLOCK_RECIPE_NVFP4_2D
+                                ? "NVFP4 16x16" : "NVFP4");
+      else if (!mixprec_param_is_fp8 (p))
         g_string_append (text, mixprec_dtype_get_name (mixprec_param_get_working_dtype (p)));
       else if (model->mx_block_size > 0)
         g_string_append_printf (text, "%s with an E8M0 scale per %u elements",

@@ -254,6 +254,7 @@ print_setup (MixprecConfig       *config,
 {
   const CharlmParamId shown[] = { CHARLM_WTE, CHARLM_H1_W, CHARLM_LN1_W };
   g_autofree gchar *fp8 = NULL;
+  g_autofree gchar *fp4 = NULL;
 
   g_printerr ("charlm: %s, %" G_GUINT64_FORMAT " parameters, %u train / %u val words "
               "(%zu / %zu examples), micro-batch %u x %u, %d steps, seed %" G_GUINT64_FORMAT "\n",
@@ -266,6 +267,9 @@ print_setup (MixprecConfig       *config,
   fp8 = example_describe_fp8 (config);
   if (fp8 != NULL)
     g_printerr ("charlm: %s\n", fp8);
+  fp4 = example_describe_fp4 (config);
+  if (fp4 != NULL)
+    g_printerr ("charlm: %s\n", fp4);
 
   g_printerr ("charlm: working / gradient dtypes:");
   for (guint i = 0; i < G_N_ELEMENTS (shown); i++)

@@ -82,6 +82,44 @@ dequantize_fp8 (MixprecParam *p,
   return done;
 }
 
+gchar *
+example_describe_fp4 (MixprecConfig *config)
+{
+  MixprecBlockRecipe recipe;
+  MixprecMxScaleMode mode;
+  guint16 mask = 0;
+  gboolean rht;
+  g_autofree gchar *modules = NULL, *excluded = NULL, *how = NULL, *wgrad = NULL;
+  static const gchar *const modes[] = { "floor", "rceil", "ceil", "even" };
+
+  if (!mixprec_config_get_fp4_recipe (config, &recipe, &mode))
+    return NULL;
+  rht = mixprec_config_get_fp4_rht (config, &mask);
+  modules = g_strjoinv (", ", (gchar **) mixprec_config_get_fp4_modules (config));
+  excluded = g_strjoinv (", ", (gchar **) mixprec_config_get_fp4_exclude_params (config));
+  switch (recipe)
+    {
+    case MIXPREC_BLOCK_RECIPE_NVFP4_2D:
+      how = g_strdup ("NVFP4, an E4M3 scale per 16x16 tile and a per-tensor scale");
+      break;
+    case MIXPREC_BLOCK_RECIPE_NVFP4:
+      how = g_strdup ("NVFP4, an E4M3 scale per 16 elements and a per-tensor scale");
+      break;
+    case MIXPREC_BLOCK_RECIPE_MXFP4:
+    default:
+      how = g_strdup_printf ("MXFP4, an E8M0 scale per 32 elements (%s)", modes[mode & 3]);
+      break;
+    }
+  if (rht && recipe != MIXPREC_BLOCK_RECIPE_MXFP4)
+    wgrad = g_strdup_printf ("from NVFP4 operands after the random Hadamard transform "
+                             "(signs 0x%04x)", mask);
+  else
+    wgrad = g_strdup ("in the working dtype");
+  return g_strdup_printf ("fp4 working copies for %s%s%s%s: %s; weight gradients %s", modules,
+                          *excluded != '\0' ? " (except " : "", excluded,
+                          *excluded != '\0' ? ")" : "", how, wgrad);
+}
+
 gboolean
 example_read_working (MixprecParam  *p,
                       guint          mx_block_size,
@@ -96,6 +134,14 @@ example_read_working (MixprecParam  *p,
   if (mixprec_param_is_fp8 (p))
     {
       if (!dequantize_fp8 (p, mx_block_size, dst, n, error))
+        goto failed;
+      return TRUE;
+    }
+  /* The 4-bit copy decoded: E2M1 codes times their block's scale (times
+   * NVFP4's tensor scale), as a GPU's FP4 GEMM reads them. */
+  if (mixprec_param_is_fp4 (p))
+    {
+      if (!mixprec_param_dequantize_fp4 (p, dst, n, error))
         goto failed;
       return TRUE;
     }

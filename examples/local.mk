@@ -25,6 +25,8 @@ charlm_configs = \
 	examples/configs/fp16-static1.json \
 	examples/configs/bf16-fp8.json \
 	examples/configs/bf16-fp8-mx.json \
+	examples/configs/bf16-nvfp4.json \
+	examples/configs/bf16-mxfp4.json \
 	examples/configs/bf16-master-remainder.json \
 	examples/configs/bf16-master-kahan.json \
 	examples/configs/bf16-master-none.json \

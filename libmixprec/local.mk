@@ -130,6 +130,7 @@ mixprec_sources += \
 mixprec_sources += \
 	libmixprec/mixprec-param-private.h \
 	libmixprec/mixprec-param.c \
+	libmixprec/mixprec-param-fp4.c \
 	libmixprec/mixprec-engine-kernels-private.h \
 	libmixprec/mixprec-engine-kernels.c \
 	libmixprec/mixprec-device-private.h \
@@ -158,6 +159,9 @@ mixprec_sources += \
 
 # --- FP8 working copies (fp8-engine)
 mixprec_sources += libmixprec/mixprec-engine-fp8.c
+
+# --- 4-bit working copies (NVFP4, MXFP4), through the fp8 group machinery
+mixprec_sources += libmixprec/mixprec-engine-fp4.c
 
 # --- monitors (csv_monitor, tensorboard): the files steps are recorded in
 mixprec_sources += \
@@ -226,10 +230,11 @@ mixprec_public_headers += libmixprec/mixprec-fp4.h
 mixprec_enum_headers += libmixprec/mixprec-fp4.h
 mixprec_sources += \
 	libmixprec/mixprec-fp4-private.h \
-	libmixprec/mixprec-fp4.c
+	libmixprec/mixprec-fp4.c \
+	libmixprec/mixprec-rht.c
 mixprec_simd_sources += libmixprec/mixprec-fp4-avx2.c
 mixprec_avx512_sources += libmixprec/mixprec-fp4-avx512.c
-EXTRA_DIST += libmixprec/numeric/numeric-fp4.h
+EXTRA_DIST += libmixprec/numeric/numeric-fp4.h libmixprec/numeric/numeric-rht.h
 
 # --- ZeRO++: DeepSpeed's block quantizer (quantized weight gathers and
 # quantized gradient reductions)

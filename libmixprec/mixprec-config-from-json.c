@@ -1416,6 +1416,8 @@ load_monitors (Loader     *l,
 static const gchar *const fp8_recipe_names[] = { "delayed", "current", "mx", NULL };
 static const gchar *const fp8_format_names[] = { "hybrid", "e4m3", NULL };
 static const gchar *const fp8_amax_algo_names[] = { "max", "most_recent", NULL };
+/* MixprecMxScaleMode's order; fp8.mx_scale_mode and fp4.scale_mode. */
+static const gchar *const mx_scale_mode_names[] = { "floor", "rceil", "ceil", "even", NULL };
 
 /* A key the chosen recipe does not use, set to something other than its
  * default: most likely a recipe changed without its keys. */
@@ -1440,7 +1442,7 @@ load_fp8 (Loader     *l,
 {
   static const gchar *const known[] = {
     "enabled", "recipe", "format", "amax_history_len", "amax_compute_algo", "margin",
-    "mx_block_size", "saturate", "modules", NULL
+    "mx_block_size", "mx_scale_mode", "saturate", "modules", NULL
   };
   MixprecConfigSettings *s = l->s;
   g_autofree gchar *rule = NULL;
@@ -1471,6 +1473,8 @@ load_fp8 (Loader     *l,
                 MIXPREC_FP8_MX_BLOCK_SIZE, FALSE,
                 "32 (the block size of the OCP MX formats)", &i))
     s->fp8_mx_block_size = (guint) i;
+  if (read_choice (l, o, "fp8", "mx_scale_mode", mx_scale_mode_names, &index))
+    s->fp8_mx_scale_mode = index;
   read_bool (l, o, "fp8", "saturate", &s->fp8_saturate);
   read_strv (l, o, "fp8", "modules", FALSE,
              "an array of module type names such as [\"Linear\"]", &s->fp8_modules);
@@ -1485,6 +1489,9 @@ load_fp8 (Loader     *l,
   if (s->fp8_recipe == MIXPREC_FP8_RECIPE_MX)
     warn_fp8_unused (l, o, "margin", s->fp8_margin == 0,
                      "the \"delayed\" and \"current\" recipes");
+  else
+    warn_fp8_unused (l, o, "mx_scale_mode", s->fp8_mx_scale_mode == MIXPREC_MX_SCALE_FLOOR,
+                     "the \"mx\" recipe");
 }
 
 /* After every section: the recipe the settings describe, and module types
@@ -1508,14 +1515,93 @@ resolve_fp8 (Loader *l)
                                       "single parameters out of FP8, list them in "
                                       "mixprec.fp32_params)", i, s->fp8_modules[i]);
 
-  s->fp8_recipe_object = _mixprec_fp8_recipe_new (s->fp8_recipe, s->fp8_format,
-                                                  s->fp8_amax_history_len,
-                                                  s->fp8_amax_compute_algo, s->fp8_margin,
-                                                  s->fp8_mx_block_size, s->fp8_saturate,
-                                                  &error);
+  s->fp8_recipe_object = _mixprec_fp8_recipe_new_full (s->fp8_recipe, s->fp8_format,
+                                                       s->fp8_amax_history_len,
+                                                       s->fp8_amax_compute_algo, s->fp8_margin,
+                                                       s->fp8_mx_block_size, s->fp8_saturate,
+                                                       s->fp8_mx_scale_mode, &error);
   if (s->fp8_recipe_object == NULL)
     _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_INVALID_VALUE,
                                   "fp8: %s", error->message);
+}
+
+/* ------------------------------------------------------------ fp4 */
+
+/* In the order of the choices (the recipe's index is not the enum's). */
+static const gchar *const fp4_recipe_names[] = { "nvfp4", "mxfp4", NULL };
+
+/* fp4: 4-bit working copies (see mixprec.json(5), the fp4 section). */
+static void
+load_fp4 (Loader     *l,
+          JsonObject *o)
+{
+  static const gchar *const known[] = {
+    "enabled", "recipe", "weights_2d", "scale_mode", "rht", "rht_seed", "modules",
+    "exclude_params", NULL
+  };
+  MixprecConfigSettings *s = l->s;
+  guint index;
+  gint64 i;
+
+  if (o == NULL)
+    return;
+  check_members (l, o, "fp4", known, NULL, NULL, FALSE);
+  read_bool (l, o, "fp4", "enabled", &s->fp4_enabled);
+  if (read_choice (l, o, "fp4", "recipe", fp4_recipe_names, &index))
+    s->fp4_recipe = index == 0 ? MIXPREC_BLOCK_RECIPE_NVFP4 : MIXPREC_BLOCK_RECIPE_MXFP4;
+  read_bool (l, o, "fp4", "weights_2d", &s->fp4_weights_2d);
+  if (read_choice (l, o, "fp4", "scale_mode", mx_scale_mode_names, &index))
+    s->fp4_scale_mode = index;
+  read_bool (l, o, "fp4", "rht", &s->fp4_rht);
+  if (read_int (l, o, "fp4", "rht_seed", 0, G_MAXINT64, FALSE,
+                "a non-negative integer (the seed of the random signs every rank derives)", &i))
+    s->fp4_rht_seed = (guint64) i;
+  read_strv (l, o, "fp4", "modules", FALSE,
+             "an array of module type names such as [\"Linear\"]", &s->fp4_modules);
+  read_strv (l, o, "fp4", "exclude_params", FALSE,
+             "an array of parameter name patterns such as [\"lm_head.*\"]",
+             &s->fp4_exclude_params);
+
+  /* Keys the recipe does not read, set away from their defaults. */
+  if (s->fp4_recipe == MIXPREC_BLOCK_RECIPE_NVFP4 && json_object_has_member (o, "scale_mode") &&
+      s->fp4_scale_mode != MIXPREC_MX_SCALE_FLOOR)
+    _mixprec_config_report_warning (l->report,
+                                    "fp4.scale_mode: applies to the \"mxfp4\" recipe only, and "
+                                    "fp4.recipe is \"nvfp4\" (its block scales are E4M3); ignored");
+  if (s->fp4_recipe == MIXPREC_BLOCK_RECIPE_MXFP4 && json_object_has_member (o, "weights_2d") &&
+      !s->fp4_weights_2d)
+    _mixprec_config_report_warning (l->report,
+                                    "fp4.weights_2d: applies to the \"nvfp4\" recipe only, and "
+                                    "fp4.recipe is \"mxfp4\" (its blocks are 32 elements of a "
+                                    "row); ignored");
+}
+
+/* After every section: module types cannot be both FP4 and FP32, or both
+ * FP4 and FP8. */
+static void
+resolve_fp4 (Loader *l)
+{
+  MixprecConfigSettings *s = l->s;
+
+  if (!s->fp4_enabled)
+    return;
+  for (guint i = 0; s->fp4_modules[i] != NULL; i++)
+    {
+      for (guint j = 0; s->fp32_modules[j] != NULL; j++)
+        if (_mixprec_module_type_matches (s->fp4_modules[i], s->fp32_modules[j]))
+          _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_CONFLICT,
+                                        "fp4.modules[%u]: \"%s\" is also listed in "
+                                        "mixprec.fp32_modules; a module type is either kept in "
+                                        "FP32 or given 4-bit working copies, not both (to keep "
+                                        "single parameters out of FP4, list them in "
+                                        "fp4.exclude_params)", i, s->fp4_modules[i]);
+      for (guint j = 0; s->fp8_enabled && s->fp8_modules[j] != NULL; j++)
+        if (_mixprec_module_type_matches (s->fp4_modules[i], s->fp8_modules[j]))
+          _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_CONFLICT,
+                                        "fp4.modules[%u]: \"%s\" is also listed in fp8.modules "
+                                        "(fp8.enabled is true); a module type gets FP8 or 4-bit "
+                                        "working copies, not both", i, s->fp4_modules[i]);
+    }
 }
 
 /* ------------------------------------------------------------ top level */
@@ -1543,7 +1629,7 @@ static const gchar *const top_level_keys[] = {
   "gradient_clipping", "communication_data_type", "fp16", "bf16", "bfloat16",
   "data_types", "torch_autocast", "zero_optimization", "optimizer", "scheduler",
   "mixprec", "amp", "colossalai", "steps_per_print", "csv_monitor", "tensorboard",
-  "fp8", NULL
+  "fp8", "fp4", NULL
 };
 
 /* TRUE when @o holds true at the path @keys (objects all the way). */
@@ -2651,6 +2737,7 @@ _mixprec_config_settings_load (MixprecConfigSettings *settings,
   load_mixprec (&l, section_object (&l, o, "mixprec", FALSE));
   load_monitors (&l, o);
   load_fp8 (&l, section_object (&l, o, "fp8", FALSE));
+  load_fp4 (&l, section_object (&l, o, "fp4", FALSE));
   load_fronts (&l, o);
 
   resolve_mode (&l);
@@ -2660,6 +2747,7 @@ _mixprec_config_settings_load (MixprecConfigSettings *settings,
   resolve_offload (&l);
   resolve_offload_param (&l);
   resolve_fp8 (&l);
+  resolve_fp4 (&l);
   check_optimizer_and_scheduler (&l, optimizer_ok, scheduler_ok);
 
   /* Strict: whatever would only have been warned about refuses the
@@ -2737,8 +2825,19 @@ _mixprec_config_settings_init_defaults (MixprecConfigSettings *s)
   s->fp8_amax_compute_algo = MIXPREC_FP8_AMAX_MAX;
   s->fp8_margin = 0;
   s->fp8_mx_block_size = MIXPREC_FP8_MX_BLOCK_SIZE;
+  s->fp8_mx_scale_mode = MIXPREC_MX_SCALE_FLOOR;
   s->fp8_saturate = TRUE;
   s->fp8_modules = g_strsplit ("Linear", ",", -1);
+
+  /* Transformer Engine's NVFP4BlockScaling: 16x16 tiles for weights. */
+  s->fp4_enabled = FALSE;
+  s->fp4_recipe = MIXPREC_BLOCK_RECIPE_NVFP4;
+  s->fp4_weights_2d = TRUE;
+  s->fp4_scale_mode = MIXPREC_MX_SCALE_FLOOR;
+  s->fp4_rht = FALSE;
+  s->fp4_rht_seed = 0;
+  s->fp4_modules = g_strsplit ("Linear", ",", -1);
+  s->fp4_exclude_params = g_new0 (gchar *, 1);
 
   s->master_weights = MIXPREC_MASTER_WEIGHTS_FP32;
   s->state_format_default = MIXPREC_STATE_FORMAT_FP32;
@@ -2768,6 +2867,8 @@ _mixprec_config_settings_clear (MixprecConfigSettings *s)
     }
   g_clear_pointer (&s->fp8_modules, g_strfreev);
   g_clear_object (&s->fp8_recipe_object);
+  g_clear_pointer (&s->fp4_modules, g_strfreev);
+  g_clear_pointer (&s->fp4_exclude_params, g_strfreev);
   g_clear_pointer (&s->state_slot_names, g_strfreev);
   g_clear_pointer (&s->state_slot_formats, g_array_unref);
 }

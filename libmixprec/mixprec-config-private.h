@@ -162,9 +162,21 @@ typedef struct
   guint    fp8_amax_compute_algo;   /* MixprecFp8AmaxAlgo */
   gint     fp8_margin;
   guint    fp8_mx_block_size;
+  guint    fp8_mx_scale_mode;       /* MixprecMxScaleMode */
   gboolean fp8_saturate;
   GStrv    fp8_modules;
   MixprecFp8Recipe *fp8_recipe_object;   /* built when fp8_enabled */
+
+  /* fp4: 4-bit working copies of the parameters of fp4_modules
+   * (mixprec-engine-fp4.c) */
+  gboolean fp4_enabled;
+  guint    fp4_recipe;              /* MixprecBlockRecipe: NVFP4 or MXFP4 as written */
+  gboolean fp4_weights_2d;          /* NVFP4: 16x16 tiles for the weights */
+  guint    fp4_scale_mode;          /* MixprecMxScaleMode */
+  gboolean fp4_rht;
+  guint64  fp4_rht_seed;
+  GStrv    fp4_modules;
+  GStrv    fp4_exclude_params;      /* name globs that keep the working dtype */
 } MixprecConfigSettings;
 
 /* zero_optimization.offload_optimizer.device, in the order of the JSON

@@ -722,9 +722,29 @@ mixprec_config_to_data (MixprecConfig *self,
   json_builder_add_int_value (b, s->fp8_margin);
   json_builder_set_member_name (b, "mx_block_size");
   json_builder_add_int_value (b, s->fp8_mx_block_size);
+  json_builder_set_member_name (b, "mx_scale_mode");
+  json_builder_add_string_value (b, (const gchar *[]) { "floor", "rceil", "ceil", "even" }[s->fp8_mx_scale_mode & 3]);
   json_builder_set_member_name (b, "saturate");
   json_builder_add_boolean_value (b, s->fp8_saturate);
   add_strv (b, "modules", (const gchar * const *) s->fp8_modules);
+  json_builder_end_object (b);
+
+  json_builder_set_member_name (b, "fp4");
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "enabled");
+  json_builder_add_boolean_value (b, s->fp4_enabled);
+  json_builder_set_member_name (b, "recipe");
+  json_builder_add_string_value (b, s->fp4_recipe == MIXPREC_BLOCK_RECIPE_MXFP4 ? "mxfp4" : "nvfp4");
+  json_builder_set_member_name (b, "weights_2d");
+  json_builder_add_boolean_value (b, s->fp4_weights_2d);
+  json_builder_set_member_name (b, "scale_mode");
+  json_builder_add_string_value (b, (const gchar *[]) { "floor", "rceil", "ceil", "even" }[s->fp4_scale_mode & 3]);
+  json_builder_set_member_name (b, "rht");
+  json_builder_add_boolean_value (b, s->fp4_rht);
+  json_builder_set_member_name (b, "rht_seed");
+  json_builder_add_int_value (b, (gint64) s->fp4_rht_seed);
+  add_strv (b, "modules", (const gchar * const *) s->fp4_modules);
+  add_strv (b, "exclude_params", (const gchar * const *) s->fp4_exclude_params);
   json_builder_end_object (b);
 
   json_builder_set_member_name (b, "steps_per_print");
@@ -792,6 +812,108 @@ mixprec_config_get_fp8_modules (MixprecConfig *self)
 {
   g_return_val_if_fail (MIXPREC_IS_CONFIG (self), NULL);
   return (const gchar * const *) self->settings.fp8_modules;
+}
+
+/**
+ * mixprec_config_get_fp4_recipe:
+ * @self: a #MixprecConfig
+ * @recipe: (out) (optional): the block recipe of the weights' 4-bit
+ *   working copies: %MIXPREC_BLOCK_RECIPE_NVFP4_2D for `"recipe":
+ *   "nvfp4"` with `weights_2d` true (the default),
+ *   %MIXPREC_BLOCK_RECIPE_NVFP4 with it false, %MIXPREC_BLOCK_RECIPE_MXFP4
+ *   for `"mxfp4"`
+ * @scale_mode: (out) (optional): `fp4.scale_mode`, how MXFP4 derives
+ *   its E8M0 scales
+ *
+ * Gets the recipe of the `fp4` section (see mixprec.json(5)).
+ *
+ * Returns: %TRUE when `fp4.enabled` is true; %FALSE otherwise (the outs
+ *   are set either way)
+ *
+ * Since: 1.1
+ */
+gboolean
+mixprec_config_get_fp4_recipe (MixprecConfig      *self,
+                               MixprecBlockRecipe *recipe,
+                               MixprecMxScaleMode *scale_mode)
+{
+  const MixprecConfigSettings *s;
+
+  g_return_val_if_fail (MIXPREC_IS_CONFIG (self), FALSE);
+  s = &self->settings;
+  if (recipe != NULL)
+    *recipe = s->fp4_recipe == MIXPREC_BLOCK_RECIPE_MXFP4 ? MIXPREC_BLOCK_RECIPE_MXFP4
+              : s->fp4_weights_2d ? MIXPREC_BLOCK_RECIPE_NVFP4_2D : MIXPREC_BLOCK_RECIPE_NVFP4;
+  if (scale_mode != NULL)
+    *scale_mode = s->fp4_scale_mode;
+  return s->fp4_enabled;
+}
+
+/**
+ * mixprec_config_get_fp4_rht:
+ * @self: a #MixprecConfig
+ * @sign_mask: (out) (optional): the random signs of the transform,
+ *   mixprec_rht_sign_mask() of `fp4.rht_seed`
+ *
+ * Whether the `fp4` section asks the trainer to apply the random Hadamard
+ * transform (mixprec_rht_apply()) to the 16-element groups of the
+ * operands of its weight-gradient GEMMs before quantising them to NVFP4,
+ * as Transformer Engine's NVFP4 recipe does. The engine's weight copies
+ * are never transformed: the transform belongs to the tensors the trainer
+ * quantises along the batch dimension; every rank derives the same
+ * @sign_mask from the config.
+ *
+ * Returns: %TRUE when `fp4.enabled` and `fp4.rht` are true
+ *
+ * Since: 1.1
+ */
+gboolean
+mixprec_config_get_fp4_rht (MixprecConfig *self,
+                            guint16       *sign_mask)
+{
+  g_return_val_if_fail (MIXPREC_IS_CONFIG (self), FALSE);
+  if (sign_mask != NULL)
+    *sign_mask = mixprec_rht_sign_mask (self->settings.fp4_rht_seed);
+  return self->settings.fp4_enabled && self->settings.fp4_rht;
+}
+
+/**
+ * mixprec_config_get_fp4_modules:
+ * @self: a #MixprecConfig
+ *
+ * Gets `fp4.modules`: the module types (such as "Linear") whose
+ * parameters get 4-bit working copies when `fp4.enabled` is true; see
+ * mixprec_precision_policy_is_fp4().
+ *
+ * Returns: (transfer none) (array zero-terminated=1): the module types
+ *
+ * Since: 1.1
+ */
+const gchar * const *
+mixprec_config_get_fp4_modules (MixprecConfig *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_CONFIG (self), NULL);
+  return (const gchar * const *) self->settings.fp4_modules;
+}
+
+/**
+ * mixprec_config_get_fp4_exclude_params:
+ * @self: a #MixprecConfig
+ *
+ * Gets `fp4.exclude_params`: glob patterns (as `mixprec.fp32_params`) of
+ * parameter names that keep their working dtype although their module
+ * type is in `fp4.modules`, such as the first and last layers, which
+ * Transformer Engine's NVFP4 recipe leaves in higher precision.
+ *
+ * Returns: (transfer none) (array zero-terminated=1): the patterns
+ *
+ * Since: 1.1
+ */
+const gchar * const *
+mixprec_config_get_fp4_exclude_params (MixprecConfig *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_CONFIG (self), NULL);
+  return (const gchar * const *) self->settings.fp4_exclude_params;
 }
 
 gboolean

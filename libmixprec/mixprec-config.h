@@ -12,6 +12,7 @@
 #include "mixprec-dtype.h"
 #include "mixprec-loss-scaler.h"
 #include "mixprec-fp8-recipe.h"
+#include "mixprec-fp4.h"
 
 G_BEGIN_DECLS
 
@@ -286,5 +287,16 @@ MIXPREC_AVAILABLE_IN_1_1
 MixprecFp8Recipe *mixprec_config_get_fp8_recipe            (MixprecConfig *self);
 MIXPREC_AVAILABLE_IN_1_1
 const gchar * const *mixprec_config_get_fp8_modules        (MixprecConfig *self);
+MIXPREC_AVAILABLE_IN_1_1
+gboolean          mixprec_config_get_fp4_recipe            (MixprecConfig      *self,
+                                                            MixprecBlockRecipe *recipe,
+                                                            MixprecMxScaleMode *scale_mode);
+MIXPREC_AVAILABLE_IN_1_1
+gboolean          mixprec_config_get_fp4_rht               (MixprecConfig      *self,
+                                                            guint16            *sign_mask);
+MIXPREC_AVAILABLE_IN_1_1
+const gchar * const *mixprec_config_get_fp4_modules        (MixprecConfig      *self);
+MIXPREC_AVAILABLE_IN_1_1
+const gchar * const *mixprec_config_get_fp4_exclude_params (MixprecConfig      *self);
 
 G_END_DECLS

@@ -76,10 +76,13 @@ _mixprec_engine_fp8_register (MixprecEngine *self,
   _MixprecParamStorage *s = _mixprec_param_get_storage (param);
   MixprecFp8Recipe *recipe = mixprec_config_get_fp8_recipe (self->config);
   const gchar *name = mixprec_param_get_name (param);
-
+  gboolean fp4 = FALSE;
   guint ndim = 0;
 
-  if (recipe == NULL ||
+  /* 4-bit copies are the fp4 section's (mixprec-engine-fp4.c). */
+  if (!_mixprec_engine_fp4_register (self, param, &fp4, error))
+    return FALSE;
+  if (fp4 || recipe == NULL ||
       !mixprec_precision_policy_is_fp8 (self->policy, name, mixprec_param_get_module_type (param)))
     return TRUE;
   /* FP8 is for the operands of matrix multiplies: a module's vectors (a
@@ -109,6 +112,16 @@ _mixprec_engine_fp8_register (MixprecEngine *self,
                    "offload_optimizer), not for %s", name, _mixprec_device_get_name (self->device),
                    self->offload ? "masters offloaded to the host"
                                  : "the slices of ZeRO stage 1 to 3 across ranks");
+      return FALSE;
+    }
+  if (!_mixprec_device_memory_is_host (self->device) &&
+      mixprec_fp8_recipe_get_kind (recipe) == MIXPREC_FP8_RECIPE_MX &&
+      mixprec_fp8_recipe_get_mx_scale_mode (recipe) != MIXPREC_MX_SCALE_FLOOR)
+    {
+      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_PARAM,
+                   "parameter '%s': the device's MX cast computes FLOOR scales only, and "
+                   "fp8.mx_scale_mode asks for another; use \"floor\" on device '%s'", name,
+                   _mixprec_device_get_name (self->device));
       return FALSE;
     }
   if (!mixprec_param_has_master (param) &&
@@ -145,21 +158,34 @@ void
 _mixprec_engine_fp8_init_group (Group        *g,
                                 MixprecParam *p)
 {
-  g->fp8.enabled = mixprec_param_is_fp8 (p);
+  _MixprecParamStorage *s = _mixprec_param_get_storage (p);
+
+  g->fp8.enabled = mixprec_param_is_fp8 (p) || s->fp4;
   g->fp8.dtype = mixprec_param_get_fp8_dtype (p);
-  g->fp8.kind = _mixprec_param_get_storage (p)->fp8_kind;
+  g->fp8.kind = s->fp8_kind;
+  g->fp8.fp4 = s->fp4;
+  g->fp8.fp4_recipe = s->fp4_recipe;
 }
 
 gboolean
 _mixprec_engine_fp8_same_group (const Group *g, MixprecParam *p)
 {
-  return g->fp8.enabled == mixprec_param_is_fp8 (p);
+  gboolean fp4 = _mixprec_param_get_storage (p)->fp4;
+
+  return g->fp8.enabled == (mixprec_param_is_fp8 (p) || fp4) && g->fp8.fp4 == fp4;
 }
 
 static guint
 block_size (MixprecEngine *self)
 {
   return MAX (mixprec_fp8_recipe_get_block_size (self->fp8_recipe), 1);
+}
+
+/* The MX recipe's scale mode (fp8.mx_scale_mode). */
+static guint
+mx_mode (MixprecEngine *self)
+{
+  return mixprec_fp8_recipe_get_mx_scale_mode (self->fp8_recipe);
 }
 
 /* ---------------------------------------------------------------- layout */
@@ -209,6 +235,8 @@ _mixprec_engine_fp8_layout (MixprecEngine *self,
 
   if (!g->fp8.enabled)
     return TRUE;
+  if (g->fp8.fp4)
+    return _mixprec_engine_fp4_layout (self, g, error);
   /* The amax slots are scratch of the agreement, counted with the
    * gradient-norm blocks beside which they are agreed on the cpu device. */
   if (!_mixprec_device_memory_is_host (self->device) &&
@@ -309,7 +337,8 @@ cast_range (gsize first, gsize end, gpointer data)
                                      p->src, p->dst, p->n, &amax);
           break;
         case CAST_MX:
-          _mixprec_mx_quantize_f32 (job->group->fp8.dtype, job->block, p->src, p->n, p->dst, p->scales);
+          _mixprec_mx_quantize_f32_mode (job->group->fp8.dtype, mx_mode (job->engine), job->block,
+                                         p->src, p->n, p->dst, p->scales);
           continue;
         }
       g_mutex_lock (&job->lock);
@@ -611,7 +640,7 @@ _mixprec_engine_fp8_fuse_begin (MixprecEngine *self, Group *g)
 
   /* The cast fuses into the optimizer's pass only where the CPU runs it
    * over host memory; elsewhere it is a pass of its own. */
-  if (!g->fp8.enabled || !_mixprec_device_memory_is_host (g->device))
+  if (!g->fp8.enabled || g->fp8.fp4 || !_mixprec_device_memory_is_host (g->device))
     return;
   f = g_new0 (_MixprecFp8Fuse, 1);
 
@@ -687,7 +716,8 @@ _mixprec_engine_fp8_fused (_MixprecFp8Fuse *f,
             {
               guint8 *dst = fp8_at (f->engine, g, i, first * bs, &scales);
 
-              _mixprec_mx_quantize_f32 (g->fp8.dtype, f->block, src + (first * bs - rel_a),
+              _mixprec_mx_quantize_f32_mode (g->fp8.dtype, mx_mode (f->engine), f->block,
+                                             src + (first * bs - rel_a),
                                         MIN (end * bs, numel) - first * bs, dst, scales);
             }
           /* The blocks at either end this range holds part of: cast after
@@ -733,7 +763,8 @@ _mixprec_engine_fp8_fuse_end (MixprecEngine *self, Group *g)
           guint8 *scales;
           guint8 *dst = fp8_at (self, g, i, at, &scales);
 
-          _mixprec_mx_quantize_f32 (g->fp8.dtype, f->block, master_at (self, g, i, at),
+          _mixprec_mx_quantize_f32_mode (g->fp8.dtype, mx_mode (self), f->block,
+                                         master_at (self, g, i, at),
                                     MIN ((guint64) f->block, numel - at), dst, scales);
         }
     }
@@ -883,7 +914,12 @@ _mixprec_engine_fp8_write (MixprecEngine *self,
     {
       Group *g = g_ptr_array_index (self->groups, j);
 
-      if (g->fp8.enabled && !write_group (self, g, TRUE, after_step, error))
+      if (g->fp8.enabled && g->fp8.fp4)
+        {
+          if (!_mixprec_engine_fp4_write (self, g, TRUE, error))
+            return FALSE;
+        }
+      else if (g->fp8.enabled && !write_group (self, g, TRUE, after_step, error))
         return FALSE;
     }
   return TRUE;
@@ -904,6 +940,12 @@ _mixprec_engine_fp8_write_initial (MixprecEngine *self,
 
       if (!g->fp8.enabled)
         continue;
+      if (g->fp8.fp4)
+        {
+          if (!_mixprec_engine_fp4_write_initial (self, g, error))
+            return FALSE;
+          continue;
+        }
       if (self->world == 1 || !g->state_local)
         {
           /* No collective: the whole parameters are this rank's part. */
@@ -942,7 +984,8 @@ _mixprec_engine_fp8_write_initial (MixprecEngine *self,
               whole = g_new (guint8, numel);
               scales = g_new (guint8, MAX (nsc, 1));
               if (mx)
-                _mixprec_mx_quantize_f32 (g->fp8.dtype, b, values, numel, whole, scales);
+                _mixprec_mx_quantize_f32_mode (g->fp8.dtype, mx_mode (self), b, values, numel,
+                                               whole, scales);
               else
                 {
                   if (g->fp8.kind == MIXPREC_FP8_RECIPE_CURRENT)
@@ -1036,14 +1079,22 @@ _mixprec_engine_fp8_update (MixprecEngine *self,
 guint64
 _mixprec_engine_fp8_unit_bytes (MixprecEngine *self, const Group *g, const Unit *u)
 {
-  guint b = g->fp8.kind == MIXPREC_FP8_RECIPE_MX ? block_size (self) : 0;
+  guint b;
 
+  if (g->fp8.fp4)
+    return _mixprec_engine_fp4_unit_bytes (self, g, u);
+  b = g->fp8.kind == MIXPREC_FP8_RECIPE_MX ? block_size (self) : 0;
   return u->padded + (b > 0 ? (u->padded + b - 1) / b : 0);
 }
 
 void
 _mixprec_engine_fp8_point (MixprecEngine *self, Group *g, const Unit *u, guint8 *base)
 {
+  if (g->fp8.fp4)
+    {
+      _mixprec_engine_fp4_point (self, g, u, base);
+      return;
+    }
   for (guint i = u->first_param; i < u->first_param + u->n_params; i++)
     {
       _MixprecParamStorage *s = _mixprec_param_get_storage (g_ptr_array_index (g->params, i));
@@ -1059,8 +1110,11 @@ _mixprec_engine_fp8_gather_unit (MixprecEngine *self, Group *g, const Unit *u,
                                  guint8 *dst, GError **error)
 {
   guint64 slice = UNIT_SLICE (self, u);
-  guint b = block_size (self);
+  guint b;
 
+  if (g->fp8.fp4)
+    return _mixprec_engine_fp4_gather_unit (self, g, u, dst, error);
+  b = block_size (self);
   if (!gather_bytes (self, g->fp8.data + u->local, dst, slice,
                      "gathering a ZeRO-3 FP8 parameter unit", error))
     return FALSE;

@@ -170,6 +170,10 @@ typedef struct {
   gboolean fused;            /* this step's pass cast (see mixprec-engine-fp8.c) */
   gfloat *amax_device;       /* on a device: one running amax per parameter,
                                 in device memory (NULL on the cpu device) */
+  gboolean fp4;              /* 4-bit copies instead (mixprec-engine-fp4.c):
+                                data holds two elements a byte */
+  MixprecBlockRecipe fp4_recipe;
+  MixprecMxScaleMode fp4_mode;
 } GroupFp8;
 
 /* Host mirrors (mixprec-engine-access.c): device buffers copied for
@@ -436,6 +440,8 @@ typedef struct {
   MixprecFp8Recipe *recipe;  /* the config's, borrowed; NULL without FP8 */
   gboolean fp8;              /* the parameters are FP8 under the recipe */
   gboolean mx;               /* ... the MX recipe: every parameter a unit alone */
+  guint fp4_block;           /* 4-bit copies (fp4 section): the block size; 0
+                                without (every parameter a unit alone too) */
   GArray *units;             /* Unit */
   GroupShape shape;
 } _MixprecPlannedGroup;
@@ -896,6 +902,21 @@ guint64  _mixprec_engine_fp8_unit_bytes (MixprecEngine *self, const Group *g, co
 /* ZeRO-3: gathers @u's FP8 slices and scales into @dst (of
  * _mixprec_engine_fp8_unit_bytes()). */
 gboolean _mixprec_engine_fp8_gather_unit (MixprecEngine *self, Group *g, const Unit *u,
+                                          guint8 *dst, GError **error);
+
+/* 4-bit working copies (mixprec-engine-fp4.c): a group of fp4 parameters
+ * is an fp8 group (g->fp8.enabled) with g->fp8.fp4 set, whose functions
+ * the fp8 ones above hand over to. _register() sets *@taken when the
+ * policy marks @param fp4. */
+gboolean _mixprec_engine_fp4_register (MixprecEngine *self, MixprecParam *param,
+                                       gboolean *taken, GError **error);
+gboolean _mixprec_engine_fp4_layout (MixprecEngine *self, Group *g, GError **error);
+gboolean _mixprec_engine_fp4_write (MixprecEngine *self, Group *g, gboolean collective,
+                                    GError **error);
+gboolean _mixprec_engine_fp4_write_initial (MixprecEngine *self, Group *g, GError **error);
+guint64  _mixprec_engine_fp4_unit_bytes (MixprecEngine *self, const Group *g, const Unit *u);
+void     _mixprec_engine_fp4_point (MixprecEngine *self, Group *g, const Unit *u, guint8 *base);
+gboolean _mixprec_engine_fp4_gather_unit (MixprecEngine *self, Group *g, const Unit *u,
                                           guint8 *dst, GError **error);
 
 G_END_DECLS

@@ -148,7 +148,9 @@ mixprec_engine_get_memory_report (MixprecEngine *self)
  *   this rank's slices and the persistent units under ZeRO-3; "FP8 block
  *   scales": the MX recipe's E8M0 scales, a byte per block; "gathered FP8
  *   working copies": ZeRO-3, the FP8 units gathered (in place of gathered
- *   working copies);
+ *   working copies); with fp4 enabled, the same three names hold the
+ *   4-bit copies: half a byte per element, a scale byte per block of 16
+ *   (NVFP4) or 32 (MXFP4), and the gathered units;
  * - with zero_optimization.offload_optimizer "cpu" on a device, "FP32
  *   master weights (host)" and "optimizer state (host)" in place of the
  *   device's, and "offload staging (host)": the two host buffers a bucket
@@ -220,9 +222,16 @@ _mixprec_engine_plan_group (MixprecConfig         *config,
   pg->recipe = mixprec_config_get_fp8_recipe (config);
   pg->fp8 = pg->recipe != NULL && mixprec_precision_policy_is_fp8 (pg->probe->policy, "param", "Linear");
   pg->mx = pg->fp8 && mixprec_fp8_recipe_get_kind (pg->recipe) == MIXPREC_FP8_RECIPE_MX;
+  {
+    MixprecBlockRecipe r4;
+
+    if (mixprec_config_get_fp4_recipe (config, &r4, NULL) &&
+        mixprec_precision_policy_is_fp4 (pg->probe->policy, "param", "Linear"))
+      pg->fp4_block = mixprec_block_recipe_get_block_size (r4);
+  }
   pg->units = _mixprec_engine_make_units_full (sizes, n_sizes, world, pg->stage,
                                                mixprec_config_get_param_persistence_threshold (config),
-                                               pg->mx);
+                                               pg->mx || pg->fp4_block > 0);
   _mixprec_engine_group_shape (&pg->dt, _mixprec_engine_wire_dtype (&pg->dt), pg->units, world,
                                pg->stage, pg->probe->gas, FALSE, _mixprec_engine_staging_budget (config),
                                &pg->shape);
@@ -323,6 +332,31 @@ plan_bytes (MixprecConfig *config,
 
           bytes[BUF_GATHERED] = 0;
           bytes[BUF_FP8_GATHERED] = n + (mx ? (n + b - 1) / b : 0);
+        }
+    }
+  if (pg.fp4_block > 0)
+    {
+      /* 4-bit copies as _mixprec_engine_fp4_layout() allocates them: half
+       * a byte per element and a scale byte per block, laid out as MX;
+       * ZeRO-3 gathers those instead of the working dtype. */
+      guint b = pg.fp4_block;
+      guint64 scales = 0;
+
+      bytes[BUF_FP8] += ((stage >= 3 ? shape->local_n + shape->persist_n : shape->padded) + 1) / 2;
+      for (guint k = 0; k < units->len; k++)
+        {
+          const Unit *u = &g_array_index (units, Unit, k);
+          guint64 n = u->padded / b;
+
+          scales += stage >= 3 ? n / world + (u->persistent ? n : 0) : n;
+        }
+      bytes[BUF_FP8_SCALES] += scales;
+      if (stage >= 3)
+        {
+          guint64 n = bytes[BUF_GATHERED] / mixprec_dtype_get_size (dt->working);
+
+          bytes[BUF_GATHERED] = 0;
+          bytes[BUF_FP8_GATHERED] = n / 2 + n / b;
         }
     }
   return TRUE;

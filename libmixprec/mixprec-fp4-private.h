@@ -51,6 +51,24 @@ const _MixprecFp4Kernels *_mixprec_fp4_kernels_for_level (_MixprecSimdLevel leve
 /* The table chosen once for this process from _mixprec_cpu_simd_level(). */
 const _MixprecFp4Kernels *_mixprec_fp4_kernels (void);
 
+/* For the engine's working copies (mixprec-engine-fp4.c), which quantise
+ * ranges of a tensor's blocks with amaxes agreed across ranks; each
+ * rounds to nearest even and gives the bytes mixprec_quantize_blocks()
+ * gives for the same blocks under the same amaxes. */
+
+/* The largest magnitude of @n values as fp32 bits (NaN: 0x7FC00000). */
+guint32 _mixprec_fp4_amax_bits (const gfloat *src, gsize n);
+
+/* @n_blocks NVFP4 blocks of 16 from @src: block b gets @scale_bytes[b]
+ * (E4M3) under @tensor_scale; packed into @dst (8 bytes a block). */
+void    _mixprec_fp4_cast_nvfp4 (const gfloat *src, gsize n_blocks, const guint8 *scale_bytes,
+                                 gfloat tensor_scale, guint8 *dst);
+
+/* @n_blocks MXFP4 blocks of 32 from @src, their E8M0 scales computed
+ * under @mode into @scales, the elements packed into @dst. */
+void    _mixprec_fp4_quantize_mxfp4 (guint mode, const gfloat *src, gsize n_blocks, guint8 *dst,
+                                     guint8 *scales);
+
 /* The scalar element: op (x, factor), then the cast. */
 static inline guint8
 _mixprec_fp4_cast_one (guint    op,

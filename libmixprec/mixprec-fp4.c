@@ -196,6 +196,28 @@ quantize_nvfp4 (gboolean         two_d,
     }
 }
 
+guint32
+_mixprec_fp4_amax_bits (const gfloat *src, gsize n)
+{
+  return amax_bits (src, n);
+}
+
+void
+_mixprec_fp4_cast_nvfp4 (const gfloat *src, gsize n_blocks, const guint8 *scale_bytes,
+                         gfloat tensor_scale, guint8 *dst)
+{
+  for (gsize b = 0; b < n_blocks; b++)
+    cast_nvfp4_block (src, b * NVFP4_BLOCK, scale_bytes[b], tensor_scale,
+                      MIXPREC_ROUNDING_NEAREST_EVEN, 0, dst);
+}
+
+void
+_mixprec_fp4_quantize_mxfp4 (guint mode, const gfloat *src, gsize n_blocks, guint8 *dst,
+                             guint8 *scales)
+{
+  quantize_mxfp4 (mode, src, n_blocks * MXFP4_BLOCK, MIXPREC_ROUNDING_NEAREST_EVEN, 0, dst, scales);
+}
+
 /* ------------------------------------------------------------ checks */
 
 static gboolean

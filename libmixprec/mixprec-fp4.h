@@ -158,4 +158,29 @@ GBytes   *mixprec_fp4_pack_bytes            (GBytes             *src_f32,
 MIXPREC_AVAILABLE_IN_1_1
 gfloat    mixprec_fp4_e2m1_to_float         (guint8              code);
 
+/**
+ * MIXPREC_RHT_GROUP_SIZE:
+ *
+ * The number of consecutive values the random Hadamard transform mixes
+ * (mixprec_rht_apply()): 16, NVFP4's block size.
+ *
+ * Since: 1.1
+ */
+#define MIXPREC_RHT_GROUP_SIZE 16
+
+MIXPREC_AVAILABLE_IN_1_1
+guint16   mixprec_rht_sign_mask             (guint64             seed);
+MIXPREC_AVAILABLE_IN_1_1
+gboolean  mixprec_rht_apply                 (const gfloat       *src,
+                                             gsize               n,
+                                             guint16             sign_mask,
+                                             gboolean            inverse,
+                                             gfloat             *dst,
+                                             GError            **error);
+MIXPREC_AVAILABLE_IN_1_1
+GBytes   *mixprec_rht_apply_bytes           (GBytes             *src_f32,
+                                             guint16             sign_mask,
+                                             gboolean            inverse,
+                                             GError            **error);
+
 G_END_DECLS

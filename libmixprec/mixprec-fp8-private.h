@@ -90,6 +90,16 @@ void   _mixprec_mx_quantize_f32    (MixprecDType  dt,
                                     guint8       *dst,
                                     guint8       *scales);
 
+/* _mixprec_mx_quantize_f32() with the scales of @mode (a
+ * MixprecMxScaleMode; FLOOR is _mixprec_mx_quantize_f32()). */
+void   _mixprec_mx_quantize_f32_mode (MixprecDType  dt,
+                                      guint         mode,
+                                      guint         block_size,
+                                      const gfloat *src,
+                                      gsize         n,
+                                      guint8       *dst,
+                                      guint8       *scales);
+
 /* dst[i] = decode (src[i]) * scale_inv. */
 void   _mixprec_fp8_dequantize_f32 (MixprecDType  dt,
                                     gfloat        scale_inv,

@@ -17,4 +17,16 @@ MixprecFp8Recipe *_mixprec_fp8_recipe_new (MixprecFp8RecipeKind  kind,
                                            gboolean              saturate,
                                            GError              **error);
 
+/* _mixprec_fp8_recipe_new() with the MX recipe's scale mode (ignored by
+ * the other kinds). */
+MixprecFp8Recipe *_mixprec_fp8_recipe_new_full (MixprecFp8RecipeKind  kind,
+                                                MixprecFp8Format      format,
+                                                guint                 amax_history_len,
+                                                MixprecFp8AmaxAlgo    amax_compute_algo,
+                                                gint                  margin,
+                                                guint                 block_size,
+                                                gboolean              saturate,
+                                                MixprecMxScaleMode    mx_scale_mode,
+                                                GError              **error);
+
 G_END_DECLS

@@ -48,6 +48,7 @@ struct _MixprecFp8Recipe
   gint margin;
   guint block_size;
   gboolean saturate;
+  MixprecMxScaleMode mx_scale_mode;
 };
 
 G_DEFINE_FINAL_TYPE (MixprecFp8Recipe, mixprec_fp8_recipe, G_TYPE_OBJECT)
@@ -72,6 +73,7 @@ enum {
   RECIPE_PROP_MARGIN,
   RECIPE_PROP_BLOCK_SIZE,
   RECIPE_PROP_SATURATE,
+  RECIPE_PROP_MX_SCALE_MODE,
   RECIPE_N_PROPS
 };
 
@@ -108,6 +110,9 @@ mixprec_fp8_recipe_get_property (GObject    *object,
     case RECIPE_PROP_SATURATE:
       g_value_set_boolean (value, self->saturate);
       break;
+    case RECIPE_PROP_MX_SCALE_MODE:
+      g_value_set_enum (value, self->mx_scale_mode);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
     }
@@ -143,6 +148,9 @@ mixprec_fp8_recipe_set_property (GObject      *object,
       break;
     case RECIPE_PROP_SATURATE:
       self->saturate = g_value_get_boolean (value);
+      break;
+    case RECIPE_PROP_MX_SCALE_MODE:
+      self->mx_scale_mode = g_value_get_enum (value);
       break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
@@ -247,6 +255,20 @@ mixprec_fp8_recipe_class_init (MixprecFp8RecipeClass *klass)
   recipe_properties[RECIPE_PROP_SATURATE] =
     g_param_spec_boolean ("saturate", NULL, NULL, TRUE, flags);
 
+  /**
+   * MixprecFp8Recipe:mx-scale-mode:
+   *
+   * MX: how each block's E8M0 scale comes from its amax, one of torchao's
+   * four `ScaleCalculationMode`s (see
+   * mixprec_mx_quantize_with_scale_mode()); FLOOR, the MX
+   * specification's rule, by default. Other recipes ignore it.
+   *
+   * Since: 1.1
+   */
+  recipe_properties[RECIPE_PROP_MX_SCALE_MODE] =
+    g_param_spec_enum ("mx-scale-mode", NULL, NULL, MIXPREC_TYPE_MX_SCALE_MODE,
+                       MIXPREC_MX_SCALE_FLOOR, flags);
+
   g_object_class_install_properties (object_class, RECIPE_N_PROPS, recipe_properties);
 }
 
@@ -288,9 +310,27 @@ _mixprec_fp8_recipe_new (MixprecFp8RecipeKind  kind,
                          gboolean              saturate,
                          GError              **error)
 {
+  return _mixprec_fp8_recipe_new_full (kind, format, amax_history_len, amax_compute_algo, margin,
+                                       block_size, saturate, MIXPREC_MX_SCALE_FLOOR, error);
+}
+
+MixprecFp8Recipe *
+_mixprec_fp8_recipe_new_full (MixprecFp8RecipeKind  kind,
+                              MixprecFp8Format      format,
+                              guint                 amax_history_len,
+                              MixprecFp8AmaxAlgo    amax_compute_algo,
+                              gint                  margin,
+                              guint                 block_size,
+                              gboolean              saturate,
+                              MixprecMxScaleMode    mx_scale_mode,
+                              GError              **error)
+{
   if (!check_enum (MIXPREC_TYPE_FP8_RECIPE_KIND, kind, "MixprecFp8RecipeKind", error) ||
-      !check_enum (MIXPREC_TYPE_FP8_FORMAT, format, "MixprecFp8Format", error))
+      !check_enum (MIXPREC_TYPE_FP8_FORMAT, format, "MixprecFp8Format", error) ||
+      !check_enum (MIXPREC_TYPE_MX_SCALE_MODE, mx_scale_mode, "MixprecMxScaleMode", error))
     return NULL;
+  if (kind != MIXPREC_FP8_RECIPE_MX)
+    mx_scale_mode = MIXPREC_MX_SCALE_FLOOR;
 
   if (kind == MIXPREC_FP8_RECIPE_DELAYED)
     {
@@ -340,6 +380,7 @@ _mixprec_fp8_recipe_new (MixprecFp8RecipeKind  kind,
                        "margin", margin,
                        "block-size", (guint) MIXPREC_FP8_MX_BLOCK_SIZE,
                        "saturate", saturate,
+                       "mx-scale-mode", mx_scale_mode,
                        NULL);
 }
 
@@ -555,6 +596,52 @@ mixprec_fp8_recipe_get_block_size (MixprecFp8Recipe *self)
 {
   g_return_val_if_fail (MIXPREC_IS_FP8_RECIPE (self), 0);
   return self->kind == MIXPREC_FP8_RECIPE_MX ? self->block_size : 0;
+}
+
+/**
+ * mixprec_fp8_recipe_new_mx_with_scale_mode:
+ * @format: the FP8 element encodings
+ * @block_size: elements per scale; must be %MIXPREC_FP8_MX_BLOCK_SIZE (32)
+ * @scale_mode: how each block's E8M0 scale comes from its amax
+ * @error: return location for a #GError
+ *
+ * mixprec_fp8_recipe_new_mx() with the block scales of @scale_mode (see
+ * mixprec_mx_quantize_with_scale_mode()); %MIXPREC_MX_SCALE_FLOOR gives
+ * mixprec_fp8_recipe_new_mx()'s recipe.
+ *
+ * Returns: (transfer full): the recipe, or %NULL with @error set to
+ *   %MIXPREC_FP8_RECIPE_ERROR_OUT_OF_RANGE when an argument is invalid
+ *
+ * Since: 1.1
+ */
+MixprecFp8Recipe *
+mixprec_fp8_recipe_new_mx_with_scale_mode (MixprecFp8Format    format,
+                                           guint               block_size,
+                                           MixprecMxScaleMode  scale_mode,
+                                           GError            **error)
+{
+  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
+
+  return _mixprec_fp8_recipe_new_full (MIXPREC_FP8_RECIPE_MX, format, 1,
+                                       MIXPREC_FP8_AMAX_MOST_RECENT, 0, block_size, TRUE,
+                                       scale_mode, error);
+}
+
+/**
+ * mixprec_fp8_recipe_get_mx_scale_mode:
+ * @self: a #MixprecFp8Recipe
+ *
+ * How the MX recipe derives its block scales (#MixprecFp8Recipe:mx-scale-mode).
+ *
+ * Returns: the scale mode; %MIXPREC_MX_SCALE_FLOOR for the other recipes
+ *
+ * Since: 1.1
+ */
+MixprecMxScaleMode
+mixprec_fp8_recipe_get_mx_scale_mode (MixprecFp8Recipe *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_FP8_RECIPE (self), MIXPREC_MX_SCALE_FLOOR);
+  return self->mx_scale_mode;
 }
 
 /**

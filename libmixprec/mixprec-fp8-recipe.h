@@ -8,6 +8,7 @@
 #include <glib-object.h>
 #include "mixprec-version.h"
 #include "mixprec-dtype.h"
+#include "mixprec-fp4.h"
 
 G_BEGIN_DECLS
 
@@ -173,7 +174,15 @@ MixprecFp8Recipe     *mixprec_fp8_recipe_new_mx                (MixprecFp8Format
                                                                 GError            **error);
 
 MIXPREC_AVAILABLE_IN_1_1
+MixprecFp8Recipe     *mixprec_fp8_recipe_new_mx_with_scale_mode (MixprecFp8Format    format,
+                                                                 guint               block_size,
+                                                                 MixprecMxScaleMode  scale_mode,
+                                                                 GError            **error);
+
+MIXPREC_AVAILABLE_IN_1_1
 MixprecFp8RecipeKind  mixprec_fp8_recipe_get_kind              (MixprecFp8Recipe   *self);
+MIXPREC_AVAILABLE_IN_1_1
+MixprecMxScaleMode    mixprec_fp8_recipe_get_mx_scale_mode     (MixprecFp8Recipe   *self);
 MIXPREC_AVAILABLE_IN_1_1
 MixprecFp8Format      mixprec_fp8_recipe_get_format            (MixprecFp8Recipe   *self);
 MIXPREC_AVAILABLE_IN_1_1

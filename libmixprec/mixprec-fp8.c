@@ -162,6 +162,7 @@ typedef struct {
   gsize n;
   guint block_size;
   guint8 *scales;
+  guint mode;                   /* MX: a MixprecMxScaleMode */
 } Fp8Job;
 
 static void
@@ -217,6 +218,58 @@ mx_range (gsize    begin,
 
   job->kernels->mx_quantize (job->format, job->block_size, job->src + first, last - first,
                              job->dst + first, job->scales + begin);
+}
+
+/* The blocks [begin, end) under a scale mode other than FLOOR: the scalar
+ * loop of mx_quantize_scalar() with _mixprec_mx_scale_byte_mode() (the
+ * SIMD kernels compute FLOOR scales). RCEIL scales a block of byte 0 by 1,
+ * as torchao's RCEIL does. */
+static void
+mx_mode_range (gsize    begin,
+               gsize    end,
+               gpointer user_data)
+{
+  Fp8Job *job = user_data;
+
+  for (gsize b = begin; b < end; b++)
+    {
+      gsize start = b * job->block_size, len = MIN ((gsize) job->block_size, job->n - start);
+      guint32 m = 0;
+      gboolean has_nan = FALSE;
+      gfloat inv;
+
+      for (gsize i = 0; i < len; i++)
+        {
+          m = _mixprec_fp8_amax_bits (m, job->src[start + i]);
+          has_nan |= (_mixprec_f32_bits (job->src[start + i]) & 0x7FFFFFFF) > 0x7F800000;
+        }
+      job->scales[b] = _mixprec_mx_scale_byte_mode (m, has_nan, job->format, job->mode);
+      inv = job->mode == _MIXPREC_MX_MODE_RCEIL && job->scales[b] == 0
+            ? 1.0f : _mixprec_mx_inv_scale (job->scales[b]);
+      for (gsize i = 0; i < len; i++)
+        job->dst[start + i] = _mixprec_mx_cast (job->format, job->src[start + i], inv);
+    }
+}
+
+void
+_mixprec_mx_quantize_f32_mode (MixprecDType  dt,
+                               guint         mode,
+                               guint         block_size,
+                               const gfloat *src,
+                               gsize         n,
+                               guint8       *dst,
+                               guint8       *scales)
+{
+  Fp8Job job = { _mixprec_fp8_kernels (), _mixprec_fp8_format (dt), TRUE, 0.0f, src, dst,
+                 FALSE, 0, n, block_size, scales, mode };
+  gsize n_blocks = n / block_size + (n % block_size != 0);
+
+  if (mode == _MIXPREC_MX_MODE_FLOOR)
+    {
+      _mixprec_mx_quantize_f32 (dt, block_size, src, n, dst, scales);
+      return;
+    }
+  _mixprec_parallel_for (n_blocks, MAX (FP8_MIN_CHUNK / block_size, 1), 1, mx_mode_range, &job);
 }
 
 void
@@ -717,6 +770,119 @@ mixprec_mx_quantize_bytes (MixprecDType   elem_dtype,
   out = g_malloc (MAX (n, 1));
   sc = g_malloc (MAX (nb, 1));
   mixprec_mx_quantize (elem_dtype, src, n, block_size, out, sc, NULL);
+  *scales = g_bytes_new_take (sc, nb);
+  return g_bytes_new_take (out, n);
+}
+
+/**
+ * mixprec_mx_quantize_with_scale_mode: (skip)
+ * @elem_dtype: the element format, %MIXPREC_DTYPE_FLOAT8_E4M3 or
+ *   %MIXPREC_DTYPE_FLOAT8_E5M2
+ * @scale_mode: how each block's E8M0 scale comes from its amax
+ * @src: (nullable) (array length=n): @n float32 values
+ * @n: the number of values
+ * @block_size: elements per scale; 32 in the MX formats
+ * @dst: (nullable) (array length=n): room for @n element bytes
+ * @scales: (nullable): room for ceil (@n / @block_size) scale bytes
+ * @error: return location for a #GError
+ *
+ * mixprec_mx_quantize() with the block scales of one of torchao's four
+ * `ScaleCalculationMode`s (MXFP8): %MIXPREC_MX_SCALE_FLOOR is
+ * mixprec_mx_quantize(); %MIXPREC_MX_SCALE_CEIL adds one to FLOOR's
+ * exponent (before emax_elem and the clamp) unless the amax is a power of
+ * two; %MIXPREC_MX_SCALE_EVEN takes FLOOR of the amax first rounded to
+ * the element's mantissa bits (3 for e4m3, 2 for e5m2; ties away from
+ * zero); %MIXPREC_MX_SCALE_RCEIL takes ceil(log2(amax / max_elem)), 448
+ * or 57344, NVIDIA's `cvt.rp.satfinite.ue8m0` rule, and scales a block of
+ * byte 0 by 1 as torchao does. The exponents are clamped to [-127, 127];
+ * a block holding NaN gets 0xFF in every mode. The elements are the
+ * saturating casts of the values divided by the scale, as in
+ * mixprec_mx_quantize(); modes other than FLOOR run a scalar loop.
+ *
+ * Returns: %TRUE on success; %FALSE with @error set when @elem_dtype is
+ *   not a float8 dtype or @block_size is 0 (%MIXPREC_FP8_ERROR), or
+ *   @scale_mode is not a #MixprecMxScaleMode
+ *   (%MIXPREC_BLOCK_ERROR_INVALID_SCALE_MODE)
+ *
+ * Since: 1.1
+ */
+gboolean
+mixprec_mx_quantize_with_scale_mode (MixprecDType        elem_dtype,
+                                     MixprecMxScaleMode  scale_mode,
+                                     const gfloat       *src,
+                                     gsize               n,
+                                     guint               block_size,
+                                     guint8             *dst,
+                                     guint8             *scales,
+                                     GError            **error)
+{
+  g_return_val_if_fail (n == 0 || (src != NULL && dst != NULL && scales != NULL), FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+
+  if (!check_fp8_dtype (elem_dtype, "elem_dtype", error) || !check_block_size (block_size, error))
+    return FALSE;
+  if ((guint) scale_mode > MIXPREC_MX_SCALE_EVEN)
+    {
+      g_set_error (error, MIXPREC_BLOCK_ERROR, MIXPREC_BLOCK_ERROR_INVALID_SCALE_MODE,
+                   "scale_mode: %d is not a MixprecMxScaleMode (FLOOR, RCEIL, CEIL or EVEN)",
+                   (gint) scale_mode);
+      return FALSE;
+    }
+  if (n > 0)
+    _mixprec_mx_quantize_f32_mode (elem_dtype, scale_mode, block_size, src, n, dst, scales);
+  return TRUE;
+}
+
+/**
+ * mixprec_mx_quantize_with_scale_mode_bytes: (rename-to mixprec_mx_quantize_with_scale_mode)
+ * @elem_dtype: the element format, %MIXPREC_DTYPE_FLOAT8_E4M3 or
+ *   %MIXPREC_DTYPE_FLOAT8_E5M2
+ * @scale_mode: how each block's E8M0 scale comes from its amax
+ * @src_f32: float32 values in host byte order
+ * @block_size: elements per scale; 32 in the MX formats
+ * @scales: (out) (transfer full): the E8M0 scale bytes, one per block
+ * @error: return location for a #GError
+ *
+ * mixprec_mx_quantize_with_scale_mode() on #GBytes, for bindings.
+ *
+ * Returns: (transfer full) (nullable): one element byte per value, or
+ *   %NULL with @error set (and @scales untouched)
+ *
+ * Since: 1.1
+ */
+GBytes *
+mixprec_mx_quantize_with_scale_mode_bytes (MixprecDType        elem_dtype,
+                                           MixprecMxScaleMode  scale_mode,
+                                           GBytes             *src_f32,
+                                           guint               block_size,
+                                           GBytes            **scales,
+                                           GError            **error)
+{
+  g_autofree gpointer copy = NULL;
+  const gfloat *src;
+  guint8 *out, *sc;
+  gsize n = 0, nb;
+
+  g_return_val_if_fail (src_f32 != NULL, NULL);
+  g_return_val_if_fail (scales != NULL, NULL);
+  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
+
+  if (!check_fp8_dtype (elem_dtype, "elem_dtype", error) || !check_block_size (block_size, error))
+    return NULL;
+  src = _mixprec_bytes_get_f32 (src_f32, &n, &copy, MIXPREC_FP8_ERROR,
+                                MIXPREC_FP8_ERROR_INVALID_LENGTH, error);
+  if (src == NULL)
+    return NULL;
+  nb = n_blocks (n, block_size);
+  out = g_malloc (MAX (n, 1));
+  sc = g_malloc (MAX (nb, 1));
+  if (!mixprec_mx_quantize_with_scale_mode (elem_dtype, scale_mode, src, n, block_size, out, sc,
+                                            error))
+    {
+      g_free (out);
+      g_free (sc);
+      return NULL;
+    }
   *scales = g_bytes_new_take (sc, nb);
   return g_bytes_new_take (out, n);
 }

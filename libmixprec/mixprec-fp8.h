@@ -8,6 +8,7 @@
 #include <glib-object.h>
 #include "mixprec-version.h"
 #include "mixprec-dtype.h"
+#include "mixprec-fp4.h"
 
 G_BEGIN_DECLS
 
@@ -126,5 +127,21 @@ GBytes   *mixprec_mx_dequantize_bytes    (MixprecDType        elem_dtype,
                                           GError            **error);
 MIXPREC_AVAILABLE_IN_1_1
 gfloat    mixprec_e8m0_to_float          (guint8              scale);
+MIXPREC_AVAILABLE_IN_1_1
+gboolean  mixprec_mx_quantize_with_scale_mode (MixprecDType        elem_dtype,
+                                               MixprecMxScaleMode  scale_mode,
+                                               const gfloat       *src,
+                                               gsize               n,
+                                               guint               block_size,
+                                               guint8             *dst,
+                                               guint8             *scales,
+                                               GError            **error);
+MIXPREC_AVAILABLE_IN_1_1
+GBytes   *mixprec_mx_quantize_with_scale_mode_bytes (MixprecDType        elem_dtype,
+                                                     MixprecMxScaleMode  scale_mode,
+                                                     GBytes             *src_f32,
+                                                     guint               block_size,
+                                                     GBytes            **scales,
+                                                     GError            **error);
 
 G_END_DECLS

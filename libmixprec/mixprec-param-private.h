@@ -42,6 +42,12 @@ typedef struct {
   MixprecFp8Scaling *fp8_scaling;  /* owned; the forward role's state */
   gfloat fp8_amax;           /* this rank's amax of the last cast, not yet
                                 agreed (delayed scaling) */
+  /* 4-bit working copy (see mixprec-engine-fp4.c): fp8_data and
+   * fp8_scales then hold its packed E2M1 bytes and its block scales. */
+  gboolean fp4;              /* the policy marks it fp4 */
+  MixprecBlockRecipe fp4_recipe;
+  guint64 fp4_cols;          /* the length of the rows its blocks run along */
+  gfloat fp4_tensor_scale;   /* NVFP4's per-tensor scale (1 for MXFP4) */
 } _MixprecParamStorage;
 
 typedef struct {

@@ -9,6 +9,7 @@
 #include "mixprec-version.h"
 #include "mixprec-dtype.h"
 #include "mixprec-fp8-recipe.h"
+#include "mixprec-fp4.h"
 
 G_BEGIN_DECLS
 
@@ -146,5 +147,29 @@ MIXPREC_AVAILABLE_IN_1_1
 gfloat             mixprec_param_get_fp8_scale_inv     (MixprecParam *self);
 MIXPREC_AVAILABLE_IN_1_1
 MixprecFp8Scaling *mixprec_param_get_fp8_scaling       (MixprecParam *self);
+
+/* 4-bit working copies (Since: 1.1). */
+MIXPREC_AVAILABLE_IN_1_1
+gboolean           mixprec_param_is_fp4                (MixprecParam *self);
+MIXPREC_AVAILABLE_IN_1_1
+MixprecBlockRecipe mixprec_param_get_fp4_recipe        (MixprecParam *self);
+MIXPREC_AVAILABLE_IN_1_1
+guint64            mixprec_param_get_fp4_cols          (MixprecParam *self);
+MIXPREC_AVAILABLE_IN_1_1
+const guint8      *mixprec_param_get_fp4_data          (MixprecParam *self,
+                                                        gsize        *n_bytes);
+MIXPREC_AVAILABLE_IN_1_1
+const guint8      *mixprec_param_get_fp4_block_scales  (MixprecParam *self,
+                                                        gsize        *n_scales);
+MIXPREC_AVAILABLE_IN_1_1
+gfloat             mixprec_param_get_fp4_tensor_scale  (MixprecParam *self);
+MIXPREC_AVAILABLE_IN_1_1
+gboolean           mixprec_param_dequantize_fp4        (MixprecParam *self,
+                                                        gfloat       *dst,
+                                                        gsize         n,
+                                                        GError      **error);
+MIXPREC_AVAILABLE_IN_1_1
+GBytes            *mixprec_param_dequantize_fp4_bytes  (MixprecParam *self,
+                                                        GError      **error);
 
 G_END_DECLS

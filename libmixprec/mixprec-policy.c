@@ -393,6 +393,52 @@ mixprec_precision_policy_is_fp8 (MixprecPrecisionPolicy *self,
   return type_listed (module_type, mixprec_config_get_fp8_modules (self->config));
 }
 
+/**
+ * mixprec_precision_policy_is_fp4:
+ * @self: a #MixprecPrecisionPolicy
+ * @param_name: the parameter's name
+ * @module_type: (nullable): the type of the module that owns it, or %NULL
+ *
+ * Whether the parameter gets a 4-bit (NVFP4 or MXFP4) working copy:
+ * `fp4.enabled` is true, @module_type is one of `fp4.modules` (matched as
+ * `mixprec.fp32_modules` is), and the parameter is not kept in FP32 by
+ * `mixprec.fp32_modules` or `mixprec.fp32_params`, and its name matches no
+ * pattern of `fp4.exclude_params` (which is how the first and last layers
+ * keep their bf16 working copies, as Transformer Engine keeps them in
+ * higher precision). The recipe follows mixprec_config_get_fp4_recipe(). As for
+ * FP8, the engine gives the copies to parameters of two dimensions or
+ * more only.
+ *
+ * Returns: %TRUE when the parameter is FP4; %FALSE otherwise
+ *
+ * Since: 1.1
+ */
+gboolean
+mixprec_precision_policy_is_fp4 (MixprecPrecisionPolicy *self,
+                                 const gchar            *param_name,
+                                 const gchar            *module_type)
+{
+  MixprecParamPrecision p = { 0 };
+  const gchar * const *excluded;
+
+  g_return_val_if_fail (MIXPREC_IS_PRECISION_POLICY (self), FALSE);
+
+  if (!mixprec_config_get_fp4_recipe (self->config, NULL, NULL) || module_type == NULL)
+    return FALSE;
+  if (!compute (self, param_name, module_type, &p, NULL))
+    return FALSE;
+  if (p.reason == MIXPREC_PRECISION_REASON_FP32_MODULE
+      || p.reason == MIXPREC_PRECISION_REASON_FP32_PARAM)
+    return FALSE;
+  if (!type_listed (module_type, mixprec_config_get_fp4_modules (self->config)))
+    return FALSE;
+  excluded = mixprec_config_get_fp4_exclude_params (self->config);
+  for (guint i = 0; excluded[i] != NULL; i++)
+    if (g_pattern_match_simple (excluded[i], param_name))
+      return FALSE;
+  return TRUE;
+}
+
 /* Hugging Face's Trainer (get_decay_parameter_names): parameters of
  * LayerNorm modules, and those whose lower-cased name contains "bias",
  * "layernorm" or "rmsnorm", has a dotted component "norm" or one ending

@@ -129,6 +129,10 @@ MIXPREC_AVAILABLE_IN_1_1
 gboolean                mixprec_precision_policy_is_fp8           (MixprecPrecisionPolicy *self,
                                                                    const gchar            *param_name,
                                                                    const gchar            *module_type);
+MIXPREC_AVAILABLE_IN_1_1
+gboolean                mixprec_precision_policy_is_fp4           (MixprecPrecisionPolicy *self,
+                                                                   const gchar            *param_name,
+                                                                   const gchar            *module_type);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (MixprecParamPrecision, mixprec_param_precision_free)
 

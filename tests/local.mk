@@ -443,7 +443,12 @@ endif
 # examples/configs/bf16-fp8*.json): within 3% of the bf16 validation loss
 EXTRA_DIST += tests/test-charlm-fp8.sh
 TESTS += tests/test-charlm-fp8.sh
-# on 2 ranks at ZeRO-2/3, the same as one process (needs the UCX plugin)
+# --- and with 4-bit working copies (examples/configs/bf16-nvfp4.json, 16x16
+# tiles and the Hadamard transform; bf16-mxfp4.json): a short smoke run
+EXTRA_DIST += tests/test-charlm-fp4.sh
+TESTS += tests/test-charlm-fp4.sh
+# on 2 ranks at ZeRO-2/3, the same as one process (needs the UCX plugin),
+# FP8 and 4-bit copies
 EXTRA_DIST += tests/test-charlm-fp8-dist.sh
 if HAVE_UCX
 TESTS += tests/test-charlm-fp8-dist.sh
@@ -861,6 +866,20 @@ if HAVE_PYTHON_GI
 TESTS += tests/test-fp4-torchao.py tests/test-fp4-gi.py
 endif
 
+# --- MXFP8 in torchao's four scale modes against torchao's to_mx(), bit
+# for bit (PYTHON_TORCH with torchao; skipped without)
+EXTRA_DIST += tests/test-fp8-mx-modes-torchao.py
+if HAVE_PYTHON_GI
+TESTS += tests/test-fp8-mx-modes-torchao.py
+endif
+
+# --- fp4: the random Hadamard transform against numpy (bits of the
+# documented order, the matrix product, the inverse, the seed's signs)
+EXTRA_DIST += tests/test-fp4-rht.py
+if HAVE_PYTHON_GI
+TESTS += tests/test-fp4-rht.py
+endif
+
 # --- mixprec-inspect --formats: the dtypes and the 4-bit block formats
 TESTS += tests/test-inspect-formats.sh
 EXTRA_DIST += tests/test-inspect-formats.sh
@@ -882,6 +901,16 @@ check_PROGRAMS += tests/test-fp8-zero
 tests_test_fp8_zero_SOURCES = tests/test-fp8-zero.c tests/multiproc.c tests/multiproc.h
 tests_test_fp8_zero_LDADD = $(tests_public_ldadd) -lm
 TESTS += tests/test-fp8-zero
+endif
+
+# --- 4-bit working copies (fp4 section): bitwise mixprec_quantize_blocks()
+# of the masters after every step, and ZeRO 0-3 at 1, 2 and 3 ranks equal
+# to one process, with the 4-bit gather counted (needs the UCX plugin)
+if HAVE_UCX
+check_PROGRAMS += tests/test-fp4-engine
+tests_test_fp4_engine_SOURCES = tests/test-fp4-engine.c tests/multiproc.c tests/multiproc.h
+tests_test_fp4_engine_LDADD = $(tests_public_ldadd) -lm
+TESTS += tests/test-fp4-engine
 endif
 
 # --- optimizer-state and master representations against their PyPI peers

@@ -2,7 +2,8 @@
 # test-charlm-fp8-dist.sh — examples/charlm with FP8 Linear weights under
 # mixprec-run: on 2 ranks at ZeRO-2 and ZeRO-3 (where the FP8 copies and
 # their scales are what is gathered) it prints the same val_loss as one
-# process taking 2 micro-batches per step, for delayed scaling and MX.
+# process taking 2 micro-batches per step, for delayed scaling and MX, and
+# with 4-bit copies (NVFP4 with the Hadamard transform, MXFP4).
 top="$MIXPREC_TOP_BUILDDIR"
 src="${G_TEST_SRCDIR:-$top/tests}/.."
 charlm="$top/examples/charlm"
@@ -21,9 +22,9 @@ if [ ! -f /usr/share/dict/american-english ]; then
   exit 0
 fi
 
-echo "1..4"
+echo "1..8"
 steps=20
-for config in bf16-fp8 bf16-fp8-mx; do
+for config in bf16-fp8 bf16-fp8-mx bf16-nvfp4 bf16-mxfp4; do
   cfg="$src/examples/configs/$config.json"
   "$charlm" --config "$cfg" --steps $steps --accumulation 2 --quiet --csv single.csv >single.out 2>&1
   expected=$(val single.out)

@@ -675,6 +675,22 @@ static const InvalidCase invalid_cases[] = {
   { "{\"fp8\": {\"fp8_format\": \"hybrid\"}}", "fp8.fp8_format", "unknown key in fp8", MIXPREC_CONFIG_ERROR_UNKNOWN_KEY },
   { "{\"fp8\": {\"enabled\": true, \"modules\": [\"Linear\"]}, \"mixprec\": {\"fp32_modules\": [\"torch.nn.Linear\"]}}", "fp8.modules[0]", "also listed in mixprec.fp32_modules", MIXPREC_CONFIG_ERROR_CONFLICT },
   { "{\"fp8\": {\"enabled\": true, \"recipe\": \"mx\", \"margin\": 2}, \"mixprec\": {\"strict\": true}}", "fp8.margin", "applies to the \"delayed\" and \"current\" recipes only", MIXPREC_CONFIG_ERROR_UNSUPPORTED },
+  /* fp4 */
+  { "{\"fp8\": {\"mx_scale_mode\": \"up\"}}", "fp8.mx_scale_mode", "one of \"floor\", \"rceil\", \"ceil\", \"even\"", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"fp8\": {\"enabled\": true, \"mx_scale_mode\": \"rceil\"}, \"mixprec\": {\"strict\": true}}", "fp8.mx_scale_mode", "applies to the \"mx\" recipe only", MIXPREC_CONFIG_ERROR_UNSUPPORTED },
+  { "{\"fp4\": []}", "fp4", "a JSON object", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"fp4\": {\"recipe\": \"fp4\"}}", "fp4.recipe", "one of \"nvfp4\", \"mxfp4\", got \"fp4\"", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"fp4\": {\"scale_mode\": \"round\"}}", "fp4.scale_mode", "one of \"floor\", \"rceil\", \"ceil\", \"even\"", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"fp4\": {\"weights_2d\": 1}}", "fp4.weights_2d", "true or false", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"fp4\": {\"rht\": \"on\"}}", "fp4.rht", "true or false", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"fp4\": {\"rht_seed\": -1}}", "fp4.rht_seed", "a non-negative integer", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"fp4\": {\"modules\": [1]}}", "fp4.modules[0]", "a non-empty string", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"fp4\": {\"exclude_params\": \"out.*\"}}", "fp4.exclude_params", "an array of parameter name patterns", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"fp4\": {\"scale\": \"floor\"}}", "fp4.scale", "unknown key in fp4", MIXPREC_CONFIG_ERROR_UNKNOWN_KEY },
+  { "{\"fp4\": {\"enabled\": true}, \"mixprec\": {\"fp32_modules\": [\"Linear\"]}}", "fp4.modules[0]", "also listed in mixprec.fp32_modules", MIXPREC_CONFIG_ERROR_CONFLICT },
+  { "{\"fp4\": {\"enabled\": true}, \"fp8\": {\"enabled\": true}}", "fp4.modules[0]", "also listed in fp8.modules", MIXPREC_CONFIG_ERROR_CONFLICT },
+  { "{\"fp4\": {\"enabled\": true, \"scale_mode\": \"ceil\"}, \"mixprec\": {\"strict\": true}}", "fp4.scale_mode", "applies to the \"mxfp4\" recipe only", MIXPREC_CONFIG_ERROR_UNSUPPORTED },
+  { "{\"fp4\": {\"recipe\": \"mxfp4\", \"weights_2d\": false}, \"mixprec\": {\"strict\": true}}", "fp4.weights_2d", "applies to the \"nvfp4\" recipe only", MIXPREC_CONFIG_ERROR_UNSUPPORTED },
 };
 
 static void
@@ -1656,6 +1672,80 @@ test_config_fp8_defaults (void)
   g_assert_cmpint (mixprec_fp8_recipe_get_margin (recipe), ==, 0);
   g_assert_true (mixprec_fp8_recipe_get_saturate (recipe));
   g_assert_cmpuint (g_strv_length (mixprec_config_get_warnings (on)), ==, 0);
+}
+
+/* fp4: off by default with TE's NVFP4 weight recipe printed; each key
+ * read through the getters and printed back. */
+static void
+test_config_fp4 (void)
+{
+  g_autoptr(MixprecConfig) off = load ("{}");
+  g_autoptr(MixprecConfig) nv = load ("{\"bf16\": {\"enabled\": true}, \"fp4\": {\"enabled\": true, "
+                                      "\"rht\": true, \"rht_seed\": 99, \"modules\": [\"Linear\", \"Conv1D\"]}}");
+  g_autoptr(MixprecConfig) nv1d = load ("{\"fp4\": {\"enabled\": true, \"weights_2d\": false}}");
+  g_autoptr(MixprecConfig) mx = load ("{\"fp4\": {\"enabled\": true, \"recipe\": \"mxfp4\", \"scale_mode\": \"even\"}}");
+  g_autofree gchar *text = mixprec_config_to_data (off, NULL);
+  g_autofree gchar *text_mx = mixprec_config_to_data (mx, NULL);
+  g_autoptr(JsonNode) root = json_from_string (text, NULL);
+  g_autoptr(JsonNode) root_mx = json_from_string (text_mx, NULL);
+  JsonObject *fp4 = json_object_get_object_member (json_node_get_object (root), "fp4");
+  JsonObject *fp4_mx = json_object_get_object_member (json_node_get_object (root_mx), "fp4");
+  MixprecBlockRecipe recipe = 99;
+  MixprecMxScaleMode mode = 99;
+  guint16 mask = 0;
+
+  g_assert_false (mixprec_config_get_fp4_recipe (off, &recipe, &mode));
+  g_assert_cmpint (recipe, ==, MIXPREC_BLOCK_RECIPE_NVFP4_2D);
+  g_assert_cmpint (mode, ==, MIXPREC_MX_SCALE_FLOOR);
+  g_assert_false (mixprec_config_get_fp4_rht (off, NULL));
+  g_assert_false (json_object_get_boolean_member (fp4, "enabled"));
+  g_assert_cmpstr (json_object_get_string_member (fp4, "recipe"), ==, "nvfp4");
+  g_assert_true (json_object_get_boolean_member (fp4, "weights_2d"));
+  g_assert_cmpstr (json_object_get_string_member (fp4, "scale_mode"), ==, "floor");
+  g_assert_false (json_object_get_boolean_member (fp4, "rht"));
+  g_assert_cmpint (json_object_get_int_member (fp4, "rht_seed"), ==, 0);
+  g_assert_cmpstrv (mixprec_config_get_fp4_modules (off), ((const gchar *[]) { "Linear", NULL }));
+
+  g_assert_true (mixprec_config_get_fp4_recipe (nv, &recipe, NULL));
+  g_assert_cmpint (recipe, ==, MIXPREC_BLOCK_RECIPE_NVFP4_2D);
+  g_assert_true (mixprec_config_get_fp4_rht (nv, &mask));
+  g_assert_cmpuint (mask, ==, mixprec_rht_sign_mask (99));
+  g_assert_cmpstrv (mixprec_config_get_fp4_modules (nv), ((const gchar *[]) { "Linear", "Conv1D", NULL }));
+  g_assert_true (mixprec_config_get_fp4_recipe (nv1d, &recipe, NULL));
+  g_assert_cmpint (recipe, ==, MIXPREC_BLOCK_RECIPE_NVFP4);
+  g_assert_true (mixprec_config_get_fp4_recipe (mx, &recipe, &mode));
+  g_assert_cmpint (recipe, ==, MIXPREC_BLOCK_RECIPE_MXFP4);
+  g_assert_cmpint (mode, ==, MIXPREC_MX_SCALE_EVEN);
+  g_assert_false (mixprec_config_get_fp4_rht (mx, NULL));
+  g_assert_cmpstr (json_object_get_string_member (fp4_mx, "recipe"), ==, "mxfp4");
+  g_assert_cmpstr (json_object_get_string_member (fp4_mx, "scale_mode"), ==, "even");
+  g_assert_cmpuint (g_strv_length (mixprec_config_get_warnings (mx)), ==, 0);
+
+  /* fp8.mx_scale_mode reaches the MX recipe. */
+  {
+    g_autoptr(MixprecConfig) c = load ("{\"fp8\": {\"enabled\": true, \"recipe\": \"mx\", \"mx_scale_mode\": \"rceil\"}}");
+    g_autoptr(MixprecConfig) d = load ("{\"fp8\": {\"enabled\": true, \"recipe\": \"mx\"}}");
+
+    g_assert_cmpint (mixprec_fp8_recipe_get_mx_scale_mode (mixprec_config_get_fp8_recipe (c)), ==,
+                     MIXPREC_MX_SCALE_RCEIL);
+    g_assert_cmpint (mixprec_fp8_recipe_get_mx_scale_mode (mixprec_config_get_fp8_recipe (d)), ==,
+                     MIXPREC_MX_SCALE_FLOOR);
+  }
+
+  /* The policy: Linear is fp4, a name in fp32_params is not. */
+  {
+    g_autoptr(MixprecConfig) c = load ("{\"fp4\": {\"enabled\": true, \"exclude_params\": [\"first.*\"]}, "
+                                       "\"mixprec\": {\"fp32_params\": [\"head.*\"]}}");
+    g_autoptr(MixprecPrecisionPolicy) p = mixprec_precision_policy_new_from_config (c, NULL);
+
+    g_assert_true (mixprec_precision_policy_is_fp4 (p, "blocks.0.w", "Linear"));
+    g_assert_false (mixprec_precision_policy_is_fp4 (p, "head.weight", "Linear"));
+    g_assert_false (mixprec_precision_policy_is_fp4 (p, "emb.weight", "Embedding"));
+    g_assert_false (mixprec_precision_policy_is_fp4 (p, "first.weight", "Linear"));
+    g_assert_true (mixprec_precision_policy_is_fp4 (p, "firsts.weight", "Linear"));
+    g_assert_cmpstrv (mixprec_config_get_fp4_exclude_params (c), ((const gchar *[]) { "first.*", NULL }));
+    g_assert_false (mixprec_precision_policy_is_fp8 (p, "blocks.0.w", "Linear"));
+  }
 }
 
 static void
@@ -2742,6 +2832,7 @@ main (int argc, char **argv)
   g_test_add_func ("/config/corpus/real", test_config_real_files);
   g_test_add_func ("/config/representation/values", test_config_representation);
   g_test_add_func ("/config/fp8/defaults", test_config_fp8_defaults);
+  g_test_add_func ("/config/fp4", test_config_fp4);
   g_test_add_func ("/config/fp8/values", test_config_fp8_values);
   g_test_add_func ("/config/fp8/modules", test_config_fp8_modules);
   g_test_add_func ("/config/fp8/unused-keys", test_config_fp8_unused_keys);

@@ -163,6 +163,57 @@ _mixprec_mx_scale_byte (uint32_t amax_bits,
   return (uint8_t) (_mixprec_mx_shared_exp (amax_bits, format) + _MIXPREC_E8M0_BIAS);
 }
 
+/* The scale modes of torchao's ScaleCalculationMode (MixprecMxScaleMode's
+ * values) for float8 elements. FLOOR is _mixprec_mx_scale_byte(); CEIL
+ * adds one to FLOOR's exponent unless the amax is a power of two; EVEN
+ * takes FLOOR of the amax first rounded to the element's mantissa bits
+ * (3 for E4M3, 2 for E5M2; ties away from zero, an add to the fp32 bits);
+ * RCEIL is ceil(log2(amax / max_elem)) (448 or 57344), each step an fp32
+ * operation, 0 for an amax of 0 and 127 for one whose quotient overflows.
+ * Clamped to [-127, 127] as FLOOR is; a block holding NaN gets 0xFF. */
+#define _MIXPREC_MX_MODE_FLOOR 0
+#define _MIXPREC_MX_MODE_RCEIL 1
+#define _MIXPREC_MX_MODE_CEIL 2
+#define _MIXPREC_MX_MODE_EVEN 3
+
+MIXPREC_NUMERIC_FN uint8_t
+_mixprec_mx_scale_byte_mode (uint32_t amax_bits,
+                             int      has_nan,
+                             unsigned format,
+                             unsigned mode)
+{
+  int32_t e;
+
+  if (has_nan)
+    return (uint8_t) _MIXPREC_E8M0_NAN;
+  if (mode == _MIXPREC_MX_MODE_RCEIL)
+    {
+      float d = _mixprec_num_div (_mixprec_f32_from_bits (amax_bits),
+                                  _mixprec_f32_from_bits (format == _MIXPREC_FP8_E4M3
+                                                          ? _MIXPREC_E4M3_MAX_BITS
+                                                          : _MIXPREC_E5M2_MAX_BITS));
+
+      if (_mixprec_f32_bits (d) == 0x7F800000)
+        return 254;
+      if (_mixprec_f32_bits (d) == 0)
+        return 0;
+      /* log2 of a double is far more precise than an fp32 ulp: its fp32
+       * rounding is the correctly rounded fp32 log2. */
+      e = (int32_t) ceilf ((float) log2 ((double) d));
+      e = e < -127 ? -127 : e > 127 ? 127 : e;
+      return (uint8_t) (e + _MIXPREC_E8M0_BIAS);
+    }
+  if (mode == _MIXPREC_MX_MODE_EVEN)
+    amax_bits = (amax_bits + (1u << (23 - (format == _MIXPREC_FP8_E4M3 ? 3 : 2) - 1))) & 0xFF800000u;
+  /* torchao's order: the exponent field, CEIL's step, emax, the clamp. */
+  e = (int32_t) ((amax_bits >> 23) & 0xFF) - 127;
+  if (mode == _MIXPREC_MX_MODE_CEIL && (amax_bits & 0x7FFFFF) != 0)
+    e += 1;
+  e -= format == _MIXPREC_FP8_E4M3 ? _MIXPREC_E4M3_EMAX : _MIXPREC_E5M2_EMAX;
+  e = e < -127 ? -127 : e > 127 ? 127 : e;
+  return (uint8_t) (e + _MIXPREC_E8M0_BIAS);
+}
+
 /* 2^(e - 127) for the byte e, 2^-127 being an fp32 subnormal; NaN for 0xFF. */
 MIXPREC_NUMERIC_FN float
 _mixprec_e8m0_decode (uint8_t e)

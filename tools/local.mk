@@ -17,6 +17,16 @@ tools_mixprec_inspect_SOURCES += tools/inspect-config.c
 # --- checkpoints (--checkpoint DIR [--verify])
 tools_mixprec_inspect_SOURCES += tools/inspect-checkpoint.c
 
+# --- numerics of a run (--numerics DIR [--stat S] [--heatmap FILE]); the
+# heat maps are drawn with cairo, which only this tool links
+tools_mixprec_inspect_SOURCES += \
+	tools/inspect-numerics.c \
+	tools/inspect-numerics-read.c \
+	tools/inspect-heatmap.c \
+	tools/inspect-viridis.h
+tools_mixprec_inspect_CFLAGS = $(AM_CFLAGS) $(CAIRO_CFLAGS)
+tools_mixprec_inspect_LDADD += $(CAIRO_LIBS) -lm
+
 # --- mixprec-run: the local launcher (needs GLib/GIO only, not the library)
 bin_PROGRAMS += tools/mixprec-run
 tools_mixprec_run_SOURCES = \

@@ -1,0 +1,731 @@
+/* inspect-numerics-read.c — reads the per-tensor numerics series that
+ * csv_monitor wrote: one file per tag, "Numerics/<parameter>/<stat>" in
+ * Numerics_<parameter>_<stat>.csv (NumericsByType_ for module types),
+ * each a header "step,<stat>" and then "step,value" rows. */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <dirent.h>
+
+#include "inspect-private.h"
+
+#define PREFIX_PARAM "Numerics_"
+#define PREFIX_TYPE "NumericsByType_"
+#define SKIPPED_FILE "Train_Steps_skipped_steps.csv"
+
+/* Magnitudes span decades and are drawn on a log scale; the other
+ * statistics are fractions or counts, drawn linearly. */
+static const gchar * const log_stats[] = {
+  "grad_amax", "grad_norm", "update_ratio", "fp8_scale", "shadow_rel_l2", "shadow_max_ulp", NULL
+};
+
+gint
+inspect_natural_compare (const gchar *a,
+                         const gchar *b)
+{
+  while (*a != '\0' && *b != '\0')
+    {
+      if (g_ascii_isdigit (*a) && g_ascii_isdigit (*b))
+        {
+          const gchar *ea, *eb;
+          gsize la, lb;
+          gint c;
+
+          while (*a == '0' && g_ascii_isdigit (a[1]))
+            a++;
+          while (*b == '0' && g_ascii_isdigit (b[1]))
+            b++;
+          for (ea = a; g_ascii_isdigit (*ea); ea++)
+            ;
+          for (eb = b; g_ascii_isdigit (*eb); eb++)
+            ;
+          la = ea - a;
+          lb = eb - b;
+          if (la != lb)
+            return la < lb ? -1 : 1;
+          c = strncmp (a, b, la);
+          if (c != 0)
+            return c;
+          a = ea;
+          b = eb;
+          continue;
+        }
+      if (*a != *b)
+        return (guchar) *a < (guchar) *b ? -1 : 1;
+      a++;
+      b++;
+    }
+  return *a == *b ? 0 : *a == '\0' ? -1 : 1;
+}
+
+static void
+series_free (gpointer data)
+{
+  InspectSeries *s = data;
+
+  g_free (s->name);
+  g_free (s->path);
+  g_array_unref (s->steps);
+  g_array_unref (s->values);
+  g_free (s);
+}
+
+void
+inspect_numerics_free (InspectNumerics *run)
+{
+  if (run == NULL)
+    return;
+  g_free (run->run);
+  g_free (run->stat);
+  g_ptr_array_unref (run->series);
+  g_array_unref (run->steps);
+  g_array_unref (run->skipped);
+  g_free (run);
+}
+
+/* Opens @name in @dir_fd (or @name itself when @dir_fd is AT_FDCWD)
+ * for reading, not following a link inside the folder: the engine writes
+ * plain files there, and a link is not one of them. */
+static int
+open_file (int          dir_fd,
+           const gchar *name,
+           const gchar *path,
+           GError     **error)
+{
+  struct stat st;
+  int fd = openat (dir_fd, name, O_RDONLY | O_NONBLOCK | O_CLOEXEC |
+                   (dir_fd != AT_FDCWD ? O_NOFOLLOW : 0));
+  int saved;
+
+  if (fd < 0)
+    {
+      saved = errno;
+      g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (saved), "%s: %s", path,
+                   saved == ELOOP ? "is a symbolic link, which is not followed"
+                                  : g_strerror (saved));
+      return -1;
+    }
+  if (fstat (fd, &st) != 0 || !S_ISREG (st.st_mode))
+    {
+      g_set_error (error, G_FILE_ERROR, G_FILE_ERROR_INVAL, "%s: not a regular file", path);
+      close (fd);
+      return -1;
+    }
+  return fd;
+}
+
+/* The whole file (csv_monitor's files are small: a row per step). */
+static gchar *
+read_fd (int          fd,
+         const gchar *path,
+         gsize       *length,
+         GError     **error)
+{
+  GString *text = g_string_new (NULL);
+  gchar buf[65536];
+
+  for (;;)
+    {
+      gssize n = read (fd, buf, sizeof buf);
+
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0)
+        {
+          int saved = errno;
+
+          g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (saved), "%s: %s", path,
+                       g_strerror (saved));
+          g_string_free (text, TRUE);
+          return NULL;
+        }
+      if (n == 0)
+        break;
+      g_string_append_len (text, buf, n);
+    }
+  if (memchr (text->str, '\0', text->len) != NULL)
+    {
+      g_set_error (error, G_FILE_ERROR, G_FILE_ERROR_INVAL,
+                   "%s: holds a NUL byte: not a CSV file of csv_monitor", path);
+      g_string_free (text, TRUE);
+      return NULL;
+    }
+  *length = text->len;
+  return g_string_free (text, FALSE);
+}
+
+/* A line for a message: escaped, and cut when long. */
+static gchar *
+shown (const gchar *line)
+{
+  g_autofree gchar *cut = g_strndup (line, 60);
+  g_autofree gchar *escaped = g_strescape (cut, NULL);
+
+  return strlen (line) > 60 ? g_strdup_printf ("%s...", escaped) : g_steal_pointer (&escaped);
+}
+
+/* The statistic the header "step,<stat>" names (csv_monitor quotes a name
+ * holding a comma or a quote). */
+static gchar *
+parse_header (const gchar *line,
+              const gchar *path,
+              GError     **error)
+{
+  const gchar *field;
+  GString *stat;
+
+  if (!g_str_has_prefix (line, "step,") || line[5] == '\0')
+    {
+      g_autofree gchar *text = shown (line);
+
+      g_set_error (error, G_FILE_ERROR, G_FILE_ERROR_INVAL,
+                   "%s:1: not a csv_monitor file: the first line must be \"step,<statistic>\", "
+                   "got \"%s\"", path, text);
+      return NULL;
+    }
+  field = line + 5;
+  if (*field != '"')
+    return g_strdup (field);
+  stat = g_string_new (NULL);
+  for (const gchar *c = field + 1; *c != '\0'; c++)
+    {
+      if (*c == '"' && c[1] == '"')
+        c++;
+      else if (*c == '"')
+        {
+          if (c[1] == '\0')
+            return g_string_free (stat, FALSE);
+          break;
+        }
+      g_string_append_c (stat, *c);
+    }
+  g_string_free (stat, TRUE);
+  {
+    g_autofree gchar *text = shown (line);
+
+    g_set_error (error, G_FILE_ERROR, G_FILE_ERROR_INVAL,
+                 "%s:1: the header's quoted statistic name is not closed: \"%s\"", path, text);
+  }
+  return NULL;
+}
+
+/* The first line of @path, without reading the rest. */
+static gchar *
+read_header (int          dir_fd,
+             const gchar *name,
+             const gchar *path,
+             GError     **error)
+{
+  gchar buf[4097];
+  gssize n;
+  gchar *end;
+  int fd = open_file (dir_fd, name, path, error);
+
+  if (fd < 0)
+    return NULL;
+  do
+    n = pread (fd, buf, sizeof buf - 1, 0);
+  while (n < 0 && errno == EINTR);
+  close (fd);
+  if (n < 0)
+    {
+      int saved = errno;
+
+      g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (saved), "%s: %s", path,
+                   g_strerror (saved));
+      return NULL;
+    }
+  buf[n] = '\0';
+  end = strpbrk (buf, "\r\n");
+  if (end == NULL)
+    {
+      g_set_error (error, G_FILE_ERROR, G_FILE_ERROR_INVAL,
+                   n == 0 ? "%s: is empty: a csv_monitor file starts with the line \"step,<statistic>\""
+                          : "%s:1: no complete header line \"step,<statistic>\" in its first 4096 bytes",
+                   path);
+      return NULL;
+    }
+  *end = '\0';
+  return parse_header (buf, path, error);
+}
+
+typedef struct
+{
+  guint64 step;
+  gdouble value;
+  guint   order;
+} Record;
+
+static gint
+record_compare (gconstpointer a,
+                gconstpointer b)
+{
+  const Record *ra = a, *rb = b;
+
+  if (ra->step != rb->step)
+    return ra->step < rb->step ? -1 : 1;
+  return ra->order < rb->order ? -1 : ra->order > rb->order;
+}
+
+/* Reads the rows of one file into @steps and @values, by step; a step
+ * recorded twice (a job resumed from an earlier checkpoint writes its
+ * steps again) keeps its last record. A last row with no newline is one
+ * the engine is still writing: it is left out with a warning. */
+static gboolean
+read_series (int          dir_fd,
+             const gchar *name,
+             const gchar *path,
+             const gchar *stat,
+             GArray      *steps,
+             GArray      *values,
+             GError     **error)
+{
+  g_autofree gchar *text = NULL;
+  g_autofree gchar *header = NULL;
+  g_autoptr(GArray) records = g_array_new (FALSE, FALSE, sizeof (Record));
+  gchar *line, *next;
+  gsize length = 0;
+  guint lineno = 0;
+  int fd = open_file (dir_fd, name, path, error);
+
+  if (fd < 0)
+    return FALSE;
+  text = read_fd (fd, path, &length, error);
+  close (fd);
+  if (text == NULL)
+    return FALSE;
+
+  for (line = text; line < text + length; line = next)
+    {
+      gchar *comma, *end = NULL;
+      gboolean complete;
+      Record r;
+
+      lineno++;
+      next = strchr (line, '\n');
+      complete = next != NULL;
+      if (complete)
+        *next++ = '\0';
+      else
+        next = text + length;
+      if (*line != '\0' && line[strlen (line) - 1] == '\r')
+        line[strlen (line) - 1] = '\0';
+
+      if (lineno == 1)
+        {
+          header = parse_header (line, path, error);
+          if (header == NULL)
+            return FALSE;
+          if (stat != NULL && !g_str_equal (header, stat))
+            {
+              g_set_error (error, G_FILE_ERROR, G_FILE_ERROR_INVAL,
+                           "%s:1: the header names the statistic \"%s\", not \"%s\"", path,
+                           header, stat);
+              return FALSE;
+            }
+          continue;
+        }
+      if (*line == '\0' && !complete)
+        break;
+      comma = strchr (line, ',');
+      if (comma != NULL)
+        {
+          *comma = '\0';
+          errno = 0;
+          r.value = g_ascii_strtod (comma + 1, &end);
+        }
+      if (comma == NULL || !g_ascii_string_to_unsigned (line, 10, 0, G_MAXUINT64, &r.step, NULL) ||
+          end == comma + 1 || *end != '\0' || g_ascii_isspace (comma[1]) ||
+          (errno == ERANGE && isinf (r.value)))
+        {
+          g_autofree gchar *got = NULL;
+
+          if (comma != NULL)
+            *comma = ',';
+          got = shown (line);
+          if (!complete)
+            {
+              g_printerr ("warning: %s:%u: an incomplete last row \"%s\" (no newline) is left out: "
+                          "is the run still writing?\n", path, lineno, got);
+              break;
+            }
+          g_set_error (error, G_FILE_ERROR, G_FILE_ERROR_INVAL,
+                       "%s:%u: expected \"step,value\" (a whole step number, then a number or "
+                       "nan, inf, -inf), got \"%s\"", path, lineno, got);
+          return FALSE;
+        }
+      r.order = lineno;
+      g_array_append_val (records, r);
+    }
+  if (lineno == 0)
+    {
+      g_set_error (error, G_FILE_ERROR, G_FILE_ERROR_INVAL,
+                   "%s: is empty: a csv_monitor file starts with the line \"step,<statistic>\"", path);
+      return FALSE;
+    }
+
+  g_array_sort (records, record_compare);
+  for (guint i = 0; i < records->len; i++)
+    {
+      const Record *r = &g_array_index (records, Record, i);
+
+      if (i + 1 < records->len && g_array_index (records, Record, i + 1).step == r->step)
+        continue;
+      g_array_append_val (steps, r->step);
+      g_array_append_val (values, r->value);
+    }
+  return TRUE;
+}
+
+static gint
+series_compare (gconstpointer a,
+                gconstpointer b)
+{
+  const InspectSeries *sa = *(InspectSeries * const *) a;
+  const InspectSeries *sb = *(InspectSeries * const *) b;
+
+  return inspect_natural_compare (sa->name, sb->name);
+}
+
+static gint
+step_compare (gconstpointer a,
+              gconstpointer b)
+{
+  guint64 x = *(const guint64 *) a, y = *(const guint64 *) b;
+
+  return x < y ? -1 : x > y;
+}
+
+/* The steps of every series, each once. */
+static GArray *
+union_of_steps (GPtrArray *series)
+{
+  GArray *all = g_array_new (FALSE, FALSE, sizeof (guint64));
+  guint kept = 0;
+
+  for (guint i = 0; i < series->len; i++)
+    {
+      const InspectSeries *s = g_ptr_array_index (series, i);
+
+      g_array_append_vals (all, s->steps->data, s->steps->len);
+    }
+  g_array_sort (all, step_compare);
+  for (guint i = 0; i < all->len; i++)
+    if (kept == 0 || g_array_index (all, guint64, i) != g_array_index (all, guint64, kept - 1))
+      g_array_index (all, guint64, kept++) = g_array_index (all, guint64, i);
+  g_array_set_size (all, kept);
+  return all;
+}
+
+/* The steps the loss scaler skipped: those where the engine's running
+ * count of skipped steps went up. */
+static gboolean
+read_skipped (int              dir_fd,
+              const gchar     *dir,
+              InspectNumerics *run,
+              GError         **error)
+{
+  g_autofree gchar *path = g_build_filename (dir, SKIPPED_FILE, NULL);
+  g_autoptr(GArray) steps = g_array_new (FALSE, FALSE, sizeof (guint64));
+  g_autoptr(GArray) counts = g_array_new (FALSE, FALSE, sizeof (gdouble));
+  gdouble before = 0;
+
+  if (faccessat (dir_fd, SKIPPED_FILE, F_OK, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT)
+    return TRUE;
+  if (!read_series (dir_fd, SKIPPED_FILE, path, "skipped_steps", steps, counts, error))
+    return FALSE;
+  for (guint i = 0; i < steps->len; i++)
+    {
+      gdouble count = g_array_index (counts, gdouble, i);
+
+      if (count > before)
+        g_array_append_val (run->skipped, g_array_index (steps, guint64, i));
+      before = count;
+    }
+  return TRUE;
+}
+
+typedef struct
+{
+  gchar *file;
+  gchar *name;
+  gchar *stat;
+} Entry;
+
+static void
+entry_clear (gpointer data)
+{
+  Entry *e = data;
+
+  g_free (e->file);
+  g_free (e->name);
+  g_free (e->stat);
+}
+
+/* The parameter (or module type) of the file @file whose header names
+ * @stat: the file name less @prefix and "_<stat>.csv". */
+static gchar *
+name_of (const gchar *file,
+         const gchar *prefix,
+         const gchar *stat,
+         const gchar *path,
+         gboolean     strict,
+         GError     **error)
+{
+  g_autofree gchar *suffix = g_strdup_printf ("_%s.csv", stat);
+  gsize start = g_str_has_prefix (file, prefix) ? strlen (prefix) : 0;
+  gsize len = strlen (file);
+
+  if (g_str_has_suffix (file, suffix) && len > start + strlen (suffix))
+    return g_strndup (file + start, len - start - strlen (suffix));
+  if (!strict && g_str_has_suffix (file, ".csv") && len > start + 4)
+    return g_strndup (file + start, len - start - 4);
+  g_set_error (error, G_FILE_ERROR, G_FILE_ERROR_INVAL,
+               "%s:1: the header names the statistic \"%s\", but the file name does not end in "
+               "\"%s\" after a parameter name", path, stat, suffix);
+  return NULL;
+}
+
+static gboolean
+is_log_stat (const gchar *stat)
+{
+  return g_strv_contains (log_stats, stat);
+}
+
+static gint
+string_compare (gconstpointer a,
+                gconstpointer b)
+{
+  return strcmp (*(const gchar * const *) a, *(const gchar * const *) b);
+}
+
+/* The statistics the folder holds, for messages. */
+static gchar *
+list_stats (GArray *entries)
+{
+  g_autoptr(GPtrArray) seen = g_ptr_array_new ();
+
+  for (guint i = 0; i < entries->len; i++)
+    {
+      const Entry *e = &g_array_index (entries, Entry, i);
+      gboolean found = FALSE;
+
+      for (guint k = 0; k < seen->len && !found; k++)
+        found = g_str_equal (g_ptr_array_index (seen, k), e->stat);
+      if (!found)
+        g_ptr_array_add (seen, e->stat);
+    }
+  g_ptr_array_sort (seen, string_compare);
+  g_ptr_array_add (seen, NULL);
+  return g_strjoinv (", ", (gchar **) seen->pdata);
+}
+
+static InspectNumerics *
+numerics_new (const gchar *source,
+              const gchar *stat,
+              gboolean     by_type)
+{
+  InspectNumerics *run = g_new0 (InspectNumerics, 1);
+  g_autofree gchar *canonical = g_canonicalize_filename (source, NULL);
+
+  run->run = g_path_get_basename (canonical);
+  run->stat = g_strdup (stat);
+  run->by_type = by_type;
+  run->log_scale = is_log_stat (stat);
+  run->series = g_ptr_array_new_with_free_func (series_free);
+  run->skipped = g_array_new (FALSE, FALSE, sizeof (guint64));
+  return run;
+}
+
+static InspectSeries *
+series_new (const gchar *name,
+            const gchar *path)
+{
+  InspectSeries *s = g_new0 (InspectSeries, 1);
+
+  s->name = g_strdup (name);
+  s->path = g_strdup (path);
+  s->steps = g_array_new (FALSE, FALSE, sizeof (guint64));
+  s->values = g_array_new (FALSE, FALSE, sizeof (gdouble));
+  return s;
+}
+
+/* One CSV file given by name: its statistic is its header's. */
+static InspectNumerics *
+read_one_file (const gchar *path,
+               const gchar *stat,
+               GError     **error)
+{
+  g_autofree gchar *header = read_header (AT_FDCWD, path, path, error);
+  g_autofree gchar *base = g_path_get_basename (path);
+  g_autoptr(InspectNumerics) run = NULL;
+  g_autofree gchar *name = NULL;
+  InspectSeries *s;
+  gboolean by_type = g_str_has_prefix (base, PREFIX_TYPE);
+
+  if (header == NULL)
+    return NULL;
+  if (stat != NULL && !g_str_equal (stat, header))
+    {
+      g_set_error (error, G_FILE_ERROR, G_FILE_ERROR_INVAL,
+                   "%s: holds the statistic \"%s\", not \"%s\" (leave out --stat, or name the "
+                   "folder to choose among its statistics)", path, header, stat);
+      return NULL;
+    }
+  name = name_of (base, by_type ? PREFIX_TYPE : PREFIX_PARAM, header, path, FALSE, error);
+  if (name == NULL)
+    return NULL;
+  run = numerics_new (path, header, by_type);
+  s = series_new (name, path);
+  g_ptr_array_add (run->series, s);
+  if (!read_series (AT_FDCWD, path, path, header, s->steps, s->values, error))
+    return NULL;
+  run->steps = union_of_steps (run->series);
+  return g_steal_pointer (&run);
+}
+
+InspectNumerics *
+inspect_numerics_read (const gchar *source,
+                       const gchar *stat,
+                       gboolean     by_type,
+                       GError     **error)
+{
+  const gchar *prefix = by_type ? PREFIX_TYPE : PREFIX_PARAM;
+  g_autoptr(GArray) entries = g_array_new (FALSE, TRUE, sizeof (Entry));
+  g_autoptr(InspectNumerics) run = NULL;
+  g_autofree gchar *available = NULL;
+  struct stat st;
+  struct dirent *de;
+  DIR *dir;
+  int fd, dir_fd, saved;
+
+  g_array_set_clear_func (entries, entry_clear);
+  fd = open (source, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0 || fstat (fd, &st) != 0)
+    {
+      saved = errno;
+      g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (saved),
+                   "%s: %s (give the csv_monitor folder, output_path/job_name, or one of its "
+                   "CSV files)", source, g_strerror (saved));
+      if (fd >= 0)
+        close (fd);
+      return NULL;
+    }
+  if (S_ISREG (st.st_mode))
+    {
+      close (fd);
+      return read_one_file (source, stat, error);
+    }
+  if (!S_ISDIR (st.st_mode) || (dir = fdopendir (fd)) == NULL)
+    {
+      g_set_error (error, G_FILE_ERROR, G_FILE_ERROR_INVAL,
+                   "%s: neither a folder nor a regular file", source);
+      close (fd);
+      return NULL;
+    }
+  dir_fd = dirfd (dir);
+
+  /* First the headers of every file of the kind, to know the statistics
+   * the folder holds. */
+  while ((errno = 0, de = readdir (dir)) != NULL)
+    {
+      Entry e = { NULL, NULL, NULL };
+      g_autofree gchar *path = NULL;
+
+      if (!g_str_has_prefix (de->d_name, prefix) || !g_str_has_suffix (de->d_name, ".csv"))
+        continue;
+      path = g_build_filename (source, de->d_name, NULL);
+      e.stat = read_header (dir_fd, de->d_name, path, error);
+      if (e.stat == NULL ||
+          (e.name = name_of (de->d_name, prefix, e.stat, path, TRUE, error)) == NULL)
+        {
+          g_free (e.stat);
+          closedir (dir);
+          return NULL;
+        }
+      e.file = g_strdup (de->d_name);
+      g_array_append_val (entries, e);
+    }
+  if (errno != 0)
+    {
+      saved = errno;
+      g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (saved), "%s: %s", source,
+                   g_strerror (saved));
+      closedir (dir);
+      return NULL;
+    }
+  if (entries->len == 0)
+    {
+      g_set_error (error, G_FILE_ERROR, G_FILE_ERROR_NOENT,
+                   "%s: no %s*.csv files: csv_monitor writes them when the engine records "
+                   "numerics%s", source, prefix,
+                   by_type ? "" : " (for the series per module type, add --by type)");
+      closedir (dir);
+      return NULL;
+    }
+
+  available = list_stats (entries);
+  if (stat == NULL)
+    {
+      stat = g_array_index (entries, Entry, 0).stat;
+      if (strchr (available, ',') != NULL)
+        {
+          g_set_error (error, G_FILE_ERROR, G_FILE_ERROR_INVAL,
+                       "%s holds several statistics: choose one with --stat (%s)", source,
+                       available);
+          closedir (dir);
+          return NULL;
+        }
+    }
+  run = numerics_new (source, stat, by_type);
+  for (guint i = 0; i < entries->len; i++)
+    {
+      const Entry *e = &g_array_index (entries, Entry, i);
+      g_autofree gchar *path = NULL;
+      InspectSeries *s;
+
+      if (!g_str_equal (e->stat, stat))
+        continue;
+      path = g_build_filename (source, e->file, NULL);
+      for (guint k = 0; k < run->series->len; k++)
+        if (g_str_equal (((InspectSeries *) g_ptr_array_index (run->series, k))->name, e->name))
+          {
+            /* Two tags that differ only in '/' or ' ' share a file name
+             * prefix but not a file; the names would be ambiguous. */
+            g_set_error (error, G_FILE_ERROR, G_FILE_ERROR_INVAL,
+                         "%s: a second series named \"%s\"", path, e->name);
+            closedir (dir);
+            return NULL;
+          }
+      s = series_new (e->name, path);
+      g_ptr_array_add (run->series, s);
+      if (!read_series (dir_fd, e->file, path, stat, s->steps, s->values, error))
+        {
+          closedir (dir);
+          return NULL;
+        }
+    }
+  if (run->series->len == 0)
+    {
+      g_set_error (error, G_FILE_ERROR, G_FILE_ERROR_NOENT,
+                   "%s: no series of the statistic \"%s\"; the folder holds: %s", source, stat,
+                   available);
+      closedir (dir);
+      return NULL;
+    }
+  g_ptr_array_sort (run->series, series_compare);
+  run->steps = union_of_steps (run->series);
+  if (!read_skipped (dir_fd, source, run, error))
+    {
+      closedir (dir);
+      return NULL;
+    }
+  closedir (dir);
+  return g_steal_pointer (&run);
+}

@@ -84,7 +84,7 @@ inspect_numerics_free (InspectNumerics *run)
   g_free (run->run);
   g_free (run->stat);
   g_ptr_array_unref (run->series);
-  g_array_unref (run->steps);
+  g_clear_pointer (&run->steps, g_array_unref);
   g_array_unref (run->skipped);
   g_free (run);
 }

@@ -5,7 +5,8 @@
 # ranked table's order and numbers; the heat map's size, row order and
 # cell colours against matplotlib's own viridis (PNG decoded by
 # matplotlib, not by cairo); binning of long runs; the SVG parses as XML;
-# and every bad input's message and exit status. Prints TAP.
+# the same run as a TensorBoard event file written by tensorboard's own
+# writer; and every bad input's message and exit status. Prints TAP.
 
 top=$(cd "${MIXPREC_TOP_BUILDDIR:-.}" && pwd)
 inspect=$top/tools/mixprec-inspect
@@ -126,6 +127,86 @@ printf 'step,grad_norm\n1,2\n' >"$tmp/elsewhere.csv"
 ln -s "$tmp/elsewhere.csv" "$bad/Numerics_w_grad_norm.csv"
 expect_error "a link in the folder is not followed" 1 \
   "Numerics_w_grad_norm.csv: is a symbolic link, which is not followed" "$inspect" --numerics "$bad"
+
+# --- the same run as a TensorBoard event file, written by tensorboard's
+# own writer: the same table (the values are exact in float32 but 0.1,
+# whose mean still prints 0.14); a damaged record and a cut-short one.
+tb_python=${PYTHON_TENSORBOARD:-}
+if ! "$inspect" --version | grep -q '^event files: protobuf-c'; then
+  skip "TensorBoard event files" "mixprec-inspect was built without protobuf-c"
+elif [ -z "$tb_python" ] || [ "$tb_python" = no ] ||
+     ! "$tb_python" -c 'import tensorboard' >/dev/null 2>&1; then
+  skip "TensorBoard event files" "no Python with tensorboard (build-aux/install-deps.sh)"
+else
+  "$tb_python" - "$run" "$tmp/tb" <<'PY'
+import glob, os, sys
+from tensorboard.compat.proto.event_pb2 import Event
+from tensorboard.compat.proto.summary_pb2 import Summary
+from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+rows = {}
+for path in sorted(glob.glob(os.path.join(sys.argv[1], "*.csv"))):
+    lines = open(path).read().split("\n")
+    stat = lines[0].split(",", 1)[1]
+    base = os.path.basename(path)[:-len(".csv")]
+    if base.startswith("Numerics_"):
+        tag = "Numerics/%s/%s" % (base[len("Numerics_"):-len(stat) - 1], stat)
+    else:
+        tag = "Train/Steps/" + stat
+    for line in lines[1:]:
+        if line:
+            step, value = line.split(",")
+            rows.setdefault(int(step), []).append((tag, float(value)))
+writer = EventFileWriter(sys.argv[2])
+for step in sorted(rows):
+    values = [Summary.Value(tag=t, simple_value=v) for t, v in rows[step]]
+    writer.add_event(Event(step=step, wall_time=1.0, summary=Summary(value=values)))
+writer.close()
+PY
+  csv_table=$("$inspect" --numerics "$run" --stat grad_underflow | sed 1d)
+  tb_table=$("$inspect" --numerics "$tmp/tb" --stat grad_underflow 2>&1)
+  if [ -n "$csv_table" ] && [ "$(printf '%s\n' "$tb_table" | sed 1d)" = "$csv_table" ]; then
+    ok "an event file gives the table of the CSV files"
+  else
+    not_ok "an event file gives the table of the CSV files" "$tb_table"
+  fi
+  case $tb_table in
+    *"4 parameters, 20 steps (1 to 20), 1 skipped by the loss scaler"*) ok "an event file's skipped steps" ;;
+    *) not_ok "an event file's skipped steps" "$tb_table" ;;
+  esac
+  event=$(ls "$tmp/tb"/*tfevents*)
+  expect_error "an event file without numerics tags" 1 \
+    "no scalar tagged NumericsByType/<module type>/<statistic>" \
+    "$inspect" --numerics "$event" --by type
+  size=$(wc -c <"$event")
+  mkdir "$tmp/cut" "$tmp/damaged"
+  head -c $((size - 5)) "$event" >"$tmp/cut/events.out.tfevents.1"
+  out=$("$inspect" --numerics "$tmp/cut" --stat grad_underflow 2>&1)
+  case $out in
+    *"is cut short"*"is the run still writing?"*"19 steps (1 to 19)"*)
+      ok "a cut-short last record is left out with a warning" ;;
+    *) not_ok "a cut-short last record is left out with a warning" "$out" ;;
+  esac
+  # One byte flipped inside the tenth record's payload.
+  "$tb_python" - "$event" "$tmp/damaged/events.out.tfevents.1" <<'PY'
+import struct, sys
+data = bytearray(open(sys.argv[1], "rb").read())
+at = 0
+for _ in range(9):
+    at += 16 + struct.unpack("<Q", data[at:at + 8])[0]
+data[at + 14] ^= 0x40
+open(sys.argv[2], "wb").write(bytes(data))
+PY
+  expect_error "a damaged record names the file, the record and its byte" 1 \
+    "damaged/events.out.tfevents.1: record 10 at byte" \
+    "$inspect" --numerics "$tmp/damaged" --stat grad_underflow
+  expect_error "a damaged record says the checksum does not match" 1 \
+    "does not match: the file is damaged" "$inspect" --numerics "$tmp/damaged" --stat grad_underflow
+  printf 'step,grad_norm\n1,2\n' >"$tmp/damaged/events.out.tfevents.1"
+  expect_error "a file that is no event file" 1 \
+    "record 1 at byte 0: the CRC-32C of its length does not match" \
+    "$inspect" --numerics "$tmp/damaged/events.out.tfevents.1"
+fi
 
 # --- the heat map
 if "$inspect" --version | grep -q '^heat maps: cairo'; then

@@ -255,12 +255,7 @@ read_header (int          dir_fd,
   return parse_header (buf, path, error);
 }
 
-typedef struct
-{
-  guint64 step;
-  gdouble value;
-  guint   order;
-} Record;
+typedef InspectRecord Record;
 
 static gint
 record_compare (gconstpointer a,
@@ -271,6 +266,24 @@ record_compare (gconstpointer a,
   if (ra->step != rb->step)
     return ra->step < rb->step ? -1 : 1;
   return ra->order < rb->order ? -1 : ra->order > rb->order;
+}
+
+/* @records by step, each step once: its last record. */
+static void
+records_to_series (GArray *records,
+                   GArray *steps,
+                   GArray *values)
+{
+  g_array_sort (records, record_compare);
+  for (guint i = 0; i < records->len; i++)
+    {
+      const Record *r = &g_array_index (records, Record, i);
+
+      if (i + 1 < records->len && g_array_index (records, Record, i + 1).step == r->step)
+        continue;
+      g_array_append_val (steps, r->step);
+      g_array_append_val (values, r->value);
+    }
 }
 
 /* Reads the rows of one file into @steps and @values, by step; a step
@@ -370,16 +383,7 @@ read_series (int          dir_fd,
       return FALSE;
     }
 
-  g_array_sort (records, record_compare);
-  for (guint i = 0; i < records->len; i++)
-    {
-      const Record *r = &g_array_index (records, Record, i);
-
-      if (i + 1 < records->len && g_array_index (records, Record, i + 1).step == r->step)
-        continue;
-      g_array_append_val (steps, r->step);
-      g_array_append_val (values, r->value);
-    }
+  records_to_series (records, steps, values);
   return TRUE;
 }
 
@@ -425,6 +429,23 @@ union_of_steps (GPtrArray *series)
 
 /* The steps the loss scaler skipped: those where the engine's running
  * count of skipped steps went up. */
+static void
+mark_skipped (InspectNumerics *run,
+              GArray          *steps,
+              GArray          *counts)
+{
+  gdouble before = 0;
+
+  for (guint i = 0; i < steps->len; i++)
+    {
+      gdouble count = g_array_index (counts, gdouble, i);
+
+      if (count > before)
+        g_array_append_val (run->skipped, g_array_index (steps, guint64, i));
+      before = count;
+    }
+}
+
 static gboolean
 read_skipped (int              dir_fd,
               const gchar     *dir,
@@ -434,20 +455,12 @@ read_skipped (int              dir_fd,
   g_autofree gchar *path = g_build_filename (dir, SKIPPED_FILE, NULL);
   g_autoptr(GArray) steps = g_array_new (FALSE, FALSE, sizeof (guint64));
   g_autoptr(GArray) counts = g_array_new (FALSE, FALSE, sizeof (gdouble));
-  gdouble before = 0;
 
   if (faccessat (dir_fd, SKIPPED_FILE, F_OK, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT)
     return TRUE;
   if (!read_series (dir_fd, SKIPPED_FILE, path, "skipped_steps", steps, counts, error))
     return FALSE;
-  for (guint i = 0; i < steps->len; i++)
-    {
-      gdouble count = g_array_index (counts, gdouble, i);
-
-      if (count > before)
-        g_array_append_val (run->skipped, g_array_index (steps, guint64, i));
-      before = count;
-    }
+  mark_skipped (run, steps, counts);
   return TRUE;
 }
 
@@ -526,6 +539,25 @@ list_stats (GArray *entries)
   return g_strjoinv (", ", (gchar **) seen->pdata);
 }
 
+/* @stat, or the only statistic @entries hold. */
+static const gchar *
+choose_stat (const gchar *source,
+             GArray      *entries,
+             const gchar *stat,
+             const gchar *available,
+             GError     **error)
+{
+  if (stat != NULL)
+    return stat;
+  if (strchr (available, ',') != NULL)
+    {
+      g_set_error (error, G_FILE_ERROR, G_FILE_ERROR_INVAL,
+                   "%s holds several statistics: choose one with --stat (%s)", source, available);
+      return NULL;
+    }
+  return g_array_index (entries, Entry, 0).stat;
+}
+
 static InspectNumerics *
 numerics_new (const gchar *source,
               const gchar *stat,
@@ -590,6 +622,103 @@ read_one_file (const gchar *path,
   return g_steal_pointer (&run);
 }
 
+/* The scalars of TensorBoard event files (@names, in @dir_fd): the tags
+ * Numerics/<parameter>/<stat> (NumericsByType/<type>/<stat>), which keep
+ * the '/' and ' ' that csv_monitor's file names turn into '_'. Files are
+ * read in the order given; a step recorded again keeps its last value. */
+static InspectNumerics *
+read_events (const gchar *source,
+             int          dir_fd,
+             GPtrArray   *names,
+             const gchar *stat,
+             gboolean     by_type,
+             GError     **error)
+{
+  const gchar *prefix = by_type ? "NumericsByType/" : "Numerics/";
+  g_autoptr(GHashTable) tags = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
+                                                      (GDestroyNotify) g_array_unref);
+  g_autoptr(GArray) entries = g_array_new (FALSE, TRUE, sizeof (Entry));
+  g_autoptr(InspectNumerics) run = NULL;
+  g_autofree gchar *available = NULL;
+  GArray *skipped;
+  GHashTableIter iter;
+  gpointer key;
+
+  g_array_set_clear_func (entries, entry_clear);
+  for (guint i = 0; i < names->len; i++)
+    {
+      const gchar *name = g_ptr_array_index (names, i);
+      g_autofree gchar *path = dir_fd == AT_FDCWD ? g_strdup (name)
+                                                  : g_build_filename (source, name, NULL);
+
+      if (!inspect_tb_read (dir_fd, name, path, tags, error))
+        return NULL;
+    }
+  g_hash_table_iter_init (&iter, tags);
+  while (g_hash_table_iter_next (&iter, &key, NULL))
+    {
+      const gchar *tag = key, *last = strrchr (tag, '/');
+      Entry e;
+
+      if (!g_str_has_prefix (tag, prefix) || last == NULL || last <= tag + strlen (prefix) ||
+          last[1] == '\0')
+        continue;
+      e.file = g_strdup (tag);
+      e.name = g_strndup (tag + strlen (prefix), last - tag - strlen (prefix));
+      e.stat = g_strdup (last + 1);
+      g_array_append_val (entries, e);
+    }
+  if (entries->len == 0)
+    {
+      g_set_error (error, G_FILE_ERROR, G_FILE_ERROR_NOENT,
+                   "%s: no scalar tagged %s<%s>/<statistic> in its TensorBoard event file%s%s",
+                   source, prefix, by_type ? "module type" : "parameter", names->len == 1 ? "" : "s",
+                   by_type ? "" : " (for the series per module type, add --by type)");
+      return NULL;
+    }
+  available = list_stats (entries);
+  stat = choose_stat (source, entries, stat, available, error);
+  if (stat == NULL)
+    return NULL;
+  run = numerics_new (source, stat, by_type);
+  for (guint i = 0; i < entries->len; i++)
+    {
+      const Entry *e = &g_array_index (entries, Entry, i);
+      InspectSeries *s;
+
+      if (!g_str_equal (e->stat, stat))
+        continue;
+      s = series_new (e->name, e->file);
+      g_ptr_array_add (run->series, s);
+      records_to_series (g_hash_table_lookup (tags, e->file), s->steps, s->values);
+    }
+  if (run->series->len == 0)
+    {
+      g_set_error (error, G_FILE_ERROR, G_FILE_ERROR_NOENT,
+                   "%s: no series of the statistic \"%s\"; the event file%s hold%s: %s", source,
+                   stat, names->len == 1 ? "" : "s", names->len == 1 ? "s" : "", available);
+      return NULL;
+    }
+  g_ptr_array_sort (run->series, series_compare);
+  run->steps = union_of_steps (run->series);
+  skipped = g_hash_table_lookup (tags, "Train/Steps/skipped_steps");
+  if (skipped != NULL)
+    {
+      g_autoptr(GArray) steps = g_array_new (FALSE, FALSE, sizeof (guint64));
+      g_autoptr(GArray) counts = g_array_new (FALSE, FALSE, sizeof (gdouble));
+
+      records_to_series (skipped, steps, counts);
+      mark_skipped (run, steps, counts);
+    }
+  return g_steal_pointer (&run);
+}
+
+static gboolean
+is_event_file (const gchar *name)
+{
+  return strstr (name, "tfevents") != NULL;
+}
+
 InspectNumerics *
 inspect_numerics_read (const gchar *source,
                        const gchar *stat,
@@ -600,6 +729,7 @@ inspect_numerics_read (const gchar *source,
   g_autoptr(GArray) entries = g_array_new (FALSE, TRUE, sizeof (Entry));
   g_autoptr(InspectNumerics) run = NULL;
   g_autofree gchar *available = NULL;
+  g_autoptr(GPtrArray) events = g_ptr_array_new_with_free_func (g_free);
   struct stat st;
   struct dirent *de;
   DIR *dir;
@@ -611,16 +741,22 @@ inspect_numerics_read (const gchar *source,
     {
       saved = errno;
       g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (saved),
-                   "%s: %s (give the csv_monitor folder, output_path/job_name, or one of its "
-                   "CSV files)", source, g_strerror (saved));
+                   "%s: %s (give the csv_monitor folder, output_path/job_name, one of its "
+                   "CSV files, or a TensorBoard event file)", source, g_strerror (saved));
       if (fd >= 0)
         close (fd);
       return NULL;
     }
   if (S_ISREG (st.st_mode))
     {
+      g_autofree gchar *base = g_path_get_basename (source);
+      g_autoptr(GPtrArray) names = g_ptr_array_new ();
+
       close (fd);
-      return read_one_file (source, stat, error);
+      if (!is_event_file (base))
+        return read_one_file (source, stat, error);
+      g_ptr_array_add (names, (gpointer) source);
+      return read_events (source, AT_FDCWD, names, stat, by_type, error);
     }
   if (!S_ISDIR (st.st_mode) || (dir = fdopendir (fd)) == NULL)
     {
@@ -638,6 +774,8 @@ inspect_numerics_read (const gchar *source,
       Entry e = { NULL, NULL, NULL };
       g_autofree gchar *path = NULL;
 
+      if (is_event_file (de->d_name))
+        g_ptr_array_add (events, g_strdup (de->d_name));
       if (!g_str_has_prefix (de->d_name, prefix) || !g_str_has_suffix (de->d_name, ".csv"))
         continue;
       path = g_build_filename (source, de->d_name, NULL);
@@ -660,28 +798,32 @@ inspect_numerics_read (const gchar *source,
       closedir (dir);
       return NULL;
     }
+  /* A folder of csv_monitor's is read for its CSV files; one of the
+   * tensorboard monitor's, for its event files, oldest name first (a
+   * resumed job starts a new file). */
+  if (entries->len == 0 && events->len > 0)
+    {
+      g_ptr_array_sort (events, string_compare);
+      run = read_events (source, dir_fd, events, stat, by_type, error);
+      closedir (dir);
+      return g_steal_pointer (&run);
+    }
   if (entries->len == 0)
     {
       g_set_error (error, G_FILE_ERROR, G_FILE_ERROR_NOENT,
-                   "%s: no %s*.csv files: csv_monitor writes them when the engine records "
-                   "numerics%s", source, prefix,
+                   "%s: no %s*.csv files (nor TensorBoard event files): csv_monitor writes them "
+                   "when the engine records numerics%s", source, prefix,
                    by_type ? "" : " (for the series per module type, add --by type)");
       closedir (dir);
       return NULL;
     }
 
   available = list_stats (entries);
+  stat = choose_stat (source, entries, stat, available, error);
   if (stat == NULL)
     {
-      stat = g_array_index (entries, Entry, 0).stat;
-      if (strchr (available, ',') != NULL)
-        {
-          g_set_error (error, G_FILE_ERROR, G_FILE_ERROR_INVAL,
-                       "%s holds several statistics: choose one with --stat (%s)", source,
-                       available);
-          closedir (dir);
-          return NULL;
-        }
+      closedir (dir);
+      return NULL;
     }
   run = numerics_new (source, stat, by_type);
   for (guint i = 0; i < entries->len; i++)

@@ -58,6 +58,27 @@ InspectNumerics *inspect_numerics_read (const gchar *source,
 void             inspect_numerics_free (InspectNumerics *run);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (InspectNumerics, inspect_numerics_free)
 
+/* One record of a series, in the order it was read (a later record of
+ * the same step replaces an earlier one). */
+typedef struct
+{
+  guint64 step;
+  gdouble value;
+  guint   order;
+} InspectRecord;
+
+/* Reads every scalar summary of the TensorBoard event file @name (in
+ * @dir_fd, or a path when AT_FDCWD) into @tags: tag -> GArray of
+ * InspectRecord (inspect-numerics-tb.c). FALSE with @error set when the
+ * tool was built without protobuf-c or the file is damaged. */
+gboolean inspect_tb_read (int          dir_fd,
+                          const gchar *name,
+                          const gchar *path,
+                          GHashTable  *tags,
+                          GError     **error);
+/* The protobuf-c version event files are read with, or NULL. */
+const gchar *inspect_tb_backend (void);
+
 /* Orders names as a model registers its layers: runs of digits compare as
  * numbers ("h.2" before "h.10"), the rest byte by byte. */
 gint inspect_natural_compare (const gchar *a,

@@ -24,8 +24,22 @@ tools_mixprec_inspect_SOURCES += \
 	tools/inspect-numerics-read.c \
 	tools/inspect-heatmap.c \
 	tools/inspect-viridis.h
-tools_mixprec_inspect_CFLAGS = $(AM_CFLAGS) $(CAIRO_CFLAGS)
-tools_mixprec_inspect_LDADD += $(CAIRO_LIBS) -lm
+tools_mixprec_inspect_CFLAGS = $(AM_CFLAGS) $(CAIRO_CFLAGS) $(PROTOBUF_C_CFLAGS) -I$(top_builddir)/tools
+tools_mixprec_inspect_LDADD += $(CAIRO_LIBS) $(PROTOBUF_C_LIBS) -lm
+
+# --- TensorBoard event files for --numerics: protoc-c generates the Event
+# decoder from tensorboard-event.proto
+tools_mixprec_inspect_SOURCES += tools/inspect-numerics-tb.c
+EXTRA_DIST += tools/tensorboard-event.proto
+if HAVE_PROTOBUF_C
+nodist_tools_mixprec_inspect_SOURCES = tools/tensorboard-event.pb-c.c tools/tensorboard-event.pb-c.h
+BUILT_SOURCES += tools/tensorboard-event.pb-c.c tools/tensorboard-event.pb-c.h
+CLEANFILES += tools/tensorboard-event.pb-c.c tools/tensorboard-event.pb-c.h
+tools/tensorboard-event.pb-c.h: tools/tensorboard-event.pb-c.c
+tools/tensorboard-event.pb-c.c: $(srcdir)/tools/tensorboard-event.proto
+	$(AM_V_GEN)$(MKDIR_P) tools && \
+	$(PROTOC_C) --proto_path=$(srcdir)/tools --c_out=tools $(srcdir)/tools/tensorboard-event.proto
+endif
 
 # --- mixprec-run: the local launcher (needs GLib/GIO only, not the library)
 bin_PROGRAMS += tools/mixprec-run

@@ -92,7 +92,7 @@ main (int argc, char **argv)
       "With --checkpoint, recompute every file's SHA-256 and check it against the manifest", NULL },
     { "numerics", 0, 0, G_OPTION_ARG_FILENAME, &numerics,
       "Rank the tensors whose numerics statistic was worst over a run, from csv_monitor's folder "
-      "(output_path/job_name) or one of its Numerics_*.csv files", "RUN" },
+      "(output_path/job_name), one of its Numerics_*.csv files, or TensorBoard event files", "RUN" },
     { "stat", 0, 0, G_OPTION_ARG_STRING, &stat,
       "With --numerics, the statistic, such as grad_underflow or grad_amax (needed when the "
       "run recorded several)", "NAME" },
@@ -150,6 +150,10 @@ main (int argc, char **argv)
         g_print ("heat maps: cairo %s\n", inspect_heatmap_backend ());
       else
         g_print ("heat maps: none (built without cairo)\n");
+      if (inspect_tb_backend () != NULL)
+        g_print ("event files: protobuf-c %s\n", inspect_tb_backend ());
+      else
+        g_print ("event files: none (built without protobuf-c)\n");
       return 0;
     }
   if (show_formats)

@@ -115,6 +115,16 @@ case $out in
   *"Numerics_w_grad_norm.csv:3: an incomplete last row"*"1 step (1 to 1)"*) ok "a last row with no newline is left out with a warning" ;;
   *) not_ok "a last row with no newline is left out with a warning" "$out" ;;
 esac
+mkdir "$tmp/fresh"
+printf 'step,grad_norm\n' >"$tmp/fresh/Numerics_a.1_grad_norm.csv"
+printf 'step,grad_norm\n1,0.5\n' >"$tmp/fresh/Numerics_b.1_grad_norm.csv"
+out=$("$inspect" --numerics "$tmp/fresh" 2>&1)
+if [ "$(printf '%s\n' "$out" | awk '$1 ~ /^[0-9]+$/ { print $1, $2, $3 }' | tr '\n' ' ')" = "1 b.1 0.5 2 a.1 - " ]; then
+  ok "a series with a header alone ranks last, with no numbers"
+else
+  not_ok "a series with a header alone ranks last, with no numbers" "$out"
+fi
+rm "$tmp/fresh/Numerics_b.1_grad_norm.csv"
 printf 'hello\n' >"$bad/Numerics_w_grad_norm.csv"
 expect_error "a file that is not csv_monitor's" 1 \
   "Numerics_w_grad_norm.csv:1: not a csv_monitor file" "$inspect" --numerics "$bad"
@@ -226,6 +236,8 @@ for py in "${PYTHON_GI:-}" /usr/bin/python3 python3; do
 done
 
 if [ $have_cairo = yes ]; then
+  expect_error "no step recorded: no heat map" 1 "no step recorded yet" \
+    "$inspect" --numerics "$tmp/fresh" --heatmap "$tmp/fresh.png"
   expect_error "--heatmap wants .png or .svg" 2 "a PNG or an SVG file" \
     "$inspect" --numerics "$run" --stat grad_underflow --heatmap "$tmp/u.jpg"
   expect_error "an unwritable heat map names the file" 1 \

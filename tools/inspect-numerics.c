@@ -18,6 +18,7 @@ typedef struct
   gdouble mean;         /* over the finite values */
   gdouble last;
   guint   n_nonfinite;
+  guint   n_records;
 } Summary;
 
 /* How bad a value is: NaN worst, then the infinities, then the highest
@@ -46,6 +47,7 @@ summarize (const InspectSeries *s,
 
   out->series = s;
   out->order = order;
+  out->n_records = s->values->len;
   out->n_nonfinite = 0;
   out->worst = NAN;
   out->worst_step = 0;
@@ -80,8 +82,12 @@ summary_compare (gconstpointer a,
                  gconstpointer b)
 {
   const Summary *sa = a, *sb = b;
-  gint c = badness_compare (sb->worst, sa->worst);
+  gint c;
 
+  /* A series with no record yet (a header alone) has no worst: last. */
+  if ((sa->n_records == 0) != (sb->n_records == 0))
+    return sa->n_records == 0 ? 1 : -1;
+  c = badness_compare (sb->worst, sa->worst);
   if (c == 0)
     c = badness_compare (sb->mean, sa->mean);
   if (c == 0)
@@ -137,6 +143,12 @@ print_table (const InspectNumerics *run,
       gchar worst[G_ASCII_DTOSTR_BUF_SIZE], mean[G_ASCII_DTOSTR_BUF_SIZE],
             last[G_ASCII_DTOSTR_BUF_SIZE];
 
+      if (rows[i].n_records == 0)
+        {
+          g_print ("  %4u  %-*s  %10s  %10s  %10s  %10s  %10s\n", i + 1, (int) width,
+                   rows[i].series->name, "-", "-", "-", "-", "-");
+          continue;
+        }
       g_print ("  %4u  %-*s  %10s  %10" G_GUINT64_FORMAT "  %10s  %10s  %10u\n", i + 1,
                (int) width, rows[i].series->name, number (worst, rows[i].worst),
                rows[i].worst_step, number (mean, rows[i].mean), number (last, rows[i].last),
@@ -182,6 +194,12 @@ inspect_numerics (const gchar *source,
     }
   print_table (run, top);
 
+  if (heatmap != NULL && run->steps->len == 0)
+    {
+      g_printerr ("error: %s: no step recorded yet (the files hold their header only): no heat "
+                  "map to draw\n", source);
+      return 1;
+    }
   if (heatmap != NULL)
     {
       if (!inspect_heatmap_write (run, heatmap, &geometry, &error))

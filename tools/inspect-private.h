@@ -67,6 +67,27 @@ typedef struct
   guint   order;
 } InspectRecord;
 
+/* A CSV file of csv_monitor's (inspect-numerics-csv.c): the statistic its
+ * header names, or its rows by step (each step once, its last record),
+ * checking that the header names @stat. A link is not followed when
+ * @dir_fd is a folder's. */
+gchar   *inspect_csv_read_header   (int          dir_fd,
+                                    const gchar *name,
+                                    const gchar *path,
+                                    GError     **error);
+gboolean inspect_csv_read_series   (int          dir_fd,
+                                    const gchar *name,
+                                    const gchar *path,
+                                    const gchar *stat,
+                                    GArray      *steps,
+                                    GArray      *values,
+                                    GError     **error);
+/* @records (InspectRecord) sorted by step, each step once: its last
+ * record, into @steps and @values. */
+void     inspect_records_to_series (GArray      *records,
+                                    GArray      *steps,
+                                    GArray      *values);
+
 /* Reads every scalar summary of the TensorBoard event file @name (in
  * @dir_fd, or a path when AT_FDCWD) into @tags: tag -> GArray of
  * InspectRecord (inspect-numerics-tb.c). FALSE with @error set when the

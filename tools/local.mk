@@ -22,6 +22,7 @@ tools_mixprec_inspect_SOURCES += tools/inspect-checkpoint.c
 tools_mixprec_inspect_SOURCES += \
 	tools/inspect-numerics.c \
 	tools/inspect-numerics-read.c \
+	tools/inspect-numerics-csv.c \
 	tools/inspect-heatmap.c \
 	tools/inspect-viridis.h
 tools_mixprec_inspect_CFLAGS = $(AM_CFLAGS) $(CAIRO_CFLAGS) $(PROTOBUF_C_CFLAGS) -I$(top_builddir)/tools

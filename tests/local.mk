@@ -884,6 +884,11 @@ endif
 TESTS += tests/test-inspect-formats.sh
 EXTRA_DIST += tests/test-inspect-formats.sh
 
+# --- mixprec-inspect --numerics: the ranked table of a crafted run, its
+# heat map's colours read back by matplotlib, and every bad input
+TESTS += tests/test-inspect-numerics.sh
+EXTRA_DIST += tests/test-inspect-numerics.sh
+
 # --- FP8 working copies in the engine (fp8-engine): one process, and
 # ZeRO-3 bit identity across world sizes (needs the UCX comm plugin)
 check_PROGRAMS += tests/test-fp8-engine

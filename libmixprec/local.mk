@@ -155,6 +155,14 @@ mixprec_sources += \
 	libmixprec/mixprec-engine-group.c \
 	libmixprec/mixprec-engine-whole.c
 
+# --- per-tensor numerics (mixprec.numerics): the engine's phase and the
+# per-step report
+mixprec_public_headers += libmixprec/mixprec-numerics.h
+mixprec_sources += \
+	libmixprec/mixprec-numerics-private.h \
+	libmixprec/mixprec-numerics.c \
+	libmixprec/mixprec-engine-numerics.c
+
 # --- FP8 working copies (fp8-engine)
 mixprec_sources += libmixprec/mixprec-engine-fp8.c
 

@@ -1187,6 +1187,32 @@ check_state_slots (Loader         *l,
       }
 }
 
+/* "numerics": per-tensor statistics of gradients and updates (see
+ * mixprec-engine-numerics.c), measured every "every" steps; 0 is off. */
+static void
+load_numerics (Loader     *l,
+               JsonObject *mixprec)
+{
+  static const gchar *const known[] = { "every", NULL };
+  g_autofree gchar *path = NULL;
+  JsonNode *node = lookup (l, mixprec, "mixprec", "numerics", &path);
+  JsonObject *o;
+  gint64 every;
+
+  if (node == NULL || JSON_NODE_HOLDS_NULL (node))
+    return;
+  if (!JSON_NODE_HOLDS_OBJECT (node))
+    {
+      report_invalid (l, path, "a JSON object such as {\"every\": 100}", node);
+      return;
+    }
+  o = json_node_get_object (node);
+  check_members (l, o, path, known, NULL, NULL, FALSE);
+  if (read_int (l, o, path, "every", 0, G_MAXINT64, FALSE,
+                "a non-negative integer (steps between measurements; 0: off)", &every))
+    l->s->numerics_every = (guint64) every;
+}
+
 static void
 load_mixprec (Loader     *l,
               JsonObject *o)
@@ -1195,7 +1221,7 @@ load_mixprec (Loader     *l,
     "precision_mode", "fp32_modules", "fp32_params", "stochastic_rounding", "seed",
     "scaler", "comm", "device", "strict", "weight_decay_exempt", "check_grad_overflow",
     "timeout", "require_job_secret", "master_weights", "optimizer_states",
-    "reduce_accumulation", NULL
+    "reduce_accumulation", "numerics", NULL
   };
   static const gchar *const comms[] = { "auto", "local", "ucx", "nccl", NULL };
   static const gchar *const devices[] = { "cpu", "cuda", NULL };
@@ -1257,6 +1283,7 @@ load_mixprec (Loader     *l,
       s->master_weights = (MixprecMasterWeights) index;
     }
   load_optimizer_states (l, o);
+  load_numerics (l, o);
 }
 
 /* ------------------------------------------------------------ monitors */

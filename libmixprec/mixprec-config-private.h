@@ -147,6 +147,9 @@ typedef struct
   gchar   *monitor_output_path[2];
   gchar   *monitor_job_name[2];
 
+  /* mixprec.numerics: per-tensor statistics every that many steps (0: off) */
+  guint64  numerics_every;
+
   /* fp8: FP8 working copies of the parameters of fp8_modules */
   gboolean fp8_enabled;
   guint    fp8_recipe;              /* MixprecFp8RecipeKind */
@@ -217,6 +220,9 @@ gboolean _mixprec_config_get_monitor         (MixprecConfig      *config,
                                               _MixprecMonitorKind kind,
                                               const gchar       **output_path,
                                               const gchar       **job_name);
+
+/* mixprec.numerics.every: per-tensor numerics every that many steps; 0: off. */
+guint64  _mixprec_config_get_numerics_every  (MixprecConfig *config);
 
 void     _mixprec_config_settings_init_defaults (MixprecConfigSettings *settings);
 void     _mixprec_config_settings_clear         (MixprecConfigSettings *settings);

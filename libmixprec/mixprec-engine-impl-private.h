@@ -342,6 +342,9 @@ struct _MixprecEngine
   guint64 steps_per_print;   /* 0: no progress messages */
   _MixprecCsvMonitor *csv;
   _MixprecTbMonitor *tb;
+
+  /* Per-tensor numerics (mixprec-engine-numerics.c); NULL when off. */
+  struct _MixprecEngineNumerics *numerics;
 };
 
 /* Elements of each buffer one group needs on this rank, from its units.
@@ -663,6 +666,33 @@ void     _mixprec_engine_close_monitors (MixprecEngine *self);
 void     _mixprec_engine_report_step    (MixprecEngine           *self,
                                          const MixprecStepResult *r,
                                          gboolean                 overflow);
+
+/* Records every value of @numerics in the monitors at its step, under
+ * Numerics/<parameter>/<stat> and NumericsByType/<module type>/<stat>. */
+void     _mixprec_engine_record_numerics (MixprecEngine   *self,
+                                          MixprecNumerics *numerics);
+
+/* ---------------------------------------------------------------- per-tensor numerics
+ * (mixprec-engine-numerics.c), every mixprec.numerics.every steps */
+
+/* At creation: mixprec.numerics read (refused on a device whose memory
+ * the CPU cannot read); and freed at finalize. */
+gboolean _mixprec_engine_numerics_setup  (MixprecEngine *self,
+                                          GError       **error);
+void     _mixprec_engine_numerics_free   (MixprecEngine *self);
+/* In the step: the gradients' statistics after the agreement (whether the
+ * step is measured; @divisor unscales the gradients), the masters kept
+ * before the optimizer, the update's statistics once the working copies
+ * are written, and everything agreed, kept and recorded at the end
+ * (collective on a measured step). */
+gboolean _mixprec_engine_numerics_grads  (MixprecEngine *self,
+                                          gdouble        divisor);
+void     _mixprec_engine_numerics_before_update (MixprecEngine *self);
+void     _mixprec_engine_numerics_after_update  (MixprecEngine *self);
+gboolean _mixprec_engine_numerics_finish (MixprecEngine *self,
+                                          guint64        step,
+                                          gboolean       applied,
+                                          GError       **error);
 
 /* ---------------------------------------------------------------- the parts
  * Each part's owner sets up and frees its fields, and sets those another

@@ -790,6 +790,9 @@ mixprec_engine_step (MixprecEngine *self,
   scale = mixprec_loss_scaler_get_scale (self->scaler);
   divisor = scale * self->gas * self->world;
   norm = sqrt (sumsq) / divisor;
+  /* mixprec.numerics: the gradients as the step reads them, before the
+   * optimizer consumes them. */
+  _mixprec_engine_numerics_grads (self, divisor);
 
   if (!mixprec_loss_scaler_update (self->scaler, overflow, &local_error))
     {
@@ -822,6 +825,7 @@ mixprec_engine_step (MixprecEngine *self,
       self->applied_steps++;
       /* Delayed FP8 scaling: the scales the new copies are cast with, from
        * the amaxes just agreed. */
+      _mixprec_engine_numerics_before_update (self);
       if (!_mixprec_engine_fp8_update (self, error) ||
           !apply_optimizer (self, result->lr, (gfloat) (1.0 / (divisor * coef)), error))
         {
@@ -838,6 +842,7 @@ mixprec_engine_step (MixprecEngine *self,
           _mixprec_engine_clear_gradients (self);
           return NULL;
         }
+      _mixprec_engine_numerics_after_update (self);
     }
   _mixprec_engine_clear_gradients (self);
 
@@ -846,5 +851,7 @@ mixprec_engine_step (MixprecEngine *self,
   result->skipped_steps = self->skipped_steps;
   result->next_loss_scale = mixprec_loss_scaler_get_scale (self->scaler);
   _mixprec_engine_report_step (self, result, overflow);
+  if (!_mixprec_engine_numerics_finish (self, result->step, result->applied, error))
+    return NULL;
   return g_steal_pointer (&result);
 }

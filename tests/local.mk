@@ -561,6 +561,16 @@ tests_test_zero_LDADD = $(tests_internal_ldadd) -lm
 TESTS += tests/test-zero
 endif
 
+# --- per-tensor numerics (mixprec.numerics): crafted gradients at 1 and
+# 3 ranks, the same bits at both (needs the UCX comm plugin)
+if HAVE_UCX
+check_PROGRAMS += tests/test-numerics
+tests_test_numerics_SOURCES = tests/test-numerics.c tests/multiproc.c tests/multiproc.h
+tests_test_numerics_LDADD = $(tests_public_ldadd) -lm
+EXTRA_tests_test_numerics_DEPENDENCIES = plugins/mixprec-comm-ucx.la
+TESTS += tests/test-numerics
+endif
+
 # --- low-precision transport, FP32 sums: bf16 contributions summed over
 # 2, 3, 4 and 8 ranks against an FP64 reference (needs the UCX comm plugin)
 if HAVE_UCX

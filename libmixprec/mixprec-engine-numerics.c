@@ -1,0 +1,624 @@
+/* mixprec-engine-numerics.c — per-tensor numerics (mixprec.numerics):
+ * every N-th step, per parameter and per module type, what its gradient
+ * and its update lost to low precision, measured on the step's own
+ * buffers, agreed across ranks, and recorded in the monitors.
+ *
+ * Every value is a function of fixed pieces: the intersection of a
+ * parameter with one sum-of-squares block of its unit (a *slot*). A
+ * block lies in one rank's slice at any world size (slices are whole
+ * blocks), so one rank measures each slot, element by element in the
+ * same order at every world size; the slots travel in one all-gather
+ * and each is taken from the rank that owns it. Counts and maxima are
+ * exact; sums of squares are added slot after slot in the order of the
+ * parameter's blocks. The results are therefore the same bits at any
+ * world size, given the same reduced gradients.
+ *
+ * The pass reads host memory: an engine on a device whose memory the CPU
+ * cannot read refuses mixprec.numerics at creation. */
+#include "config.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "mixprec.h"
+#include "mixprec-config-private.h"
+#include "mixprec-dtype-private.h"
+#include "mixprec-engine-impl-private.h"
+#include "mixprec-numerics-private.h"
+
+/* What one slot records, as doubles (counts are exact below 2^53). */
+enum {
+  REC_NONFINITE,             /* gradient elements that are inf or NaN */
+  REC_NONZERO,               /* finite non-zero gradient elements */
+  REC_UNDERFLOW,             /* of those, rounding to zero or subnormal in the wire dtype */
+  REC_OVERFLOW,              /* of those, rounding to infinity in it */
+  REC_AMAX,                  /* largest finite |gradient| */
+  REC_SUMSQ,                 /* sum of squares of the gradient elements */
+  REC_STALE,                 /* |new master - old master| < ulp(new working) / 2 */
+  REC_DELTA_SUMSQ,           /* sum of (new master - old master)^2 */
+  REC_MASTER_SUMSQ,          /* sum of old master^2 */
+  N_REC
+};
+
+typedef struct {
+  MixprecParam *param;
+  Group *group;
+  guint unit;
+  guint64 start;             /* first element, relative to its unit */
+  guint64 numel;
+  guint64 first_slot;
+  guint64 n_slots;
+  gboolean has_values;       /* FP32 values the optimizer updates */
+  gboolean has_working;      /* ... and a working copy of its own */
+} NumParam;
+
+typedef struct {
+  guint param;               /* index in params */
+  guint64 lo, hi;            /* elements [lo, hi) of the unit */
+  guint owner;               /* the rank whose slice holds them */
+  guint64 at;                /* owned: where its old masters go in the scratch */
+} NumSlot;
+
+struct _MixprecEngineNumerics {
+  guint64 every;
+  GArray *params;            /* NumParam, registration order */
+  GArray *slots;             /* NumSlot */
+  GArray *owned;             /* guint64: the slots this rank measures */
+  gdouble *records;          /* N_REC per slot */
+  gfloat *old_master;        /* this rank's masters before the step */
+  guint64 old_n;
+  gboolean measuring;        /* this step is measured */
+  gboolean updated;          /* ... and its update statistics were taken */
+  gdouble divisor;           /* what unscales the gradients read */
+  MixprecNumerics *last;
+};
+
+/* ---------------------------------------------------------------- the number formats */
+
+/* Precision (bits of significand, the leading one included) and the
+ * smallest normal exponent of @dtype. */
+static void
+format_of (MixprecDType dtype, gint *p, gint *emin)
+{
+  switch (dtype)
+    {
+    case MIXPREC_DTYPE_FLOAT16:
+      *p = 11, *emin = -14;
+      break;
+    case MIXPREC_DTYPE_BFLOAT16:
+      *p = 8, *emin = -126;
+      break;
+    case MIXPREC_DTYPE_FLOAT8_E4M3:
+      *p = 4, *emin = -6;
+      break;
+    case MIXPREC_DTYPE_FLOAT8_E5M2:
+      *p = 3, *emin = -14;
+      break;
+    default:
+      *p = 24, *emin = -126;
+      break;
+    }
+}
+
+/* Rounded to nearest even in a format of precision p and minimum normal
+ * exponent emin, |v| becomes zero or subnormal exactly below the midpoint
+ * of the largest subnormal and 2^emin, 2^emin (1 - 2^-p) (the tie goes
+ * to 2^emin, whose significand is even), and infinity from the midpoint
+ * of the largest finite value and 2^(emax + 1), max + ulp(max) / 2 (the
+ * tie goes up: the largest finite significand is odd). */
+typedef struct {
+  MixprecDType dtype;
+  gdouble under;             /* |v| < under: zero or subnormal */
+  gdouble over;              /* |v| >= over: infinite */
+} WireBounds;
+
+static WireBounds
+wire_bounds (MixprecDType dtype)
+{
+  WireBounds b = { dtype, 0, INFINITY };
+  gint p, emin;
+
+  format_of (dtype, &p, &emin);
+  b.under = ldexp (1.0 - ldexp (1.0, -p), emin);
+  if (dtype != MIXPREC_DTYPE_FLOAT32)
+    {
+      gdouble max = mixprec_dtype_get_max (dtype);
+      gint e;
+
+      frexp (max, &e);       /* max = m 2^e, m in [0.5, 1): its ulp is 2^(e - p) */
+      b.over = max + ldexp (1.0, e - p - 1);
+    }
+  return b;
+}
+
+/* Half an ulp of @w in a format of precision @p and minimum normal
+ * exponent @emin: 2^(exponent(w) - p) for normal w, 2^(emin - p) below. */
+static gdouble
+half_ulp (gdouble w, gint p, gint emin)
+{
+  gint e;
+
+  if (w == 0.0)
+    return ldexp (1.0, emin - p);
+  frexp (fabs (w), &e);      /* |w| = m 2^e, m in [0.5, 1): exponent e - 1 */
+  return ldexp (1.0, MAX (e - 1, emin) - p);
+}
+
+static gfloat
+value_at (gconstpointer base, MixprecDType dtype, guint64 i)
+{
+  switch (dtype)
+    {
+    case MIXPREC_DTYPE_FLOAT16:
+      return _mixprec_f16_to_f32 (((const guint16 *) base)[i]);
+    case MIXPREC_DTYPE_BFLOAT16:
+      return _mixprec_bf16_to_f32 (((const guint16 *) base)[i]);
+    case MIXPREC_DTYPE_FLOAT8_E4M3:
+      return _mixprec_e4m3_to_f32 (((const guint8 *) base)[i]);
+    case MIXPREC_DTYPE_FLOAT8_E5M2:
+      return _mixprec_e5m2_to_f32 (((const guint8 *) base)[i]);
+    default:
+      return ((const gfloat *) base)[i];
+    }
+}
+
+/* ---------------------------------------------------------------- where the values are */
+
+/* The step's gradients of elements [lo, ...) of @np's unit on this rank:
+ * the reduced slice across ranks, the accumulation buffer or the
+ * gradient buffers read in place on one process. */
+static gconstpointer
+grad_run (MixprecEngine *self, const NumParam *np, guint64 lo, MixprecDType *dtype)
+{
+  Group *g = np->group;
+  const Unit *u = &g_array_index (g->units, Unit, np->unit);
+  gconstpointer src;
+
+  if (self->world == 1)
+    {
+      guint64 o = u->flat + lo;
+      const Segment *seg = _mixprec_engine_segment_of (g, u->flat + np->start);
+
+      if (g->accum != NULL)
+        {
+          *dtype = g->dtypes.accum;
+          return _mixprec_engine_at (g->accum, g->dtypes.accum, o);
+        }
+      *dtype = g->dtypes.grad;
+      return _mixprec_engine_at (seg->grad, g->dtypes.grad, o - seg->offset);
+    }
+  src = _mixprec_engine_slice_source (self, g, u, dtype);
+  return _mixprec_engine_at ((gpointer) src, *dtype, lo - self->rank * UNIT_SLICE (self, u));
+}
+
+/* The FP32 values and the working copy (NULL when they are the same) of
+ * element @lo of @np's unit on this rank. */
+static void
+values_run (MixprecEngine *self, const NumParam *np, guint64 lo, gfloat **master, gpointer *working)
+{
+  Group *g = np->group;
+  const Unit *u = &g_array_index (g->units, Unit, np->unit);
+  guint64 state_at;
+
+  if (self->world == 1)
+    {
+      guint64 o = u->flat + lo;
+      const Segment *seg = _mixprec_engine_segment_of (g, u->flat + np->start);
+
+      *master = seg->master != NULL ? seg->master + (o - seg->master_base) : NULL;
+      *working = seg->working != (gpointer) seg->master
+                 ? _mixprec_engine_at (seg->working, g->dtypes.working, o - seg->working_base) : NULL;
+      return;
+    }
+  _mixprec_engine_values_at (self, g, u, lo, master, &state_at, working);
+}
+
+/* ---------------------------------------------------------------- the slots */
+
+static void
+numerics_layout (MixprecEngine *self, struct _MixprecEngineNumerics *nm)
+{
+  guint64 at = 0;
+
+  nm->params = g_array_new (FALSE, TRUE, sizeof (NumParam));
+  nm->slots = g_array_new (FALSE, TRUE, sizeof (NumSlot));
+  nm->owned = g_array_new (FALSE, FALSE, sizeof (guint64));
+  for (guint i = 0; i < self->params->len; i++)
+    {
+      MixprecParam *p = g_ptr_array_index (self->params, i);
+      _MixprecParamStorage *st = _mixprec_param_get_storage (p);
+      Group *g = g_ptr_array_index (self->groups, st->group);
+      const Unit *u = &g_array_index (g->units, Unit, st->unit);
+      guint64 slice = UNIT_SLICE (self, u);
+      NumParam np = { 0 };
+
+      np.param = p;
+      np.group = g;
+      np.unit = st->unit;
+      np.start = st->index - u->index;
+      np.numel = mixprec_param_get_numel (p);
+      np.first_slot = nm->slots->len;
+      np.has_values = g->dtypes.has_master || g->dtypes.working == MIXPREC_DTYPE_FLOAT32;
+      np.has_working = g->dtypes.has_master && g->dtypes.working != MIXPREC_DTYPE_FLOAT32;
+      /* One slot per block the parameter meets. */
+      for (guint64 lo = np.start; lo < np.start + np.numel;)
+        {
+          guint64 hi = MIN ((lo / _MIXPREC_SUMSQ_BLOCK + 1) * _MIXPREC_SUMSQ_BLOCK, np.start + np.numel);
+          NumSlot s = { nm->params->len, lo, hi, (guint) (lo / slice), 0 };
+
+          if (s.owner == self->rank)
+            {
+              guint64 k = nm->slots->len;
+
+              s.at = at;
+              at += hi - lo;
+              g_array_append_val (nm->owned, k);
+            }
+          g_array_append_val (nm->slots, s);
+          lo = hi;
+        }
+      np.n_slots = nm->slots->len - np.first_slot;
+      g_array_append_val (nm->params, np);
+    }
+  nm->records = g_new0 (gdouble, (gsize) MAX (nm->slots->len, 1) * N_REC);
+  nm->old_n = at;
+}
+
+/* ---------------------------------------------------------------- the gradient pass */
+
+typedef struct {
+  MixprecEngine *engine;
+  struct _MixprecEngineNumerics *nm;
+} Job;
+
+static void
+grad_slots (gsize first, gsize end, gpointer data)
+{
+  Job *job = data;
+  struct _MixprecEngineNumerics *nm = job->nm;
+
+  for (gsize k = first; k < end; k++)
+    {
+      guint64 s = g_array_index (nm->owned, guint64, k);
+      const NumSlot *slot = &g_array_index (nm->slots, NumSlot, s);
+      const NumParam *np = &g_array_index (nm->params, NumParam, slot->param);
+      WireBounds b = wire_bounds (np->group->wire);
+      gdouble *rec = nm->records + s * N_REC;
+      guint64 n = slot->hi - slot->lo, nonfinite = 0, nonzero = 0, under = 0, over = 0;
+      gdouble amax = 0.0;
+      MixprecDType dtype;
+      gconstpointer src = grad_run (job->engine, np, slot->lo, &dtype);
+
+      for (guint64 i = 0; i < n; i++)
+        {
+          gdouble v = fabs ((gdouble) value_at (src, dtype, i));
+
+          if (!isfinite (v))
+            nonfinite++;
+          else if (v != 0.0)
+            {
+              nonzero++;
+              under += v < b.under;
+              over += v >= b.over;
+              amax = MAX (amax, v);
+            }
+        }
+      rec[REC_NONFINITE] = (gdouble) nonfinite;
+      rec[REC_NONZERO] = (gdouble) nonzero;
+      rec[REC_UNDERFLOW] = (gdouble) under;
+      rec[REC_OVERFLOW] = (gdouble) over;
+      rec[REC_AMAX] = amax;
+      rec[REC_SUMSQ] = _mixprec_kernel_sumsq_best (src, dtype, n);
+    }
+}
+
+/* ---------------------------------------------------------------- the update pass */
+
+static void
+keep_masters (gsize first, gsize end, gpointer data)
+{
+  Job *job = data;
+  struct _MixprecEngineNumerics *nm = job->nm;
+
+  for (gsize k = first; k < end; k++)
+    {
+      const NumSlot *slot = &g_array_index (nm->slots, NumSlot, g_array_index (nm->owned, guint64, k));
+      const NumParam *np = &g_array_index (nm->params, NumParam, slot->param);
+      gfloat *master;
+      gpointer working;
+
+      if (!np->has_values)
+        continue;
+      values_run (job->engine, np, slot->lo, &master, &working);
+      memcpy (nm->old_master + slot->at, master, (slot->hi - slot->lo) * sizeof (gfloat));
+    }
+}
+
+static void
+update_slots (gsize first, gsize end, gpointer data)
+{
+  Job *job = data;
+  struct _MixprecEngineNumerics *nm = job->nm;
+
+  for (gsize k = first; k < end; k++)
+    {
+      guint64 s = g_array_index (nm->owned, guint64, k);
+      const NumSlot *slot = &g_array_index (nm->slots, NumSlot, s);
+      const NumParam *np = &g_array_index (nm->params, NumParam, slot->param);
+      const gfloat *old = nm->old_master + slot->at;
+      gdouble *rec = nm->records + s * N_REC;
+      gdouble dsum = 0.0, msum = 0.0;
+      guint64 stale = 0, n = slot->hi - slot->lo;
+      MixprecDType wdtype = np->group->dtypes.working;
+      gfloat *master;
+      gpointer working;
+      gint p, emin;
+
+      if (!np->has_values)
+        continue;
+      values_run (job->engine, np, slot->lo, &master, &working);
+      format_of (wdtype, &p, &emin);
+      for (guint64 i = 0; i < n; i++)
+        {
+          /* The difference of two floats, exact in double unless their
+           * exponents are far apart. */
+          gdouble d = (gdouble) master[i] - (gdouble) old[i];
+
+          dsum += d * d;
+          msum += (gdouble) old[i] * (gdouble) old[i];
+          if (working != NULL)
+            {
+              gdouble w = value_at (working, wdtype, i);
+
+              stale += isfinite (w) && fabs (d) < half_ulp (w, p, emin);
+            }
+        }
+      rec[REC_STALE] = (gdouble) stale;
+      rec[REC_DELTA_SUMSQ] = dsum;
+      rec[REC_MASTER_SUMSQ] = msum;
+    }
+}
+
+/* ---------------------------------------------------------------- the engine's calls */
+
+gboolean
+_mixprec_engine_numerics_setup (MixprecEngine *self,
+                                GError       **error)
+{
+  guint64 every = _mixprec_config_get_numerics_every (self->config);
+
+  if (every == 0)
+    return TRUE;
+  if (!_mixprec_device_memory_is_host (self->device))
+    {
+      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
+                   "mixprec.numerics.every: per-tensor numerics read the buffers in host memory, "
+                   "but mixprec.device \"%s\" keeps them in device memory; set it to 0 or use "
+                   "the \"cpu\" device", mixprec_config_get_device (self->config));
+      return FALSE;
+    }
+  self->numerics = g_new0 (struct _MixprecEngineNumerics, 1);
+  self->numerics->every = every;
+  return TRUE;
+}
+
+void
+_mixprec_engine_numerics_free (MixprecEngine *self)
+{
+  struct _MixprecEngineNumerics *nm = g_steal_pointer (&self->numerics);
+
+  if (nm == NULL)
+    return;
+  g_clear_pointer (&nm->params, g_array_unref);
+  g_clear_pointer (&nm->slots, g_array_unref);
+  g_clear_pointer (&nm->owned, g_array_unref);
+  g_free (nm->records);
+  g_free (nm->old_master);
+  g_clear_object (&nm->last);
+  g_free (nm);
+}
+
+gboolean
+_mixprec_engine_numerics_grads (MixprecEngine *self,
+                                gdouble        divisor)
+{
+  struct _MixprecEngineNumerics *nm = self->numerics;
+  Job job = { self, nm };
+
+  if (nm == NULL || (self->steps + 1) % nm->every != 0)
+    {
+      if (nm != NULL)
+        nm->measuring = FALSE;
+      return FALSE;
+    }
+  if (nm->params == NULL)
+    numerics_layout (self, nm);
+  nm->measuring = TRUE;
+  nm->updated = FALSE;
+  nm->divisor = divisor;
+  memset (nm->records, 0, (gsize) nm->slots->len * N_REC * sizeof (gdouble));
+  _mixprec_device_dispatch (NULL, nm->owned->len, 16, 1, grad_slots, &job);
+  return TRUE;
+}
+
+void
+_mixprec_engine_numerics_before_update (MixprecEngine *self)
+{
+  struct _MixprecEngineNumerics *nm = self->numerics;
+  Job job = { self, nm };
+
+  if (nm == NULL || !nm->measuring)
+    return;
+  /* Kept for the step it measures only: off steps cost nothing. */
+  g_free (nm->old_master);
+  nm->old_master = g_new (gfloat, MAX (nm->old_n, 1));
+  _mixprec_device_dispatch (NULL, nm->owned->len, 16, 1, keep_masters, &job);
+}
+
+void
+_mixprec_engine_numerics_after_update (MixprecEngine *self)
+{
+  struct _MixprecEngineNumerics *nm = self->numerics;
+  Job job = { self, nm };
+
+  if (nm == NULL || !nm->measuring || nm->old_master == NULL)
+    return;
+  _mixprec_device_dispatch (NULL, nm->owned->len, 16, 1, update_slots, &job);
+  g_clear_pointer (&nm->old_master, g_free);
+  nm->updated = TRUE;
+}
+
+/* Every rank's records, each slot from its owner, into nm->records. */
+static gboolean
+agree_records (MixprecEngine *self, struct _MixprecEngineNumerics *nm, GError **error)
+{
+  gsize n = (gsize) nm->slots->len * N_REC;
+  g_autofree gdouble *all = NULL;
+  GError *local = NULL;
+
+  if (self->world == 1)
+    return TRUE;
+  all = g_new (gdouble, MAX (n, 1) * self->world);
+  if (!_mixprec_engine_before_comm (self, error))
+    return FALSE;
+  /* Raw bytes: the gather moves floats, and gathering is exact. */
+  if (!mixprec_comm_all_gather (self->comm, nm->records, all, n * 2, MIXPREC_DTYPE_FLOAT32, &local))
+    return _mixprec_engine_comm_failed (error, local, "agreeing on the per-tensor numerics");
+  for (guint64 s = 0; s < nm->slots->len; s++)
+    {
+      guint owner = g_array_index (nm->slots, NumSlot, s).owner;
+
+      memcpy (nm->records + s * N_REC, all + (gsize) owner * n + s * N_REC, N_REC * sizeof (gdouble));
+    }
+  return TRUE;
+}
+
+/* The sums over a parameter (or a module type) of its slots. */
+typedef struct {
+  gdouble rec[N_REC];        /* counts and sums added, amax the largest */
+  guint64 numel;
+  gboolean values, working;
+  gboolean any;
+} Totals;
+
+static void
+add_slots (Totals *t, const NumParam *np, const gdouble *records)
+{
+  for (guint64 s = np->first_slot; s < np->first_slot + np->n_slots; s++)
+    {
+      const gdouble *rec = records + s * N_REC;
+
+      for (guint r = 0; r < N_REC; r++)
+        t->rec[r] = r == REC_AMAX ? MAX (t->rec[r], rec[r]) : t->rec[r] + rec[r];
+    }
+  t->numel += np->numel;
+  t->values |= np->has_values;
+  t->working |= np->has_working;
+  t->any = TRUE;
+}
+
+static gdouble
+fraction (gdouble count, gdouble of)
+{
+  return of > 0.0 ? count / of : 0.0;
+}
+
+static void
+put (MixprecNumerics *out, gboolean by_type, const gchar *name, const Totals *t,
+     gboolean updated, gdouble divisor)
+{
+  /* What a monitor shows: the gradients unscaled like the step's norm. */
+  _mixprec_numerics_set (out, by_type, name, _MIXPREC_NUM_GRAD_AMAX, t->rec[REC_AMAX] / divisor);
+  _mixprec_numerics_set (out, by_type, name, _MIXPREC_NUM_GRAD_NORM, sqrt (t->rec[REC_SUMSQ]) / divisor);
+  _mixprec_numerics_set (out, by_type, name, _MIXPREC_NUM_GRAD_NONFINITE,
+                         fraction (t->rec[REC_NONFINITE], (gdouble) t->numel));
+  _mixprec_numerics_set (out, by_type, name, _MIXPREC_NUM_GRAD_UNDERFLOW,
+                         fraction (t->rec[REC_UNDERFLOW], t->rec[REC_NONZERO]));
+  _mixprec_numerics_set (out, by_type, name, _MIXPREC_NUM_GRAD_OVERFLOW,
+                         fraction (t->rec[REC_OVERFLOW], t->rec[REC_NONZERO]));
+  if (!updated || !t->values)
+    return;
+  if (t->working)
+    _mixprec_numerics_set (out, by_type, name, _MIXPREC_NUM_STALE,
+                           fraction (t->rec[REC_STALE], (gdouble) t->numel));
+  /* A zero tensor that moved moved infinitely far relative to itself. */
+  _mixprec_numerics_set (out, by_type, name, _MIXPREC_NUM_UPDATE_RATIO,
+                         t->rec[REC_MASTER_SUMSQ] > 0.0
+                         ? sqrt (t->rec[REC_DELTA_SUMSQ]) / sqrt (t->rec[REC_MASTER_SUMSQ])
+                         : t->rec[REC_DELTA_SUMSQ] > 0.0 ? INFINITY : 0.0);
+}
+
+gboolean
+_mixprec_engine_numerics_finish (MixprecEngine *self,
+                                 guint64        step,
+                                 gboolean       applied,
+                                 GError       **error)
+{
+  struct _MixprecEngineNumerics *nm = self->numerics;
+  g_autoptr(GHashTable) by_type = NULL;
+  g_autoptr(GPtrArray) types = NULL;
+  MixprecNumerics *out;
+
+  if (nm == NULL || !nm->measuring)
+    return TRUE;
+  nm->measuring = FALSE;
+  g_clear_pointer (&nm->old_master, g_free);
+  if (!agree_records (self, nm, error))
+    return FALSE;
+  out = _mixprec_numerics_new (step, applied);
+  by_type = g_hash_table_new_full (g_str_hash, g_str_equal, NULL, g_free);
+  types = g_ptr_array_new ();
+  for (guint i = 0; i < nm->params->len; i++)
+    {
+      const NumParam *np = &g_array_index (nm->params, NumParam, i);
+      const gchar *type = mixprec_param_get_module_type (np->param);
+      Totals t = { { 0 } }, *tt;
+
+      if (np->numel == 0)
+        continue;
+      add_slots (&t, np, nm->records);
+      put (out, FALSE, mixprec_param_get_name (np->param), &t, nm->updated, nm->divisor);
+      /* Parameters of no module type are in no module type's row. */
+      if (type == NULL || *type == '\0')
+        continue;
+      tt = g_hash_table_lookup (by_type, type);
+      if (tt == NULL)
+        {
+          tt = g_new0 (Totals, 1);
+          g_hash_table_insert (by_type, (gpointer) type, tt);
+          g_ptr_array_add (types, (gpointer) type);
+        }
+      add_slots (tt, np, nm->records);
+    }
+  for (guint i = 0; i < types->len; i++)
+    put (out, TRUE, types->pdata[i], g_hash_table_lookup (by_type, types->pdata[i]), nm->updated,
+         nm->divisor);
+  g_clear_object (&nm->last);
+  nm->last = out;
+  _mixprec_engine_record_numerics (self, out);
+  return TRUE;
+}
+
+/**
+ * mixprec_engine_get_numerics:
+ * @self: a #MixprecEngine
+ *
+ * Gets the per-tensor numerics of the last step that measured them
+ * (every `mixprec.numerics.every` steps, see #MixprecNumerics): the same
+ * values on every rank, recorded by rank 0 in the monitors.
+ *
+ * Returns: (transfer full) (nullable): the last measured step's
+ *   statistics, or %NULL when mixprec.numerics is off or no step has
+ *   measured them yet
+ *
+ * Since: 1.1
+ */
+MixprecNumerics *
+mixprec_engine_get_numerics (MixprecEngine *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_ENGINE (self), NULL);
+
+  if (self->numerics == NULL || self->numerics->last == NULL)
+    return NULL;
+  return g_object_ref (self->numerics->last);
+}

@@ -13,6 +13,7 @@ docs_reference_pages = \
 	docs/reference/optimizer-states.md \
 	docs/reference/zero-and-memory.md \
 	docs/reference/memory-representations.md \
+	docs/reference/numerics.md \
 	docs/reference/internals.md \
 	docs/reference/checkpoints.md \
 	docs/reference/plugins.md \

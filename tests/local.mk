@@ -571,6 +571,12 @@ EXTRA_tests_test_numerics_DEPENDENCIES = plugins/mixprec-comm-ucx.la
 TESTS += tests/test-numerics
 endif
 
+# Each statistic against numpy, through introspection.
+EXTRA_DIST += tests/test-numerics-gi.py
+if HAVE_PYTHON_GI
+TESTS += tests/test-numerics-gi.py
+endif
+
 # --- low-precision transport, FP32 sums: bf16 contributions summed over
 # 2, 3, 4 and 8 ranks against an FP64 reference (needs the UCX comm plugin)
 if HAVE_UCX

@@ -571,10 +571,11 @@ EXTRA_tests_test_numerics_DEPENDENCIES = plugins/mixprec-comm-ucx.la
 TESTS += tests/test-numerics
 endif
 
-# Each statistic against numpy, through introspection.
-EXTRA_DIST += tests/test-numerics-gi.py
+# Each statistic against numpy, through introspection; mixprec.torch's
+# accessor against torch's own gradients.
+EXTRA_DIST += tests/test-numerics-gi.py tests/test-numerics-torch.py
 if HAVE_PYTHON_GI
-TESTS += tests/test-numerics-gi.py
+TESTS += tests/test-numerics-gi.py tests/test-numerics-torch.py
 endif
 
 # --- low-precision transport, FP32 sums: bf16 contributions summed over

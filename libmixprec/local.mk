@@ -161,7 +161,10 @@ mixprec_public_headers += libmixprec/mixprec-numerics.h
 mixprec_sources += \
 	libmixprec/mixprec-numerics-private.h \
 	libmixprec/mixprec-numerics.c \
+	libmixprec/mixprec-numerics-kernels-private.h \
+	libmixprec/mixprec-numerics-kernels.c \
 	libmixprec/mixprec-engine-numerics.c
+mixprec_simd_sources += libmixprec/mixprec-numerics-kernels-avx2.c
 
 # --- FP8 working copies (fp8-engine)
 mixprec_sources += libmixprec/mixprec-engine-fp8.c

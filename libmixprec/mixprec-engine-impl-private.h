@@ -680,15 +680,40 @@ void     _mixprec_engine_record_numerics (MixprecEngine   *self,
 gboolean _mixprec_engine_numerics_setup  (MixprecEngine *self,
                                           GError       **error);
 void     _mixprec_engine_numerics_free   (MixprecEngine *self);
-/* In the step: the gradients' statistics after the agreement (whether the
- * step is measured; @divisor unscales the gradients), the masters kept
- * before the optimizer, the update's statistics once the working copies
- * are written, and everything agreed, kept and recorded at the end
- * (collective on a measured step). */
-gboolean _mixprec_engine_numerics_grads  (MixprecEngine *self,
-                                          gdouble        divisor);
-void     _mixprec_engine_numerics_before_update (MixprecEngine *self);
+/* In the step: after the agreement, whether the step is measured
+ * (@divisor unscales the gradients; @skipped: it applies nothing), the
+ * gradients and masters of the groups the optimizer's pass will not
+ * measure read then; the update's statistics of those groups once the
+ * working copies are written; and everything agreed, kept and recorded at
+ * the end (collective on a measured step). */
+gboolean _mixprec_engine_numerics_begin  (MixprecEngine *self,
+                                          gdouble        divisor,
+                                          gboolean       skipped);
 void     _mixprec_engine_numerics_after_update  (MixprecEngine *self);
+/* In the optimizer's pass (mixprec-engine-step.c): for a measured step
+ * and a group it can measure, a handle (else NULL); with one, the pass
+ * cuts its pieces at _mixprec_engine_numerics_cut() (the next block
+ * boundary of a unit after @index, in the group's unpadded element space)
+ * and starts every call at such a boundary, and each call, given the
+ * first element's @index, keeps its masters before the optimizer
+ * (fused_before) and measures its slots after it (fused_after). */
+gpointer _mixprec_engine_numerics_fuse   (MixprecEngine *self,
+                                          Group         *g);
+guint64  _mixprec_engine_numerics_cut    (Group         *g,
+                                          guint64        index);
+void     _mixprec_engine_numerics_fused_before (gpointer      fuse,
+                                                Group        *g,
+                                                const gfloat *master,
+                                                guint64       n);
+void     _mixprec_engine_numerics_fused_after  (gpointer       fuse,
+                                                MixprecEngine *self,
+                                                Group         *g,
+                                                guint64        index,
+                                                gconstpointer  grad,
+                                                MixprecDType   grad_dtype,
+                                                const gfloat  *master,
+                                                gconstpointer  working,
+                                                guint64        n);
 gboolean _mixprec_engine_numerics_finish (MixprecEngine *self,
                                           guint64        step,
                                           gboolean       applied,

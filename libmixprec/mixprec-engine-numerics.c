@@ -25,6 +25,7 @@
 #include "mixprec-dtype-private.h"
 #include "mixprec-engine-impl-private.h"
 #include "mixprec-numerics-private.h"
+#include "mixprec-numerics-kernels-private.h"
 
 /* What one slot records, as doubles (counts are exact below 2^53). */
 enum {
@@ -55,6 +56,7 @@ typedef struct {
 typedef struct {
   guint param;               /* index in params */
   guint64 lo, hi;            /* elements [lo, hi) of the unit */
+  guint64 index;             /* lo's place in the group's unpadded element space */
   guint owner;               /* the rank whose slice holds them */
   guint64 at;                /* owned: where its old masters go in the scratch */
 } NumSlot;
@@ -65,8 +67,13 @@ struct _MixprecEngineNumerics {
   GArray *slots;             /* NumSlot */
   GArray *owned;             /* guint64: the slots this rank measures */
   gdouble *records;          /* N_REC per slot */
-  gfloat *old_master;        /* this rank's masters before the step */
+  gfloat *old_master;        /* this rank's masters before the step, for the
+                                groups the optimizer's pass does not measure */
   guint64 old_n;
+  GArray **by_group;         /* per group: its slots (guint64), in element order */
+  guint n_groups;
+  gboolean *fused;           /* per group: measured in the optimizer's pass */
+  gint cut;                  /* a fused pass cut a slot (never, by construction) */
   gboolean measuring;        /* this step is measured */
   gboolean updated;          /* ... and its update statistics were taken */
   gdouble divisor;           /* what unscales the gradients read */
@@ -105,61 +112,55 @@ format_of (MixprecDType dtype, gint *p, gint *emin)
  * of the largest subnormal and 2^emin, 2^emin (1 - 2^-p) (the tie goes
  * to 2^emin, whose significand is even), and infinity from the midpoint
  * of the largest finite value and 2^(emax + 1), max + ulp(max) / 2 (the
- * tie goes up: the largest finite significand is odd). */
+ * tie goes up: the largest finite significand is odd). As FP32 bits of
+ * the smallest float at or above each bound, the tests become integer
+ * comparisons of |v|'s bits. */
 typedef struct {
-  MixprecDType dtype;
-  gdouble under;             /* |v| < under: zero or subnormal */
-  gdouble over;              /* |v| >= over: infinite */
+  guint32 under;             /* |v| bits < under: zero or subnormal */
+  guint32 over;              /* |v| bits >= over: infinite */
 } WireBounds;
+
+static guint32
+float_bits_at_least (gdouble bound)
+{
+  gfloat f = (gfloat) bound;
+  guint32 bits;
+
+  if ((gdouble) f < bound)
+    f = nextafterf (f, INFINITY);
+  memcpy (&bits, &f, sizeof bits);
+  return bits;
+}
 
 static WireBounds
 wire_bounds (MixprecDType dtype)
 {
-  WireBounds b = { dtype, 0, INFINITY };
+  WireBounds b = { 0, 0x7f800000u };
   gint p, emin;
 
   format_of (dtype, &p, &emin);
-  b.under = ldexp (1.0 - ldexp (1.0, -p), emin);
+  b.under = float_bits_at_least (ldexp (1.0 - ldexp (1.0, -p), emin));
   if (dtype != MIXPREC_DTYPE_FLOAT32)
     {
       gdouble max = mixprec_dtype_get_max (dtype);
       gint e;
 
       frexp (max, &e);       /* max = m 2^e, m in [0.5, 1): its ulp is 2^(e - p) */
-      b.over = max + ldexp (1.0, e - p - 1);
+      b.over = float_bits_at_least (max + ldexp (1.0, e - p - 1));
     }
   return b;
 }
 
-/* Half an ulp of @w in a format of precision @p and minimum normal
- * exponent @emin: 2^(exponent(w) - p) for normal w, 2^(emin - p) below. */
-static gdouble
-half_ulp (gdouble w, gint p, gint emin)
+/* Up to a slot of values of @dtype widened to FP32 in @buf (exact: every
+ * format the engine keeps is an FP32 value), with the library's fastest
+ * conversion kernel. */
+static const gfloat *
+as_f32 (gconstpointer src, MixprecDType dtype, guint64 n, gfloat *buf)
 {
-  gint e;
-
-  if (w == 0.0)
-    return ldexp (1.0, emin - p);
-  frexp (fabs (w), &e);      /* |w| = m 2^e, m in [0.5, 1): exponent e - 1 */
-  return ldexp (1.0, MAX (e - 1, emin) - p);
-}
-
-static gfloat
-value_at (gconstpointer base, MixprecDType dtype, guint64 i)
-{
-  switch (dtype)
-    {
-    case MIXPREC_DTYPE_FLOAT16:
-      return _mixprec_f16_to_f32 (((const guint16 *) base)[i]);
-    case MIXPREC_DTYPE_BFLOAT16:
-      return _mixprec_bf16_to_f32 (((const guint16 *) base)[i]);
-    case MIXPREC_DTYPE_FLOAT8_E4M3:
-      return _mixprec_e4m3_to_f32 (((const guint8 *) base)[i]);
-    case MIXPREC_DTYPE_FLOAT8_E5M2:
-      return _mixprec_e5m2_to_f32 (((const guint8 *) base)[i]);
-    default:
-      return ((const gfloat *) base)[i];
-    }
+  if (dtype == MIXPREC_DTYPE_FLOAT32)
+    return src;
+  _mixprec_convert_kernels ()->to_f32[dtype] (src, buf, n, 0, 0);
+  return buf;
 }
 
 /* ---------------------------------------------------------------- where the values are */
@@ -223,6 +224,11 @@ numerics_layout (MixprecEngine *self, struct _MixprecEngineNumerics *nm)
   nm->params = g_array_new (FALSE, TRUE, sizeof (NumParam));
   nm->slots = g_array_new (FALSE, TRUE, sizeof (NumSlot));
   nm->owned = g_array_new (FALSE, FALSE, sizeof (guint64));
+  nm->n_groups = self->groups->len;
+  nm->by_group = g_new0 (GArray *, self->groups->len);
+  nm->fused = g_new0 (gboolean, self->groups->len);
+  for (guint j = 0; j < self->groups->len; j++)
+    nm->by_group[j] = g_array_new (FALSE, FALSE, sizeof (guint64));
   for (guint i = 0; i < self->params->len; i++)
     {
       MixprecParam *p = g_ptr_array_index (self->params, i);
@@ -244,17 +250,17 @@ numerics_layout (MixprecEngine *self, struct _MixprecEngineNumerics *nm)
       for (guint64 lo = np.start; lo < np.start + np.numel;)
         {
           guint64 hi = MIN ((lo / _MIXPREC_SUMSQ_BLOCK + 1) * _MIXPREC_SUMSQ_BLOCK, np.start + np.numel);
-          NumSlot s = { nm->params->len, lo, hi, (guint) (lo / slice), 0 };
+          NumSlot s = { nm->params->len, lo, hi, u->index + lo, (guint) (lo / slice), 0 };
+          guint64 k = nm->slots->len;
 
           if (s.owner == self->rank)
             {
-              guint64 k = nm->slots->len;
-
               s.at = at;
               at += hi - lo;
               g_array_append_val (nm->owned, k);
             }
           g_array_append_val (nm->slots, s);
+          g_array_append_val (nm->by_group[st->group], k);
           lo = hi;
         }
       np.n_slots = nm->slots->len - np.first_slot;
@@ -264,12 +270,62 @@ numerics_layout (MixprecEngine *self, struct _MixprecEngineNumerics *nm)
   nm->old_n = at;
 }
 
-/* ---------------------------------------------------------------- the gradient pass */
+/* ---------------------------------------------------------------- one slot */
+
+static void
+slot_grads (gdouble *rec, MixprecDType wire, gconstpointer src, MixprecDType dtype, guint64 n)
+{
+  WireBounds b = wire_bounds (wire);
+  gfloat buf[_MIXPREC_SUMSQ_BLOCK];
+  _MixprecGradCounts c;
+  gfloat amax;
+
+  _mixprec_numerics_grad_counts_best (as_f32 (src, dtype, n, buf), n, b.under, b.over, &c);
+  memcpy (&amax, &c.amax, sizeof amax);
+  rec[REC_NONFINITE] = (gdouble) c.nonfinite;
+  rec[REC_NONZERO] = (gdouble) c.nonzero;
+  rec[REC_UNDERFLOW] = (gdouble) c.under;
+  rec[REC_OVERFLOW] = (gdouble) c.over;
+  rec[REC_AMAX] = amax;
+  rec[REC_SUMSQ] = _mixprec_kernel_sumsq_best (src, dtype, n);
+}
+
+/* @working: NULL when the FP32 values are the working copy (no stale
+ * count). */
+static void
+slot_update (gdouble *rec, MixprecDType wdtype, const gfloat *old, const gfloat *now,
+             gconstpointer working, guint64 n)
+{
+  gfloat buf[_MIXPREC_SUMSQ_BLOCK];
+  _MixprecUpdateSums u;
+  gint p, emin;
+
+  format_of (wdtype, &p, &emin);
+  _mixprec_numerics_update_best (old, now, working != NULL ? as_f32 (working, wdtype, n, buf) : NULL,
+                                 n, p, emin, &u);
+  rec[REC_STALE] = (gdouble) u.stale;
+  rec[REC_DELTA_SUMSQ] = u.delta_sumsq;
+  rec[REC_MASTER_SUMSQ] = u.old_sumsq;
+}
+
+/* ---------------------------------------------------------------- passes of their own
+ * For the groups whose optimizer pass cannot measure (see
+ * _mixprec_engine_numerics_fuse()), and for the gradients of a skipped
+ * step. */
 
 typedef struct {
   MixprecEngine *engine;
   struct _MixprecEngineNumerics *nm;
+  gboolean all;              /* every group, fused or not */
 } Job;
+
+static gboolean
+slot_in_pass (Job *job, const NumSlot *slot)
+{
+  const NumParam *np = &g_array_index (job->nm->params, NumParam, slot->param);
+
+  return job->all || !job->nm->fused[np->group->index];
+}
 
 static void
 grad_slots (gsize first, gsize end, gpointer data)
@@ -282,37 +338,15 @@ grad_slots (gsize first, gsize end, gpointer data)
       guint64 s = g_array_index (nm->owned, guint64, k);
       const NumSlot *slot = &g_array_index (nm->slots, NumSlot, s);
       const NumParam *np = &g_array_index (nm->params, NumParam, slot->param);
-      WireBounds b = wire_bounds (np->group->wire);
-      gdouble *rec = nm->records + s * N_REC;
-      guint64 n = slot->hi - slot->lo, nonfinite = 0, nonzero = 0, under = 0, over = 0;
-      gdouble amax = 0.0;
       MixprecDType dtype;
-      gconstpointer src = grad_run (job->engine, np, slot->lo, &dtype);
+      gconstpointer src;
 
-      for (guint64 i = 0; i < n; i++)
-        {
-          gdouble v = fabs ((gdouble) value_at (src, dtype, i));
-
-          if (!isfinite (v))
-            nonfinite++;
-          else if (v != 0.0)
-            {
-              nonzero++;
-              under += v < b.under;
-              over += v >= b.over;
-              amax = MAX (amax, v);
-            }
-        }
-      rec[REC_NONFINITE] = (gdouble) nonfinite;
-      rec[REC_NONZERO] = (gdouble) nonzero;
-      rec[REC_UNDERFLOW] = (gdouble) under;
-      rec[REC_OVERFLOW] = (gdouble) over;
-      rec[REC_AMAX] = amax;
-      rec[REC_SUMSQ] = _mixprec_kernel_sumsq_best (src, dtype, n);
+      if (!slot_in_pass (job, slot))
+        continue;
+      src = grad_run (job->engine, np, slot->lo, &dtype);
+      slot_grads (nm->records + s * N_REC, np->group->wire, src, dtype, slot->hi - slot->lo);
     }
 }
-
-/* ---------------------------------------------------------------- the update pass */
 
 static void
 keep_masters (gsize first, gsize end, gpointer data)
@@ -327,7 +361,7 @@ keep_masters (gsize first, gsize end, gpointer data)
       gfloat *master;
       gpointer working;
 
-      if (!np->has_values)
+      if (!np->has_values || !slot_in_pass (job, slot))
         continue;
       values_run (job->engine, np, slot->lo, &master, &working);
       memcpy (nm->old_master + slot->at, master, (slot->hi - slot->lo) * sizeof (gfloat));
@@ -345,37 +379,165 @@ update_slots (gsize first, gsize end, gpointer data)
       guint64 s = g_array_index (nm->owned, guint64, k);
       const NumSlot *slot = &g_array_index (nm->slots, NumSlot, s);
       const NumParam *np = &g_array_index (nm->params, NumParam, slot->param);
-      const gfloat *old = nm->old_master + slot->at;
-      gdouble *rec = nm->records + s * N_REC;
-      gdouble dsum = 0.0, msum = 0.0;
-      guint64 stale = 0, n = slot->hi - slot->lo;
-      MixprecDType wdtype = np->group->dtypes.working;
       gfloat *master;
       gpointer working;
-      gint p, emin;
 
-      if (!np->has_values)
+      if (!np->has_values || !slot_in_pass (job, slot))
         continue;
       values_run (job->engine, np, slot->lo, &master, &working);
-      format_of (wdtype, &p, &emin);
-      for (guint64 i = 0; i < n; i++)
+      slot_update (nm->records + s * N_REC, np->group->dtypes.working, nm->old_master + slot->at,
+                   master, working, slot->hi - slot->lo);
+    }
+}
+
+/* ---------------------------------------------------------------- in the optimizer's pass */
+
+/* Whether the optimizer's pass over @g can measure it: its calls then
+ * start at a multiple of the block size from a unit's first element and
+ * end at another or at the end of a run of the unit, so that every slot
+ * lies in one call and is measured as the passes of their own measure it
+ * (mixprec-engine-step.c cuts them so when _mixprec_engine_numerics_fuse()
+ * says). Not: staged blocks (scaled state on one process), ZeRO-0's
+ * gathered windows, offloaded steps. */
+static gboolean
+fusable (MixprecEngine *self, Group *g)
+{
+  if (self->offload || !_mixprec_device_memory_is_host (g->device))
+    return FALSE;
+  if (self->world == 1)
+    return self->repr.block_size == 0;
+  return self->stage >= 1 || g->accum_mode == ACCUM_IN_GRAD;
+}
+
+/* The masters of one call, kept before the optimizer writes them: one
+ * buffer per thread, grown as needed. */
+typedef struct {
+  gfloat *data;
+  gsize n;
+} Kept;
+
+static void
+kept_free (gpointer data)
+{
+  Kept *kept = data;
+
+  g_free (kept->data);
+  g_free (kept);
+}
+
+static GPrivate kept_key = G_PRIVATE_INIT (kept_free);
+
+static gfloat *
+kept_buffer (gsize n)
+{
+  Kept *kept = g_private_get (&kept_key);
+
+  if (kept == NULL)
+    {
+      kept = g_new0 (Kept, 1);
+      g_private_set (&kept_key, kept);
+    }
+  if (kept->n < n)
+    {
+      g_free (kept->data);
+      kept->data = g_new (gfloat, n);
+      kept->n = n;
+    }
+  return kept->data;
+}
+
+gpointer
+_mixprec_engine_numerics_fuse (MixprecEngine *self,
+                               Group         *g)
+{
+  struct _MixprecEngineNumerics *nm = self->numerics;
+
+  return nm != NULL && nm->measuring && nm->fused[g->index] ? nm : NULL;
+}
+
+guint64
+_mixprec_engine_numerics_cut (Group   *g,
+                              guint64  index)
+{
+  guint lo = 0, hi = g->units->len;
+  const Unit *u;
+
+  /* The unit holding @index: the last starting at or before it. */
+  while (hi - lo > 1)
+    {
+      guint mid = (lo + hi) / 2;
+
+      if (g_array_index (g->units, Unit, mid).index <= index)
+        lo = mid;
+      else
+        hi = mid;
+    }
+  u = &g_array_index (g->units, Unit, lo);
+  return MIN (u->index + ((index - u->index) / _MIXPREC_SUMSQ_BLOCK + 1) * _MIXPREC_SUMSQ_BLOCK,
+              u->index + u->numel);
+}
+
+void
+_mixprec_engine_numerics_fused_before (gpointer      fuse,
+                                       Group        *g,
+                                       const gfloat *master,
+                                       guint64       n)
+{
+  if (master != NULL && (g->dtypes.has_master || g->dtypes.working == MIXPREC_DTYPE_FLOAT32))
+    memcpy (kept_buffer (n), master, n * sizeof (gfloat));
+}
+
+void
+_mixprec_engine_numerics_fused_after (gpointer       fuse,
+                                      MixprecEngine *self,
+                                      Group         *g,
+                                      guint64        index,
+                                      gconstpointer  grad,
+                                      MixprecDType   grad_dtype,
+                                      const gfloat  *master,
+                                      gconstpointer  working,
+                                      guint64        n)
+{
+  struct _MixprecEngineNumerics *nm = fuse;
+  GArray *mine = nm->by_group[g->index];
+  const gfloat *kept = master != NULL ? kept_buffer (n) : NULL;
+  guint lo = 0, hi = mine->len;
+
+  /* The first slot ending after @index. */
+  while (lo < hi)
+    {
+      guint mid = (lo + hi) / 2;
+      const NumSlot *s = &g_array_index (nm->slots, NumSlot, g_array_index (mine, guint64, mid));
+
+      if (s->index + (s->hi - s->lo) <= index)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+  for (guint i = lo; i < mine->len; i++)
+    {
+      guint64 k = g_array_index (mine, guint64, i);
+      const NumSlot *s = &g_array_index (nm->slots, NumSlot, k);
+      const NumParam *np = &g_array_index (nm->params, NumParam, s->param);
+      guint64 len = s->hi - s->lo, at = s->index - index;
+      gdouble *rec = nm->records + k * N_REC;
+
+      if (s->index >= index + n)
+        break;
+      /* ZeRO-0 steps every element on every rank: each slot is its
+       * owner's. */
+      if (s->owner != self->rank)
+        continue;
+      if (s->index < index || s->index + len > index + n)
         {
-          /* The difference of two floats, exact in double unless their
-           * exponents are far apart. */
-          gdouble d = (gdouble) master[i] - (gdouble) old[i];
-
-          dsum += d * d;
-          msum += (gdouble) old[i] * (gdouble) old[i];
-          if (working != NULL)
-            {
-              gdouble w = value_at (working, wdtype, i);
-
-              stale += isfinite (w) && fabs (d) < half_ulp (w, p, emin);
-            }
+          g_atomic_int_set (&nm->cut, 1);
+          continue;
         }
-      rec[REC_STALE] = (gdouble) stale;
-      rec[REC_DELTA_SUMSQ] = dsum;
-      rec[REC_MASTER_SUMSQ] = msum;
+      slot_grads (rec, g->wire, _mixprec_engine_at ((gpointer) grad, grad_dtype, at), grad_dtype, len);
+      if (np->has_values && master != NULL)
+        slot_update (rec, g->dtypes.working, kept + at, master + at,
+                     working != NULL ? _mixprec_engine_at ((gpointer) working, g->dtypes.working, at) : NULL,
+                     len);
     }
 }
 
@@ -409,6 +571,10 @@ _mixprec_engine_numerics_free (MixprecEngine *self)
 
   if (nm == NULL)
     return;
+  for (guint j = 0; nm->by_group != NULL && j < nm->n_groups; j++)
+    g_array_unref (nm->by_group[j]);
+  g_free (nm->by_group);
+  g_free (nm->fused);
   g_clear_pointer (&nm->params, g_array_unref);
   g_clear_pointer (&nm->slots, g_array_unref);
   g_clear_pointer (&nm->owned, g_array_unref);
@@ -419,51 +585,54 @@ _mixprec_engine_numerics_free (MixprecEngine *self)
 }
 
 gboolean
-_mixprec_engine_numerics_grads (MixprecEngine *self,
-                                gdouble        divisor)
+_mixprec_engine_numerics_begin (MixprecEngine *self,
+                                gdouble        divisor,
+                                gboolean       skipped)
 {
   struct _MixprecEngineNumerics *nm = self->numerics;
-  Job job = { self, nm };
+  Job job = { self, nm, skipped };
+  gboolean separate = skipped;
 
-  if (nm == NULL || (self->steps + 1) % nm->every != 0)
-    {
-      if (nm != NULL)
-        nm->measuring = FALSE;
-      return FALSE;
-    }
+  if (nm == NULL)
+    return FALSE;
+  nm->measuring = (self->steps + 1) % nm->every == 0;
+  if (!nm->measuring)
+    return FALSE;
   if (nm->params == NULL)
     numerics_layout (self, nm);
-  nm->measuring = TRUE;
   nm->updated = FALSE;
   nm->divisor = divisor;
+  nm->cut = 0;
   memset (nm->records, 0, (gsize) nm->slots->len * N_REC * sizeof (gdouble));
+  for (guint j = 0; j < self->groups->len; j++)
+    {
+      nm->fused[j] = !skipped && fusable (self, g_ptr_array_index (self->groups, j));
+      separate |= !nm->fused[j];
+    }
+  if (!separate)
+    return TRUE;
+  /* The gradients before the optimizer consumes them, and the masters it
+   * is about to overwrite. */
   _mixprec_device_dispatch (NULL, nm->owned->len, 16, 1, grad_slots, &job);
+  if (!skipped)
+    {
+      g_free (nm->old_master);
+      nm->old_master = g_new (gfloat, MAX (nm->old_n, 1));
+      _mixprec_device_dispatch (NULL, nm->owned->len, 16, 1, keep_masters, &job);
+    }
   return TRUE;
-}
-
-void
-_mixprec_engine_numerics_before_update (MixprecEngine *self)
-{
-  struct _MixprecEngineNumerics *nm = self->numerics;
-  Job job = { self, nm };
-
-  if (nm == NULL || !nm->measuring)
-    return;
-  /* Kept for the step it measures only: off steps cost nothing. */
-  g_free (nm->old_master);
-  nm->old_master = g_new (gfloat, MAX (nm->old_n, 1));
-  _mixprec_device_dispatch (NULL, nm->owned->len, 16, 1, keep_masters, &job);
 }
 
 void
 _mixprec_engine_numerics_after_update (MixprecEngine *self)
 {
   struct _MixprecEngineNumerics *nm = self->numerics;
-  Job job = { self, nm };
+  Job job = { self, nm, FALSE };
 
-  if (nm == NULL || !nm->measuring || nm->old_master == NULL)
+  if (nm == NULL || !nm->measuring)
     return;
-  _mixprec_device_dispatch (NULL, nm->owned->len, 16, 1, update_slots, &job);
+  if (nm->old_master != NULL)
+    _mixprec_device_dispatch (NULL, nm->owned->len, 16, 1, update_slots, &job);
   g_clear_pointer (&nm->old_master, g_free);
   nm->updated = TRUE;
 }
@@ -563,6 +732,9 @@ _mixprec_engine_numerics_finish (MixprecEngine *self,
     return TRUE;
   nm->measuring = FALSE;
   g_clear_pointer (&nm->old_master, g_free);
+  if (g_atomic_int_get (&nm->cut))
+    g_critical ("step %" G_GUINT64_FORMAT ": the optimizer's pass cut a slot of the per-tensor "
+                "numerics; its statistics are incomplete", step);
   if (!agree_records (self, nm, error))
     return FALSE;
   out = _mixprec_numerics_new (step, applied);

@@ -151,18 +151,6 @@ wire_bounds (MixprecDType dtype)
   return b;
 }
 
-/* Up to a slot of values of @dtype widened to FP32 in @buf (exact: every
- * format the engine keeps is an FP32 value), with the library's fastest
- * conversion kernel. */
-static const gfloat *
-as_f32 (gconstpointer src, MixprecDType dtype, guint64 n, gfloat *buf)
-{
-  if (dtype == MIXPREC_DTYPE_FLOAT32)
-    return src;
-  _mixprec_convert_kernels ()->to_f32[dtype] (src, buf, n, 0, 0);
-  return buf;
-}
-
 /* ---------------------------------------------------------------- where the values are */
 
 /* The step's gradients of elements [lo, ...) of @np's unit on this rank:
@@ -276,18 +264,17 @@ static void
 slot_grads (gdouble *rec, MixprecDType wire, gconstpointer src, MixprecDType dtype, guint64 n)
 {
   WireBounds b = wire_bounds (wire);
-  gfloat buf[_MIXPREC_SUMSQ_BLOCK];
   _MixprecGradCounts c;
   gfloat amax;
 
-  _mixprec_numerics_grad_counts_best (as_f32 (src, dtype, n, buf), n, b.under, b.over, &c);
+  _mixprec_numerics_grad_best (src, dtype, n, b.under, b.over, &c);
   memcpy (&amax, &c.amax, sizeof amax);
   rec[REC_NONFINITE] = (gdouble) c.nonfinite;
   rec[REC_NONZERO] = (gdouble) c.nonzero;
   rec[REC_UNDERFLOW] = (gdouble) c.under;
   rec[REC_OVERFLOW] = (gdouble) c.over;
   rec[REC_AMAX] = amax;
-  rec[REC_SUMSQ] = _mixprec_kernel_sumsq_best (src, dtype, n);
+  rec[REC_SUMSQ] = c.sumsq;
 }
 
 /* @working: NULL when the FP32 values are the working copy (no stale
@@ -296,13 +283,11 @@ static void
 slot_update (gdouble *rec, MixprecDType wdtype, const gfloat *old, const gfloat *now,
              gconstpointer working, guint64 n)
 {
-  gfloat buf[_MIXPREC_SUMSQ_BLOCK];
   _MixprecUpdateSums u;
   gint p, emin;
 
   format_of (wdtype, &p, &emin);
-  _mixprec_numerics_update_best (old, now, working != NULL ? as_f32 (working, wdtype, n, buf) : NULL,
-                                 n, p, emin, &u);
+  _mixprec_numerics_update_best (old, now, working, wdtype, n, p, emin, &u);
   rec[REC_STALE] = (gdouble) u.stale;
   rec[REC_DELTA_SUMSQ] = u.delta_sumsq;
   rec[REC_MASTER_SUMSQ] = u.old_sumsq;

@@ -131,9 +131,11 @@ def compare(label, want, got_fn, stats_fn):
     check("%s: the statistics that apply" % label, list(stats_fn()) == list(want))
     for stat, value in want.items():
         ok, got = got_fn(stat)
-        exact = stat not in ("grad_norm", "update_ratio")
+        # Norms are sums in another order; the update's squares are
+        # summed in FP32 within each block.
+        rel = {"grad_norm": 1e-12, "update_ratio": 1e-5}.get(stat)
         check("%s %s = %r (got %r)" % (label, stat, value, got),
-              ok and (got == value if exact else close(got, value)))
+              ok and (got == value if rel is None else close(got, value, rel)))
 
 
 for name, _, _ in MODEL:

@@ -357,13 +357,14 @@ check_expected (GHashTable *t)
       amax_ln = MAX (amax_ln, fabs (s));
     }
   g_assert_cmpfloat (value (t, "param n.weight grad_amax@1"), ==, amax_ln / 6.0);
-  /* The update ratios agree with the masters gathered around the step. */
+  /* The update ratios agree with the masters gathered around the step
+   * (the engine sums the update's squares in FP32 within each block). */
   for (guint p = 0; p < G_N_ELEMENTS (model); p++)
     {
       g_autofree gchar *k = g_strdup_printf ("param %s update_ratio@1", model[p].name);
       g_autofree gchar *m = g_strdup_printf ("masters %s@1", model[p].name);
 
-      g_assert_cmpfloat_with_epsilon (value (t, k), value (t, m), 1e-12 * value (t, m));
+      g_assert_cmpfloat_with_epsilon (value (t, k), value (t, m), 1e-5 * value (t, m));
     }
   /* Step 2: one infinite element of a.weight; skipped, gradients only. */
   g_assert_cmpfloat (value (t, "param a.weight grad_nonfinite@2"), ==, 1.0 / 5000.0);

@@ -566,7 +566,9 @@ endif
 if HAVE_UCX
 check_PROGRAMS += tests/test-numerics
 tests_test_numerics_SOURCES = tests/test-numerics.c tests/multiproc.c tests/multiproc.h
-tests_test_numerics_LDADD = $(tests_public_ldadd) -lm
+# Compares the AVX2 kernels with the scalar references.
+tests_test_numerics_CPPFLAGS = $(tests_internal_cppflags)
+tests_test_numerics_LDADD = $(tests_internal_ldadd) -lm
 EXTRA_tests_test_numerics_DEPENDENCIES = plugins/mixprec-comm-ucx.la
 TESTS += tests/test-numerics
 endif

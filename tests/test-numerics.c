@@ -17,6 +17,8 @@
 #include <mixprec/mixprec.h>
 
 #include "multiproc.h"
+#include "mixprec-cpu-private.h"
+#include "mixprec-numerics-kernels-private.h"
 
 #define TIMEOUT_MS 60000
 #define N_MICRO 3            /* global micro-batches per step */
@@ -34,20 +36,24 @@ static const struct {
 
 /* fp16 gradients summed into an FP32 accumulation buffer (and, across
  * ranks, reduced in fp16 into FP32 sums): the FP32 sums are what the
- * underflow and overflow fractions judge against fp16. */
+ * underflow and overflow fractions judge against fp16. @states: int8
+ * optimizer states in blocks of 256, which one process steps in staged
+ * blocks (measured in passes of their own) and ranks in their slices
+ * (measured in the optimizer's pass). */
 static gchar *
-config_json (guint stage, guint gas, guint every, const gchar *csv_dir)
+config_json (guint stage, guint gas, guint every, const gchar *csv_dir, gboolean states)
 {
   return g_strdup_printf ("{\"fp16\": {\"enabled\": true, \"initial_scale_power\": 1},"
                           " \"data_types\": {\"grad_accum_dtype\": \"fp32\"},"
                           " \"gradient_accumulation_steps\": %u,"
                           " \"zero_optimization\": {\"stage\": %u},"
                           " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": %g, \"weight_decay\": 0.0}},"
-                          " \"mixprec\": {\"fp32_modules\": [\"LayerNorm\"], \"numerics\": {\"every\": %u}},"
+                          " \"mixprec\": {\"fp32_modules\": [\"LayerNorm\"], \"numerics\": {\"every\": %u}%s},"
                           " \"csv_monitor\": {\"enabled\": %s, \"output_path\": \"%s\", \"job_name\": \"job\"},"
                           " \"steps_per_print\": null}",
-                          gas, stage, LR, every, csv_dir != NULL ? "true" : "false",
-                          csv_dir != NULL ? csv_dir : "");
+                          gas, stage, LR, every,
+                          states ? ", \"optimizer_states\": {\"default\": \"int8\", \"block_size\": 256}" : "",
+                          csv_dir != NULL ? "true" : "false", csv_dir != NULL ? csv_dir : "");
 }
 
 /* Element i's category in a.weight and b.bias (by i % 10): 0 a zero
@@ -90,11 +96,15 @@ init_value (guint p, guint64 i)
   return 0.25f + (gfloat) (i % 13) / 64.0f;
 }
 
+/* The caller's buffers of @external parameters (one process), which
+ * live as long as the process. */
+static gpointer external_memory[G_N_ELEMENTS (model)][2];
+
 static MixprecEngine *
-build_engine (guint stage, guint gas, const gchar *csv_dir)
+build_engine (guint stage, guint gas, const gchar *csv_dir, gboolean external, gboolean states)
 {
   g_autoptr(GError) error = NULL;
-  g_autofree gchar *json = config_json (stage, gas, 1, csv_dir);
+  g_autofree gchar *json = config_json (stage, gas, 1, csv_dir, states);
   g_autoptr(MixprecConfig) config = mixprec_config_new_from_data (json, -1, &error);
   MixprecEngine *engine;
 
@@ -109,6 +119,24 @@ build_engine (guint stage, guint gas, const gchar *csv_dir)
 
       for (guint64 i = 0; i < model[p].numel; i++)
         init[i] = init_value (p, i);
+      if (external)
+        {
+          /* fp16 working copies for Linear, FP32 for LayerNorm; the
+           * initial values are exact in fp16, so the masters start where
+           * the engine's own buffers start. */
+          MixprecDType dt = p < 2 ? MIXPREC_DTYPE_FLOAT16 : MIXPREC_DTYPE_FLOAT32;
+          gsize size = model[p].numel * mixprec_dtype_get_size (dt);
+
+          external_memory[p][0] = g_malloc (size);
+          external_memory[p][1] = g_malloc0 (size);
+          g_assert_true (mixprec_convert_array (MIXPREC_DTYPE_FLOAT32, init, dt, external_memory[p][0],
+                                                model[p].numel, MIXPREC_ROUNDING_NEAREST_EVEN, 0, 0, &error));
+          g_assert_nonnull (mixprec_engine_register_external (engine, model[p].name, shape, 1, model[p].type,
+                                                              external_memory[p][0], external_memory[p][1],
+                                                              &error));
+          g_assert_no_error (error);
+          continue;
+        }
       bytes = g_bytes_new (init, model[p].numel * sizeof (gfloat));
       g_assert_nonnull (mixprec_engine_register_param (engine, model[p].name, shape, 1, model[p].type,
                                                        MIXPREC_DTYPE_FLOAT32, bytes, &error));
@@ -203,12 +231,14 @@ child_main (void)
   guint stage = (guint) atoi (g_getenv ("MIXPREC_TEST_STAGE"));
   const gchar *out = g_getenv ("MIXPREC_TEST_OUT");
   const gchar *csv = g_getenv ("MIXPREC_TEST_CSV");
+  gboolean external = g_getenv ("MIXPREC_TEST_EXTERNAL") != NULL;
+  gboolean states = g_getenv ("MIXPREC_TEST_STATES") != NULL;
   g_autoptr(MixprecEngine) engine = NULL;
   g_autoptr(GString) text = g_string_new (NULL);
   guint rank, world;
 
   world = (guint) atoi (g_getenv ("MIXPREC_WORLD_SIZE"));
-  engine = build_engine (stage, N_MICRO / world, csv);
+  engine = build_engine (stage, N_MICRO / world, csv != NULL && *csv != '\0' ? csv : NULL, external, states);
   rank = mixprec_engine_get_rank (engine);
   g_assert_cmpuint (mixprec_engine_get_world_size (engine), ==, world);
   for (gint step = 1; step <= 2; step++)
@@ -246,15 +276,15 @@ child_main (void)
   return 0;
 }
 
+/* @variant: NULL, "MIXPREC_TEST_EXTERNAL=1" or "MIXPREC_TEST_STATES=1". */
 static gchar *
-run_world (guint world, guint stage, const gchar *dir, const gchar *csv)
+run_world (guint world, guint stage, const gchar *dir, const gchar *csv, const gchar *variant)
 {
   g_autofree gchar *out = g_build_filename (dir, "numerics.txt", NULL);
   g_autofree gchar *out_var = g_strdup_printf ("MIXPREC_TEST_OUT=%s", out);
   g_autofree gchar *stage_var = g_strdup_printf ("MIXPREC_TEST_STAGE=%u", stage);
   g_autofree gchar *csv_var = g_strdup_printf ("MIXPREC_TEST_CSV=%s", csv != NULL ? csv : "");
-  const gchar *env[] = { "MIXPREC_TEST_NUMERICS_CHILD=1", out_var, stage_var,
-                         csv != NULL ? csv_var : NULL, NULL };
+  const gchar *env[] = { "MIXPREC_TEST_NUMERICS_CHILD=1", out_var, stage_var, csv_var, variant, NULL };
   gint status[3] = { -1, -1, -1 };
   gchar *text = NULL;
 
@@ -378,17 +408,30 @@ test_world_sizes (void)
 {
   g_autofree gchar *dir = g_dir_make_tmp ("mixprec-numerics-XXXXXX", NULL);
   g_autofree gchar *csv = g_build_filename (dir, "monitors", NULL);
-  g_autofree gchar *one = run_world (1, 0, dir, csv);
-  g_autofree gchar *zero0 = run_world (3, 0, dir, NULL);
-  g_autofree gchar *zero2 = run_world (3, 2, dir, NULL);
+  g_autofree gchar *one = run_world (1, 0, dir, csv, NULL);
+  g_autofree gchar *external = run_world (1, 0, dir, NULL, "MIXPREC_TEST_EXTERNAL=1");
+  g_autofree gchar *zero0 = run_world (3, 0, dir, NULL, NULL);
+  g_autofree gchar *zero2 = run_world (3, 2, dir, NULL, NULL);
+  g_autofree gchar *zero3 = run_world (3, 3, dir, NULL, NULL);
+  g_autofree gchar *states1 = run_world (1, 0, dir, NULL, "MIXPREC_TEST_STATES=1");
+  g_autofree gchar *states3 = run_world (3, 1, dir, NULL, "MIXPREC_TEST_STATES=1");
   g_autoptr(GHashTable) t = parse (one);
   g_autofree gchar *file = NULL, *amax = NULL, *expected = NULL;
   g_autofree gchar *by_type = NULL;
 
   check_expected (t);
-  /* The same bits at every world size and stage. */
+  /* The same bits at every world size and stage, measured in the
+   * optimizer's pass (1 rank, caller's memory, ZeRO-2 and 3) or in passes
+   * of their own (ZeRO-0's gathered windows; one process's staged
+   * blocks of int8 state, against 3 ranks' slices). */
+  g_assert_cmpstr (external, ==, one);
   g_assert_cmpstr (zero0, ==, one);
   g_assert_cmpstr (zero2, ==, one);
+  g_assert_cmpstr (zero3, ==, one);
+  g_assert_cmpstr (states3, ==, states1);
+  /* The first step reads zero state and stores it in int8 after stepping
+   * in FP32: the same step as FP32 state. */
+  g_assert_cmpstr (states1, ==, one);
 
   /* The csv monitor: one file per series, recorded at the step. */
   file = g_build_filename (csv, "job", "Numerics_a.weight_grad_amax.csv", NULL);
@@ -524,6 +567,61 @@ test_config_printed (void)
   g_assert_nonnull (strstr (plain_text, "\"every\": 0"));
 }
 
+/* The AVX2 kernels give the scalar references' bits, on every kind of
+ * value (zeros, subnormals, the bounds and their neighbours, infinities,
+ * NaNs) and lengths that leave tails. */
+static void
+test_kernels (void)
+{
+  static const MixprecDType dtypes[] = { MIXPREC_DTYPE_FLOAT32, MIXPREC_DTYPE_FLOAT16, MIXPREC_DTYPE_BFLOAT16 };
+  const gsize n = 4096 + 5;
+  g_autofree gfloat *f = g_new (gfloat, n), *old = g_new (gfloat, n), *now = g_new (gfloat, n);
+  g_autofree guint8 *raw = g_malloc (n * 4);
+  g_autoptr(GRand) rand = g_rand_new_with_seed (28);
+
+  if (_mixprec_cpu_simd_level () < _MIXPREC_SIMD_AVX2)
+    {
+      g_test_skip ("this CPU runs the scalar kernels only");
+      return;
+    }
+  for (gsize i = 0; i < n; i++)
+    {
+      static const gfloat special[] = { 0.0f, -0.0f, INFINITY, -INFINITY, NAN, 0x1p-24f, 0x1p-14f,
+                                        0x1.ffcp-15f, 65504.0f, 65520.0f, 65519.0f, 0x1p-130f, 0x1p-126f };
+      guint r = g_rand_int_range (rand, 0, 4);
+
+      f[i] = r == 0 ? special[g_rand_int_range (rand, 0, G_N_ELEMENTS (special))]
+                    : (gfloat) ldexp (g_rand_double_range (rand, -1, 1), g_rand_int_range (rand, -30, 20));
+      old[i] = (gfloat) ldexp (g_rand_double_range (rand, -1, 1), g_rand_int_range (rand, -20, 12));
+      now[i] = r == 1 ? old[i] : old[i] + (gfloat) ldexp (g_rand_double_range (rand, -1, 1),
+                                                           g_rand_int_range (rand, -40, 0));
+    }
+  for (guint d = 0; d < G_N_ELEMENTS (dtypes); d++)
+    for (gsize len = 0; len <= n; len += len < 40 ? 1 : 1021)
+      {
+        _MixprecGradCounts a, b;
+        _MixprecUpdateSums u, v;
+        guint32 under = 0x387fc000u, over = 0x477ff000u;   /* fp16's bounds */
+
+        g_assert_true (mixprec_convert_array (MIXPREC_DTYPE_FLOAT32, f, dtypes[d], raw, n,
+                                              MIXPREC_ROUNDING_NEAREST_EVEN, 0, 0, NULL));
+        /* Padding compares equal. */
+        memset (&a, 0, sizeof a);
+        memset (&b, 0, sizeof b);
+        memset (&u, 0, sizeof u);
+        memset (&v, 0, sizeof v);
+        _mixprec_numerics_grad (raw, dtypes[d], len, under, over, &a);
+        _mixprec_numerics_grad_avx2 (raw, dtypes[d], len, under, over, &b);
+        g_assert_cmpmem (&a, sizeof a, &b, sizeof b);
+        _mixprec_numerics_update (old, now, raw, dtypes[d], len, 11, -14, &u);
+        _mixprec_numerics_update_avx2 (old, now, raw, dtypes[d], len, 11, -14, &v);
+        g_assert_cmpmem (&u, sizeof u, &v, sizeof v);
+        _mixprec_numerics_update (old, now, NULL, dtypes[d], len, 8, -126, &u);
+        _mixprec_numerics_update_avx2 (old, now, NULL, dtypes[d], len, 8, -126, &v);
+        g_assert_cmpmem (&u, sizeof u, &v, sizeof v);
+      }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -533,6 +631,7 @@ main (int argc, char **argv)
   g_test_add_func ("/numerics/config/errors", test_config_errors);
   g_test_add_func ("/numerics/config/printed", test_config_printed);
   g_test_add_func ("/numerics/every", test_every);
+  g_test_add_func ("/numerics/kernels", test_kernels);
   g_test_add_func ("/numerics/world-sizes", test_world_sizes);
   return g_test_run ();
 }

@@ -38,6 +38,9 @@ enum {
   REC_STALE,                 /* |new master - old master| < ulp(new working) / 2 */
   REC_DELTA_SUMSQ,           /* sum of (new master - old master)^2 */
   REC_MASTER_SUMSQ,          /* sum of old master^2 */
+  REC_FP8_SATURATED,         /* FP8 copies: |value * scale| beyond the format */
+  REC_FP8_NONZERO,           /* ... values that are not zero */
+  REC_FP8_UNDERFLOW,         /* ... of those, FP8 codes of zero */
   N_REC
 };
 
@@ -51,6 +54,8 @@ typedef struct {
   guint64 n_slots;
   gboolean has_values;       /* FP32 values the optimizer updates */
   gboolean has_working;      /* ... and a working copy of its own */
+  gboolean fp8;              /* an FP8 copy of a per-tensor scaling */
+  gboolean fp8_mx;           /* ... or of MX block scales */
 } NumParam;
 
 typedef struct {
@@ -234,6 +239,8 @@ numerics_layout (MixprecEngine *self, struct _MixprecEngineNumerics *nm)
       np.first_slot = nm->slots->len;
       np.has_values = g->dtypes.has_master || g->dtypes.working == MIXPREC_DTYPE_FLOAT32;
       np.has_working = g->dtypes.has_master && g->dtypes.working != MIXPREC_DTYPE_FLOAT32;
+      np.fp8 = g->fp8.enabled && g->fp8.kind != MIXPREC_FP8_RECIPE_MX;
+      np.fp8_mx = g->fp8.enabled && g->fp8.kind == MIXPREC_FP8_RECIPE_MX;
       /* One slot per block the parameter meets. */
       for (guint64 lo = np.start; lo < np.start + np.numel;)
         {
@@ -372,6 +379,57 @@ update_slots (gsize first, gsize end, gpointer data)
       values_run (job->engine, np, slot->lo, &master, &working);
       slot_update (nm->records + s * N_REC, np->group->dtypes.working, nm->old_master + slot->at,
                    master, working, slot->hi - slot->lo);
+    }
+}
+
+/* The FP8 copies the step wrote (host memory: engines on other devices
+ * refuse numerics), against this rank's FP32 values: how many values lie
+ * beyond the format once scaled (per-tensor scaling: clamped, or NaN
+ * without saturation), and how many non-zero values became a zero code.
+ * Under ZeRO-3 the copy holds this rank's slices. */
+static void
+fp8_slots (gsize first, gsize end, gpointer data)
+{
+  Job *job = data;
+  MixprecEngine *self = job->engine;
+  struct _MixprecEngineNumerics *nm = job->nm;
+
+  for (gsize k = first; k < end; k++)
+    {
+      guint64 s = g_array_index (nm->owned, guint64, k);
+      const NumSlot *slot = &g_array_index (nm->slots, NumSlot, s);
+      const NumParam *np = &g_array_index (nm->params, NumParam, slot->param);
+      Group *g = np->group;
+      const Unit *u = &g_array_index (g->units, Unit, np->unit);
+      gdouble *rec = nm->records + s * N_REC;
+      guint64 n = slot->hi - slot->lo, saturated = 0, nonzero = 0, under = 0;
+      const guint8 *codes;
+      gfloat *master, scale = 1.0f, max;
+      gpointer working;
+
+      if (!np->fp8 && !np->fp8_mx)
+        continue;
+      values_run (self, np, slot->lo, &master, &working);
+      codes = g->working_local ? g->fp8.data + u->local + (slot->lo - self->rank * UNIT_SLICE (self, u))
+                               : g->fp8.data + u->flat + slot->lo;
+      max = (gfloat) mixprec_dtype_get_max (g->fp8.dtype);
+      if (np->fp8)
+        scale = mixprec_fp8_scaling_get_scale (_mixprec_param_get_storage (np->param)->fp8_scaling);
+      for (guint64 i = 0; i < n; i++)
+        {
+          /* The cast's own product: one FP32 multiplication. */
+          gfloat x = master[i] * scale;
+
+          saturated += np->fp8 && fabsf (x) > max;
+          if (master[i] != 0.0f)
+            {
+              nonzero++;
+              under += (codes[i] & 0x7f) == 0;
+            }
+        }
+      rec[REC_FP8_SATURATED] = (gdouble) saturated;
+      rec[REC_FP8_NONZERO] = (gdouble) nonzero;
+      rec[REC_FP8_UNDERFLOW] = (gdouble) under;
     }
 }
 
@@ -619,6 +677,8 @@ _mixprec_engine_numerics_after_update (MixprecEngine *self)
   if (nm->old_master != NULL)
     _mixprec_device_dispatch (NULL, nm->owned->len, 16, 1, update_slots, &job);
   g_clear_pointer (&nm->old_master, g_free);
+  if (self->fp8_recipe != NULL)
+    _mixprec_device_dispatch (NULL, nm->owned->len, 16, 1, fp8_slots, &job);
   nm->updated = TRUE;
 }
 
@@ -652,6 +712,9 @@ typedef struct {
   gdouble rec[N_REC];        /* counts and sums added, amax the largest */
   guint64 numel;
   gboolean values, working;
+  gboolean fp8, fp8_mx;
+  gdouble fp8_scale;         /* one parameter's; NaN for several */
+  guint n_fp8;
   gboolean any;
 } Totals;
 
@@ -668,6 +731,13 @@ add_slots (Totals *t, const NumParam *np, const gdouble *records)
   t->numel += np->numel;
   t->values |= np->has_values;
   t->working |= np->has_working;
+  t->fp8 |= np->fp8;
+  t->fp8_mx |= np->fp8_mx;
+  if (np->fp8)
+    {
+      t->fp8_scale = mixprec_fp8_scaling_get_scale (_mixprec_param_get_storage (np->param)->fp8_scaling);
+      t->n_fp8++;
+    }
   t->any = TRUE;
 }
 
@@ -692,6 +762,18 @@ put (MixprecNumerics *out, gboolean by_type, const gchar *name, const Totals *t,
                          fraction (t->rec[REC_OVERFLOW], t->rec[REC_NONZERO]));
   if (!updated || !t->values)
     return;
+  if (t->fp8 || t->fp8_mx)
+    {
+      if (t->fp8)
+        _mixprec_numerics_set (out, by_type, name, _MIXPREC_NUM_FP8_SATURATION,
+                               fraction (t->rec[REC_FP8_SATURATED], (gdouble) t->numel));
+      _mixprec_numerics_set (out, by_type, name, _MIXPREC_NUM_FP8_UNDERFLOW,
+                             fraction (t->rec[REC_FP8_UNDERFLOW], t->rec[REC_FP8_NONZERO]));
+      /* The scale in use: a tensor's own (a module type's rows have
+       * several). */
+      if (!by_type && t->n_fp8 == 1)
+        _mixprec_numerics_set (out, by_type, name, _MIXPREC_NUM_FP8_SCALE, t->fp8_scale);
+    }
   if (t->working)
     _mixprec_numerics_set (out, by_type, name, _MIXPREC_NUM_STALE,
                            fraction (t->rec[REC_STALE], (gdouble) t->numel));

@@ -41,13 +41,21 @@
  *   of the new working value: an update lost to rounding;
  * - `update_ratio`: the L2 norm of the change of the FP32 values over the
  *   L2 norm of the values before the step;
- * - `fp8_saturation`, `fp8_underflow`, `fp8_scale`, `shadow_rel_l2`,
- *   `shadow_max_ulp`: reserved names of statistics this version does not
- *   measure.
+ * - `fp8_saturation`: for an FP8 working copy of per-tensor scaling
+ *   (delayed or current), the fraction of elements whose FP32 value times
+ *   the scale lies beyond the FP8 format's largest finite value (clamped,
+ *   or NaN without saturation);
+ * - `fp8_underflow`: for an FP8 working copy (any recipe), among the
+ *   non-zero FP32 values, the fraction whose FP8 code is a zero;
+ * - `fp8_scale`: the per-tensor scale the FP8 copy was cast with;
+ * - `shadow_rel_l2`, `shadow_max_ulp`: reserved names of statistics this
+ *   version does not measure.
  *
  * Fractions are fractions in [0, 1]. A statistic that does not apply to
  * a parameter is absent: `stale` without a separate working copy, the
- * update statistics on a skipped step or without FP32 values.
+ * update and FP8 statistics on a skipped step or without FP32 values,
+ * the FP8 ones without an FP8 copy, `fp8_saturation` and `fp8_scale`
+ * under the MX recipe (block scales), `fp8_scale` for a module type.
  *
  * Since: 1.1
  */

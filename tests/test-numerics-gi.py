@@ -171,6 +171,50 @@ check("skipped: the non-finite fraction",
       numerics.get_stat("h.0.attn.bias", "grad_nonfinite") == (True, 1 / 777) and
       numerics.get_module_stat("Linear", "grad_nonfinite") == (True, 1 / 6777))
 
+# FP8 copies (E4M3 forward): values beyond 448 once scaled saturate, tiny
+# ones become zero codes. Under delayed scaling a step of lr 5000 moves
+# every value past the amax the scale was made from: most saturate;
+# current scaling scales the new values, and none does, while values 2^-16
+# of the largest become zero codes.
+for recipe in ("delayed", "current", "mx"):
+    config = Mixprec.Config.new_from_data(
+        '{"bf16": {"enabled": true},'
+        ' "optimizer": {"type": "AdamW", "params": {"lr": %g, "weight_decay": 0.0}},'
+        ' "fp8": {"enabled": true, "recipe": "%s", "modules": ["Linear"]},'
+        ' "mixprec": {"numerics": {"every": 1}}}' % (5000 if recipe == "delayed" else 1e-6, recipe))
+    engine = Mixprec.Engine.new(config)
+    n = 3000
+    init = (rng.standard_normal(n) * np.exp2(rng.integers(-16, 11, n))).astype(np.float32)
+    init[::97] = 0
+    p = engine.register_param("fc.weight", [30, 100], "Linear", Mixprec.DType.FLOAT32, as_bytes(init))
+    p.set_grad(Mixprec.DType.FLOAT32, as_bytes(rng.standard_normal(n).astype(np.float32)))
+    engine.backward_done()
+    engine.step()
+    numerics = engine.get_numerics()
+    master = floats(p.get_master())
+    codes = np.frombuffer(p.get_fp8_data().get_data(), dtype=np.uint8)
+    nz = master != 0
+    underflow = float(np.sum(nz & ((codes & 0x7f) == 0))) / nz.sum()
+    check("fp8 %s: fp8_underflow = %r" % (recipe, underflow),
+          numerics.get_stat("fc.weight", "fp8_underflow") == (True, underflow) and
+          (underflow > 0 or recipe == "delayed"))
+    if recipe == "mx":
+        check("fp8 mx: no per-tensor scale or saturation",
+              not numerics.get_stat("fc.weight", "fp8_scale")[0] and
+              not numerics.get_stat("fc.weight", "fp8_saturation")[0])
+        continue
+    scale = p.get_fp8_scaling().get_scale()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        saturation = float(np.sum(np.abs(master * np.float32(scale)) > 448.0)) / n
+    check("fp8 %s: fp8_scale = %r" % (recipe, scale), numerics.get_stat("fc.weight", "fp8_scale") == (True, scale))
+    check("fp8 %s: fp8_saturation = %r" % (recipe, saturation),
+          numerics.get_stat("fc.weight", "fp8_saturation") == (True, saturation) and
+          (saturation > 0.5 if recipe == "delayed" else saturation == 0))
+    check("fp8 %s: by module type" % recipe,
+          numerics.get_module_stat("Linear", "fp8_underflow") == (True, underflow) and
+          not numerics.get_module_stat("Linear", "fp8_scale")[0])
+
 print("1..%d" % len(results))
 for i, (name, ok) in enumerate(results, 1):
     print("%s %d - %s" % ("ok" if ok else "not ok", i, name))

@@ -1193,9 +1193,10 @@ static void
 load_numerics (Loader     *l,
                JsonObject *mixprec)
 {
-  static const gchar *const known[] = { "every", NULL };
+  static const gchar *const known[] = { "every", "shadow", "shadow_fraction", NULL };
   g_autofree gchar *path = NULL;
   JsonNode *node = lookup (l, mixprec, "mixprec", "numerics", &path);
+  MixprecConfigSettings *s = l->s;
   JsonObject *o;
   gint64 every;
 
@@ -1210,7 +1211,19 @@ load_numerics (Loader     *l,
   check_members (l, o, path, known, NULL, NULL, FALSE);
   if (read_int (l, o, path, "every", 0, G_MAXINT64, FALSE,
                 "a non-negative integer (steps between measurements; 0: off)", &every))
-    l->s->numerics_every = (guint64) every;
+    s->numerics_every = (guint64) every;
+  read_strv (l, o, path, "shadow", FALSE,
+             "an array of parameter names or glob patterns such as [\"*.attn.weight\"]",
+             &s->numerics_shadow);
+  read_number (l, o, path, "shadow_fraction", 0.0, CLOSED, 1.0, CLOSED, "a number from 0 to 1",
+               &s->numerics_shadow_fraction);
+  /* The shadow is what the drift is measured against, at the measured
+   * steps. */
+  if (s->numerics_every == 0 &&
+      ((s->numerics_shadow != NULL && s->numerics_shadow[0] != NULL) || s->numerics_shadow_fraction > 0))
+    _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_CONFLICT,
+                                  "%s.shadow: an FP32 shadow needs %s.every above 0, the steps "
+                                  "that measure its drift", path, path);
 }
 
 static void
@@ -2622,6 +2635,7 @@ _mixprec_config_settings_init_defaults (MixprecConfigSettings *s)
 
   s->fp32_modules = g_new0 (gchar *, 1);
   s->fp32_params = g_new0 (gchar *, 1);
+  s->numerics_shadow = g_new0 (gchar *, 1);
   s->semantics = MIXPREC_SCALER_SEMANTICS_DEEPSPEED;
   s->max_scale = 0;
   s->growth_factor = 2;
@@ -2668,6 +2682,7 @@ _mixprec_config_settings_clear (MixprecConfigSettings *s)
   g_clear_pointer (&s->resolved_optimizer_params, json_object_unref);
   g_clear_pointer (&s->fp32_modules, g_strfreev);
   g_clear_pointer (&s->fp32_params, g_strfreev);
+  g_clear_pointer (&s->numerics_shadow, g_strfreev);
   g_clear_pointer (&s->comm_backend, g_free);
   g_clear_pointer (&s->device, g_free);
   g_clear_pointer (&s->offload_path, g_free);

@@ -693,6 +693,9 @@ mixprec_config_to_data (MixprecConfig *self,
   json_builder_begin_object (b);
   json_builder_set_member_name (b, "every");
   json_builder_add_int_value (b, (gint64) s->numerics_every);
+  add_strv (b, "shadow", (const gchar * const *) s->numerics_shadow);
+  json_builder_set_member_name (b, "shadow_fraction");
+  json_builder_add_double_value (b, s->numerics_shadow_fraction);
   json_builder_end_object (b);
   json_builder_end_object (b);
 
@@ -811,6 +814,15 @@ _mixprec_config_get_numerics_every (MixprecConfig *self)
 {
   g_return_val_if_fail (MIXPREC_IS_CONFIG (self), 0);
   return self->settings.numerics_every;
+}
+
+const gchar * const *
+_mixprec_config_get_numerics_shadow (MixprecConfig *self,
+                                     gdouble       *fraction)
+{
+  g_return_val_if_fail (MIXPREC_IS_CONFIG (self), NULL);
+  *fraction = self->settings.numerics_shadow_fraction;
+  return (const gchar * const *) self->settings.numerics_shadow;
 }
 
 gboolean

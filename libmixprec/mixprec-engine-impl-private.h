@@ -690,6 +690,13 @@ gboolean _mixprec_engine_numerics_begin  (MixprecEngine *self,
                                           gdouble        divisor,
                                           gboolean       skipped);
 void     _mixprec_engine_numerics_after_update  (MixprecEngine *self);
+/* Every applied step, before the optimizer: the FP32 shadow of the
+ * parameters mixprec.numerics.shadow names stepped with the step's
+ * gradients, learning rate and gradient factor. */
+gboolean _mixprec_engine_numerics_shadow (MixprecEngine *self,
+                                          gdouble        lr,
+                                          gfloat         factor,
+                                          GError       **error);
 /* In the optimizer's pass (mixprec-engine-step.c): for a measured step
  * and a group it can measure, a handle (else NULL); with one, the pass
  * cuts its pieces at _mixprec_engine_numerics_cut() (the next block

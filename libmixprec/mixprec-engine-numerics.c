@@ -25,6 +25,7 @@
 #include "mixprec-dtype-private.h"
 #include "mixprec-engine-impl-private.h"
 #include "mixprec-numerics-private.h"
+#include "mixprec-registry-private.h"
 #include "mixprec-numerics-kernels-private.h"
 
 /* What one slot records, as doubles (counts are exact below 2^53). */
@@ -41,6 +42,9 @@ enum {
   REC_FP8_SATURATED,         /* FP8 copies: |value * scale| beyond the format */
   REC_FP8_NONZERO,           /* ... values that are not zero */
   REC_FP8_UNDERFLOW,         /* ... of those, FP8 codes of zero */
+  REC_SHADOW_DIFF_SUMSQ,     /* FP32 shadow: sum of (working - shadow)^2 */
+  REC_SHADOW_SUMSQ,          /* ... sum of shadow^2 */
+  REC_SHADOW_ULP,            /* ... the most ulps of the working format apart */
   N_REC
 };
 
@@ -56,6 +60,7 @@ typedef struct {
   gboolean has_working;      /* ... and a working copy of its own */
   gboolean fp8;              /* an FP8 copy of a per-tensor scaling */
   gboolean fp8_mx;           /* ... or of MX block scales */
+  gboolean shadow;           /* an FP32 shadow follows it */
 } NumParam;
 
 typedef struct {
@@ -64,6 +69,7 @@ typedef struct {
   guint64 index;             /* lo's place in the group's unpadded element space */
   guint owner;               /* the rank whose slice holds them */
   guint64 at;                /* owned: where its old masters go in the scratch */
+  guint64 shadow_at;         /* owned, shadowed: where its shadow lies */
 } NumSlot;
 
 struct _MixprecEngineNumerics {
@@ -80,6 +86,12 @@ struct _MixprecEngineNumerics {
   gboolean *fused;           /* per group: measured in the optimizer's pass */
   gint cut;                  /* a fused pass cut a slot (never, by construction) */
   gboolean measuring;        /* this step is measured */
+  /* The FP32 shadow: this rank's part of the shadowed parameters, and
+   * its optimizer state (FP32 slots), from the first step on. */
+  gfloat *shadow;
+  gfloat *shadow_states[16];
+  guint64 shadow_n;
+  gboolean shadow_started;
   gboolean updated;          /* ... and its update statistics were taken */
   gdouble divisor;           /* what unscales the gradients read */
   MixprecNumerics *last;
@@ -209,6 +221,21 @@ values_run (MixprecEngine *self, const NumParam *np, guint64 lo, gfloat **master
 
 /* ---------------------------------------------------------------- the slots */
 
+/* Whether the FP32 shadow follows parameter @i (registration order) of
+ * @name: named by a pattern of mixprec.numerics.shadow, or one of an
+ * evenly spread shadow_fraction of all. */
+static gboolean
+shadowed (MixprecEngine *self, guint i, const gchar *name)
+{
+  gdouble fraction;
+  const gchar * const *patterns = _mixprec_config_get_numerics_shadow (self->config, &fraction);
+
+  for (guint k = 0; patterns != NULL && patterns[k] != NULL; k++)
+    if (g_pattern_match_simple (patterns[k], name))
+      return TRUE;
+  return floor ((i + 1) * fraction) > floor (i * fraction);
+}
+
 static void
 numerics_layout (MixprecEngine *self, struct _MixprecEngineNumerics *nm)
 {
@@ -239,6 +266,7 @@ numerics_layout (MixprecEngine *self, struct _MixprecEngineNumerics *nm)
       np.first_slot = nm->slots->len;
       np.has_values = g->dtypes.has_master || g->dtypes.working == MIXPREC_DTYPE_FLOAT32;
       np.has_working = g->dtypes.has_master && g->dtypes.working != MIXPREC_DTYPE_FLOAT32;
+      np.shadow = shadowed (self, i, mixprec_param_get_name (p));
       np.fp8 = g->fp8.enabled && g->fp8.kind != MIXPREC_FP8_RECIPE_MX;
       np.fp8_mx = g->fp8.enabled && g->fp8.kind == MIXPREC_FP8_RECIPE_MX;
       /* One slot per block the parameter meets. */
@@ -252,6 +280,11 @@ numerics_layout (MixprecEngine *self, struct _MixprecEngineNumerics *nm)
             {
               s.at = at;
               at += hi - lo;
+              if (np.shadow)
+                {
+                  s.shadow_at = nm->shadow_n;
+                  nm->shadow_n += hi - lo;
+                }
               g_array_append_val (nm->owned, k);
             }
           g_array_append_val (nm->slots, s);
@@ -431,6 +464,195 @@ fp8_slots (gsize first, gsize end, gpointer data)
       rec[REC_FP8_NONZERO] = (gdouble) nonzero;
       rec[REC_FP8_UNDERFLOW] = (gdouble) under;
     }
+}
+
+/* ---------------------------------------------------------------- the FP32 shadow */
+
+typedef struct {
+  MixprecEngine *engine;
+  struct _MixprecEngineNumerics *nm;
+  MixprecOptimizerStepV1 args;
+  GError *error;
+} ShadowJob;
+
+/* Each shadowed slot this rank owns: its FP32 values taken from the
+ * masters (@start), or stepped by the engine's optimizer with the step's
+ * gradients and arguments, in FP32 throughout (no working copy). */
+static void
+shadow_slots (ShadowJob *job, gsize first, gsize end, gboolean start)
+{
+  MixprecEngine *self = job->engine;
+  struct _MixprecEngineNumerics *nm = job->nm;
+  guint n_states = mixprec_feature_get_n_state_slots (self->optimizer);
+
+  for (gsize k = first; k < end; k++)
+    {
+      const NumSlot *slot = &g_array_index (nm->slots, NumSlot, g_array_index (nm->owned, guint64, k));
+      const NumParam *np = &g_array_index (nm->params, NumParam, slot->param);
+      guint64 n = slot->hi - slot->lo;
+      gfloat *states[G_N_ELEMENTS (nm->shadow_states)];
+      MixprecOptimizerStepV1 args = job->args;
+      GError *error = NULL;
+      MixprecDType dtype;
+      gconstpointer grad;
+      gfloat *master;
+      gpointer working;
+
+      if (!np->shadow)
+        continue;
+      if (start)
+        {
+          /* Without FP32 values, from the working copy's. */
+          values_run (self, np, slot->lo, &master, &working);
+          if (master != NULL)
+            memcpy (nm->shadow + slot->shadow_at, master, n * sizeof (gfloat));
+          else
+            _mixprec_convert_kernels ()->to_f32[np->group->dtypes.working] (working, nm->shadow + slot->shadow_at,
+                                                                            n, 0, 0);
+          continue;
+        }
+      grad = grad_run (self, np, slot->lo, &dtype);
+      for (guint j = 0; j < n_states; j++)
+        states[j] = nm->shadow_states[j] + slot->shadow_at;
+      args.first_index = slot->index;
+      args.grad_dtype = (MixprecPluginDType) dtype;
+      args.seed = _mixprec_engine_step_seed (self, np->group->index);
+      if (!_mixprec_feature_optimizer_step (self->optimizer, &args, np->group->hparams,
+                                            nm->shadow + slot->shadow_at, grad, states, NULL, n, &error) &&
+          !g_atomic_pointer_compare_and_exchange (&job->error, NULL, error))
+        g_error_free (error);
+    }
+}
+
+static void
+shadow_start (gsize first, gsize end, gpointer data)
+{
+  shadow_slots (data, first, end, TRUE);
+}
+
+static void
+shadow_step (gsize first, gsize end, gpointer data)
+{
+  shadow_slots (data, first, end, FALSE);
+}
+
+/* Ordinal of FP32 or 16-bit @bits among the values of their format: the
+ * distance in ulps of two finite values is the difference. */
+static gint64
+ordinal (guint32 bits, guint sign_bit)
+{
+  gint64 magnitude = bits & ((1u << sign_bit) - 1);
+
+  return (bits >> sign_bit) & 1 ? -magnitude : magnitude;
+}
+
+/* The drift of the working copy from the shadow, for each shadowed slot
+ * this rank owns: the sums for the relative L2 distance, and the most
+ * ulps of the working format between a working value and the shadow's
+ * value rounded to that format (to nearest even). */
+static void
+shadow_drift (gsize first, gsize end, gpointer data)
+{
+  ShadowJob *job = data;
+  struct _MixprecEngineNumerics *nm = job->nm;
+
+  for (gsize k = first; k < end; k++)
+    {
+      guint64 s = g_array_index (nm->owned, guint64, k);
+      const NumSlot *slot = &g_array_index (nm->slots, NumSlot, s);
+      const NumParam *np = &g_array_index (nm->params, NumParam, slot->param);
+      const gfloat *shadow = nm->shadow + slot->shadow_at;
+      MixprecDType wdtype = np->group->dtypes.working;
+      gdouble *rec = nm->records + s * N_REC, diff = 0, norm = 0;
+      guint64 ulps = 0;
+      gfloat *master;
+      gpointer working;
+
+      if (!np->shadow)
+        continue;
+      values_run (job->engine, np, slot->lo, &master, &working);
+      if (working == NULL)
+        {
+          working = master;
+          wdtype = MIXPREC_DTYPE_FLOAT32;
+        }
+      for (guint64 i = 0; i < slot->hi - slot->lo; i++)
+        {
+          guint32 wb, sb;
+          gfloat w;
+          gint64 apart;
+
+          switch (wdtype)
+            {
+            case MIXPREC_DTYPE_FLOAT16:
+              wb = ((const guint16 *) working)[i];
+              sb = _mixprec_f32_to_f16_rne (shadow[i]);
+              w = _mixprec_f16_to_f32 ((guint16) wb);
+              apart = ordinal (wb, 15) - ordinal (sb, 15);
+              break;
+            case MIXPREC_DTYPE_BFLOAT16:
+              wb = ((const guint16 *) working)[i];
+              sb = _mixprec_f32_to_bf16_rne (shadow[i]);
+              w = _mixprec_bf16_to_f32 ((guint16) wb);
+              apart = ordinal (wb, 15) - ordinal (sb, 15);
+              break;
+            default:
+              w = ((const gfloat *) working)[i];
+              memcpy (&wb, &w, sizeof wb);
+              memcpy (&sb, shadow + i, sizeof sb);
+              apart = ordinal (wb, 31) - ordinal (sb, 31);
+              break;
+            }
+          diff += ((gdouble) w - shadow[i]) * ((gdouble) w - shadow[i]);
+          norm += (gdouble) shadow[i] * shadow[i];
+          if (isfinite (w) && isfinite (shadow[i]))
+            ulps = MAX (ulps, (guint64) ABS (apart));
+        }
+      rec[REC_SHADOW_DIFF_SUMSQ] = diff;
+      rec[REC_SHADOW_SUMSQ] = norm;
+      rec[REC_SHADOW_ULP] = (gdouble) ulps;
+    }
+}
+
+gboolean
+_mixprec_engine_numerics_shadow (MixprecEngine *self,
+                                 gdouble        lr,
+                                 gfloat         factor,
+                                 GError       **error)
+{
+  struct _MixprecEngineNumerics *nm = self->numerics;
+  ShadowJob job = { self, nm, { 0 }, NULL };
+  guint n_states;
+
+  if (nm == NULL)
+    return TRUE;
+  if (nm->params == NULL)
+    numerics_layout (self, nm);
+  if (nm->shadow_n == 0)
+    return TRUE;
+  n_states = mixprec_feature_get_n_state_slots (self->optimizer);
+  if (!nm->shadow_started)
+    {
+      /* From the values the first applied step starts from, with fresh
+       * state. */
+      nm->shadow = g_new (gfloat, nm->shadow_n);
+      for (guint j = 0; j < n_states && j < G_N_ELEMENTS (nm->shadow_states); j++)
+        nm->shadow_states[j] = g_new0 (gfloat, nm->shadow_n);
+      _mixprec_device_dispatch (NULL, nm->owned->len, 16, 1, shadow_start, &job);
+      nm->shadow_started = TRUE;
+    }
+  job.args.step = self->applied_steps;
+  job.args.lr = lr;
+  job.args.grad_factor = factor;
+  job.args.working_dtype = (MixprecPluginDType) MIXPREC_DTYPE_FLOAT32;
+  job.args.rounding = MIXPREC_PLUGIN_ROUNDING_NEAREST_EVEN;
+  _mixprec_device_dispatch (NULL, nm->owned->len, 16, 1, shadow_step, &job);
+  if (job.error != NULL)
+    {
+      g_propagate_prefixed_error (error, job.error, "step %" G_GUINT64_FORMAT " (FP32 shadow): ", self->steps);
+      return FALSE;
+    }
+  return TRUE;
 }
 
 /* ---------------------------------------------------------------- in the optimizer's pass */
@@ -623,6 +845,9 @@ _mixprec_engine_numerics_free (MixprecEngine *self)
   g_clear_pointer (&nm->owned, g_array_unref);
   g_free (nm->records);
   g_free (nm->old_master);
+  g_free (nm->shadow);
+  for (guint j = 0; j < G_N_ELEMENTS (nm->shadow_states); j++)
+    g_free (nm->shadow_states[j]);
   g_clear_object (&nm->last);
   g_free (nm);
 }
@@ -679,6 +904,12 @@ _mixprec_engine_numerics_after_update (MixprecEngine *self)
   g_clear_pointer (&nm->old_master, g_free);
   if (self->fp8_recipe != NULL)
     _mixprec_device_dispatch (NULL, nm->owned->len, 16, 1, fp8_slots, &job);
+  if (nm->shadow_started)
+    {
+      ShadowJob drift = { self, nm, { 0 }, NULL };
+
+      _mixprec_device_dispatch (NULL, nm->owned->len, 16, 1, shadow_drift, &drift);
+    }
   nm->updated = TRUE;
 }
 
@@ -715,6 +946,7 @@ typedef struct {
   gboolean fp8, fp8_mx;
   gdouble fp8_scale;         /* one parameter's; NaN for several */
   guint n_fp8;
+  gboolean shadow;
   gboolean any;
 } Totals;
 
@@ -732,6 +964,7 @@ add_slots (Totals *t, const NumParam *np, const gdouble *records)
   t->values |= np->has_values;
   t->working |= np->has_working;
   t->fp8 |= np->fp8;
+  t->shadow |= np->shadow;
   t->fp8_mx |= np->fp8_mx;
   if (np->fp8)
     {
@@ -760,6 +993,14 @@ put (MixprecNumerics *out, gboolean by_type, const gchar *name, const Totals *t,
                          fraction (t->rec[REC_UNDERFLOW], t->rec[REC_NONZERO]));
   _mixprec_numerics_set (out, by_type, name, _MIXPREC_NUM_GRAD_OVERFLOW,
                          fraction (t->rec[REC_OVERFLOW], t->rec[REC_NONZERO]));
+  if (updated && t->shadow)
+    {
+      _mixprec_numerics_set (out, by_type, name, _MIXPREC_NUM_SHADOW_REL_L2,
+                             t->rec[REC_SHADOW_SUMSQ] > 0.0
+                             ? sqrt (t->rec[REC_SHADOW_DIFF_SUMSQ]) / sqrt (t->rec[REC_SHADOW_SUMSQ])
+                             : t->rec[REC_SHADOW_DIFF_SUMSQ] > 0.0 ? INFINITY : 0.0);
+      _mixprec_numerics_set (out, by_type, name, _MIXPREC_NUM_SHADOW_MAX_ULP, t->rec[REC_SHADOW_ULP]);
+    }
   if (!updated || !t->values)
     return;
   if (t->fp8 || t->fp8_mx)

@@ -883,6 +883,7 @@ mixprec_engine_step (MixprecEngine *self,
       /* Delayed FP8 scaling: the scales the new copies are cast with, from
        * the amaxes just agreed. */
       if (!_mixprec_engine_fp8_update (self, error) ||
+          !_mixprec_engine_numerics_shadow (self, result->lr, (gfloat) (1.0 / (divisor * coef)), error) ||
           !apply_optimizer (self, result->lr, (gfloat) (1.0 / (divisor * coef)), error))
         {
           self->applied_steps--;

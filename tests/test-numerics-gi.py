@@ -215,6 +215,74 @@ for recipe in ("delayed", "current", "mx"):
           numerics.get_module_stat("Linear", "fp8_underflow") == (True, underflow) and
           not numerics.get_module_stat("Linear", "fp8_scale")[0])
 
+# The FP32 shadow. (a) With FP32 masters and FP32 state it steps exactly
+# as the masters do: the working copy is the masters rounded to nearest
+# even, 0 ulps from the shadow rounded, at the masters' relative
+# distance.
+config = Mixprec.Config.new_from_data(
+    '{"fp16": {"enabled": true, "initial_scale_power": 4},'
+    ' "optimizer": {"type": "AdamW", "params": {"lr": 0.01, "weight_decay": 0.01}},'
+    ' "mixprec": {"numerics": {"every": 2, "shadow": ["*.weight"]}}}')
+engine = Mixprec.Engine.new(config)
+shadowed = {}
+for name in ("a.weight", "a.bias"):
+    init = rng.standard_normal(1000).astype(np.float32)
+    shadowed[name] = engine.register_param(name, [1000], "Linear", Mixprec.DType.FLOAT32, as_bytes(init))
+for step in range(4):
+    for name, p in shadowed.items():
+        p.set_grad(Mixprec.DType.FLOAT32, as_bytes((rng.standard_normal(1000) * 16).astype(np.float32)))
+    engine.backward_done()
+    engine.step()
+numerics = engine.get_numerics()
+m = floats(shadowed["a.weight"].get_master()).astype(np.float64)
+w = floats(shadowed["a.weight"].get_working(Mixprec.DType.FLOAT32)).astype(np.float64)
+rel = math.sqrt(float(np.sum((w - m) ** 2))) / math.sqrt(float(np.sum(m * m)))
+ok, got = numerics.get_stat("a.weight", "shadow_rel_l2")
+check("shadow of FP32 masters: measured at step 4", numerics.get_step() == 4)
+check("shadow of FP32 masters: rel L2 = %r (got %r)" % (rel, got), ok and close(got, rel) and rel > 0)
+check("shadow of FP32 masters: 0 ulps", numerics.get_stat("a.weight", "shadow_max_ulp") == (True, 0.0))
+check("only the parameters shadow names", not numerics.get_stat("a.bias", "shadow_rel_l2")[0])
+
+
+# (b) bf16 weights without masters, SGD: each step rounds the weights to
+# bfloat16, and the shadow, SGD in FP32 (numpy here), drifts away.
+def bf16_round(a):
+    bits = a.astype(np.float32).view(np.uint32).astype(np.uint64)
+    bits = ((bits + 0x7fff + ((bits >> 16) & 1)) >> 16) & 0xffff
+    return bits.astype(np.uint16)
+
+
+def ordinal16(bits):
+    b = bits.astype(np.int64)
+    return np.where(b & 0x8000, -(b & 0x7fff), b & 0x7fff)
+
+
+config = Mixprec.Config.new_from_data(
+    '{"bf16": {"enabled": true}, "optimizer": {"type": "SGD", "params": {"lr": 0.001}},'
+    ' "mixprec": {"master_weights": "none", "numerics": {"every": 5, "shadow_fraction": 1.0}}}')
+engine = Mixprec.Engine.new(config)
+init = bf16_round(rng.standard_normal(2000).astype(np.float32))
+init32 = (init.astype(np.uint32) << 16).view(np.float32)
+p = engine.register_param("w", [2000], "Linear", Mixprec.DType.FLOAT32, as_bytes(init32))
+shadow = init32.copy()
+for step in range(5):
+    g = rng.standard_normal(2000).astype(np.float32)
+    p.set_grad(Mixprec.DType.FLOAT32, as_bytes(g))
+    engine.backward_done()
+    engine.step()
+    # The engine reads the gradient as bfloat16 holds it.
+    g16 = (bf16_round(g).astype(np.uint32) << 16).view(np.float32)
+    shadow = (shadow - np.float32(0.001) * g16).astype(np.float32)
+numerics = engine.get_numerics()
+w = floats(p.get_working(Mixprec.DType.FLOAT32)).astype(np.float64)
+rel = math.sqrt(float(np.sum((w - shadow) ** 2))) / math.sqrt(float(np.sum(shadow.astype(np.float64) ** 2)))
+ulps = int(np.max(np.abs(ordinal16(bf16_round(w.astype(np.float32))) - ordinal16(bf16_round(shadow)))))
+ok, got = numerics.get_stat("w", "shadow_rel_l2")
+check("shadow without masters: rel L2 = %r (got %r)" % (rel, got), ok and close(got, rel, 1e-4) and rel > 1e-4)
+ok, got_ulps = numerics.get_stat("w", "shadow_max_ulp")
+check("shadow without masters: max ulps = %d (got %r)" % (ulps, got_ulps), ok and abs(got_ulps - ulps) <= 1 and ulps >= 1)
+check("shadow by module type", numerics.get_module_stat("Linear", "shadow_rel_l2") == (True, got))
+
 print("1..%d" % len(results))
 for i, (name, ok) in enumerate(results, 1):
     print("%s %d - %s" % ("ok" if ok else "not ok", i, name))

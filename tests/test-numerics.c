@@ -48,7 +48,7 @@ config_json (guint stage, guint gas, guint every, const gchar *csv_dir, gboolean
                           " \"gradient_accumulation_steps\": %u,"
                           " \"zero_optimization\": {\"stage\": %u},"
                           " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": %g, \"weight_decay\": 0.0}},"
-                          " \"mixprec\": {\"fp32_modules\": [\"LayerNorm\"], \"numerics\": {\"every\": %u}%s},"
+                          " \"mixprec\": {\"fp32_modules\": [\"LayerNorm\"], \"numerics\": {\"every\": %u, \"shadow\": [\"a.*\", \"n.weight\"]}%s},"
                           " \"csv_monitor\": {\"enabled\": %s, \"output_path\": \"%s\", \"job_name\": \"job\"},"
                           " \"steps_per_print\": null}",
                           gas, stage, LR, every,
@@ -396,6 +396,13 @@ check_expected (GHashTable *t)
 
       g_assert_cmpfloat_with_epsilon (value (t, k), value (t, m), 1e-5 * value (t, m));
     }
+  /* The FP32 shadow steps as the FP32 masters and state do: the working
+   * copies are the masters rounded, 0 ulps from the shadow rounded. */
+  g_assert_cmpfloat (value (t, "param a.weight shadow_max_ulp@1"), ==, 0.0);
+  g_assert_cmpfloat (value (t, "param n.weight shadow_max_ulp@1"), ==, 0.0);
+  g_assert_cmpfloat (value (t, "param n.weight shadow_rel_l2@1"), ==, 0.0);
+  g_assert_cmpfloat (value (t, "param a.weight shadow_rel_l2@1"), >, 0.0);
+  g_assert_false (g_hash_table_contains (t, "param b.bias shadow_rel_l2@1"));
   /* Step 2: one infinite element of a.weight; skipped, gradients only. */
   g_assert_cmpfloat (value (t, "param a.weight grad_nonfinite@2"), ==, 1.0 / 5000.0);
   g_assert_cmpfloat (value (t, "param b.bias grad_nonfinite@2"), ==, 0.0);
@@ -534,6 +541,12 @@ test_config_errors (void)
       "mixprec.numerics: must be a JSON object such as {\"every\": 100}, got 100" },
     { "{\"mixprec\": {\"numerics\": {\"evry\": 1}}}",
       "mixprec.numerics.evry: unknown key in mixprec.numerics (did you mean every?)" },
+    { "{\"mixprec\": {\"numerics\": {\"every\": 1, \"shadow\": \"w\"}}}",
+      "mixprec.numerics.shadow: must be an array of parameter names or glob patterns such as [\"*.attn.weight\"], got \"w\"" },
+    { "{\"mixprec\": {\"numerics\": {\"every\": 1, \"shadow_fraction\": 1.5}}}",
+      "mixprec.numerics.shadow_fraction: must be a number from 0 to 1, got 1.5" },
+    { "{\"mixprec\": {\"numerics\": {\"shadow\": [\"*\"]}}}",
+      "mixprec.numerics.shadow: an FP32 shadow needs mixprec.numerics.every above 0" },
   };
 
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)

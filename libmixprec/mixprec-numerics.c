@@ -48,14 +48,20 @@
  * - `fp8_underflow`: for an FP8 working copy (any recipe), among the
  *   non-zero FP32 values, the fraction whose FP8 code is a zero;
  * - `fp8_scale`: the per-tensor scale the FP8 copy was cast with;
- * - `shadow_rel_l2`, `shadow_max_ulp`: reserved names of statistics this
- *   version does not measure.
+ * - `shadow_rel_l2`: for a parameter that `mixprec.numerics.shadow` (or
+ *   `shadow_fraction`) names, the L2 distance of the working copy from
+ *   its FP32 shadow (a copy stepped from the first step on by the same
+ *   optimizer with the same gradients, in FP32 with FP32 state) over the
+ *   shadow's L2 norm;
+ * - `shadow_max_ulp`: the most ulps of the working format between a
+ *   working value and the shadow's value rounded to nearest even.
  *
  * Fractions are fractions in [0, 1]. A statistic that does not apply to
  * a parameter is absent: `stale` without a separate working copy, the
  * update and FP8 statistics on a skipped step or without FP32 values,
  * the FP8 ones without an FP8 copy, `fp8_saturation` and `fp8_scale`
- * under the MX recipe (block scales), `fp8_scale` for a module type.
+ * under the MX recipe (block scales), `fp8_scale` for a module type, the
+ * shadow's for parameters it does not follow.
  *
  * Since: 1.1
  */

@@ -10,9 +10,9 @@
 #include "mixprec-numerics-private.h"
 
 /**
- * SECTION:mixprec-numerics
- * @title: MixprecNumerics
- * @short_description: per-tensor numerics of one optimizer step
+ * MixprecNumerics:
+ *
+ * The per-tensor numerics of one optimizer step.
  *
  * With `mixprec.numerics.every` set to N, every N-th optimizer step the
  * engine measures, for each parameter and each module type, how its

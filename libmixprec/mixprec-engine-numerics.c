@@ -13,8 +13,14 @@
  * parameter's blocks. The results are therefore the same bits at any
  * world size, given the same reduced gradients.
  *
- * The pass reads host memory: an engine on a device whose memory the CPU
- * cannot read refuses mixprec.numerics at creation. */
+ * The optimizer's pass measures the slots as it goes where its calls can
+ * be cut at block boundaries (mixprec-engine-step.c); passes of their own
+ * measure the rest with the same kernels (mixprec-numerics-kernels.c).
+ * An FP32 shadow of chosen parameters is stepped every applied step, and
+ * its distance from the working copies measured with the rest.
+ *
+ * Every pass reads host memory: an engine on a device whose memory the
+ * CPU cannot read refuses mixprec.numerics at creation. */
 #include "config.h"
 
 #include <math.h>

@@ -238,12 +238,13 @@ run_pieces (MixprecEngine                *self,
    * (see apply_optimizer()), and the pass cuts only at others, so that
    * each block's piece of a parameter is measured in one call. */
   job.numerics = on_host ? NULL : _mixprec_engine_numerics_fuse (self, g);
-  align = job.numerics != NULL ? _MIXPREC_SUMSQ_BLOCK : 64;
+  align = job.numerics != NULL ? _MIXPREC_SUMSQ_BLOCK : 1;
   starts = g_new (guint64, n_pieces + 1);
 
   starts[0] = 0;
   for (guint i = 0; i < n_pieces; i++)
     starts[i + 1] = (starts[i] + pieces[i].n + align - 1) / align * align;
+  align = MAX (align, 64);
   job.starts = starts;
   g_mutex_init (&job.lock);
   /* Element-wise and told each range's first index: however the device

@@ -699,9 +699,9 @@ gboolean _mixprec_engine_numerics_shadow (MixprecEngine *self,
                                           GError       **error);
 /* In the optimizer's pass (mixprec-engine-step.c): for a measured step
  * and a group it can measure, a handle (else NULL); with one, the pass
- * cuts its pieces at _mixprec_engine_numerics_cut() (the next block
- * boundary of a unit after @index, in the group's unpadded element space)
- * and starts every call at such a boundary, and each call, given the
+ * cuts its pieces at _mixprec_engine_numerics_cut() (from @index, in the
+ * group's unpadded element space: the end of its unit, or of its block
+ * when @index is inside one) and starts every call at a block boundary, and each call, given the
  * first element's @index, keeps its masters before the optimizer
  * (fused_before) and measures its slots after it (fused_after). */
 gpointer _mixprec_engine_numerics_fuse   (MixprecEngine *self,

@@ -744,6 +744,10 @@ _mixprec_engine_numerics_cut (Group   *g,
         hi = mid;
     }
   u = &g_array_index (g->units, Unit, lo);
+  /* From a block boundary the rest of the unit is one piece (the pass
+   * cuts it only at others); from inside a block, the block's rest. */
+  if ((index - u->index) % _MIXPREC_SUMSQ_BLOCK == 0)
+    return u->index + u->numel;
   return MIN (u->index + ((index - u->index) / _MIXPREC_SUMSQ_BLOCK + 1) * _MIXPREC_SUMSQ_BLOCK,
               u->index + u->numel);
 }

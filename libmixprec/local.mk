@@ -163,7 +163,9 @@ mixprec_sources += \
 	libmixprec/mixprec-numerics.c \
 	libmixprec/mixprec-numerics-kernels-private.h \
 	libmixprec/mixprec-numerics-kernels.c \
-	libmixprec/mixprec-engine-numerics.c
+	libmixprec/mixprec-engine-numerics-private.h \
+	libmixprec/mixprec-engine-numerics.c \
+	libmixprec/mixprec-engine-numerics-shadow.c
 mixprec_simd_sources += libmixprec/mixprec-numerics-kernels-avx2.c
 
 # --- FP8 working copies (fp8-engine)

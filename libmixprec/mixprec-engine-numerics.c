@@ -34,74 +34,7 @@
 #include "mixprec-registry-private.h"
 #include "mixprec-numerics-kernels-private.h"
 
-/* What one slot records, as doubles (counts are exact below 2^53). */
-enum {
-  REC_NONFINITE,             /* gradient elements that are inf or NaN */
-  REC_NONZERO,               /* finite non-zero gradient elements */
-  REC_UNDERFLOW,             /* of those, rounding to zero or subnormal in the wire dtype */
-  REC_OVERFLOW,              /* of those, rounding to infinity in it */
-  REC_AMAX,                  /* largest finite |gradient| */
-  REC_SUMSQ,                 /* sum of squares of the gradient elements */
-  REC_STALE,                 /* |new master - old master| < ulp(new working) / 2 */
-  REC_DELTA_SUMSQ,           /* sum of (new master - old master)^2 */
-  REC_MASTER_SUMSQ,          /* sum of old master^2 */
-  REC_FP8_SATURATED,         /* FP8 copies: |value * scale| beyond the format */
-  REC_FP8_NONZERO,           /* ... values that are not zero */
-  REC_FP8_UNDERFLOW,         /* ... of those, FP8 codes of zero */
-  REC_SHADOW_DIFF_SUMSQ,     /* FP32 shadow: sum of (working - shadow)^2 */
-  REC_SHADOW_SUMSQ,          /* ... sum of shadow^2 */
-  REC_SHADOW_ULP,            /* ... the most ulps of the working format apart */
-  N_REC
-};
-
-typedef struct {
-  MixprecParam *param;
-  Group *group;
-  guint unit;
-  guint64 start;             /* first element, relative to its unit */
-  guint64 numel;
-  guint64 first_slot;
-  guint64 n_slots;
-  gboolean has_values;       /* FP32 values the optimizer updates */
-  gboolean has_working;      /* ... and a working copy of its own */
-  gboolean fp8;              /* an FP8 copy of a per-tensor scaling */
-  gboolean fp8_mx;           /* ... or of MX block scales */
-  gboolean shadow;           /* an FP32 shadow follows it */
-} NumParam;
-
-typedef struct {
-  guint param;               /* index in params */
-  guint64 lo, hi;            /* elements [lo, hi) of the unit */
-  guint64 index;             /* lo's place in the group's unpadded element space */
-  guint owner;               /* the rank whose slice holds them */
-  guint64 at;                /* owned: where its old masters go in the scratch */
-  guint64 shadow_at;         /* owned, shadowed: where its shadow lies */
-} NumSlot;
-
-struct _MixprecEngineNumerics {
-  guint64 every;
-  GArray *params;            /* NumParam, registration order */
-  GArray *slots;             /* NumSlot */
-  GArray *owned;             /* guint64: the slots this rank measures */
-  gdouble *records;          /* N_REC per slot */
-  gfloat *old_master;        /* this rank's masters before the step, for the
-                                groups the optimizer's pass does not measure */
-  guint64 old_n;
-  GArray **by_group;         /* per group: its slots (guint64), in element order */
-  guint n_groups;
-  gboolean *fused;           /* per group: measured in the optimizer's pass */
-  gint cut;                  /* a fused pass cut a slot (never, by construction) */
-  gboolean measuring;        /* this step is measured */
-  /* The FP32 shadow: this rank's part of the shadowed parameters, and
-   * its optimizer state (FP32 slots), from the first step on. */
-  gfloat *shadow;
-  gfloat *shadow_states[16];
-  guint64 shadow_n;
-  gboolean shadow_started;
-  gboolean updated;          /* ... and its update statistics were taken */
-  gdouble divisor;           /* what unscales the gradients read */
-  MixprecNumerics *last;
-};
+#include "mixprec-engine-numerics-private.h"
 
 /* ---------------------------------------------------------------- the number formats */
 
@@ -179,8 +112,8 @@ wire_bounds (MixprecDType dtype)
 /* The step's gradients of elements [lo, ...) of @np's unit on this rank:
  * the reduced slice across ranks, the accumulation buffer or the
  * gradient buffers read in place on one process. */
-static gconstpointer
-grad_run (MixprecEngine *self, const NumParam *np, guint64 lo, MixprecDType *dtype)
+gconstpointer
+_mixprec_numerics_grad_run (MixprecEngine *self, const NumParam *np, guint64 lo, MixprecDType *dtype)
 {
   Group *g = np->group;
   const Unit *u = &g_array_index (g->units, Unit, np->unit);
@@ -205,8 +138,8 @@ grad_run (MixprecEngine *self, const NumParam *np, guint64 lo, MixprecDType *dty
 
 /* The FP32 values and the working copy (NULL when they are the same) of
  * element @lo of @np's unit on this rank. */
-static void
-values_run (MixprecEngine *self, const NumParam *np, guint64 lo, gfloat **master, gpointer *working)
+void
+_mixprec_numerics_values_run (MixprecEngine *self, const NumParam *np, guint64 lo, gfloat **master, gpointer *working)
 {
   Group *g = np->group;
   const Unit *u = &g_array_index (g->units, Unit, np->unit);
@@ -227,23 +160,8 @@ values_run (MixprecEngine *self, const NumParam *np, guint64 lo, gfloat **master
 
 /* ---------------------------------------------------------------- the slots */
 
-/* Whether the FP32 shadow follows parameter @i (registration order) of
- * @name: named by a pattern of mixprec.numerics.shadow, or one of an
- * evenly spread shadow_fraction of all. */
-static gboolean
-shadowed (MixprecEngine *self, guint i, const gchar *name)
-{
-  gdouble fraction;
-  const gchar * const *patterns = _mixprec_config_get_numerics_shadow (self->config, &fraction);
-
-  for (guint k = 0; patterns != NULL && patterns[k] != NULL; k++)
-    if (g_pattern_match_simple (patterns[k], name))
-      return TRUE;
-  return floor ((i + 1) * fraction) > floor (i * fraction);
-}
-
-static void
-numerics_layout (MixprecEngine *self, struct _MixprecEngineNumerics *nm)
+void
+_mixprec_numerics_layout (MixprecEngine *self, struct _MixprecEngineNumerics *nm)
 {
   guint64 at = 0;
 
@@ -272,7 +190,7 @@ numerics_layout (MixprecEngine *self, struct _MixprecEngineNumerics *nm)
       np.first_slot = nm->slots->len;
       np.has_values = g->dtypes.has_master || g->dtypes.working == MIXPREC_DTYPE_FLOAT32;
       np.has_working = g->dtypes.has_master && g->dtypes.working != MIXPREC_DTYPE_FLOAT32;
-      np.shadow = shadowed (self, i, mixprec_param_get_name (p));
+      np.shadow = _mixprec_numerics_shadowed (self, i, mixprec_param_get_name (p));
       np.fp8 = g->fp8.enabled && g->fp8.kind != MIXPREC_FP8_RECIPE_MX;
       np.fp8_mx = g->fp8.enabled && g->fp8.kind == MIXPREC_FP8_RECIPE_MX;
       /* One slot per block the parameter meets. */
@@ -374,7 +292,7 @@ grad_slots (gsize first, gsize end, gpointer data)
 
       if (!slot_in_pass (job, slot))
         continue;
-      src = grad_run (job->engine, np, slot->lo, &dtype);
+      src = _mixprec_numerics_grad_run (job->engine, np, slot->lo, &dtype);
       slot_grads (nm->records + s * N_REC, np->group->wire, src, dtype, slot->hi - slot->lo);
     }
 }
@@ -394,7 +312,7 @@ keep_masters (gsize first, gsize end, gpointer data)
 
       if (!np->has_values || !slot_in_pass (job, slot))
         continue;
-      values_run (job->engine, np, slot->lo, &master, &working);
+      _mixprec_numerics_values_run (job->engine, np, slot->lo, &master, &working);
       memcpy (nm->old_master + slot->at, master, (slot->hi - slot->lo) * sizeof (gfloat));
     }
 }
@@ -415,7 +333,7 @@ update_slots (gsize first, gsize end, gpointer data)
 
       if (!np->has_values || !slot_in_pass (job, slot))
         continue;
-      values_run (job->engine, np, slot->lo, &master, &working);
+      _mixprec_numerics_values_run (job->engine, np, slot->lo, &master, &working);
       slot_update (nm->records + s * N_REC, np->group->dtypes.working, nm->old_master + slot->at,
                    master, working, slot->hi - slot->lo);
     }
@@ -448,7 +366,7 @@ fp8_slots (gsize first, gsize end, gpointer data)
 
       if (!np->fp8 && !np->fp8_mx)
         continue;
-      values_run (self, np, slot->lo, &master, &working);
+      _mixprec_numerics_values_run (self, np, slot->lo, &master, &working);
       codes = g->working_local ? g->fp8.data + u->local + (slot->lo - self->rank * UNIT_SLICE (self, u))
                                : g->fp8.data + u->flat + slot->lo;
       max = (gfloat) mixprec_dtype_get_max (g->fp8.dtype);
@@ -470,195 +388,6 @@ fp8_slots (gsize first, gsize end, gpointer data)
       rec[REC_FP8_NONZERO] = (gdouble) nonzero;
       rec[REC_FP8_UNDERFLOW] = (gdouble) under;
     }
-}
-
-/* ---------------------------------------------------------------- the FP32 shadow */
-
-typedef struct {
-  MixprecEngine *engine;
-  struct _MixprecEngineNumerics *nm;
-  MixprecOptimizerStepV1 args;
-  GError *error;
-} ShadowJob;
-
-/* Each shadowed slot this rank owns: its FP32 values taken from the
- * masters (@start), or stepped by the engine's optimizer with the step's
- * gradients and arguments, in FP32 throughout (no working copy). */
-static void
-shadow_slots (ShadowJob *job, gsize first, gsize end, gboolean start)
-{
-  MixprecEngine *self = job->engine;
-  struct _MixprecEngineNumerics *nm = job->nm;
-  guint n_states = mixprec_feature_get_n_state_slots (self->optimizer);
-
-  for (gsize k = first; k < end; k++)
-    {
-      const NumSlot *slot = &g_array_index (nm->slots, NumSlot, g_array_index (nm->owned, guint64, k));
-      const NumParam *np = &g_array_index (nm->params, NumParam, slot->param);
-      guint64 n = slot->hi - slot->lo;
-      gfloat *states[G_N_ELEMENTS (nm->shadow_states)];
-      MixprecOptimizerStepV1 args = job->args;
-      GError *error = NULL;
-      MixprecDType dtype;
-      gconstpointer grad;
-      gfloat *master;
-      gpointer working;
-
-      if (!np->shadow)
-        continue;
-      if (start)
-        {
-          /* Without FP32 values, from the working copy's. */
-          values_run (self, np, slot->lo, &master, &working);
-          if (master != NULL)
-            memcpy (nm->shadow + slot->shadow_at, master, n * sizeof (gfloat));
-          else
-            _mixprec_convert_kernels ()->to_f32[np->group->dtypes.working] (working, nm->shadow + slot->shadow_at,
-                                                                            n, 0, 0);
-          continue;
-        }
-      grad = grad_run (self, np, slot->lo, &dtype);
-      for (guint j = 0; j < n_states; j++)
-        states[j] = nm->shadow_states[j] + slot->shadow_at;
-      args.first_index = slot->index;
-      args.grad_dtype = (MixprecPluginDType) dtype;
-      args.seed = _mixprec_engine_step_seed (self, np->group->index);
-      if (!_mixprec_feature_optimizer_step (self->optimizer, &args, np->group->hparams,
-                                            nm->shadow + slot->shadow_at, grad, states, NULL, n, &error) &&
-          !g_atomic_pointer_compare_and_exchange (&job->error, NULL, error))
-        g_error_free (error);
-    }
-}
-
-static void
-shadow_start (gsize first, gsize end, gpointer data)
-{
-  shadow_slots (data, first, end, TRUE);
-}
-
-static void
-shadow_step (gsize first, gsize end, gpointer data)
-{
-  shadow_slots (data, first, end, FALSE);
-}
-
-/* Ordinal of FP32 or 16-bit @bits among the values of their format: the
- * distance in ulps of two finite values is the difference. */
-static gint64
-ordinal (guint32 bits, guint sign_bit)
-{
-  gint64 magnitude = bits & ((1u << sign_bit) - 1);
-
-  return (bits >> sign_bit) & 1 ? -magnitude : magnitude;
-}
-
-/* The drift of the working copy from the shadow, for each shadowed slot
- * this rank owns: the sums for the relative L2 distance, and the most
- * ulps of the working format between a working value and the shadow's
- * value rounded to that format (to nearest even). */
-static void
-shadow_drift (gsize first, gsize end, gpointer data)
-{
-  ShadowJob *job = data;
-  struct _MixprecEngineNumerics *nm = job->nm;
-
-  for (gsize k = first; k < end; k++)
-    {
-      guint64 s = g_array_index (nm->owned, guint64, k);
-      const NumSlot *slot = &g_array_index (nm->slots, NumSlot, s);
-      const NumParam *np = &g_array_index (nm->params, NumParam, slot->param);
-      const gfloat *shadow = nm->shadow + slot->shadow_at;
-      MixprecDType wdtype = np->group->dtypes.working;
-      gdouble *rec = nm->records + s * N_REC, diff = 0, norm = 0;
-      guint64 ulps = 0;
-      gfloat *master;
-      gpointer working;
-
-      if (!np->shadow)
-        continue;
-      values_run (job->engine, np, slot->lo, &master, &working);
-      if (working == NULL)
-        {
-          working = master;
-          wdtype = MIXPREC_DTYPE_FLOAT32;
-        }
-      for (guint64 i = 0; i < slot->hi - slot->lo; i++)
-        {
-          guint32 wb, sb;
-          gfloat w;
-          gint64 apart;
-
-          switch (wdtype)
-            {
-            case MIXPREC_DTYPE_FLOAT16:
-              wb = ((const guint16 *) working)[i];
-              sb = _mixprec_f32_to_f16_rne (shadow[i]);
-              w = _mixprec_f16_to_f32 ((guint16) wb);
-              apart = ordinal (wb, 15) - ordinal (sb, 15);
-              break;
-            case MIXPREC_DTYPE_BFLOAT16:
-              wb = ((const guint16 *) working)[i];
-              sb = _mixprec_f32_to_bf16_rne (shadow[i]);
-              w = _mixprec_bf16_to_f32 ((guint16) wb);
-              apart = ordinal (wb, 15) - ordinal (sb, 15);
-              break;
-            default:
-              w = ((const gfloat *) working)[i];
-              memcpy (&wb, &w, sizeof wb);
-              memcpy (&sb, shadow + i, sizeof sb);
-              apart = ordinal (wb, 31) - ordinal (sb, 31);
-              break;
-            }
-          diff += ((gdouble) w - shadow[i]) * ((gdouble) w - shadow[i]);
-          norm += (gdouble) shadow[i] * shadow[i];
-          if (isfinite (w) && isfinite (shadow[i]))
-            ulps = MAX (ulps, (guint64) ABS (apart));
-        }
-      rec[REC_SHADOW_DIFF_SUMSQ] = diff;
-      rec[REC_SHADOW_SUMSQ] = norm;
-      rec[REC_SHADOW_ULP] = (gdouble) ulps;
-    }
-}
-
-gboolean
-_mixprec_engine_numerics_shadow (MixprecEngine *self,
-                                 gdouble        lr,
-                                 gfloat         factor,
-                                 GError       **error)
-{
-  struct _MixprecEngineNumerics *nm = self->numerics;
-  ShadowJob job = { self, nm, { 0 }, NULL };
-  guint n_states;
-
-  if (nm == NULL)
-    return TRUE;
-  if (nm->params == NULL)
-    numerics_layout (self, nm);
-  if (nm->shadow_n == 0)
-    return TRUE;
-  n_states = mixprec_feature_get_n_state_slots (self->optimizer);
-  if (!nm->shadow_started)
-    {
-      /* From the values the first applied step starts from, with fresh
-       * state. */
-      nm->shadow = g_new (gfloat, nm->shadow_n);
-      for (guint j = 0; j < n_states && j < G_N_ELEMENTS (nm->shadow_states); j++)
-        nm->shadow_states[j] = g_new0 (gfloat, nm->shadow_n);
-      _mixprec_device_dispatch (NULL, nm->owned->len, 16, 1, shadow_start, &job);
-      nm->shadow_started = TRUE;
-    }
-  job.args.step = self->applied_steps;
-  job.args.lr = lr;
-  job.args.grad_factor = factor;
-  job.args.working_dtype = (MixprecPluginDType) MIXPREC_DTYPE_FLOAT32;
-  job.args.rounding = MIXPREC_PLUGIN_ROUNDING_NEAREST_EVEN;
-  _mixprec_device_dispatch (NULL, nm->owned->len, 16, 1, shadow_step, &job);
-  if (job.error != NULL)
-    {
-      g_propagate_prefixed_error (error, job.error, "step %" G_GUINT64_FORMAT " (FP32 shadow): ", self->steps);
-      return FALSE;
-    }
-  return TRUE;
 }
 
 /* ---------------------------------------------------------------- in the optimizer's pass */
@@ -855,9 +584,7 @@ _mixprec_engine_numerics_free (MixprecEngine *self)
   g_clear_pointer (&nm->owned, g_array_unref);
   g_free (nm->records);
   g_free (nm->old_master);
-  g_free (nm->shadow);
-  for (guint j = 0; j < G_N_ELEMENTS (nm->shadow_states); j++)
-    g_free (nm->shadow_states[j]);
+  _mixprec_numerics_shadow_free (nm);
   g_clear_object (&nm->last);
   g_free (nm);
 }
@@ -877,7 +604,7 @@ _mixprec_engine_numerics_begin (MixprecEngine *self,
   if (!nm->measuring)
     return FALSE;
   if (nm->params == NULL)
-    numerics_layout (self, nm);
+    _mixprec_numerics_layout (self, nm);
   nm->updated = FALSE;
   nm->divisor = divisor;
   nm->cut = 0;
@@ -914,12 +641,7 @@ _mixprec_engine_numerics_after_update (MixprecEngine *self)
   g_clear_pointer (&nm->old_master, g_free);
   if (self->fp8_recipe != NULL)
     _mixprec_device_dispatch (NULL, nm->owned->len, 16, 1, fp8_slots, &job);
-  if (nm->shadow_started)
-    {
-      ShadowJob drift = { self, nm, { 0 }, NULL };
-
-      _mixprec_device_dispatch (NULL, nm->owned->len, 16, 1, shadow_drift, &drift);
-    }
+  _mixprec_numerics_shadow_drift (self, nm);
   nm->updated = TRUE;
 }
 

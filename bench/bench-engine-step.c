@@ -342,15 +342,26 @@ engine_step_intake (MixprecEngine *engine, GPtrArray *params, guint gas, guint16
   return t;
 }
 
+static void
+best_median (double *seconds, guint n, double *best, double *median)
+{
+  qsort (seconds, n, sizeof *seconds, compare_doubles);
+  *best = seconds[0];
+  *median = n % 2 ? seconds[n / 2] : (seconds[n / 2 - 1] + seconds[n / 2]) / 2;
+}
+
 /* ------------------------------------------------------------ telemetry */
 
 /* mixprec.numerics off, every step and every 100 steps, side by side:
  * three engines of the same model step in turn, @rounds rounds (each
  * engine one step per round, the order rotating), after a warm-up step
- * each, so that a busy machine slows all three alike and every 100 steps
- * is measured exactly once per 100 rounds. Prints the parameters per
- * second of each over the whole window (the mean: a measured step is the
- * outlier the amortized cost is made of) and the cost beside off. */
+ * each, so that a busy machine slows all three alike; the warm-up is step
+ * 1, so with every 100 round 98 is the one measured step of the first
+ * 100 rounds. Prints the median parameters per second of off and every
+ * step and what every step costs on the median step; for every 100, the
+ * mean over the window (the amortized cost, the measured step being the
+ * outlier it is made of, but as noisy as the machine) and the measured
+ * step's own extra time over the median step, spread over 100 steps. */
 static void
 telemetry_row (const guint64 *sizes, guint n_tensors, guint64 total, guint gas, gboolean intake,
                guint rounds)
@@ -358,9 +369,12 @@ telemetry_row (const guint64 *sizes, guint n_tensors, guint64 total, guint gas, 
   static const guint every[3] = { 0, 1, 100 };
   MixprecEngine *engines[3];
   GPtrArray *params[3];
-  double t[3] = { 0, 0, 0 }, dummy;
+  g_autofree double *t[3] = { g_new (double, rounds), g_new (double, rounds), g_new (double, rounds) };
+  g_autofree double *sorted = g_new (double, rounds);
+  double sum[3] = { 0, 0, 0 }, median[3], dummy, measured = 0;
   g_autofree guint16 *scratch = NULL;
   g_autofree gchar *label = NULL;
+  guint n_other = 0;
 
   if (intake)
     {
@@ -374,8 +388,6 @@ telemetry_row (const guint64 *sizes, guint n_tensors, guint64 total, guint gas, 
     {
       params[k] = g_ptr_array_new ();
       engines[k] = make_engine (gas, sizes, n_tensors, params[k], every[k]);
-      /* The warm-up is step 1: with every 100, one of the timed steps is
-       * measured per 100 rounds. */
       if (intake)
         engine_step_intake (engines[k], params[k], gas, scratch, &dummy);
       else
@@ -386,12 +398,27 @@ telemetry_row (const guint64 *sizes, guint n_tensors, guint64 total, guint gas, 
       {
         guint k = (r + j) % 3;
 
-        t[k] += intake ? engine_step_intake (engines[k], params[k], gas, scratch, &dummy)
-                       : engine_step (engines[k], params[k], gas);
+        t[k][r] = intake ? engine_step_intake (engines[k], params[k], gas, scratch, &dummy)
+                         : engine_step (engines[k], params[k], gas);
+        sum[k] += t[k][r];
       }
+  for (guint k = 0; k < 3; k++)
+    {
+      double best;
+
+      n_other = 0;
+      for (guint r = 0; r < rounds; r++)
+        if (k < 2 || (r + 2) % 100 != 0)
+          sorted[n_other++] = t[k][r];
+        else
+          measured = t[k][r];
+      best_median (sorted, n_other, &best, &median[k]);
+    }
   label = g_strdup_printf ("GAS %u %s", gas, intake ? "intake" : "whole");
-  g_print ("%-15s %12.4g %12.4g %12.4g %+9.2f%% %+9.2f%%\n", label, total * rounds / t[0],
-           total * rounds / t[1], total * rounds / t[2], (t[1] / t[0] - 1) * 100, (t[2] / t[0] - 1) * 100);
+  g_print ("%-15s %12.4g %12.4g %12.4g %+9.2f%% %+9.2f%% %+9.2f%%\n", label, total / median[0],
+           total / median[1], total * rounds / sum[2], (median[1] / median[0] - 1) * 100,
+           (sum[2] / sum[0] - 1) * 100,
+           rounds >= 99 ? (measured - median[2]) / median[2] : NAN);
   for (guint k = 0; k < 3; k++)
     {
       g_object_unref (engines[k]);
@@ -401,13 +428,6 @@ telemetry_row (const guint64 *sizes, guint n_tensors, guint64 total, guint gas, 
 
 /* ------------------------------------------------------------ main */
 
-static void
-best_median (double *seconds, guint n, double *best, double *median)
-{
-  qsort (seconds, n, sizeof *seconds, compare_doubles);
-  *best = seconds[0];
-  *median = n % 2 ? seconds[n / 2] : (seconds[n / 2 - 1] + seconds[n / 2]) / 2;
-}
 
 /* Bytes per parameter per step of the engine's passes, and of the
  * hand-overs of the intake path (see the top of this file). */
@@ -544,9 +564,10 @@ main (int argc, char **argv)
 
   if (numerics_rounds > 0)
     {
-      g_print ("\nmixprec.numerics: mean p/s over %d rounds of the three engines in turn\n", numerics_rounds);
-      g_print ("%-15s %12s %12s %12s %10s %10s\n", "", "off p/s", "every 1", "every 100", "cost 1",
-               "cost 100");
+      g_print ("\nmixprec.numerics: %d rounds of the three engines in turn; p/s of the median step "
+               "(off, every 1) and of the whole window (every 100)\n", numerics_rounds);
+      g_print ("%-15s %12s %12s %12s %10s %10s %10s\n", "", "off p/s", "every 1", "every 100", "cost 1",
+               "cost 100", "1 step/100");
       for (guint k = 0; gases[k] != NULL; k++)
         for (guint intake = 0; intake < 2; intake++)
           {

@@ -600,11 +600,13 @@ _mixprec_engine_numerics_begin (MixprecEngine *self,
 
   if (nm == NULL)
     return FALSE;
+  /* Laid out at the first step, measured or not, so that a measured
+   * step costs only its measuring. */
+  if (nm->params == NULL)
+    _mixprec_numerics_layout (self, nm);
   nm->measuring = (self->steps + 1) % nm->every == 0;
   if (!nm->measuring)
     return FALSE;
-  if (nm->params == NULL)
-    _mixprec_numerics_layout (self, nm);
   nm->updated = FALSE;
   nm->divisor = divisor;
   nm->cut = 0;

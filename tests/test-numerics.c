@@ -41,9 +41,9 @@ static const struct {
  * blocks (measured in passes of their own) and ranks in their slices
  * (measured in the optimizer's pass). */
 static gchar *
-config_json (guint stage, guint gas, guint every, const gchar *csv_dir, gboolean states)
+config_json (guint stage, guint gas, guint every, const gchar *csv_dir, gboolean states, gboolean fp8)
 {
-  return g_strdup_printf ("{\"fp16\": {\"enabled\": true, \"initial_scale_power\": 1},"
+  return g_strdup_printf ("{\"fp16\": {\"enabled\": true, \"initial_scale_power\": 1}, %s"
                           " \"data_types\": {\"grad_accum_dtype\": \"fp32\"},"
                           " \"gradient_accumulation_steps\": %u,"
                           " \"zero_optimization\": {\"stage\": %u},"
@@ -51,6 +51,7 @@ config_json (guint stage, guint gas, guint every, const gchar *csv_dir, gboolean
                           " \"mixprec\": {\"fp32_modules\": [\"LayerNorm\"], \"numerics\": {\"every\": %u, \"shadow\": [\"a.*\", \"n.weight\"]}%s},"
                           " \"csv_monitor\": {\"enabled\": %s, \"output_path\": \"%s\", \"job_name\": \"job\"},"
                           " \"steps_per_print\": null}",
+                          fp8 ? "\"fp8\": {\"enabled\": true, \"recipe\": \"delayed\", \"modules\": [\"Linear\"]}," : "",
                           gas, stage, LR, every,
                           states ? ", \"optimizer_states\": {\"default\": \"int8\", \"block_size\": 256}" : "",
                           csv_dir != NULL ? "true" : "false", csv_dir != NULL ? csv_dir : "");
@@ -101,10 +102,11 @@ init_value (guint p, guint64 i)
 static gpointer external_memory[G_N_ELEMENTS (model)][2];
 
 static MixprecEngine *
-build_engine (guint stage, guint gas, const gchar *csv_dir, gboolean external, gboolean states)
+build_engine (guint stage, guint gas, const gchar *csv_dir, gboolean external, gboolean states,
+              gboolean fp8)
 {
   g_autoptr(GError) error = NULL;
-  g_autofree gchar *json = config_json (stage, gas, 1, csv_dir, states);
+  g_autofree gchar *json = config_json (stage, gas, 1, csv_dir, states, fp8);
   g_autoptr(MixprecConfig) config = mixprec_config_new_from_data (json, -1, &error);
   MixprecEngine *engine;
 
@@ -115,7 +117,9 @@ build_engine (guint stage, guint gas, const gchar *csv_dir, gboolean external, g
     {
       g_autofree gfloat *init = g_new (gfloat, model[p].numel);
       g_autoptr(GBytes) bytes = NULL;
-      guint64 shape[1] = { model[p].numel };
+      /* a.weight a matrix: the one FP8 parameter of the fp8 runs. */
+      guint64 shape[2] = { p == 0 ? 50 : model[p].numel, 100 };
+      guint n_dims = p == 0 ? 2 : 1;
 
       for (guint64 i = 0; i < model[p].numel; i++)
         init[i] = init_value (p, i);
@@ -131,14 +135,14 @@ build_engine (guint stage, guint gas, const gchar *csv_dir, gboolean external, g
           external_memory[p][1] = g_malloc0 (size);
           g_assert_true (mixprec_convert_array (MIXPREC_DTYPE_FLOAT32, init, dt, external_memory[p][0],
                                                 model[p].numel, MIXPREC_ROUNDING_NEAREST_EVEN, 0, 0, &error));
-          g_assert_nonnull (mixprec_engine_register_external (engine, model[p].name, shape, 1, model[p].type,
+          g_assert_nonnull (mixprec_engine_register_external (engine, model[p].name, shape, n_dims, model[p].type,
                                                               external_memory[p][0], external_memory[p][1],
                                                               &error));
           g_assert_no_error (error);
           continue;
         }
       bytes = g_bytes_new (init, model[p].numel * sizeof (gfloat));
-      g_assert_nonnull (mixprec_engine_register_param (engine, model[p].name, shape, 1, model[p].type,
+      g_assert_nonnull (mixprec_engine_register_param (engine, model[p].name, shape, n_dims, model[p].type,
                                                        MIXPREC_DTYPE_FLOAT32, bytes, &error));
       g_assert_no_error (error);
     }
@@ -233,12 +237,13 @@ child_main (void)
   const gchar *csv = g_getenv ("MIXPREC_TEST_CSV");
   gboolean external = g_getenv ("MIXPREC_TEST_EXTERNAL") != NULL;
   gboolean states = g_getenv ("MIXPREC_TEST_STATES") != NULL;
+  gboolean fp8 = g_getenv ("MIXPREC_TEST_FP8") != NULL;
   g_autoptr(MixprecEngine) engine = NULL;
   g_autoptr(GString) text = g_string_new (NULL);
   guint rank, world;
 
   world = (guint) atoi (g_getenv ("MIXPREC_WORLD_SIZE"));
-  engine = build_engine (stage, N_MICRO / world, csv != NULL && *csv != '\0' ? csv : NULL, external, states);
+  engine = build_engine (stage, N_MICRO / world, csv != NULL && *csv != '\0' ? csv : NULL, external, states, fp8);
   rank = mixprec_engine_get_rank (engine);
   g_assert_cmpuint (mixprec_engine_get_world_size (engine), ==, world);
   for (gint step = 1; step <= 2; step++)
@@ -276,7 +281,8 @@ child_main (void)
   return 0;
 }
 
-/* @variant: NULL, "MIXPREC_TEST_EXTERNAL=1" or "MIXPREC_TEST_STATES=1". */
+/* @variant: NULL, "MIXPREC_TEST_EXTERNAL=1", "MIXPREC_TEST_STATES=1" or
+ * "MIXPREC_TEST_FP8=1". */
 static gchar *
 run_world (guint world, guint stage, const gchar *dir, const gchar *csv, const gchar *variant)
 {
@@ -422,6 +428,8 @@ test_world_sizes (void)
   g_autofree gchar *zero3 = run_world (3, 3, dir, NULL, NULL);
   g_autofree gchar *states1 = run_world (1, 0, dir, NULL, "MIXPREC_TEST_STATES=1");
   g_autofree gchar *states3 = run_world (3, 1, dir, NULL, "MIXPREC_TEST_STATES=1");
+  g_autofree gchar *fp8_1 = run_world (1, 0, dir, NULL, "MIXPREC_TEST_FP8=1");
+  g_autofree gchar *fp8_3 = run_world (3, 2, dir, NULL, "MIXPREC_TEST_FP8=1");
   g_autoptr(GHashTable) t = parse (one);
   g_autofree gchar *file = NULL, *amax = NULL, *expected = NULL;
   g_autofree gchar *by_type = NULL;
@@ -439,6 +447,10 @@ test_world_sizes (void)
   /* The first step reads zero state and stores it in int8 after stepping
    * in FP32: the same step as FP32 state. */
   g_assert_cmpstr (states1, ==, one);
+  /* FP8 copies of a.weight: its FP8 statistics too. */
+  g_assert_nonnull (strstr (fp8_1, "param a.weight fp8_underflow "));
+  g_assert_nonnull (strstr (fp8_1, "param a.weight fp8_scale "));
+  g_assert_cmpstr (fp8_3, ==, fp8_1);
 
   /* The csv monitor: one file per series, recorded at the step. */
   file = g_build_filename (csv, "job", "Numerics_a.weight_grad_amax.csv", NULL);

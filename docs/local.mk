@@ -13,9 +13,9 @@ docs_reference_pages = \
 	docs/reference/optimizer-states.md \
 	docs/reference/zero-and-memory.md \
 	docs/reference/memory-representations.md \
+	docs/reference/numerics.md \
 	docs/reference/internals.md \
 	docs/reference/checkpoints.md \
-	docs/reference/numerics.md \
 	docs/reference/plugins.md \
 	docs/reference/environment.md \
 	docs/reference/differences.md \

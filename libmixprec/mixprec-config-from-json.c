@@ -1272,6 +1272,45 @@ check_state_slots (Loader         *l,
       }
 }
 
+/* "numerics": per-tensor statistics of gradients and updates (see
+ * mixprec-engine-numerics.c), measured every "every" steps; 0 is off. */
+static void
+load_numerics (Loader     *l,
+               JsonObject *mixprec)
+{
+  static const gchar *const known[] = { "every", "shadow", "shadow_fraction", NULL };
+  g_autofree gchar *path = NULL;
+  JsonNode *node = lookup (l, mixprec, "mixprec", "numerics", &path);
+  MixprecConfigSettings *s = l->s;
+  JsonObject *o;
+  gint64 every;
+
+  if (node == NULL || JSON_NODE_HOLDS_NULL (node))
+    return;
+  if (!JSON_NODE_HOLDS_OBJECT (node))
+    {
+      report_invalid (l, path, "a JSON object such as {\"every\": 100}", node);
+      return;
+    }
+  o = json_node_get_object (node);
+  check_members (l, o, path, known, NULL, NULL, FALSE);
+  if (read_int (l, o, path, "every", 0, G_MAXINT64, FALSE,
+                "a non-negative integer (steps between measurements; 0: off)", &every))
+    s->numerics_every = (guint64) every;
+  read_strv (l, o, path, "shadow", FALSE,
+             "an array of parameter names or glob patterns such as [\"*.attn.weight\"]",
+             &s->numerics_shadow);
+  read_number (l, o, path, "shadow_fraction", 0.0, CLOSED, 1.0, CLOSED, "a number from 0 to 1",
+               &s->numerics_shadow_fraction);
+  /* The shadow is what the drift is measured against, at the measured
+   * steps. */
+  if (s->numerics_every == 0 &&
+      ((s->numerics_shadow != NULL && s->numerics_shadow[0] != NULL) || s->numerics_shadow_fraction > 0))
+    _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_CONFLICT,
+                                  "%s.shadow: an FP32 shadow needs %s.every above 0, the steps "
+                                  "that measure its drift", path, path);
+}
+
 static void
 load_mixprec (Loader     *l,
               JsonObject *o)
@@ -1280,7 +1319,7 @@ load_mixprec (Loader     *l,
     "precision_mode", "fp32_modules", "fp32_params", "stochastic_rounding", "seed",
     "scaler", "comm", "device", "strict", "weight_decay_exempt", "check_grad_overflow",
     "timeout", "require_job_secret", "master_weights", "optimizer_states",
-    "reduce_accumulation", NULL
+    "reduce_accumulation", "numerics", NULL
   };
   static const gchar *const comms[] = { "auto", "local", "ucx", "nccl", NULL };
   static const gchar *const devices[] = { "cpu", "cuda", NULL };
@@ -1342,6 +1381,7 @@ load_mixprec (Loader     *l,
       s->master_weights = (MixprecMasterWeights) index;
     }
   load_optimizer_states (l, o);
+  load_numerics (l, o);
 }
 
 /* ------------------------------------------------------------ monitors */
@@ -2799,6 +2839,7 @@ _mixprec_config_settings_init_defaults (MixprecConfigSettings *s)
 
   s->fp32_modules = g_new0 (gchar *, 1);
   s->fp32_params = g_new0 (gchar *, 1);
+  s->numerics_shadow = g_new0 (gchar *, 1);
   s->semantics = MIXPREC_SCALER_SEMANTICS_DEEPSPEED;
   s->max_scale = 0;
   s->growth_factor = 2;
@@ -2856,6 +2897,7 @@ _mixprec_config_settings_clear (MixprecConfigSettings *s)
   g_clear_pointer (&s->resolved_optimizer_params, json_object_unref);
   g_clear_pointer (&s->fp32_modules, g_strfreev);
   g_clear_pointer (&s->fp32_params, g_strfreev);
+  g_clear_pointer (&s->numerics_shadow, g_strfreev);
   g_clear_pointer (&s->comm_backend, g_free);
   g_clear_pointer (&s->device, g_free);
   g_clear_pointer (&s->offload_path, g_free);

@@ -154,6 +154,13 @@ typedef struct
   gchar   *monitor_output_path[2];
   gchar   *monitor_job_name[2];
 
+  /* mixprec.numerics: per-tensor statistics every that many steps (0: off);
+   * the parameters an FP32 shadow follows: names or glob patterns, and a
+   * fraction of all */
+  guint64  numerics_every;
+  GStrv    numerics_shadow;
+  gdouble  numerics_shadow_fraction;
+
   /* fp8: FP8 working copies of the parameters of fp8_modules */
   gboolean fp8_enabled;
   guint    fp8_recipe;              /* MixprecFp8RecipeKind */
@@ -248,6 +255,13 @@ gboolean _mixprec_config_get_monitor         (MixprecConfig      *config,
                                               _MixprecMonitorKind kind,
                                               const gchar       **output_path,
                                               const gchar       **job_name);
+
+/* mixprec.numerics.every: per-tensor numerics every that many steps; 0: off.
+ * mixprec.numerics.shadow (owned by @config) and shadow_fraction: the
+ * parameters an FP32 shadow follows. */
+guint64  _mixprec_config_get_numerics_every  (MixprecConfig *config);
+const gchar * const *_mixprec_config_get_numerics_shadow (MixprecConfig *config,
+                                                          gdouble       *fraction);
 
 void     _mixprec_config_settings_init_defaults (MixprecConfigSettings *settings);
 void     _mixprec_config_settings_clear         (MixprecConfigSettings *settings);

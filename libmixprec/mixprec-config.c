@@ -703,6 +703,14 @@ mixprec_config_to_data (MixprecConfig *self,
       json_builder_add_int_value (b, s->state_block_size);
     }
   json_builder_end_object (b);
+  json_builder_set_member_name (b, "numerics");
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "every");
+  json_builder_add_int_value (b, (gint64) s->numerics_every);
+  add_strv (b, "shadow", (const gchar * const *) s->numerics_shadow);
+  json_builder_set_member_name (b, "shadow_fraction");
+  json_builder_add_double_value (b, s->numerics_shadow_fraction);
+  json_builder_end_object (b);
   json_builder_end_object (b);
 
   json_builder_set_member_name (b, "fp8");
@@ -963,6 +971,22 @@ _mixprec_config_get_steps_per_print (MixprecConfig *self)
 {
   g_return_val_if_fail (MIXPREC_IS_CONFIG (self), 0);
   return self->settings.steps_per_print;
+}
+
+guint64
+_mixprec_config_get_numerics_every (MixprecConfig *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_CONFIG (self), 0);
+  return self->settings.numerics_every;
+}
+
+const gchar * const *
+_mixprec_config_get_numerics_shadow (MixprecConfig *self,
+                                     gdouble       *fraction)
+{
+  g_return_val_if_fail (MIXPREC_IS_CONFIG (self), NULL);
+  *fraction = self->settings.numerics_shadow_fraction;
+  return (const gchar * const *) self->settings.numerics_shadow;
 }
 
 gboolean

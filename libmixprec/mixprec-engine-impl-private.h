@@ -365,6 +365,9 @@ struct _MixprecEngine
   guint64 steps_per_print;   /* 0: no progress messages */
   _MixprecCsvMonitor *csv;
   _MixprecTbMonitor *tb;
+
+  /* Per-tensor numerics (mixprec-engine-numerics.c); NULL when off. */
+  struct _MixprecEngineNumerics *numerics;
 };
 
 /* Elements of each buffer one group needs on this rank, from its units.
@@ -706,6 +709,65 @@ void     _mixprec_engine_close_monitors (MixprecEngine *self);
 void     _mixprec_engine_report_step    (MixprecEngine           *self,
                                          const MixprecStepResult *r,
                                          gboolean                 overflow);
+
+/* Records every value of @numerics in the monitors at its step, under
+ * Numerics/<parameter>/<stat> and NumericsByType/<module type>/<stat>. */
+void     _mixprec_engine_record_numerics (MixprecEngine   *self,
+                                          MixprecNumerics *numerics);
+
+/* ---------------------------------------------------------------- per-tensor numerics
+ * (mixprec-engine-numerics.c), every mixprec.numerics.every steps */
+
+/* At creation: mixprec.numerics read (refused on a device whose memory
+ * the CPU cannot read); and freed at finalize. */
+gboolean _mixprec_engine_numerics_setup  (MixprecEngine *self,
+                                          GError       **error);
+void     _mixprec_engine_numerics_free   (MixprecEngine *self);
+/* In the step: after the agreement, whether the step is measured
+ * (@divisor unscales the gradients; @skipped: it applies nothing), the
+ * gradients and masters of the groups the optimizer's pass will not
+ * measure read then; the update's statistics of those groups once the
+ * working copies are written; and everything agreed, kept and recorded at
+ * the end (collective on a measured step). */
+gboolean _mixprec_engine_numerics_begin  (MixprecEngine *self,
+                                          gdouble        divisor,
+                                          gboolean       skipped);
+void     _mixprec_engine_numerics_after_update  (MixprecEngine *self);
+/* Every applied step, before the optimizer: the FP32 shadow of the
+ * parameters mixprec.numerics.shadow names stepped with the step's
+ * gradients, learning rate and gradient factor. */
+gboolean _mixprec_engine_numerics_shadow (MixprecEngine *self,
+                                          gdouble        lr,
+                                          gfloat         factor,
+                                          GError       **error);
+/* In the optimizer's pass (mixprec-engine-step.c): for a measured step
+ * and a group it can measure, a handle (else NULL); with one, the pass
+ * cuts its pieces at _mixprec_engine_numerics_cut() (from @index, in the
+ * group's unpadded element space: the end of its unit, or of its block
+ * when @index is inside one) and starts every call at a block boundary, and each call, given the
+ * first element's @index, keeps its masters before the optimizer
+ * (fused_before) and measures its slots after it (fused_after). */
+gpointer _mixprec_engine_numerics_fuse   (MixprecEngine *self,
+                                          Group         *g);
+guint64  _mixprec_engine_numerics_cut    (Group         *g,
+                                          guint64        index);
+void     _mixprec_engine_numerics_fused_before (gpointer      fuse,
+                                                Group        *g,
+                                                const gfloat *master,
+                                                guint64       n);
+void     _mixprec_engine_numerics_fused_after  (gpointer       fuse,
+                                                MixprecEngine *self,
+                                                Group         *g,
+                                                guint64        index,
+                                                gconstpointer  grad,
+                                                MixprecDType   grad_dtype,
+                                                const gfloat  *master,
+                                                gconstpointer  working,
+                                                guint64        n);
+gboolean _mixprec_engine_numerics_finish (MixprecEngine *self,
+                                          guint64        step,
+                                          gboolean       applied,
+                                          GError       **error);
 
 /* ---------------------------------------------------------------- the parts
  * Each part's owner sets up and frees its fields, and sets those another

@@ -310,6 +310,8 @@ gboolean           mixprec_engine_report_scalar     (MixprecEngine  *self,
                                                      const gchar    *tag,
                                                      gdouble         value,
                                                      GError        **error);
+MIXPREC_AVAILABLE_IN_1_1
+MixprecNumerics   *mixprec_engine_get_numerics      (MixprecEngine  *self);
 
 MIXPREC_AVAILABLE_IN_1_1
 guint64            mixprec_engine_get_gathered_bytes (MixprecEngine *self);

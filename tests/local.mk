@@ -602,6 +602,25 @@ endif
 endif
 EXTRA_DIST += tests/test-offload-ranks-cuda.sh
 
+# --- per-tensor numerics (mixprec.numerics): crafted gradients at 1 and
+# 3 ranks, the same bits at both (needs the UCX comm plugin)
+if HAVE_UCX
+check_PROGRAMS += tests/test-numerics
+tests_test_numerics_SOURCES = tests/test-numerics.c tests/multiproc.c tests/multiproc.h
+# Compares the AVX2 kernels with the scalar references.
+tests_test_numerics_CPPFLAGS = $(tests_internal_cppflags)
+tests_test_numerics_LDADD = $(tests_internal_ldadd) -lm
+EXTRA_tests_test_numerics_DEPENDENCIES = plugins/mixprec-comm-ucx.la
+TESTS += tests/test-numerics
+endif
+
+# Each statistic against numpy, through introspection; mixprec.torch's
+# accessor against torch's own gradients.
+EXTRA_DIST += tests/test-numerics-gi.py tests/test-numerics-torch.py
+if HAVE_PYTHON_GI
+TESTS += tests/test-numerics-gi.py tests/test-numerics-torch.py
+endif
+
 # --- low-precision transport, FP32 sums: bf16 contributions summed over
 # 2, 3, 4 and 8 ranks against an FP64 reference (needs the UCX comm plugin)
 if HAVE_UCX

@@ -1293,6 +1293,24 @@ class Engine(object):
     def was_step_applied(self):
         return bool(self.last_step is not None and self.last_step.applied)
 
+    def get_numerics(self):
+        """The per-tensor numerics of the last step that measured them
+        (``mixprec.numerics.every``, see mixprec.json(5)), as plain Python
+        values to print or plot: ``{"step": n, "applied": bool, "params":
+        {name: {stat: value}}, "module_types": {type: {stat: value}}}``;
+        None when numerics are off or no step has measured them yet."""
+        n = self.engine.get_numerics()
+        if n is None:
+            return None
+
+        def rows(names, stats, get):
+            return {name: {s: get(name, s)[1] for s in stats(name)} for name in names}
+
+        return {"step": n.get_step(), "applied": n.get_applied(),
+                "params": rows(n.list_params(), n.list_stats, n.get_stat),
+                "module_types": rows(n.list_module_types(), n.list_module_stats,
+                                     n.get_module_stat)}
+
     @property
     def rank(self):
         return self.engine.get_rank()

@@ -729,7 +729,7 @@ load_zero (Loader     *l,
     "stage3_param_persistence_threshold", "param_persistence_threshold",
     "stage3_max_live_parameters", "max_live_parameters",
     "offload_optimizer", "cpu_offload", "cpu_offload_use_pin_memory",
-    "zero_quantized_weights", "zero_hpz_partition_size", NULL
+    "zero_quantized_weights", "zero_hpz_partition_size", "zero_quantized_gradients", NULL
   };
   /* Real DeepSpeed keys (runtime/zero/config.py): accepted so that real
    * configurations load, reported when they ask for something. */
@@ -763,10 +763,6 @@ load_zero (Loader     *l,
     { "legacy_stage1", "false", NULL },
     { "round_robin_gradients", "false", NULL },
     { "zero_quantized_nontrainable_weights", "false", NULL },
-    { "zero_quantized_gradients", "false",
-      "quantized ZeRO++ gradients (qgZ) are not implemented: they travel through an "
-      "all-to-all, which the communicators do not offer yet; gradients travel in the "
-      "communication dtype" },
     { "zeropp_loco_param", "null", NULL },
     { "mics_shard_size", "-1", NULL },
     { "mics_hierarchical_params_gather", "false", NULL },
@@ -832,6 +828,14 @@ load_zero (Loader     *l,
                                     "zero_optimization.zero_quantized_weights: has no effect at "
                                     "stage %u: only ZeRO-3 gathers the weights it quantizes",
                                     s->zero_stage);
+  /* ZeRO++ qgZ: DeepSpeed reads the key in its ZeRO-3 optimizer only. */
+  if (read_bool (l, o, "zero_optimization", "zero_quantized_gradients",
+                 &s->zero_quantized_gradients) &&
+      s->zero_quantized_gradients && s->zero_stage < 3)
+    _mixprec_config_report_warning (l->report,
+                                    "zero_optimization.zero_quantized_gradients: has no effect "
+                                    "at stage %u: DeepSpeed quantizes the reduce-scatters of "
+                                    "ZeRO-3 only", s->zero_stage);
   /* ZeRO++ hpZ: DeepSpeed declares ge=0; above 1 it asks for a secondary
    * partition over groups of that many ranks, which the engine checks
    * against the world size. */

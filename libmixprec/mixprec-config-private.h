@@ -106,6 +106,8 @@ typedef struct
   guint64  max_live_parameters;
   /* ZeRO++: ZeRO-3 gathers the working copies as int8 blocks (qwZ). */
   gboolean zero_quantized_weights;
+  /* ZeRO++: ZeRO-3's gradient reduce-scatters move int4 blocks (qgZ). */
+  gboolean zero_quantized_gradients;
   /* ZeRO++ hpZ: ranks per secondary partition group; 0 and 1: off. */
   guint    zero_hpz_partition_size;
 
@@ -182,6 +184,9 @@ gboolean _mixprec_config_get_offload_pin_memory (MixprecConfig *config);
 /* zero_optimization.zero_quantized_weights (ZeRO++ qwZ): ZeRO-3's
  * gathers move int8 blocks (mixprec-engine-zeropp.c). */
 gboolean _mixprec_config_get_zero_quantized_weights (MixprecConfig *config);
+/* zero_optimization.zero_quantized_gradients (ZeRO++ qgZ): ZeRO-3's
+ * reduce-scatters move int4 blocks through an all-to-all. */
+gboolean _mixprec_config_get_zero_quantized_gradients (MixprecConfig *config);
 /* zero_optimization.zero_hpz_partition_size (ZeRO++ hpZ), as written. */
 guint    _mixprec_config_get_zero_hpz_partition_size (MixprecConfig *config);
 

@@ -614,6 +614,8 @@ mixprec_config_to_data (MixprecConfig *self,
   json_builder_add_int_value (b, (gint64) s->max_live_parameters);
   json_builder_set_member_name (b, "zero_quantized_weights");
   json_builder_add_boolean_value (b, s->zero_quantized_weights);
+  json_builder_set_member_name (b, "zero_quantized_gradients");
+  json_builder_add_boolean_value (b, s->zero_quantized_gradients);
   json_builder_set_member_name (b, "zero_hpz_partition_size");
   json_builder_add_int_value (b, s->zero_hpz_partition_size);
   json_builder_set_member_name (b, "offload_optimizer");
@@ -810,6 +812,13 @@ _mixprec_config_get_zero_quantized_weights (MixprecConfig *self)
 {
   g_return_val_if_fail (MIXPREC_IS_CONFIG (self), FALSE);
   return self->settings.zero_quantized_weights;
+}
+
+gboolean
+_mixprec_config_get_zero_quantized_gradients (MixprecConfig *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_CONFIG (self), FALSE);
+  return self->settings.zero_quantized_gradients;
 }
 
 guint64

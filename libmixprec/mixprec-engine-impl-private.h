@@ -122,6 +122,9 @@ typedef struct {
   gint slot;                 /* the staging slot it sends from, or -1 */
   guint64 zero_begin;        /* gradient elements to zero once sent */
   guint64 zero_n;
+  /* ZeRO++ qgZ (mixprec-engine-zeropp.c): the quantized all-to-all's
+   * buffers and where its sum goes; NULL for a plain reduce-scatter. */
+  struct _QgzReduce *qgz;
 } Pending;
 
 /* A group's state comes in parts, each written by one file only: the
@@ -237,6 +240,7 @@ typedef struct {
    * group's working copies quantized (zero_quantized_weights). */
   struct {
     gboolean weights;
+    gboolean gradients;      /* ZeRO-3's reduce-scatters travel as int4 (qgZ) */
   } zeropp;
 } Group;
 
@@ -724,6 +728,19 @@ MixprecCommRequest *
                                                GError **error);
 void     _mixprec_engine_zeropp_finish_gather (MixprecEngine *self, Group *g, Unit *u,
                                                gboolean ok);
+/* ZeRO++ qgZ: a reduce-scatter's window (@send: world * @count elements
+ * of g->wire; @recv: @count elements of FP32 with MIXPREC_COMM_RECV_FP32
+ * in @flags, else of g->wire, folded into with MIXPREC_COMM_ACCUMULATE)
+ * quantized and started as an all-to-all, its state in *@qgz; and once
+ * the request completed (@ok) the arrived runs dequantized and summed
+ * into @recv; without @ok only freed. */
+MixprecCommRequest *
+         _mixprec_engine_zeropp_reduce_start  (MixprecEngine *self, Group *g,
+                                               gconstpointer send, gpointer recv,
+                                               guint64 count, guint flags,
+                                               struct _QgzReduce **qgz, GError **error);
+void     _mixprec_engine_zeropp_finish_reduce (MixprecEngine *self, Group *g,
+                                               struct _QgzReduce *qgz, gboolean ok);
 
 /* ---------------------------------------------------------------- lookups
  * (mixprec-engine-layout.c): where a parameter, a unit, a block or an

@@ -135,10 +135,15 @@ finish_pending (MixprecEngine *self,
   Pending p = g_array_index (g->intake.pending, Pending, k);
   g_autoptr(GError) local = NULL;
 
+  gboolean ok;
+
   g_array_remove_index (g->intake.pending, k);
-  if (!mixprec_comm_request_wait (p.request, &local) && error != NULL && *error == NULL)
+  ok = mixprec_comm_request_wait (p.request, &local);
+  if (!ok && error != NULL && *error == NULL)
     *error = g_steal_pointer (&local);
   mixprec_comm_request_free (p.request);
+  if (p.qgz != NULL)
+    _mixprec_engine_zeropp_finish_reduce (self, g, p.qgz, ok);
   if (p.slot >= 0)
     g_array_index (g->intake.slots, Slot, p.slot).state = SLOT_FREE;
   if (p.zero_n > 0)
@@ -217,15 +222,20 @@ start_reduce (MixprecEngine *self,
               GError       **error)
 {
   guint flags = self->micro_steps == 0 ? 0 : MIXPREC_COMM_ACCUMULATE;
-  Pending p = { NULL, slot, zero_begin, zero_n };
+  Pending p = { NULL, slot, zero_begin, zero_n, NULL };
   GError *local = NULL;
 
   if (g->dtypes.accum == MIXPREC_DTYPE_FLOAT32 && g->wire != MIXPREC_DTYPE_FLOAT32)
     flags |= MIXPREC_COMM_RECV_FP32;
   if (!take_device_error (g, error) || !_mixprec_engine_before_comm (self, error))
     return FALSE;
-  p.request = mixprec_comm_reduce_scatter_start (self->comm, send, recv, count, g->wire,
-                                                 MIXPREC_REDUCE_SUM, flags, &local);
+  /* ZeRO++ qgZ: int4 blocks through an all-to-all, summed on arrival. */
+  if (g->zeropp.gradients)
+    p.request = _mixprec_engine_zeropp_reduce_start (self, g, send, recv, count, flags, &p.qgz,
+                                                     &local);
+  else
+    p.request = mixprec_comm_reduce_scatter_start (self->comm, send, recv, count, g->wire,
+                                                   MIXPREC_REDUCE_SUM, flags, &local);
   if (p.request == NULL)
     {
       if (slot >= 0)

@@ -550,8 +550,9 @@ tests_test_comm_SOURCES = \
 	tests/comm-ranks.h \
 	tests/comm-reference.h \
 	tests/dtype-reference.h
-tests_test_comm_LDADD = $(tests_public_ldadd) -lm
-tests_test_comm_CPPFLAGS = $(AM_CPPFLAGS)
+# Internal: the all-to-all of communicator revision 2 is private API.
+tests_test_comm_LDADD = $(tests_internal_ldadd) -lm
+tests_test_comm_CPPFLAGS = $(tests_internal_cppflags)
 EXTRA_tests_test_comm_DEPENDENCIES = $(test_registry_plugins)
 if HAVE_UCX
 tests_test_comm_CPPFLAGS += -DMIXPREC_TEST_HAVE_UCX=1

@@ -382,6 +382,19 @@ ucx_barrier (void   *comm,
 }
 
 static int
+ucx_all_to_all (void       *comm,
+                const void *send,
+                void       *recv,
+                size_t      bytes,
+                void      **request,
+                char       *errbuf,
+                size_t      errbuf_len)
+{
+  return launch (comm, UCX_OP_ALL_TO_ALL, send, recv, bytes, MIXPREC_PLUGIN_DTYPE_FLOAT32,
+                 MIXPREC_PLUGIN_REDUCE_SUM, 0, 0, request, errbuf, errbuf_len);
+}
+
+static int
 ucx_test (void   *comm,
           void   *request,
           int    *done,
@@ -596,24 +609,27 @@ ucx_finalize (void   *handle,
   return MIXPREC_PLUGIN_OK;
 }
 
-static const MixprecCommV1 ucx_comm = {
-  .name = "ucx",
-  .device = "cpu",
-  .rank = 100,
-  .description = "collectives in host memory over UCX (shared memory, TCP, InfiniBand)",
-  .dtype_mask = UCX_DTYPE_MASK,
-  .init = ucx_init,
-  .all_reduce = ucx_all_reduce,
-  .reduce_scatter = ucx_reduce_scatter,
-  .all_gather = ucx_all_gather,
-  .broadcast = ucx_broadcast,
-  .barrier = ucx_barrier,
-  .test = ucx_test,
-  .wait = ucx_wait,
-  .abort = ucx_abort,
-  .finalize = ucx_finalize,
+static const MixprecCommV2 ucx_comm = {
+  .base = {
+    .name = "ucx",
+    .device = "cpu",
+    .rank = 100,
+    .description = "collectives in host memory over UCX (shared memory, TCP, InfiniBand)",
+    .dtype_mask = UCX_DTYPE_MASK,
+    .init = ucx_init,
+    .all_reduce = ucx_all_reduce,
+    .reduce_scatter = ucx_reduce_scatter,
+    .all_gather = ucx_all_gather,
+    .broadcast = ucx_broadcast,
+    .barrier = ucx_barrier,
+    .test = ucx_test,
+    .wait = ucx_wait,
+    .abort = ucx_abort,
+    .finalize = ucx_finalize,
+  },
+  .all_to_all = ucx_all_to_all,
 };
 
 MIXPREC_PLUGIN_DEFINE_FEATURE (comm_ucx, "comm-ucx", "collectives between processes over UCX",
-                               register_comm, ucx_comm,
+                               register_comm_v2, ucx_comm,
                                PACKAGE_VERSION, "LGPL-2.1-or-later", "libmixprec")

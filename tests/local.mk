@@ -603,6 +603,23 @@ EXTRA_tests_test_zeropp_engine_DEPENDENCIES = plugins/mixprec-comm-ucx.la
 TESTS += tests/test-zeropp-engine
 endif
 
+# --- ZeRO++ quantized gradients (qgZ) and LoCo at ZeRO-3 on 2 and 3 ranks:
+# the reduced slices bit for bit against an independent dequantize-sum,
+# within the quantizer's bound (needs the UCX comm plugin)
+if HAVE_UCX
+check_PROGRAMS += tests/test-zeropp-grad
+tests_test_zeropp_grad_SOURCES = \
+	tests/test-zeropp-grad.c \
+	tests/multiproc.c \
+	tests/multiproc.h \
+	tests/dtype-reference.h
+# Reads the reduced slices and the LoCo error buffers (engine internals).
+tests_test_zeropp_grad_CPPFLAGS = $(tests_internal_cppflags)
+tests_test_zeropp_grad_LDADD = $(tests_internal_ldadd) -lm
+EXTRA_tests_test_zeropp_grad_DEPENDENCIES = plugins/mixprec-comm-ucx.la
+TESTS += tests/test-zeropp-grad
+endif
+
 # --- checkpoints: resume, cross-precision, crash safety (fork + SIGKILL),
 # corruption battery; links the convenience library to reach the
 # safetensors reader and the list of crash-hook points

@@ -241,6 +241,13 @@ typedef struct {
   struct {
     gboolean weights;
     gboolean gradients;      /* ZeRO-3's reduce-scatters travel as int4 (qgZ) */
+    /* LoCo (zeropp_loco_param): this rank's fp16 error feedback, one per
+     * element it sends (g->padded, the flat layout), err_beta, reset_T,
+     * and the applied steps since the buffer was last zeroed. */
+    guint16 *loco_err;
+    gfloat loco_beta;
+    guint loco_reset_t;
+    guint64 loco_steps;
   } zeropp;
 } Group;
 
@@ -736,11 +743,20 @@ void     _mixprec_engine_zeropp_finish_gather (MixprecEngine *self, Group *g, Un
  * into @recv; without @ok only freed. */
 MixprecCommRequest *
          _mixprec_engine_zeropp_reduce_start  (MixprecEngine *self, Group *g,
+                                               const Unit *u, guint64 window,
                                                gconstpointer send, gpointer recv,
                                                guint64 count, guint flags,
                                                struct _QgzReduce **qgz, GError **error);
 void     _mixprec_engine_zeropp_finish_reduce (MixprecEngine *self, Group *g,
                                                struct _QgzReduce *qgz, gboolean ok);
+/* LoCo after the loss scaler's update (mixprec-engine-step.c): an
+ * overflow zeroes the error buffers, a new scale rescales them (they hold
+ * scaled gradients), an applied step counts towards reset_T, which
+ * zeroes them. Group teardown frees them. */
+void     _mixprec_engine_zeropp_after_scaler  (MixprecEngine *self, gboolean overflow,
+                                               gboolean applied, gdouble prev_scale,
+                                               gdouble scale);
+void     _mixprec_engine_zeropp_free_group    (MixprecEngine *self, Group *g);
 
 /* ---------------------------------------------------------------- lookups
  * (mixprec-engine-layout.c): where a parameter, a unit, a block or an

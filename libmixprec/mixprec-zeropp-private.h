@@ -70,11 +70,18 @@ void     _mixprec_zeropp_quant_reduce  (const gint8  *codes,
 guint64  _mixprec_zeropp_qgz_blocks    (guint64 count);
 guint64  _mixprec_zeropp_qgz_run_bytes (guint64 count);
 /* Quantizes the @world runs at @src (@dtype, rounded to fp16 first) into
- * @wire (world * run_bytes). */
+ * @wire (world * run_bytes). With @err (LoCo's fp16 error feedback, run
+ * r's @count errors at err + r * @err_stride): each value v = fp16 (x +
+ * e) is quantized instead of x, and e becomes fp16 (beta e + (1 - beta)
+ * (v - dequantized v)) in FP32 arithmetic, as DeepSpeed's
+ * loco_swizzled_quant_kernel computes it. */
 void     _mixprec_zeropp_qgz_quantize  (const void   *src,
                                         MixprecDType  dtype,
                                         guint64       count,
                                         guint         world,
+                                        guint16      *err,
+                                        guint64       err_stride,
+                                        gfloat        err_beta,
                                         guint8       *wire);
 /* The world runs the all-to-all delivered at @wire (rank r's at r *
  * run_bytes), dequantized and summed in FP32 in rank order into @dst:

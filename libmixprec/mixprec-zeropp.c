@@ -237,6 +237,10 @@ typedef struct {
   guint64 blocks;            /* per run */
   guint8 *wire;
   guint64 run_bytes;
+  /* LoCo: run r's errors at err + r * err_stride (NULL: none) */
+  guint16 *err;
+  guint64 err_stride;
+  gfloat beta;
   /* reduce */
   guint world;
   gboolean accumulate;
@@ -258,13 +262,30 @@ qgz_quantize_blocks (gsize begin, gsize end, gpointer data)
       guint64 len = MIN ((guint64) _MIXPREC_ZEROPP_QGZ_BLOCK, job->count - b * _MIXPREC_ZEROPP_QGZ_BLOCK);
       guint8 *run = job->wire + r * job->run_bytes;
 
+      gint8 *codes = (gint8 *) run + b * (_MIXPREC_ZEROPP_QGZ_BLOCK / 2);
+      guint16 *err = job->err != NULL ? job->err + r * job->err_stride + b * _MIXPREC_ZEROPP_QGZ_BLOCK : NULL;
+      gfloat stored;
+
       /* A shorter last block is padded with zeros, which change neither
        * its absmax nor its other codes. */
       for (guint64 i = 0; i < _MIXPREC_ZEROPP_QGZ_BLOCK; i++)
         h[i] = i < len ? to_f16 (job->src, job->dtype, first + i) : 0;
-      ((gfloat *) (gpointer) (run + job->blocks * (_MIXPREC_ZEROPP_QGZ_BLOCK / 2)))[b] =
-        _mixprec_zpp_quantize_block (h, _MIXPREC_ZEROPP_QGZ_BLOCK, 4,
-                                     (gint8 *) run + b * (_MIXPREC_ZEROPP_QGZ_BLOCK / 2));
+      /* LoCo: the fed-back error joins the gradient in fp16 (__hadd2). */
+      for (guint64 i = 0; err != NULL && i < len; i++)
+        h[i] = _mixprec_zpp_f16_add (h[i], err[i]);
+      stored = _mixprec_zpp_quantize_block (h, _MIXPREC_ZEROPP_QGZ_BLOCK, 4, codes);
+      ((gfloat *) (gpointer) (run + job->blocks * (_MIXPREC_ZEROPP_QGZ_BLOCK / 2)))[b] = stored;
+      /* ...and the new error, what the codes miss, is averaged into it in
+       * FP32: e = fp16 (beta e + (1 - beta) (v - dequantized v)). */
+      for (guint64 i = 0; err != NULL && i < len; i++)
+        {
+          gfloat v = _mixprec_f16_to_f32 (h[i]);
+          gfloat d = _mixprec_f16_to_f32 (_mixprec_zpp_dequantize (codes, i, 4, stored));
+          gfloat fresh = v - d;
+
+          err[i] = _mixprec_f32_to_f16_rne (job->beta * _mixprec_f16_to_f32 (err[i]) +
+                                            (1.0f - job->beta) * fresh);
+        }
     }
 }
 
@@ -273,10 +294,14 @@ _mixprec_zeropp_qgz_quantize (const void   *src,
                               MixprecDType  dtype,
                               guint64       count,
                               guint         world,
+                              guint16      *err,
+                              guint64       err_stride,
+                              gfloat        err_beta,
                               guint8       *wire)
 {
   WireJob job = { src, dtype, count, _mixprec_zeropp_qgz_blocks (count), wire,
-                  _mixprec_zeropp_qgz_run_bytes (count), world, FALSE, NULL, 0 };
+                  _mixprec_zeropp_qgz_run_bytes (count), err, err_stride, err_beta,
+                  world, FALSE, NULL, 0 };
 
   _mixprec_parallel_for (job.blocks * world, 16, 1, qgz_quantize_blocks, &job);
 }
@@ -347,7 +372,8 @@ _mixprec_zeropp_qgz_reduce (const guint8 *wire,
                             MixprecDType  dst_dtype)
 {
   WireJob job = { NULL, 0, count, _mixprec_zeropp_qgz_blocks (count), (guint8 *) wire,
-                  _mixprec_zeropp_qgz_run_bytes (count), world, accumulate, dst, dst_dtype };
+                  _mixprec_zeropp_qgz_run_bytes (count), NULL, 0, 0.0f, world, accumulate, dst,
+                  dst_dtype };
 
   _mixprec_parallel_for (count, (gsize) 1 << 14, 1, qgz_reduce_range, &job);
 }

@@ -35,15 +35,18 @@
 static const guint64 sizes[] = { 20000, 700, 3000, 70001 };
 #define N_PARAMS G_N_ELEMENTS (sizes)
 
-/* Gradient @i of parameter @k on @rank, before its bf16 rounding. */
+#define LOCO_BETA 0.8f
+
+/* Gradient @i of parameter @k on @rank at @step, before its bf16
+ * rounding. */
 static gfloat
-grad_value (guint rank, guint k, guint64 i)
+grad_value (guint rank, guint step, guint k, guint64 i)
 {
   if (k == 3 && i >= 40000 && i < 60000)
     return 0.0f;
   if (k == 0 && i == 1234 && rank == 1)
     return 50.0f;
-  return (gfloat) (sin (0.37 * (gdouble) i + 1.3 * rank + k) *
+  return (gfloat) (sin (0.37 * (gdouble) i + 1.3 * rank + k + 0.7 * step) *
                    ldexp (1.0, (gint) ((i / 600 + rank) % 9) - 4));
 }
 
@@ -56,12 +59,12 @@ bf16_of (gfloat f)
 /* The bf16 gradient element @e of the group's unpadded element space on
  * @rank (0 past the end). */
 static gfloat
-element (guint rank, guint64 e)
+element (guint rank, guint step, guint64 e)
 {
   for (guint k = 0; k < N_PARAMS; k++)
     {
       if (e < sizes[k])
-        return bf16_of (grad_value (rank, k, e));
+        return bf16_of (grad_value (rank, step, k, e));
       e -= sizes[k];
     }
   return 0.0f;
@@ -69,26 +72,44 @@ element (guint rank, guint64 e)
 
 /* What rank @r contributes to element @i of @u's slice @slice_rank. */
 static gfloat
-contribution (MixprecEngine *engine, const Unit *u, guint r, guint slice_rank, guint64 i)
+contribution (MixprecEngine *engine, const Unit *u, guint r, guint step, guint slice_rank, guint64 i)
 {
   guint64 e = slice_rank * UNIT_SLICE (engine, u) + i;
 
-  return e < u->numel ? element (r, u->index + e) : 0.0f;
+  return e < u->numel ? element (r, step, u->index + e) : 0.0f;
 }
 
-/* The int4 round trip of @n values (n <= 512) as one block. */
+static gfloat
+f16_of (gdouble v)
+{
+  return (gfloat) ref_round_nearest (&ref_f16, v);
+}
+
+/* The int4 round trip of @n values (n <= 512) as one block. With @err
+ * (LoCo), fp16 (x + e) goes through it instead, and e becomes fp16 (beta
+ * e + (1 - beta) (v - dequantized v)). */
 static void
-round_trip (const gfloat *x, guint64 n, gfloat *out, gfloat *stored)
+round_trip (const gfloat *x, guint64 n, gfloat *err, gfloat *before, gfloat *out, gfloat *stored)
 {
   gfloat pad[_MIXPREC_ZEROPP_QGZ_BLOCK + 1] = { 0 };
   gint8 codes[_MIXPREC_ZEROPP_QGZ_BLOCK / 2 + 1];
   gfloat back[_MIXPREC_ZEROPP_QGZ_BLOCK + 1];
   guint64 even = n + (n & 1);
 
-  memcpy (pad, x, n * sizeof (gfloat));
+  for (guint64 i = 0; i < n; i++)
+    {
+      pad[i] = err != NULL ? f16_of ((gdouble) f16_of (x[i]) + err[i]) : x[i];
+      before[i] = err != NULL ? err[i] : 0.0f;
+    }
   _mixprec_zeropp_quantize (pad, MIXPREC_DTYPE_FLOAT32, even, 1, 4, codes, stored);
   _mixprec_zeropp_dequantize (codes, stored, even, 1, 4, back, MIXPREC_DTYPE_FLOAT32);
   memcpy (out, back, n * sizeof (gfloat));
+  for (guint64 i = 0; err != NULL && i < n; i++)
+    {
+      gfloat fresh = pad[i] - back[i];
+
+      err[i] = f16_of (LOCO_BETA * err[i] + (1.0f - LOCO_BETA) * fresh);
+    }
 }
 
 static gfloat
@@ -106,9 +127,20 @@ round_to (MixprecDType dtype, gfloat v)
   return dtype == MIXPREC_DTYPE_FLOAT32 ? v : bf16_of (v);
 }
 
-/* Checks this rank's reduced slices; FALSE with @why. */
+/* The errors every rank keeps for its contributions to this rank's
+ * slices, as the test follows them: unit k's rank r's at
+ * [k][r * slice + i]. */
+typedef struct {
+  GPtrArray *units;          /* gfloat arrays */
+} Errors;
+
+/* Checks this rank's reduced slices at @step; FALSE with @why. @errors
+ * (LoCo) advances. Appends the reduced values' bits, and with LoCo this
+ * rank's own error buffer, to @out; @out NULL: only the test's model of
+ * the step runs (the errors advance), nothing is read from the engine. */
 static gboolean
-check_reduced (MixprecEngine *engine, gboolean quantized, GString *why)
+check_reduced (MixprecEngine *engine, gboolean quantized, guint step, Errors *errors,
+               GString *out, GString *why)
 {
   Group *g = g_ptr_array_index (engine->groups, 0);
   MixprecDType dtype = g->accum_mode == ACCUM_IN_GRAD ? g->dtypes.grad : g->dtypes.accum;
@@ -129,23 +161,34 @@ check_reduced (MixprecEngine *engine, gboolean quantized, GString *why)
       const Unit *u = &g_array_index (g->units, Unit, k);
       guint64 slice = UNIT_SLICE (engine, u);
       gconstpointer target = _mixprec_engine_reduce_target (engine, g, u);
+      gfloat *unit_err = NULL;
 
+      if (errors != NULL)
+        {
+          if (errors->units->len <= k)
+            g_ptr_array_add (errors->units, g_new0 (gfloat, slice * engine->world));
+          unit_err = g_ptr_array_index (errors->units, k);
+        }
+      if (out != NULL)
+        g_string_append_len (out, target, (gssize) (slice * mixprec_dtype_get_size (dtype)));
       for (guint64 b0 = 0; b0 < slice; b0 += _MIXPREC_ZEROPP_QGZ_BLOCK)
         {
           guint64 len = MIN ((guint64) _MIXPREC_ZEROPP_QGZ_BLOCK, slice - b0);
           gfloat x[_MIXPREC_ZEROPP_QGZ_BLOCK], d[4][_MIXPREC_ZEROPP_QGZ_BLOCK], stored[4];
+          gfloat fed[4][_MIXPREC_ZEROPP_QGZ_BLOCK] = { { 0 } };
 
           g_assert (engine->world <= 4);
           for (guint r = 0; r < engine->world; r++)
             {
               for (guint64 i = 0; i < len; i++)
-                x[i] = contribution (engine, u, r, engine->rank, b0 + i);
+                x[i] = contribution (engine, u, r, step, engine->rank, b0 + i);
               if (quantized)
-                round_trip (x, len, d[r], &stored[r]);
+                round_trip (x, len, unit_err != NULL ? unit_err + r * slice + b0 : NULL, fed[r], d[r],
+                            &stored[r]);
               else
                 memcpy (d[r], x, len * sizeof (gfloat));
             }
-          for (guint64 i = 0; i < len; i++)
+          for (guint64 i = 0; out != NULL && i < len; i++)
             {
               gfloat want = d[0][i], exact = 0, got = read_target (target, dtype, b0 + i);
               gdouble bound = 0;
@@ -156,12 +199,15 @@ check_reduced (MixprecEngine *engine, gboolean quantized, GString *why)
               want = round_to (dtype, want);
               for (guint r = 0; r < engine->world; r++)
                 {
-                  gfloat c = contribution (engine, u, r, engine->rank, b0 + i);
+                  gfloat c = contribution (engine, u, r, step, engine->rank, b0 + i);
 
                   exact += c;
                   all_zero = all_zero && c == 0;
-                  /* One int4 step of the block, and fp16's rounding. */
+                  /* One int4 step of the block, and fp16's rounding; with
+                   * LoCo also the error fed back and fp16's rounding of
+                   * the sum. */
                   bound += quantized ? stored[r] + fabs (c) * 0x1p-11 + 0x1p-24 : 0;
+                  bound += fabs (fed[r][i]) * (1 + 0x1p-10) + 0x1p-24;
                 }
               bound += fabs (exact) * (dtype == MIXPREC_DTYPE_FLOAT32 ? 0x1p-23 : 0x1p-8) * 2;
               n++;
@@ -189,11 +235,31 @@ check_reduced (MixprecEngine *engine, gboolean quantized, GString *why)
                 }
             }
         }
+      /* LoCo: the engine's own errors for this rank's contributions to
+       * its slice are the ones followed here. */
+      if (unit_err != NULL && out != NULL)
+        {
+          const guint16 *mine = g->zeropp.loco_err + u->flat + engine->rank * slice;
+
+          g_string_append_len (out, (const gchar *) mine, (gssize) (slice * 2));
+          for (guint64 i = 0; i < slice; i++)
+            if (!ref_matches (&ref_f16, mine[i], unit_err[engine->rank * slice + i]) &&
+                !(mine[i] == 0 && unit_err[engine->rank * slice + i] == 0))
+              {
+                g_string_append_printf (why, "step %u, unit %u element %" G_GUINT64_FORMAT
+                                        ": the engine's LoCo error is %.9g, the test's %.9g",
+                                        step, k, i, ref_decode (&ref_f16, mine[i]),
+                                        unit_err[engine->rank * slice + i]);
+                return FALSE;
+              }
+        }
     }
-  g_printerr ("rank %u, qgZ %s: %" G_GUINT64_FORMAT " reduced elements (%s) equal the independent "
+  if (out == NULL)
+    return TRUE;
+  g_printerr ("rank %u, step %u, qgZ %s%s: %" G_GUINT64_FORMAT " reduced elements (%s) equal the independent "
               "computation; %" G_GUINT64_FORMAT " differ from the exact sum, at most %.2f of the "
               "bound; %" G_GUINT64_FORMAT " of %" G_GUINT64_FORMAT " all-zero ones zero\n",
-              engine->rank, quantized ? "on" : "off", n, mixprec_dtype_get_name (dtype), differ,
+              engine->rank, step, quantized ? "on" : "off", errors != NULL ? " with LoCo" : "", n, mixprec_dtype_get_name (dtype), differ,
               worst, zeros_ok, zeros);
   /* The run of zeros lies in some ranks' slices only. */
   if (zeros_ok != zeros)
@@ -215,23 +281,55 @@ check_reduced (MixprecEngine *engine, gboolean quantized, GString *why)
   return TRUE;
 }
 
+/* Hands every parameter its gradients of @step. */
+static gboolean
+set_grads (MixprecEngine *engine, guint step, GError **error)
+{
+  guint rank = mixprec_engine_get_rank (engine);
+
+  for (guint k = 0; k < N_PARAMS; k++)
+    {
+      g_autofree gchar *name = g_strdup_printf ("p%u", k);
+      g_autofree gfloat *gv = g_new (gfloat, sizes[k]);
+      g_autoptr(GBytes) grad = NULL;
+
+      for (guint64 i = 0; i < sizes[k]; i++)
+        gv[i] = grad_value (rank, step, k, i);
+      grad = g_bytes_new_take (g_steal_pointer (&gv), sizes[k] * sizeof (gfloat));
+      if (!mixprec_param_set_grad (mixprec_engine_get_param (engine, name), MIXPREC_DTYPE_FLOAT32,
+                                   grad, error))
+        return FALSE;
+    }
+  return TRUE;
+}
+
+/* The child: steps 1 and 2 (or, resuming from MIXPREC_TEST_LOAD saved
+ * after step 1, step 2 alone), each reduction checked. Writes the last
+ * step's reduced values (and LoCo errors), then the masters. With
+ * MIXPREC_TEST_SAVE it saves a checkpoint after step 1. MIXPREC_TEST_LOCO:
+ * 1 the engine runs LoCo; MIXPREC_TEST_LOCO_LOADED: the errors the
+ * checkpoint carries in (1: LoCo's after step 1, 0: none). */
 static int
 child_main (void)
 {
   gboolean quantized = g_strcmp0 (g_getenv ("MIXPREC_TEST_QGZ"), "1") == 0;
+  gboolean loco = g_strcmp0 (g_getenv ("MIXPREC_TEST_LOCO"), "1") == 0;
+  const gchar *load = g_getenv ("MIXPREC_TEST_LOAD");
+  const gchar *save = g_getenv ("MIXPREC_TEST_SAVE");
   g_autofree gchar *json =
     g_strdup_printf ("{\"bf16\": {\"enabled\": true}, \"zero_optimization\": {\"stage\": 3, "
                      "\"stage3_param_persistence_threshold\": 0, "
-                     "\"zero_quantized_gradients\": %s}, "
+                     "\"zero_quantized_gradients\": %s, \"zeropp_loco_param\": %s}, "
                      "\"optimizer\": {\"type\": \"SGD\", \"params\": {\"lr\": 0.25}}}",
-                     quantized ? "true" : "false");
+                     quantized ? "true" : "false",
+                     loco ? "{\"err_beta\": 0.8, \"reset_T\": 100}" : "null");
   g_autoptr(GError) error = NULL;
   g_autoptr(GString) why = g_string_new (NULL);
   g_autoptr(MixprecConfig) config = mixprec_config_new_from_data (json, -1, &error);
   g_autoptr(MixprecEngine) engine = NULL;
-  g_autoptr(MixprecStepResult) result = NULL;
-  g_autoptr(GString) masters = g_string_new (NULL);
+  g_autoptr(GString) out = g_string_new (NULL);
   g_autofree gchar *file = NULL;
+  Errors errors = { g_ptr_array_new_with_free_func (g_free) };
   guint rank;
 
   if (config == NULL || (engine = mixprec_engine_new (config, &error)) == NULL)
@@ -247,29 +345,35 @@ child_main (void)
                                          init, &error) == NULL)
         goto fail;
     }
-  for (guint k = 0; k < N_PARAMS; k++)
+  if (load != NULL && !mixprec_engine_load_checkpoint (engine, load, &error))
+    goto fail;
+  for (guint step = 1; step <= 2; step++)
     {
-      g_autofree gchar *name = g_strdup_printf ("p%u", k);
-      g_autofree gfloat *gv = g_new (gfloat, sizes[k]);
-      g_autoptr(GBytes) grad = NULL;
+      g_autoptr(MixprecStepResult) result = NULL;
 
-      for (guint64 i = 0; i < sizes[k]; i++)
-        gv[i] = grad_value (rank, k, i);
-      grad = g_bytes_new_take (g_steal_pointer (&gv), sizes[k] * sizeof (gfloat));
-      if (!mixprec_param_set_grad (mixprec_engine_get_param (engine, name), MIXPREC_DTYPE_FLOAT32,
-                                   grad, &error))
+      g_string_truncate (out, 0);
+      /* Resumed after step 1: the test follows step 1's LoCo errors on its
+       * own where the checkpoint brings them in. */
+      if (load != NULL && step == 1)
+        {
+          if (loco && g_strcmp0 (g_getenv ("MIXPREC_TEST_LOCO_LOADED"), "1") == 0)
+            check_reduced (engine, quantized, step, &errors, NULL, why);
+          continue;
+        }
+      if (!set_grads (engine, step, &error) ||
+          !mixprec_engine_backward_done (engine, &error) ||
+          !_mixprec_engine_wait_pending (engine, &error))
+        goto fail;
+      if (!check_reduced (engine, quantized, step, loco ? &errors : NULL, out, why))
+        {
+          g_printerr ("rank %u: %s\n", rank, why->str);
+          return 1;
+        }
+      if ((result = mixprec_engine_step (engine, &error)) == NULL)
+        goto fail;
+      if (step == 1 && save != NULL && !mixprec_engine_save_checkpoint (engine, save, &error))
         goto fail;
     }
-  if (!mixprec_engine_backward_done (engine, &error) ||
-      !_mixprec_engine_wait_pending (engine, &error))
-    goto fail;
-  if (!check_reduced (engine, quantized, why))
-    {
-      g_printerr ("rank %u: %s\n", rank, why->str);
-      return 1;
-    }
-  if ((result = mixprec_engine_step (engine, &error)) == NULL)
-    goto fail;
   for (guint k = 0; k < N_PARAMS; k++)
     {
       g_autofree gchar *name = g_strdup_printf ("p%u", k);
@@ -277,10 +381,11 @@ child_main (void)
 
       if (master == NULL)
         goto fail;
-      g_string_append_len (masters, g_bytes_get_data (master, NULL), (gssize) g_bytes_get_size (master));
+      g_string_append_len (out, g_bytes_get_data (master, NULL), (gssize) g_bytes_get_size (master));
     }
+  g_ptr_array_unref (errors.units);
   file = g_strdup_printf ("%s.%u", g_getenv ("MIXPREC_TEST_OUT"), rank);
-  return g_file_set_contents (file, masters->str, (gssize) masters->len, NULL) ? 0 : 1;
+  return g_file_set_contents (file, out->str, (gssize) out->len, NULL) ? 0 : 1;
 
 fail:
   g_printerr ("zeropp-grad child: %s\n", error != NULL ? error->message : "?");
@@ -288,21 +393,50 @@ fail:
 }
 
 static void
-test_engine (gconstpointer data)
+rm_rf (const gchar *path)
 {
-  guint world = GPOINTER_TO_UINT (data) & 0xff;
-  gboolean quantized = (GPOINTER_TO_UINT (data) >> 8) != 0;
+  g_autoptr(GDir) d = g_dir_open (path, 0, NULL);
+  const gchar *name;
+
+  if (d == NULL)
+    {
+      g_remove (path);
+      return;
+    }
+  while ((name = g_dir_read_name (d)) != NULL)
+    {
+      g_autofree gchar *child = g_build_filename (path, name, NULL);
+
+      if (g_file_test (child, G_FILE_TEST_IS_DIR) && !g_file_test (child, G_FILE_TEST_IS_SYMLINK))
+        rm_rf (child);
+      else
+        g_remove (child);
+    }
+  g_rmdir (path);
+}
+
+/* Runs the child on @world ranks with the "NAME=VALUE" strings of @extra
+ * and returns rank 0's output after checking that every rank's masters
+ * (the end of each output) agree. */
+static gchar *
+run_world (guint world, const gchar * const *extra, gsize *len_out)
+{
   g_autoptr(GError) error = NULL;
   g_autofree gchar *dir = g_dir_make_tmp ("mixprec-qgz-XXXXXX", &error);
-  g_autofree gchar *out = g_build_filename (dir, "masters", NULL);
+  g_autofree gchar *out = g_build_filename (dir, "out", NULL);
   g_autofree gchar *out_var = g_strdup_printf ("MIXPREC_TEST_OUT=%s", out);
-  const gchar *env[] = { "MIXPREC_TEST_QGZ_CHILD=1", quantized ? "MIXPREC_TEST_QGZ=1" : "MIXPREC_TEST_QGZ=0",
-                         "UCX_NET_DEVICES=lo", out_var, NULL };
-  g_autofree gchar *first = NULL;
+  const gchar *env[12] = { "MIXPREC_TEST_QGZ_CHILD=1", "UCX_NET_DEVICES=lo", out_var, NULL };
+  guint n_env = 3;
+  gchar *first = NULL;
   gsize first_len = 0;
+  guint64 masters = 0;
   gint status[3];
 
   g_assert_no_error (error);
+  for (guint i = 0; extra[i] != NULL; i++)
+    env[n_env++] = extra[i];
+  for (guint k = 0; k < N_PARAMS; k++)
+    masters += sizes[k] * 4;
   mp_run_ranks (world, TIMEOUT_MS, env, status);
   for (guint r = 0; r < world; r++)
     {
@@ -313,6 +447,7 @@ test_engine (gconstpointer data)
       g_assert_cmpint (status[r], ==, 0);
       g_assert_true (g_file_get_contents (file, &data_r, &len, &error));
       g_assert_no_error (error);
+      g_assert_cmpuint (len, >=, masters);
       /* Ranks agree on the stepped masters. */
       if (r == 0)
         {
@@ -320,10 +455,64 @@ test_engine (gconstpointer data)
           first_len = len;
         }
       else
-        g_assert_cmpmem (data_r, len, first, first_len);
+        g_assert_cmpmem (data_r + len - masters, masters, first + first_len - masters, masters);
       g_remove (file);
     }
   g_rmdir (dir);
+  *len_out = first_len;
+  return first;
+}
+
+static void
+test_engine (gconstpointer data)
+{
+  guint world = GPOINTER_TO_UINT (data) & 0xff;
+  guint mode = GPOINTER_TO_UINT (data) >> 8;
+  const gchar *env[] = { mode >= 1 ? "MIXPREC_TEST_QGZ=1" : "MIXPREC_TEST_QGZ=0",
+                         mode >= 2 ? "MIXPREC_TEST_LOCO=1" : "MIXPREC_TEST_LOCO=0", NULL };
+  gsize len;
+  g_autofree gchar *got = run_world (world, env, &len);
+
+  g_assert_nonnull (got);
+}
+
+/* A checkpoint saved after step 1 resumes step 2 bit for bit with LoCo's
+ * errors; one saved without LoCo resumes with LoCo on (its errors from
+ * zero), and one saved with LoCo resumes with it off. Each child checks
+ * each step against the test's model. */
+static void
+test_resume (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree gchar *dir = g_dir_make_tmp ("mixprec-loco-ckpt-XXXXXX", &error);
+  g_autofree gchar *with = g_build_filename (dir, "with-loco", NULL);
+  g_autofree gchar *without = g_build_filename (dir, "without-loco", NULL);
+  g_autofree gchar *save_with = g_strdup_printf ("MIXPREC_TEST_SAVE=%s", with);
+  g_autofree gchar *load_with = g_strdup_printf ("MIXPREC_TEST_LOAD=%s", with);
+  g_autofree gchar *save_without = g_strdup_printf ("MIXPREC_TEST_SAVE=%s", without);
+  g_autofree gchar *load_without = g_strdup_printf ("MIXPREC_TEST_LOAD=%s", without);
+  const gchar *straight_env[] = { "MIXPREC_TEST_QGZ=1", "MIXPREC_TEST_LOCO=1", save_with, NULL };
+  const gchar *resumed_env[] = { "MIXPREC_TEST_QGZ=1", "MIXPREC_TEST_LOCO=1", load_with,
+                                 "MIXPREC_TEST_LOCO_LOADED=1", NULL };
+  const gchar *plain_env[] = { "MIXPREC_TEST_QGZ=1", "MIXPREC_TEST_LOCO=0", save_without, NULL };
+  const gchar *switch_on_env[] = { "MIXPREC_TEST_QGZ=1", "MIXPREC_TEST_LOCO=1", load_without,
+                                   "MIXPREC_TEST_LOCO_LOADED=0", NULL };
+  const gchar *switch_off_env[] = { "MIXPREC_TEST_QGZ=1", "MIXPREC_TEST_LOCO=0", load_with, NULL };
+  g_autofree gchar *straight = NULL, *resumed = NULL, *plain = NULL, *on = NULL, *off = NULL;
+  gsize straight_len, resumed_len, plain_len, on_len, off_len;
+
+  g_assert_no_error (error);
+  straight = run_world (2, straight_env, &straight_len);
+  resumed = run_world (2, resumed_env, &resumed_len);
+  /* Step 2's reduced values, LoCo errors and masters, bit for bit. */
+  g_assert_cmpmem (resumed, resumed_len, straight, straight_len);
+  plain = run_world (2, plain_env, &plain_len);
+  on = run_world (2, switch_on_env, &on_len);
+  g_assert_nonnull (on);
+  off = run_world (2, switch_off_env, &off_len);
+  /* LoCo's errors dropped: step 2 as the run that never had them. */
+  g_assert_cmpmem (off, off_len, plain, plain_len);
+  rm_rf (dir);
 }
 
 int
@@ -336,5 +525,7 @@ main (int argc, char **argv)
   g_test_add_data_func ("/zeropp/qgz/unquantized-layout/ranks-2", GUINT_TO_POINTER (2), test_engine);
   g_test_add_data_func ("/zeropp/qgz/ranks-2", GUINT_TO_POINTER (0x100 | 2), test_engine);
   g_test_add_data_func ("/zeropp/qgz/ranks-3", GUINT_TO_POINTER (0x100 | 3), test_engine);
+  g_test_add_data_func ("/zeropp/loco/ranks-3", GUINT_TO_POINTER (0x200 | 3), test_engine);
+  g_test_add_func ("/zeropp/loco/resume", test_resume);
   return g_test_run ();
 }

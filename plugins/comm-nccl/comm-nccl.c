@@ -361,6 +361,19 @@ static const MixprecCommV2 nccl_comm = {
   .all_to_all = nccl_all_to_all,
 };
 
-MIXPREC_PLUGIN_DEFINE_FEATURE (comm_nccl, "comm-nccl", "collectives between CUDA devices over NCCL",
-                               register_comm_v2, nccl_comm,
-                               PACKAGE_VERSION, "LGPL-2.1-or-later", "libmixprec")
+/* Revision 2 (the all-to-all) where the library takes it, else the
+ * revision 1 part, as the ABI asks a plugin to check. */
+static int
+nccl_register (MixprecPluginHostV1 *host,
+               char                *errbuf,
+               size_t               errbuf_len)
+{
+  if (host->struct_size >= offsetof (MixprecPluginHostV1, register_comm_v2) +
+                          sizeof host->register_comm_v2 &&
+      host->register_comm_v2 != NULL)
+    return host->register_comm_v2 (host, &nccl_comm, errbuf, errbuf_len);
+  return host->register_comm (host, &nccl_comm.base, errbuf, errbuf_len);
+}
+
+MIXPREC_PLUGIN_DEFINE (comm_nccl, "comm-nccl", "collectives between CUDA devices over NCCL", nccl_register,
+                       PACKAGE_VERSION, "LGPL-2.1-or-later", "libmixprec")

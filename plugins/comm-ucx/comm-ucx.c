@@ -630,6 +630,19 @@ static const MixprecCommV2 ucx_comm = {
   .all_to_all = ucx_all_to_all,
 };
 
-MIXPREC_PLUGIN_DEFINE_FEATURE (comm_ucx, "comm-ucx", "collectives between processes over UCX",
-                               register_comm_v2, ucx_comm,
-                               PACKAGE_VERSION, "LGPL-2.1-or-later", "libmixprec")
+/* Revision 2 (the all-to-all) where the library takes it, else the
+ * revision 1 part, as the ABI asks a plugin to check. */
+static int
+ucx_register (MixprecPluginHostV1 *host,
+              char                *errbuf,
+              size_t               errbuf_len)
+{
+  if (host->struct_size >= offsetof (MixprecPluginHostV1, register_comm_v2) +
+                          sizeof host->register_comm_v2 &&
+      host->register_comm_v2 != NULL)
+    return host->register_comm_v2 (host, &ucx_comm, errbuf, errbuf_len);
+  return host->register_comm (host, &ucx_comm.base, errbuf, errbuf_len);
+}
+
+MIXPREC_PLUGIN_DEFINE (comm_ucx, "comm-ucx", "collectives between processes over UCX", ucx_register,
+                       PACKAGE_VERSION, "LGPL-2.1-or-later", "libmixprec")

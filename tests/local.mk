@@ -616,7 +616,7 @@ tests_test_zeropp_grad_SOURCES = \
 # Reads the reduced slices and the LoCo error buffers (engine internals).
 tests_test_zeropp_grad_CPPFLAGS = $(tests_internal_cppflags)
 tests_test_zeropp_grad_LDADD = $(tests_internal_ldadd) -lm
-EXTRA_tests_test_zeropp_grad_DEPENDENCIES = plugins/mixprec-comm-ucx.la
+EXTRA_tests_test_zeropp_grad_DEPENDENCIES = plugins/mixprec-comm-ucx.la $(test_registry_plugins)
 TESTS += tests/test-zeropp-grad
 endif
 

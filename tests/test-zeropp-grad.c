@@ -15,7 +15,13 @@
  * the same bits; within the stated bound of the exact sum (per rank, one
  * int4 step of the block plus fp16's rounding); the quantization visible;
  * an all-zero run summed to zeros; and the masters after a step the same
- * on every rank. */
+ * on every rank.
+ *
+ * LoCo (zeropp_loco_param): over two steps the reductions and this rank's
+ * error buffer equal the test's own model of the error feedback, bit for
+ * bit; a checkpoint saved after step 1 resumes step 2 bit for bit, and
+ * resumes across LoCo switched on or off. A communicator of comm ABI
+ * revision 1 (the test plugin testcomm) is refused, naming it and qgZ. */
 #include "config.h"
 
 #include <math.h>
@@ -309,6 +315,43 @@ set_grads (MixprecEngine *engine, guint step, GError **error)
  * MIXPREC_TEST_SAVE it saves a checkpoint after step 1. MIXPREC_TEST_LOCO:
  * 1 the engine runs LoCo; MIXPREC_TEST_LOCO_LOADED: the errors the
  * checkpoint carries in (1: LoCo's after step 1, 0: none). */
+/* The child of /zeropp/qgz/v1-comm-refused: an engine on testcomm (a
+ * revision 1 communicator, no all-to-all) refuses qgZ, naming it. */
+static int
+child_v1 (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MixprecBootstrap) bootstrap = mixprec_bootstrap_new_from_environment (TIMEOUT_MS, &error);
+  g_autoptr(MixprecComm) comm = NULL;
+  g_autoptr(MixprecConfig) config =
+    mixprec_config_new_from_data ("{\"bf16\": {\"enabled\": true}, \"zero_optimization\": "
+                                  "{\"stage\": 3, \"zero_quantized_gradients\": true}, "
+                                  "\"optimizer\": {\"type\": \"SGD\", \"params\": {\"lr\": 0.25}}}",
+                                  -1, NULL);
+  g_autoptr(MixprecEngine) engine = NULL;
+  g_autofree gfloat *v = g_new0 (gfloat, sizes[0]);
+  g_autoptr(GBytes) init = g_bytes_new_take (g_steal_pointer (&v), sizes[0] * sizeof (gfloat));
+  g_autofree gchar *file = NULL;
+
+  if (config == NULL || bootstrap == NULL ||
+      (comm = mixprec_comm_new (bootstrap, "testcomm", "cpu", TIMEOUT_MS, &error)) == NULL ||
+      (engine = mixprec_engine_new_with_comm (config, comm, NULL, &error)) == NULL)
+    goto fail;
+  if (mixprec_engine_register_param (engine, "p0", &sizes[0], 1, "Linear", MIXPREC_DTYPE_FLOAT32,
+                                     init, &error) != NULL &&
+      mixprec_engine_prepare (engine, &error))
+    {
+      g_printerr ("the engine took qgZ on a communicator without an all-to-all\n");
+      return 1;
+    }
+  file = g_strdup_printf ("%s.%u", g_getenv ("MIXPREC_TEST_OUT"), mixprec_bootstrap_get_rank (bootstrap));
+  return g_file_set_contents (file, error->message, -1, NULL) ? 0 : 1;
+
+fail:
+  g_printerr ("v1 child: %s\n", error != NULL ? error->message : config == NULL ? "no config" : "?");
+  return 1;
+}
+
 static int
 child_main (void)
 {
@@ -515,9 +558,47 @@ test_resume (void)
   rm_rf (dir);
 }
 
+static void
+test_v1_refused (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree gchar *dir = g_dir_make_tmp ("mixprec-qgz-v1-XXXXXX", &error);
+  g_autofree gchar *out = g_build_filename (dir, "out", NULL);
+  g_autofree gchar *out_var = g_strdup_printf ("MIXPREC_TEST_OUT=%s", out);
+  g_autofree gchar *plugins = g_test_build_filename (G_TEST_BUILT, "plugins", NULL);
+  const gchar *old = g_getenv ("MIXPREC_PLUGIN_PATH");
+  /* The test plugins (testcomm) join the build tree's. */
+  g_autofree gchar *path_var = old != NULL && old[0] != '\0'
+    ? g_strdup_printf ("MIXPREC_PLUGIN_PATH=%s:%s", plugins, old)
+    : g_strdup_printf ("MIXPREC_PLUGIN_PATH=%s", plugins);
+  const gchar *env[] = { "MIXPREC_TEST_V1_CHILD=1", "MIXPREC_TEST_COMM_ANY_WORLD=1", out_var,
+                         path_var, NULL };
+  gint status[2];
+
+  g_assert_no_error (error);
+  mp_run_ranks (2, TIMEOUT_MS, env, status);
+  for (guint r = 0; r < 2; r++)
+    {
+      g_autofree gchar *file = g_strdup_printf ("%s.%u", out, r);
+      g_autofree gchar *message = NULL;
+
+      g_assert_cmpint (status[r], ==, 0);
+      g_assert_true (g_file_get_contents (file, &message, NULL, &error));
+      g_assert_no_error (error);
+      g_test_message ("rank %u: %s", r, message);
+      g_assert_nonnull (strstr (message, "zero_optimization.zero_quantized_gradients: qgZ"));
+      g_assert_nonnull (strstr (message, "comm 'testcomm' (cpu, plugin test-comm)"));
+      g_assert_nonnull (strstr (message, "revision 1, which has no all-to-all"));
+      g_remove (file);
+    }
+  g_rmdir (dir);
+}
+
 int
 main (int argc, char **argv)
 {
+  if (g_getenv ("MIXPREC_TEST_V1_CHILD") != NULL)
+    return child_v1 ();
   if (g_getenv ("MIXPREC_TEST_QGZ_CHILD") != NULL)
     return child_main ();
 
@@ -527,5 +608,6 @@ main (int argc, char **argv)
   g_test_add_data_func ("/zeropp/qgz/ranks-3", GUINT_TO_POINTER (0x100 | 3), test_engine);
   g_test_add_data_func ("/zeropp/loco/ranks-3", GUINT_TO_POINTER (0x200 | 3), test_engine);
   g_test_add_func ("/zeropp/loco/resume", test_resume);
+  g_test_add_func ("/zeropp/qgz/v1-comm-refused", test_v1_refused);
   return g_test_run ();
 }

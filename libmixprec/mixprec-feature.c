@@ -1542,9 +1542,10 @@ mixprec_feature_get_working_dtypes (MixprecFeature *self,
  * a device registered as a `MixprecDeviceV3` (plugin ABI 1.3, the float8
  * casts FP8 working copies need on a device) and for an optimizer
  * registered as a `MixprecOptimizerV3` (plugin ABI 1.4, block-scaled
- * low-bit state and 16-bit masters), 1 for
- * a `MixprecOptimizerV1`, a `MixprecDeviceV1` and every communicator
- * (`MixprecCommV1`). The library reaches revision 1 optimizers through a
+ * low-bit state and 16-bit masters), 2 for a communicator registered as a
+ * `MixprecCommV2` (plugin ABI 1.5, the all-to-all ZeRO++'s quantized
+ * gradients need), 1 for a `MixprecOptimizerV1`, a `MixprecDeviceV1` and
+ * a `MixprecCommV1`. The library reaches revision 1 optimizers through a
  * shim that keeps their state in float32, and revision 1 devices without
  * pinned host memory (offloaded transfers then use pageable memory).
  *
@@ -1563,6 +1564,8 @@ mixprec_feature_get_abi_revision (MixprecFeature *self)
       return self->optimizer_revision;
     case MIXPREC_FEATURE_KIND_DEVICE:
       return self->device_revision;
+    case MIXPREC_FEATURE_KIND_COMM:
+      return self->comm_revision;
     default:
       return 1;
     }

@@ -321,6 +321,7 @@ test_local_all_to_all (void)
   for (guint i = 0; i < sizeof send; i++)
     send[i] = (guint8) (i * 29 + 3);
   g_assert_true (_mixprec_comm_has_all_to_all (comm, &error));
+  g_assert_cmpuint (mixprec_feature_get_abi_revision (_mixprec_comm_get_feature (comm)), ==, 2);
   g_assert_true (_mixprec_comm_all_to_all (comm, send, recv, sizeof send, &error));
   g_assert_no_error (error);
   g_assert_cmpmem (recv, sizeof recv, send, sizeof send);
@@ -345,6 +346,7 @@ test_v1_no_all_to_all (void)
   guint8 send[4] = { 0 }, recv[4];
 
   g_assert_no_error (error);
+  g_assert_cmpuint (mixprec_feature_get_abi_revision (_mixprec_comm_get_feature (comm)), ==, 1);
   g_assert_false (_mixprec_comm_has_all_to_all (comm, &error));
   g_assert_error (error, MIXPREC_COMM_ERROR, MIXPREC_COMM_ERROR_INVALID_ARGUMENT);
   g_test_message ("%s", error->message);

@@ -141,12 +141,15 @@ typedef struct {
 } Errors;
 
 /* Checks this rank's reduced slices at @step; FALSE with @why. @errors
- * (LoCo) advances. Appends the reduced values' bits, and with LoCo this
+ * (LoCo) advances. @prev (gradient accumulation): each unit's reduced
+ * slice after the previous micro-step, which this one is folded onto
+ * (first term of the sum); empty at the first micro-step, and filled
+ * with this one's for the next. Appends the reduced values' bits, and with LoCo this
  * rank's own error buffer, to @out; @out NULL: only the test's model of
  * the step runs (the errors advance), nothing is read from the engine. */
 static gboolean
 check_reduced (MixprecEngine *engine, gboolean quantized, guint step, Errors *errors,
-               GString *out, GString *why)
+               GPtrArray *prev, GString *out, GString *why)
 {
   Group *g = g_ptr_array_index (engine->groups, 0);
   MixprecDType dtype = g->accum_mode == ACCUM_IN_GRAD ? g->dtypes.grad : g->dtypes.accum;
@@ -168,6 +171,7 @@ check_reduced (MixprecEngine *engine, gboolean quantized, guint step, Errors *er
       guint64 slice = UNIT_SLICE (engine, u);
       gconstpointer target = _mixprec_engine_reduce_target (engine, g, u);
       gfloat *unit_err = NULL;
+      gfloat *before = prev != NULL && prev->len > k ? g_ptr_array_index (prev, k) : NULL;
 
       if (errors != NULL)
         {
@@ -200,6 +204,13 @@ check_reduced (MixprecEngine *engine, gboolean quantized, guint step, Errors *er
               gdouble bound = 0;
               gboolean all_zero = TRUE;
 
+              /* Folded onto the previous micro-step's sum, its first term. */
+              if (before != NULL)
+                {
+                  want = before[b0 + i] + want;
+                  exact = before[b0 + i];
+                  all_zero = before[b0 + i] == 0;
+                }
               for (guint r = 1; r < engine->world; r++)
                 want += d[r][i];
               want = round_to (dtype, want);
@@ -216,6 +227,9 @@ check_reduced (MixprecEngine *engine, gboolean quantized, guint step, Errors *er
                   bound += fabs (fed[r][i]) * (1 + 0x1p-10) + 0x1p-24;
                 }
               bound += fabs (exact) * (dtype == MIXPREC_DTYPE_FLOAT32 ? 0x1p-23 : 0x1p-8) * 2;
+              /* What the earlier micro-step's sum already carried. */
+              if (before != NULL)
+                bound += fabs ((gdouble) before[b0 + i]) * 0x1p-23;
               n++;
               if (memcmp (&got, &want, sizeof got) != 0)
                 {
@@ -240,6 +254,21 @@ check_reduced (MixprecEngine *engine, gboolean quantized, guint step, Errors *er
                   zeros_ok += got == 0;
                 }
             }
+        }
+      /* This micro-step's sums, for the next one to fold onto. */
+      if (prev != NULL && out != NULL)
+        {
+          gfloat *now = g_new (gfloat, slice);
+
+          for (guint64 i = 0; i < slice; i++)
+            now[i] = read_target (target, dtype, i);
+          if (prev->len > k)
+            {
+              g_free (g_ptr_array_index (prev, k));
+              g_ptr_array_index (prev, k) = now;
+            }
+          else
+            g_ptr_array_add (prev, now);
         }
       /* LoCo: the engine's own errors for this rank's contributions to
        * its slice are the ones followed here. */
@@ -357,15 +386,18 @@ child_main (void)
 {
   gboolean quantized = g_strcmp0 (g_getenv ("MIXPREC_TEST_QGZ"), "1") == 0;
   gboolean loco = g_strcmp0 (g_getenv ("MIXPREC_TEST_LOCO"), "1") == 0;
+  guint gas = g_strcmp0 (g_getenv ("MIXPREC_TEST_GAS"), "2") == 0 ? 2 : 1;
+  g_autoptr(GPtrArray) prev = g_ptr_array_new_with_free_func (g_free);
   const gchar *load = g_getenv ("MIXPREC_TEST_LOAD");
   const gchar *save = g_getenv ("MIXPREC_TEST_SAVE");
   g_autofree gchar *json =
     g_strdup_printf ("{\"bf16\": {\"enabled\": true}, \"zero_optimization\": {\"stage\": 3, "
                      "\"stage3_param_persistence_threshold\": 0, "
                      "\"zero_quantized_gradients\": %s, \"zeropp_loco_param\": %s}, "
+                     "\"gradient_accumulation_steps\": %u, "
                      "\"optimizer\": {\"type\": \"SGD\", \"params\": {\"lr\": 0.25}}}",
                      quantized ? "true" : "false",
-                     loco ? "{\"err_beta\": 0.8, \"reset_T\": 100}" : "null");
+                     loco ? "{\"err_beta\": 0.8, \"reset_T\": 100}" : "null", gas);
   g_autoptr(GError) error = NULL;
   g_autoptr(GString) why = g_string_new (NULL);
   g_autoptr(MixprecConfig) config = mixprec_config_new_from_data (json, -1, &error);
@@ -400,17 +432,27 @@ child_main (void)
       if (load != NULL && step == 1)
         {
           if (loco && g_strcmp0 (g_getenv ("MIXPREC_TEST_LOCO_LOADED"), "1") == 0)
-            check_reduced (engine, quantized, step, &errors, NULL, why);
+            for (guint micro = 0; micro < gas; micro++)
+              check_reduced (engine, quantized, step * 4 + micro, &errors, NULL, NULL, why);
           continue;
         }
-      if (!set_grads (engine, step, &error) ||
-          !mixprec_engine_backward_done (engine, &error) ||
-          !_mixprec_engine_wait_pending (engine, &error))
-        goto fail;
-      if (!check_reduced (engine, quantized, step, loco ? &errors : NULL, out, why))
+      /* With gradient_accumulation_steps 2, the second micro-step folds
+       * onto the first one's sums; a step starts afresh. */
+      g_ptr_array_set_size (prev, 0);
+      for (guint micro = 0; micro < gas; micro++)
         {
-          g_printerr ("rank %u: %s\n", rank, why->str);
-          return 1;
+          if (!set_grads (engine, step * 4 + micro, &error) ||
+              !mixprec_engine_backward_done (engine, &error) ||
+              !_mixprec_engine_wait_pending (engine, &error))
+            goto fail;
+          if (micro + 1 == gas)
+            g_string_truncate (out, 0);
+          if (!check_reduced (engine, quantized, step * 4 + micro, loco ? &errors : NULL,
+                              gas > 1 ? prev : NULL, out, why))
+            {
+              g_printerr ("rank %u: %s\n", rank, why->str);
+              return 1;
+            }
         }
       if ((result = mixprec_engine_step (engine, &error)) == NULL)
         goto fail;
@@ -511,8 +553,11 @@ test_engine (gconstpointer data)
 {
   guint world = GPOINTER_TO_UINT (data) & 0xff;
   guint mode = GPOINTER_TO_UINT (data) >> 8;
-  const gchar *env[] = { mode >= 1 ? "MIXPREC_TEST_QGZ=1" : "MIXPREC_TEST_QGZ=0",
-                         mode >= 2 ? "MIXPREC_TEST_LOCO=1" : "MIXPREC_TEST_LOCO=0", NULL };
+  /* mode: 0 unquantized, 1 qgZ, 2 qgZ and LoCo, 3 qgZ and LoCo with
+   * gradient accumulation, 4 unquantized with it */
+  const gchar *env[] = { mode >= 1 && mode <= 3 ? "MIXPREC_TEST_QGZ=1" : "MIXPREC_TEST_QGZ=0",
+                         mode == 2 || mode == 3 ? "MIXPREC_TEST_LOCO=1" : "MIXPREC_TEST_LOCO=0",
+                         mode >= 3 ? "MIXPREC_TEST_GAS=2" : "MIXPREC_TEST_GAS=1", NULL };
   gsize len;
   g_autofree gchar *got = run_world (world, env, &len);
 
@@ -607,6 +652,8 @@ main (int argc, char **argv)
   g_test_add_data_func ("/zeropp/qgz/ranks-2", GUINT_TO_POINTER (0x100 | 2), test_engine);
   g_test_add_data_func ("/zeropp/qgz/ranks-3", GUINT_TO_POINTER (0x100 | 3), test_engine);
   g_test_add_data_func ("/zeropp/loco/ranks-3", GUINT_TO_POINTER (0x200 | 3), test_engine);
+  g_test_add_data_func ("/zeropp/loco/accumulation/ranks-2", GUINT_TO_POINTER (0x300 | 2), test_engine);
+  g_test_add_data_func ("/zeropp/qgz/unquantized-layout/accumulation/ranks-2", GUINT_TO_POINTER (0x400 | 2), test_engine);
   g_test_add_func ("/zeropp/loco/resume", test_resume);
   g_test_add_func ("/zeropp/qgz/v1-comm-refused", test_v1_refused);
   return g_test_run ();

@@ -20,7 +20,23 @@
  * working values, and a checkpoint resumed at another world size (or
  * with qwZ switched on or off) resumes the same masters and working
  * copies — nothing quantized is saved — while its later gathers round
- * into other blocks. */
+ * into other blocks.
+ *
+ * qgZ. Each reduce-scatter of the intake (a unit, or a window of one)
+ * becomes: the send buffer's world runs quantized to int4 in blocks of
+ * 512 (mixprec-zeropp.c), the communicator's all-to-all (comm ABI
+ * revision 2), and on arrival the world's runs for this rank dequantized
+ * and summed in FP32 in rank order into the reduce target — the order
+ * and the first term (ACCUMULATE) of an unquantized reduce-scatter. One
+ * level over every rank, on one host or several: DeepSpeed's hierarchy
+ * (an intra-host all-to-all, a float16 sum requantized to int4, then an
+ * inter-host all-to-all) is not run; with every rank on one host its
+ * second level has one member. mixprec.json(5) says where this differs.
+ *
+ * LoCo. Each rank's fp16 error per element it sends (its contributions,
+ * in the flat padded layout, so for every rank's slice) joins the
+ * gradient before it is quantized and takes up what the codes miss.
+ * The step rescales or zeroes it (after_scaler); checkpoints keep it. */
 #include "config.h"
 
 #include <string.h>

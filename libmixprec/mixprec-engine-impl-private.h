@@ -749,7 +749,8 @@ MixprecCommRequest *
                                                struct _QgzReduce **qgz, GError **error);
 void     _mixprec_engine_zeropp_finish_reduce (MixprecEngine *self, Group *g,
                                                struct _QgzReduce *qgz, gboolean ok);
-/* LoCo after the loss scaler's update (mixprec-engine-step.c): an
+/* LoCo (mixprec-engine-loco.c) after the loss scaler's update
+ * (mixprec-engine-step.c): an
  * overflow zeroes the error buffers, a new scale rescales them (they hold
  * scaled gradients), an applied step counts towards reset_T, which
  * zeroes them. Group teardown frees them. */
@@ -757,6 +758,9 @@ void     _mixprec_engine_zeropp_after_scaler  (MixprecEngine *self, gboolean ove
                                                gboolean applied, gdouble prev_scale,
                                                gdouble scale);
 void     _mixprec_engine_zeropp_free_group    (MixprecEngine *self, Group *g);
+/* LoCo (mixprec-engine-loco.c): @g's error buffer, zeroed, when the
+ * config asks for LoCo (called by the qgZ layout). */
+gboolean _mixprec_engine_loco_layout          (MixprecEngine *self, Group *g, GError **error);
 
 /* ---------------------------------------------------------------- lookups
  * (mixprec-engine-layout.c): where a parameter, a unit, a block or an

@@ -87,7 +87,7 @@ gboolean           _mixprec_engine_barrier           (MixprecEngine             
 gboolean           _mixprec_engine_refresh_working   (MixprecEngine                *self,
                                                       GError                      **error);
 
-/* ZeRO++ LoCo's error buffers in checkpoints (mixprec-engine-zeropp.c):
+/* ZeRO++ LoCo's error buffers in checkpoints (mixprec-engine-loco.c):
  * the @index-th group that keeps one (FALSE past the last), its index
  * among the groups, its fp16 errors, their count (the padded flat layout,
  * which depends on the world size) and the applied steps since they were

@@ -184,7 +184,7 @@ tests_test_registry_CPPFLAGS = $(tests_internal_cppflags)
 tests_test_registry_LDADD = $(tests_internal_ldadd)
 EXTRA_tests_test_registry_DEPENDENCIES = $(test_registry_plugins) \
 	tests/abi-plugins/mixprec-test-optim-v1.la tests/abi-plugins/mixprec-test-optim-v2.la \
-	plugins/mixprec-optim-sgd.la
+	tests/abi-plugins/mixprec-test-comm-v1.la plugins/mixprec-optim-sgd.la
 TESTS += tests/test-registry
 if HAVE_PYTHON_GI
 TESTS += tests/test-registry-gi.py
@@ -489,6 +489,13 @@ tests_abi_plugins_mixprec_test_optim_v1_la_SOURCES = \
 	tests/abi-plugins/mixprec-plugin-abi-1.0.h
 tests_abi_plugins_mixprec_test_optim_v1_la_LDFLAGS = $(test_plugin_ldflags)
 tests_abi_plugins_mixprec_test_optim_v1_la_LIBADD = -lm
+# A communicator of plugin ABI 1.0 (MixprecCommV1): loads and runs without
+# the all-to-all of revision 2.
+check_LTLIBRARIES += tests/abi-plugins/mixprec-test-comm-v1.la
+tests_abi_plugins_mixprec_test_comm_v1_la_SOURCES = \
+	tests/abi-plugins/test-comm-v1.c \
+	tests/abi-plugins/mixprec-plugin-abi-1.0.h
+tests_abi_plugins_mixprec_test_comm_v1_la_LDFLAGS = $(test_plugin_ldflags)
 # A plugin of plugin ABI 1.1 (MixprecOptimizerV2): the revision 2 shim of
 # revision 3 calls.
 check_LTLIBRARIES += tests/abi-plugins/mixprec-test-optim-v2.la
@@ -501,6 +508,7 @@ EXTRA_tests_test_abi_DEPENDENCIES = \
 	tests/abi-plugins/mixprec-test-host-check.la \
 	tests/abi-plugins/mixprec-test-optim-v1.la \
 	tests/abi-plugins/mixprec-test-optim-v2.la \
+	tests/abi-plugins/mixprec-test-comm-v1.la \
 	plugins/mixprec-optim-adamw.la \
 	plugins/mixprec-optim-sgd.la \
 	plugins/mixprec-optim-lion.la

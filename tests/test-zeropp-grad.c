@@ -20,7 +20,10 @@
  * LoCo (zeropp_loco_param): over two steps the reductions and this rank's
  * error buffer equal the test's own model of the error feedback, bit for
  * bit; a checkpoint saved after step 1 resumes step 2 bit for bit, and
- * resumes across LoCo switched on or off. A communicator of comm ABI
+ * resumes across LoCo switched on or off; gradient accumulation folds
+ * onto the previous micro-step's sums; fp16 reduces in place into float16
+ * sums, and a communication dtype other than the gradients' goes through
+ * the staging windows. A communicator of comm ABI
  * revision 1 (the test plugin testcomm) is refused, naming it and qgZ. */
 #include "config.h"
 
@@ -62,6 +65,24 @@ bf16_of (gfloat f)
   return (gfloat) ref_round_nearest (&ref_bf16, f);
 }
 
+/* The gradients' dtype: bfloat16, float16 in the fp16 case, float32 in
+ * the fp32 one. */
+static MixprecDType grads_dtype = MIXPREC_DTYPE_BFLOAT16;
+
+static gfloat
+round_as (MixprecDType dtype, gfloat f)
+{
+  if (dtype == MIXPREC_DTYPE_FLOAT16)
+    return (gfloat) ref_round_nearest (&ref_f16, f);
+  return dtype == MIXPREC_DTYPE_BFLOAT16 ? bf16_of (f) : f;
+}
+
+static gfloat
+grad_of (gfloat f)
+{
+  return round_as (grads_dtype, f);
+}
+
 /* The bf16 gradient element @e of the group's unpadded element space on
  * @rank (0 past the end). */
 static gfloat
@@ -70,19 +91,23 @@ element (guint rank, guint step, guint64 e)
   for (guint k = 0; k < N_PARAMS; k++)
     {
       if (e < sizes[k])
-        return bf16_of (grad_value (rank, step, k, e));
+        return grad_of (grad_value (rank, step, k, e));
       e -= sizes[k];
     }
   return 0.0f;
 }
 
 /* What rank @r contributes to element @i of @u's slice @slice_rank. */
+/* What rank @r sends for element @i of @u's slice @slice_rank: its
+ * gradient, rounded to the communication dtype where that differs. */
 static gfloat
 contribution (MixprecEngine *engine, const Unit *u, guint r, guint step, guint slice_rank, guint64 i)
 {
+  Group *g = g_ptr_array_index (engine->groups, 0);
   guint64 e = slice_rank * UNIT_SLICE (engine, u) + i;
+  gfloat v = e < u->numel ? element (r, step, u->index + e) : 0.0f;
 
-  return e < u->numel ? element (r, step, u->index + e) : 0.0f;
+  return g->wire != g->dtypes.grad ? round_as (g->wire, v) : v;
 }
 
 static gfloat
@@ -123,13 +148,16 @@ read_target (gconstpointer base, MixprecDType dtype, guint64 i)
 {
   if (dtype == MIXPREC_DTYPE_FLOAT32)
     return ((const gfloat *) base)[i];
-  g_assert (dtype == MIXPREC_DTYPE_BFLOAT16);
-  return (gfloat) ref_decode (&ref_bf16, ((const guint16 *) base)[i]);
+  g_assert (dtype == MIXPREC_DTYPE_BFLOAT16 || dtype == MIXPREC_DTYPE_FLOAT16);
+  return (gfloat) ref_decode (dtype == MIXPREC_DTYPE_FLOAT16 ? &ref_f16 : &ref_bf16,
+                              ((const guint16 *) base)[i]);
 }
 
 static gfloat
 round_to (MixprecDType dtype, gfloat v)
 {
+  if (dtype == MIXPREC_DTYPE_FLOAT16)
+    return (gfloat) ref_round_nearest (&ref_f16, v);
   return dtype == MIXPREC_DTYPE_FLOAT32 ? v : bf16_of (v);
 }
 
@@ -156,15 +184,11 @@ check_reduced (MixprecEngine *engine, gboolean quantized, guint step, Errors *er
   guint64 n = 0, differ = 0, zeros_ok = 0, zeros = 0;
   gdouble worst = 0;
 
-  /* The layout this test assumes: each unit reduced in one piece, whose
-   * blocks start at the slice. */
-  if (g->wire != g->dtypes.grad)
-    {
-      g_string_append_printf (why, "gradients travel as %s but are kept as %s: reduced in "
-                              "windows this test does not model",
-                              mixprec_dtype_get_name (g->wire), mixprec_dtype_get_name (g->dtypes.grad));
-      return FALSE;
-    }
+  /* How the intake cuts a unit: in one piece where the gradients travel
+   * in their own dtype, else in windows of the staging slots (a reduction
+   * each, blocks starting at each window). */
+  guint64 window = g->wire == g->dtypes.grad ? G_MAXUINT64 : MAX (g->slot_elements / engine->world, 1);
+
   for (guint k = 0; k < g->units->len; k++)
     {
       const Unit *u = &g_array_index (g->units, Unit, k);
@@ -181,9 +205,11 @@ check_reduced (MixprecEngine *engine, gboolean quantized, guint step, Errors *er
         }
       if (out != NULL)
         g_string_append_len (out, target, (gssize) (slice * mixprec_dtype_get_size (dtype)));
-      for (guint64 b0 = 0; b0 < slice; b0 += _MIXPREC_ZEROPP_QGZ_BLOCK)
+      for (guint64 b0 = 0; b0 < slice;)
         {
-          guint64 len = MIN ((guint64) _MIXPREC_ZEROPP_QGZ_BLOCK, slice - b0);
+          guint64 w0 = window == G_MAXUINT64 ? 0 : b0 / window * window;
+          guint64 w1 = window == G_MAXUINT64 ? slice : MIN (w0 + window, slice);
+          guint64 len = MIN ((guint64) _MIXPREC_ZEROPP_QGZ_BLOCK, w1 - b0);
           gfloat x[_MIXPREC_ZEROPP_QGZ_BLOCK], d[4][_MIXPREC_ZEROPP_QGZ_BLOCK], stored[4];
           gfloat fed[4][_MIXPREC_ZEROPP_QGZ_BLOCK] = { { 0 } };
 
@@ -254,6 +280,7 @@ check_reduced (MixprecEngine *engine, gboolean quantized, guint step, Errors *er
                   zeros_ok += got == 0;
                 }
             }
+          b0 += len;
         }
       /* This micro-step's sums, for the next one to fold onto. */
       if (prev != NULL && out != NULL)
@@ -291,10 +318,12 @@ check_reduced (MixprecEngine *engine, gboolean quantized, guint step, Errors *er
     }
   if (out == NULL)
     return TRUE;
-  g_printerr ("rank %u, step %u, qgZ %s%s: %" G_GUINT64_FORMAT " reduced elements (%s) equal the independent "
+  g_printerr ("rank %u (%s gradients as %s, %s), step %u, qgZ %s%s: %" G_GUINT64_FORMAT " reduced elements (%s) equal the independent "
               "computation; %" G_GUINT64_FORMAT " differ from the exact sum, at most %.2f of the "
               "bound; %" G_GUINT64_FORMAT " of %" G_GUINT64_FORMAT " all-zero ones zero\n",
-              engine->rank, step, quantized ? "on" : "off", errors != NULL ? " with LoCo" : "", n, mixprec_dtype_get_name (dtype), differ,
+              engine->rank, mixprec_dtype_get_name (g->dtypes.grad), mixprec_dtype_get_name (g->wire),
+              window == G_MAXUINT64 ? "whole slices" : "windows", step, quantized ? "on" : "off",
+              errors != NULL ? " with LoCo" : "", n, mixprec_dtype_get_name (dtype), differ,
               worst, zeros_ok, zeros);
   /* The run of zeros lies in some ranks' slices only. */
   if (zeros_ok != zeros)
@@ -390,12 +419,21 @@ child_main (void)
   g_autoptr(GPtrArray) prev = g_ptr_array_new_with_free_func (g_free);
   const gchar *load = g_getenv ("MIXPREC_TEST_LOAD");
   const gchar *save = g_getenv ("MIXPREC_TEST_SAVE");
+  /* fp16 with a static scale of 1: float16 gradients reduced in place
+   * into float16 sums. fp32 with a bfloat16 communication dtype: float32
+   * gradients travel as bfloat16, through the staging slots' windows. */
+  const gchar *prec = g_getenv ("MIXPREC_TEST_PREC");
+  gboolean fp16 = g_strcmp0 (prec, "fp16") == 0;
+  gboolean wide = g_strcmp0 (prec, "fp32-bf16-comm") == 0;
   g_autofree gchar *json =
-    g_strdup_printf ("{\"bf16\": {\"enabled\": true}, \"zero_optimization\": {\"stage\": 3, "
+    g_strdup_printf ("{%s, \"zero_optimization\": {\"stage\": 3, "
                      "\"stage3_param_persistence_threshold\": 0, "
                      "\"zero_quantized_gradients\": %s, \"zeropp_loco_param\": %s}, "
                      "\"gradient_accumulation_steps\": %u, "
                      "\"optimizer\": {\"type\": \"SGD\", \"params\": {\"lr\": 0.25}}}",
+                     fp16 ? "\"fp16\": {\"enabled\": true, \"loss_scale\": 1}"
+                          : wide ? "\"communication_data_type\": \"bf16\""
+                                 : "\"bf16\": {\"enabled\": true}",
                      quantized ? "true" : "false",
                      loco ? "{\"err_beta\": 0.8, \"reset_T\": 100}" : "null", gas);
   g_autoptr(GError) error = NULL;
@@ -554,10 +592,15 @@ test_engine (gconstpointer data)
   guint world = GPOINTER_TO_UINT (data) & 0xff;
   guint mode = GPOINTER_TO_UINT (data) >> 8;
   /* mode: 0 unquantized, 1 qgZ, 2 qgZ and LoCo, 3 qgZ and LoCo with
-   * gradient accumulation, 4 unquantized with it */
-  const gchar *env[] = { mode >= 1 && mode <= 3 ? "MIXPREC_TEST_QGZ=1" : "MIXPREC_TEST_QGZ=0",
-                         mode == 2 || mode == 3 ? "MIXPREC_TEST_LOCO=1" : "MIXPREC_TEST_LOCO=0",
-                         mode >= 3 ? "MIXPREC_TEST_GAS=2" : "MIXPREC_TEST_GAS=1", NULL };
+   * gradient accumulation, 4 unquantized with it; 5: qgZ and LoCo in
+   * fp16; 6 and 7: 0 and 2 in fp32 with a bfloat16 communication dtype */
+  gboolean qgz = (mode >= 1 && mode <= 3) || mode == 5 || mode == 7;
+  gboolean loco = mode == 2 || mode == 3 || mode == 5 || mode == 7;
+  const gchar *env[] = { qgz ? "MIXPREC_TEST_QGZ=1" : "MIXPREC_TEST_QGZ=0",
+                         loco ? "MIXPREC_TEST_LOCO=1" : "MIXPREC_TEST_LOCO=0",
+                         mode == 3 || mode == 4 ? "MIXPREC_TEST_GAS=2" : "MIXPREC_TEST_GAS=1",
+                         mode == 5 ? "MIXPREC_TEST_PREC=fp16"
+                                   : mode >= 6 ? "MIXPREC_TEST_PREC=fp32-bf16-comm" : NULL, NULL };
   gsize len;
   g_autofree gchar *got = run_world (world, env, &len);
 
@@ -645,7 +688,14 @@ main (int argc, char **argv)
   if (g_getenv ("MIXPREC_TEST_V1_CHILD") != NULL)
     return child_v1 ();
   if (g_getenv ("MIXPREC_TEST_QGZ_CHILD") != NULL)
-    return child_main ();
+    {
+      const gchar *prec = g_getenv ("MIXPREC_TEST_PREC");
+
+      grads_dtype = g_strcmp0 (prec, "fp16") == 0 ? MIXPREC_DTYPE_FLOAT16
+                    : g_strcmp0 (prec, "fp32-bf16-comm") == 0 ? MIXPREC_DTYPE_FLOAT32
+                    : MIXPREC_DTYPE_BFLOAT16;
+      return child_main ();
+    }
 
   g_test_init (&argc, &argv, NULL);
   g_test_add_data_func ("/zeropp/qgz/unquantized-layout/ranks-2", GUINT_TO_POINTER (2), test_engine);
@@ -654,6 +704,9 @@ main (int argc, char **argv)
   g_test_add_data_func ("/zeropp/loco/ranks-3", GUINT_TO_POINTER (0x200 | 3), test_engine);
   g_test_add_data_func ("/zeropp/loco/accumulation/ranks-2", GUINT_TO_POINTER (0x300 | 2), test_engine);
   g_test_add_data_func ("/zeropp/qgz/unquantized-layout/accumulation/ranks-2", GUINT_TO_POINTER (0x400 | 2), test_engine);
+  g_test_add_data_func ("/zeropp/loco/fp16-in-place/ranks-3", GUINT_TO_POINTER (0x500 | 3), test_engine);
+  g_test_add_data_func ("/zeropp/qgz/unquantized-layout/bf16-comm-windows/ranks-2", GUINT_TO_POINTER (0x600 | 2), test_engine);
+  g_test_add_data_func ("/zeropp/loco/bf16-comm-windows/ranks-2", GUINT_TO_POINTER (0x700 | 2), test_engine);
   g_test_add_func ("/zeropp/loco/resume", test_resume);
   g_test_add_func ("/zeropp/qgz/v1-comm-refused", test_v1_refused);
   return g_test_run ();

@@ -609,7 +609,8 @@ test_engine (gconstpointer data)
 
 /* A checkpoint saved after step 1 resumes step 2 bit for bit with LoCo's
  * errors; one saved without LoCo resumes with LoCo on (its errors from
- * zero), and one saved with LoCo resumes with it off. Each child checks
+ * zero), one saved with LoCo resumes with it off, and on 3 ranks (its
+ * errors from zero). Each child checks
  * each step against the test's model. */
 static void
 test_resume (void)
@@ -629,6 +630,8 @@ test_resume (void)
   const gchar *switch_on_env[] = { "MIXPREC_TEST_QGZ=1", "MIXPREC_TEST_LOCO=1", load_without,
                                    "MIXPREC_TEST_LOCO_LOADED=0", NULL };
   const gchar *switch_off_env[] = { "MIXPREC_TEST_QGZ=1", "MIXPREC_TEST_LOCO=0", load_with, NULL };
+  const gchar *switch_on_env_with[] = { "MIXPREC_TEST_QGZ=1", "MIXPREC_TEST_LOCO=1", load_with,
+                                        "MIXPREC_TEST_LOCO_LOADED=0", NULL };
   g_autofree gchar *straight = NULL, *resumed = NULL, *plain = NULL, *on = NULL, *off = NULL;
   gsize straight_len, resumed_len, plain_len, on_len, off_len;
 
@@ -643,6 +646,11 @@ test_resume (void)
   off = run_world (2, switch_off_env, &off_len);
   /* LoCo's errors dropped: step 2 as the run that never had them. */
   g_assert_cmpmem (off, off_len, plain, plain_len);
+  /* At another world size the saved errors are other ranks' and another
+   * layout's: LoCo starts from zero (the child's model says so). */
+  g_free (on);
+  on = run_world (3, switch_on_env_with, &on_len);
+  g_assert_nonnull (on);
   rm_rf (dir);
 }
 

@@ -233,8 +233,8 @@ _mixprec_engine_zeropp_reduce_start (MixprecEngine       *self,
     }
   q->recv = q->send + run * self->world;
   /* Every run is quantized before anything is sent, so @recv may be this
-   * rank's part of @send (an in-place reduce-scatter). */
-  /* LoCo: this window's errors, run r's at rank r's slice of the unit. */
+   * rank's part of @send (an in-place reduce-scatter). With LoCo, run r's
+   * errors are at rank r's slice of the unit, from this window on. */
   _mixprec_zeropp_qgz_quantize (send, g->wire, count, self->world,
                                 g->zeropp.loco_err != NULL ? g->zeropp.loco_err + u->flat + window : NULL,
                                 UNIT_SLICE (self, u), g->zeropp.loco_beta, q->send);

@@ -649,6 +649,41 @@ read_stage3_elements (Loader      *l,
  * cpu_offload / cpu_offload_use_pin_memory): where the FP32 masters and the
  * optimizer state live. Whether "cpu" changes anything depends on
  * mixprec.device, read later: resolve_offload() says so. */
+/* zero_optimization.zeropp_loco_param: null (off) or LoCo's error
+ * feedback for qgZ, {"err_beta": in [0, 1], "reset_T": steps >= 1}, each
+ * defaulting as DeepSpeed documents (0.8, 1024). */
+static void
+load_loco (Loader     *l,
+           JsonObject *zero)
+{
+  static const gchar *const known[] = { "err_beta", "reset_T", NULL };
+  MixprecConfigSettings *s = l->s;
+  g_autofree gchar *path = NULL;
+  JsonNode *node = lookup (l, zero, "zero_optimization", "zeropp_loco_param", &path);
+  gint64 t;
+
+  if (node == NULL || JSON_NODE_HOLDS_NULL (node))
+    return;
+  if (!JSON_NODE_HOLDS_OBJECT (node))
+    {
+      report_invalid (l, path, "null, or a JSON object such as {\"err_beta\": 0.8, "
+                      "\"reset_T\": 1024}", node);
+      return;
+    }
+  check_members (l, json_node_get_object (node), path, known, NULL, NULL, FALSE);
+  s->zeropp_loco = TRUE;
+  read_number (l, json_node_get_object (node), path, "err_beta", 0, CLOSED, 1, CLOSED,
+               "a number from 0 to 1", &s->zeropp_loco_err_beta);
+  if (read_int (l, json_node_get_object (node), path, "reset_T", 1, G_MAXINT32, FALSE,
+                "a positive number of optimizer steps", &t))
+    s->zeropp_loco_reset_t = (guint) t;
+  if (!s->zero_quantized_gradients)
+    _mixprec_config_report_warning (l->report,
+                                    "%s: has no effect without zero_optimization."
+                                    "zero_quantized_gradients: LoCo feeds back the error of "
+                                    "quantized gradients", path);
+}
+
 static void
 load_offload_optimizer (Loader     *l,
                         JsonObject *zero)
@@ -796,7 +831,8 @@ load_zero (Loader     *l,
     "stage3_max_live_parameters", "max_live_parameters",
     "offload_optimizer", "cpu_offload", "cpu_offload_use_pin_memory",
     "offload_param", "cpu_offload_param",
-    "zero_quantized_weights", "zero_hpz_partition_size", NULL
+    "zero_quantized_weights", "zero_hpz_partition_size", "zero_quantized_gradients",
+    "zeropp_loco_param", NULL
   };
   /* Real DeepSpeed keys (runtime/zero/config.py): accepted so that real
    * configurations load, reported when they ask for something. */
@@ -827,11 +863,6 @@ load_zero (Loader     *l,
     { "legacy_stage1", "false", NULL },
     { "round_robin_gradients", "false", NULL },
     { "zero_quantized_nontrainable_weights", "false", NULL },
-    { "zero_quantized_gradients", "false",
-      "quantized ZeRO++ gradients (qgZ) are not implemented: they travel through an "
-      "all-to-all, which the communicators do not offer yet; gradients travel in the "
-      "communication dtype" },
-    { "zeropp_loco_param", "null", NULL },
     { "mics_shard_size", "-1", NULL },
     { "mics_hierarchical_params_gather", "false", NULL },
     { "memory_efficient_linear", "true", NULL },
@@ -896,6 +927,15 @@ load_zero (Loader     *l,
                                     "zero_optimization.zero_quantized_weights: has no effect at "
                                     "stage %u: only ZeRO-3 gathers the weights it quantizes",
                                     s->zero_stage);
+  /* ZeRO++ qgZ: DeepSpeed reads the key in its ZeRO-3 optimizer only. */
+  if (read_bool (l, o, "zero_optimization", "zero_quantized_gradients",
+                 &s->zero_quantized_gradients) &&
+      s->zero_quantized_gradients && s->zero_stage < 3)
+    _mixprec_config_report_warning (l->report,
+                                    "zero_optimization.zero_quantized_gradients: has no effect "
+                                    "at stage %u: DeepSpeed quantizes the reduce-scatters of "
+                                    "ZeRO-3 only", s->zero_stage);
+  load_loco (l, o);
   /* ZeRO++ hpZ: DeepSpeed declares ge=0; above 1 it asks for a secondary
    * partition over groups of that many ranks, which the engine checks
    * against the world size. */
@@ -2834,6 +2874,8 @@ _mixprec_config_settings_init_defaults (MixprecConfigSettings *s)
   s->param_persistence_threshold = 100000;
   s->max_live_parameters = 1000000000;
   s->zero_hpz_partition_size = 1;
+  s->zeropp_loco_err_beta = 0.8;
+  s->zeropp_loco_reset_t = 1024;
 
   s->gradient_clipping = 0;
 

@@ -106,6 +106,12 @@ typedef struct
   guint64  max_live_parameters;
   /* ZeRO++: ZeRO-3 gathers the working copies as int8 blocks (qwZ). */
   gboolean zero_quantized_weights;
+  /* ZeRO++: ZeRO-3's gradient reduce-scatters move int4 blocks (qgZ). */
+  gboolean zero_quantized_gradients;
+  /* ZeRO++ LoCo (zeropp_loco_param): error feedback for qgZ. */
+  gboolean zeropp_loco;
+  gdouble  zeropp_loco_err_beta;
+  guint    zeropp_loco_reset_t;
   /* ZeRO++ hpZ: ranks per secondary partition group; 0 and 1: off. */
   guint    zero_hpz_partition_size;
 
@@ -210,6 +216,14 @@ gboolean _mixprec_config_get_offload_param_pin_memory (MixprecConfig *config);
 /* zero_optimization.zero_quantized_weights (ZeRO++ qwZ): ZeRO-3's
  * gathers move int8 blocks (mixprec-engine-zeropp.c). */
 gboolean _mixprec_config_get_zero_quantized_weights (MixprecConfig *config);
+/* zero_optimization.zero_quantized_gradients (ZeRO++ qgZ): ZeRO-3's
+ * reduce-scatters move int4 blocks through an all-to-all. */
+gboolean _mixprec_config_get_zero_quantized_gradients (MixprecConfig *config);
+/* zero_optimization.zeropp_loco_param (LoCo error feedback for qgZ):
+ * whether it is set, its err_beta and reset_T. */
+gboolean _mixprec_config_get_zeropp_loco (MixprecConfig *config,
+                                          gdouble       *err_beta,
+                                          guint         *reset_t);
 /* zero_optimization.zero_hpz_partition_size (ZeRO++ hpZ), as written. */
 guint    _mixprec_config_get_zero_hpz_partition_size (MixprecConfig *config);
 

@@ -122,6 +122,9 @@ typedef struct {
   gint slot;                 /* the staging slot it sends from, or -1 */
   guint64 zero_begin;        /* gradient elements to zero once sent */
   guint64 zero_n;
+  /* ZeRO++ qgZ (mixprec-engine-zeropp.c): the quantized all-to-all's
+   * buffers and where its sum goes; NULL for a plain reduce-scatter. */
+  struct _QgzReduce *qgz;
 } Pending;
 
 /* A group's state comes in parts, each written by one file only: the
@@ -243,6 +246,14 @@ typedef struct {
    * group's working copies quantized (zero_quantized_weights). */
   struct {
     gboolean weights;
+    gboolean gradients;      /* ZeRO-3's reduce-scatters travel as int4 (qgZ) */
+    /* LoCo (zeropp_loco_param): this rank's fp16 error feedback, one per
+     * element it sends (g->padded, the flat layout), err_beta, reset_T,
+     * and the applied steps since the buffer was last zeroed. */
+    guint16 *loco_err;
+    gfloat loco_beta;
+    guint loco_reset_t;
+    guint64 loco_steps;
   } zeropp;
 } Group;
 
@@ -817,6 +828,32 @@ MixprecCommRequest *
                                                GError **error);
 void     _mixprec_engine_zeropp_finish_gather (MixprecEngine *self, Group *g, Unit *u,
                                                gboolean ok);
+/* ZeRO++ qgZ: a reduce-scatter's window (@send: world * @count elements
+ * of g->wire; @recv: @count elements of FP32 with MIXPREC_COMM_RECV_FP32
+ * in @flags, else of g->wire, folded into with MIXPREC_COMM_ACCUMULATE)
+ * quantized and started as an all-to-all, its state in *@qgz; and once
+ * the request completed (@ok) the arrived runs dequantized and summed
+ * into @recv; without @ok only freed. */
+MixprecCommRequest *
+         _mixprec_engine_zeropp_reduce_start  (MixprecEngine *self, Group *g,
+                                               const Unit *u, guint64 window,
+                                               gconstpointer send, gpointer recv,
+                                               guint64 count, guint flags,
+                                               struct _QgzReduce **qgz, GError **error);
+void     _mixprec_engine_zeropp_finish_reduce (MixprecEngine *self, Group *g,
+                                               struct _QgzReduce *qgz, gboolean ok);
+/* LoCo (mixprec-engine-loco.c) after the loss scaler's update
+ * (mixprec-engine-step.c): an
+ * overflow zeroes the error buffers, a new scale rescales them (they hold
+ * scaled gradients), an applied step counts towards reset_T, which
+ * zeroes them. Group teardown frees them. */
+void     _mixprec_engine_zeropp_after_scaler  (MixprecEngine *self, gboolean overflow,
+                                               gboolean applied, gdouble prev_scale,
+                                               gdouble scale);
+void     _mixprec_engine_zeropp_free_group    (MixprecEngine *self, Group *g);
+/* LoCo (mixprec-engine-loco.c): @g's error buffer, zeroed, when the
+ * config asks for LoCo (called by the qgZ layout). */
+gboolean _mixprec_engine_loco_layout          (MixprecEngine *self, Group *g, GError **error);
 
 /* ---------------------------------------------------------------- lookups
  * (mixprec-engine-layout.c): where a parameter, a unit, a block or an

@@ -87,6 +87,23 @@ gboolean           _mixprec_engine_barrier           (MixprecEngine             
 gboolean           _mixprec_engine_refresh_working   (MixprecEngine                *self,
                                                       GError                      **error);
 
+/* ZeRO++ LoCo's error buffers in checkpoints (mixprec-engine-loco.c):
+ * the @index-th group that keeps one (FALSE past the last), its index
+ * among the groups, its fp16 errors, their count (the padded flat layout,
+ * which depends on the world size) and the applied steps since they were
+ * last zeroed; and restoring them from this rank's shard of @ckpt where
+ * it holds them for the same layout, zeroing them where it does not (a
+ * checkpoint saved without LoCo, or at another world size). */
+gboolean _mixprec_engine_zeropp_loco_buffer  (MixprecEngine   *engine,
+                                              guint            index,
+                                              guint           *group,
+                                              const guint16  **err,
+                                              guint64         *n,
+                                              guint64         *steps);
+gboolean _mixprec_engine_zeropp_restore_loco (MixprecEngine     *engine,
+                                              MixprecCheckpoint *ckpt,
+                                              GError           **error);
+
 /* Restores the FP8 scaling of every fp8 parameter of @engine from @states
  * (parameter name -> saved a{sv}); one without a saved state starts
  * fresh; states of parameters that are not fp8 here are ignored. Checks

@@ -860,6 +860,9 @@ mixprec_engine_step (MixprecEngine *self,
       return NULL;
     }
 
+  _mixprec_engine_zeropp_after_scaler (self, overflow,
+                                       !(overflow && mixprec_config_get_check_grad_overflow (self->config)),
+                                       scale, mixprec_loss_scaler_get_scale (self->scaler));
   self->steps++;
   result->loss_scale = scale;
   result->grad_norm = norm;

@@ -184,7 +184,7 @@ tests_test_registry_CPPFLAGS = $(tests_internal_cppflags)
 tests_test_registry_LDADD = $(tests_internal_ldadd)
 EXTRA_tests_test_registry_DEPENDENCIES = $(test_registry_plugins) \
 	tests/abi-plugins/mixprec-test-optim-v1.la tests/abi-plugins/mixprec-test-optim-v2.la \
-	plugins/mixprec-optim-sgd.la
+	tests/abi-plugins/mixprec-test-comm-v1.la plugins/mixprec-optim-sgd.la
 TESTS += tests/test-registry
 if HAVE_PYTHON_GI
 TESTS += tests/test-registry-gi.py
@@ -501,6 +501,13 @@ tests_abi_plugins_mixprec_test_optim_v1_la_SOURCES = \
 	tests/abi-plugins/mixprec-plugin-abi-1.0.h
 tests_abi_plugins_mixprec_test_optim_v1_la_LDFLAGS = $(test_plugin_ldflags)
 tests_abi_plugins_mixprec_test_optim_v1_la_LIBADD = -lm
+# A communicator of plugin ABI 1.0 (MixprecCommV1): loads and runs without
+# the all-to-all of revision 2.
+check_LTLIBRARIES += tests/abi-plugins/mixprec-test-comm-v1.la
+tests_abi_plugins_mixprec_test_comm_v1_la_SOURCES = \
+	tests/abi-plugins/test-comm-v1.c \
+	tests/abi-plugins/mixprec-plugin-abi-1.0.h
+tests_abi_plugins_mixprec_test_comm_v1_la_LDFLAGS = $(test_plugin_ldflags)
 # A plugin of plugin ABI 1.1 (MixprecOptimizerV2): the revision 2 shim of
 # revision 3 calls.
 check_LTLIBRARIES += tests/abi-plugins/mixprec-test-optim-v2.la
@@ -513,6 +520,7 @@ EXTRA_tests_test_abi_DEPENDENCIES = \
 	tests/abi-plugins/mixprec-test-host-check.la \
 	tests/abi-plugins/mixprec-test-optim-v1.la \
 	tests/abi-plugins/mixprec-test-optim-v2.la \
+	tests/abi-plugins/mixprec-test-comm-v1.la \
 	plugins/mixprec-optim-adamw.la \
 	plugins/mixprec-optim-sgd.la \
 	plugins/mixprec-optim-lion.la
@@ -562,8 +570,9 @@ tests_test_comm_SOURCES = \
 	tests/comm-ranks.h \
 	tests/comm-reference.h \
 	tests/dtype-reference.h
-tests_test_comm_LDADD = $(tests_public_ldadd) -lm
-tests_test_comm_CPPFLAGS = $(AM_CPPFLAGS)
+# Internal: the all-to-all of communicator revision 2 is private API.
+tests_test_comm_LDADD = $(tests_internal_ldadd) -lm
+tests_test_comm_CPPFLAGS = $(tests_internal_cppflags)
 EXTRA_tests_test_comm_DEPENDENCIES = $(test_registry_plugins)
 if HAVE_UCX
 tests_test_comm_CPPFLAGS += -DMIXPREC_TEST_HAVE_UCX=1
@@ -648,6 +657,23 @@ tests_test_zeropp_engine_SOURCES = \
 tests_test_zeropp_engine_LDADD = $(tests_public_ldadd) -lm
 EXTRA_tests_test_zeropp_engine_DEPENDENCIES = plugins/mixprec-comm-ucx.la
 TESTS += tests/test-zeropp-engine
+endif
+
+# --- ZeRO++ quantized gradients (qgZ) and LoCo at ZeRO-3 on 2 and 3 ranks:
+# the reduced slices bit for bit against an independent dequantize-sum,
+# within the quantizer's bound (needs the UCX comm plugin)
+if HAVE_UCX
+check_PROGRAMS += tests/test-zeropp-grad
+tests_test_zeropp_grad_SOURCES = \
+	tests/test-zeropp-grad.c \
+	tests/multiproc.c \
+	tests/multiproc.h \
+	tests/dtype-reference.h
+# Reads the reduced slices and the LoCo error buffers (engine internals).
+tests_test_zeropp_grad_CPPFLAGS = $(tests_internal_cppflags)
+tests_test_zeropp_grad_LDADD = $(tests_internal_ldadd) -lm
+EXTRA_tests_test_zeropp_grad_DEPENDENCIES = plugins/mixprec-comm-ucx.la $(test_registry_plugins)
+TESTS += tests/test-zeropp-grad
 endif
 
 # --- checkpoints: resume, cross-precision, crash safety (fork + SIGKILL),

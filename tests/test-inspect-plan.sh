@@ -239,4 +239,16 @@ ok $? "ZeRO-3 on 8 ranks: under 1.5 bytes per parameter, under 1.3 with bf16 acc
 "$inspect" --plan --params 1000 --config "$tmp/r8.json" --set mixprec.master_weights='"kahan"' >"$tmp/k" 2>&1 &&
   [ "$(field 'Kahan compensation' "$tmp/k")" = 2000 ] && [ -z "$(field 'master remainders' "$tmp/k")" ]
 ok $? "Kahan compensation: 2 bytes per parameter"
+
+# ZeRO++ LoCo: a float16 error per element of the padded model on every
+# rank (1000 elements padded to 4 * 4096), counted as gradient staging;
+# qgZ alone adds nothing that stays.
+cat >"$tmp/qgz.json" <<'JSON'
+{"bf16": {"enabled": true}, "zero_optimization": {"stage": 3, "zero_quantized_gradients": true}}
+JSON
+"$inspect" --plan --params 1000 --world 4 --config "$tmp/qgz.json" >"$tmp/qgz" 2>&1 &&
+  "$inspect" --plan --params 1000 --world 4 --config "$tmp/qgz.json" \
+  --set zero_optimization.zeropp_loco_param='{"err_beta": 0.8}' >"$tmp/loco" 2>&1 &&
+  [ $(( $(field 'gradient staging' "$tmp/loco") - $(field 'gradient staging' "$tmp/qgz") )) = $((2 * 16384)) ]
+ok $? "LoCo: 2 bytes per padded element of the model on every rank"
 exit $fail

@@ -875,6 +875,14 @@ if HAVE_PYTHON_GI
 TESTS += tests/test-fp8-mx-modes-torchao.py
 endif
 
+# --- fp4: a parameter's 4-bit copy as uint8 views (param.fp4,
+# mixprec.torch's get_fp4_copy()) and the torch decode and matmul of
+# docs/reference/fp4-views.md against the engine's (PYTHON_TORCH)
+EXTRA_DIST += tests/test-fp4-views-torch.py
+if HAVE_PYTHON_GI
+TESTS += tests/test-fp4-views-torch.py
+endif
+
 # --- fp4: the random Hadamard transform against numpy (bits of the
 # documented order, the matrix product, the inverse, the seed's signs)
 EXTRA_DIST += tests/test-fp4-rht.py

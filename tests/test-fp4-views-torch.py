@@ -106,14 +106,14 @@ for label, fp4, recipe in CASES:
               data.data_ptr() == address and scales.data_ptr() == scales_address
               and engine.get_fp4_copy(name)[0].data_ptr() == address)
         # Independent expectation: the master quantised by the library.
-        master = np.asarray(mp.master, dtype=np.float32)
+        master = np.array(mp.master, dtype=np.float32)
         q, sc, ts_q = Mixprec.quantize_blocks(recipe, Mixprec.MxScaleMode.RCEIL,
                                               GLib.Bytes.new(master.tobytes()), cols,
                                               Mixprec.Rounding.NEAREST_EVEN, 0)
         check(f"{label} {name}: bytes, scales and tensor scale are mixprec_quantize_blocks() of the master",
               bytes(data.numpy().tobytes()) == q.get_data() and bytes(scales.numpy().tobytes()) == sc.get_data()
               and struct.pack("<f", ts) == struct.pack("<f", ts_q), (ts, ts_q))
-        ours = torch.from_numpy(np.frombuffer(mp.dequantize_fp4(), dtype=np.float32).copy()).reshape(p.shape)
+        ours = torch.from_numpy(np.frombuffer(mp.dequantize_fp4().get_data(), dtype=np.float32).copy()).reshape(p.shape)
         w = dequantize_fp4(data, scales, ts, rname, p.shape)
         check(f"{label} {name}: the example's decode is mixprec_param_dequantize_fp4() bit for bit",
               w.dtype == torch.float32 and same_bits(w, ours))

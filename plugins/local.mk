@@ -252,5 +252,6 @@ plugins/device-cuda/cuda-fp8.lo: $(device_cuda_kernel_headers) \
 plugins/device-cuda/cuda-fp4.lo: $(device_cuda_kernel_headers) \
 	plugins/device-cuda/cuda-fp4.cuh \
 	libmixprec/numeric/numeric-fp4.h \
-	libmixprec/numeric/numeric-fp8.h
+	libmixprec/numeric/numeric-fp8.h \
+	libmixprec/numeric/numeric-rht.h
 endif

@@ -282,3 +282,10 @@ test_cuda_host_fp4_dequantize (int recipe, const uint8_t *src, const uint8_t *sc
   for (size_t i = 0; i < n; i++)
     mp_fp4_dequantize1 (src, scales, tensor_scale, recipe == MIXPREC_CUDA_FP4_MXFP4, i, dst);
 }
+
+extern "C" void
+test_cuda_host_rht (const float *src, size_t n, uint16_t sign_mask, int inverse, float *dst)
+{
+  for (size_t g = 0; g < n / _MIXPREC_RHT_GROUP; g++)
+    mp_rht_group1 (src, g, sign_mask, inverse, dst);
+}

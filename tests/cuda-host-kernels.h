@@ -85,6 +85,12 @@ void test_cuda_host_fp4_dequantize (int            recipe,
                                     size_t         n,
                                     float         *dst);
 
+void test_cuda_host_rht            (const float   *src,
+                                    size_t         n,
+                                    uint16_t       sign_mask,
+                                    int            inverse,
+                                    float         *dst);
+
 #ifdef __cplusplus
 }
 #endif

@@ -828,7 +828,8 @@ tests/cuda-host-kernels.lo: $(device_cuda_kernel_headers) tests/cuda-host-kernel
 	plugins/device-cuda/cuda-optim-kernel.cuh libmixprec/numeric/numeric-optim.h \
 	plugins/device-cuda/cuda-optim-quant.cuh libmixprec/numeric/numeric-quant.h \
 	plugins/device-cuda/cuda-fp8.cuh libmixprec/numeric/numeric-fp8.h \
-	plugins/device-cuda/cuda-fp4.cuh libmixprec/numeric/numeric-fp4.h
+	plugins/device-cuda/cuda-fp4.cuh libmixprec/numeric/numeric-fp4.h \
+	libmixprec/numeric/numeric-rht.h
 CLEANFILES += tests/cuda-host-kernels.lo tests/.libs/cuda-host-kernels.o
 EXTRA_tests_test_device_cuda_DEPENDENCIES = \
 	plugins/mixprec-device-cuda.la \

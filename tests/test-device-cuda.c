@@ -1883,8 +1883,9 @@ test_fp8_entry_points (void)
  *
  * The kernels of cuda-fp4.cu are not reached through the plugin ABI: the
  * engine keeps its 4-bit copies on the CPU. Their bodies, compiled by
- * nvcc, run on the host against mixprec_quantize_blocks() and
- * mixprec_dequantize_blocks() here, and on a GPU in test_fp4_gpu(). */
+ * nvcc, run on the host against mixprec_quantize_blocks(),
+ * mixprec_dequantize_blocks() and mixprec_rht_apply() here, and on a GPU
+ * in test_fp4_gpu(). */
 
 #define FP4_ROWS 401            /* the last 16x16 tile row is one row */
 #define FP4_COLS 256
@@ -2007,6 +2008,33 @@ test_host_fp4 (void)
   g_assert_cmpuint (n, >=, 100000);
 }
 
+/* The random Hadamard transform, both ways, in place too, against
+ * mixprec_rht_apply() on the same matrix (its NaN, Inf, subnormal and
+ * huge groups included: sums that overflow give Inf, Inf - Inf NaN). */
+static void
+test_host_rht (void)
+{
+  g_autoptr(GRand) rand = g_rand_new_with_seed (406);
+  g_autofree gfloat *x = fp4_source (rand);
+  const gsize n = (gsize) FP4_ROWS * FP4_COLS;
+  g_autofree gfloat *expected = g_new (gfloat, n), *actual = g_new (gfloat, n);
+
+  for (gint inverse = 0; inverse <= 1; inverse++)
+    for (guint s = 0; s < 3; s++)
+      {
+        guint16 mask = s == 0 ? 0 : s == 1 ? 0xFFFF : mixprec_rht_sign_mask (1234);
+
+        g_assert_true (mixprec_rht_apply (x, n, mask, inverse, expected, NULL));
+        test_cuda_host_rht (x, n, mask, inverse, actual);
+        for (gsize i = 0; i < n; i++)
+          g_assert_true (same_f32 (actual[i], expected[i]));
+        memcpy (actual, x, n * sizeof (gfloat));
+        test_cuda_host_rht (actual, n, mask, inverse, actual);
+        for (gsize i = 0; i < n; i++)
+          g_assert_true (same_f32 (actual[i], expected[i]));
+      }
+}
+
 /* The same cases on the GPU through cuda-fp4.cu's launchers, against the
  * library on the CPU. */
 static void
@@ -2078,6 +2106,25 @@ test_fp4_gpu (void)
         for (gsize i = 0; i < n; i++)
           g_assert_true (same_f32 (back_actual[i], back_expected[i]));
       }
+  /* The random Hadamard transform, into d_back and in place. */
+  for (gint inverse = 0; inverse <= 1; inverse++)
+    {
+      guint16 mask = mixprec_rht_sign_mask (1234);
+      const char *call = NULL;
+
+      g_assert_true (mixprec_rht_apply (x, n, mask, inverse, back_expected, NULL));
+      g_assert_cmpint (_mixprec_cuda_rht (d_x, n, mask, inverse, d_back, 0, &call), ==, cudaSuccess);
+      g_assert_cmpint (cudaMemcpy (back_actual, d_back, n * sizeof (gfloat), cudaMemcpyDeviceToHost), ==,
+                       cudaSuccess);
+      for (gsize i = 0; i < n; i++)
+        g_assert_true (same_f32 (back_actual[i], back_expected[i]));
+      g_assert_cmpint (cudaMemcpy (d_back, x, n * sizeof (gfloat), cudaMemcpyHostToDevice), ==, cudaSuccess);
+      g_assert_cmpint (_mixprec_cuda_rht (d_back, n, mask, inverse, d_back, 0, &call), ==, cudaSuccess);
+      g_assert_cmpint (cudaMemcpy (back_actual, d_back, n * sizeof (gfloat), cudaMemcpyDeviceToHost), ==,
+                       cudaSuccess);
+      for (gsize i = 0; i < n; i++)
+        g_assert_true (same_f32 (back_actual[i], back_expected[i]));
+    }
   cudaFree (d_x);
   cudaFree (d_back);
   cudaFree (d_ts);
@@ -2104,6 +2151,7 @@ main (int    argc,
   g_test_add_func ("/device-cuda/host/fp8", test_host_fp8);
   g_test_add_func ("/device-cuda/host/mx", test_host_mx);
   g_test_add_func ("/device-cuda/host/fp4", test_host_fp4);
+  g_test_add_func ("/device-cuda/host/rht", test_host_rht);
   g_test_add_func ("/device-cuda/gpu/convert", test_convert);
   g_test_add_func ("/device-cuda/gpu/accumulate-scale", test_accumulate_scale);
   g_test_add_func ("/device-cuda/gpu/sumsq-blocks", test_sumsq_blocks);

@@ -1,7 +1,7 @@
 /* cuda-fp4.cu — the 4-bit block kernels of the cuda plugin: NVFP4 (1x16
  * blocks or 16x16 tiles, E4M3 scales under an fp32 tensor scale) and
  * MXFP4 (E8M0 scales in the four scale modes), round to nearest even or
- * stochastic, and their decode; each built from the bodies of
+ * stochastic, their decode, and the random Hadamard transform; each built from the bodies of
  * cuda-fp4.cuh (libmixprec/numeric/numeric-fp4.h) so the bits are the
  * library's. NVFP4's tensor amax is an integer maximum of magnitude bits
  * (atomicMax), which does not depend on the order the threads finish in;
@@ -62,6 +62,14 @@ fp4_dequantize_kernel (const uint8_t *__restrict__ src, const uint8_t *__restric
     mp_fp4_dequantize1 (src, scales, ts, mx, i, dst);
 }
 
+/* One thread per group of 16: the butterflies stay in its registers. */
+static __global__ void
+rht_kernel (const float *src, size_t n_groups, uint16_t sign_mask, int inverse, float *dst)
+{
+  MIXPREC_CUDA_FOR (g, n_groups)
+    mp_rht_group1 (src, g, sign_mask, inverse, dst);
+}
+
 extern "C" cudaError_t
 _mixprec_cuda_fp4_quantize (int recipe, int scale_mode, const float *src, size_t rows, size_t cols,
                             int stochastic, uint64_t seed, uint8_t *dst, uint8_t *scales,
@@ -111,4 +119,20 @@ _mixprec_cuda_fp4_dequantize (int recipe, const uint8_t *src, const uint8_t *sca
     src, scales, recipe == MIXPREC_CUDA_FP4_MXFP4 ? NULL : tensor_scale, n,
     recipe == MIXPREC_CUDA_FP4_MXFP4, dst);
   return mixprec_cuda_launched ("fp4_dequantize_kernel", call);
+}
+
+extern "C" cudaError_t
+_mixprec_cuda_rht (const float *src, size_t n, uint16_t sign_mask, int inverse, float *dst,
+                   cudaStream_t stream, const char **call)
+{
+  unsigned blocks;
+  cudaError_t e;
+
+  if (n == 0)
+    return cudaSuccess;
+  if ((e = mixprec_cuda_grid (n / _MIXPREC_RHT_GROUP, &blocks, call)) != cudaSuccess)
+    return e;
+  rht_kernel<<<blocks, MIXPREC_CUDA_THREADS, 0, stream>>> (src, n / _MIXPREC_RHT_GROUP, sign_mask,
+                                                           inverse, dst);
+  return mixprec_cuda_launched ("rht_kernel", call);
 }

@@ -1,6 +1,8 @@
 /* cuda-fp4.cuh — the per-block and per-element bodies of the 4-bit block
  * kernels of cuda-fp4.cu (NVFP4 in 1x16 blocks and 16x16 tiles, MXFP4 in
- * torchao's four scale modes): libmixprec/numeric/numeric-fp4.h, the
+ * torchao's four scale modes) and of the random Hadamard transform that
+ * NVFP4 training applies first: libmixprec/numeric/numeric-fp4.h and
+ * numeric-rht.h, the
  * library's scalar reference, behind the kernels' indexing, with the
  * element order and the stochastic-rounding stream of
  * mixprec_quantize_blocks() (element i of the row-major matrix takes word
@@ -14,6 +16,7 @@
 #include <stddef.h>
 
 #include "numeric/numeric-fp4.h"
+#include "numeric/numeric-rht.h"
 
 #define MP_FP4_HD static __host__ __device__ __forceinline__
 
@@ -201,4 +204,16 @@ mp_fp4_dequantize1 (const uint8_t *__restrict__ src,
                : _mixprec_nvfp4_decode_scale (scales[i / MP_NVFP4_BLOCK], ts);
 
   dst[i] = _mixprec_num_mul (_mixprec_e2m1_to_f32 (code), f);
+}
+
+/* The random Hadamard transform of group g (16 values) of @src into
+ * @dst (mixprec_rht_apply()); @dst may be @src. */
+MP_FP4_HD void
+mp_rht_group1 (const float *src,
+               size_t       g,
+               uint16_t     sign_mask,
+               int          inverse,
+               float       *dst)
+{
+  _mixprec_rht16 (src + g * _MIXPREC_RHT_GROUP, sign_mask, inverse, dst + g * _MIXPREC_RHT_GROUP);
 }

@@ -181,6 +181,15 @@ cudaError_t _mixprec_cuda_fp4_dequantize (int            recipe,
                                           float         *dst,
                                           cudaStream_t   stream,
                                           const char   **call);
+/* The random Hadamard transform (mixprec_rht_apply()) of @n values, a
+ * multiple of 16; @dst may be @src. */
+cudaError_t _mixprec_cuda_rht            (const float   *src,
+                                          size_t         n,
+                                          uint16_t       sign_mask,
+                                          int            inverse,
+                                          float         *dst,
+                                          cudaStream_t   stream,
+                                          const char   **call);
 
 #ifdef __cplusplus
 }

@@ -110,10 +110,12 @@ for label, fp4, recipe in CASES:
         q, sc, ts_q = Mixprec.quantize_blocks(recipe, Mixprec.MxScaleMode.RCEIL,
                                               GLib.Bytes.new(master.tobytes()), cols,
                                               Mixprec.Rounding.NEAREST_EVEN, 0)
-        check(f"{label} {name}: bytes, scales and tensor scale are mixprec_quantize_blocks() of the master",
-              bytes(data.numpy().tobytes()) == q.get_data() and bytes(scales.numpy().tobytes()) == sc.get_data()
+        check(f"{label} {name}: bytes, scales and tensor scale are mixprec_quantize_blocks() "
+              "of the master",
+              data.numpy().tobytes() == q.get_data() and scales.numpy().tobytes() == sc.get_data()
               and struct.pack("<f", ts) == struct.pack("<f", ts_q), (ts, ts_q))
-        ours = torch.from_numpy(np.frombuffer(mp.dequantize_fp4().get_data(), dtype=np.float32).copy()).reshape(p.shape)
+        ours = torch.from_numpy(np.frombuffer(mp.dequantize_fp4().get_data(),
+                                              dtype=np.float32).copy()).reshape(p.shape)
         w = dequantize_fp4(data, scales, ts, rname, p.shape)
         check(f"{label} {name}: the example's decode is mixprec_param_dequantize_fp4() bit for bit",
               w.dtype == torch.float32 and same_bits(w, ours))
@@ -121,7 +123,8 @@ for label, fp4, recipe in CASES:
               float((w - torch.from_numpy(master).reshape(p.shape)).abs().max())
               <= float(torch.from_numpy(master).abs().max()) / 2)
         bias = dict(m.named_parameters())[name[:-len("weight")] + "bias"]
-        xin = x if name.startswith("0.") else torch.randn(3, 96, generator=torch.Generator().manual_seed(10)).to(torch.bfloat16)
+        xin = x if name.startswith("0.") else \
+            torch.randn(3, 96, generator=torch.Generator().manual_seed(10)).to(torch.bfloat16)
         y = fp4_linear(xin, engine, p, bias)
         check(f"{label} {name}: fp4_linear() is F.linear on the decoded weight",
               torch.equal(y, F.linear(xin, ours.to(torch.bfloat16), bias)))

@@ -1974,7 +1974,8 @@ check_host_fp4 (const gfloat *x,
         fp4_case (r, &recipe, &mode);
         nb = n / mixprec_block_recipe_get_block_size (recipe);
         g_assert_true (mixprec_quantize_blocks (recipe, mode, x, rows, FP4_COLS,
-                                                stochastic ? MIXPREC_ROUNDING_STOCHASTIC : MIXPREC_ROUNDING_NEAREST_EVEN,
+                                                stochastic ? MIXPREC_ROUNDING_STOCHASTIC
+                                                           : MIXPREC_ROUNDING_NEAREST_EVEN,
                                                 0x5EED4ull, expected, sc_expected, &ts_expected, &error));
         g_assert_no_error (error);
         test_cuda_host_fp4_quantize ((gint) recipe, (gint) mode, x, rows, FP4_COLS, (gint) stochastic,
@@ -2064,49 +2065,64 @@ test_fp4_gpu (void)
   g_assert_cmpint (cudaMalloc ((void **) &d_dst, n / 2), ==, cudaSuccess);
   g_assert_cmpint (cudaMalloc ((void **) &d_sc, n / 16), ==, cudaSuccess);
   g_assert_cmpint (cudaMalloc ((void **) &d_amax, sizeof (guint32)), ==, cudaSuccess);
-  g_assert_cmpint (cudaMemcpy (d_x, x, n * sizeof (gfloat), cudaMemcpyHostToDevice), ==, cudaSuccess);
-  for (guint r = 0; r < 6; r++)
-    for (guint stochastic = 0; stochastic <= 1; stochastic++)
-      {
-        g_autoptr(GError) error = NULL;
-        MixprecBlockRecipe recipe;
-        MixprecMxScaleMode mode;
-        gfloat ts_expected = 0.0f, ts_actual = -1.0f;
-        const char *call = NULL;
-        gsize nb;
+  /* The matrix, then 32 rows of zeros, then those with a NaN. */
+  for (guint t = 0; t < 3; t++)
+    for (guint r = 0; r < 6; r++)
+      for (guint stochastic = 0; stochastic <= 1; stochastic++)
+        {
+          g_autoptr(GError) error = NULL;
+          MixprecBlockRecipe recipe;
+          MixprecMxScaleMode mode;
+          gfloat ts_expected = 0.0f, ts_actual = -1.0f;
+          const char *call = NULL;
+          gsize rows = t == 0 ? FP4_ROWS : 32, m = rows * FP4_COLS, nb;
 
-        fp4_case (r, &recipe, &mode);
-        nb = n / mixprec_block_recipe_get_block_size (recipe);
-        g_assert_true (mixprec_quantize_blocks (recipe, mode, x, FP4_ROWS, FP4_COLS,
-                                                stochastic ? MIXPREC_ROUNDING_STOCHASTIC : MIXPREC_ROUNDING_NEAREST_EVEN,
-                                                0x5EED4ull, expected, sc_expected, &ts_expected, &error));
-        g_assert_cmpint (cudaMemcpy (d_ts, &ts_actual, sizeof ts_actual, cudaMemcpyHostToDevice), ==,
-                         cudaSuccess);
-        g_assert_cmpint (_mixprec_cuda_fp4_quantize ((gint) recipe, (gint) mode, d_x, FP4_ROWS, FP4_COLS,
-                                                     (gint) stochastic, 0x5EED4ull, d_dst, d_sc, d_amax,
-                                                     recipe == MIXPREC_BLOCK_RECIPE_MXFP4 ? NULL : d_ts,
-                                                     0, &call), ==, cudaSuccess);
-        g_assert_cmpint (_mixprec_cuda_fp4_dequantize ((gint) recipe, d_dst, d_sc, d_ts, n, d_back, 0, &call),
-                         ==, cudaSuccess);
-        g_assert_cmpint (cudaDeviceSynchronize (), ==, cudaSuccess);
-        g_assert_cmpint (cudaMemcpy (actual, d_dst, n / 2, cudaMemcpyDeviceToHost), ==, cudaSuccess);
-        g_assert_cmpint (cudaMemcpy (sc_actual, d_sc, nb, cudaMemcpyDeviceToHost), ==, cudaSuccess);
-        g_assert_cmpint (cudaMemcpy (back_actual, d_back, n * sizeof (gfloat), cudaMemcpyDeviceToHost), ==,
-                         cudaSuccess);
-        g_assert_cmpmem (sc_actual, nb, sc_expected, nb);
-        g_assert_cmpmem (actual, n / 2, expected, n / 2);
-        if (recipe != MIXPREC_BLOCK_RECIPE_MXFP4)
-          {
-            g_assert_cmpint (cudaMemcpy (&ts_actual, d_ts, sizeof ts_actual, cudaMemcpyDeviceToHost), ==,
-                             cudaSuccess);
-            g_assert_cmpmem (&ts_actual, 4, &ts_expected, 4);
-          }
-        g_assert_true (mixprec_dequantize_blocks (recipe, expected, sc_expected, ts_expected, FP4_ROWS,
-                                                  FP4_COLS, back_expected, &error));
-        for (gsize i = 0; i < n; i++)
-          g_assert_true (same_f32 (back_actual[i], back_expected[i]));
-      }
-  /* The random Hadamard transform, into d_back and in place. */
+          if (r == 0 && stochastic == 0)
+            {
+              if (t == 1)
+                memset (x, 0, m * sizeof (gfloat));
+              else if (t == 2)
+                x[100] = NAN;
+              g_assert_cmpint (cudaMemcpy (d_x, x, m * sizeof (gfloat), cudaMemcpyHostToDevice), ==,
+                               cudaSuccess);
+            }
+          fp4_case (r, &recipe, &mode);
+          nb = m / mixprec_block_recipe_get_block_size (recipe);
+          g_assert_true (mixprec_quantize_blocks (recipe, mode, x, rows, FP4_COLS,
+                                                  stochastic ? MIXPREC_ROUNDING_STOCHASTIC
+                                                             : MIXPREC_ROUNDING_NEAREST_EVEN,
+                                                  0x5EED4ull, expected, sc_expected, &ts_expected, &error));
+          g_assert_cmpint (cudaMemcpy (d_ts, &ts_actual, sizeof ts_actual, cudaMemcpyHostToDevice), ==,
+                           cudaSuccess);
+          g_assert_cmpint (_mixprec_cuda_fp4_quantize ((gint) recipe, (gint) mode, d_x, rows, FP4_COLS,
+                                                       (gint) stochastic, 0x5EED4ull, d_dst, d_sc, d_amax,
+                                                       recipe == MIXPREC_BLOCK_RECIPE_MXFP4 ? NULL : d_ts,
+                                                       0, &call), ==, cudaSuccess);
+          g_assert_cmpint (_mixprec_cuda_fp4_dequantize ((gint) recipe, d_dst, d_sc, d_ts, m, d_back, 0, &call),
+                           ==, cudaSuccess);
+          g_assert_cmpint (cudaDeviceSynchronize (), ==, cudaSuccess);
+          g_assert_cmpint (cudaMemcpy (actual, d_dst, m / 2, cudaMemcpyDeviceToHost), ==, cudaSuccess);
+          g_assert_cmpint (cudaMemcpy (sc_actual, d_sc, nb, cudaMemcpyDeviceToHost), ==, cudaSuccess);
+          g_assert_cmpint (cudaMemcpy (back_actual, d_back, m * sizeof (gfloat), cudaMemcpyDeviceToHost), ==,
+                           cudaSuccess);
+          g_assert_cmpmem (sc_actual, nb, sc_expected, nb);
+          g_assert_cmpmem (actual, m / 2, expected, m / 2);
+          if (recipe != MIXPREC_BLOCK_RECIPE_MXFP4)
+            {
+              g_assert_cmpint (cudaMemcpy (&ts_actual, d_ts, sizeof ts_actual, cudaMemcpyDeviceToHost), ==,
+                               cudaSuccess);
+              g_assert_cmpmem (&ts_actual, 4, &ts_expected, 4);
+            }
+          g_assert_true (mixprec_dequantize_blocks (recipe, expected, sc_expected, ts_expected, rows,
+                                                    FP4_COLS, back_expected, &error));
+          for (gsize i = 0; i < m; i++)
+            g_assert_true (same_f32 (back_actual[i], back_expected[i]));
+        }
+  /* The random Hadamard transform, into d_back and in place, on a fresh
+   * matrix. */
+  g_free (x);
+  x = fp4_source (rand);
+  g_assert_cmpint (cudaMemcpy (d_x, x, n * sizeof (gfloat), cudaMemcpyHostToDevice), ==, cudaSuccess);
   for (gint inverse = 0; inverse <= 1; inverse++)
     {
       guint16 mask = mixprec_rht_sign_mask (1234);

@@ -211,6 +211,7 @@ def _dlpack_export(view, code_bits, copy):
     # producer; a read-only view's readonly is a promise only.
     return _capsule_new(address, ctypes.cast(_DLTENSOR, ctypes.c_char_p), _capsule_destructor)
 
+
 # ------------------------------------------------------------------ views
 
 _holder_types = {}

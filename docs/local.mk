@@ -10,6 +10,7 @@ docs_reference_pages = \
 	docs/reference/precision-modes.md \
 	docs/reference/fp8-training.md \
 	docs/reference/fp8-casts.md \
+	docs/reference/fp4-views.md \
 	docs/reference/optimizer-states.md \
 	docs/reference/zero-and-memory.md \
 	docs/reference/memory-representations.md \

@@ -866,12 +866,15 @@ tests_test_device_cuda_SOURCES = \
 	plugins/optim-sgd/sgd-schema.c \
 	plugins/optim-lion/lion-schema.c
 tests_test_device_cuda_CPPFLAGS = $(tests_internal_cppflags) -I$(top_srcdir)/plugins $(CUDA_CPPFLAGS)
-tests_test_device_cuda_LDADD = tests/cuda-host-kernels.lo plugins/libmixprec-optim-common.la \
+tests_test_device_cuda_LDADD = tests/cuda-host-kernels.lo plugins/device-cuda/cuda-fp4.lo \
+	plugins/libmixprec-optim-common.la \
 	$(tests_internal_ldadd) $(CUDA_LIBS) -lm
 tests/cuda-host-kernels.lo: $(device_cuda_kernel_headers) tests/cuda-host-kernels.h \
 	plugins/device-cuda/cuda-optim-kernel.cuh libmixprec/numeric/numeric-optim.h \
 	plugins/device-cuda/cuda-optim-quant.cuh libmixprec/numeric/numeric-quant.h \
-	plugins/device-cuda/cuda-fp8.cuh libmixprec/numeric/numeric-fp8.h
+	plugins/device-cuda/cuda-fp8.cuh libmixprec/numeric/numeric-fp8.h \
+	plugins/device-cuda/cuda-fp4.cuh libmixprec/numeric/numeric-fp4.h \
+	libmixprec/numeric/numeric-rht.h
 CLEANFILES += tests/cuda-host-kernels.lo tests/.libs/cuda-host-kernels.o
 EXTRA_tests_test_device_cuda_DEPENDENCIES = \
 	plugins/mixprec-device-cuda.la \
@@ -916,6 +919,14 @@ endif
 EXTRA_DIST += tests/test-fp8-mx-modes-torchao.py
 if HAVE_PYTHON_GI
 TESTS += tests/test-fp8-mx-modes-torchao.py
+endif
+
+# --- fp4: a parameter's 4-bit copy as uint8 views (param.fp4,
+# mixprec.torch's get_fp4_copy()) and the torch decode and matmul of
+# docs/reference/fp4-views.md against the engine's (PYTHON_TORCH)
+EXTRA_DIST += tests/test-fp4-views-torch.py
+if HAVE_PYTHON_GI
+TESTS += tests/test-fp4-views-torch.py
 endif
 
 # --- fp4: the random Hadamard transform against numpy (bits of the

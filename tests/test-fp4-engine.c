@@ -261,6 +261,24 @@ test_single (gconstpointer data)
           g_assert_cmpint (mixprec_param_get_fp4_recipe (param), ==, recipes[ri].recipe);
           g_assert_cmpuint (mixprec_param_get_fp4_cols (param), ==, model[p].cols);
           g_assert_true (copy_matches (param, master, recipes[ri].recipe, recipes[ri].mode, what));
+          /* The addresses bindings make views from are those buffers. */
+          {
+            guint64 scales_address = 0;
+            gsize n_scales = 0, n_scales_c = 0;
+            gint device_type = -1, device_id = -1;
+            guint64 address = mixprec_param_get_fp4_address (param, &scales_address, &n_scales,
+                                                             &device_type, &device_id, &error);
+            const guint8 *scales = mixprec_param_get_fp4_block_scales (param, &n_scales_c);
+
+            g_assert_no_error (error);
+            g_assert_cmphex (address, ==, (guint64) GPOINTER_TO_SIZE (mixprec_param_get_fp4_data (param, NULL)));
+            g_assert_cmphex (scales_address, ==, (guint64) GPOINTER_TO_SIZE (scales));
+            g_assert_cmpuint (n_scales, ==, n_scales_c);
+            g_assert_cmpuint (n_scales, ==, mixprec_param_get_numel (param) /
+                                            mixprec_block_recipe_get_block_size (recipes[ri].recipe));
+            g_assert_cmpint (device_type, ==, 1);
+            g_assert_cmpint (device_id, ==, 0);
+          }
         }
     }
 }
@@ -322,6 +340,12 @@ test_errors (void)
   g_clear_error (&error);
   g_assert_false (mixprec_param_dequantize_fp4 (mixprec_engine_get_param (engine, "v"), values, 4, &error));
   g_assert_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_WRONG_STATE);
+  g_assert_nonnull (strstr (error->message, "does not mark it fp4"));
+  g_clear_error (&error);
+  g_assert_cmpuint (mixprec_param_get_fp4_address (mixprec_engine_get_param (engine, "v"), NULL, NULL, NULL,
+                                                   NULL, &error), ==, 0);
+  g_assert_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_WRONG_STATE);
+  g_assert_nonnull (strstr (error->message, "'v'"));
   g_assert_nonnull (strstr (error->message, "does not mark it fp4"));
 }
 

@@ -1422,6 +1422,37 @@ class Engine(object):
             _write_safetensors(os.fspath(path), state)
         return path
 
+    def get_fp4_copy(self, param):
+        """The 4-bit working copy of param (a parameter of the model, or
+        its name in named_parameters()), without a copy:
+        ``(data, scales, tensor_scale, recipe)`` with data a uint8 tensor
+        of the packed E2M1 bytes, shape ``(rows, cols // 2)`` (rows x cols
+        the parameter flattened to two dimensions, element 2i in the low
+        nibble of byte i), scales a uint8 tensor of the block scales'
+        codes, shape ``(rows, cols // block size)`` (E4M3 for NVFP4, E8M0
+        for MXFP4), tensor_scale NVFP4's float32 per-tensor scale (1.0 for
+        MXFP4) and recipe "nvfp4", "nvfp4_2d" or "mxfp4". The tensors are
+        views of the engine's memory (DLPack), which each step rewrites;
+        get the tensor scale again after a step. See
+        docs/reference/fp4-views.md for a matmul that decodes them."""
+        if isinstance(param, str):
+            found = [e for e in self._entries if e.name == param]
+            what = "no parameter named '%s'" % param
+        else:
+            found = [e for e in self._entries if e.tensor is param]
+            what = "the tensor is no parameter of the engine's model"
+        if not found:
+            raise ValueError("mixprec.torch: get_fp4_copy: " + what)
+        e = found[0]
+        if not e.param.is_fp4():
+            raise ValueError("mixprec.torch: get_fp4_copy: parameter '%s' has no 4-bit copy "
+                             "(fp4.enabled and fp4.modules of the config, two dimensions or more)"
+                             % e.name)
+        with _errors():
+            copy = e.param.fp4
+        return (torch.from_dlpack(copy.data), torch.from_dlpack(copy.scales), copy.tensor_scale,
+                copy.recipe_name)
+
     def save_16bit_model(self, save_dir, save_filename="pytorch_model.bin",
                          exclude_frozen_parameters=False):
         """DeepSpeed's: the model's state_dict() in its working dtypes,

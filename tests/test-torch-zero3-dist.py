@@ -10,6 +10,8 @@
 # checkpoint resumed by one process at ZeRO-1, and the one-process ZeRO-1
 # run's resumed by 3 ranks at ZeRO-3, end with the same bytes as the runs
 # never stopped; so does the 2-rank run with activation checkpointing.
+# A weight rank 0 changes under GatheredParameters(modifier_rank=0) (rank
+# 1 writing zeros) trains on 2 ranks as one process that changed it.
 # Each rank's peak RSS is printed beside the per-rank bytes of
 # `mixprec-inspect --plan` and the engine's own peak (its memory report;
 # for a model this small the padding of its units makes it larger than
@@ -120,6 +122,16 @@ with tempfile.TemporaryDirectory() as tmp:
             check("2 ranks at ZeRO-3 with activation checkpointing (the blocks recomputed in "
                   "the backward, gathering again): the same bytes",
                   ok and same_bytes("recomputed2.st", "single2.st"))
+            ok1, single_mod = launch(1, 3, 2, "modified1.st", "--modify", "2")
+            ok2, dist_mod = launch(2, 3, 1, "modified2.st", "--modify", "2")
+            check("2 ranks at ZeRO-3, a weight changed by rank 0 under "
+                  "GatheredParameters(modifier_rank=0) before step 2 (rank 1's zeros dropped): "
+                  "the FP32 weights and every loss of one process that changed it, byte for "
+                  "byte, not those of the run without the change",
+                  ok1 and ok2 and same_bytes("modified1.st", "modified2.st") and
+                  not same_bytes("modified1.st", "single2.st") and
+                  [dist_mod[i % 2]["losses"][i // 2] for i in range(2 * STEPS)] ==
+                  single_mod[0]["losses"])
             ok, resumed = launch(1, 1, 2, "resumed2.st", "--resume", "ck3-2")
             what = "the 2-rank ZeRO-3 checkpoint resumed by one process at ZeRO-1"
             expected = "single2.st"

@@ -7,10 +7,13 @@
 # micro-batch s*W + r of step s, and one process with gas = W takes them
 # all in rank order. Prints its losses, writes the consolidated FP32
 # weights (export_fp32) and, when asked, saves or resumes a checkpoint;
-# prints its peak RSS.
+# prints its peak RSS. With --modify K, before step K rank 0 halves the
+# first block's up-projection (plus 1/8) under
+# GatheredParameters(modifier_rank=0) while the other ranks zero theirs,
+# which the broadcast drops.
 #
 # usage: torch-zero3-worker.py STAGE GAS STEPS OUT [--save-at K DIR] [--resume DIR]
-#                              [--checkpointing]
+#                              [--checkpointing] [--modify K]
 import argparse
 import json
 import os
@@ -83,6 +86,7 @@ def main():
     ap.add_argument("--save-at", nargs=2)
     ap.add_argument("--resume")
     ap.add_argument("--checkpointing", action="store_true")
+    ap.add_argument("--modify", type=int)
     a = ap.parse_args()
     config = {
         "train_micro_batch_size_per_gpu": 2,
@@ -112,6 +116,13 @@ def main():
     for step in range(first, a.steps):
         if a.save_at and step == int(a.save_at[0]):
             engine.save_checkpoint(a.save_at[1], client_state={"step": step})
+        if a.modify is not None and step == a.modify:
+            w = model.blocks[0].up.weight
+            with mixprec.torch.zero.GatheredParameters([w], modifier_rank=0), torch.no_grad():
+                if rank == 0:
+                    w.mul_(0.5).add_(0.125)
+                else:
+                    w.zero_()
         for k in range(a.gas):
             x = batches[step * per_step + k * world + rank]
             loss = engine(x, labels=x)

@@ -417,17 +417,22 @@ class GatheredParameters(object):
     stages 0 to 2, persistent and frozen parameters, a model not
     initialized yet) are left as they are, as DeepSpeed leaves them.
 
-    ``modifier_rank`` (writing new values that the block's end would
-    broadcast into the partitions) is refused for partitioned
-    parameters: the engine holds their FP32 masters and has no call that
-    takes new values for them; change weights before initialize(), or
-    load them with load_checkpoint(). Writes to a gathered parameter
-    without it are not kept, as in DeepSpeed."""
+    With ``modifier_rank=r`` what rank r wrote into the gathered
+    parameters is kept: on leaving the block (without an exception), each
+    one's values on rank r, widened to FP32, become its FP32 masters on
+    every rank (``mixprec_engine_set_master``, which broadcasts them from
+    r and rounds the working copies from them; the other ranks' writes are
+    dropped), as DeepSpeed broadcasts rank r's values into the
+    partitions. The optimizer state is left as it is. It must be left
+    between steps (not between backward() and step()). Writes to a
+    gathered parameter without it are not kept, as in DeepSpeed."""
 
     def __init__(self, params, modifier_rank=None, fwd_module=None, enabled=True):
         if isinstance(params, torch.Tensor):
             params = [params]
         self.entries = []
+        self.modifier_rank = modifier_rank
+        self.done = []
         if not enabled:
             return
         for p in params:
@@ -435,12 +440,11 @@ class GatheredParameters(object):
             if e is not None and getattr(e, "z3", False) and e not in self.entries:
                 self.entries.append(e)
         if modifier_rank is not None and self.entries:
-            raise ValueError("mixprec.torch.zero.GatheredParameters: modifier_rank=%r is not "
-                             "supported for ZeRO-3 parameters (%s): the engine keeps their FP32 "
-                             "masters and takes no new values for them; change the weights "
-                             "before initialize(), or load them with load_checkpoint()"
-                             % (modifier_rank, ", ".join(e.name for e in self.entries[:3])))
-        self.done = []
+            world = self.entries[0].partitioner.world
+            if isinstance(modifier_rank, bool) or not isinstance(modifier_rank, int) or \
+               not 0 <= modifier_rank < world:
+                raise ValueError("mixprec.torch.zero.GatheredParameters: modifier_rank=%r is not "
+                                 "a rank (world size %d)" % (modifier_rank, world))
 
     def __enter__(self):
         for e in self.entries:
@@ -448,10 +452,25 @@ class GatheredParameters(object):
             self.done.append(e)
         return None
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, *exc):
+        modified = []
+        if self.modifier_rank is not None and exc_type is None:
+            rank = self.entries[0].partitioner.engine.get_rank() if self.entries else 0
+            for e in self.done:
+                values = None
+                if rank == self.modifier_rank:
+                    # What the block wrote, in the working dtype, widened.
+                    whole = e.tensor.detach().reshape(-1).to("cpu", torch.float32, copy=True)
+                    values = GLib.Bytes.new(whole.numpy().tobytes())
+                modified.append((e, values))
         while self.done:
             e = self.done.pop()
             e.partitioner.release(e)
+        # The engine takes new values with nothing gathered; every rank
+        # calls it for the same parameters in the same order.
+        for e, values in modified:
+            with e.partitioner.errors():
+                e.partitioner.engine.set_master(e.param.get_name(), values, self.modifier_rank)
         return False
 
 

@@ -175,7 +175,9 @@ per unit. ``mixprec.torch.zero`` has DeepSpeed's names:
 
 * ``GatheredParameters(params, modifier_rank=None)``: the parameters
   whole inside the block, on every rank (collective); parameters that are
-  not partitioned are left alone, as DeepSpeed leaves them.
+  not partitioned are left alone, as DeepSpeed leaves them. With
+  ``modifier_rank=r``, rank r's writes become the FP32 masters on every
+  rank when the block ends (between steps), as DeepSpeed broadcasts them.
 * ``Init(...)``: accepted with DeepSpeed's arguments (``with
   deepspeed.zero.Init(): model = ...``).
 * ``register_external_parameter(module, param)``: module's forward
@@ -190,12 +192,10 @@ What differs from DeepSpeed's ZeRO-3:
   values back if anything fails before that): each rank's peak is about
   one FP32 copy of the model, as DeepSpeed's without ``zero.Init``, where
   DeepSpeed's with it is about one module.
-* ``GatheredParameters(..., modifier_rank=r)`` is refused with a
-  ValueError for partitioned parameters: the engine holds their FP32
-  masters and takes no new values for them (change weights before
-  ``initialize()``, or load them with ``load_checkpoint()``); DeepSpeed
-  broadcasts rank r's writes into the partitions. Writes without it are
-  not kept, as in DeepSpeed.
+* ``GatheredParameters(..., modifier_rank=r)`` sets the FP32 masters to
+  rank r's values widened from the working dtype (DeepSpeed writes the
+  working copy's partitions and leaves its optimizer's FP32 partitions
+  as they were). Writes without it are not kept, as in DeepSpeed.
 * Frozen parameters (``requires_grad=False``) stay whole on every rank,
   cast to the working dtype; DeepSpeed partitions them too.
 * A parameter of exactly ``stage3_param_persistence_threshold`` elements

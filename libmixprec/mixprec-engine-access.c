@@ -384,7 +384,10 @@ broadcast_values (MixprecEngine *self,
  *
  * Collective across ranks: every rank calls it for the same parameter
  * with the same @root, between steps (no gradient handed over since the
- * last mixprec_engine_step()) and with no ZeRO-3 parameter gathered.
+ * last mixprec_engine_step()) and with no ZeRO-3 parameter gathered. Like
+ * a load, it rounds every parameter's working copy again (which gives
+ * the others the bits they had), so each call costs a pass over the
+ * model's working copies.
  *
  * Returns: %TRUE, or %FALSE with @error set: no such parameter, @root
  *   not a rank, @values missing or not numel FP32 values on @root (every

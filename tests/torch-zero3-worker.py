@@ -71,6 +71,8 @@ def model_and_data(seed=0):
     torch.manual_seed(seed)
     with mixprec.torch.zero.Init():
         model = Model()
+    # On several ranks Init left each parameter empty beside its chunk.
+    model.built_partitioned = sum(1 for p in model.parameters() if p.numel() == 0)
     model.wpe.requires_grad_(False)
     g = torch.Generator().manual_seed(seed + 1)
     steps = torch.randint(1, 3, (36, 2, 16), generator=g)
@@ -133,6 +135,8 @@ def main():
     peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print("RESULT " + json.dumps({"rank": rank, "world": world, "losses": losses,
                                   "params": sum(e.param.get_numel() for e in engine._entries),
+                                  "built_partitioned": model.built_partitioned,
+                                  "n_params": sum(1 for _ in model.parameters()),
                                   "partitioned": sum(1 for p in model.parameters()
                                                      if p.numel() == 0),
                                   "gathered_bytes": engine.engine.get_gathered_bytes(),

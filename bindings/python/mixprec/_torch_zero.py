@@ -35,6 +35,7 @@ not hold.
 
 import bisect
 import enum
+import functools
 
 import torch
 
@@ -474,24 +475,161 @@ class GatheredParameters(object):
         return False
 
 
+# On a parameter built under Init on several ranks: (its shape, this
+# rank's chunk of its flat values, the communicator of the ranks).
+_INIT = "_mixprec_init_chunk"
+
+
 class Init(object):
     """DeepSpeed's ``deepspeed.zero.Init(...)``, accepted with its
-    arguments: a context (or decorator-free call) to build a model in.
-    It does not partition at construction: the model is built whole in
-    each process's memory, and initialize() under ZeRO-3 partitions every
-    trainable parameter (dropping each torch copy as soon as the engine
-    holds its values). ``enabled=False`` is accepted too."""
+    arguments: a context to build a model in, on each rank.
+
+    On several ranks (the launcher's, joined here as initialize() joins
+    them; ``config_dict_or_path`` or ``config`` says the communication
+    backend and the device), each module's parameters are partitioned as
+    soon as the module's outermost ``__init__`` returns, as DeepSpeed
+    partitions them: every rank keeps an even 1/world chunk of each
+    parameter's flat values (the last one shorter) beside an empty
+    placeholder, so that no rank holds more of the model than its chunks
+    and the module being built. The ranks must build the same model with
+    the same values (seed torch alike on every rank). initialize() then
+    gathers one parameter at a time and hands it to the engine (under
+    ZeRO-3 after the engine laid out its slices, with
+    mixprec_engine_set_master), so a rank's peak is its chunks, its
+    slices and the largest parameter; frozen parameters and stages below
+    3 get their whole values back first.
+
+    It partitions nothing (the model is built whole, and initialize()
+    under ZeRO-3 partitions it) on one process, with ``enabled=False``,
+    on a device other than the cpu (where the engine joins the ranks
+    itself) and with comm "local"."""
 
     def __init__(self, module=None, data_parallel_group=None, mem_efficient_linear=True,
                  remote_device=None, pin_memory=False, config_dict_or_path=None, config=None,
                  enabled=True, dtype=None, mpu=None, **kwargs):
         self.enabled = enabled
+        self.config = config_dict_or_path if config_dict_or_path is not None else config
+        self.comm = None
+        self.patched = []
+        self.subclass_hook = None
+        if module is not None and enabled:
+            raise ValueError("mixprec.torch.zero.Init: module= (partitioning a model built "
+                             "already) is not supported; build it inside the context")
 
     def __enter__(self):
+        if not self.enabled:
+            return self
+        from mixprec import torch as front
+        self.comm = front._init_comm(self.config)
+        if self.comm is None:
+            return self
+        self.rank = self.comm.get_rank()
+        self.world = self.comm.get_world_size()
+        for cls in _subclasses(torch.nn.Module):
+            self._wrap(cls)
+        # Classes defined inside the context too, as DeepSpeed's.
+        ctx = self
+        previous = torch.nn.Module.__dict__.get("__init_subclass__")
+
+        @classmethod
+        def init_subclass(cls, **kwargs):
+            super(torch.nn.Module, cls).__init_subclass__(**kwargs)
+            ctx._wrap(cls)
+        self.subclass_hook = previous
+        torch.nn.Module.__init_subclass__ = init_subclass
         return self
 
     def __exit__(self, *exc):
+        if self.comm is None:
+            return False
+        if self.subclass_hook is not None:
+            torch.nn.Module.__init_subclass__ = self.subclass_hook
+        else:
+            del torch.nn.Module.__init_subclass__
+        while self.patched:
+            cls, init = self.patched.pop()
+            cls.__init__ = init
         return False
+
+    def _wrap(self, cls):
+        init = cls.__dict__.get("__init__")
+        if init is None or getattr(init, "_mixprec_wrapped", False):
+            return          # it runs a base's __init__, wrapped there
+        ctx = self
+
+        @functools.wraps(init)
+        def wrapped(module, *args, **kwargs):
+            # A subclass's __init__ calls its bases': partition once the
+            # outermost returns, when the module is complete.
+            depth = module.__dict__.get("_mixprec_init_depth", 0)
+            module.__dict__["_mixprec_init_depth"] = depth + 1
+            try:
+                init(module, *args, **kwargs)
+            finally:
+                module.__dict__["_mixprec_init_depth"] = depth
+            if depth == 0:
+                del module.__dict__["_mixprec_init_depth"]
+                ctx._partition(module)
+        wrapped._mixprec_wrapped = True
+        cls.__init__ = wrapped
+        self.patched.append((cls, init))
+
+    def _partition(self, module):
+        for _, p in module.named_parameters(recurse=False):
+            if hasattr(p, _INIT) or not p.is_floating_point() or p.numel() == 0:
+                continue
+            flat = p.detach().reshape(-1)
+            chunk = -(-flat.numel() // self.world)
+            mine = flat[self.rank * chunk:(self.rank + 1) * chunk].clone()
+            setattr(p, _INIT, (tuple(p.shape), mine, self.comm))
+            p.data = torch.empty(0, dtype=p.dtype, device=p.device)
+
+
+def _subclasses(cls):
+    found, todo = [], [cls]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            if sub not in found:
+                found.append(sub)
+                todo.append(sub)
+    return found
+
+
+def init_partitioned(p):
+    """Whether p was partitioned by Init and still waits for its values."""
+    return hasattr(p, _INIT)
+
+
+def init_shape(p):
+    return getattr(p, _INIT)[0]
+
+
+def init_whole(p):
+    """p's whole values (in p's dtype), its chunks gathered from every
+    rank (collective: every rank asks for the same parameters in the same
+    order)."""
+    shape, mine, comm = getattr(p, _INIT)
+    world = comm.get_world_size()
+    numel = 1
+    for n in shape:
+        numel *= n
+    chunk = -(-numel // world)
+    send = torch.zeros(chunk, dtype=torch.float32)
+    send[:mine.numel()] = mine.to(torch.float32)
+    got = comm.all_gather(GLib.Bytes.new(send.numpy().tobytes()), Mixprec.DType.FLOAT32)
+    whole = torch.frombuffer(bytearray(got.get_data()), dtype=torch.float32)[:numel]
+    return whole.reshape(shape).to(device=p.device, dtype=p.dtype)
+
+
+def init_restore(p):
+    """Gives p its whole values back (collective)."""
+    if hasattr(p, _INIT):
+        p.data = init_whole(p)
+        delattr(p, _INIT)
+
+
+def init_done(p):
+    delattr(p, _INIT)
 
 
 def register_external_parameter(module, parameter):

@@ -694,6 +694,40 @@ class _Entry(object):
                  "placeholder", "shaped")
 
 
+def _numel(shape):
+    n = 1
+    for k in shape:
+        n *= k
+    return n
+
+
+def _init_later_ok(cfg):
+    """Whether a registration with zeros and new values once laid out
+    gives the bits of a registration with the values: not for Kahan
+    masters (a registration starts their compensation at zero, new values
+    keep their rounding's error there) nor FP8 (whose scalings start from
+    the registered values)."""
+    return cfg.get_master_weights() != Mixprec.MasterWeights.KAHAN and \
+        cfg.get_fp8_recipe() is None
+
+
+def _init_comm(config):
+    """For zero.Init: the launcher's ranks, joined as initialize() joins
+    them (and kept for it), with config's backend and device (the
+    defaults without one); None where initialize() would not join them
+    here."""
+    if config is None:
+        config = {}
+    doc = config if isinstance(config, dict) else None
+    if isinstance(config, (str, os.PathLike)):
+        text = os.fspath(config)
+        if not text.lstrip().startswith("{"):
+            with open(text) as f:
+                text = f.read()
+        doc = json.loads(text)
+    return _launcher_comm(_config(config), doc)
+
+
 def _fp32_bytes(t):
     t = t.detach().to(device="cpu", dtype=torch.float32).contiguous()
     return GLib.Bytes.new(ctypes.string_at(t.data_ptr(), t.numel() * 4))
@@ -796,6 +830,10 @@ class Engine(object):
         # that the model is never in memory twice; restored if anything
         # fails before the engine is prepared.
         handed = [] if cfg.get_zero_stage() == 3 else None
+        # Parameters zero.Init partitioned: under ZeRO-3 registered with
+        # zeros (views of one buffer) and given their values one at a time
+        # once the engine holds its slices (see _torch_zero.Init).
+        self._init_later = [] if handed is not None and _init_later_ok(cfg) else None
         try:
             self._register(model, engine, seen, owner, frozen, handed)
             if not self._entries:
@@ -803,6 +841,12 @@ class Engine(object):
             self._warn_unmatched(cfg, model)
             with _errors():
                 engine.prepare()
+            for e in self._init_later or ():
+                values = _fp32_bytes(zero.init_whole(e.tensor))
+                with _errors():
+                    engine.set_master(e.name, values, 0)
+                del values
+                zero.init_done(e.tensor)
         except BaseException:
             for p, dtype, values, shape in handed or ():
                 p.data = torch.frombuffer(bytearray(values.get_data()), dtype=torch.float32) \
@@ -823,25 +867,31 @@ class Engine(object):
                     raise ValueError("mixprec.torch: parameter '%s' is on %s; mixprec.torch "
                                      "takes models in host memory (cpu) or on a CUDA device"
                                      % (name, p.device))
+                later = self._init_later is not None and p.requires_grad and \
+                    zero.init_partitioned(p)
+                if not later:
+                    zero.init_restore(p)        # zero.Init's chunks: whole again
                 if not p.requires_grad:
                     frozen.append((module, p))
                     continue
                 if not p.is_floating_point():
                     raise TypeError("mixprec.torch: parameter '%s' has dtype %s; libmixprec "
                                     "trains floating-point parameters" % (name, p.dtype))
-                if p.numel() == 0:
+                if p.numel() == 0 and not later:
                     continue
                 e = _Entry()
                 e.name = name
                 e.tensor = p
-                e.shape = tuple(p.shape)
+                e.shape = zero.init_shape(p) if later else tuple(p.shape)
                 # libmixprec has no 0-d parameters: a scalar is one element.
-                values = _fp32_bytes(p)
+                values = self._init_zeros(model, e.shape) if later else _fp32_bytes(p)
                 with _errors():
-                    e.param = engine.register_param(name, list(p.shape) or [1],
+                    e.param = engine.register_param(name, list(e.shape) or [1],
                                                     type(module).__name__, _DT.FLOAT32,
                                                     values)
-                if handed is not None:
+                if later:
+                    self._init_later.append(e)
+                elif handed is not None:
                     handed.append((p, p.dtype, values, e.shape))
                     p.data = torch.empty(0, dtype=p.dtype, device=p.device)
                 e.dtype = e.param.get_working_dtype()
@@ -850,6 +900,17 @@ class Engine(object):
                 self.params[name] = e.param
                 self._entries.append(e)
                 owner.setdefault(id(module), (module, []))[1].append(e)
+
+    def _init_zeros(self, model, shape):
+        """Zeros for a parameter of shape: a view of one buffer of the
+        largest zero.Init parameter's size, which every such parameter's
+        registration shares until the engine lays out its buffers."""
+        zeros = getattr(self, "_zeros", None)
+        if zeros is None:
+            biggest = max(_numel(zero.init_shape(p)) for p in model.parameters()
+                          if zero.init_partitioned(p))
+            zeros = self._zeros = GLib.Bytes.new(bytes(4 * max(biggest, 1)))
+        return GLib.Bytes.new_from_bytes(zeros, 0, 4 * max(_numel(shape), 1))
 
     def _finish_init(self, model, engine, cfg, owner, frozen, fp32_modules):
         # Where the engine's buffers are (DLPack's device type and id).

@@ -604,10 +604,11 @@ def init_shape(p):
     return getattr(p, _INIT)[0]
 
 
-def init_whole(p):
-    """p's whole values (in p's dtype), its chunks gathered from every
-    rank (collective: every rank asks for the same parameters in the same
-    order)."""
+def init_values(p):
+    """p's whole values as FP32 bytes, its chunks gathered from every rank
+    (collective: every rank asks for the same parameters in the same
+    order). A chunk in p's dtype widens to FP32 exactly, so the bytes are
+    the gathered ones, without a copy."""
     shape, mine, comm = getattr(p, _INIT)
     world = comm.get_world_size()
     numel = 1
@@ -617,8 +618,14 @@ def init_whole(p):
     send = torch.zeros(chunk, dtype=torch.float32)
     send[:mine.numel()] = mine.to(torch.float32)
     got = comm.all_gather(GLib.Bytes.new(send.numpy().tobytes()), Mixprec.DType.FLOAT32)
-    whole = torch.frombuffer(bytearray(got.get_data()), dtype=torch.float32)[:numel]
-    return whole.reshape(shape).to(device=p.device, dtype=p.dtype)
+    return GLib.Bytes.new_from_bytes(got, 0, numel * 4)
+
+
+def init_whole(p):
+    """p's whole values, in p's dtype (collective, as init_values())."""
+    values = init_values(p)
+    whole = torch.frombuffer(bytearray(values.get_data()), dtype=torch.float32)
+    return whole.reshape(init_shape(p)).to(device=p.device, dtype=p.dtype)
 
 
 def init_restore(p):

@@ -178,20 +178,23 @@ per unit. ``mixprec.torch.zero`` has DeepSpeed's names:
   not partitioned are left alone, as DeepSpeed leaves them. With
   ``modifier_rank=r``, rank r's writes become the FP32 masters on every
   rank when the block ends (between steps), as DeepSpeed broadcasts them.
-* ``Init(...)``: accepted with DeepSpeed's arguments (``with
-  deepspeed.zero.Init(): model = ...``).
+* ``Init(...)``: DeepSpeed's arguments (``with deepspeed.zero.Init():
+  model = ...``); on several ranks each module's parameters are
+  partitioned when the module is built (each rank keeps a 1/world chunk)
+  and handed to the engine one at a time by ``initialize()``.
 * ``register_external_parameter(module, param)``: module's forward
   gathers a parameter another module holds.
 
 What differs from DeepSpeed's ZeRO-3:
 
-* ``zero.Init()`` does not partition at construction: the model is built
-  whole in each process's memory and partitioned by ``initialize()``,
-  which drops each parameter's torch copy as soon as the engine holds its
-  FP32 values (until the engine has laid out its slices, and gives the
-  values back if anything fails before that): each rank's peak is about
-  one FP32 copy of the model, as DeepSpeed's without ``zero.Init``, where
-  DeepSpeed's with it is about one module.
+* ``zero.Init()`` partitions into even 1/world chunks of each
+  parameter's flat values, not the engine's slices, so ``initialize()``
+  gathers each parameter whole once (one at a time) to hand it over;
+  DeepSpeed's chunks are its partitions. It partitions nothing on one
+  process, on a device other than the cpu and with comm "local" (the
+  model is built whole and ``initialize()`` partitions it, a peak of
+  about one FP32 copy of the model per rank), and does not take
+  ``module=``.
 * ``GatheredParameters(..., modifier_rank=r)`` sets the FP32 masters to
   rank r's values widened from the working dtype (DeepSpeed writes the
   working copy's partitions and leaves its optimizer's FP32 partitions
@@ -653,6 +656,11 @@ def _launcher_comm(cfg, doc):
     and for a config that requires a job secret when the environment has
     none (the engine says so) or that is not JSON (which may)."""
     if cfg.get_device() != "cpu" or cfg.get_comm_backend() == "local":
+        if _launcher.get("init") is not None:
+            raise ValueError("mixprec.torch: zero.Init joined the launcher's ranks on the cpu "
+                             "(with %s), but this config's engine joins them itself (device "
+                             "'%s', comm '%s'): give zero.Init this config"
+                             % (_launcher["init"], cfg.get_device(), cfg.get_comm_backend()))
         return None
     if "comm" in _launcher:
         return _launcher["comm"]
@@ -725,7 +733,11 @@ def _init_comm(config):
             with open(text) as f:
                 text = f.read()
         doc = json.loads(text)
-    return _launcher_comm(_config(config), doc)
+    fresh = "comm" not in _launcher
+    comm = _launcher_comm(_config(config), doc)
+    if fresh and comm is not None:
+        _launcher["init"] = "its config" if config else "the default config"
+    return comm
 
 
 def _fp32_bytes(t):
@@ -841,8 +853,9 @@ class Engine(object):
             self._warn_unmatched(cfg, model)
             with _errors():
                 engine.prepare()
+            self._zeros = None
             for e in self._init_later or ():
-                values = _fp32_bytes(zero.init_whole(e.tensor))
+                values = zero.init_values(e.tensor)
                 with _errors():
                     engine.set_master(e.name, values, 0)
                 del values

@@ -7,7 +7,9 @@
 # micro-batch s*W + r of step s, and one process with gas = W takes them
 # all in rank order. Prints its losses, writes the consolidated FP32
 # weights (export_fp32) and, when asked, saves or resumes a checkpoint;
-# prints its peak RSS. With --modify K, before step K rank 0 halves the
+# prints its peak RSS. The model is built under zero.Init, and its final
+# LayerNorm's weight written by rank 0 under GatheredParameters(
+# modifier_rank=0) before initialize(). With --modify K, before step K rank 0 halves the
 # first block's up-projection (plus 1/8) under
 # GatheredParameters(modifier_rank=0) while the other ranks zero theirs,
 # which the broadcast drops.
@@ -73,6 +75,15 @@ def model_and_data(seed=0):
         model = Model()
     # On several ranks Init left each parameter empty beside its chunk.
     model.built_partitioned = sum(1 for p in model.parameters() if p.numel() == 0)
+    # A weight written after construction, as Hugging Face's post_init
+    # does under DeepSpeed's Init: rank 0's values are kept (the one
+    # process writes the whole parameter directly).
+    w = model.ln_f.weight
+    with mixprec.torch.zero.GatheredParameters([w], modifier_rank=0), torch.no_grad():
+        if int(os.environ.get("MIXPREC_RANK", "0")) == 0:
+            w.copy_(torch.linspace(0.5, 1.5, w.numel()))
+        else:
+            w.zero_()
     model.wpe.requires_grad_(False)
     g = torch.Generator().manual_seed(seed + 1)
     steps = torch.randint(1, 3, (36, 2, 16), generator=g)

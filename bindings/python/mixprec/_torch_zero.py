@@ -416,7 +416,11 @@ class GatheredParameters(object):
     of them) are whole on every rank. Collective: every rank enters it
     with the same parameters. Parameters that are not partitioned (ZeRO
     stages 0 to 2, persistent and frozen parameters, a model not
-    initialized yet) are left as they are, as DeepSpeed leaves them.
+    initialized yet) are left as they are, as DeepSpeed leaves them;
+    parameters zero.Init partitioned are gathered from their chunks before
+    initialize() too, and with ``modifier_rank=r`` cut from rank r's
+    values again on leaving (what Hugging Face's weight initialization
+    does under DeepSpeed's Init).
 
     With ``modifier_rank=r`` what rank r wrote into the gathered
     parameters is kept: on leaving the block (without an exception), each
@@ -436,10 +440,14 @@ class GatheredParameters(object):
         self.done = []
         if not enabled:
             return
+        # Parameters zero.Init partitioned, before initialize().
+        self.chunked = []
         for p in params:
             e = getattr(p, _ATTR, None)
             if e is not None and getattr(e, "z3", False) and e not in self.entries:
                 self.entries.append(e)
+            elif hasattr(p, _INIT) and not any(p is q for q in self.chunked):
+                self.chunked.append(p)
         if modifier_rank is not None and self.entries:
             world = self.entries[0].partitioner.world
             if isinstance(modifier_rank, bool) or not isinstance(modifier_rank, int) or \
@@ -451,9 +459,24 @@ class GatheredParameters(object):
         for e in self.entries:
             e.partitioner.gather(e)
             self.done.append(e)
+        for p in self.chunked:
+            p.data = init_whole(p)
         return None
 
     def __exit__(self, exc_type, *exc):
+        for p in self.chunked:
+            shape, mine, comm = getattr(p, _INIT)
+            if self.modifier_rank is not None and exc_type is None:
+                # Rank r's values, cut into the chunks again.
+                whole = p.detach().reshape(-1).to("cpu", torch.float32, copy=True)
+                got = comm.broadcast(GLib.Bytes.new(whole.numpy().tobytes()),
+                                     Mixprec.DType.FLOAT32, self.modifier_rank)
+                whole = torch.frombuffer(bytearray(got.get_data()), dtype=torch.float32)
+                chunk = -(-whole.numel() // comm.get_world_size())
+                mine = whole[comm.get_rank() * chunk:(comm.get_rank() + 1) * chunk] \
+                    .to(device=p.device, dtype=p.dtype, copy=True)
+                setattr(p, _INIT, (shape, mine, comm))
+            p.data = torch.empty(0, dtype=p.dtype, device=p.device)
         modified = []
         if self.modifier_rank is not None and exc_type is None:
             rank = self.entries[0].partitioner.engine.get_rank() if self.entries else 0

@@ -8,11 +8,11 @@
 # all in rank order. Prints its losses, writes the consolidated FP32
 # weights (export_fp32) and, when asked, saves or resumes a checkpoint;
 # prints its peak RSS. The model is built under zero.Init, and its final
-# LayerNorm's weight written by rank 0 under GatheredParameters(
-# modifier_rank=0) before initialize(). With --modify K, before step K rank 0 halves the
-# first block's up-projection (plus 1/8) under
-# GatheredParameters(modifier_rank=0) while the other ranks zero theirs,
-# which the broadcast drops.
+# LayerNorm's weight is written by rank 0 under
+# GatheredParameters(modifier_rank=0) before initialize(). With
+# --modify K, before step K rank 0 halves the first block's up-projection
+# (plus 1/8) under GatheredParameters(modifier_rank=0) while the other
+# ranks zero theirs, which the broadcast drops.
 #
 # usage: torch-zero3-worker.py STAGE GAS STEPS OUT [--save-at K DIR] [--resume DIR]
 #                              [--checkpointing] [--modify K]

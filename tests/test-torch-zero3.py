@@ -233,6 +233,20 @@ check("a view of a gathered weight kept past its module's forward stays readable
       torch.equal(kept, row) and keeper.weight.numel() == 0, (kept, row))
 
 
+def modify_mid_step():
+    # gradient_accumulation_steps 2: one backward pass, the step to come.
+    k3.backward(k3(torch.randn(2, 4, dtype=torch.bfloat16)).float().sum())
+    k3.step()
+    with zero.GatheredParameters([keeper.weight], modifier_rank=0):
+        keeper.weight.detach().zero_()
+
+
+e = error_of(modify_mid_step)
+check("GatheredParameters(modifier_rank=0) left between a backward pass and its step is "
+      "refused (the engine's error, naming the parameter and step())",
+      isinstance(e, mixprec.torch.Error) and "weight" in str(e) and "step()" in str(e), e)
+
+
 # Activation checkpointing: the layers recomputed in the backward gather
 # again (torch.utils.checkpoint, both of its modes, on the modules' calls
 # as Hugging Face's gradient checkpointing does).

@@ -594,7 +594,10 @@ class Init(object):
                 del module.__dict__["_mixprec_init_depth"]
                 ctx._partition(module)
         wrapped._mixprec_wrapped = True
-        cls.__init__ = wrapped
+        try:
+            cls.__init__ = wrapped
+        except (TypeError, AttributeError):
+            return          # a type that takes no new attributes
         self.patched.append((cls, init))
 
     def _partition(self, module):

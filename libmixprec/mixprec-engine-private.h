@@ -80,6 +80,17 @@ guint              _mixprec_engine_get_zero_stage    (MixprecEngine             
 /* Collective over the engine's ranks (a no-op on one process). */
 gboolean           _mixprec_engine_barrier           (MixprecEngine                *self,
                                                       GError                      **error);
+/* Writes the FP32 values @values[0, n) as elements [@e, @e + n) of
+ * @shard's range (shard-relative) in the engine's representation: FP32
+ * masters as they are; a working copy without masters, or a bfloat16
+ * working copy with a remainder, rounded to nearest even (the remainder
+ * exact); a Kahan pair as x rounded to nearest even and the rounding's
+ * error. */
+gboolean           _mixprec_engine_shard_store_f32   (const _MixprecEngineShard    *shard,
+                                                      guint64                       e,
+                                                      const gfloat                 *values,
+                                                      guint64                       n,
+                                                      GError                      **error);
 /* After masters (or, without masters, working values) were written through
  * the shards: rounds every working copy from its master with nearest-even
  * rounding and makes the copies whole again on every rank. Also clears any

@@ -594,6 +594,13 @@ tests_test_zero_LDADD = $(tests_internal_ldadd) -lm
 TESTS += tests/test-zero
 endif
 
+# --- mixprec_engine_set_master(): on one process against a fresh engine;
+# on 2 ranks (with a comm plugin) against one process
+check_PROGRAMS += tests/test-engine-set-master
+tests_test_engine_set_master_SOURCES = tests/test-engine-set-master.c tests/multiproc.c tests/multiproc.h
+tests_test_engine_set_master_LDADD = $(tests_public_ldadd) -lm
+TESTS += tests/test-engine-set-master
+
 # --- ZeRO-Offload across processes on the hostdev test device (whose
 # plugin registers comm-ucx for it): bitwise against the all-device run,
 # checkpoints both ways, the corpus's offload templates (needs UCX)

@@ -587,7 +587,8 @@ endif
 # --- ZeRO across processes (needs the UCX comm plugin)
 if HAVE_UCX
 check_PROGRAMS += tests/test-zero
-tests_test_zero_SOURCES = tests/test-zero.c tests/multiproc.c tests/multiproc.h
+tests_test_zero_SOURCES = tests/test-zero.c tests/multiproc.c tests/multiproc.h \
+	tests/engine-ranks-common.c tests/engine-ranks-common.h
 # Reads the engine's state buffers to compare representations bit for bit.
 tests_test_zero_CPPFLAGS = $(tests_internal_cppflags)
 tests_test_zero_LDADD = $(tests_internal_ldadd) -lm
@@ -959,7 +960,8 @@ endif
 EXTRA_DIST += tests/test-fp8-engine-cuda.sh
 if HAVE_UCX
 check_PROGRAMS += tests/test-fp8-zero
-tests_test_fp8_zero_SOURCES = tests/test-fp8-zero.c tests/multiproc.c tests/multiproc.h
+tests_test_fp8_zero_SOURCES = tests/test-fp8-zero.c tests/multiproc.c tests/multiproc.h \
+	tests/engine-ranks-common.c tests/engine-ranks-common.h
 tests_test_fp8_zero_LDADD = $(tests_public_ldadd) -lm
 TESTS += tests/test-fp8-zero
 endif
@@ -969,7 +971,8 @@ endif
 # to one process, with the 4-bit gather counted (needs the UCX plugin)
 if HAVE_UCX
 check_PROGRAMS += tests/test-fp4-engine
-tests_test_fp4_engine_SOURCES = tests/test-fp4-engine.c tests/multiproc.c tests/multiproc.h
+tests_test_fp4_engine_SOURCES = tests/test-fp4-engine.c tests/multiproc.c tests/multiproc.h \
+	tests/engine-ranks-common.c tests/engine-ranks-common.h
 tests_test_fp4_engine_LDADD = $(tests_public_ldadd) -lm
 TESTS += tests/test-fp4-engine
 endif

@@ -430,6 +430,8 @@ endif
 TESTS += tests/test-charlm-monitors.sh
 
 # --- example trainer: examples/charlm in short runs, and its Python twin
+# sourced by the charlm shell tests
+EXTRA_DIST += tests/charlm-common.sh
 EXTRA_DIST += tests/test-charlm.sh tests/test-charlm-py.py
 TESTS += tests/test-charlm.sh
 # each master and optimizer-state representation beside FP32 masters and moments

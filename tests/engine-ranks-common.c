@@ -1,5 +1,6 @@
 /* engine-ranks-common.c — rank children's reports and the parent's
  * comparison, shared by the ZeRO tests of the working copies. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,6 +15,43 @@ er_padded_numel (guint64 numel, guint world)
   guint64 align = (guint64) world * 4096;   /* the sum-of-squares block is 4096 */
 
   return (numel + align - 1) / align * align;
+}
+
+static gfloat
+grad_value (guint step, guint m, guint p, guint64 i)
+{
+  return (gfloat) (sin (0.37 * m + 0.011 * (gdouble) i + 1.3 * step + p) *
+                   exp2 ((gdouble) ((i * 7 + m) % 9) - 4.0));
+}
+
+gboolean
+er_step (MixprecEngine *engine, guint step, guint rank, guint world, guint gas, GError **error)
+{
+  g_autoptr(GPtrArray) params = mixprec_engine_get_params (engine);
+  g_autoptr(MixprecStepResult) r = NULL;
+
+  for (guint local = 0; local < gas; local++)
+    {
+      guint m = local * world + rank;
+
+      for (guint p = 0; p < params->len; p++)
+        {
+          MixprecParam *param = params->pdata[p];
+          guint64 numel = mixprec_param_get_numel (param);
+          gfloat *g = g_new (gfloat, numel);
+          g_autoptr(GBytes) bytes = NULL;
+
+          for (guint64 i = 0; i < numel; i++)
+            g[i] = grad_value (step, m, p, i);
+          bytes = g_bytes_new_take (g, numel * sizeof (gfloat));
+          if (!mixprec_param_set_grad (param, MIXPREC_DTYPE_FLOAT32, bytes, error))
+            return FALSE;
+        }
+      if (!mixprec_engine_backward_done (engine, error))
+        return FALSE;
+    }
+  r = mixprec_engine_step (engine, error);
+  return r != NULL;
 }
 
 gboolean

@@ -1,8 +1,10 @@
 /* engine-ranks-common.h — what the ZeRO tests of the low-precision working
- * copies (test-fp8-zero, test-fp4-engine) share: a rank child reports its
- * bitwise snapshot and the bytes it gathered through files next to the
- * parent's output, and the parent compares them with a one-process
- * reference. The snapshot and the expected byte counts stay in each test. */
+ * copies (test-fp8-zero, test-fp4-engine) share: the training steps, whose
+ * gradients depend on the micro-batch and not on the rank, the report of a
+ * rank child (its bitwise snapshot and the bytes it gathered, in files next
+ * to the parent's output), and the parent's comparison with a one-process
+ * reference. The model, the snapshot and the expected byte counts stay in
+ * each test. */
 #pragma once
 
 #include <mixprec/mixprec.h>
@@ -13,6 +15,19 @@ G_BEGIN_DECLS
  * @numel padded to a multiple of world x 4096 (the sum-of-squares block). */
 guint64   er_padded_numel      (guint64              numel,
                                 guint                world);
+
+/* One optimizer step of @engine as rank @rank of @world with @gas
+ * micro-batches: micro-batch m = local * @world + @rank gives parameter p
+ * (registration order) element i the gradient
+ * sin (0.37 m + 0.011 i + 1.3 @step + p) * 2^((7 i + m) % 9 - 4), a wide
+ * dynamic range that depends on the micro-batch only, so that W ranks
+ * equal one process accumulating W micro-batches. */
+gboolean  er_step              (MixprecEngine       *engine,
+                                guint                step,
+                                guint                rank,
+                                guint                world,
+                                guint                gas,
+                                GError             **error);
 
 /* Parses a child's MIXPREC_TEST_SCENARIO, "TAG:STAGE:WORLD:STEPS"; @tag is
  * interned. FALSE when the text has not four fields. */

@@ -98,42 +98,6 @@ build_engine (const Scenario *s, guint gas, GError **error)
   return g_steal_pointer (&engine);
 }
 
-static gfloat
-grad_value (guint step, guint m, guint p, guint64 i)
-{
-  return (gfloat) (sin (0.37 * m + 0.011 * (gdouble) i + 1.3 * step + p) *
-                   exp2 ((gdouble) ((i * 7 + m) % 9) - 4.0));
-}
-
-static gboolean
-one_step (MixprecEngine *engine, guint k, guint rank, guint world, guint gas, GError **error)
-{
-  g_autoptr(MixprecStepResult) r = NULL;
-
-  for (guint local = 0; local < gas; local++)
-    {
-      guint m = local * world + rank;
-
-      for (guint p = 0; p < G_N_ELEMENTS (model); p++)
-        {
-          MixprecParam *param = mixprec_engine_get_param (engine, model[p].name);
-          guint64 numel = mixprec_param_get_numel (param);
-          gfloat *g = g_new (gfloat, numel);
-          g_autoptr(GBytes) bytes = NULL;
-
-          for (guint64 i = 0; i < numel; i++)
-            g[i] = grad_value (k, m, p, i);
-          bytes = g_bytes_new_take (g, numel * sizeof (gfloat));
-          if (!mixprec_param_set_grad (param, MIXPREC_DTYPE_FLOAT32, bytes, error))
-            return FALSE;
-        }
-      if (!mixprec_engine_backward_done (engine, error))
-        return FALSE;
-    }
-  r = mixprec_engine_step (engine, error);
-  return r != NULL;
-}
-
 /* Each fp4 parameter's copy against mixprec_quantize_blocks() of @master
  * (@what names the moment); the whole copy must be on this rank. */
 static gboolean
@@ -242,7 +206,7 @@ test_single (gconstpointer data)
 
       if (k > 0)
         {
-          g_assert_true (one_step (engine, k, 0, 1, 1, &error));
+          g_assert_true (er_step (engine, k, 0, 1, 1, &error));
           g_assert_no_error (error);
         }
       for (guint p = 0; p < G_N_ELEMENTS (model); p++)
@@ -366,7 +330,7 @@ test_checkpoint (void)
 
   g_assert_no_error (error);
   for (guint k = 0; k < 2; k++)
-    g_assert_true (one_step (a, k, 0, 1, 1, &error));
+    g_assert_true (er_step (a, k, 0, 1, 1, &error));
   g_assert_true (mixprec_engine_save_checkpoint (a, dir, &error));
   g_assert_no_error (error);
   g_assert_true (mixprec_engine_load_checkpoint (b, dir, &error));
@@ -392,8 +356,8 @@ test_checkpoint (void)
           g_assert_cmpfloat (mixprec_param_get_fp4_tensor_scale (pa), ==,
                              mixprec_param_get_fp4_tensor_scale (pb));
         }
-      g_assert_true (one_step (a, 2 + round, 0, 1, 1, &error));
-      g_assert_true (one_step (b, 2 + round, 0, 1, 1, &error));
+      g_assert_true (er_step (a, 2 + round, 0, 1, 1, &error));
+      g_assert_true (er_step (b, 2 + round, 0, 1, 1, &error));
       g_assert_no_error (error);
     }
   cmd = g_strdup_printf ("rm -rf '%s'", dir);
@@ -499,7 +463,7 @@ child_main (void)
       if (mixprec_engine_get_world_size (engine) != s.world)
         return 2;
       for (guint k = 0; k < s.steps && error == NULL; k++)
-        one_step (engine, k, rank, s.world, 1, &error);
+        er_step (engine, k, rank, s.world, 1, &error);
       if (error == NULL)
         snap = snapshot (engine, &s, &gathered, &error);
     }
@@ -534,7 +498,7 @@ test_scenario (gconstpointer data)
   ref = build_engine (s, s->world, &error);
   g_assert_no_error (error);
   for (guint k = 0; k < s->steps; k++)
-    g_assert_true (one_step (ref, k, 0, 1, s->world, &error));
+    g_assert_true (er_step (ref, k, 0, 1, s->world, &error));
   g_assert_no_error (error);
   expected = snapshot (ref, s, &ref_gathered, &error);
   g_assert_no_error (error);

@@ -72,44 +72,12 @@ build_engine (const Scenario *s, guint gas)
   return engine;
 }
 
-static gfloat
-grad_value (guint step, guint m, guint p, guint64 i)
-{
-  return (gfloat) (sin (0.37 * m + 0.011 * (gdouble) i + 1.3 * step + p) *
-                   exp2 ((gdouble) ((i * 7 + m) % 9) - 4.0));
-}
-
 static gboolean
 train (MixprecEngine *engine, const Scenario *s, guint rank, guint world, guint gas, GError **error)
 {
   for (guint k = 0; k < s->steps; k++)
-    {
-      g_autoptr(MixprecStepResult) r = NULL;
-
-      for (guint local = 0; local < gas; local++)
-        {
-          guint m = local * world + rank;
-
-          for (guint p = 0; p < G_N_ELEMENTS (model); p++)
-            {
-              MixprecParam *param = mixprec_engine_get_param (engine, model[p].name);
-              guint64 numel = mixprec_param_get_numel (param);
-              gfloat *g = g_new (gfloat, numel);
-              g_autoptr(GBytes) bytes = NULL;
-
-              for (guint64 i = 0; i < numel; i++)
-                g[i] = grad_value (k, m, p, i);
-              bytes = g_bytes_new_take (g, numel * sizeof (gfloat));
-              if (!mixprec_param_set_grad (param, MIXPREC_DTYPE_FLOAT32, bytes, error))
-                return FALSE;
-            }
-          if (!mixprec_engine_backward_done (engine, error))
-            return FALSE;
-        }
-      r = mixprec_engine_step (engine, error);
-      if (r == NULL)
-        return FALSE;
-    }
+    if (!er_step (engine, k, rank, world, gas, error))
+      return FALSE;
   return TRUE;
 }
 

@@ -120,14 +120,21 @@ er_write_rank_result (const gchar *out, guint rank, guint64 gathered, GByteArray
 }
 
 void
-er_run_and_compare (guint world, guint timeout_ms, const gchar * const *env, const gchar *out,
-                    GByteArray *expected)
+er_run_ranks (const gchar *child_var, const gchar *scenario, guint world, guint timeout_ms,
+              GByteArray *expected, guint64 *gathered)
 {
   g_autoptr(GError) error = NULL;
+  g_autofree gchar *dir = g_dir_make_tmp ("mixprec-engine-ranks-XXXXXX", &error);
+  g_autofree gchar *out = g_build_filename (dir, "snapshot", NULL);
+  g_autofree gchar *child = g_strdup_printf ("%s=1", child_var);
+  g_autofree gchar *scenario_var = g_strdup_printf ("MIXPREC_TEST_SCENARIO=%s", scenario);
+  g_autofree gchar *out_var = g_strdup_printf ("MIXPREC_TEST_OUT=%s", out);
+  const gchar *env[] = { child, scenario_var, out_var, NULL };
   g_autofree gchar *got = NULL;
   g_autofree gint *status = g_new0 (gint, world);
   gsize got_len = 0;
 
+  g_assert_no_error (error);
   mp_run_ranks (world, timeout_ms, env, status);
   for (guint r = 0; r < world; r++)
     g_assert_cmpint (status[r], ==, 0);
@@ -135,17 +142,16 @@ er_run_and_compare (guint world, guint timeout_ms, const gchar * const *env, con
   g_assert_no_error (error);
   g_assert_cmpuint (got_len, ==, expected->len);
   g_assert_true (memcmp (got, expected->data, got_len) == 0);
-}
+  for (guint r = 0; r < world; r++)
+    {
+      g_autofree gchar *file = g_strdup_printf ("%s.gathered%u", out, r);
+      g_autofree gchar *text = NULL;
 
-guint64
-er_take_gathered (const gchar *out, guint rank)
-{
-  g_autoptr(GError) error = NULL;
-  g_autofree gchar *file = g_strdup_printf ("%s.gathered%u", out, rank);
-  g_autofree gchar *text = NULL;
-
-  g_assert_true (g_file_get_contents (file, &text, NULL, &error));
-  g_assert_no_error (error);
-  g_remove (file);
-  return g_ascii_strtoull (text, NULL, 10);
+      g_assert_true (g_file_get_contents (file, &text, NULL, &error));
+      g_assert_no_error (error);
+      gathered[r] = g_ascii_strtoull (text, NULL, 10);
+      g_remove (file);
+    }
+  g_remove (out);
+  g_rmdir (dir);
 }

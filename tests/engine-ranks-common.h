@@ -57,18 +57,16 @@ gboolean  er_write_rank_result (const gchar        *out,
                                 GByteArray         *snapshot,
                                 GError            **error);
 
-/* In the parent: runs @world ranks with @env (mp_run_ranks()), asserts
- * that each exits 0 and that rank 0's snapshot at @out is @expected, bit
- * for bit. */
-void      er_run_and_compare   (guint                world,
+/* In the parent: runs @world ranks of this binary (mp_run_ranks()) with
+ * @child_var=1, MIXPREC_TEST_SCENARIO=@scenario and MIXPREC_TEST_OUT set
+ * to a file in a scratch folder; asserts that each exits 0 and that rank
+ * 0's snapshot is @expected, bit for bit; stores in @gathered[r] the bytes
+ * rank r gathered. Removes the scratch folder. */
+void      er_run_ranks         (const gchar         *child_var,
+                                const gchar         *scenario,
+                                guint                world,
                                 guint                timeout_ms,
-                                const gchar * const *env,
-                                const gchar         *out,
-                                GByteArray          *expected);
-
-/* In the parent: the bytes rank @rank gathered, read from (and removing)
- * its file next to @out. */
-guint64   er_take_gathered     (const gchar        *out,
-                                guint               rank);
+                                GByteArray          *expected,
+                                guint64             *gathered);
 
 G_END_DECLS

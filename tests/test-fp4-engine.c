@@ -10,10 +10,8 @@
  * included); ZeRO-3 gathers the 4-bit payload plus the scales, counted.
  * Children are this binary re-executed with the rank variables set. */
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
-#include <glib/gstdio.h>
 #include <mixprec/mixprec.h>
 
 #include "engine-ranks-common.h"
@@ -486,13 +484,8 @@ test_scenario (gconstpointer data)
   g_autoptr(GError) error = NULL;
   g_autoptr(MixprecEngine) ref = NULL;
   g_autoptr(GByteArray) expected = NULL;
-  g_autofree gchar *dir = g_dir_make_tmp ("mixprec-fp4-zero-XXXXXX", &error);
-  g_autofree gchar *out = g_build_filename (dir, "snapshot", NULL);
-  g_autofree gchar *scenario = g_strdup_printf ("MIXPREC_TEST_SCENARIO=%s:%u:%u:%u", s->tag,
-                                                s->stage, s->world, s->steps);
-  g_autofree gchar *out_var = g_strdup_printf ("MIXPREC_TEST_OUT=%s", out);
-  const gchar *env[] = { "MIXPREC_TEST_FP4_ZERO_CHILD=1", scenario, out_var, NULL };
-  guint64 ref_gathered = 0;
+  g_autofree gchar *scenario = g_strdup_printf ("%s:%u:%u:%u", s->tag, s->stage, s->world, s->steps);
+  guint64 ref_gathered = 0, gathered[4];
 
   /* The reference: one process, every micro-batch in order. */
   ref = build_engine (s, s->world, &error);
@@ -504,7 +497,7 @@ test_scenario (gconstpointer data)
   g_assert_no_error (error);
   g_assert_nonnull (expected);
 
-  er_run_and_compare (s->world, TIMEOUT_MS, env, out, expected);
+  er_run_ranks ("MIXPREC_TEST_FP4_ZERO_CHILD", scenario, s->world, TIMEOUT_MS, expected, gathered);
   for (guint r = 0; r < s->world; r++)
     {
       guint64 padded = er_padded_numel (model[4].rows * model[4].cols, s->world), want = 0;
@@ -514,10 +507,8 @@ test_scenario (gconstpointer data)
        * element and a scale byte a block, from the other ranks. */
       if (s->stage == 3 && s->world > 1)
         want = (padded / 2 + padded / b) / s->world * (s->world - 1);
-      g_assert_cmpuint (er_take_gathered (out, r), ==, want);
+      g_assert_cmpuint (gathered[r], ==, want);
     }
-  g_remove (out);
-  g_rmdir (dir);
 }
 
 int

@@ -70,7 +70,7 @@ endif
 # --- zero-copy views: the Python overrides (bindings/gi/overrides, found
 # through PYTHONPATH above) against the uninstalled library; dlpack-layout
 # prints dlpack.h's layout for the test to compare with its ctypes one.
-EXTRA_DIST += tests/test-views-gi.py tests/dlpack-layout.c tests/python_optional.py
+EXTRA_DIST += tests/test-views-gi.py tests/dlpack-layout.c tests/python_optional.py tests/python_tap.py
 if HAVE_PYTHON_GI
 TESTS += tests/test-views-gi.py
 if HAVE_DLPACK

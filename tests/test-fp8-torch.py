@@ -26,11 +26,7 @@ if not hasattr(torch, "float8_e4m3fn"):
     sys.exit(0)
 
 torch.set_num_threads(1)
-results = []
-
-
-def check(name, cond, detail=""):
-    results.append((name, bool(cond), detail))
+from python_tap import check, report  # noqa: E402
 
 
 FORMATS = [
@@ -243,9 +239,4 @@ if importlib.util.find_spec("torchao") is not None:
 else:
     print("# torchao is not installed: MX compared with the transcription of the OCP definition only")
 
-print(f"1..{len(results)}")
-for i, (name, ok, detail) in enumerate(results, 1):
-    print(f"{'ok' if ok else 'not ok'} {i} - {name}")
-    if not ok and detail != "":
-        print(f"#   {detail!r}"[:2000])
-sys.exit(0 if all(ok for _, ok, _ in results) else 1)
+report(cut=2000)

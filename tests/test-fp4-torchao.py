@@ -24,6 +24,7 @@ import gi  # noqa: E402
 gi.require_version("GLib", "2.0")
 gi.require_version("Mixprec", "1.0")
 from gi.repository import GLib, Mixprec  # noqa: E402
+from python_tap import check, report  # noqa: E402
 
 try:
     from torchao.prototype.mx_formats.config import ScaleCalculationMode
@@ -37,7 +38,6 @@ except ImportError as e:  # the prototype API moves between releases
     sys.exit(0)
 
 torch.set_num_threads(2)
-from python_tap import check, report  # noqa: E402
 
 
 ROWS, COLS = 2048, 512          # 2^20 values

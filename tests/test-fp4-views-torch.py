@@ -27,9 +27,9 @@ gi.require_version("Mixprec", "1.0")
 from gi.repository import GLib, Mixprec  # noqa: E402
 
 import mixprec.torch  # noqa: E402
+from python_tap import check, report  # noqa: E402
 
 torch.set_num_threads(1)
-from python_tap import check, report  # noqa: E402
 
 
 # The documentation's code block, run as written.

@@ -21,6 +21,7 @@ import gi  # noqa: E402
 gi.require_version("GLib", "2.0")
 gi.require_version("Mixprec", "1.0")
 from gi.repository import GLib, Mixprec  # noqa: E402
+from python_tap import check, report  # noqa: E402
 
 try:
     from torchao.prototype.mx_formats.config import ScaleCalculationMode
@@ -31,7 +32,6 @@ except ImportError as e:  # the prototype API moves between releases
 
 torch.set_num_threads(2)
 gen = torch.Generator().manual_seed(30)
-from python_tap import check, report  # noqa: E402
 
 
 def f32(bits):

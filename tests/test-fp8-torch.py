@@ -20,13 +20,13 @@ import gi  # noqa: E402
 gi.require_version("GLib", "2.0")
 gi.require_version("Mixprec", "1.0")
 from gi.repository import GLib, Mixprec  # noqa: E402
+from python_tap import check, report  # noqa: E402
 
 if not hasattr(torch, "float8_e4m3fn"):
     print(f"1..0 # SKIP torch {torch.__version__} has no float8 dtypes")
     sys.exit(0)
 
 torch.set_num_threads(1)
-from python_tap import check, report  # noqa: E402
 
 
 FORMATS = [

@@ -645,10 +645,6 @@ read_stage3_elements (Loader      *l,
     *out = (guint64) i;
 }
 
-/* zero_optimization.offload_optimizer (and DeepSpeed's deprecated
- * cpu_offload / cpu_offload_use_pin_memory): where the FP32 masters and the
- * optimizer state live. Whether "cpu" changes anything depends on
- * mixprec.device, read later: resolve_offload() says so. */
 /* zero_optimization.zeropp_loco_param: null (off) or LoCo's error
  * feedback for qgZ, {"err_beta": in [0, 1], "reset_T": steps >= 1}, each
  * defaulting as DeepSpeed documents (0.8, 1024). */
@@ -684,11 +680,92 @@ load_loco (Loader     *l,
                                     "quantized gradients", path);
 }
 
+/* DeepSpeed's deprecated boolean @key of zero_optimization (cpu_offload,
+ * cpu_offload_param): TRUE when it asks for host memory, which it then
+ * records in @device and @device_path. */
+static gboolean
+load_offload_legacy (Loader       *l,
+                     JsonObject   *zero,
+                     const gchar  *key,
+                     guint        *device,
+                     gchar       **device_path)
+{
+  gboolean on = FALSE;
+
+  if (!json_object_has_member (zero, key) ||
+      !read_bool (l, zero, "zero_optimization", key, &on) || !on)
+    return FALSE;
+  *device = _MIXPREC_OFFLOAD_CPU;
+  g_free (*device_path);
+  *device_path = g_strdup_printf ("zero_optimization.%s", key);
+  return TRUE;
+}
+
+/* The object zero_optimization.@key (offload_optimizer, offload_param):
+ * its device and pin_memory, @ignored naming the members that serve "nvme"
+ * only. @legacy_key is the deprecated boolean, a conflict when @legacy_on;
+ * @what is what host memory would keep, for the "nvme" message. */
+static void
+load_offload_object (Loader           *l,
+                     JsonObject       *zero,
+                     const gchar      *key,
+                     const IgnoredKey *ignored,
+                     const gchar      *legacy_key,
+                     gboolean          legacy_on,
+                     const gchar      *what,
+                     guint            *device,
+                     gchar           **device_path,
+                     gboolean         *pin_memory)
+{
+  static const gchar *const known[] = { "device", "pin_memory", NULL };
+  static const gchar *const devices[] = { "none", "cpu", "nvme", NULL };
+  g_autofree gchar *path = NULL;
+  JsonNode *node;
+
+  node = lookup (l, zero, "zero_optimization", key, &path);
+  if (node == NULL || JSON_NODE_HOLDS_NULL (node))
+    return;
+  if (!JSON_NODE_HOLDS_OBJECT (node))
+    {
+      report_invalid (l, path, "a JSON object such as {\"device\": \"cpu\"}", node);
+      return;
+    }
+  if (legacy_on)
+    _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_CONFLICT,
+                                  "zero_optimization.%s: the same setting as %s; give only one",
+                                  legacy_key, path);
+  check_members (l, json_node_get_object (node), path, known, ignored,
+                 "a DeepSpeed offload setting libmixprec does not implement", FALSE);
+  if (json_object_has_member (json_node_get_object (node), "device"))
+    {
+      guint d = 0;
+
+      if (read_choice (l, json_node_get_object (node), path, "device", devices, &d))
+        {
+          if (d == _MIXPREC_OFFLOAD_NVME)
+            _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_UNSUPPORTED,
+                                          "%s.device: \"nvme\" (ZeRO-Infinity) is not implemented; "
+                                          "use \"cpu\" to keep %s in host memory", path, what);
+          else
+            *device = d;
+        }
+    }
+  read_bool (l, json_node_get_object (node), path, "pin_memory", pin_memory);
+  if (*device != _MIXPREC_OFFLOAD_NONE)
+    {
+      g_free (*device_path);
+      *device_path = g_steal_pointer (&path);
+    }
+}
+
+/* zero_optimization.offload_optimizer (and DeepSpeed's deprecated
+ * cpu_offload / cpu_offload_use_pin_memory): where the FP32 masters and the
+ * optimizer state live. Whether "cpu" changes anything depends on
+ * mixprec.device, read later: resolve_offload() says so. */
 static void
 load_offload_optimizer (Loader     *l,
                         JsonObject *zero)
 {
-  static const gchar *const known[] = { "device", "pin_memory", NULL };
   /* DeepSpeedZeroOffloadOptimizerConfig's other fields serve "nvme" only,
    * except ratio (partial offload). */
   static const IgnoredKey ignored[] = {
@@ -701,56 +778,13 @@ load_offload_optimizer (Loader     *l,
     { "ratio", "1.0", "partial optimizer offload is not implemented; all of it is offloaded" },
     { NULL, NULL, NULL }
   };
-  static const gchar *const devices[] = { "none", "cpu", "nvme", NULL };
   MixprecConfigSettings *s = l->s;
-  g_autofree gchar *path = NULL;
-  JsonNode *node;
-  gboolean on = FALSE;
+  gboolean on = load_offload_legacy (l, zero, "cpu_offload", &s->offload_optimizer, &s->offload_path);
 
-  if (json_object_has_member (zero, "cpu_offload") &&
-      read_bool (l, zero, "zero_optimization", "cpu_offload", &on) && on)
-    {
-      s->offload_optimizer = _MIXPREC_OFFLOAD_CPU;
-      g_free (s->offload_path);
-      s->offload_path = g_strdup ("zero_optimization.cpu_offload");
-    }
   if (json_object_has_member (zero, "cpu_offload_use_pin_memory"))
     read_bool (l, zero, "zero_optimization", "cpu_offload_use_pin_memory", &s->offload_pin_memory);
-
-  node = lookup (l, zero, "zero_optimization", "offload_optimizer", &path);
-  if (node == NULL || JSON_NODE_HOLDS_NULL (node))
-    return;
-  if (!JSON_NODE_HOLDS_OBJECT (node))
-    {
-      report_invalid (l, path, "a JSON object such as {\"device\": \"cpu\"}", node);
-      return;
-    }
-  if (on)
-    _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_CONFLICT,
-                                  "zero_optimization.cpu_offload: the same setting as %s; give only one",
-                                  path);
-  check_members (l, json_node_get_object (node), path, known, ignored,
-                 "a DeepSpeed offload setting libmixprec does not implement", FALSE);
-  if (json_object_has_member (json_node_get_object (node), "device"))
-    {
-      guint device = 0;
-
-      if (read_choice (l, json_node_get_object (node), path, "device", devices, &device))
-        {
-          if (device == _MIXPREC_OFFLOAD_NVME)
-            _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_UNSUPPORTED,
-                                          "%s.device: \"nvme\" (ZeRO-Infinity) is not implemented; "
-                                          "use \"cpu\" to keep the optimizer in host memory", path);
-          else
-            s->offload_optimizer = device;
-        }
-    }
-  read_bool (l, json_node_get_object (node), path, "pin_memory", &s->offload_pin_memory);
-  if (s->offload_optimizer != _MIXPREC_OFFLOAD_NONE)
-    {
-      g_free (s->offload_path);
-      s->offload_path = g_steal_pointer (&path);
-    }
+  load_offload_object (l, zero, "offload_optimizer", ignored, "cpu_offload", on, "the optimizer",
+                       &s->offload_optimizer, &s->offload_path, &s->offload_pin_memory);
 }
 
 /* zero_optimization.offload_param (and DeepSpeed's deprecated
@@ -761,7 +795,6 @@ static void
 load_offload_param (Loader     *l,
                     JsonObject *zero)
 {
-  static const gchar *const known[] = { "device", "pin_memory", NULL };
   /* DeepSpeedZeroOffloadParamConfig's other fields serve "nvme" only. */
   static const IgnoredKey ignored[] = {
     { "nvme_path", "null", NULL },
@@ -770,53 +803,12 @@ load_offload_param (Loader     *l,
     { "max_in_cpu", "1000000000", NULL },
     { NULL, NULL, NULL }
   };
-  static const gchar *const devices[] = { "none", "cpu", "nvme", NULL };
   MixprecConfigSettings *s = l->s;
-  g_autofree gchar *path = NULL;
-  JsonNode *node;
-  gboolean on = FALSE;
+  gboolean on = load_offload_legacy (l, zero, "cpu_offload_param", &s->offload_param,
+                                     &s->offload_param_path);
 
-  if (json_object_has_member (zero, "cpu_offload_param") &&
-      read_bool (l, zero, "zero_optimization", "cpu_offload_param", &on) && on)
-    {
-      s->offload_param = _MIXPREC_OFFLOAD_CPU;
-      g_free (s->offload_param_path);
-      s->offload_param_path = g_strdup ("zero_optimization.cpu_offload_param");
-    }
-  node = lookup (l, zero, "zero_optimization", "offload_param", &path);
-  if (node == NULL || JSON_NODE_HOLDS_NULL (node))
-    return;
-  if (!JSON_NODE_HOLDS_OBJECT (node))
-    {
-      report_invalid (l, path, "a JSON object such as {\"device\": \"cpu\"}", node);
-      return;
-    }
-  if (on)
-    _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_CONFLICT,
-                                  "zero_optimization.cpu_offload_param: the same setting as %s; "
-                                  "give only one", path);
-  check_members (l, json_node_get_object (node), path, known, ignored,
-                 "a DeepSpeed offload setting libmixprec does not implement", FALSE);
-  if (json_object_has_member (json_node_get_object (node), "device"))
-    {
-      guint device = 0;
-
-      if (read_choice (l, json_node_get_object (node), path, "device", devices, &device))
-        {
-          if (device == _MIXPREC_OFFLOAD_NVME)
-            _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_UNSUPPORTED,
-                                          "%s.device: \"nvme\" (ZeRO-Infinity) is not implemented; "
-                                          "use \"cpu\" to keep the parameters in host memory", path);
-          else
-            s->offload_param = device;
-        }
-    }
-  read_bool (l, json_node_get_object (node), path, "pin_memory", &s->offload_param_pin_memory);
-  if (s->offload_param != _MIXPREC_OFFLOAD_NONE)
-    {
-      g_free (s->offload_param_path);
-      s->offload_param_path = g_steal_pointer (&path);
-    }
+  load_offload_object (l, zero, "offload_param", ignored, "cpu_offload_param", on, "the parameters",
+                       &s->offload_param, &s->offload_param_path, &s->offload_param_pin_memory);
 }
 
 static void

@@ -1002,6 +1002,11 @@ guint64  _mixprec_engine_fp8_unit_bytes (MixprecEngine *self, const Group *g, co
  * _mixprec_engine_fp8_unit_bytes()). */
 gboolean _mixprec_engine_fp8_gather_unit (MixprecEngine *self, Group *g, const Unit *u,
                                           guint8 *dst, GError **error);
+/* All-gathers @n_per_rank bytes of every rank from @local into @whole as
+ * 2-byte elements (the communicators move no 8-bit or 4-bit dtype): an
+ * odd count is an error naming @what. The fp4 copies use it too. */
+gboolean _mixprec_engine_gather_bytes (MixprecEngine *self, const guint8 *local, guint8 *whole,
+                                       guint64 n_per_rank, const gchar *what, GError **error);
 
 /* 4-bit working copies (mixprec-engine-fp4.c): a group of fp4 parameters
  * is an fp8 group (g->fp8.enabled) with g->fp8.fp4 set, whose functions

@@ -447,6 +447,45 @@ stop_self (int sig)
   raise (SIGSTOP);
 }
 
+/* A barrier that rank @victim leaves the job after. The victim must not
+ * vanish while a peer still finishes that barrier: a message it sent just
+ * before dying can be lost with it (a TCP reset drops what the peer had
+ * not read yet), and the peer would then rightly fail the barrier instead
+ * of the collective under test. So the others say, outside UCX, that they
+ * are through, and the victim returns once all of them have. */
+static gboolean
+barrier_before_victim_leaves (Child   *c,
+                              guint    victim,
+                              GString *why)
+{
+  g_autoptr(GError) error = NULL;
+
+  if (!mixprec_comm_barrier (c->comm, &error))
+    {
+      g_string_append_printf (why, "first barrier: %s", error->message);
+      return FALSE;
+    }
+  if (c->rank != victim)
+    {
+      g_autofree gchar *marker = g_strdup_printf ("%s/through-barrier-%u", c->dir, c->rank);
+
+      if (!g_file_set_contents (marker, "", 0, &error))
+        {
+          g_string_append_printf (why, "marker: %s", error->message);
+          return FALSE;
+        }
+      return TRUE;
+    }
+  for (guint r = 0; r < victim; r++)
+    {
+      g_autofree gchar *marker = g_strdup_printf ("%s/through-barrier-%u", c->dir, r);
+
+      while (!g_file_test (marker, G_FILE_TEST_EXISTS))
+        g_usleep (1000);
+    }
+  return TRUE;
+}
+
 /* A big collective that the victim (the last rank) leaves midway: killed
  * (@stop FALSE) or stopped (@stop TRUE). The others must fail with an
  * error that names it, within the timeout. */
@@ -464,36 +503,8 @@ scenario_lose_rank (Child    *c,
   gint64 start, cpu_start;
   gint64 elapsed_ms, cpu_ms;
 
-  if (!mixprec_comm_barrier (c->comm, &error))
-    {
-      g_string_append_printf (why, "first barrier: %s", error->message);
-      return FALSE;
-    }
-  /* The victim must not vanish while a peer still finishes that barrier:
-   * a message it sent just before dying can be lost with it (a TCP reset
-   * drops what the peer had not read yet), and the peer would then rightly
-   * fail the barrier instead of the all_reduce under test. So the others
-   * say, outside UCX, that they are through. */
-  if (c->rank != victim)
-    {
-      g_autofree gchar *marker = g_strdup_printf ("%s/through-barrier-%u", c->dir, c->rank);
-
-      if (!g_file_set_contents (marker, "", 0, &error))
-        {
-          g_string_append_printf (why, "marker: %s", error->message);
-          return FALSE;
-        }
-    }
-  else
-    {
-      for (guint r = 0; r < victim; r++)
-        {
-          g_autofree gchar *marker = g_strdup_printf ("%s/through-barrier-%u", c->dir, r);
-
-          while (!g_file_test (marker, G_FILE_TEST_EXISTS))
-            g_usleep (1000);
-        }
-    }
+  if (!barrier_before_victim_leaves (c, victim, why))
+    return FALSE;
   if (c->rank == victim)
     {
       MixprecCommRequest *r;
@@ -665,34 +676,10 @@ scenario_all_to_all_lose_rank (Child   *c,
   g_autoptr(GError) error = NULL;
   gint64 start, elapsed_ms;
 
-  if (!mixprec_comm_barrier (c->comm, &error))
-    {
-      g_string_append_printf (why, "first barrier: %s", error->message);
-      return FALSE;
-    }
-  /* As in scenario_lose_rank: the victim leaves only once the others say,
-   * outside UCX, that they are through the barrier. */
-  if (c->rank != victim)
-    {
-      g_autofree gchar *marker = g_strdup_printf ("%s/through-barrier-%u", c->dir, c->rank);
-
-      if (!g_file_set_contents (marker, "", 0, &error))
-        {
-          g_string_append_printf (why, "marker: %s", error->message);
-          return FALSE;
-        }
-    }
-  else
-    {
-      for (guint r = 0; r < victim; r++)
-        {
-          g_autofree gchar *marker = g_strdup_printf ("%s/through-barrier-%u", c->dir, r);
-
-          while (!g_file_test (marker, G_FILE_TEST_EXISTS))
-            g_usleep (1000);
-        }
-      raise (SIGKILL);
-    }
+  if (!barrier_before_victim_leaves (c, victim, why))
+    return FALSE;
+  if (c->rank == victim)
+    raise (SIGKILL);
   start = g_get_monotonic_time ();
   if (_mixprec_comm_all_to_all (c->comm, send, recv, bytes, &error))
     {

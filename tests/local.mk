@@ -70,7 +70,7 @@ endif
 # --- zero-copy views: the Python overrides (bindings/gi/overrides, found
 # through PYTHONPATH above) against the uninstalled library; dlpack-layout
 # prints dlpack.h's layout for the test to compare with its ctypes one.
-EXTRA_DIST += tests/test-views-gi.py tests/dlpack-layout.c tests/python_optional.py
+EXTRA_DIST += tests/test-views-gi.py tests/dlpack-layout.c tests/python_optional.py tests/python_tap.py
 if HAVE_PYTHON_GI
 TESTS += tests/test-views-gi.py
 if HAVE_DLPACK
@@ -430,6 +430,8 @@ endif
 TESTS += tests/test-charlm-monitors.sh
 
 # --- example trainer: examples/charlm in short runs, and its Python twin
+# sourced by the charlm shell tests
+EXTRA_DIST += tests/charlm-common.sh
 EXTRA_DIST += tests/test-charlm.sh tests/test-charlm-py.py
 TESTS += tests/test-charlm.sh
 # each master and optimizer-state representation beside FP32 masters and moments
@@ -587,7 +589,8 @@ endif
 # --- ZeRO across processes (needs the UCX comm plugin)
 if HAVE_UCX
 check_PROGRAMS += tests/test-zero
-tests_test_zero_SOURCES = tests/test-zero.c tests/multiproc.c tests/multiproc.h
+tests_test_zero_SOURCES = tests/test-zero.c tests/multiproc.c tests/multiproc.h \
+	tests/engine-ranks-common.c tests/engine-ranks-common.h
 # Reads the engine's state buffers to compare representations bit for bit.
 tests_test_zero_CPPFLAGS = $(tests_internal_cppflags)
 tests_test_zero_LDADD = $(tests_internal_ldadd) -lm
@@ -966,7 +969,8 @@ endif
 EXTRA_DIST += tests/test-fp8-engine-cuda.sh
 if HAVE_UCX
 check_PROGRAMS += tests/test-fp8-zero
-tests_test_fp8_zero_SOURCES = tests/test-fp8-zero.c tests/multiproc.c tests/multiproc.h
+tests_test_fp8_zero_SOURCES = tests/test-fp8-zero.c tests/multiproc.c tests/multiproc.h \
+	tests/engine-ranks-common.c tests/engine-ranks-common.h
 tests_test_fp8_zero_LDADD = $(tests_public_ldadd) -lm
 TESTS += tests/test-fp8-zero
 endif
@@ -976,7 +980,8 @@ endif
 # to one process, with the 4-bit gather counted (needs the UCX plugin)
 if HAVE_UCX
 check_PROGRAMS += tests/test-fp4-engine
-tests_test_fp4_engine_SOURCES = tests/test-fp4-engine.c tests/multiproc.c tests/multiproc.h
+tests_test_fp4_engine_SOURCES = tests/test-fp4-engine.c tests/multiproc.c tests/multiproc.h \
+	tests/engine-ranks-common.c tests/engine-ranks-common.h
 tests_test_fp4_engine_LDADD = $(tests_public_ldadd) -lm
 TESTS += tests/test-fp4-engine
 endif

@@ -6,18 +6,13 @@
 # GErrors raised as GLib.Error; param.fp4's uint8 views of an engine's
 # 4-bit copy. Prints TAP.
 import struct
-import sys
 
 import gi
 gi.require_version("GLib", "2.0")
 gi.require_version("Mixprec", "1.0")
 from gi.repository import GLib, Mixprec  # noqa: E402
 
-results = []
-
-
-def check(name, cond, detail=""):
-    results.append((name, bool(cond), detail))
+from python_tap import check, report  # noqa: E402
 
 
 def f32_bytes(values):
@@ -116,9 +111,4 @@ for recipe_json, recipe in (('"nvfp4", "weights_2d": true', Mixprec.BlockRecipe.
         check(f"param.fp4 {label}: a parameter that is not fp4 raises GLib.Error naming it",
               "'b'" in e.message, e.message)
 
-print(f"1..{len(results)}")
-for i, (name, ok, detail) in enumerate(results, 1):
-    print(f"{'ok' if ok else 'not ok'} {i} - {name}")
-    if not ok and detail != "":
-        print(f"#   {detail!r}")
-sys.exit(0 if all(ok for _, ok, _ in results) else 1)
+report()

@@ -11,7 +11,6 @@
 import os
 import re
 import struct
-import sys
 
 from python_optional import require  # noqa: E402
 
@@ -28,13 +27,9 @@ gi.require_version("Mixprec", "1.0")
 from gi.repository import GLib, Mixprec  # noqa: E402
 
 import mixprec.torch  # noqa: E402
+from python_tap import check, report  # noqa: E402
 
 torch.set_num_threads(1)
-results = []
-
-
-def check(name, cond, detail=""):
-    results.append((name, bool(cond), detail))
 
 
 # The documentation's code block, run as written.
@@ -156,9 +151,4 @@ for label, fp4, recipe in CASES:
               e.message)
     engine.close()
 
-print(f"1..{len(results)}")
-for i, (name, ok, detail) in enumerate(results, 1):
-    print(f"{'ok' if ok else 'not ok'} {i} - {name}")
-    if not ok and detail != "":
-        print(f"#   {detail!r}")
-sys.exit(0 if all(ok for _, ok, _ in results) else 1)
+report()

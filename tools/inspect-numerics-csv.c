@@ -13,75 +13,27 @@
 
 #include "inspect-private.h"
 
-/* Opens @name in @dir_fd (or @name itself when @dir_fd is AT_FDCWD)
- * for reading, not following a link inside the folder: the engine writes
- * plain files there, and a link is not one of them. */
-static int
-open_file (int          dir_fd,
-           const gchar *name,
+/* The whole file (csv_monitor's files are small: a row per step), as
+ * text. */
+static gchar *
+read_text (int          fd,
            const gchar *path,
+           gsize       *length,
            GError     **error)
 {
-  struct stat st;
-  int fd = openat (dir_fd, name, O_RDONLY | O_NONBLOCK | O_CLOEXEC |
-                   (dir_fd != AT_FDCWD ? O_NOFOLLOW : 0));
-  int saved;
+  g_autoptr(GByteArray) data = g_byte_array_new ();
 
-  if (fd < 0)
-    {
-      saved = errno;
-      g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (saved), "%s: %s", path,
-                   saved == ELOOP ? "is a symbolic link, which is not followed"
-                                  : g_strerror (saved));
-      return -1;
-    }
-  if (fstat (fd, &st) != 0 || !S_ISREG (st.st_mode))
-    {
-      g_set_error (error, G_FILE_ERROR, G_FILE_ERROR_INVAL, "%s: not a regular file", path);
-      close (fd);
-      return -1;
-    }
-  return fd;
-}
-
-/* The whole file (csv_monitor's files are small: a row per step). */
-static gchar *
-read_fd (int          fd,
-         const gchar *path,
-         gsize       *length,
-         GError     **error)
-{
-  GString *text = g_string_new (NULL);
-  gchar buf[65536];
-
-  for (;;)
-    {
-      gssize n = read (fd, buf, sizeof buf);
-
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n < 0)
-        {
-          int saved = errno;
-
-          g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (saved), "%s: %s", path,
-                       g_strerror (saved));
-          g_string_free (text, TRUE);
-          return NULL;
-        }
-      if (n == 0)
-        break;
-      g_string_append_len (text, buf, n);
-    }
-  if (memchr (text->str, '\0', text->len) != NULL)
+  if (!inspect_read_fd (fd, path, data, error))
+    return NULL;
+  if (data->len > 0 && memchr (data->data, '\0', data->len) != NULL)
     {
       g_set_error (error, G_FILE_ERROR, G_FILE_ERROR_INVAL,
                    "%s: holds a NUL byte: not a CSV file of csv_monitor", path);
-      g_string_free (text, TRUE);
       return NULL;
     }
-  *length = text->len;
-  return g_string_free (text, FALSE);
+  *length = data->len;
+  g_byte_array_append (data, (const guint8 *) "", 1);
+  return (gchar *) g_byte_array_free (g_steal_pointer (&data), FALSE);
 }
 
 /* A line for a message: escaped, and cut when long. */
@@ -149,7 +101,7 @@ inspect_csv_read_header (int          dir_fd,
   gchar buf[4097];
   gssize n;
   gchar *end;
-  int fd = open_file (dir_fd, name, path, error);
+  int fd = inspect_open_file (dir_fd, name, path, error);
 
   if (fd < 0)
     return NULL;
@@ -229,11 +181,11 @@ inspect_csv_read_series (int          dir_fd,
   gchar *line, *next;
   gsize length = 0;
   guint lineno = 0;
-  int fd = open_file (dir_fd, name, path, error);
+  int fd = inspect_open_file (dir_fd, name, path, error);
 
   if (fd < 0)
     return FALSE;
-  text = read_fd (fd, path, &length, error);
+  text = read_text (fd, path, &length, error);
   close (fd);
   if (text == NULL)
     return FALSE;

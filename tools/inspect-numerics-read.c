@@ -17,6 +17,64 @@
 
 #include "inspect-private.h"
 
+/* A link inside the folder is not followed: the engine writes plain
+ * files there, and a link is not one of them. */
+int
+inspect_open_file (int          dir_fd,
+                   const gchar *name,
+                   const gchar *path,
+                   GError     **error)
+{
+  struct stat st;
+  int fd = openat (dir_fd, name, O_RDONLY | O_NONBLOCK | O_CLOEXEC |
+                   (dir_fd != AT_FDCWD ? O_NOFOLLOW : 0));
+  int saved;
+
+  if (fd < 0)
+    {
+      saved = errno;
+      g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (saved), "%s: %s", path,
+                   saved == ELOOP ? "is a symbolic link, which is not followed"
+                                  : g_strerror (saved));
+      return -1;
+    }
+  if (fstat (fd, &st) != 0 || !S_ISREG (st.st_mode))
+    {
+      g_set_error (error, G_FILE_ERROR, G_FILE_ERROR_INVAL, "%s: not a regular file", path);
+      close (fd);
+      return -1;
+    }
+  return fd;
+}
+
+gboolean
+inspect_read_fd (int          fd,
+                 const gchar *path,
+                 GByteArray  *out,
+                 GError     **error)
+{
+  guint8 buf[65536];
+
+  for (;;)
+    {
+      gssize n = read (fd, buf, sizeof buf);
+
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0)
+        {
+          int saved = errno;
+
+          g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (saved), "%s: %s", path,
+                       g_strerror (saved));
+          return FALSE;
+        }
+      if (n == 0)
+        return TRUE;
+      g_byte_array_append (out, buf, n);
+    }
+}
+
 #define PREFIX_PARAM "Numerics_"
 #define PREFIX_TYPE "NumericsByType_"
 #define SKIPPED_FILE "Train_Steps_skipped_steps.csv"

@@ -64,34 +64,6 @@ le (const guint8 *p,
   return v;
 }
 
-static gboolean
-read_all (int          fd,
-          const gchar *path,
-          GByteArray  *out,
-          GError     **error)
-{
-  guint8 buf[65536];
-
-  for (;;)
-    {
-      gssize n = read (fd, buf, sizeof buf);
-
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n < 0)
-        {
-          int saved = errno;
-
-          g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (saved), "%s: %s", path,
-                       g_strerror (saved));
-          return FALSE;
-        }
-      if (n == 0)
-        return TRUE;
-      g_byte_array_append (out, buf, n);
-    }
-}
-
 static void
 add_record (GHashTable  *tags,
             const gchar *tag,
@@ -120,31 +92,13 @@ inspect_tb_read (int          dir_fd,
                  GError     **error)
 {
   g_autoptr(GByteArray) data = g_byte_array_new ();
-  struct stat st;
   gsize at = 0;
   guint index = 0;
-  int fd;
+  int fd = inspect_open_file (dir_fd, name, path, error);
 
-  /* Inside a folder a link is not followed: the monitor writes plain
-   * files there. */
-  fd = openat (dir_fd, name, O_RDONLY | O_NONBLOCK | O_CLOEXEC |
-               (dir_fd != AT_FDCWD ? O_NOFOLLOW : 0));
   if (fd < 0)
-    {
-      int saved = errno;
-
-      g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (saved), "%s: %s", path,
-                   saved == ELOOP ? "is a symbolic link, which is not followed"
-                                  : g_strerror (saved));
-      return FALSE;
-    }
-  if (fstat (fd, &st) != 0 || !S_ISREG (st.st_mode))
-    {
-      g_set_error (error, G_FILE_ERROR, G_FILE_ERROR_INVAL, "%s: not a regular file", path);
-      close (fd);
-      return FALSE;
-    }
-  if (!read_all (fd, path, data, error))
+    return FALSE;
+  if (!inspect_read_fd (fd, path, data, error))
     {
       close (fd);
       return FALSE;

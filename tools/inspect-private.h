@@ -67,6 +67,19 @@ typedef struct
   guint   order;
 } InspectRecord;
 
+/* Opens @name in @dir_fd (or the path @name when @dir_fd is AT_FDCWD)
+ * for reading: a regular file, a link inside a folder not followed. -1
+ * with @error set, naming @path, otherwise (inspect-numerics-read.c). */
+int      inspect_open_file         (int          dir_fd,
+                                    const gchar *name,
+                                    const gchar *path,
+                                    GError     **error);
+/* Appends the rest of @fd to @out; @path names it in @error. */
+gboolean inspect_read_fd           (int          fd,
+                                    const gchar *path,
+                                    GByteArray  *out,
+                                    GError     **error);
+
 /* A CSV file of csv_monitor's (inspect-numerics-csv.c): the statistic its
  * header names, or its rows by step (each step once, its last record),
  * checking that the header names @stat. A link is not followed when

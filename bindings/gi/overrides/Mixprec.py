@@ -225,7 +225,39 @@ def _holder_type(nbytes):
     return _holder_types[nbytes]
 
 
-class View(object):
+class _EngineMemory(object):
+    # What View and ByteView share: self.nbytes bytes of the engine at
+    # self.address on DLPack device self.device.
+
+    def _hold(self, engine):
+        # A ctypes array over the engine's bytes: the buffer-protocol
+        # exporter every other form is made from. It holds the engine for
+        # as long as anything made from it lives.
+        # Device memory has no host-side form.
+        if self.device[0] == _KDL_CPU:
+            self._holder = _holder_type(self.nbytes).from_address(self.address)
+            self._holder.engine = engine
+        else:
+            self._holder = None
+
+    def __buffer__(self, flags):
+        # PEP 688 (Python 3.12+).
+        return self.memoryview()
+
+    def tobytes(self):
+        return bytes(memoryview(self._host_memory()).cast("B")[:self.nbytes])
+
+    def __dlpack_device__(self):
+        return self.device
+
+    def _dlpack(self, code_bits, dl_device, copy):
+        if dl_device is not None and tuple(dl_device) != self.device:
+            raise BufferError("the view is on DLPack device %r, not on device %r"
+                              % (self.device, tuple(dl_device)))
+        return _dlpack_export(self, code_bits, copy)
+
+
+class View(_EngineMemory):
     """A view of one buffer of a :class:`Mixprec.Param`, sharing the
     engine's memory (see the module's documentation).
 
@@ -254,15 +286,7 @@ class View(object):
         self.nbytes = self.numel * self.itemsize
         self.address = address
         self.readonly = readonly
-        # A ctypes array over the engine's bytes: the buffer-protocol
-        # exporter every other form is made from. It holds the engine for
-        # as long as anything made from it lives.
-        # Device memory has no host-side form.
-        if self.device[0] == _KDL_CPU:
-            self._holder = _holder_type(self.nbytes).from_address(address)
-            self._holder.engine = engine
-        else:
-            self._holder = None
+        self._hold(engine)
 
     def __repr__(self):
         return "<Mixprec.View %s of '%s': %s %s at 0x%x%s%s>" % (
@@ -295,10 +319,6 @@ class View(object):
             mv = mv.cast(_RAW_FORMAT[self.itemsize], shape)
         return mv.toreadonly() if self.readonly else mv
 
-    def __buffer__(self, flags):
-        # PEP 688 (Python 3.12+).
-        return self.memoryview()
-
     def __array__(self, dtype=None, copy=None):
         import numpy
         array = numpy.frombuffer(self._host_memory(), dtype=_numpy_dtype(self.dtype),
@@ -312,23 +332,14 @@ class View(object):
             return array.astype(dtype)
         return array.copy() if copy else array
 
-    def tobytes(self):
-        return bytes(memoryview(self._host_memory()).cast("B")[:self.nbytes])
-
-    def __dlpack_device__(self):
-        return self.device
-
     def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
         code_bits = _FORMATS[self.dtype][2]
         if code_bits is None:
             raise BufferError("%s has no DLPack type" % self.dtype_name)
-        if dl_device is not None and tuple(dl_device) != self.device:
-            raise BufferError("the view is on DLPack device %r, not on device %r"
-                              % (self.device, tuple(dl_device)))
         # On a device, the values are complete: the engine waited for its
         # stream when the view was made (mixprec_param_get_device_address()),
         # and any stream of the consumer may read them.
-        return _dlpack_export(self, code_bits, copy)
+        return self._dlpack(code_bits, dl_device, copy)
 
 
 __all__.append("View")
@@ -339,7 +350,7 @@ __all__.append("View")
 _KDL_UINT8 = (1, 8)     # DLPack's kDLUInt, 8 bits
 
 
-class ByteView(object):
+class ByteView(_EngineMemory):
     """A read-only view of bytes of the engine that no Mixprec.DType
     describes: the packed E2M1 copy of an fp4 parameter, or its block
     scales (E4M3 or E8M0 codes). Shares the engine's memory as ``uint8``
@@ -360,12 +371,7 @@ class ByteView(object):
         self.device = tuple(device)
         self.readonly = True
         self.what = what
-        # The buffer-protocol exporter, holding the engine (see View).
-        if self.device[0] == _KDL_CPU:
-            self._holder = _holder_type(self.nbytes).from_address(address)
-            self._holder.engine = engine
-        else:
-            self._holder = None
+        self._hold(engine)
 
     def __repr__(self):
         return "<Mixprec.ByteView of %s: uint8 %s at 0x%x>" % (self.what, list(self.shape),
@@ -382,10 +388,6 @@ class ByteView(object):
         shape = list(self.shape) if self.nbytes > 0 else [0]
         return memoryview(self._host_memory()).cast("B")[:self.nbytes].cast("B", shape).toreadonly()
 
-    def __buffer__(self, flags):
-        # PEP 688 (Python 3.12+).
-        return self.memoryview()
-
     def __array__(self, dtype=None, copy=None):
         import numpy
         array = numpy.frombuffer(self._host_memory(), dtype=numpy.uint8,
@@ -397,17 +399,8 @@ class ByteView(object):
             return array.astype(dtype)
         return array.copy() if copy else array
 
-    def tobytes(self):
-        return bytes(memoryview(self._host_memory()).cast("B")[:self.nbytes])
-
-    def __dlpack_device__(self):
-        return self.device
-
     def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
-        if dl_device is not None and tuple(dl_device) != self.device:
-            raise BufferError("the view is on DLPack device %r, not on device %r"
-                              % (self.device, tuple(dl_device)))
-        return _dlpack_export(self, _KDL_UINT8, copy)
+        return self._dlpack(_KDL_UINT8, dl_device, copy)
 
 
 class Fp4Copy(object):

@@ -140,6 +140,10 @@ _mixprec_numerics_grad_best (gconstpointer       src,
       if (_mixprec_cpu_simd_level () >= _MIXPREC_SIMD_AVX2)
         f = _mixprec_numerics_grad_avx2;
 #endif
+#ifdef MIXPREC_HAVE_X86_AVX512
+      if (_mixprec_cpu_simd_level () >= _MIXPREC_SIMD_AVX512)
+        f = _mixprec_numerics_grad_avx512;
+#endif
       g_once_init_leave (&chosen, (gsize) f);
     }
   ((GradFunc) chosen) (src, dtype, n, under, over, out);
@@ -164,6 +168,10 @@ _mixprec_numerics_update_best (const gfloat       *old,
 #ifdef MIXPREC_HAVE_X86_SIMD
       if (_mixprec_cpu_simd_level () >= _MIXPREC_SIMD_AVX2)
         f = _mixprec_numerics_update_avx2;
+#endif
+#ifdef MIXPREC_HAVE_X86_AVX512
+      if (_mixprec_cpu_simd_level () >= _MIXPREC_SIMD_AVX512)
+        f = _mixprec_numerics_update_avx512;
 #endif
       g_once_init_leave (&chosen, (gsize) f);
     }

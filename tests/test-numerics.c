@@ -644,6 +644,21 @@ test_kernels (void)
         _mixprec_numerics_update (old, now, NULL, dtypes[d], len, 8, -126, &u);
         _mixprec_numerics_update_avx2 (old, now, NULL, dtypes[d], len, 8, -126, &v);
         g_assert_cmpmem (&u, sizeof u, &v, sizeof v);
+#ifdef MIXPREC_HAVE_X86_AVX512
+        if (_mixprec_cpu_simd_level () >= _MIXPREC_SIMD_AVX512)
+          {
+            memset (&b, 0, sizeof b);
+            memset (&v, 0, sizeof v);
+            _mixprec_numerics_grad_avx512 (raw, dtypes[d], len, under, over, &b);
+            g_assert_cmpmem (&a, sizeof a, &b, sizeof b);
+            _mixprec_numerics_update (old, now, raw, dtypes[d], len, 11, -14, &u);
+            _mixprec_numerics_update_avx512 (old, now, raw, dtypes[d], len, 11, -14, &v);
+            g_assert_cmpmem (&u, sizeof u, &v, sizeof v);
+            _mixprec_numerics_update (old, now, NULL, dtypes[d], len, 8, -126, &u);
+            _mixprec_numerics_update_avx512 (old, now, NULL, dtypes[d], len, 8, -126, &v);
+            g_assert_cmpmem (&u, sizeof u, &v, sizeof v);
+          }
+#endif
       }
 }
 

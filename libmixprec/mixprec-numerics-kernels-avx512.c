@@ -144,6 +144,123 @@ _mixprec_numerics_grad_avx512 (gconstpointer       src,
   *out = c;
 }
 
+/* bfloat16 in its own sixteen bits, thirty-two at a time: its FP32 bits
+ * are a << 16, so a << 16 < b exactly when a < ceil(b / 2^16), and the
+ * counts of up to 2^15 - 1 runs of 32 elements fit sixteen-bit lanes that
+ * _mm512_madd_epi16() reads as signed. */
+static void
+counts_bf16 (const guint16 *src, gsize n, guint32 under, guint32 over, _MixprecGradCounts *c)
+{
+  const __m512i abs_mask = _mm512_set1_epi16 (0x7fff), inf = _mm512_set1_epi16 (0x7f80);
+  const __m512i zero = _mm512_setzero_si512 (), ones = _mm512_set1_epi16 (-1);
+  const __m512i lo = _mm512_set1_epi16 ((gint16) ((under + 0xffffu) >> 16));
+  const __m512i hi = _mm512_set1_epi16 ((gint16) ((over + 0xffffu) >> 16));
+  gsize i = 0;
+
+  while (i + 32 <= n)
+    {
+      __m512i nonfinite = zero, nonzero = zero, nunder = zero, nover = zero, amax = zero;
+      gsize end = i + MIN ((n - i) / 32 * 32, (gsize) 0x7fff * 32);
+      guint16 lanes[32];
+
+      for (; i < end; i += 32)
+        {
+          __m512i a = _mm512_and_si512 (_mm512_loadu_si512 (src + i), abs_mask);
+          __mmask32 finite = _mm512_cmplt_epu16_mask (a, inf);
+          __mmask32 nz = _mm512_mask_cmpneq_epu16_mask (finite, a, zero);
+
+          nonfinite = _mm512_mask_sub_epi16 (nonfinite, _knot_mask32 (finite), nonfinite, ones);
+          nonzero = _mm512_mask_sub_epi16 (nonzero, nz, nonzero, ones);
+          nunder = _mm512_mask_sub_epi16 (nunder, _mm512_mask_cmplt_epu16_mask (nz, a, lo), nunder, ones);
+          nover = _mm512_mask_sub_epi16 (nover, _mm512_mask_cmpge_epu16_mask (nz, a, hi), nover, ones);
+          amax = _mm512_mask_max_epu16 (amax, nz, amax, a);
+        }
+      /* Widened to 32 bits before adding: each lane is below 2^15. */
+      c->nonfinite += (guint32) _mm512_reduce_add_epi32 (_mm512_madd_epi16 (nonfinite, _mm512_set1_epi16 (1)));
+      c->nonzero += (guint32) _mm512_reduce_add_epi32 (_mm512_madd_epi16 (nonzero, _mm512_set1_epi16 (1)));
+      c->under += (guint32) _mm512_reduce_add_epi32 (_mm512_madd_epi16 (nunder, _mm512_set1_epi16 (1)));
+      c->over += (guint32) _mm512_reduce_add_epi32 (_mm512_madd_epi16 (nover, _mm512_set1_epi16 (1)));
+      _mm512_storeu_si512 (lanes, amax);
+      for (guint k = 0; k < 32; k++)
+        c->amax = MAX (c->amax, (guint32) lanes[k] << 16);
+    }
+  for (; i < n; i++)
+    {
+      guint32 a = ((guint32) src[i] << 16) & 0x7fffffffu;
+
+      if (a >= 0x7f800000u)
+        c->nonfinite++;
+      else if (a != 0)
+        {
+          c->nonzero++;
+          c->under += a < under;
+          c->over += a >= over;
+          c->amax = MAX (c->amax, a);
+        }
+    }
+}
+
+void
+_mixprec_numerics_counts_avx512 (gconstpointer       src,
+                                 MixprecDType        dtype,
+                                 gsize               n,
+                                 guint32             under,
+                                 guint32             over,
+                                 _MixprecGradCounts *out)
+{
+  const __m512i abs_mask = _mm512_set1_epi32 (0x7fffffff);
+  const __m512i inf = _mm512_set1_epi32 (0x7f800000);
+  const __m512i zero = _mm512_setzero_si512 (), ones = _mm512_set1_epi32 (-1);
+  const __m512i lo = _mm512_set1_epi32 ((gint32) under), hi = _mm512_set1_epi32 ((gint32) over);
+  __m512i nonfinite = zero, nonzero = zero, nunder = zero, nover = zero, amax = zero;
+  _MixprecGradCounts c = { 0 };
+  gsize i = 0;
+
+  if (dtype == MIXPREC_DTYPE_BFLOAT16)
+    {
+      counts_bf16 (src, n, under, over, &c);
+      *out = c;
+      return;
+    }
+  if (!vector_dtype (dtype))
+    {
+      _mixprec_numerics_counts (src, dtype, n, under, over, out);
+      return;
+    }
+  for (; i + 16 <= n; i += 16)
+    {
+      __m512i a = _mm512_and_si512 (_mm512_castps_si512 (load16 (src, dtype, i)), abs_mask);
+      __mmask16 finite = _mm512_cmplt_epu32_mask (a, inf);
+      __mmask16 nz = _mm512_mask_cmpneq_epu32_mask (finite, a, zero);
+
+      nonfinite = _mm512_mask_sub_epi32 (nonfinite, _knot_mask16 (finite), nonfinite, ones);
+      nonzero = _mm512_mask_sub_epi32 (nonzero, nz, nonzero, ones);
+      nunder = _mm512_mask_sub_epi32 (nunder, _mm512_mask_cmplt_epu32_mask (nz, a, lo), nunder, ones);
+      nover = _mm512_mask_sub_epi32 (nover, _mm512_mask_cmpge_epu32_mask (nz, a, hi), nover, ones);
+      amax = _mm512_mask_max_epu32 (amax, nz, amax, a);
+    }
+  c.nonfinite = (guint32) _mm512_reduce_add_epi32 (nonfinite);
+  c.nonzero = (guint32) _mm512_reduce_add_epi32 (nonzero);
+  c.under = (guint32) _mm512_reduce_add_epi32 (nunder);
+  c.over = (guint32) _mm512_reduce_add_epi32 (nover);
+  c.amax = _mm512_reduce_max_epu32 (amax);
+  for (; i < n; i++)
+    {
+      guint32 a = bits_at (src, dtype, i) & 0x7fffffffu;
+
+      if (a >= 0x7f800000u)
+        c.nonfinite++;
+      else if (a != 0)
+        {
+          c.nonzero++;
+          c.under += a < under;
+          c.over += a >= over;
+          c.amax = MAX (c.amax, a);
+        }
+    }
+  *out = c;
+}
+
 void
 _mixprec_numerics_update_avx512 (const gfloat       *old,
                                  const gfloat       *now,

@@ -48,6 +48,27 @@ void _mixprec_numerics_grad_best (gconstpointer       src,
                                   guint32             over,
                                   _MixprecGradCounts *out);
 
+/* The same counts without the sum of squares (left 0), for a run whose
+ * sum the gradient norm already formed the same way (a whole block). */
+void _mixprec_numerics_counts        (gconstpointer       src,
+                                      MixprecDType        dtype,
+                                      gsize               n,
+                                      guint32             under,
+                                      guint32             over,
+                                      _MixprecGradCounts *out);
+void _mixprec_numerics_counts_avx512 (gconstpointer       src,
+                                      MixprecDType        dtype,
+                                      gsize               n,
+                                      guint32             under,
+                                      guint32             over,
+                                      _MixprecGradCounts *out);
+void _mixprec_numerics_counts_best   (gconstpointer       src,
+                                      MixprecDType        dtype,
+                                      gsize               n,
+                                      guint32             under,
+                                      guint32             over,
+                                      _MixprecGradCounts *out);
+
 /* The sums of (now - old)^2 and old^2, each difference, square and sum
  * in FP32 (cheap: a ratio of norms needs no more), in eight lanes as above
  * (the lanes added in double); and the elements whose |now - old| is below

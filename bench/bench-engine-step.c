@@ -57,7 +57,8 @@
  *
  * With --numerics-rounds N, a second table puts the step with
  * mixprec.numerics off, every step and every 100 steps side by side
- * (see telemetry_row()): what per-tensor numerics cost.
+ * (see telemetry_row()): what per-tensor numerics cost, with the
+ * machine's load average before and after it.
  *
  *   bench-engine-step [--threads N] [--steps N] [--gas N,N]
  *                     [--params M] [--tensors N] [--numerics-rounds N]
@@ -428,6 +429,22 @@ telemetry_row (const guint64 *sizes, guint n_tensors, guint64 total, guint gas, 
 
 /* ------------------------------------------------------------ main */
 
+/* The machine's load as /proc/loadavg gives it (1, 5 and 15 minutes),
+ * printed beside the telemetry table: its columns mean little on a
+ * machine whose other work comes and goes. */
+static void
+print_load (const gchar *when)
+{
+  g_autofree gchar *text = NULL;
+  g_auto(GStrv) fields = NULL;
+
+  if (!g_file_get_contents ("/proc/loadavg", &text, NULL, NULL))
+    return;
+  fields = g_strsplit (text, " ", 4);
+  if (g_strv_length (fields) >= 3)
+    g_print ("load average %s: %s %s %s\n", when, fields[0], fields[1], fields[2]);
+}
+
 
 /* Bytes per parameter per step of the engine's passes, and of the
  * hand-overs of the intake path (see the top of this file). */
@@ -566,6 +583,7 @@ main (int argc, char **argv)
     {
       g_print ("\nmixprec.numerics: %d rounds of the three engines in turn; p/s of the median step "
                "(off, every 1) and of the whole window (every 100)\n", numerics_rounds);
+      print_load ("before");
       g_print ("%-15s %12s %12s %12s %10s %10s %10s\n", "", "off p/s", "every 1", "every 100", "cost 1",
                "cost 100", "1 step/100");
       for (guint k = 0; gases[k] != NULL; k++)
@@ -576,6 +594,7 @@ main (int argc, char **argv)
             if (gas > 0)
               telemetry_row (sizes, n_tensors, total, gas, intake, (guint) numerics_rounds);
           }
+      print_load ("after");
     }
   return 0;
 }

@@ -170,6 +170,7 @@ mixprec_sources += \
 	libmixprec/mixprec-engine-numerics.c \
 	libmixprec/mixprec-engine-numerics-shadow.c
 mixprec_simd_sources += libmixprec/mixprec-numerics-kernels-avx2.c
+mixprec_avx512_sources += libmixprec/mixprec-numerics-kernels-avx512.c
 
 # --- FP8 working copies (fp8-engine)
 mixprec_sources += libmixprec/mixprec-engine-fp8.c

@@ -241,6 +241,27 @@ slot_grads (gdouble *rec, MixprecDType wire, gconstpointer src, MixprecDType dty
   rec[REC_SUMSQ] = c.sumsq;
 }
 
+/* The gradients of a slot that fills a whole block of its unit, whose sum
+ * of squares the gradient norm formed this step from the same gradients
+ * with the same kernel (mixprec-engine-norm.c, or the intake's and the
+ * fold's sums): only the counts are left to take. */
+static void
+slot_counts (gdouble *rec, MixprecDType wire, gconstpointer src, MixprecDType dtype, guint64 n, gdouble sumsq)
+{
+  WireBounds b = wire_bounds (wire);
+  _MixprecGradCounts c;
+  gfloat amax;
+
+  _mixprec_numerics_counts_best (src, dtype, n, b.under, b.over, &c);
+  memcpy (&amax, &c.amax, sizeof amax);
+  rec[REC_NONFINITE] = (gdouble) c.nonfinite;
+  rec[REC_NONZERO] = (gdouble) c.nonzero;
+  rec[REC_UNDERFLOW] = (gdouble) c.under;
+  rec[REC_OVERFLOW] = (gdouble) c.over;
+  rec[REC_AMAX] = amax;
+  rec[REC_SUMSQ] = sumsq;
+}
+
 /* @working: NULL when the FP32 values are the working copy (no stale
  * count). */
 static void
@@ -537,7 +558,18 @@ _mixprec_engine_numerics_fused_after (gpointer       fuse,
           g_atomic_int_set (&nm->cut, 1);
           continue;
         }
-      slot_grads (rec, g->wire, _mixprec_engine_at ((gpointer) grad, grad_dtype, at), grad_dtype, len);
+      /* A whole block: the norm summed its squares already (its blocks
+       * lie in host memory where the pass measures, this rank's first). */
+      if (s->lo % _MIXPREC_SUMSQ_BLOCK == 0 && len == _MIXPREC_SUMSQ_BLOCK)
+        {
+          const Unit *u = &g_array_index (g->units, Unit, np->unit);
+          guint64 block = u->first_block + (s->lo - self->rank * UNIT_SLICE (self, u)) / _MIXPREC_SUMSQ_BLOCK;
+
+          slot_counts (rec, g->wire, _mixprec_engine_at ((gpointer) grad, grad_dtype, at), grad_dtype, len,
+                       g->norm.blocks[block]);
+        }
+      else
+        slot_grads (rec, g->wire, _mixprec_engine_at ((gpointer) grad, grad_dtype, at), grad_dtype, len);
       if (np->has_values && master != NULL)
         slot_update (rec, g->dtypes.working, kept + at, master + at,
                      working != NULL ? _mixprec_engine_at ((gpointer) working, g->dtypes.working, at) : NULL,

@@ -2,7 +2,8 @@
  * per-tensor numerics (mixprec-engine-numerics.c): a run of one slot's
  * gradients classified against a dtype's range and summed, and a run of
  * masters before and after a step compared. Scalar references in
- * mixprec-numerics-kernels.c, AVX2 beside them giving the same bits. */
+ * mixprec-numerics-kernels.c, AVX2 and AVX-512 beside them giving the
+ * same bits. */
 #pragma once
 
 #include "mixprec.h"
@@ -34,12 +35,39 @@ void _mixprec_numerics_grad_avx2 (gconstpointer       src,
                                   guint32             under,
                                   guint32             over,
                                   _MixprecGradCounts *out);
+void _mixprec_numerics_grad_avx512 (gconstpointer       src,
+                                    MixprecDType        dtype,
+                                    gsize               n,
+                                    guint32             under,
+                                    guint32             over,
+                                    _MixprecGradCounts *out);
 void _mixprec_numerics_grad_best (gconstpointer       src,
                                   MixprecDType        dtype,
                                   gsize               n,
                                   guint32             under,
                                   guint32             over,
                                   _MixprecGradCounts *out);
+
+/* The same counts without the sum of squares (left 0), for a run whose
+ * sum the gradient norm already formed the same way (a whole block). */
+void _mixprec_numerics_counts        (gconstpointer       src,
+                                      MixprecDType        dtype,
+                                      gsize               n,
+                                      guint32             under,
+                                      guint32             over,
+                                      _MixprecGradCounts *out);
+void _mixprec_numerics_counts_avx512 (gconstpointer       src,
+                                      MixprecDType        dtype,
+                                      gsize               n,
+                                      guint32             under,
+                                      guint32             over,
+                                      _MixprecGradCounts *out);
+void _mixprec_numerics_counts_best   (gconstpointer       src,
+                                      MixprecDType        dtype,
+                                      gsize               n,
+                                      guint32             under,
+                                      guint32             over,
+                                      _MixprecGradCounts *out);
 
 /* The sums of (now - old)^2 and old^2, each difference, square and sum
  * in FP32 (cheap: a ratio of norms needs no more), in eight lanes as above
@@ -71,6 +99,14 @@ void _mixprec_numerics_update_avx2 (const gfloat       *old,
                                     gint                p,
                                     gint                emin,
                                     _MixprecUpdateSums *out);
+void _mixprec_numerics_update_avx512 (const gfloat       *old,
+                                      const gfloat       *now,
+                                      gconstpointer       w,
+                                      MixprecDType        wdtype,
+                                      gsize               n,
+                                      gint                p,
+                                      gint                emin,
+                                      _MixprecUpdateSums *out);
 void _mixprec_numerics_update_best (const gfloat       *old,
                                     const gfloat       *now,
                                     gconstpointer       w,

@@ -81,6 +81,33 @@ _mixprec_numerics_grad (gconstpointer       src,
 }
 
 void
+_mixprec_numerics_counts (gconstpointer       src,
+                          MixprecDType        dtype,
+                          gsize               n,
+                          guint32             under,
+                          guint32             over,
+                          _MixprecGradCounts *out)
+{
+  _MixprecGradCounts c = { 0 };
+
+  for (gsize i = 0; i < n; i++)
+    {
+      guint32 a = bits_at (src, dtype, i) & 0x7fffffffu;
+
+      if (a >= 0x7f800000u)
+        c.nonfinite++;
+      else if (a != 0)
+        {
+          c.nonzero++;
+          c.under += a < under;
+          c.over += a >= over;
+          c.amax = MAX (c.amax, a);
+        }
+    }
+  *out = c;
+}
+
+void
 _mixprec_numerics_update (const gfloat       *old,
                           const gfloat       *now,
                           gconstpointer       w,
@@ -140,6 +167,49 @@ _mixprec_numerics_grad_best (gconstpointer       src,
       if (_mixprec_cpu_simd_level () >= _MIXPREC_SIMD_AVX2)
         f = _mixprec_numerics_grad_avx2;
 #endif
+#ifdef MIXPREC_HAVE_X86_AVX512
+      if (_mixprec_cpu_simd_level () >= _MIXPREC_SIMD_AVX512)
+        f = _mixprec_numerics_grad_avx512;
+#endif
+      g_once_init_leave (&chosen, (gsize) f);
+    }
+  ((GradFunc) chosen) (src, dtype, n, under, over, out);
+}
+
+#ifdef MIXPREC_HAVE_X86_SIMD
+/* Without AVX-512 the AVX2 gradient kernel counts faster than the scalar
+ * loop, its sum thrown away. */
+static void
+counts_avx2 (gconstpointer src, MixprecDType dtype, gsize n, guint32 under, guint32 over,
+             _MixprecGradCounts *out)
+{
+  _mixprec_numerics_grad_avx2 (src, dtype, n, under, over, out);
+  out->sumsq = 0.0;
+}
+#endif
+
+void
+_mixprec_numerics_counts_best (gconstpointer       src,
+                               MixprecDType        dtype,
+                               gsize               n,
+                               guint32             under,
+                               guint32             over,
+                               _MixprecGradCounts *out)
+{
+  static gsize chosen = 0;
+
+  if (g_once_init_enter (&chosen))
+    {
+      GradFunc f = _mixprec_numerics_counts;
+
+#ifdef MIXPREC_HAVE_X86_SIMD
+      if (_mixprec_cpu_simd_level () >= _MIXPREC_SIMD_AVX2)
+        f = counts_avx2;
+#endif
+#ifdef MIXPREC_HAVE_X86_AVX512
+      if (_mixprec_cpu_simd_level () >= _MIXPREC_SIMD_AVX512)
+        f = _mixprec_numerics_counts_avx512;
+#endif
       g_once_init_leave (&chosen, (gsize) f);
     }
   ((GradFunc) chosen) (src, dtype, n, under, over, out);
@@ -164,6 +234,10 @@ _mixprec_numerics_update_best (const gfloat       *old,
 #ifdef MIXPREC_HAVE_X86_SIMD
       if (_mixprec_cpu_simd_level () >= _MIXPREC_SIMD_AVX2)
         f = _mixprec_numerics_update_avx2;
+#endif
+#ifdef MIXPREC_HAVE_X86_AVX512
+      if (_mixprec_cpu_simd_level () >= _MIXPREC_SIMD_AVX512)
+        f = _mixprec_numerics_update_avx512;
 #endif
       g_once_init_leave (&chosen, (gsize) f);
     }

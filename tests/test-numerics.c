@@ -638,12 +638,43 @@ test_kernels (void)
         _mixprec_numerics_grad (raw, dtypes[d], len, under, over, &a);
         _mixprec_numerics_grad_avx2 (raw, dtypes[d], len, under, over, &b);
         g_assert_cmpmem (&a, sizeof a, &b, sizeof b);
+        {
+          _MixprecGradCounts z = a, y;
+
+          z.sumsq = 0.0;
+          memset (&y, 0, sizeof y);
+          _mixprec_numerics_counts (raw, dtypes[d], len, under, over, &y);
+          g_assert_cmpmem (&z, sizeof z, &y, sizeof y);
+          memset (&y, 0, sizeof y);
+          _mixprec_numerics_counts_best (raw, dtypes[d], len, under, over, &y);
+          g_assert_cmpmem (&z, sizeof z, &y, sizeof y);
+        }
         _mixprec_numerics_update (old, now, raw, dtypes[d], len, 11, -14, &u);
         _mixprec_numerics_update_avx2 (old, now, raw, dtypes[d], len, 11, -14, &v);
         g_assert_cmpmem (&u, sizeof u, &v, sizeof v);
         _mixprec_numerics_update (old, now, NULL, dtypes[d], len, 8, -126, &u);
         _mixprec_numerics_update_avx2 (old, now, NULL, dtypes[d], len, 8, -126, &v);
         g_assert_cmpmem (&u, sizeof u, &v, sizeof v);
+#ifdef MIXPREC_HAVE_X86_AVX512
+        if (_mixprec_cpu_simd_level () >= _MIXPREC_SIMD_AVX512)
+          {
+            memset (&b, 0, sizeof b);
+            memset (&v, 0, sizeof v);
+            _mixprec_numerics_grad_avx512 (raw, dtypes[d], len, under, over, &b);
+            g_assert_cmpmem (&a, sizeof a, &b, sizeof b);
+            /* The counts alone: the gradient kernel's, with no sum. */
+            a.sumsq = 0.0;
+            memset (&b, 0, sizeof b);
+            _mixprec_numerics_counts_avx512 (raw, dtypes[d], len, under, over, &b);
+            g_assert_cmpmem (&a, sizeof a, &b, sizeof b);
+            _mixprec_numerics_update (old, now, raw, dtypes[d], len, 11, -14, &u);
+            _mixprec_numerics_update_avx512 (old, now, raw, dtypes[d], len, 11, -14, &v);
+            g_assert_cmpmem (&u, sizeof u, &v, sizeof v);
+            _mixprec_numerics_update (old, now, NULL, dtypes[d], len, 8, -126, &u);
+            _mixprec_numerics_update_avx512 (old, now, NULL, dtypes[d], len, 8, -126, &v);
+            g_assert_cmpmem (&u, sizeof u, &v, sizeof v);
+          }
+#endif
       }
 }
 

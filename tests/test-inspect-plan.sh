@@ -13,7 +13,7 @@ fail=0
 ok () { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fail=1; fi; }
 field () { awk -v k="$1" '$0 ~ "^  " k " " { for (i = 1; i <= NF; i++) if ($i == "bytes") { print $(i - 1); exit } }' "$2"; }
 
-echo "1..23"
+echo "1..24"
 
 # FP32, one process, AdamW: working 4 + gradient 4 + two state slots 8.
 "$inspect" --plan --params 1000 >"$tmp/fp32" 2>&1

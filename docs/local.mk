@@ -21,8 +21,12 @@ docs_reference_pages = \
 	docs/reference/environment.md \
 	docs/reference/differences.md \
 	docs/reference/internals.md
-# The pages' pictures, and the script that writes the run numerics.md draws.
-docs_reference_images = docs/reference/numerics-heatmap.png
+# The pages' pictures (real charlm runs' heat maps, and a synthetic run's),
+# and the script that writes the synthetic run numerics.md draws.
+docs_reference_images = \
+	docs/reference/numerics-heatmap-charlm-fp16.png \
+	docs/reference/numerics-heatmap-charlm-fp8.png \
+	docs/reference/numerics-heatmap.png
 EXTRA_DIST += \
 	$(docs_reference_pages) \
 	$(docs_reference_images) \

@@ -55,8 +55,13 @@
  * GAS 1, ACCUM_FLAT in FP32 above) and the pass structure of
  * mixprec-engine-reduce.c and mixprec-engine-step.c.
  *
+ * With --numerics-rounds N, a second table puts the step with
+ * mixprec.numerics off, every step and every 100 steps side by side
+ * (see telemetry_row()): what per-tensor numerics cost, with the
+ * machine's load average before and after it.
+ *
  *   bench-engine-step [--threads N] [--steps N] [--gas N,N]
- *                     [--params M] [--tensors N]
+ *                     [--params M] [--tensors N] [--numerics-rounds N]
  *
  * Defaults: 2 threads, 5 timed steps after one warm-up, GAS 1,4, 100M
  * parameters (--params in millions), 1000 tensors. Plugins come from
@@ -149,14 +154,15 @@ tensor_sizes (guint64 total, guint n)
 }
 
 static MixprecEngine *
-make_engine (guint gas, const guint64 *sizes, guint n, GPtrArray *params)
+make_engine (guint gas, const guint64 *sizes, guint n, GPtrArray *params, guint numerics)
 {
   g_autoptr(GError) error = NULL;
   g_autofree gchar *json = g_strdup_printf (
     "{\"bf16\": {\"enabled\": true}, \"gradient_clipping\": 1.0,"
-    " \"gradient_accumulation_steps\": %u,"
+    " \"gradient_accumulation_steps\": %u, \"steps_per_print\": null,"
+    " \"mixprec\": {\"numerics\": {\"every\": %u}},"
     " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1e-3, \"weight_decay\": 0.01}}}",
-    gas);
+    gas, numerics);
   g_autoptr(MixprecConfig) config = mixprec_config_new_from_data (json, -1, &error);
   MixprecEngine *engine;
   guint64 largest = 0;
@@ -337,8 +343,6 @@ engine_step_intake (MixprecEngine *engine, GPtrArray *params, guint gas, guint16
   return t;
 }
 
-/* ------------------------------------------------------------ main */
-
 static void
 best_median (double *seconds, guint n, double *best, double *median)
 {
@@ -346,6 +350,101 @@ best_median (double *seconds, guint n, double *best, double *median)
   *best = seconds[0];
   *median = n % 2 ? seconds[n / 2] : (seconds[n / 2 - 1] + seconds[n / 2]) / 2;
 }
+
+/* ------------------------------------------------------------ telemetry */
+
+/* mixprec.numerics off, every step and every 100 steps, side by side:
+ * three engines of the same model step in turn, @rounds rounds (each
+ * engine one step per round, the order rotating), after a warm-up step
+ * each, so that a busy machine slows all three alike; the warm-up is step
+ * 1, so with every 100 round 98 is the one measured step of the first
+ * 100 rounds. Prints the median parameters per second of off and every
+ * step and what every step costs on the median step; for every 100, the
+ * mean over the window (the amortized cost, the measured step being the
+ * outlier it is made of, but as noisy as the machine) and the measured
+ * step's own extra time over the median step, spread over 100 steps. */
+static void
+telemetry_row (const guint64 *sizes, guint n_tensors, guint64 total, guint gas, gboolean intake,
+               guint rounds)
+{
+  static const guint every[3] = { 0, 1, 100 };
+  MixprecEngine *engines[3];
+  GPtrArray *params[3];
+  g_autofree double *t[3] = { g_new (double, rounds), g_new (double, rounds), g_new (double, rounds) };
+  g_autofree double *sorted = g_new (double, rounds);
+  double sum[3] = { 0, 0, 0 }, median[3], dummy, measured = 0;
+  g_autofree guint16 *scratch = NULL;
+  g_autofree gchar *label = NULL;
+  guint n_other = 0;
+
+  if (intake)
+    {
+      guint64 largest = 0;
+
+      for (guint i = 0; i < n_tensors; i++)
+        largest = MAX (largest, sizes[i]);
+      scratch = g_new (guint16, largest);
+    }
+  for (guint k = 0; k < 3; k++)
+    {
+      params[k] = g_ptr_array_new ();
+      engines[k] = make_engine (gas, sizes, n_tensors, params[k], every[k]);
+      if (intake)
+        engine_step_intake (engines[k], params[k], gas, scratch, &dummy);
+      else
+        engine_step (engines[k], params[k], gas);
+    }
+  for (guint r = 0; r < rounds; r++)
+    for (guint j = 0; j < 3; j++)
+      {
+        guint k = (r + j) % 3;
+
+        t[k][r] = intake ? engine_step_intake (engines[k], params[k], gas, scratch, &dummy)
+                         : engine_step (engines[k], params[k], gas);
+        sum[k] += t[k][r];
+      }
+  for (guint k = 0; k < 3; k++)
+    {
+      double best;
+
+      n_other = 0;
+      for (guint r = 0; r < rounds; r++)
+        if (k < 2 || (r + 2) % 100 != 0)
+          sorted[n_other++] = t[k][r];
+        else
+          measured = t[k][r];
+      best_median (sorted, n_other, &best, &median[k]);
+    }
+  label = g_strdup_printf ("GAS %u %s", gas, intake ? "intake" : "whole");
+  g_print ("%-15s %12.4g %12.4g %12.4g %+9.2f%% %+9.2f%% %+9.2f%%\n", label, total / median[0],
+           total / median[1], total * rounds / sum[2], (median[1] / median[0] - 1) * 100,
+           (sum[2] / sum[0] - 1) * 100,
+           rounds >= 99 ? (measured - median[2]) / median[2] : NAN);
+  for (guint k = 0; k < 3; k++)
+    {
+      g_object_unref (engines[k]);
+      g_ptr_array_unref (params[k]);
+    }
+}
+
+/* ------------------------------------------------------------ main */
+
+/* The machine's load as /proc/loadavg gives it (1, 5 and 15 minutes),
+ * printed beside the telemetry table: its columns mean little on a
+ * machine whose other work comes and goes. */
+static void
+print_load (const gchar *when)
+{
+  g_autofree gchar *text = NULL;
+  g_auto(GStrv) fields = NULL;
+
+  if (!g_file_get_contents ("/proc/loadavg", &text, NULL, NULL))
+    return;
+  fields = g_strsplit (text, " ", 4);
+  if (g_strv_length (fields) >= 3)
+    g_print ("load average %s: %s %s %s\n", when, fields[0], fields[1], fields[2]);
+}
+
 
 /* Bytes per parameter per step of the engine's passes, and of the
  * hand-overs of the intake path (see the top of this file). */
@@ -362,7 +461,7 @@ engine_bytes (guint gas, gboolean intake)
 int
 main (int argc, char **argv)
 {
-  gint threads = 2, steps = 5, n_tensors = 1000;
+  gint threads = 2, steps = 5, n_tensors = 1000, numerics_rounds = 0;
   gdouble millions = 100;
   g_autofree gchar *gas_arg = NULL;
   GOptionEntry entries[] = {
@@ -371,6 +470,8 @@ main (int argc, char **argv)
     { "gas", 0, 0, G_OPTION_ARG_STRING, &gas_arg, "gradient_accumulation_steps (default 1,4)", "N,N" },
     { "params", 0, 0, G_OPTION_ARG_DOUBLE, &millions, "millions of parameters (default 100)", "M" },
     { "tensors", 0, 0, G_OPTION_ARG_INT, &n_tensors, "tensors (default 1000)", "N" },
+    { "numerics-rounds", 0, 0, G_OPTION_ARG_INT, &numerics_rounds,
+      "rounds of the mixprec.numerics table (off, every 1, every 100; default 0: no table)", "N" },
     { NULL }
   };
   g_autoptr(GOptionContext) context = g_option_context_new ("- engine step against the bare optimizer kernel");
@@ -393,7 +494,7 @@ main (int argc, char **argv)
       g_printerr ("%s\n", error->message);
       return 2;
     }
-  if (threads < 1 || steps < 1 || n_tensors < 1 || millions <= 0)
+  if (threads < 1 || steps < 1 || n_tensors < 1 || millions <= 0 || numerics_rounds < 0)
     {
       g_printerr ("--threads, --steps, --tensors and --params must be positive\n");
       return 2;
@@ -435,7 +536,7 @@ main (int argc, char **argv)
 
         if (gas == 0)
           continue;
-        engine = make_engine (gas, sizes, n_tensors, params);
+        engine = make_engine (gas, sizes, n_tensors, params, 0);
         if (intake)
           {
             guint64 largest = 0;
@@ -477,5 +578,23 @@ main (int argc, char **argv)
           }
       }
   bare_clear (&bare);
+
+  if (numerics_rounds > 0)
+    {
+      g_print ("\nmixprec.numerics: %d rounds of the three engines in turn; p/s of the median step "
+               "(off, every 1) and of the whole window (every 100)\n", numerics_rounds);
+      print_load ("before");
+      g_print ("%-15s %12s %12s %12s %10s %10s %10s\n", "", "off p/s", "every 1", "every 100", "cost 1",
+               "cost 100", "1 step/100");
+      for (guint k = 0; gases[k] != NULL; k++)
+        for (guint intake = 0; intake < 2; intake++)
+          {
+            guint gas = (guint) g_ascii_strtoull (gases[k], NULL, 10);
+
+            if (gas > 0)
+              telemetry_row (sizes, n_tensors, total, gas, intake, (guint) numerics_rounds);
+          }
+      print_load ("after");
+    }
   return 0;
 }

@@ -14,7 +14,8 @@ $SUDO apt-get install -y -q --no-install-recommends \
   libglib2.0-dev libjson-glib-dev \
   gobject-introspection libgirepository1.0-dev gir1.2-glib-2.0 \
   valac gjs python3 python3-gi python3-venv \
-  libucx-dev libdlpack-dev libopenblas-dev libomp-dev \
+  libucx-dev libdlpack-dev libopenblas-dev libomp-dev libcairo2-dev libfontconfig-dev \
+  libprotobuf-c-dev protobuf-c-compiler \
   wamerican python3-numpy python3-matplotlib \
   abigail-tools debhelper apt-utils \
   openmpi-bin libopenmpi-dev iproute2 \

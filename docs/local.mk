@@ -10,17 +10,23 @@ docs_reference_pages = \
 	docs/reference/precision-modes.md \
 	docs/reference/fp8-training.md \
 	docs/reference/fp8-casts.md \
+	docs/reference/fp4-views.md \
 	docs/reference/optimizer-states.md \
 	docs/reference/zero-and-memory.md \
 	docs/reference/memory-representations.md \
+	docs/reference/numerics.md \
 	docs/reference/internals.md \
 	docs/reference/checkpoints.md \
 	docs/reference/plugins.md \
 	docs/reference/environment.md \
 	docs/reference/differences.md \
 	docs/reference/internals.md
+# The pages' pictures, and the script that writes the run numerics.md draws.
+docs_reference_images = docs/reference/numerics-heatmap.png
 EXTRA_DIST += \
 	$(docs_reference_pages) \
+	$(docs_reference_images) \
+	docs/reference/numerics-example.py \
 	docs/reference/urlmap.js \
 	docs/reference/mixprec.toml.in
 
@@ -39,7 +45,7 @@ docs/reference/mixprec.toml: $(srcdir)/docs/reference/mixprec.toml.in Makefile
 # writes into a folder called "reference" (the installed name), which
 # becomes html/ once it is complete.
 $(docs_reference_index): bindings/Mixprec-1.0.gir docs/reference/mixprec.toml \
-		$(addprefix $(srcdir)/,$(docs_reference_pages) docs/reference/urlmap.js)
+		$(addprefix $(srcdir)/,$(docs_reference_pages) $(docs_reference_images) docs/reference/urlmap.js)
 	$(AM_V_GEN)rm -rf docs/reference/html docs/reference/html.tmp && \
 	$(GI_DOCGEN) generate --quiet --fatal-warnings --no-namespace-dir \
 	  --config docs/reference/mixprec.toml \

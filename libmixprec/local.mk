@@ -145,6 +145,7 @@ mixprec_sources += \
 	libmixprec/mixprec-engine-step.c \
 	libmixprec/mixprec-engine-zero3.c \
 	libmixprec/mixprec-engine-zeropp.c \
+	libmixprec/mixprec-engine-loco.c \
 	libmixprec/mixprec-engine-access.c \
 	libmixprec/mixprec-engine-monitor.c
 
@@ -156,6 +157,20 @@ mixprec_sources += \
 	libmixprec/mixprec-engine-checkpoint.c \
 	libmixprec/mixprec-engine-group.c \
 	libmixprec/mixprec-engine-whole.c
+
+# --- per-tensor numerics (mixprec.numerics): the engine's phase and the
+# per-step report
+mixprec_public_headers += libmixprec/mixprec-numerics.h
+mixprec_sources += \
+	libmixprec/mixprec-numerics-private.h \
+	libmixprec/mixprec-numerics.c \
+	libmixprec/mixprec-numerics-kernels-private.h \
+	libmixprec/mixprec-numerics-kernels.c \
+	libmixprec/mixprec-engine-numerics-private.h \
+	libmixprec/mixprec-engine-numerics.c \
+	libmixprec/mixprec-engine-numerics-shadow.c
+mixprec_simd_sources += libmixprec/mixprec-numerics-kernels-avx2.c
+mixprec_avx512_sources += libmixprec/mixprec-numerics-kernels-avx512.c
 
 # --- FP8 working copies (fp8-engine)
 mixprec_sources += libmixprec/mixprec-engine-fp8.c

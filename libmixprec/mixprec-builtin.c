@@ -12,7 +12,7 @@ builtin_init (MixprecPluginHostV1 *host,
               char                *errbuf,
               size_t               errbuf_len)
 {
-  return host->register_comm (host, _mixprec_comm_local_get_vtable (), errbuf, errbuf_len);
+  return host->register_comm_v2 (host, _mixprec_comm_local_get_vtable (), errbuf, errbuf_len);
 }
 
 static const MixprecPluginDesc builtin_desc = {

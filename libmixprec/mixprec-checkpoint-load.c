@@ -172,7 +172,6 @@ load_master (MixprecCheckpoint           *ckpt,
 {
   MixprecPluginMasterFormat saved = p->master_format;
   g_autofree gfloat *stage = NULL;
-  gsize wsize = mixprec_dtype_get_size (sh->working_dtype);
 
   if (sh->master_format == MIXPREC_PLUGIN_MASTER_FLOAT32 && sh->master != NULL)
     return _mixprec_checkpoint_read_piece (ckpt, p, piece, "master", lo - piece->begin, hi - lo,
@@ -209,31 +208,8 @@ load_master (MixprecCheckpoint           *ckpt,
 
       if (!_mixprec_checkpoint_read_piece (ckpt, p, piece, "master", at - piece->begin, n, stage, error))
         return FALSE;
-      switch (sh->master_format)
-        {
-        case MIXPREC_PLUGIN_MASTER_REMAINDER:
-          for (guint64 i = 0; i < n; i++)
-            _mixprec_remainder_split (stage[i], (guint16 *) sh->working + e + i,
-                                      (gint16 *) sh->master_extra + e + i);
-          break;
-        case MIXPREC_PLUGIN_MASTER_KAHAN:
-          for (guint64 i = 0; i < n; i++)
-            {
-              guint16 w = _mixprec_f32_to_bf16_rne (stage[i]);
-
-              ((guint16 *) sh->working)[e + i] = w;
-              ((guint16 *) sh->master_extra)[e + i] =
-                _mixprec_f32_to_bf16_rne (stage[i] - _mixprec_bf16_to_f32 (w));
-            }
-          break;
-        case MIXPREC_PLUGIN_MASTER_FLOAT32:
-        default:
-          if (!mixprec_convert_array (MIXPREC_DTYPE_FLOAT32, stage, sh->working_dtype,
-                                      (guint8 *) sh->working + e * wsize, n,
-                                      MIXPREC_ROUNDING_NEAREST_EVEN, 0, 0, error))
-            return FALSE;
-          break;
-        }
+      if (!_mixprec_engine_shard_store_f32 (sh, e, stage, n, error))
+        return FALSE;
     }
   return TRUE;
 }
@@ -591,7 +567,8 @@ _mixprec_checkpoint_load (MixprecEngine              *engine,
            (weights_only || restore_scaler (engine, ckpt, flags, &local_error)) &&
            (weights_only || _mixprec_engine_restore_fp8 (engine, mixprec_checkpoint_get_path (ckpt),
                                                          m->fp8_states, &local_error)) &&
-           copy_values (ckpt, shards, weights_only, &local_error);
+           copy_values (ckpt, shards, weights_only, &local_error) &&
+           (weights_only || _mixprec_engine_zeropp_restore_loco (engine, ckpt, &local_error));
     }
   if (ok && !weights_only)
     {

@@ -134,6 +134,11 @@ gchar    *_mixprec_checkpoint_format_shape (const guint64 *shape,
 /* ---------------------------------------------------------------- MixprecCheckpoint */
 
 const _MixprecManifest *_mixprec_checkpoint_get_manifest (MixprecCheckpoint *self);
+/* The shard rank @rank wrote, opened and its header checked (owned by
+ * @self); NULL with @error when the manifest has none or it is damaged. */
+_MixprecSafetensors    *_mixprec_checkpoint_get_rank_shard (MixprecCheckpoint *self,
+                                                            guint              rank,
+                                                            GError           **error);
 /* Checks file @file's size and SHA-256 against the manifest (once; the
  * result is remembered). */
 gboolean  _mixprec_checkpoint_verify_file (MixprecCheckpoint *self,

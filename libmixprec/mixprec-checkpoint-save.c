@@ -281,6 +281,25 @@ add_shard_tensors (const Save                *s,
             return FALSE;
         }
     }
+
+  /* ZeRO++ LoCo: this rank's error feedback, one per element it sends. */
+  {
+    const guint16 *err;
+    guint64 n, steps;
+    guint group;
+
+    for (guint i = 0; _mixprec_engine_zeropp_loco_buffer (s->engine, i, &group, &err, &n, &steps); i++)
+      {
+        g_autofree gchar *tensor = g_strdup_printf ("zeropp/loco_error/%u", group);
+        g_autofree gchar *key = g_strdup_printf ("zeropp/loco_steps/%u", group);
+
+        g_free (text);
+        text = g_strdup_printf ("%" G_GUINT64_FORMAT, steps);
+        _mixprec_safetensors_writer_add_metadata (w, key, text);
+        if (!add_raw (w, keep, tensor, "F16", n, RAW_U16, err, 0, n, error))
+          return FALSE;
+      }
+  }
   return TRUE;
 }
 

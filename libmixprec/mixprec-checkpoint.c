@@ -1138,6 +1138,24 @@ get_shard (MixprecCheckpoint *self,
   return st;
 }
 
+_MixprecSafetensors *
+_mixprec_checkpoint_get_rank_shard (MixprecCheckpoint *self,
+                                    guint              rank,
+                                    GError           **error)
+{
+  for (guint i = 0; i < self->manifest.files->len; i++)
+    {
+      const _MixprecManifestFile *f = g_ptr_array_index (self->manifest.files, i);
+
+      if (f->rank == rank && g_str_has_prefix (f->name, "rank-") &&
+          g_str_has_suffix (f->name, ".safetensors"))
+        return get_shard (self, i, error);
+    }
+  g_set_error (error, MIXPREC_CHECKPOINT_ERROR, MIXPREC_CHECKPOINT_ERROR_CORRUPT,
+               "%s: the manifest lists no shard of rank %u", self->path, rank);
+  return NULL;
+}
+
 const _MixprecSafetensorsTensor *
 _mixprec_checkpoint_piece_tensor_as (MixprecCheckpoint           *self,
                                      const _MixprecManifestParam *param,

@@ -9,7 +9,7 @@ G_BEGIN_DECLS
 
 /* The communicator "local" (mixprec-comm-local.c), registered by the
  * plugin "builtin". */
-const MixprecCommV1 *_mixprec_comm_local_get_vtable (void);
+const MixprecCommV2 *_mixprec_comm_local_get_vtable (void);
 
 /* mixprec_comm_new() whose collectives are queued on @device_stream (a
  * device's stream, e.g. the engine's cudaStream_t; NULL: the backend's
@@ -20,6 +20,24 @@ MixprecComm         *_mixprec_comm_new_on_stream    (MixprecBootstrap *bootstrap
                                                      guint             timeout_ms,
                                                      gpointer          device_stream,
                                                      GError          **error);
+
+/* The all-to-all of communicator revision 2 (MixprecCommV2): @send holds
+ * world_size runs of @bytes bytes, run r for rank r; @recv receives at
+ * r * @bytes rank r's run for this rank. Bytes move unchanged; the
+ * buffers do not overlap. has_all_to_all: whether the backend has one,
+ * else FALSE with an error naming the backend, its plugin and revision. */
+gboolean             _mixprec_comm_has_all_to_all   (MixprecComm  *self,
+                                                     GError      **error);
+gboolean             _mixprec_comm_all_to_all       (MixprecComm   *self,
+                                                     gconstpointer  send,
+                                                     gpointer       recv,
+                                                     gsize          bytes,
+                                                     GError       **error);
+MixprecCommRequest  *_mixprec_comm_all_to_all_start (MixprecComm   *self,
+                                                     gconstpointer  send,
+                                                     gpointer       recv,
+                                                     gsize          bytes,
+                                                     GError       **error);
 
 /* The feature a communicator runs on (transfer none). */
 MixprecFeature      *_mixprec_comm_get_feature      (MixprecComm *self);

@@ -76,6 +76,8 @@ struct _MixprecComm
   MixprecBootstrap *bootstrap;  /* NULL: a world of one process */
   MixprecFeature *feature;
   const MixprecCommV1 *vtable;  /* owned by the feature */
+  const MixprecCommV2 *vtable_v2;  /* the same; all_to_all NULL below revision 2 */
+  guint revision;               /* the revision the plugin registered */
   void *handle;
   guint rank;
   guint world_size;
@@ -396,6 +398,7 @@ _mixprec_comm_new_on_stream (MixprecBootstrap  *bootstrap,
   if (self->feature == NULL)
     return NULL;
   self->vtable = _mixprec_feature_get_comm_vtable (self->feature);
+  self->vtable_v2 = _mixprec_feature_get_comm_v2 (self->feature, &self->revision);
 
   args.struct_size = sizeof args;
   args.bootstrap = bootstrap != NULL ? _mixprec_bootstrap_get_vtable (bootstrap) : &single_bootstrap;
@@ -619,10 +622,11 @@ typedef enum
   CALL_ALL_GATHER,
   CALL_BROADCAST,
   CALL_BARRIER,
+  CALL_ALL_TO_ALL,             /* count in bytes, dtype unused */
 } CallKind;
 
 static const gchar * const call_names[] = {
-  "all_reduce", "reduce_scatter", "all_gather", "broadcast", "barrier",
+  "all_reduce", "reduce_scatter", "all_gather", "broadcast", "barrier", "all_to_all",
 };
 
 /* One collective's arguments. */
@@ -692,6 +696,17 @@ check_call (MixprecComm  *self,
 
   if (call->kind == CALL_BARRIER)
     return TRUE;
+  if (call->kind == CALL_ALL_TO_ALL)
+    {
+      if (!_mixprec_comm_has_all_to_all (self, error))
+        return FALSE;
+      if (call->count > G_MAXSIZE / world)
+        return invalid (error, "all_to_all: %" G_GSIZE_FORMAT " bytes per rank, times %u "
+                        "ranks, do not fit in the address space", call->count, self->world_size);
+      if (ranges_overlap (call->send, call->count * world, call->recv, call->count * world))
+        return invalid (error, "all_to_all: the send and receive buffers overlap");
+      return TRUE;
+    }
 
   if (!mixprec_comm_supports_dtype (self, call->dtype))
     {
@@ -775,6 +790,9 @@ describe_call (const Call *call)
 {
   if (call->kind == CALL_BARRIER)
     return g_strdup ("barrier");
+  if (call->kind == CALL_ALL_TO_ALL)
+    return g_strdup_printf ("all_to_all of %" G_GSIZE_FORMAT " byte%s per rank", call->count,
+                            call->count == 1 ? "" : "s");
   return g_strdup_printf ("%s of %" G_GSIZE_FORMAT " %s element%s", call_names[call->kind],
                           call->count, mixprec_dtype_get_name (call->dtype),
                           call->count == 1 ? "" : "s");
@@ -821,6 +839,10 @@ run_call (MixprecComm  *self,
       case CALL_BROADCAST:
         status = self->vtable->broadcast (self->handle, call->recv, call->count, dtype,
                                           call->root, request, errbuf, sizeof errbuf);
+        break;
+      case CALL_ALL_TO_ALL:
+        status = self->vtable_v2->all_to_all (self->handle, call->send, call->recv, call->count,
+                                              request, errbuf, sizeof errbuf);
         break;
       case CALL_BARRIER:
       default:
@@ -1195,4 +1217,48 @@ mixprec_comm_abort (MixprecComm *self)
 
   g_atomic_int_set (&self->aborted, 1);
   self->vtable->abort (self->handle);
+}
+
+/* ------------------------------------------------------------ all-to-all (private) */
+
+gboolean
+_mixprec_comm_has_all_to_all (MixprecComm  *self,
+                              GError      **error)
+{
+  g_return_val_if_fail (MIXPREC_IS_COMM (self), FALSE);
+
+  if (self->vtable_v2->all_to_all != NULL)
+    return TRUE;
+  g_set_error (error, MIXPREC_COMM_ERROR, MIXPREC_COMM_ERROR_INVALID_ARGUMENT,
+               "all_to_all: comm '%s' (%s, plugin %s) registered communicator ABI revision "
+               "%u, which has no all-to-all (revision 2, plugin ABI 1.5, added it)",
+               mixprec_feature_get_name (self->feature), mixprec_comm_get_device (self),
+               mixprec_feature_get_plugin_name (self->feature), self->revision);
+  return FALSE;
+}
+
+gboolean
+_mixprec_comm_all_to_all (MixprecComm   *self,
+                          gconstpointer  send,
+                          gpointer       recv,
+                          gsize          bytes,
+                          GError       **error)
+{
+  Call call = { CALL_ALL_TO_ALL, send, recv, bytes, MIXPREC_DTYPE_FLOAT32, MIXPREC_REDUCE_SUM, 0, 0 };
+
+  CHECK_BUFFERS (send, recv, bytes, FALSE);
+  return run_blocking (self, &call, error);
+}
+
+MixprecCommRequest *
+_mixprec_comm_all_to_all_start (MixprecComm   *self,
+                                gconstpointer  send,
+                                gpointer       recv,
+                                gsize          bytes,
+                                GError       **error)
+{
+  Call call = { CALL_ALL_TO_ALL, send, recv, bytes, MIXPREC_DTYPE_FLOAT32, MIXPREC_REDUCE_SUM, 0, 0 };
+
+  CHECK_BUFFERS (send, recv, bytes, NULL);
+  return run_started (self, &call, error);
 }

@@ -645,6 +645,119 @@ read_stage3_elements (Loader      *l,
     *out = (guint64) i;
 }
 
+/* zero_optimization.zeropp_loco_param: null (off) or LoCo's error
+ * feedback for qgZ, {"err_beta": in [0, 1], "reset_T": steps >= 1}, each
+ * defaulting as DeepSpeed documents (0.8, 1024). */
+static void
+load_loco (Loader     *l,
+           JsonObject *zero)
+{
+  static const gchar *const known[] = { "err_beta", "reset_T", NULL };
+  MixprecConfigSettings *s = l->s;
+  g_autofree gchar *path = NULL;
+  JsonNode *node = lookup (l, zero, "zero_optimization", "zeropp_loco_param", &path);
+  gint64 t;
+
+  if (node == NULL || JSON_NODE_HOLDS_NULL (node))
+    return;
+  if (!JSON_NODE_HOLDS_OBJECT (node))
+    {
+      report_invalid (l, path, "null, or a JSON object such as {\"err_beta\": 0.8, "
+                      "\"reset_T\": 1024}", node);
+      return;
+    }
+  check_members (l, json_node_get_object (node), path, known, NULL, NULL, FALSE);
+  s->zeropp_loco = TRUE;
+  read_number (l, json_node_get_object (node), path, "err_beta", 0, CLOSED, 1, CLOSED,
+               "a number from 0 to 1", &s->zeropp_loco_err_beta);
+  if (read_int (l, json_node_get_object (node), path, "reset_T", 1, G_MAXINT32, FALSE,
+                "a positive number of optimizer steps", &t))
+    s->zeropp_loco_reset_t = (guint) t;
+  if (!s->zero_quantized_gradients)
+    _mixprec_config_report_warning (l->report,
+                                    "%s: has no effect without zero_optimization."
+                                    "zero_quantized_gradients: LoCo feeds back the error of "
+                                    "quantized gradients", path);
+}
+
+/* DeepSpeed's deprecated boolean @key of zero_optimization (cpu_offload,
+ * cpu_offload_param): TRUE when it asks for host memory, which it then
+ * records in @device and @device_path. */
+static gboolean
+load_offload_legacy (Loader       *l,
+                     JsonObject   *zero,
+                     const gchar  *key,
+                     guint        *device,
+                     gchar       **device_path)
+{
+  gboolean on = FALSE;
+
+  if (!json_object_has_member (zero, key) ||
+      !read_bool (l, zero, "zero_optimization", key, &on) || !on)
+    return FALSE;
+  *device = _MIXPREC_OFFLOAD_CPU;
+  g_free (*device_path);
+  *device_path = g_strdup_printf ("zero_optimization.%s", key);
+  return TRUE;
+}
+
+/* The object zero_optimization.@key (offload_optimizer, offload_param):
+ * its device and pin_memory, @ignored naming the members that serve "nvme"
+ * only. @legacy_key is the deprecated boolean, a conflict when @legacy_on;
+ * @what is what host memory would keep, for the "nvme" message. */
+static void
+load_offload_object (Loader           *l,
+                     JsonObject       *zero,
+                     const gchar      *key,
+                     const IgnoredKey *ignored,
+                     const gchar      *legacy_key,
+                     gboolean          legacy_on,
+                     const gchar      *what,
+                     guint            *device,
+                     gchar           **device_path,
+                     gboolean         *pin_memory)
+{
+  static const gchar *const known[] = { "device", "pin_memory", NULL };
+  static const gchar *const devices[] = { "none", "cpu", "nvme", NULL };
+  g_autofree gchar *path = NULL;
+  JsonNode *node;
+
+  node = lookup (l, zero, "zero_optimization", key, &path);
+  if (node == NULL || JSON_NODE_HOLDS_NULL (node))
+    return;
+  if (!JSON_NODE_HOLDS_OBJECT (node))
+    {
+      report_invalid (l, path, "a JSON object such as {\"device\": \"cpu\"}", node);
+      return;
+    }
+  if (legacy_on)
+    _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_CONFLICT,
+                                  "zero_optimization.%s: the same setting as %s; give only one",
+                                  legacy_key, path);
+  check_members (l, json_node_get_object (node), path, known, ignored,
+                 "a DeepSpeed offload setting libmixprec does not implement", FALSE);
+  if (json_object_has_member (json_node_get_object (node), "device"))
+    {
+      guint d = 0;
+
+      if (read_choice (l, json_node_get_object (node), path, "device", devices, &d))
+        {
+          if (d == _MIXPREC_OFFLOAD_NVME)
+            _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_UNSUPPORTED,
+                                          "%s.device: \"nvme\" (ZeRO-Infinity) is not implemented; "
+                                          "use \"cpu\" to keep %s in host memory", path, what);
+          else
+            *device = d;
+        }
+    }
+  read_bool (l, json_node_get_object (node), path, "pin_memory", pin_memory);
+  if (*device != _MIXPREC_OFFLOAD_NONE)
+    {
+      g_free (*device_path);
+      *device_path = g_steal_pointer (&path);
+    }
+}
+
 /* zero_optimization.offload_optimizer (and DeepSpeed's deprecated
  * cpu_offload / cpu_offload_use_pin_memory): where the FP32 masters and the
  * optimizer state live. Whether "cpu" changes anything depends on
@@ -653,7 +766,6 @@ static void
 load_offload_optimizer (Loader     *l,
                         JsonObject *zero)
 {
-  static const gchar *const known[] = { "device", "pin_memory", NULL };
   /* DeepSpeedZeroOffloadOptimizerConfig's other fields serve "nvme" only,
    * except ratio (partial offload). */
   static const IgnoredKey ignored[] = {
@@ -666,56 +778,13 @@ load_offload_optimizer (Loader     *l,
     { "ratio", "1.0", "partial optimizer offload is not implemented; all of it is offloaded" },
     { NULL, NULL, NULL }
   };
-  static const gchar *const devices[] = { "none", "cpu", "nvme", NULL };
   MixprecConfigSettings *s = l->s;
-  g_autofree gchar *path = NULL;
-  JsonNode *node;
-  gboolean on = FALSE;
+  gboolean on = load_offload_legacy (l, zero, "cpu_offload", &s->offload_optimizer, &s->offload_path);
 
-  if (json_object_has_member (zero, "cpu_offload") &&
-      read_bool (l, zero, "zero_optimization", "cpu_offload", &on) && on)
-    {
-      s->offload_optimizer = _MIXPREC_OFFLOAD_CPU;
-      g_free (s->offload_path);
-      s->offload_path = g_strdup ("zero_optimization.cpu_offload");
-    }
   if (json_object_has_member (zero, "cpu_offload_use_pin_memory"))
     read_bool (l, zero, "zero_optimization", "cpu_offload_use_pin_memory", &s->offload_pin_memory);
-
-  node = lookup (l, zero, "zero_optimization", "offload_optimizer", &path);
-  if (node == NULL || JSON_NODE_HOLDS_NULL (node))
-    return;
-  if (!JSON_NODE_HOLDS_OBJECT (node))
-    {
-      report_invalid (l, path, "a JSON object such as {\"device\": \"cpu\"}", node);
-      return;
-    }
-  if (on)
-    _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_CONFLICT,
-                                  "zero_optimization.cpu_offload: the same setting as %s; give only one",
-                                  path);
-  check_members (l, json_node_get_object (node), path, known, ignored,
-                 "a DeepSpeed offload setting libmixprec does not implement", FALSE);
-  if (json_object_has_member (json_node_get_object (node), "device"))
-    {
-      guint device = 0;
-
-      if (read_choice (l, json_node_get_object (node), path, "device", devices, &device))
-        {
-          if (device == _MIXPREC_OFFLOAD_NVME)
-            _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_UNSUPPORTED,
-                                          "%s.device: \"nvme\" (ZeRO-Infinity) is not implemented; "
-                                          "use \"cpu\" to keep the optimizer in host memory", path);
-          else
-            s->offload_optimizer = device;
-        }
-    }
-  read_bool (l, json_node_get_object (node), path, "pin_memory", &s->offload_pin_memory);
-  if (s->offload_optimizer != _MIXPREC_OFFLOAD_NONE)
-    {
-      g_free (s->offload_path);
-      s->offload_path = g_steal_pointer (&path);
-    }
+  load_offload_object (l, zero, "offload_optimizer", ignored, "cpu_offload", on, "the optimizer",
+                       &s->offload_optimizer, &s->offload_path, &s->offload_pin_memory);
 }
 
 /* zero_optimization.offload_param (and DeepSpeed's deprecated
@@ -726,7 +795,6 @@ static void
 load_offload_param (Loader     *l,
                     JsonObject *zero)
 {
-  static const gchar *const known[] = { "device", "pin_memory", NULL };
   /* DeepSpeedZeroOffloadParamConfig's other fields serve "nvme" only. */
   static const IgnoredKey ignored[] = {
     { "nvme_path", "null", NULL },
@@ -735,53 +803,12 @@ load_offload_param (Loader     *l,
     { "max_in_cpu", "1000000000", NULL },
     { NULL, NULL, NULL }
   };
-  static const gchar *const devices[] = { "none", "cpu", "nvme", NULL };
   MixprecConfigSettings *s = l->s;
-  g_autofree gchar *path = NULL;
-  JsonNode *node;
-  gboolean on = FALSE;
+  gboolean on = load_offload_legacy (l, zero, "cpu_offload_param", &s->offload_param,
+                                     &s->offload_param_path);
 
-  if (json_object_has_member (zero, "cpu_offload_param") &&
-      read_bool (l, zero, "zero_optimization", "cpu_offload_param", &on) && on)
-    {
-      s->offload_param = _MIXPREC_OFFLOAD_CPU;
-      g_free (s->offload_param_path);
-      s->offload_param_path = g_strdup ("zero_optimization.cpu_offload_param");
-    }
-  node = lookup (l, zero, "zero_optimization", "offload_param", &path);
-  if (node == NULL || JSON_NODE_HOLDS_NULL (node))
-    return;
-  if (!JSON_NODE_HOLDS_OBJECT (node))
-    {
-      report_invalid (l, path, "a JSON object such as {\"device\": \"cpu\"}", node);
-      return;
-    }
-  if (on)
-    _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_CONFLICT,
-                                  "zero_optimization.cpu_offload_param: the same setting as %s; "
-                                  "give only one", path);
-  check_members (l, json_node_get_object (node), path, known, ignored,
-                 "a DeepSpeed offload setting libmixprec does not implement", FALSE);
-  if (json_object_has_member (json_node_get_object (node), "device"))
-    {
-      guint device = 0;
-
-      if (read_choice (l, json_node_get_object (node), path, "device", devices, &device))
-        {
-          if (device == _MIXPREC_OFFLOAD_NVME)
-            _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_UNSUPPORTED,
-                                          "%s.device: \"nvme\" (ZeRO-Infinity) is not implemented; "
-                                          "use \"cpu\" to keep the parameters in host memory", path);
-          else
-            s->offload_param = device;
-        }
-    }
-  read_bool (l, json_node_get_object (node), path, "pin_memory", &s->offload_param_pin_memory);
-  if (s->offload_param != _MIXPREC_OFFLOAD_NONE)
-    {
-      g_free (s->offload_param_path);
-      s->offload_param_path = g_steal_pointer (&path);
-    }
+  load_offload_object (l, zero, "offload_param", ignored, "cpu_offload_param", on, "the parameters",
+                       &s->offload_param, &s->offload_param_path, &s->offload_param_pin_memory);
 }
 
 static void
@@ -796,7 +823,8 @@ load_zero (Loader     *l,
     "stage3_max_live_parameters", "max_live_parameters",
     "offload_optimizer", "cpu_offload", "cpu_offload_use_pin_memory",
     "offload_param", "cpu_offload_param",
-    "zero_quantized_weights", "zero_hpz_partition_size", NULL
+    "zero_quantized_weights", "zero_hpz_partition_size", "zero_quantized_gradients",
+    "zeropp_loco_param", NULL
   };
   /* Real DeepSpeed keys (runtime/zero/config.py): accepted so that real
    * configurations load, reported when they ask for something. */
@@ -827,11 +855,6 @@ load_zero (Loader     *l,
     { "legacy_stage1", "false", NULL },
     { "round_robin_gradients", "false", NULL },
     { "zero_quantized_nontrainable_weights", "false", NULL },
-    { "zero_quantized_gradients", "false",
-      "quantized ZeRO++ gradients (qgZ) are not implemented: they travel through an "
-      "all-to-all, which the communicators do not offer yet; gradients travel in the "
-      "communication dtype" },
-    { "zeropp_loco_param", "null", NULL },
     { "mics_shard_size", "-1", NULL },
     { "mics_hierarchical_params_gather", "false", NULL },
     { "memory_efficient_linear", "true", NULL },
@@ -896,6 +919,15 @@ load_zero (Loader     *l,
                                     "zero_optimization.zero_quantized_weights: has no effect at "
                                     "stage %u: only ZeRO-3 gathers the weights it quantizes",
                                     s->zero_stage);
+  /* ZeRO++ qgZ: DeepSpeed reads the key in its ZeRO-3 optimizer only. */
+  if (read_bool (l, o, "zero_optimization", "zero_quantized_gradients",
+                 &s->zero_quantized_gradients) &&
+      s->zero_quantized_gradients && s->zero_stage < 3)
+    _mixprec_config_report_warning (l->report,
+                                    "zero_optimization.zero_quantized_gradients: has no effect "
+                                    "at stage %u: DeepSpeed quantizes the reduce-scatters of "
+                                    "ZeRO-3 only", s->zero_stage);
+  load_loco (l, o);
   /* ZeRO++ hpZ: DeepSpeed declares ge=0; above 1 it asks for a secondary
    * partition over groups of that many ranks, which the engine checks
    * against the world size. */
@@ -1272,6 +1304,45 @@ check_state_slots (Loader         *l,
       }
 }
 
+/* "numerics": per-tensor statistics of gradients and updates (see
+ * mixprec-engine-numerics.c), measured every "every" steps; 0 is off. */
+static void
+load_numerics (Loader     *l,
+               JsonObject *mixprec)
+{
+  static const gchar *const known[] = { "every", "shadow", "shadow_fraction", NULL };
+  g_autofree gchar *path = NULL;
+  JsonNode *node = lookup (l, mixprec, "mixprec", "numerics", &path);
+  MixprecConfigSettings *s = l->s;
+  JsonObject *o;
+  gint64 every;
+
+  if (node == NULL || JSON_NODE_HOLDS_NULL (node))
+    return;
+  if (!JSON_NODE_HOLDS_OBJECT (node))
+    {
+      report_invalid (l, path, "a JSON object such as {\"every\": 100}", node);
+      return;
+    }
+  o = json_node_get_object (node);
+  check_members (l, o, path, known, NULL, NULL, FALSE);
+  if (read_int (l, o, path, "every", 0, G_MAXINT64, FALSE,
+                "a non-negative integer (steps between measurements; 0: off)", &every))
+    s->numerics_every = (guint64) every;
+  read_strv (l, o, path, "shadow", FALSE,
+             "an array of parameter names or glob patterns such as [\"*.attn.weight\"]",
+             &s->numerics_shadow);
+  read_number (l, o, path, "shadow_fraction", 0.0, CLOSED, 1.0, CLOSED, "a number from 0 to 1",
+               &s->numerics_shadow_fraction);
+  /* The shadow is what the drift is measured against, at the measured
+   * steps. */
+  if (s->numerics_every == 0 &&
+      ((s->numerics_shadow != NULL && s->numerics_shadow[0] != NULL) || s->numerics_shadow_fraction > 0))
+    _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_CONFLICT,
+                                  "%s.shadow: an FP32 shadow needs %s.every above 0, the steps "
+                                  "that measure its drift", path, path);
+}
+
 static void
 load_mixprec (Loader     *l,
               JsonObject *o)
@@ -1280,7 +1351,7 @@ load_mixprec (Loader     *l,
     "precision_mode", "fp32_modules", "fp32_params", "stochastic_rounding", "seed",
     "scaler", "comm", "device", "strict", "weight_decay_exempt", "check_grad_overflow",
     "timeout", "require_job_secret", "master_weights", "optimizer_states",
-    "reduce_accumulation", NULL
+    "reduce_accumulation", "numerics", NULL
   };
   static const gchar *const comms[] = { "auto", "local", "ucx", "nccl", NULL };
   static const gchar *const devices[] = { "cpu", "cuda", NULL };
@@ -1342,6 +1413,7 @@ load_mixprec (Loader     *l,
       s->master_weights = (MixprecMasterWeights) index;
     }
   load_optimizer_states (l, o);
+  load_numerics (l, o);
 }
 
 /* ------------------------------------------------------------ monitors */
@@ -2794,11 +2866,14 @@ _mixprec_config_settings_init_defaults (MixprecConfigSettings *s)
   s->param_persistence_threshold = 100000;
   s->max_live_parameters = 1000000000;
   s->zero_hpz_partition_size = 1;
+  s->zeropp_loco_err_beta = 0.8;
+  s->zeropp_loco_reset_t = 1024;
 
   s->gradient_clipping = 0;
 
   s->fp32_modules = g_new0 (gchar *, 1);
   s->fp32_params = g_new0 (gchar *, 1);
+  s->numerics_shadow = g_new0 (gchar *, 1);
   s->semantics = MIXPREC_SCALER_SEMANTICS_DEEPSPEED;
   s->max_scale = 0;
   s->growth_factor = 2;
@@ -2856,6 +2931,7 @@ _mixprec_config_settings_clear (MixprecConfigSettings *s)
   g_clear_pointer (&s->resolved_optimizer_params, json_object_unref);
   g_clear_pointer (&s->fp32_modules, g_strfreev);
   g_clear_pointer (&s->fp32_params, g_strfreev);
+  g_clear_pointer (&s->numerics_shadow, g_strfreev);
   g_clear_pointer (&s->comm_backend, g_free);
   g_clear_pointer (&s->device, g_free);
   g_clear_pointer (&s->offload_path, g_free);

@@ -106,6 +106,12 @@ typedef struct
   guint64  max_live_parameters;
   /* ZeRO++: ZeRO-3 gathers the working copies as int8 blocks (qwZ). */
   gboolean zero_quantized_weights;
+  /* ZeRO++: ZeRO-3's gradient reduce-scatters move int4 blocks (qgZ). */
+  gboolean zero_quantized_gradients;
+  /* ZeRO++ LoCo (zeropp_loco_param): error feedback for qgZ. */
+  gboolean zeropp_loco;
+  gdouble  zeropp_loco_err_beta;
+  guint    zeropp_loco_reset_t;
   /* ZeRO++ hpZ: ranks per secondary partition group; 0 and 1: off. */
   guint    zero_hpz_partition_size;
 
@@ -153,6 +159,13 @@ typedef struct
   gboolean monitor_enabled[2];    /* _MixprecMonitorKind */
   gchar   *monitor_output_path[2];
   gchar   *monitor_job_name[2];
+
+  /* mixprec.numerics: per-tensor statistics every that many steps (0: off);
+   * the parameters an FP32 shadow follows: names or glob patterns, and a
+   * fraction of all */
+  guint64  numerics_every;
+  GStrv    numerics_shadow;
+  gdouble  numerics_shadow_fraction;
 
   /* fp8: FP8 working copies of the parameters of fp8_modules */
   gboolean fp8_enabled;
@@ -203,6 +216,14 @@ gboolean _mixprec_config_get_offload_param_pin_memory (MixprecConfig *config);
 /* zero_optimization.zero_quantized_weights (ZeRO++ qwZ): ZeRO-3's
  * gathers move int8 blocks (mixprec-engine-zeropp.c). */
 gboolean _mixprec_config_get_zero_quantized_weights (MixprecConfig *config);
+/* zero_optimization.zero_quantized_gradients (ZeRO++ qgZ): ZeRO-3's
+ * reduce-scatters move int4 blocks through an all-to-all. */
+gboolean _mixprec_config_get_zero_quantized_gradients (MixprecConfig *config);
+/* zero_optimization.zeropp_loco_param (LoCo error feedback for qgZ):
+ * whether it is set, its err_beta and reset_T. */
+gboolean _mixprec_config_get_zeropp_loco (MixprecConfig *config,
+                                          gdouble       *err_beta,
+                                          guint         *reset_t);
 /* zero_optimization.zero_hpz_partition_size (ZeRO++ hpZ), as written. */
 guint    _mixprec_config_get_zero_hpz_partition_size (MixprecConfig *config);
 
@@ -248,6 +269,13 @@ gboolean _mixprec_config_get_monitor         (MixprecConfig      *config,
                                               _MixprecMonitorKind kind,
                                               const gchar       **output_path,
                                               const gchar       **job_name);
+
+/* mixprec.numerics.every: per-tensor numerics every that many steps; 0: off.
+ * mixprec.numerics.shadow (owned by @config) and shadow_fraction: the
+ * parameters an FP32 shadow follows. */
+guint64  _mixprec_config_get_numerics_every  (MixprecConfig *config);
+const gchar * const *_mixprec_config_get_numerics_shadow (MixprecConfig *config,
+                                                          gdouble       *fraction);
 
 void     _mixprec_config_settings_init_defaults (MixprecConfigSettings *settings);
 void     _mixprec_config_settings_clear         (MixprecConfigSettings *settings);

@@ -614,6 +614,20 @@ mixprec_config_to_data (MixprecConfig *self,
   json_builder_add_int_value (b, (gint64) s->max_live_parameters);
   json_builder_set_member_name (b, "zero_quantized_weights");
   json_builder_add_boolean_value (b, s->zero_quantized_weights);
+  json_builder_set_member_name (b, "zero_quantized_gradients");
+  json_builder_add_boolean_value (b, s->zero_quantized_gradients);
+  json_builder_set_member_name (b, "zeropp_loco_param");
+  if (s->zeropp_loco)
+    {
+      json_builder_begin_object (b);
+      json_builder_set_member_name (b, "err_beta");
+      json_builder_add_double_value (b, s->zeropp_loco_err_beta);
+      json_builder_set_member_name (b, "reset_T");
+      json_builder_add_int_value (b, s->zeropp_loco_reset_t);
+      json_builder_end_object (b);
+    }
+  else
+    json_builder_add_null_value (b);
   json_builder_set_member_name (b, "zero_hpz_partition_size");
   json_builder_add_int_value (b, s->zero_hpz_partition_size);
   json_builder_set_member_name (b, "offload_optimizer");
@@ -702,6 +716,14 @@ mixprec_config_to_data (MixprecConfig *self,
       json_builder_set_member_name (b, "block_size");
       json_builder_add_int_value (b, s->state_block_size);
     }
+  json_builder_end_object (b);
+  json_builder_set_member_name (b, "numerics");
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "every");
+  json_builder_add_int_value (b, (gint64) s->numerics_every);
+  add_strv (b, "shadow", (const gchar * const *) s->numerics_shadow);
+  json_builder_set_member_name (b, "shadow_fraction");
+  json_builder_add_double_value (b, s->numerics_shadow_fraction);
   json_builder_end_object (b);
   json_builder_end_object (b);
 
@@ -958,11 +980,47 @@ _mixprec_config_get_zero_quantized_weights (MixprecConfig *self)
   return self->settings.zero_quantized_weights;
 }
 
+gboolean
+_mixprec_config_get_zero_quantized_gradients (MixprecConfig *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_CONFIG (self), FALSE);
+  return self->settings.zero_quantized_gradients;
+}
+
+gboolean
+_mixprec_config_get_zeropp_loco (MixprecConfig *self,
+                                 gdouble       *err_beta,
+                                 guint         *reset_t)
+{
+  g_return_val_if_fail (MIXPREC_IS_CONFIG (self), FALSE);
+  if (err_beta != NULL)
+    *err_beta = self->settings.zeropp_loco_err_beta;
+  if (reset_t != NULL)
+    *reset_t = self->settings.zeropp_loco_reset_t;
+  return self->settings.zeropp_loco;
+}
+
 guint64
 _mixprec_config_get_steps_per_print (MixprecConfig *self)
 {
   g_return_val_if_fail (MIXPREC_IS_CONFIG (self), 0);
   return self->settings.steps_per_print;
+}
+
+guint64
+_mixprec_config_get_numerics_every (MixprecConfig *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_CONFIG (self), 0);
+  return self->settings.numerics_every;
+}
+
+const gchar * const *
+_mixprec_config_get_numerics_shadow (MixprecConfig *self,
+                                     gdouble       *fraction)
+{
+  g_return_val_if_fail (MIXPREC_IS_CONFIG (self), NULL);
+  *fraction = self->settings.numerics_shadow_fraction;
+  return (const gchar * const *) self->settings.numerics_shadow;
 }
 
 gboolean

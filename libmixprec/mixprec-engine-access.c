@@ -251,6 +251,235 @@ mixprec_engine_gather_master (MixprecEngine *self,
   return g_bytes_new_take (g_steal_pointer (&out), numel * sizeof (gfloat));
 }
 
+gboolean
+_mixprec_engine_shard_store_f32 (const _MixprecEngineShard *sh,
+                                 guint64                    e,
+                                 const gfloat              *values,
+                                 guint64                    n,
+                                 GError                   **error)
+{
+  if (sh->master_format == MIXPREC_PLUGIN_MASTER_FLOAT32 && sh->master != NULL)
+    {
+      memcpy (sh->master + e, values, n * sizeof (gfloat));
+      return TRUE;
+    }
+  switch (sh->master_format)
+    {
+    case MIXPREC_PLUGIN_MASTER_REMAINDER:
+      for (guint64 i = 0; i < n; i++)
+        _mixprec_remainder_split (values[i], (guint16 *) sh->working + e + i,
+                                  (gint16 *) sh->master_extra + e + i);
+      return TRUE;
+    case MIXPREC_PLUGIN_MASTER_KAHAN:
+      for (guint64 i = 0; i < n; i++)
+        {
+          guint16 w = _mixprec_f32_to_bf16_rne (values[i]);
+
+          ((guint16 *) sh->working)[e + i] = w;
+          ((guint16 *) sh->master_extra)[e + i] =
+            _mixprec_f32_to_bf16_rne (values[i] - _mixprec_bf16_to_f32 (w));
+        }
+      return TRUE;
+    case MIXPREC_PLUGIN_MASTER_FLOAT32:
+    default:
+      /* No masters: the working copy is what the optimizer updates. */
+      return mixprec_convert_array (MIXPREC_DTYPE_FLOAT32, values, sh->working_dtype,
+                                    (guint8 *) sh->working + e * mixprec_dtype_get_size (sh->working_dtype),
+                                    n, MIXPREC_ROUNDING_NEAREST_EVEN, 0, 0, error);
+    }
+}
+
+/* Whether a call that rewrites values may run now: no gradient of the
+ * current step handed over, no ZeRO-3 parameter gathered. */
+static gboolean
+check_quiet (MixprecEngine *self,
+             const gchar   *param_name,
+             GError       **error)
+{
+  if (self->micro_steps > 0)
+    {
+      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_WRONG_STATE,
+                   "parameter '%s': %u backward passes are accumulated since the last "
+                   "step; set master values after step()", param_name, self->micro_steps);
+      return FALSE;
+    }
+  for (guint j = 0; j < self->groups->len; j++)
+    {
+      Group *g = g_ptr_array_index (self->groups, j);
+
+      for (guint k = 0; g->units != NULL && k < g->units->len; k++)
+        {
+          const Unit *u = &g_array_index (g->units, Unit, k);
+          MixprecParam *q = g_ptr_array_index (g->params, u->first_param);
+
+          if (u->intake.arrived > 0)
+            {
+              g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_WRONG_STATE,
+                           "parameter '%s': gradients were handed over since the last step "
+                           "(parameter '%s'); set master values after step()",
+                           param_name, mixprec_param_get_name (q));
+              return FALSE;
+            }
+          if (u->zero3.gather_count > 0)
+            {
+              g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_WRONG_STATE,
+                           "parameter '%s': parameter '%s' is gathered (ZeRO-3); release "
+                           "it first", param_name, mixprec_param_get_name (q));
+              return FALSE;
+            }
+        }
+    }
+  return TRUE;
+}
+
+/* @root's @values (or its refusal) on every rank, in @out (numel + 1
+ * floats: a flag, then the values), through a buffer the device's
+ * communicator takes. */
+static gboolean
+broadcast_values (MixprecEngine *self,
+                  Group         *g,
+                  gfloat        *out,
+                  guint64        numel,
+                  guint          root,
+                  GError       **error)
+{
+  GError *local = NULL;
+  gpointer buf;
+  gboolean ok;
+
+  buf = _mixprec_device_alloc (g->device, (numel + 1) * sizeof (gfloat), "master values", error);
+  if (buf == NULL)
+    return FALSE;
+  ok = _mixprec_device_upload (g->device, out, MIXPREC_DTYPE_FLOAT32, buf, MIXPREC_DTYPE_FLOAT32,
+                               numel + 1, error) &&
+       _mixprec_engine_before_comm (self, error);
+  if (ok && !mixprec_comm_broadcast (self->comm, buf, numel + 1, MIXPREC_DTYPE_FLOAT32, root, &local))
+    ok = _mixprec_engine_comm_failed (error, local, "broadcasting master values");
+  ok = ok && _mixprec_device_download (g->device, buf, MIXPREC_DTYPE_FLOAT32, out,
+                                       MIXPREC_DTYPE_FLOAT32, numel + 1, error);
+  _mixprec_device_free (g->device, buf);
+  return ok;
+}
+
+/**
+ * mixprec_engine_set_master:
+ * @self: a #MixprecEngine
+ * @param_name: a registered parameter's name
+ * @values: (nullable): the parameter's numel new FP32 values, in the
+ *   machine's byte order; read on @root only, and may be %NULL elsewhere
+ * @root: the rank whose @values every rank takes (0 on one process)
+ * @error: return location for a #GError
+ *
+ * Replaces a parameter's FP32 values, the ones
+ * mixprec_engine_gather_master() reads (its masters; in bf16 without
+ * master weights its working copy; with `"master_weights": "remainder"`
+ * or `"kahan"` the working copy and its remainder or compensation), with
+ * @root's @values, as loading them from a checkpoint would: each rank
+ * keeps its part as the stage keeps it, and the working copies are
+ * rounded from the new values the way the last applied step rounded them
+ * (made whole again on every rank where the stage keeps them whole). The
+ * optimizer state, the step counters and the other parameters are left
+ * as they are. This is what a DeepSpeed script's
+ * `GatheredParameters(params, modifier_rank=root)` does on leaving.
+ *
+ * Collective across ranks: every rank calls it for the same parameter
+ * with the same @root, between steps (no gradient handed over since the
+ * last mixprec_engine_step()) and with no ZeRO-3 parameter gathered. Like
+ * a load, it rounds every parameter's working copy again (which gives
+ * the others the bits they had), so each call costs a pass over the
+ * model's working copies.
+ *
+ * Returns: %TRUE, or %FALSE with @error set: no such parameter, @root
+ *   not a rank, @values missing or not numel FP32 values on @root (every
+ *   rank reports it), a call between backward passes and the step, a
+ *   gathered parameter, or a failed broadcast
+ *
+ * Since: 1.1
+ */
+gboolean
+mixprec_engine_set_master (MixprecEngine *self,
+                           const gchar   *param_name,
+                           GBytes        *values,
+                           guint          root,
+                           GError       **error)
+{
+  g_autoptr(GArray) shards = NULL;
+  g_autofree gfloat *whole = NULL;
+  const _MixprecEngineShard *sh;
+  MixprecParam *p;
+  guint64 numel;
+  guint index;
+  gsize size = 0;
+
+  g_return_val_if_fail (MIXPREC_IS_ENGINE (self), FALSE);
+  g_return_val_if_fail (param_name != NULL, FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+
+  p = g_hash_table_lookup (self->by_name, param_name);
+  if (p == NULL)
+    {
+      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
+                   "no parameter named '%s'", param_name);
+      return FALSE;
+    }
+  if (root >= self->world)
+    {
+      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
+                   "parameter '%s': root %u is not a rank (world size %u)",
+                   param_name, root, self->world);
+      return FALSE;
+    }
+  if (!mixprec_engine_prepare (self, error) || !check_quiet (self, param_name, error))
+    return FALSE;
+
+  numel = mixprec_param_get_numel (p);
+  /* Element 0 says whether @root's values are good: a refusal on @root
+   * alone must reach the other ranks, which would wait for the values. */
+  whole = g_new0 (gfloat, numel + 1);
+  if (self->rank == root)
+    {
+      gconstpointer data = values != NULL ? g_bytes_get_data (values, &size) : NULL;
+
+      if (values != NULL && size == numel * sizeof (gfloat))
+        {
+          memcpy (whole + 1, data, size);
+          whole[0] = 1.0f;
+        }
+    }
+  if (self->world > 1 &&
+      !broadcast_values (self, _mixprec_engine_group_of (self, p), whole, numel, root, error))
+    return FALSE;
+  if (whole[0] != 1.0f)
+    {
+      if (self->rank == root && values == NULL)
+        g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
+                     "parameter '%s': no values given on rank %u, the root", param_name, root);
+      else if (self->rank == root)
+        g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
+                     "parameter '%s': %" G_GSIZE_FORMAT " bytes of values, but its %"
+                     G_GUINT64_FORMAT " elements take %" G_GUINT64_FORMAT " bytes of FP32",
+                     param_name, size, numel, numel * (guint64) sizeof (gfloat));
+      else
+        g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
+                     "parameter '%s': rank %u, the root, gave no values of %" G_GUINT64_FORMAT
+                     " FP32 elements", param_name, root, numel);
+      return FALSE;
+    }
+
+  /* Each rank writes its part as a checkpoint load does, then every
+   * working copy is rounded from its values again. */
+  shards = _mixprec_engine_get_load_shards (self, error);
+  if (shards == NULL)
+    return FALSE;
+  if (!g_ptr_array_find (self->params, p, &index))
+    g_assert_not_reached ();
+  sh = &g_array_index (shards, _MixprecEngineShard, index);
+  if (sh->end > sh->begin &&
+      !_mixprec_engine_shard_store_f32 (sh, 0, whole + 1 + sh->begin, sh->end - sh->begin, error))
+    return FALSE;
+  return _mixprec_engine_refresh_working (self, error);
+}
+
 /**
  * mixprec_engine_get_optimizer_state_names:
  * @self: a #MixprecEngine

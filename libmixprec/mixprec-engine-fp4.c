@@ -438,28 +438,6 @@ agree_max (MixprecEngine *self, gfloat *values, guint64 n, gboolean dp, GError *
   return TRUE;
 }
 
-/* All-gathers @n_per_rank bytes of every rank from @local into @whole, as
- * 2-byte elements (the communicators move no 4-bit or 8-bit dtype). */
-static gboolean
-gather_bytes (MixprecEngine *self, const guint8 *local, guint8 *whole, guint64 n_per_rank,
-              const gchar *what, GError **error)
-{
-  GError *failure = NULL;
-
-  if (n_per_rank == 0)
-    return TRUE;
-  if (n_per_rank % 2 != 0)
-    {
-      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_PARAM,
-                   "%s: %" G_GUINT64_FORMAT " bytes per rank is odd", what, n_per_rank);
-      return FALSE;
-    }
-  if (!mixprec_comm_all_gather (self->comm, local, whole, n_per_rank / 2, MIXPREC_DTYPE_FLOAT16,
-                                &failure))
-    return _mixprec_engine_comm_failed (error, failure, what);
-  return TRUE;
-}
-
 /* Makes the copies whole from the slices each rank wrote: ZeRO-1/2 every
  * unit, in place; ZeRO-3 the persistent units. */
 static gboolean
@@ -501,9 +479,10 @@ gather_group (MixprecEngine *self, Group *g, GError **error)
           send = g_memdup2 (whole_data + self->rank * slice / 2, slice / 2);
           send_scales = g_memdup2 (whole_scales + self->rank * slice / b, slice / b);
         }
-      if (!gather_bytes (self, send, whole_data, slice / 2, "gathering the 4-bit working copies", error) ||
-          !gather_bytes (self, send_scales, whole_scales, slice / b,
-                         "gathering the 4-bit block scales", error))
+      if (!_mixprec_engine_gather_bytes (self, send, whole_data, slice / 2,
+                                         "gathering the 4-bit working copies", error) ||
+          !_mixprec_engine_gather_bytes (self, send_scales, whole_scales, slice / b,
+                                         "gathering the 4-bit block scales", error))
         return FALSE;
     }
   return TRUE;
@@ -671,10 +650,11 @@ _mixprec_engine_fp4_gather_unit (MixprecEngine *self, Group *g, const Unit *u,
       memcpy (dst + u->padded / 2, g->fp8.scales + u->fp8.scales_local, slice / b);
       return TRUE;
     }
-  if (!gather_bytes (self, g->fp8.data + u->local / 2, dst, slice / 2,
-                     "gathering a ZeRO-3 4-bit parameter unit", error) ||
-      !gather_bytes (self, g->fp8.scales + u->fp8.scales_local, dst + u->padded / 2, slice / b,
-                     "gathering a ZeRO-3 4-bit parameter unit's block scales", error))
+  if (!_mixprec_engine_gather_bytes (self, g->fp8.data + u->local / 2, dst, slice / 2,
+                                     "gathering a ZeRO-3 4-bit parameter unit", error) ||
+      !_mixprec_engine_gather_bytes (self, g->fp8.scales + u->fp8.scales_local, dst + u->padded / 2,
+                                     slice / b, "gathering a ZeRO-3 4-bit parameter unit's block scales",
+                                     error))
     return FALSE;
   self->gathered_bytes += (_mixprec_engine_fp4_unit_bytes (self, g, u) / self->world) * (self->world - 1);
   return TRUE;

@@ -508,12 +508,11 @@ update_scaling (MixprecParam *p, gfloat amax, GError **error)
   return TRUE;
 }
 
-/* All-gathers @n_per_rank bytes of every rank from @local into @whole as
- * 2-byte elements (the communicators move no FP8 dtype; every count here
- * is even: slices are multiples of _MIXPREC_SUMSQ_BLOCK elements). */
-static gboolean
-gather_bytes (MixprecEngine *self, const guint8 *local, guint8 *whole, guint64 n_per_rank,
-              const gchar *what, GError **error)
+/* Every count here is even: slices are multiples of _MIXPREC_SUMSQ_BLOCK
+ * elements. */
+gboolean
+_mixprec_engine_gather_bytes (MixprecEngine *self, const guint8 *local, guint8 *whole,
+                              guint64 n_per_rank, const gchar *what, GError **error)
 {
   GError *failure = NULL;
 
@@ -570,9 +569,10 @@ gather_group (MixprecEngine *self, Group *g, GError **error)
           if (mx)
             send_scales = g_memdup2 (whole_scales + self->rank * slice / b, slice / b);
         }
-      if (!gather_bytes (self, send, whole_data, slice, "gathering the FP8 working copies", error) ||
-          (mx && !gather_bytes (self, send_scales, whole_scales, slice / b,
-                                "gathering the FP8 block scales", error)))
+      if (!_mixprec_engine_gather_bytes (self, send, whole_data, slice, "gathering the FP8 working copies",
+                                         error) ||
+          (mx && !_mixprec_engine_gather_bytes (self, send_scales, whole_scales, slice / b,
+                                                "gathering the FP8 block scales", error)))
         return FALSE;
     }
   return TRUE;
@@ -1115,12 +1115,12 @@ _mixprec_engine_fp8_gather_unit (MixprecEngine *self, Group *g, const Unit *u,
   if (g->fp8.fp4)
     return _mixprec_engine_fp4_gather_unit (self, g, u, dst, error);
   b = block_size (self);
-  if (!gather_bytes (self, g->fp8.data + u->local, dst, slice,
-                     "gathering a ZeRO-3 FP8 parameter unit", error))
+  if (!_mixprec_engine_gather_bytes (self, g->fp8.data + u->local, dst, slice,
+                                     "gathering a ZeRO-3 FP8 parameter unit", error))
     return FALSE;
   if (g->fp8.kind == MIXPREC_FP8_RECIPE_MX &&
-      !gather_bytes (self, g->fp8.scales + u->fp8.scales_local, dst + u->padded, slice / b,
-                     "gathering a ZeRO-3 FP8 parameter unit's block scales", error))
+      !_mixprec_engine_gather_bytes (self, g->fp8.scales + u->fp8.scales_local, dst + u->padded, slice / b,
+                                     "gathering a ZeRO-3 FP8 parameter unit's block scales", error))
     return FALSE;
   self->gathered_bytes += (_mixprec_engine_fp8_unit_bytes (self, g, u) / self->world) * (self->world - 1);
   return TRUE;

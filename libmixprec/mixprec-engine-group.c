@@ -45,6 +45,7 @@ _mixprec_engine_group_free (MixprecEngine *self,
   _mixprec_engine_offload_free_group (self, g);
   _mixprec_engine_norm_free (self, g);
   _mixprec_engine_fp8_free_group (self, g);
+  _mixprec_engine_zeropp_free_group (self, g);
   _mixprec_engine_drop_mirrors (g);
   _mixprec_engine_layout_free (self, g);
 }

@@ -122,6 +122,9 @@ typedef struct {
   gint slot;                 /* the staging slot it sends from, or -1 */
   guint64 zero_begin;        /* gradient elements to zero once sent */
   guint64 zero_n;
+  /* ZeRO++ qgZ (mixprec-engine-zeropp.c): the quantized all-to-all's
+   * buffers and where its sum goes; NULL for a plain reduce-scatter. */
+  struct _QgzReduce *qgz;
 } Pending;
 
 /* A group's state comes in parts, each written by one file only: the
@@ -243,6 +246,14 @@ typedef struct {
    * group's working copies quantized (zero_quantized_weights). */
   struct {
     gboolean weights;
+    gboolean gradients;      /* ZeRO-3's reduce-scatters travel as int4 (qgZ) */
+    /* LoCo (zeropp_loco_param): this rank's fp16 error feedback, one per
+     * element it sends (g->padded, the flat layout), err_beta, reset_T,
+     * and the applied steps since the buffer was last zeroed. */
+    guint16 *loco_err;
+    gfloat loco_beta;
+    guint loco_reset_t;
+    guint64 loco_steps;
   } zeropp;
 } Group;
 
@@ -365,6 +376,9 @@ struct _MixprecEngine
   guint64 steps_per_print;   /* 0: no progress messages */
   _MixprecCsvMonitor *csv;
   _MixprecTbMonitor *tb;
+
+  /* Per-tensor numerics (mixprec-engine-numerics.c); NULL when off. */
+  struct _MixprecEngineNumerics *numerics;
 };
 
 /* Elements of each buffer one group needs on this rank, from its units.
@@ -707,6 +721,65 @@ void     _mixprec_engine_report_step    (MixprecEngine           *self,
                                          const MixprecStepResult *r,
                                          gboolean                 overflow);
 
+/* Records every value of @numerics in the monitors at its step, under
+ * Numerics/<parameter>/<stat> and NumericsByType/<module type>/<stat>. */
+void     _mixprec_engine_record_numerics (MixprecEngine   *self,
+                                          MixprecNumerics *numerics);
+
+/* ---------------------------------------------------------------- per-tensor numerics
+ * (mixprec-engine-numerics.c), every mixprec.numerics.every steps */
+
+/* At creation: mixprec.numerics read (refused on a device whose memory
+ * the CPU cannot read); and freed at finalize. */
+gboolean _mixprec_engine_numerics_setup  (MixprecEngine *self,
+                                          GError       **error);
+void     _mixprec_engine_numerics_free   (MixprecEngine *self);
+/* In the step: after the agreement, whether the step is measured
+ * (@divisor unscales the gradients; @skipped: it applies nothing), the
+ * gradients and masters of the groups the optimizer's pass will not
+ * measure read then; the update's statistics of those groups once the
+ * working copies are written; and everything agreed, kept and recorded at
+ * the end (collective on a measured step). */
+gboolean _mixprec_engine_numerics_begin  (MixprecEngine *self,
+                                          gdouble        divisor,
+                                          gboolean       skipped);
+void     _mixprec_engine_numerics_after_update  (MixprecEngine *self);
+/* Every applied step, before the optimizer: the FP32 shadow of the
+ * parameters mixprec.numerics.shadow names stepped with the step's
+ * gradients, learning rate and gradient factor. */
+gboolean _mixprec_engine_numerics_shadow (MixprecEngine *self,
+                                          gdouble        lr,
+                                          gfloat         factor,
+                                          GError       **error);
+/* In the optimizer's pass (mixprec-engine-step.c): for a measured step
+ * and a group it can measure, a handle (else NULL); with one, the pass
+ * cuts its pieces at _mixprec_engine_numerics_cut() (from @index, in the
+ * group's unpadded element space: the end of its unit, or of its block
+ * when @index is inside one) and starts every call at a block boundary, and each call, given the
+ * first element's @index, keeps its masters before the optimizer
+ * (fused_before) and measures its slots after it (fused_after). */
+gpointer _mixprec_engine_numerics_fuse   (MixprecEngine *self,
+                                          Group         *g);
+guint64  _mixprec_engine_numerics_cut    (Group         *g,
+                                          guint64        index);
+void     _mixprec_engine_numerics_fused_before (gpointer      fuse,
+                                                Group        *g,
+                                                const gfloat *master,
+                                                guint64       n);
+void     _mixprec_engine_numerics_fused_after  (gpointer       fuse,
+                                                MixprecEngine *self,
+                                                Group         *g,
+                                                guint64        index,
+                                                gconstpointer  grad,
+                                                MixprecDType   grad_dtype,
+                                                const gfloat  *master,
+                                                gconstpointer  working,
+                                                guint64        n);
+gboolean _mixprec_engine_numerics_finish (MixprecEngine *self,
+                                          guint64        step,
+                                          gboolean       applied,
+                                          GError       **error);
+
 /* ---------------------------------------------------------------- the parts
  * Each part's owner sets up and frees its fields, and sets those another
  * phase decides. */
@@ -755,6 +828,32 @@ MixprecCommRequest *
                                                GError **error);
 void     _mixprec_engine_zeropp_finish_gather (MixprecEngine *self, Group *g, Unit *u,
                                                gboolean ok);
+/* ZeRO++ qgZ: a reduce-scatter's window (@send: world * @count elements
+ * of g->wire; @recv: @count elements of FP32 with MIXPREC_COMM_RECV_FP32
+ * in @flags, else of g->wire, folded into with MIXPREC_COMM_ACCUMULATE)
+ * quantized and started as an all-to-all, its state in *@qgz; and once
+ * the request completed (@ok) the arrived runs dequantized and summed
+ * into @recv; without @ok only freed. */
+MixprecCommRequest *
+         _mixprec_engine_zeropp_reduce_start  (MixprecEngine *self, Group *g,
+                                               const Unit *u, guint64 window,
+                                               gconstpointer send, gpointer recv,
+                                               guint64 count, guint flags,
+                                               struct _QgzReduce **qgz, GError **error);
+void     _mixprec_engine_zeropp_finish_reduce (MixprecEngine *self, Group *g,
+                                               struct _QgzReduce *qgz, gboolean ok);
+/* LoCo (mixprec-engine-loco.c) after the loss scaler's update
+ * (mixprec-engine-step.c): an
+ * overflow zeroes the error buffers, a new scale rescales them (they hold
+ * scaled gradients), an applied step counts towards reset_T, which
+ * zeroes them. Group teardown frees them. */
+void     _mixprec_engine_zeropp_after_scaler  (MixprecEngine *self, gboolean overflow,
+                                               gboolean applied, gdouble prev_scale,
+                                               gdouble scale);
+void     _mixprec_engine_zeropp_free_group    (MixprecEngine *self, Group *g);
+/* LoCo (mixprec-engine-loco.c): @g's error buffer, zeroed, when the
+ * config asks for LoCo (called by the qgZ layout). */
+gboolean _mixprec_engine_loco_layout          (MixprecEngine *self, Group *g, GError **error);
 
 /* ---------------------------------------------------------------- lookups
  * (mixprec-engine-layout.c): where a parameter, a unit, a block or an
@@ -903,6 +1002,11 @@ guint64  _mixprec_engine_fp8_unit_bytes (MixprecEngine *self, const Group *g, co
  * _mixprec_engine_fp8_unit_bytes()). */
 gboolean _mixprec_engine_fp8_gather_unit (MixprecEngine *self, Group *g, const Unit *u,
                                           guint8 *dst, GError **error);
+/* All-gathers @n_per_rank bytes of every rank from @local into @whole as
+ * 2-byte elements (the communicators move no 8-bit or 4-bit dtype): an
+ * odd count is an error naming @what. The fp4 copies use it too. */
+gboolean _mixprec_engine_gather_bytes (MixprecEngine *self, const guint8 *local, guint8 *whole,
+                                       guint64 n_per_rank, const gchar *what, GError **error);
 
 /* 4-bit working copies (mixprec-engine-fp4.c): a group of fp4 parameters
  * is an fp8 group (g->fp8.enabled) with g->fp8.fp4 set, whose functions

@@ -302,6 +302,11 @@ plan_bytes (MixprecConfig *config,
 
           bytes[BUF_GATHERED] += n + n / 1024;
         }
+      /* ZeRO++ LoCo: a float16 error per element each rank sends, every
+       * rank's slices of every unit, kept from step to step. */
+      if (_mixprec_config_get_zero_quantized_gradients (config) &&
+          _mixprec_config_get_zeropp_loco (config, NULL, NULL) && world > 1)
+        bytes[BUF_STAGING] += shape->padded * sizeof (guint16);
     }
   if (fp8)
     {

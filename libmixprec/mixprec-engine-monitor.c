@@ -11,6 +11,7 @@
 #include "mixprec-config-private.h"
 #include "mixprec-engine-impl-private.h"
 #include "mixprec-monitor-private.h"
+#include "mixprec-numerics-private.h"
 
 /* What every optimizer step records, under DeepSpeed's tag names with
  * "Samples" (its x axis) replaced by "Steps" (this one's). */
@@ -306,4 +307,46 @@ _mixprec_engine_report_step (MixprecEngine           *self,
       g_error_free (error);
       _mixprec_engine_close_monitors (self);
     }
+}
+
+/* ---------------------------------------------------------------- numerics */
+
+/* Tags of mixprec.numerics: "Numerics/<parameter>/<stat>" and
+ * "NumericsByType/<module type>/<stat>", so that a CSV file's header
+ * names the statistic. */
+static void
+add_numeric (gboolean     by_type,
+             const gchar *name,
+             const gchar *stat,
+             gdouble      value,
+             gpointer     data)
+{
+  GArray *scalars = data;
+  Scalar s = { g_strdup_printf ("%s/%s/%s", by_type ? "NumericsByType" : "Numerics", name, stat),
+               value };
+
+  g_array_append_val (scalars, s);
+}
+
+void
+_mixprec_engine_record_numerics (MixprecEngine   *self,
+                                 MixprecNumerics *numerics)
+{
+  g_autoptr(GArray) scalars = NULL;
+  GError *error = NULL;
+  guint64 step = mixprec_numerics_get_step (numerics);
+
+  if (self->csv == NULL && self->tb == NULL)
+    return;
+  scalars = g_array_new (FALSE, FALSE, sizeof (Scalar));
+  _mixprec_numerics_foreach (numerics, add_numeric, scalars);
+  if (!record (self, (const Scalar *) scalars->data, scalars->len, step, &error))
+    {
+      g_warning ("step %" G_GUINT64_FORMAT ": %s; the monitors record nothing more",
+                 step, error->message);
+      g_error_free (error);
+      _mixprec_engine_close_monitors (self);
+    }
+  for (guint i = 0; i < scalars->len; i++)
+    g_free ((gchar *) g_array_index (scalars, Scalar, i).tag);
 }

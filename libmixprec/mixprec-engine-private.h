@@ -80,12 +80,40 @@ guint              _mixprec_engine_get_zero_stage    (MixprecEngine             
 /* Collective over the engine's ranks (a no-op on one process). */
 gboolean           _mixprec_engine_barrier           (MixprecEngine                *self,
                                                       GError                      **error);
+/* Writes the FP32 values @values[0, n) as elements [@e, @e + n) of
+ * @shard's range (shard-relative) in the engine's representation: FP32
+ * masters as they are; a working copy without masters, or a bfloat16
+ * working copy with a remainder, rounded to nearest even (the remainder
+ * exact); a Kahan pair as x rounded to nearest even and the rounding's
+ * error. */
+gboolean           _mixprec_engine_shard_store_f32   (const _MixprecEngineShard    *shard,
+                                                      guint64                       e,
+                                                      const gfloat                 *values,
+                                                      guint64                       n,
+                                                      GError                      **error);
 /* After masters (or, without masters, working values) were written through
  * the shards: rounds every working copy from its master with nearest-even
  * rounding and makes the copies whole again on every rank. Also clears any
  * half-accumulated gradients. */
 gboolean           _mixprec_engine_refresh_working   (MixprecEngine                *self,
                                                       GError                      **error);
+
+/* ZeRO++ LoCo's error buffers in checkpoints (mixprec-engine-loco.c):
+ * the @index-th group that keeps one (FALSE past the last), its index
+ * among the groups, its fp16 errors, their count (the padded flat layout,
+ * which depends on the world size) and the applied steps since they were
+ * last zeroed; and restoring them from this rank's shard of @ckpt where
+ * it holds them for the same layout, zeroing them where it does not (a
+ * checkpoint saved without LoCo, or at another world size). */
+gboolean _mixprec_engine_zeropp_loco_buffer  (MixprecEngine   *engine,
+                                              guint            index,
+                                              guint           *group,
+                                              const guint16  **err,
+                                              guint64         *n,
+                                              guint64         *steps);
+gboolean _mixprec_engine_zeropp_restore_loco (MixprecEngine     *engine,
+                                              MixprecCheckpoint *ckpt,
+                                              GError           **error);
 
 /* Restores the FP8 scaling of every fp8 parameter of @engine from @states
  * (parameter name -> saved a{sv}); one without a saved state starts

@@ -135,10 +135,15 @@ finish_pending (MixprecEngine *self,
   Pending p = g_array_index (g->intake.pending, Pending, k);
   g_autoptr(GError) local = NULL;
 
+  gboolean ok;
+
   g_array_remove_index (g->intake.pending, k);
-  if (!mixprec_comm_request_wait (p.request, &local) && error != NULL && *error == NULL)
+  ok = mixprec_comm_request_wait (p.request, &local);
+  if (!ok && error != NULL && *error == NULL)
     *error = g_steal_pointer (&local);
   mixprec_comm_request_free (p.request);
+  if (p.qgz != NULL)
+    _mixprec_engine_zeropp_finish_reduce (self, g, p.qgz, ok);
   if (p.slot >= 0)
     g_array_index (g->intake.slots, Slot, p.slot).state = SLOT_FREE;
   if (p.zero_n > 0)
@@ -208,6 +213,8 @@ acquire_slot (MixprecEngine *self,
 static gboolean
 start_reduce (MixprecEngine *self,
               Group         *g,
+              const Unit    *u,
+              guint64        window,
               gconstpointer  send,
               gpointer       recv,
               guint64        count,
@@ -217,15 +224,20 @@ start_reduce (MixprecEngine *self,
               GError       **error)
 {
   guint flags = self->micro_steps == 0 ? 0 : MIXPREC_COMM_ACCUMULATE;
-  Pending p = { NULL, slot, zero_begin, zero_n };
+  Pending p = { NULL, slot, zero_begin, zero_n, NULL };
   GError *local = NULL;
 
   if (g->dtypes.accum == MIXPREC_DTYPE_FLOAT32 && g->wire != MIXPREC_DTYPE_FLOAT32)
     flags |= MIXPREC_COMM_RECV_FP32;
   if (!take_device_error (g, error) || !_mixprec_engine_before_comm (self, error))
     return FALSE;
-  p.request = mixprec_comm_reduce_scatter_start (self->comm, send, recv, count, g->wire,
-                                                 MIXPREC_REDUCE_SUM, flags, &local);
+  /* ZeRO++ qgZ: int4 blocks through an all-to-all, summed on arrival. */
+  if (g->zeropp.gradients)
+    p.request = _mixprec_engine_zeropp_reduce_start (self, g, u, window, send, recv, count, flags,
+                                                     &p.qgz, &local);
+  else
+    p.request = mixprec_comm_reduce_scatter_start (self->comm, send, recv, count, g->wire,
+                                                   MIXPREC_REDUCE_SUM, flags, &local);
   if (p.request == NULL)
     {
       if (slot >= 0)
@@ -280,7 +292,7 @@ reduce_windows (MixprecEngine *self,
           copy_into (g, _mixprec_engine_at (dst, g->wire, MAX (chi, clo) - lo), g->wire,
                      NULL, g->wire, hi - MAX (chi, clo));
         }
-      if (!start_reduce (self, g, data, _mixprec_engine_at (target, g->dtypes.accum, a),
+      if (!start_reduce (self, g, u, a, data, _mixprec_engine_at (target, g->dtypes.accum, a),
                          w, slot, 0, 0, error))
         return FALSE;
     }
@@ -306,7 +318,7 @@ reduce_unit (MixprecEngine *self,
       gpointer grad = _mixprec_engine_flat_at (self, u, g->grad, g->dtypes.grad, 0);
 
       if (g->wire == g->dtypes.grad)
-        return start_reduce (self, g, grad, _mixprec_engine_reduce_target (self, g, u), slice, -1,
+        return start_reduce (self, g, u, 0, grad, _mixprec_engine_reduce_target (self, g, u), slice, -1,
                              u->flat, zero_at_clear ? 0 : u->padded, error);
       if (!reduce_windows (self, g, u, grad, g->dtypes.grad, 0, u->padded, error))
         return FALSE;
@@ -319,7 +331,7 @@ reduce_unit (MixprecEngine *self,
       gint slot = u->intake.slot;
 
       u->intake.slot = -1;
-      return start_reduce (self, g, g_array_index (g->intake.slots, Slot, slot).data,
+      return start_reduce (self, g, u, 0, g_array_index (g->intake.slots, Slot, slot).data,
                            _mixprec_engine_reduce_target (self, g, u), slice, slot, 0, 0, error);
     }
   return reduce_windows (self, g, u, NULL, g->wire, 0, 0, error);

@@ -31,6 +31,8 @@ typedef struct {
   GMutex lock;
   GError *error;
   _MixprecFp8Fuse *fp8;      /* an fp8 group's cast, fused into the pass */
+  gpointer numerics;         /* a measured step's per-tensor numerics, fused
+                                into the pass (mixprec-engine-numerics.c) */
 } StepJob;
 
 /* @off is a multiple of the block size: calls start at block boundaries
@@ -75,6 +77,8 @@ step_run_range (StepJob *job, const OptPiece *p, guint64 off, guint64 n)
   args.master_format = job->master_format;
   args.master_extra = g->master_extra == NULL ? NULL
                       : (guint16 *) (p->states != NULL ? p->extra : g->master_extra) + p->state_at + off;
+  if (job->numerics != NULL)
+    _mixprec_engine_numerics_fused_before (job->numerics, g, p->master != NULL ? p->master + off : NULL, n);
   if (!_mixprec_feature_optimizer_step_v3 (job->engine->optimizer, &args, g->hparams,
                                         p->master != NULL ? p->master + off : NULL,
                                         _mixprec_engine_at ((gpointer) p->grad, job->grad_dtype, off),
@@ -88,9 +92,20 @@ step_run_range (StepJob *job, const OptPiece *p, guint64 off, guint64 n)
       g_mutex_unlock (&job->lock);
       g_clear_error (&error);
     }
-  else if (job->fp8 != NULL)
-    /* The FP8 copy of the values just written, while they are in cache. */
-    _mixprec_engine_fp8_fused (job->fp8, p->first_index + off, p->master + off, n);
+  else
+    {
+      if (job->fp8 != NULL)
+        /* The FP8 copy of the values just written, while they are in cache. */
+        _mixprec_engine_fp8_fused (job->fp8, p->first_index + off, p->master + off, n);
+      if (job->numerics != NULL)
+        /* The gradients read and the values written, still in cache. */
+        _mixprec_engine_numerics_fused_after (job->numerics, job->engine, g, p->first_index + off,
+                                              _mixprec_engine_at ((gpointer) p->grad, job->grad_dtype, off),
+                                              job->grad_dtype, p->master != NULL ? p->master + off : NULL,
+                                              p->working != NULL ? _mixprec_engine_at (p->working, g->dtypes.working, off)
+                                                                 : NULL,
+                                              n);
+    }
 }
 
 /* Elements the optimizer updates before their gradients are zeroed: few
@@ -103,9 +118,10 @@ step_run (StepJob *job, const OptPiece *p, guint64 off, guint64 n)
 {
   gsize size = mixprec_dtype_get_size (job->grad_dtype);
 
-  if (!job->zero_grad && job->fp8 != NULL)
+  if (!job->zero_grad && (job->fp8 != NULL || job->numerics != NULL))
     {
-      /* Tiles small enough that the FP8 cast finds them in cache. */
+      /* Tiles small enough that the FP8 cast and the numerics find them
+       * in cache. */
       for (guint64 a = 0; a < n; a += ZERO_TILE)
         step_run_range (job, p, off + a, MIN (ZERO_TILE, n - a));
       return;
@@ -204,8 +220,9 @@ run_pieces (MixprecEngine                *self,
   /* The host's buffers of an offloaded step run on the host. */
   StepJob job = { self, g, on_host ? NULL : g->device, *args, grad_dtype, pieces, n_pieces, NULL,
                   MAX (self->repr.block_size, 1), _mixprec_engine_master_format (&self->repr, &g->dtypes),
-                  zero_grad, { 0 }, NULL, NULL };
+                  zero_grad, { 0 }, NULL, NULL, NULL };
   g_autofree guint64 *starts = NULL;
+  guint64 align;
 
   /* FP8 groups in host memory: the pass casts as it goes (NULL on a
    * device, where the cast follows the pass). */
@@ -217,16 +234,22 @@ run_pieces (MixprecEngine                *self,
 
       return _mixprec_engine_offload_run (self, g, grad_dtype, pieces, n_pieces, step_on_host, &host, error);
     }
+  /* A measured step: the pieces start at block boundaries of their units
+   * (see apply_optimizer()), and the pass cuts only at others, so that
+   * each block's piece of a parameter is measured in one call. */
+  job.numerics = on_host ? NULL : _mixprec_engine_numerics_fuse (self, g);
+  align = job.numerics != NULL ? _MIXPREC_SUMSQ_BLOCK : 1;
   starts = g_new (guint64, n_pieces + 1);
 
   starts[0] = 0;
   for (guint i = 0; i < n_pieces; i++)
-    starts[i + 1] = starts[i] + pieces[i].n;
+    starts[i + 1] = (starts[i] + pieces[i].n + align - 1) / align * align;
+  align = MAX (align, 64);
   job.starts = starts;
   g_mutex_init (&job.lock);
   /* Element-wise and told each range's first index: however the device
    * cuts the range, the same bits. */
-  _mixprec_device_dispatch (job.device, starts[n_pieces], _MIXPREC_ENGINE_MIN_CHUNK, 64, step_chunk, &job);
+  _mixprec_device_dispatch (job.device, starts[n_pieces], _MIXPREC_ENGINE_MIN_CHUNK, align, step_chunk, &job);
   g_mutex_clear (&job.lock);
   if (job.error != NULL)
     {
@@ -264,6 +287,37 @@ pieces_one_process (MixprecEngine *self, Group *g)
       g_array_append_val (pieces, p);
     }
   return pieces;
+}
+
+/* A measured step on one process (mixprec.numerics): @pieces cut where
+ * the blocks of their units start, so that the pass measures each block's
+ * piece of a parameter in one call. */
+static void
+cut_for_numerics (Group *g, GArray *pieces, MixprecDType grad_dtype)
+{
+  g_autoptr(GArray) cut = g_array_new (FALSE, TRUE, sizeof (OptPiece));
+
+  for (guint i = 0; i < pieces->len; i++)
+    {
+      const OptPiece *p = &g_array_index (pieces, OptPiece, i);
+
+      for (guint64 a = 0; a < p->n;)
+        {
+          guint64 b = MIN (_mixprec_engine_numerics_cut (g, p->first_index + a) - p->first_index, p->n);
+          OptPiece q = *p;
+
+          q.first_index += a;
+          q.n = b - a;
+          q.grad = _mixprec_engine_at ((gpointer) p->grad, grad_dtype, a);
+          q.master = p->master != NULL ? p->master + a : NULL;
+          q.working = p->working != NULL ? _mixprec_engine_at (p->working, g->dtypes.working, a) : NULL;
+          q.state_at += a;
+          g_array_append_val (cut, q);
+          a = b;
+        }
+    }
+  g_array_set_size (pieces, 0);
+  g_array_append_vals (pieces, cut->data, cut->len);
 }
 
 /* One process with scaled state: calls start at a unit's block
@@ -679,7 +733,11 @@ apply_optimizer (MixprecEngine *self,
             }
         }
       else if (self->world == 1)
-        pieces = pieces_one_process (self, g);
+        {
+          pieces = pieces_one_process (self, g);
+          if (_mixprec_engine_numerics_fuse (self, g) != NULL)
+            cut_for_numerics (g, pieces, grad_dtype);
+        }
       else if (self->stage >= 1)
         pieces = pieces_of_units (self, g, FALSE);
       else if (g->accum_mode == ACCUM_IN_GRAD)
@@ -790,6 +848,9 @@ mixprec_engine_step (MixprecEngine *self,
   scale = mixprec_loss_scaler_get_scale (self->scaler);
   divisor = scale * self->gas * self->world;
   norm = sqrt (sumsq) / divisor;
+  /* mixprec.numerics: measured in the optimizer's pass, or here for what
+   * it does not read (the gradients of a skipped step). */
+  _mixprec_engine_numerics_begin (self, divisor, overflow && mixprec_config_get_check_grad_overflow (self->config));
 
   if (!mixprec_loss_scaler_update (self->scaler, overflow, &local_error))
     {
@@ -799,6 +860,9 @@ mixprec_engine_step (MixprecEngine *self,
       return NULL;
     }
 
+  _mixprec_engine_zeropp_after_scaler (self, overflow,
+                                       !(overflow && mixprec_config_get_check_grad_overflow (self->config)),
+                                       scale, mixprec_loss_scaler_get_scale (self->scaler));
   self->steps++;
   result->loss_scale = scale;
   result->grad_norm = norm;
@@ -823,6 +887,7 @@ mixprec_engine_step (MixprecEngine *self,
       /* Delayed FP8 scaling: the scales the new copies are cast with, from
        * the amaxes just agreed. */
       if (!_mixprec_engine_fp8_update (self, error) ||
+          !_mixprec_engine_numerics_shadow (self, result->lr, (gfloat) (1.0 / (divisor * coef)), error) ||
           !apply_optimizer (self, result->lr, (gfloat) (1.0 / (divisor * coef)), error))
         {
           self->applied_steps--;
@@ -838,6 +903,7 @@ mixprec_engine_step (MixprecEngine *self,
           _mixprec_engine_clear_gradients (self);
           return NULL;
         }
+      _mixprec_engine_numerics_after_update (self);
     }
   _mixprec_engine_clear_gradients (self);
 
@@ -846,5 +912,7 @@ mixprec_engine_step (MixprecEngine *self,
   result->skipped_steps = self->skipped_steps;
   result->next_loss_scale = mixprec_loss_scaler_get_scale (self->scaler);
   _mixprec_engine_report_step (self, result, overflow);
+  if (!_mixprec_engine_numerics_finish (self, result->step, result->applied, error))
+    return NULL;
   return g_steal_pointer (&result);
 }

@@ -1,6 +1,8 @@
-/* mixprec-engine-zeropp.c — ZeRO++'s quantized weight gathers (qwZ,
- * zero_optimization.zero_quantized_weights) under ZeRO-3.
+/* mixprec-engine-zeropp.c — ZeRO++ under ZeRO-3: quantized weight
+ * gathers (qwZ, zero_optimization.zero_quantized_weights) and quantized
+ * gradient reduce-scatters (qgZ, zero_quantized_gradients).
  *
+ * qwZ.
  * As DeepSpeed's partition_parameters.py does: each rank quantizes its
  * slice of a unit to int8 with one FP32 scale per block (the blocks and
  * the arithmetic of numeric/numeric-zeropp.h, sized from the slice's
@@ -18,13 +20,62 @@
  * working values, and a checkpoint resumed at another world size (or
  * with qwZ switched on or off) resumes the same masters and working
  * copies — nothing quantized is saved — while its later gathers round
- * into other blocks. */
+ * into other blocks.
+ *
+ * qgZ. Each reduce-scatter of the intake (a unit, or a window of one)
+ * becomes: the send buffer's world runs quantized to int4 in blocks of
+ * 512 (mixprec-zeropp.c), the communicator's all-to-all (comm ABI
+ * revision 2), and on arrival the world's runs for this rank dequantized
+ * and summed in FP32 in rank order into the reduce target — the order
+ * and the first term (ACCUMULATE) of an unquantized reduce-scatter. One
+ * level over every rank, on one host or several: DeepSpeed's hierarchy
+ * (an intra-host all-to-all, a float16 sum requantized to int4, then an
+ * inter-host all-to-all) is not run; with every rank on one host its
+ * second level has one member. mixprec.json(5) says where this differs.
+ *
+ * LoCo, qgZ's error feedback, is mixprec-engine-loco.c. */
 #include "config.h"
 
 #include "mixprec-engine-impl-private.h"
 #include "mixprec-engine-private.h"
 #include "mixprec-config-private.h"
 #include "mixprec-zeropp-private.h"
+#include "mixprec-comm-private.h"
+
+/* qgZ needs the communicator's all-to-all (comm ABI revision 2) and the
+ * gradients in host memory, as qwZ its working copies. */
+static gboolean
+zeropp_gradients_layout (MixprecEngine *self,
+                         Group         *g,
+                         GError       **error)
+{
+  g_autoptr(GError) local = NULL;
+
+  g->zeropp.gradients = FALSE;
+  g->zeropp.loco_err = NULL;
+  if (!_mixprec_config_get_zero_quantized_gradients (self->config) || self->stage < 3 ||
+      self->world < 2)
+    return TRUE;
+  if (g->device != NULL)
+    {
+      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
+                   "zero_optimization.zero_quantized_gradients: quantized reduce-scatters run "
+                   "on gradients in host memory (mixprec.device \"cpu\"); on a device they "
+                   "are not implemented yet");
+      return FALSE;
+    }
+  if (!_mixprec_comm_has_all_to_all (self->comm, &local))
+    {
+      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
+                   "zero_optimization.zero_quantized_gradients: qgZ reduce-scatters gradients "
+                   "through an all-to-all, which this communicator lacks: %s; use a "
+                   "communicator of revision 2 (comm-ucx, comm-nccl) or turn "
+                   "zero_quantized_gradients off", local->message);
+      return FALSE;
+    }
+  g->zeropp.gradients = TRUE;
+  return _mixprec_engine_loco_layout (self, g, error);
+}
 
 gboolean
 _mixprec_engine_zeropp_layout (MixprecEngine *self,
@@ -48,6 +99,8 @@ _mixprec_engine_zeropp_layout (MixprecEngine *self,
                    hpz, hpz, self->world, self->world);
       return FALSE;
     }
+  if (!zeropp_gradients_layout (self, g, error))
+    return FALSE;
   if (!_mixprec_config_get_zero_quantized_weights (self->config) || self->stage < 3 ||
       self->world < 2)
     return TRUE;
@@ -136,4 +189,74 @@ _mixprec_engine_zeropp_finish_gather (MixprecEngine *self,
                                   g->dtypes.working);
     }
   _mixprec_engine_free (self, NULL, g_steal_pointer (&u->zeropp.wire));
+}
+
+/* ---------------------------------------------------------------- qgZ */
+
+/* A quantized reduce-scatter in flight: what this rank sends (world runs
+ * of int4 blocks), what arrives, and where the sum goes. */
+struct _QgzReduce
+{
+  guint8 *send;
+  guint8 *recv;
+  guint64 count;
+  gpointer target;
+  MixprecDType target_dtype;
+  gboolean accumulate;
+};
+
+MixprecCommRequest *
+_mixprec_engine_zeropp_reduce_start (MixprecEngine       *self,
+                                     Group               *g,
+                                     const Unit          *u,
+                                     guint64              window,
+                                     gconstpointer        send,
+                                     gpointer             recv,
+                                     guint64              count,
+                                     guint                flags,
+                                     struct _QgzReduce  **qgz,
+                                     GError             **error)
+{
+  guint64 run = _mixprec_zeropp_qgz_run_bytes (count);
+  struct _QgzReduce *q = g_new0 (struct _QgzReduce, 1);
+  MixprecCommRequest *request;
+
+  q->count = count;
+  q->target = recv;
+  q->target_dtype = (flags & MIXPREC_COMM_RECV_FP32) ? MIXPREC_DTYPE_FLOAT32 : g->wire;
+  q->accumulate = (flags & MIXPREC_COMM_ACCUMULATE) != 0;
+  q->send = _mixprec_engine_alloc (self, NULL, run * self->world * 2, 1, BUF_STAGING, error);
+  if (q->send == NULL)
+    {
+      g_free (q);
+      return NULL;
+    }
+  q->recv = q->send + run * self->world;
+  /* Every run is quantized before anything is sent, so @recv may be this
+   * rank's part of @send (an in-place reduce-scatter). With LoCo, run r's
+   * errors are at rank r's slice of the unit, from this window on. */
+  _mixprec_zeropp_qgz_quantize (send, g->wire, count, self->world,
+                                g->zeropp.loco_err != NULL ? g->zeropp.loco_err + u->flat + window : NULL,
+                                UNIT_SLICE (self, u), g->zeropp.loco_beta, q->send);
+  request = _mixprec_comm_all_to_all_start (self->comm, q->send, q->recv, run, error);
+  if (request == NULL)
+    {
+      _mixprec_engine_zeropp_finish_reduce (self, g, q, FALSE);
+      return NULL;
+    }
+  *qgz = q;
+  return request;
+}
+
+void
+_mixprec_engine_zeropp_finish_reduce (MixprecEngine     *self,
+                                      Group             *g,
+                                      struct _QgzReduce *q,
+                                      gboolean           ok)
+{
+  if (ok)
+    _mixprec_zeropp_qgz_reduce (q->recv, self->world, q->count, q->accumulate, q->target,
+                                q->target_dtype);
+  _mixprec_engine_free (self, NULL, q->send);
+  g_free (q);
 }

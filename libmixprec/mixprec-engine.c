@@ -154,6 +154,7 @@ mixprec_engine_finalize (GObject *object)
   g_clear_pointer (&self->params, g_ptr_array_unref);
   g_free (self->hparams);
   _mixprec_engine_close_monitors (self);
+  _mixprec_engine_numerics_free (self);
   g_clear_object (&self->optimizer);
   g_clear_object (&self->schedule);
   g_clear_object (&self->scaler);
@@ -444,6 +445,8 @@ _mixprec_engine_new_internal (MixprecConfig  *config,
   if (!setup_optimizer (self, error))
     return NULL;
   if (!plan_only && !_mixprec_engine_open_monitors (self, error))
+    return NULL;
+  if (!plan_only && !_mixprec_engine_numerics_setup (self, error))
     return NULL;
   return g_steal_pointer (&self);
 }

@@ -289,6 +289,12 @@ MIXPREC_AVAILABLE_IN_1_0
 GBytes            *mixprec_engine_gather_master     (MixprecEngine  *self,
                                                      const gchar    *param_name,
                                                      GError        **error);
+MIXPREC_AVAILABLE_IN_1_1
+gboolean           mixprec_engine_set_master        (MixprecEngine  *self,
+                                                     const gchar    *param_name,
+                                                     GBytes         *values,
+                                                     guint           root,
+                                                     GError        **error);
 MIXPREC_AVAILABLE_IN_1_0
 MixprecMemoryReport *mixprec_engine_get_memory_report (MixprecEngine *self);
 MIXPREC_AVAILABLE_IN_1_1
@@ -310,6 +316,8 @@ gboolean           mixprec_engine_report_scalar     (MixprecEngine  *self,
                                                      const gchar    *tag,
                                                      gdouble         value,
                                                      GError        **error);
+MIXPREC_AVAILABLE_IN_1_1
+MixprecNumerics   *mixprec_engine_get_numerics      (MixprecEngine  *self);
 
 MIXPREC_AVAILABLE_IN_1_1
 guint64            mixprec_engine_get_gathered_bytes (MixprecEngine *self);

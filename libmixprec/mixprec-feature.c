@@ -79,7 +79,8 @@ struct _MixprecFeature
 
   /* Communicators: a copy of the vtable whose strings are the feature's,
    * and the dtypes of its dtype_mask in MixprecDType order. */
-  MixprecCommV1 comm;
+  MixprecCommV2 comm;
+  guint comm_revision;          /* 1 or 2: the vtable struct registered */
   MixprecDType *comm_dtypes;
   gsize n_comm_dtypes;
 
@@ -918,29 +919,48 @@ comm_check (const MixprecCommV1 *vtable,
   return reserved_is_zero (vtable->reserved, G_N_ELEMENTS (vtable->reserved), problem);
 }
 
+/* What revision 2 adds: the all-to-all, and its own reserved space. */
+static gboolean
+comm_v2_check (const MixprecCommV2 *vtable,
+               GString             *problem)
+{
+  const RequiredFunction functions[] = {
+    { "all_to_all", vtable->all_to_all != NULL },
+  };
+
+  if (!functions_are_set (functions, G_N_ELEMENTS (functions), "a communicator of revision 2",
+                          "MixprecCommV2", problem))
+    return FALSE;
+  return reserved_is_zero (vtable->reserved, G_N_ELEMENTS (vtable->reserved), problem);
+}
+
 gboolean
-_mixprec_comm_check (const MixprecCommV1 *vtable,
+_mixprec_comm_check (const MixprecCommV2 *vtable,
+                     guint                revision,
                      GError             **error)
 {
   g_autoptr(GString) problem = g_string_new (NULL);
   /* The check grows @problem: read its text only once the check is done. */
-  gboolean ok = comm_check (vtable, problem);
+  gboolean ok = comm_check (&vtable->base, problem) &&
+                (revision < 2 || comm_v2_check (vtable, problem));
 
   return check_result (ok, problem->str, error);
 }
 
 static void
 feature_set_comm (MixprecFeature      *self,
-                  const MixprecCommV1 *vtable)
+                  const MixprecCommV2 *vtable,
+                  guint                revision)
 {
   self->comm = *vtable;
-  self->comm.name = self->name;
-  self->comm.device = self->device;
-  self->comm.description = self->description;
+  self->comm_revision = revision;
+  self->comm.base.name = self->name;
+  self->comm.base.device = self->device;
+  self->comm.base.description = self->description;
 
   self->comm_dtypes = g_new0 (MixprecDType, N_PLUGIN_DTYPES);
   for (guint d = 0; d < N_PLUGIN_DTYPES; d++)
-    if (vtable->dtype_mask & (1u << d))
+    if (vtable->base.dtype_mask & (1u << d))
       self->comm_dtypes[self->n_comm_dtypes++] = (MixprecDType) d;
 }
 
@@ -949,7 +969,20 @@ _mixprec_feature_get_comm_vtable (MixprecFeature *feature)
 {
   g_return_val_if_fail (MIXPREC_IS_FEATURE (feature), NULL);
 
-  return feature->kind == MIXPREC_FEATURE_KIND_COMM ? &feature->comm : NULL;
+  return feature->kind == MIXPREC_FEATURE_KIND_COMM ? &feature->comm.base : NULL;
+}
+
+const MixprecCommV2 *
+_mixprec_feature_get_comm_v2 (MixprecFeature *feature,
+                              guint          *revision)
+{
+  g_return_val_if_fail (MIXPREC_IS_FEATURE (feature), NULL);
+
+  if (feature->kind != MIXPREC_FEATURE_KIND_COMM)
+    return NULL;
+  if (revision != NULL)
+    *revision = feature->comm_revision;
+  return &feature->comm;
 }
 
 /* ------------------------------------------------------------ devices */
@@ -1039,9 +1072,9 @@ _mixprec_feature_new (const _MixprecVTable *vtable,
       feature_set_optimizer (self, vtable);
       return self;
     case MIXPREC_FEATURE_KIND_COMM:
-      self = feature_new (vtable->kind, vtable->comm.name, vtable->comm.device,
-                          vtable->comm.description, vtable->comm.rank, plugin);
-      feature_set_comm (self, &vtable->comm);
+      self = feature_new (vtable->kind, vtable->comm.base.name, vtable->comm.base.device,
+                          vtable->comm.base.description, vtable->comm.base.rank, plugin);
+      feature_set_comm (self, &vtable->comm, vtable->revision);
       return self;
     case MIXPREC_FEATURE_KIND_DEVICE:
       /* A device feature's device is its own name. */
@@ -1509,9 +1542,10 @@ mixprec_feature_get_working_dtypes (MixprecFeature *self,
  * a device registered as a `MixprecDeviceV3` (plugin ABI 1.3, the float8
  * casts FP8 working copies need on a device) and for an optimizer
  * registered as a `MixprecOptimizerV3` (plugin ABI 1.4, block-scaled
- * low-bit state and 16-bit masters), 1 for
- * a `MixprecOptimizerV1`, a `MixprecDeviceV1` and every communicator
- * (`MixprecCommV1`). The library reaches revision 1 optimizers through a
+ * low-bit state and 16-bit masters), 2 for a communicator registered as a
+ * `MixprecCommV2` (plugin ABI 1.5, the all-to-all ZeRO++'s quantized
+ * gradients need), 1 for a `MixprecOptimizerV1`, a `MixprecDeviceV1` and
+ * a `MixprecCommV1`. The library reaches revision 1 optimizers through a
  * shim that keeps their state in float32, and revision 1 devices without
  * pinned host memory (offloaded transfers then use pageable memory).
  *
@@ -1530,6 +1564,8 @@ mixprec_feature_get_abi_revision (MixprecFeature *self)
       return self->optimizer_revision;
     case MIXPREC_FEATURE_KIND_DEVICE:
       return self->device_revision;
+    case MIXPREC_FEATURE_KIND_COMM:
+      return self->comm_revision;
     default:
       return 1;
     }

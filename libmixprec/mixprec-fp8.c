@@ -677,14 +677,8 @@ mixprec_mx_quantize (MixprecDType   elem_dtype,
                      guint8        *scales,
                      GError       **error)
 {
-  g_return_val_if_fail (n == 0 || (src != NULL && dst != NULL && scales != NULL), FALSE);
-  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
-
-  if (!check_fp8_dtype (elem_dtype, "elem_dtype", error) || !check_block_size (block_size, error))
-    return FALSE;
-  if (n > 0)
-    _mixprec_mx_quantize_f32 (elem_dtype, block_size, src, n, dst, scales);
-  return TRUE;
+  return mixprec_mx_quantize_with_scale_mode (elem_dtype, MIXPREC_MX_SCALE_FLOOR, src, n, block_size, dst,
+                                              scales, error);
 }
 
 /**
@@ -751,27 +745,8 @@ mixprec_mx_quantize_bytes (MixprecDType   elem_dtype,
                            GBytes       **scales,
                            GError       **error)
 {
-  g_autofree gpointer copy = NULL;
-  const gfloat *src;
-  guint8 *out, *sc;
-  gsize n = 0, nb;
-
-  g_return_val_if_fail (src_f32 != NULL, NULL);
-  g_return_val_if_fail (scales != NULL, NULL);
-  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
-
-  if (!check_fp8_dtype (elem_dtype, "elem_dtype", error) || !check_block_size (block_size, error))
-    return NULL;
-  src = _mixprec_bytes_get_f32 (src_f32, &n, &copy, MIXPREC_FP8_ERROR,
-                                MIXPREC_FP8_ERROR_INVALID_LENGTH, error);
-  if (src == NULL)
-    return NULL;
-  nb = n_blocks (n, block_size);
-  out = g_malloc (MAX (n, 1));
-  sc = g_malloc (MAX (nb, 1));
-  mixprec_mx_quantize (elem_dtype, src, n, block_size, out, sc, NULL);
-  *scales = g_bytes_new_take (sc, nb);
-  return g_bytes_new_take (out, n);
+  return mixprec_mx_quantize_with_scale_mode_bytes (elem_dtype, MIXPREC_MX_SCALE_FLOOR, src_f32,
+                                                    block_size, scales, error);
 }
 
 /**

@@ -248,3 +248,65 @@ mixprec_param_dequantize_fp4_bytes (MixprecParam *self,
     }
   return g_bytes_new_take (values, n * sizeof (gfloat));
 }
+
+/**
+ * mixprec_param_get_fp4_address:
+ * @self: a #MixprecParam
+ * @scales_address: (out) (optional): where its block scales start
+ *   (mixprec_param_get_fp4_block_scales())
+ * @n_scales: (out) (optional): the number of block scales: the rows
+ *   (mixprec_param_get_numel() over mixprec_param_get_fp4_cols()) times
+ *   the columns over the recipe's block size
+ *   (mixprec_block_recipe_get_block_size())
+ * @device_type: (out) (optional): the DLPack device type of the memory
+ *   both lie in: 1 (kDLCPU), as a device engine refuses fp4 parameters
+ * @device_id: (out) (optional): the device's ordinal (0 for host memory)
+ * @error: return location for a #GError
+ *
+ * The addresses of @self's 4-bit working copy and of its block scales,
+ * for bindings that build zero-copy views of them (the Python overrides
+ * export both through DLPack as `uint8` tensors: `param.fp4`). The copy
+ * is mixprec_param_get_fp4_data(): packed E2M1, mixprec_param_get_numel()
+ * / 2 bytes, a row of mixprec_param_get_fp4_cols() elements taking cols /
+ * 2 bytes, element 2i in the low nibble of byte i. The scales are one
+ * byte per block, row-major: E4M3 codes for NVFP4 (a 16x16 tile's scale
+ * repeated for each of its rows), E8M0 codes for MXFP4. NVFP4's values
+ * are the E2M1 value times (mixprec_param_get_fp4_tensor_scale() times
+ * the decoded E4M3 scale), MXFP4's the E2M1 value times 2^(scale - 127)
+ * (mixprec_dequantize_blocks() gives the exact float32 arithmetic).
+ *
+ * The memory is the engine's: each mixprec_engine_step() rewrites it in
+ * place, and it lives as long as the engine does.
+ *
+ * Returns: the address of the packed copy, or 0 with @error set when
+ *   @self is not fp4 or its copy is not whole on this rank (ZeRO-3
+ *   outside mixprec_engine_gather())
+ *
+ * Since: 1.1
+ */
+guint64
+mixprec_param_get_fp4_address (MixprecParam *self,
+                               guint64      *scales_address,
+                               gsize        *n_scales,
+                               gint         *device_type,
+                               gint         *device_id,
+                               GError      **error)
+{
+  _MixprecParamStorage *s;
+
+  g_return_val_if_fail (MIXPREC_IS_PARAM (self), 0);
+  g_return_val_if_fail (error == NULL || *error == NULL, 0);
+
+  s = whole_storage (self, error);
+  if (s == NULL)
+    return 0;
+  if (scales_address != NULL)
+    *scales_address = (guint64) GPOINTER_TO_SIZE (s->fp8_scales);
+  if (n_scales != NULL)
+    *n_scales = s->n_fp8_scales;
+  if (device_type != NULL)
+    *device_type = 1;
+  if (device_id != NULL)
+    *device_id = 0;
+  return (guint64) GPOINTER_TO_SIZE (s->fp8_data);
+}

@@ -171,5 +171,12 @@ gboolean           mixprec_param_dequantize_fp4        (MixprecParam *self,
 MIXPREC_AVAILABLE_IN_1_1
 GBytes            *mixprec_param_dequantize_fp4_bytes  (MixprecParam *self,
                                                         GError      **error);
+MIXPREC_AVAILABLE_IN_1_1
+guint64            mixprec_param_get_fp4_address       (MixprecParam *self,
+                                                        guint64      *scales_address,
+                                                        gsize        *n_scales,
+                                                        gint         *device_type,
+                                                        gint         *device_id,
+                                                        GError      **error);
 
 G_END_DECLS

@@ -34,7 +34,7 @@ extern "C" {
 /* The ABI revision this header describes; also in mixprec-version.h as
  * MIXPREC_PLUGIN_ABI_MAJOR/MINOR for the library's own use. */
 #define MIXPREC_PLUGIN_ABI_VERSION_MAJOR 1
-#define MIXPREC_PLUGIN_ABI_VERSION_MINOR 4
+#define MIXPREC_PLUGIN_ABI_VERSION_MINOR 5
 
 /* The revisions of the optimizer vtable (MixprecOptimizerV1, …V3) this
  * header declares; 1.1 added MixprecOptimizerV2, 1.4 MixprecOptimizerV3. */
@@ -43,6 +43,10 @@ extern "C" {
 /* The revisions of the device vtable (MixprecDeviceV1, …V3) this header
  * declares; 1.2 added MixprecDeviceV2, 1.3 MixprecDeviceV3. */
 #define MIXPREC_PLUGIN_DEVICE_REVISION 3
+
+/* The revisions of the communicator vtable (MixprecCommV1, MixprecCommV2)
+ * this header declares; 1.5 added MixprecCommV2. */
+#define MIXPREC_PLUGIN_COMM_REVISION 2
 
 #if defined(__GNUC__)
 # define MIXPREC_PLUGIN_EXPORT __attribute__((visibility ("default")))
@@ -478,6 +482,34 @@ typedef struct {
   void *reserved[8];
 } MixprecCommV1;
 
+/* Revision 2 (ABI 1.5): a whole MixprecCommV1 first, then an all-to-all,
+ * registered with MixprecPluginHostV1.register_comm_v2. The library
+ * reaches every V1 function through &comm->base; base.reserved must be
+ * zero as in V1. A communicator of revision 1 has no all-to-all: the
+ * engine then refuses what needs one (ZeRO++'s quantized gradients),
+ * naming the communicator.
+ *
+ *   all_to_all  @send holds world_size runs of @bytes bytes; run r goes
+ *               to rank r. @recv (world_size * @bytes) receives at
+ *               r * @bytes the run rank r sent to this rank, this rank's
+ *               own run included. The bytes move unchanged (codes and
+ *               scales of a quantized buffer: no dtype, no reduction).
+ *               @send and @recv do not overlap. Non-blocking with a
+ *               request, failures and timeouts name the peer, and
+ *               abort() ends it, as the V1 collectives.
+ */
+typedef struct {
+  MixprecCommV1 base;
+  int (*all_to_all) (void       *comm,
+                     const void *send,
+                     void       *recv,
+                     size_t      bytes,
+                     void      **request,
+                     char       *errbuf,
+                     size_t      errbuf_len);
+  void *reserved[8];
+} MixprecCommV2;
+
 /* ------------------------------------------------------------ devices */
 
 /* Directions of MixprecDeviceV1.copy(). */
@@ -828,7 +860,14 @@ struct MixprecPluginHostV1 {
                                 const MixprecOptimizerV3 *optimizer,
                                 char                     *errbuf,
                                 size_t                    errbuf_len);
-  void *reserved[8];
+  /* ABI 1.5: registers a MixprecCommV2, checked by a plugin as
+   * register_device_v2 is (falling back to register_comm with
+   * &comm->base, which has no all-to-all). */
+  int (*register_comm_v2) (MixprecPluginHostV1 *host,
+                           const MixprecCommV2 *comm,
+                           char                *errbuf,
+                           size_t               errbuf_len);
+  void *reserved[7];
 };
 
 /* The static description a plugin returns from its entry point. abi_major

@@ -2,7 +2,7 @@
  * vtables upgraded to the newest struct of its kind, in one place
  * (mixprec-plugin-compat.c); never installed.
  *
- * A plugin registers one of six structs (the register_* entries of
+ * A plugin registers one of eight structs (the register_* entries of
  * MixprecPluginHostV1). Each is checked and upgraded at once into a
  * _MixprecVTable, which holds the newest revision of its kind: the rest of
  * the library (features, devices, the engine) knows no older struct. What
@@ -55,7 +55,8 @@ typedef struct
   MixprecOptimizerV3 optimizer;
   _MixprecOptimizerStepV1Func step_v1;
   _MixprecOptimizerStepV2Func step_v2;
-  MixprecCommV1 comm;
+  /* Communicators: a revision 1 one's all_to_all is NULL. */
+  MixprecCommV2 comm;
   MixprecDeviceV3 device;
 } _MixprecVTable;
 
@@ -114,8 +115,10 @@ gboolean  _mixprec_optimizer_check              (const MixprecOptimizerV3 *vtabl
 gboolean  _mixprec_device_check                 (const MixprecDeviceV3 *vtable,
                                                  guint                  revision,
                                                  GError               **error);
-/* A communicator: name, device, functions, dtype_mask, reserved space. */
-gboolean  _mixprec_comm_check                   (const MixprecCommV1 *vtable,
+/* A communicator registered as @revision: name, device, the functions of
+ * every revision up to it, dtype_mask, the reserved space of each. */
+gboolean  _mixprec_comm_check                   (const MixprecCommV2 *vtable,
+                                                 guint                revision,
                                                  GError             **error);
 
 /* A feature holding a copy of an upgraded vtable. */

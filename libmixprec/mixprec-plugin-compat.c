@@ -121,14 +121,20 @@ upgrade_optimizer_v3 (const _MixprecRegistration *registration,
   return _mixprec_optimizer_check (&out->optimizer, out->optimizer.step != NULL, error);
 }
 
+/* Revision 2 begins with the whole revision 1, as the devices do: a V1
+ * communicator upgrades to its bytes followed by zeros, so its
+ * all_to_all is NULL and the engine refuses what needs one. */
 static gboolean
-upgrade_comm_v1 (const _MixprecRegistration *registration,
-                 gconstpointer               registered,
-                 _MixprecVTable             *out,
-                 GError                    **error)
+upgrade_comm (const _MixprecRegistration *registration,
+              gconstpointer               registered,
+              _MixprecVTable             *out,
+              GError                    **error)
 {
-  out->comm = *(const MixprecCommV1 *) registered;
-  return _mixprec_comm_check (&out->comm, error);
+  G_STATIC_ASSERT (G_STRUCT_OFFSET (MixprecCommV2, base) == 0);
+  g_assert (registration->struct_size <= sizeof out->comm);
+
+  memcpy (&out->comm, registered, registration->struct_size);
+  return _mixprec_comm_check (&out->comm, registration->revision, error);
 }
 
 /* Each device revision begins with the whole previous one, so the upgrade
@@ -161,8 +167,10 @@ upgrade_device (const _MixprecRegistration *registration,
        _mixprec_optimizer_v2_vtable_check) \
   ROW (register_optimizer_v3, MixprecOptimizerV3, OPTIMIZER, 3, upgrade_optimizer_v3, \
        _mixprec_optimizer_v3_vtable_check) \
-  ROW (register_comm, MixprecCommV1, COMM, 1, upgrade_comm_v1, \
+  ROW (register_comm, MixprecCommV1, COMM, 1, upgrade_comm, \
        _mixprec_comm_vtable_check) \
+  ROW (register_comm_v2, MixprecCommV2, COMM, 2, upgrade_comm, \
+       _mixprec_comm_v2_vtable_check) \
   ROW (register_device, MixprecDeviceV1, DEVICE, 1, upgrade_device, \
        _mixprec_device_vtable_check) \
   ROW (register_device_v2, MixprecDeviceV2, DEVICE, 2, upgrade_device, \

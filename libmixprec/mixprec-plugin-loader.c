@@ -80,8 +80,8 @@ vtable_identity (const _MixprecVTable  *vtable,
       break;
     case MIXPREC_FEATURE_KIND_COMM:
       *kind = "comm";
-      *name = vtable->comm.name;
-      *device = vtable->comm.device;
+      *name = vtable->comm.base.name;
+      *device = vtable->comm.base.device;
       break;
     default:
       *kind = "device";

@@ -108,8 +108,16 @@ const gchar    *_mixprec_plugin_master_format_describe (guint format);
  * dtype_mask naming only known dtypes, reserved space. */
 gboolean        _mixprec_comm_vtable_check             (const MixprecCommV1 *vtable,
                                                         GError             **error);
-/* For MixprecComm: the communicator's vtable (NULL for other kinds). */
+/* The same for revision 2 (register_comm_v2): the V1 checks plus the
+ * all_to_all and the V2 reserved space. */
+gboolean        _mixprec_comm_v2_vtable_check          (const MixprecCommV2 *vtable,
+                                                        GError             **error);
+/* For MixprecComm: the communicator's vtable (NULL for other kinds); and
+ * the same upgraded to revision 2, whose all_to_all is NULL when the
+ * plugin registered revision 1 (*revision: the one it registered). */
 const MixprecCommV1 *_mixprec_feature_get_comm_vtable  (MixprecFeature *feature);
+const MixprecCommV2 *_mixprec_feature_get_comm_v2      (MixprecFeature *feature,
+                                                        guint          *revision);
 
 /* ---- plugins (mixprec-plugin-object.c, mixprec-plugin-loader.c) */
 

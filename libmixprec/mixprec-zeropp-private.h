@@ -44,4 +44,54 @@ void     _mixprec_zeropp_dequantize    (const gint8  *codes,
                                         void         *dst,
                                         MixprecDType  dtype);
 
+/* DeepSpeed's dequant_reduce (quant_reduce.cu): @n_tensors tensors of
+ * @elems elements, tensor j's codes at code_bytes (j * elems), each in
+ * @in_groups blocks with scales[j * in_groups + b]; their fp16 sum (see
+ * numeric-zeropp.h) requantized to @bits in @out_groups blocks into
+ * @out_codes and @out_scales. */
+void     _mixprec_zeropp_quant_reduce  (const gint8  *codes,
+                                        const gfloat *scales,
+                                        guint         n_tensors,
+                                        guint64       elems,
+                                        guint64       in_groups,
+                                        guint64       out_groups,
+                                        guint         bits,
+                                        gint8        *out_codes,
+                                        gfloat       *out_scales);
+
+/* qgZ's wire (mixprec-engine-zeropp.c): a reduce-scatter's send buffer
+ * of world runs of @count elements, each run cut into blocks of
+ * _MIXPREC_ZEROPP_QGZ_BLOCK elements (the last one shorter, padded with
+ * zeros) and quantized to int4: the run's packed codes, block after
+ * block, then its stored scales; _mixprec_zeropp_qgz_run_bytes() bytes a
+ * run. */
+#define _MIXPREC_ZEROPP_QGZ_BLOCK 512u
+
+guint64  _mixprec_zeropp_qgz_blocks    (guint64 count);
+guint64  _mixprec_zeropp_qgz_run_bytes (guint64 count);
+/* Quantizes the @world runs at @src (@dtype, rounded to fp16 first) into
+ * @wire (world * run_bytes). With @err (LoCo's fp16 error feedback, run
+ * r's @count errors at err + r * @err_stride): each value v = fp16 (x +
+ * e) is quantized instead of x, and e becomes fp16 (beta e + (1 - beta)
+ * (v - dequantized v)) in FP32 arithmetic, as DeepSpeed's
+ * loco_swizzled_quant_kernel computes it. */
+void     _mixprec_zeropp_qgz_quantize  (const void   *src,
+                                        MixprecDType  dtype,
+                                        guint64       count,
+                                        guint         world,
+                                        guint16      *err,
+                                        guint64       err_stride,
+                                        gfloat        err_beta,
+                                        guint8       *wire);
+/* The world runs the all-to-all delivered at @wire (rank r's at r *
+ * run_bytes), dequantized and summed in FP32 in rank order into @dst:
+ * dst[i] = ((dst[i] + x_0[i]) + x_1[i]) + ... with @accumulate, else
+ * (x_0[i] + x_1[i]) + ..., rounded once to @dst_dtype. */
+void     _mixprec_zeropp_qgz_reduce    (const guint8 *wire,
+                                        guint         world,
+                                        guint64       count,
+                                        gboolean      accumulate,
+                                        void         *dst,
+                                        MixprecDType  dst_dtype);
+
 G_END_DECLS

@@ -142,3 +142,238 @@ _mixprec_zeropp_dequantize (const gint8  *codes,
   g_return_if_fail (bits == 8 || job.per % 2 == 0);
   _mixprec_parallel_for (groups, blocks_per_item (job.per), 1, dequantize_blocks, &job);
 }
+
+/* ---------------------------------------------------------------- quant_reduce */
+
+typedef struct {
+  const gint8 *codes;
+  const gfloat *scales;
+  guint n_tensors;
+  guint64 elems;             /* per tensor */
+  guint64 in_per;            /* elements per input block */
+  guint64 in_groups;         /* input blocks per tensor */
+  guint64 out_per;
+  guint bits;
+  gint8 *out_codes;
+  gfloat *out_scales;
+} ReduceJob;
+
+static void
+quant_reduce_blocks (gsize begin, gsize end, gpointer data)
+{
+  const ReduceJob *job = data;
+  guint16 *h = g_new (guint16, job->out_per);
+
+  for (gsize o = begin; o < end; o++)
+    {
+      guint64 first = o * job->out_per;
+
+      for (guint64 i = 0; i < job->out_per; i++)
+        {
+          guint64 e = first + i;
+          /* reduce::init<Add> for __half2: +0, then one fp16 addition per
+           * tensor in tensor order. */
+          guint16 acc = 0;
+
+          for (guint j = 0; j < job->n_tensors; j++)
+            {
+              const gint8 *codes = job->codes + _mixprec_zeropp_code_bytes (j * job->elems, job->bits);
+              guint64 b = e / job->in_per;
+              guint16 d = _mixprec_zpp_dequantize (codes + _mixprec_zeropp_code_bytes (b * job->in_per, job->bits),
+                                                   e - b * job->in_per, job->bits,
+                                                   job->scales[j * job->in_groups + b]);
+
+              acc = _mixprec_zpp_f16_add (acc, d);
+            }
+          h[i] = acc;
+        }
+      job->out_scales[o] = _mixprec_zpp_quantize_block (h, job->out_per, job->bits,
+                                                        job->out_codes + _mixprec_zeropp_code_bytes (first, job->bits));
+    }
+  g_free (h);
+}
+
+void
+_mixprec_zeropp_quant_reduce (const gint8  *codes,
+                              const gfloat *scales,
+                              guint         n_tensors,
+                              guint64       elems,
+                              guint64       in_groups,
+                              guint64       out_groups,
+                              guint         bits,
+                              gint8        *out_codes,
+                              gfloat       *out_scales)
+{
+  ReduceJob job = { codes, scales, n_tensors, elems, 0, in_groups, 0, bits, out_codes, out_scales };
+
+  g_return_if_fail (bits == 8 || bits == 4);
+  g_return_if_fail (in_groups > 0 && elems % in_groups == 0);
+  g_return_if_fail (out_groups > 0 && elems % out_groups == 0);
+  job.in_per = elems / in_groups;
+  job.out_per = elems / out_groups;
+  g_return_if_fail (bits == 8 || (job.in_per % 2 == 0 && job.out_per % 2 == 0));
+  _mixprec_parallel_for (out_groups, blocks_per_item (job.out_per * MAX (n_tensors, 1)), 1,
+                         quant_reduce_blocks, &job);
+}
+
+/* ---------------------------------------------------------------- qgZ's wire */
+
+guint64
+_mixprec_zeropp_qgz_blocks (guint64 count)
+{
+  return (count + _MIXPREC_ZEROPP_QGZ_BLOCK - 1) / _MIXPREC_ZEROPP_QGZ_BLOCK;
+}
+
+guint64
+_mixprec_zeropp_qgz_run_bytes (guint64 count)
+{
+  return _mixprec_zeropp_qgz_blocks (count) * (_MIXPREC_ZEROPP_QGZ_BLOCK / 2 + sizeof (gfloat));
+}
+
+typedef struct {
+  const void *src;
+  MixprecDType dtype;
+  guint64 count;
+  guint64 blocks;            /* per run */
+  guint8 *wire;
+  guint64 run_bytes;
+  /* LoCo: run r's errors at err + r * err_stride (NULL: none) */
+  guint16 *err;
+  guint64 err_stride;
+  gfloat beta;
+  /* reduce */
+  guint world;
+  gboolean accumulate;
+  void *dst;
+  MixprecDType dst_dtype;
+} WireJob;
+
+/* Block @k of every run: run k / blocks, block k % blocks. */
+static void
+qgz_quantize_blocks (gsize begin, gsize end, gpointer data)
+{
+  const WireJob *job = data;
+  guint16 h[_MIXPREC_ZEROPP_QGZ_BLOCK];
+
+  for (gsize k = begin; k < end; k++)
+    {
+      guint64 r = k / job->blocks, b = k % job->blocks;
+      guint64 first = r * job->count + b * _MIXPREC_ZEROPP_QGZ_BLOCK;
+      guint64 len = MIN ((guint64) _MIXPREC_ZEROPP_QGZ_BLOCK, job->count - b * _MIXPREC_ZEROPP_QGZ_BLOCK);
+      guint8 *run = job->wire + r * job->run_bytes;
+
+      gint8 *codes = (gint8 *) run + b * (_MIXPREC_ZEROPP_QGZ_BLOCK / 2);
+      guint16 *err = job->err != NULL ? job->err + r * job->err_stride + b * _MIXPREC_ZEROPP_QGZ_BLOCK : NULL;
+      gfloat stored;
+
+      /* A shorter last block is padded with zeros, which change neither
+       * its absmax nor its other codes. */
+      for (guint64 i = 0; i < _MIXPREC_ZEROPP_QGZ_BLOCK; i++)
+        h[i] = i < len ? to_f16 (job->src, job->dtype, first + i) : 0;
+      /* LoCo: the fed-back error joins the gradient in fp16 (__hadd2). */
+      for (guint64 i = 0; err != NULL && i < len; i++)
+        h[i] = _mixprec_zpp_f16_add (h[i], err[i]);
+      stored = _mixprec_zpp_quantize_block (h, _MIXPREC_ZEROPP_QGZ_BLOCK, 4, codes);
+      ((gfloat *) (gpointer) (run + job->blocks * (_MIXPREC_ZEROPP_QGZ_BLOCK / 2)))[b] = stored;
+      /* ...and the new error, what the codes miss, is averaged into it in
+       * FP32: e = fp16 (beta e + (1 - beta) (v - dequantized v)). */
+      for (guint64 i = 0; err != NULL && i < len; i++)
+        {
+          gfloat v = _mixprec_f16_to_f32 (h[i]);
+          gfloat d = _mixprec_f16_to_f32 (_mixprec_zpp_dequantize (codes, i, 4, stored));
+          gfloat fresh = v - d;
+
+          err[i] = _mixprec_f32_to_f16_rne (job->beta * _mixprec_f16_to_f32 (err[i]) +
+                                            (1.0f - job->beta) * fresh);
+        }
+    }
+}
+
+void
+_mixprec_zeropp_qgz_quantize (const void   *src,
+                              MixprecDType  dtype,
+                              guint64       count,
+                              guint         world,
+                              guint16      *err,
+                              guint64       err_stride,
+                              gfloat        err_beta,
+                              guint8       *wire)
+{
+  WireJob job = { src, dtype, count, _mixprec_zeropp_qgz_blocks (count), wire,
+                  _mixprec_zeropp_qgz_run_bytes (count), err, err_stride, err_beta,
+                  world, FALSE, NULL, 0 };
+
+  _mixprec_parallel_for (job.blocks * world, 16, 1, qgz_quantize_blocks, &job);
+}
+
+static inline gfloat
+read_f32 (const void *src, MixprecDType dtype, guint64 i)
+{
+  switch (dtype)
+    {
+    case MIXPREC_DTYPE_FLOAT16:
+      return _mixprec_f16_to_f32 (((const guint16 *) src)[i]);
+    case MIXPREC_DTYPE_BFLOAT16:
+      return _mixprec_bf16_to_f32 (((const guint16 *) src)[i]);
+    case MIXPREC_DTYPE_FLOAT32:
+    default:
+      return ((const gfloat *) src)[i];
+    }
+}
+
+/* The FP32 value of element @i of @run's dequantized block. */
+static inline gfloat
+qgz_value (const guint8 *run,
+           guint64       blocks,
+           guint64       i)
+{
+  guint64 b = i / _MIXPREC_ZEROPP_QGZ_BLOCK;
+  const gfloat *scales = (const gfloat *) (gconstpointer) (run + blocks * (_MIXPREC_ZEROPP_QGZ_BLOCK / 2));
+
+  return _mixprec_f16_to_f32 (_mixprec_zpp_dequantize ((const gint8 *) run + b * (_MIXPREC_ZEROPP_QGZ_BLOCK / 2),
+                                                       i - b * _MIXPREC_ZEROPP_QGZ_BLOCK, 4, scales[b]));
+}
+
+static void
+qgz_reduce_range (gsize begin, gsize end, gpointer data)
+{
+  const WireJob *job = data;
+
+  for (gsize i = begin; i < end; i++)
+    {
+      gfloat acc = qgz_value (job->wire, job->blocks, i);
+
+      if (job->accumulate)
+        acc = read_f32 (job->dst, job->dst_dtype, i) + acc;
+      for (guint r = 1; r < job->world; r++)
+        acc += qgz_value (job->wire + r * job->run_bytes, job->blocks, i);
+      switch (job->dst_dtype)
+        {
+        case MIXPREC_DTYPE_FLOAT16:
+          ((guint16 *) job->dst)[i] = _mixprec_f32_to_f16_rne (acc);
+          break;
+        case MIXPREC_DTYPE_BFLOAT16:
+          ((guint16 *) job->dst)[i] = _mixprec_f32_to_bf16_rne (acc);
+          break;
+        case MIXPREC_DTYPE_FLOAT32:
+        default:
+          ((gfloat *) job->dst)[i] = acc;
+          break;
+        }
+    }
+}
+
+void
+_mixprec_zeropp_qgz_reduce (const guint8 *wire,
+                            guint         world,
+                            guint64       count,
+                            gboolean      accumulate,
+                            void         *dst,
+                            MixprecDType  dst_dtype)
+{
+  WireJob job = { NULL, 0, count, _mixprec_zeropp_qgz_blocks (count), (guint8 *) wire,
+                  _mixprec_zeropp_qgz_run_bytes (count), NULL, 0, 0.0f, world, accumulate, dst,
+                  dst_dtype };
+
+  _mixprec_parallel_for (count, (gsize) 1 << 14, 1, qgz_reduce_range, &job);
+}

@@ -14,6 +14,7 @@
 #include "mixprec-lr-schedule.h"
 #include "mixprec-partitioner.h"
 #include "mixprec-param.h"
+#include "mixprec-numerics.h"
 #include "mixprec-engine.h"
 #include "mixprec-layout.h"
 #include "mixprec-plugin-object.h"

@@ -205,7 +205,8 @@ endif
 device_cuda_kernels = \
 	plugins/device-cuda/cuda-kernels.cu \
 	plugins/device-cuda/cuda-optim.cu \
-	plugins/device-cuda/cuda-fp8.cu
+	plugins/device-cuda/cuda-fp8.cu \
+	plugins/device-cuda/cuda-fp4.cu
 device_cuda_kernel_headers = \
 	libmixprec/numeric/numeric-base.h \
 	libmixprec/numeric/numeric-dtype.h \
@@ -215,7 +216,8 @@ device_cuda_kernel_headers = \
 EXTRA_DIST += $(device_cuda_kernels) $(device_cuda_kernel_headers) \
 	plugins/device-cuda/cuda-optim-kernel.cuh \
 	plugins/device-cuda/cuda-optim-quant.cuh \
-	plugins/device-cuda/cuda-fp8.cuh
+	plugins/device-cuda/cuda-fp8.cuh \
+	plugins/device-cuda/cuda-fp4.cuh
 if HAVE_CUDA
 mixprec_plugin_LTLIBRARIES += plugins/mixprec-device-cuda.la
 plugins_mixprec_device_cuda_la_SOURCES = \
@@ -234,6 +236,7 @@ plugins_mixprec_device_cuda_la_LIBADD = \
 	plugins/device-cuda/cuda-kernels.lo \
 	plugins/device-cuda/cuda-optim.lo \
 	plugins/device-cuda/cuda-fp8.lo \
+	plugins/device-cuda/cuda-fp4.lo \
 	plugins/libmixprec-optim-common.la \
 	$(CUDA_LIBS)
 plugins/device-cuda/cuda-kernels.lo: $(device_cuda_kernel_headers)
@@ -246,4 +249,9 @@ plugins/device-cuda/cuda-optim.lo: $(device_cuda_kernel_headers) \
 plugins/device-cuda/cuda-fp8.lo: $(device_cuda_kernel_headers) \
 	plugins/device-cuda/cuda-fp8.cuh \
 	libmixprec/numeric/numeric-fp8.h
+plugins/device-cuda/cuda-fp4.lo: $(device_cuda_kernel_headers) \
+	plugins/device-cuda/cuda-fp4.cuh \
+	libmixprec/numeric/numeric-fp4.h \
+	libmixprec/numeric/numeric-fp8.h \
+	libmixprec/numeric/numeric-rht.h
 endif

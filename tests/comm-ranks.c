@@ -1,7 +1,8 @@
 /* comm-ranks.c — one rank of test-comm's multi-process cases over the
  * comm-ucx plugin: every collective, dtype, operation and size against the
- * serial reference, several collectives outstanding at once, and the
- * failure cases (a rank killed or stopped midway, an abort). */
+ * serial reference, several collectives outstanding at once, the
+ * all-to-all of communicator revision 2, and the failure cases (a rank
+ * killed or stopped midway, an abort). */
 #include "config.h"
 
 #include <math.h>
@@ -15,6 +16,7 @@
 
 #include <mixprec/mixprec.h>
 
+#include "mixprec-comm-private.h"
 #include "comm-ranks.h"
 #include "comm-reference.h"
 
@@ -445,6 +447,45 @@ stop_self (int sig)
   raise (SIGSTOP);
 }
 
+/* A barrier that rank @victim leaves the job after. The victim must not
+ * vanish while a peer still finishes that barrier: a message it sent just
+ * before dying can be lost with it (a TCP reset drops what the peer had
+ * not read yet), and the peer would then rightly fail the barrier instead
+ * of the collective under test. So the others say, outside UCX, that they
+ * are through, and the victim returns once all of them have. */
+static gboolean
+barrier_before_victim_leaves (Child   *c,
+                              guint    victim,
+                              GString *why)
+{
+  g_autoptr(GError) error = NULL;
+
+  if (!mixprec_comm_barrier (c->comm, &error))
+    {
+      g_string_append_printf (why, "first barrier: %s", error->message);
+      return FALSE;
+    }
+  if (c->rank != victim)
+    {
+      g_autofree gchar *marker = g_strdup_printf ("%s/through-barrier-%u", c->dir, c->rank);
+
+      if (!g_file_set_contents (marker, "", 0, &error))
+        {
+          g_string_append_printf (why, "marker: %s", error->message);
+          return FALSE;
+        }
+      return TRUE;
+    }
+  for (guint r = 0; r < victim; r++)
+    {
+      g_autofree gchar *marker = g_strdup_printf ("%s/through-barrier-%u", c->dir, r);
+
+      while (!g_file_test (marker, G_FILE_TEST_EXISTS))
+        g_usleep (1000);
+    }
+  return TRUE;
+}
+
 /* A big collective that the victim (the last rank) leaves midway: killed
  * (@stop FALSE) or stopped (@stop TRUE). The others must fail with an
  * error that names it, within the timeout. */
@@ -462,36 +503,8 @@ scenario_lose_rank (Child    *c,
   gint64 start, cpu_start;
   gint64 elapsed_ms, cpu_ms;
 
-  if (!mixprec_comm_barrier (c->comm, &error))
-    {
-      g_string_append_printf (why, "first barrier: %s", error->message);
-      return FALSE;
-    }
-  /* The victim must not vanish while a peer still finishes that barrier:
-   * a message it sent just before dying can be lost with it (a TCP reset
-   * drops what the peer had not read yet), and the peer would then rightly
-   * fail the barrier instead of the all_reduce under test. So the others
-   * say, outside UCX, that they are through. */
-  if (c->rank != victim)
-    {
-      g_autofree gchar *marker = g_strdup_printf ("%s/through-barrier-%u", c->dir, c->rank);
-
-      if (!g_file_set_contents (marker, "", 0, &error))
-        {
-          g_string_append_printf (why, "marker: %s", error->message);
-          return FALSE;
-        }
-    }
-  else
-    {
-      for (guint r = 0; r < victim; r++)
-        {
-          g_autofree gchar *marker = g_strdup_printf ("%s/through-barrier-%u", c->dir, r);
-
-          while (!g_file_test (marker, G_FILE_TEST_EXISTS))
-            g_usleep (1000);
-        }
-    }
+  if (!barrier_before_victim_leaves (c, victim, why))
+    return FALSE;
   if (c->rank == victim)
     {
       MixprecCommRequest *r;
@@ -566,6 +579,132 @@ scenario_lose_rank (Child    *c,
     {
       g_string_append_printf (why, "the next collective did not fail at once: %s",
                               error != NULL ? error->message : "it succeeded");
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* Byte @i of the run rank @from sends rank @to. */
+static guint8
+a2a_byte (guint from, guint to, gsize i, gsize bytes)
+{
+  return (guint8) (from * 131u + to * 17u + i * 7u + (i >> 9) + bytes);
+}
+
+/* The all-to-all: every size from nothing to several chunks, several
+ * outstanding at once, each run checked byte for byte against what its
+ * sender put there. */
+static gboolean
+scenario_all_to_all (Child   *c,
+                     GString *why)
+{
+  const gsize sizes[] = { 0, 1, 1001, (gsize) 3 << 18, 4096 };
+  MixprecCommRequest *requests[G_N_ELEMENTS (sizes)] = { NULL };
+  guint8 *send[G_N_ELEMENTS (sizes)], *recv[G_N_ELEMENTS (sizes)];
+  g_autoptr(GError) error = NULL;
+  gboolean ok = TRUE;
+
+  for (gsize s = 0; s < G_N_ELEMENTS (sizes); s++)
+    {
+      send[s] = g_malloc (sizes[s] * c->world + 1);
+      recv[s] = g_malloc0 (sizes[s] * c->world + 1);
+      for (guint to = 0; to < c->world; to++)
+        for (gsize i = 0; i < sizes[s]; i++)
+          send[s][to * sizes[s] + i] = a2a_byte (c->rank, to, i, sizes[s]);
+    }
+  /* The first blocking, the others started together and waited in
+   * reverse order. */
+  if (!_mixprec_comm_all_to_all (c->comm, send[0], recv[0], sizes[0], &error))
+    {
+      g_string_append_printf (why, "all_to_all of %zu bytes: %s", sizes[0], error->message);
+      ok = FALSE;
+    }
+  for (gsize s = 1; ok && s < G_N_ELEMENTS (sizes); s++)
+    if ((requests[s] = _mixprec_comm_all_to_all_start (c->comm, send[s], recv[s], sizes[s],
+                                                       &error)) == NULL)
+      {
+        g_string_append_printf (why, "starting all_to_all of %zu bytes: %s", sizes[s],
+                                error->message);
+        ok = FALSE;
+      }
+  for (gsize s = G_N_ELEMENTS (sizes); s-- > 1;)
+    if (requests[s] != NULL)
+      {
+        if (ok && !mixprec_comm_request_wait (requests[s], &error))
+          {
+            g_string_append_printf (why, "all_to_all of %zu bytes: %s", sizes[s], error->message);
+            ok = FALSE;
+          }
+        mixprec_comm_request_free (requests[s]);
+      }
+  for (gsize s = 0; ok && s < G_N_ELEMENTS (sizes); s++)
+    for (guint from = 0; ok && from < c->world; from++)
+      for (gsize i = 0; ok && i < sizes[s]; i++)
+        if (recv[s][from * sizes[s] + i] != a2a_byte (from, c->rank, i, sizes[s]))
+          {
+            g_string_append_printf (why, "all_to_all of %zu bytes: byte %zu from rank %u is "
+                                    "0x%02x, rank %u sent 0x%02x", sizes[s], i, from,
+                                    recv[s][from * sizes[s] + i], from,
+                                    a2a_byte (from, c->rank, i, sizes[s]));
+            ok = FALSE;
+          }
+  for (gsize s = 0; s < G_N_ELEMENTS (sizes); s++)
+    {
+      g_free (send[s]);
+      g_free (recv[s]);
+    }
+  if (!ok)
+    return FALSE;
+  c->n_cases += G_N_ELEMENTS (sizes);
+  g_printerr ("rank %u: %u all_to_all cases, every run as its sender wrote it\n", c->rank,
+              c->n_cases);
+  return mixprec_comm_barrier (c->comm, NULL);
+}
+
+/* An all-to-all that the victim (the last rank) never joins: it kills
+ * itself once the others are through a barrier. They must fail with an
+ * error naming it, within the timeout. */
+static gboolean
+scenario_all_to_all_lose_rank (Child   *c,
+                               GString *why)
+{
+  guint victim = c->world - 1;
+  gsize bytes = (gsize) 1 << 20;
+  g_autofree guint8 *send = g_malloc0 (bytes * c->world);
+  g_autofree guint8 *recv = g_malloc0 (bytes * c->world);
+  g_autofree gchar *name = g_strdup_printf ("rank %u", victim);
+  g_autoptr(GError) error = NULL;
+  gint64 start, elapsed_ms;
+
+  if (!barrier_before_victim_leaves (c, victim, why))
+    return FALSE;
+  if (c->rank == victim)
+    raise (SIGKILL);
+  start = g_get_monotonic_time ();
+  if (_mixprec_comm_all_to_all (c->comm, send, recv, bytes, &error))
+    {
+      g_string_append (why, "the all_to_all succeeded without the victim");
+      return FALSE;
+    }
+  elapsed_ms = (g_get_monotonic_time () - start) / 1000;
+  g_printerr ("rank %u: failed after %" G_GINT64_FORMAT " ms: %s\n", c->rank, elapsed_ms,
+              error->message);
+  if (!g_error_matches (error, MIXPREC_COMM_ERROR, MIXPREC_COMM_ERROR_TIMEOUT) &&
+      !g_error_matches (error, MIXPREC_COMM_ERROR, MIXPREC_COMM_ERROR_PEER_FAILED))
+    {
+      g_string_append_printf (why, "unexpected error (code %d): %s", error->code, error->message);
+      return FALSE;
+    }
+  if (strstr (error->message, name) == NULL || strstr (error->message, "all_to_all") == NULL)
+    {
+      g_string_append_printf (why, "the error does not name %s and the all_to_all: %s", name,
+                              error->message);
+      return FALSE;
+    }
+  if (elapsed_ms > CHILD_TIMEOUT_MS + 2000)
+    {
+      g_string_append_printf (why, "the failure took %" G_GINT64_FORMAT " ms, more than the "
+                              "%d ms timeout allows", elapsed_ms, CHILD_TIMEOUT_MS);
       return FALSE;
     }
   return TRUE;
@@ -755,6 +894,10 @@ comm_ranks_main (int    argc,
     ok = scenario_lose_rank (&c, FALSE, why);
   else if (g_str_equal (scenario, "stop"))
     ok = scenario_lose_rank (&c, TRUE, why);
+  else if (g_str_equal (scenario, "all-to-all"))
+    ok = scenario_all_to_all (&c, why);
+  else if (g_str_equal (scenario, "all-to-all-kill"))
+    ok = scenario_all_to_all_lose_rank (&c, why);
   else if (g_str_equal (scenario, "abort"))
     ok = scenario_abort (&c, why);
   else if (g_str_equal (scenario, "mismatch"))

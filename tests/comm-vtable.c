@@ -18,6 +18,17 @@ capture_comm (MixprecPluginHostV1 *host,
   return MIXPREC_PLUGIN_OK;
 }
 
+/* Revision 2 begins with the whole revision 1. */
+static int
+capture_comm_v2 (MixprecPluginHostV1 *host,
+                 const MixprecCommV2 *comm,
+                 char                *errbuf,
+                 size_t               errbuf_len)
+{
+  registered = &comm->base;
+  return MIXPREC_PLUGIN_OK;
+}
+
 const MixprecCommV1 *
 test_comm_plugin_vtable (const char *plugin)
 {
@@ -45,6 +56,7 @@ test_comm_plugin_vtable (const char *plugin)
   host.abi_major = MIXPREC_PLUGIN_ABI_VERSION_MAJOR;
   host.abi_minor = MIXPREC_PLUGIN_ABI_VERSION_MINOR;
   host.register_comm = capture_comm;
+  host.register_comm_v2 = capture_comm_v2;
   g_assert_cmpint (get_desc ()->init (&host, errbuf, sizeof errbuf), ==, MIXPREC_PLUGIN_OK);
   g_assert_nonnull (registered);
   return registered;

@@ -240,3 +240,52 @@ test_cuda_host_mx_dequantize (const uint8_t *src, const uint8_t *scales, float *
   for (size_t i = 0; i < n; i++)
     mp_mx_dequantize1 (src, scales, dst, i, (unsigned) format, block_size);
 }
+
+/* ------------------------------------------------------------ 4-bit blocks */
+
+#include "device-cuda/cuda-fp4.cuh"
+
+extern "C" void
+test_cuda_host_fp4_quantize (int recipe, int scale_mode, const float *src, size_t rows, size_t cols,
+                             int stochastic, uint64_t seed, uint8_t *dst, uint8_t *scales,
+                             float *tensor_scale)
+{
+  size_t n = rows * cols, units = mp_fp4_units ((unsigned) recipe, rows, cols);
+  float ts = 1.0f;
+
+  if (recipe != MIXPREC_CUDA_FP4_MXFP4)
+    {
+      uint32_t m = 0;
+
+      /* The amax kernel's per-thread folds and atomicMax, in one order. */
+      for (size_t i = 0; i < n; i++)
+        m = mp_fp4_amax_fold (m, src[i]);
+      ts = _mixprec_nvfp4_tensor_scale (mp_fp4_amax_final (m));
+    }
+  if (tensor_scale != NULL)
+    *tensor_scale = ts;
+  for (size_t u = 0; u < units; u++)
+    {
+      if (recipe == MIXPREC_CUDA_FP4_MXFP4)
+        mp_mxfp4_block1 (src, u, (unsigned) scale_mode, stochastic, seed, dst, scales);
+      else if (recipe == MIXPREC_CUDA_FP4_NVFP4_2D)
+        mp_nvfp4_tile1 (src, rows, cols, u, ts, stochastic, seed, dst, scales);
+      else
+        mp_nvfp4_block1 (src, u, ts, stochastic, seed, dst, scales);
+    }
+}
+
+extern "C" void
+test_cuda_host_fp4_dequantize (int recipe, const uint8_t *src, const uint8_t *scales, float tensor_scale,
+                               size_t n, float *dst)
+{
+  for (size_t i = 0; i < n; i++)
+    mp_fp4_dequantize1 (src, scales, tensor_scale, recipe == MIXPREC_CUDA_FP4_MXFP4, i, dst);
+}
+
+extern "C" void
+test_cuda_host_rht (const float *src, size_t n, uint16_t sign_mask, int inverse, float *dst)
+{
+  for (size_t g = 0; g < n / _MIXPREC_RHT_GROUP; g++)
+    mp_rht_group1 (src, g, sign_mask, inverse, dst);
+}

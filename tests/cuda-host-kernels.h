@@ -66,6 +66,31 @@ void test_cuda_host_mx_dequantize  (const uint8_t *src,
                                     int            format,
                                     unsigned       block_size);
 
+/* The 4-bit block kernels of cuda-fp4.cu (cuda-fp4.cuh's bodies), with
+ * NVFP4's tensor amax folded as the amax kernel does. */
+void test_cuda_host_fp4_quantize   (int            recipe,
+                                    int            scale_mode,
+                                    const float   *src,
+                                    size_t         rows,
+                                    size_t         cols,
+                                    int            stochastic,
+                                    uint64_t       seed,
+                                    uint8_t       *dst,
+                                    uint8_t       *scales,
+                                    float         *tensor_scale);
+void test_cuda_host_fp4_dequantize (int            recipe,
+                                    const uint8_t *src,
+                                    const uint8_t *scales,
+                                    float          tensor_scale,
+                                    size_t         n,
+                                    float         *dst);
+
+void test_cuda_host_rht            (const float   *src,
+                                    size_t         n,
+                                    uint16_t       sign_mask,
+                                    int            inverse,
+                                    float         *dst);
+
 #ifdef __cplusplus
 }
 #endif

@@ -70,7 +70,7 @@ endif
 # --- zero-copy views: the Python overrides (bindings/gi/overrides, found
 # through PYTHONPATH above) against the uninstalled library; dlpack-layout
 # prints dlpack.h's layout for the test to compare with its ctypes one.
-EXTRA_DIST += tests/test-views-gi.py tests/dlpack-layout.c tests/python_optional.py
+EXTRA_DIST += tests/test-views-gi.py tests/dlpack-layout.c tests/python_optional.py tests/python_tap.py
 if HAVE_PYTHON_GI
 TESTS += tests/test-views-gi.py
 if HAVE_DLPACK
@@ -184,7 +184,7 @@ tests_test_registry_CPPFLAGS = $(tests_internal_cppflags)
 tests_test_registry_LDADD = $(tests_internal_ldadd)
 EXTRA_tests_test_registry_DEPENDENCIES = $(test_registry_plugins) \
 	tests/abi-plugins/mixprec-test-optim-v1.la tests/abi-plugins/mixprec-test-optim-v2.la \
-	plugins/mixprec-optim-sgd.la
+	tests/abi-plugins/mixprec-test-comm-v1.la plugins/mixprec-optim-sgd.la
 TESTS += tests/test-registry
 if HAVE_PYTHON_GI
 TESTS += tests/test-registry-gi.py
@@ -430,6 +430,8 @@ endif
 TESTS += tests/test-charlm-monitors.sh
 
 # --- example trainer: examples/charlm in short runs, and its Python twin
+# sourced by the charlm shell tests
+EXTRA_DIST += tests/charlm-common.sh
 EXTRA_DIST += tests/test-charlm.sh tests/test-charlm-py.py
 TESTS += tests/test-charlm.sh
 # each master and optimizer-state representation beside FP32 masters and moments
@@ -501,6 +503,13 @@ tests_abi_plugins_mixprec_test_optim_v1_la_SOURCES = \
 	tests/abi-plugins/mixprec-plugin-abi-1.0.h
 tests_abi_plugins_mixprec_test_optim_v1_la_LDFLAGS = $(test_plugin_ldflags)
 tests_abi_plugins_mixprec_test_optim_v1_la_LIBADD = -lm
+# A communicator of plugin ABI 1.0 (MixprecCommV1): loads and runs without
+# the all-to-all of revision 2.
+check_LTLIBRARIES += tests/abi-plugins/mixprec-test-comm-v1.la
+tests_abi_plugins_mixprec_test_comm_v1_la_SOURCES = \
+	tests/abi-plugins/test-comm-v1.c \
+	tests/abi-plugins/mixprec-plugin-abi-1.0.h
+tests_abi_plugins_mixprec_test_comm_v1_la_LDFLAGS = $(test_plugin_ldflags)
 # A plugin of plugin ABI 1.1 (MixprecOptimizerV2): the revision 2 shim of
 # revision 3 calls.
 check_LTLIBRARIES += tests/abi-plugins/mixprec-test-optim-v2.la
@@ -513,6 +522,7 @@ EXTRA_tests_test_abi_DEPENDENCIES = \
 	tests/abi-plugins/mixprec-test-host-check.la \
 	tests/abi-plugins/mixprec-test-optim-v1.la \
 	tests/abi-plugins/mixprec-test-optim-v2.la \
+	tests/abi-plugins/mixprec-test-comm-v1.la \
 	plugins/mixprec-optim-adamw.la \
 	plugins/mixprec-optim-sgd.la \
 	plugins/mixprec-optim-lion.la
@@ -562,8 +572,9 @@ tests_test_comm_SOURCES = \
 	tests/comm-ranks.h \
 	tests/comm-reference.h \
 	tests/dtype-reference.h
-tests_test_comm_LDADD = $(tests_public_ldadd) -lm
-tests_test_comm_CPPFLAGS = $(AM_CPPFLAGS)
+# Internal: the all-to-all of communicator revision 2 is private API.
+tests_test_comm_LDADD = $(tests_internal_ldadd) -lm
+tests_test_comm_CPPFLAGS = $(tests_internal_cppflags)
 EXTRA_tests_test_comm_DEPENDENCIES = $(test_registry_plugins)
 if HAVE_UCX
 tests_test_comm_CPPFLAGS += -DMIXPREC_TEST_HAVE_UCX=1
@@ -578,12 +589,20 @@ endif
 # --- ZeRO across processes (needs the UCX comm plugin)
 if HAVE_UCX
 check_PROGRAMS += tests/test-zero
-tests_test_zero_SOURCES = tests/test-zero.c tests/multiproc.c tests/multiproc.h
+tests_test_zero_SOURCES = tests/test-zero.c tests/multiproc.c tests/multiproc.h \
+	tests/engine-ranks-common.c tests/engine-ranks-common.h
 # Reads the engine's state buffers to compare representations bit for bit.
 tests_test_zero_CPPFLAGS = $(tests_internal_cppflags)
 tests_test_zero_LDADD = $(tests_internal_ldadd) -lm
 TESTS += tests/test-zero
 endif
+
+# --- mixprec_engine_set_master(): on one process against a fresh engine;
+# on 2 ranks (with a comm plugin) against one process
+check_PROGRAMS += tests/test-engine-set-master
+tests_test_engine_set_master_SOURCES = tests/test-engine-set-master.c tests/multiproc.c tests/multiproc.h
+tests_test_engine_set_master_LDADD = $(tests_public_ldadd) -lm
+TESTS += tests/test-engine-set-master
 
 # --- ZeRO-Offload across processes on the hostdev test device (whose
 # plugin registers comm-ucx for it): bitwise against the all-device run,
@@ -601,6 +620,25 @@ TESTS += tests/test-offload-ranks-cuda.sh
 endif
 endif
 EXTRA_DIST += tests/test-offload-ranks-cuda.sh
+
+# --- per-tensor numerics (mixprec.numerics): crafted gradients at 1 and
+# 3 ranks, the same bits at both (needs the UCX comm plugin)
+if HAVE_UCX
+check_PROGRAMS += tests/test-numerics
+tests_test_numerics_SOURCES = tests/test-numerics.c tests/multiproc.c tests/multiproc.h
+# Compares the AVX2 kernels with the scalar references.
+tests_test_numerics_CPPFLAGS = $(tests_internal_cppflags)
+tests_test_numerics_LDADD = $(tests_internal_ldadd) -lm
+EXTRA_tests_test_numerics_DEPENDENCIES = plugins/mixprec-comm-ucx.la
+TESTS += tests/test-numerics
+endif
+
+# Each statistic against numpy, through introspection; mixprec.torch's
+# accessor against torch's own gradients.
+EXTRA_DIST += tests/test-numerics-gi.py tests/test-numerics-torch.py
+if HAVE_PYTHON_GI
+TESTS += tests/test-numerics-gi.py tests/test-numerics-torch.py
+endif
 
 # --- low-precision transport, FP32 sums: bf16 contributions summed over
 # 2, 3, 4 and 8 ranks against an FP64 reference (needs the UCX comm plugin)
@@ -629,6 +667,23 @@ tests_test_zeropp_engine_SOURCES = \
 tests_test_zeropp_engine_LDADD = $(tests_public_ldadd) -lm
 EXTRA_tests_test_zeropp_engine_DEPENDENCIES = plugins/mixprec-comm-ucx.la
 TESTS += tests/test-zeropp-engine
+endif
+
+# --- ZeRO++ quantized gradients (qgZ) and LoCo at ZeRO-3 on 2 and 3 ranks:
+# the reduced slices bit for bit against an independent dequantize-sum,
+# within the quantizer's bound (needs the UCX comm plugin)
+if HAVE_UCX
+check_PROGRAMS += tests/test-zeropp-grad
+tests_test_zeropp_grad_SOURCES = \
+	tests/test-zeropp-grad.c \
+	tests/multiproc.c \
+	tests/multiproc.h \
+	tests/dtype-reference.h
+# Reads the reduced slices and the LoCo error buffers (engine internals).
+tests_test_zeropp_grad_CPPFLAGS = $(tests_internal_cppflags)
+tests_test_zeropp_grad_LDADD = $(tests_internal_ldadd) -lm
+EXTRA_tests_test_zeropp_grad_DEPENDENCIES = plugins/mixprec-comm-ucx.la $(test_registry_plugins)
+TESTS += tests/test-zeropp-grad
 endif
 
 # --- checkpoints: resume, cross-precision, crash safety (fork + SIGKILL),
@@ -821,12 +876,15 @@ tests_test_device_cuda_SOURCES = \
 	plugins/optim-sgd/sgd-schema.c \
 	plugins/optim-lion/lion-schema.c
 tests_test_device_cuda_CPPFLAGS = $(tests_internal_cppflags) -I$(top_srcdir)/plugins $(CUDA_CPPFLAGS)
-tests_test_device_cuda_LDADD = tests/cuda-host-kernels.lo plugins/libmixprec-optim-common.la \
+tests_test_device_cuda_LDADD = tests/cuda-host-kernels.lo plugins/device-cuda/cuda-fp4.lo \
+	plugins/libmixprec-optim-common.la \
 	$(tests_internal_ldadd) $(CUDA_LIBS) -lm
 tests/cuda-host-kernels.lo: $(device_cuda_kernel_headers) tests/cuda-host-kernels.h \
 	plugins/device-cuda/cuda-optim-kernel.cuh libmixprec/numeric/numeric-optim.h \
 	plugins/device-cuda/cuda-optim-quant.cuh libmixprec/numeric/numeric-quant.h \
-	plugins/device-cuda/cuda-fp8.cuh libmixprec/numeric/numeric-fp8.h
+	plugins/device-cuda/cuda-fp8.cuh libmixprec/numeric/numeric-fp8.h \
+	plugins/device-cuda/cuda-fp4.cuh libmixprec/numeric/numeric-fp4.h \
+	libmixprec/numeric/numeric-rht.h
 CLEANFILES += tests/cuda-host-kernels.lo tests/.libs/cuda-host-kernels.o
 EXTRA_tests_test_device_cuda_DEPENDENCIES = \
 	plugins/mixprec-device-cuda.la \
@@ -873,6 +931,14 @@ if HAVE_PYTHON_GI
 TESTS += tests/test-fp8-mx-modes-torchao.py
 endif
 
+# --- fp4: a parameter's 4-bit copy as uint8 views (param.fp4,
+# mixprec.torch's get_fp4_copy()) and the torch decode and matmul of
+# docs/reference/fp4-views.md against the engine's (PYTHON_TORCH)
+EXTRA_DIST += tests/test-fp4-views-torch.py
+if HAVE_PYTHON_GI
+TESTS += tests/test-fp4-views-torch.py
+endif
+
 # --- fp4: the random Hadamard transform against numpy (bits of the
 # documented order, the matrix product, the inverse, the seed's signs)
 EXTRA_DIST += tests/test-fp4-rht.py
@@ -883,6 +949,11 @@ endif
 # --- mixprec-inspect --formats: the dtypes and the 4-bit block formats
 TESTS += tests/test-inspect-formats.sh
 EXTRA_DIST += tests/test-inspect-formats.sh
+
+# --- mixprec-inspect --numerics: the ranked table of a crafted run, its
+# heat map's colours read back by matplotlib, and every bad input
+TESTS += tests/test-inspect-numerics.sh
+EXTRA_DIST += tests/test-inspect-numerics.sh
 
 # --- FP8 working copies in the engine (fp8-engine): one process, and
 # ZeRO-3 bit identity across world sizes (needs the UCX comm plugin)
@@ -898,7 +969,8 @@ endif
 EXTRA_DIST += tests/test-fp8-engine-cuda.sh
 if HAVE_UCX
 check_PROGRAMS += tests/test-fp8-zero
-tests_test_fp8_zero_SOURCES = tests/test-fp8-zero.c tests/multiproc.c tests/multiproc.h
+tests_test_fp8_zero_SOURCES = tests/test-fp8-zero.c tests/multiproc.c tests/multiproc.h \
+	tests/engine-ranks-common.c tests/engine-ranks-common.h
 tests_test_fp8_zero_LDADD = $(tests_public_ldadd) -lm
 TESTS += tests/test-fp8-zero
 endif
@@ -908,7 +980,8 @@ endif
 # to one process, with the 4-bit gather counted (needs the UCX plugin)
 if HAVE_UCX
 check_PROGRAMS += tests/test-fp4-engine
-tests_test_fp4_engine_SOURCES = tests/test-fp4-engine.c tests/multiproc.c tests/multiproc.h
+tests_test_fp4_engine_SOURCES = tests/test-fp4-engine.c tests/multiproc.c tests/multiproc.h \
+	tests/engine-ranks-common.c tests/engine-ranks-common.h
 tests_test_fp4_engine_LDADD = $(tests_public_ldadd) -lm
 TESTS += tests/test-fp4-engine
 endif

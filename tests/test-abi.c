@@ -305,6 +305,14 @@ static const FieldOffset device_fields[] = {
   END
 };
 
+/* Revision 2 (ABI 1.5): a whole V1 vtable first, then the all-to-all. */
+static const FieldOffset comm_v2_fields[] = {
+  F (MixprecCommV2, base, 0),
+  F (MixprecCommV2, all_to_all, 184),
+  F (MixprecCommV2, reserved, 192),
+  END
+};
+
 /* Revision 2 (ABI 1.2): a whole V1 vtable first, then pinned host memory. */
 static const FieldOffset device_v2_fields[] = {
   F (MixprecDeviceV2, base, 0),
@@ -342,7 +350,9 @@ static const FieldOffset plugin_host_fields[] = {
   F (MixprecPluginHostV1, log_data, 80),
   /* ABI 1.4 took the next one. */
   F (MixprecPluginHostV1, register_optimizer_v3, 88),
-  F (MixprecPluginHostV1, reserved, 96),
+  /* ABI 1.5 took the next one. */
+  F (MixprecPluginHostV1, register_comm_v2, 96),
+  F (MixprecPluginHostV1, reserved, 104),
   END
 };
 
@@ -381,6 +391,7 @@ static const Layout layouts[] = {
   L (MixprecBootstrapV1, 112, bootstrap_fields),
   L (MixprecCommInitV1, 32, comm_init_fields),
   L (MixprecCommV1, 184, comm_fields),
+  L (MixprecCommV2, 256, comm_v2_fields),
   L (MixprecDeviceOpenV1, 16, device_open_fields),
   L (MixprecDeviceRangeV1, 24, device_range_fields),
   L (MixprecDeviceV1, 312, device_fields),

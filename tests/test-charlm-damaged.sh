@@ -5,33 +5,14 @@
 # the newest whole one, says so, and keeps the damaged folder aside; with
 # no whole checkpoint left it refuses. Prints TAP.
 
-top_builddir=${MIXPREC_TOP_BUILDDIR:-.}
-srcdir=${G_TEST_SRCDIR:-$(dirname "$0")}/..
-charlm=$top_builddir/examples/charlm
-config=$srcdir/examples/configs/fp16.json
-words=/usr/share/dict/american-english
-
-if [ ! -r "$words" ]; then
-  echo "1..0 # SKIP $words is missing (Debian package wamerican)"
-  exit 0
-fi
-if [ ! -x "$charlm" ]; then
-  echo "Bail out! $charlm is not built"
-  exit 1
-fi
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/test-charlm-damaged.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
+. "${G_TEST_SRCDIR:-$(dirname "$0")}/charlm-common.sh"
+config=$configs/fp16.json
+charlm_setup test-charlm-damaged
 
 echo "1..9"
-n=0
 failed=0
 
-ok () {
-  n=$((n + 1))
-  echo "ok $n - $1"
-}
-
+# As charlm-common.sh's, and the runs' stderr with a failure.
 not_ok () {
   n=$((n + 1))
   failed=1

@@ -7,74 +7,11 @@
 # bf16's validation loss, the setup line names the recipe, and the hidden
 # layer's matmuls really multiplied with 4-bit values. Prints TAP.
 
-top_builddir=${MIXPREC_TOP_BUILDDIR:-.}
-srcdir=${G_TEST_SRCDIR:-$(dirname "$0")}/..
-charlm=$top_builddir/examples/charlm
-configs=$srcdir/examples/configs
-words=/usr/share/dict/american-english
-
-if [ ! -r "$words" ]; then
-  echo "1..0 # SKIP $words is missing (Debian package wamerican)"
-  exit 0
-fi
-if [ ! -x "$charlm" ]; then
-  echo "Bail out! $charlm is not built"
-  exit 1
-fi
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/test-charlm-fp4.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
+. "${G_TEST_SRCDIR:-$(dirname "$0")}/charlm-common.sh"
+charlm_setup test-charlm-fp4
+run_options="--steps 150 --batch 64 --eval-every 150"
 
 echo "1..8"
-n=0
-
-ok () {
-  n=$((n + 1))
-  echo "ok $n - $1"
-}
-
-not_ok () {
-  n=$((n + 1))
-  echo "not ok $n - $1"
-}
-
-check () {
-  description=$1
-  condition=$2
-  shift 2
-  if awk -v a="$1" -v b="${2:-0}" "BEGIN { exit !($condition) }"; then
-    ok "$description"
-  else
-    not_ok "$description"
-    echo "# values: $*"
-  fi
-}
-
-run () {
-  name=$1
-  config=$2
-  shift 2
-  "$charlm" --config "$configs/$config" --words "$words" --steps 150 --batch 64 \
-    --eval-every 150 --csv "$tmp/$name.csv" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err"
-  echo $? >"$tmp/$name.rc"
-}
-
-val_loss () {
-  sed -n '$s/^val_loss=\([0-9.]*\)$/\1/p' "$tmp/$1.out"
-}
-
-distinct () {
-  sed -n "s/^charlm:   $2: .*, \([0-9]*\) distinct values in [0-9]*\$/\1/p" "$tmp/$1.err"
-}
-
-runs_ok () {
-  if [ "$(cat "$tmp/$1.rc")" = 0 ] && [ -n "$(val_loss "$1")" ]; then
-    ok "$1 run exits 0 and ends with val_loss=$(val_loss "$1")"
-  else
-    not_ok "$1 run exits 0 and ends with val_loss=<number>"
-    sed 's/^/# /' "$tmp/$1.out" "$tmp/$1.err"
-  fi
-}
 
 run bf16 bf16.json
 run nvfp4 bf16-nvfp4.json

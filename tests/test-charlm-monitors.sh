@@ -7,28 +7,12 @@
 # Python with it. On two ranks (mixprec-run), rank 0 alone writes and
 # logs. Prints TAP.
 
-top_builddir=${MIXPREC_TOP_BUILDDIR:-.}
-charlm=$top_builddir/examples/charlm
+. "${G_TEST_SRCDIR:-$(dirname "$0")}/charlm-common.sh"
 launcher=$top_builddir/tools/mixprec-run
-words=/usr/share/dict/american-english
 steps=12
-
-if [ ! -r "$words" ]; then
-  echo "1..0 # SKIP $words is missing (Debian package wamerican)"
-  exit 0
-fi
-if [ ! -x "$charlm" ]; then
-  echo "Bail out! $charlm is not built"
-  exit 1
-fi
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/test-charlm-monitors.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
+charlm_setup test-charlm-monitors
 
 echo "1..11"
-n=0
-ok () { n=$((n + 1)); echo "ok $n - $1"; }
-not_ok () { n=$((n + 1)); echo "not ok $n - $1"; }
 skip () { n=$((n + 1)); echo "ok $n # SKIP $1"; }
 
 cat >"$tmp/config.json" <<EOF

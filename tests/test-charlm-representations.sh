@@ -10,42 +10,13 @@
 # The full-length runs and their val_loss are in
 # docs/reference/memory-representations.md. Prints TAP.
 
-top_builddir=${MIXPREC_TOP_BUILDDIR:-.}
-srcdir=${G_TEST_SRCDIR:-$(dirname "$0")}/..
-charlm=$top_builddir/examples/charlm
-configs=$srcdir/examples/configs
-words=/usr/share/dict/american-english
-
-if [ ! -r "$words" ]; then
-  echo "1..0 # SKIP $words is missing (Debian package wamerican)"
-  exit 0
-fi
-if [ ! -x "$charlm" ]; then
-  echo "Bail out! $charlm is not built"
-  exit 1
-fi
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/test-charlm-repr.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
+. "${G_TEST_SRCDIR:-$(dirname "$0")}/charlm-common.sh"
+charlm_setup test-charlm-repr
 
 representations="master-remainder master-kahan states-bf16 states-fp16-scaled
   states-bf16-scaled states-fp8 states-int8 states-int4 remainder-int8"
 
 echo "1..13"
-n=0
-ok () { n=$((n + 1)); echo "ok $n - $1"; }
-not_ok () { n=$((n + 1)); echo "not ok $n - $1"; }
-check () {
-  description=$1
-  condition=$2
-  shift 2
-  if awk -v a="$1" -v b="${2:-0}" "BEGIN { exit !($condition) }"; then
-    ok "$description"
-  else
-    not_ok "$description"
-    echo "# values: $*"
-  fi
-}
 
 # run NAME: 300 steps of examples/configs/bf16-NAME.json (bf16.json for
 # "bf16"); the val_loss, or nothing with the run's output as comments.

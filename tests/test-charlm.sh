@@ -4,66 +4,11 @@
 # within 2% of each other; fp16 with a static loss scale of 1 loses its
 # small gradients to underflow and ends clearly worse. Prints TAP.
 
-top_builddir=${MIXPREC_TOP_BUILDDIR:-.}
-srcdir=${G_TEST_SRCDIR:-$(dirname "$0")}/..
-charlm=$top_builddir/examples/charlm
-configs=$srcdir/examples/configs
-words=/usr/share/dict/american-english
-
-if [ ! -r "$words" ]; then
-  echo "1..0 # SKIP $words is missing (Debian package wamerican)"
-  exit 0
-fi
-if [ ! -x "$charlm" ]; then
-  echo "Bail out! $charlm is not built"
-  exit 1
-fi
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/test-charlm.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
+. "${G_TEST_SRCDIR:-$(dirname "$0")}/charlm-common.sh"
+charlm_setup test-charlm
+run_options="--steps 300 --batch 64 --eval-every 100 --quiet"
 
 echo "1..11"
-n=0
-
-ok () {
-  n=$((n + 1))
-  echo "ok $n - $1"
-}
-
-not_ok () {
-  n=$((n + 1))
-  echo "not ok $n - $1"
-}
-
-# check DESCRIPTION AWK-CONDITION VALUES...: passes when the awk condition,
-# over the variables a, b, c (the values), holds.
-check () {
-  description=$1
-  condition=$2
-  shift 2
-  if awk -v a="$1" -v b="${2:-0}" -v c="${3:-0}" "BEGIN { exit !($condition) }"; then
-    ok "$description"
-  else
-    not_ok "$description"
-    echo "# values: $*"
-  fi
-}
-
-# run NAME CONFIG [OPTIONS...]: a short run; its last stdout line goes to
-# $tmp/NAME.out, its CSV to $tmp/NAME.csv.
-run () {
-  name=$1
-  config=$2
-  shift 2
-  "$charlm" --config "$configs/$config" --words "$words" --steps 300 --batch 64 \
-    --eval-every 100 --quiet --csv "$tmp/$name.csv" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err"
-  echo $? >"$tmp/$name.rc"
-}
-
-# The final line, val_loss=<value>.
-val_loss () {
-  sed -n '$s/^val_loss=\([0-9.]*\)$/\1/p' "$tmp/$1.out"
-}
 
 # The last CSV row's grad_underflow column.
 underflow () {

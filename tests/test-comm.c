@@ -20,6 +20,7 @@
 #include <glib/gstdio.h>
 #include <mixprec/mixprec.h>
 
+#include "mixprec-comm-private.h"
 #include "comm-ranks.h"
 #include "comm-reference.h"
 
@@ -307,6 +308,56 @@ test_backend_errors (void)
 }
 
 /* How a plugin's failures reach the caller (tests/plugins/test-comm.c). */
+/* The all-to-all of revision 2 in a world of one: this rank's run comes
+ * back as it was, started or blocking. */
+static void
+test_local_all_to_all (void)
+{
+  g_autoptr(MixprecComm) comm = local_comm ();
+  g_autoptr(GError) error = NULL;
+  guint8 send[37], recv[37] = { 0 }, again[37] = { 0 };
+  MixprecCommRequest *r;
+
+  for (guint i = 0; i < sizeof send; i++)
+    send[i] = (guint8) (i * 29 + 3);
+  g_assert_true (_mixprec_comm_has_all_to_all (comm, &error));
+  g_assert_cmpuint (mixprec_feature_get_abi_revision (_mixprec_comm_get_feature (comm)), ==, 2);
+  g_assert_true (_mixprec_comm_all_to_all (comm, send, recv, sizeof send, &error));
+  g_assert_no_error (error);
+  g_assert_cmpmem (recv, sizeof recv, send, sizeof send);
+  r = _mixprec_comm_all_to_all_start (comm, send, again, sizeof send, &error);
+  g_assert_no_error (error);
+  g_assert_true (mixprec_comm_request_wait (r, &error));
+  mixprec_comm_request_free (r);
+  g_assert_cmpmem (again, sizeof again, send, sizeof send);
+  /* Overlapping buffers are refused before the backend sees them. */
+  g_assert_false (_mixprec_comm_all_to_all (comm, send, send + 1, 8, &error));
+  g_assert_error (error, MIXPREC_COMM_ERROR, MIXPREC_COMM_ERROR_INVALID_ARGUMENT);
+  g_assert_nonnull (strstr (error->message, "all_to_all: the send and receive buffers overlap"));
+}
+
+/* A communicator registered as revision 1 (testcomm) has no all-to-all:
+ * asking for one names it, its plugin and its revision. */
+static void
+test_v1_no_all_to_all (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MixprecComm) comm = mixprec_comm_new (NULL, "testcomm", NULL, 0, &error);
+  guint8 send[4] = { 0 }, recv[4];
+
+  g_assert_no_error (error);
+  g_assert_cmpuint (mixprec_feature_get_abi_revision (_mixprec_comm_get_feature (comm)), ==, 1);
+  g_assert_false (_mixprec_comm_has_all_to_all (comm, &error));
+  g_assert_error (error, MIXPREC_COMM_ERROR, MIXPREC_COMM_ERROR_INVALID_ARGUMENT);
+  g_test_message ("%s", error->message);
+  g_assert_nonnull (strstr (error->message, "comm 'testcomm'"));
+  g_assert_nonnull (strstr (error->message, "plugin test-comm"));
+  g_assert_nonnull (strstr (error->message, "revision 1, which has no all-to-all"));
+  g_clear_error (&error);
+  g_assert_false (_mixprec_comm_all_to_all (comm, send, recv, sizeof send, &error));
+  g_assert_error (error, MIXPREC_COMM_ERROR, MIXPREC_COMM_ERROR_INVALID_ARGUMENT);
+}
+
 static void
 test_plugin_failures (void)
 {
@@ -673,6 +724,8 @@ static const Group groups[] = {
   { "abort", 2, FALSE },
   { "mismatch", 2, TRUE },
   { "mismatch-barrier", 2, TRUE },
+  { "all-to-all", 3, TRUE },
+  { "all-to-all-kill", 3, TRUE },
 };
 
 int
@@ -710,6 +763,8 @@ main (int argc, char **argv)
   g_test_add_func ("/comm/local/requests", test_local_requests);
   g_test_add_func ("/comm/local/bytes", test_local_bytes);
   g_test_add_func ("/comm/local/abort", test_local_abort);
+  g_test_add_func ("/comm/local/all-to-all", test_local_all_to_all);
+  g_test_add_func ("/comm/v1-plugin/no-all-to-all", test_v1_no_all_to_all);
   g_test_add_func ("/comm/arguments", test_arguments);
   g_test_add_func ("/comm/backend-errors", test_backend_errors);
   g_test_add_func ("/comm/plugin-failures", test_plugin_failures);
@@ -720,7 +775,8 @@ main (int argc, char **argv)
       g_autofree gchar *test_path = NULL;
       GTestDataFunc func = test_multi_collectives;
 
-      if (g_str_equal (g->scenario, "kill") || g_str_equal (g->scenario, "stop"))
+      if (g_str_equal (g->scenario, "kill") || g_str_equal (g->scenario, "stop") ||
+          g_str_equal (g->scenario, "all-to-all-kill"))
         func = test_multi_lose_rank;
       if (g_str_equal (g->scenario, "collectives"))
         test_path = g_strdup_printf ("/comm/ucx/%sranks-%u", g->shm ? "" : "no-shm/", g->world);

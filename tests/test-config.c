@@ -653,6 +653,12 @@ static const InvalidCase invalid_cases[] = {
   { "{\"zero_optimization\": {\"offload_param\": {\"device\": \"cpu\", \"pin_memory\": 1}}}", "zero_optimization.offload_param.pin_memory", "true or false", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
   { "{\"zero_optimization\": {\"cpu_offload_param\": true, \"offload_param\": {\"device\": \"cpu\"}}}", "zero_optimization.cpu_offload_param", "give only one", MIXPREC_CONFIG_ERROR_CONFLICT },
   { "{\"mixprec\": {\"device\": \"cuda\"}, \"zero_optimization\": {\"stage\": 3, \"offload_param\": {\"device\": \"cpu\"}}}", "zero_optimization.offload_param", "needs zero_optimization.offload_optimizer", MIXPREC_CONFIG_ERROR_UNSUPPORTED },
+  /* ZeRO++ LoCo */
+  { "{\"zero_optimization\": {\"stage\": 3, \"zero_quantized_gradients\": true, \"zeropp_loco_param\": {\"err_beta\": 1.5}}}", "zero_optimization.zeropp_loco_param.err_beta", "a number from 0 to 1", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"zero_optimization\": {\"stage\": 3, \"zero_quantized_gradients\": true, \"zeropp_loco_param\": {\"reset_T\": 0}}}", "zero_optimization.zeropp_loco_param.reset_T", "a positive number of optimizer steps", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"zero_optimization\": {\"stage\": 3, \"zero_quantized_gradients\": true, \"zeropp_loco_param\": {\"err_bta\": 0.5}}}", "zero_optimization.zeropp_loco_param.err_bta", "did you mean err_beta?", MIXPREC_CONFIG_ERROR_UNKNOWN_KEY },
+  { "{\"zero_optimization\": {\"stage\": 3, \"zero_quantized_gradients\": true, \"zeropp_loco_param\": 0.8}}", "zero_optimization.zeropp_loco_param", "a JSON object", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
+  { "{\"zero_optimization\": {\"stage\": 3, \"zero_quantized_gradients\": 1}}", "zero_optimization.zero_quantized_gradients", "true or false", MIXPREC_CONFIG_ERROR_INVALID_VALUE },
   { "[]", "(top level)", "must be a JSON object", MIXPREC_CONFIG_ERROR_PARSE },
   { "{\"fp16\": {\"enabled\": tru}}", "fp16.enabled", "line 1, column 22", MIXPREC_CONFIG_ERROR_PARSE },
   /* fp8 */
@@ -1411,6 +1417,37 @@ test_config_zeropp (void)
   g_assert_cmpuint (g_strv_length (mixprec_config_get_warnings (low)), ==, 1);
   g_assert_cmpuint (g_strv_length (mixprec_config_get_warnings (off)), ==, 0);
   g_assert_nonnull (strstr (text, "\"zero_hpz_partition_size\": 1"));
+}
+
+/* qgZ and LoCo: read (no "not implemented" warning), printed with LoCo's
+ * defaults filled in, read back; said to do nothing below stage 3, and
+ * LoCo without qgZ. */
+static void
+test_config_qgz (void)
+{
+  g_autoptr(MixprecConfig) on = load ("{\"zero_optimization\": {\"stage\": 3, "
+                                      "\"zero_quantized_gradients\": true, "
+                                      "\"zeropp_loco_param\": {\"reset_T\": 64}}}");
+  g_autoptr(MixprecConfig) plain = load ("{\"zero_optimization\": {\"stage\": 3, "
+                                         "\"zero_quantized_gradients\": true}}");
+  g_autoptr(MixprecConfig) low = load ("{\"zero_optimization\": {\"stage\": 2, "
+                                       "\"zero_quantized_gradients\": true}}");
+  g_autoptr(MixprecConfig) alone = load ("{\"zero_optimization\": {\"stage\": 3, "
+                                         "\"zeropp_loco_param\": {\"err_beta\": 0.5}}}");
+  g_autofree gchar *text = mixprec_config_to_data (on, NULL);
+  g_autofree gchar *plain_text = mixprec_config_to_data (plain, NULL);
+
+  g_assert_cmpuint (g_strv_length (mixprec_config_get_warnings (on)), ==, 0);
+  g_assert_nonnull (strstr (text, "\"zero_quantized_gradients\": true"));
+  g_assert_true (g_regex_match_simple ("\"zeropp_loco_param\" *: *\\{\\s*\"err_beta\" *: *0.8,\\s*"
+                                       "\"reset_T\" *: *64\\s*\\}", text, 0, 0));
+  g_assert_nonnull (strstr (plain_text, "\"zeropp_loco_param\": null"));
+  assert_round_trip (on);
+  assert_round_trip (plain);
+  g_assert_true (warned (low, "zero_optimization.zero_quantized_gradients: has no effect at stage 2"));
+  g_assert_cmpuint (g_strv_length (mixprec_config_get_warnings (low)), ==, 1);
+  g_assert_true (warned (alone, "zero_optimization.zeropp_loco_param: has no effect without "
+                         "zero_optimization.zero_quantized_gradients"));
 }
 
 /* hpZ: read, printed, checked against the world by the engine, said to
@@ -2806,6 +2843,7 @@ main (int argc, char **argv)
   g_test_add_func ("/config/malformed/files", test_config_file_errors);
   g_test_add_func ("/config/warnings", test_config_warnings);
   g_test_add_func ("/config/zeropp", test_config_zeropp);
+  g_test_add_func ("/config/zeropp/qgz-loco", test_config_qgz);
   g_test_add_func ("/config/hpz", test_config_hpz);
   g_test_add_func ("/config/offload-optimizer", test_config_offload_optimizer);
   g_test_add_func ("/config/offload-param", test_config_offload_param);

@@ -1879,6 +1879,276 @@ test_fp8_entry_points (void)
   _mixprec_device_free (device, dev_scales);
 }
 
+/* ------------------------------------------------------------ 4-bit blocks
+ *
+ * The kernels of cuda-fp4.cu are not reached through the plugin ABI: the
+ * engine keeps its 4-bit copies on the CPU. Their bodies, compiled by
+ * nvcc, run on the host against mixprec_quantize_blocks(),
+ * mixprec_dequantize_blocks() and mixprec_rht_apply() here, and on a GPU
+ * in test_fp4_gpu(). */
+
+#define FP4_ROWS 401            /* the last 16x16 tile row is one row */
+#define FP4_COLS 256
+
+/* A matrix whose 32-element blocks (and so 16-element ones) take turns:
+ * all zeros, one NaN, ±Inf, subnormals only, huge values beside tiny ones
+ * (E4M3 and E8M0 saturate, elements clamp to ±6), every exponent, random
+ * bits (NaN and Inf of any payload included), and ordinary values. */
+static gfloat *
+fp4_source (GRand *rand)
+{
+  const gsize n = (gsize) FP4_ROWS * FP4_COLS;
+  gfloat *x = g_new (gfloat, n);
+
+  for (gsize i = 0; i < n; i++)
+    {
+      gsize b = i / 32;
+      guint32 u = g_rand_int (rand);
+      gdouble v = g_rand_double_range (rand, -2, 2);
+
+      switch (b % 9)
+        {
+        case 0:
+          x[i] = (i & 1) ? -0.0f : 0.0f;
+          break;
+        case 1:
+          x[i] = i % 32 == 5 ? NAN : (gfloat) v;
+          break;
+        case 2:
+          x[i] = i % 32 == 7 ? INFINITY : i % 32 == 8 ? -INFINITY : (gfloat) v;
+          break;
+        case 3:
+          x[i] = (gfloat) ldexp (v, -140);
+          break;
+        case 4:
+          x[i] = i % 32 == 3 ? (gfloat) ldexp (v, 126) : (gfloat) ldexp (v, -100);
+          break;
+        case 5:
+          x[i] = (gfloat) ldexp (v, (gint) (b % 260) - 130);
+          break;
+        case 6:
+          memcpy (&x[i], &u, sizeof u);
+          break;
+        default:
+          x[i] = (gfloat) ldexp (v, g_rand_int_range (rand, -8, 8));
+        }
+    }
+  return x;
+}
+
+static gboolean
+same_f32 (gfloat a,
+          gfloat b)
+{
+  return memcmp (&a, &b, sizeof a) == 0 || (isnan (a) && isnan (b));
+}
+
+/* Recipe r of the five cases: NVFP4, NVFP4 16x16, MXFP4 in each mode. */
+static void
+fp4_case (guint               r,
+          MixprecBlockRecipe *recipe,
+          MixprecMxScaleMode *mode)
+{
+  *recipe = r < 2 ? (MixprecBlockRecipe) r : MIXPREC_BLOCK_RECIPE_MXFP4;
+  *mode = r < 2 ? MIXPREC_MX_SCALE_FLOOR : (MixprecMxScaleMode) (r - 2);
+}
+
+static void
+check_host_fp4 (const gfloat *x,
+                gsize         rows)
+{
+  const gsize n = rows * FP4_COLS;
+  g_autofree guint8 *expected = g_malloc (n / 2), *actual = g_malloc (n / 2);
+  g_autofree guint8 *sc_expected = g_malloc (n / 16), *sc_actual = g_malloc (n / 16);
+  g_autofree gfloat *back_expected = g_new (gfloat, n), *back_actual = g_new (gfloat, n);
+
+  for (guint r = 0; r < 6; r++)
+    for (guint stochastic = 0; stochastic <= 1; stochastic++)
+      {
+        g_autoptr(GError) error = NULL;
+        MixprecBlockRecipe recipe;
+        MixprecMxScaleMode mode;
+        gfloat ts_expected = 0.0f, ts_actual = -1.0f;
+        gsize nb;
+
+        fp4_case (r, &recipe, &mode);
+        nb = n / mixprec_block_recipe_get_block_size (recipe);
+        g_assert_true (mixprec_quantize_blocks (recipe, mode, x, rows, FP4_COLS,
+                                                stochastic ? MIXPREC_ROUNDING_STOCHASTIC
+                                                           : MIXPREC_ROUNDING_NEAREST_EVEN,
+                                                0x5EED4ull, expected, sc_expected, &ts_expected, &error));
+        g_assert_no_error (error);
+        test_cuda_host_fp4_quantize ((gint) recipe, (gint) mode, x, rows, FP4_COLS, (gint) stochastic,
+                                     0x5EED4ull, actual, sc_actual, &ts_actual);
+        g_assert_cmpmem (sc_actual, nb, sc_expected, nb);
+        g_assert_cmpmem (actual, n / 2, expected, n / 2);
+        g_assert_cmpmem (&ts_actual, 4, &ts_expected, 4);
+
+        g_assert_true (mixprec_dequantize_blocks (recipe, expected, sc_expected, ts_expected, rows,
+                                                  FP4_COLS, back_expected, &error));
+        test_cuda_host_fp4_dequantize ((gint) recipe, expected, sc_expected, ts_expected, n, back_actual);
+        for (gsize i = 0; i < n; i++)
+          g_assert_true (same_f32 (back_actual[i], back_expected[i]));
+      }
+}
+
+static void
+test_host_fp4 (void)
+{
+  g_autoptr(GRand) rand = g_rand_new_with_seed (404);
+  g_autofree gfloat *x = fp4_source (rand);
+  const gsize n = (gsize) FP4_ROWS * FP4_COLS;
+
+  check_host_fp4 (x, FP4_ROWS);
+  /* A tensor of zeros (NVFP4's tensor scale 0, every block scale NaN)
+   * and one whose amax is NaN, on fewer rows. */
+  memset (x, 0, 32 * FP4_COLS * sizeof (gfloat));
+  check_host_fp4 (x, 32);
+  x[100] = NAN;
+  check_host_fp4 (x, 32);
+  g_assert_cmpuint (n, >=, 100000);
+}
+
+/* The random Hadamard transform, both ways, in place too, against
+ * mixprec_rht_apply() on the same matrix (its NaN, Inf, subnormal and
+ * huge groups included: sums that overflow give Inf, Inf - Inf NaN). */
+static void
+test_host_rht (void)
+{
+  g_autoptr(GRand) rand = g_rand_new_with_seed (406);
+  g_autofree gfloat *x = fp4_source (rand);
+  const gsize n = (gsize) FP4_ROWS * FP4_COLS;
+  g_autofree gfloat *expected = g_new (gfloat, n), *actual = g_new (gfloat, n);
+
+  for (gint inverse = 0; inverse <= 1; inverse++)
+    for (guint s = 0; s < 3; s++)
+      {
+        guint16 mask = s == 0 ? 0 : s == 1 ? 0xFFFF : mixprec_rht_sign_mask (1234);
+
+        g_assert_true (mixprec_rht_apply (x, n, mask, inverse, expected, NULL));
+        test_cuda_host_rht (x, n, mask, inverse, actual);
+        for (gsize i = 0; i < n; i++)
+          g_assert_true (same_f32 (actual[i], expected[i]));
+        memcpy (actual, x, n * sizeof (gfloat));
+        test_cuda_host_rht (actual, n, mask, inverse, actual);
+        for (gsize i = 0; i < n; i++)
+          g_assert_true (same_f32 (actual[i], expected[i]));
+      }
+}
+
+/* The same cases on the GPU through cuda-fp4.cu's launchers, against the
+ * library on the CPU. */
+static void
+test_fp4_gpu (void)
+{
+  g_autoptr(_MixprecDevice) device = open_or_skip ();
+  g_autoptr(GRand) rand = g_rand_new_with_seed (405);
+  const gsize n = (gsize) FP4_ROWS * FP4_COLS;
+  g_autofree gfloat *x = NULL, *back_expected = NULL, *back_actual = NULL;
+  g_autofree guint8 *expected = NULL, *actual = NULL, *sc_expected = NULL, *sc_actual = NULL;
+  gfloat *d_x, *d_back, *d_ts;
+  guint8 *d_dst, *d_sc;
+  guint32 *d_amax;
+
+  if (device == NULL)
+    return;
+  x = fp4_source (rand);
+  expected = g_malloc (n / 2);
+  actual = g_malloc (n / 2);
+  sc_expected = g_malloc (n / 16);
+  sc_actual = g_malloc (n / 16);
+  back_expected = g_new (gfloat, n);
+  back_actual = g_new (gfloat, n);
+  g_assert_cmpint (cudaMalloc ((void **) &d_x, n * sizeof (gfloat)), ==, cudaSuccess);
+  g_assert_cmpint (cudaMalloc ((void **) &d_back, n * sizeof (gfloat)), ==, cudaSuccess);
+  g_assert_cmpint (cudaMalloc ((void **) &d_ts, sizeof (gfloat)), ==, cudaSuccess);
+  g_assert_cmpint (cudaMalloc ((void **) &d_dst, n / 2), ==, cudaSuccess);
+  g_assert_cmpint (cudaMalloc ((void **) &d_sc, n / 16), ==, cudaSuccess);
+  g_assert_cmpint (cudaMalloc ((void **) &d_amax, sizeof (guint32)), ==, cudaSuccess);
+  /* The matrix, then 32 rows of zeros, then those with a NaN. */
+  for (guint t = 0; t < 3; t++)
+    for (guint r = 0; r < 6; r++)
+      for (guint stochastic = 0; stochastic <= 1; stochastic++)
+        {
+          g_autoptr(GError) error = NULL;
+          MixprecBlockRecipe recipe;
+          MixprecMxScaleMode mode;
+          gfloat ts_expected = 0.0f, ts_actual = -1.0f;
+          const char *call = NULL;
+          gsize rows = t == 0 ? FP4_ROWS : 32, m = rows * FP4_COLS, nb;
+
+          if (r == 0 && stochastic == 0)
+            {
+              if (t == 1)
+                memset (x, 0, m * sizeof (gfloat));
+              else if (t == 2)
+                x[100] = NAN;
+              g_assert_cmpint (cudaMemcpy (d_x, x, m * sizeof (gfloat), cudaMemcpyHostToDevice), ==,
+                               cudaSuccess);
+            }
+          fp4_case (r, &recipe, &mode);
+          nb = m / mixprec_block_recipe_get_block_size (recipe);
+          g_assert_true (mixprec_quantize_blocks (recipe, mode, x, rows, FP4_COLS,
+                                                  stochastic ? MIXPREC_ROUNDING_STOCHASTIC
+                                                             : MIXPREC_ROUNDING_NEAREST_EVEN,
+                                                  0x5EED4ull, expected, sc_expected, &ts_expected, &error));
+          g_assert_cmpint (cudaMemcpy (d_ts, &ts_actual, sizeof ts_actual, cudaMemcpyHostToDevice), ==,
+                           cudaSuccess);
+          g_assert_cmpint (_mixprec_cuda_fp4_quantize ((gint) recipe, (gint) mode, d_x, rows, FP4_COLS,
+                                                       (gint) stochastic, 0x5EED4ull, d_dst, d_sc, d_amax,
+                                                       recipe == MIXPREC_BLOCK_RECIPE_MXFP4 ? NULL : d_ts,
+                                                       0, &call), ==, cudaSuccess);
+          g_assert_cmpint (_mixprec_cuda_fp4_dequantize ((gint) recipe, d_dst, d_sc, d_ts, m, d_back, 0, &call),
+                           ==, cudaSuccess);
+          g_assert_cmpint (cudaDeviceSynchronize (), ==, cudaSuccess);
+          g_assert_cmpint (cudaMemcpy (actual, d_dst, m / 2, cudaMemcpyDeviceToHost), ==, cudaSuccess);
+          g_assert_cmpint (cudaMemcpy (sc_actual, d_sc, nb, cudaMemcpyDeviceToHost), ==, cudaSuccess);
+          g_assert_cmpint (cudaMemcpy (back_actual, d_back, m * sizeof (gfloat), cudaMemcpyDeviceToHost), ==,
+                           cudaSuccess);
+          g_assert_cmpmem (sc_actual, nb, sc_expected, nb);
+          g_assert_cmpmem (actual, m / 2, expected, m / 2);
+          if (recipe != MIXPREC_BLOCK_RECIPE_MXFP4)
+            {
+              g_assert_cmpint (cudaMemcpy (&ts_actual, d_ts, sizeof ts_actual, cudaMemcpyDeviceToHost), ==,
+                               cudaSuccess);
+              g_assert_cmpmem (&ts_actual, 4, &ts_expected, 4);
+            }
+          g_assert_true (mixprec_dequantize_blocks (recipe, expected, sc_expected, ts_expected, rows,
+                                                    FP4_COLS, back_expected, &error));
+          for (gsize i = 0; i < m; i++)
+            g_assert_true (same_f32 (back_actual[i], back_expected[i]));
+        }
+  /* The random Hadamard transform, into d_back and in place, on a fresh
+   * matrix. */
+  g_free (x);
+  x = fp4_source (rand);
+  g_assert_cmpint (cudaMemcpy (d_x, x, n * sizeof (gfloat), cudaMemcpyHostToDevice), ==, cudaSuccess);
+  for (gint inverse = 0; inverse <= 1; inverse++)
+    {
+      guint16 mask = mixprec_rht_sign_mask (1234);
+      const char *call = NULL;
+
+      g_assert_true (mixprec_rht_apply (x, n, mask, inverse, back_expected, NULL));
+      g_assert_cmpint (_mixprec_cuda_rht (d_x, n, mask, inverse, d_back, 0, &call), ==, cudaSuccess);
+      g_assert_cmpint (cudaMemcpy (back_actual, d_back, n * sizeof (gfloat), cudaMemcpyDeviceToHost), ==,
+                       cudaSuccess);
+      for (gsize i = 0; i < n; i++)
+        g_assert_true (same_f32 (back_actual[i], back_expected[i]));
+      g_assert_cmpint (cudaMemcpy (d_back, x, n * sizeof (gfloat), cudaMemcpyHostToDevice), ==, cudaSuccess);
+      g_assert_cmpint (_mixprec_cuda_rht (d_back, n, mask, inverse, d_back, 0, &call), ==, cudaSuccess);
+      g_assert_cmpint (cudaMemcpy (back_actual, d_back, n * sizeof (gfloat), cudaMemcpyDeviceToHost), ==,
+                       cudaSuccess);
+      for (gsize i = 0; i < n; i++)
+        g_assert_true (same_f32 (back_actual[i], back_expected[i]));
+    }
+  cudaFree (d_x);
+  cudaFree (d_back);
+  cudaFree (d_ts);
+  cudaFree (d_dst);
+  cudaFree (d_sc);
+  cudaFree (d_amax);
+}
+
 int
 main (int    argc,
       char **argv)
@@ -1896,6 +2166,8 @@ main (int    argc,
   g_test_add_func ("/device-cuda/host/optimizer-formats", test_host_formats);
   g_test_add_func ("/device-cuda/host/fp8", test_host_fp8);
   g_test_add_func ("/device-cuda/host/mx", test_host_mx);
+  g_test_add_func ("/device-cuda/host/fp4", test_host_fp4);
+  g_test_add_func ("/device-cuda/host/rht", test_host_rht);
   g_test_add_func ("/device-cuda/gpu/convert", test_convert);
   g_test_add_func ("/device-cuda/gpu/accumulate-scale", test_accumulate_scale);
   g_test_add_func ("/device-cuda/gpu/sumsq-blocks", test_sumsq_blocks);
@@ -1903,5 +2175,6 @@ main (int    argc,
   g_test_add_func ("/device-cuda/gpu/optimizer-formats", test_formats);
   g_test_add_func ("/device-cuda/gpu/optimizer-default-stream", test_optimizer_default_stream);
   g_test_add_func ("/device-cuda/gpu/fp8-entry-points", test_fp8_entry_points);
+  g_test_add_func ("/device-cuda/gpu/fp4", test_fp4_gpu);
   return g_test_run ();
 }

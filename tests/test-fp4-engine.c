@@ -10,12 +10,11 @@
  * included); ZeRO-3 gathers the 4-bit payload plus the scales, counted.
  * Children are this binary re-executed with the rank variables set. */
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
-#include <glib/gstdio.h>
 #include <mixprec/mixprec.h>
 
+#include "engine-ranks-common.h"
 #include "multiproc.h"
 
 #define TIMEOUT_MS 5000
@@ -95,42 +94,6 @@ build_engine (const Scenario *s, guint gas, GError **error)
         return NULL;
     }
   return g_steal_pointer (&engine);
-}
-
-static gfloat
-grad_value (guint step, guint m, guint p, guint64 i)
-{
-  return (gfloat) (sin (0.37 * m + 0.011 * (gdouble) i + 1.3 * step + p) *
-                   exp2 ((gdouble) ((i * 7 + m) % 9) - 4.0));
-}
-
-static gboolean
-one_step (MixprecEngine *engine, guint k, guint rank, guint world, guint gas, GError **error)
-{
-  g_autoptr(MixprecStepResult) r = NULL;
-
-  for (guint local = 0; local < gas; local++)
-    {
-      guint m = local * world + rank;
-
-      for (guint p = 0; p < G_N_ELEMENTS (model); p++)
-        {
-          MixprecParam *param = mixprec_engine_get_param (engine, model[p].name);
-          guint64 numel = mixprec_param_get_numel (param);
-          gfloat *g = g_new (gfloat, numel);
-          g_autoptr(GBytes) bytes = NULL;
-
-          for (guint64 i = 0; i < numel; i++)
-            g[i] = grad_value (k, m, p, i);
-          bytes = g_bytes_new_take (g, numel * sizeof (gfloat));
-          if (!mixprec_param_set_grad (param, MIXPREC_DTYPE_FLOAT32, bytes, error))
-            return FALSE;
-        }
-      if (!mixprec_engine_backward_done (engine, error))
-        return FALSE;
-    }
-  r = mixprec_engine_step (engine, error);
-  return r != NULL;
 }
 
 /* Each fp4 parameter's copy against mixprec_quantize_blocks() of @master
@@ -241,7 +204,7 @@ test_single (gconstpointer data)
 
       if (k > 0)
         {
-          g_assert_true (one_step (engine, k, 0, 1, 1, &error));
+          g_assert_true (er_step (engine, k, 0, 1, 1, &error));
           g_assert_no_error (error);
         }
       for (guint p = 0; p < G_N_ELEMENTS (model); p++)
@@ -261,6 +224,24 @@ test_single (gconstpointer data)
           g_assert_cmpint (mixprec_param_get_fp4_recipe (param), ==, recipes[ri].recipe);
           g_assert_cmpuint (mixprec_param_get_fp4_cols (param), ==, model[p].cols);
           g_assert_true (copy_matches (param, master, recipes[ri].recipe, recipes[ri].mode, what));
+          /* The addresses bindings make views from are those buffers. */
+          {
+            guint64 scales_address = 0;
+            gsize n_scales = 0, n_scales_c = 0;
+            gint device_type = -1, device_id = -1;
+            guint64 address = mixprec_param_get_fp4_address (param, &scales_address, &n_scales,
+                                                             &device_type, &device_id, &error);
+            const guint8 *scales = mixprec_param_get_fp4_block_scales (param, &n_scales_c);
+
+            g_assert_no_error (error);
+            g_assert_cmphex (address, ==, (guint64) GPOINTER_TO_SIZE (mixprec_param_get_fp4_data (param, NULL)));
+            g_assert_cmphex (scales_address, ==, (guint64) GPOINTER_TO_SIZE (scales));
+            g_assert_cmpuint (n_scales, ==, n_scales_c);
+            g_assert_cmpuint (n_scales, ==, mixprec_param_get_numel (param) /
+                                            mixprec_block_recipe_get_block_size (recipes[ri].recipe));
+            g_assert_cmpint (device_type, ==, 1);
+            g_assert_cmpint (device_id, ==, 0);
+          }
         }
     }
 }
@@ -323,6 +304,12 @@ test_errors (void)
   g_assert_false (mixprec_param_dequantize_fp4 (mixprec_engine_get_param (engine, "v"), values, 4, &error));
   g_assert_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_WRONG_STATE);
   g_assert_nonnull (strstr (error->message, "does not mark it fp4"));
+  g_clear_error (&error);
+  g_assert_cmpuint (mixprec_param_get_fp4_address (mixprec_engine_get_param (engine, "v"), NULL, NULL, NULL,
+                                                   NULL, &error), ==, 0);
+  g_assert_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_WRONG_STATE);
+  g_assert_nonnull (strstr (error->message, "'v'"));
+  g_assert_nonnull (strstr (error->message, "does not mark it fp4"));
 }
 
 /* A checkpoint of a trained fp4 engine, loaded into a fresh one (whose
@@ -341,7 +328,7 @@ test_checkpoint (void)
 
   g_assert_no_error (error);
   for (guint k = 0; k < 2; k++)
-    g_assert_true (one_step (a, k, 0, 1, 1, &error));
+    g_assert_true (er_step (a, k, 0, 1, 1, &error));
   g_assert_true (mixprec_engine_save_checkpoint (a, dir, &error));
   g_assert_no_error (error);
   g_assert_true (mixprec_engine_load_checkpoint (b, dir, &error));
@@ -367,8 +354,8 @@ test_checkpoint (void)
           g_assert_cmpfloat (mixprec_param_get_fp4_tensor_scale (pa), ==,
                              mixprec_param_get_fp4_tensor_scale (pb));
         }
-      g_assert_true (one_step (a, 2 + round, 0, 1, 1, &error));
-      g_assert_true (one_step (b, 2 + round, 0, 1, 1, &error));
+      g_assert_true (er_step (a, 2 + round, 0, 1, 1, &error));
+      g_assert_true (er_step (b, 2 + round, 0, 1, 1, &error));
       g_assert_no_error (error);
     }
   cmd = g_strdup_printf ("rm -rf '%s'", dir);
@@ -444,52 +431,15 @@ test_mxfp8_scale_mode (gconstpointer data)
 
 /* ------------------------------------------------------------ ranks */
 
-static gboolean
-parse_scenario (const gchar *text, Scenario *s)
-{
-  g_auto(GStrv) f = g_strsplit (text, ":", -1);
-
-  if (g_strv_length (f) != 4)
-    return FALSE;
-  s->tag = g_intern_string (f[0]);
-  s->stage = atoi (f[1]);
-  s->world = atoi (f[2]);
-  s->steps = atoi (f[3]);
-  return TRUE;
-}
-
 /* The engine's 4-bit buffers are those mixprec_memory_plan_list_buffers()
  * predicts for its fp4 matrices (one group). */
 static gboolean
 plan_matches (MixprecEngine *engine, guint world)
 {
-  g_autoptr(GError) error = NULL;
-  g_autoptr(GPtrArray) held = mixprec_engine_list_buffers (engine);
-  g_autoptr(GPtrArray) plan = NULL;
-  guint64 sizes[3] = { 100 * 64, 40 * 96, 300 * 416 };
-  const gchar *names[2] = { "FP8 working copies", "FP8 block scales" };
+  static const guint64 sizes[3] = { 100 * 64, 40 * 96, 300 * 416 };
+  static const gchar * const names[2] = { "FP8 working copies", "FP8 block scales" };
 
-  plan = mixprec_memory_plan_list_buffers (mixprec_engine_get_config (engine), sizes, 3, world, 0, &error);
-  if (plan == NULL)
-    return FALSE;
-  for (guint n = 0; n < G_N_ELEMENTS (names); n++)
-    {
-      guint64 a = 0, b = 0;
-
-      for (guint i = 0; i < held->len; i++)
-        if (g_str_equal (((MixprecMemoryBuffer *) held->pdata[i])->name, names[n]))
-          a = ((MixprecMemoryBuffer *) held->pdata[i])->bytes;
-      for (guint i = 0; i < plan->len; i++)
-        if (g_str_equal (((MixprecMemoryBuffer *) plan->pdata[i])->name, names[n]))
-          b = ((MixprecMemoryBuffer *) plan->pdata[i])->planned_bytes;
-      if (a != b || a == 0)
-        {
-          g_printerr ("%s: the engine holds %" G_GUINT64_FORMAT " bytes, the plan says %"
-                      G_GUINT64_FORMAT "\n", names[n], a, b);
-          return FALSE;
-        }
-    }
-  return TRUE;
+  return er_buffers_match_plan (engine, sizes, 3, world, names, 2, 2);
 }
 
 static int
@@ -499,13 +449,10 @@ child_main (void)
   g_autoptr(GError) error = NULL;
   g_autoptr(MixprecEngine) engine = NULL;
   g_autoptr(GByteArray) snap = NULL;
-  const gchar *out = g_getenv ("MIXPREC_TEST_OUT");
-  g_autofree gchar *bytes_file = NULL;
-  g_autofree gchar *bytes_text = NULL;
   guint64 gathered = 0;
   guint rank = 0;
 
-  if (!parse_scenario (g_getenv ("MIXPREC_TEST_SCENARIO"), &s))
+  if (!er_parse_scenario (g_getenv ("MIXPREC_TEST_SCENARIO"), &s.tag, &s.stage, &s.world, &s.steps))
     return 2;
   engine = build_engine (&s, 1, &error);
   if (engine != NULL)
@@ -514,7 +461,7 @@ child_main (void)
       if (mixprec_engine_get_world_size (engine) != s.world)
         return 2;
       for (guint k = 0; k < s.steps && error == NULL; k++)
-        one_step (engine, k, rank, s.world, 1, &error);
+        er_step (engine, k, rank, s.world, 1, &error);
       if (error == NULL)
         snap = snapshot (engine, &s, &gathered, &error);
     }
@@ -525,21 +472,9 @@ child_main (void)
     }
   if (!plan_matches (engine, s.world))
     return 4;
-  bytes_text = g_strdup_printf ("%" G_GUINT64_FORMAT, gathered);
-  bytes_file = g_strdup_printf ("%s.gathered%u", out, rank);
-  if (!g_file_set_contents (bytes_file, bytes_text, -1, &error))
-    return 1;
-  if (rank == 0 && !g_file_set_contents (out, (const gchar *) snap->data, snap->len, &error))
+  if (!er_write_rank_result (g_getenv ("MIXPREC_TEST_OUT"), rank, gathered, snap, &error))
     return 1;
   return 0;
-}
-
-static guint64
-padded_numel (guint64 numel, guint world)
-{
-  guint64 align = (guint64) world * 4096;   /* the sum-of-squares block is 4096 */
-
-  return (numel + align - 1) / align * align;
 }
 
 static void
@@ -549,51 +484,31 @@ test_scenario (gconstpointer data)
   g_autoptr(GError) error = NULL;
   g_autoptr(MixprecEngine) ref = NULL;
   g_autoptr(GByteArray) expected = NULL;
-  g_autofree gchar *dir = g_dir_make_tmp ("mixprec-fp4-zero-XXXXXX", &error);
-  g_autofree gchar *out = g_build_filename (dir, "snapshot", NULL);
-  g_autofree gchar *scenario = g_strdup_printf ("MIXPREC_TEST_SCENARIO=%s:%u:%u:%u", s->tag,
-                                                s->stage, s->world, s->steps);
-  g_autofree gchar *out_var = g_strdup_printf ("MIXPREC_TEST_OUT=%s", out);
-  const gchar *env[] = { "MIXPREC_TEST_FP4_ZERO_CHILD=1", scenario, out_var, NULL };
-  g_autofree gchar *got = NULL;
-  gsize got_len = 0;
-  guint64 ref_gathered = 0;
-  gint status[4];
+  g_autofree gchar *scenario = g_strdup_printf ("%s:%u:%u:%u", s->tag, s->stage, s->world, s->steps);
+  guint64 ref_gathered = 0, gathered[4];
 
   /* The reference: one process, every micro-batch in order. */
   ref = build_engine (s, s->world, &error);
   g_assert_no_error (error);
   for (guint k = 0; k < s->steps; k++)
-    g_assert_true (one_step (ref, k, 0, 1, s->world, &error));
+    g_assert_true (er_step (ref, k, 0, 1, s->world, &error));
   g_assert_no_error (error);
   expected = snapshot (ref, s, &ref_gathered, &error);
   g_assert_no_error (error);
   g_assert_nonnull (expected);
 
-  mp_run_ranks (s->world, TIMEOUT_MS, env, status);
-  for (guint r = 0; r < s->world; r++)
-    g_assert_cmpint (status[r], ==, 0);
-  g_assert_true (g_file_get_contents (out, &got, &got_len, &error));
-  g_assert_cmpuint (got_len, ==, expected->len);
-  g_assert_true (memcmp (got, expected->data, got_len) == 0);
-
+  er_run_ranks ("MIXPREC_TEST_FP4_ZERO_CHILD", scenario, s->world, TIMEOUT_MS, expected, gathered);
   for (guint r = 0; r < s->world; r++)
     {
-      g_autofree gchar *file = g_strdup_printf ("%s.gathered%u", out, r);
-      g_autofree gchar *text = NULL;
-      guint64 padded = padded_numel (model[4].rows * model[4].cols, s->world), want = 0;
+      guint64 padded = er_padded_numel (model[4].rows * model[4].cols, s->world), want = 0;
       guint b = mixprec_block_recipe_get_block_size (recipes[recipe_index (s->tag)].recipe);
 
-      g_assert_true (g_file_get_contents (file, &text, NULL, &error));
       /* ZeRO-3 gathers w3 alone (the rest is persistent): half a byte an
        * element and a scale byte a block, from the other ranks. */
       if (s->stage == 3 && s->world > 1)
         want = (padded / 2 + padded / b) / s->world * (s->world - 1);
-      g_assert_cmpuint (g_ascii_strtoull (text, NULL, 10), ==, want);
-      g_remove (file);
+      g_assert_cmpuint (gathered[r], ==, want);
     }
-  g_remove (out);
-  g_rmdir (dir);
 }
 
 int

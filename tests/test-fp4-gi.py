@@ -3,20 +3,16 @@
 # from Python, without torch: bytes worked out by hand from the E2M1 grid
 # (±0, 0.5, 1, 1.5, 2, 3, 4, 6; ties to the even code) and each scale
 # mode's rule (see each comment), the tensor-scale out-argument, and
-# GErrors raised as GLib.Error. Prints TAP.
+# GErrors raised as GLib.Error; param.fp4's uint8 views of an engine's
+# 4-bit copy. Prints TAP.
 import struct
-import sys
 
 import gi
 gi.require_version("GLib", "2.0")
 gi.require_version("Mixprec", "1.0")
 from gi.repository import GLib, Mixprec  # noqa: E402
 
-results = []
-
-
-def check(name, cond, detail=""):
-    results.append((name, bool(cond), detail))
+from python_tap import check, report  # noqa: E402
 
 
 def f32_bytes(values):
@@ -83,9 +79,36 @@ try:
 except GLib.Error as e:
     check("an odd count is refused (BlockError.LENGTH)", e.code == Mixprec.BlockError.LENGTH, e.message)
 
-print(f"1..{len(results)}")
-for i, (name, ok, detail) in enumerate(results, 1):
-    print(f"{'ok' if ok else 'not ok'} {i} - {name}")
-    if not ok and detail != "":
-        print(f"#   {detail!r}")
-sys.exit(0 if all(ok for _, ok, _ in results) else 1)
+# param.fp4: the engine's 4-bit copy as uint8 views (no numpy needed).
+for recipe_json, recipe in (('"nvfp4", "weights_2d": true', Mixprec.BlockRecipe.NVFP4_2D),
+                            ('"mxfp4"', Mixprec.BlockRecipe.MXFP4)):
+    cfg = Mixprec.Config.new_from_data('{"bf16": {"enabled": true}, "fp4": {"enabled": true, '
+                                       '"recipe": %s}}' % recipe_json, -1)
+    eng = Mixprec.Engine.new(cfg)
+    w_init = [((i * 37) % 101 - 50) / 8.0 for i in range(20 * 64)]
+    w = eng.register_param("w", [20, 64], "Linear", Mixprec.DType.FLOAT32, f32_bytes(w_init))
+    b = eng.register_param("b", [64], "LayerNorm", Mixprec.DType.FLOAT32, f32_bytes(w_init[:64]))
+    c = w.fp4
+    bs = Mixprec.block_recipe_get_block_size(recipe)
+    q, sc, ts = Mixprec.quantize_blocks(recipe, Mixprec.MxScaleMode.FLOOR, w.get_master(), 64,
+                                        Mixprec.Rounding.NEAREST_EVEN, 0)
+    label = c.recipe_name
+    check(f"param.fp4 {label}: shapes (20, 32) and (20, {64 // bs}), block size {bs}",
+          c.data.shape == (20, 32) and c.scales.shape == (20, 64 // bs) and c.block_size == bs
+          and c.rows == 20 and c.cols == 64 and c.recipe == recipe, (c.data.shape, c.scales.shape))
+    check(f"param.fp4 {label}: the bytes and scales of mixprec_quantize_blocks() of the master",
+          c.data.tobytes() == q.get_data() and c.scales.tobytes() == sc.get_data()
+          and c.tensor_scale == ts, (c.tensor_scale, ts))
+    mv = c.data.memoryview()
+    check(f"param.fp4 {label}: a read-only memoryview of the engine's bytes",
+          mv.readonly and mv.shape == (20, 32) and mv.tobytes() == q.get_data()
+          and c.data.address == Mixprec.Param.get_fp4_address(w)[0])
+    check(f"param.fp4 {label}: on DLPack's kDLCPU", c.data.__dlpack_device__() == (1, 0))
+    try:
+        b.fp4
+        check(f"param.fp4 {label}: a parameter that is not fp4 raises GLib.Error", False)
+    except GLib.Error as e:
+        check(f"param.fp4 {label}: a parameter that is not fp4 raises GLib.Error naming it",
+              "'b'" in e.message, e.message)
+
+report()

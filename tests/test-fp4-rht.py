@@ -7,7 +7,6 @@
 # mask against an independent SplitMix64, and the refusal of a partial
 # group. Prints TAP.
 import struct
-import sys
 
 from python_optional import require  # noqa: E402
 
@@ -20,11 +19,7 @@ gi.require_version("GLib", "2.0")
 gi.require_version("Mixprec", "1.0")
 from gi.repository import GLib, Mixprec  # noqa: E402
 
-results = []
-
-
-def check(name, cond, detail=""):
-    results.append((name, bool(cond), detail))
+from python_tap import check, report  # noqa: E402
 
 
 def sylvester(n):
@@ -120,9 +115,4 @@ except GLib.Error as e:
           e.domain == "mixprec-block-error-quark" and e.code == Mixprec.BlockError.SHAPE
           and "16" in e.message, e.message)
 
-print(f"1..{len(results)}")
-for i, (name, ok, detail) in enumerate(results, 1):
-    print(f"{'ok' if ok else 'not ok'} {i} - {name}")
-    if not ok and detail != "":
-        print(f"#   {detail!r}")
-sys.exit(0 if all(ok for _, ok, _ in results) else 1)
+report()

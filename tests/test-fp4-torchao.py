@@ -24,6 +24,7 @@ import gi  # noqa: E402
 gi.require_version("GLib", "2.0")
 gi.require_version("Mixprec", "1.0")
 from gi.repository import GLib, Mixprec  # noqa: E402
+from python_tap import check, report  # noqa: E402
 
 try:
     from torchao.prototype.mx_formats.config import ScaleCalculationMode
@@ -37,11 +38,6 @@ except ImportError as e:  # the prototype API moves between releases
     sys.exit(0)
 
 torch.set_num_threads(2)
-results = []
-
-
-def check(name, cond, detail=""):
-    results.append((name, bool(cond), detail))
 
 
 ROWS, COLS = 2048, 512          # 2^20 values
@@ -348,9 +344,4 @@ check("NVFP4 16x16 stochastic: scales equal the RNE ones", torch.equal(s, want_s
 s32 = want_s.view(torch.float8_e4m3fn).to(torch.float32).repeat_interleave(16, dim=1)
 check_sr("NVFP4 16x16", unpack(q), (x2 * ((1.0 / pts_2d) / s32)).clamp(-6, 6))
 
-print(f"1..{len(results)}")
-for i, (name, ok, detail) in enumerate(results, 1):
-    print(f"{'ok' if ok else 'not ok'} {i} - {name}")
-    if not ok and detail != "":
-        print(f"#   {detail!r}"[:2000])
-sys.exit(0 if all(ok for _, ok, _ in results) else 1)
+report(cut=2000)

@@ -7,18 +7,13 @@
 # Prints TAP.
 import math
 import struct
-import sys
 
 import gi
 gi.require_version("GLib", "2.0")
 gi.require_version("Mixprec", "1.0")
 from gi.repository import GLib, Mixprec  # noqa: E402
 
-results = []
-
-
-def check(name, cond, detail=""):
-    results.append((name, bool(cond), detail))
+from python_tap import check, report  # noqa: E402
 
 
 def f32_bytes(*values):
@@ -86,9 +81,4 @@ for name, call, code in [
         check(f"{name} raises GLib.Error (fp8 domain, code {int(code)})",
               e.domain == "mixprec-fp8-error-quark" and e.code == int(code), f"{e.domain} {e.code} {e.message}")
 
-print(f"1..{len(results)}")
-for i, (name, ok, detail) in enumerate(results, 1):
-    print(f"{'ok' if ok else 'not ok'} {i} - {name}")
-    if not ok and detail != "":
-        print(f"#   {detail!r}")
-sys.exit(0 if all(ok for _, ok, _ in results) else 1)
+report()

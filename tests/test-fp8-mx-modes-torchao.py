@@ -21,6 +21,7 @@ import gi  # noqa: E402
 gi.require_version("GLib", "2.0")
 gi.require_version("Mixprec", "1.0")
 from gi.repository import GLib, Mixprec  # noqa: E402
+from python_tap import check, report  # noqa: E402
 
 try:
     from torchao.prototype.mx_formats.config import ScaleCalculationMode
@@ -31,11 +32,6 @@ except ImportError as e:  # the prototype API moves between releases
 
 torch.set_num_threads(2)
 gen = torch.Generator().manual_seed(30)
-results = []
-
-
-def check(name, cond, detail=""):
-    results.append((name, bool(cond), detail))
 
 
 def f32(bits):
@@ -110,9 +106,4 @@ try:
 except (GLib.Error, ValueError, TypeError) as e:
     check("an unknown scale mode is refused", True, str(e))
 
-print(f"1..{len(results)}")
-for i, (name, ok, detail) in enumerate(results, 1):
-    print(f"{'ok' if ok else 'not ok'} {i} - {name}")
-    if not ok and detail != "":
-        print(f"#   {detail!r}")
-sys.exit(0 if all(ok for _, ok, _ in results) else 1)
+report()

@@ -20,17 +20,13 @@ import gi  # noqa: E402
 gi.require_version("GLib", "2.0")
 gi.require_version("Mixprec", "1.0")
 from gi.repository import GLib, Mixprec  # noqa: E402
+from python_tap import check, report  # noqa: E402
 
 if not hasattr(torch, "float8_e4m3fn"):
     print(f"1..0 # SKIP torch {torch.__version__} has no float8 dtypes")
     sys.exit(0)
 
 torch.set_num_threads(1)
-results = []
-
-
-def check(name, cond, detail=""):
-    results.append((name, bool(cond), detail))
 
 
 FORMATS = [
@@ -243,9 +239,4 @@ if importlib.util.find_spec("torchao") is not None:
 else:
     print("# torchao is not installed: MX compared with the transcription of the OCP definition only")
 
-print(f"1..{len(results)}")
-for i, (name, ok, detail) in enumerate(results, 1):
-    print(f"{'ok' if ok else 'not ok'} {i} - {name}")
-    if not ok and detail != "":
-        print(f"#   {detail!r}"[:2000])
-sys.exit(0 if all(ok for _, ok, _ in results) else 1)
+report(cut=2000)

@@ -8,12 +8,12 @@
  * half what the bf16 working copies would take. Children are this binary
  * re-executed with the rank variables set. */
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include <glib/gstdio.h>
 #include <mixprec/mixprec.h>
 
+#include "engine-ranks-common.h"
 #include "multiproc.h"
 
 #define TIMEOUT_MS 5000
@@ -71,44 +71,12 @@ build_engine (const Scenario *s, guint gas)
   return engine;
 }
 
-static gfloat
-grad_value (guint step, guint m, guint p, guint64 i)
-{
-  return (gfloat) (sin (0.37 * m + 0.011 * (gdouble) i + 1.3 * step + p) *
-                   exp2 ((gdouble) ((i * 7 + m) % 9) - 4.0));
-}
-
 static gboolean
 train (MixprecEngine *engine, const Scenario *s, guint rank, guint world, guint gas, GError **error)
 {
   for (guint k = 0; k < s->steps; k++)
-    {
-      g_autoptr(MixprecStepResult) r = NULL;
-
-      for (guint local = 0; local < gas; local++)
-        {
-          guint m = local * world + rank;
-
-          for (guint p = 0; p < G_N_ELEMENTS (model); p++)
-            {
-              MixprecParam *param = mixprec_engine_get_param (engine, model[p].name);
-              guint64 numel = mixprec_param_get_numel (param);
-              gfloat *g = g_new (gfloat, numel);
-              g_autoptr(GBytes) bytes = NULL;
-
-              for (guint64 i = 0; i < numel; i++)
-                g[i] = grad_value (k, m, p, i);
-              bytes = g_bytes_new_take (g, numel * sizeof (gfloat));
-              if (!mixprec_param_set_grad (param, MIXPREC_DTYPE_FLOAT32, bytes, error))
-                return FALSE;
-            }
-          if (!mixprec_engine_backward_done (engine, error))
-            return FALSE;
-        }
-      r = mixprec_engine_step (engine, error);
-      if (r == NULL)
-        return FALSE;
-    }
+    if (!er_step (engine, k, rank, world, gas, error))
+      return FALSE;
   return TRUE;
 }
 
@@ -160,52 +128,15 @@ snapshot (MixprecEngine *engine, guint64 *gathered, GError **error)
   return out;
 }
 
-static gboolean
-parse_scenario (const gchar *text, Scenario *s)
-{
-  g_auto(GStrv) f = g_strsplit (text, ":", -1);
-
-  if (g_strv_length (f) != 4)
-    return FALSE;
-  s->recipe = g_intern_string (f[0]);
-  s->stage = atoi (f[1]);
-  s->world = atoi (f[2]);
-  s->steps = atoi (f[3]);
-  return TRUE;
-}
-
 /* The engine's FP8 buffers are those mixprec_memory_plan_list_buffers()
  * predicts for its Linear parameters (one group). */
 static gboolean
 plan_matches (MixprecEngine *engine, guint world)
 {
-  g_autoptr(GError) error = NULL;
-  g_autoptr(GPtrArray) held = mixprec_engine_list_buffers (engine);
-  g_autoptr(GPtrArray) plan = NULL;
-  guint64 sizes[3] = { 3000 * 5, 4100 * 2, 300 * 400 };
-  const gchar *names[2] = { "FP8 working copies", "FP8 block scales" };
+  static const guint64 sizes[3] = { 3000 * 5, 4100 * 2, 300 * 400 };
+  static const gchar * const names[2] = { "FP8 working copies", "FP8 block scales" };
 
-  plan = mixprec_memory_plan_list_buffers (mixprec_engine_get_config (engine), sizes, 3, world, 0, &error);
-  if (plan == NULL)
-    return FALSE;
-  for (guint n = 0; n < G_N_ELEMENTS (names); n++)
-    {
-      guint64 a = 0, b = 0;
-
-      for (guint i = 0; i < held->len; i++)
-        if (g_str_equal (((MixprecMemoryBuffer *) held->pdata[i])->name, names[n]))
-          a = ((MixprecMemoryBuffer *) held->pdata[i])->bytes;
-      for (guint i = 0; i < plan->len; i++)
-        if (g_str_equal (((MixprecMemoryBuffer *) plan->pdata[i])->name, names[n]))
-          b = ((MixprecMemoryBuffer *) plan->pdata[i])->planned_bytes;
-      if (a != b || (n == 0 && a == 0))
-        {
-          g_printerr ("%s: the engine holds %" G_GUINT64_FORMAT " bytes, the plan says %"
-                      G_GUINT64_FORMAT "\n", names[n], a, b);
-          return FALSE;
-        }
-    }
-  return TRUE;
+  return er_buffers_match_plan (engine, sizes, 3, world, names, 2, 1);
 }
 
 static int
@@ -215,13 +146,10 @@ child_main (void)
   g_autoptr(GError) error = NULL;
   g_autoptr(MixprecEngine) engine = NULL;
   g_autoptr(GByteArray) snap = NULL;
-  const gchar *out = g_getenv ("MIXPREC_TEST_OUT");
-  g_autofree gchar *bytes_file = NULL;
-  g_autofree gchar *bytes_text = NULL;
   guint64 gathered = 0;
   guint rank;
 
-  if (!parse_scenario (g_getenv ("MIXPREC_TEST_SCENARIO"), &s))
+  if (!er_parse_scenario (g_getenv ("MIXPREC_TEST_SCENARIO"), &s.recipe, &s.stage, &s.world, &s.steps))
     return 2;
   engine = build_engine (&s, 1);
   rank = mixprec_engine_get_rank (engine);
@@ -235,21 +163,9 @@ child_main (void)
     }
   if (!plan_matches (engine, s.world))
     return 4;
-  bytes_text = g_strdup_printf ("%" G_GUINT64_FORMAT, gathered);
-  bytes_file = g_strdup_printf ("%s.gathered%u", out, rank);
-  if (!g_file_set_contents (bytes_file, bytes_text, -1, &error))
-    return 1;
-  if (rank == 0 && !g_file_set_contents (out, (const gchar *) snap->data, snap->len, &error))
+  if (!er_write_rank_result (g_getenv ("MIXPREC_TEST_OUT"), rank, gathered, snap, &error))
     return 1;
   return 0;
-}
-
-static guint64
-padded_numel (guint64 numel, guint world)
-{
-  guint64 align = (guint64) world * 4096;   /* the sum-of-squares block is 4096 */
-
-  return (numel + align - 1) / align * align;
 }
 
 static void
@@ -259,16 +175,8 @@ test_scenario (gconstpointer data)
   g_autoptr(GError) error = NULL;
   g_autoptr(MixprecEngine) ref = NULL;
   g_autoptr(GByteArray) expected = NULL;
-  g_autofree gchar *dir = g_dir_make_tmp ("mixprec-fp8-zero-XXXXXX", &error);
-  g_autofree gchar *out = g_build_filename (dir, "snapshot", NULL);
-  g_autofree gchar *scenario = g_strdup_printf ("MIXPREC_TEST_SCENARIO=%s:%u:%u:%u", s->recipe,
-                                                s->stage, s->world, s->steps);
-  g_autofree gchar *out_var = g_strdup_printf ("MIXPREC_TEST_OUT=%s", out);
-  const gchar *env[] = { "MIXPREC_TEST_FP8_ZERO_CHILD=1", scenario, out_var, NULL };
-  g_autofree gchar *got = NULL;
-  gsize got_len = 0;
-  guint64 ref_gathered = 0;
-  gint status[4];
+  g_autofree gchar *scenario = g_strdup_printf ("%s:%u:%u:%u", s->recipe, s->stage, s->world, s->steps);
+  guint64 ref_gathered = 0, gathered[4];
 
   /* The reference: one process, every micro-batch in order. */
   ref = build_engine (s, s->world);
@@ -278,31 +186,19 @@ test_scenario (gconstpointer data)
   g_assert_no_error (error);
   g_assert_cmpuint (ref_gathered, ==, 0);
 
-  mp_run_ranks (s->world, TIMEOUT_MS, env, status);
-  for (guint r = 0; r < s->world; r++)
-    g_assert_cmpint (status[r], ==, 0);
-  g_assert_true (g_file_get_contents (out, &got, &got_len, &error));
-  g_assert_cmpuint (got_len, ==, expected->len);
-  g_assert_true (memcmp (got, expected->data, got_len) == 0);
-
+  er_run_ranks ("MIXPREC_TEST_FP8_ZERO_CHILD", scenario, s->world, TIMEOUT_MS, expected, gathered);
   for (guint r = 0; r < s->world; r++)
     {
-      g_autofree gchar *file = g_strdup_printf ("%s.gathered%u", out, r);
-      g_autofree gchar *text = NULL;
-      guint64 padded = padded_numel (model[3].rows * model[3].cols, s->world), want = 0;
+      guint64 padded = er_padded_numel (model[3].rows * model[3].cols, s->world), want = 0;
 
-      g_assert_true (g_file_get_contents (file, &text, NULL, &error));
       /* ZeRO-3 gathers w3 alone (the rest is persistent): its FP8 bytes
        * (and MX scales) from the other ranks; bf16 would be twice the
        * elements' share. */
       if (s->stage == 3)
         want = padded / s->world * (s->world - 1) +
                (g_str_equal (s->recipe, "mx") ? padded / 32 / s->world * (s->world - 1) : 0);
-      g_assert_cmpuint (g_ascii_strtoull (text, NULL, 10), ==, want);
-      g_remove (file);
+      g_assert_cmpuint (gathered[r], ==, want);
     }
-  g_remove (out);
-  g_rmdir (dir);
 }
 
 /* Model parallelism: two processes, each its own data-parallel world of

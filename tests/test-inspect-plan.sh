@@ -13,7 +13,7 @@ fail=0
 ok () { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fail=1; fi; }
 field () { awk -v k="$1" '$0 ~ "^  " k " " { for (i = 1; i <= NF; i++) if ($i == "bytes") { print $(i - 1); exit } }' "$2"; }
 
-echo "1..23"
+echo "1..24"
 
 # FP32, one process, AdamW: working 4 + gradient 4 + two state slots 8.
 "$inspect" --plan --params 1000 >"$tmp/fp32" 2>&1
@@ -239,4 +239,16 @@ ok $? "ZeRO-3 on 8 ranks: under 1.5 bytes per parameter, under 1.3 with bf16 acc
 "$inspect" --plan --params 1000 --config "$tmp/r8.json" --set mixprec.master_weights='"kahan"' >"$tmp/k" 2>&1 &&
   [ "$(field 'Kahan compensation' "$tmp/k")" = 2000 ] && [ -z "$(field 'master remainders' "$tmp/k")" ]
 ok $? "Kahan compensation: 2 bytes per parameter"
+
+# ZeRO++ LoCo: a float16 error per element of the padded model on every
+# rank (1000 elements padded to 4 * 4096), counted as gradient staging;
+# qgZ alone adds nothing that stays.
+cat >"$tmp/qgz.json" <<'JSON'
+{"bf16": {"enabled": true}, "zero_optimization": {"stage": 3, "zero_quantized_gradients": true}}
+JSON
+"$inspect" --plan --params 1000 --world 4 --config "$tmp/qgz.json" >"$tmp/qgz" 2>&1 &&
+  "$inspect" --plan --params 1000 --world 4 --config "$tmp/qgz.json" \
+  --set zero_optimization.zeropp_loco_param='{"err_beta": 0.8}' >"$tmp/loco" 2>&1 &&
+  [ $(( $(field 'gradient staging' "$tmp/loco") - $(field 'gradient staging' "$tmp/qgz") )) = $((2 * 16384)) ]
+ok $? "LoCo: 2 bytes per padded element of the model on every rank"
 exit $fail

@@ -44,7 +44,7 @@ has () {
   grep -F -q -e "$2" "$1"
 }
 
-echo "1..22"
+echo "1..23"
 
 # The build tree's optimizer plugins (make check puts plugins/ on MIXPREC_PLUGIN_PATH).
 if run 0 && has "$tmp/out" "Total count: "; then
@@ -117,7 +117,7 @@ if run 0 test-good && has "$tmp/out" "Plugin Details:" &&
    has "$tmp/out" "Filename                 $test_plugins/.libs/mixprec-test-good.so" &&
    has "$tmp/out" "Version                  1.2.3" &&
    has "$tmp/out" "License                  LGPL-2.1-or-later" &&
-   has "$tmp/out" "ABI                      1.4" &&
+   has "$tmp/out" "ABI                      1.5" &&
    has "$tmp/out" "  2 features"; then
   ok "plugin details"
 else
@@ -157,10 +157,17 @@ fi
 
 if run 0 testcomm && has "$tmp/out" "Kind                     comm" &&
    has "$tmp/out" "Data types               float32" &&
-   has "$tmp/out" "Buffers                  host memory"; then
+   has "$tmp/out" "Buffers                  host memory" &&
+   has "$tmp/out" "(comm ABI revision 1: no all_to_all)"; then
   ok "communicator details: data types and memory"
 else
   not_ok "communicator details: data types and memory"
+fi
+
+if run 0 local && has "$tmp/out" "barrier, all_to_all; each blocking or started"; then
+  ok "a communicator of revision 2 has the all-to-all"
+else
+  not_ok "a communicator of revision 2 has the all-to-all"
 fi
 
 if run 0 builtin && has "$tmp/out" "Filename                 (built into libmixprec)" &&

@@ -11,6 +11,11 @@
 # run's resumed by 3 ranks at ZeRO-3, end with the same bytes as the runs
 # never stopped; so does the 2-rank run with activation checkpointing,
 # and the one with stage3_max_reuse_distance 0 (which gathers more).
+# The model is built under zero.Init: on several ranks its parameters
+# are chunks from construction on (the one process builds it whole), so
+# the comparisons say that training under Init repeats training without.
+# A weight rank 0 changes under GatheredParameters(modifier_rank=0) (rank
+# 1 writing zeros) trains on 2 ranks as one process that changed it.
 # Each rank's peak RSS is printed beside the per-rank bytes of
 # `mixprec-inspect --plan` and the engine's own peak (its memory report;
 # for a model this small the padding of its units makes it larger than
@@ -104,6 +109,11 @@ with tempfile.TemporaryDirectory() as tmp:
               all(dist[r]["partitioned"] > 0 for r in range(world)),
               [(dist[r]["partitioned"], g, n) for r, (g, n) in enumerate(zip(gathered,
                                                                              prefetched))])
+        check(f"{world} ranks: zero.Init partitioned every parameter at construction (each "
+              f"rank keeping a chunk), one process none",
+              all(dist[r]["built_partitioned"] == dist[r]["n_params"] > 0 for r in range(world))
+              and single[0]["built_partitioned"] == 0,
+              [dist[r]["built_partitioned"] for r in range(world)])
         check(f"{world} ranks at ZeRO-3: the FP32 weights of the one-process run (gas {world}), "
               f"byte for byte", same_bytes(f"single{world}.st", f"dist{world}.st"))
         interleaved = [dist[i % world]["losses"][i // world] for i in range(world * STEPS)]
@@ -132,6 +142,20 @@ with tempfile.TemporaryDirectory() as tmp:
                   f"{regathered})",
                   ok and same_bytes("reuse0-2.st", "single2.st") and
                   all(g < h for g, h in zip(gathered, regathered)))
+            ok, _ = launch(2, 1, 1, "init-zero1.st")
+            check("2 ranks at ZeRO-1, the model built under zero.Init (its chunks gathered "
+                  "whole by initialize()): the one-process run's bytes",
+                  ok and same_bytes("init-zero1.st", "single2.st"))
+            ok1, single_mod = launch(1, 3, 2, "modified1.st", "--modify", "2")
+            ok2, dist_mod = launch(2, 3, 1, "modified2.st", "--modify", "2")
+            check("2 ranks at ZeRO-3, a weight changed by rank 0 under "
+                  "GatheredParameters(modifier_rank=0) before step 2 (rank 1's zeros dropped): "
+                  "the FP32 weights and every loss of one process that changed it, byte for "
+                  "byte, not those of the run without the change",
+                  ok1 and ok2 and same_bytes("modified1.st", "modified2.st") and
+                  not same_bytes("modified1.st", "single2.st") and
+                  [dist_mod[i % 2]["losses"][i // 2] for i in range(2 * STEPS)] ==
+                  single_mod[0]["losses"])
             ok, resumed = launch(1, 1, 2, "resumed2.st", "--resume", "ck3-2")
             what = "the 2-rank ZeRO-3 checkpoint resumed by one process at ZeRO-1"
             expected = "single2.st"

@@ -4,9 +4,10 @@
 # on one process the engine's copies are whole, only the torch side is
 # partitioned): a tied head, a frozen embedding, an FP32 LayerNorm, a
 # parameter used by another module (register_external_parameter); the
-# placeholders and ds_* attributes, GatheredParameters and what it
-# refuses, p.grad, a view kept past the forward, step() inside a gather,
-# evaluation, save_16bit_model and close(). Prints TAP.
+# placeholders and ds_* attributes, GatheredParameters (modifier_rank
+# included) and what it refuses, p.grad, a view kept past the forward,
+# step() inside a gather, evaluation, save_16bit_model and close().
+# Prints TAP.
 import os
 import sys
 import tempfile
@@ -21,6 +22,7 @@ import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import mixprec.torch  # noqa: E402
+from gi.repository import GLib  # noqa: E402
 
 torch.set_num_threads(1)
 warnings.simplefilter("ignore")
@@ -148,14 +150,43 @@ check("GatheredParameters makes them whole: the working copies ZeRO-0 trains, th
 check("p.grad of a partitioned parameter stays None at the boundary, as DeepSpeed's",
       all(p.grad is None for p in m3.parameters()))
 
-e = error_of(lambda: zero.GatheredParameters([m3.fc.weight], modifier_rank=0))
-check("GatheredParameters(modifier_rank=0) is refused for a partitioned parameter, naming "
-      "modifier_rank and the parameter",
-      isinstance(e, ValueError) and "modifier_rank" in str(e) and "fc.weight" in str(e), e)
 with zero.GatheredParameters([ref_model.fc.weight, m3.wpe.weight], modifier_rank=0):
     pass
 check("GatheredParameters(modifier_rank=0) of parameters that are not partitioned (ZeRO-0, "
       "frozen) leaves them alone, as DeepSpeed's", True)
+
+
+e = error_of(lambda: zero.GatheredParameters([m3.fc.weight], modifier_rank=1))
+check("GatheredParameters(modifier_rank=1) on one process is refused, naming modifier_rank",
+      isinstance(e, ValueError) and "modifier_rank" in str(e), e)
+
+
+def slots(engine, name):
+    return [bytes(engine.engine.get_optimizer_state(name, s).get_data())
+            for s in engine.engine.get_optimizer_state_names()]
+
+
+state_before = slots(z3, "fc.weight")
+with zero.GatheredParameters([m3.fc.weight], modifier_rank=0):
+    with torch.no_grad():
+        m3.fc.weight.mul_(0.5).add_(0.125)          # in bfloat16
+    written = m3.fc.weight.detach().float().clone()
+master = torch.frombuffer(bytearray(z3.engine.gather_master("fc.weight").get_data()),
+                          dtype=torch.float32).reshape(8, 8)
+with zero.GatheredParameters([m3.fc.weight]):
+    working = m3.fc.weight.detach().float().clone()
+check("GatheredParameters(modifier_rank=0): what the block wrote, widened, is the FP32 master "
+      "and the working copy afterwards; the optimizer state is left as it was",
+      torch.equal(master, written) and torch.equal(working, written) and
+      not torch.equal(written, ref_model.fc.weight.detach().float()) and
+      slots(z3, "fc.weight") == state_before and m3.fc.weight.numel() == 0,
+      (master, written))
+# ZeRO-0 given the same FP32 values through the engine.
+ref.engine.set_master("fc.weight", GLib.Bytes.new(written.numpy().tobytes()), 0)
+after3, after0 = train(z3, batches[:4]), train(ref, batches[:4])
+check("... and it trains on as ZeRO-0 given the same values (mixprec_engine_set_master): every "
+      "loss and every FP32 master", after3 == after0 and masters(z3) == masters(ref),
+      (after3, after0))
 
 
 def step_inside():
@@ -200,6 +231,20 @@ with zero.GatheredParameters([keeper.weight]):
 check("a view of a gathered weight kept past its module's forward stays readable, the "
       "weight's values, while the parameter is released",
       torch.equal(kept, row) and keeper.weight.numel() == 0, (kept, row))
+
+
+def modify_mid_step():
+    # gradient_accumulation_steps 2: one backward pass, the step to come.
+    k3.backward(k3(torch.randn(2, 4, dtype=torch.bfloat16)).float().sum())
+    k3.step()
+    with zero.GatheredParameters([keeper.weight], modifier_rank=0):
+        keeper.weight.detach().zero_()
+
+
+e = error_of(modify_mid_step)
+check("GatheredParameters(modifier_rank=0) left between a backward pass and its step is "
+      "refused (the engine's error, naming the parameter and step())",
+      isinstance(e, mixprec.torch.Error) and "weight" in str(e) and "step()" in str(e), e)
 
 
 # Activation checkpointing: the layers recomputed in the backward gather

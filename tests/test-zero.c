@@ -14,6 +14,7 @@
 #include <mixprec/mixprec.h>
 
 #include "mixprec-engine-impl-private.h"
+#include "engine-ranks-common.h"
 #include "multiproc.h"
 
 #define TIMEOUT_MS 3000
@@ -473,13 +474,6 @@ run_children (const Scenario *s, const gchar *out, gint die_at, gint *status)
   mp_run_ranks (s->world, TIMEOUT_MS, env, status);
 }
 
-static guint64
-padded_numel (guint64 numel, guint world)
-{
-  guint64 align = (guint64) world * 4096;   /* the sum-of-squares block is 4096 */
-  return (numel + align - 1) / align * align;
-}
-
 static void
 test_zero_scenario (gconstpointer data)
 {
@@ -546,9 +540,9 @@ test_zero_scenario (gconstpointer data)
    * unit padded to world * 4096 elements; AdamW keeps two FP32 slots. The
    * units: w1 and w2 packed (both below the persistence threshold), w3
    * alone, b1 alone (vectors are a group of their own). */
-  matrices = padded_numel (model[0].rows * model[0].cols + model[2].rows * model[2].cols, s->world) +
-             padded_numel (model[3].rows * model[3].cols, s->world);
-  vectors = padded_numel (model[1].rows, s->world);
+  matrices = er_padded_numel (model[0].rows * model[0].cols + model[2].rows * model[2].cols, s->world) +
+             er_padded_numel (model[3].rows * model[3].cols, s->world);
+  vectors = er_padded_numel (model[1].rows, s->world);
   for (guint r = 0; r < s->world; r++)
     {
       g_autofree gchar *file = g_strdup_printf ("%s.mem%u", out, r);

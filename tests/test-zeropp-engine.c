@@ -311,19 +311,30 @@ bf16_value (const guint8 *p)
 #define WINDOW 16000
 #define CHUNK 1000
 
+/* Element @i of FP32 values that may sit at any byte offset of a
+ * result file (after its bf16 part). */
+static gfloat
+f32_at (gconstpointer values, guint64 i)
+{
+  gfloat f;
+
+  memcpy (&f, (const guint8 *) values + i * sizeof f, sizeof f);
+  return f;
+}
+
 static void
-check_gathered (const guint8 *got, const gfloat *want, guint64 *n_differ, gdouble *worst)
+check_gathered (const guint8 *got, gconstpointer want, guint64 *n_differ, gdouble *worst)
 {
   guint64 n = total (), n_chunks = (n + CHUNK - 1) / CHUNK;
   g_autofree gdouble *chunk_max = g_new0 (gdouble, n_chunks);
 
   for (guint64 i = 0; i < n; i++)
-    chunk_max[i / CHUNK] = MAX (chunk_max[i / CHUNK], fabs (ref_round_nearest (&ref_bf16, want[i])));
+    chunk_max[i / CHUNK] = MAX (chunk_max[i / CHUNK], fabs (ref_round_nearest (&ref_bf16, f32_at (want, i))));
   *n_differ = 0;
   *worst = 0;
   for (guint64 j = 0; j < n; j++)
     {
-      gdouble x = ref_round_nearest (&ref_bf16, want[j]);
+      gdouble x = ref_round_nearest (&ref_bf16, f32_at (want, j));
       gdouble y = bf16_value (got + 2 * j);
       guint64 lo = j >= WINDOW ? (j - WINDOW) / CHUNK : 0;
       guint64 hi = MIN (n - 1, j + WINDOW) / CHUNK;
@@ -368,7 +379,7 @@ test_engine (gconstpointer data)
     {
       const guint8 *q = (const guint8 *) quant.data[r] + 8;
       const guint8 *p = (const guint8 *) plain.data[r] + 8;
-      const gfloat *masters = (const gfloat *) (gconstpointer) (q + 2 * total ());
+      gconstpointer masters = q + 2 * total ();
       guint64 n;
       gdouble w;
 
@@ -418,12 +429,12 @@ test_resume (void)
   run_world_ckpt (2, TRUE, 1, FALSE, NULL, without, &resumed_q);
   for (guint r = 0; r < 2; r++)
     {
-      const gfloat *masters_q = (const gfloat *) (gconstpointer) (saved_q.data[r] + 8 + 2 * total ());
-      const gfloat *masters_p = (const gfloat *) (gconstpointer) (saved_p.data[r] + 8 + 2 * total ());
+      gconstpointer masters_q = (const guint8 *) saved_q.data[r] + 8 + 2 * total ();
+      gconstpointer masters_p = (const guint8 *) saved_p.data[r] + 8 + 2 * total ();
       const guint8 *got_p = (const guint8 *) resumed_p.data[r] + 8;
 
       for (guint64 at = 0; at < total (); at++)
-        g_assert_cmpfloat (bf16_value (got_p + 2 * at), ==, ref_round_nearest (&ref_bf16, masters_q[at]));
+        g_assert_cmpfloat (bf16_value (got_p + 2 * at), ==, ref_round_nearest (&ref_bf16, f32_at (masters_q, at)));
       check_gathered ((const guint8 *) resumed_q.data[r] + 8, masters_p, &n_differ, &worst);
       g_assert_cmpuint (n_differ, >, total () / 4);
     }

@@ -6,7 +6,9 @@
 # blocks spanning fp16's whole range, single outliers, fp16 subnormals,
 # exact rounding ties, NaNs and values beyond fp16's range; in 8 bits
 # (qwZ's weights) and 4 bits (qgZ's gradients), from float32, bfloat16
-# and float16.
+# and float16. Then quant_reduce.cu's dequantize-reduce-requantize (the
+# middle of DeepSpeed's hierarchical qgZ): several int4 and int8
+# tensors dequantized, summed in fp16 and requantized, on the same values.
 #
 # The reference is written here from the kernels' source, DeepSpeed
 # 0.19.8 as PyPI ships it (ops/csrc: quantization/quantize.cu and
@@ -90,6 +92,53 @@ def pack4(q):
     bit-field (named high) is the low nibble."""
     q = (q & 0xF).to(torch.uint8).view(-1, 2)
     return ((q[:, 0] << 4) | q[:, 1]).to(torch.uint8)
+
+
+def ref_quant_reduce(codes, stored, tensors, in_groups, out_groups, bits):
+    """dequant_reduce: each tensor's fp16 dequantization, summed in fp16
+    arithmetic from +0 in tensor order (__hadd2 rounds every addition to
+    fp16; torch's CPU half addition does the same), then requantized in
+    out_groups blocks."""
+    q = codes.view(tensors, -1)
+    s = stored.view(tensors, in_groups)
+    acc = torch.zeros(q.shape[1], dtype=torch.float16)
+    for j in range(tensors):
+        d = (q[j].view(in_groups, -1).float() * s[j][:, None]).to(torch.float16).view(-1)
+        acc = acc + d
+    return acc, ref_quantize(acc, out_groups, bits)
+
+
+def check_reduce(x, bits, tensors, in_groups, out_groups, tmp):
+    """The library's quant_reduce against the transcription, codes and
+    scales bit for bit."""
+    label = "quant_reduce: %d tensors, %d bits, %d -> %d blocks" % (tensors, bits, in_groups, out_groups)
+    src = os.path.join(tmp, "rin")
+    dst = os.path.join(tmp, "rout")
+    with open(src, "wb") as f:
+        f.write(x.astype(np.float32).tobytes())
+    p = subprocess.run([DUMP, "reduce", str(bits), str(tensors), str(in_groups), str(out_groups),
+                        src, dst], capture_output=True, text=True, timeout=120)
+    if p.returncode != 0:
+        ok(False, label + ": " + p.stderr.strip())
+        return
+    out = open(dst, "rb").read()
+    elems = x.size // tensors
+    qs, ss = [], []
+    for j in range(tensors):
+        h = torch.from_numpy(x[j * elems:(j + 1) * elems]).to(torch.float16)
+        q, stored, _ = ref_quantize(h, in_groups, bits)
+        qs.append(q)
+        ss.append(stored)
+    acc, (q, stored, deq) = ref_quant_reduce(torch.cat(qs), torch.cat(ss), tensors, in_groups,
+                                             out_groups, bits)
+    ncodes = elems if bits == 8 else elems // 2
+    codes = torch.from_numpy(np.frombuffer(out[:ncodes], dtype=np.uint8).copy())
+    want = q.to(torch.uint8) if bits == 8 else pack4(q)
+    ok(bool((codes == want).all()), "%s: codes bit for bit (%d differ)" % (label, int((codes != want).sum())))
+    scales = torch.from_numpy(np.frombuffer(out[ncodes:ncodes + 4 * out_groups], dtype=np.float32).copy())
+    ok(bool((scales.view(torch.int32) == stored.view(torch.int32)).all()),
+       "%s: stored scales bit for bit" % label)
+    return acc
 
 
 # ------------------------------------------------------------ the values
@@ -205,6 +254,7 @@ def main():
     rng = np.random.default_rng(20261207)
     n = 10 ** 6
     x = test_values(n, rng)
+    acc_big = acc_zero = None
     with tempfile.TemporaryDirectory() as tmp:
         check(x, torch.float32, "f32", 8, 0, tmp)          # qwZ: 125 blocks of 8000
         check(x, torch.bfloat16, "bf16", 8, 0, tmp)
@@ -212,6 +262,16 @@ def main():
         check(x, torch.float32, "f32", 8, 2000, tmp)       # blocks of 500
         check(x, torch.float32, "f32", 4, 250, tmp)        # qgZ: blocks of 4000
         check(x, torch.bfloat16, "bf16", 4, 1000, tmp)     # blocks of 1000
+        # quant_reduce: the 10^6 values as 4 tensors of 250000 (a host of
+        # 4 ranks), int4 in blocks of 500 -> 1000 requantized; int8 as 8
+        # tensors; and 2 tensors whose fp16 sum overflows somewhere.
+        check_reduce(x, 4, 4, 500, 250, tmp)
+        check_reduce(x, 8, 8, 125, 250, tmp)
+        check_reduce(x, 4, 2, 1000, 100, tmp)
+        big = np.full(8000, 4.0e4, dtype=np.float32)
+        acc_big = check_reduce(np.concatenate([big, big]), 4, 2, 1, 1, tmp)
+        zeros = np.concatenate([np.zeros(1000, dtype=np.float32), x[200000:201000]] * 3)
+        acc_zero = check_reduce(zeros, 4, 3, 2, 2, tmp)
 
     # The edge cases came out as the header says.
     h = torch.from_numpy(x).to(torch.float16)
@@ -222,6 +282,10 @@ def main():
        "a NaN in a finite block comes back as 0, as DeepSpeed's")
     ok(int(q[104000:112000].max()) == 127 and int(q[104000:112000].min()) == -128,
        "+absmax codes as 127, -absmax as -128")
+    ok(acc_zero is not None and bool((acc_zero[:1000] == 0).all()),
+       "quant_reduce: blocks that are zero in every tensor sum to zeros")
+    ok(acc_big is not None and bool(torch.isinf(acc_big).all()),
+       "quant_reduce: an fp16 sum beyond 65504 is infinite, as DeepSpeed's __hadd2 makes it")
 
     # The weight grouping, against the transcription and against
     # DeepSpeed's own CUDAQuantizer where it can be imported.

@@ -7,10 +7,15 @@
 # micro-batch s*W + r of step s, and one process with gas = W takes them
 # all in rank order. Prints its losses, writes the consolidated FP32
 # weights (export_fp32) and, when asked, saves or resumes a checkpoint;
-# prints its peak RSS.
+# prints its peak RSS. The model is built under zero.Init, and its final
+# LayerNorm's weight is written by rank 0 under
+# GatheredParameters(modifier_rank=0) before initialize(). With
+# --modify K, before step K rank 0 halves the first block's up-projection
+# (plus 1/8) under GatheredParameters(modifier_rank=0) while the other
+# ranks zero theirs, which the broadcast drops.
 #
 # usage: torch-zero3-worker.py STAGE GAS STEPS OUT [--save-at K DIR] [--resume DIR]
-#                              [--checkpointing]
+#                              [--checkpointing] [--modify K] [--reuse N]
 import argparse
 import json
 import os
@@ -68,6 +73,17 @@ def model_and_data(seed=0):
     torch.manual_seed(seed)
     with mixprec.torch.zero.Init():
         model = Model()
+    # On several ranks Init left each parameter empty beside its chunk.
+    model.built_partitioned = sum(1 for p in model.parameters() if p.numel() == 0)
+    # A weight written after construction, as Hugging Face's post_init
+    # does under DeepSpeed's Init: rank 0's values are kept (the one
+    # process writes the whole parameter directly).
+    w = model.ln_f.weight
+    with mixprec.torch.zero.GatheredParameters([w], modifier_rank=0), torch.no_grad():
+        if int(os.environ.get("MIXPREC_RANK", "0")) == 0:
+            w.copy_(torch.linspace(0.5, 1.5, w.numel()))
+        else:
+            w.zero_()
     model.wpe.requires_grad_(False)
     g = torch.Generator().manual_seed(seed + 1)
     steps = torch.randint(1, 3, (36, 2, 16), generator=g)
@@ -83,6 +99,7 @@ def main():
     ap.add_argument("--save-at", nargs=2)
     ap.add_argument("--resume")
     ap.add_argument("--checkpointing", action="store_true")
+    ap.add_argument("--modify", type=int)
     ap.add_argument("--reuse", type=int, help="stage3_max_reuse_distance")
     a = ap.parse_args()
     config = {
@@ -115,6 +132,13 @@ def main():
     for step in range(first, a.steps):
         if a.save_at and step == int(a.save_at[0]):
             engine.save_checkpoint(a.save_at[1], client_state={"step": step})
+        if a.modify is not None and step == a.modify:
+            w = model.blocks[0].up.weight
+            with mixprec.torch.zero.GatheredParameters([w], modifier_rank=0), torch.no_grad():
+                if rank == 0:
+                    w.mul_(0.5).add_(0.125)
+                else:
+                    w.zero_()
         for k in range(a.gas):
             x = batches[step * per_step + k * world + rank]
             loss = engine(x, labels=x)
@@ -125,6 +149,8 @@ def main():
     peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print("RESULT " + json.dumps({"rank": rank, "world": world, "losses": losses,
                                   "params": sum(e.param.get_numel() for e in engine._entries),
+                                  "built_partitioned": model.built_partitioned,
+                                  "n_params": sum(1 for _ in model.parameters()),
                                   "partitioned": sum(1 for p in model.parameters()
                                                      if p.numel() == 0),
                                   "gathered_bytes": engine.engine.get_gathered_bytes(),

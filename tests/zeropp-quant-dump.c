@@ -10,7 +10,12 @@
  *   zeropp-quant-dump groups N...
  *     prints DeepSpeed's weight block count of each N (0: refused).
  *   zeropp-quant-dump swizzle NODES DEVICES
- *     prints where each partition goes. */
+ *     prints where each partition goes.
+ *   zeropp-quant-dump reduce BITS TENSORS IN_GROUPS OUT_GROUPS IN OUT
+ *     IN: raw float32 values, TENSORS equal tensors one after the other;
+ *     each quantized to BITS in IN_GROUPS blocks, then dequantized,
+ *     summed and requantized in OUT_GROUPS blocks as quant_reduce.cu
+ *     does. OUT: the requantized codes, then their stored scales. */
 #include "config.h"
 
 #include <stdio.h>
@@ -79,9 +84,53 @@ quantize (char **argv)
   return 0;
 }
 
+static int
+reduce (char **argv)
+{
+  guint bits = (guint) atoi (argv[0]);
+  guint tensors = (guint) atoi (argv[1]);
+  guint64 in_groups = g_ascii_strtoull (argv[2], NULL, 10);
+  guint64 out_groups = g_ascii_strtoull (argv[3], NULL, 10);
+  g_autofree gchar *in = NULL;
+  g_autofree gint8 *codes = NULL, *out_codes = NULL;
+  g_autofree gfloat *scales = NULL, *out_scales = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GString) out = g_string_new (NULL);
+  gsize len = 0;
+  guint64 elems;
+
+  if (!g_file_get_contents (argv[4], &in, &len, &error))
+    {
+      g_printerr ("%s\n", error->message);
+      return 1;
+    }
+  elems = len / 4 / tensors;
+  codes = g_new (gint8, _mixprec_zeropp_code_bytes (elems * tensors, bits));
+  scales = g_new (gfloat, in_groups * tensors);
+  out_codes = g_new (gint8, _mixprec_zeropp_code_bytes (elems, bits));
+  out_scales = g_new (gfloat, out_groups);
+  for (guint j = 0; j < tensors; j++)
+    _mixprec_zeropp_quantize ((const gfloat *) (gconstpointer) in + j * elems, MIXPREC_DTYPE_FLOAT32,
+                              elems, in_groups, bits,
+                              codes + _mixprec_zeropp_code_bytes (j * elems, bits),
+                              scales + j * in_groups);
+  _mixprec_zeropp_quant_reduce (codes, scales, tensors, elems, in_groups, out_groups, bits,
+                                out_codes, out_scales);
+  g_string_append_len (out, (const gchar *) out_codes, (gssize) _mixprec_zeropp_code_bytes (elems, bits));
+  g_string_append_len (out, (const gchar *) out_scales, (gssize) (out_groups * sizeof (gfloat)));
+  if (!g_file_set_contents (argv[5], out->str, (gssize) out->len, &error))
+    {
+      g_printerr ("%s\n", error->message);
+      return 1;
+    }
+  return 0;
+}
+
 int
 main (int argc, char **argv)
 {
+  if (argc >= 8 && g_str_equal (argv[1], "reduce"))
+    return reduce (argv + 2);
   if (argc >= 7 && g_str_equal (argv[1], "quantize"))
     return quantize (argv + 2);
   if (argc >= 2 && g_str_equal (argv[1], "groups"))

@@ -311,8 +311,12 @@ print_feature (MixprecFeature *feature)
       dtypes = mixprec_feature_get_comm_dtypes (feature, &n_dtypes);
       list = dtype_list (dtypes, n_dtypes);
       g_print ("\nCollectives:\n");
-      print_field ("Operations", "all_reduce (sum, max), reduce_scatter (sum, max), "
-                   "all_gather, broadcast, barrier; each blocking or started");
+      /* Revision 2 added the all-to-all (ZeRO++'s quantized gradients). */
+      print_field ("Operations", mixprec_feature_get_abi_revision (feature) >= 2
+                   ? "all_reduce (sum, max), reduce_scatter (sum, max), all_gather, broadcast, "
+                     "barrier, all_to_all; each blocking or started"
+                   : "all_reduce (sum, max), reduce_scatter (sum, max), all_gather, broadcast, "
+                     "barrier; each blocking or started (comm ABI revision 1: no all_to_all)");
       print_field ("Data types", list);
       print_field ("Buffers", g_str_equal (mixprec_feature_get_device (feature), "cpu")
                               ? "host memory" : mixprec_feature_get_device (feature));

@@ -57,6 +57,12 @@ main (int argc, char **argv)
   guint64 plan_world = 1;
   guint64 plan_gathered = 0;
   gboolean verify = FALSE;
+  g_autofree gchar *numerics = NULL;
+  g_autofree gchar *stat = NULL;
+  g_autofree gchar *top_text = NULL;
+  g_autofree gchar *heatmap = NULL;
+  g_autofree gchar *by = NULL;
+  guint64 top = 10;
   g_autoptr(GOptionContext) context = NULL;
   g_autoptr(GError) error = NULL;
   const GOptionEntry entries[] = {
@@ -84,6 +90,20 @@ main (int argc, char **argv)
       "Describe a checkpoint (a folder with manifest.json, or one whose 'latest' names one)", "DIR" },
     { "verify", 0, 0, G_OPTION_ARG_NONE, &verify,
       "With --checkpoint, recompute every file's SHA-256 and check it against the manifest", NULL },
+    { "numerics", 0, 0, G_OPTION_ARG_FILENAME, &numerics,
+      "Rank the tensors whose numerics statistic was worst over a run, from csv_monitor's folder "
+      "(output_path/job_name), one of its Numerics_*.csv files, or TensorBoard event files", "RUN" },
+    { "stat", 0, 0, G_OPTION_ARG_STRING, &stat,
+      "With --numerics, the statistic, such as grad_underflow or grad_amax (needed when the "
+      "run recorded several)", "NAME" },
+    { "top", 0, 0, G_OPTION_ARG_STRING, &top_text,
+      "With --numerics, how many tensors the table lists, worst first (default 10; 0: all)", "N" },
+    { "by", 0, 0, G_OPTION_ARG_STRING, &by,
+      "With --numerics, 'param' (default) for a series per parameter, 'type' per module type",
+      "param|type" },
+    { "heatmap", 0, 0, G_OPTION_ARG_FILENAME, &heatmap,
+      "With --numerics, draw the statistic over steps and layers into FILE, a .png or .svg",
+      "FILE" },
     G_OPTION_ENTRY_NULL
   };
 
@@ -108,6 +128,12 @@ main (int argc, char **argv)
                   params_text != NULL ? "params" : world_text != NULL ? "world" : "gathered");
       return 2;
     }
+  if (numerics == NULL && (stat != NULL || top_text != NULL || by != NULL || heatmap != NULL))
+    {
+      g_printerr ("mixprec-inspect: --%s only applies to --numerics RUN\n",
+                  stat != NULL ? "stat" : top_text != NULL ? "top" : by != NULL ? "by" : "heatmap");
+      return 2;
+    }
   if (sets != NULL && config_path == NULL && !plan)
     {
       g_printerr ("mixprec-inspect: --set needs --config FILE or --plan\n");
@@ -120,6 +146,14 @@ main (int argc, char **argv)
                mixprec_get_major_version (), mixprec_get_minor_version (),
                mixprec_get_micro_version (), mixprec_get_simd_name (),
                mixprec_get_num_threads ());
+      if (inspect_heatmap_backend () != NULL)
+        g_print ("heat maps: cairo %s\n", inspect_heatmap_backend ());
+      else
+        g_print ("heat maps: none (built without cairo)\n");
+      if (inspect_tb_backend () != NULL)
+        g_print ("event files: protobuf-c %s\n", inspect_tb_backend ());
+      else
+        g_print ("event files: none (built without protobuf-c)\n");
       return 0;
     }
   if (show_formats)
@@ -138,6 +172,23 @@ main (int argc, char **argv)
         }
       return inspect_plan (config_path, (const gchar * const *) sets, plan_params, (guint) plan_world,
                            plan_gathered);
+    }
+  if (numerics != NULL)
+    {
+      if (argc > 1)
+        {
+          g_printerr ("mixprec-inspect: unexpected argument '%s' after --numerics\n", argv[1]);
+          return 2;
+        }
+      if (by != NULL && !g_str_equal (by, "param") && !g_str_equal (by, "type"))
+        {
+          g_printerr ("mixprec-inspect: --by: must be 'param' (a series per parameter) or "
+                      "'type' (per module type), got '%s'\n", by);
+          return 2;
+        }
+      if (!parse_count ("--top", top_text, 0, G_MAXUINT, &top))
+        return 2;
+      return inspect_numerics (numerics, stat, g_strcmp0 (by, "type") == 0, (guint) top, heatmap);
     }
   if (checkpoint_dir != NULL)
     {

@@ -51,6 +51,13 @@
  * nodes + p / devices, so that each host's all-to-all sends contiguous
  * runs; with one host the order is unchanged.
  *
+ * Dequantize-reduce-requantize (quant_reduce.cu's dequant_reduce, the
+ * middle of DeepSpeed's hierarchical qgZ): n tensors of the same length,
+ * each in its own input blocks; element e of the result is
+ * ((+0 + d_0[e]) + d_1[e]) + ... in fp16 arithmetic (__hadd2, each
+ * addition rounded to fp16), d_j the fp16 dequantization above; the sums
+ * are then quantized afresh in the output blocks as above.
+ *
  * Edge cases that follow from the above: an all-zero block gets scale 1
  * and codes 0, and dequantizes to zeros; a block whose fp16 image holds
  * an infinity (a value beyond fp16's range) has scale 0, stores
@@ -211,6 +218,17 @@ _mixprec_zpp_dequantize (const int8_t *codes,
                          float         stored)
 {
   return _mixprec_f32_to_f16_rne ((float) _mixprec_zpp_code_at (codes, i, bits) * stored);
+}
+
+/* fp16 a + b rounded to nearest even, as __hadd2 adds. Through float32:
+ * the sum of two fp16 values rounded to float32 and then to fp16 is the
+ * correctly rounded fp16 sum (24 >= 2 * 11 + 2 bits, so the double
+ * rounding is innocuous). */
+MIXPREC_NUMERIC_FN uint16_t
+_mixprec_zpp_f16_add (uint16_t a,
+                      uint16_t b)
+{
+  return _mixprec_f32_to_f16_rne (_mixprec_f16_to_f32 (a) + _mixprec_f16_to_f32 (b));
 }
 
 /* Where the swizzle puts partition @p of @nodes * @devices. */

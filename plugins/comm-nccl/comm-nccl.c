@@ -336,28 +336,44 @@ nccl_finalize (void   *handle,
   return status;
 }
 
-static const MixprecCommV1 nccl_comm = {
-  .name = "nccl",
-  .device = "cuda",
-  .rank = 256,
-  .description = "collectives in CUDA device memory over NCCL. Sums follow NCCL's ring or "
-                 "tree order, not rank order: the contract's bits at 1 and 2 ranks, "
-                 "deterministic for a fixed topology and NCCL version beyond. float16 and "
-                 "bfloat16 sums add in their dtype inside NCCL unless RECV_FP32 asks for "
-                 "FP32. MAX lets NaN win (the largest payload among several) and +0 beat -0",
-  .dtype_mask = NCCL_DTYPE_MASK,
-  .init = nccl_init,
-  .all_reduce = nccl_all_reduce,
-  .reduce_scatter = nccl_reduce_scatter,
-  .all_gather = nccl_all_gather,
-  .broadcast = nccl_broadcast,
-  .barrier = nccl_barrier,
-  .test = nccl_test,
-  .wait = nccl_wait,
-  .abort = nccl_abort,
-  .finalize = nccl_finalize,
+static const MixprecCommV2 nccl_comm = {
+  .base = {
+    .name = "nccl",
+    .device = "cuda",
+    .rank = 256,
+    .description = "collectives in CUDA device memory over NCCL. Sums follow NCCL's ring or "
+                   "tree order, not rank order: the contract's bits at 1 and 2 ranks, "
+                   "deterministic for a fixed topology and NCCL version beyond. float16 and "
+                   "bfloat16 sums add in their dtype inside NCCL unless RECV_FP32 asks for "
+                   "FP32. MAX lets NaN win (the largest payload among several) and +0 beat -0",
+    .dtype_mask = NCCL_DTYPE_MASK,
+    .init = nccl_init,
+    .all_reduce = nccl_all_reduce,
+    .reduce_scatter = nccl_reduce_scatter,
+    .all_gather = nccl_all_gather,
+    .broadcast = nccl_broadcast,
+    .barrier = nccl_barrier,
+    .test = nccl_test,
+    .wait = nccl_wait,
+    .abort = nccl_abort,
+    .finalize = nccl_finalize,
+  },
+  .all_to_all = nccl_all_to_all,
 };
 
-MIXPREC_PLUGIN_DEFINE_FEATURE (comm_nccl, "comm-nccl", "collectives between CUDA devices over NCCL",
-                               register_comm, nccl_comm,
-                               PACKAGE_VERSION, "LGPL-2.1-or-later", "libmixprec")
+/* Revision 2 (the all-to-all) where the library takes it, else the
+ * revision 1 part, as the ABI asks a plugin to check. */
+static int
+nccl_register (MixprecPluginHostV1 *host,
+               char                *errbuf,
+               size_t               errbuf_len)
+{
+  if (host->struct_size >= offsetof (MixprecPluginHostV1, register_comm_v2) +
+                          sizeof host->register_comm_v2 &&
+      host->register_comm_v2 != NULL)
+    return host->register_comm_v2 (host, &nccl_comm, errbuf, errbuf_len);
+  return host->register_comm (host, &nccl_comm.base, errbuf, errbuf_len);
+}
+
+MIXPREC_PLUGIN_DEFINE (comm_nccl, "comm-nccl", "collectives between CUDA devices over NCCL", nccl_register,
+                       PACKAGE_VERSION, "LGPL-2.1-or-later", "libmixprec")

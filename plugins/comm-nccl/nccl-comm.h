@@ -35,6 +35,7 @@ typedef enum
   OP_ALL_GATHER,
   OP_BROADCAST,
   OP_BARRIER,
+  OP_ALL_TO_ALL,               /* bytes: count is bytes per rank */
 } OpKind;
 
 /* Indexed by OpKind: the names that messages give the collectives. */
@@ -115,6 +116,7 @@ NCCL_VTABLE_ENTRY (reduce_scatter) nccl_reduce_scatter;
 NCCL_VTABLE_ENTRY (all_gather)     nccl_all_gather;
 NCCL_VTABLE_ENTRY (broadcast)      nccl_broadcast;
 NCCL_VTABLE_ENTRY (barrier)        nccl_barrier;
+__typeof__ (*((MixprecCommV2 *) NULL)->all_to_all) nccl_all_to_all;
 NCCL_VTABLE_ENTRY (test)           nccl_test;
 NCCL_VTABLE_ENTRY (wait)           nccl_wait;
 NCCL_VTABLE_ENTRY (abort)          nccl_abort;

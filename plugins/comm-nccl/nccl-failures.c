@@ -18,7 +18,7 @@
 #define POLL_SLEEP_NS 50000
 
 const char * const op_names[] = {
-  "all_reduce", "reduce_scatter", "all_gather", "broadcast", "barrier",
+  "all_reduce", "reduce_scatter", "all_gather", "broadcast", "barrier", "all_to_all",
 };
 
 int

@@ -311,6 +311,51 @@ queue_reduction (NcclComm   *comm,
                  errbuf, errbuf_len);
 }
 
+/* all_to_all: run p of send to rank p in one group of ncclSend/ncclRecv
+ * (bytes, as ncclUint8), this rank's own run copied on the stream. */
+static int
+queue_all_to_all (NcclComm   *comm,
+                  const Call *c,
+                  uint32_t    seq,
+                  char       *errbuf,
+                  size_t      errbuf_len)
+{
+  unsigned world = comm->world_size, me = comm->rank;
+  const char *send = c->send;
+  char *recv = c->recv;
+  ncclResult_t res, first_error = ncclSuccess;
+  cudaError_t err;
+
+  err = cudaMemcpyAsync (recv + (size_t) me * c->count, send + (size_t) me * c->count, c->count,
+                         cudaMemcpyDeviceToDevice, comm->stream);
+  if (err != cudaSuccess)
+    return fail_cuda (comm, "cudaMemcpyAsync (this rank's run)", err, c->kind, seq,
+                      errbuf, errbuf_len);
+  if (world == 1)
+    return MIXPREC_PLUGIN_OK;
+  res = ncclGroupStart ();
+  if (res != ncclSuccess)
+    return fail_nccl (comm, "ncclGroupStart", res, c->kind, seq, errbuf, errbuf_len);
+  for (unsigned i = 1; i < world; i++)
+    {
+      unsigned to = (me + i) % world, from = (me + world - i) % world;
+
+      if ((res = ncclSend (send + (size_t) to * c->count, c->count, ncclUint8, (int) to,
+                           comm->nccl, comm->stream)) != ncclSuccess &&
+          res != ncclInProgress && first_error == ncclSuccess)
+        first_error = res;
+      if ((res = ncclRecv (recv + (size_t) from * c->count, c->count, ncclUint8, (int) from,
+                           comm->nccl, comm->stream)) != ncclSuccess &&
+          res != ncclInProgress && first_error == ncclSuccess)
+        first_error = res;
+    }
+  res = ncclGroupEnd ();
+  if (first_error != ncclSuccess)
+    return fail_nccl (comm, "ncclSend/ncclRecv (all_to_all)", first_error, c->kind, seq,
+                      errbuf, errbuf_len);
+  return settle (comm, "ncclGroupEnd", res, c->kind, seq, errbuf, errbuf_len);
+}
+
 static int
 queue_call (NcclComm   *comm,
             const Call *c,
@@ -333,6 +378,8 @@ queue_call (NcclComm   *comm,
       res = ncclBroadcast (c->recv, c->recv, c->count, nccl_dtype (c->dtype), (int) c->root,
                            comm->nccl, comm->stream);
       return settle (comm, "ncclBroadcast", res, c->kind, seq, errbuf, errbuf_len);
+    case OP_ALL_TO_ALL:
+      return queue_all_to_all (comm, c, seq, errbuf, errbuf_len);
     case OP_BARRIER:
     default:
       res = ncclAllReduce (comm->barrier_buf, comm->barrier_buf, 1, ncclFloat32, ncclSum,
@@ -452,6 +499,18 @@ check_call (const NcclComm *comm,
 
   if (c->kind == OP_BARRIER)
     return MIXPREC_PLUGIN_OK;
+  if (c->kind == OP_ALL_TO_ALL)
+    {
+      if (c->count > SIZE_MAX / world)
+        return _mixprec_plugin_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
+                          "all_to_all: %zu bytes per rank, times %zu ranks, do not fit in "
+                          "the address space", c->count, world);
+      if (c->count > 0 && (c->recv == NULL || c->send == NULL))
+        return _mixprec_plugin_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
+                          "all_to_all: the %s buffer is NULL but there are %zu bytes per rank",
+                          c->recv == NULL ? "receive" : "send", c->count);
+      return MIXPREC_PLUGIN_OK;
+    }
   if ((unsigned) c->dtype >= 32 || !(NCCL_DTYPE_MASK & (1u << c->dtype)))
     return _mixprec_plugin_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_UNSUPPORTED,
                       "%s: the nccl communicator does not handle dtype %d; it takes float32, "
@@ -609,6 +668,21 @@ nccl_all_gather (void              *comm,
                  size_t             errbuf_len)
 {
   Call c = { OP_ALL_GATHER, send, recv, count, dtype, MIXPREC_PLUGIN_REDUCE_SUM, 0, 0 };
+
+  return launch (comm, &c, request, errbuf, errbuf_len);
+}
+
+int
+nccl_all_to_all (void       *comm,
+                 const void *send,
+                 void       *recv,
+                 size_t      bytes,
+                 void      **request,
+                 char       *errbuf,
+                 size_t      errbuf_len)
+{
+  Call c = { OP_ALL_TO_ALL, send, recv, bytes, MIXPREC_PLUGIN_DTYPE_FLOAT32,
+             MIXPREC_PLUGIN_REDUCE_SUM, 0, 0 };
 
   return launch (comm, &c, request, errbuf, errbuf_len);
 }

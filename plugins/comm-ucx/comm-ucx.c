@@ -382,6 +382,19 @@ ucx_barrier (void   *comm,
 }
 
 static int
+ucx_all_to_all (void       *comm,
+                const void *send,
+                void       *recv,
+                size_t      bytes,
+                void      **request,
+                char       *errbuf,
+                size_t      errbuf_len)
+{
+  return launch (comm, UCX_OP_ALL_TO_ALL, send, recv, bytes, MIXPREC_PLUGIN_DTYPE_FLOAT32,
+                 MIXPREC_PLUGIN_REDUCE_SUM, 0, 0, request, errbuf, errbuf_len);
+}
+
+static int
 ucx_test (void   *comm,
           void   *request,
           int    *done,
@@ -596,24 +609,40 @@ ucx_finalize (void   *handle,
   return MIXPREC_PLUGIN_OK;
 }
 
-static const MixprecCommV1 ucx_comm = {
-  .name = "ucx",
-  .device = "cpu",
-  .rank = 100,
-  .description = "collectives in host memory over UCX (shared memory, TCP, InfiniBand)",
-  .dtype_mask = UCX_DTYPE_MASK,
-  .init = ucx_init,
-  .all_reduce = ucx_all_reduce,
-  .reduce_scatter = ucx_reduce_scatter,
-  .all_gather = ucx_all_gather,
-  .broadcast = ucx_broadcast,
-  .barrier = ucx_barrier,
-  .test = ucx_test,
-  .wait = ucx_wait,
-  .abort = ucx_abort,
-  .finalize = ucx_finalize,
+static const MixprecCommV2 ucx_comm = {
+  .base = {
+    .name = "ucx",
+    .device = "cpu",
+    .rank = 100,
+    .description = "collectives in host memory over UCX (shared memory, TCP, InfiniBand)",
+    .dtype_mask = UCX_DTYPE_MASK,
+    .init = ucx_init,
+    .all_reduce = ucx_all_reduce,
+    .reduce_scatter = ucx_reduce_scatter,
+    .all_gather = ucx_all_gather,
+    .broadcast = ucx_broadcast,
+    .barrier = ucx_barrier,
+    .test = ucx_test,
+    .wait = ucx_wait,
+    .abort = ucx_abort,
+    .finalize = ucx_finalize,
+  },
+  .all_to_all = ucx_all_to_all,
 };
 
-MIXPREC_PLUGIN_DEFINE_FEATURE (comm_ucx, "comm-ucx", "collectives between processes over UCX",
-                               register_comm, ucx_comm,
-                               PACKAGE_VERSION, "LGPL-2.1-or-later", "libmixprec")
+/* Revision 2 (the all-to-all) where the library takes it, else the
+ * revision 1 part, as the ABI asks a plugin to check. */
+static int
+ucx_register (MixprecPluginHostV1 *host,
+              char                *errbuf,
+              size_t               errbuf_len)
+{
+  if (host->struct_size >= offsetof (MixprecPluginHostV1, register_comm_v2) +
+                          sizeof host->register_comm_v2 &&
+      host->register_comm_v2 != NULL)
+    return host->register_comm_v2 (host, &ucx_comm, errbuf, errbuf_len);
+  return host->register_comm (host, &ucx_comm.base, errbuf, errbuf_len);
+}
+
+MIXPREC_PLUGIN_DEFINE (comm_ucx, "comm-ucx", "collectives between processes over UCX", ucx_register,
+                       PACKAGE_VERSION, "LGPL-2.1-or-later", "libmixprec")

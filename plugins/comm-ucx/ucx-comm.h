@@ -31,7 +31,8 @@
 typedef enum
 {
   UCX_PHASE_SCATTER = 0,        /* reduce-scatter contributions */
-  UCX_PHASE_GATHER = 1,         /* all-gather parts (and all-reduce results) */
+  UCX_PHASE_GATHER = 1,         /* all-gather parts (and all-reduce results,
+                                   all-to-all runs) */
   UCX_PHASE_BROADCAST = 2,
   UCX_PHASE_BARRIER = 3,
 } UcxPhase;
@@ -43,6 +44,7 @@ typedef enum
   UCX_OP_ALL_GATHER,
   UCX_OP_BROADCAST,
   UCX_OP_BARRIER,
+  UCX_OP_ALL_TO_ALL,            /* bytes: esize 1, count bytes per rank */
 } UcxOpKind;
 
 

@@ -12,7 +12,8 @@
  * reduced chunks go out to every rank at once, so both phases overlap.
  * An all-gather sends each rank's part to every rank; a broadcast sends
  * the root's buffer to every rank; a barrier is an empty message from
- * every rank to every rank. */
+ * every rank to every rank; an all-to-all sends run p of the send buffer
+ * to rank p, in chunks, every receive posted before any send. */
 #include "config.h"
 
 #include <stdio.h>
@@ -28,7 +29,7 @@
 #define LIVENESS_INTERVAL_NS INT64_C(100000000)
 
 static const char * const op_names[] = {
-  "all_reduce", "reduce_scatter", "all_gather", "broadcast", "barrier",
+  "all_reduce", "reduce_scatter", "all_gather", "broadcast", "barrier", "all_to_all",
 };
 
 const char *
@@ -162,6 +163,8 @@ count_xfers (UcxOp *op)
     n += me == op->root ? n_chunks (op, op->count) * (world - 1) : n_chunks (op, op->count);
   if (op->kind == UCX_OP_BARRIER)
     n += 2 * (size_t) (world - 1);
+  if (op->kind == UCX_OP_ALL_TO_ALL)
+    n += 2 * (size_t) (world - 1) * n_chunks (op, op->count);
   return n;
 }
 
@@ -188,8 +191,8 @@ ucx_op_new (UcxComm               *comm,
                   ? MIXPREC_PLUGIN_DTYPE_FLOAT32 : dtype;
   op->reduce = reduce;
   op->flags = flags;
-  op->esize = _mixprec_reduce_dtype_size (dtype);
-  op->out_esize = _mixprec_reduce_dtype_size (op->out_dtype);
+  op->esize = kind == UCX_OP_ALL_TO_ALL ? 1 : _mixprec_reduce_dtype_size (dtype);
+  op->out_esize = kind == UCX_OP_ALL_TO_ALL ? 1 : _mixprec_reduce_dtype_size (op->out_dtype);
   op->send = send;
   op->recv = recv;
   op->count = count;
@@ -424,6 +427,14 @@ begin (UcxOp *op)
           x->is_recv = 1;
           ucx_xfer_recv (x++, NULL, 0, ucx_tag (op->seq, UCX_PHASE_BARRIER, p, 0));
         }
+  if (op->kind == UCX_OP_ALL_TO_ALL)
+    for (unsigned i = 1; i < world; i++)
+      {
+        unsigned p = (me + world - i) % world;
+
+        x = post_part_recvs (op, x, p, op->recv + (size_t) p * op->count, op->count, 1,
+                             UCX_PHASE_GATHER);
+      }
 
   for (unsigned s = 0; s < op->n_slots; s++)
     arm_slot (op, &op->slots[s], op->next_chunk++);
@@ -450,6 +461,19 @@ begin (UcxOp *op)
     for (unsigned i = 1; i < world; i++)
       x = post_part_sends (op, x, (me + i) % world, op->recv, op->count, op->esize,
                            UCX_PHASE_BROADCAST);
+  if (op->kind == UCX_OP_ALL_TO_ALL)
+    {
+      if (op->count > 0)
+        memcpy (op->recv + (size_t) me * op->count, op->send + (size_t) me * op->count,
+                op->count);
+      for (unsigned i = 1; i < world; i++)
+        {
+          unsigned p = (me + i) % world;
+
+          x = post_part_sends (op, x, p, op->send + (size_t) p * op->count, op->count, 1,
+                               UCX_PHASE_GATHER);
+        }
+    }
   if (op->kind == UCX_OP_BARRIER)
     for (unsigned i = 1; i < world; i++, x++)
       {

@@ -145,6 +145,52 @@ cudaError_t _mixprec_cuda_mx_dequantize  (const uint8_t *src,
                                           cudaStream_t  stream,
                                           const char  **call);
 
+/* 4-bit block casts (cuda-fp4.cu; semantics of libmixprec's
+ * mixprec_quantize_blocks() and mixprec_dequantize_blocks()). @recipe:
+ * the MixprecBlockRecipe values below; @scale_mode: MixprecMxScaleMode
+ * (MXFP4 only). @cols is a positive multiple of the block size (16 for
+ * NVFP4, 32 for MXFP4), checked by the caller. @dst: rows * cols / 2
+ * bytes; @scales: rows * cols / block size bytes, row-major (a 16x16
+ * tile's scale repeated for each of its rows). NVFP4 only: @amax_bits is
+ * a device word of scratch (the tensor's amax as fp32 bits), and
+ * @tensor_scale, when not NULL, a device float receiving the per-tensor
+ * scale. @stochastic: round with word i of @seed's stream for element i,
+ * as the library does. */
+#define MIXPREC_CUDA_FP4_NVFP4 0
+#define MIXPREC_CUDA_FP4_NVFP4_2D 1
+#define MIXPREC_CUDA_FP4_MXFP4 2
+cudaError_t _mixprec_cuda_fp4_quantize   (int           recipe,
+                                          int           scale_mode,
+                                          const float  *src,
+                                          size_t        rows,
+                                          size_t        cols,
+                                          int           stochastic,
+                                          uint64_t      seed,
+                                          uint8_t      *dst,
+                                          uint8_t      *scales,
+                                          uint32_t     *amax_bits,
+                                          float        *tensor_scale,
+                                          cudaStream_t  stream,
+                                          const char  **call);
+/* @n values (even); @tensor_scale: a device float, NVFP4 only. */
+cudaError_t _mixprec_cuda_fp4_dequantize (int            recipe,
+                                          const uint8_t *src,
+                                          const uint8_t *scales,
+                                          const float   *tensor_scale,
+                                          size_t         n,
+                                          float         *dst,
+                                          cudaStream_t   stream,
+                                          const char   **call);
+/* The random Hadamard transform (mixprec_rht_apply()) of @n values, a
+ * multiple of 16; @dst may be @src. */
+cudaError_t _mixprec_cuda_rht            (const float   *src,
+                                          size_t         n,
+                                          uint16_t       sign_mask,
+                                          int            inverse,
+                                          float         *dst,
+                                          cudaStream_t   stream,
+                                          const char   **call);
+
 #ifdef __cplusplus
 }
 #endif

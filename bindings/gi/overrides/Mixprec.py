@@ -4,7 +4,10 @@
 """Zero-copy views for ``from gi.repository import Mixprec``.
 
 ``param.working``, ``param.grad``, ``param.master`` and ``param.accum``
-(read-only) return a :class:`Mixprec.View` of the engine's buffer. A view
+(read-only) return a :class:`Mixprec.View` of the engine's buffer
+(``param.fp4``, of an fp4 parameter, a :class:`Mixprec.Fp4Copy` whose
+``data`` and ``scales`` are ``uint8`` views of its packed E2M1 bytes and
+block scales, shared the same ways). A view
 shares the engine's memory through
 
 * NumPy: ``numpy.asarray(param.working)`` (``__array__``), float32 and
@@ -184,6 +187,31 @@ def _capsule_destructor(capsule):
         pass
 
 
+def _dlpack_export(view, code_bits, copy):
+    """A "dltensor" capsule of view's memory (its address, device and
+    shape), elements of DLPack's (code, bits); view is kept alive until the
+    consumer releases the tensor."""
+    if copy:
+        raise BufferError("a Mixprec view exports its memory, never a copy")
+    managed = DLManagedTensor()
+    shape = (ctypes.c_int64 * max(len(view.shape), 1))(*view.shape)
+    t = managed.dl_tensor
+    t.data = view.address
+    t.device = DLDevice(*view.device)
+    t.ndim = len(view.shape)
+    t.dtype = DLDataType(code_bits[0], code_bits[1], 1)
+    t.shape = shape
+    t.strides = None        # compact, row-major
+    t.byte_offset = 0
+    managed.manager_ctx = None
+    managed.deleter = _dl_deleter
+    address = ctypes.addressof(managed)
+    _exported[address] = (managed, shape, view)
+    # DLPack has no read-only flag: consumers that honour it rely on the
+    # producer; a read-only view's readonly is a promise only.
+    return _capsule_new(address, ctypes.cast(_DLTENSOR, ctypes.c_char_p), _capsule_destructor)
+
+
 # ------------------------------------------------------------------ views
 
 _holder_types = {}
@@ -197,7 +225,39 @@ def _holder_type(nbytes):
     return _holder_types[nbytes]
 
 
-class View(object):
+class _EngineMemory(object):
+    # What View and ByteView share: self.nbytes bytes of the engine at
+    # self.address on DLPack device self.device.
+
+    def _hold(self, engine):
+        # A ctypes array over the engine's bytes: the buffer-protocol
+        # exporter every other form is made from. It holds the engine for
+        # as long as anything made from it lives.
+        # Device memory has no host-side form.
+        if self.device[0] == _KDL_CPU:
+            self._holder = _holder_type(self.nbytes).from_address(self.address)
+            self._holder.engine = engine
+        else:
+            self._holder = None
+
+    def __buffer__(self, flags):
+        # PEP 688 (Python 3.12+).
+        return self.memoryview()
+
+    def tobytes(self):
+        return bytes(memoryview(self._host_memory()).cast("B")[:self.nbytes])
+
+    def __dlpack_device__(self):
+        return self.device
+
+    def _dlpack(self, code_bits, dl_device, copy):
+        if dl_device is not None and tuple(dl_device) != self.device:
+            raise BufferError("the view is on DLPack device %r, not on device %r"
+                              % (self.device, tuple(dl_device)))
+        return _dlpack_export(self, code_bits, copy)
+
+
+class View(_EngineMemory):
     """A view of one buffer of a :class:`Mixprec.Param`, sharing the
     engine's memory (see the module's documentation).
 
@@ -226,15 +286,7 @@ class View(object):
         self.nbytes = self.numel * self.itemsize
         self.address = address
         self.readonly = readonly
-        # A ctypes array over the engine's bytes: the buffer-protocol
-        # exporter every other form is made from. It holds the engine for
-        # as long as anything made from it lives.
-        # Device memory has no host-side form.
-        if self.device[0] == _KDL_CPU:
-            self._holder = _holder_type(self.nbytes).from_address(address)
-            self._holder.engine = engine
-        else:
-            self._holder = None
+        self._hold(engine)
 
     def __repr__(self):
         return "<Mixprec.View %s of '%s': %s %s at 0x%x%s%s>" % (
@@ -267,10 +319,6 @@ class View(object):
             mv = mv.cast(_RAW_FORMAT[self.itemsize], shape)
         return mv.toreadonly() if self.readonly else mv
 
-    def __buffer__(self, flags):
-        # PEP 688 (Python 3.12+).
-        return self.memoryview()
-
     def __array__(self, dtype=None, copy=None):
         import numpy
         array = numpy.frombuffer(self._host_memory(), dtype=_numpy_dtype(self.dtype),
@@ -284,45 +332,134 @@ class View(object):
             return array.astype(dtype)
         return array.copy() if copy else array
 
-    def tobytes(self):
-        return bytes(memoryview(self._host_memory()).cast("B")[:self.nbytes])
-
-    def __dlpack_device__(self):
-        return self.device
-
     def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
         code_bits = _FORMATS[self.dtype][2]
         if code_bits is None:
             raise BufferError("%s has no DLPack type" % self.dtype_name)
-        if dl_device is not None and tuple(dl_device) != self.device:
-            raise BufferError("the view is on DLPack device %r, not on device %r"
-                              % (self.device, tuple(dl_device)))
         # On a device, the values are complete: the engine waited for its
         # stream when the view was made (mixprec_param_get_device_address()),
         # and any stream of the consumer may read them.
-        if copy:
-            raise BufferError("a Mixprec.View exports its memory, never a copy")
-        managed = DLManagedTensor()
-        shape = (ctypes.c_int64 * max(len(self.shape), 1))(*self.shape)
-        t = managed.dl_tensor
-        t.data = self.address
-        t.device = DLDevice(*self.device)
-        t.ndim = len(self.shape)
-        t.dtype = DLDataType(code_bits[0], code_bits[1], 1)
-        t.shape = shape
-        t.strides = None        # compact, row-major
-        t.byte_offset = 0
-        managed.manager_ctx = None
-        managed.deleter = _dl_deleter
-        address = ctypes.addressof(managed)
-        _exported[address] = (managed, shape, self)
-        # DLPack has no read-only flag: consumers that honour it rely on the
-        # producer; the accumulation buffer's readonly is a promise only.
-        return _capsule_new(address, ctypes.cast(_DLTENSOR, ctypes.c_char_p), _capsule_destructor)
+        return self._dlpack(code_bits, dl_device, copy)
 
 
 __all__.append("View")
 
+
+# ------------------------------------------------------------------ 4-bit copies
+
+_KDL_UINT8 = (1, 8)     # DLPack's kDLUInt, 8 bits
+
+
+class ByteView(_EngineMemory):
+    """A read-only view of bytes of the engine that no Mixprec.DType
+    describes: the packed E2M1 copy of an fp4 parameter, or its block
+    scales (E4M3 or E8M0 codes). Shares the engine's memory as ``uint8``
+    through DLPack (``torch.from_dlpack``), NumPy (``numpy.asarray``) and
+    ``memoryview()``.
+
+    Attributes: ``shape``, ``nbytes``, ``address``, ``device`` (DLPack's
+    ``(device_type, device_id)``), ``readonly`` (True), ``what``.
+    """
+
+    def __init__(self, engine, address, shape, device, what):
+        self._engine = engine
+        self.address = address
+        self.shape = tuple(int(d) for d in shape)
+        self.nbytes = 1
+        for d in self.shape:
+            self.nbytes *= d
+        self.device = tuple(device)
+        self.readonly = True
+        self.what = what
+        self._hold(engine)
+
+    def __repr__(self):
+        return "<Mixprec.ByteView of %s: uint8 %s at 0x%x>" % (self.what, list(self.shape),
+                                                                self.address)
+
+    def _host_memory(self):
+        if self._holder is None:
+            raise BufferError("%s is in the memory of DLPack device %r, not in host memory: "
+                              "use DLPack (torch.from_dlpack)" % (self.what, self.device))
+        return self._holder
+
+    def memoryview(self):
+        """A read-only memoryview of the bytes, in the view's shape."""
+        shape = list(self.shape) if self.nbytes > 0 else [0]
+        return memoryview(self._host_memory()).cast("B")[:self.nbytes].cast("B", shape).toreadonly()
+
+    def __array__(self, dtype=None, copy=None):
+        import numpy
+        array = numpy.frombuffer(self._host_memory(), dtype=numpy.uint8,
+                                 count=self.nbytes).reshape(self.shape)
+        array.flags.writeable = False
+        if dtype is not None and numpy.dtype(dtype) != array.dtype:
+            if copy is False:
+                raise ValueError("a uint8 view cannot be %s without a copy" % numpy.dtype(dtype))
+            return array.astype(dtype)
+        return array.copy() if copy else array
+
+    def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
+        return self._dlpack(_KDL_UINT8, dl_device, copy)
+
+
+class Fp4Copy(object):
+    """``param.fp4``: the 4-bit working copy of an fp4 parameter
+    (``param.is_fp4()``) as it is now, without a copy.
+
+    * ``data``: a :class:`ByteView` of the packed E2M1 bytes, shape
+      ``(rows, cols // 2)``, element ``2i`` of a row in the low nibble of
+      byte ``i``;
+    * ``scales``: a :class:`ByteView` of the block scales, shape
+      ``(rows, cols // block_size)``: E4M3 codes (NVFP4; under 16x16 tiles
+      a tile's scale is repeated for each of its rows) or E8M0 codes
+      (MXFP4);
+    * ``tensor_scale``: NVFP4's float32 per-tensor scale (1.0 for MXFP4),
+      read when the object was made;
+    * ``recipe`` (a Mixprec.BlockRecipe), ``recipe_name`` ("nvfp4",
+      "nvfp4_2d" or "mxfp4"), ``block_size`` (16 or 32), ``rows``,
+      ``cols``, ``shape`` (the parameter's).
+
+    An element's value is its E2M1 value times ``tensor_scale *
+    e4m3(scale)`` (NVFP4) or ``2 ** (scale - 127)`` (MXFP4), one float32
+    product (docs/reference/fp4-views.md has a torch matmul that decodes
+    them). The views follow the engine's memory, which each step rewrites
+    in place; ``tensor_scale`` does not: read ``param.fp4`` again after a
+    step.
+    """
+
+    def __init__(self, param):
+        engine = param.get_engine()
+        if engine is None:
+            raise ValueError("parameter '%s': its engine is gone" % param.get_name())
+        address, scales, n_scales, device_type, device_id = \
+            Mixprec.Param.get_fp4_address(param)
+        name = param.get_name()
+        self.param = param
+        self.recipe = param.get_fp4_recipe()
+        self.recipe_name = {Mixprec.BlockRecipe.NVFP4: "nvfp4",
+                            Mixprec.BlockRecipe.NVFP4_2D: "nvfp4_2d",
+                            Mixprec.BlockRecipe.MXFP4: "mxfp4"}[self.recipe]
+        self.block_size = Mixprec.block_recipe_get_block_size(self.recipe)
+        self.cols = param.get_fp4_cols()
+        self.rows = param.get_numel() // self.cols
+        self.shape = tuple(param.get_shape())
+        self.tensor_scale = param.get_fp4_tensor_scale()
+        if n_scales != self.rows * (self.cols // self.block_size):
+            raise RuntimeError("parameter '%s': %d block scales, expected %d"
+                               % (name, n_scales, self.rows * (self.cols // self.block_size)))
+        device = (device_type, device_id)
+        self.data = ByteView(engine, address, (self.rows, self.cols // 2), device,
+                             "the 4-bit copy of '%s'" % name)
+        self.scales = ByteView(engine, scales, (self.rows, self.cols // self.block_size), device,
+                               "the block scales of '%s'" % name)
+
+    def __repr__(self):
+        return "<Mixprec.Fp4Copy of '%s': %s, %d x %d, tensor scale %r>" % (
+            self.param.get_name(), self.recipe_name, self.rows, self.cols, self.tensor_scale)
+
+
+__all__ += ["ByteView", "Fp4Copy"]
 
 # ------------------------------------------------------------------ intake
 
@@ -695,6 +832,15 @@ class Param(Mixprec.Param):
         get_fp8_dtype(): a read-only View; its scale is get_fp8_scale_inv(),
         or its MX block scales get_fp8_block_scales()."""
         return View(self, Mixprec.ParamBuffer.FP8, readonly=True)
+
+    @property
+    def fp4(self):
+        """The 4-bit working copy of an fp4 parameter (is_fp4()): a
+        Fp4Copy whose data and scales are uint8 views of the engine's
+        memory (DLPack, NumPy), with its tensor scale and recipe. Raises
+        GLib.Error when the parameter is not fp4, or under ZeRO-3 outside
+        gather()."""
+        return Fp4Copy(self)
 
     def reduce_grad(self, grad, data=None, dtype=None):
         """reduce_grad(array, dtype=None) hands over this micro-batch's

@@ -38,6 +38,7 @@ not hold.
 
 import bisect
 import enum
+import functools
 
 import torch
 
@@ -449,64 +450,253 @@ class GatheredParameters(object):
     of them) are whole on every rank. Collective: every rank enters it
     with the same parameters. Parameters that are not partitioned (ZeRO
     stages 0 to 2, persistent and frozen parameters, a model not
-    initialized yet) are left as they are, as DeepSpeed leaves them.
+    initialized yet) are left as they are, as DeepSpeed leaves them;
+    parameters zero.Init partitioned are gathered from their chunks before
+    initialize() too, and with ``modifier_rank=r`` cut from rank r's
+    values again on leaving (what Hugging Face's weight initialization
+    does under DeepSpeed's Init).
 
-    ``modifier_rank`` (writing new values that the block's end would
-    broadcast into the partitions) is refused for partitioned
-    parameters: the engine holds their FP32 masters and has no call that
-    takes new values for them; change weights before initialize(), or
-    load them with load_checkpoint(). Writes to a gathered parameter
-    without it are not kept, as in DeepSpeed."""
+    With ``modifier_rank=r`` what rank r wrote into the gathered
+    parameters is kept: on leaving the block (without an exception), each
+    one's values on rank r, widened to FP32, become its FP32 masters on
+    every rank (``mixprec_engine_set_master``, which broadcasts them from
+    r and rounds the working copies from them; the other ranks' writes are
+    dropped), as DeepSpeed broadcasts rank r's values into the
+    partitions. The optimizer state is left as it is. It must be left
+    between steps (not between backward() and step()). Writes to a
+    gathered parameter without it are not kept, as in DeepSpeed."""
 
     def __init__(self, params, modifier_rank=None, fwd_module=None, enabled=True):
         if isinstance(params, torch.Tensor):
             params = [params]
         self.entries = []
+        self.modifier_rank = modifier_rank
+        self.done = []
         if not enabled:
             return
+        # Parameters zero.Init partitioned, before initialize().
+        self.chunked = []
         for p in params:
             e = getattr(p, _ATTR, None)
             if e is not None and getattr(e, "z3", False) and e not in self.entries:
                 self.entries.append(e)
+            elif hasattr(p, _INIT) and not any(p is q for q in self.chunked):
+                self.chunked.append(p)
         if modifier_rank is not None and self.entries:
-            raise ValueError("mixprec.torch.zero.GatheredParameters: modifier_rank=%r is not "
-                             "supported for ZeRO-3 parameters (%s): the engine keeps their FP32 "
-                             "masters and takes no new values for them; change the weights "
-                             "before initialize(), or load them with load_checkpoint()"
-                             % (modifier_rank, ", ".join(e.name for e in self.entries[:3])))
-        self.done = []
+            world = self.entries[0].partitioner.world
+            if isinstance(modifier_rank, bool) or not isinstance(modifier_rank, int) or \
+               not 0 <= modifier_rank < world:
+                raise ValueError("mixprec.torch.zero.GatheredParameters: modifier_rank=%r is not "
+                                 "a rank (world size %d)" % (modifier_rank, world))
 
     def __enter__(self):
         for e in self.entries:
             e.partitioner.gather(e)
             self.done.append(e)
+        for p in self.chunked:
+            p.data = init_whole(p)
         return None
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, *exc):
+        for p in self.chunked:
+            shape, mine, comm = getattr(p, _INIT)
+            if self.modifier_rank is not None and exc_type is None:
+                # Rank r's values, cut into the chunks again.
+                whole = p.detach().reshape(-1).to("cpu", torch.float32, copy=True)
+                got = comm.broadcast(GLib.Bytes.new(whole.numpy().tobytes()),
+                                     Mixprec.DType.FLOAT32, self.modifier_rank)
+                whole = torch.frombuffer(bytearray(got.get_data()), dtype=torch.float32)
+                chunk = -(-whole.numel() // comm.get_world_size())
+                mine = whole[comm.get_rank() * chunk:(comm.get_rank() + 1) * chunk] \
+                    .to(device=p.device, dtype=p.dtype, copy=True)
+                setattr(p, _INIT, (shape, mine, comm))
+            p.data = torch.empty(0, dtype=p.dtype, device=p.device)
+        modified = []
+        if self.modifier_rank is not None and exc_type is None:
+            rank = self.entries[0].partitioner.engine.get_rank() if self.entries else 0
+            for e in self.done:
+                values = None
+                if rank == self.modifier_rank:
+                    # What the block wrote, in the working dtype, widened.
+                    whole = e.tensor.detach().reshape(-1).to("cpu", torch.float32, copy=True)
+                    values = GLib.Bytes.new(whole.numpy().tobytes())
+                modified.append((e, values))
         while self.done:
             e = self.done.pop()
             e.partitioner.release(e)
+        # The engine takes new values with nothing gathered; every rank
+        # calls it for the same parameters in the same order.
+        for e, values in modified:
+            with e.partitioner.errors():
+                e.partitioner.engine.set_master(e.param.get_name(), values, self.modifier_rank)
         return False
+
+
+# On a parameter built under Init on several ranks: (its shape, this
+# rank's chunk of its flat values, the communicator of the ranks).
+_INIT = "_mixprec_init_chunk"
 
 
 class Init(object):
     """DeepSpeed's ``deepspeed.zero.Init(...)``, accepted with its
-    arguments: a context (or decorator-free call) to build a model in.
-    It does not partition at construction: the model is built whole in
-    each process's memory, and initialize() under ZeRO-3 partitions every
-    trainable parameter (dropping each torch copy as soon as the engine
-    holds its values). ``enabled=False`` is accepted too."""
+    arguments: a context to build a model in, on each rank.
+
+    On several ranks (the launcher's, joined here as initialize() joins
+    them; ``config_dict_or_path`` or ``config`` says the communication
+    backend and the device), each module's parameters are partitioned as
+    soon as the module's outermost ``__init__`` returns, as DeepSpeed
+    partitions them: every rank keeps an even 1/world chunk of each
+    parameter's flat values (the last one shorter) beside an empty
+    placeholder, so that no rank holds more of the model than its chunks
+    and the module being built. The ranks must build the same model with
+    the same values (seed torch alike on every rank). initialize() then
+    gathers one parameter at a time and hands it to the engine (under
+    ZeRO-3 after the engine laid out its slices, with
+    mixprec_engine_set_master), so a rank's peak is its chunks, its
+    slices and the largest parameter; frozen parameters and stages below
+    3 get their whole values back first.
+
+    It partitions nothing (the model is built whole, and initialize()
+    under ZeRO-3 partitions it) on one process, with ``enabled=False``,
+    on a device other than the cpu (where the engine joins the ranks
+    itself) and with comm "local"."""
 
     def __init__(self, module=None, data_parallel_group=None, mem_efficient_linear=True,
                  remote_device=None, pin_memory=False, config_dict_or_path=None, config=None,
                  enabled=True, dtype=None, mpu=None, **kwargs):
         self.enabled = enabled
+        self.config = config_dict_or_path if config_dict_or_path is not None else config
+        self.comm = None
+        self.patched = []
+        self.subclass_hook = None
+        if module is not None and enabled:
+            raise ValueError("mixprec.torch.zero.Init: module= (partitioning a model built "
+                             "already) is not supported; build it inside the context")
 
     def __enter__(self):
+        if not self.enabled:
+            return self
+        from mixprec import torch as front
+        self.comm = front._init_comm(self.config)
+        if self.comm is None:
+            return self
+        self.rank = self.comm.get_rank()
+        self.world = self.comm.get_world_size()
+        for cls in _subclasses(torch.nn.Module):
+            self._wrap(cls)
+        # Classes defined inside the context too, as DeepSpeed's.
+        ctx = self
+        previous = torch.nn.Module.__dict__.get("__init_subclass__")
+
+        @classmethod
+        def init_subclass(cls, **kwargs):
+            super(torch.nn.Module, cls).__init_subclass__(**kwargs)
+            ctx._wrap(cls)
+        self.subclass_hook = previous
+        torch.nn.Module.__init_subclass__ = init_subclass
         return self
 
     def __exit__(self, *exc):
+        if self.comm is None:
+            return False
+        if self.subclass_hook is not None:
+            torch.nn.Module.__init_subclass__ = self.subclass_hook
+        else:
+            del torch.nn.Module.__init_subclass__
+        while self.patched:
+            cls, init = self.patched.pop()
+            cls.__init__ = init
         return False
+
+    def _wrap(self, cls):
+        init = cls.__dict__.get("__init__")
+        if init is None or getattr(init, "_mixprec_wrapped", False):
+            return          # it runs a base's __init__, wrapped there
+        ctx = self
+
+        @functools.wraps(init)
+        def wrapped(module, *args, **kwargs):
+            # A subclass's __init__ calls its bases': partition once the
+            # outermost returns, when the module is complete.
+            depth = module.__dict__.get("_mixprec_init_depth", 0)
+            module.__dict__["_mixprec_init_depth"] = depth + 1
+            try:
+                init(module, *args, **kwargs)
+            finally:
+                module.__dict__["_mixprec_init_depth"] = depth
+            if depth == 0:
+                del module.__dict__["_mixprec_init_depth"]
+                ctx._partition(module)
+        wrapped._mixprec_wrapped = True
+        try:
+            cls.__init__ = wrapped
+        except (TypeError, AttributeError):
+            return          # a type that takes no new attributes
+        self.patched.append((cls, init))
+
+    def _partition(self, module):
+        for _, p in module.named_parameters(recurse=False):
+            if hasattr(p, _INIT) or not p.is_floating_point() or p.numel() == 0:
+                continue
+            flat = p.detach().reshape(-1)
+            chunk = -(-flat.numel() // self.world)
+            mine = flat[self.rank * chunk:(self.rank + 1) * chunk].clone()
+            setattr(p, _INIT, (tuple(p.shape), mine, self.comm))
+            p.data = torch.empty(0, dtype=p.dtype, device=p.device)
+
+
+def _subclasses(cls):
+    found, todo = [], [cls]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            if sub not in found:
+                found.append(sub)
+                todo.append(sub)
+    return found
+
+
+def init_partitioned(p):
+    """Whether p was partitioned by Init and still waits for its values."""
+    return hasattr(p, _INIT)
+
+
+def init_shape(p):
+    return getattr(p, _INIT)[0]
+
+
+def init_values(p):
+    """p's whole values as FP32 bytes, its chunks gathered from every rank
+    (collective: every rank asks for the same parameters in the same
+    order). A chunk in p's dtype widens to FP32 exactly, so the bytes are
+    the gathered ones, without a copy."""
+    shape, mine, comm = getattr(p, _INIT)
+    world = comm.get_world_size()
+    numel = 1
+    for n in shape:
+        numel *= n
+    chunk = -(-numel // world)
+    send = torch.zeros(chunk, dtype=torch.float32)
+    send[:mine.numel()] = mine.to(torch.float32)
+    got = comm.all_gather(GLib.Bytes.new(send.numpy().tobytes()), Mixprec.DType.FLOAT32)
+    return GLib.Bytes.new_from_bytes(got, 0, numel * 4)
+
+
+def init_whole(p):
+    """p's whole values, in p's dtype (collective, as init_values())."""
+    values = init_values(p)
+    whole = torch.frombuffer(bytearray(values.get_data()), dtype=torch.float32)
+    return whole.reshape(init_shape(p)).to(device=p.device, dtype=p.dtype)
+
+
+def init_restore(p):
+    """Gives p its whole values back (collective)."""
+    if hasattr(p, _INIT):
+        p.data = init_whole(p)
+        delattr(p, _INIT)
+
+
+def init_done(p):
+    delattr(p, _INIT)
 
 
 def register_external_parameter(module, parameter):

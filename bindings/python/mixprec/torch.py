@@ -181,27 +181,30 @@ per unit. ``mixprec.torch.zero`` has DeepSpeed's names:
 
 * ``GatheredParameters(params, modifier_rank=None)``: the parameters
   whole inside the block, on every rank (collective); parameters that are
-  not partitioned are left alone, as DeepSpeed leaves them.
-* ``Init(...)``: accepted with DeepSpeed's arguments (``with
-  deepspeed.zero.Init(): model = ...``).
+  not partitioned are left alone, as DeepSpeed leaves them. With
+  ``modifier_rank=r``, rank r's writes become the FP32 masters on every
+  rank when the block ends (between steps), as DeepSpeed broadcasts them.
+* ``Init(...)``: DeepSpeed's arguments (``with deepspeed.zero.Init():
+  model = ...``); on several ranks each module's parameters are
+  partitioned when the module is built (each rank keeps a 1/world chunk)
+  and handed to the engine one at a time by ``initialize()``.
 * ``register_external_parameter(module, param)``: module's forward
   gathers a parameter another module holds.
 
 What differs from DeepSpeed's ZeRO-3:
 
-* ``zero.Init()`` does not partition at construction: the model is built
-  whole in each process's memory and partitioned by ``initialize()``,
-  which drops each parameter's torch copy as soon as the engine holds its
-  FP32 values (until the engine has laid out its slices, and gives the
-  values back if anything fails before that): each rank's peak is about
-  one FP32 copy of the model, as DeepSpeed's without ``zero.Init``, where
-  DeepSpeed's with it is about one module.
-* ``GatheredParameters(..., modifier_rank=r)`` is refused with a
-  ValueError for partitioned parameters: the engine holds their FP32
-  masters and takes no new values for them (change weights before
-  ``initialize()``, or load them with ``load_checkpoint()``); DeepSpeed
-  broadcasts rank r's writes into the partitions. Writes without it are
-  not kept, as in DeepSpeed.
+* ``zero.Init()`` partitions into even 1/world chunks of each
+  parameter's flat values, not the engine's slices, so ``initialize()``
+  gathers each parameter whole once (one at a time) to hand it over;
+  DeepSpeed's chunks are its partitions. It partitions nothing on one
+  process, on a device other than the cpu and with comm "local" (the
+  model is built whole and ``initialize()`` partitions it, a peak of
+  about one FP32 copy of the model per rank), and does not take
+  ``module=``.
+* ``GatheredParameters(..., modifier_rank=r)`` sets the FP32 masters to
+  rank r's values widened from the working dtype (DeepSpeed writes the
+  working copy's partitions and leaves its optimizer's FP32 partitions
+  as they were). Writes without it are not kept, as in DeepSpeed.
 * Frozen parameters (``requires_grad=False``) stay whole on every rank,
   cast to the working dtype; DeepSpeed partitions them too.
 * A parameter of exactly ``stage3_param_persistence_threshold`` elements
@@ -679,6 +682,11 @@ def _launcher_comm(cfg, doc):
     and for a config that requires a job secret when the environment has
     none (the engine says so) or that is not JSON (which may)."""
     if cfg.get_device() != "cpu" or cfg.get_comm_backend() == "local":
+        if _launcher.get("init") is not None:
+            raise ValueError("mixprec.torch: zero.Init joined the launcher's ranks on the cpu "
+                             "(with %s), but this config's engine joins them itself (device "
+                             "'%s', comm '%s'): give zero.Init this config"
+                             % (_launcher["init"], cfg.get_device(), cfg.get_comm_backend()))
         return None
     if "comm" in _launcher:
         return _launcher["comm"]
@@ -718,6 +726,44 @@ class _Entry(object):
                  # ZeRO-3 (mixprec/_torch_zero.py): whether partitioned, and its state
                  "z3", "partitioner", "unit", "count", "bwd", "kept", "view", "position",
                  "placeholder", "shaped")
+
+
+def _numel(shape):
+    n = 1
+    for k in shape:
+        n *= k
+    return n
+
+
+def _init_later_ok(cfg):
+    """Whether a registration with zeros and new values once laid out
+    gives the bits of a registration with the values: not for Kahan
+    masters (a registration starts their compensation at zero, new values
+    keep their rounding's error there) nor FP8 (whose scalings start from
+    the registered values)."""
+    return cfg.get_master_weights() != Mixprec.MasterWeights.KAHAN and \
+        cfg.get_fp8_recipe() is None
+
+
+def _init_comm(config):
+    """For zero.Init: the launcher's ranks, joined as initialize() joins
+    them (and kept for it), with config's backend and device (the
+    defaults without one); None where initialize() would not join them
+    here."""
+    if config is None:
+        config = {}
+    doc = config if isinstance(config, dict) else None
+    if isinstance(config, (str, os.PathLike)):
+        text = os.fspath(config)
+        if not text.lstrip().startswith("{"):
+            with open(text) as f:
+                text = f.read()
+        doc = json.loads(text)
+    fresh = "comm" not in _launcher
+    comm = _launcher_comm(_config(config), doc)
+    if fresh and comm is not None:
+        _launcher["init"] = "its config" if config else "the default config"
+    return comm
 
 
 def _fp32_bytes(t):
@@ -823,6 +869,10 @@ class Engine(object):
         # that the model is never in memory twice; restored if anything
         # fails before the engine is prepared.
         handed = [] if cfg.get_zero_stage() == 3 else None
+        # Parameters zero.Init partitioned: under ZeRO-3 registered with
+        # zeros (views of one buffer) and given their values one at a time
+        # once the engine holds its slices (see _torch_zero.Init).
+        self._init_later = [] if handed is not None and _init_later_ok(cfg) else None
         try:
             self._register(model, engine, seen, owner, frozen, handed)
             if not self._entries:
@@ -830,6 +880,13 @@ class Engine(object):
             self._warn_unmatched(cfg, model)
             with _errors():
                 engine.prepare()
+            self._zeros = None
+            for e in self._init_later or ():
+                values = zero.init_values(e.tensor)
+                with _errors():
+                    engine.set_master(e.name, values, 0)
+                del values
+                zero.init_done(e.tensor)
         except BaseException:
             for p, dtype, values, shape in handed or ():
                 p.data = torch.frombuffer(bytearray(values.get_data()), dtype=torch.float32) \
@@ -850,25 +907,31 @@ class Engine(object):
                     raise ValueError("mixprec.torch: parameter '%s' is on %s; mixprec.torch "
                                      "takes models in host memory (cpu) or on a CUDA device"
                                      % (name, p.device))
+                later = self._init_later is not None and p.requires_grad and \
+                    zero.init_partitioned(p)
+                if not later:
+                    zero.init_restore(p)        # zero.Init's chunks: whole again
                 if not p.requires_grad:
                     frozen.append((module, p))
                     continue
                 if not p.is_floating_point():
                     raise TypeError("mixprec.torch: parameter '%s' has dtype %s; libmixprec "
                                     "trains floating-point parameters" % (name, p.dtype))
-                if p.numel() == 0:
+                if p.numel() == 0 and not later:
                     continue
                 e = _Entry()
                 e.name = name
                 e.tensor = p
-                e.shape = tuple(p.shape)
+                e.shape = zero.init_shape(p) if later else tuple(p.shape)
                 # libmixprec has no 0-d parameters: a scalar is one element.
-                values = _fp32_bytes(p)
+                values = self._init_zeros(model, e.shape) if later else _fp32_bytes(p)
                 with _errors():
-                    e.param = engine.register_param(name, list(p.shape) or [1],
+                    e.param = engine.register_param(name, list(e.shape) or [1],
                                                     type(module).__name__, _DT.FLOAT32,
                                                     values)
-                if handed is not None:
+                if later:
+                    self._init_later.append(e)
+                elif handed is not None:
                     handed.append((p, p.dtype, values, e.shape))
                     p.data = torch.empty(0, dtype=p.dtype, device=p.device)
                 e.dtype = e.param.get_working_dtype()
@@ -877,6 +940,17 @@ class Engine(object):
                 self.params[name] = e.param
                 self._entries.append(e)
                 owner.setdefault(id(module), (module, []))[1].append(e)
+
+    def _init_zeros(self, model, shape):
+        """Zeros for a parameter of shape: a view of one buffer of the
+        largest zero.Init parameter's size, which every such parameter's
+        registration shares until the engine lays out its buffers."""
+        zeros = getattr(self, "_zeros", None)
+        if zeros is None:
+            biggest = max(_numel(zero.init_shape(p)) for p in model.parameters()
+                          if zero.init_partitioned(p))
+            zeros = self._zeros = GLib.Bytes.new(bytes(4 * max(biggest, 1)))
+        return GLib.Bytes.new_from_bytes(zeros, 0, 4 * max(_numel(shape), 1))
 
     def _finish_init(self, model, engine, cfg, owner, frozen, fp32_modules):
         # Where the engine's buffers are (DLPack's device type and id).
@@ -1320,6 +1394,24 @@ class Engine(object):
     def was_step_applied(self):
         return bool(self.last_step is not None and self.last_step.applied)
 
+    def get_numerics(self):
+        """The per-tensor numerics of the last step that measured them
+        (``mixprec.numerics.every``, see mixprec.json(5)), as plain Python
+        values to print or plot: ``{"step": n, "applied": bool, "params":
+        {name: {stat: value}}, "module_types": {type: {stat: value}}}``;
+        None when numerics are off or no step has measured them yet."""
+        n = self.engine.get_numerics()
+        if n is None:
+            return None
+
+        def rows(names, stats, get):
+            return {name: {s: get(name, s)[1] for s in stats(name)} for name in names}
+
+        return {"step": n.get_step(), "applied": n.get_applied(),
+                "params": rows(n.list_params(), n.list_stats, n.get_stat),
+                "module_types": rows(n.list_module_types(), n.list_module_stats,
+                                     n.get_module_stat)}
+
     @property
     def rank(self):
         return self.engine.get_rank()
@@ -1430,6 +1522,37 @@ class Engine(object):
         if self.engine.get_rank() == 0:
             _write_safetensors(os.fspath(path), state)
         return path
+
+    def get_fp4_copy(self, param):
+        """The 4-bit working copy of param (a parameter of the model, or
+        its name in named_parameters()), without a copy:
+        ``(data, scales, tensor_scale, recipe)`` with data a uint8 tensor
+        of the packed E2M1 bytes, shape ``(rows, cols // 2)`` (rows x cols
+        the parameter flattened to two dimensions, element 2i in the low
+        nibble of byte i), scales a uint8 tensor of the block scales'
+        codes, shape ``(rows, cols // block size)`` (E4M3 for NVFP4, E8M0
+        for MXFP4), tensor_scale NVFP4's float32 per-tensor scale (1.0 for
+        MXFP4) and recipe "nvfp4", "nvfp4_2d" or "mxfp4". The tensors are
+        views of the engine's memory (DLPack), which each step rewrites;
+        get the tensor scale again after a step. See
+        docs/reference/fp4-views.md for a matmul that decodes them."""
+        if isinstance(param, str):
+            found = [e for e in self._entries if e.name == param]
+            what = "no parameter named '%s'" % param
+        else:
+            found = [e for e in self._entries if e.tensor is param]
+            what = "the tensor is no parameter of the engine's model"
+        if not found:
+            raise ValueError("mixprec.torch: get_fp4_copy: " + what)
+        e = found[0]
+        if not e.param.is_fp4():
+            raise ValueError("mixprec.torch: get_fp4_copy: parameter '%s' has no 4-bit copy "
+                             "(fp4.enabled and fp4.modules of the config, two dimensions or more)"
+                             % e.name)
+        with _errors():
+            copy = e.param.fp4
+        return (torch.from_dlpack(copy.data), torch.from_dlpack(copy.scales), copy.tensor_scale,
+                copy.recipe_name)
 
     def save_16bit_model(self, save_dir, save_filename="pytorch_model.bin",
                          exclude_frozen_parameters=False):

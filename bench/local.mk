@@ -91,3 +91,9 @@ EXTRA_DIST += bench/run-bench-optim-states.sh bench/bench-optim-states-torchao.p
 # weights, batches and threads (examples/gpt2/torch-gpt2.py): tokens/s and
 # both loss curves in one run (bench/run-bench-gpt2.sh, bench/plot-gpt2.py)
 EXTRA_DIST += bench/run-bench-gpt2.sh bench/plot-gpt2.py
+
+# --- torch-ds: seconds per step of one DeepSpeed training loop (a small
+# Hugging Face GPT-2, bf16) on 2 ranks under DeepSpeed (gloo) and under
+# mixprec.torch (mixprec-run), at ZeRO-1, 2 and 3, the two interleaved in
+# one run (bench/run-bench-torch-ds.sh)
+EXTRA_DIST += bench/run-bench-torch-ds.sh bench/bench-torch-ds.py

@@ -9,7 +9,8 @@
 # the same float. Checkpoints cross layouts: the 2-rank ZeRO-3 run's
 # checkpoint resumed by one process at ZeRO-1, and the one-process ZeRO-1
 # run's resumed by 3 ranks at ZeRO-3, end with the same bytes as the runs
-# never stopped; so does the 2-rank run with activation checkpointing.
+# never stopped; so does the 2-rank run with activation checkpointing,
+# and the one with stage3_max_reuse_distance 0 (which gathers more).
 # The model is built under zero.Init: on several ranks its parameters
 # are chunks from construction on (the one process builds it whole), so
 # the comparisons say that training under Init repeats training without.
@@ -130,6 +131,17 @@ with tempfile.TemporaryDirectory() as tmp:
             check("2 ranks at ZeRO-3 with activation checkpointing (the blocks recomputed in "
                   "the backward, gathering again): the same bytes",
                   ok and same_bytes("recomputed2.st", "single2.st"))
+            # DeepSpeed's stage3_max_reuse_distance: at its default (1e9) a
+            # parameter gathered in the forward pass stays gathered for its
+            # backward once the first pass is traced; at 0 the backward
+            # gathers it again. The same bytes either way, fewer gathered.
+            ok, again = launch(2, 3, 1, "reuse0-2.st", "--reuse", "0")
+            regathered = [again[r]["gathered_bytes"] for r in range(2)] if ok else None
+            check("2 ranks at ZeRO-3: with stage3_max_reuse_distance 0 the same bytes, and the "
+                  f"default gathers less (bytes received per rank {gathered} against "
+                  f"{regathered})",
+                  ok and same_bytes("reuse0-2.st", "single2.st") and
+                  all(g < h for g, h in zip(gathered, regathered)))
             ok, _ = launch(2, 1, 1, "init-zero1.st")
             check("2 ranks at ZeRO-1, the model built under zero.Init (its chunks gathered "
                   "whole by initialize()): the one-process run's bytes",

@@ -306,6 +306,15 @@ check("a parameter refused at ZeRO-3 initialize() leaves every parameter's value
       isinstance(e, TypeError) and "odd" in str(e) and
       all(torch.equal(a, b.detach()) for a, b in zip(before, broken.parameters())), e)
 
+# stage3_max_reuse_distance is mixprec.torch's to read (the library
+# ignores it): a value DeepSpeed would refuse is an error naming it.
+for bad in (-1, 2.5, "far", True):
+    e = error_of(lambda: mixprec.torch.initialize(model(), config(
+        3, zero_optimization={"stage": 3, "stage3_max_reuse_distance": bad})))
+    check(f"stage3_max_reuse_distance {bad!r} is refused naming the key and the value",
+          isinstance(e, ValueError) and "stage3_max_reuse_distance" in str(e) and
+          repr(bad) in str(e), e)
+
 print(f"1..{len(results)}")
 for i, (name, ok, detail) in enumerate(results, 1):
     print(f"{'ok' if ok else 'not ok'} {i} - {name}")

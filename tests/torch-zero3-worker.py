@@ -15,7 +15,7 @@
 # ranks zero theirs, which the broadcast drops.
 #
 # usage: torch-zero3-worker.py STAGE GAS STEPS OUT [--save-at K DIR] [--resume DIR]
-#                              [--checkpointing] [--modify K]
+#                              [--checkpointing] [--modify K] [--reuse N]
 import argparse
 import json
 import os
@@ -100,6 +100,7 @@ def main():
     ap.add_argument("--resume")
     ap.add_argument("--checkpointing", action="store_true")
     ap.add_argument("--modify", type=int)
+    ap.add_argument("--reuse", type=int, help="stage3_max_reuse_distance")
     a = ap.parse_args()
     config = {
         "train_micro_batch_size_per_gpu": 2,
@@ -115,6 +116,8 @@ def main():
                                                      "warmup_max_lr": 3e-3,
                                                      "warmup_num_steps": 2}},
     }
+    if a.reuse is not None:
+        config["zero_optimization"]["stage3_max_reuse_distance"] = a.reuse
     model, batches = model_and_data()
     model.checkpointing = a.checkpointing
     engine, _, _, _ = mixprec.torch.initialize(model=model, model_parameters=[

@@ -17,15 +17,18 @@ attributes DeepSpeed gives it (``ds_id``, ``ds_shape``, ``ds_numel``,
   DLPack view of the engine's whole working copy), and prefetches the
   parameters the first forward pass used next, within
   ``stage3_prefetch_bucket_size`` (``mixprec_engine_prefetch``); a
-  forward post-hook releases them;
-* autograd does not keep them: while the model's modules run, a
+  forward post-hook releases them, but for those it keeps for their
+  backward (DeepSpeed's ``stage3_max_reuse_distance``: see _keep), which
+  stay gathered until their gradient is handed over: one all-gather per
+  step rather than two;
+* otherwise autograd does not keep them: while the model's modules run, a
   saved-tensor hook (``torch.autograd.graph.saved_tensors_hooks``) stores
   a partitioned parameter (or a view of it) that an operation saves for
   its backward as a reference, and the backward that reads it gathers it
   again, prefetching the parameters the forward pass used before it;
 * the gradient goes to the engine as at ZeRO-2 (``reduce_grad``, a
   reduce-scatter across ranks) once autograd has accumulated it, and that
-  releases the parameter's backward gathers.
+  releases the parameter's backward gathers and the gather kept for them.
 
 Parameters below ``stage3_param_persistence_threshold`` elements stay
 whole on every rank (the engine's persistent units, DeepSpeed's
@@ -117,11 +120,15 @@ class Partitioner(object):
         self.hooks = []
         cfg = self.engine.get_config()
         self.bucket = cfg.get_prefetch_bucket_size()
+        self.reuse = getattr(front, "max_reuse_distance", 1000000000)
+        self.max_live = cfg.get_max_live_parameters()
+        self.kept = 0                   # elements of the parameters kept from forward to backward
         self.world = self.engine.get_world_size()
         for i, e in enumerate(entries):
             e.z3 = True
             e.count = 0
             e.bwd = 0
+            e.kept = False
             e.view = None
             e.position = None
             e.partitioner = self
@@ -314,12 +321,35 @@ class Partitioner(object):
             if entries is None:
                 return          # its pre-hook did not run
             for e in reversed(entries):
-                self.release(e)
+                if not self._keep(e):
+                    self.release(e)
             self.depth -= 1
             if self.depth == 0 and self.saving is not None:
                 self.saving.__exit__(None, None, None)
                 self.saving = None
         return hook
+
+    def _keep(self, e):
+        """Whether e, gathered for a forward pass that autograd records,
+        stays gathered until its backward reads it, instead of being
+        gathered again there (DeepSpeed's stage3_max_reuse_distance): on
+        several ranks, once the first pass is traced, when the elements
+        gathered between the two uses (the parameters after e in the
+        forward pass, then again in the backward) are within the
+        distance, and the parameters kept stay within
+        stage3_max_live_parameters. Released once its gradient is handed
+        over (after_gradient), at the latest at the end of the backward
+        pass or before the step."""
+        if (self.world == 1 or not self.traced or e.kept or e.count != 1 or e.position is None
+                or not torch.is_grad_enabled()):
+            return False
+        numel = e.param.get_numel()
+        if 2 * (self.prefix[-1] - self.prefix[e.position + 1]) > self.reuse or \
+                self.kept + numel > self.max_live:
+            return False
+        e.kept = True
+        self.kept += numel
+        return True
 
     def _enter_model(self, module, args):
         self.ahead = -1
@@ -366,9 +396,13 @@ class Partitioner(object):
 
     def after_gradient(self, e):
         """The gradient was handed to the engine: the backward gathers of
-        e end."""
+        e end, and its gather kept from the forward pass."""
         while e.bwd > 0:
             e.bwd -= 1
+            self.release(e)
+        if e.kept:
+            e.kept = False
+            self.kept -= e.param.get_numel()
             self.release(e)
         if e.count == 0:
             e.tensor.data = e.placeholder

@@ -162,8 +162,14 @@ engine's buffer freed: what anything keeps of a gathered weight stays
 valid, as DeepSpeed's gathered parameters are torch's; on one process,
 where the engine's copy is whole, a view of it) and starts gathering
 those the first forward pass used next, within
-``stage3_prefetch_bucket_size``; its forward post-hook releases them.
-Autograd keeps no gathered copy: while the model's modules run, a
+``stage3_prefetch_bucket_size``; its forward post-hook releases them,
+but for those whose backward comes within ``stage3_max_reuse_distance``
+elements of gathers (DeepSpeed's key and default, 1e9: a small model's
+all) once the first pass is traced, on several ranks, in a pass that
+autograd records: these stay gathered, within
+``stage3_max_live_parameters``, until their gradient is handed over, so
+that the backward does not gather them again. Otherwise autograd keeps
+no gathered copy: while the model's modules run, a
 saved-tensor hook keeps a partitioned parameter an operation saves (or
 a view of one) as a reference that its backward gathers again, with the
 prefetch running in reverse, until the gradient is handed over (a
@@ -626,7 +632,8 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None, tra
             engine = Mixprec.Engine.new_with_comm(cfg, comm, model_parallel_comm)
         else:
             engine = Mixprec.Engine.new(cfg)
-    front = Engine(model, engine, auto_cast=auto_cast)
+    front = Engine(model, engine, auto_cast=auto_cast,
+                   max_reuse_distance=_max_reuse_distance(doc))
     if old_spelling:
         return front
     front._ds_returns = True
@@ -643,6 +650,25 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None, tra
 
 
 _launcher = {}      # "comm": the launcher's ranks joined once, or None on one process
+
+
+def _max_reuse_distance(doc):
+    """DeepSpeed's zero_optimization.stage3_max_reuse_distance (or
+    max_reuse_distance), default 1e9 elements as DeepSpeed's: the library's
+    config accepts the key and leaves it to the front (see
+    mixprec/_torch_zero.py)."""
+    section = doc.get("zero_optimization") if doc else None
+    if not isinstance(section, dict):
+        return 1000000000
+    for key in ("stage3_max_reuse_distance", "max_reuse_distance"):
+        if key in section:
+            value = section[key]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+                    not value >= 0 or value != int(value):
+                raise ValueError("mixprec config: zero_optimization.%s is %r; it must be a "
+                                 "non-negative whole number of elements" % (key, value))
+            return int(value)
+    return 1000000000
 
 
 def _launcher_comm(cfg, doc):
@@ -698,7 +724,7 @@ class _Initialized(tuple):
 class _Entry(object):
     __slots__ = ("name", "tensor", "param", "dtype", "address", "shape",
                  # ZeRO-3 (mixprec/_torch_zero.py): whether partitioned, and its state
-                 "z3", "partitioner", "unit", "count", "bwd", "view", "position",
+                 "z3", "partitioner", "unit", "count", "bwd", "kept", "view", "position",
                  "placeholder", "shaped")
 
 
@@ -802,8 +828,9 @@ class Engine(object):
     ``skipped_steps``, ``micro_steps`` (DeepSpeed's counters).
     """
 
-    def __init__(self, model, engine, auto_cast=False):
+    def __init__(self, model, engine, auto_cast=False, max_reuse_distance=1000000000):
         self.module = model
+        self.max_reuse_distance = max_reuse_distance
         self.engine = engine
         self.params = {}
         self.last_step = None

@@ -157,11 +157,24 @@ for round in 1 2 3 4; do
       echo "$arch_pkg=$version" >> "$stage/packages"
       deb=$(ls "$deb_cache/${arch_pkg}_"*.deb 2>/dev/null | grep -F "_$(echo "$version" | sed 's/:/%3a/')_" | head -n 1 || true)
       if [ -z "$deb" ]; then
-        (cd "$deb_cache" && apt-get download -q "$arch_pkg=$version" >/dev/null 2>&1) ||
-          die "apt-get download $arch_pkg=$version failed (run apt-get update first?)"
-        deb=$(ls "$deb_cache/${arch_pkg}_"*.deb | grep -F "_$(echo "$version" | sed 's/:/%3a/')_" | head -n 1)
+        if (cd "$deb_cache" && apt-get download -q "$arch_pkg=$version" >/dev/null 2>&1); then
+          deb=$(ls "$deb_cache/${arch_pkg}_"*.deb | grep -F "_$(echo "$version" | sed 's/:/%3a/')_" | head -n 1)
+        elif [ -z "$(dpkg --verify "$pkg" 2>&1)" ]; then
+          # The archive has moved on from the installed version (a newer
+          # update this machine has not taken): the installed package's
+          # own files, which dpkg has just checked against its checksums.
+          say "  $arch_pkg=$version is no longer in the archive: its installed, verified files"
+          mkdir -p "$stage/root/installed"
+          dpkg -L "$pkg" | while read -r f; do
+            case $f in
+              */lib/*.so*) [ ! -e "$f" ] || cp -L "$f" "$stage/root/installed/${f##*/}" ;;
+            esac
+          done
+        else
+          die "apt-get download $arch_pkg=$version failed, and the installed files differ from the package's (run apt-get update first?)"
+        fi
       fi
-      dpkg -x "$deb" "$stage/root"
+      [ -z "$deb" ] || dpkg -x "$deb" "$stage/root"
     fi
     # The soname's file as the package ships it.
     found=$(find "$stage/root" -name "$soname" \( -type f -o -type l \) | head -n 1)

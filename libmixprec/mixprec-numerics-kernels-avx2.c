@@ -37,33 +37,6 @@ load8 (gconstpointer src, MixprecDType dtype, gsize i)
     }
 }
 
-static inline guint32
-bits_at (gconstpointer src, MixprecDType dtype, gsize i)
-{
-  gfloat f;
-  guint32 bits;
-
-  switch (dtype)
-    {
-    case MIXPREC_DTYPE_BFLOAT16:
-      return (guint32) ((const guint16 *) src)[i] << 16;
-    case MIXPREC_DTYPE_FLOAT16:
-      f = _mixprec_f16_to_f32 (((const guint16 *) src)[i]);
-      break;
-    default:
-      f = ((const gfloat *) src)[i];
-      break;
-    }
-  memcpy (&bits, &f, sizeof bits);
-  return bits;
-}
-
-static gboolean
-vector_dtype (MixprecDType dtype)
-{
-  return dtype == MIXPREC_DTYPE_FLOAT32 || dtype == MIXPREC_DTYPE_FLOAT16 || dtype == MIXPREC_DTYPE_BFLOAT16;
-}
-
 static guint32
 sum_epi32 (__m256i v)
 {
@@ -95,7 +68,7 @@ _mixprec_numerics_grad_avx2 (gconstpointer       src,
   gdouble lane[8];
   gsize i = 0;
 
-  if (!vector_dtype (dtype))
+  if (!_mixprec_numerics_vector_dtype (dtype))
     {
       _mixprec_numerics_grad (src, dtype, n, under, over, out);
       return;
@@ -130,7 +103,7 @@ _mixprec_numerics_grad_avx2 (gconstpointer       src,
   _mm256_storeu_pd (lane + 4, shi);
   for (gsize k = 0; i + k < n; k++)
     {
-      guint32 bits = bits_at (src, dtype, i + k), a = bits & 0x7fffffffu;
+      guint32 bits = _mixprec_numerics_bits_at (src, dtype, i + k), a = bits & 0x7fffffffu;
       gfloat f;
       gdouble x;
 
@@ -169,7 +142,7 @@ _mixprec_numerics_update_avx2 (const gfloat       *old,
   guint32 stale = 0;
   gsize i = 0;
 
-  if (w != NULL && !vector_dtype (wdtype))
+  if (w != NULL && !_mixprec_numerics_vector_dtype (wdtype))
     {
       _mixprec_numerics_update (old, now, w, wdtype, n, p, emin, out);
       return;
@@ -202,7 +175,7 @@ _mixprec_numerics_update_avx2 (const gfloat       *old,
       ml[k] += old[i + k] * old[i + k];
       if (w != NULL)
         {
-          guint32 field = (bits_at (w, wdtype, i + k) >> 23) & 0xff;
+          guint32 field = (_mixprec_numerics_bits_at (w, wdtype, i + k) >> 23) & 0xff;
           guint32 hb = MAX (field, (guint32) (emin + 127)) << 23;
           gfloat half;
 

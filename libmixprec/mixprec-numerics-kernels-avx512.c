@@ -37,33 +37,6 @@ load16 (gconstpointer src, MixprecDType dtype, gsize i)
     }
 }
 
-static inline guint32
-bits_at (gconstpointer src, MixprecDType dtype, gsize i)
-{
-  gfloat f;
-  guint32 bits;
-
-  switch (dtype)
-    {
-    case MIXPREC_DTYPE_BFLOAT16:
-      return (guint32) ((const guint16 *) src)[i] << 16;
-    case MIXPREC_DTYPE_FLOAT16:
-      f = _mixprec_f16_to_f32 (((const guint16 *) src)[i]);
-      break;
-    default:
-      f = ((const gfloat *) src)[i];
-      break;
-    }
-  memcpy (&bits, &f, sizeof bits);
-  return bits;
-}
-
-static gboolean
-vector_dtype (MixprecDType dtype)
-{
-  return dtype == MIXPREC_DTYPE_FLOAT32 || dtype == MIXPREC_DTYPE_FLOAT16 || dtype == MIXPREC_DTYPE_BFLOAT16;
-}
-
 /* The upper eight floats of @v. */
 static inline __m256
 high8 (__m512 v)
@@ -89,7 +62,7 @@ _mixprec_numerics_grad_avx512 (gconstpointer       src,
   gdouble lane[8];
   gsize i = 0;
 
-  if (!vector_dtype (dtype))
+  if (!_mixprec_numerics_vector_dtype (dtype))
     {
       _mixprec_numerics_grad (src, dtype, n, under, over, out);
       return;
@@ -123,7 +96,7 @@ _mixprec_numerics_grad_avx512 (gconstpointer       src,
   /* Fewer than sixteen left: element i + k belongs to lane k % 8. */
   for (gsize k = 0; i + k < n; k++)
     {
-      guint32 bits = bits_at (src, dtype, i + k), a = bits & 0x7fffffffu;
+      guint32 bits = _mixprec_numerics_bits_at (src, dtype, i + k), a = bits & 0x7fffffffu;
       gfloat f;
       gdouble x;
 
@@ -222,7 +195,7 @@ _mixprec_numerics_counts_avx512 (gconstpointer       src,
       *out = c;
       return;
     }
-  if (!vector_dtype (dtype))
+  if (!_mixprec_numerics_vector_dtype (dtype))
     {
       _mixprec_numerics_counts (src, dtype, n, under, over, out);
       return;
@@ -246,7 +219,7 @@ _mixprec_numerics_counts_avx512 (gconstpointer       src,
   c.amax = _mm512_reduce_max_epu32 (amax);
   for (; i < n; i++)
     {
-      guint32 a = bits_at (src, dtype, i) & 0x7fffffffu;
+      guint32 a = _mixprec_numerics_bits_at (src, dtype, i) & 0x7fffffffu;
 
       if (a >= 0x7f800000u)
         c.nonfinite++;
@@ -281,7 +254,7 @@ _mixprec_numerics_update_avx512 (const gfloat       *old,
   guint32 stale;
   gsize i = 0;
 
-  if (w != NULL && !vector_dtype (wdtype))
+  if (w != NULL && !_mixprec_numerics_vector_dtype (wdtype))
     {
       _mixprec_numerics_update (old, now, w, wdtype, n, p, emin, out);
       return;
@@ -320,7 +293,7 @@ _mixprec_numerics_update_avx512 (const gfloat       *old,
       ml[k % 8] += old[i + k] * old[i + k];
       if (w != NULL)
         {
-          guint32 field = (bits_at (w, wdtype, i + k) >> 23) & 0xff;
+          guint32 field = (_mixprec_numerics_bits_at (w, wdtype, i + k) >> 23) & 0xff;
           guint32 hb = MAX (field, (guint32) (emin + 127)) << 23;
           gfloat half;
 

@@ -6,9 +6,49 @@
  * same bits. */
 #pragma once
 
+#include <string.h>
+
 #include "mixprec.h"
+#include "mixprec-dtype-private.h"
 
 G_BEGIN_DECLS
+
+/* Element @i of @src widened to FP32 bits (exact: every format is an
+ * FP32 value). */
+static inline guint32
+_mixprec_numerics_bits_at (gconstpointer src, MixprecDType dtype, gsize i)
+{
+  gfloat f;
+  guint32 bits;
+
+  switch (dtype)
+    {
+    case MIXPREC_DTYPE_FLOAT32:
+      memcpy (&bits, (const gfloat *) src + i, sizeof bits);
+      return bits;
+    case MIXPREC_DTYPE_BFLOAT16:
+      return (guint32) ((const guint16 *) src)[i] << 16;
+    case MIXPREC_DTYPE_FLOAT16:
+      f = _mixprec_f16_to_f32 (((const guint16 *) src)[i]);
+      break;
+    case MIXPREC_DTYPE_FLOAT8_E4M3:
+      f = _mixprec_e4m3_to_f32 (((const guint8 *) src)[i]);
+      break;
+    default:
+      f = _mixprec_e5m2_to_f32 (((const guint8 *) src)[i]);
+      break;
+    }
+  memcpy (&bits, &f, sizeof bits);
+  return bits;
+}
+
+/* Whether the SIMD kernels load @dtype as vectors (the FP8 formats take
+ * the scalar path). */
+static inline gboolean
+_mixprec_numerics_vector_dtype (MixprecDType dtype)
+{
+  return dtype == MIXPREC_DTYPE_FLOAT32 || dtype == MIXPREC_DTYPE_FLOAT16 || dtype == MIXPREC_DTYPE_BFLOAT16;
+}
 
 typedef struct {
   guint32 nonfinite;         /* inf or NaN */

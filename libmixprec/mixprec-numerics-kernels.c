@@ -10,35 +10,6 @@
 #include "mixprec-cpu-private.h"
 #include "mixprec-dtype-private.h"
 
-/* Element @i of @src widened to FP32 bits (exact: every format is an
- * FP32 value). */
-static guint32
-bits_at (gconstpointer src, MixprecDType dtype, gsize i)
-{
-  gfloat f;
-  guint32 bits;
-
-  switch (dtype)
-    {
-    case MIXPREC_DTYPE_FLOAT32:
-      memcpy (&bits, (const gfloat *) src + i, sizeof bits);
-      return bits;
-    case MIXPREC_DTYPE_BFLOAT16:
-      return (guint32) ((const guint16 *) src)[i] << 16;
-    case MIXPREC_DTYPE_FLOAT16:
-      f = _mixprec_f16_to_f32 (((const guint16 *) src)[i]);
-      break;
-    case MIXPREC_DTYPE_FLOAT8_E4M3:
-      f = _mixprec_e4m3_to_f32 (((const guint8 *) src)[i]);
-      break;
-    default:
-      f = _mixprec_e5m2_to_f32 (((const guint8 *) src)[i]);
-      break;
-    }
-  memcpy (&bits, &f, sizeof bits);
-  return bits;
-}
-
 static gdouble
 from_bits (guint32 bits)
 {
@@ -61,7 +32,7 @@ _mixprec_numerics_grad (gconstpointer       src,
 
   for (gsize i = 0; i < n; i++)
     {
-      guint32 bits = bits_at (src, dtype, i), a = bits & 0x7fffffffu;
+      guint32 bits = _mixprec_numerics_bits_at (src, dtype, i), a = bits & 0x7fffffffu;
       gdouble x = from_bits (bits);
 
       lane[i % 8] += x * x;
@@ -92,7 +63,7 @@ _mixprec_numerics_counts (gconstpointer       src,
 
   for (gsize i = 0; i < n; i++)
     {
-      guint32 a = bits_at (src, dtype, i) & 0x7fffffffu;
+      guint32 a = _mixprec_numerics_bits_at (src, dtype, i) & 0x7fffffffu;
 
       if (a >= 0x7f800000u)
         c.nonfinite++;
@@ -129,7 +100,7 @@ _mixprec_numerics_update (const gfloat       *old,
       ml[i % 8] += old[i] * old[i];
       if (w != NULL)
         {
-          guint32 field = (bits_at (w, wdtype, i) >> 23) & 0xff;
+          guint32 field = (_mixprec_numerics_bits_at (w, wdtype, i) >> 23) & 0xff;
           guint32 hb = MAX (field, floor_field) << 23;
           gfloat half;
 

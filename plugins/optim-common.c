@@ -379,7 +379,8 @@ pick_codecs (_MixprecOptimLevel  level,
 #ifdef MIXPREC_HAVE_X86_AVX512
   if (level >= _MIXPREC_OPTIM_AVX512)
     {
-      c->decode = _mixprec_quant_decode_avx512;
+      c->decode = _mixprec_quant_have_vbmi () ? _mixprec_quant_decode_avx512_vbmi
+                                              : _mixprec_quant_decode_avx512;
       c->encode = _mixprec_quant_encode_avx512;
       c->master_load = _mixprec_quant_master_load_avx512;
       c->master_store = _mixprec_quant_master_store_avx512;

@@ -204,6 +204,81 @@ _mixprec_quant_decode_avx512 (unsigned    format,
     }
 }
 
+int
+_mixprec_quant_have_vbmi (void)
+{
+  __builtin_cpu_init ();
+  return __builtin_cpu_supports ("avx512vbmi");
+}
+
+/* Sixty-four int8 codes at a time: each byte plane of the map (optim-quant.h's
+ * planes[]) is two 128-entry byte permutes, one per half of the codes,
+ * and two rounds of unpacks join the planes into floats. The unpacks
+ * work inside 128-bit lanes, so the codes are first transposed as 4 x 4
+ * dwords: lane L then holds codes 4L .. 4L+3 of each group of sixteen,
+ * and the k-th join of the planes is codes 16k .. 16k+15 in order. */
+__attribute__ ((target ("avx512f,avx512bw,avx512vl,avx512vbmi"))) static void
+decode_int8_vbmi (const _MixprecQuantTable *t,
+                  const uint8_t            *codes,
+                  size_t                    len,
+                  float                     scale,
+                  float                    *out)
+{
+  static const int32_t transpose[16] __attribute__ ((aligned (64))) = {
+    0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15
+  };
+  const __m512i order = _mm512_load_si512 (transpose);
+  const __m512 s = _mm512_set1_ps (scale);
+  __m512i plane[4][4];
+
+  for (unsigned b = 0; b < 4; b++)
+    for (unsigned k = 0; k < 4; k++)
+      plane[b][k] = _mm512_load_si512 (t->planes[b] + 64 * k);
+  for (size_t i = 0; i < len; i += 64)
+    {
+      size_t rem = len - i < 64 ? len - i : 64;
+      __mmask64 m = rem == 64 ? ~(__mmask64) 0 : ((__mmask64) 1 << rem) - 1;
+      __m512i c = _mm512_permutexvar_epi32 (order, _mm512_maskz_loadu_epi8 (m, codes + i));
+      __mmask64 high = _mm512_movepi8_mask (c);
+      __m512i p[4], lo01, hi01, lo23, hi23, joined[4];
+
+      for (unsigned b = 0; b < 4; b++)
+        p[b] = _mm512_mask_blend_epi8 (high, _mm512_permutex2var_epi8 (plane[b][0], c, plane[b][1]),
+                                       _mm512_permutex2var_epi8 (plane[b][2], c, plane[b][3]));
+      lo01 = _mm512_unpacklo_epi8 (p[0], p[1]);
+      hi01 = _mm512_unpackhi_epi8 (p[0], p[1]);
+      lo23 = _mm512_unpacklo_epi8 (p[2], p[3]);
+      hi23 = _mm512_unpackhi_epi8 (p[2], p[3]);
+      joined[0] = _mm512_unpacklo_epi16 (lo01, lo23);
+      joined[1] = _mm512_unpackhi_epi16 (lo01, lo23);
+      joined[2] = _mm512_unpacklo_epi16 (hi01, hi23);
+      joined[3] = _mm512_unpackhi_epi16 (hi01, hi23);
+      for (unsigned k = 0; k < 4 && 16 * k < rem; k++)
+        _mm512_mask_storeu_ps (out + i + 16 * k, _mixprec_avx512_mask (rem - 16 * k),
+                               _mm512_mul_ps (_mm512_castsi512_ps (joined[k]), s));
+    }
+}
+
+void
+_mixprec_quant_decode_avx512_vbmi (unsigned    format,
+                                   int         is_signed,
+                                   const void *base,
+                                   size_t      start,
+                                   size_t      len,
+                                   float       scale,
+                                   float      *out)
+{
+  const _MixprecQuantTable *t = format == _MIXPREC_QFMT_INT8_DYNAMIC
+                                ? _mixprec_quant_table (8, is_signed) : NULL;
+
+  if (t == NULL)
+    {
+      _mixprec_quant_decode_avx512 (format, is_signed, base, start, len, scale, out);
+      return;
+    }
+  decode_int8_vbmi (t, (const uint8_t *) base + start, len, scale, out);
+}
+
 /* The saturating casts of the scaled floats on sixteen quotients, as
  * 32-bit lanes; NaN gives the format's positive quiet NaN. */
 static inline __m512i

@@ -148,6 +148,14 @@ table_build (_MixprecQuantTable *t,
           t->lut[_mixprec_quant_bucket (head)] = (uint8_t) c_lo;
         }
   packed_build (t);
+  if (bits == 8)
+    for (unsigned c = 0; c < 256; c++)
+      {
+        uint32_t u = _mixprec_f32_bits (t->map[c]);
+
+        for (unsigned b = 0; b < 4; b++)
+          t->planes[b][c] = (uint8_t) (u >> (8 * b));
+      }
   return 1;
 }
 

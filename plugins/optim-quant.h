@@ -60,6 +60,10 @@ typedef struct {
    * built, and the AVX2 level keeps lut[] and up[] where it was not. */
   uint32_t packed[_MIXPREC_QUANT_N_BUCKETS] __attribute__ ((aligned (64)));
   int packed_ok;
+  /* The int8 map split into its four byte planes (planes[b][c] is byte b,
+   * little end first, of map[c]): a byte permute looks up 64 codes of
+   * one plane at a time where the CPU has AVX-512 VBMI. */
+  uint8_t planes[4][256] __attribute__ ((aligned (64)));
 } _MixprecQuantTable;
 
 #define _MIXPREC_QUANT_PACKED_NO_STEP 0x10000u
@@ -149,6 +153,12 @@ void  _mixprec_quant_decode_avx512 (unsigned format, int is_signed, const void *
                                     size_t start, size_t len, float scale, float *out);
 float _mixprec_quant_encode_avx512 (unsigned format, int is_signed, const float *in,
                                     size_t len, void *base, size_t start);
+/* The AVX-512 decode with the int8 map looked up by byte permutes: for a
+ * CPU that also has AVX-512 VBMI (_mixprec_quant_have_vbmi()); the same
+ * bits as every other level. */
+void  _mixprec_quant_decode_avx512_vbmi (unsigned format, int is_signed, const void *base,
+                                         size_t start, size_t len, float scale, float *out);
+int   _mixprec_quant_have_vbmi     (void);
 
 /* The remainder and Kahan masters over a tile: the FP32 parameters from
  * (working, extra) and back, at each level. */

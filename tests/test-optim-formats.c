@@ -1060,6 +1060,7 @@ test_encoder_levels (void)
   };
   static const float specials[] = { 0.0f, -0.0f, 1e-40f, -1e-45f, 70000.0f, -1e30f, 3e38f, INFINITY,
                                     -INFINITY, NAN, 448.5f, -65519.0f };
+  guint vbmi_checked = 0;
 
   for (guint round = 0; round < 200; round++)
     for (guint f = MIXPREC_PLUGIN_STATE_FLOAT16_SCALED; f <= MIXPREC_PLUGIN_STATE_INT4_DYNAMIC; f++)
@@ -1098,8 +1099,44 @@ test_encoder_levels (void)
               g_assert_cmphex (bits_of (scale[level]), ==, bits_of (scale[0]));
               g_assert_cmpmem (bytes[level], sizeof bytes[level], bytes[0], sizeof bytes[0]);
               g_assert_cmpmem (out[level], len * 4, out[0], len * 4);
+#ifdef MIXPREC_HAVE_X86_AVX512
+              /* The byte-permute decode of a CPU with VBMI. */
+              if (level == 2 && _mixprec_quant_have_vbmi ())
+                {
+                  float vbmi[300];
+
+                  _mixprec_quant_decode_avx512_vbmi (f, is_signed, bytes[0], start, len, scale[0], vbmi);
+                  g_assert_cmpmem (vbmi, len * 4, out[0], len * 4);
+                  vbmi_checked++;
+                }
+#endif
             }
         }
+
+#ifdef MIXPREC_HAVE_X86_AVX512
+  if (level_available (2) && _mixprec_quant_have_vbmi ())
+    {
+      /* Every code of both int8 maps, at every alignment of a 64-code
+       * chunk, against the scalar decode. */
+      for (gboolean is_signed = FALSE; is_signed <= TRUE; is_signed++)
+        for (gsize start = 0; start < 64; start += 7)
+          {
+            guint8 codes[64 + 300];
+            float want[300], got[300];
+
+            for (gsize i = 0; i < G_N_ELEMENTS (codes); i++)
+              codes[i] = (guint8) (i * 37 + start);
+            _mixprec_quant_decode_scalar (MIXPREC_PLUGIN_STATE_INT8_DYNAMIC, is_signed, codes, start, 300,
+                                          0.75f, want);
+            _mixprec_quant_decode_avx512_vbmi (MIXPREC_PLUGIN_STATE_INT8_DYNAMIC, is_signed, codes, start, 300,
+                                               0.75f, got);
+            g_assert_cmpmem (got, sizeof got, want, sizeof want);
+          }
+      g_assert_cmpuint (vbmi_checked, >, 0);
+    }
+  else
+    g_test_message ("no AVX-512 VBMI on this CPU: its int8 decode is not run");
+#endif
 }
 
 /* The remainder encoding keeps every float32 pattern, and its working

@@ -12,9 +12,12 @@
 /* The int8 search runs level by level on tables held in registers
  * (permutes, 32 floats per two-register permute): on AMD's cores, where
  * gathers are microcoded, it beats the bucket table of optim-quant.h
- * with its two gathers per sixteen quotients. Decoding int8 reads the
- * map one element at a time, which measured faster there than one gather
- * per sixteen or a 256-entry permute tree. */
+ * with its two gathers per sixteen quotients; on Intel's, one gather of
+ * packed[] per sixteen is twice as fast again, and the dispatch below
+ * picks it there. Decoding int8 reads the map one element at a time,
+ * which measured faster on AMD than one gather per sixteen or a 256-entry
+ * permute tree; with AVX-512 VBMI four byte permutes per plane are faster
+ * still. */
 
 /* The registers of an int8 search: level 0 broadcast, levels 1 .. 4 one
  * register each, level 5 two, level 6 four, level 7 eight. */
@@ -137,6 +140,34 @@ search4 (__m512 up,
   for (int step = 8; step >= 1; step /= 2)
     c = step_up (c, q, _mm512_permutexvar_ps (_mm512_add_epi32 (c, I32 (step)), up), step);
   return c;
+}
+
+/* The codes of sixteen quotients through optim-quant.h's packed[]: one
+ * gather of the bucket's word, and the step inside the bucket found by
+ * comparing low halves (the AVX2 level's rule). Where gathers run well
+ * (Intel's cores) this is twice the speed of search8(). */
+static inline __m512i
+packed_codes (const _MixprecQuantTable *t,
+              __m512                    q)
+{
+  __m512i u = _mm512_castps_si512 (q);
+  __m512i sign = _mm512_srai_epi32 (u, 31);
+  __mmask16 number = _mm512_cmp_ps_mask (q, q, _CMP_ORD_Q);
+  __m512i v = _mm512_and_si512 (_mm512_srli_epi32 (u, 16), I32 (0x7FFF));
+  /* key: the low half, complemented for negative q. */
+  __m512i key = _mm512_and_si512 (_mm512_xor_si512 (u, sign), I32 (0xFFFF));
+  __m512i idx, entry, code;
+  __mmask16 step;
+
+  v = _mm512_min_epi32 (_mm512_max_epi32 (v, I32 (_MIXPREC_QUANT_EXP_LO << 7)),
+                        I32 ((_MIXPREC_QUANT_EXP_HI << 7) | 127));
+  idx = _mm512_add_epi32 (_mm512_and_si512 (sign, I32 (_MIXPREC_QUANT_N_EXP << 7)),
+                          _mm512_sub_epi32 (v, I32 (_MIXPREC_QUANT_EXP_LO << 7)));
+  entry = _mm512_i32gather_epi32 (idx, (const int *) t->packed, 4);
+  code = _mm512_srli_epi32 (entry, _MIXPREC_QUANT_PACKED_CODE_SHIFT);
+  step = _mm512_cmpge_epi32_mask (key, _mm512_and_si512 (entry, I32 ((1 << _MIXPREC_QUANT_PACKED_CODE_SHIFT) - 1)));
+  /* NaN: code 0, as every comparison of the search fails. */
+  return _mm512_maskz_mov_epi32 (number, _mm512_mask_add_epi32 (code, step, code, I32 (1)));
 }
 
 static inline __m512
@@ -317,13 +348,25 @@ encode_loop (unsigned                  format,
              size_t                    len,
              void                     *base,
              size_t                    start,
-             __m512                    s)
+             __m512                    s,
+             int                       gather)
 {
   Search8 search;
   __m512 up4 = _mm512_setzero_ps ();
 
   size_t i = 0;
 
+  if (format == _MIXPREC_QFMT_INT8_DYNAMIC && gather)
+    {
+      for (; i < len; i += 16)
+        {
+          __mmask16 m = _mixprec_avx512_mask (len - i);
+          __m512 q = _mm512_div_ps (_mm512_maskz_loadu_ps (m, in + i), s);
+
+          _mm_mask_storeu_epi8 ((uint8_t *) base + start + i, m, _mm512_cvtepi32_epi8 (packed_codes (t, q)));
+        }
+      return;
+    }
   if (format == _MIXPREC_QFMT_INT8_DYNAMIC)
     {
       search8_load (&search, t);
@@ -376,13 +419,14 @@ encode_loop (unsigned                  format,
     }
 }
 
-float
-_mixprec_quant_encode_avx512 (unsigned     format,
-                              int          is_signed,
-                              const float *in,
-                              size_t       len,
-                              void        *base,
-                              size_t       start)
+static float
+encode_block (unsigned     format,
+              int          is_signed,
+              const float *in,
+              size_t       len,
+              void        *base,
+              size_t       start,
+              int          gather)
 {
   const _MixprecQuantTable *t = NULL;
   __m512i amax = _mm512_setzero_si512 ();
@@ -411,22 +455,67 @@ _mixprec_quant_encode_avx512 (unsigned     format,
   switch (format)
     {
     case _MIXPREC_QFMT_FLOAT16_SCALED:
-      encode_loop (_MIXPREC_QFMT_FLOAT16_SCALED, t, in, len, base, start, s);
+      encode_loop (_MIXPREC_QFMT_FLOAT16_SCALED, t, in, len, base, start, s, 0);
       break;
     case _MIXPREC_QFMT_BFLOAT16_SCALED:
-      encode_loop (_MIXPREC_QFMT_BFLOAT16_SCALED, t, in, len, base, start, s);
+      encode_loop (_MIXPREC_QFMT_BFLOAT16_SCALED, t, in, len, base, start, s, 0);
       break;
     case _MIXPREC_QFMT_FLOAT8_E4M3_SCALED:
-      encode_loop (_MIXPREC_QFMT_FLOAT8_E4M3_SCALED, t, in, len, base, start, s);
+      encode_loop (_MIXPREC_QFMT_FLOAT8_E4M3_SCALED, t, in, len, base, start, s, 0);
       break;
     case _MIXPREC_QFMT_INT8_DYNAMIC:
-      encode_loop (_MIXPREC_QFMT_INT8_DYNAMIC, t, in, len, base, start, s);
+      if (gather && t->packed_ok)
+        encode_loop (_MIXPREC_QFMT_INT8_DYNAMIC, t, in, len, base, start, s, 1);
+      else
+        encode_loop (_MIXPREC_QFMT_INT8_DYNAMIC, t, in, len, base, start, s, 0);
       break;
     default:
-      encode_loop (_MIXPREC_QFMT_INT4_DYNAMIC, t, in, len, base, start, s);
+      encode_loop (_MIXPREC_QFMT_INT4_DYNAMIC, t, in, len, base, start, s, 0);
       break;
     }
   return scale;
+}
+
+float
+_mixprec_quant_encode_avx512_search (unsigned     format,
+                                     int          is_signed,
+                                     const float *in,
+                                     size_t       len,
+                                     void        *base,
+                                     size_t       start)
+{
+  return encode_block (format, is_signed, in, len, base, start, 0);
+}
+
+float
+_mixprec_quant_encode_avx512_gather (unsigned     format,
+                                     int          is_signed,
+                                     const float *in,
+                                     size_t       len,
+                                     void        *base,
+                                     size_t       start)
+{
+  return encode_block (format, is_signed, in, len, base, start, 1);
+}
+
+/* AMD's cores microcode gathers, so the int8 codes come from the search
+ * in registers there and from packed[] elsewhere; the bits are the same. */
+float
+_mixprec_quant_encode_avx512 (unsigned     format,
+                              int          is_signed,
+                              const float *in,
+                              size_t       len,
+                              void        *base,
+                              size_t       start)
+{
+  static int gather = -1;
+
+  if (gather < 0)
+    {
+      __builtin_cpu_init ();
+      gather = !__builtin_cpu_is ("amd");
+    }
+  return encode_block (format, is_signed, in, len, base, start, gather);
 }
 
 /* ------------------------------------------------------------ masters */

@@ -12,8 +12,9 @@
  * comparison with up[] the code of q (the scalar level); the AVX2 level
  * gathers one word per bucket that holds both the code and where in the
  * bucket the step lies (packed[]), so the second lookup becomes an
- * integer comparison; AVX-512 runs a binary search over up[] held in
- * registers, where gathers are slow. _mixprec_quant_tables_init()
+ * integer comparison; AVX-512 does the same on Intel's cores and runs a
+ * binary search over up[] held in registers on AMD's, where gathers are
+ * slow. _mixprec_quant_tables_init()
  * computes up[] from the reference rule by bisection over the floats,
  * builds the buckets and checks that no bucket spans two steps; the
  * tests compare the result with the reference at every step, on both
@@ -159,6 +160,12 @@ float _mixprec_quant_encode_avx512 (unsigned format, int is_signed, const float 
 void  _mixprec_quant_decode_avx512_vbmi (unsigned format, int is_signed, const void *base,
                                          size_t start, size_t len, float scale, float *out);
 int   _mixprec_quant_have_vbmi     (void);
+/* The two int8 encoders _mixprec_quant_encode_avx512() picks between by
+ * CPU (the same bits): the search in registers and the packed[] gather. */
+float _mixprec_quant_encode_avx512_search (unsigned format, int is_signed, const float *in,
+                                           size_t len, void *base, size_t start);
+float _mixprec_quant_encode_avx512_gather (unsigned format, int is_signed, const float *in,
+                                           size_t len, void *base, size_t start);
 
 /* The remainder and Kahan masters over a tile: the FP32 parameters from
  * (working, extra) and back, at each level. */

@@ -885,7 +885,11 @@ test_formats_errors (void)
 
 /* ------------------------------------------------------------ the encoder */
 
-static const _MixprecQuantEncode encoders[N_LEVELS] = {
+/* Every block encoder: one per level, and the AVX-512 level's two int8
+ * rules (the search in registers, the packed[] gather), which it picks
+ * between by CPU; both run wherever AVX-512 does. */
+enum { N_ENCODERS = N_LEVELS + 1 };
+static const _MixprecQuantEncode encoders[N_ENCODERS] = {
   _mixprec_quant_encode_scalar,
 #ifdef MIXPREC_HAVE_X86_SIMD
   _mixprec_quant_encode_avx2,
@@ -893,11 +897,20 @@ static const _MixprecQuantEncode encoders[N_LEVELS] = {
   NULL,
 #endif
 #ifdef MIXPREC_HAVE_X86_AVX512
-  _mixprec_quant_encode_avx512,
+  _mixprec_quant_encode_avx512_search,
+  _mixprec_quant_encode_avx512_gather,
 #else
+  NULL,
   NULL,
 #endif
 };
+
+/* The level an encoder runs at. */
+static guint
+encoder_level (guint e)
+{
+  return MIN (e, (guint) LEVEL_AVX512);
+}
 
 
 /* Each SIMD level's block encoder on quotients @q (each in [-1, 1]): a
@@ -923,9 +936,9 @@ levels_wrong (guint        format,
       while (fill < G_N_ELEMENTS (block) && at < n)
         block[fill++] = q[at++];
       fill &= ~(gsize) 1;
-      for (guint level = 1; level < N_LEVELS; level++)
+      for (guint level = 1; level < N_ENCODERS; level++)
         {
-          if (encoders[level] == NULL || !level_available (level))
+          if (encoders[level] == NULL || !level_available (encoder_level (level)))
             continue;
           g_assert_cmpfloat (encoders[level] (format, is_signed, block, fill, codes, 0), ==, 1.0f);
           for (gsize i = 0; i < fill; i++)
@@ -985,9 +998,9 @@ test_encoder_codes (void)
                 block[fill++] = q;
                 if (fill == G_N_ELEMENTS (block) || u == 0x3F800000u)
                   {
-                    for (guint level = 1; level < N_LEVELS; level++)
+                    for (guint level = 1; level < N_ENCODERS; level++)
                       {
-                        if (encoders[level] == NULL || !level_available (level))
+                        if (encoders[level] == NULL || !level_available (encoder_level (level)))
                           continue;
                         g_assert_cmpfloat (encoders[level] (format, is_signed, block, fill & ~1u, codes, 0), ==, 1.0f);
                         for (guint i = 0; i < (fill & ~1u); i++)
@@ -1068,9 +1081,9 @@ test_encoder_levels (void)
         {
           gsize len = (gsize) g_rand_int_range (rand, 1, 300);
           gsize start = 2 * (gsize) g_rand_int_range (rand, 0, 8);
-          float in[300], out[N_LEVELS][300];
-          guint8 bytes[N_LEVELS][2 * 320];
-          float scale[N_LEVELS];
+          float in[300], out[N_ENCODERS][300];
+          guint8 bytes[N_ENCODERS][2 * 320];
+          float scale[N_ENCODERS];
 
           if (f == MIXPREC_PLUGIN_STATE_INT4_DYNAMIC && len % 2 != 0 && round % 2 == 0)
             len++;
@@ -1080,13 +1093,13 @@ test_encoder_levels (void)
             for (guint s = 0; s < 3; s++)
               in[g_rand_int_range (rand, 0, (gint32) len)] =
                 specials[g_rand_int_range (rand, 0, (gint32) G_N_ELEMENTS (specials))];
-          for (guint level = 0; level < N_LEVELS; level++)
+          for (guint level = 0; level < N_ENCODERS; level++)
             {
-              if (encoders[level] == NULL || !level_available (level))
+              if (encoders[level] == NULL || !level_available (encoder_level (level)))
                 continue;
               memset (bytes[level], 0xA5, sizeof bytes[level]);
               scale[level] = encoders[level] (f, is_signed, in, len, bytes[level], start);
-              decoders[level] (f, is_signed, bytes[level], start, len, scale[level], out[level]);
+              decoders[encoder_level (level)] (f, is_signed, bytes[level], start, len, scale[level], out[level]);
               if (level == 0)
                 {
                   /* The scalar level is the reference's, element by element. */

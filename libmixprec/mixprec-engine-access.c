@@ -807,16 +807,13 @@ upload_mirrors (Group   *g,
 }
 
 /* Whether the optimizer's slot @k may be negative and so takes the
- * signed quantization map. The registry keeps the plugin's
- * state_signed_mask to itself; the built-in optimizers' slots are signed
- * except AdamW's second moment, the only one that cannot be negative. */
+ * signed quantization map: what the plugin declared (state_signed_mask),
+ * which is also what its step encodes with. */
 static gboolean
 slot_is_signed (MixprecEngine *self,
                 guint          k)
 {
-  const gchar * const *names = mixprec_feature_get_state_names (self->optimizer);
-
-  return names == NULL || names[k] == NULL || !g_str_equal (names[k], "exp_avg_sq");
+  return _mixprec_feature_state_is_signed (self->optimizer, k);
 }
 
 /* The element size of slot @k when it is not scaled. */

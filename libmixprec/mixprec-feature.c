@@ -580,6 +580,20 @@ _mixprec_feature_get_optimizer_vtable (MixprecFeature *feature)
   return feature->kind == MIXPREC_FEATURE_KIND_OPTIMIZER ? &feature->optimizer_v1 : NULL;
 }
 
+gboolean
+_mixprec_feature_state_is_signed (MixprecFeature *feature,
+                                  guint           k)
+{
+  g_return_val_if_fail (MIXPREC_IS_FEATURE (feature), TRUE);
+
+  if (feature->kind != MIXPREC_FEATURE_KIND_OPTIMIZER || k >= feature->optimizer.n_state_slots)
+    return TRUE;
+  if (feature->optimizer_revision >= 3)
+    return k < 32 && ((feature->optimizer.state_signed_mask >> k) & 1u) != 0;
+  return feature->state_names == NULL || feature->state_names[k] == NULL ||
+         !g_str_equal (feature->state_names[k], "exp_avg_sq");
+}
+
 const gdouble *
 _mixprec_feature_get_hparam_defaults (MixprecFeature *feature,
                                       guint          *n_hparams)

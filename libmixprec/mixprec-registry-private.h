@@ -35,6 +35,13 @@ gboolean        _mixprec_optimizer_v3_vtable_check     (const MixprecOptimizerV3
  * a revision 2 one), and its
  * default hyper-parameters in schema order (n_hparams values). */
 const MixprecOptimizerV1 *_mixprec_feature_get_optimizer_vtable (MixprecFeature *feature);
+/* Whether optimizer slot @k may be negative, so that its low-bit codes use
+ * the signed quantization map: the plugin's state_signed_mask from
+ * revision 3 on. Revisions 1 and 2 declare no signs (their states are
+ * float32 or bfloat16, which need none); for them, as for the built-in
+ * optimizers, every slot but "exp_avg_sq" is signed. */
+gboolean        _mixprec_feature_state_is_signed       (MixprecFeature *feature,
+                                                        guint           k);
 const gdouble  *_mixprec_feature_get_hparam_defaults   (MixprecFeature *feature,
                                                         guint          *n_hparams);
 /* Calls the optimizer's step(), filling args->struct_size, hparams and

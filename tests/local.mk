@@ -388,6 +388,22 @@ EXTRA_DIST += \
 	tests/configs/real/trlx-sft_gptj.json
 
 # --- engine
+# --- the sign of a state slot is the optimizer plugin's (state_signed_mask):
+# adamw with its slots renamed, in a folder of its own.
+check_LTLIBRARIES += tests/optim-plugins/mixprec-test-optim-renamed.la
+tests_optim_plugins_mixprec_test_optim_renamed_la_SOURCES = \
+	tests/optim-plugins/test-optim-renamed.c \
+	plugins/optim-adamw/adamw-schema.c \
+	plugins/optim-adamw/adamw-scalar.c
+tests_optim_plugins_mixprec_test_optim_renamed_la_CPPFLAGS = $(optim_plugin_cppflags)
+tests_optim_plugins_mixprec_test_optim_renamed_la_CFLAGS = $(optim_plugin_cflags)
+tests_optim_plugins_mixprec_test_optim_renamed_la_LDFLAGS = $(test_plugin_ldflags)
+tests_optim_plugins_mixprec_test_optim_renamed_la_LIBADD = plugins/libmixprec-optim-common.la
+check_PROGRAMS += tests/test-state-signed
+tests_test_state_signed_LDADD = $(tests_public_ldadd) -lm
+EXTRA_tests_test_state_signed_DEPENDENCIES = tests/optim-plugins/mixprec-test-optim-renamed.la
+TESTS += tests/test-state-signed
+
 check_PROGRAMS += tests/test-engine
 tests_test_engine_LDADD = $(tests_public_ldadd) -lm
 TESTS += tests/test-engine

@@ -29,6 +29,7 @@
 #include "mixprec.h"
 #include "mixprec-config-private.h"
 #include "mixprec-dtype-private.h"
+#include "mixprec-fp8-private.h"
 #include "mixprec-engine-impl-private.h"
 #include "mixprec-numerics-private.h"
 #include "mixprec-registry-private.h"
@@ -364,7 +365,24 @@ update_slots (gsize first, gsize end, gpointer data)
  * refuse numerics), against this rank's FP32 values: how many values lie
  * beyond the format once scaled (per-tensor scaling: clamped, or NaN
  * without saturation), and how many non-zero values became a zero code.
- * Under ZeRO-3 the copy holds this rank's slices. */
+ * Under ZeRO-3 the copy holds this rank's slices.
+ *
+ * A value saturates when rounding its scaled value to nearest even would
+ * leave the format, not merely when it is above the largest finite value:
+ * current scaling makes the amax times 448 / amax, which the FP32 product
+ * can round a few ulps above 448, and E4M3 rounds everything up to 464 (the
+ * tie goes to 448's even significand) back to 448, losing nothing. So the
+ * count asks the non-saturating cast, whose overflow is NaN (E4M3) or Inf
+ * (E5M2). */
+/* Whether a non-saturating cast's byte is its overflow: NaN in E4M3,
+ * ±Inf in E5M2. */
+static gboolean
+fp8_overflows (guint   format,
+               guint8  code)
+{
+  return format == _MIXPREC_FP8_E4M3 ? (code & 0x7F) == 0x7F : (code & 0x7F) == 0x7C;
+}
+
 static void
 fp8_slots (gsize first, gsize end, gpointer data)
 {
@@ -383,6 +401,7 @@ fp8_slots (gsize first, gsize end, gpointer data)
       guint64 n = slot->hi - slot->lo, saturated = 0, nonzero = 0, under = 0;
       const guint8 *codes;
       gfloat *master, scale = 1.0f, max;
+      guint format;
       gpointer working;
 
       if (!np->fp8 && !np->fp8_mx)
@@ -391,6 +410,7 @@ fp8_slots (gsize first, gsize end, gpointer data)
       codes = g->working_local ? g->fp8.data + u->local + (slot->lo - self->rank * UNIT_SLICE (self, u))
                                : g->fp8.data + u->flat + slot->lo;
       max = (gfloat) mixprec_dtype_get_max (g->fp8.dtype);
+      format = _mixprec_fp8_format (g->fp8.dtype);
       if (np->fp8)
         scale = mixprec_fp8_scaling_get_scale (_mixprec_param_get_storage (np->param)->fp8_scaling);
       for (guint64 i = 0; i < n; i++)
@@ -398,7 +418,8 @@ fp8_slots (gsize first, gsize end, gpointer data)
           /* The cast's own product: one FP32 multiplication. */
           gfloat x = master[i] * scale;
 
-          saturated += np->fp8 && fabsf (x) > max;
+          saturated += np->fp8 && fabsf (x) > max && !isnan (master[i]) &&
+                       fp8_overflows (format, _mixprec_fp8_cast (format, FALSE, master[i], scale));
           if (master[i] != 0.0f)
             {
               nonzero++;

@@ -1040,6 +1040,10 @@ load_typed_section (Loader      *l,
 
 const gchar *const _mixprec_weight_decay_exempt_names[] = { "1d", "none", "names", NULL };
 const gchar *const _mixprec_reduce_accumulation_names[] = { "grad_accum_dtype", "fp32", NULL };
+/* mixprec.quantized_weights_format / quantized_gradients_format, in the
+ * order of _MixprecZeroppFormat. */
+const gchar *const _mixprec_zeropp_weights_format_names[] = { "int8", "fp8_e4m3", "fp8_e5m2", NULL };
+const gchar *const _mixprec_zeropp_gradients_format_names[] = { "int4", "fp8_e4m3", "fp8_e5m2", NULL };
 
 static const gchar *const semantics_names[] = {
   "deepspeed", "torch", "megatron", "apex", NULL
@@ -1351,7 +1355,8 @@ load_mixprec (Loader     *l,
     "precision_mode", "fp32_modules", "fp32_params", "stochastic_rounding", "seed",
     "scaler", "comm", "device", "strict", "weight_decay_exempt", "check_grad_overflow",
     "timeout", "require_job_secret", "master_weights", "optimizer_states",
-    "reduce_accumulation", "numerics", NULL
+    "reduce_accumulation", "numerics", "quantized_weights_format", "quantized_gradients_format",
+    NULL
   };
   static const gchar *const comms[] = { "auto", "local", "ucx", "nccl", NULL };
   static const gchar *const devices[] = { "cpu", "cuda", NULL };
@@ -1395,6 +1400,12 @@ load_mixprec (Loader     *l,
   if (read_choice (l, o, "mixprec", "reduce_accumulation", _mixprec_reduce_accumulation_names,
                    &index))
     s->reduce_fp32 = index == 1;
+  if (read_choice (l, o, "mixprec", "quantized_weights_format", _mixprec_zeropp_weights_format_names,
+                   &index))
+    s->zeropp_weights_format = index;
+  if (read_choice (l, o, "mixprec", "quantized_gradients_format", _mixprec_zeropp_gradients_format_names,
+                   &index))
+    s->zeropp_gradients_format = index;
   if (read_choice (l, o, "mixprec", "comm", comms, &index))
     {
       g_free (s->comm_backend);
@@ -2630,6 +2641,19 @@ resolve_rest (Loader *l)
   /* DeepSpeed's dynamic default: overlap only where it pays, in stage 3. */
   if (!l->overlap_comm_set)
     s->overlap_comm = s->zero_stage == 3;
+
+  if (s->zeropp_weights_format != 0 && !s->zero_quantized_weights)
+    _mixprec_config_report_warning (l->report,
+                                    "mixprec.quantized_weights_format: \"%s\" has no effect "
+                                    "without zero_optimization.zero_quantized_weights, the "
+                                    "quantized ZeRO-3 gathers it shapes",
+                                    _mixprec_zeropp_weights_format_names[s->zeropp_weights_format]);
+  if (s->zeropp_gradients_format != 0 && !s->zero_quantized_gradients)
+    _mixprec_config_report_warning (l->report,
+                                    "mixprec.quantized_gradients_format: \"%s\" has no effect "
+                                    "without zero_optimization.zero_quantized_gradients, the "
+                                    "quantized ZeRO-3 reduce-scatters it shapes",
+                                    _mixprec_zeropp_gradients_format_names[s->zeropp_gradients_format]);
 
   if (g_str_equal (s->comm_backend, "nccl") && g_str_equal (s->device, "cpu"))
     _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_CONFLICT,

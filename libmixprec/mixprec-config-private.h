@@ -108,6 +108,11 @@ typedef struct
   gboolean zero_quantized_weights;
   /* ZeRO++: ZeRO-3's gradient reduce-scatters move int4 blocks (qgZ). */
   gboolean zero_quantized_gradients;
+  /* mixprec.quantized_weights_format / quantized_gradients_format: the
+   * codes qwZ and qgZ move (a _MixprecZeroppFormat: 0 DeepSpeed's int8 /
+   * int4, 1 FP8 E4M3 blocks, 2 FP8 E5M2 blocks). */
+  guint    zeropp_weights_format;
+  guint    zeropp_gradients_format;
   /* ZeRO++ LoCo (zeropp_loco_param): error feedback for qgZ. */
   gboolean zeropp_loco;
   gdouble  zeropp_loco_err_beta;
@@ -219,6 +224,10 @@ gboolean _mixprec_config_get_zero_quantized_weights (MixprecConfig *config);
 /* zero_optimization.zero_quantized_gradients (ZeRO++ qgZ): ZeRO-3's
  * reduce-scatters move int4 blocks through an all-to-all. */
 gboolean _mixprec_config_get_zero_quantized_gradients (MixprecConfig *config);
+/* mixprec.quantized_weights_format and quantized_gradients_format: what
+ * qwZ and qgZ move, a _MixprecZeroppFormat (mixprec-zeropp-private.h). */
+guint    _mixprec_config_get_zeropp_weights_format   (MixprecConfig *config);
+guint    _mixprec_config_get_zeropp_gradients_format (MixprecConfig *config);
 /* zero_optimization.zeropp_loco_param (LoCo error feedback for qgZ):
  * whether it is set, its err_beta and reset_T. */
 gboolean _mixprec_config_get_zeropp_loco (MixprecConfig *config,
@@ -240,6 +249,8 @@ extern const gchar *const _mixprec_weight_decay_exempt_names[];
 
 /* mixprec.reduce_accumulation: "grad_accum_dtype", "fp32". */
 extern const gchar *const _mixprec_reduce_accumulation_names[];
+extern const gchar *const _mixprec_zeropp_weights_format_names[];
+extern const gchar *const _mixprec_zeropp_gradients_format_names[];
 
 guint    _mixprec_config_get_weight_decay_exempt (MixprecConfig *config);
 gboolean _mixprec_config_get_require_job_secret (MixprecConfig *config);

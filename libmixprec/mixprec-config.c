@@ -701,6 +701,10 @@ mixprec_config_to_data (MixprecConfig *self,
   json_builder_add_string_value (b, mixprec_master_weights_get_name (s->master_weights));
   json_builder_set_member_name (b, "reduce_accumulation");
   json_builder_add_string_value (b, _mixprec_reduce_accumulation_names[s->reduce_fp32 ? 1 : 0]);
+  json_builder_set_member_name (b, "quantized_weights_format");
+  json_builder_add_string_value (b, _mixprec_zeropp_weights_format_names[s->zeropp_weights_format]);
+  json_builder_set_member_name (b, "quantized_gradients_format");
+  json_builder_add_string_value (b, _mixprec_zeropp_gradients_format_names[s->zeropp_gradients_format]);
   json_builder_set_member_name (b, "optimizer_states");
   json_builder_begin_object (b);
   json_builder_set_member_name (b, "default");
@@ -985,6 +989,20 @@ _mixprec_config_get_zero_quantized_gradients (MixprecConfig *self)
 {
   g_return_val_if_fail (MIXPREC_IS_CONFIG (self), FALSE);
   return self->settings.zero_quantized_gradients;
+}
+
+guint
+_mixprec_config_get_zeropp_weights_format (MixprecConfig *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_CONFIG (self), 0);
+  return self->settings.zeropp_weights_format;
+}
+
+guint
+_mixprec_config_get_zeropp_gradients_format (MixprecConfig *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_CONFIG (self), 0);
+  return self->settings.zeropp_gradients_format;
 }
 
 gboolean

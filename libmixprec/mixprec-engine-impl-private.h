@@ -247,6 +247,9 @@ typedef struct {
   struct {
     gboolean weights;
     gboolean gradients;      /* ZeRO-3's reduce-scatters travel as int4 (qgZ) */
+    /* What they move (mixprec.quantized_*_format): a _MixprecZeroppFormat. */
+    guint weights_format;
+    guint gradients_format;
     /* LoCo (zeropp_loco_param): this rank's fp16 error feedback, one per
      * element it sends (g->padded, the flat layout), err_beta, reset_T,
      * and the applied steps since the buffer was last zeroed. */

@@ -4,7 +4,8 @@
  *
  * qwZ.
  * As DeepSpeed's partition_parameters.py does: each rank quantizes its
- * slice of a unit to int8 with one FP32 scale per block (the blocks and
+ * slice of a unit to int8 (or, with mixprec.quantized_weights_format, to
+ * FP8 in the same blocks) with one FP32 scale per block (the blocks and
  * the arithmetic of numeric/numeric-zeropp.h, sized from the slice's
  * element count), one all-gather moves every rank's codes and scales,
  * and every rank dequantizes all of them, its own slice included, into
@@ -23,8 +24,8 @@
  * into other blocks.
  *
  * qgZ. Each reduce-scatter of the intake (a unit, or a window of one)
- * becomes: the send buffer's world runs quantized to int4 in blocks of
- * 512 (mixprec-zeropp.c), the communicator's all-to-all (comm ABI
+ * becomes: the send buffer's world runs quantized to int4 (or FP8, with
+ * mixprec.quantized_gradients_format) in blocks of 512 (mixprec-zeropp.c), the communicator's all-to-all (comm ABI
  * revision 2), and on arrival the world's runs for this rank dequantized
  * and summed in FP32 in rank order into the reduce target — the order
  * and the first term (ACCUMULATE) of an unquantized reduce-scatter. One
@@ -74,6 +75,7 @@ zeropp_gradients_layout (MixprecEngine *self,
       return FALSE;
     }
   g->zeropp.gradients = TRUE;
+  g->zeropp.gradients_format = _mixprec_config_get_zeropp_gradients_format (self->config);
   return _mixprec_engine_loco_layout (self, g, error);
 }
 
@@ -123,6 +125,7 @@ _mixprec_engine_zeropp_layout (MixprecEngine *self,
       return FALSE;
     }
   g->zeropp.weights = TRUE;
+  g->zeropp.weights_format = _mixprec_config_get_zeropp_weights_format (self->config);
   return TRUE;
 }
 
@@ -154,9 +157,9 @@ _mixprec_engine_zeropp_gather_start (MixprecEngine *self,
   if (u->zeropp.wire == NULL)
     return NULL;
   mine = u->zeropp.wire + self->rank * u->zeropp.chunk;
-  _mixprec_zeropp_quantize (_mixprec_engine_at (g->working, g->dtypes.working, u->local),
-                            g->dtypes.working, slice, groups, 8, (gint8 *) mine,
-                            (gfloat *) (gpointer) (mine + slice));
+  _mixprec_zeropp_quantize_as (_mixprec_engine_at (g->working, g->dtypes.working, u->local),
+                               g->dtypes.working, slice, groups, g->zeropp.weights_format, mine,
+                               (gfloat *) (gpointer) (mine + slice));
   /* Bytes, carried as 16-bit words: nothing converts them. */
   request = mixprec_comm_all_gather_start (self->comm, mine, u->zeropp.wire, u->zeropp.chunk / 2,
                                            MIXPREC_DTYPE_FLOAT16, error);
@@ -183,10 +186,10 @@ _mixprec_engine_zeropp_finish_gather (MixprecEngine *self,
     {
       const guint8 *chunk = u->zeropp.wire + r * u->zeropp.chunk;
 
-      _mixprec_zeropp_dequantize ((const gint8 *) chunk, (const gfloat *) (gconstpointer) (chunk + slice),
-                                  slice, u->zeropp.groups, 8,
-                                  _mixprec_engine_at (u->zero3.gathered, g->dtypes.working, r * slice),
-                                  g->dtypes.working);
+      _mixprec_zeropp_dequantize_as (chunk, (const gfloat *) (gconstpointer) (chunk + slice),
+                                     slice, u->zeropp.groups, g->zeropp.weights_format,
+                                     _mixprec_engine_at (u->zero3.gathered, g->dtypes.working, r * slice),
+                                     g->dtypes.working);
     }
   _mixprec_engine_free (self, NULL, g_steal_pointer (&u->zeropp.wire));
 }
@@ -217,7 +220,7 @@ _mixprec_engine_zeropp_reduce_start (MixprecEngine       *self,
                                      struct _QgzReduce  **qgz,
                                      GError             **error)
 {
-  guint64 run = _mixprec_zeropp_qgz_run_bytes (count);
+  guint64 run = _mixprec_zeropp_qgz_run_bytes_as (count, g->zeropp.gradients_format);
   struct _QgzReduce *q = g_new0 (struct _QgzReduce, 1);
   MixprecCommRequest *request;
 
@@ -235,9 +238,10 @@ _mixprec_engine_zeropp_reduce_start (MixprecEngine       *self,
   /* Every run is quantized before anything is sent, so @recv may be this
    * rank's part of @send (an in-place reduce-scatter). With LoCo, run r's
    * errors are at rank r's slice of the unit, from this window on. */
-  _mixprec_zeropp_qgz_quantize (send, g->wire, count, self->world,
-                                g->zeropp.loco_err != NULL ? g->zeropp.loco_err + u->flat + window : NULL,
-                                UNIT_SLICE (self, u), g->zeropp.loco_beta, q->send);
+  _mixprec_zeropp_qgz_quantize_as (send, g->wire, count, self->world,
+                                   g->zeropp.loco_err != NULL ? g->zeropp.loco_err + u->flat + window : NULL,
+                                   UNIT_SLICE (self, u), g->zeropp.loco_beta, g->zeropp.gradients_format,
+                                   q->send);
   request = _mixprec_comm_all_to_all_start (self->comm, q->send, q->recv, run, error);
   if (request == NULL)
     {
@@ -255,8 +259,8 @@ _mixprec_engine_zeropp_finish_reduce (MixprecEngine     *self,
                                       gboolean           ok)
 {
   if (ok)
-    _mixprec_zeropp_qgz_reduce (q->recv, self->world, q->count, q->accumulate, q->target,
-                                q->target_dtype);
+    _mixprec_zeropp_qgz_reduce_as (q->recv, self->world, q->count, q->accumulate,
+                                   g->zeropp.gradients_format, q->target, q->target_dtype);
   _mixprec_engine_free (self, NULL, q->send);
   g_free (q);
 }

@@ -94,4 +94,53 @@ void     _mixprec_zeropp_qgz_reduce    (const guint8 *wire,
                                         void         *dst,
                                         MixprecDType  dst_dtype);
 
+/* What a quantized collective moves (mixprec.quantized_weights_format and
+ * quantized_gradients_format): DeepSpeed's integer codes (int8 weights,
+ * int4 gradients, the functions above) or the FP8 blocks of
+ * numeric-zeropp.h, one byte per element, in the same blocks. */
+typedef enum {
+  _MIXPREC_ZEROPP_INT = 0,
+  _MIXPREC_ZEROPP_FP8_E4M3 = 1,
+  _MIXPREC_ZEROPP_FP8_E5M2 = 2,
+} _MixprecZeroppFormat;
+
+/* _mixprec_zeropp_quantize() and _dequantize() of 8 bits, or FP8 blocks:
+ * @codes holds one byte per element either way. */
+void     _mixprec_zeropp_quantize_as   (const void          *src,
+                                        MixprecDType         dtype,
+                                        guint64              n,
+                                        guint64              groups,
+                                        _MixprecZeroppFormat format,
+                                        guint8              *codes,
+                                        gfloat              *scales);
+void     _mixprec_zeropp_dequantize_as (const guint8        *codes,
+                                        const gfloat        *scales,
+                                        guint64              n,
+                                        guint64              groups,
+                                        _MixprecZeroppFormat format,
+                                        void                *dst,
+                                        MixprecDType         dtype);
+
+/* qgZ's wire in @format: int4 as above, or FP8 blocks (a byte a code);
+ * the same blocks, the same layout (a run's codes, then its scales), the
+ * same LoCo rule with the value v = x + e in float32. */
+guint64  _mixprec_zeropp_qgz_run_bytes_as (guint64              count,
+                                           _MixprecZeroppFormat format);
+void     _mixprec_zeropp_qgz_quantize_as  (const void          *src,
+                                           MixprecDType         dtype,
+                                           guint64              count,
+                                           guint                world,
+                                           guint16             *err,
+                                           guint64              err_stride,
+                                           gfloat               err_beta,
+                                           _MixprecZeroppFormat format,
+                                           guint8              *wire);
+void     _mixprec_zeropp_qgz_reduce_as    (const guint8        *wire,
+                                           guint                world,
+                                           guint64              count,
+                                           gboolean             accumulate,
+                                           _MixprecZeroppFormat format,
+                                           void                *dst,
+                                           MixprecDType         dst_dtype);
+
 G_END_DECLS

@@ -43,6 +43,46 @@ from_f16 (void *dst, MixprecDType dtype, guint64 i, guint16 h)
     }
 }
 
+static inline gfloat
+read_f32 (const void *src, MixprecDType dtype, guint64 i)
+{
+  switch (dtype)
+    {
+    case MIXPREC_DTYPE_FLOAT16:
+      return _mixprec_f16_to_f32 (((const guint16 *) src)[i]);
+    case MIXPREC_DTYPE_BFLOAT16:
+      return _mixprec_bf16_to_f32 (((const guint16 *) src)[i]);
+    case MIXPREC_DTYPE_FLOAT32:
+    default:
+      return ((const gfloat *) src)[i];
+    }
+}
+
+static inline void
+write_f32 (void *dst, MixprecDType dtype, guint64 i, gfloat v)
+{
+  switch (dtype)
+    {
+    case MIXPREC_DTYPE_FLOAT16:
+      ((guint16 *) dst)[i] = _mixprec_f32_to_f16_rne (v);
+      break;
+    case MIXPREC_DTYPE_BFLOAT16:
+      ((guint16 *) dst)[i] = _mixprec_f32_to_bf16_rne (v);
+      break;
+    case MIXPREC_DTYPE_FLOAT32:
+    default:
+      ((gfloat *) dst)[i] = v;
+      break;
+    }
+}
+
+/* numeric-fp8.h's format of an FP8 _MixprecZeroppFormat. */
+static inline unsigned
+fp8_of (_MixprecZeroppFormat format)
+{
+  return format == _MIXPREC_ZEROPP_FP8_E4M3 ? _MIXPREC_FP8_E4M3 : _MIXPREC_FP8_E5M2;
+}
+
 guint64
 _mixprec_zeropp_weight_groups (guint64 n)
 {
@@ -61,6 +101,7 @@ typedef struct {
   MixprecDType dtype;
   guint64 per;               /* elements per block */
   guint bits;
+  _MixprecZeroppFormat format;
   gint8 *codes;
   gfloat *scales;
   const gint8 *in_codes;
@@ -72,18 +113,28 @@ static void
 quantize_blocks (gsize begin, gsize end, gpointer data)
 {
   const Job *job = data;
-  guint16 *h = g_new (guint16, job->per);
+  guint16 *h = job->format == _MIXPREC_ZEROPP_INT ? g_new (guint16, job->per) : NULL;
+  gfloat *x = job->format != _MIXPREC_ZEROPP_INT ? g_new (gfloat, job->per) : NULL;
 
   for (gsize b = begin; b < end; b++)
     {
       guint64 first = b * job->per;
 
+      if (job->format != _MIXPREC_ZEROPP_INT)
+        {
+          for (guint64 i = 0; i < job->per; i++)
+            x[i] = read_f32 (job->src, job->dtype, first + i);
+          job->scales[b] = _mixprec_zpp_fp8_quantize_block (x, job->per, fp8_of (job->format),
+                                                            (guint8 *) job->codes + first);
+          continue;
+        }
       for (guint64 i = 0; i < job->per; i++)
         h[i] = to_f16 (job->src, job->dtype, first + i);
       job->scales[b] = _mixprec_zpp_quantize_block (h, job->per, job->bits,
                                                     job->codes + _mixprec_zeropp_code_bytes (first, job->bits));
     }
   g_free (h);
+  g_free (x);
 }
 
 static void
@@ -96,6 +147,14 @@ dequantize_blocks (gsize begin, gsize end, gpointer data)
       guint64 first = b * job->per;
       const gint8 *codes = job->in_codes + _mixprec_zeropp_code_bytes (first, job->bits);
 
+      if (job->format != _MIXPREC_ZEROPP_INT)
+        {
+          for (guint64 i = 0; i < job->per; i++)
+            write_f32 (job->dst, job->dtype, first + i,
+                       _mixprec_zpp_fp8_dequantize (((const guint8 *) job->in_codes)[first + i],
+                                                    fp8_of (job->format), job->in_scales[b]));
+          continue;
+        }
       for (guint64 i = 0; i < job->per; i++)
         from_f16 (job->dst, job->dtype, first + i,
                   _mixprec_zpp_dequantize (codes, i, job->bits, job->in_scales[b]));
@@ -118,7 +177,8 @@ _mixprec_zeropp_quantize (const void   *src,
                           gint8        *codes,
                           gfloat       *scales)
 {
-  Job job = { src, dtype, groups > 0 ? n / groups : 0, bits, codes, scales, NULL, NULL, NULL };
+  Job job = { src, dtype, groups > 0 ? n / groups : 0, bits, _MIXPREC_ZEROPP_INT, codes, scales,
+              NULL, NULL, NULL };
 
   g_return_if_fail (bits == 8 || bits == 4);
   g_return_if_fail (groups > 0 && n % groups == 0);
@@ -135,11 +195,44 @@ _mixprec_zeropp_dequantize (const gint8  *codes,
                             void         *dst,
                             MixprecDType  dtype)
 {
-  Job job = { NULL, dtype, groups > 0 ? n / groups : 0, bits, NULL, NULL, codes, scales, dst };
+  Job job = { NULL, dtype, groups > 0 ? n / groups : 0, bits, _MIXPREC_ZEROPP_INT, NULL, NULL,
+              codes, scales, dst };
 
   g_return_if_fail (bits == 8 || bits == 4);
   g_return_if_fail (groups > 0 && n % groups == 0);
   g_return_if_fail (bits == 8 || job.per % 2 == 0);
+  _mixprec_parallel_for (groups, blocks_per_item (job.per), 1, dequantize_blocks, &job);
+}
+
+void
+_mixprec_zeropp_quantize_as (const void          *src,
+                             MixprecDType         dtype,
+                             guint64              n,
+                             guint64              groups,
+                             _MixprecZeroppFormat format,
+                             guint8              *codes,
+                             gfloat              *scales)
+{
+  Job job = { src, dtype, groups > 0 ? n / groups : 0, 8, format, (gint8 *) codes, scales,
+              NULL, NULL, NULL };
+
+  g_return_if_fail (groups > 0 && n % groups == 0);
+  _mixprec_parallel_for (groups, blocks_per_item (job.per), 1, quantize_blocks, &job);
+}
+
+void
+_mixprec_zeropp_dequantize_as (const guint8        *codes,
+                               const gfloat        *scales,
+                               guint64              n,
+                               guint64              groups,
+                               _MixprecZeroppFormat format,
+                               void                *dst,
+                               MixprecDType         dtype)
+{
+  Job job = { NULL, dtype, groups > 0 ? n / groups : 0, 8, format, NULL, NULL,
+              (const gint8 *) codes, scales, dst };
+
+  g_return_if_fail (groups > 0 && n % groups == 0);
   _mixprec_parallel_for (groups, blocks_per_item (job.per), 1, dequantize_blocks, &job);
 }
 
@@ -224,10 +317,24 @@ _mixprec_zeropp_qgz_blocks (guint64 count)
   return (count + _MIXPREC_ZEROPP_QGZ_BLOCK - 1) / _MIXPREC_ZEROPP_QGZ_BLOCK;
 }
 
+/* Code bytes of one qgZ block in @format. */
+static inline guint64
+qgz_block_code_bytes (_MixprecZeroppFormat format)
+{
+  return format == _MIXPREC_ZEROPP_INT ? _MIXPREC_ZEROPP_QGZ_BLOCK / 2 : _MIXPREC_ZEROPP_QGZ_BLOCK;
+}
+
+guint64
+_mixprec_zeropp_qgz_run_bytes_as (guint64              count,
+                                  _MixprecZeroppFormat format)
+{
+  return _mixprec_zeropp_qgz_blocks (count) * (qgz_block_code_bytes (format) + sizeof (gfloat));
+}
+
 guint64
 _mixprec_zeropp_qgz_run_bytes (guint64 count)
 {
-  return _mixprec_zeropp_qgz_blocks (count) * (_MIXPREC_ZEROPP_QGZ_BLOCK / 2 + sizeof (gfloat));
+  return _mixprec_zeropp_qgz_run_bytes_as (count, _MIXPREC_ZEROPP_INT);
 }
 
 typedef struct {
@@ -246,7 +353,35 @@ typedef struct {
   gboolean accumulate;
   void *dst;
   MixprecDType dst_dtype;
+  _MixprecZeroppFormat format;
 } WireJob;
+
+/* Block @k of every run in FP8: LoCo's value v = x + e in float32. */
+static void
+qgz_quantize_fp8_block (const WireJob *job,
+                        guint64        first,
+                        guint64        len,
+                        guint8        *codes,
+                        gfloat        *stored,
+                        guint16       *err)
+{
+  gfloat v[_MIXPREC_ZEROPP_QGZ_BLOCK];
+  unsigned format = fp8_of (job->format);
+
+  /* A shorter last block is padded with zeros, which change neither its
+   * absmax nor its other codes. */
+  for (guint64 i = 0; i < _MIXPREC_ZEROPP_QGZ_BLOCK; i++)
+    v[i] = i < len ? read_f32 (job->src, job->dtype, first + i) : 0.0f;
+  for (guint64 i = 0; err != NULL && i < len; i++)
+    v[i] += _mixprec_f16_to_f32 (err[i]);
+  *stored = _mixprec_zpp_fp8_quantize_block (v, _MIXPREC_ZEROPP_QGZ_BLOCK, format, codes);
+  for (guint64 i = 0; err != NULL && i < len; i++)
+    {
+      gfloat fresh = v[i] - _mixprec_zpp_fp8_dequantize (codes[i], format, *stored);
+
+      err[i] = _mixprec_f32_to_f16_rne (job->beta * _mixprec_f16_to_f32 (err[i]) + (1.0f - job->beta) * fresh);
+    }
+}
 
 /* Block @k of every run: run k / blocks, block k % blocks. */
 static void
@@ -261,11 +396,17 @@ qgz_quantize_blocks (gsize begin, gsize end, gpointer data)
       guint64 first = r * job->count + b * _MIXPREC_ZEROPP_QGZ_BLOCK;
       guint64 len = MIN ((guint64) _MIXPREC_ZEROPP_QGZ_BLOCK, job->count - b * _MIXPREC_ZEROPP_QGZ_BLOCK);
       guint8 *run = job->wire + r * job->run_bytes;
-
-      gint8 *codes = (gint8 *) run + b * (_MIXPREC_ZEROPP_QGZ_BLOCK / 2);
+      guint64 code_bytes = qgz_block_code_bytes (job->format);
+      gint8 *codes = (gint8 *) run + b * code_bytes;
+      gfloat *scales = (gfloat *) (gpointer) (run + job->blocks * code_bytes);
       guint16 *err = job->err != NULL ? job->err + r * job->err_stride + b * _MIXPREC_ZEROPP_QGZ_BLOCK : NULL;
       gfloat stored;
 
+      if (job->format != _MIXPREC_ZEROPP_INT)
+        {
+          qgz_quantize_fp8_block (job, first, len, (guint8 *) codes, &scales[b], err);
+          continue;
+        }
       /* A shorter last block is padded with zeros, which change neither
        * its absmax nor its other codes. */
       for (guint64 i = 0; i < _MIXPREC_ZEROPP_QGZ_BLOCK; i++)
@@ -274,7 +415,7 @@ qgz_quantize_blocks (gsize begin, gsize end, gpointer data)
       for (guint64 i = 0; err != NULL && i < len; i++)
         h[i] = _mixprec_zpp_f16_add (h[i], err[i]);
       stored = _mixprec_zpp_quantize_block (h, _MIXPREC_ZEROPP_QGZ_BLOCK, 4, codes);
-      ((gfloat *) (gpointer) (run + job->blocks * (_MIXPREC_ZEROPP_QGZ_BLOCK / 2)))[b] = stored;
+      scales[b] = stored;
       /* ...and the new error, what the codes miss, is averaged into it in
        * FP32: e = fp16 (beta e + (1 - beta) (v - dequantized v)). */
       for (guint64 i = 0; err != NULL && i < len; i++)
@@ -290,6 +431,24 @@ qgz_quantize_blocks (gsize begin, gsize end, gpointer data)
 }
 
 void
+_mixprec_zeropp_qgz_quantize_as (const void          *src,
+                                 MixprecDType         dtype,
+                                 guint64              count,
+                                 guint                world,
+                                 guint16             *err,
+                                 guint64              err_stride,
+                                 gfloat               err_beta,
+                                 _MixprecZeroppFormat format,
+                                 guint8              *wire)
+{
+  WireJob job = { src, dtype, count, _mixprec_zeropp_qgz_blocks (count), wire,
+                  _mixprec_zeropp_qgz_run_bytes_as (count, format), err, err_stride, err_beta,
+                  world, FALSE, NULL, 0, format };
+
+  _mixprec_parallel_for (job.blocks * world, 16, 1, qgz_quantize_blocks, &job);
+}
+
+void
 _mixprec_zeropp_qgz_quantize (const void   *src,
                               MixprecDType  dtype,
                               guint64       count,
@@ -299,38 +458,23 @@ _mixprec_zeropp_qgz_quantize (const void   *src,
                               gfloat        err_beta,
                               guint8       *wire)
 {
-  WireJob job = { src, dtype, count, _mixprec_zeropp_qgz_blocks (count), wire,
-                  _mixprec_zeropp_qgz_run_bytes (count), err, err_stride, err_beta,
-                  world, FALSE, NULL, 0 };
-
-  _mixprec_parallel_for (job.blocks * world, 16, 1, qgz_quantize_blocks, &job);
-}
-
-static inline gfloat
-read_f32 (const void *src, MixprecDType dtype, guint64 i)
-{
-  switch (dtype)
-    {
-    case MIXPREC_DTYPE_FLOAT16:
-      return _mixprec_f16_to_f32 (((const guint16 *) src)[i]);
-    case MIXPREC_DTYPE_BFLOAT16:
-      return _mixprec_bf16_to_f32 (((const guint16 *) src)[i]);
-    case MIXPREC_DTYPE_FLOAT32:
-    default:
-      return ((const gfloat *) src)[i];
-    }
+  _mixprec_zeropp_qgz_quantize_as (src, dtype, count, world, err, err_stride, err_beta,
+                                   _MIXPREC_ZEROPP_INT, wire);
 }
 
 /* The FP32 value of element @i of @run's dequantized block. */
 static inline gfloat
-qgz_value (const guint8 *run,
-           guint64       blocks,
-           guint64       i)
+qgz_value (const guint8         *run,
+           guint64               blocks,
+           _MixprecZeroppFormat  format,
+           guint64               i)
 {
-  guint64 b = i / _MIXPREC_ZEROPP_QGZ_BLOCK;
-  const gfloat *scales = (const gfloat *) (gconstpointer) (run + blocks * (_MIXPREC_ZEROPP_QGZ_BLOCK / 2));
+  guint64 b = i / _MIXPREC_ZEROPP_QGZ_BLOCK, code_bytes = qgz_block_code_bytes (format);
+  const gfloat *scales = (const gfloat *) (gconstpointer) (run + blocks * code_bytes);
 
-  return _mixprec_f16_to_f32 (_mixprec_zpp_dequantize ((const gint8 *) run + b * (_MIXPREC_ZEROPP_QGZ_BLOCK / 2),
+  if (format != _MIXPREC_ZEROPP_INT)
+    return _mixprec_zpp_fp8_dequantize (run[i], fp8_of (format), scales[b]);
+  return _mixprec_f16_to_f32 (_mixprec_zpp_dequantize ((const gint8 *) run + b * code_bytes,
                                                        i - b * _MIXPREC_ZEROPP_QGZ_BLOCK, 4, scales[b]));
 }
 
@@ -341,12 +485,12 @@ qgz_reduce_range (gsize begin, gsize end, gpointer data)
 
   for (gsize i = begin; i < end; i++)
     {
-      gfloat acc = qgz_value (job->wire, job->blocks, i);
+      gfloat acc = qgz_value (job->wire, job->blocks, job->format, i);
 
       if (job->accumulate)
         acc = read_f32 (job->dst, job->dst_dtype, i) + acc;
       for (guint r = 1; r < job->world; r++)
-        acc += qgz_value (job->wire + r * job->run_bytes, job->blocks, i);
+        acc += qgz_value (job->wire + r * job->run_bytes, job->blocks, job->format, i);
       switch (job->dst_dtype)
         {
         case MIXPREC_DTYPE_FLOAT16:
@@ -364,6 +508,22 @@ qgz_reduce_range (gsize begin, gsize end, gpointer data)
 }
 
 void
+_mixprec_zeropp_qgz_reduce_as (const guint8        *wire,
+                               guint                world,
+                               guint64              count,
+                               gboolean             accumulate,
+                               _MixprecZeroppFormat format,
+                               void                *dst,
+                               MixprecDType         dst_dtype)
+{
+  WireJob job = { NULL, 0, count, _mixprec_zeropp_qgz_blocks (count), (guint8 *) wire,
+                  _mixprec_zeropp_qgz_run_bytes_as (count, format), NULL, 0, 0.0f, world, accumulate, dst,
+                  dst_dtype, format };
+
+  _mixprec_parallel_for (count, (gsize) 1 << 14, 1, qgz_reduce_range, &job);
+}
+
+void
 _mixprec_zeropp_qgz_reduce (const guint8 *wire,
                             guint         world,
                             guint64       count,
@@ -371,9 +531,5 @@ _mixprec_zeropp_qgz_reduce (const guint8 *wire,
                             void         *dst,
                             MixprecDType  dst_dtype)
 {
-  WireJob job = { NULL, 0, count, _mixprec_zeropp_qgz_blocks (count), (guint8 *) wire,
-                  _mixprec_zeropp_qgz_run_bytes (count), NULL, 0, 0.0f, world, accumulate, dst,
-                  dst_dtype };
-
-  _mixprec_parallel_for (count, (gsize) 1 << 14, 1, qgz_reduce_range, &job);
+  _mixprec_zeropp_qgz_reduce_as (wire, world, count, accumulate, _MIXPREC_ZEROPP_INT, dst, dst_dtype);
 }

@@ -105,11 +105,13 @@ child_main (void)
     g_strdup_printf ("{\"bf16\": {\"enabled\": true}, \"zero_optimization\": {\"stage\": 3, "
                      "\"stage3_param_persistence_threshold\": 0, \"zero_quantized_weights\": %s, "
                      "\"zero_hpz_partition_size\": %s}, %s"
+                     "\"mixprec\": {\"quantized_weights_format\": \"%s\"}, "
                      "\"optimizer\": {\"type\": \"SGD\", \"params\": {\"lr\": 0.25}}}",
                      quantized ? "true" : "false", g_getenv ("MIXPREC_TEST_HPZ"),
                      g_getenv ("MIXPREC_TEST_FP8") != NULL
                        ? "\"fp8\": {\"enabled\": true, \"recipe\": \"delayed\", \"modules\": [\"Linear\"]}, "
-                       : "");
+                       : "",
+                     g_getenv ("MIXPREC_TEST_QWZ_FORMAT") != NULL ? g_getenv ("MIXPREC_TEST_QWZ_FORMAT") : "int8");
   g_autoptr(GError) error = NULL;
   g_autoptr(MixprecConfig) config = mixprec_config_new_from_data (json, -1, &error);
   g_autoptr(MixprecEngine) engine = NULL;
@@ -355,6 +357,80 @@ check_gathered (const guint8 *got, gconstpointer want, guint64 *n_differ, gdoubl
     }
 }
 
+/* The FP8 blocks of mixprec.quantized_weights_format against the
+ * unquantized @want: half an FP8 step of the value (3 or 2 mantissa
+ * bits) or of the block's subnormal spacing (absmax / max times 2^-9 or
+ * 2^-16), then bf16's rounding. */
+static void
+check_gathered_fp8 (const guint8 *got, gconstpointer want, gboolean e4m3, guint64 *n_differ)
+{
+  guint64 n = total (), n_chunks = (n + CHUNK - 1) / CHUNK;
+  g_autofree gdouble *chunk_max = g_new0 (gdouble, n_chunks);
+  gdouble rel = e4m3 ? 0x1p-4 : 0x1p-3, sub = e4m3 ? 0x1p-10 / 448 : 0x1p-17 / 57344;
+
+  for (guint64 i = 0; i < n; i++)
+    chunk_max[i / CHUNK] = MAX (chunk_max[i / CHUNK], fabs (ref_round_nearest (&ref_bf16, f32_at (want, i))));
+  *n_differ = 0;
+  for (guint64 j = 0; j < n; j++)
+    {
+      gdouble x = ref_round_nearest (&ref_bf16, f32_at (want, j));
+      gdouble y = bf16_value (got + 2 * j);
+      guint64 lo = j >= WINDOW ? (j - WINDOW) / CHUNK : 0;
+      guint64 hi = MIN (n - 1, j + WINDOW) / CHUNK;
+      gdouble absmax = 0;
+
+      for (guint64 c = lo; c <= hi; c++)
+        absmax = MAX (absmax, chunk_max[c]);
+      *n_differ += y != x;
+      if (x == 0)
+        g_assert_cmpfloat (y, ==, 0);
+      if (fabs (y - x) > fabs (x) * rel * (1 + 0x1p-7) + absmax * sub * 2 + fabs (x) * 0x1p-8)
+        g_error ("element %" G_GUINT64_FORMAT ": gathered %.9g, unquantized %.9g (FP8 %s)", j, y, x,
+                 e4m3 ? "E4M3" : "E5M2");
+    }
+}
+
+/* qwZ with FP8 blocks: the same bits on every rank, within the bound of
+ * the working copies before and after a step, the quantization visible,
+ * and the bytes of int8 gathers (a byte a code, a scale a block). */
+static void
+test_engine_fp8 (gconstpointer data)
+{
+  guint world = GPOINTER_TO_UINT (data) & 0xff;
+  gboolean e4m3 = (GPOINTER_TO_UINT (data) >> 8) == 1;
+  Run quant = { 0 }, int8 = { 0 };
+  g_autofree gfloat *init = g_new (gfloat, total ());
+  guint64 at = 0, n_differ = 0, n2 = 0, fp8_bytes = 0, int8_bytes = 0;
+
+  for (guint k = 0; k < N_PARAMS; k++)
+    for (guint64 i = 0; i < sizes[k]; i++)
+      init[at++] = init_value (k, i);
+  run_world_env (world, TRUE, 1, FALSE, NULL, NULL,
+                 e4m3 ? "MIXPREC_TEST_QWZ_FORMAT=fp8_e4m3" : "MIXPREC_TEST_QWZ_FORMAT=fp8_e5m2", &quant);
+  run_world (world, TRUE, &int8);
+  for (guint r = 1; r < world; r++)
+    g_assert_cmpmem (quant.data[r] + 8, quant.len[r] - 8, quant.data[0] + 8, quant.len[0] - 8);
+  for (guint r = 0; r < world; r++)
+    {
+      const guint8 *q = (const guint8 *) quant.data[r] + 8;
+
+      check_gathered_fp8 (q, init, e4m3, &n_differ);
+      g_assert_cmpuint (n_differ, >, total () / 4);
+      check_gathered_fp8 (q + 6 * total (), q + 2 * total (), e4m3, &n2);
+      g_assert_cmpuint (n2, >, total () / 4);
+      /* Not the int8 gathers' bits. */
+      g_assert_true (memcmp (q, (const guint8 *) int8.data[r] + 8, 2 * total ()) != 0);
+      memcpy (&fp8_bytes, quant.data[r], 8);
+      memcpy (&int8_bytes, int8.data[r], 8);
+      g_assert_cmpuint (fp8_bytes, ==, int8_bytes);
+    }
+  g_test_message ("%u ranks, FP8 %s: %" G_GUINT64_FORMAT " of %" G_GUINT64_FORMAT " gathered values "
+                  "differ from the working copies; %" G_GUINT64_FORMAT " bytes gathered",
+                  world, e4m3 ? "E4M3" : "E5M2", n_differ, total (), fp8_bytes);
+  run_clear (&quant);
+  run_clear (&int8);
+}
+
 static void
 test_engine (gconstpointer data)
 {
@@ -490,6 +566,8 @@ main (int argc, char **argv)
   g_setenv ("UCX_LOG_LEVEL", "error", FALSE);
   g_test_add_data_func ("/zeropp/qwz/ranks-2", GUINT_TO_POINTER (2), test_engine);
   g_test_add_data_func ("/zeropp/qwz/ranks-3", GUINT_TO_POINTER (3), test_engine);
+  g_test_add_data_func ("/zeropp/qwz/fp8-e4m3/ranks-3", GUINT_TO_POINTER (0x100 | 3), test_engine_fp8);
+  g_test_add_data_func ("/zeropp/qwz/fp8-e5m2/ranks-2", GUINT_TO_POINTER (0x200 | 2), test_engine_fp8);
   g_test_add_func ("/zeropp/qwz/resume-across-setting", test_resume);
   g_test_add_func ("/zeropp/qwz/fp8-refused", test_fp8_refused);
   g_test_add_func ("/zeropp/hpz/refused", test_hpz_refused);

@@ -69,6 +69,10 @@ bf16_of (gfloat f)
  * the fp32 one. */
 static MixprecDType grads_dtype = MIXPREC_DTYPE_BFLOAT16;
 
+/* What qgZ moves (MIXPREC_TEST_QGZ_FORMAT, mixprec.quantized_gradients_format):
+ * DeepSpeed's int4, or FP8 blocks. */
+static _MixprecZeroppFormat qgz_format = _MIXPREC_ZEROPP_INT;
+
 static gfloat
 round_as (MixprecDType dtype, gfloat f)
 {
@@ -123,6 +127,30 @@ static void
 round_trip (const gfloat *x, guint64 n, gfloat *err, gfloat *before, gfloat *out, gfloat *stored)
 {
   gfloat pad[_MIXPREC_ZEROPP_QGZ_BLOCK + 1] = { 0 };
+
+  if (qgz_format != _MIXPREC_ZEROPP_INT)
+    {
+      /* FP8 blocks (tests/test-zeropp-quant.py holds them against torch's
+       * casts): the value v = x + e in float32, no fp16 step. */
+      guint8 codes8[_MIXPREC_ZEROPP_QGZ_BLOCK];
+      gfloat back8[_MIXPREC_ZEROPP_QGZ_BLOCK];
+
+      for (guint64 i = 0; i < _MIXPREC_ZEROPP_QGZ_BLOCK; i++)
+        {
+          pad[i] = i < n ? x[i] + (err != NULL ? err[i] : 0.0f) : 0.0f;
+          if (i < n)
+            before[i] = err != NULL ? err[i] : 0.0f;
+        }
+      _mixprec_zeropp_quantize_as (pad, MIXPREC_DTYPE_FLOAT32, _MIXPREC_ZEROPP_QGZ_BLOCK, 1, qgz_format,
+                                   codes8, stored);
+      _mixprec_zeropp_dequantize_as (codes8, stored, _MIXPREC_ZEROPP_QGZ_BLOCK, 1, qgz_format, back8,
+                                     MIXPREC_DTYPE_FLOAT32);
+      memcpy (out, back8, n * sizeof (gfloat));
+      for (guint64 i = 0; err != NULL && i < n; i++)
+        err[i] = f16_of (LOCO_BETA * err[i] + (1.0f - LOCO_BETA) * (pad[i] - back8[i]));
+      return;
+    }
+  {
   gint8 codes[_MIXPREC_ZEROPP_QGZ_BLOCK / 2 + 1];
   gfloat back[_MIXPREC_ZEROPP_QGZ_BLOCK + 1];
   guint64 even = n + (n & 1);
@@ -141,6 +169,7 @@ round_trip (const gfloat *x, guint64 n, gfloat *err, gfloat *before, gfloat *out
 
       err[i] = f16_of (LOCO_BETA * err[i] + (1.0f - LOCO_BETA) * fresh);
     }
+  }
 }
 
 static gfloat
@@ -249,7 +278,13 @@ check_reduced (MixprecEngine *engine, gboolean quantized, guint step, Errors *er
                   /* One int4 step of the block, and fp16's rounding; with
                    * LoCo also the error fed back and fp16's rounding of
                    * the sum. */
-                  bound += quantized ? stored[r] + fabs (c) * 0x1p-11 + 0x1p-24 : 0;
+                  if (quantized && qgz_format != _MIXPREC_ZEROPP_INT)
+                    /* Half an FP8 step of the value (3 or 2 mantissa
+                     * bits), or of the block's subnormal spacing. */
+                    bound += (fabs (c) + fabs (fed[r][i])) * (qgz_format == _MIXPREC_ZEROPP_FP8_E4M3 ? 0x1p-4 : 0x1p-3) +
+                             stored[r] * (qgz_format == _MIXPREC_ZEROPP_FP8_E4M3 ? 0x1p-10 : 0x1p-17) + 0x1p-24;
+                  else
+                    bound += quantized ? stored[r] + fabs (c) * 0x1p-11 + 0x1p-24 : 0;
                   bound += fabs (fed[r][i]) * (1 + 0x1p-10) + 0x1p-24;
                 }
               bound += fabs (exact) * (dtype == MIXPREC_DTYPE_FLOAT32 ? 0x1p-23 : 0x1p-8) * 2;
@@ -430,12 +465,15 @@ child_main (void)
                      "\"stage3_param_persistence_threshold\": 0, "
                      "\"zero_quantized_gradients\": %s, \"zeropp_loco_param\": %s}, "
                      "\"gradient_accumulation_steps\": %u, "
+                     "\"mixprec\": {\"quantized_gradients_format\": \"%s\"}, "
                      "\"optimizer\": {\"type\": \"SGD\", \"params\": {\"lr\": 0.25}}}",
                      fp16 ? "\"fp16\": {\"enabled\": true, \"loss_scale\": 1}"
                           : wide ? "\"communication_data_type\": \"bf16\""
                                  : "\"bf16\": {\"enabled\": true}",
                      quantized ? "true" : "false",
-                     loco ? "{\"err_beta\": 0.8, \"reset_T\": 100}" : "null", gas);
+                     loco ? "{\"err_beta\": 0.8, \"reset_T\": 100}" : "null", gas,
+                     qgz_format == _MIXPREC_ZEROPP_FP8_E4M3 ? "fp8_e4m3"
+                     : qgz_format == _MIXPREC_ZEROPP_FP8_E5M2 ? "fp8_e5m2" : "int4");
   g_autoptr(GError) error = NULL;
   g_autoptr(GString) why = g_string_new (NULL);
   g_autoptr(MixprecConfig) config = mixprec_config_new_from_data (json, -1, &error);
@@ -590,7 +628,9 @@ static void
 test_engine (gconstpointer data)
 {
   guint world = GPOINTER_TO_UINT (data) & 0xff;
-  guint mode = GPOINTER_TO_UINT (data) >> 8;
+  guint mode = (GPOINTER_TO_UINT (data) >> 8) & 0xff;
+  /* bits 16 and 17: qgZ moves FP8 E4M3 or E5M2 blocks */
+  guint fp8 = GPOINTER_TO_UINT (data) >> 16;
   /* mode: 0 unquantized, 1 qgZ, 2 qgZ and LoCo, 3 qgZ and LoCo with
    * gradient accumulation, 4 unquantized with it; 5: qgZ and LoCo in
    * fp16; 6 and 7: 0 and 2 in fp32 with a bfloat16 communication dtype */
@@ -599,6 +639,8 @@ test_engine (gconstpointer data)
   const gchar *env[] = { qgz ? "MIXPREC_TEST_QGZ=1" : "MIXPREC_TEST_QGZ=0",
                          loco ? "MIXPREC_TEST_LOCO=1" : "MIXPREC_TEST_LOCO=0",
                          mode == 3 || mode == 4 ? "MIXPREC_TEST_GAS=2" : "MIXPREC_TEST_GAS=1",
+                         fp8 == 1 ? "MIXPREC_TEST_QGZ_FORMAT=fp8_e4m3"
+                                  : fp8 == 2 ? "MIXPREC_TEST_QGZ_FORMAT=fp8_e5m2" : "MIXPREC_TEST_QGZ_FORMAT=int4",
                          mode == 5 ? "MIXPREC_TEST_PREC=fp16"
                                    : mode >= 6 ? "MIXPREC_TEST_PREC=fp32-bf16-comm" : NULL, NULL };
   gsize len;
@@ -699,6 +741,10 @@ main (int argc, char **argv)
     {
       const gchar *prec = g_getenv ("MIXPREC_TEST_PREC");
 
+      const gchar *format = g_getenv ("MIXPREC_TEST_QGZ_FORMAT");
+
+      qgz_format = g_strcmp0 (format, "fp8_e4m3") == 0 ? _MIXPREC_ZEROPP_FP8_E4M3
+                   : g_strcmp0 (format, "fp8_e5m2") == 0 ? _MIXPREC_ZEROPP_FP8_E5M2 : _MIXPREC_ZEROPP_INT;
       grads_dtype = g_strcmp0 (prec, "fp16") == 0 ? MIXPREC_DTYPE_FLOAT16
                     : g_strcmp0 (prec, "fp32-bf16-comm") == 0 ? MIXPREC_DTYPE_FLOAT32
                     : MIXPREC_DTYPE_BFLOAT16;
@@ -715,6 +761,11 @@ main (int argc, char **argv)
   g_test_add_data_func ("/zeropp/loco/fp16-in-place/ranks-3", GUINT_TO_POINTER (0x500 | 3), test_engine);
   g_test_add_data_func ("/zeropp/qgz/unquantized-layout/bf16-comm-windows/ranks-2", GUINT_TO_POINTER (0x600 | 2), test_engine);
   g_test_add_data_func ("/zeropp/loco/bf16-comm-windows/ranks-2", GUINT_TO_POINTER (0x700 | 2), test_engine);
+  g_test_add_data_func ("/zeropp/qgz/fp8-e4m3/ranks-3", GUINT_TO_POINTER (0x10000 | 0x100 | 3), test_engine);
+  g_test_add_data_func ("/zeropp/qgz/fp8-e5m2/ranks-2", GUINT_TO_POINTER (0x20000 | 0x100 | 2), test_engine);
+  g_test_add_data_func ("/zeropp/loco/fp8-e4m3/ranks-2", GUINT_TO_POINTER (0x10000 | 0x200 | 2), test_engine);
+  g_test_add_data_func ("/zeropp/loco/fp8-e5m2/fp16-in-place/ranks-3",
+                        GUINT_TO_POINTER (0x20000 | 0x500 | 3), test_engine);
   g_test_add_func ("/zeropp/loco/resume", test_resume);
   g_test_add_func ("/zeropp/qgz/v1-comm-refused", test_v1_refused);
   return g_test_run ();

@@ -9,6 +9,9 @@
 # and float16. Then quant_reduce.cu's dequantize-reduce-requantize (the
 # middle of DeepSpeed's hierarchical qgZ): several int4 and int8
 # tensors dequantized, summed in fp16 and requantized, on the same values.
+# Then libmixprec's own FP8 blocks (mixprec.quantized_*_format, no
+# DeepSpeed counterpart) against torch's float32 arithmetic and its
+# float8 casts, on the same values.
 #
 # The reference is written here from the kernels' source, DeepSpeed
 # 0.19.8 as PyPI ships it (ops/csrc: quantization/quantize.cu and
@@ -247,6 +250,73 @@ def check(x, torch_dtype, name, bits, groups, tmp):
     ok(bool((err <= step + slack).all()), "%s: error within one step of each block" % label)
 
 
+# ------------------------------------------------------------ FP8 blocks
+
+FP8 = {"e4m3": (torch.float8_e4m3fn, 448.0), "e5m2": (torch.float8_e5m2, 57344.0)}
+
+
+def ref_fp8(x32, groups, fmt):
+    """numeric-zeropp.h's FP8 blocks in torch: per block the largest
+    non-NaN magnitude, mult = max / absmax in float32 (1 for an all-zero
+    block), torch's round-to-nearest-even cast of x * mult without
+    saturation, stored = 1 / mult, decoded as float (code) * stored."""
+    dt, fmax = FP8[fmt]
+    xb = x32.view(groups, -1)
+    a = xb.abs()
+    a = torch.where(torch.isnan(a), torch.zeros_like(a), a)
+    amax = a.max(dim=1).values
+    mult = torch.where(amax == 0, torch.ones_like(amax), torch.tensor(fmax, dtype=torch.float32) / amax)
+    y = xb * mult[:, None]
+    codes = y.to(dt)
+    stored = torch.tensor(1.0, dtype=torch.float32) / mult
+    back = codes.float() * stored[:, None]
+    return codes.view(torch.uint8).reshape(-1), stored, back.reshape(-1), torch.isnan(y).reshape(-1)
+
+
+def check_fp8(x, torch_dtype, name, fmt, groups, tmp):
+    t = torch.from_numpy(x).to(torch_dtype)
+    raw = t.view(torch.int16).numpy().tobytes() if torch_dtype != torch.float32 else t.numpy().tobytes()
+    src = os.path.join(tmp, "in")
+    dst = os.path.join(tmp, "out")
+    with open(src, "wb") as f:
+        f.write(raw)
+    label = "fp8 %s from %s, %d blocks" % (fmt, name, groups)
+    p = subprocess.run([DUMP, "fp8", name, fmt, str(groups), src, dst], capture_output=True, text=True,
+                       timeout=120)
+    if p.returncode != 0:
+        ok(False, label + ": " + p.stderr.strip())
+        return
+    out = open(dst, "rb").read()
+    n = x.size
+    codes = torch.from_numpy(np.frombuffer(out[:n], dtype=np.uint8).copy())
+    stored = torch.from_numpy(np.frombuffer(out[n:n + 4 * groups], dtype=np.float32).copy())
+    back = torch.from_numpy(np.frombuffer(out[n + 4 * groups:], dtype=np.float32).copy())
+    want_codes, want_stored, want_back, nan = ref_fp8(t.float(), groups, fmt)
+    # A NaN code's sign is the product's NaN's, which is the CPU's choice.
+    fmt_nan = (codes & 0x7F) == (0x7F if fmt == "e4m3" else 0x7E) if fmt == "e4m3" else None
+    if fmt == "e4m3":
+        code_ok = (codes == want_codes) | (nan & ((codes & 0x7F) == 0x7F))
+    else:
+        code_ok = (codes == want_codes) | (nan & ((codes & 0x7C) == 0x7C) & ((codes & 0x03) != 0))
+    del fmt_nan
+    ok(bool(code_ok.all()), "%s: codes bit for bit (%d differ)" % (label, int((~code_ok).sum())))
+    ok(bool((stored.view(torch.int32) == want_stored.view(torch.int32)).all()),
+       "%s: stored scales bit for bit" % label)
+    bnan = torch.isnan(want_back)
+    ok(bool((torch.isnan(back) == bnan).all()) and
+       bool((back[~bnan].view(torch.int32) == want_back[~bnan].view(torch.int32)).all()),
+       "%s: dequantized bit for bit (NaNs as NaNs)" % label)
+    # Finite blocks: half an FP8 step of the value, or of the block's
+    # subnormal spacing.
+    xb = t.float().view(groups, -1)
+    fin = torch.isfinite(xb).all(dim=1)
+    rel, sub = (2.0 ** -4, 2.0 ** -10 / 448) if fmt == "e4m3" else (2.0 ** -3, 2.0 ** -17 / 57344)
+    amax = xb.abs().max(dim=1).values
+    err = (back.view(groups, -1) - xb).abs()[fin]
+    bound = xb.abs()[fin] * rel * (1 + 2.0 ** -7) + (amax[fin] * sub * 2)[:, None]
+    ok(bool((err <= bound).all()), "%s: finite blocks within half an FP8 step" % label)
+
+
 def main():
     if not os.path.exists(DUMP):
         print("1..0 # SKIP %s not built" % DUMP)
@@ -265,6 +335,12 @@ def main():
         # quant_reduce: the 10^6 values as 4 tensors of 250000 (a host of
         # 4 ranks), int4 in blocks of 500 -> 1000 requantized; int8 as 8
         # tensors; and 2 tensors whose fp16 sum overflows somewhere.
+        # FP8 blocks: qwZ-sized (125 blocks of 8000) and qgZ's 512.
+        check_fp8(x, torch.float32, "f32", "e4m3", 125, tmp)
+        check_fp8(x, torch.bfloat16, "bf16", "e4m3", 125, tmp)
+        check_fp8(x, torch.float16, "f16", "e5m2", 125, tmp)
+        check_fp8(x[:512 * 1953], torch.float32, "f32", "e5m2", 1953, tmp)
+        check_fp8(x[:512 * 1953], torch.bfloat16, "bf16", "e4m3", 1953, tmp)
         check_reduce(x, 4, 4, 500, 250, tmp)
         check_reduce(x, 8, 8, 125, 250, tmp)
         check_reduce(x, 4, 2, 1000, 100, tmp)

@@ -11,6 +11,10 @@
  *     prints DeepSpeed's weight block count of each N (0: refused).
  *   zeropp-quant-dump swizzle NODES DEVICES
  *     prints where each partition goes.
+ *   zeropp-quant-dump fp8 DTYPE FORMAT GROUPS IN OUT
+ *     the FP8 blocks of mixprec.quantized_*_format (FORMAT e4m3 or e5m2)
+ *     in GROUPS equal blocks. OUT: the codes (a byte each), the stored
+ *     scales (f32), then the dequantized values as f32.
  *   zeropp-quant-dump reduce BITS TENSORS IN_GROUPS OUT_GROUPS IN OUT
  *     IN: raw float32 values, TENSORS equal tensors one after the other;
  *     each quantized to BITS in IN_GROUPS blocks, then dequantized,
@@ -85,6 +89,50 @@ quantize (char **argv)
 }
 
 static int
+fp8 (char **argv)
+{
+  MixprecDType dtype = parse_dtype (argv[0]);
+  _MixprecZeroppFormat format = g_str_equal (argv[1], "e5m2") ? _MIXPREC_ZEROPP_FP8_E5M2
+                                                             : _MIXPREC_ZEROPP_FP8_E4M3;
+  guint64 groups = g_ascii_strtoull (argv[2], NULL, 10);
+  gsize esize = mixprec_dtype_get_size (dtype);
+  g_autofree gchar *in = NULL;
+  g_autofree guint8 *codes = NULL;
+  g_autofree gfloat *scales = NULL, *back = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GString) out = g_string_new (NULL);
+  gsize len = 0;
+  guint64 n;
+
+  if (!g_file_get_contents (argv[3], &in, &len, &error))
+    {
+      g_printerr ("%s\n", error->message);
+      return 1;
+    }
+  n = len / esize;
+  if (groups == 0 || n % groups != 0)
+    {
+      g_printerr ("%" G_GUINT64_FORMAT " elements cannot be cut into %" G_GUINT64_FORMAT " blocks\n",
+                  n, groups);
+      return 1;
+    }
+  codes = g_new (guint8, n);
+  scales = g_new (gfloat, groups);
+  back = g_new (gfloat, n);
+  _mixprec_zeropp_quantize_as (in, dtype, n, groups, format, codes, scales);
+  _mixprec_zeropp_dequantize_as (codes, scales, n, groups, format, back, MIXPREC_DTYPE_FLOAT32);
+  g_string_append_len (out, (const gchar *) codes, (gssize) n);
+  g_string_append_len (out, (const gchar *) scales, (gssize) (groups * sizeof (gfloat)));
+  g_string_append_len (out, (const gchar *) back, (gssize) (n * sizeof (gfloat)));
+  if (!g_file_set_contents (argv[4], out->str, (gssize) out->len, &error))
+    {
+      g_printerr ("%s\n", error->message);
+      return 1;
+    }
+  return 0;
+}
+
+static int
 reduce (char **argv)
 {
   guint bits = (guint) atoi (argv[0]);
@@ -133,6 +181,8 @@ main (int argc, char **argv)
     return reduce (argv + 2);
   if (argc >= 7 && g_str_equal (argv[1], "quantize"))
     return quantize (argv + 2);
+  if (argc >= 7 && g_str_equal (argv[1], "fp8"))
+    return fp8 (argv + 2);
   if (argc >= 2 && g_str_equal (argv[1], "groups"))
     {
       for (int i = 2; i < argc; i++)

@@ -83,6 +83,7 @@
 #pragma once
 
 #include "numeric-dtype.h"
+#include "numeric-fp8.h"
 
 /* Target and hard limit of CUDAQuantizer's weight blocks. */
 #define _MIXPREC_ZPP_TARGET_GROUP 8000u
@@ -238,4 +239,57 @@ _mixprec_zpp_swizzle_partition (uint64_t p,
                                 uint64_t devices)
 {
   return (p % devices) * nodes + p / devices;
+}
+
+/* ------------------------------------------------------------ FP8 blocks
+ *
+ * libmixprec's FP8 choice for both collectives (mixprec.
+ * quantized_weights_format and quantized_gradients_format "fp8_e4m3" or
+ * "fp8_e5m2"; DeepSpeed has no counterpart). Values are read as float32,
+ * with no fp16 step, so bfloat16 gradients keep their range. Each block
+ * has its own current scale: mult = max / absmax (the format's largest
+ * finite value, one float32 division; 1 for an all-zero block), each code
+ * is the round-to-nearest-even cast of x * mult without saturation (which
+ * keeps every finite value in range: absmax * mult rounds at most to the
+ * largest value), and the stored scale is 1 / mult. A code decodes as
+ * fp8 (code) * stored, one float32 product. NaN takes no part in absmax
+ * and stays NaN; an infinite absmax gives mult 0 and stored infinity, so
+ * the whole block decodes to NaN, as an overflowed int8 block does. */
+MIXPREC_NUMERIC_FN float
+_mixprec_zpp_fp8_mult (uint32_t amax_bits,
+                       unsigned format)
+{
+  if (amax_bits == 0)
+    return 1.0f;
+  return _mixprec_num_div (_mixprec_f32_from_bits (format == _MIXPREC_FP8_E4M3 ? _MIXPREC_E4M3_MAX_BITS
+                                                                                : _MIXPREC_E5M2_MAX_BITS),
+                           _mixprec_f32_from_bits (amax_bits));
+}
+
+/* Quantizes the @n float32 values of a block into @codes; returns the
+ * stored scale. */
+MIXPREC_NUMERIC_FN float
+_mixprec_zpp_fp8_quantize_block (const float *x,
+                                 uint64_t     n,
+                                 unsigned     format,
+                                 uint8_t     *codes)
+{
+  uint32_t amax = 0;
+  float mult;
+
+  for (uint64_t i = 0; i < n; i++)
+    amax = _mixprec_fp8_amax_bits (amax, x[i]);
+  mult = _mixprec_zpp_fp8_mult (amax, format);
+  for (uint64_t i = 0; i < n; i++)
+    codes[i] = _mixprec_fp8_cast (format, 0, x[i], mult);
+  return _mixprec_num_div (1.0f, mult);
+}
+
+/* The float32 value of one FP8 code of a block with @stored. */
+MIXPREC_NUMERIC_FN float
+_mixprec_zpp_fp8_dequantize (uint8_t  code,
+                             unsigned format,
+                             float    stored)
+{
+  return _mixprec_num_mul (_mixprec_fp8_to_f32 (format, code), stored);
 }

@@ -135,6 +135,15 @@ plan_per_peer (MixprecConfig *config,
     return FALSE;
   if (world < 2)
     return TRUE;
+  if (pg.stage >= 3 && _mixprec_config_get_zero_hpz_partition_size (config) > 1 &&
+      _mixprec_config_get_zero_hpz_partition_size (config) != world)
+    {
+      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
+                   "zero_optimization.zero_hpz_partition_size: %u: a secondary partition over "
+                   "groups smaller than the %u ranks is not implemented, so not planned",
+                   _mixprec_config_get_zero_hpz_partition_size (config), world);
+      return FALSE;
+    }
   if (pg.fp8 || pg.fp4_block > 0)
     {
       g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
@@ -233,7 +242,8 @@ check_hosts (guint   world_size,
  * inter-host shares follow from @ranks_per_host.
  *
  * Returns: (transfer full): the planned bytes, or %NULL with @error set
- *   (an invalid configuration or world, FP8 or 4-bit working copies)
+ *   (an invalid configuration or world, FP8 or 4-bit working copies, an
+ *   hpZ partition smaller than the world, which the engine refuses)
  *
  * Since: 1.1
  */

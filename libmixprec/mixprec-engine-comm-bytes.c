@@ -293,7 +293,7 @@ mixprec_comm_bytes_plan_new (MixprecConfig *config,
  * `zero_quantized_gradients` (qgZ) reduces half a byte (int4), and
  * `zero_hpz_partition_size` (hpZ, taken as one host per group) gathers
  * the backward pass's weights from the secondary partition inside the
- * host, in the working dtype: (R - 1) / R Ψ, none across hosts.
+ * host (int8 under qwZ too): (R - 1) / R Ψ, none across hosts.
  * Block scales and the norm agreement are not in the figures:
  * @scalars and @other stay 0.
  *
@@ -351,9 +351,9 @@ mixprec_comm_bytes_plan_new_deepspeed (MixprecConfig *config,
       sent[_MIXPREC_COMM_WEIGHTS][0] = (guint64) (gas * q * intra);
       sent[_MIXPREC_COMM_WEIGHTS][1] = (guint64) (gas * q * inter);
       /* backward: over the world, or under hpZ from the secondary
-       * partition (working dtype) inside the host */
+       * partition inside the host (quantized like the forward's) */
       if (hpz)
-        sent[_MIXPREC_COMM_WEIGHTS][0] += (guint64) (gas * weight * (r - 1) / r * psi);
+        sent[_MIXPREC_COMM_WEIGHTS][0] += (guint64) (gas * q * (r - 1) / r * psi);
       else
         {
           sent[_MIXPREC_COMM_WEIGHTS][0] += (guint64) (gas * q * intra);

@@ -19,7 +19,8 @@
  *   other           0; everything intra-host (one host)
  *
  * and mixprec_comm_bytes_plan_new() for the same configuration must give
- * the same numbers: the plan is the count of a real run. */
+ * the same numbers: the plan is the count of a real run. Rank 0's
+ * csv_monitor records them too, as Comm/allgather_bytes and so on. */
 #include "config.h"
 
 #include <string.h>
@@ -45,16 +46,65 @@ typedef struct {
 } Case;
 
 static gchar *
-case_json (const Case *c)
+case_json_monitored (const Case *c, const gchar *csv_dir)
 {
-  return g_strdup_printf ("{\"bf16\": {\"enabled\": %s}, \"gradient_accumulation_steps\": %u, "
+  g_autofree gchar *csv = csv_dir != NULL
+    ? g_strdup_printf ("\"csv_monitor\": {\"enabled\": true, \"output_path\": \"%s\", "
+                       "\"job_name\": \"job\"}, ", csv_dir)
+    : g_strdup ("");
+
+  return g_strdup_printf ("{%s\"bf16\": {\"enabled\": %s}, \"gradient_accumulation_steps\": %u, "
                           "\"zero_optimization\": {\"stage\": %u, "
                           "\"stage3_param_persistence_threshold\": 0, "
                           "\"stage3_max_reuse_distance\": 0, "
                           "\"zero_quantized_weights\": %s, \"zero_quantized_gradients\": %s}, "
                           "\"optimizer\": {\"type\": \"SGD\", \"params\": {\"lr\": 0.01}}}",
-                          c->bf16 ? "true" : "false", c->gas, c->stage,
+                          csv, c->bf16 ? "true" : "false", c->gas, c->stage,
                           c->qwz ? "true" : "false", c->qgz ? "true" : "false");
+}
+
+static gchar *
+case_json (const Case *c)
+{
+  return case_json_monitored (c, NULL);
+}
+
+/* The value csv_monitor recorded for @tag_file at step 2. */
+static guint64
+csv_step2 (const gchar *dir, const gchar *tag_file)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree gchar *path = g_build_filename (dir, "job", tag_file, NULL);
+  g_autofree gchar *text = NULL;
+  g_auto(GStrv) lines = NULL;
+
+  g_assert_true (g_file_get_contents (path, &text, NULL, &error));
+  g_assert_no_error (error);
+  lines = g_strsplit (text, "\n", -1);
+  for (guint i = 0; lines[i] != NULL; i++)
+    if (g_str_has_prefix (lines[i], "2,"))
+      return (guint64) g_ascii_strtod (lines[i] + 2, NULL);
+  g_assert_not_reached ();
+}
+
+static void
+rm_rf (const gchar *path)
+{
+  if (g_file_test (path, G_FILE_TEST_IS_DIR))
+    {
+      g_autoptr(GDir) d = g_dir_open (path, 0, NULL);
+      const gchar *name;
+
+      while (d != NULL && (name = g_dir_read_name (d)) != NULL)
+        {
+          g_autofree gchar *child = g_build_filename (path, name, NULL);
+
+          rm_rf (child);
+        }
+      g_rmdir (path);
+    }
+  else
+    g_remove (path);
 }
 
 static void
@@ -208,7 +258,9 @@ test_case (gconstpointer data)
       g_autofree gchar *dir = g_dir_make_tmp ("mixprec-comm-bytes-XXXXXX", &error);
       g_autofree gchar *out = g_build_filename (dir, "bytes", NULL);
       g_autofree gchar *out_var = g_strdup_printf ("MIXPREC_TEST_OUT=%s", out);
-      g_autofree gchar *json_var = g_strdup_printf ("MIXPREC_TEST_JSON=%s", json);
+      g_autofree gchar *csv_dir = g_build_filename (dir, "csv", NULL);
+      g_autofree gchar *child_json = case_json_monitored (c, csv_dir);
+      g_autofree gchar *json_var = g_strdup_printf ("MIXPREC_TEST_JSON=%s", child_json);
       const gchar *env[] = { "MIXPREC_TEST_COMM_BYTES_CHILD=1", "UCX_NET_DEVICES=lo", out_var,
                              json_var, NULL };
       g_autoptr(MixprecCommBytes) plan = NULL;
@@ -245,7 +297,14 @@ test_case (gconstpointer data)
             }
           g_remove (file);
         }
-      g_rmdir (dir);
+      g_assert_cmpuint (csv_step2 (csv_dir, "Comm_allgather_bytes.csv"), ==, want[0]);
+      g_assert_cmpuint (csv_step2 (csv_dir, "Comm_reducescatter_bytes.csv"), ==, want[1]);
+      g_assert_cmpuint (csv_step2 (csv_dir, "Comm_scalar_bytes.csv"), ==, want[2]);
+      g_assert_cmpuint (csv_step2 (csv_dir, "Comm_other_bytes.csv"), ==, 0);
+      g_assert_cmpuint (csv_step2 (csv_dir, "Comm_total_bytes.csv"), ==, want[4]);
+      g_assert_cmpuint (csv_step2 (csv_dir, "Comm_intra_host_bytes.csv"), ==, want[4]);
+      g_assert_cmpuint (csv_step2 (csv_dir, "Comm_inter_host_bytes.csv"), ==, 0);
+      rm_rf (dir);
     }
 }
 

@@ -682,7 +682,10 @@ tests_test_comm_bytes_SOURCES = \
 tests_test_comm_bytes_LDADD = $(tests_public_ldadd)
 EXTRA_tests_test_comm_bytes_DEPENDENCIES = plugins/mixprec-comm-ucx.la
 TESTS += tests/test-comm-bytes
+# the same counts split by host, on 3 network-namespace hosts (root only)
+TESTS += tests/test-comm-bytes-netns.sh
 endif
+EXTRA_DIST += tests/test-comm-bytes-netns.sh
 
 # --- ZeRO++ quantized gradients (qgZ) and LoCo at ZeRO-3 on 2 and 3 ranks:
 # the reduced slices bit for bit against an independent dequantize-sum,

@@ -235,7 +235,8 @@ check_hosts (guint   world_size,
  * backward pass of every micro-step each gather every non-persistent unit
  * once (qwZ: int8 codes with DeepSpeed's FP32 block scales); after the
  * step ZeRO-1/2 gather the updated working copies once, ZeRO-3 the
- * persistent units; and the step agrees on the gradient norm by gathering
+ * persistent units, and without ZeRO every rank gathers the reduced
+ * gradients back in the dtype the optimizer reads; and the step agrees on the gradient norm by gathering
  * each rank's sum-of-squares blocks (8 bytes per 4096 elements of a
  * slice). A trainer that keeps units gathered from the forward to the
  * backward pass (`stage3_max_reuse_distance`) sends fewer. The intra- and
@@ -285,7 +286,9 @@ mixprec_comm_bytes_plan_new (MixprecConfig *config,
  * DeepSpeed's figures for the same configuration, per rank and optimizer
  * step, from the ZeRO and ZeRO++ papers' accounting: each collective over
  * the world moves (W - 1) / W Ψ elements per rank, (R - 1) / W Ψ of it to
- * the own host. ZeRO-1 reduces the gradients once per step, ZeRO-2 and 3
+ * the own host. Without ZeRO the gradients are all-reduced once per step,
+ * twice that volume (a reduce-scatter and an all-gather). ZeRO-1 reduces
+ * the gradients once per step, ZeRO-2 and 3
  * every micro-step, in the communication dtype; ZeRO-1/2 all-gather the
  * updated working weights once; ZeRO-3 all-gathers them in the forward
  * and in the backward pass of every micro-step, in the working dtype.
@@ -325,8 +328,6 @@ mixprec_comm_bytes_plan_new_deepspeed (MixprecConfig *config,
   if (probe == NULL)
     return NULL;
   stage = world_size > 1 ? mixprec_config_get_zero_stage (config) : 0;
-  if (stage == 0)
-    return mixprec_comm_bytes_copy (&(MixprecCommBytes) { 0 });
   r = ranks_per_host;
   intra = (r - 1) / w * psi;
   inter = (w - r) / w * psi;
@@ -335,6 +336,14 @@ mixprec_comm_bytes_plan_new_deepspeed (MixprecConfig *config,
   weight = mixprec_dtype_get_size (dt.working);
   if (stage >= 3 && _mixprec_config_get_zero_quantized_gradients (config))
     grad = 0.5;
+  if (stage == 0)
+    {
+      /* data parallelism: one all-reduce of the gradients per step */
+      sent[_MIXPREC_COMM_GRADIENTS][0] = (guint64) (2 * grad * intra);
+      sent[_MIXPREC_COMM_GRADIENTS][1] = (guint64) (2 * grad * inter);
+      fill (&out, sent);
+      return mixprec_comm_bytes_copy (&out);
+    }
   sent[_MIXPREC_COMM_GRADIENTS][0] = (guint64) (gas * grad * intra);
   sent[_MIXPREC_COMM_GRADIENTS][1] = (guint64) (gas * grad * inter);
   if (stage < 3)

@@ -1,6 +1,6 @@
 /* test-comm-bytes.c — the bytes on the wire the engine counts
  * (mixprec_engine_get_comm_bytes()) on 2 and 3 ranks on 127.0.0.1 through
- * comm-ucx, at ZeRO-1, 2 and 3, with and without ZeRO++ qwZ and qgZ.
+ * comm-ucx, at ZeRO-0, 1, 2 and 3, with and without ZeRO++ qwZ and qgZ.
  *
  * Each rank trains two steps of a model of four parameters, which the
  * layout packs into one unit padded to a multiple of W x 4096 elements,
@@ -9,12 +9,13 @@
  * step's counts must equal what these rules give, worked out here from
  * the layout and the wire formats, not from the library:
  *
- *   all_gather      ZeRO-1/2: (W-1) slice x working size, once (the
- *                   updated weights); ZeRO-3: twice per micro-step,
+ *   all_gather      ZeRO-0: none; ZeRO-1/2: (W-1) slice x working size,
+ *                   once (the updated weights); ZeRO-3: twice per micro-step,
  *                   (W-1) slice x working size, qwZ (W-1) (slice + 4 g)
  *                   with g DeepSpeed's block count for the slice
  *   reduce_scatter  per micro-step (W-1) slice x wire size, qgZ
- *                   (W-1) ceil (slice / 512) x (256 + 4)
+ *                   (W-1) ceil (slice / 512) x (256 + 4); ZeRO-0 adds the
+ *                   reduced slices gathered back in FP32, (W-1) slice x 4
  *   scalars         (W-1) ceil (slice / 4096) x 8 (norm blocks as doubles)
  *   other           0; everything intra-host (one host)
  *
@@ -234,9 +235,15 @@ expected (const Case *c, guint world, guint64 *f)
   slice = padded / world;
   if (c->stage >= 3)
     gather = 2 * c->gas * peers * (c->qwz ? slice + 4 * qwz_groups (slice) : slice * wsize);
-  else
+  else if (c->stage >= 1)
     gather = peers * slice * wsize;
+  else
+    gather = 0;
   reduce = c->gas * peers * (c->qgz ? (slice + 511) / 512 * (256 + 4) : slice * wsize);
+  /* ZeRO-0: the reduced slices gathered back to every rank, in FP32 (the
+   * accumulation dtype the optimizer reads) */
+  if (c->stage == 0)
+    reduce += peers * slice * 4;
   memset (f, 0, sizeof (guint64) * N_FIELDS);
   f[0] = gather;
   f[1] = reduce;
@@ -336,6 +343,7 @@ test_plan_hosts (void)
 }
 
 static const Case cases[] = {
+  { "zero0-bf16", 0, TRUE, FALSE, FALSE, 1 },
   { "zero1-bf16", 1, TRUE, FALSE, FALSE, 1 },
   { "zero2-bf16", 2, TRUE, FALSE, FALSE, 1 },
   { "zero2-fp32", 2, FALSE, FALSE, FALSE, 1 },

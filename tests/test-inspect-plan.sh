@@ -13,7 +13,7 @@ fail=0
 ok () { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fail=1; fi; }
 field () { awk -v k="$1" '$0 ~ "^  " k " " { for (i = 1; i <= NF; i++) if ($i == "bytes") { print $(i - 1); exit } }' "$2"; }
 
-echo "1..30"
+echo "1..31"
 
 # FP32, one process, AdamW: working 4 + gradient 4 + two state slots 8.
 "$inspect" --plan --params 1000 >"$tmp/fp32" 2>&1
@@ -326,6 +326,15 @@ ok $? "wire: qwZ and qgZ cut the gathers to int8 and the reductions to int4, wit
   grep -q "not planned: zero_optimization.zero_hpz_partition_size" "$tmp/hpz" &&
   grep -q "DeepSpeed: all-gather $((1200000 * 2 / 6 + 1200000 * 3 / 6 + 1200000 * 2 / 3)) (inter $((1200000 * 3 / 6)))" "$tmp/hpz"
 ok $? "wire: DeepSpeed's hpZ keeps the backward gather inside the host"
+
+# Without ZeRO (bf16, 4 ranks): the gradients are reduce-scattered in
+# bf16 and gathered back in FP32, (W-1) slice x (2 + 4), against
+# DeepSpeed's all-reduce, 2 (W-1)/W Psi x 2; no weights move.
+"$inspect" --plan --params 1000000 --world 4 --set bf16.enabled=true >"$tmp/z0" 2>&1 &&
+  [ "$(wire 'reduce-scatter' "$tmp/z0" bytes)" = $((3 * 253952 * 6)) ] &&
+  [ "$(wire 'reduce-scatter' "$tmp/z0" ds)" = 3000000 ] &&
+  [ "$(wire 'all-gather' "$tmp/z0" bytes)" = 0 ]
+ok $? "wire: ZeRO-0 reduces and gathers back the gradients, DeepSpeed all-reduces them"
 
 # Bad host counts are refused.
 "$inspect" --plan --params 1000 --world 6 --hosts 4 >"$tmp/bad" 2>&1

@@ -686,6 +686,11 @@ TESTS += tests/test-comm-bytes
 TESTS += tests/test-comm-bytes-netns.sh
 endif
 EXTRA_DIST += tests/test-comm-bytes-netns.sh
+# the plan and the count through GObject Introspection
+EXTRA_DIST += tests/test-comm-bytes-gi.py
+if HAVE_PYTHON_GI
+TESTS += tests/test-comm-bytes-gi.py
+endif
 
 # --- ZeRO++ quantized gradients (qgZ) and LoCo at ZeRO-3 on 2 and 3 ranks:
 # the reduced slices bit for bit against an independent dequantize-sum,

@@ -812,12 +812,11 @@ describe_call (const Call *call)
  * _mixprec_comm_get_sent() for the rule), split by where the peers are. */
 static void
 count_sent (MixprecComm *self,
-            const Call  *call)
+            const Call  *call,
+            gint         cls)
 {
-  gint cls = self->next_class;
   guint64 w = self->world_size, local = self->local_peers, bytes, intra, inter;
 
-  self->next_class = -1;
   if (cls < 0)
     cls = call->kind == CALL_REDUCE_SCATTER || call->kind == CALL_ALL_TO_ALL
             ? _MIXPREC_COMM_GRADIENTS
@@ -863,7 +862,10 @@ run_call (MixprecComm  *self,
   MixprecPluginDType dtype = (MixprecPluginDType) call->dtype;
   MixprecPluginReduceOp op = (MixprecPluginReduceOp) call->op;
   int status = MIXPREC_PLUGIN_OK;
+  gint cls = self->next_class;
 
+  /* the class set for this call, and for no later one */
+  self->next_class = -1;
   if (!check_call (self, call, error))
     return FALSE;
   description = describe_call (call);
@@ -904,7 +906,7 @@ run_call (MixprecComm  *self,
   errbuf[sizeof errbuf - 1] = '\0';
   if (!_mixprec_comm_check_status (self, status, errbuf, description, error))
     return FALSE;
-  count_sent (self, call);
+  count_sent (self, call, cls);
   if (what != NULL)
     *what = g_steal_pointer (&description);
   return TRUE;
@@ -1319,6 +1321,9 @@ void
 _mixprec_comm_count_next_as (MixprecComm        *self,
                              _MixprecCommClass   cls)
 {
+  /* NULL: one process, where nothing is sent or counted */
+  if (self == NULL)
+    return;
   g_return_if_fail (MIXPREC_IS_COMM (self));
 
   self->next_class = (gint) cls;

@@ -680,7 +680,7 @@ tests_test_comm_bytes_SOURCES = \
 	tests/multiproc.c \
 	tests/multiproc.h
 tests_test_comm_bytes_LDADD = $(tests_public_ldadd)
-EXTRA_tests_test_comm_bytes_DEPENDENCIES = plugins/mixprec-comm-ucx.la
+EXTRA_tests_test_comm_bytes_DEPENDENCIES = plugins/mixprec-comm-ucx.la tools/mixprec-inspect
 TESTS += tests/test-comm-bytes
 # the same counts split by host, on 3 network-namespace hosts (root only)
 TESTS += tests/test-comm-bytes-netns.sh

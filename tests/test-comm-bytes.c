@@ -20,8 +20,10 @@
  *   other           0; everything intra-host (one host)
  *
  * and mixprec_comm_bytes_plan_new() for the same configuration must give
- * the same numbers: the plan is the count of a real run. Rank 0's
- * csv_monitor records them too, as Comm/allgather_bytes and so on. */
+ * the same numbers: the plan is the count of a real run. So must what
+ * `mixprec-inspect --plan` prints for a model of one parameter of the
+ * four's total size (the same single unit). Rank 0's csv_monitor records
+ * them too, as Comm/allgather_bytes and so on. */
 #include "config.h"
 
 #include <string.h>
@@ -251,6 +253,65 @@ expected (const Case *c, guint world, guint64 *f)
   f[4] = f[0] + f[1] + f[2];
 }
 
+/* The bytes of row @label that `mixprec-inspect --plan` printed. */
+static guint64
+printed (const gchar *out, const gchar *label)
+{
+  g_autofree gchar *pattern = g_strdup_printf ("^  %s +([0-9]+) bytes", label);
+  g_autoptr(GRegex) re = g_regex_new (pattern, G_REGEX_MULTILINE, 0, NULL);
+  g_autoptr(GMatchInfo) m = NULL;
+  g_autofree gchar *n = NULL;
+
+  g_assert_nonnull (re);
+  if (!g_regex_match (re, out, 0, &m))
+    {
+      g_test_message ("no row '%s' in:\n%s", label, out);
+      g_assert_not_reached ();
+    }
+  n = g_match_info_fetch (m, 1);
+  return g_ascii_strtoull (n, NULL, 10);
+}
+
+/* `mixprec-inspect --plan` for @json on @world ranks, against @want. */
+static void
+check_inspect (const gchar *dir, const gchar *json, guint world, const guint64 *want)
+{
+  const gchar *top = g_getenv ("MIXPREC_TOP_BUILDDIR");
+  g_autoptr(GError) error = NULL;
+  g_autofree gchar *inspect = NULL;
+  g_autofree gchar *config = g_build_filename (dir, "config.json", NULL);
+  g_autofree gchar *world_text = g_strdup_printf ("%u", world);
+  g_autofree gchar *params_text = NULL;
+  g_autofree gchar *out = NULL;
+  guint64 numel = 0;
+  gint status = 0;
+
+  if (top == NULL)
+    {
+      g_test_message ("MIXPREC_TOP_BUILDDIR unset: mixprec-inspect not compared");
+      return;
+    }
+  for (guint k = 0; k < N_PARAMS; k++)
+    numel += sizes[k];
+  params_text = g_strdup_printf ("%" G_GUINT64_FORMAT, numel);
+  inspect = g_build_filename (top, "tools", "mixprec-inspect", NULL);
+  g_assert_true (g_file_set_contents (config, json, -1, &error));
+  {
+    const gchar *argv[] = { inspect, "--plan", "--params", params_text, "--world", world_text,
+                            "--config", config, NULL };
+
+    g_assert_true (g_spawn_sync (NULL, (gchar **) argv, NULL, G_SPAWN_STDERR_TO_DEV_NULL, NULL,
+                                 NULL, &out, NULL, &status, &error));
+  }
+  g_assert_no_error (error);
+  g_assert_true (g_spawn_check_wait_status (status, NULL));
+  g_assert_cmpuint (printed (out, "all-gather \\(weights\\)"), ==, want[0]);
+  g_assert_cmpuint (printed (out, "reduce-scatter \\(gradients\\)"), ==, want[1]);
+  g_assert_cmpuint (printed (out, "scalars \\(norm agreement\\)"), ==, want[2]);
+  g_assert_cmpuint (printed (out, "wire total"), ==, want[4]);
+  g_remove (config);
+}
+
 static void
 test_case (gconstpointer data)
 {
@@ -311,6 +372,7 @@ test_case (gconstpointer data)
       g_assert_cmpuint (csv_step2 (csv_dir, "Comm_total_bytes.csv"), ==, want[4]);
       g_assert_cmpuint (csv_step2 (csv_dir, "Comm_intra_host_bytes.csv"), ==, want[4]);
       g_assert_cmpuint (csv_step2 (csv_dir, "Comm_inter_host_bytes.csv"), ==, 0);
+      check_inspect (dir, json, world, want);
       rm_rf (dir);
     }
 }

@@ -75,6 +75,15 @@ bench_bench_fp8_gather_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests
 bench_bench_fp8_gather_LDADD = libmixprec/libmixprec.la $(MIXPREC_DEPS_LIBS)
 EXTRA_DIST += bench/run-bench-fp8-gather.sh
 
+# --- zeropp-bytes: bytes on the wire per step per rank and step time of
+# ZeRO-3 for fp32, bf16 + FP32 sums, qwZ+qgZ and qwZ+qgZ+hpZ, beside
+# DeepSpeed's ratios (bench/run-bench-zeropp-bytes.sh)
+bench_programs += bench/bench-zeropp-bytes
+bench_bench_zeropp_bytes_SOURCES = bench/bench-zeropp-bytes.c tests/multiproc.c tests/multiproc.h
+bench_bench_zeropp_bytes_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests
+bench_bench_zeropp_bytes_LDADD = libmixprec/libmixprec.la $(MIXPREC_DEPS_LIBS)
+EXTRA_DIST += bench/run-bench-zeropp-bytes.sh
+
 # --- optim-states: the AdamW step for each optimizer-state representation
 # (fp32, bf16, scaled fp16 / bf16 / fp8, int8, int4) and each master
 # representation (fp32, remainder, kahan, none) beside the revision-2

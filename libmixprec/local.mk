@@ -142,6 +142,7 @@ mixprec_sources += \
 	libmixprec/mixprec-engine-reduce.c \
 	libmixprec/mixprec-engine-represent.c \
 	libmixprec/mixprec-engine-memory.c \
+	libmixprec/mixprec-engine-comm-bytes.c \
 	libmixprec/mixprec-engine-step.c \
 	libmixprec/mixprec-engine-zero3.c \
 	libmixprec/mixprec-engine-zeropp.c \

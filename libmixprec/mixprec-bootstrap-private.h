@@ -78,6 +78,7 @@ struct _MixprecBootstrap
   guint local_world_size;
   gboolean local_from_hosts;    /* see MixprecBootstrapSettings */
   gboolean local_rank_given;
+  guint32 *hosts;               /* per rank, its host as the lowest rank on it; NULL: unknown */
   guint timeout_ms;
   const gchar *source;
   gchar *master_addr;
@@ -156,5 +157,10 @@ gboolean _mixprec_bootstrap_peer_gather (MixprecBootstrap *self,
 /* The table handed to a communicator's init(); ctx is @self, and the
  * functions write the GError message into errbuf. Owned by @self. */
 const MixprecBootstrapV1 *_mixprec_bootstrap_get_vtable (MixprecBootstrap *self);
+/* Rank @rank's host as the lowest rank on the same host (by host name, as
+ * the rendezvous learnt them); @rank itself when the bootstrap does not
+ * know (a world of one, or before the rendezvous). */
+guint        _mixprec_bootstrap_get_host    (MixprecBootstrap         *self,
+                                             guint                     rank);
 
 G_END_DECLS

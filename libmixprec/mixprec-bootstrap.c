@@ -153,6 +153,14 @@ _mixprec_bootstrap_apply_hosts (MixprecBootstrap *self,
   guint32 mine;
   guint before = 0, count = 0;
 
+  /* Kept for the byte counts of communicators (intra- or inter-host). */
+  if (len == (gsize) self->world_size * 4)
+    {
+      g_free (self->hosts);
+      self->hosts = g_new (guint32, self->world_size);
+      for (guint r = 0; r < self->world_size; r++)
+        self->hosts[r] = _mixprec_wire_get_u32 (ids + (gsize) r * 4);
+    }
   if (!self->local_from_hosts || len != (gsize) self->world_size * 4)
     return;
   mine = _mixprec_wire_get_u32 (ids + (gsize) self->rank * 4);
@@ -169,6 +177,15 @@ _mixprec_bootstrap_apply_hosts (MixprecBootstrap *self,
       self->local_rank = before;
       self->local_world_size = count;
     }
+}
+
+guint
+_mixprec_bootstrap_get_host (MixprecBootstrap *self,
+                             guint             rank)
+{
+  if (self->hosts == NULL || rank >= self->world_size)
+    return rank;
+  return self->hosts[rank];
 }
 
 /* Rank 0 listens on a loopback address although the rendezvous host was
@@ -334,6 +351,7 @@ mixprec_bootstrap_finalize (GObject *object)
   g_clear_pointer (&self->secret, g_bytes_unref);
   g_clear_error (&self->failure);
   g_free (self->master_addr);
+  g_free (self->hosts);
 
   G_OBJECT_CLASS (mixprec_bootstrap_parent_class)->finalize (object);
 }

@@ -39,6 +39,33 @@ MixprecCommRequest  *_mixprec_comm_all_to_all_start (MixprecComm   *self,
                                                      gsize          bytes,
                                                      GError       **error);
 
+/* What a communicator counts of the bytes this rank sends, by class.
+ * Bytes sent: the payload this rank hands to other ranks when each
+ * collective moves data directly between ranks (the bandwidth-optimal
+ * count, whatever algorithm the backend runs): all_gather and
+ * reduce_scatter (W - 1) x count x element size, all_to_all (W - 1) x the
+ * bytes per rank, all_reduce 2 (W - 1) / W x the buffer (a reduce-scatter
+ * then an all-gather), broadcast (W - 1) x the buffer on the root and
+ * nothing elsewhere, barrier nothing; each peer's share counted as
+ * intra-host ([0]) or inter-host ([1]) by the hosts the bootstrap learnt.
+ * A collective counts under the class set by count_next_as() just before
+ * it, else by kind: reduce_scatter and all_to_all GRADIENTS, all_reduce
+ * SCALARS, the rest OTHER. The counts only grow. */
+typedef enum {
+  _MIXPREC_COMM_WEIGHTS,       /* all-gathers of working weights */
+  _MIXPREC_COMM_GRADIENTS,     /* reduce-scatters / all-to-alls of gradients */
+  _MIXPREC_COMM_SCALARS,       /* norms, amaxes, flags, statistics */
+  _MIXPREC_COMM_OTHER,
+  _MIXPREC_COMM_N_CLASSES
+} _MixprecCommClass;
+
+void                 _mixprec_comm_count_next_as    (MixprecComm        *self,
+                                                     _MixprecCommClass   cls);
+void                 _mixprec_comm_get_sent         (MixprecComm        *self,
+                                                     guint64             sent[_MIXPREC_COMM_N_CLASSES][2]);
+/* Other ranks on this rank's host. */
+guint                _mixprec_comm_get_local_peers  (MixprecComm        *self);
+
 /* The feature a communicator runs on (transfer none). */
 MixprecFeature      *_mixprec_comm_get_feature      (MixprecComm *self);
 

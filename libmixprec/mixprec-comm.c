@@ -84,6 +84,11 @@ struct _MixprecComm
   guint timeout_ms;
   gint aborted;                 /* atomic */
   GMutex lock;                  /* one plugin call at a time, abort() excepted */
+  /* The bytes this rank sent, per class and [0] to ranks on its own host,
+   * [1] to ranks on other hosts (_mixprec_comm_get_sent()). */
+  guint local_peers;            /* other ranks on this rank's host */
+  gint next_class;              /* the class of the next collective; -1: by kind */
+  guint64 sent[_MIXPREC_COMM_N_CLASSES][2];
 };
 
 G_DEFINE_FINAL_TYPE (MixprecComm, mixprec_comm, G_TYPE_OBJECT)
@@ -388,6 +393,11 @@ _mixprec_comm_new_on_stream (MixprecBootstrap  *bootstrap,
       self->rank = 0;
       self->world_size = 1;
     }
+  self->next_class = -1;
+  for (guint r = 0; bootstrap != NULL && r < self->world_size; r++)
+    if (r != self->rank &&
+        _mixprec_bootstrap_get_host (bootstrap, r) == _mixprec_bootstrap_get_host (bootstrap, self->rank))
+      self->local_peers++;
   self->timeout_ms = timeout_ms;
   if (self->timeout_ms == 0 && bootstrap != NULL)
     self->timeout_ms = mixprec_bootstrap_get_timeout (bootstrap);
@@ -798,6 +808,46 @@ describe_call (const Call *call)
                           call->count == 1 ? "" : "s");
 }
 
+/* Adds what @call sends from this rank to the counts of its class (see
+ * _mixprec_comm_get_sent() for the rule), split by where the peers are. */
+static void
+count_sent (MixprecComm *self,
+            const Call  *call,
+            gint         cls)
+{
+  guint64 w = self->world_size, local = self->local_peers, bytes, intra, inter;
+
+  if (cls < 0)
+    cls = call->kind == CALL_REDUCE_SCATTER || call->kind == CALL_ALL_TO_ALL
+            ? _MIXPREC_COMM_GRADIENTS
+            : call->kind == CALL_ALL_REDUCE ? _MIXPREC_COMM_SCALARS : _MIXPREC_COMM_OTHER;
+  if (w < 2 || call->kind == CALL_BARRIER)
+    return;
+  bytes = call->kind == CALL_ALL_TO_ALL ? call->count
+                                        : call->count * mixprec_dtype_get_size (call->dtype);
+  switch (call->kind)
+    {
+    case CALL_ALL_REDUCE:
+      /* a reduce-scatter then an all-gather: 2 n / W to each peer */
+      intra = 2 * bytes * local / w;
+      inter = 2 * bytes * (w - 1) / w - intra;
+      break;
+    case CALL_BROADCAST:
+      intra = self->rank == call->root ? bytes * local : 0;
+      inter = self->rank == call->root ? bytes * (w - 1 - local) : 0;
+      break;
+    case CALL_REDUCE_SCATTER:
+    case CALL_ALL_GATHER:
+    case CALL_ALL_TO_ALL:
+    default:
+      intra = bytes * local;
+      inter = bytes * (w - 1 - local);
+      break;
+    }
+  self->sent[cls][0] += intra;
+  self->sent[cls][1] += inter;
+}
+
 /* Checks @call and hands it to the plugin: blocking when @request is NULL,
  * otherwise started, with the plugin's request in *request. */
 static gboolean
@@ -812,7 +862,10 @@ run_call (MixprecComm  *self,
   MixprecPluginDType dtype = (MixprecPluginDType) call->dtype;
   MixprecPluginReduceOp op = (MixprecPluginReduceOp) call->op;
   int status = MIXPREC_PLUGIN_OK;
+  gint cls = self->next_class;
 
+  /* the class set for this call, and for no later one */
+  self->next_class = -1;
   if (!check_call (self, call, error))
     return FALSE;
   description = describe_call (call);
@@ -853,6 +906,7 @@ run_call (MixprecComm  *self,
   errbuf[sizeof errbuf - 1] = '\0';
   if (!_mixprec_comm_check_status (self, status, errbuf, description, error))
     return FALSE;
+  count_sent (self, call, cls);
   if (what != NULL)
     *what = g_steal_pointer (&description);
   return TRUE;
@@ -1261,4 +1315,33 @@ _mixprec_comm_all_to_all_start (MixprecComm   *self,
 
   CHECK_BUFFERS (send, recv, bytes, NULL);
   return run_started (self, &call, error);
+}
+
+void
+_mixprec_comm_count_next_as (MixprecComm        *self,
+                             _MixprecCommClass   cls)
+{
+  /* NULL: one process, where nothing is sent or counted */
+  if (self == NULL)
+    return;
+  g_return_if_fail (MIXPREC_IS_COMM (self));
+
+  self->next_class = (gint) cls;
+}
+
+void
+_mixprec_comm_get_sent (MixprecComm *self,
+                        guint64      sent[_MIXPREC_COMM_N_CLASSES][2])
+{
+  g_return_if_fail (MIXPREC_IS_COMM (self));
+
+  memcpy (sent, self->sent, sizeof self->sent);
+}
+
+guint
+_mixprec_comm_get_local_peers (MixprecComm *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_COMM (self), 0);
+
+  return self->local_peers;
 }

@@ -10,6 +10,7 @@
 
 #include "mixprec.h"
 #include "mixprec-engine-impl-private.h"
+#include "mixprec-comm-private.h"
 
 /* Gathers @n doubles from every rank, in rank order, over @comm (as raw
  * bytes: the comm moves floats, and gathering is exact). */
@@ -25,6 +26,7 @@ gather_doubles (MixprecEngine *self,
 
   if (!_mixprec_engine_before_comm (self, error))
     return FALSE;
+  _mixprec_comm_count_next_as (comm, _MIXPREC_COMM_SCALARS);
   if (!mixprec_comm_all_gather (comm, mine, all, n * 2, MIXPREC_DTYPE_FLOAT32, &local))
     return _mixprec_engine_comm_failed (error, local, "agreeing on the gradient norm");
   return TRUE;

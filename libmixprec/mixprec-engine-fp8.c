@@ -60,6 +60,7 @@
 #include "mixprec.h"
 #include "mixprec-config-private.h"
 #include "mixprec-engine-impl-private.h"
+#include "mixprec-comm-private.h"
 #include "mixprec-engine-private.h"
 #include "mixprec-fp8-private.h"
 #include "mixprec-parallel-private.h"
@@ -524,6 +525,7 @@ _mixprec_engine_gather_bytes (MixprecEngine *self, const guint8 *local, guint8 *
                    "%s: %" G_GUINT64_FORMAT " bytes per rank is odd", what, n_per_rank);
       return FALSE;
     }
+  _mixprec_comm_count_next_as (self->comm, _MIXPREC_COMM_WEIGHTS);
   if (!mixprec_comm_all_gather (self->comm, local, whole, n_per_rank / 2, MIXPREC_DTYPE_FLOAT16,
                                 &failure))
     return _mixprec_engine_comm_failed (error, failure, what);

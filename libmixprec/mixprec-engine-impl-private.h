@@ -374,6 +374,9 @@ struct _MixprecEngine
   /* FP8 (mixprec-engine-fp8.c). */
   MixprecFp8Recipe *fp8_recipe;  /* the config's, or NULL */
   guint64 gathered_bytes;    /* ZeRO-3: bytes every gather() assembled */
+  guint64 comm_mark[4][2];   /* the communicator's sent counts at the last step
+                                (mixprec-engine-comm-bytes.c) */
+  MixprecCommBytes comm_bytes;  /* what the last step sent */
 
   /* What the steps tell (mixprec-engine-monitor.c); monitors on rank 0. */
   guint64 steps_per_print;   /* 0: no progress messages */
@@ -440,6 +443,7 @@ MixprecEngine * _mixprec_engine_new_internal (MixprecConfig *config,
  * training would, and the dtypes of a "Linear" parameter under it
  * (@dt): what memory plans and planned layouts start from
  * (mixprec-engine-memory.c). */
+void           _mixprec_engine_take_comm_bytes (MixprecEngine *self);
 MixprecEngine * _mixprec_engine_probe_model (MixprecConfig       *config,
                                              guint                world,
                                              _MixprecParamDTypes *dt,

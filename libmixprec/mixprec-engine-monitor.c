@@ -19,6 +19,15 @@
 #define TAG_LR "Train/Steps/lr"
 #define TAG_GRAD_NORM "Train/Steps/grad_norm"
 #define TAG_SKIPPED "Train/Steps/skipped_steps"
+/* The bytes this rank sent during the step (MixprecCommBytes), recorded
+ * when there is more than one rank. */
+#define TAG_COMM_ALL_GATHER "Comm/allgather_bytes"
+#define TAG_COMM_REDUCE_SCATTER "Comm/reducescatter_bytes"
+#define TAG_COMM_SCALARS "Comm/scalar_bytes"
+#define TAG_COMM_OTHER "Comm/other_bytes"
+#define TAG_COMM_TOTAL "Comm/total_bytes"
+#define TAG_COMM_INTRA_HOST "Comm/intra_host_bytes"
+#define TAG_COMM_INTER_HOST "Comm/inter_host_bytes"
 
 gboolean
 _mixprec_engine_open_monitors (MixprecEngine *self,
@@ -283,22 +292,29 @@ log_step_messages (MixprecEngine           *self,
     }
 }
 
-void
-_mixprec_engine_report_step (MixprecEngine           *self,
-                             const MixprecStepResult *r,
-                             gboolean                 overflow)
+static void
+record_step (MixprecEngine           *self,
+             const MixprecStepResult *r)
 {
+  const MixprecCommBytes *c = &self->comm_bytes;
   const Scalar scalars[] = {
     { TAG_LOSS_SCALE, r->loss_scale },
     { TAG_LR, r->lr },
     { TAG_GRAD_NORM, r->grad_norm },
     { TAG_SKIPPED, (gdouble) r->skipped_steps },
+    { TAG_COMM_ALL_GATHER, (gdouble) c->all_gather },
+    { TAG_COMM_REDUCE_SCATTER, (gdouble) c->reduce_scatter },
+    { TAG_COMM_SCALARS, (gdouble) c->scalars },
+    { TAG_COMM_OTHER, (gdouble) c->other },
+    { TAG_COMM_TOTAL, (gdouble) c->total },
+    { TAG_COMM_INTRA_HOST, (gdouble) (c->total - c->inter_host) },
+    { TAG_COMM_INTER_HOST, (gdouble) c->inter_host },
   };
   GError *error = NULL;
 
-  log_step_messages (self, r, overflow);
-  if ((self->csv != NULL || self->tb != NULL)
-      && !record (self, scalars, G_N_ELEMENTS (scalars), r->step, &error))
+  /* The "Comm/" series only where bytes move. */
+  if (!record (self, scalars, self->comm != NULL && self->world > 1 ? G_N_ELEMENTS (scalars) : 4,
+               r->step, &error))
     {
       /* The step itself succeeded: training goes on, without the
        * monitors, and says so once. */
@@ -307,6 +323,17 @@ _mixprec_engine_report_step (MixprecEngine           *self,
       g_error_free (error);
       _mixprec_engine_close_monitors (self);
     }
+}
+
+void
+_mixprec_engine_report_step (MixprecEngine           *self,
+                             const MixprecStepResult *r,
+                             gboolean                 overflow)
+{
+  _mixprec_engine_take_comm_bytes (self);
+  log_step_messages (self, r, overflow);
+  if (self->csv != NULL || self->tb != NULL)
+    record_step (self, r);
 }
 
 /* ---------------------------------------------------------------- numerics */

@@ -31,6 +31,7 @@
 #include "mixprec-dtype-private.h"
 #include "mixprec-fp8-private.h"
 #include "mixprec-engine-impl-private.h"
+#include "mixprec-comm-private.h"
 #include "mixprec-numerics-private.h"
 #include "mixprec-registry-private.h"
 #include "mixprec-numerics-kernels-private.h"
@@ -714,6 +715,7 @@ agree_records (MixprecEngine *self, struct _MixprecEngineNumerics *nm, GError **
   if (!_mixprec_engine_before_comm (self, error))
     return FALSE;
   /* Raw bytes: the gather moves floats, and gathering is exact. */
+  _mixprec_comm_count_next_as (self->comm, _MIXPREC_COMM_SCALARS);
   if (!mixprec_comm_all_gather (self->comm, nm->records, all, n * 2, MIXPREC_DTYPE_FLOAT32, &local))
     return _mixprec_engine_comm_failed (error, local, "agreeing on the per-tensor numerics");
   for (guint64 s = 0; s < nm->slots->len; s++)

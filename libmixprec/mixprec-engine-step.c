@@ -11,6 +11,7 @@
 
 #include "mixprec.h"
 #include "mixprec-engine-impl-private.h"
+#include "mixprec-comm-private.h"
 #include "mixprec-engine-private.h"
 #include "mixprec-registry-private.h"
 
@@ -677,6 +678,7 @@ step_gathered_windows (MixprecEngine                *self,
 
           if (!_mixprec_engine_before_comm (self, error))
             return FALSE;
+          _mixprec_comm_count_next_as (self->comm, _MIXPREC_COMM_GRADIENTS);
           if (!mixprec_comm_all_gather (self->comm, _mixprec_engine_at (g->accum, g->dtypes.accum, u->local + a),
                                         scratch, w, g->dtypes.accum, &local))
             return _mixprec_engine_comm_failed (error, local, "gathering the reduced gradients");

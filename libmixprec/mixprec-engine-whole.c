@@ -5,6 +5,7 @@
 
 #include "mixprec.h"
 #include "mixprec-engine-impl-private.h"
+#include "mixprec-comm-private.h"
 #include "mixprec-engine-private.h"
 
 /* Collectives started but not waited for, at most this many. */
@@ -41,6 +42,8 @@ _mixprec_engine_gather_slices (MixprecEngine *self,
           if (failure != NULL)
             break;
         }
+      _mixprec_comm_count_next_as (self->comm, flat == g->grad ? _MIXPREC_COMM_GRADIENTS
+                                                                : _MIXPREC_COMM_WEIGHTS);
       req = mixprec_comm_all_gather_start (self->comm, send, _mixprec_engine_flat_at (self, u, flat, dtype, 0),
                                            slice, dtype, &failure);
       if (req != NULL)
@@ -85,6 +88,7 @@ refresh_persistent (MixprecEngine *self,
       send = _mixprec_engine_offload_slice_send (self, g, u, g->working, whole, error);
       if (send == NULL || !_mixprec_engine_before_comm (self, error))
         return FALSE;
+      _mixprec_comm_count_next_as (self->comm, _MIXPREC_COMM_WEIGHTS);
       if (!mixprec_comm_all_gather (self->comm, send, whole, UNIT_SLICE (self, u), g->dtypes.working, &local))
         return _mixprec_engine_comm_failed (error, local, "gathering persistent parameters");
     }

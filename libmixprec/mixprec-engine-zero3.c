@@ -8,6 +8,7 @@
 
 #include "mixprec.h"
 #include "mixprec-engine-impl-private.h"
+#include "mixprec-comm-private.h"
 #include "mixprec-engine-private.h"
 #include "mixprec-parallel-private.h"
 #include "mixprec-registry-private.h"
@@ -91,8 +92,11 @@ start_gather (MixprecEngine *self,
   if (g->zeropp.weights)
     u->zero3.gathering = _mixprec_engine_zeropp_gather_start (self, g, u, &local);
   else
-    u->zero3.gathering = mixprec_comm_all_gather_start (self->comm, send, u->zero3.gathered,
-                                                        UNIT_SLICE (self, u), g->dtypes.working, &local);
+    {
+      _mixprec_comm_count_next_as (self->comm, _MIXPREC_COMM_WEIGHTS);
+      u->zero3.gathering = mixprec_comm_all_gather_start (self->comm, send, u->zero3.gathered,
+                                                            UNIT_SLICE (self, u), g->dtypes.working, &local);
+    }
   if (u->zero3.gathering == NULL)
     {
       _mixprec_engine_free (self, g->device, g_steal_pointer (&u->zero3.gathered));

@@ -161,6 +161,7 @@ _mixprec_engine_zeropp_gather_start (MixprecEngine *self,
                                g->dtypes.working, slice, groups, g->zeropp.weights_format, mine,
                                (gfloat *) (gpointer) (mine + slice));
   /* Bytes, carried as 16-bit words: nothing converts them. */
+  _mixprec_comm_count_next_as (self->comm, _MIXPREC_COMM_WEIGHTS);
   request = mixprec_comm_all_gather_start (self->comm, mine, u->zeropp.wire, u->zeropp.chunk / 2,
                                            MIXPREC_DTYPE_FLOAT16, error);
   if (request == NULL)

@@ -166,6 +166,72 @@ MIXPREC_AVAILABLE_IN_1_1
 void                 mixprec_memory_buffer_free     (MixprecMemoryBuffer       *buffer);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (MixprecMemoryBuffer, mixprec_memory_buffer_free)
 
+/**
+ * MixprecCommBytes:
+ * @all_gather: all-gathers of working weights (ZeRO-3's forward and
+ *   backward gathers, qwZ's int8 codes and block scales, the updated
+ *   weights made whole after a ZeRO-1/2 step, persistent parameters)
+ * @reduce_scatter: reduce-scatters of gradients, and qgZ's all-to-alls of
+ *   int4 codes and block scales
+ * @scalars: the step's agreement (gradient-norm blocks, FP8 amaxes),
+ *   all-reduces, numerics statistics
+ * @other: every other collective (broadcasts, mixprec_engine_gather_master()
+ *   and the like)
+ * @total: the sum of the above
+ * @inter_host: the part of @total sent to ranks on other hosts
+ * @inter_host_all_gather: the part of @all_gather sent to ranks on other
+ *   hosts
+ * @inter_host_reduce_scatter: the part of @reduce_scatter sent to ranks on
+ *   other hosts
+ *
+ * Bytes one rank sends to the other ranks of its data-parallel
+ * communicator, by what they carry. A collective counts what it makes
+ * this rank send when data moves directly between ranks, whatever
+ * algorithm the backend runs: an all-gather or reduce-scatter of n bytes
+ * per rank (W ranks) (W - 1) n, an all-to-all of n bytes per rank
+ * (W - 1) n, an all-reduce of n bytes 2 (W - 1) n / W, a broadcast of
+ * n bytes (W - 1) n on its root and 0 elsewhere. The bytes sent to ranks
+ * on the same host (by host name, as the rendezvous found them) are
+ * intra-host, the others inter-host.
+ *
+ * Since: 1.1
+ */
+typedef struct {
+  guint64 all_gather;
+  guint64 reduce_scatter;
+  guint64 scalars;
+  guint64 other;
+  guint64 total;
+  guint64 inter_host;
+  guint64 inter_host_all_gather;
+  guint64 inter_host_reduce_scatter;
+  /*< private >*/
+  gpointer _mixprec_reserved[4];
+} MixprecCommBytes;
+
+#define MIXPREC_TYPE_COMM_BYTES (mixprec_comm_bytes_get_type ())
+MIXPREC_AVAILABLE_IN_1_1
+GType             mixprec_comm_bytes_get_type (void) G_GNUC_CONST;
+MIXPREC_AVAILABLE_IN_1_1
+MixprecCommBytes *mixprec_comm_bytes_copy     (const MixprecCommBytes *bytes);
+MIXPREC_AVAILABLE_IN_1_1
+void              mixprec_comm_bytes_free     (MixprecCommBytes       *bytes);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (MixprecCommBytes, mixprec_comm_bytes_free)
+
+MIXPREC_AVAILABLE_IN_1_1
+MixprecCommBytes *mixprec_comm_bytes_plan_new (MixprecConfig *config,
+                                               const guint64 *param_sizes,
+                                               guint          n_params,
+                                               guint          world_size,
+                                               guint          ranks_per_host,
+                                               GError       **error);
+MIXPREC_AVAILABLE_IN_1_1
+MixprecCommBytes *mixprec_comm_bytes_plan_new_deepspeed (MixprecConfig *config,
+                                                         guint64        n_params,
+                                                         guint          world_size,
+                                                         guint          ranks_per_host,
+                                                         GError       **error);
+
 MIXPREC_AVAILABLE_IN_1_0
 MixprecMemoryReport *mixprec_memory_plan_new        (MixprecConfig  *config,
                                                      guint64         n_params,
@@ -321,5 +387,7 @@ MixprecNumerics   *mixprec_engine_get_numerics      (MixprecEngine  *self);
 
 MIXPREC_AVAILABLE_IN_1_1
 guint64            mixprec_engine_get_gathered_bytes (MixprecEngine *self);
+MIXPREC_AVAILABLE_IN_1_1
+MixprecCommBytes  *mixprec_engine_get_comm_bytes    (MixprecEngine *self);
 
 G_END_DECLS

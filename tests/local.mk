@@ -685,6 +685,29 @@ EXTRA_tests_test_zeropp_engine_DEPENDENCIES = plugins/mixprec-comm-ucx.la
 TESTS += tests/test-zeropp-engine
 endif
 
+# --- the bytes on the wire the engine counts (mixprec_engine_get_comm_bytes)
+# on 2 and 3 ranks at ZeRO-1/2/3, with and without qwZ/qgZ, against the
+# layout's formula and mixprec_comm_bytes_plan_new() (needs the UCX comm
+# plugin)
+if HAVE_UCX
+check_PROGRAMS += tests/test-comm-bytes
+tests_test_comm_bytes_SOURCES = \
+	tests/test-comm-bytes.c \
+	tests/multiproc.c \
+	tests/multiproc.h
+tests_test_comm_bytes_LDADD = $(tests_public_ldadd)
+EXTRA_tests_test_comm_bytes_DEPENDENCIES = plugins/mixprec-comm-ucx.la tools/mixprec-inspect
+TESTS += tests/test-comm-bytes
+# the same counts split by host, on 3 network-namespace hosts (root only)
+TESTS += tests/test-comm-bytes-netns.sh
+endif
+EXTRA_DIST += tests/test-comm-bytes-netns.sh
+# the plan and the count through GObject Introspection
+EXTRA_DIST += tests/test-comm-bytes-gi.py
+if HAVE_PYTHON_GI
+TESTS += tests/test-comm-bytes-gi.py
+endif
+
 # --- ZeRO++ quantized gradients (qgZ) and LoCo at ZeRO-3 on 2 and 3 ranks:
 # the reduced slices bit for bit against an independent dequantize-sum,
 # within the quantizer's bound (needs the UCX comm plugin)

@@ -13,7 +13,7 @@ fail=0
 ok () { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fail=1; fi; }
 field () { awk -v k="$1" '$0 ~ "^  " k " " { for (i = 1; i <= NF; i++) if ($i == "bytes") { print $(i - 1); exit } }' "$2"; }
 
-echo "1..24"
+echo "1..31"
 
 # FP32, one process, AdamW: working 4 + gradient 4 + two state slots 8.
 "$inspect" --plan --params 1000 >"$tmp/fp32" 2>&1
@@ -251,4 +251,93 @@ JSON
   --set zero_optimization.zeropp_loco_param='{"err_beta": 0.8}' >"$tmp/loco" 2>&1 &&
   [ $(( $(field 'gradient staging' "$tmp/loco") - $(field 'gradient staging' "$tmp/qgz") )) = $((2 * 16384)) ]
 ok $? "LoCo: 2 bytes per padded element of the model on every rank"
+# ---- bytes on the wire per step per rank (mixprec_comm_bytes_plan_new)
+# The row of @1 in @2: "bytes" ours, then the numbers after "intra",
+# "inter" and "DeepSpeed" ("(intra" and "inter" after it for DeepSpeed's).
+wire () {
+  awk -v k="$1" -v w="$3" '$0 ~ "^  " k " " {
+    for (i = 1; i <= NF; i++) {
+      if (w == "bytes" && $i == "bytes") { print $(i - 1); exit }
+      if (w == "intra" && $i == "intra") { print $(i + 1); exit }
+      if (w == "inter" && $i == "inter") { print $(i + 1); exit }
+      if (w == "ds" && $i == "DeepSpeed") { print $(i + 1); exit }
+      if (w == "ds_inter" && $i == "inter" && seen) { v = $(i + 1); sub(/\)/, "", v); print v; exit }
+      if ($i == "DeepSpeed") seen = 1
+    } }' "$2"
+}
+# DeepSpeed's block count for qwZ over a slice of $1 elements.
+qwz_groups () {
+  n=$1; g=$(( (n + 7999) / 8000 ))
+  while [ $((n % (8 * g))) != 0 ]; do g=$((g + 1)); done
+  while [ $((n % (16 * g))) = 0 ] && [ "$n" -gt $((8000 * g)) ]; do g=$((g * 2)); done
+  echo $g
+}
+
+# bf16 ZeRO-3, 10^6 parameters on 3 ranks of one host: padded to 82 *
+# 12288 elements, slices of 335872. Forward and backward gather 2 slices
+# each to the 2 peers, the gradients one reduce-scatter, norm blocks of
+# 4096 as doubles; DeepSpeed: 2 x 2/3 Psi x 2 bytes and 2/3 Psi x 2.
+cat >"$tmp/w3.json" <<'JSON'
+{"bf16": {"enabled": true}, "zero_optimization": {"stage": 3}}
+JSON
+slice=335872
+"$inspect" --plan --params 1000000 --world 3 --config "$tmp/w3.json" >"$tmp/w3" 2>&1 &&
+  [ "$(wire 'all-gather' "$tmp/w3" bytes)" = $((2 * 2 * slice * 2)) ] &&
+  [ "$(wire 'reduce-scatter' "$tmp/w3" bytes)" = $((2 * slice * 2)) ] &&
+  [ "$(wire 'scalars' "$tmp/w3" bytes)" = $((2 * 82 * 8)) ] &&
+  [ "$(wire 'all-gather' "$tmp/w3" inter)" = 0 ] &&
+  [ "$(wire 'all-gather' "$tmp/w3" ds)" = $((2 * (2 * 2000000 / 3))) ] &&
+  [ "$(wire 'reduce-scatter' "$tmp/w3" ds)" = $((2 * 2000000 / 3)) ]
+ok $? "wire: bf16 ZeRO-3 on 3 ranks, two gathers and one reduce-scatter per step, beside DeepSpeed's"
+
+# The same ranks on 3 hosts (--ranks-per-host 1): every byte crosses.
+"$inspect" --plan --params 1000000 --world 3 --ranks-per-host 1 --config "$tmp/w3.json" >"$tmp/w3h" 2>&1 &&
+  [ "$(wire 'wire total' "$tmp/w3h" intra)" = 0 ] &&
+  [ "$(wire 'wire total' "$tmp/w3h" inter)" = "$(wire 'wire total' "$tmp/w3" bytes)" ] &&
+  [ "$(wire 'all-gather' "$tmp/w3h" ds_inter)" = "$(wire 'all-gather' "$tmp/w3h" ds)" ]
+ok $? "wire: one rank per host sends everything across hosts"
+
+# 6 ranks on 3 hosts: 1 of the 5 peers on the own host.
+"$inspect" --plan --params 1000000 --world 6 --hosts 3 --config "$tmp/w3.json" >"$tmp/w6" 2>&1 &&
+  t=$(wire 'wire total' "$tmp/w6" bytes) &&
+  [ "$(wire 'wire total' "$tmp/w6" intra)" = $((t / 5)) ] &&
+  [ "$(wire 'wire total' "$tmp/w6" inter)" = $((t / 5 * 4)) ]
+ok $? "wire: 6 ranks on 3 hosts, a fifth of the bytes stays on the host"
+
+# qwZ + qgZ: int8 codes and DeepSpeed's FP32 block scales per gather,
+# int4 blocks of 512 with an FP32 scale (260 bytes) per reduction;
+# DeepSpeed's figures: 1 byte and half a byte per element.
+g=$(qwz_groups $slice)
+"$inspect" --plan --params 1000000 --world 3 --config "$tmp/w3.json" \
+  --set zero_optimization.zero_quantized_weights=true \
+  --set zero_optimization.zero_quantized_gradients=true >"$tmp/w3q" 2>&1 &&
+  [ "$(wire 'all-gather' "$tmp/w3q" bytes)" = $((2 * 2 * (slice + 4 * g))) ] &&
+  [ "$(wire 'reduce-scatter' "$tmp/w3q" bytes)" = $((2 * (slice / 512) * 260)) ] &&
+  [ "$(wire 'all-gather' "$tmp/w3q" ds)" = $((2 * (1000000 * 2 / 3))) ] &&
+  [ "$(wire 'reduce-scatter' "$tmp/w3q" ds)" = $((1000000 / 3)) ]
+ok $? "wire: qwZ and qgZ cut the gathers to int8 and the reductions to int4, with their scales"
+
+# hpZ (as DeepSpeed runs it, a group per host): its backward gather stays
+# on the host; ours refuses groups smaller than the world, so only
+# DeepSpeed's figures print.
+"$inspect" --plan --params 1200000 --world 6 --hosts 2 --config "$tmp/w3.json" \
+  --set zero_optimization.zero_quantized_weights=true \
+  --set zero_optimization.zero_hpz_partition_size=3 >"$tmp/hpz" 2>&1 &&
+  grep -q "not planned: zero_optimization.zero_hpz_partition_size" "$tmp/hpz" &&
+  grep -q "DeepSpeed: all-gather $((1200000 * 2 / 6 + 1200000 * 3 / 6 + 1200000 * 2 / 3)) (inter $((1200000 * 3 / 6)))" "$tmp/hpz"
+ok $? "wire: DeepSpeed's hpZ keeps the backward gather inside the host"
+
+# Without ZeRO (bf16, 4 ranks): the gradients are reduce-scattered in
+# bf16 and gathered back in FP32, (W-1) slice x (2 + 4), against
+# DeepSpeed's all-reduce, 2 (W-1)/W Psi x 2; no weights move.
+"$inspect" --plan --params 1000000 --world 4 --set bf16.enabled=true >"$tmp/z0" 2>&1 &&
+  [ "$(wire 'reduce-scatter' "$tmp/z0" bytes)" = $((3 * 253952 * 6)) ] &&
+  [ "$(wire 'reduce-scatter' "$tmp/z0" ds)" = 3000000 ] &&
+  [ "$(wire 'all-gather' "$tmp/z0" bytes)" = 0 ]
+ok $? "wire: ZeRO-0 reduces and gathers back the gradients, DeepSpeed all-reduces them"
+
+# Bad host counts are refused.
+"$inspect" --plan --params 1000 --world 6 --hosts 4 >"$tmp/bad" 2>&1
+[ $? = 2 ] && grep -q "does not spread" "$tmp/bad"
+ok $? "--hosts must spread the ranks equally"
 exit $fail

@@ -1,7 +1,9 @@
 /* inspect-plan.c — `mixprec-inspect --plan`: the bytes one rank needs for a
  * model of N parameters under a config's precision mode and ZeRO stage,
  * buffer by buffer, from the arithmetic the engine lays its buffers out
- * with, beside DeepSpeed's formula for the same configuration. */
+ * with, beside DeepSpeed's formula for the same configuration; then the
+ * bytes it sends per optimizer step (mixprec_comm_bytes_plan_new()),
+ * intra- and inter-host, beside DeepSpeed's ZeRO / ZeRO++ figures. */
 #include "config.h"
 
 #include "inspect-private.h"
@@ -73,12 +75,77 @@ print_representation (MixprecConfig *config)
     g_print ("(%s)\n", line->str);
 }
 
+static void
+wire_row (const gchar *what, guint64 ours, guint64 ours_inter, guint64 ds, guint64 ds_inter,
+          gboolean with_ds)
+{
+  g_autofree gchar *size = human (ours);
+
+  g_print ("  %-27s %16" G_GUINT64_FORMAT " bytes  %10s  intra %" G_GUINT64_FORMAT
+           "  inter %" G_GUINT64_FORMAT, what, ours, size, ours - ours_inter, ours_inter);
+  if (with_ds)
+    g_print ("  DeepSpeed %" G_GUINT64_FORMAT " (intra %" G_GUINT64_FORMAT ", inter %"
+             G_GUINT64_FORMAT ")", ds, ds - ds_inter, ds_inter);
+  g_print ("\n");
+}
+
+/* The bytes on the wire per step per rank, ours beside DeepSpeed's. */
+static int
+print_wire (MixprecConfig *config,
+            guint64        n_params,
+            guint          world_size,
+            guint          ranks_per_host)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MixprecCommBytes) ours = NULL;
+  g_autoptr(MixprecCommBytes) ds = NULL;
+  guint per_host = ranks_per_host > 0 ? ranks_per_host : world_size;
+  guint hosts = world_size / per_host;
+
+  g_print ("\nBytes on the wire per optimizer step per rank: %u rank%s on %u host%s (%u per host), "
+           "gradient_accumulation_steps %u\n", world_size, world_size == 1 ? "" : "s", hosts,
+           hosts == 1 ? "" : "s", per_host, mixprec_config_get_gradient_accumulation_steps (config));
+  if (world_size < 2)
+    {
+      g_print ("(one rank: nothing moves)\n");
+      return 0;
+    }
+  ds = mixprec_comm_bytes_plan_new_deepspeed (config, n_params, world_size, per_host, &error);
+  if (ds == NULL)
+    {
+      g_printerr ("mixprec-inspect: %s\n", error->message);
+      return 1;
+    }
+  ours = mixprec_comm_bytes_plan_new (config, &n_params, 1, world_size, per_host, &error);
+  if (ours == NULL)
+    {
+      g_print ("(not planned: %s)\n", error->message);
+      g_print ("  DeepSpeed: all-gather %" G_GUINT64_FORMAT " (inter %" G_GUINT64_FORMAT
+               "), reduce-scatter %" G_GUINT64_FORMAT " (inter %" G_GUINT64_FORMAT ")\n",
+               ds->all_gather, ds->inter_host_all_gather, ds->reduce_scatter,
+               ds->inter_host_reduce_scatter);
+      return 0;
+    }
+  g_print ("(bytes this rank sends; under ZeRO-3 the forward and the backward pass each gather "
+           "every unit once per micro-step)\n");
+  wire_row ("all-gather (weights)", ours->all_gather, ours->inter_host_all_gather,
+            ds->all_gather, ds->inter_host_all_gather, TRUE);
+  wire_row ("reduce-scatter (gradients)", ours->reduce_scatter, ours->inter_host_reduce_scatter,
+            ds->reduce_scatter, ds->inter_host_reduce_scatter, TRUE);
+  wire_row ("scalars (norm agreement)", ours->scalars,
+            ours->inter_host - ours->inter_host_all_gather - ours->inter_host_reduce_scatter,
+            0, 0, FALSE);
+  wire_row ("wire total", ours->total, ours->inter_host, ds->total, ds->inter_host, TRUE);
+  return 0;
+}
+
 int
 inspect_plan (const gchar         *config_path,
               const gchar * const *sets,
               guint64              n_params,
               guint                world_size,
-              guint64              gathered)
+              guint64              gathered,
+              guint                ranks_per_host)
 {
   g_autoptr(GError) error = NULL;
   g_autoptr(MixprecConfig) config = NULL;
@@ -164,5 +231,5 @@ inspect_plan (const gchar         *config_path,
            (gint64) (ds->masters + ds->optimizer_state + ds->gradients +
                      (params_offloaded ? ds->working : 0)));
     }
-  return 0;
+  return print_wire (config, n_params, world_size, ranks_per_host);
 }

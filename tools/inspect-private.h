@@ -16,7 +16,8 @@ int inspect_plan    (const gchar         *config_path,
                      const gchar * const *sets,
                      guint64              n_params,
                      guint                world_size,
-                     guint64              gathered);
+                     guint64              gathered,
+                     guint                ranks_per_host);
 int inspect_checkpoint (const gchar *dir,
                         gboolean     verify);
 

@@ -53,6 +53,9 @@ main (int argc, char **argv)
   g_autofree gchar *params_text = NULL;
   g_autofree gchar *world_text = NULL;
   g_autofree gchar *gathered_text = NULL;
+  g_autofree gchar *hosts_text = NULL;
+  g_autofree gchar *per_host_text = NULL;
+  guint64 plan_hosts = 0, plan_per_host = 0;
   guint64 plan_params = 0;
   guint64 plan_world = 1;
   guint64 plan_gathered = 0;
@@ -86,6 +89,12 @@ main (int argc, char **argv)
     { "gathered", 0, 0, G_OPTION_ARG_STRING, &gathered_text,
       "With --plan under ZeRO-3, the most elements of parameters the trainer holds gathered at "
       "once besides the prefetch window (default: one stage3_prefetch_bucket_size)", "N" },
+    { "hosts", 0, 0, G_OPTION_ARG_STRING, &hosts_text,
+      "With --plan, the number of hosts the --world ranks are spread over, equally (default 1): "
+      "the bytes on the wire split into intra-host and inter-host", "H" },
+    { "ranks-per-host", 0, 0, G_OPTION_ARG_STRING, &per_host_text,
+      "With --plan, the ranks on each host (default: all of them), another way to give --hosts",
+      "R" },
     { "checkpoint", 0, 0, G_OPTION_ARG_FILENAME, &checkpoint_dir,
       "Describe a checkpoint (a folder with manifest.json, or one whose 'latest' names one)", "DIR" },
     { "verify", 0, 0, G_OPTION_ARG_NONE, &verify,
@@ -121,11 +130,13 @@ main (int argc, char **argv)
       return 2;
     }
 
-  if (!plan && (params_text != NULL || world_text != NULL || gathered_text != NULL))
+  if (!plan && (params_text != NULL || world_text != NULL || gathered_text != NULL ||
+                hosts_text != NULL || per_host_text != NULL))
     {
       g_printerr ("mixprec-inspect: --%s only applies to --plan; add --plan to estimate the "
                   "memory of a model of that size\n",
-                  params_text != NULL ? "params" : world_text != NULL ? "world" : "gathered");
+                  params_text != NULL ? "params" : world_text != NULL ? "world" :
+                  gathered_text != NULL ? "gathered" : hosts_text != NULL ? "hosts" : "ranks-per-host");
       return 2;
     }
   if (numerics == NULL && (stat != NULL || top_text != NULL || by != NULL || heatmap != NULL))
@@ -162,8 +173,28 @@ main (int argc, char **argv)
     {
       if (!parse_count ("--params", params_text, 1, G_MAXUINT64, &plan_params) ||
           !parse_count ("--world", world_text, 1, G_MAXUINT, &plan_world) ||
-          !parse_count ("--gathered", gathered_text, 0, G_MAXUINT64, &plan_gathered))
+          !parse_count ("--gathered", gathered_text, 0, G_MAXUINT64, &plan_gathered) ||
+          !parse_count ("--hosts", hosts_text, 1, G_MAXUINT, &plan_hosts) ||
+          !parse_count ("--ranks-per-host", per_host_text, 1, G_MAXUINT, &plan_per_host))
         return 2;
+      if (hosts_text != NULL)
+        {
+          if (plan_world % plan_hosts != 0 ||
+              (per_host_text != NULL && plan_per_host * plan_hosts != plan_world))
+            {
+              g_printerr ("mixprec-inspect: --hosts %" G_GUINT64_FORMAT " does not spread "
+                          "--world %" G_GUINT64_FORMAT " ranks equally%s\n", plan_hosts, plan_world,
+                          per_host_text != NULL ? " at --ranks-per-host" : "");
+              return 2;
+            }
+          plan_per_host = plan_world / plan_hosts;
+        }
+      else if (per_host_text != NULL && plan_world % plan_per_host != 0)
+        {
+          g_printerr ("mixprec-inspect: --ranks-per-host %" G_GUINT64_FORMAT " does not divide "
+                      "--world %" G_GUINT64_FORMAT " into whole hosts\n", plan_per_host, plan_world);
+          return 2;
+        }
       if (argc > 1 || params_text == NULL)
         {
           g_printerr ("mixprec-inspect: --plan needs --params N and optionally --world W "
@@ -171,7 +202,7 @@ main (int argc, char **argv)
           return 2;
         }
       return inspect_plan (config_path, (const gchar * const *) sets, plan_params, (guint) plan_world,
-                           plan_gathered);
+                           plan_gathered, (guint) plan_per_host);
     }
   if (numerics != NULL)
     {

@@ -1,0 +1,101 @@
+#!/bin/sh
+# run-bench-zeropp-bytes.sh — bytes on the wire per optimizer step per rank
+# and the step time of ZeRO-3 on 3 ranks, for fp32, bf16 + FP32 sums,
+# qwZ+qgZ and qwZ+qgZ+hpZ, with their ratios to the bf16 run of the same
+# invocation beside DeepSpeed's (bench/bench-zeropp-bytes.c): first as 3
+# processes on 127.0.0.1, then on 3 "hosts" (one rank in each of 3
+# network namespaces joined by a bridge, each in its own PID and UTS
+# namespace, UCX over TCP on eth0, as tests/test-multihost-netns.sh sets
+# them up), where every byte crosses hosts. The second part needs root,
+# ip (iproute2) and unshare (util-linux); it is skipped, saying why,
+# where any is missing or refused.
+#
+#   bench/run-bench-zeropp-bytes.sh [BUILDDIR]
+#
+# BUILDDIR (default .) holds bench/bench-zeropp-bytes (`make bench`) and
+# the plugins. Environment: LAYERS (default 8), HIDDEN (default 1024:
+# every layer a ZeRO-3 unit of its own), STEPS (default 5).
+set -u
+
+builddir=$(cd "${1:-.}" && pwd)
+bench="$builddir/bench/bench-zeropp-bytes"
+layers=${LAYERS:-8}
+hidden=${HIDDEN:-1024}
+steps=${STEPS:-5}
+
+MIXPREC_PLUGIN_PATH="$builddir/plugins${MIXPREC_PLUGIN_PATH:+:$MIXPREC_PLUGIN_PATH}"
+LD_LIBRARY_PATH="$builddir/libmixprec/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+UCX_LOG_LEVEL=${UCX_LOG_LEVEL:-error}
+export MIXPREC_PLUGIN_PATH LD_LIBRARY_PATH UCX_LOG_LEVEL
+
+[ -x "$bench" ] || { echo "run-bench-zeropp-bytes: $bench is missing (make bench)" >&2; exit 1; }
+
+echo "## 3 processes on 127.0.0.1 (one host)"
+UCX_NET_DEVICES=${UCX_NET_DEVICES:-lo} "$bench" --ranks 3 --layers "$layers" --hidden "$hidden" \
+  --steps "$steps" || exit 1
+
+echo
+echo "## 3 hosts (network namespaces, UCX over TCP)"
+tmp=$(mktemp -d)
+tag="mpb$$"
+hub="$tag-hub"
+made=""
+pids=""
+cleanup () {
+  for pid in $pids; do kill "$pid" 2>/dev/null; done
+  for ns in $made; do ip netns del "$ns" 2>/dev/null; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM HUP
+
+skip () { echo "skipped: $*"; exit 0; }
+[ "$(id -u)" = 0 ] || skip "making network namespaces needs root (running as uid $(id -u))"
+command -v ip >/dev/null 2>&1 || skip "ip (iproute2) is not installed"
+command -v unshare >/dev/null 2>&1 || skip "unshare (util-linux) is not installed"
+setup () {
+  "$@" 2>"$tmp/setup.err" && return 0
+  skip "'$*' was refused: $(head -n 1 "$tmp/setup.err")"
+}
+setup ip netns add "$hub"
+made="$hub"
+setup ip -n "$hub" link add br0 type bridge
+setup ip -n "$hub" link set br0 up
+for r in 0 1 2; do
+  ns="$tag-$r"
+  setup ip netns add "$ns"
+  made="$made $ns"
+  setup ip link add eth0 netns "$ns" type veth peer name "p$r" netns "$hub"
+  setup ip -n "$hub" link set "p$r" master br0
+  setup ip -n "$hub" link set "p$r" up
+  setup ip -n "$ns" addr add "10.77.0.$((r + 1))/24" dev eth0
+  setup ip -n "$ns" link set eth0 up
+  setup ip -n "$ns" link set lo up
+done
+setup ip netns exec "$tag-1" unshare --pid --fork --kill-child --mount-proc --uts true
+
+port=29600
+for mode in "bf16+fp32sum" fp32 "qwZ+qgZ" "qwZ+qgZ+hpZ"; do
+  port=$((port + 1))
+  pids=""
+  for r in 0 1 2; do
+    timeout 600 ip netns exec "$tag-$r" unshare --pid --fork --kill-child --mount-proc --uts \
+      env MIXPREC_RANK="$r" MIXPREC_WORLD_SIZE=3 MIXPREC_LOCAL_RANK=0 MIXPREC_LOCAL_WORLD_SIZE=1 \
+      MIXPREC_MASTER_ADDR=10.77.0.1 MIXPREC_MASTER_PORT="$port" MIXPREC_TIMEOUT=120 \
+      MIXPREC_JOB_SECRET=7a65726f70702062797465732062656e6368206a6f622073656372657421 \
+      UCX_TLS=tcp UCX_NET_DEVICES=eth0 \
+      BENCH_ZPP_RANK="$layers:$hidden:$steps" BENCH_ZPP_MODE="$mode" BENCH_ZPP_OUT_PREFIX="$tmp/$mode" \
+      sh -c 'hostname "host$0" && exec "$@"' "$r" "$bench" >"$tmp/rank$r.out" 2>&1 &
+    pids="$pids $!"
+  done
+  status=0
+  for pid in $pids; do wait "$pid" || status=1; done
+  pids=""
+  if [ $status != 0 ]; then
+    echo "run-bench-zeropp-bytes: mode $mode failed on the namespace hosts:" >&2
+    tail -n 3 "$tmp"/rank*.out >&2
+    exit 1
+  fi
+done
+"$bench" --from "$tmp" --ranks 3 --ranks-per-host 1 --layers "$layers" --hidden "$hidden" \
+  --steps "$steps"

@@ -1,0 +1,147 @@
+#!/bin/sh
+# test-comm-bytes-netns.sh — the engine's byte counts split by host: the
+# child of tests/test-comm-bytes (two ZeRO-3 steps of a small model) as
+# one rank in each of 3 network namespaces, each also in its own PID and
+# UTS namespace with a host name of its own (as tests/test-multihost-netns.sh
+# sets them up), UCX over TCP on eth0. With every peer on another host,
+# every byte a rank sends is inter-host: inter_host must equal the total,
+# and the all-gather and reduce-scatter parts their inter-host parts; the
+# totals must be those of the same run on one host (127.0.0.1), where no
+# byte is inter-host. Needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN), ip and
+# unshare; skips with the reason where any is missing or refused.
+top="$MIXPREC_TOP_BUILDDIR"
+child="$top/tests/test-comm-bytes"
+tmp=$(mktemp -d)
+tag="mpc$$"
+hub="$tag-hub"
+made=""
+pids=""
+
+cleanup () {
+  for pid in $pids; do kill "$pid" 2>/dev/null; done
+  for ns in $made; do ip netns del "$ns" 2>/dev/null; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM HUP
+cd "$tmp" || exit 1
+
+skip () { echo "1..0 # SKIP $*"; exit 0; }
+
+[ -x "$child" ] || skip "$child is not built"
+[ "$(id -u)" = 0 ] || skip "making network namespaces needs root (running as uid $(id -u))"
+command -v ip >/dev/null 2>&1 || skip "ip (iproute2) is not installed"
+command -v unshare >/dev/null 2>&1 || skip "unshare (util-linux) is not installed"
+command -v od >/dev/null 2>&1 || skip "od (coreutils) is not installed"
+
+setup () {
+  "$@" 2>"$tmp/setup.err" && return 0
+  skip "'$*' was refused: $(head -n 1 "$tmp/setup.err")"
+}
+setup ip netns add "$hub"
+made="$hub"
+setup ip -n "$hub" link add br0 type bridge
+setup ip -n "$hub" link set br0 up
+for r in 0 1 2; do
+  ns="$tag-$r"
+  setup ip netns add "$ns"
+  made="$made $ns"
+  setup ip link add eth0 netns "$ns" type veth peer name "p$r" netns "$hub"
+  setup ip -n "$hub" link set "p$r" master br0
+  setup ip -n "$hub" link set "p$r" up
+  setup ip -n "$ns" addr add "10.77.0.$((r + 1))/24" dev eth0
+  setup ip -n "$ns" link set eth0 up
+  setup ip -n "$ns" link set lo up
+done
+setup ip netns exec "$tag-1" unshare --pid --fork --kill-child --mount-proc --uts true
+
+json='{"bf16": {"enabled": true}, "gradient_accumulation_steps": 1, "zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0, "stage3_max_reuse_distance": 0, "zero_quantized_weights": true, "zero_quantized_gradients": true}, "optimizer": {"type": "SGD", "params": {"lr": 0.01}}}'
+secret=636f6d6d2d6279746573206e65746e7320746573742073656372657421
+
+# Rank $1 of 3: in its namespace as host$1 ($2 = "ns"), ranks 0 and 1 in
+# the first namespace as host0 and rank 2 in the second ($2 = "two"), or
+# on 127.0.0.1.
+rank () {
+  r=$1
+  if [ "$2" = ns ]; then
+    set -- ip netns exec "$tag-$r" unshare --pid --fork --kill-child --mount-proc --uts \
+      env MIXPREC_MASTER_ADDR=10.77.0.1 MIXPREC_LOCAL_RANK=0 MIXPREC_LOCAL_WORLD_SIZE=1 \
+      UCX_TLS=tcp UCX_NET_DEVICES=eth0 sh -c 'hostname "host$0" && exec "$1"' "$r" "$child"
+    out="$tmp/ns"
+  elif [ "$2" = two ]; then
+    h=$((r / 2))
+    set -- ip netns exec "$tag-$h" unshare --pid --fork --kill-child --mount-proc --uts \
+      env MIXPREC_MASTER_ADDR=10.77.0.1 MIXPREC_LOCAL_RANK=$((r % 2)) \
+      MIXPREC_LOCAL_WORLD_SIZE=$((2 - h)) UCX_TLS=tcp UCX_NET_DEVICES=eth0 \
+      sh -c 'hostname "host$0" && exec "$1"' "$h" "$child"
+    out="$tmp/two"
+  else
+    set -- env MIXPREC_MASTER_ADDR=127.0.0.1 MIXPREC_LOCAL_RANK="$r" MIXPREC_LOCAL_WORLD_SIZE=3 \
+      UCX_NET_DEVICES=lo "$child"
+    out="$tmp/lo"
+  fi
+  exec timeout 120 env MIXPREC_RANK="$r" MIXPREC_WORLD_SIZE=3 MIXPREC_MASTER_PORT="$port" \
+    MIXPREC_TIMEOUT=60 MIXPREC_JOB_SECRET=$secret UCX_LOG_LEVEL=error \
+    MIXPREC_TEST_COMM_BYTES_CHILD=1 MIXPREC_TEST_JSON="$json" MIXPREC_TEST_OUT="$out" \
+    "$@" >"rank$r.$2.out" 2>&1
+}
+
+run3 () {
+  pids=""
+  for r in 0 1 2; do
+    rank $r "$1" &
+    pids="$pids $!"
+  done
+  status=0
+  for pid in $pids; do wait "$pid" || status=1; done
+  pids=""
+  return $status
+}
+
+# The 8 counts a rank wrote: all_gather reduce_scatter scalars other
+# total inter_host inter_host_all_gather inter_host_reduce_scatter.
+counts () { od -An -v -t u8 "$1" | tr -s ' \n' ' ' | sed 's/^ //; s/ $//'; }
+
+n=0
+fail=0
+ok () { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fail=1; fi; }
+echo "1..5"
+
+port=29591
+run3 lo
+ok $? "3 ranks on 127.0.0.1 run"
+port=29592
+run3 ns
+status=$?
+ok $status "3 ranks on 3 namespace hosts run"
+[ $status = 0 ] || tail -n 3 rank*.ns.out | sed 's/^/# /'
+
+good=0
+for r in 0 1 2; do
+  set -- $(counts "$tmp/lo.$r") x
+  lo_ag=$1 lo_rs=$2 lo_total=$5 lo_inter=$6
+  set -- $(counts "$tmp/ns.$r") x
+  echo "# rank $r: one host: total $lo_total, inter-host $lo_inter; 3 hosts: total $5, inter-host $6 (all-gather $1/$7, reduce-scatter $2/$8)"
+  [ "$lo_inter" = 0 ] && [ "$5" = "$lo_total" ] && [ "$1" = "$lo_ag" ] && [ "$2" = "$lo_rs" ] &&
+    [ "$6" = "$5" ] && [ "$7" = "$1" ] && [ "$8" = "$2" ] && [ "$1" -gt 0 ] && [ "$2" -gt 0 ] ||
+    good=1
+done
+ok $good "every byte inter-host on 3 hosts, none on one, the same totals"
+
+# 2 hosts: ranks 0 and 1 share one, so half their bytes stay on it.
+port=29593
+run3 two
+status=$?
+ok $status "3 ranks on 2 namespace hosts run"
+[ $status = 0 ] || tail -n 3 rank*.two.out | sed 's/^/# /'
+good=0
+for r in 0 1 2; do
+  set -- $(counts "$tmp/two.$r") x
+  want=$5
+  [ $r -lt 2 ] && want=$(($5 / 2))
+  echo "# rank $r on host$((r / 2)): total $5, inter-host $6 (all-gather $7 of $1, reduce-scatter $8 of $2)"
+  [ "$5" -gt 0 ] && [ "$6" = "$want" ] || good=1
+  [ $r -lt 2 ] && { [ "$7" = $(($1 / 2)) ] && [ "$8" = $(($2 / 2)) ] || good=1; }
+done
+ok $good "ranks sharing a host send half their bytes across hosts, the other all of them"
+exit $fail

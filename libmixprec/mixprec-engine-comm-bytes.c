@@ -166,12 +166,14 @@ plan_per_peer (MixprecConfig *config,
         continue;
       blocks += (slice + _MIXPREC_SUMSQ_BLOCK - 1) / _MIXPREC_SUMSQ_BLOCK;
       /* Gradients: every micro-step reduces every unit, window by window
-       * of the staging slots; qgZ sends each window as int4 blocks. */
+       * of the staging slots; qgZ sends each window as int4 (or FP8)
+       * blocks. */
       for (guint64 a = 0; a < slice; a += width)
         {
           guint64 w = MIN (width, slice - a);
 
-          grads += qgz ? _mixprec_zeropp_qgz_run_bytes (w) : w * wsize;
+          grads += qgz ? _mixprec_zeropp_qgz_run_bytes_as (w, _mixprec_config_get_zeropp_gradients_format (config))
+                       : w * wsize;
         }
       per_peer[_MIXPREC_COMM_GRADIENTS] += gas * grads;
       if (pg.stage == 0)

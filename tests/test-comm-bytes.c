@@ -14,7 +14,8 @@
  *                   (W-1) slice x working size, qwZ (W-1) (slice + 4 g)
  *                   with g DeepSpeed's block count for the slice
  *   reduce_scatter  per micro-step (W-1) slice x wire size, qgZ
- *                   (W-1) ceil (slice / 512) x (256 + 4); ZeRO-0 adds the
+ *                   (W-1) ceil (slice / 512) x (256 + 4), or x (512 + 4)
+ *                   with FP8 blocks; ZeRO-0 adds the
  *                   reduced slices gathered back in FP32, (W-1) slice x 4
  *   scalars         (W-1) ceil (slice / 4096) x 8 (norm blocks as doubles)
  *   other           0; everything intra-host (one host)
@@ -46,6 +47,9 @@ typedef struct {
   gboolean qwz;
   gboolean qgz;
   guint gas;
+  /* mixprec.quantized_weights_format fp8_e4m3, quantized_gradients_format
+   * fp8_e5m2: a byte a code for both */
+  gboolean fp8;
 } Case;
 
 static gchar *
@@ -60,10 +64,12 @@ case_json_monitored (const Case *c, const gchar *csv_dir)
                           "\"zero_optimization\": {\"stage\": %u, "
                           "\"stage3_param_persistence_threshold\": 0, "
                           "\"stage3_max_reuse_distance\": 0, "
-                          "\"zero_quantized_weights\": %s, \"zero_quantized_gradients\": %s}, "
+                          "\"zero_quantized_weights\": %s, \"zero_quantized_gradients\": %s}, %s"
                           "\"optimizer\": {\"type\": \"SGD\", \"params\": {\"lr\": 0.01}}}",
                           csv, c->bf16 ? "true" : "false", c->gas, c->stage,
-                          c->qwz ? "true" : "false", c->qgz ? "true" : "false");
+                          c->qwz ? "true" : "false", c->qgz ? "true" : "false",
+                          c->fp8 ? "\"mixprec\": {\"quantized_weights_format\": \"fp8_e4m3\", "
+                                   "\"quantized_gradients_format\": \"fp8_e5m2\"}, " : "");
 }
 
 static gchar *
@@ -241,7 +247,7 @@ expected (const Case *c, guint world, guint64 *f)
     gather = peers * slice * wsize;
   else
     gather = 0;
-  reduce = c->gas * peers * (c->qgz ? (slice + 511) / 512 * (256 + 4) : slice * wsize);
+  reduce = c->gas * peers * (c->qgz ? (slice + 511) / 512 * ((c->fp8 ? 512 : 256) + 4) : slice * wsize);
   /* ZeRO-0: the reduced slices gathered back to every rank, in FP32 (the
    * accumulation dtype the optimizer reads) */
   if (c->stage == 0)
@@ -381,7 +387,7 @@ test_case (gconstpointer data)
 static void
 test_plan_hosts (void)
 {
-  static const Case z3 = { "zero3", 3, TRUE, FALSE, FALSE, 1 };
+  static const Case z3 = { "zero3", 3, TRUE, FALSE, FALSE, 1, FALSE };
   g_autoptr(GError) error = NULL;
   g_autofree gchar *json = case_json (&z3);
   g_autoptr(MixprecConfig) config = mixprec_config_new_from_data (json, -1, &error);
@@ -405,15 +411,16 @@ test_plan_hosts (void)
 }
 
 static const Case cases[] = {
-  { "zero0-bf16", 0, TRUE, FALSE, FALSE, 1 },
-  { "zero1-bf16", 1, TRUE, FALSE, FALSE, 1 },
-  { "zero2-bf16", 2, TRUE, FALSE, FALSE, 1 },
-  { "zero2-fp32", 2, FALSE, FALSE, FALSE, 1 },
-  { "zero3-bf16", 3, TRUE, FALSE, FALSE, 1 },
-  { "zero3-fp32-gas2", 3, FALSE, FALSE, FALSE, 2 },
-  { "zero3-qwz", 3, TRUE, TRUE, FALSE, 1 },
-  { "zero3-qgz", 3, TRUE, FALSE, TRUE, 1 },
-  { "zero3-qwz-qgz-gas2", 3, TRUE, TRUE, TRUE, 2 },
+  { "zero0-bf16", 0, TRUE, FALSE, FALSE, 1, FALSE },
+  { "zero1-bf16", 1, TRUE, FALSE, FALSE, 1, FALSE },
+  { "zero2-bf16", 2, TRUE, FALSE, FALSE, 1, FALSE },
+  { "zero2-fp32", 2, FALSE, FALSE, FALSE, 1, FALSE },
+  { "zero3-bf16", 3, TRUE, FALSE, FALSE, 1, FALSE },
+  { "zero3-fp32-gas2", 3, FALSE, FALSE, FALSE, 2, FALSE },
+  { "zero3-qwz", 3, TRUE, TRUE, FALSE, 1, FALSE },
+  { "zero3-qgz", 3, TRUE, FALSE, TRUE, 1, FALSE },
+  { "zero3-qwz-qgz-gas2", 3, TRUE, TRUE, TRUE, 2, FALSE },
+  { "zero3-qwz-qgz-fp8", 3, TRUE, TRUE, TRUE, 1, TRUE },
 };
 
 int

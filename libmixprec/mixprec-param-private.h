@@ -70,6 +70,10 @@ MixprecParam *_mixprec_param_new (gpointer                   engine,
 
 _MixprecParamStorage *_mixprec_param_get_storage (MixprecParam *self);
 gboolean              _mixprec_param_is_external (MixprecParam *self);
+/* Auto-precision (mixprec-engine-autoprec.c) changes the dtypes of a
+ * parameter between two layouts of the engine's buffers. */
+void                  _mixprec_param_set_dtypes  (MixprecParam              *self,
+                                                  const _MixprecParamDTypes *dtypes);
 /* Asks the owning engine to lay out its buffers (first access). */
 gboolean              _mixprec_param_ensure_storage (MixprecParam *self,
                                                      GError      **error);

@@ -113,6 +113,13 @@ _mixprec_param_get_storage (MixprecParam *self)
   return &self->storage;
 }
 
+void
+_mixprec_param_set_dtypes (MixprecParam              *self,
+                           const _MixprecParamDTypes *dtypes)
+{
+  self->dtypes = *dtypes;
+}
+
 gboolean
 _mixprec_param_is_external (MixprecParam *self)
 {

@@ -633,6 +633,17 @@ EXTRA_tests_test_numerics_DEPENDENCIES = plugins/mixprec-comm-ucx.la
 TESTS += tests/test-numerics
 endif
 
+# --- closed-loop precision (mixprec.auto_precision): crafted underflow
+# widens and narrows a parameter at the expected steps; limits, resume
+# from a checkpoint, 1 and 3 ranks (needs the UCX comm plugin)
+if HAVE_UCX
+check_PROGRAMS += tests/test-auto-precision
+tests_test_auto_precision_SOURCES = tests/test-auto-precision.c tests/multiproc.c tests/multiproc.h
+tests_test_auto_precision_LDADD = $(tests_public_ldadd) -lm
+EXTRA_tests_test_auto_precision_DEPENDENCIES = plugins/mixprec-comm-ucx.la
+TESTS += tests/test-auto-precision
+endif
+
 # Each statistic against numpy, through introspection; mixprec.torch's
 # accessor against torch's own gradients.
 EXTRA_DIST += tests/test-numerics-gi.py tests/test-numerics-torch.py

@@ -640,7 +640,7 @@ if HAVE_UCX
 check_PROGRAMS += tests/test-auto-precision
 tests_test_auto_precision_SOURCES = tests/test-auto-precision.c tests/multiproc.c tests/multiproc.h
 tests_test_auto_precision_LDADD = $(tests_public_ldadd) -lm
-EXTRA_tests_test_auto_precision_DEPENDENCIES = plugins/mixprec-comm-ucx.la
+EXTRA_tests_test_auto_precision_DEPENDENCIES = plugins/mixprec-comm-ucx.la tools/mixprec-inspect
 TESTS += tests/test-auto-precision
 endif
 

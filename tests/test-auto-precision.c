@@ -642,6 +642,63 @@ test_refused (void)
   }
 }
 
+/* Bytes of buffer @name in the part of mixprec-inspect's output after
+ * @after (NULL: from the start): its first row there. */
+static guint64
+plan_bytes (const gchar *text, const gchar *after, const gchar *name)
+{
+  g_autofree gchar *key = g_strdup_printf ("\n  %s ", name);
+  const gchar *from = after != NULL ? strstr (text, after) : text;
+  const gchar *at;
+
+  g_assert_nonnull (from);
+  at = strstr (from, key);
+  if (at == NULL)
+    return 0;
+  return g_ascii_strtoull (at + strlen (key) + strspn (at + strlen (key), " "), NULL, 10);
+}
+
+/* mixprec-inspect --plan adds auto-precision's limit: 400 of 1000 fp16
+ * parameters in fp32 (4 bytes of values, 4 of gradient, no master), the
+ * other 600 as before (2 + 2 + 4 bytes). */
+static void
+test_plan (void)
+{
+  const gchar *top = g_getenv ("MIXPREC_TOP_BUILDDIR");
+  g_autofree gchar *dir = g_dir_make_tmp ("mixprec-autoprec-plan-XXXXXX", NULL);
+  g_autofree gchar *file = g_build_filename (dir, "c.json", NULL);
+  g_autofree gchar *tool = NULL, *out = NULL, *err = NULL;
+  g_autoptr(GError) error = NULL;
+  const gchar *limit = "With mixprec.auto_precision at its limit";
+  gint status = -1;
+
+  if (top == NULL)
+    {
+      g_test_skip ("MIXPREC_TOP_BUILDDIR is not set (run through make check)");
+      return;
+    }
+  tool = g_build_filename (top, "tools", "mixprec-inspect", NULL);
+  g_assert_true (g_file_set_contents (file, "{\"fp16\": {\"enabled\": true}, \"mixprec\": {\"numerics\": "
+                                      "{\"every\": 1}, \"auto_precision\": {\"max_widened_fraction\": 0.4}}}",
+                                      -1, &error));
+  {
+    const gchar *argv[] = { tool, "--plan", "--params", "1000", "--config", file, NULL };
+
+    g_assert_true (g_spawn_sync (NULL, (gchar **) argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &err,
+                                 &status, &error));
+  }
+  g_assert_no_error (error);
+  g_test_message ("%s%s", out, err);
+  g_assert_cmpint (status, ==, 0);
+  g_assert_cmpuint (plan_bytes (out, NULL, "working copies"), ==, 2000);
+  g_assert_cmpuint (plan_bytes (out, NULL, "FP32 master weights"), ==, 4000);
+  g_assert_nonnull (strstr (out, limit));
+  g_assert_cmpuint (plan_bytes (out, limit, "working copies"), ==, 400 * 4 + 600 * 2);
+  g_assert_cmpuint (plan_bytes (out, limit, "gradients"), ==, 400 * 4 + 600 * 2);
+  g_assert_cmpuint (plan_bytes (out, limit, "FP32 master weights"), ==, 600 * 4);
+  g_assert_cmpuint (plan_bytes (out, limit, "optimizer state"), ==, 1000 * 8);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -654,6 +711,7 @@ main (int argc, char **argv)
   g_test_add_func ("/auto-precision/limits", test_limits);
   g_test_add_func ("/auto-precision/resume", test_resume);
   g_test_add_func ("/auto-precision/fp8", test_fp8);
+  g_test_add_func ("/auto-precision/plan", test_plan);
   g_test_add_func ("/auto-precision/world-sizes", test_world_sizes);
   return g_test_run ();
 }

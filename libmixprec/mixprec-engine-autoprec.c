@@ -453,6 +453,26 @@ _mixprec_engine_autoprec_step (MixprecEngine *self,
   s = ap->settings;
   if (ap->params == NULL)
     make_params (self, ap);
+  /* A caller holding a buffer's address would read freed memory after a
+   * change: refused at the first step after it took one. */
+  for (guint i = 0; i < self->params->len; i++)
+    {
+      MixprecParam *p = g_ptr_array_index (self->params, i);
+
+      if (_mixprec_param_get_storage (p)->address_taken)
+        {
+          g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
+                       "mixprec.auto_precision: the address of a buffer of parameter '%s' was "
+                       "handed out (mixprec_param_get_working_data(), _get_grad_data(), "
+                       "_get_master_data(), _get_buffer_address(), _get_device_address(); "
+                       "mixprec.torch reads its tensors so), and auto-precision moves the "
+                       "buffers of the parameters it widens; read the values with "
+                       "mixprec_param_get_working() and hand gradients over with "
+                       "mixprec_param_set_grad(), or set mixprec.auto_precision.enabled to false",
+                       mixprec_param_get_name (p));
+          return FALSE;
+        }
+    }
   nm = mixprec_engine_get_numerics (self);
   /* Only a step that measured, and applied: a skipped step's gradients
    * are those of a scale being lowered, and it measures no update. */

@@ -31,6 +31,9 @@ typedef struct {
                                 after each backward_done() */
   gboolean grad_stale;       /* the buffer still holds a gradient the step
                                 consumed (never when exposed) */
+  gboolean address_taken;    /* a buffer's address was handed to the caller
+                                (*_data(), *_address()): auto-precision,
+                                which moves buffers, refuses it */
   /* FP8 working copy (see mixprec-engine-fp8.c). */
   gboolean fp8;              /* the policy marks it fp8 */
   MixprecDType fp8_dtype;

@@ -365,6 +365,7 @@ gpointer
 mixprec_param_get_working_data (MixprecParam *self)
 {
   g_return_val_if_fail (MIXPREC_IS_PARAM (self), NULL);
+  self->storage.address_taken = TRUE;
   if (!_mixprec_param_ensure_storage (self, NULL))
     return NULL;
   return self->storage.working;
@@ -396,6 +397,7 @@ gpointer
 mixprec_param_get_grad_data (MixprecParam *self)
 {
   g_return_val_if_fail (MIXPREC_IS_PARAM (self), NULL);
+  self->storage.address_taken = TRUE;
   if (!ensure_grad (self, NULL))
     return NULL;
   return self->storage.grad;
@@ -418,6 +420,7 @@ const gfloat *
 mixprec_param_get_master_data (MixprecParam *self)
 {
   g_return_val_if_fail (MIXPREC_IS_PARAM (self), NULL);
+  self->storage.address_taken = TRUE;
   if (!_mixprec_param_ensure_storage (self, NULL))
     return NULL;
   return self->storage.master;
@@ -573,6 +576,7 @@ mixprec_param_get_buffer_address (MixprecParam       *self,
   gpointer data;
 
   g_return_val_if_fail (MIXPREC_IS_PARAM (self), 0);
+  self->storage.address_taken = TRUE;
 
   if (!_mixprec_param_ensure_storage (self, error))
     return 0;
@@ -633,6 +637,7 @@ mixprec_param_get_device_address (MixprecParam       *self,
   gpointer data;
 
   g_return_val_if_fail (MIXPREC_IS_PARAM (self), 0);
+  self->storage.address_taken = TRUE;
 
   data = buffer_data (self, buffer, dtype, &on_host, error);
   if (data == NULL ||

@@ -401,6 +401,23 @@ test_resume (void)
     }
 }
 
+/* A caller holding a buffer's address (as mixprec.torch does) would read
+ * freed memory once the buffers move: refused at the next step. */
+static void
+test_refused_address (void)
+{
+  g_autoptr(MixprecEngine) engine = build_engine (default_auto, NULL, 1);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MixprecStepResult) r = NULL;
+
+  g_assert_nonnull (mixprec_param_get_working_data (mixprec_engine_get_param (engine, "v.weight")));
+  r = train_step (engine, 1, FALSE, &error);
+  g_assert_null (r);
+  g_assert_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT);
+  g_assert_nonnull (strstr (error->message, "mixprec.auto_precision"));
+  g_assert_nonnull (strstr (error->message, "'v.weight'"));
+}
+
 /* bf16 with delayed-scaling FP8 copies of the Linear weights, most of
  * whose values (1e-4 beside a 1000 in each row) the FP8 cast flushes to
  * zero: fp8_underflow near 1 widens each to bf16 after 2 measured steps
@@ -707,6 +724,7 @@ main (int argc, char **argv)
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/auto-precision/config/errors", test_config_errors);
   g_test_add_func ("/auto-precision/refused", test_refused);
+  g_test_add_func ("/auto-precision/refused/address", test_refused_address);
   g_test_add_func ("/auto-precision/widen-narrow", test_widen_narrow);
   g_test_add_func ("/auto-precision/limits", test_limits);
   g_test_add_func ("/auto-precision/resume", test_resume);

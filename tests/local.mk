@@ -734,6 +734,11 @@ AM_TESTS_ENVIRONMENT += export PYTHON_SAFETENSORS="$(PYTHON_SAFETENSORS)";
 if HAVE_PYTHON_SAFETENSORS
 TESTS += tests/test-checkpoint-safetensors-gi.py
 endif
+# mixprec.auto_precision on the example trainer: one module's gradients
+# underflow fp16, auto-precision widens it, val_loss recovers, and a resume
+# after the decision ends byte for byte as the uninterrupted run.
+TESTS += tests/test-charlm-autoprec.sh
+EXTRA_DIST += tests/test-charlm-autoprec.sh
 # The example trainer's --save-every / --resume: a resumed run ends with the
 # uninterrupted run's checkpoint, byte for byte.
 TESTS += tests/test-charlm-resume.sh

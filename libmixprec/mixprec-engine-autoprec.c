@@ -79,9 +79,9 @@ _mixprec_engine_autoprec_setup (MixprecEngine *self,
     return TRUE;
   if (!_mixprec_device_memory_is_host (self->device))
     refused = "a device other than the cpu (mixprec.device)";
-  else if (self->world > 1 && self->stage >= 1)
-    refused = "ZeRO stages 1 to 3 across ranks (zero_optimization.stage), whose masters and "
-              "optimizer state are sharded";
+  else if (self->world > 1 && self->stage >= 3)
+    refused = "ZeRO stage 3 across ranks (zero_optimization.stage), whose working copies "
+              "are sharded and gathered";
   else if (self->offload)
     refused = "offload_optimizer";
   else if (mode == MIXPREC_PRECISION_MODE_BF16_NO_MASTER || mode == MIXPREC_PRECISION_MODE_FP16_NO_MASTER ||
@@ -249,6 +249,35 @@ apply_level (MixprecEngine *self, MixprecParam *p, const AutoParam *a, guint lev
   s->grad_stale = FALSE;
 }
 
+/* Slot @k of @p's optimizer state, whole, into @out (numel elements of
+ * the state dtype): this rank's own where it holds it all, else every
+ * rank's slice of @p's unit gathered (collective). */
+static gboolean
+whole_state (MixprecEngine *self, MixprecParam *p, guint k, gpointer out, GError **error)
+{
+  Group *g = _mixprec_engine_group_of (self, p);
+  Unit *u = _mixprec_engine_unit_of (self, p);
+  _MixprecParamStorage *st = _mixprec_param_get_storage (p);
+  gsize ssize = mixprec_dtype_get_size (self->state_dtype);
+  guint64 numel = mixprec_param_get_numel (p), e0 = st->offset - u->flat;
+  g_autofree guint8 *whole = NULL;
+  GError *local = NULL;
+
+  if (!g->state_local)
+    {
+      memcpy (out, _mixprec_engine_at (g->states[k], self->state_dtype, st->offset), numel * ssize);
+      return TRUE;
+    }
+  whole = g_malloc (MAX (u->padded, 1) * ssize);
+  if (!_mixprec_engine_before_comm (self, error))
+    return FALSE;
+  if (!mixprec_comm_all_gather (self->comm, _mixprec_engine_at (g->states[k], self->state_dtype, u->local),
+                                whole, UNIT_SLICE (self, u), self->state_dtype, &local))
+    return _mixprec_engine_comm_failed (error, local, "gathering optimizer state for auto-precision");
+  memcpy (out, whole + e0 * ssize, numel * ssize);
+  return TRUE;
+}
+
 /* Lays the buffers out again with every parameter at @levels[i]. With
  * @keep, the FP32 values and optimizer state go over to the new layout
  * and the working copies are rounded from them; without, they are left
@@ -265,26 +294,31 @@ relayout (MixprecEngine *self, const guint *levels, gboolean keep, GError **erro
 
   n_slots = MIN (n_slots, 16);
   keep = keep && self->prepared;
+  /* Every value of every parameter, whole on every rank (ZeRO-1 and 2
+   * shard the masters and state, and the new layout slices them anew):
+   * 4 bytes per element and per FP32 state slot, for the change only. */
   if (keep)
     {
-      shards = _mixprec_engine_get_load_shards (self, error);
-      if (shards == NULL)
-        return FALSE;
       kept = g_new0 (Kept, self->params->len);
-      for (guint i = 0; i < shards->len; i++)
+      for (guint i = 0; i < self->params->len && ok; i++)
         {
-          const _MixprecEngineShard *sh = &g_array_index (shards, _MixprecEngineShard, i);
-          guint64 n = mixprec_param_get_numel (sh->param);
+          MixprecParam *p = g_ptr_array_index (self->params, i);
+          guint64 n = mixprec_param_get_numel (p);
+          g_autoptr(GBytes) master = mixprec_engine_gather_master (self, mixprec_param_get_name (p), error);
 
-          /* Every rank holds every value here (setup refused the rest). */
-          g_assert (sh->begin == 0 && sh->end == n && (sh->master != NULL || n == 0));
-          kept[i].master = g_memdup2 (sh->master, n * sizeof (gfloat));
-          for (guint k = 0; k < n_slots; k++)
-            kept[i].states[k] = g_memdup2 (sh->states[k], n * ssize);
+          ok = master != NULL;
+          if (ok)
+            kept[i].master = g_memdup2 (g_bytes_get_data (master, NULL), n * sizeof (gfloat));
+          for (guint k = 0; k < n_slots && ok; k++)
+            {
+              kept[i].states[k] = g_malloc (MAX (n, 1) * ssize);
+              ok = whole_state (self, p, k, kept[i].states[k], error);
+            }
         }
-      g_clear_pointer (&shards, g_array_unref);
     }
 
+  if (!ok)
+    goto out;
   mixprec_engine_release_all (self);
   for (guint j = 0; j < self->groups->len; j++)
     _mixprec_engine_group_free (self, g_ptr_array_index (self->groups, j));
@@ -303,18 +337,21 @@ relayout (MixprecEngine *self, const guint *levels, gboolean keep, GError **erro
     {
       shards = _mixprec_engine_get_load_shards (self, error);
       ok = shards != NULL;
+      /* This rank's part of each: all of it, or its slice. */
       for (guint i = 0; ok && i < shards->len; i++)
         {
           const _MixprecEngineShard *sh = &g_array_index (shards, _MixprecEngineShard, i);
-          guint64 n = mixprec_param_get_numel (sh->param);
+          guint64 n = sh->end - sh->begin;
 
-          if (n > 0)
-            memcpy (sh->master, kept[i].master, n * sizeof (gfloat));
-          for (guint k = 0; k < n_slots && n > 0; k++)
-            memcpy (sh->states[k], kept[i].states[k], n * ssize);
+          if (n == 0)
+            continue;
+          memcpy (sh->master, kept[i].master + sh->begin, n * sizeof (gfloat));
+          for (guint k = 0; k < n_slots; k++)
+            memcpy (sh->states[k], (guint8 *) kept[i].states[k] + sh->begin * ssize, n * ssize);
         }
       ok = ok && _mixprec_engine_refresh_working (self, error);
     }
+out:
   for (guint i = 0; kept != NULL && i < self->params->len; i++)
     {
       g_free (kept[i].master);

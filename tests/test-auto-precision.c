@@ -39,16 +39,19 @@ static const struct {
 };
 
 /* fp16 with a static loss scale of 1: gradients are what they are. */
+static guint zero_stage;     /* test_world_sizes(): the children's */
+
 static gchar *
 config_json (const gchar *auto_precision, const gchar *csv_dir, guint gas)
 {
   return g_strdup_printf ("{\"fp16\": {\"enabled\": true, \"loss_scale\": 1},"
+                          " \"zero_optimization\": {\"stage\": %u},"
                           " \"gradient_accumulation_steps\": %u,"
                           " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.01, \"weight_decay\": 0.0}},"
                           " \"mixprec\": {\"numerics\": {\"every\": %u}%s%s},"
                           " \"csv_monitor\": {\"enabled\": %s, \"output_path\": \"%s\", \"job_name\": \"job\"},"
                           " \"steps_per_print\": null}",
-                          gas, EVERY, auto_precision != NULL ? ", \"auto_precision\": " : "",
+                          zero_stage, gas, EVERY, auto_precision != NULL ? ", \"auto_precision\": " : "",
                           auto_precision != NULL ? auto_precision : "",
                           csv_dir != NULL ? "true" : "false", csv_dir != NULL ? csv_dir : "");
 }
@@ -146,10 +149,12 @@ train_step (MixprecEngine *engine, gint step, gboolean w_tiny, GError **error)
 /* After a step: each parameter's working dtype, and a checksum-free
  * dump of its masters and optimizer state (as hex floats of a few
  * elements and FNV-1a over all bytes). */
+static gboolean dump_states = TRUE;  /* FALSE: sharded state, masters only */
+
 static void
 dump_step (MixprecEngine *engine, gint step, GString *out)
 {
-  g_auto(GStrv) slots = mixprec_engine_get_optimizer_state_names (engine);
+  g_auto(GStrv) slots = dump_states ? mixprec_engine_get_optimizer_state_names (engine) : g_new0 (gchar *, 1);
 
   for (guint p = 0; p < G_N_ELEMENTS (model); p++)
     {
@@ -493,6 +498,13 @@ test_fp8 (void)
   g_assert_cmpstr (resumed, ==, whole);
 }
 
+/* A rank's file: the output path and its rank (from the environment). */
+static gchar *
+mine_path (const gchar *out, guint world)
+{
+  return g_strdup_printf ("%s.%s", out, world > 1 ? g_getenv ("MIXPREC_RANK") : "0");
+}
+
 /* A rank: the run's dump, written by every rank to its own file. */
 static int
 child_main (void)
@@ -500,7 +512,24 @@ child_main (void)
   g_autoptr(GError) error = NULL;
   const gchar *out = g_getenv ("MIXPREC_TEST_OUT");
   guint world = (guint) atoi (g_getenv ("MIXPREC_WORLD_SIZE"));
-  g_autoptr(MixprecEngine) engine = build_engine (default_auto, NULL, world);
+  g_autoptr(MixprecEngine) engine = NULL;
+
+  zero_stage = (guint) atoi (g_getenv ("MIXPREC_TEST_STAGE"));
+  /* ZeRO-3 across ranks: refused by name when the engine is made. */
+  if (zero_stage == 3)
+    {
+      g_autofree gchar *json = config_json (default_auto, NULL, N_MICRO / world);
+      g_autoptr(MixprecConfig) config = mixprec_config_new_from_data (json, -1, &error);
+      g_autoptr(MixprecEngine) refused = mixprec_engine_new (config, &error);
+
+      return refused == NULL && error != NULL && strstr (error->message, "mixprec.auto_precision") != NULL &&
+             strstr (error->message, "ZeRO stage 3") != NULL &&
+             g_file_set_contents (mine_path (out, world), "refused", -1, NULL) ? 0 : 1;
+    }
+  /* ZeRO-1 and 2 shard the optimizer state, which only checkpoints see
+   * whole: the masters, gathered, then carry the check. */
+  dump_states = g_getenv ("MIXPREC_TEST_NO_STATE") == NULL;
+  engine = build_engine (default_auto, NULL, world);
   g_autoptr(GString) text = g_string_new (NULL);
   g_autofree gchar *mine = g_strdup_printf ("%s.%u", out, mixprec_engine_get_rank (engine));
 
@@ -519,12 +548,13 @@ child_main (void)
 }
 
 static gchar *
-run_world (guint world, const gchar *dir, guint rank)
+run_world (guint world, guint stage, const gchar *dir, guint rank)
 {
   g_autofree gchar *out = g_build_filename (dir, "dump", NULL);
   g_autofree gchar *out_var = g_strdup_printf ("MIXPREC_TEST_OUT=%s", out);
+  g_autofree gchar *stage_var = g_strdup_printf ("MIXPREC_TEST_STAGE=%u", stage);
   g_autofree gchar *mine = g_strdup_printf ("%s.%u", out, rank);
-  const gchar *env[] = { "MIXPREC_TEST_AUTOPREC_CHILD=1", out_var, NULL };
+  const gchar *env[] = { "MIXPREC_TEST_AUTOPREC_CHILD=1", out_var, stage_var, NULL };
   gint status[3] = { -1, -1, -1 };
   gchar *text = NULL;
 
@@ -545,16 +575,43 @@ test_world_sizes (void)
 {
   g_autofree gchar *dir1 = g_dir_make_tmp ("mixprec-autoprec-w1-XXXXXX", NULL);
   g_autofree gchar *dir3 = g_dir_make_tmp ("mixprec-autoprec-w3-XXXXXX", NULL);
-  g_autofree gchar *one = run_world (1, dir1, 0);
-  g_autofree gchar *three0 = run_world (3, dir3, 0);
-  g_autofree gchar *three1 = run_world (3, dir3, 1);
-  g_autofree gchar *three2 = run_world (3, dir3, 2);
+  g_autofree gchar *one = run_world (1, 0, dir1, 0);
+  g_autofree gchar *three0 = run_world (3, 0, dir3, 0);
+  g_autofree gchar *three1 = run_world (3, 0, dir3, 1);
+  g_autofree gchar *three2 = run_world (3, 0, dir3, 2);
   g_autofree gchar *u = dtype_at (one, EVERY * WIDEN_PATIENCE, "u.weight");
+  g_autofree gchar *one_masters = NULL;
 
   g_assert_cmpstr (u, ==, "float32");
   g_assert_cmpstr (three0, ==, one);
   g_assert_cmpstr (three1, ==, one);
   g_assert_cmpstr (three2, ==, one);
+  /* ZeRO-1 and 2 across 3 ranks: the masters move between ranks' slices
+   * with each change; the dtypes and masters of every step are the
+   * 1-rank run's (whose state the masters of the later steps depend
+   * on). */
+  {
+    g_autofree gchar *dir1m = g_dir_make_tmp ("mixprec-autoprec-w1m-XXXXXX", NULL);
+    g_setenv ("MIXPREC_TEST_NO_STATE", "1", TRUE);
+    one_masters = run_world (1, 1, dir1m, 0);
+    for (guint stage = 1; stage <= 2; stage++)
+      {
+        g_autofree gchar *dir = g_dir_make_tmp ("mixprec-autoprec-z-XXXXXX", NULL);
+        g_autofree gchar *r0 = run_world (3, stage, dir, 0);
+        g_autofree gchar *r2 = run_world (3, stage, dir, 2);
+
+        g_test_message ("ZeRO-%u across 3 ranks", stage);
+        g_assert_cmpstr (r0, ==, one_masters);
+        g_assert_cmpstr (r2, ==, one_masters);
+      }
+    g_unsetenv ("MIXPREC_TEST_NO_STATE");
+  }
+  {
+    g_autofree gchar *dir = g_dir_make_tmp ("mixprec-autoprec-z3-XXXXXX", NULL);
+    g_autofree gchar *r0 = run_world (3, 3, dir, 0);
+
+    g_assert_cmpstr (r0, ==, "refused");
+  }
 }
 
 /* Every bad value is an error naming its key. */

@@ -666,5 +666,7 @@ _mixprec_engine_autoprec_restore (MixprecEngine *self,
       a->below = counts[3 * i + 1];
       a->changed_at = counts[3 * i + 2];
     }
-  return !differ || relayout (self, levels, FALSE, error);
+  /* The values go over too: a load that fails after this leaves the
+   * engine as it was, in the saved dtypes. */
+  return !differ || relayout (self, levels, TRUE, error);
 }

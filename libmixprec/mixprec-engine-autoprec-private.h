@@ -16,6 +16,10 @@ void         _mixprec_engine_autoprec_free        (MixprecEngine *self);
  * (registered external memory). */
 gboolean     _mixprec_engine_autoprec_check       (MixprecEngine *self,
                                                    GError       **error);
+/* At the start of mixprec_engine_step(): refuses a caller that took a
+ * buffer's address (a change would move the buffer). */
+gboolean     _mixprec_engine_autoprec_check_step  (MixprecEngine *self,
+                                                   GError       **error);
 /* At the end of mixprec_engine_step(), after the numerics of the step:
  * decides from them, and widens or narrows parameters for the next step. */
 gboolean     _mixprec_engine_autoprec_step        (MixprecEngine *self,

@@ -474,24 +474,14 @@ record (MixprecEngine *self)
 }
 
 gboolean
-_mixprec_engine_autoprec_step (MixprecEngine *self,
-                               GError       **error)
+_mixprec_engine_autoprec_check_step (MixprecEngine *self,
+                                     GError       **error)
 {
-  struct _MixprecEngineAutoPrec *ap = self->autoprec;
-  const _MixprecAutoPrecSettings *s;
-  g_autoptr(MixprecNumerics) nm = NULL;
-  g_autoptr(GArray) candidates = NULL;
-  g_autofree guint *levels = NULL;
-  guint64 widened, budget;
-  gboolean changed = FALSE;
-
-  if (ap == NULL)
+  if (self->autoprec == NULL)
     return TRUE;
-  s = ap->settings;
-  if (ap->params == NULL)
-    make_params (self, ap);
   /* A caller holding a buffer's address would read freed memory after a
-   * change: refused at the first step after it took one. */
+   * change: refused at the first step after it took one, before the step
+   * does anything. */
   for (guint i = 0; i < self->params->len; i++)
     {
       MixprecParam *p = g_ptr_array_index (self->params, i);
@@ -510,6 +500,26 @@ _mixprec_engine_autoprec_step (MixprecEngine *self,
           return FALSE;
         }
     }
+  return TRUE;
+}
+
+gboolean
+_mixprec_engine_autoprec_step (MixprecEngine *self,
+                               GError       **error)
+{
+  struct _MixprecEngineAutoPrec *ap = self->autoprec;
+  const _MixprecAutoPrecSettings *s;
+  g_autoptr(MixprecNumerics) nm = NULL;
+  g_autoptr(GArray) candidates = NULL;
+  g_autofree guint *levels = NULL;
+  guint64 widened, budget;
+  gboolean changed = FALSE;
+
+  if (ap == NULL)
+    return TRUE;
+  s = ap->settings;
+  if (ap->params == NULL)
+    make_params (self, ap);
   nm = mixprec_engine_get_numerics (self);
   /* Only a step that measured, and applied: a skipped step's gradients
    * are those of a scale being lowered, and it measures no update. */

@@ -830,7 +830,7 @@ mixprec_engine_step (MixprecEngine *self,
 
   g_return_val_if_fail (MIXPREC_IS_ENGINE (self), NULL);
 
-  if (!mixprec_engine_prepare (self, error))
+  if (!mixprec_engine_prepare (self, error) || !_mixprec_engine_autoprec_check_step (self, error))
     return NULL;
   if (self->micro_steps != self->gas)
     {

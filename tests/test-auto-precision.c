@@ -419,12 +419,21 @@ test_refused_address (void)
   g_autoptr(GError) error = NULL;
   g_autoptr(MixprecStepResult) r = NULL;
 
+  g_autoptr(GBytes) before = NULL, after = NULL;
+
   g_assert_nonnull (mixprec_param_get_working_data (mixprec_engine_get_param (engine, "v.weight")));
+  before = mixprec_engine_gather_master (engine, "u.weight", &error);
+  g_assert_no_error (error);
   r = train_step (engine, 1, FALSE, &error);
   g_assert_null (r);
   g_assert_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT);
   g_assert_nonnull (strstr (error->message, "mixprec.auto_precision"));
   g_assert_nonnull (strstr (error->message, "'v.weight'"));
+  /* Refused before the step did anything. */
+  g_clear_error (&error);
+  after = mixprec_engine_gather_master (engine, "u.weight", &error);
+  g_assert_no_error (error);
+  g_assert_true (g_bytes_equal (before, after));
 }
 
 /* bf16 with delayed-scaling FP8 copies of the Linear weights, most of

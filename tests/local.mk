@@ -643,6 +643,11 @@ tests_test_auto_precision_LDADD = $(tests_public_ldadd) -lm
 EXTRA_tests_test_auto_precision_DEPENDENCIES = plugins/mixprec-comm-ucx.la tools/mixprec-inspect
 TESTS += tests/test-auto-precision
 endif
+# mixprec.torch holds buffer addresses: refused by name.
+EXTRA_DIST += tests/test-auto-precision-torch.py
+if HAVE_PYTHON_GI
+TESTS += tests/test-auto-precision-torch.py
+endif
 
 # Each statistic against numpy, through introspection; mixprec.torch's
 # accessor against torch's own gradients.

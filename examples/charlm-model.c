@@ -25,6 +25,8 @@
 
 #define LAYERNORM_EPS 1e-5f
 
+static void read_dtypes (CharlmModel *model);
+
 struct _CharlmModel
 {
   CharlmShape shape;
@@ -36,6 +38,8 @@ struct _CharlmModel
   gsize numel[CHARLM_N_PARAMS];
   gfloat *w[CHARLM_N_PARAMS];          /* working weights, widened to fp32 */
   gfloat *g[CHARLM_N_PARAMS];          /* gradients, accumulated in fp32 */
+  gfloat grad_mult[CHARLM_N_PARAMS];   /* --grad-multiplier: each weight
+                                          gradient times this (1 by default) */
 
   /* MX recipes: elements per E8M0 block scale (0 otherwise). */
   guint mx_block_size;
@@ -602,12 +606,9 @@ charlm_model_new (MixprecEngine     *engine,
                        recipe != MIXPREC_BLOCK_RECIPE_MXFP4;
   }
 
-  model->dt_wte = mixprec_param_get_working_dtype (model->params[CHARLM_WTE]);
-  model->dt_h1 = mixprec_param_get_working_dtype (model->params[CHARLM_H1_W]);
-  model->dt_ln1 = mixprec_param_get_working_dtype (model->params[CHARLM_LN1_W]);
-  model->dt_h2 = mixprec_param_get_working_dtype (model->params[CHARLM_H2_W]);
-  model->dt_ln2 = mixprec_param_get_working_dtype (model->params[CHARLM_LN2_W]);
-  model->dt_out = mixprec_param_get_working_dtype (model->params[CHARLM_OUT_W]);
+  for (guint id = 0; id < CHARLM_N_PARAMS; id++)
+    model->grad_mult[id] = 1.0f;
+  read_dtypes (model);
 
   model->contexts = g_new (guint8, rows * shape->block_size);
   model->targets = g_new (guint8, rows);
@@ -678,12 +679,47 @@ charlm_model_get_n_params (CharlmModel *model)
   return total;
 }
 
+/* --grad-multiplier NAME=FACTOR: parameter @param_name's gradient
+ * multiplied by @factor before it is stored in its gradient dtype, as a
+ * gradient hook scales one module's gradients. Adam's step hardly depends
+ * on a constant factor, so in fp32 and bf16 the run barely changes; in
+ * fp16 a small factor pushes the module's gradients below fp16's range. */
+gboolean
+charlm_model_set_grad_multiplier (CharlmModel  *model,
+                                  const gchar  *param_name,
+                                  gdouble       factor,
+                                  GError      **error)
+{
+  for (guint id = 0; id < CHARLM_N_PARAMS; id++)
+    if (g_str_equal (mixprec_param_get_name (model->params[id]), param_name))
+      {
+        model->grad_mult[id] = (gfloat) factor;
+        return TRUE;
+      }
+  g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+               "--grad-multiplier: the model has no parameter '%s'", param_name);
+  return FALSE;
+}
+
 MixprecParam *
 charlm_model_get_param (CharlmModel   *model,
                         CharlmParamId  id)
 {
   g_return_val_if_fail (id < CHARLM_N_PARAMS, NULL);
   return model->params[id];
+}
+
+/* The dtype each layer computes in: its parameters' working dtype, which
+ * mixprec.auto_precision may change at a step boundary. */
+static void
+read_dtypes (CharlmModel *model)
+{
+  model->dt_wte = mixprec_param_get_working_dtype (model->params[CHARLM_WTE]);
+  model->dt_h1 = mixprec_param_get_working_dtype (model->params[CHARLM_H1_W]);
+  model->dt_ln1 = mixprec_param_get_working_dtype (model->params[CHARLM_LN1_W]);
+  model->dt_h2 = mixprec_param_get_working_dtype (model->params[CHARLM_H2_W]);
+  model->dt_ln2 = mixprec_param_get_working_dtype (model->params[CHARLM_LN2_W]);
+  model->dt_out = mixprec_param_get_working_dtype (model->params[CHARLM_OUT_W]);
 }
 
 /* Widens the engine's working copies (fp16/bf16/fp32) to fp32 once per
@@ -700,6 +736,7 @@ charlm_model_load_weights (CharlmModel *model)
    * between gather and release (a no-op at other stages). */
   if (!mixprec_engine_gather_all (model->engine, &gather_error))
     g_error ("gathering the working weights: %s", gather_error->message);
+  read_dtypes (model);
   for (guint id = 0; id < CHARLM_N_PARAMS; id++)
     {
       g_autoptr(GError) error = NULL;
@@ -817,6 +854,11 @@ write_grads (CharlmModel *model)
 
       MixprecDType dtype = mixprec_param_get_grad_dtype (p);
 
+      /* A multiplier acts in fp32, before the gradient is stored in its
+       * dtype: what a gradient hook in the backward pass would do. */
+      if (model->grad_mult[id] != 1.0f)
+        for (gsize i = 0; i < model->numel[id]; i++)
+          model->g[id][i] *= model->grad_mult[id];
       /* Rounded here first only to count what the conversion flushes. */
       store_grad_as (model, dtype, model->g[id], model->numel[id]);
       g_autoptr(GBytes) grad = g_bytes_new_static (model->g[id], model->numel[id] * sizeof (gfloat));

@@ -56,6 +56,10 @@ gdouble      charlm_model_forward         (CharlmModel     *model,
 void         charlm_model_backward        (CharlmModel     *model,
                                            gdouble          loss_scale);
 gdouble      charlm_model_take_underflow  (CharlmModel     *model);
+gboolean     charlm_model_set_grad_multiplier (CharlmModel *model,
+                                           const gchar     *param_name,
+                                           gdouble          factor,
+                                           GError         **error);
 gdouble      charlm_model_evaluate        (CharlmModel     *model,
                                            const CharlmExamples *examples,
                                            gsize            stride);

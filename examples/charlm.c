@@ -56,6 +56,7 @@ typedef struct
   gint eval_every;
   gchar *words_path;
   gdouble loss_weight;
+  gchar **grad_multipliers;
   gboolean quiet;
   gint save_every;
   gchar *save_dir;
@@ -70,6 +71,7 @@ options_clear (Options *o)
   g_free (o->csv_path);
   g_free (o->words_path);
   g_free (o->save_dir);
+  g_strfreev (o->grad_multipliers);
 }
 
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (Options, options_clear)
@@ -111,6 +113,11 @@ parse_options (Options  *o,
     { "loss-weight", 0, 0, G_OPTION_ARG_DOUBLE, &o->loss_weight,
       "Multiply the loss by W before backward (default 1); W << 1 makes the "
       "gradients as small as in a model averaging over far more tokens", "W" },
+    { "grad-multiplier", 0, 0, G_OPTION_ARG_STRING_ARRAY, &o->grad_multipliers,
+      "Multiply parameter NAME's gradient by FACTOR before it is stored in its gradient dtype, "
+      "as a gradient hook would (repeatable); with Adam a constant factor hardly changes an "
+      "fp32 or bf16 run, while in fp16 a small one makes that module's gradients underflow",
+      "NAME=FACTOR" },
     { "quiet", 'q', 0, G_OPTION_ARG_NONE, &o->quiet,
       "Print only the final val_loss line", NULL },
     { "save-every", 0, 0, G_OPTION_ARG_INT, &o->save_every,
@@ -429,6 +436,27 @@ main (int    argc,
     {
       g_printerr ("charlm: %s\n", error->message);
       return 1;
+    }
+
+  for (guint i = 0; options.grad_multipliers != NULL && options.grad_multipliers[i] != NULL; i++)
+    {
+      const gchar *arg = options.grad_multipliers[i];
+      const gchar *eq = strrchr (arg, '=');
+      g_autofree gchar *name = eq != NULL ? g_strndup (arg, eq - arg) : NULL;
+      gchar *end = NULL;
+      gdouble factor = eq != NULL ? g_ascii_strtod (eq + 1, &end) : 0.0;
+
+      if (eq == NULL || end == eq + 1 || *end != '\0' || !(factor > 0) || !isfinite (factor))
+        {
+          g_printerr ("charlm: --grad-multiplier: expected NAME=FACTOR with a positive factor, "
+                      "got '%s'\n", arg);
+          return 1;
+        }
+      if (!charlm_model_set_grad_multiplier (model, name, factor, &error))
+        {
+          g_printerr ("charlm: %s\n", error->message);
+          return 1;
+        }
     }
 
   /* Across ranks every rank trains and evaluates (and prints its val_loss,

@@ -24,6 +24,8 @@ charlm_configs = \
 	examples/configs/fp16-fp32-layernorm.json \
 	examples/configs/fp16-static1.json \
 	examples/configs/fp16-numerics-underflow.json \
+	examples/configs/fp16-static1-autoprec.json \
+	examples/configs/fp16-autoprec.json \
 	examples/configs/bf16-fp8.json \
 	examples/configs/bf16-fp8-mx.json \
 	examples/configs/bf16-nvfp4.json \

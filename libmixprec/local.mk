@@ -169,7 +169,9 @@ mixprec_sources += \
 	libmixprec/mixprec-numerics-kernels.c \
 	libmixprec/mixprec-engine-numerics-private.h \
 	libmixprec/mixprec-engine-numerics.c \
-	libmixprec/mixprec-engine-numerics-shadow.c
+	libmixprec/mixprec-engine-numerics-shadow.c \
+	libmixprec/mixprec-engine-autoprec-private.h \
+	libmixprec/mixprec-engine-autoprec.c
 mixprec_simd_sources += libmixprec/mixprec-numerics-kernels-avx2.c
 mixprec_avx512_sources += libmixprec/mixprec-numerics-kernels-avx512.c
 

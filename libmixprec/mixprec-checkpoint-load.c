@@ -562,6 +562,16 @@ _mixprec_checkpoint_load (MixprecEngine              *engine,
               ok = FALSE;
             }
         }
+      /* Auto-precision's dtypes first: the buffers the values go into
+       * are laid out for them. */
+      if (ok && !weights_only)
+        {
+          ok = _mixprec_engine_autoprec_restore (engine, mixprec_checkpoint_get_path (ckpt),
+                                                 m->auto_precision, &local_error);
+          g_clear_pointer (&shards, g_array_unref);
+          shards = ok ? _mixprec_engine_get_load_shards (engine, &local_error) : NULL;
+          ok = shards != NULL;
+        }
       ok = ok && check_params (ckpt, shards, flags, &local_error) &&
            check_sources (ckpt, shards, weights_only, &local_error) &&
            (weights_only || restore_scaler (engine, ckpt, flags, &local_error)) &&

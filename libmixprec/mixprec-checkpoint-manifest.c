@@ -57,6 +57,7 @@ _mixprec_manifest_clear (_MixprecManifest *m)
   g_free (m->scaler_type);
   g_clear_pointer (&m->scaler_state, g_variant_unref);
   g_clear_pointer (&m->fp8_states, g_hash_table_unref);
+  g_clear_pointer (&m->auto_precision, g_variant_unref);
   g_free (m->lr_schedule_type);
   g_free (m->optimizer_name);
   g_strfreev (m->state_names);
@@ -250,6 +251,15 @@ _mixprec_manifest_to_json (const _MixprecManifest *m)
           json_builder_add_string_value (b, text);
         }
       json_builder_end_object (b);
+    }
+
+  /* mixprec.auto_precision: each parameter's dtype and counters. */
+  if (m->auto_precision != NULL)
+    {
+      g_autofree gchar *text = g_variant_print (m->auto_precision, TRUE);
+
+      json_builder_set_member_name (b, "auto_precision");
+      json_builder_add_string_value (b, text);
     }
 
   json_builder_set_member_name (b, "lr_schedule");
@@ -828,6 +838,24 @@ parse_root (Reader           *r,
               return bad (r, "fp8", l->data, rule);
             }
           g_hash_table_replace (m->fp8_states, g_strdup (l->data), v);
+        }
+    }
+
+  /* Optional: auto-precision's state (mixprec-engine-autoprec.c checks
+   * what it holds). */
+  if (json_object_has_member (root, "auto_precision"))
+    {
+      g_autofree gchar *text = NULL;
+
+      if (!get_string (r, root, "", "auto_precision", &text))
+        return FALSE;
+      g_clear_error (&local_error);
+      m->auto_precision = g_variant_parse (G_VARIANT_TYPE_VARDICT, text, NULL, NULL, &local_error);
+      if (m->auto_precision == NULL)
+        {
+          g_autofree gchar *rule = g_strdup_printf ("is not a GVariant dictionary (a{sv}): %s",
+                                                    local_error->message);
+          return bad (r, "", "auto_precision", rule);
         }
     }
 

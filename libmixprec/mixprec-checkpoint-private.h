@@ -92,6 +92,9 @@ typedef struct
   JsonNode *hyper_parameters; /* an object; informational */
   GHashTable *fp8_states;    /* parameter name -> its FP8 scaling's a{sv}
                                 (the manifest's optional "fp8" object) */
+  GVariant *auto_precision;  /* mixprec.auto_precision's state, an a{sv}
+                                (the manifest's optional "auto_precision"
+                                string); NULL when absent */
   GPtrArray *params;         /* _MixprecManifestParam, registration order */
   GHashTable *param_index;   /* name -> param */
   GPtrArray *files;          /* _MixprecManifestFile */

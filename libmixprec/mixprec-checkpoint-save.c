@@ -471,6 +471,7 @@ build_manifest (const Save       *s,
                                 mixprec_fp8_scaling_save_state (scaling));
       }
   }
+  m->auto_precision = _mixprec_engine_autoprec_save_state (s->engine);
   m->lr_schedule_type = g_strdup (mixprec_lr_schedule_get_type_name (schedule));
   m->lr_position = mixprec_lr_schedule_get_position (schedule);
   m->base_lr = mixprec_lr_schedule_get_base_lr (schedule);

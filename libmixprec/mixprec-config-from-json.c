@@ -1347,6 +1347,106 @@ load_numerics (Loader     *l,
                                   "that measure its drift", path, path);
 }
 
+/* "auto_precision": closed-loop precision from the measured numerics
+ * (mixprec-engine-autoprec.c). */
+static void
+load_auto_precision (Loader     *l,
+                     JsonObject *mixprec)
+{
+  static const gchar *const known[] = {
+    "enabled", "watch", "widen_above", "widen_patience", "narrow_below", "narrow_patience",
+    "max_widened_fraction", "widen_to", NULL
+  };
+  static const gchar *const stats[] = {
+    "grad_underflow", "stale", "fp8_saturation", "fp8_underflow", NULL
+  };
+  static const gchar *const dtypes[] = { "fp16", "bf16", "fp32", NULL };
+  static const MixprecDType dtype_values[] = {
+    MIXPREC_DTYPE_FLOAT16, MIXPREC_DTYPE_BFLOAT16, MIXPREC_DTYPE_FLOAT32
+  };
+  g_autofree gchar *path = NULL;
+  JsonNode *node = lookup (l, mixprec, "mixprec", "auto_precision", &path);
+  _MixprecAutoPrecSettings *a = &l->s->auto_precision;
+  g_auto(GStrv) widen_to = NULL;
+  JsonObject *o;
+  gint64 n;
+
+  if (node == NULL || JSON_NODE_HOLDS_NULL (node))
+    return;
+  if (!JSON_NODE_HOLDS_OBJECT (node))
+    {
+      report_invalid (l, path, "a JSON object such as {\"enabled\": true}", node);
+      return;
+    }
+  o = json_node_get_object (node);
+  check_members (l, o, path, known, NULL, NULL, FALSE);
+  /* A section present is on unless it says otherwise. */
+  a->enabled = TRUE;
+  read_bool (l, o, path, "enabled", &a->enabled);
+  if (read_strv (l, o, path, "watch", FALSE,
+                 "an array of statistics such as [\"grad_underflow\", \"fp8_saturation\"]",
+                 &a->watch))
+    {
+      for (guint i = 0; a->watch[i] != NULL; i++)
+        if (!g_strv_contains (stats, a->watch[i]))
+          _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_INVALID_VALUE,
+                                        "%s.watch[%u]: must be one of \"grad_underflow\", "
+                                        "\"stale\", \"fp8_saturation\", \"fp8_underflow\", "
+                                        "got \"%s\"", path, i, a->watch[i]);
+      if (a->watch[0] == NULL)
+        _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_INVALID_VALUE,
+                                      "%s.watch: must name at least one statistic, got []", path);
+    }
+  read_number (l, o, path, "widen_above", 0.0, CLOSED, 1.0, OPEN, "a fraction from 0 to below 1",
+               &a->widen_above);
+  if (read_int (l, o, path, "widen_patience", 1, G_MAXINT32, FALSE,
+                "a positive integer (measured steps)", &n))
+    a->widen_patience = (guint64) n;
+  read_number (l, o, path, "narrow_below", 0.0, CLOSED, 1.0, CLOSED, "a fraction from 0 to 1",
+               &a->narrow_below);
+  if (read_int (l, o, path, "narrow_patience", 0, G_MAXINT32, FALSE,
+                "a non-negative integer (measured steps; 0: never narrow)", &n))
+    a->narrow_patience = (guint64) n;
+  read_number (l, o, path, "max_widened_fraction", 0.0, CLOSED, 1.0, CLOSED,
+               "a fraction from 0 to 1", &a->max_widened_fraction);
+  if (read_strv (l, o, path, "widen_to", FALSE, "an array of dtypes such as [\"bf16\", \"fp32\"]",
+                 &widen_to))
+    {
+      a->widen_to = 0;
+      for (guint i = 0; widen_to[i] != NULL; i++)
+        {
+          guint k;
+
+          for (k = 0; dtypes[k] != NULL && !g_str_equal (dtypes[k], widen_to[i]); k++)
+            ;
+          if (dtypes[k] == NULL)
+            _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_INVALID_VALUE,
+                                          "%s.widen_to[%u]: must be one of \"fp16\", \"bf16\", "
+                                          "\"fp32\", got \"%s\"", path, i, widen_to[i]);
+          else
+            a->widen_to |= 1u << dtype_values[k];
+        }
+    }
+  if (!a->enabled)
+    return;
+  if (a->narrow_below >= a->widen_above)
+    _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_CONFLICT,
+                                  "%s.narrow_below: must be below %s.widen_above (%g), got %g: "
+                                  "the gap between them is the hysteresis", path, path,
+                                  a->widen_above, a->narrow_below);
+  if (a->narrow_patience != 0 && a->narrow_patience < a->widen_patience)
+    _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_CONFLICT,
+                                  "%s.narrow_patience: must be 0 (never narrow) or at least "
+                                  "%s.widen_patience (%" G_GUINT64_FORMAT "), got %" G_GUINT64_FORMAT,
+                                  path, path, a->widen_patience, a->narrow_patience);
+  /* The decisions are taken from the measured steps' statistics. */
+  if (l->s->numerics_every == 0)
+    _mixprec_config_report_error (l->report, MIXPREC_CONFIG_ERROR_CONFLICT,
+                                  "%s: needs mixprec.numerics.every above 0, the steps whose "
+                                  "statistics it decides from; got %s.every 0 (or no "
+                                  "mixprec.numerics)", path, "mixprec.numerics");
+}
+
 static void
 load_mixprec (Loader     *l,
               JsonObject *o)
@@ -1355,8 +1455,8 @@ load_mixprec (Loader     *l,
     "precision_mode", "fp32_modules", "fp32_params", "stochastic_rounding", "seed",
     "scaler", "comm", "device", "strict", "weight_decay_exempt", "check_grad_overflow",
     "timeout", "require_job_secret", "master_weights", "optimizer_states",
-    "reduce_accumulation", "numerics", "quantized_weights_format", "quantized_gradients_format",
-    NULL
+    "reduce_accumulation", "numerics", "auto_precision", "quantized_weights_format",
+    "quantized_gradients_format", NULL
   };
   static const gchar *const comms[] = { "auto", "local", "ucx", "nccl", NULL };
   static const gchar *const devices[] = { "cpu", "cuda", NULL };
@@ -1425,6 +1525,7 @@ load_mixprec (Loader     *l,
     }
   load_optimizer_states (l, o);
   load_numerics (l, o);
+  load_auto_precision (l, o);
 }
 
 /* ------------------------------------------------------------ monitors */
@@ -2898,6 +2999,14 @@ _mixprec_config_settings_init_defaults (MixprecConfigSettings *s)
   s->fp32_modules = g_new0 (gchar *, 1);
   s->fp32_params = g_new0 (gchar *, 1);
   s->numerics_shadow = g_new0 (gchar *, 1);
+  s->auto_precision.watch = g_strdupv ((gchar **) (const gchar *const[]) {
+                                         "grad_underflow", "fp8_saturation", "fp8_underflow", NULL });
+  s->auto_precision.widen_above = 0.5;
+  s->auto_precision.widen_patience = 3;
+  s->auto_precision.narrow_below = 0.05;
+  s->auto_precision.narrow_patience = 30;
+  s->auto_precision.max_widened_fraction = 0.25;
+  s->auto_precision.widen_to = (1u << MIXPREC_DTYPE_BFLOAT16) | (1u << MIXPREC_DTYPE_FLOAT32);
   s->semantics = MIXPREC_SCALER_SEMANTICS_DEEPSPEED;
   s->max_scale = 0;
   s->growth_factor = 2;
@@ -2956,6 +3065,7 @@ _mixprec_config_settings_clear (MixprecConfigSettings *s)
   g_clear_pointer (&s->fp32_modules, g_strfreev);
   g_clear_pointer (&s->fp32_params, g_strfreev);
   g_clear_pointer (&s->numerics_shadow, g_strfreev);
+  g_clear_pointer (&s->auto_precision.watch, g_strfreev);
   g_clear_pointer (&s->comm_backend, g_free);
   g_clear_pointer (&s->device, g_free);
   g_clear_pointer (&s->offload_path, g_free);

@@ -48,6 +48,23 @@ void _mixprec_config_report_warning_code (MixprecConfigReport *report,
                                           const gchar         *format,
                                           ...) G_GNUC_PRINTF (3, 4);
 
+/* mixprec.auto_precision (mixprec-engine-autoprec.c): which statistics
+ * widen a parameter above @widen_above for @widen_patience measured steps
+ * in a row, narrow it back below @narrow_below for @narrow_patience (0:
+ * never), at most @max_widened_fraction of the parameters' elements
+ * widened, to the dtypes of @widen_to (MixprecDType bits: 1 << dtype). */
+typedef struct
+{
+  gboolean enabled;
+  GStrv    watch;
+  gdouble  widen_above;
+  guint64  widen_patience;
+  gdouble  narrow_below;
+  guint64  narrow_patience;
+  gdouble  max_widened_fraction;
+  guint    widen_to;
+} _MixprecAutoPrecSettings;
+
 /* The typed settings behind a MixprecConfig, every default filled in. */
 typedef struct
 {
@@ -172,6 +189,10 @@ typedef struct
   GStrv    numerics_shadow;
   gdouble  numerics_shadow_fraction;
 
+  /* mixprec.auto_precision: closed-loop precision (see
+   * mixprec-engine-autoprec.c) */
+  _MixprecAutoPrecSettings auto_precision;
+
   /* fp8: FP8 working copies of the parameters of fp8_modules */
   gboolean fp8_enabled;
   guint    fp8_recipe;              /* MixprecFp8RecipeKind */
@@ -285,6 +306,8 @@ gboolean _mixprec_config_get_monitor         (MixprecConfig      *config,
  * mixprec.numerics.shadow (owned by @config) and shadow_fraction: the
  * parameters an FP32 shadow follows. */
 guint64  _mixprec_config_get_numerics_every  (MixprecConfig *config);
+/* mixprec.auto_precision, owned by @config. */
+const _MixprecAutoPrecSettings *_mixprec_config_get_auto_precision (MixprecConfig *config);
 const gchar * const *_mixprec_config_get_numerics_shadow (MixprecConfig *config,
                                                           gdouble       *fraction);
 

@@ -729,6 +729,35 @@ mixprec_config_to_data (MixprecConfig *self,
   json_builder_set_member_name (b, "shadow_fraction");
   json_builder_add_double_value (b, s->numerics_shadow_fraction);
   json_builder_end_object (b);
+  {
+    const _MixprecAutoPrecSettings *a = &s->auto_precision;
+    static const MixprecDType order[] = { MIXPREC_DTYPE_FLOAT16, MIXPREC_DTYPE_BFLOAT16,
+                                          MIXPREC_DTYPE_FLOAT32 };
+    static const gchar *const names[] = { "fp16", "bf16", "fp32" };
+
+    json_builder_set_member_name (b, "auto_precision");
+    json_builder_begin_object (b);
+    json_builder_set_member_name (b, "enabled");
+    json_builder_add_boolean_value (b, a->enabled);
+    add_strv (b, "watch", (const gchar * const *) a->watch);
+    json_builder_set_member_name (b, "widen_above");
+    json_builder_add_double_value (b, a->widen_above);
+    json_builder_set_member_name (b, "widen_patience");
+    json_builder_add_int_value (b, (gint64) a->widen_patience);
+    json_builder_set_member_name (b, "narrow_below");
+    json_builder_add_double_value (b, a->narrow_below);
+    json_builder_set_member_name (b, "narrow_patience");
+    json_builder_add_int_value (b, (gint64) a->narrow_patience);
+    json_builder_set_member_name (b, "max_widened_fraction");
+    json_builder_add_double_value (b, a->max_widened_fraction);
+    json_builder_set_member_name (b, "widen_to");
+    json_builder_begin_array (b);
+    for (guint i = 0; i < G_N_ELEMENTS (order); i++)
+      if (a->widen_to & (1u << order[i]))
+        json_builder_add_string_value (b, names[i]);
+    json_builder_end_array (b);
+    json_builder_end_object (b);
+  }
   json_builder_end_object (b);
 
   json_builder_set_member_name (b, "fp8");
@@ -1030,6 +1059,13 @@ _mixprec_config_get_numerics_every (MixprecConfig *self)
 {
   g_return_val_if_fail (MIXPREC_IS_CONFIG (self), 0);
   return self->settings.numerics_every;
+}
+
+const _MixprecAutoPrecSettings *
+_mixprec_config_get_auto_precision (MixprecConfig *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_CONFIG (self), NULL);
+  return &self->settings.auto_precision;
 }
 
 const gchar * const *

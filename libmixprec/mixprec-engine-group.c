@@ -7,6 +7,7 @@
 #include "mixprec.h"
 #include "mixprec-engine-impl-private.h"
 #include "mixprec-engine-private.h"
+#include "mixprec-engine-autoprec-private.h"
 
 static gboolean
 same_group (const Group *g, MixprecParam *p)
@@ -84,6 +85,8 @@ mixprec_engine_prepare (MixprecEngine *self,
 
   if (self->prepared)
     return TRUE;
+  if (!_mixprec_engine_autoprec_check (self, error))
+    return FALSE;
 
   for (guint i = 0; i < self->params->len; i++)
     {

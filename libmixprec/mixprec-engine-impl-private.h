@@ -385,6 +385,9 @@ struct _MixprecEngine
 
   /* Per-tensor numerics (mixprec-engine-numerics.c); NULL when off. */
   struct _MixprecEngineNumerics *numerics;
+
+  /* Closed-loop precision (mixprec-engine-autoprec.c); NULL when off. */
+  struct _MixprecEngineAutoPrec *autoprec;
 };
 
 /* Elements of each buffer one group needs on this rank, from its units.

@@ -10,6 +10,7 @@
 #include "mixprec.h"
 #include "mixprec-config-private.h"
 #include "mixprec-engine-impl-private.h"
+#include "mixprec-engine-autoprec-private.h"
 #include "mixprec-monitor-private.h"
 #include "mixprec-numerics-private.h"
 
@@ -353,6 +354,33 @@ add_numeric (gboolean     by_type,
                value };
 
   g_array_append_val (scalars, s);
+}
+
+void
+_mixprec_engine_record_scalars (MixprecEngine       *self,
+                                const gchar * const *tags,
+                                const gdouble       *values,
+                                guint                n,
+                                guint64              step)
+{
+  g_autofree Scalar *scalars = NULL;
+  GError *error = NULL;
+
+  if (self->csv == NULL && self->tb == NULL)
+    return;
+  scalars = g_new (Scalar, MAX (n, 1));
+  for (guint i = 0; i < n; i++)
+    {
+      scalars[i].tag = tags[i];
+      scalars[i].value = values[i];
+    }
+  if (!record (self, scalars, n, step, &error))
+    {
+      g_warning ("step %" G_GUINT64_FORMAT ": %s; the monitors record nothing more",
+                 step, error->message);
+      g_error_free (error);
+      _mixprec_engine_close_monitors (self);
+    }
 }
 
 void

@@ -41,6 +41,9 @@ typedef struct {
   gboolean fp8;              /* an FP8 copy of a per-tensor scaling */
   gboolean fp8_mx;           /* ... or of MX block scales */
   gboolean shadow;           /* an FP32 shadow follows it */
+  MixprecDType wire;         /* what its gradient underflow is measured against:
+                                the group's wire dtype, or the policy's while
+                                auto-precision widens it */
 } NumParam;
 
 typedef struct {

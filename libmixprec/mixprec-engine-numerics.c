@@ -37,6 +37,7 @@
 #include "mixprec-numerics-kernels-private.h"
 
 #include "mixprec-engine-numerics-private.h"
+#include "mixprec-engine-autoprec-private.h"
 
 /* ---------------------------------------------------------------- the number formats */
 
@@ -195,6 +196,7 @@ _mixprec_numerics_layout (MixprecEngine *self, struct _MixprecEngineNumerics *nm
       np.shadow = _mixprec_numerics_shadowed (self, i, mixprec_param_get_name (p));
       np.fp8 = g->fp8.enabled && g->fp8.kind != MIXPREC_FP8_RECIPE_MX;
       np.fp8_mx = g->fp8.enabled && g->fp8.kind == MIXPREC_FP8_RECIPE_MX;
+      np.wire = _mixprec_engine_autoprec_probe_wire (self, i, g->wire);
       /* One slot per block the parameter meets. */
       for (guint64 lo = np.start; lo < np.start + np.numel;)
         {
@@ -316,7 +318,7 @@ grad_slots (gsize first, gsize end, gpointer data)
       if (!slot_in_pass (job, slot))
         continue;
       src = _mixprec_numerics_grad_run (job->engine, np, slot->lo, &dtype);
-      slot_grads (nm->records + s * N_REC, np->group->wire, src, dtype, slot->hi - slot->lo);
+      slot_grads (nm->records + s * N_REC, np->wire, src, dtype, slot->hi - slot->lo);
     }
 }
 
@@ -587,11 +589,11 @@ _mixprec_engine_numerics_fused_after (gpointer       fuse,
           const Unit *u = &g_array_index (g->units, Unit, np->unit);
           guint64 block = u->first_block + (s->lo - self->rank * UNIT_SLICE (self, u)) / _MIXPREC_SUMSQ_BLOCK;
 
-          slot_counts (rec, g->wire, _mixprec_engine_at ((gpointer) grad, grad_dtype, at), grad_dtype, len,
+          slot_counts (rec, np->wire, _mixprec_engine_at ((gpointer) grad, grad_dtype, at), grad_dtype, len,
                        g->norm.blocks[block]);
         }
       else
-        slot_grads (rec, g->wire, _mixprec_engine_at ((gpointer) grad, grad_dtype, at), grad_dtype, len);
+        slot_grads (rec, np->wire, _mixprec_engine_at ((gpointer) grad, grad_dtype, at), grad_dtype, len);
       if (np->has_values && master != NULL)
         slot_update (rec, g->dtypes.working, kept + at, master + at,
                      working != NULL ? _mixprec_engine_at ((gpointer) working, g->dtypes.working, at) : NULL,
@@ -620,6 +622,31 @@ _mixprec_engine_numerics_setup (MixprecEngine *self,
   self->numerics = g_new0 (struct _MixprecEngineNumerics, 1);
   self->numerics->every = every;
   return TRUE;
+}
+
+void
+_mixprec_engine_numerics_relayout (MixprecEngine *self)
+{
+  struct _MixprecEngineNumerics *nm = self->numerics;
+
+  if (nm == NULL)
+    return;
+  for (guint j = 0; nm->by_group != NULL && j < nm->n_groups; j++)
+    g_array_unref (nm->by_group[j]);
+  g_clear_pointer (&nm->by_group, g_free);
+  g_clear_pointer (&nm->fused, g_free);
+  nm->n_groups = 0;
+  g_clear_pointer (&nm->params, g_array_unref);
+  g_clear_pointer (&nm->slots, g_array_unref);
+  g_clear_pointer (&nm->owned, g_array_unref);
+  g_clear_pointer (&nm->records, g_free);
+  g_clear_pointer (&nm->old_master, g_free);
+  nm->old_n = 0;
+  _mixprec_numerics_shadow_free (nm);
+  nm->shadow = NULL;
+  memset (nm->shadow_states, 0, sizeof nm->shadow_states);
+  nm->shadow_n = 0;
+  nm->shadow_started = FALSE;
 }
 
 void

@@ -124,6 +124,18 @@ gboolean _mixprec_engine_restore_fp8 (MixprecEngine *engine,
                                       GHashTable    *states,
                                       GError       **error);
 
+/* mixprec.auto_precision in checkpoints (mixprec-engine-autoprec.c): the
+ * state as an a{sv} (NULL when off), and restoring it (NULL @state: every
+ * parameter back at the policy's precision) before the values are
+ * loaded: the buffers are laid out again for the saved dtypes, keeping
+ * the values they held until the load writes its own. @path names the
+ * checkpoint in errors. */
+GVariant *_mixprec_engine_autoprec_save_state (MixprecEngine *self);
+gboolean  _mixprec_engine_autoprec_restore    (MixprecEngine *self,
+                                               const gchar   *path,
+                                               GVariant      *state,
+                                               GError       **error);
+
 /* The engine's part of mixprec_param_reduce_grad(), for @param of
  * @engine with its storage in place (mixprec-engine-reduce.c). */
 gboolean _mixprec_engine_reduce_grad (MixprecEngine *engine,

@@ -12,6 +12,7 @@
 #include "mixprec.h"
 #include "mixprec-engine-impl-private.h"
 #include "mixprec-comm-private.h"
+#include "mixprec-engine-autoprec-private.h"
 #include "mixprec-engine-private.h"
 #include "mixprec-registry-private.h"
 
@@ -831,7 +832,7 @@ mixprec_engine_step (MixprecEngine *self,
 
   g_return_val_if_fail (MIXPREC_IS_ENGINE (self), NULL);
 
-  if (!mixprec_engine_prepare (self, error))
+  if (!mixprec_engine_prepare (self, error) || !_mixprec_engine_autoprec_check_step (self, error))
     return NULL;
   if (self->micro_steps != self->gas)
     {
@@ -915,6 +916,10 @@ mixprec_engine_step (MixprecEngine *self,
   result->next_loss_scale = mixprec_loss_scaler_get_scale (self->scaler);
   _mixprec_engine_report_step (self, result, overflow);
   if (!_mixprec_engine_numerics_finish (self, result->step, result->applied, error))
+    return NULL;
+  /* mixprec.auto_precision: the dtypes of the next step, from this
+   * step's numerics. */
+  if (!_mixprec_engine_autoprec_step (self, error))
     return NULL;
   return g_steal_pointer (&result);
 }

@@ -23,6 +23,7 @@
 #include "mixprec.h"
 #include "mixprec-bootstrap-private.h"
 #include "mixprec-engine-impl-private.h"
+#include "mixprec-engine-autoprec-private.h"
 #include "mixprec-engine-private.h"
 #include "mixprec-parallel-private.h"
 #include "mixprec-registry-private.h"
@@ -155,6 +156,7 @@ mixprec_engine_finalize (GObject *object)
   g_free (self->hparams);
   _mixprec_engine_close_monitors (self);
   _mixprec_engine_numerics_free (self);
+  _mixprec_engine_autoprec_free (self);
   g_clear_object (&self->optimizer);
   g_clear_object (&self->schedule);
   g_clear_object (&self->scaler);
@@ -447,6 +449,8 @@ _mixprec_engine_new_internal (MixprecConfig  *config,
   if (!plan_only && !_mixprec_engine_open_monitors (self, error))
     return NULL;
   if (!plan_only && !_mixprec_engine_numerics_setup (self, error))
+    return NULL;
+  if (!plan_only && !_mixprec_engine_autoprec_setup (self, error))
     return NULL;
   return g_steal_pointer (&self);
 }

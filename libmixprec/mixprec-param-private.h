@@ -31,6 +31,9 @@ typedef struct {
                                 after each backward_done() */
   gboolean grad_stale;       /* the buffer still holds a gradient the step
                                 consumed (never when exposed) */
+  gboolean address_taken;    /* a buffer's address was handed to the caller
+                                (*_data(), *_address()): auto-precision,
+                                which moves buffers, refuses it */
   /* FP8 working copy (see mixprec-engine-fp8.c). */
   gboolean fp8;              /* the policy marks it fp8 */
   MixprecDType fp8_dtype;
@@ -70,6 +73,10 @@ MixprecParam *_mixprec_param_new (gpointer                   engine,
 
 _MixprecParamStorage *_mixprec_param_get_storage (MixprecParam *self);
 gboolean              _mixprec_param_is_external (MixprecParam *self);
+/* Auto-precision (mixprec-engine-autoprec.c) changes the dtypes of a
+ * parameter between two layouts of the engine's buffers. */
+void                  _mixprec_param_set_dtypes  (MixprecParam              *self,
+                                                  const _MixprecParamDTypes *dtypes);
 /* Asks the owning engine to lay out its buffers (first access). */
 gboolean              _mixprec_param_ensure_storage (MixprecParam *self,
                                                      GError      **error);

@@ -113,6 +113,13 @@ _mixprec_param_get_storage (MixprecParam *self)
   return &self->storage;
 }
 
+void
+_mixprec_param_set_dtypes (MixprecParam              *self,
+                           const _MixprecParamDTypes *dtypes)
+{
+  self->dtypes = *dtypes;
+}
+
 gboolean
 _mixprec_param_is_external (MixprecParam *self)
 {
@@ -358,6 +365,7 @@ gpointer
 mixprec_param_get_working_data (MixprecParam *self)
 {
   g_return_val_if_fail (MIXPREC_IS_PARAM (self), NULL);
+  self->storage.address_taken = TRUE;
   if (!_mixprec_param_ensure_storage (self, NULL))
     return NULL;
   return self->storage.working;
@@ -389,6 +397,7 @@ gpointer
 mixprec_param_get_grad_data (MixprecParam *self)
 {
   g_return_val_if_fail (MIXPREC_IS_PARAM (self), NULL);
+  self->storage.address_taken = TRUE;
   if (!ensure_grad (self, NULL))
     return NULL;
   return self->storage.grad;
@@ -411,6 +420,7 @@ const gfloat *
 mixprec_param_get_master_data (MixprecParam *self)
 {
   g_return_val_if_fail (MIXPREC_IS_PARAM (self), NULL);
+  self->storage.address_taken = TRUE;
   if (!_mixprec_param_ensure_storage (self, NULL))
     return NULL;
   return self->storage.master;
@@ -566,6 +576,7 @@ mixprec_param_get_buffer_address (MixprecParam       *self,
   gpointer data;
 
   g_return_val_if_fail (MIXPREC_IS_PARAM (self), 0);
+  self->storage.address_taken = TRUE;
 
   if (!_mixprec_param_ensure_storage (self, error))
     return 0;
@@ -626,6 +637,7 @@ mixprec_param_get_device_address (MixprecParam       *self,
   gpointer data;
 
   g_return_val_if_fail (MIXPREC_IS_PARAM (self), 0);
+  self->storage.address_taken = TRUE;
 
   data = buffer_data (self, buffer, dtype, &on_host, error);
   if (data == NULL ||

@@ -649,6 +649,22 @@ EXTRA_tests_test_numerics_DEPENDENCIES = plugins/mixprec-comm-ucx.la
 TESTS += tests/test-numerics
 endif
 
+# --- closed-loop precision (mixprec.auto_precision): crafted underflow
+# widens and narrows a parameter at the expected steps; limits, resume
+# from a checkpoint, 1 and 3 ranks (needs the UCX comm plugin)
+if HAVE_UCX
+check_PROGRAMS += tests/test-auto-precision
+tests_test_auto_precision_SOURCES = tests/test-auto-precision.c tests/multiproc.c tests/multiproc.h
+tests_test_auto_precision_LDADD = $(tests_public_ldadd) -lm
+EXTRA_tests_test_auto_precision_DEPENDENCIES = plugins/mixprec-comm-ucx.la tools/mixprec-inspect
+TESTS += tests/test-auto-precision
+endif
+# mixprec.torch holds buffer addresses: refused by name.
+EXTRA_DIST += tests/test-auto-precision-torch.py
+if HAVE_PYTHON_GI
+TESTS += tests/test-auto-precision-torch.py
+endif
+
 # Each statistic against numpy, through introspection; mixprec.torch's
 # accessor against torch's own gradients.
 EXTRA_DIST += tests/test-numerics-gi.py tests/test-numerics-torch.py
@@ -762,6 +778,11 @@ AM_TESTS_ENVIRONMENT += export PYTHON_SAFETENSORS="$(PYTHON_SAFETENSORS)";
 if HAVE_PYTHON_SAFETENSORS
 TESTS += tests/test-checkpoint-safetensors-gi.py
 endif
+# mixprec.auto_precision on the example trainer: one module's gradients
+# underflow fp16, auto-precision widens it, val_loss recovers, and a resume
+# after the decision ends byte for byte as the uninterrupted run.
+TESTS += tests/test-charlm-autoprec.sh
+EXTRA_DIST += tests/test-charlm-autoprec.sh
 # The example trainer's --save-every / --resume: a resumed run ends with the
 # uninterrupted run's checkpoint, byte for byte.
 TESTS += tests/test-charlm-resume.sh

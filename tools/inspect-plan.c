@@ -6,6 +6,8 @@
  * intra- and inter-host, beside DeepSpeed's ZeRO / ZeRO++ figures. */
 #include "config.h"
 
+#include <json-glib/json-glib.h>
+
 #include "inspect-private.h"
 
 static gchar *
@@ -139,6 +141,91 @@ print_wire (MixprecConfig *config,
   return 0;
 }
 
+/* mixprec.auto_precision at its limit: max_widened_fraction of the
+ * parameters planned wider (fp32, or without their FP8 copies when
+ * widen_to leaves fp32 out), the rest as the config plans them. */
+static void
+print_auto_precision (MixprecConfig       *config,
+                      const gchar         *config_path,
+                      const gchar * const *sets,
+                      guint64              n_params,
+                      guint                world_size,
+                      guint64              gathered)
+{
+  g_autofree gchar *text = mixprec_config_to_data (config, NULL);
+  g_autoptr(JsonNode) root = json_from_string (text, NULL);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MixprecConfig) wide_config = NULL;
+  g_autoptr(GPtrArray) narrow = NULL, wide = NULL;
+  g_autoptr(GStrvBuilder) builder = g_strv_builder_new ();
+  g_auto(GStrv) wide_sets = NULL;
+  JsonObject *a;
+  JsonArray *to;
+  gboolean fp32 = FALSE;
+  gdouble fraction;
+  guint64 n_wide, total = 0;
+
+  a = root != NULL ? json_object_get_object_member (json_node_get_object (root), "mixprec") : NULL;
+  a = a != NULL && json_object_has_member (a, "auto_precision")
+      ? json_object_get_object_member (a, "auto_precision") : NULL;
+  if (a == NULL || !json_object_get_boolean_member (a, "enabled"))
+    return;
+  fraction = json_object_get_double_member (a, "max_widened_fraction");
+  to = json_object_get_array_member (a, "widen_to");
+  for (guint i = 0; i < json_array_get_length (to); i++)
+    fp32 |= g_str_equal (json_array_get_string_element (to, i), "fp32");
+  n_wide = (guint64) (fraction * (gdouble) n_params);
+  if (n_wide == 0)
+    return;
+  if (sets != NULL)
+    g_strv_builder_addv (builder, (const gchar **) sets);
+  g_strv_builder_add (builder, fp32 ? "mixprec.fp32_modules=[\"Linear\"]" : "fp8.enabled=false");
+  wide_sets = g_strv_builder_end (builder);
+  wide_config = inspect_load_config (config_path, (const gchar * const *) wide_sets, &error);
+  if (wide_config != NULL)
+    wide = mixprec_memory_plan_list_buffers (wide_config, &n_wide, 1, world_size, gathered, &error);
+  if (wide != NULL && n_wide < n_params)
+    {
+      guint64 rest = n_params - n_wide;
+
+      narrow = mixprec_memory_plan_list_buffers (config, &rest, 1, world_size, gathered, &error);
+    }
+  if (wide == NULL || (n_wide < n_params && narrow == NULL))
+    {
+      g_printerr ("mixprec-inspect: planning auto_precision's limit: %s\n", error->message);
+      return;
+    }
+  g_print ("With mixprec.auto_precision at its limit: %" G_GUINT64_FORMAT " parameters "
+           "(max_widened_fraction %g) %s, the rest as above\n", n_wide, fraction,
+           fp32 ? "widened to fp32" : "without their FP8 copies");
+  for (guint i = 0; i < wide->len; i++)
+    {
+      MixprecMemoryBuffer *b = g_ptr_array_index (wide, i);
+      guint64 bytes = b->planned_bytes;
+
+      for (guint k = 0; narrow != NULL && k < narrow->len; k++)
+        if (g_str_equal (((MixprecMemoryBuffer *) g_ptr_array_index (narrow, k))->name, b->name))
+          bytes += ((MixprecMemoryBuffer *) g_ptr_array_index (narrow, k))->planned_bytes;
+      if (bytes > 0)
+        row (b->name, bytes, n_params, -1);
+      total += bytes;
+    }
+  for (guint k = 0; narrow != NULL && k < narrow->len; k++)
+    {
+      MixprecMemoryBuffer *b = g_ptr_array_index (narrow, k);
+      gboolean seen = FALSE;
+
+      for (guint i = 0; i < wide->len; i++)
+        seen |= g_str_equal (((MixprecMemoryBuffer *) g_ptr_array_index (wide, i))->name, b->name);
+      if (!seen && b->planned_bytes > 0)
+        {
+          row (b->name, b->planned_bytes, n_params, -1);
+          total += b->planned_bytes;
+        }
+    }
+  row ("total", total, n_params, -1);
+}
+
 int
 inspect_plan (const gchar         *config_path,
               const gchar * const *sets,
@@ -231,5 +318,6 @@ inspect_plan (const gchar         *config_path,
            (gint64) (ds->masters + ds->optimizer_state + ds->gradients +
                      (params_offloaded ? ds->working : 0)));
     }
+  print_auto_precision (config, config_path, sets, n_params, world_size, gathered);
   return print_wire (config, n_params, world_size, ranks_per_host);
 }

@@ -134,26 +134,35 @@ check("outside a gather a partitioned parameter is an empty bf16 placeholder wit
       w.numel() == 0 and w.dtype == torch.bfloat16 and w.ds_shape == torch.Size([8, 8]) and
       w.ds_numel == 64 and w.ds_status == zero.ZeroParamStatus.NOT_AVAILABLE,
       (w.shape, w.dtype, getattr(w, "ds_shape", None)))
-check("the frozen embedding stays whole (not partitioned), cast to bf16",
-      m3.wpe.weight.shape == (6, 8) and m3.wpe.weight.dtype == torch.bfloat16 and
-      not hasattr(m3.wpe.weight, "ds_id"))
+check("the frozen embedding is partitioned too, as DeepSpeed partitions frozen parameters: "
+      "an empty bf16 placeholder (cast to the model's dtype, as at ZeRO-0) with ds_shape and "
+      "ds_status, and no gradient",
+      m3.wpe.weight.numel() == 0 and m3.wpe.weight.dtype == torch.bfloat16 and
+      m3.wpe.weight.ds_shape == torch.Size([6, 8]) and
+      m3.wpe.weight.ds_status == zero.ZeroParamStatus.NOT_AVAILABLE and
+      not m3.wpe.weight.requires_grad and m3.wpe.weight.grad is None and
+      ref_model.wpe.weight.dtype == torch.bfloat16 and "wpe.weight" not in z3.params,
+      (m3.wpe.weight.shape, m3.wpe.weight.dtype))
 check("the LayerNorm kept in FP32 is partitioned too, its placeholder FP32",
       m3.ln.weight.numel() == 0 and m3.ln.weight.dtype == torch.float32)
 with zero.GatheredParameters([m3.fc.weight, m3.head.weight, m3.wpe.weight]):
     inside = (m3.fc.weight.detach().clone(), m3.head.weight.detach().clone(),
-              m3.fc.weight.ds_status)
+              m3.fc.weight.ds_status, m3.wpe.weight.detach().clone())
 check("GatheredParameters makes them whole: the working copies ZeRO-0 trains, the tied head "
-      "is wte",
+      "is wte, the frozen embedding ZeRO-0's bf16 values",
       torch.equal(inside[0], ref_model.fc.weight.detach()) and
       torch.equal(inside[1], ref_model.wte.weight.detach()) and
-      inside[2] == zero.ZeroParamStatus.AVAILABLE and m3.fc.weight.numel() == 0)
+      torch.equal(inside[3], ref_model.wpe.weight.detach()) and
+      inside[2] == zero.ZeroParamStatus.AVAILABLE and m3.fc.weight.numel() == 0 and
+      m3.wpe.weight.numel() == 0)
 check("p.grad of a partitioned parameter stays None at the boundary, as DeepSpeed's",
       all(p.grad is None for p in m3.parameters()))
 
-with zero.GatheredParameters([ref_model.fc.weight, m3.wpe.weight], modifier_rank=0):
+before = ref_model.fc.weight.detach().clone()
+with zero.GatheredParameters([ref_model.fc.weight], modifier_rank=0):
     pass
-check("GatheredParameters(modifier_rank=0) of parameters that are not partitioned (ZeRO-0, "
-      "frozen) leaves them alone, as DeepSpeed's", True)
+check("GatheredParameters(modifier_rank=0) of a parameter that is not partitioned (ZeRO-0) "
+      "leaves it alone, as DeepSpeed's", torch.equal(before, ref_model.fc.weight.detach()))
 
 
 e = error_of(lambda: zero.GatheredParameters([m3.fc.weight], modifier_rank=1))

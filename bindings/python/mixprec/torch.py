@@ -75,7 +75,8 @@ The engine has DeepSpeed's ``backward``, ``step``,
 Frozen parameters (``requires_grad=False``, as LoRA leaves the base
 model) are not registered: they are cast to the working dtype of their
 module (the model's dtype, or FP32 for a module the policy keeps in FP32)
-as DeepSpeed casts the whole module, and never change. Tied parameters
+as DeepSpeed casts the whole module, and never change (under ZeRO-3
+they are partitioned too: see below). Tied parameters
 (GPT-2's ``lm_head.weight`` is ``wte.weight``) are registered once, under
 the first name; ``export_fp32()`` and ``save_16bit_model()`` write every
 name of the model's ``state_dict()`` (under ZeRO-3 gathering the
@@ -205,8 +206,19 @@ What differs from DeepSpeed's ZeRO-3:
   rank r's values widened from the working dtype (DeepSpeed writes the
   working copy's partitions and leaves its optimizer's FP32 partitions
   as they were). Writes without it are not kept, as in DeepSpeed.
-* Frozen parameters (``requires_grad=False``) stay whole on every rank,
-  cast to the working dtype; DeepSpeed partitions them too.
+* Frozen parameters (``requires_grad=False``) are partitioned as the
+  trained ones are (not below ``stage3_param_persistence_threshold``
+  elements), cast to the working dtype first as at ZeRO-0 to 2, and
+  gathered and released by the same hooks, with ``ds_*`` attributes and
+  a placeholder, as DeepSpeed partitions them; the engine holds no
+  master, gradient or optimizer state for them. Each rank keeps an even
+  1/world chunk of the working-dtype values (the front's, exchanged over
+  the launcher's communicator, not the engine's units), so on several
+  ranks only on the cpu device; on the cuda device across ranks, where
+  the engine joins the ranks itself, they stay whole on every rank.
+  ``GatheredParameters(..., modifier_rank=r)`` cuts their chunks from
+  rank r's values; checkpoints save them whole (``client_state.pt``),
+  interchangeable with stages 0 to 2.
 * A parameter of exactly ``stage3_param_persistence_threshold`` elements
   is partitioned (the engine keeps those below it whole); DeepSpeed keeps
   it whole. On one process the engine's copies are whole anyway, and the
@@ -633,7 +645,7 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None, tra
         else:
             engine = Mixprec.Engine.new(cfg)
     front = Engine(model, engine, auto_cast=auto_cast,
-                   max_reuse_distance=_max_reuse_distance(doc))
+                   max_reuse_distance=_max_reuse_distance(doc), comm=comm)
     if old_spelling:
         return front
     front._ds_returns = True
@@ -725,7 +737,7 @@ class _Entry(object):
     __slots__ = ("name", "tensor", "param", "dtype", "address", "shape",
                  # ZeRO-3 (mixprec/_torch_zero.py): whether partitioned, and its state
                  "z3", "partitioner", "unit", "count", "bwd", "kept", "view", "position",
-                 "placeholder", "shaped")
+                 "placeholder", "shaped", "chunk")
 
 
 def _numel(shape):
@@ -828,8 +840,11 @@ class Engine(object):
     ``skipped_steps``, ``micro_steps`` (DeepSpeed's counters).
     """
 
-    def __init__(self, model, engine, auto_cast=False, max_reuse_distance=1000000000):
+    def __init__(self, model, engine, auto_cast=False, max_reuse_distance=1000000000,
+                 comm=None):
         self.module = model
+        # The launcher's communicator (host memory), for ZeRO-3's frozen chunks.
+        self._comm = comm
         self.max_reuse_distance = max_reuse_distance
         self.engine = engine
         self.params = {}
@@ -994,6 +1009,8 @@ class Engine(object):
                     dtype = self.dtype
                 if p.dtype != dtype:
                     p.data = p.data.to(dtype)
+        if cfg.get_zero_stage() == 3:
+            self._partition_frozen(model, frozen, cfg)
         # Modules in another dtype (fp32_modules): inputs to theirs, outputs back.
         for module, entries in owner.values():
             dtypes = {_TORCH_DTYPE[e.dtype] for e in entries}
@@ -1023,6 +1040,42 @@ class Engine(object):
             self._forward = ("forward" in model.__dict__, model.__dict__.get("forward"))
             model.forward = forward
         setattr(model, _ENGINE_ATTR, weakref.ref(self))
+
+    def _partition_frozen(self, model, frozen, cfg):
+        """ZeRO-3 partitions the frozen floating-point parameters too (not
+        below stage3_param_persistence_threshold elements), as DeepSpeed
+        does: chunks exchanged over the launcher's communicator in host
+        memory (see mixprec/_torch_zero.py), so on several ranks only where
+        the front has it (the cpu device); elsewhere they stay whole."""
+        comm = self._comm
+        if comm is not None and comm.get_device() != "cpu":
+            comm = None
+        if self.engine.get_world_size() > 1 and comm is None:
+            return
+        names = {id(p): n for n, p in model.named_parameters()}
+        threshold = max(cfg.get_param_persistence_threshold(), 1)
+        entries, seen = [], set()
+        for module, p in frozen:
+            if id(p) in seen or p.dtype not in _MIXPREC_DTYPE or p.numel() < threshold:
+                continue
+            seen.add(id(p))
+            e = _Entry()
+            e.name = names[id(p)]
+            e.tensor = p
+            e.shape = tuple(p.shape)
+            e.param = zero.FrozenParam(e.name, p.numel())
+            e.dtype = _MIXPREC_DTYPE[p.dtype]
+            e.address = None
+            entries.append(e)
+        if not entries:
+            return
+        if self._zero3 is None:
+            self._zero3 = zero.Partitioner(self, [], _errors, _TORCH_DTYPE)
+        self._zero3.add_frozen(entries, comm)
+
+    def _frozen_z3(self):
+        """The tensors of the frozen parameters ZeRO-3 partitions."""
+        return [e.tensor for e in self._zero3.frozen] if self._zero3 is not None else []
 
     def _warn_unmatched(self, cfg, model):
         classes = {type(m).__name__ for m in model.modules()}
@@ -1438,15 +1491,18 @@ class Engine(object):
                  else Mixprec.CheckpointSaveFlags.NO_LATEST)
         with _errors():
             self.engine.save_checkpoint_full(os.fspath(save_dir), tag, flags)
-        if self.engine.get_rank() == 0:
-            frozen = {}
-            if not exclude_frozen_parameters:
-                trained = {id(e.tensor) for e in self._entries}
-                frozen = {n: p.detach().cpu().clone() for n, p in self.module.named_parameters()
-                          if id(p) not in trained}
-            path = os.path.join(os.fspath(save_dir), tag, "client_state.pt")
-            torch.save({"client_state": dict(client_state or {}), "frozen": frozen}, path + ".tmp")
-            os.replace(path + ".tmp", path)
+        # ZeRO-3's frozen parameters whole (collective), as at stages 0-2.
+        with zero.GatheredParameters([] if exclude_frozen_parameters else self._frozen_z3()):
+            if self.engine.get_rank() == 0:
+                frozen = {}
+                if not exclude_frozen_parameters:
+                    trained = {id(e.tensor) for e in self._entries}
+                    frozen = {n: p.detach().cpu().clone()
+                              for n, p in self.module.named_parameters() if id(p) not in trained}
+                path = os.path.join(os.fspath(save_dir), tag, "client_state.pt")
+                torch.save({"client_state": dict(client_state or {}), "frozen": frozen},
+                           path + ".tmp")
+                os.replace(path + ".tmp", path)
         return True
 
     def load_checkpoint(self, load_dir, tag=None, load_module_strict=True,
@@ -1489,7 +1545,11 @@ class Engine(object):
             named = dict(self.module.named_parameters())
             for n, t in saved.get("frozen", {}).items():
                 if n in named:
-                    named[n].data.copy_(t.to(named[n].dtype))
+                    e = getattr(named[n], "_mixprec_zero3_entry", None)
+                    if e is not None and e.unit.frozen:
+                        self._zero3.set_frozen(e, t)
+                    else:
+                        named[n].data.copy_(t.to(named[n].dtype))
         if not self._ds_returns:
             return path
         return path, client_state
@@ -1504,12 +1564,13 @@ class Engine(object):
                 masters[id(e.tensor)] = torch.frombuffer(bytearray(data), dtype=torch.float32) \
                     .reshape(e.shape)
         state = {}
-        for n, t in self.module.state_dict(keep_vars=True).items():
-            if id(t) in masters:
-                state[n] = masters[id(t)]
-            else:
-                t = t.detach().cpu()
-                state[n] = t.float() if t.is_floating_point() else t
+        with zero.GatheredParameters(self._frozen_z3()):
+            for n, t in self.module.state_dict(keep_vars=True).items():
+                if id(t) in masters:
+                    state[n] = masters[id(t)]
+                else:
+                    t = t.detach().cpu()
+                    state[n] = t.float() if t.is_floating_point() else t
         return state
 
     def export_fp32(self, path):
@@ -1563,7 +1624,7 @@ class Engine(object):
         trained = {id(e.tensor) for e in self._entries}
         state = {}
         # Under ZeRO-3 every rank gathers the partitioned parameters.
-        with zero.GatheredParameters([e.tensor for e in self._entries]):
+        with zero.GatheredParameters([e.tensor for e in self._entries] + self._frozen_z3()):
             for n, t in self.module.state_dict(keep_vars=True).items():
                 if exclude_frozen_parameters and isinstance(t, torch.nn.Parameter) and \
                         id(t) not in trained:

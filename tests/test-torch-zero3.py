@@ -127,6 +127,7 @@ z3_losses = train(z3, batches)
 check("ZeRO-3 on one process repeats ZeRO-0 bit for bit: every loss and every FP32 master "
       "(tied head, frozen embedding, FP32 LayerNorm)",
       z3_losses == ref_losses and masters(z3) == masters(ref), (z3_losses, ref_losses))
+ref_masters = masters(ref)       # ZeRO-0's after the 8 steps, before the blocks below
 
 w = m3.fc.weight
 check("outside a gather a partitioned parameter is an empty bf16 placeholder with DeepSpeed's "
@@ -323,6 +324,25 @@ for bad in (-1, 2.5, "far", True):
     check(f"stage3_max_reuse_distance {bad!r} is refused naming the key and the value",
           isinstance(e, ValueError) and "stage3_max_reuse_distance" in str(e) and
           repr(bad) in str(e), e)
+
+# offload_param on the cpu device: the parameters are in host memory
+# already, so it is accepted as a documented no-op (with or without
+# offload_optimizer), a ConfigWarning naming it, and trains as without.
+for extra in ({"offload_param": {"device": "cpu"}},
+              {"offload_param": {"device": "cpu"}, "offload_optimizer": {"device": "cpu"}}):
+    zo = dict({"stage": 3, "stage3_param_persistence_threshold": 0}, **extra)
+    m_off = model()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        off = mixprec.torch.initialize(m_off, config(3, zero_optimization=zo))
+    said = [str(w.message) for w in caught if issubclass(w.category, mixprec.torch.ConfigWarning)
+            and "offload_param" in str(w.message)]
+    off_losses = train(off, batches)
+    check("offload_param on the cpu device (%s): accepted with a ConfigWarning naming it and "
+          "saying that nothing moves, and ZeRO-0's losses and masters bit for bit"
+          % ", ".join(sorted(extra)),
+          len(said) == 1 and "nothing to offload" in said[0] and off_losses == ref_losses and
+          masters(off) == ref_masters, (said, off_losses[:2], ref_losses[:2]))
 
 print(f"1..{len(results)}")
 for i, (name, ok, detail) in enumerate(results, 1):

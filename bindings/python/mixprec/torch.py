@@ -238,6 +238,12 @@ What differs from DeepSpeed's ZeRO-3:
   ``stage3_prefetch_bucket_size`` on the way and
   ``stage3_max_live_parameters`` gathered, counted in its units (padded
   to world size x 4096 elements), so a small model prefetches little.
+* ``offload_param`` (``{"device": "cpu"}``) is a no-op on the cpu device,
+  where the parameters are in host memory already, with a ConfigWarning
+  that says so; on a GPU it needs ``offload_optimizer`` too and several
+  ranks (on one process the engine partitions nothing, so it cannot keep
+  a partition in host memory): ``initialize()`` refuses the other cases
+  with a ValueError naming the key. DeepSpeed offloads in both.
 * ``close()`` gives each partitioned parameter a whole copy back
   (gathered: collective), so the model stands alone again.
 * Checkpointing a module's ``forward`` rather than its call (the hooks

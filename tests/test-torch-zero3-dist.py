@@ -11,8 +11,8 @@
 # run's resumed by 3 ranks at ZeRO-3, end with the same bytes as the runs
 # never stopped; so does the 2-rank run with activation checkpointing,
 # and the one with stage3_max_reuse_distance 0 (which gathers more).
-# The model is built under zero.Init: on several ranks its parameters
-# are chunks from construction on (the one process builds it whole), so
+# The model is built under zero.Init: its parameters are chunks from
+# construction on (on one process one whole chunk each), so
 # the comparisons say that training under Init repeats training without.
 # The frozen position embedding is partitioned at ZeRO-3 (on one process
 # and on several ranks, not at ZeRO-1), gathered by the same hooks, changed
@@ -121,9 +121,9 @@ with tempfile.TemporaryDirectory() as tmp:
               ([dist[r]["frozen_partitioned"] for r in range(world)],
                single[0]["frozen_partitioned"]))
         check(f"{world} ranks: zero.Init partitioned every parameter at construction (each "
-              f"rank keeping a chunk), one process none",
+              f"rank keeping a chunk), and one process too (its one chunk whole), as DeepSpeed's",
               all(dist[r]["built_partitioned"] == dist[r]["n_params"] > 0 for r in range(world))
-              and single[0]["built_partitioned"] == 0,
+              and single[0]["built_partitioned"] == single[0]["n_params"],
               [dist[r]["built_partitioned"] for r in range(world)])
         check(f"{world} ranks at ZeRO-3: the FP32 weights of the one-process run (gas {world}), "
               f"byte for byte", same_bytes(f"single{world}.st", f"dist{world}.st"))

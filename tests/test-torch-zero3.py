@@ -325,6 +325,41 @@ for bad in (-1, 2.5, "far", True):
           isinstance(e, ValueError) and "stage3_max_reuse_distance" in str(e) and
           repr(bad) in str(e), e)
 
+# zero.Init on one process partitions too (one chunk each, the whole
+# values), as DeepSpeed's over one rank: empty placeholders from
+# construction on, and initialize() hands the values to the engine one
+# parameter at a time (ZeRO-3) or whole again (ZeRO-0).
+for stage in (3, 0):
+    torch.manual_seed(3)
+    with zero.Init():
+        m_init = Model(False)
+    built_empty = all(p.numel() == 0 for p in m_init.parameters())
+    m_init.wpe.requires_grad_(False)
+    m_init.out.requires_grad_(False)
+    init_engine = mixprec.torch.initialize(m_init, config(stage))
+    init_losses = train(init_engine, batches)
+    check(f"zero.Init on one process leaves every parameter an empty placeholder beside its "
+          f"chunk, and ZeRO-{stage} trains the model as ZeRO-0 built without it: every loss and "
+          f"FP32 master bit for bit",
+          built_empty and init_losses == ref_losses and masters(init_engine) == ref_masters,
+          (built_empty, init_losses[:2], ref_losses[:2]))
+
+# On several ranks of the cuda device the engine joins the ranks itself:
+# Init cannot partition before it, and says so.
+os.environ["MIXPREC_WORLD_SIZE"] = "2"
+try:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with zero.Init(config={"mixprec": {"device": "cuda"}}):
+            whole = nn.Linear(4, 4)
+finally:
+    del os.environ["MIXPREC_WORLD_SIZE"]
+said = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+check("zero.Init on 2 ranks of the cuda device partitions nothing and says why in a "
+      "RuntimeWarning naming the device",
+      whole.weight.numel() == 16 and len(said) == 1 and "'cuda'" in said[0] and
+      "zero.Init" in said[0], said)
+
 # offload_param on the cpu device: the parameters are in host memory
 # already, so it is accepted as a documented no-op (with or without
 # offload_optimizer), a ConfigWarning naming it, and trains as without.

@@ -77,7 +77,7 @@ def model_and_data(seed=0):
     torch.manual_seed(seed)
     with mixprec.torch.zero.Init():
         model = Model()
-    # On several ranks Init left each parameter empty beside its chunk.
+    # Init left each parameter empty beside its chunk (one process: its whole values).
     model.built_partitioned = sum(1 for p in model.parameters() if p.numel() == 0)
     # A weight written after construction, as Hugging Face's post_init
     # does under DeepSpeed's Init: rank 0's values are kept (the one

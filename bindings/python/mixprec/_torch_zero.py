@@ -48,6 +48,7 @@ others, and end_backward() releases what the backward gathered.
 import bisect
 import enum
 import functools
+import warnings
 
 import torch
 
@@ -583,8 +584,9 @@ class GatheredParameters(object):
                 self.entries.append(e)
             elif hasattr(p, _INIT) and not any(p is q for q in self.chunked):
                 self.chunked.append(p)
-        if modifier_rank is not None and self.entries:
-            world = self.entries[0].partitioner.world
+        if modifier_rank is not None and (self.entries or self.chunked):
+            world = self.entries[0].partitioner.world if self.entries else \
+                getattr(self.chunked[0], _INIT)[2].get_world_size()
             if isinstance(modifier_rank, bool) or not isinstance(modifier_rank, int) or \
                not 0 <= modifier_rank < world:
                 raise ValueError("mixprec.torch.zero.GatheredParameters: modifier_rank=%r is not "
@@ -604,8 +606,9 @@ class GatheredParameters(object):
             if self.modifier_rank is not None and exc_type is None:
                 # Rank r's values, cut into the chunks again.
                 whole = p.detach().reshape(-1).to("cpu", torch.float32, copy=True)
-                got = comm.broadcast(GLib.Bytes.new(whole.numpy().tobytes()),
-                                     Mixprec.DType.FLOAT32, self.modifier_rank)
+                with _front_errors():
+                    got = comm.broadcast(GLib.Bytes.new(whole.numpy().tobytes()),
+                                         Mixprec.DType.FLOAT32, self.modifier_rank)
                 whole = torch.frombuffer(bytearray(got.get_data()), dtype=torch.float32)
                 chunk = -(-whole.numel() // comm.get_world_size())
                 mine = whole[comm.get_rank() * chunk:(comm.get_rank() + 1) * chunk] \
@@ -663,10 +666,14 @@ class Init(object):
     slices and the largest parameter; frozen parameters and stages below
     3 get their whole values back first.
 
-    It partitions nothing (the model is built whole, and initialize()
-    under ZeRO-3 partitions it) on one process, with ``enabled=False``,
-    on a device other than the cpu (where the engine joins the ranks
-    itself) and with comm "local"."""
+    On one process (and with comm "local", where each process trains
+    alone) each parameter's one chunk is its whole values, as DeepSpeed's
+    partitions over one rank are, so that a script sees the empty
+    placeholders it will see on several ranks. It partitions nothing
+    (the model is built whole, and initialize() under ZeRO-3 partitions
+    it) with ``enabled=False``, and on several ranks of a device other
+    than the cpu, where the engine joins the ranks itself, which a
+    RuntimeWarning says."""
 
     def __init__(self, module=None, data_parallel_group=None, mem_efficient_linear=True,
                  remote_device=None, pin_memory=False, config_dict_or_path=None, config=None,
@@ -684,8 +691,11 @@ class Init(object):
         if not self.enabled:
             return self
         from mixprec import torch as front
-        self.comm = front._init_comm(self.config)
+        self.comm, why = front._init_comm(self.config)
         if self.comm is None:
+            warnings.warn("mixprec.torch.zero.Init: %s, so zero.Init cannot partition the model "
+                          "as it is built: each rank builds it whole, and initialize() "
+                          "partitions it (ZeRO-3)" % why, RuntimeWarning, stacklevel=2)
             return self
         self.rank = self.comm.get_rank()
         self.world = self.comm.get_world_size()
@@ -752,6 +762,31 @@ class Init(object):
             p.data = torch.empty(0, dtype=p.dtype, device=p.device)
 
 
+def _front_errors():
+    """mixprec.torch's translation of libmixprec's GLib.Error (a
+    context)."""
+    from mixprec import torch as front
+    return front._errors()
+
+
+class OneRank(object):
+    """The communicator of one rank, for Init on one process (and with
+    comm "local", where each process trains alone): each parameter's one
+    chunk is its whole values."""
+
+    def get_rank(self):
+        return 0
+
+    def get_world_size(self):
+        return 1
+
+    def all_gather(self, values, dtype):
+        return values
+
+    def broadcast(self, values, dtype, root):
+        return values
+
+
 def _subclasses(cls):
     found, todo = [], [cls]
     while todo:
@@ -784,7 +819,8 @@ def init_values(p):
     chunk = -(-numel // world)
     send = torch.zeros(chunk, dtype=torch.float32)
     send[:mine.numel()] = mine.to(torch.float32)
-    got = comm.all_gather(GLib.Bytes.new(send.numpy().tobytes()), Mixprec.DType.FLOAT32)
+    with _front_errors():
+        got = comm.all_gather(GLib.Bytes.new(send.numpy().tobytes()), Mixprec.DType.FLOAT32)
     return GLib.Bytes.new_from_bytes(got, 0, numel * 4)
 
 

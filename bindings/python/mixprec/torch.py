@@ -103,7 +103,11 @@ or ``fp8_modules`` that no module of the model has is warned about,
 naming the types the model has, and ``"Linear"`` on a model with Hugging
 Face ``Conv1D`` layers (GPT-2's) says that it misses them; libmixprec's
 errors arrive as ``mixprec.torch.Error``, which is both a ``ValueError``
-and a ``GLib.Error``; a Python whose only ``gi`` is libmixprec's
+and a ``GLib.Error`` (itself a ``RuntimeError``), with libmixprec's
+message, whichever call of the front (``initialize()``, the engine's
+methods, ``zero.Init``, ``zero.GatheredParameters``) meets them, and the
+front's own refusals are ValueError, TypeError or RuntimeError, as
+DeepSpeed's are; a Python whose only ``gi`` is libmixprec's
 overrides folder gets an ImportError that names PyGObject.
 
 What differs from DeepSpeed (on purpose or for now):
@@ -186,9 +190,10 @@ per unit. ``mixprec.torch.zero`` has DeepSpeed's names:
   ``modifier_rank=r``, rank r's writes become the FP32 masters on every
   rank when the block ends (between steps), as DeepSpeed broadcasts them.
 * ``Init(...)``: DeepSpeed's arguments (``with deepspeed.zero.Init():
-  model = ...``); on several ranks each module's parameters are
-  partitioned when the module is built (each rank keeps a 1/world chunk)
-  and handed to the engine one at a time by ``initialize()``.
+  model = ...``); each module's parameters are partitioned when the
+  module is built (each rank keeps a 1/world chunk, on one process the
+  whole values, beside an empty placeholder) and handed to the engine
+  one at a time by ``initialize()``.
 * ``register_external_parameter(module, param)``: module's forward
   gathers a parameter another module holds.
 
@@ -197,11 +202,12 @@ What differs from DeepSpeed's ZeRO-3:
 * ``zero.Init()`` partitions into even 1/world chunks of each
   parameter's flat values, not the engine's slices, so ``initialize()``
   gathers each parameter whole once (one at a time) to hand it over;
-  DeepSpeed's chunks are its partitions. It partitions nothing on one
-  process, on a device other than the cpu and with comm "local" (the
-  model is built whole and ``initialize()`` partitions it, a peak of
-  about one FP32 copy of the model per rank), and does not take
-  ``module=``.
+  DeepSpeed's chunks are its partitions. On several ranks of a device
+  other than the cpu, where the engine joins the ranks itself when
+  ``initialize()`` makes it, it partitions nothing and says so with a
+  RuntimeWarning (the model is built whole on each rank and
+  ``initialize()`` partitions it, a peak of about one FP32 copy of the
+  model per rank). It does not take ``module=``.
 * ``GatheredParameters(..., modifier_rank=r)`` sets the FP32 masters to
   rank r's values widened from the working dtype (DeepSpeed writes the
   working copy's partitions and leaves its optimizer's FP32 partitions
@@ -539,6 +545,7 @@ def init_distributed(dist_backend=None, *args, **kwargs):
     in the launcher's environment itself (see the module's documentation)."""
 
 
+@_translated
 def initialize(args=None, model=None, optimizer=None, model_parameters=None, training_data=None,
                lr_scheduler=None, distributed_port=None, mpu=None, dist_init_required=None,
                collate_fn=None, config=None, config_params=None, comm=None,
@@ -763,25 +770,54 @@ def _init_later_ok(cfg):
         cfg.get_fp8_recipe() is None
 
 
+def _environment_world():
+    """The world size the launcher's environment names (the variables
+    Mixprec.Bootstrap reads), 1 without one."""
+    for name in ("MIXPREC_WORLD_SIZE", "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS"):
+        value = os.environ.get(name)
+        if value:
+            try:
+                return max(int(value), 1)
+            except ValueError:
+                return 1
+    return 1
+
+
 def _init_comm(config):
-    """For zero.Init: the launcher's ranks, joined as initialize() joins
+    """For zero.Init: (the launcher's ranks, joined as initialize() joins
     them (and kept for it), with config's backend and device (the
-    defaults without one); None where initialize() would not join them
-    here."""
+    defaults without one), None) on several ranks of the cpu device; (the
+    one rank, None) on one process and with comm "local"; (None, why)
+    where the ranks are several but initialize()'s engine joins them
+    itself (a device other than the cpu), so that nothing can be
+    partitioned before it."""
     if config is None:
         config = {}
     doc = config if isinstance(config, dict) else None
     if isinstance(config, (str, os.PathLike)):
         text = os.fspath(config)
-        if not text.lstrip().startswith("{"):
-            with open(text) as f:
-                text = f.read()
-        doc = json.loads(text)
+        try:
+            if not text.lstrip().startswith("{"):
+                with open(text) as f:
+                    text = f.read()
+            doc = json.loads(text)
+        except (OSError, ValueError) as e:
+            raise ValueError("mixprec.torch.zero.Init: config %r is not a readable JSON file "
+                             "or string (%s)" % (os.fspath(config), e)) from None
+    cfg = _config(config)
     fresh = "comm" not in _launcher
-    comm = _launcher_comm(_config(config), doc)
+    comm = _launcher_comm(cfg, doc)
     if fresh and comm is not None:
         _launcher["init"] = "its config" if config else "the default config"
-    return comm
+    if comm is not None:
+        return comm, None
+    if cfg.get_comm_backend() == "local" or _environment_world() == 1:
+        return zero.OneRank(), None
+    if cfg.get_device() != "cpu":
+        return None, ("on device '%s' the engine initialize() makes joins the %d ranks itself, "
+                      "on the device's communicator" % (cfg.get_device(), _environment_world()))
+    return None, ("the engine initialize() makes joins the %d ranks itself (the config asks "
+                  "for a job secret the environment does not give)" % _environment_world())
 
 
 def _fp32_bytes(t):
@@ -1661,6 +1697,18 @@ class Engine(object):
             else:
                 del self.module.forward
             self._forward = None
+
+
+# Every libmixprec error a script meets through the front arrives as an
+# Error (a ValueError and a GLib.Error, whose GLib.Error side is a
+# RuntimeError), whichever call inside raised it: the methods of the
+# documented surface translate what escapes them (a translated Error
+# passes as it is).
+for _name in ("__call__", "backward", "step", "zero_grad", "train_batch", "get_numerics",
+              "save_checkpoint", "load_checkpoint", "export_fp32", "get_fp4_copy",
+              "save_16bit_model", "close"):
+    setattr(Engine, _name, _translated(getattr(Engine, _name)))
+del _name
 
 
 def _matches_any(names, cls):

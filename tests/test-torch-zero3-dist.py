@@ -164,7 +164,8 @@ with tempfile.TemporaryDirectory() as tmp:
                   "dropped): the FP32 weights and every loss of one process at ZeRO-3 (its "
                   "frozen embedding partitioned too) that changed them, byte for byte, not "
                   "those of the run without the change",
-                  ok1 and ok2 and single_mod[0]["frozen_partitioned"] and same_bytes("modified1.st", "modified2.st") and
+                  ok1 and ok2 and single_mod[0]["frozen_partitioned"] and
+                  same_bytes("modified1.st", "modified2.st") and
                   not same_bytes("modified1.st", "single2.st") and
                   [dist_mod[i % 2]["losses"][i // 2] for i in range(2 * STEPS)] ==
                   single_mod[0]["losses"])

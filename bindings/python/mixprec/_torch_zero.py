@@ -642,7 +642,7 @@ class GatheredParameters(object):
         return False
 
 
-# On a parameter built under Init on several ranks: (its shape, this
+# On a parameter built under Init: (its shape, this
 # rank's chunk of its flat values, the communicator of the ranks).
 _INIT = "_mixprec_init_chunk"
 

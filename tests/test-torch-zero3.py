@@ -327,8 +327,8 @@ for bad in (-1, 2.5, "far", True):
 
 # zero.Init on one process partitions too (one chunk each, the whole
 # values), as DeepSpeed's over one rank: empty placeholders from
-# construction on, and initialize() hands the values to the engine one
-# parameter at a time (ZeRO-3) or whole again (ZeRO-0).
+# construction on, which initialize() makes whole again and registers
+# (ZeRO-3 partitions them again on the torch side).
 for stage in (3, 0):
     torch.manual_seed(3)
     with zero.Init():

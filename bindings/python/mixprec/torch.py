@@ -926,10 +926,15 @@ class Engine(object):
         # that the model is never in memory twice; restored if anything
         # fails before the engine is prepared.
         handed = [] if cfg.get_zero_stage() == 3 else None
-        # Parameters zero.Init partitioned: under ZeRO-3 registered with
-        # zeros (views of one buffer) and given their values one at a time
-        # once the engine holds its slices (see _torch_zero.Init).
-        self._init_later = [] if handed is not None and _init_later_ok(cfg) else None
+        # Parameters zero.Init partitioned: under ZeRO-3 on several ranks
+        # registered with zeros (views of one buffer) and given their
+        # values one at a time once the engine holds its slices (see
+        # _torch_zero.Init). On one process, where the engine holds
+        # everything anyway, each is made whole and registered with its
+        # values (a set_master per parameter would cost a pass over the
+        # model each on a device).
+        self._init_later = [] if handed is not None and _init_later_ok(cfg) and \
+            engine.get_world_size() > 1 else None
         try:
             self._register(model, engine, seen, owner, frozen, handed)
             if not self._entries:

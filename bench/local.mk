@@ -56,6 +56,10 @@ bench_bench_zero_memory_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests
 bench_bench_zero_memory_LDADD = libmixprec/libmixprec.la $(MIXPREC_DEPS_LIBS)
 EXTRA_DIST += bench/run-bench-zero-memory.sh
 
+# --- set-master: mixprec_engine_set_master() per call as the model grows,
+# against the smallest model's in the same run (bench/bench-set-master.py)
+EXTRA_DIST += bench/bench-set-master.py
+
 # --- engine-step: a whole engine step (backward_done + step) against the
 # bare optim-adamw kernel on as many elements, in the same run, at GAS 1
 # and 4 (bench/run-bench-engine-step.sh)

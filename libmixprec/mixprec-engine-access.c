@@ -361,6 +361,12 @@ broadcast_values (MixprecEngine *self,
   return ok;
 }
 
+static gboolean set_master_in_place (MixprecEngine  *self,
+                                     MixprecParam   *p,
+                                     const gfloat   *whole,
+                                     gboolean       *done,
+                                     GError        **error);
+
 /**
  * mixprec_engine_set_master:
  * @self: a #MixprecEngine
@@ -384,10 +390,13 @@ broadcast_values (MixprecEngine *self,
  *
  * Collective across ranks: every rank calls it for the same parameter
  * with the same @root, between steps (no gradient handed over since the
- * last mixprec_engine_step()) and with no ZeRO-3 parameter gathered. Like
+ * last mixprec_engine_step()) and with no ZeRO-3 parameter gathered.
+ * On a device whose buffers are host memory (the cpu device), without
+ * FP8 copies, a call costs a pass over the parameter alone (and under
+ * ZeRO-1/2 across ranks an all-gather of its unit), so that setting
+ * every parameter in turn costs one pass over the model; elsewhere, like
  * a load, it rounds every parameter's working copy again (which gives
- * the others the bits they had), so each call costs a pass over the
- * model's working copies.
+ * the others the bits they had).
  *
  * Returns: %TRUE, or %FALSE with @error set: no such parameter, @root
  *   not a rank, @values missing or not numel FP32 values on @root (every
@@ -466,6 +475,14 @@ mixprec_engine_set_master (MixprecEngine *self,
       return FALSE;
     }
 
+  {
+    gboolean done = FALSE;
+
+    if (!set_master_in_place (self, p, whole + 1, &done, error))
+      return FALSE;
+    if (done)
+      return TRUE;
+  }
   /* Each rank writes its part as a checkpoint load does, then every
    * working copy is rounded from its values again. */
   shards = _mixprec_engine_get_load_shards (self, error);
@@ -1104,6 +1121,57 @@ round_working (MixprecEngine *self,
                                   stochastic ? MIXPREC_ROUNDING_STOCHASTIC : MIXPREC_ROUNDING_NEAREST_EVEN,
                                   stochastic ? _mixprec_engine_step_seed (self, g->index) : 0,
                                   u->index + e, error);
+}
+
+/* mixprec_engine_set_master() for @p alone, where that gives the bits a
+ * load's refresh of every working copy gives (@done): the group's
+ * buffers are host memory, without mirrors, FP8 copies or external
+ * segments. Stores this rank's part of @whole (the parameter's numel
+ * values) as a load does, rounds that part of the working copy as
+ * _mixprec_engine_refresh_working() rounds it (element by element, the
+ * same function over the same positions) and makes the unit whole again
+ * where the stage keeps it whole. The other parameters keep their bits,
+ * which a refresh would round from their unchanged values again. */
+static gboolean
+set_master_in_place (MixprecEngine  *self,
+                     MixprecParam   *p,
+                     const gfloat   *whole,
+                     gboolean       *done,
+                     GError        **error)
+{
+  Group *g = _mixprec_engine_group_of (self, p);
+  _MixprecParamStorage *s = _mixprec_param_get_storage (p);
+  _MixprecEngineShard shard = { 0 };
+  const Unit *u;
+  guint64 e0, lo, hi;
+
+  *done = FALSE;
+  if (g->external || g->fp8.enabled || !_mixprec_device_memory_is_host (g->device) ||
+      !_mixprec_device_memory_is_host (g->state_device))
+    return TRUE;
+  /* A unit gathered (or on its way) would keep the old values. */
+  mixprec_engine_release_all (self);
+  shard_of (self, g, p, &shard, mixprec_feature_get_n_state_slots (self->optimizer), TRUE);
+  if (shard.end > shard.begin &&
+      !_mixprec_engine_shard_store_f32 (&shard, 0, whole + shard.begin, shard.end - shard.begin, error))
+    return FALSE;
+  u = &g_array_index (g->units, Unit, s->unit);
+  e0 = s->offset - u->flat;
+  lo = e0;
+  hi = e0 + mixprec_param_get_numel (p);
+  if (self->world > 1 && g->state_local)
+    {
+      guint64 slice = UNIT_SLICE (self, u);
+
+      lo = MAX (lo, self->rank * slice);
+      hi = MIN (hi, (self->rank + 1) * slice);
+    }
+  if (hi > lo && !round_working (self, g, u, lo, hi - lo, error))
+    return FALSE;
+  if (!_mixprec_engine_refresh_whole_unit (self, g, u, error))
+    return FALSE;
+  *done = TRUE;
+  return TRUE;
 }
 
 gboolean

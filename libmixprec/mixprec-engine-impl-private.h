@@ -659,6 +659,12 @@ gboolean _mixprec_engine_gather_slices (MixprecEngine *self,
 gboolean _mixprec_engine_refresh_whole (MixprecEngine *self,
                                         GError       **error);
 
+/* The same for one unit @u of @g, whose slice on this rank changed. */
+gboolean _mixprec_engine_refresh_whole_unit (MixprecEngine *self,
+                                             Group         *g,
+                                             const Unit    *u,
+                                             GError       **error);
+
 /* ---------------------------------------------------------------- offload
  * (mixprec-engine-offload.c) */
 

@@ -66,32 +66,39 @@ _mixprec_engine_gather_slices (MixprecEngine *self,
   return TRUE;
 }
 
+/* ZeRO-3: the whole copy of persistent unit @u from every rank's slice. */
+static gboolean
+refresh_persistent_unit (MixprecEngine *self,
+                         Group         *g,
+                         const Unit    *u,
+                         GError       **error)
+{
+  GError *local = NULL;
+  gpointer whole;
+  gconstpointer send;
+
+  if (g->persistent == NULL || !u->persistent || u->padded == 0)
+    return TRUE;
+  whole = _mixprec_engine_at (g->persistent, g->dtypes.working, u->persist_at);
+  /* offload_param: the slice comes up from host memory first. */
+  send = _mixprec_engine_offload_slice_send (self, g, u, g->working, whole, error);
+  if (send == NULL || !_mixprec_engine_before_comm (self, error))
+    return FALSE;
+  _mixprec_comm_count_next_as (self->comm, _MIXPREC_COMM_WEIGHTS);
+  if (!mixprec_comm_all_gather (self->comm, send, whole, UNIT_SLICE (self, u), g->dtypes.working, &local))
+    return _mixprec_engine_comm_failed (error, local, "gathering persistent parameters");
+  return TRUE;
+}
+
 /* ZeRO-3: the whole copies of persistent units from every rank's slice. */
 static gboolean
 refresh_persistent (MixprecEngine *self,
                     Group         *g,
                     GError       **error)
 {
-  GError *local = NULL;
-
-  if (g->persistent == NULL)
-    return TRUE;
-  for (guint k = 0; k < g->units->len; k++)
-    {
-      const Unit *u = &g_array_index (g->units, Unit, k);
-      gpointer whole = _mixprec_engine_at (g->persistent, g->dtypes.working, u->persist_at);
-      gconstpointer send;
-
-      if (!u->persistent || u->padded == 0)
-        continue;
-      /* offload_param: the slice comes up from host memory first. */
-      send = _mixprec_engine_offload_slice_send (self, g, u, g->working, whole, error);
-      if (send == NULL || !_mixprec_engine_before_comm (self, error))
-        return FALSE;
-      _mixprec_comm_count_next_as (self->comm, _MIXPREC_COMM_WEIGHTS);
-      if (!mixprec_comm_all_gather (self->comm, send, whole, UNIT_SLICE (self, u), g->dtypes.working, &local))
-        return _mixprec_engine_comm_failed (error, local, "gathering persistent parameters");
-    }
+  for (guint k = 0; g->persistent != NULL && k < g->units->len; k++)
+    if (!refresh_persistent_unit (self, g, &g_array_index (g->units, Unit, k), error))
+      return FALSE;
   return TRUE;
 }
 
@@ -113,5 +120,31 @@ _mixprec_engine_refresh_whole (MixprecEngine *self,
                                                              "gathering the updated working copies", error))
         return FALSE;
     }
+  return TRUE;
+}
+
+gboolean
+_mixprec_engine_refresh_whole_unit (MixprecEngine *self,
+                                    Group         *g,
+                                    const Unit    *u,
+                                    GError       **error)
+{
+  guint64 slice = UNIT_SLICE (self, u);
+  GError *local = NULL;
+
+  if (self->world == 1 || self->stage == 0)
+    return TRUE;
+  if (g->working_local)
+    return refresh_persistent_unit (self, g, u, error);
+  if (slice == 0)
+    return TRUE;
+  if (!_mixprec_engine_before_comm (self, error))
+    return FALSE;
+  if (!mixprec_comm_all_gather (self->comm,
+                                _mixprec_engine_flat_at (self, u, g->working, g->dtypes.working,
+                                                         self->rank * slice),
+                                _mixprec_engine_flat_at (self, u, g->working, g->dtypes.working, 0),
+                                slice, g->dtypes.working, &local))
+    return _mixprec_engine_comm_failed (error, local, "gathering the updated working copies");
   return TRUE;
 }

@@ -385,14 +385,24 @@ check_offload (MixprecEngine *self,
                                                          plan_only);
   /* offload_param: ZeRO-3's partitions of the working copies in host
    * memory too (the loader accepts it only beside offload_optimizer). On
-   * one process nothing is partitioned, and the parameters stay on the
-   * device, as DeepSpeed's ZeRO-3 on one GPU gathers nothing either. */
+   * one process the engine partitions nothing: the working copies are
+   * whole on the device, where DeepSpeed's one-GPU ZeRO-3 would keep its
+   * (whole) partitions in host memory and bring each up for its use.
+   * Refused rather than ignored, since a script asks for it to fit a
+   * model the device cannot hold. */
   self->offload_param = self->offload && self->stage >= 3 && _mixprec_config_get_offload_param (self->config);
   if (!plan_only && self->offload && self->world == 1 && _mixprec_config_get_offload_param (self->config) &&
       mixprec_config_get_zero_stage (self->config) == 3)
-    g_message ("zero_optimization.offload_param: one process partitions nothing, so the parameters "
-               "stay whole on device '%s'; only the optimizer is offloaded",
-               _mixprec_device_get_name (self->device));
+    {
+      g_set_error (error, MIXPREC_CONFIG_ERROR, MIXPREC_CONFIG_ERROR_UNSUPPORTED,
+                   "zero_optimization.offload_param: on one process ZeRO-3 partitions nothing and "
+                   "the working copies stay whole on device '%s', so they cannot be kept in host "
+                   "memory between uses as DeepSpeed keeps them; remove offload_param "
+                   "(offload_optimizer alone still moves the masters and the optimizer state to "
+                   "host memory) or run on several ranks",
+                   _mixprec_device_get_name (self->device));
+      return FALSE;
+    }
   self->offload_param_pinned = self->offload_param &&
                                _mixprec_engine_offload_pinned (self,
                                                                _mixprec_config_get_offload_param_pin_memory (self->config),

@@ -383,6 +383,59 @@ test_set_master_errors (void)
   g_clear_error (&error);
 }
 
+/* The call touches its parameter alone: a marker written into another
+ * parameter's working copy (w1's first element, a value its master does
+ * not round to) stays, where rounding every working copy again would
+ * overwrite it, and w2's working copy is its new FP32 values rounded to
+ * the nearest bfloat16, ties to even (bf16_rne() above, the formula).
+ * Setting each parameter in turn thus costs one pass over the model, not
+ * one per parameter. */
+static void
+test_set_master_one_param (void)
+{
+  static const Case c = { "bf16", 0, NULL };
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MixprecEngine) engine = build_engine (&c, 1, 0);
+  g_autoptr(GBytes) values = values_of (2, new_value);
+  g_autoptr(GBytes) master = NULL, working = NULL;
+  MixprecParam *w1 = NULL;
+  MixprecDType dtype;
+  guint16 *w1_working, marker;
+  const gfloat *x, *m, *w;
+  guint64 addr;
+
+  g_assert_true (train (engine, 0, STEPS_BEFORE, 1, &error));
+  g_assert_no_error (error);
+  w1 = mixprec_engine_get_param (engine, "w1");
+  addr = mixprec_param_get_device_address (w1, MIXPREC_PARAM_BUFFER_WORKING, &dtype, NULL, NULL,
+                                           &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (dtype, ==, MIXPREC_DTYPE_BFLOAT16);
+  w1_working = GSIZE_TO_POINTER ((gsize) addr);
+  /* 0x4242 is 48.5 in bfloat16; w1's masters are within [-0.5, 0.5]. */
+  marker = 0x4242;
+  w1_working[0] = marker;
+
+  g_assert_true (mixprec_engine_set_master (engine, "w2", values, 0, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (w1_working[0], ==, marker);
+
+  master = mixprec_engine_gather_master (engine, "w2", &error);
+  working = mixprec_param_get_working (mixprec_engine_get_param (engine, "w2"),
+                                       MIXPREC_DTYPE_FLOAT32, &error);
+  g_assert_no_error (error);
+  x = g_bytes_get_data (values, NULL);
+  m = g_bytes_get_data (master, NULL);
+  w = g_bytes_get_data (working, NULL);
+  for (guint64 i = 0; i < numel_of (2); i++)
+    {
+      g_assert_cmpmem (&m[i], sizeof (gfloat), &x[i], sizeof (gfloat));
+      if (w[i] != bf16_rne (x[i]))
+        g_error ("w2[%" G_GUINT64_FORMAT "]: working copy %a, RNE of the new master %a",
+                 i, (gdouble) w[i], (gdouble) bf16_rne (x[i]));
+    }
+}
+
 /* 2 ranks (gradient_accumulation_steps 1) against one process with 2. */
 static void
 test_set_master_ranks (gconstpointer data)
@@ -474,6 +527,7 @@ main (int argc, char **argv)
       g_test_add_data_func (path, &one[i], test_set_master_one);
     }
   g_test_add_func ("/engine/set-master/errors", test_set_master_errors);
+  g_test_add_func ("/engine/set-master/one/param-alone", test_set_master_one_param);
   for (guint i = 0; i < G_N_ELEMENTS (ranks); i++)
     {
       g_autofree gchar *path = g_strdup_printf ("/engine/set-master/ranks/%s/stage%u/%s",

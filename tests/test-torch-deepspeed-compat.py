@@ -100,6 +100,13 @@ for mode, stage, own_optimizer in cases:
           ours["wpe_dtype"] == theirs["wpe_dtype"] and ours["wpe_unchanged"] and
           theirs["wpe_unchanged"],
           (ours["wpe_dtype"], theirs["wpe_dtype"], ours["wpe_unchanged"]))
+    # ZeRO-3 partitions the frozen embedding too (DeepSpeed partitions
+    # every parameter): an empty placeholder outside GatheredParameters.
+    frozen_numel = 0 if stage == 3 else 16 * 32
+    check(f"{label}: the frozen embedding has {frozen_numel} elements outside "
+          f"GatheredParameters, as DeepSpeed's",
+          ours["wpe_numel_outside"] == theirs["wpe_numel_outside"] == frozen_numel,
+          (ours["wpe_numel_outside"], theirs["wpe_numel_outside"]))
     # ZeRO-3: the weights are partitioned (an empty placeholder) outside
     # GatheredParameters, whole inside it; GPT-2's tied lm_head is wte.
     numel = 0 if stage == 3 else 64 * 32

@@ -362,6 +362,29 @@ check("a config error is a ValueError and a GLib.Error naming the key",
       e.matches(Mixprec.config_error_quark(), e.code), (type(e), e))
 e = error_of(mixprec.torch.initialize, model=object(), config=cfg())
 check("a model that is no torch module is a TypeError", isinstance(e, TypeError), e)
+# libmixprec's errors inside the front's methods arrive as Error too,
+# libmixprec's message kept.
+eng, _ = quiet(mixprec.torch.initialize, tied(), cfg("bf16"))
+with tempfile.TemporaryDirectory() as tmp:
+    os.makedirs(os.path.join(tmp, "global_step0"))
+    with open(os.path.join(tmp, "global_step0", "manifest.json"), "w") as f:
+        f.write("{not json")
+    e = error_of(eng.load_checkpoint, tmp, "global_step0")
+check("load_checkpoint() of a corrupt checkpoint: a ValueError and a GLib.Error keeping "
+      "libmixprec's message, which names the manifest",
+      isinstance(e, mixprec.torch.Error) and isinstance(e, ValueError) and
+      isinstance(e, RuntimeError) and "manifest.json" in e.message, (type(e), e))
+with tempfile.NamedTemporaryFile() as plain:
+    e = error_of(eng.save_checkpoint, os.path.join(plain.name, "below"))
+check("save_checkpoint() below a regular file: a ValueError and a GLib.Error naming the path",
+      isinstance(e, mixprec.torch.Error) and isinstance(e, ValueError) and
+      plain.name in e.message, (type(e), e))
+with mixprec.torch.zero.Init():
+    built = nn.Linear(4, 4)
+e = error_of(lambda: mixprec.torch.zero.GatheredParameters([built.weight], modifier_rank=1))
+check("GatheredParameters(modifier_rank=1) of a zero.Init parameter on one process is a "
+      "ValueError naming modifier_rank (not a failed broadcast)",
+      isinstance(e, ValueError) and "modifier_rank=1" in str(e), (type(e), e))
 
 # ---- a user's torch optimizer object: mapped, or refused by name
 model_a, model_b = tied(), tied()

@@ -11,9 +11,13 @@
 # run's resumed by 3 ranks at ZeRO-3, end with the same bytes as the runs
 # never stopped; so does the 2-rank run with activation checkpointing,
 # and the one with stage3_max_reuse_distance 0 (which gathers more).
-# The model is built under zero.Init: on several ranks its parameters
-# are chunks from construction on (the one process builds it whole), so
+# The model is built under zero.Init: its parameters are chunks from
+# construction on (on one process one whole chunk each), so
 # the comparisons say that training under Init repeats training without.
+# The frozen position embedding is partitioned at ZeRO-3 (on one process
+# and on several ranks, not at ZeRO-1), gathered by the same hooks, changed
+# by GatheredParameters(modifier_rank=0) and restored by a checkpoint
+# of either layout: the same bytes as the one-process run keeping it whole.
 # A weight rank 0 changes under GatheredParameters(modifier_rank=0) (rank
 # 1 writing zeros) trains on 2 ranks as one process that changed it.
 # Each rank's peak RSS is printed beside the per-rank bytes of
@@ -109,10 +113,17 @@ with tempfile.TemporaryDirectory() as tmp:
               all(dist[r]["partitioned"] > 0 for r in range(world)),
               [(dist[r]["partitioned"], g, n) for r, (g, n) in enumerate(zip(gathered,
                                                                              prefetched))])
+        check(f"{world} ranks at ZeRO-3: the frozen position embedding is partitioned (a "
+              f"placeholder, ds_status NOT_AVAILABLE, between forward passes) as DeepSpeed "
+              f"partitions frozen parameters; at ZeRO-1 it stays whole",
+              all(dist[r]["frozen_partitioned"] for r in range(world)) and
+              not single[0]["frozen_partitioned"],
+              ([dist[r]["frozen_partitioned"] for r in range(world)],
+               single[0]["frozen_partitioned"]))
         check(f"{world} ranks: zero.Init partitioned every parameter at construction (each "
-              f"rank keeping a chunk), one process none",
+              f"rank keeping a chunk), and one process too (its one chunk whole), as DeepSpeed's",
               all(dist[r]["built_partitioned"] == dist[r]["n_params"] > 0 for r in range(world))
-              and single[0]["built_partitioned"] == 0,
+              and single[0]["built_partitioned"] == single[0]["n_params"],
               [dist[r]["built_partitioned"] for r in range(world)])
         check(f"{world} ranks at ZeRO-3: the FP32 weights of the one-process run (gas {world}), "
               f"byte for byte", same_bytes(f"single{world}.st", f"dist{world}.st"))
@@ -148,11 +159,13 @@ with tempfile.TemporaryDirectory() as tmp:
                   ok and same_bytes("init-zero1.st", "single2.st"))
             ok1, single_mod = launch(1, 3, 2, "modified1.st", "--modify", "2")
             ok2, dist_mod = launch(2, 3, 1, "modified2.st", "--modify", "2")
-            check("2 ranks at ZeRO-3, a weight changed by rank 0 under "
-                  "GatheredParameters(modifier_rank=0) before step 2 (rank 1's zeros dropped): "
-                  "the FP32 weights and every loss of one process that changed it, byte for "
-                  "byte, not those of the run without the change",
-                  ok1 and ok2 and same_bytes("modified1.st", "modified2.st") and
+            check("2 ranks at ZeRO-3, a weight and the frozen embedding changed by rank 0 "
+                  "under GatheredParameters(modifier_rank=0) before step 2 (rank 1's zeros "
+                  "dropped): the FP32 weights and every loss of one process at ZeRO-3 (its "
+                  "frozen embedding partitioned too) that changed them, byte for byte, not "
+                  "those of the run without the change",
+                  ok1 and ok2 and single_mod[0]["frozen_partitioned"] and
+                  same_bytes("modified1.st", "modified2.st") and
                   not same_bytes("modified1.st", "single2.st") and
                   [dist_mod[i % 2]["losses"][i // 2] for i in range(2 * STEPS)] ==
                   single_mod[0]["losses"])

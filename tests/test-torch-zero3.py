@@ -127,6 +127,7 @@ z3_losses = train(z3, batches)
 check("ZeRO-3 on one process repeats ZeRO-0 bit for bit: every loss and every FP32 master "
       "(tied head, frozen embedding, FP32 LayerNorm)",
       z3_losses == ref_losses and masters(z3) == masters(ref), (z3_losses, ref_losses))
+ref_masters = masters(ref)       # ZeRO-0's after the 8 steps, before the blocks below
 
 w = m3.fc.weight
 check("outside a gather a partitioned parameter is an empty bf16 placeholder with DeepSpeed's "
@@ -134,26 +135,35 @@ check("outside a gather a partitioned parameter is an empty bf16 placeholder wit
       w.numel() == 0 and w.dtype == torch.bfloat16 and w.ds_shape == torch.Size([8, 8]) and
       w.ds_numel == 64 and w.ds_status == zero.ZeroParamStatus.NOT_AVAILABLE,
       (w.shape, w.dtype, getattr(w, "ds_shape", None)))
-check("the frozen embedding stays whole (not partitioned), cast to bf16",
-      m3.wpe.weight.shape == (6, 8) and m3.wpe.weight.dtype == torch.bfloat16 and
-      not hasattr(m3.wpe.weight, "ds_id"))
+check("the frozen embedding is partitioned too, as DeepSpeed partitions frozen parameters: "
+      "an empty bf16 placeholder (cast to the model's dtype, as at ZeRO-0) with ds_shape and "
+      "ds_status, and no gradient",
+      m3.wpe.weight.numel() == 0 and m3.wpe.weight.dtype == torch.bfloat16 and
+      m3.wpe.weight.ds_shape == torch.Size([6, 8]) and
+      m3.wpe.weight.ds_status == zero.ZeroParamStatus.NOT_AVAILABLE and
+      not m3.wpe.weight.requires_grad and m3.wpe.weight.grad is None and
+      ref_model.wpe.weight.dtype == torch.bfloat16 and "wpe.weight" not in z3.params,
+      (m3.wpe.weight.shape, m3.wpe.weight.dtype))
 check("the LayerNorm kept in FP32 is partitioned too, its placeholder FP32",
       m3.ln.weight.numel() == 0 and m3.ln.weight.dtype == torch.float32)
 with zero.GatheredParameters([m3.fc.weight, m3.head.weight, m3.wpe.weight]):
     inside = (m3.fc.weight.detach().clone(), m3.head.weight.detach().clone(),
-              m3.fc.weight.ds_status)
+              m3.fc.weight.ds_status, m3.wpe.weight.detach().clone())
 check("GatheredParameters makes them whole: the working copies ZeRO-0 trains, the tied head "
-      "is wte",
+      "is wte, the frozen embedding ZeRO-0's bf16 values",
       torch.equal(inside[0], ref_model.fc.weight.detach()) and
       torch.equal(inside[1], ref_model.wte.weight.detach()) and
-      inside[2] == zero.ZeroParamStatus.AVAILABLE and m3.fc.weight.numel() == 0)
+      torch.equal(inside[3], ref_model.wpe.weight.detach()) and
+      inside[2] == zero.ZeroParamStatus.AVAILABLE and m3.fc.weight.numel() == 0 and
+      m3.wpe.weight.numel() == 0)
 check("p.grad of a partitioned parameter stays None at the boundary, as DeepSpeed's",
       all(p.grad is None for p in m3.parameters()))
 
-with zero.GatheredParameters([ref_model.fc.weight, m3.wpe.weight], modifier_rank=0):
+before = ref_model.fc.weight.detach().clone()
+with zero.GatheredParameters([ref_model.fc.weight], modifier_rank=0):
     pass
-check("GatheredParameters(modifier_rank=0) of parameters that are not partitioned (ZeRO-0, "
-      "frozen) leaves them alone, as DeepSpeed's", True)
+check("GatheredParameters(modifier_rank=0) of a parameter that is not partitioned (ZeRO-0) "
+      "leaves it alone, as DeepSpeed's", torch.equal(before, ref_model.fc.weight.detach()))
 
 
 e = error_of(lambda: zero.GatheredParameters([m3.fc.weight], modifier_rank=1))
@@ -314,6 +324,60 @@ for bad in (-1, 2.5, "far", True):
     check(f"stage3_max_reuse_distance {bad!r} is refused naming the key and the value",
           isinstance(e, ValueError) and "stage3_max_reuse_distance" in str(e) and
           repr(bad) in str(e), e)
+
+# zero.Init on one process partitions too (one chunk each, the whole
+# values), as DeepSpeed's over one rank: empty placeholders from
+# construction on, which initialize() makes whole again and registers
+# (ZeRO-3 partitions them again on the torch side).
+for stage in (3, 0):
+    torch.manual_seed(3)
+    with zero.Init():
+        m_init = Model(False)
+    built_empty = all(p.numel() == 0 for p in m_init.parameters())
+    m_init.wpe.requires_grad_(False)
+    m_init.out.requires_grad_(False)
+    init_engine = mixprec.torch.initialize(m_init, config(stage))
+    init_losses = train(init_engine, batches)
+    check(f"zero.Init on one process leaves every parameter an empty placeholder beside its "
+          f"chunk, and ZeRO-{stage} trains the model as ZeRO-0 built without it: every loss and "
+          f"FP32 master bit for bit",
+          built_empty and init_losses == ref_losses and masters(init_engine) == ref_masters,
+          (built_empty, init_losses[:2], ref_losses[:2]))
+
+# On several ranks of the cuda device the engine joins the ranks itself:
+# Init cannot partition before it, and says so.
+os.environ["MIXPREC_WORLD_SIZE"] = "2"
+try:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with zero.Init(config={"mixprec": {"device": "cuda"}}):
+            whole = nn.Linear(4, 4)
+finally:
+    del os.environ["MIXPREC_WORLD_SIZE"]
+said = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+check("zero.Init on 2 ranks of the cuda device partitions nothing and says why in a "
+      "RuntimeWarning naming the device",
+      whole.weight.numel() == 16 and len(said) == 1 and "'cuda'" in said[0] and
+      "zero.Init" in said[0], said)
+
+# offload_param on the cpu device: the parameters are in host memory
+# already, so it is accepted as a documented no-op (with or without
+# offload_optimizer), a ConfigWarning naming it, and trains as without.
+for extra in ({"offload_param": {"device": "cpu"}},
+              {"offload_param": {"device": "cpu"}, "offload_optimizer": {"device": "cpu"}}):
+    zo = dict({"stage": 3, "stage3_param_persistence_threshold": 0}, **extra)
+    m_off = model()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        off = mixprec.torch.initialize(m_off, config(3, zero_optimization=zo))
+    said = [str(w.message) for w in caught if issubclass(w.category, mixprec.torch.ConfigWarning)
+            and "offload_param" in str(w.message)]
+    off_losses = train(off, batches)
+    check("offload_param on the cpu device (%s): accepted with a ConfigWarning naming it and "
+          "saying that nothing moves, and ZeRO-0's losses and masters bit for bit"
+          % ", ".join(sorted(extra)),
+          len(said) == 1 and "nothing to offload" in said[0] and off_losses == ref_losses and
+          masters(off) == ref_masters, (said, off_losses[:2], ref_losses[:2]))
 
 print(f"1..{len(results)}")
 for i, (name, ok, detail) in enumerate(results, 1):

@@ -119,6 +119,7 @@ def run(mode, stage, tmpdir, n_before=8, n_after=8, own_optimizer=False):
         report["tied"] = model.lm_head.weight is wte and tuple(wte.shape) == (64, 32)
         report["wte_sum"] = wte.detach().float().sum().item()
     report["wte_numel_outside"] = wte.numel()
+    report["wpe_numel_outside"] = model.transformer.wpe.weight.numel()
 
     # Resume in a fresh engine from the checkpoint.
     model2, _ = model_and_data(seed=5)

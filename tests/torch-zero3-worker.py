@@ -11,8 +11,12 @@
 # LayerNorm's weight is written by rank 0 under
 # GatheredParameters(modifier_rank=0) before initialize(). With
 # --modify K, before step K rank 0 halves the first block's up-projection
-# (plus 1/8) under GatheredParameters(modifier_rank=0) while the other
-# ranks zero theirs, which the broadcast drops.
+# (plus 1/8) and the frozen position embedding under
+# GatheredParameters(modifier_rank=0) while the other ranks zero theirs,
+# which the broadcast drops. A resumed run zeroes the frozen position
+# embedding first, which the checkpoint's frozen values must restore.
+# Under ZeRO-3 the frozen position embedding is partitioned too, as
+# DeepSpeed partitions frozen parameters (RESULT's frozen_partitioned).
 #
 # usage: torch-zero3-worker.py STAGE GAS STEPS OUT [--save-at K DIR] [--resume DIR]
 #                              [--checkpointing] [--modify K] [--reuse N]
@@ -73,7 +77,7 @@ def model_and_data(seed=0):
     torch.manual_seed(seed)
     with mixprec.torch.zero.Init():
         model = Model()
-    # On several ranks Init left each parameter empty beside its chunk.
+    # Init left each parameter empty beside its chunk (one process: its whole values).
     model.built_partitioned = sum(1 for p in model.parameters() if p.numel() == 0)
     # A weight written after construction, as Hugging Face's post_init
     # does under DeepSpeed's Init: rank 0's values are kept (the one
@@ -125,6 +129,10 @@ def main():
     world, rank = engine.world_size, engine.global_rank
     first = 0
     if a.resume:
+        # The checkpoint's frozen values, not these, must be trained with.
+        with mixprec.torch.zero.GatheredParameters([model.wpe.weight], modifier_rank=0), \
+                torch.no_grad():
+            model.wpe.weight.zero_()
         engine.load_checkpoint(a.resume)
         first = engine.global_steps
     per_step = world * a.gas
@@ -133,12 +141,15 @@ def main():
         if a.save_at and step == int(a.save_at[0]):
             engine.save_checkpoint(a.save_at[1], client_state={"step": step})
         if a.modify is not None and step == a.modify:
-            w = model.blocks[0].up.weight
-            with mixprec.torch.zero.GatheredParameters([w], modifier_rank=0), torch.no_grad():
+            w, frozen = model.blocks[0].up.weight, model.wpe.weight
+            with mixprec.torch.zero.GatheredParameters([w, frozen], modifier_rank=0), \
+                    torch.no_grad():
                 if rank == 0:
                     w.mul_(0.5).add_(0.125)
+                    frozen.mul_(0.5)
                 else:
                     w.zero_()
+                    frozen.zero_()
         for k in range(a.gas):
             x = batches[step * per_step + k * world + rank]
             loss = engine(x, labels=x)
@@ -153,6 +164,9 @@ def main():
                                   "n_params": sum(1 for _ in model.parameters()),
                                   "partitioned": sum(1 for p in model.parameters()
                                                      if p.numel() == 0),
+                                  "frozen_partitioned": model.wpe.weight.numel() == 0 and
+                                  getattr(model.wpe.weight, "ds_status", None) ==
+                                  mixprec.torch.zero.ZeroParamStatus.NOT_AVAILABLE,
                                   "gathered_bytes": engine.engine.get_gathered_bytes(),
                                   "prefetches": engine._zero3.prefetches if engine._zero3 else 0,
                                   "engine_peak": engine.engine.get_memory_report().total,

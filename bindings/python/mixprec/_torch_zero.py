@@ -32,13 +32,23 @@ attributes DeepSpeed gives it (``ds_id``, ``ds_shape``, ``ds_numel``,
 
 Parameters below ``stage3_param_persistence_threshold`` elements stay
 whole on every rank (the engine's persistent units, DeepSpeed's
-persistent parameters), as do frozen parameters, which the engine does
-not hold.
+persistent parameters).
+
+Frozen parameters (``requires_grad=False``), which the engine does not
+hold (they have no master, gradient or optimizer state), are partitioned
+here by the same rule, as DeepSpeed partitions them: each rank keeps an
+even 1/world chunk of the parameter's flat values in its working dtype
+(add_frozen), and the same module hooks gather it (an all-gather of the
+chunks over the launcher's communicator, into a tensor torch owns; on
+one process a view of the whole values, kept as one chunk) and release
+it; the saved-tensor hook keeps a reference for the backward as for the
+others, and end_backward() releases what the backward gathered.
 """
 
 import bisect
 import enum
 import functools
+import warnings
 
 import torch
 
@@ -78,13 +88,37 @@ def _readable(param):
 
 class _Unit(object):
     """Partitioned parameters one all-gather of the engine brings in, and
-    their whole copies while any of them is gathered."""
-    __slots__ = ("members", "active", "tensors")
+    their whole copies while any of them is gathered; or one frozen
+    parameter, gathered from its chunks."""
+    __slots__ = ("members", "active", "tensors", "frozen")
 
-    def __init__(self, members):
+    def __init__(self, members, frozen=False):
         self.members = members
         self.active = 0             # members gathered now
         self.tensors = {}           # member -> its whole tensor, while active
+        self.frozen = frozen
+
+
+class FrozenParam(object):
+    """What a frozen parameter's entry has in place of the Mixprec.Param
+    the engine does not make for it: its name and element count."""
+    __slots__ = ("name", "numel")
+
+    def __init__(self, name, numel):
+        self.name = name
+        self.numel = numel
+
+    def get_name(self):
+        return self.name
+
+    def get_numel(self):
+        return self.numel
+
+
+def _tensor_bytes(t):
+    """A contiguous host tensor's bytes, as GLib.Bytes."""
+    t = t.detach().to("cpu").contiguous().reshape(-1)
+    return GLib.Bytes.new(t.view(torch.uint8).numpy().tobytes())
 
 
 class _Saved(object):
@@ -124,30 +158,94 @@ class Partitioner(object):
         self.max_live = cfg.get_max_live_parameters()
         self.kept = 0                   # elements of the parameters kept from forward to backward
         self.world = self.engine.get_world_size()
+        self.dtypes = dtypes
+        self.comm = None                # frozen parameters' chunks: the launcher's ranks
+        self.frozen = []
         for i, e in enumerate(entries):
-            e.z3 = True
-            e.count = 0
-            e.bwd = 0
-            e.kept = False
-            e.view = None
-            e.position = None
-            e.partitioner = self
-            p = e.tensor
-            dtype = dtypes[e.dtype]         # the working dtype
-            e.placeholder = torch.empty(0, dtype=dtype, device=p.device)
-            # The whole shape in one element of memory (zero strides): what
-            # autograd accumulates a gradient into when the parameter is
-            # not gathered (an embedding's backward reads none of it).
-            e.shaped = torch.zeros((), dtype=dtype, device=p.device).expand(e.shape)
-            p.data = e.placeholder
-            p.ds_id = i
-            p.ds_shape = torch.Size(e.shape)
-            p.ds_numel = e.param.get_numel() if e.shape else 1
-            p.ds_persist = False
-            p.ds_status = ZeroParamStatus.NOT_AVAILABLE
-            setattr(p, _ATTR, e)
-            self.hooks.append(p.register_hook(self._before_accumulate(e)))
+            self._adopt(e, i)
+            self.hooks.append(e.tensor.register_hook(self._before_accumulate(e)))
         self._find_units()
+
+    def _adopt(self, e, i):
+        """Makes e's torch parameter a placeholder with DeepSpeed's ds_*
+        attributes."""
+        e.z3 = True
+        e.count = 0
+        e.bwd = 0
+        e.kept = False
+        e.view = None
+        e.position = None
+        e.partitioner = self
+        p = e.tensor
+        dtype = self.dtypes[e.dtype]        # the working dtype
+        e.placeholder = torch.empty(0, dtype=dtype, device=p.device)
+        # The whole shape in one element of memory (zero strides): what
+        # autograd accumulates a gradient into when the parameter is
+        # not gathered (an embedding's backward reads none of it).
+        e.shaped = torch.zeros((), dtype=dtype, device=p.device).expand(e.shape)
+        p.data = e.placeholder
+        p.ds_id = i
+        p.ds_shape = torch.Size(e.shape)
+        p.ds_numel = e.param.get_numel() if e.shape else 1
+        p.ds_persist = False
+        p.ds_status = ZeroParamStatus.NOT_AVAILABLE
+        setattr(p, _ATTR, e)
+
+    def add_frozen(self, entries, comm):
+        """Partitions frozen parameters (entries whose param is a
+        FrozenParam, their torch parameters already in their working
+        dtype): each rank keeps chunk rank of world even chunks of the
+        flat values (the last padded with zeros), exchanged over comm, the
+        launcher's communicator (None on one process, where the one chunk
+        is the whole parameter, without a copy)."""
+        self.comm = comm
+        for e in entries:
+            flat = e.tensor.detach().reshape(-1)
+            if self.world > 1:
+                n = -(-flat.numel() // self.world)
+                rank = comm.get_rank()
+                mine = flat[rank * n:(rank + 1) * n]
+                e.chunk = torch.zeros(n, dtype=flat.dtype, device=flat.device)
+                e.chunk[:mine.numel()] = mine
+            else:
+                e.chunk = flat
+            self._adopt(e, len(self.entries))
+            e.unit = _Unit([e], frozen=True)
+            self.entries.append(e)
+            self.frozen.append(e)
+            self.by_cdata[e.tensor._cdata] = e
+
+    def set_frozen(self, e, values, root=None):
+        """Gives frozen e new values: values (a tensor of e's numel
+        elements) on every rank, or with root, rank root's, broadcast
+        (collective: every rank passes a tensor of the size). Nothing may
+        be gathered."""
+        flat = values.detach().reshape(-1).to(device=e.chunk.device, dtype=e.chunk.dtype)
+        if self.world == 1:
+            e.chunk.copy_(flat)
+            return
+        if root is not None:
+            with self.errors():
+                got = self.comm.broadcast(_tensor_bytes(flat), self._mixprec_dtype(e), root)
+            flat = torch.frombuffer(bytearray(got.get_data()), dtype=e.chunk.dtype) \
+                .to(e.chunk.device)
+        n = e.chunk.numel()
+        mine = flat[self.comm.get_rank() * n:(self.comm.get_rank() + 1) * n]
+        e.chunk.zero_()
+        e.chunk[:mine.numel()] = mine
+
+    def _mixprec_dtype(self, e):
+        return next(k for k, v in self.dtypes.items() if v == e.chunk.dtype)
+
+    def _fill_frozen(self, e):
+        """Frozen e's whole values: its chunks all-gathered from every
+        rank (collective), or on one process a view of its one chunk."""
+        if self.world == 1:
+            return e.chunk.view(e.shape)
+        with self.errors():
+            got = self.comm.all_gather(_tensor_bytes(e.chunk), self._mixprec_dtype(e))
+        whole = torch.frombuffer(bytearray(got.get_data()), dtype=e.chunk.dtype)
+        return whole[:e.param.get_numel()].reshape(e.shape).to(e.chunk.device)
 
     def _find_units(self):
         """Which partitioned parameters share an engine unit (one
@@ -186,6 +284,9 @@ class Partitioner(object):
         process the engine's working copy is whole and never freed: the
         tensor is a view of it (DLPack), without a copy."""
         first = unit.members[0]
+        if unit.frozen:
+            unit.tensors[first] = self._fill_frozen(first)
+            return
         if self.world > 1:
             with self.errors():
                 self.engine.gather(first.param)
@@ -261,7 +362,7 @@ class Partitioner(object):
             self.behind = first if self.behind is None else min(self.behind, first)
         for j in todo:
             f = self.order[j]
-            if f.unit.active == 0 and self.world > 1:
+            if f.unit.active == 0 and self.world > 1 and not f.unit.frozen:
                 before = self.engine.get_gathered_bytes()
                 with self.errors():
                     self.engine.prefetch(f.param)
@@ -449,8 +550,8 @@ class GatheredParameters(object):
     block, the ZeRO-3 parameters among params (a parameter or an iterable
     of them) are whole on every rank. Collective: every rank enters it
     with the same parameters. Parameters that are not partitioned (ZeRO
-    stages 0 to 2, persistent and frozen parameters, a model not
-    initialized yet) are left as they are, as DeepSpeed leaves them;
+    stages 0 to 2, persistent parameters, a model not initialized yet)
+    are left as they are, as DeepSpeed leaves them;
     parameters zero.Init partitioned are gathered from their chunks before
     initialize() too, and with ``modifier_rank=r`` cut from rank r's
     values again on leaving (what Hugging Face's weight initialization
@@ -462,7 +563,8 @@ class GatheredParameters(object):
     every rank (``mixprec_engine_set_master``, which broadcasts them from
     r and rounds the working copies from them; the other ranks' writes are
     dropped), as DeepSpeed broadcasts rank r's values into the
-    partitions. The optimizer state is left as it is. It must be left
+    partitions; a frozen parameter's chunks are cut from rank r's values,
+    broadcast in its working dtype. The optimizer state is left as it is. It must be left
     between steps (not between backward() and step()). Writes to a
     gathered parameter without it are not kept, as in DeepSpeed."""
 
@@ -482,8 +584,9 @@ class GatheredParameters(object):
                 self.entries.append(e)
             elif hasattr(p, _INIT) and not any(p is q for q in self.chunked):
                 self.chunked.append(p)
-        if modifier_rank is not None and self.entries:
-            world = self.entries[0].partitioner.world
+        if modifier_rank is not None and (self.entries or self.chunked):
+            world = self.entries[0].partitioner.world if self.entries else \
+                getattr(self.chunked[0], _INIT)[2].get_world_size()
             if isinstance(modifier_rank, bool) or not isinstance(modifier_rank, int) or \
                not 0 <= modifier_rank < world:
                 raise ValueError("mixprec.torch.zero.GatheredParameters: modifier_rank=%r is not "
@@ -503,8 +606,9 @@ class GatheredParameters(object):
             if self.modifier_rank is not None and exc_type is None:
                 # Rank r's values, cut into the chunks again.
                 whole = p.detach().reshape(-1).to("cpu", torch.float32, copy=True)
-                got = comm.broadcast(GLib.Bytes.new(whole.numpy().tobytes()),
-                                     Mixprec.DType.FLOAT32, self.modifier_rank)
+                with _front_errors():
+                    got = comm.broadcast(GLib.Bytes.new(whole.numpy().tobytes()),
+                                         Mixprec.DType.FLOAT32, self.modifier_rank)
                 whole = torch.frombuffer(bytearray(got.get_data()), dtype=torch.float32)
                 chunk = -(-whole.numel() // comm.get_world_size())
                 mine = whole[comm.get_rank() * chunk:(comm.get_rank() + 1) * chunk] \
@@ -516,7 +620,10 @@ class GatheredParameters(object):
             rank = self.entries[0].partitioner.engine.get_rank() if self.entries else 0
             for e in self.done:
                 values = None
-                if rank == self.modifier_rank:
+                if e.unit.frozen:
+                    # Every rank passes the broadcast a buffer of the size.
+                    values = e.tensor.detach().reshape(-1).clone()
+                elif rank == self.modifier_rank:
                     # What the block wrote, in the working dtype, widened.
                     whole = e.tensor.detach().reshape(-1).to("cpu", torch.float32, copy=True)
                     values = GLib.Bytes.new(whole.numpy().tobytes())
@@ -527,12 +634,15 @@ class GatheredParameters(object):
         # The engine takes new values with nothing gathered; every rank
         # calls it for the same parameters in the same order.
         for e, values in modified:
+            if e.unit.frozen:
+                e.partitioner.set_frozen(e, values, self.modifier_rank)
+                continue
             with e.partitioner.errors():
                 e.partitioner.engine.set_master(e.param.get_name(), values, self.modifier_rank)
         return False
 
 
-# On a parameter built under Init on several ranks: (its shape, this
+# On a parameter built under Init: (its shape, this
 # rank's chunk of its flat values, the communicator of the ranks).
 _INIT = "_mixprec_init_chunk"
 
@@ -556,10 +666,14 @@ class Init(object):
     slices and the largest parameter; frozen parameters and stages below
     3 get their whole values back first.
 
-    It partitions nothing (the model is built whole, and initialize()
-    under ZeRO-3 partitions it) on one process, with ``enabled=False``,
-    on a device other than the cpu (where the engine joins the ranks
-    itself) and with comm "local"."""
+    On one process (and with comm "local", where each process trains
+    alone) each parameter's one chunk is its whole values, as DeepSpeed's
+    partitions over one rank are, so that a script sees the empty
+    placeholders it will see on several ranks. It partitions nothing
+    (the model is built whole, and initialize() under ZeRO-3 partitions
+    it) with ``enabled=False``, and on several ranks of a device other
+    than the cpu, where the engine joins the ranks itself, which a
+    RuntimeWarning says."""
 
     def __init__(self, module=None, data_parallel_group=None, mem_efficient_linear=True,
                  remote_device=None, pin_memory=False, config_dict_or_path=None, config=None,
@@ -577,8 +691,11 @@ class Init(object):
         if not self.enabled:
             return self
         from mixprec import torch as front
-        self.comm = front._init_comm(self.config)
+        self.comm, why = front._init_comm(self.config)
         if self.comm is None:
+            warnings.warn("mixprec.torch.zero.Init: %s, so zero.Init cannot partition the model "
+                          "as it is built: each rank builds it whole, and initialize() "
+                          "partitions it (ZeRO-3)" % why, RuntimeWarning, stacklevel=2)
             return self
         self.rank = self.comm.get_rank()
         self.world = self.comm.get_world_size()
@@ -645,6 +762,31 @@ class Init(object):
             p.data = torch.empty(0, dtype=p.dtype, device=p.device)
 
 
+def _front_errors():
+    """mixprec.torch's translation of libmixprec's GLib.Error (a
+    context)."""
+    from mixprec import torch as front
+    return front._errors()
+
+
+class OneRank(object):
+    """The communicator of one rank, for Init on one process (and with
+    comm "local", where each process trains alone): each parameter's one
+    chunk is its whole values."""
+
+    def get_rank(self):
+        return 0
+
+    def get_world_size(self):
+        return 1
+
+    def all_gather(self, values, dtype):
+        return values
+
+    def broadcast(self, values, dtype, root):
+        return values
+
+
 def _subclasses(cls):
     found, todo = [], [cls]
     while todo:
@@ -677,7 +819,8 @@ def init_values(p):
     chunk = -(-numel // world)
     send = torch.zeros(chunk, dtype=torch.float32)
     send[:mine.numel()] = mine.to(torch.float32)
-    got = comm.all_gather(GLib.Bytes.new(send.numpy().tobytes()), Mixprec.DType.FLOAT32)
+    with _front_errors():
+        got = comm.all_gather(GLib.Bytes.new(send.numpy().tobytes()), Mixprec.DType.FLOAT32)
     return GLib.Bytes.new_from_bytes(got, 0, numel * 4)
 
 

@@ -75,7 +75,8 @@ The engine has DeepSpeed's ``backward``, ``step``,
 Frozen parameters (``requires_grad=False``, as LoRA leaves the base
 model) are not registered: they are cast to the working dtype of their
 module (the model's dtype, or FP32 for a module the policy keeps in FP32)
-as DeepSpeed casts the whole module, and never change. Tied parameters
+as DeepSpeed casts the whole module, and never change (under ZeRO-3
+they are partitioned too: see below). Tied parameters
 (GPT-2's ``lm_head.weight`` is ``wte.weight``) are registered once, under
 the first name; ``export_fp32()`` and ``save_16bit_model()`` write every
 name of the model's ``state_dict()`` (under ZeRO-3 gathering the
@@ -102,7 +103,11 @@ or ``fp8_modules`` that no module of the model has is warned about,
 naming the types the model has, and ``"Linear"`` on a model with Hugging
 Face ``Conv1D`` layers (GPT-2's) says that it misses them; libmixprec's
 errors arrive as ``mixprec.torch.Error``, which is both a ``ValueError``
-and a ``GLib.Error``; a Python whose only ``gi`` is libmixprec's
+and a ``GLib.Error`` (itself a ``RuntimeError``), with libmixprec's
+message, whichever call of the front (``initialize()``, the engine's
+methods, ``zero.Init``, ``zero.GatheredParameters``) meets them, and the
+front's own refusals are ValueError, TypeError or RuntimeError, as
+DeepSpeed's are; a Python whose only ``gi`` is libmixprec's
 overrides folder gets an ImportError that names PyGObject.
 
 What differs from DeepSpeed (on purpose or for now):
@@ -185,9 +190,10 @@ per unit. ``mixprec.torch.zero`` has DeepSpeed's names:
   ``modifier_rank=r``, rank r's writes become the FP32 masters on every
   rank when the block ends (between steps), as DeepSpeed broadcasts them.
 * ``Init(...)``: DeepSpeed's arguments (``with deepspeed.zero.Init():
-  model = ...``); on several ranks each module's parameters are
-  partitioned when the module is built (each rank keeps a 1/world chunk)
-  and handed to the engine one at a time by ``initialize()``.
+  model = ...``); each module's parameters are partitioned when the
+  module is built (each rank keeps a 1/world chunk, on one process the
+  whole values, beside an empty placeholder) and handed to the engine
+  one at a time by ``initialize()``.
 * ``register_external_parameter(module, param)``: module's forward
   gathers a parameter another module holds.
 
@@ -196,17 +202,29 @@ What differs from DeepSpeed's ZeRO-3:
 * ``zero.Init()`` partitions into even 1/world chunks of each
   parameter's flat values, not the engine's slices, so ``initialize()``
   gathers each parameter whole once (one at a time) to hand it over;
-  DeepSpeed's chunks are its partitions. It partitions nothing on one
-  process, on a device other than the cpu and with comm "local" (the
-  model is built whole and ``initialize()`` partitions it, a peak of
-  about one FP32 copy of the model per rank), and does not take
-  ``module=``.
+  DeepSpeed's chunks are its partitions. On several ranks of a device
+  other than the cpu, where the engine joins the ranks itself when
+  ``initialize()`` makes it, it partitions nothing and says so with a
+  RuntimeWarning (the model is built whole on each rank and
+  ``initialize()`` partitions it, a peak of about one FP32 copy of the
+  model per rank). It does not take ``module=``.
 * ``GatheredParameters(..., modifier_rank=r)`` sets the FP32 masters to
   rank r's values widened from the working dtype (DeepSpeed writes the
   working copy's partitions and leaves its optimizer's FP32 partitions
   as they were). Writes without it are not kept, as in DeepSpeed.
-* Frozen parameters (``requires_grad=False``) stay whole on every rank,
-  cast to the working dtype; DeepSpeed partitions them too.
+* Frozen parameters (``requires_grad=False``) are partitioned as the
+  trained ones are (not below ``stage3_param_persistence_threshold``
+  elements), cast to the working dtype first as at ZeRO-0 to 2, and
+  gathered and released by the same hooks, with ``ds_*`` attributes and
+  a placeholder, as DeepSpeed partitions them; the engine holds no
+  master, gradient or optimizer state for them. Each rank keeps an even
+  1/world chunk of the working-dtype values (the front's, exchanged over
+  the launcher's communicator, not the engine's units), so on several
+  ranks only on the cpu device; on the cuda device across ranks, where
+  the engine joins the ranks itself, they stay whole on every rank.
+  ``GatheredParameters(..., modifier_rank=r)`` cuts their chunks from
+  rank r's values; checkpoints save them whole (``client_state.pt``),
+  interchangeable with stages 0 to 2.
 * A parameter of exactly ``stage3_param_persistence_threshold`` elements
   is partitioned (the engine keeps those below it whole); DeepSpeed keeps
   it whole. On one process the engine's copies are whole anyway, and the
@@ -226,6 +244,12 @@ What differs from DeepSpeed's ZeRO-3:
   ``stage3_prefetch_bucket_size`` on the way and
   ``stage3_max_live_parameters`` gathered, counted in its units (padded
   to world size x 4096 elements), so a small model prefetches little.
+* ``offload_param`` (``{"device": "cpu"}``) is a no-op on the cpu device,
+  where the parameters are in host memory already, with a ConfigWarning
+  that says so; on a GPU it needs ``offload_optimizer`` too and several
+  ranks (on one process the engine partitions nothing, so it cannot keep
+  a partition in host memory): ``initialize()`` refuses the other cases
+  with a ValueError naming the key. DeepSpeed offloads in both.
 * ``close()`` gives each partitioned parameter a whole copy back
   (gathered: collective), so the model stands alone again.
 * Checkpointing a module's ``forward`` rather than its call (the hooks
@@ -521,6 +545,7 @@ def init_distributed(dist_backend=None, *args, **kwargs):
     in the launcher's environment itself (see the module's documentation)."""
 
 
+@_translated
 def initialize(args=None, model=None, optimizer=None, model_parameters=None, training_data=None,
                lr_scheduler=None, distributed_port=None, mpu=None, dist_init_required=None,
                collate_fn=None, config=None, config_params=None, comm=None,
@@ -633,7 +658,7 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None, tra
         else:
             engine = Mixprec.Engine.new(cfg)
     front = Engine(model, engine, auto_cast=auto_cast,
-                   max_reuse_distance=_max_reuse_distance(doc))
+                   max_reuse_distance=_max_reuse_distance(doc), comm=comm)
     if old_spelling:
         return front
     front._ds_returns = True
@@ -725,7 +750,7 @@ class _Entry(object):
     __slots__ = ("name", "tensor", "param", "dtype", "address", "shape",
                  # ZeRO-3 (mixprec/_torch_zero.py): whether partitioned, and its state
                  "z3", "partitioner", "unit", "count", "bwd", "kept", "view", "position",
-                 "placeholder", "shaped")
+                 "placeholder", "shaped", "chunk")
 
 
 def _numel(shape):
@@ -745,25 +770,54 @@ def _init_later_ok(cfg):
         cfg.get_fp8_recipe() is None
 
 
+def _environment_world():
+    """The world size the launcher's environment names (the variables
+    Mixprec.Bootstrap reads), 1 without one."""
+    for name in ("MIXPREC_WORLD_SIZE", "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS"):
+        value = os.environ.get(name)
+        if value:
+            try:
+                return max(int(value), 1)
+            except ValueError:
+                return 1
+    return 1
+
+
 def _init_comm(config):
-    """For zero.Init: the launcher's ranks, joined as initialize() joins
+    """For zero.Init: (the launcher's ranks, joined as initialize() joins
     them (and kept for it), with config's backend and device (the
-    defaults without one); None where initialize() would not join them
-    here."""
+    defaults without one), None) on several ranks of the cpu device; (the
+    one rank, None) on one process and with comm "local"; (None, why)
+    where the ranks are several but initialize()'s engine joins them
+    itself (a device other than the cpu), so that nothing can be
+    partitioned before it."""
     if config is None:
         config = {}
     doc = config if isinstance(config, dict) else None
     if isinstance(config, (str, os.PathLike)):
         text = os.fspath(config)
-        if not text.lstrip().startswith("{"):
-            with open(text) as f:
-                text = f.read()
-        doc = json.loads(text)
+        try:
+            if not text.lstrip().startswith("{"):
+                with open(text) as f:
+                    text = f.read()
+            doc = json.loads(text)
+        except (OSError, ValueError) as e:
+            raise ValueError("mixprec.torch.zero.Init: config %r is not a readable JSON file "
+                             "or string (%s)" % (os.fspath(config), e)) from None
+    cfg = _config(config)
     fresh = "comm" not in _launcher
-    comm = _launcher_comm(_config(config), doc)
+    comm = _launcher_comm(cfg, doc)
     if fresh and comm is not None:
         _launcher["init"] = "its config" if config else "the default config"
-    return comm
+    if comm is not None:
+        return comm, None
+    if cfg.get_comm_backend() == "local" or _environment_world() == 1:
+        return zero.OneRank(), None
+    if cfg.get_device() != "cpu":
+        return None, ("on device '%s' the engine initialize() makes joins the %d ranks itself, "
+                      "on the device's communicator" % (cfg.get_device(), _environment_world()))
+    return None, ("the engine initialize() makes joins the %d ranks itself (the config asks "
+                  "for a job secret the environment does not give)" % _environment_world())
 
 
 def _fp32_bytes(t):
@@ -828,8 +882,11 @@ class Engine(object):
     ``skipped_steps``, ``micro_steps`` (DeepSpeed's counters).
     """
 
-    def __init__(self, model, engine, auto_cast=False, max_reuse_distance=1000000000):
+    def __init__(self, model, engine, auto_cast=False, max_reuse_distance=1000000000,
+                 comm=None):
         self.module = model
+        # The launcher's communicator (host memory), for ZeRO-3's frozen chunks.
+        self._comm = comm
         self.max_reuse_distance = max_reuse_distance
         self.engine = engine
         self.params = {}
@@ -869,10 +926,15 @@ class Engine(object):
         # that the model is never in memory twice; restored if anything
         # fails before the engine is prepared.
         handed = [] if cfg.get_zero_stage() == 3 else None
-        # Parameters zero.Init partitioned: under ZeRO-3 registered with
-        # zeros (views of one buffer) and given their values one at a time
-        # once the engine holds its slices (see _torch_zero.Init).
-        self._init_later = [] if handed is not None and _init_later_ok(cfg) else None
+        # Parameters zero.Init partitioned: under ZeRO-3 on several ranks
+        # registered with zeros (views of one buffer) and given their
+        # values one at a time once the engine holds its slices (see
+        # _torch_zero.Init). On one process, where the engine holds
+        # everything anyway, each is made whole and registered with its
+        # values (a set_master per parameter would cost a pass over the
+        # model each on a device).
+        self._init_later = [] if handed is not None and _init_later_ok(cfg) and \
+            engine.get_world_size() > 1 else None
         try:
             self._register(model, engine, seen, owner, frozen, handed)
             if not self._entries:
@@ -994,6 +1056,8 @@ class Engine(object):
                     dtype = self.dtype
                 if p.dtype != dtype:
                     p.data = p.data.to(dtype)
+        if cfg.get_zero_stage() == 3:
+            self._partition_frozen(model, frozen, cfg)
         # Modules in another dtype (fp32_modules): inputs to theirs, outputs back.
         for module, entries in owner.values():
             dtypes = {_TORCH_DTYPE[e.dtype] for e in entries}
@@ -1023,6 +1087,42 @@ class Engine(object):
             self._forward = ("forward" in model.__dict__, model.__dict__.get("forward"))
             model.forward = forward
         setattr(model, _ENGINE_ATTR, weakref.ref(self))
+
+    def _partition_frozen(self, model, frozen, cfg):
+        """ZeRO-3 partitions the frozen floating-point parameters too (not
+        below stage3_param_persistence_threshold elements), as DeepSpeed
+        does: chunks exchanged over the launcher's communicator in host
+        memory (see mixprec/_torch_zero.py), so on several ranks only where
+        the front has it (the cpu device); elsewhere they stay whole."""
+        comm = self._comm
+        if comm is not None and comm.get_device() != "cpu":
+            comm = None
+        if self.engine.get_world_size() > 1 and comm is None:
+            return
+        names = {id(p): n for n, p in model.named_parameters()}
+        threshold = max(cfg.get_param_persistence_threshold(), 1)
+        entries, seen = [], set()
+        for module, p in frozen:
+            if id(p) in seen or p.dtype not in _MIXPREC_DTYPE or p.numel() < threshold:
+                continue
+            seen.add(id(p))
+            e = _Entry()
+            e.name = names[id(p)]
+            e.tensor = p
+            e.shape = tuple(p.shape)
+            e.param = zero.FrozenParam(e.name, p.numel())
+            e.dtype = _MIXPREC_DTYPE[p.dtype]
+            e.address = None
+            entries.append(e)
+        if not entries:
+            return
+        if self._zero3 is None:
+            self._zero3 = zero.Partitioner(self, [], _errors, _TORCH_DTYPE)
+        self._zero3.add_frozen(entries, comm)
+
+    def _frozen_z3(self):
+        """The tensors of the frozen parameters ZeRO-3 partitions."""
+        return [e.tensor for e in self._zero3.frozen] if self._zero3 is not None else []
 
     def _warn_unmatched(self, cfg, model):
         classes = {type(m).__name__ for m in model.modules()}
@@ -1438,15 +1538,18 @@ class Engine(object):
                  else Mixprec.CheckpointSaveFlags.NO_LATEST)
         with _errors():
             self.engine.save_checkpoint_full(os.fspath(save_dir), tag, flags)
-        if self.engine.get_rank() == 0:
-            frozen = {}
-            if not exclude_frozen_parameters:
-                trained = {id(e.tensor) for e in self._entries}
-                frozen = {n: p.detach().cpu().clone() for n, p in self.module.named_parameters()
-                          if id(p) not in trained}
-            path = os.path.join(os.fspath(save_dir), tag, "client_state.pt")
-            torch.save({"client_state": dict(client_state or {}), "frozen": frozen}, path + ".tmp")
-            os.replace(path + ".tmp", path)
+        # ZeRO-3's frozen parameters whole (collective), as at stages 0-2.
+        with zero.GatheredParameters([] if exclude_frozen_parameters else self._frozen_z3()):
+            if self.engine.get_rank() == 0:
+                frozen = {}
+                if not exclude_frozen_parameters:
+                    trained = {id(e.tensor) for e in self._entries}
+                    frozen = {n: p.detach().cpu().clone()
+                              for n, p in self.module.named_parameters() if id(p) not in trained}
+                path = os.path.join(os.fspath(save_dir), tag, "client_state.pt")
+                torch.save({"client_state": dict(client_state or {}), "frozen": frozen},
+                           path + ".tmp")
+                os.replace(path + ".tmp", path)
         return True
 
     def load_checkpoint(self, load_dir, tag=None, load_module_strict=True,
@@ -1489,7 +1592,11 @@ class Engine(object):
             named = dict(self.module.named_parameters())
             for n, t in saved.get("frozen", {}).items():
                 if n in named:
-                    named[n].data.copy_(t.to(named[n].dtype))
+                    e = getattr(named[n], "_mixprec_zero3_entry", None)
+                    if e is not None and e.unit.frozen:
+                        self._zero3.set_frozen(e, t)
+                    else:
+                        named[n].data.copy_(t.to(named[n].dtype))
         if not self._ds_returns:
             return path
         return path, client_state
@@ -1504,12 +1611,13 @@ class Engine(object):
                 masters[id(e.tensor)] = torch.frombuffer(bytearray(data), dtype=torch.float32) \
                     .reshape(e.shape)
         state = {}
-        for n, t in self.module.state_dict(keep_vars=True).items():
-            if id(t) in masters:
-                state[n] = masters[id(t)]
-            else:
-                t = t.detach().cpu()
-                state[n] = t.float() if t.is_floating_point() else t
+        with zero.GatheredParameters(self._frozen_z3()):
+            for n, t in self.module.state_dict(keep_vars=True).items():
+                if id(t) in masters:
+                    state[n] = masters[id(t)]
+                else:
+                    t = t.detach().cpu()
+                    state[n] = t.float() if t.is_floating_point() else t
         return state
 
     def export_fp32(self, path):
@@ -1563,7 +1671,7 @@ class Engine(object):
         trained = {id(e.tensor) for e in self._entries}
         state = {}
         # Under ZeRO-3 every rank gathers the partitioned parameters.
-        with zero.GatheredParameters([e.tensor for e in self._entries]):
+        with zero.GatheredParameters([e.tensor for e in self._entries] + self._frozen_z3()):
             for n, t in self.module.state_dict(keep_vars=True).items():
                 if exclude_frozen_parameters and isinstance(t, torch.nn.Parameter) and \
                         id(t) not in trained:
@@ -1594,6 +1702,18 @@ class Engine(object):
             else:
                 del self.module.forward
             self._forward = None
+
+
+# Every libmixprec error a script meets through the front arrives as an
+# Error (a ValueError and a GLib.Error, whose GLib.Error side is a
+# RuntimeError), whichever call inside raised it: the methods of the
+# documented surface translate what escapes them (a translated Error
+# passes as it is).
+for _name in ("__call__", "backward", "step", "zero_grad", "train_batch", "get_numerics",
+              "save_checkpoint", "load_checkpoint", "export_fp32", "get_fp4_copy",
+              "save_16bit_model", "close"):
+    setattr(Engine, _name, _translated(getattr(Engine, _name)))
+del _name
 
 
 def _matches_any(names, cls):

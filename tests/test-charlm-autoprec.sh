@@ -6,13 +6,17 @@
 # widens it (and it alone) to fp32, the widened run ends within 1% of the
 # bf16 run's val_loss and below the run without auto-precision, and a run
 # resumed from a checkpoint taken after the decision ends with the
-# uninterrupted run's checkpoint, byte for byte. Prints TAP.
+# uninterrupted run's checkpoint, byte for byte. Then the issue's
+# demonstration over 1000 steps: out.weight's gradient multiplied by 1e-6
+# stalls the output layer in fp16, which costs more than 1% of val_loss
+# against bf16, and auto-precision, widening out.weight alone, brings the
+# run back within 1%. Prints TAP.
 
 . "${G_TEST_SRCDIR:-$(dirname "$0")}/charlm-common.sh"
 charlm_setup test-charlm-autoprec
 run_options="--steps 300 --eval-every 100 --grad-multiplier h2.weight=1e-5"
 
-echo "1..8"
+echo "1..11"
 
 cd "$tmp" || exit 1
 run bf16 bf16.json
@@ -56,3 +60,20 @@ if [ "$(cat "$tmp/resumed.rc")" = 0 ] && grep -q "resuming after step 50" "$tmp/
 else
   not_ok "resumed after the decision: the uninterrupted run's checkpoint and val_loss"
 fi
+
+# One module underflows, and it matters: the output layer.
+run_options="--steps 1000 --eval-every 500 --grad-multiplier out.weight=1e-6"
+run out_bf16 bf16.json
+run out_fp16 fp16-static1.json
+run out_auto fp16-static1-autoprec.json
+if [ "$(cat "$tmp/out_auto.rc")" = 0 ] && [ "$(grep -c "auto-precision widens" "$tmp/out_auto.err")" = 1 ] &&
+   grep -q "auto-precision widens out.weight from float16 to float32: grad_underflow" "$tmp/out_auto.err"; then
+  ok "out.weight underflowing: auto-precision widens out.weight, and only it"
+else
+  not_ok "out.weight underflowing: auto-precision widens out.weight, and only it"
+  grep "auto-precision" "$tmp/out_auto.err" | sed 's/^/# /'
+fi
+check "without auto-precision the run ends more than 1% above bf16" "a > b * 1.01" \
+  "$(val_loss out_fp16)" "$(val_loss out_bf16)"
+check "with it, within 1% of bf16" "a <= b * 1.01 && a >= b * 0.99" \
+  "$(val_loss out_auto)" "$(val_loss out_bf16)"

@@ -319,6 +319,39 @@ ok, got_ulps = numerics.get_stat("w", "shadow_max_ulp")
 check("shadow without masters: max ulps = %d (got %r)" % (ulps, got_ulps), ok and abs(got_ulps - ulps) <= 1 and ulps >= 1)
 check("shadow by module type", numerics.get_module_stat("Linear", "shadow_rel_l2") == (True, got))
 
+# An amax history too short for its tensor: SGD with lr 1 doubles every
+# weight at odd steps and halves it at even ones, so the amax goes 2, 1,
+# 2, 1. Delayed scaling takes the scale from the history before the
+# cast: with amax_history_len 1 every doubling step casts values twice
+# the amax its scale was made for, and the saturation series shows it at
+# every other step; a history of 2 holds the larger amax, and after the
+# first step (no history yet) nothing saturates.
+for hist in (1, 2):
+    config = Mixprec.Config.new_from_data(
+        '{"bf16": {"enabled": true},'
+        ' "optimizer": {"type": "SGD", "params": {"lr": 1.0, "momentum": 0.0, "weight_decay": 0.0}},'
+        ' "fp8": {"enabled": true, "recipe": "delayed", "amax_history_len": %d, "modules": ["Linear"]},'
+        ' "mixprec": {"numerics": {"every": 1}}}' % hist)
+    engine = Mixprec.Engine.new(config)
+    p = engine.register_param("fc.weight", [10, 100], "Linear", Mixprec.DType.FLOAT32,
+                              as_bytes(np.linspace(-1, 1, 1000).astype(np.float32)))
+    series, want = [], []
+    for step in range(1, 9):
+        w = floats(p.get_master())
+        p.set_grad(Mixprec.DType.FLOAT32, as_bytes((-w if step % 2 == 1 else w / 2).astype(np.float32)))
+        engine.backward_done()
+        engine.step()
+        scaled = floats(p.get_master()) * np.float32(p.get_fp8_scaling().get_scale())
+        series.append(engine.get_numerics().get_stat("fc.weight", "fp8_saturation")[1])
+        want.append(float(np.sum(np.abs(scaled) > 464.0)) / 1000)
+    check("amax_history_len %d: fp8_saturation per step %r equals numpy's %r" % (hist, series, want),
+          series == want)
+    if hist == 1:
+        check("history 1: every doubling step saturates, no halving step does",
+              all(series[k] > 0.4 for k in range(0, 8, 2)) and all(series[k] == 0 for k in range(1, 8, 2)))
+    else:
+        check("history 2: only the first step saturates", series[0] > 0.4 and not any(series[1:]))
+
 print("1..%d" % len(results))
 for i, (name, ok) in enumerate(results, 1):
     print("%s %d - %s" % ("ok" if ok else "not ok", i, name))

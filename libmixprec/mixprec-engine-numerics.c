@@ -376,7 +376,9 @@ update_slots (gsize first, gsize end, gpointer data)
  * can round a few ulps above 448, and E4M3 rounds everything up to 464 (the
  * tie goes to 448's even significand) back to 448, losing nothing. So the
  * count asks the non-saturating cast, whose overflow is NaN (E4M3) or Inf
- * (E5M2). */
+ * (E5M2). Under the MX recipe each element is scaled by its block's E8M0
+ * scale: with the FLOOR rule a block's largest values land between the
+ * format's largest and twice it, and the cast clamps them. */
 /* Whether a non-saturating cast's byte is its overflow: NaN in E4M3,
  * ±Inf in E5M2. */
 static gboolean
@@ -404,7 +406,8 @@ fp8_slots (gsize first, gsize end, gpointer data)
       guint64 n = slot->hi - slot->lo, saturated = 0, nonzero = 0, under = 0;
       const guint8 *codes;
       gfloat *master, scale = 1.0f, max;
-      guint format;
+      const guint8 *mx_scales = NULL;
+      guint format, mx_block = 1;
       gpointer working;
 
       if (!np->fp8 && !np->fp8_mx)
@@ -416,13 +419,26 @@ fp8_slots (gsize first, gsize end, gpointer data)
       format = _mixprec_fp8_format (g->fp8.dtype);
       if (np->fp8)
         scale = mixprec_fp8_scaling_get_scale (_mixprec_param_get_storage (np->param)->fp8_scaling);
+      else
+        {
+          /* MX: each element's block scale. An MX parameter starts its
+           * unit and slots start at multiples of 4096 in it, so the
+           * slot's first element starts a block. */
+          guint b = MAX (mixprec_fp8_recipe_get_block_size (self->fp8_recipe), 1);
+
+          mx_scales = g->working_local
+                      ? g->fp8.scales + u->fp8.scales_local + (slot->lo - self->rank * UNIT_SLICE (self, u)) / b
+                      : g->fp8.scales + u->fp8.scales_at + slot->lo / b;
+          mx_block = b;
+        }
       for (guint64 i = 0; i < n; i++)
         {
           /* The cast's own product: one FP32 multiplication. */
-          gfloat x = master[i] * scale;
+          gfloat by = mx_scales != NULL ? _mixprec_mx_inv_scale (mx_scales[i / mx_block]) : scale;
+          gfloat x = master[i] * by;
 
-          saturated += np->fp8 && fabsf (x) > max && !isnan (master[i]) &&
-                       fp8_overflows (format, _mixprec_fp8_cast (format, FALSE, master[i], scale));
+          saturated += fabsf (x) > max && !isnan (master[i]) &&
+                       fp8_overflows (format, _mixprec_fp8_cast (format, FALSE, master[i], by));
           if (master[i] != 0.0f)
             {
               nonzero++;
@@ -821,9 +837,8 @@ put (MixprecNumerics *out, gboolean by_type, const gchar *name, const Totals *t,
     return;
   if (t->fp8 || t->fp8_mx)
     {
-      if (t->fp8)
-        _mixprec_numerics_set (out, by_type, name, _MIXPREC_NUM_FP8_SATURATION,
-                               fraction (t->rec[REC_FP8_SATURATED], (gdouble) t->numel));
+      _mixprec_numerics_set (out, by_type, name, _MIXPREC_NUM_FP8_SATURATION,
+                             fraction (t->rec[REC_FP8_SATURATED], (gdouble) t->numel));
       _mixprec_numerics_set (out, by_type, name, _MIXPREC_NUM_FP8_UNDERFLOW,
                              fraction (t->rec[REC_FP8_UNDERFLOW], t->rec[REC_FP8_NONZERO]));
       /* The scale in use: a tensor's own (a module type's rows have

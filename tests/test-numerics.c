@@ -41,7 +41,7 @@ static const struct {
  * blocks (measured in passes of their own) and ranks in their slices
  * (measured in the optimizer's pass). */
 static gchar *
-config_json (guint stage, guint gas, guint every, const gchar *csv_dir, gboolean states, gboolean fp8)
+config_json (guint stage, guint gas, guint every, const gchar *csv_dir, gboolean states, const gchar *fp8)
 {
   return g_strdup_printf ("{\"fp16\": {\"enabled\": true, \"initial_scale_power\": 1}, %s"
                           " \"data_types\": {\"grad_accum_dtype\": \"fp32\"},"
@@ -51,7 +51,10 @@ config_json (guint stage, guint gas, guint every, const gchar *csv_dir, gboolean
                           " \"mixprec\": {\"fp32_modules\": [\"LayerNorm\"], \"numerics\": {\"every\": %u, \"shadow\": [\"a.*\", \"n.weight\"]}%s},"
                           " \"csv_monitor\": {\"enabled\": %s, \"output_path\": \"%s\", \"job_name\": \"job\"},"
                           " \"steps_per_print\": null}",
-                          fp8 ? "\"fp8\": {\"enabled\": true, \"recipe\": \"delayed\", \"modules\": [\"Linear\"]}," : "",
+                          fp8 != NULL ? (g_str_equal (fp8, "mx")
+                                         ? "\"fp8\": {\"enabled\": true, \"recipe\": \"mx\", \"modules\": [\"Linear\"]},"
+                                         : "\"fp8\": {\"enabled\": true, \"recipe\": \"delayed\", \"modules\": [\"Linear\"]},")
+                                      : "",
                           gas, stage, LR, every,
                           states ? ", \"optimizer_states\": {\"default\": \"int8\", \"block_size\": 256}" : "",
                           csv_dir != NULL ? "true" : "false", csv_dir != NULL ? csv_dir : "");
@@ -103,7 +106,7 @@ static gpointer external_memory[G_N_ELEMENTS (model)][2];
 
 static MixprecEngine *
 build_engine (guint stage, guint gas, const gchar *csv_dir, gboolean external, gboolean states,
-              gboolean fp8)
+              const gchar *fp8)
 {
   g_autoptr(GError) error = NULL;
   g_autofree gchar *json = config_json (stage, gas, 1, csv_dir, states, fp8);
@@ -237,7 +240,7 @@ child_main (void)
   const gchar *csv = g_getenv ("MIXPREC_TEST_CSV");
   gboolean external = g_getenv ("MIXPREC_TEST_EXTERNAL") != NULL;
   gboolean states = g_getenv ("MIXPREC_TEST_STATES") != NULL;
-  gboolean fp8 = g_getenv ("MIXPREC_TEST_FP8") != NULL;
+  const gchar *fp8 = g_getenv ("MIXPREC_TEST_FP8");
   g_autoptr(MixprecEngine) engine = NULL;
   g_autoptr(GString) text = g_string_new (NULL);
   guint rank, world;
@@ -430,6 +433,10 @@ test_world_sizes (void)
   g_autofree gchar *states3 = run_world (3, 1, dir, NULL, "MIXPREC_TEST_STATES=1");
   g_autofree gchar *fp8_1 = run_world (1, 0, dir, NULL, "MIXPREC_TEST_FP8=1");
   g_autofree gchar *fp8_3 = run_world (3, 2, dir, NULL, "MIXPREC_TEST_FP8=1");
+  /* MX copies: each element saturates by its own block's scale, and the
+   * scales sit in rank slices under ZeRO-3. */
+  g_autofree gchar *mx_1 = run_world (1, 0, dir, NULL, "MIXPREC_TEST_FP8=mx");
+  g_autofree gchar *mx_3 = run_world (3, 3, dir, NULL, "MIXPREC_TEST_FP8=mx");
   g_autoptr(GHashTable) t = parse (one);
   g_autofree gchar *file = NULL, *amax = NULL, *expected = NULL;
   g_autofree gchar *by_type = NULL;
@@ -451,6 +458,9 @@ test_world_sizes (void)
   g_assert_nonnull (strstr (fp8_1, "param a.weight fp8_underflow "));
   g_assert_nonnull (strstr (fp8_1, "param a.weight fp8_scale "));
   g_assert_cmpstr (fp8_3, ==, fp8_1);
+  g_assert_nonnull (strstr (mx_1, "param a.weight fp8_saturation "));
+  g_assert_null (strstr (mx_1, "param a.weight fp8_scale "));
+  g_assert_cmpstr (mx_3, ==, mx_1);
 
   /* The csv monitor: one file per series, recorded at the step. */
   file = g_build_filename (csv, "job", "Numerics_a.weight_grad_amax.csv", NULL);

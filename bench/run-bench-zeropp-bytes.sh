@@ -17,6 +17,7 @@
 # every layer a ZeRO-3 unit of its own), STEPS (default 5).
 set -u
 
+srcdir=$(cd "$(dirname "$0")/.." && pwd)
 builddir=$(cd "${1:-.}" && pwd)
 bench="$builddir/bench/bench-zeropp-bytes"
 layers=${LAYERS:-8}
@@ -50,29 +51,9 @@ trap cleanup EXIT
 trap 'exit 1' INT TERM HUP
 
 skip () { echo "skipped: $*"; exit 0; }
-[ "$(id -u)" = 0 ] || skip "making network namespaces needs root (running as uid $(id -u))"
-command -v ip >/dev/null 2>&1 || skip "ip (iproute2) is not installed"
-command -v unshare >/dev/null 2>&1 || skip "unshare (util-linux) is not installed"
-setup () {
-  "$@" 2>"$tmp/setup.err" && return 0
-  skip "'$*' was refused: $(head -n 1 "$tmp/setup.err")"
-}
-setup ip netns add "$hub"
-made="$hub"
-setup ip -n "$hub" link add br0 type bridge
-setup ip -n "$hub" link set br0 up
-for r in 0 1 2; do
-  ns="$tag-$r"
-  setup ip netns add "$ns"
-  made="$made $ns"
-  setup ip link add eth0 netns "$ns" type veth peer name "p$r" netns "$hub"
-  setup ip -n "$hub" link set "p$r" master br0
-  setup ip -n "$hub" link set "p$r" up
-  setup ip -n "$ns" addr add "10.77.0.$((r + 1))/24" dev eth0
-  setup ip -n "$ns" link set eth0 up
-  setup ip -n "$ns" link set lo up
-done
-setup ip netns exec "$tag-1" unshare --pid --fork --kill-child --mount-proc --uts true
+. "$srcdir/tests/netns-hosts.sh"
+netns_require
+netns_make_hosts
 
 port=29600
 for mode in "bf16+fp32sum" fp32 "qwZ+qgZ" "qwZ+qgZ+hpZ"; do

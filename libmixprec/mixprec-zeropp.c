@@ -168,6 +168,30 @@ blocks_per_item (guint64 per)
   return MAX ((gsize) 1, ((gsize) 1 << 16) / MAX (per, 1));
 }
 
+/* Both directions of every format: blocks of n / groups elements across
+ * the pool; @bits is 8 or 4 for the integer codes (8 for FP8). */
+static void
+run_blocks (const void          *src,
+            MixprecDType         dtype,
+            guint64              n,
+            guint64              groups,
+            guint                bits,
+            _MixprecZeroppFormat format,
+            gint8               *codes,
+            gfloat              *scales,
+            const gint8         *in_codes,
+            const gfloat        *in_scales,
+            void                *dst)
+{
+  Job job = { src, dtype, groups > 0 ? n / groups : 0, bits, format, codes, scales, in_codes, in_scales, dst };
+
+  g_return_if_fail (bits == 8 || bits == 4);
+  g_return_if_fail (groups > 0 && n % groups == 0);
+  g_return_if_fail (bits == 8 || job.per % 2 == 0);
+  _mixprec_parallel_for (groups, blocks_per_item (job.per), 1, src != NULL ? quantize_blocks : dequantize_blocks,
+                         &job);
+}
+
 void
 _mixprec_zeropp_quantize (const void   *src,
                           MixprecDType  dtype,
@@ -177,13 +201,7 @@ _mixprec_zeropp_quantize (const void   *src,
                           gint8        *codes,
                           gfloat       *scales)
 {
-  Job job = { src, dtype, groups > 0 ? n / groups : 0, bits, _MIXPREC_ZEROPP_INT, codes, scales,
-              NULL, NULL, NULL };
-
-  g_return_if_fail (bits == 8 || bits == 4);
-  g_return_if_fail (groups > 0 && n % groups == 0);
-  g_return_if_fail (bits == 8 || job.per % 2 == 0);
-  _mixprec_parallel_for (groups, blocks_per_item (job.per), 1, quantize_blocks, &job);
+  run_blocks (src, dtype, n, groups, bits, _MIXPREC_ZEROPP_INT, codes, scales, NULL, NULL, NULL);
 }
 
 void
@@ -195,13 +213,7 @@ _mixprec_zeropp_dequantize (const gint8  *codes,
                             void         *dst,
                             MixprecDType  dtype)
 {
-  Job job = { NULL, dtype, groups > 0 ? n / groups : 0, bits, _MIXPREC_ZEROPP_INT, NULL, NULL,
-              codes, scales, dst };
-
-  g_return_if_fail (bits == 8 || bits == 4);
-  g_return_if_fail (groups > 0 && n % groups == 0);
-  g_return_if_fail (bits == 8 || job.per % 2 == 0);
-  _mixprec_parallel_for (groups, blocks_per_item (job.per), 1, dequantize_blocks, &job);
+  run_blocks (NULL, dtype, n, groups, bits, _MIXPREC_ZEROPP_INT, NULL, NULL, codes, scales, dst);
 }
 
 void
@@ -213,11 +225,7 @@ _mixprec_zeropp_quantize_as (const void          *src,
                              guint8              *codes,
                              gfloat              *scales)
 {
-  Job job = { src, dtype, groups > 0 ? n / groups : 0, 8, format, (gint8 *) codes, scales,
-              NULL, NULL, NULL };
-
-  g_return_if_fail (groups > 0 && n % groups == 0);
-  _mixprec_parallel_for (groups, blocks_per_item (job.per), 1, quantize_blocks, &job);
+  run_blocks (src, dtype, n, groups, 8, format, (gint8 *) codes, scales, NULL, NULL, NULL);
 }
 
 void
@@ -229,11 +237,7 @@ _mixprec_zeropp_dequantize_as (const guint8        *codes,
                                void                *dst,
                                MixprecDType         dtype)
 {
-  Job job = { NULL, dtype, groups > 0 ? n / groups : 0, 8, format, NULL, NULL,
-              (const gint8 *) codes, scales, dst };
-
-  g_return_if_fail (groups > 0 && n % groups == 0);
-  _mixprec_parallel_for (groups, blocks_per_item (job.per), 1, dequantize_blocks, &job);
+  run_blocks (NULL, dtype, n, groups, 8, format, NULL, NULL, (const gint8 *) codes, scales, dst);
 }
 
 /* ---------------------------------------------------------------- quant_reduce */

@@ -847,7 +847,7 @@ EXTRA_DIST += tests/test-charlm-dist.sh
 if HAVE_UCX
 TESTS += tests/test-multihost-netns.sh
 endif
-EXTRA_DIST += tests/test-multihost-netns.sh
+EXTRA_DIST += tests/test-multihost-netns.sh tests/netns-hosts.sh
 check_PROGRAMS += tests/test-ucx-hint
 tests_test_ucx_hint_SOURCES = \
 	tests/test-ucx-hint.c \

@@ -35,32 +35,11 @@ skip () { echo "1..0 # SKIP $*"; exit 0; }
 
 [ -f /usr/share/dict/american-english ] ||
   skip "/usr/share/dict/american-english is missing (Debian package wamerican)"
-[ "$(id -u)" = 0 ] || skip "making network namespaces needs root (running as uid $(id -u))"
-command -v ip >/dev/null 2>&1 || skip "ip (iproute2) is not installed"
-command -v unshare >/dev/null 2>&1 || skip "unshare (util-linux) is not installed"
+. "${G_TEST_SRCDIR:-$(dirname "$0")}/netns-hosts.sh"
+netns_require
 command -v timeout >/dev/null 2>&1 || skip "timeout (coreutils) is not installed"
 
-# Every step of the setup, with its error kept for the skip line.
-setup () {
-  "$@" 2>"$tmp/setup.err" && return 0
-  skip "'$*' was refused: $(head -n 1 "$tmp/setup.err")"
-}
-setup ip netns add "$hub"
-made="$hub"
-setup ip -n "$hub" link add br0 type bridge
-setup ip -n "$hub" link set br0 up
-for r in 0 1 2; do
-  ns="$tag-$r"
-  setup ip netns add "$ns"
-  made="$made $ns"
-  setup ip link add eth0 netns "$ns" type veth peer name "p$r" netns "$hub"
-  setup ip -n "$hub" link set "p$r" master br0
-  setup ip -n "$hub" link set "p$r" up
-  setup ip -n "$ns" addr add "10.77.0.$((r + 1))/24" dev eth0
-  setup ip -n "$ns" link set eth0 up
-  setup ip -n "$ns" link set lo up
-done
-setup ip netns exec "$tag-1" unshare --pid --fork --kill-child --mount-proc --uts true
+netns_make_hosts
 n=0
 fail=0
 ok () { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fail=1; fi; }

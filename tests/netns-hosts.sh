@@ -1,0 +1,45 @@
+# netns-hosts.sh — sourced by the multi-host tests and the bytes bench:
+# three "hosts" made of network namespaces "$tag-0" .. "$tag-2" joined by
+# a bridge in "$tag-hub", 10.77.0.1 .. 10.77.0.3/24 on each host's eth0.
+# A rank runs in its host with `ip netns exec "$tag-$r" unshare --pid
+# --fork --kill-child --mount-proc --uts ...`, so that it also has a PID
+# namespace and a host name of its own; netns_make_hosts checks that this
+# works.
+#
+# The caller sets $tmp (a folder for the setup's errors) and $tag, and
+# defines skip MESSAGE, which must exit. netns_make_hosts appends every
+# namespace it makes to $made, which the caller deletes on exit
+# (`ip netns del`), whatever happened.
+
+# Skips unless this process can make namespaces.
+netns_require () {
+  [ "$(id -u)" = 0 ] || skip "making network namespaces needs root (running as uid $(id -u))"
+  command -v ip >/dev/null 2>&1 || skip "ip (iproute2) is not installed"
+  command -v unshare >/dev/null 2>&1 || skip "unshare (util-linux) is not installed"
+}
+
+# One step of the setup; a refusal skips with its first line of error.
+netns_step () {
+  "$@" 2>"$tmp/setup.err" && return 0
+  skip "'$*' was refused: $(head -n 1 "$tmp/setup.err")"
+}
+
+netns_make_hosts () {
+  hub="$tag-hub"
+  netns_step ip netns add "$hub"
+  made="$made $hub"
+  netns_step ip -n "$hub" link add br0 type bridge
+  netns_step ip -n "$hub" link set br0 up
+  for r in 0 1 2; do
+    ns="$tag-$r"
+    netns_step ip netns add "$ns"
+    made="$made $ns"
+    netns_step ip link add eth0 netns "$ns" type veth peer name "p$r" netns "$hub"
+    netns_step ip -n "$hub" link set "p$r" master br0
+    netns_step ip -n "$hub" link set "p$r" up
+    netns_step ip -n "$ns" addr add "10.77.0.$((r + 1))/24" dev eth0
+    netns_step ip -n "$ns" link set eth0 up
+    netns_step ip -n "$ns" link set lo up
+  done
+  netns_step ip netns exec "$tag-1" unshare --pid --fork --kill-child --mount-proc --uts true
+}

@@ -38,7 +38,7 @@ static gint ranks_per_host = 0;
 static gchar *from = NULL;
 
 /* The bf16 baseline first: the ratios are against it. */
-static const gchar *const modes[] = { "bf16+fp32sum", "fp32", "qwZ+qgZ", "qwZ+qgZ+hpZ" };
+static const gchar *const modes[] = { "bf16+fp32sum", "fp32", "qwZ+qgZ", "qwZ+qgZ+hpZ", "qwZ+qgZ-fp8" };
 
 static gchar *
 config_json (const gchar *mode, guint world)
@@ -46,9 +46,12 @@ config_json (const gchar *mode, guint world)
   gboolean fp32 = g_str_equal (mode, "fp32");
   gboolean zpp = g_str_has_prefix (mode, "qwZ");
   gboolean hpz = g_str_has_suffix (mode, "hpZ");
+  /* mixprec.quantized_*_format: FP8 E4M3 blocks for both (no DeepSpeed
+   * counterpart). */
+  gboolean fp8 = g_str_has_suffix (mode, "fp8");
 
   return g_strdup_printf ("{\"bf16\": {\"enabled\": %s}, "
-                          "\"mixprec\": {\"reduce_accumulation\": \"%s\"}, "
+                          "\"mixprec\": {\"reduce_accumulation\": \"%s\"%s}, "
                           "\"zero_optimization\": {\"stage\": 3, "
                           "\"stage3_param_persistence_threshold\": 0, "
                           "\"stage3_max_reuse_distance\": 0, "
@@ -56,6 +59,8 @@ config_json (const gchar *mode, guint world)
                           "\"zero_hpz_partition_size\": %u}, "
                           "\"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.001}}}",
                           fp32 ? "false" : "true", fp32 ? "grad_accum_dtype" : "fp32",
+                          fp8 ? ", \"quantized_weights_format\": \"fp8_e4m3\", "
+                                "\"quantized_gradients_format\": \"fp8_e4m3\"" : "",
                           zpp ? "true" : "false", zpp ? "true" : "false", hpz ? world : 1);
 }
 
@@ -262,14 +267,17 @@ driver_main (void)
       {
         g_autofree gchar *inter = base.inter > 0
           ? g_strdup_printf ("%.3f", (gdouble) row0.inter / (gdouble) base.inter) : g_strdup ("-");
-        g_autofree gchar *ds_inter = ds_inter_base > 0
+        /* DeepSpeed has no FP8 ZeRO++: no figures of its own to print. */
+        gboolean ours_only = g_str_has_suffix (modes[i], "fp8");
+        g_autofree gchar *ds_inter = ds_inter_base > 0 && !ours_only
           ? g_strdup_printf ("%.3f", (gdouble) ds->inter_host / ds_inter_base) : g_strdup ("-");
+        g_autofree gchar *ds_total = !ours_only ? g_strdup_printf ("%.3f", (gdouble) ds->total / ds_base)
+                                                : g_strdup ("-");
 
         g_print ("%-13s %12" G_GUINT64_FORMAT " %12" G_GUINT64_FORMAT " %12" G_GUINT64_FORMAT
-                 " %12" G_GUINT64_FORMAT " %7.3f %7.3f %7s %7s %9.2f\n", modes[i], row0.all_gather,
+                 " %12" G_GUINT64_FORMAT " %7.3f %7s %7s %7s %9.2f\n", modes[i], row0.all_gather,
                  row0.reduce_scatter, row0.total, row0.inter,
-                 (gdouble) row0.total / (gdouble) base.total, (gdouble) ds->total / ds_base,
-                 inter, ds_inter, row0.ms);
+                 (gdouble) row0.total / (gdouble) base.total, ds_total, inter, ds_inter, row0.ms);
       }
     }
   if (from == NULL)
@@ -278,7 +286,8 @@ driver_main (void)
            "# gradient bytes to about a quarter (int4), hpZ removes the cross-host all-gather in\n"
            "# the backward pass (its column: the same figures computed for this model and hosts).\n"
            "# hpZ here is zero_hpz_partition_size = the world, the one hpZ the engine runs:\n"
-           "# ZeRO-3's own partition, so it moves what qwZ+qgZ moves.\n");
+           "# ZeRO-3's own partition, so it moves what qwZ+qgZ moves. qwZ+qgZ-fp8: FP8 E4M3 blocks for\n"
+           "# both (mixprec.quantized_*_format; DeepSpeed has none).\n");
   g_print ("goal: qwZ+qgZ bytes <= 0.35x of bf16: measured %.3fx\n", qq_ratio);
   return 0;
 }

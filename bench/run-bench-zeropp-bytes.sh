@@ -1,7 +1,7 @@
 #!/bin/sh
 # run-bench-zeropp-bytes.sh — bytes on the wire per optimizer step per rank
 # and the step time of ZeRO-3 on 3 ranks, for fp32, bf16 + FP32 sums,
-# qwZ+qgZ and qwZ+qgZ+hpZ, with their ratios to the bf16 run of the same
+# qwZ+qgZ, qwZ+qgZ+hpZ and qwZ+qgZ with FP8 blocks, with their ratios to the bf16 run of the same
 # invocation beside DeepSpeed's (bench/bench-zeropp-bytes.c): first as 3
 # processes on 127.0.0.1, then on 3 "hosts" (one rank in each of 3
 # network namespaces joined by a bridge, each in its own PID and UTS
@@ -56,7 +56,7 @@ netns_require
 netns_make_hosts
 
 port=29600
-for mode in "bf16+fp32sum" fp32 "qwZ+qgZ" "qwZ+qgZ+hpZ"; do
+for mode in "bf16+fp32sum" fp32 "qwZ+qgZ" "qwZ+qgZ+hpZ" "qwZ+qgZ-fp8"; do
   port=$((port + 1))
   pids=""
   for r in 0 1 2; do

@@ -76,6 +76,20 @@ static const FieldOffset memory_report_fields[] = {
   END
 };
 
+/* Eight guint64, then four reserved pointers. */
+static const FieldOffset comm_bytes_fields[] = {
+  F (MixprecCommBytes, all_gather, 0),
+  F (MixprecCommBytes, reduce_scatter, 8),
+  F (MixprecCommBytes, scalars, 16),
+  F (MixprecCommBytes, other, 24),
+  F (MixprecCommBytes, total, 32),
+  F (MixprecCommBytes, inter_host, 40),
+  F (MixprecCommBytes, inter_host_all_gather, 48),
+  F (MixprecCommBytes, inter_host_reduce_scatter, 56),
+  F (MixprecCommBytes, _mixprec_reserved, 64),
+  END
+};
+
 static const FieldOffset memory_buffer_fields[] = {
   F (MixprecMemoryBuffer, name, 0),
   F (MixprecMemoryBuffer, bytes, 8),
@@ -377,6 +391,7 @@ static const Layout layouts[] = {
   L (MixprecStepResult, 104, step_result_fields),
   L (MixprecMemoryReport, 88, memory_report_fields),
   L (MixprecMemoryBuffer, 64, memory_buffer_fields),
+  L (MixprecCommBytes, 96, comm_bytes_fields),
   L (MixprecPartitionPiece, 32, partition_piece_fields),
   L (MixprecParamPrecision, 56, param_precision_fields),
   L (MixprecLossScaler, 24, loss_scaler_fields),

@@ -5,7 +5,12 @@
 # or under mixprec.torch (mixprec-run), the loop unchanged but for the
 # module it came from. Times each optimizer step after the warm-up and
 # prints, on rank 0, one RESULT line of JSON: the median and every step's
-# seconds, and where mixprec.torch spent them (its engine's timings).
+# seconds, the median of a step's CPU seconds (the rank's process, every
+# thread: "cpu") and of the times it slept in a step (voluntary context
+# switches: "waits", for a peer, a worker thread or I/O), and where
+# mixprec.torch spent the seconds (its engine's timings). On a busy host
+# the wall-clock seconds are far above the CPU seconds; the two together
+# tell work from waiting.
 #
 # usage: bench-torch-ds.py deepspeed|mixprec STAGE TMPDIR
 # Environment: STEPS (timed steps, default 10), WARMUP (default 3),
@@ -14,6 +19,7 @@
 # step, default 1).
 import json
 import os
+import resource
 import statistics
 import sys
 import time
@@ -74,9 +80,13 @@ deepspeed.init_distributed()
 engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(),
                                        config=ds_config)
 times = []
+cpu = []
+waits = []
 losses = []
 for i, micro in enumerate(batches):
     start = time.perf_counter()
+    start_cpu = time.process_time()
+    start_sw = resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw
     for x in micro:
         loss = engine(x, labels=x).loss
         engine.backward(loss)
@@ -86,9 +96,12 @@ for i, micro in enumerate(batches):
         engine.timings = dict.fromkeys(engine.timings, 0.0)
     if i >= warmup:
         times.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - start_cpu)
+        waits.append(resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw - start_sw)
 if rank == 0:
     report = {"impl": impl, "stage": stage, "gas": gas, "median": statistics.median(times),
-              "times": times, "loss": losses[-1],
+              "times": times, "cpu": statistics.median(cpu),
+              "waits": statistics.median(waits), "loss": losses[-1],
               "params": n_params}
     if hasattr(engine, "timings"):
         report["timings"] = {k: v / steps for k, v in engine.timings.items()}

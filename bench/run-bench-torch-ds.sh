@@ -6,9 +6,15 @@
 # at ZeRO-1, 2 and 3. The two run in turn, stage after stage, ROUNDS times
 # over, so that a load the host picks up midway falls on both; each run
 # reports the median of its timed steps, and the table has the median of
-# those per system and stage, and the ratio mixprec.torch / DeepSpeed. The
-# load average is printed before and after (timings on a shared host are
-# noisy). The ratio is printed, not judged.
+# those per system and stage, and the ratio mixprec.torch / DeepSpeed,
+# then the CPU seconds of a step and the times a rank slept in one (see
+# bench/bench-torch-ds.py): on a shared host the wall-clock seconds are
+# noisy, and these tell how much of them was work. The load average is
+# printed before and after. The ratio is printed, not judged.
+#
+# Each rank of either system computes on one thread: torch and OpenMP as
+# set below, libmixprec's CPU kernels as mixprec-run sets them for its
+# ranks (the processors divided by the ranks: one each on 2 cores).
 #
 #   bench/run-bench-torch-ds.sh [BUILDDIR]
 #
@@ -121,4 +127,15 @@ for stage in sorted({r["stage"] for r in runs}):
     print("| %d | %.4f | %.4f | %.2fx | %.4f / %.4f / %.4f | %d |"
           % (stage, ds, mp, mp / ds, t["intake"], t["backward_done"], t["step"],
              len(by[(stage, "mixprec")])))
+print()
+print("| ZeRO | DeepSpeed CPU s/step | mixprec.torch CPU s/step | ours / DeepSpeed | "
+      "DeepSpeed sleeps/step | mixprec.torch sleeps/step |")
+print("|---|---|---|---|---|---|")
+for stage in sorted({r["stage"] for r in runs}):
+    cpu = [statistics.median(r["cpu"] for r in by[(stage, impl)])
+           for impl in ("deepspeed", "mixprec")]
+    waits = [statistics.median(r["waits"] for r in by[(stage, impl)])
+             for impl in ("deepspeed", "mixprec")]
+    print("| %d | %.4f | %.4f | %.2fx | %d | %d |"
+          % (stage, cpu[0], cpu[1], cpu[1] / cpu[0], waits[0], waits[1]))
 EOF

@@ -56,7 +56,7 @@ contains () {
   grep -F -q -e "$2" "$1"
 }
 
-echo "1..26"
+echo "1..27"
 
 launch -n 3 sh -c 'echo rank $MIXPREC_RANK of $MIXPREC_WORLD_SIZE'
 sort "$tmp/out" > "$tmp/sorted"
@@ -73,6 +73,19 @@ check $? "local rank, local world size, address and a free port, the same for ev
 launch -n 2 sh -c 'echo $RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE ${MASTER_ADDR-unset} ${MASTER_PORT-unset}'
 has "$tmp/out" "[0] 0 2 0 2 unset unset" && has "$tmp/out" "[1] 1 2 1 2 unset unset" && [ ! -s "$tmp/err" ]
 check $? "RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE as torchrun sets them"
+
+# each rank's CPU kernels: its share of the processors nproc(1) counts
+# (the affinity mask), unless the caller chose
+share=$(( $(nproc) / 3 )); [ "$share" -ge 1 ] || share=1
+unset MIXPREC_NUM_THREADS
+launch -n 3 sh -c 'echo threads $MIXPREC_NUM_THREADS'
+a=$(grep -c "threads $share\$" "$tmp/out")
+launch -n 1 sh -c 'echo threads ${MIXPREC_NUM_THREADS-unset}'
+b=$(grep -c 'threads unset$' "$tmp/out")
+MIXPREC_NUM_THREADS=7 "$run" -n 2 sh -c 'echo threads $MIXPREC_NUM_THREADS' >"$tmp/out" 2>"$tmp/err"
+c=$(grep -c 'threads 7$' "$tmp/out")
+[ "$a" = 3 ] && [ "$b" = 1 ] && [ "$c" = 2 ]
+check $? "MIXPREC_NUM_THREADS: the processors divided by the ranks, not set for one rank, an inherited value kept"
 
 # inside another launcher's job they are left alone, with a note
 RANK=5 "$run" -n 2 sh -c 'echo ${RANK-unset} ${WORLD_SIZE-unset} ${LOCAL_RANK-unset} $MIXPREC_RANK' \

@@ -62,12 +62,15 @@ def train(engine, batches, report):
         loss = engine(x, labels=x).loss
         engine.backward(loss)
         boundary = engine.is_gradient_accumulation_boundary()
+        # p.grad between the boundary's backward and its step.
+        grads_none = all(p.grad is None for p in engine.module.parameters() if p.requires_grad)
         engine.step()
         report["loss"].append(loss.item())
         report["boundary"].append(boundary)
         if boundary:
             report["lr"].append(engine.get_lr()[0])
             report["steps"].append(engine.global_steps)
+            report["grads_none"].append(grads_none)
 
 
 def my_share(batches):
@@ -94,7 +97,9 @@ def run(mode, stage, tmpdir, n_before=8, n_after=8, own_optimizer=False):
     config = ds_config(mode, stage)
     if own_optimizer:
         del config["optimizer"]
-    config_file = os.path.join(tmpdir, "ds_config.json")
+    # One file per rank: the ranks share tmpdir, and a rank that reads the
+    # file while another rewrites it would read it empty.
+    config_file = os.path.join(tmpdir, "ds_config.%s.json" % os.environ.get("RANK", "0"))
     with open(config_file, "w") as f:
         json.dump(config, f)
     parser = deepspeed.add_config_arguments(argparse.ArgumentParser())
@@ -104,7 +109,7 @@ def run(mode, stage, tmpdir, n_before=8, n_after=8, own_optimizer=False):
     engine, optimizer, _, lr_scheduler = deepspeed.initialize(
         args=args, model=model, model_parameters=parameters,
         optimizer=client_optimizer(model) if own_optimizer else None)
-    report = {"loss": [], "boundary": [], "lr": [], "steps": [],
+    report = {"loss": [], "boundary": [], "lr": [], "steps": [], "grads_none": [],
               "wpe_dtype": str(model.transformer.wpe.weight.dtype)}
     train(engine, batches[:n_before], report)
     ckpt_dir = os.path.join(tmpdir, "checkpoints")
@@ -120,6 +125,9 @@ def run(mode, stage, tmpdir, n_before=8, n_after=8, own_optimizer=False):
         report["wte_sum"] = wte.detach().float().sum().item()
     report["wte_numel_outside"] = wte.numel()
     report["wpe_numel_outside"] = model.transformer.wpe.weight.numel()
+    if hasattr(getattr(engine, "engine", None), "get_memory_report"):
+        # mixprec.torch: the bytes of whole gradient buffers it allocated.
+        report["gradient_bytes"] = engine.engine.get_memory_report().gradients
 
     # Resume in a fresh engine from the checkpoint.
     model2, _ = model_and_data(seed=5)
@@ -130,7 +138,7 @@ def run(mode, stage, tmpdir, n_before=8, n_after=8, own_optimizer=False):
     path, client_state = engine2.load_checkpoint(ckpt_dir, tag="ckpt")
     report["client_state"] = client_state.get("seen") if client_state else None
     report["steps_after_load"] = engine2.global_steps
-    resumed = {"loss": [], "boundary": [], "lr": [], "steps": []}
+    resumed = {"loss": [], "boundary": [], "lr": [], "steps": [], "grads_none": []}
     train(engine2, batches[n_before:n_before + n_after], resumed)
     report["resumed"] = resumed
     return report

@@ -553,6 +553,7 @@ main (int argc, char **argv)
   g_autoptr(GSubprocessLauncher) launcher = NULL;
   g_autofree gchar *world_s = NULL;
   g_autofree gchar *port_s = NULL;
+  g_autofree gchar *threads_s = NULL;
   g_autoptr(GSocket) held = NULL;
   g_autofree gchar *secret = NULL;
   const gchar * const *program;
@@ -687,6 +688,16 @@ main (int argc, char **argv)
   g_subprocess_launcher_setenv (launcher, "MIXPREC_MASTER_PORT", port_s, TRUE);
   if (timeout_s != NULL)
     g_subprocess_launcher_setenv (launcher, "MIXPREC_TIMEOUT", timeout_s, TRUE);
+  /* The ranks share this host's processors: each one's CPU kernels get
+   * its share of them, as torchrun gives its ranks one OpenMP thread,
+   * unless the caller chose. A pool of every processor in each rank
+   * would make a rank wait, at every parallel kernel, for a worker that
+   * shares a processor with another rank's work. */
+  if (nproc > 1 && g_getenv ("MIXPREC_NUM_THREADS") == NULL)
+    {
+      threads_s = g_strdup_printf ("%u", MAX (g_get_num_processors () / (guint) nproc, 1));
+      g_subprocess_launcher_setenv (launcher, "MIXPREC_NUM_THREADS", threads_s, TRUE);
+    }
   /* torchrun's rank variables too, for code that reads only those (a
    * PyTorch data sampler, a logging helper), unless this job runs inside
    * another launcher's: mixing the two sets would describe two worlds.

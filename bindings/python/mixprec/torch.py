@@ -121,8 +121,9 @@ What differs from DeepSpeed (on purpose or for now):
   accumulated gradient divided by gradient_accumulation_steps (scaled by
   the loss scale in fp16, as DeepSpeed's are), in the parameter's dtype.
   ``step()`` and ``zero_grad()`` set them back to None. Between
-  boundaries, and where the gradients are sharded across ranks, ``p.grad``
-  stays None. Writing ``p.grad`` changes nothing; ``expose_grads =
+  boundaries, and where the gradients are sharded across ranks (ZeRO
+  stages 1 to 3 on several ranks: each rank holds its slices of the sum),
+  ``p.grad`` stays None. Writing ``p.grad`` changes nothing; ``expose_grads =
   False`` on the Engine skips the copies.
 * ``no_sync()`` is accepted and changes nothing at ZeRO stages 0 and 1
   (the engine reduces only at the boundary anyway); at stages 2 and 3 it
@@ -1256,6 +1257,13 @@ class Engine(object):
         """At the boundary, each p.grad: the engine's accumulated gradient
         over gradient_accumulation_steps, as DeepSpeed's p.grad reads."""
         if not self.expose_grads:
+            return
+        if self.engine.get_world_size() > 1 and \
+                self.engine.get_config().get_zero_stage() >= 1:
+            # Reduce-scattered: each rank holds its slices of the sum only.
+            # (Asking for a parameter's gradient buffer would make the
+            # engine allocate one of the whole model under ZeRO-2, and
+            # would read this rank's own gradients.)
             return
         gas = self.engine.get_gradient_accumulation_steps()
         if self.device.type != "cpu":

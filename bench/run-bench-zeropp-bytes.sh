@@ -37,21 +37,10 @@ UCX_NET_DEVICES=${UCX_NET_DEVICES:-lo} "$bench" --ranks 3 --layers "$layers" --h
 
 echo
 echo "## 3 hosts (network namespaces, UCX over TCP)"
-tmp=$(mktemp -d)
-tag="mpb$$"
-hub="$tag-hub"
-made=""
-pids=""
-cleanup () {
-  for pid in $pids; do kill "$pid" 2>/dev/null; done
-  for ns in $made; do ip netns del "$ns" 2>/dev/null; done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
+. "$srcdir/tests/netns-hosts.sh"
+netns_begin mpb
 
 skip () { echo "skipped: $*"; exit 0; }
-. "$srcdir/tests/netns-hosts.sh"
 netns_require
 netns_make_hosts
 

@@ -6,10 +6,26 @@
 # namespace and a host name of its own; netns_make_hosts checks that this
 # works.
 #
-# The caller sets $tmp (a folder for the setup's errors) and $tag, and
-# defines skip MESSAGE, which must exit. netns_make_hosts appends every
-# namespace it makes to $made, which the caller deletes on exit
-# (`ip netns del`), whatever happened.
+# The caller sources this file, then calls netns_begin TAG: a temporary
+# folder $tmp, the namespaces' prefix $tag, and a trap that on every exit
+# kills the processes in $pids, deletes the namespaces in $made and
+# removes $tmp. It defines skip MESSAGE, which must exit.
+
+netns_begin () {
+  tmp=$(mktemp -d)
+  tag="$1$$"
+  hub="$tag-hub"
+  made=""
+  pids=""
+  trap netns_cleanup EXIT
+  trap 'exit 1' INT TERM HUP
+}
+
+netns_cleanup () {
+  for pid in $pids; do kill "$pid" 2>/dev/null; done
+  for ns in $made; do ip netns del "$ns" 2>/dev/null; done
+  rm -rf "$tmp"
+}
 
 # Skips unless this process can make namespaces.
 netns_require () {

@@ -11,25 +11,13 @@
 # unshare; skips with the reason where any is missing or refused.
 top="$MIXPREC_TOP_BUILDDIR"
 child="$top/tests/test-comm-bytes"
-tmp=$(mktemp -d)
-tag="mpc$$"
-hub="$tag-hub"
-made=""
-pids=""
-
-cleanup () {
-  for pid in $pids; do kill "$pid" 2>/dev/null; done
-  for ns in $made; do ip netns del "$ns" 2>/dev/null; done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
+. "${G_TEST_SRCDIR:-$(dirname "$0")}/netns-hosts.sh"
+netns_begin mpc
 cd "$tmp" || exit 1
 
 skip () { echo "1..0 # SKIP $*"; exit 0; }
 
 [ -x "$child" ] || skip "$child is not built"
-. "${G_TEST_SRCDIR:-$(dirname "$0")}/netns-hosts.sh"
 netns_require
 command -v od >/dev/null 2>&1 || skip "od (coreutils) is not installed"
 

@@ -16,26 +16,14 @@
 top="$MIXPREC_TOP_BUILDDIR"
 src="${G_TEST_SRCDIR:-$top/tests}/.."
 charlm="$top/examples/charlm"
-tmp=$(mktemp -d)
-tag="mpx$$"
-hub="$tag-hub"
-made=""
-pids=""
-
-cleanup () {
-  for pid in $pids; do kill "$pid" 2>/dev/null; done
-  for ns in $made; do ip netns del "$ns" 2>/dev/null; done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
+. "${G_TEST_SRCDIR:-$(dirname "$0")}/netns-hosts.sh"
+netns_begin mpx
 cd "$tmp" || exit 1
 
 skip () { echo "1..0 # SKIP $*"; exit 0; }
 
 [ -f /usr/share/dict/american-english ] ||
   skip "/usr/share/dict/american-english is missing (Debian package wamerican)"
-. "${G_TEST_SRCDIR:-$(dirname "$0")}/netns-hosts.sh"
 netns_require
 command -v timeout >/dev/null 2>&1 || skip "timeout (coreutils) is not installed"
 

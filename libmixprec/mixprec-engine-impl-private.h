@@ -791,6 +791,28 @@ void     _mixprec_engine_numerics_fused_after  (gpointer       fuse,
                                                 const gfloat  *master,
                                                 gconstpointer  working,
                                                 guint64        n);
+/* Whether the optimizer measures the pass's calls itself: its
+ * numerics_master_mask has @master_format and every slot is FLOAT32 or
+ * BFLOAT16 (ABI 1.6). Then before each call in_pass sets @args' numerics
+ * runs for the slots of [@index, @index + @n) (always TRUE), fused_before
+ * is not needed, and after the call in_pass_after records what the
+ * optimizer measured. */
+gboolean _mixprec_engine_numerics_by_optimizer  (gpointer                      fuse,
+                                                 MixprecEngine                *self,
+                                                 MixprecPluginMasterFormat     master_format);
+gboolean _mixprec_engine_numerics_in_pass       (gpointer                      fuse,
+                                                 MixprecEngine                *self,
+                                                 Group                        *g,
+                                                 guint64                       index,
+                                                 guint64                       n,
+                                                 MixprecOptimizerStepV3       *args);
+void     _mixprec_engine_numerics_in_pass_after (gpointer                      fuse,
+                                                 MixprecEngine                *self,
+                                                 Group                        *g,
+                                                 const MixprecOptimizerStepV3 *args,
+                                                 gconstpointer                 grad,
+                                                 MixprecDType                  grad_dtype,
+                                                 const gfloat                 *master);
 gboolean _mixprec_engine_numerics_finish (MixprecEngine *self,
                                           guint64        step,
                                           gboolean       applied,

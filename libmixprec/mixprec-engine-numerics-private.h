@@ -44,6 +44,8 @@ typedef struct {
   MixprecDType wire;         /* what its gradient underflow is measured against:
                                 the group's wire dtype, or the policy's while
                                 auto-precision widens it */
+  guint32 wire_under;        /* its bounds as FP32 bits of magnitudes (wire_bounds()) */
+  guint32 wire_over;
 } NumParam;
 
 typedef struct {
@@ -69,6 +71,7 @@ struct _MixprecEngineNumerics {
   gboolean *fused;           /* per group: measured in the optimizer's pass */
   gint cut;                  /* a fused pass cut a slot (never, by construction) */
   gboolean measuring;        /* this step is measured */
+  gboolean in_pass;          /* ... where it can, by the optimizer itself */
   /* The FP32 shadow: this rank's part of the shadowed parameters, and
    * its optimizer state (FP32 slots), from the first step on. */
   gfloat *shadow;

@@ -197,6 +197,12 @@ _mixprec_numerics_layout (MixprecEngine *self, struct _MixprecEngineNumerics *nm
       np.fp8 = g->fp8.enabled && g->fp8.kind != MIXPREC_FP8_RECIPE_MX;
       np.fp8_mx = g->fp8.enabled && g->fp8.kind == MIXPREC_FP8_RECIPE_MX;
       np.wire = _mixprec_engine_autoprec_probe_wire (self, i, g->wire);
+      {
+        WireBounds b = wire_bounds (np.wire);
+
+        np.wire_under = b.under;
+        np.wire_over = b.over;
+      }
       /* One slot per block the parameter meets. */
       for (guint64 lo = np.start; lo < np.start + np.numel;)
         {
@@ -229,9 +235,9 @@ _mixprec_numerics_layout (MixprecEngine *self, struct _MixprecEngineNumerics *nm
 /* ---------------------------------------------------------------- one slot */
 
 static void
-slot_grads (gdouble *rec, MixprecDType wire, gconstpointer src, MixprecDType dtype, guint64 n)
+slot_grads (gdouble *rec, const NumParam *np, gconstpointer src, MixprecDType dtype, guint64 n)
 {
-  WireBounds b = wire_bounds (wire);
+  WireBounds b = { np->wire_under, np->wire_over };
   _MixprecGradCounts c;
   gfloat amax;
 
@@ -250,9 +256,9 @@ slot_grads (gdouble *rec, MixprecDType wire, gconstpointer src, MixprecDType dty
  * with the same kernel (mixprec-engine-norm.c, or the intake's and the
  * fold's sums): only the counts are left to take. */
 static void
-slot_counts (gdouble *rec, MixprecDType wire, gconstpointer src, MixprecDType dtype, guint64 n, gdouble sumsq)
+slot_counts (gdouble *rec, const NumParam *np, gconstpointer src, MixprecDType dtype, guint64 n, gdouble sumsq)
 {
-  WireBounds b = wire_bounds (wire);
+  WireBounds b = { np->wire_under, np->wire_over };
   _MixprecGradCounts c;
   gfloat amax;
 
@@ -264,6 +270,23 @@ slot_counts (gdouble *rec, MixprecDType wire, gconstpointer src, MixprecDType dt
   rec[REC_OVERFLOW] = (gdouble) c.over;
   rec[REC_AMAX] = amax;
   rec[REC_SUMSQ] = sumsq;
+}
+
+/* The gradient norm's block that holds exactly @s's elements, whose sum
+ * of squares it formed this step from the same gradients with the same
+ * kernel (mixprec-engine-norm.c, or the intake's and the fold's sums), or
+ * G_MAXUINT64: a slot that starts a block of this rank's slice and fills
+ * it, the slice's last block being as long as its real elements. */
+static guint64
+norm_block_of (MixprecEngine *self, Group *g, const NumParam *np, const NumSlot *s)
+{
+  const Unit *u = &g_array_index (g->units, Unit, np->unit);
+  guint64 b = s->lo - self->rank * UNIT_SLICE (self, u);
+  guint64 real = _mixprec_engine_real_in_slice (self, u);
+
+  if (b % _MIXPREC_SUMSQ_BLOCK != 0 || b >= real || s->hi - s->lo != MIN (_MIXPREC_SUMSQ_BLOCK, real - b))
+    return G_MAXUINT64;
+  return u->first_block + b / _MIXPREC_SUMSQ_BLOCK;
 }
 
 /* @working: NULL when the FP32 values are the working copy (no stale
@@ -318,7 +341,7 @@ grad_slots (gsize first, gsize end, gpointer data)
       if (!slot_in_pass (job, slot))
         continue;
       src = _mixprec_numerics_grad_run (job->engine, np, slot->lo, &dtype);
-      slot_grads (nm->records + s * N_REC, np->wire, src, dtype, slot->hi - slot->lo);
+      slot_grads (nm->records + s * N_REC, np, src, dtype, slot->hi - slot->lo);
     }
 }
 
@@ -584,7 +607,7 @@ _mixprec_engine_numerics_fused_after (gpointer       fuse,
       guint64 k = g_array_index (mine, guint64, i);
       const NumSlot *s = &g_array_index (nm->slots, NumSlot, k);
       const NumParam *np = &g_array_index (nm->params, NumParam, s->param);
-      guint64 len = s->hi - s->lo, at = s->index - index;
+      guint64 len = s->hi - s->lo, at = s->index - index, block;
       gdouble *rec = nm->records + k * N_REC;
 
       if (s->index >= index + n)
@@ -598,22 +621,238 @@ _mixprec_engine_numerics_fused_after (gpointer       fuse,
           g_atomic_int_set (&nm->cut, 1);
           continue;
         }
-      /* A whole block: the norm summed its squares already (its blocks
+      /* A block of the norm's: it summed the squares already (its blocks
        * lie in host memory where the pass measures, this rank's first). */
-      if (s->lo % _MIXPREC_SUMSQ_BLOCK == 0 && len == _MIXPREC_SUMSQ_BLOCK)
-        {
-          const Unit *u = &g_array_index (g->units, Unit, np->unit);
-          guint64 block = u->first_block + (s->lo - self->rank * UNIT_SLICE (self, u)) / _MIXPREC_SUMSQ_BLOCK;
-
-          slot_counts (rec, np->wire, _mixprec_engine_at ((gpointer) grad, grad_dtype, at), grad_dtype, len,
-                       g->norm.blocks[block]);
-        }
+      block = norm_block_of (self, g, np, s);
+      if (block != G_MAXUINT64)
+        slot_counts (rec, np, _mixprec_engine_at ((gpointer) grad, grad_dtype, at), grad_dtype, len,
+                     g->norm.blocks[block]);
       else
-        slot_grads (rec, np->wire, _mixprec_engine_at ((gpointer) grad, grad_dtype, at), grad_dtype, len);
+        slot_grads (rec, np, _mixprec_engine_at ((gpointer) grad, grad_dtype, at), grad_dtype, len);
       if (np->has_values && master != NULL)
         slot_update (rec, g->dtypes.working, kept + at, master + at,
                      working != NULL ? _mixprec_engine_at ((gpointer) working, g->dtypes.working, at) : NULL,
                      len);
+    }
+}
+
+/* ---------------------------------------------------------------- measured by the optimizer
+ * An optimizer whose numerics_master_mask has the call's master format
+ * measures the call itself (ABI 1.6) while the old and new masters, the
+ * gradient and the working copy are in registers: no copy of the masters
+ * before the pass and no second read after it. The engine hands it one
+ * run per slot of the call (and a run for whatever lies between slots)
+ * with the slot's gradient bounds, and takes back exactly what
+ * slot_counts() and slot_update() would have recorded (the plugin's
+ * arithmetic is the kernels' order, MixprecOptimizerNumericsV1). */
+
+/* A call's runs: one buffer per thread, grown as needed. */
+typedef struct {
+  MixprecOptimizerNumericsV1 *runs;
+  gint64 *slot;              /* per run: the slot it measures, or -1 */
+  gsize cap;
+} Runs;
+
+static void
+runs_free (gpointer data)
+{
+  Runs *r = data;
+
+  g_free (r->runs);
+  g_free (r->slot);
+  g_free (r);
+}
+
+static GPrivate runs_key = G_PRIVATE_INIT (runs_free);
+
+static Runs *
+runs_buffer (gsize n)
+{
+  Runs *r = g_private_get (&runs_key);
+
+  if (r == NULL)
+    {
+      r = g_new0 (Runs, 1);
+      g_private_set (&runs_key, r);
+    }
+  if (r->cap < n)
+    {
+      r->cap = MAX (n, 2 * r->cap);
+      r->runs = g_renew (MixprecOptimizerNumericsV1, r->runs, r->cap);
+      r->slot = g_renew (gint64, r->slot, r->cap);
+    }
+  return r;
+}
+
+/* The first of the group's slots (this rank's list) ending after @index. */
+static guint
+first_slot_after (struct _MixprecEngineNumerics *nm, GArray *mine, guint64 index)
+{
+  guint lo = 0, hi = mine->len;
+
+  while (lo < hi)
+    {
+      guint mid = (lo + hi) / 2;
+      const NumSlot *s = &g_array_index (nm->slots, NumSlot, g_array_index (mine, guint64, mid));
+
+      if (s->index + (s->hi - s->lo) <= index)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+  return lo;
+}
+
+/* MIXPREC_NUMERICS_IN_PASS=0 has the library measure around the
+ * optimizer even where the optimizer could measure in its pass (the same
+ * numbers, for comparing the two and their cost); 1 or unset: the
+ * optimizer measures where it can. Anything else is ignored with a
+ * warning, once. */
+static gboolean
+in_pass_allowed (void)
+{
+  static gsize warned = 0;
+  const gchar *v = g_getenv ("MIXPREC_NUMERICS_IN_PASS");
+
+  if (v == NULL || g_str_equal (v, "1"))
+    return TRUE;
+  if (g_str_equal (v, "0"))
+    return FALSE;
+  if (g_once_init_enter (&warned))
+    {
+      g_autofree gchar *shown = g_strescape (v, NULL);
+
+      g_warning ("MIXPREC_NUMERICS_IN_PASS=\"%.40s\" is neither 0 nor 1; ignored", shown);
+      g_once_init_leave (&warned, 1);
+    }
+  return TRUE;
+}
+
+gboolean
+_mixprec_engine_numerics_by_optimizer (gpointer                  fuse,
+                                       MixprecEngine            *self,
+                                       MixprecPluginMasterFormat master_format)
+{
+  struct _MixprecEngineNumerics *nm = fuse;
+
+  return nm->in_pass && _mixprec_feature_optimizer_measures (self->optimizer, master_format);
+}
+
+gboolean
+_mixprec_engine_numerics_in_pass (gpointer                   fuse,
+                                  MixprecEngine             *self,
+                                  Group                     *g,
+                                  guint64                    index,
+                                  guint64                    n,
+                                  MixprecOptimizerStepV3    *args)
+{
+  struct _MixprecEngineNumerics *nm = fuse;
+  GArray *mine = nm->by_group[g->index];
+  guint first = first_slot_after (nm, mine, index), n_runs = 0;
+  guint64 at = 0;
+  Runs *r;
+  gint p, emin;
+
+  r = runs_buffer (2 * (gsize) (mine->len - first) + 1);
+  for (guint i = first; i < mine->len; i++)
+    {
+      guint64 k = g_array_index (mine, guint64, i);
+      const NumSlot *s = &g_array_index (nm->slots, NumSlot, k);
+      const NumParam *np = &g_array_index (nm->params, NumParam, s->param);
+      guint64 len = s->hi - s->lo;
+
+      if (s->index >= index + n)
+        break;
+      /* ZeRO-0 steps every element on every rank: each slot is its
+       * owner's. A slot the call cuts is measured by nobody. */
+      if (s->owner != self->rank)
+        continue;
+      if (s->index < index || s->index + len > index + n)
+        {
+          g_atomic_int_set (&nm->cut, 1);
+          continue;
+        }
+      if (s->index - index > at)
+        {
+          memset (&r->runs[n_runs], 0, sizeof r->runs[n_runs]);
+          r->runs[n_runs].end = s->index - index;
+          r->slot[n_runs++] = -1;
+        }
+      memset (&r->runs[n_runs], 0, sizeof r->runs[n_runs]);
+      r->runs[n_runs].end = s->index - index + len;
+      r->runs[n_runs].grad_under = np->wire_under;
+      r->runs[n_runs].grad_over = np->wire_over;
+      r->slot[n_runs++] = (gint64) k;
+      at = s->index - index + len;
+    }
+  if (at < n)
+    {
+      memset (&r->runs[n_runs], 0, sizeof r->runs[n_runs]);
+      r->runs[n_runs].end = n;
+      r->slot[n_runs++] = -1;
+    }
+  format_of (g->dtypes.working, &p, &emin);
+  args->numerics = r->runs;
+  args->n_numerics = n_runs;
+  args->working_precision = p;
+  args->working_emin = emin;
+  return TRUE;
+}
+
+void
+_mixprec_engine_numerics_in_pass_after (gpointer                      fuse,
+                                        MixprecEngine                *self,
+                                        Group                        *g,
+                                        const MixprecOptimizerStepV3 *args,
+                                        gconstpointer                 grad,
+                                        MixprecDType                  grad_dtype,
+                                        const gfloat                 *master)
+{
+  struct _MixprecEngineNumerics *nm = fuse;
+  Runs *r = g_private_get (&runs_key);
+  guint64 start = 0;
+
+  for (guint j = 0; j < args->n_numerics; j++)
+    {
+      const MixprecOptimizerNumericsV1 *run = &args->numerics[j];
+      gint64 k = r->slot[j];
+      const NumSlot *s;
+      const NumParam *np;
+      gdouble *rec;
+      guint64 len = run->end - start, block;
+      gfloat amax;
+
+      start = run->end;
+      if (k < 0)
+        continue;
+      if (!run->measured)
+        {
+          g_atomic_int_set (&nm->cut, 1);
+          continue;
+        }
+      s = &g_array_index (nm->slots, NumSlot, (guint64) k);
+      np = &g_array_index (nm->params, NumParam, s->param);
+      rec = nm->records + (guint64) k * N_REC;
+      memcpy (&amax, &run->grad_amax, sizeof amax);
+      rec[REC_NONFINITE] = (gdouble) run->nonfinite;
+      rec[REC_NONZERO] = (gdouble) run->nonzero;
+      rec[REC_UNDERFLOW] = (gdouble) run->under;
+      rec[REC_OVERFLOW] = (gdouble) run->over;
+      rec[REC_AMAX] = amax;
+      /* A norm block's sum of squares is the norm's; any other slot's
+       * is summed here as slot_grads() sums it. */
+      block = norm_block_of (self, g, np, s);
+      if (block != G_MAXUINT64)
+        rec[REC_SUMSQ] = g->norm.blocks[block];
+      else
+        slot_grads (rec, np, _mixprec_engine_at ((gpointer) grad, grad_dtype, run->end - len),
+                    grad_dtype, len);
+      if (np->has_values && master != NULL)
+        {
+          rec[REC_STALE] = (gdouble) run->stale;
+          rec[REC_DELTA_SUMSQ] = run->delta_sumsq;
+          rec[REC_MASTER_SUMSQ] = run->old_sumsq;
+        }
     }
 }
 
@@ -713,6 +952,13 @@ _mixprec_engine_numerics_begin (MixprecEngine *self,
       nm->fused[j] = !skipped && fusable (self, g_ptr_array_index (self->groups, j));
       separate |= !nm->fused[j];
     }
+  /* The optimizer measures calls whose slots are all unscaled (ABI 1.6). */
+  nm->in_pass = in_pass_allowed ();
+  for (guint k = 0; k < mixprec_feature_get_n_state_slots (self->optimizer) &&
+                    k < G_N_ELEMENTS (self->repr.slots); k++)
+    if (self->repr.slots[k] != MIXPREC_PLUGIN_STATE_FLOAT32 &&
+        self->repr.slots[k] != MIXPREC_PLUGIN_STATE_BFLOAT16)
+      nm->in_pass = FALSE;
   if (!separate)
     return TRUE;
   /* The gradients before the optimizer consumes them, and the masters it

@@ -35,6 +35,7 @@ typedef struct {
   _MixprecFp8Fuse *fp8;      /* an fp8 group's cast, fused into the pass */
   gpointer numerics;         /* a measured step's per-tensor numerics, fused
                                 into the pass (mixprec-engine-numerics.c) */
+  gboolean in_pass;          /* ... measured by the optimizer itself */
 } StepJob;
 
 /* @off is a multiple of the block size: calls start at block boundaries
@@ -49,6 +50,7 @@ step_run_range (StepJob *job, const OptPiece *p, guint64 off, guint64 n)
   gfloat *scales[G_N_ELEMENTS (repr->slots)];
   guint n_slots = mixprec_feature_get_n_state_slots (job->engine->optimizer);
   guint64 scale_at = repr->block_size > 0 ? p->scale_at + off / repr->block_size : 0;
+  gboolean in_pass = FALSE;
   GError *error = NULL;
 
   for (guint s = 0; s < n_slots && s < G_N_ELEMENTS (states); s++)
@@ -80,7 +82,12 @@ step_run_range (StepJob *job, const OptPiece *p, guint64 off, guint64 n)
   args.master_extra = g->master_extra == NULL ? NULL
                       : (guint16 *) (p->states != NULL ? p->extra : g->master_extra) + p->state_at + off;
   if (job->numerics != NULL)
-    _mixprec_engine_numerics_fused_before (job->numerics, g, p->master != NULL ? p->master + off : NULL, n);
+    {
+      in_pass = job->in_pass &&
+                _mixprec_engine_numerics_in_pass (job->numerics, job->engine, g, p->first_index + off, n, &args);
+      if (!in_pass)
+        _mixprec_engine_numerics_fused_before (job->numerics, g, p->master != NULL ? p->master + off : NULL, n);
+    }
   if (!_mixprec_feature_optimizer_step_v3 (job->engine->optimizer, &args, g->hparams,
                                         p->master != NULL ? p->master + off : NULL,
                                         _mixprec_engine_at ((gpointer) p->grad, job->grad_dtype, off),
@@ -99,7 +106,11 @@ step_run_range (StepJob *job, const OptPiece *p, guint64 off, guint64 n)
       if (job->fp8 != NULL)
         /* The FP8 copy of the values just written, while they are in cache. */
         _mixprec_engine_fp8_fused (job->fp8, p->first_index + off, p->master + off, n);
-      if (job->numerics != NULL)
+      if (in_pass)
+        _mixprec_engine_numerics_in_pass_after (job->numerics, job->engine, g, &args,
+                                                _mixprec_engine_at ((gpointer) p->grad, job->grad_dtype, off),
+                                                job->grad_dtype, p->master != NULL ? p->master + off : NULL);
+      else if (job->numerics != NULL)
         /* The gradients read and the values written, still in cache. */
         _mixprec_engine_numerics_fused_after (job->numerics, job->engine, g, p->first_index + off,
                                               _mixprec_engine_at ((gpointer) p->grad, job->grad_dtype, off),
@@ -120,7 +131,7 @@ step_run (StepJob *job, const OptPiece *p, guint64 off, guint64 n)
 {
   gsize size = mixprec_dtype_get_size (job->grad_dtype);
 
-  if (!job->zero_grad && (job->fp8 != NULL || job->numerics != NULL))
+  if (!job->zero_grad && (job->fp8 != NULL || (job->numerics != NULL && !job->in_pass)))
     {
       /* Tiles small enough that the FP8 cast and the numerics find them
        * in cache. */
@@ -240,6 +251,7 @@ run_pieces (MixprecEngine                *self,
    * (see apply_optimizer()), and the pass cuts only at others, so that
    * each block's piece of a parameter is measured in one call. */
   job.numerics = on_host ? NULL : _mixprec_engine_numerics_fuse (self, g);
+  job.in_pass = job.numerics != NULL && _mixprec_engine_numerics_by_optimizer (job.numerics, self, job.master_format);
   align = job.numerics != NULL ? _MIXPREC_SUMSQ_BLOCK : 1;
   starts = g_new (guint64, n_pieces + 1);
 

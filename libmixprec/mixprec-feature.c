@@ -524,6 +524,14 @@ _mixprec_optimizer_check (const MixprecOptimizerV3 *vtable,
                               "state slots", vtable->state_signed_mask, vtable->n_state_slots);
       ok = FALSE;
     }
+  if (ok && (vtable->numerics_master_mask & ~(uintptr_t) vtable->master_format_mask) != 0)
+    {
+      g_string_append_printf (problem, "its numerics_master_mask 0x%" G_GINT64_MODIFIER "x names "
+                              "master formats outside its master_format_mask 0x%x (or, in an "
+                              "optimizer of revision 1 or 2, its reserved fields are not zero)",
+                              (guint64) vtable->numerics_master_mask, vtable->master_format_mask);
+      ok = FALSE;
+    }
   return check_result (ok, problem->str, error);
 }
 
@@ -710,6 +718,16 @@ _mixprec_feature_check_representation (MixprecFeature                  *feature,
       return FALSE;
     }
   return TRUE;
+}
+
+gboolean
+_mixprec_feature_optimizer_measures (MixprecFeature           *feature,
+                                     MixprecPluginMasterFormat master_format)
+{
+  g_return_val_if_fail (MIXPREC_IS_FEATURE (feature), FALSE);
+
+  return feature->kind == MIXPREC_FEATURE_KIND_OPTIMIZER && (guint) master_format < 32 &&
+         (feature->optimizer.numerics_master_mask & ((uintptr_t) 1 << master_format)) != 0;
 }
 
 /* The V3 step after the representation was checked: an older revision

@@ -34,7 +34,7 @@ extern "C" {
 /* The ABI revision this header describes; also in mixprec-version.h as
  * MIXPREC_PLUGIN_ABI_MAJOR/MINOR for the library's own use. */
 #define MIXPREC_PLUGIN_ABI_VERSION_MAJOR 1
-#define MIXPREC_PLUGIN_ABI_VERSION_MINOR 5
+#define MIXPREC_PLUGIN_ABI_VERSION_MINOR 6
 
 /* The revisions of the optimizer vtable (MixprecOptimizerV1, …V3) this
  * header declares; 1.1 added MixprecOptimizerV2, 1.4 MixprecOptimizerV3. */
@@ -289,7 +289,58 @@ typedef struct {
                                   32 .. 4096; 0 when no slot is scaled */
   MixprecPluginMasterFormat master_format;
   void *master_extra;          /* REMAINDER: int16[n]; KAHAN: bfloat16[n]; else NULL */
+  /* ABI 1.6: per-tensor numerics measured in this pass (see
+   * MixprecOptimizerNumericsV1), or NULL. The library sets it only for an
+   * optimizer whose numerics_master_mask has this call's master_format and
+   * only when every slot is FLOAT32 or BFLOAT16. A plugin reads these
+   * fields only when base.struct_size covers them: a library of ABI 1.4
+   * or 1.5 passes the struct up to master_extra. */
+  struct MixprecOptimizerNumericsV1 *numerics;
+  unsigned n_numerics;         /* runs of numerics[], which tile [0, n) */
+  /* The working format's precision p (significand bits with the
+   * implicit one: 8 for bfloat16, 11 for float16) and smallest normal
+   * exponent emin, for the stale count. */
+  int working_precision;
+  int working_emin;
 } MixprecOptimizerStepV3;
+
+/* What an optimizer measures of one run of its call when the library
+ * asks (ABI 1.6), exactly as the library would itself: integers, and sums
+ * in a fixed order, so the numbers do not depend on who measured.
+ *
+ * The gradient is read as the call reads it, before grad_factor; a
+ * value's magnitude a is its FP32 bits without the sign (float16 and
+ * bfloat16 widened exactly). a >= 0x7f800000 is non-finite; otherwise
+ * a != 0 is non-zero, and of those a < grad_under underflows, a >=
+ * grad_over overflows, and grad_amax is the largest a.
+ *
+ * With a master (master != NULL), old is the master before the update and
+ * now after it, d = now - old in FP32, and element k of the run (k from
+ * 0) adds d * d to lane k % 8 of one sum and old * old to lane k % 8 of
+ * another, each product and sum rounded to FP32 (no fused multiply-add);
+ * the eight lanes are then added in double as ((0 + 1) + (2 + 3)) +
+ * ((4 + 5) + (6 + 7)). With a working copy too, an element is stale when
+ * the working value w written by the call is finite and |d| * 2^p <
+ * 2^max(e, emin) in FP32, where e is w's exponent (p and emin:
+ * MixprecOptimizerStepV3.working_precision and working_emin): the update
+ * was less than half an ulp of w. */
+typedef struct MixprecOptimizerNumericsV1 {
+  /* In: the run is elements [end of the previous run (0 for the first),
+   * end) of the call; the last ends at n. */
+  size_t end;
+  uint32_t grad_under;         /* in: FP32 bits of a magnitude */
+  uint32_t grad_over;          /* in: FP32 bits of a magnitude */
+  /* Out: written by the plugin. */
+  uint64_t nonfinite;
+  uint64_t nonzero;
+  uint64_t under;
+  uint64_t over;
+  uint32_t grad_amax;
+  uint32_t measured;           /* 1 once the plugin filled this record */
+  uint64_t stale;              /* 0 without a master or a working copy */
+  double delta_sumsq;          /* 0 without a master */
+  double old_sumsq;
+} MixprecOptimizerNumericsV1;
 
 /* An optimizer of revision 3, registered with
  * MixprecPluginHostV1.register_optimizer_v3. As MixprecOptimizerV2, and:
@@ -321,7 +372,12 @@ typedef struct {
                size_t                        n,
                char                         *errbuf,
                size_t                        errbuf_len);
-  void *reserved[8];
+  /* ABI 1.6, in revision 3's first reserved word (zero in an older
+   * plugin): bit (1 << MixprecPluginMasterFormat) per master format whose
+   * calls step() measures when MixprecOptimizerStepV3.numerics is set,
+   * within master_format_mask; 0: the library measures around the call. */
+  uintptr_t numerics_master_mask;
+  void *reserved[7];
 } MixprecOptimizerV3;
 
 /* ------------------------------------------------------------ communication */

@@ -71,7 +71,12 @@ upgrade_schema (MixprecOptimizerV3        *optimizer,
   optimizer->state_names = state_names;
   optimizer->state_dtype_mask = state_dtype_mask;
   formats_from_dtypes (optimizer);
-  memcpy (optimizer->reserved, reserved, sizeof optimizer->reserved);
+  /* Revisions 1 and 2 measure nothing. Their first reserved word is
+   * where revision 3 keeps numerics_master_mask: one that is not zero
+   * becomes a mask that _mixprec_optimizer_check() refuses, as the
+   * reserved words' own check refuses the rest. */
+  optimizer->numerics_master_mask = reserved[0] != NULL ? ~(uintptr_t) 0 : 0;
+  memcpy (optimizer->reserved, reserved + 1, sizeof optimizer->reserved);
 }
 
 /* V1 -> V3: the same schema; state in float32 only; the step kept apart,
@@ -84,7 +89,7 @@ upgrade_optimizer_v1 (const _MixprecRegistration *registration,
 {
   const MixprecOptimizerV1 *v1 = registered;
 
-  G_STATIC_ASSERT (sizeof v1->reserved == sizeof out->optimizer.reserved);
+  G_STATIC_ASSERT (sizeof v1->reserved == sizeof out->optimizer.reserved + sizeof (gpointer));
 
   upgrade_schema (&out->optimizer, v1->name, v1->device, v1->rank, v1->description, v1->hparams,
                   v1->n_hparams, v1->n_state_slots, v1->state_names,
@@ -102,7 +107,7 @@ upgrade_optimizer_v2 (const _MixprecRegistration *registration,
 {
   const MixprecOptimizerV2 *v2 = registered;
 
-  G_STATIC_ASSERT (sizeof v2->reserved == sizeof out->optimizer.reserved);
+  G_STATIC_ASSERT (sizeof v2->reserved == sizeof out->optimizer.reserved + sizeof (gpointer));
 
   upgrade_schema (&out->optimizer, v2->name, v2->device, v2->rank, v2->description, v2->hparams,
                   v2->n_hparams, v2->n_state_slots, v2->state_names, v2->state_dtype_mask,

@@ -73,6 +73,12 @@ gboolean        _mixprec_feature_optimizer_step_v2     (MixprecFeature          
                                                         gsize                     n,
                                                         GError                  **error);
 
+/* Whether @feature (an optimizer) measures per-tensor numerics itself in
+ * a call whose master is @master_format and whose slots are FLOAT32 or
+ * BFLOAT16 (its numerics_master_mask, ABI 1.6). */
+gboolean        _mixprec_feature_optimizer_measures    (MixprecFeature           *feature,
+                                                        MixprecPluginMasterFormat master_format);
+
 /* The step of any revision with revision 3's arguments: each slot in
  * args->state_formats (NULL: all FLOAT32), the master in
  * args->master_format, args->state_scales / block_size / master_extra as

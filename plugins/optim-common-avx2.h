@@ -75,11 +75,116 @@ _mixprec_optim_store_working8 (MixprecPluginDType     dtype,
  * group's widen, update and narrow made one chain of stores and reloads
  * through the same buffer, which the core could not overlap with the next
  * group's (three times the FP32-state kernel's time, on Zen 3). */
-static inline __attribute__ ((always_inline)) size_t
-_mixprec_optim_run_avx2 (const _MixprecOptimRange *r,
-                         const float              *consts,
-                         _MixprecOptimUpdate8      update)
+/* ------------------------------------------------------------ numerics
+ * A run's numerics (ABI 1.6) eight elements at a time, element i in lane
+ * i % 8 of the sums as _mixprec_optim_measure1() adds it: the loops start
+ * runs at element 0 and cover multiples of eight, the scalar loop the
+ * rest. */
+
+typedef struct {
+  __m256 dsum, msum;
+  __m256i amax, under, over, floor_field;
+  __m256 scale;
+  uint64_t nonfinite, nonzero, n_under, n_over, stale;
+} _MixprecOptimAcc8;
+
+static inline __attribute__ ((always_inline)) void
+_mixprec_optim_acc8_begin (_MixprecOptimAcc8          *acc,
+                           const _MixprecOptimMeasure *m)
 {
+  acc->dsum = _mm256_loadu_ps (m->dl);
+  acc->msum = _mm256_loadu_ps (m->ml);
+  acc->amax = _mm256_set1_epi32 ((int) m->amax);
+  acc->under = _mm256_set1_epi32 ((int) m->grad_under);
+  acc->over = _mm256_set1_epi32 ((int) m->grad_over);
+  acc->floor_field = _mm256_set1_epi32 ((int) m->floor_field);
+  acc->scale = _mm256_set1_ps (m->scale);
+  acc->nonfinite = acc->nonzero = acc->n_under = acc->n_over = acc->stale = 0;
+}
+
+static inline __attribute__ ((always_inline)) void
+_mixprec_optim_acc8_end (const _MixprecOptimAcc8 *acc,
+                         _MixprecOptimMeasure    *m)
+{
+  uint32_t lanes[8];
+
+  _mm256_storeu_ps (m->dl, acc->dsum);
+  _mm256_storeu_ps (m->ml, acc->msum);
+  _mm256_storeu_si256 ((__m256i *) lanes, acc->amax);
+  for (unsigned k = 0; k < 8; k++)
+    m->amax = lanes[k] > m->amax ? lanes[k] : m->amax;
+  m->nonfinite += acc->nonfinite;
+  m->nonzero += acc->nonzero;
+  m->under += acc->n_under;
+  m->over += acc->n_over;
+  m->stale += acc->stale;
+}
+
+static inline __attribute__ ((always_inline)) unsigned
+_mixprec_optim_count8 (__m256i mask)
+{
+  return (unsigned) __builtin_popcount ((unsigned) _mm256_movemask_ps (_mm256_castsi256_ps (mask)));
+}
+
+/* Magnitudes compare as unsigned integers: x >= y exactly where
+ * max (x, y) == x. */
+static inline __attribute__ ((always_inline)) __m256i
+_mixprec_optim_ge8 (__m256i x,
+                    __m256i y)
+{
+  return _mm256_cmpeq_epi32 (_mm256_max_epu32 (x, y), x);
+}
+
+static inline __attribute__ ((always_inline)) void
+_mixprec_optim_measure8 (_MixprecOptimAcc8  *acc,
+                         __m256              graw,
+                         __m256              old,
+                         __m256              now,
+                         int                 has_master,
+                         MixprecPluginDType  wdtype,
+                         const void         *working,
+                         size_t              i)
+{
+  const __m256i ones = _mm256_set1_epi32 (-1);
+  __m256i a = _mm256_and_si256 (_mm256_castps_si256 (graw), _mm256_set1_epi32 (0x7fffffff));
+  __m256i nonfinite = _mm256_cmpgt_epi32 (a, _mm256_set1_epi32 (0x7f7fffff));
+  __m256i nonzero = _mm256_andnot_si256 (_mm256_or_si256 (nonfinite, _mm256_cmpeq_epi32 (a, _mm256_setzero_si256 ())),
+                                         ones);
+
+  acc->nonfinite += _mixprec_optim_count8 (nonfinite);
+  acc->nonzero += _mixprec_optim_count8 (nonzero);
+  acc->n_under += _mixprec_optim_count8 (_mm256_andnot_si256 (_mixprec_optim_ge8 (a, acc->under), nonzero));
+  acc->n_over += _mixprec_optim_count8 (_mm256_and_si256 (_mixprec_optim_ge8 (a, acc->over), nonzero));
+  acc->amax = _mm256_max_epu32 (acc->amax, _mm256_and_si256 (a, nonzero));
+  if (!has_master)
+    return;
+  {
+    __m256 d = _mm256_sub_ps (now, old);
+
+    acc->dsum = _mm256_add_ps (acc->dsum, _mm256_mul_ps (d, d));
+    acc->msum = _mm256_add_ps (acc->msum, _mm256_mul_ps (old, old));
+    if (working != NULL)
+      {
+        __m256i field = _mm256_and_si256 (_mm256_srli_epi32 (_mm256_castps_si256 (_mixprec_optim_load8 (wdtype, working, i)), 23),
+                                          _mm256_set1_epi32 (0xff));
+        __m256 half = _mm256_castsi256_ps (_mm256_slli_epi32 (_mm256_max_epi32 (field, acc->floor_field), 23));
+        __m256i finite = _mm256_andnot_si256 (_mm256_cmpeq_epi32 (field, _mm256_set1_epi32 (0xff)), ones);
+        __m256 ad = _mm256_and_ps (d, _mm256_castsi256_ps (_mm256_set1_epi32 (0x7fffffff)));
+        __m256 below = _mm256_cmp_ps (_mm256_mul_ps (ad, acc->scale), half, _CMP_LT_OQ);
+
+        acc->stale += _mixprec_optim_count8 (_mm256_and_si256 (_mm256_castps_si256 (below), finite));
+      }
+  }
+}
+
+static inline __attribute__ ((always_inline)) size_t
+_mixprec_optim_loop_avx2 (const _MixprecOptimRange *r,
+                          const float              *consts,
+                          _MixprecOptimUpdate8      update,
+                          _MixprecOptimMeasure     *meas)
+{
+  _MixprecOptimAcc8 acc;
+
   float c[_MIXPREC_OPTIM_MAX_CONSTS];
   const MixprecOptimizerStepV1 *a = r->args;
   const __m256 factor = _mm256_set1_ps (a->grad_factor);
@@ -101,20 +206,28 @@ _mixprec_optim_run_avx2 (const _MixprecOptimRange *r,
   memcpy (c, consts, sizeof c);
   for (unsigned k = 0; k < n_states; k++)
     states[k] = r->states[k];
+  if (meas != NULL)
+    _mixprec_optim_acc8_begin (&acc, meas);
 
   if (r->state_dtypes == NULL)
     {
       for (size_t i = 0; i < n8; i += 8)
         {
           __m256 p = _mixprec_optim_load8 (pdtype, pbase, i);
-          __m256 g = _mm256_mul_ps (_mixprec_optim_load8 (gdtype, grad, i), factor);
+          __m256 graw = _mixprec_optim_load8 (gdtype, grad, i);
+          __m256 g = _mm256_mul_ps (graw, factor);
+          __m256 old = p;
 
           p = update (c, p, g, states, i);
           if (master != NULL)
             _mm256_storeu_ps (master + i, p);
           if (working != NULL)
             _mixprec_optim_store_working8 (wdtype, sr, seed, first_index + i, working, i, p);
+          if (meas != NULL)
+            _mixprec_optim_measure8 (&acc, graw, old, p, master != NULL, wdtype, working, i);
         }
+      if (meas != NULL)
+        _mixprec_optim_acc8_end (&acc, meas);
       return n8;
     }
 
@@ -144,13 +257,17 @@ _mixprec_optim_run_avx2 (const _MixprecOptimRange *r,
           {
             const size_t i = i0 + j;
             __m256 p = _mixprec_optim_load8 (pdtype, pbase, i);
-            __m256 g = _mm256_mul_ps (_mixprec_optim_load8 (gdtype, grad, i), factor);
+            __m256 graw = _mixprec_optim_load8 (gdtype, grad, i);
+            __m256 g = _mm256_mul_ps (graw, factor);
+            __m256 old = p;
 
             p = update (c, p, g, at, j);
             if (master != NULL)
               _mm256_storeu_ps (master + i, p);
             if (working != NULL)
               _mixprec_optim_store_working8 (wdtype, sr, seed, first_index + i, working, i, p);
+            if (meas != NULL)
+              _mixprec_optim_measure8 (&acc, graw, old, p, master != NULL, wdtype, working, i);
           }
         for (unsigned k = 0; k < n_states; k++)
           if (sdtypes[k] == MIXPREC_PLUGIN_DTYPE_BFLOAT16)
@@ -159,7 +276,22 @@ _mixprec_optim_run_avx2 (const _MixprecOptimRange *r,
                                              i0 + j, _mm256_load_ps (staged[k] + j));
       }
   }
+  if (meas != NULL)
+    _mixprec_optim_acc8_end (&acc, meas);
   return n8;
+}
+
+/* The 8-lane loop around @update over the first n - n % 8 elements,
+ * measuring them when the range asks (the loop specialized both ways, so
+ * that a step that measures nothing pays nothing). */
+static inline __attribute__ ((always_inline)) size_t
+_mixprec_optim_run_avx2 (const _MixprecOptimRange *r,
+                         const float              *consts,
+                         _MixprecOptimUpdate8      update)
+{
+  if (r->measure != NULL)
+    return _mixprec_optim_loop_avx2 (r, consts, update, r->measure);
+  return _mixprec_optim_loop_avx2 (r, consts, update, NULL);
 }
 
 G_END_DECLS

@@ -66,6 +66,115 @@ _mixprec_optim_store_working16 (MixprecPluginDType     dtype,
     }
 }
 
+/* ------------------------------------------------------------ numerics
+ * A run's numerics (ABI 1.6) sixteen elements at a time: the sums keep
+ * eight lanes, elements i .. i + 7 added before i + 8 .. i + 15, which is
+ * _mixprec_optim_measure1()'s order. Lanes under no mask load zeros: no
+ * class, nothing added to a sum (x + 0 = x for the non-negative sums),
+ * and the stale count takes the mask. */
+
+typedef struct {
+  __m256 dsum, msum;
+  __m512i amax, under, over, floor_field;
+  __m512 scale;
+  /* Per-lane counts, added up at the end (a run of 2^36 elements would
+   * wrap them; the library's runs are one slot, at most 4096). */
+  __m512i nonfinite, nonzero, n_under, n_over, stale;
+} _MixprecOptimAcc16;
+
+static inline __attribute__ ((always_inline)) void
+_mixprec_optim_acc16_begin (_MixprecOptimAcc16         *acc,
+                            const _MixprecOptimMeasure *m)
+{
+  acc->dsum = _mm256_loadu_ps (m->dl);
+  acc->msum = _mm256_loadu_ps (m->ml);
+  acc->amax = _mm512_set1_epi32 ((int) m->amax);
+  acc->under = _mm512_set1_epi32 ((int) m->grad_under);
+  acc->over = _mm512_set1_epi32 ((int) m->grad_over);
+  acc->floor_field = _mm512_set1_epi32 ((int) m->floor_field);
+  acc->scale = _mm512_set1_ps (m->scale);
+  acc->nonfinite = acc->nonzero = acc->n_under = acc->n_over = acc->stale = _mm512_setzero_si512 ();
+}
+
+static inline __attribute__ ((always_inline)) uint64_t
+_mixprec_optim_lanes16 (__m512i counts)
+{
+  uint32_t lanes[16];
+  uint64_t sum = 0;
+
+  _mm512_storeu_si512 (lanes, counts);
+  for (unsigned k = 0; k < 16; k++)
+    sum += lanes[k];
+  return sum;
+}
+
+static inline __attribute__ ((always_inline)) void
+_mixprec_optim_acc16_end (const _MixprecOptimAcc16 *acc,
+                          _MixprecOptimMeasure     *m)
+{
+  uint32_t amax = (uint32_t) _mm512_reduce_max_epu32 (acc->amax);
+
+  _mm256_storeu_ps (m->dl, acc->dsum);
+  _mm256_storeu_ps (m->ml, acc->msum);
+  m->amax = amax > m->amax ? amax : m->amax;
+  m->nonfinite += _mixprec_optim_lanes16 (acc->nonfinite);
+  m->nonzero += _mixprec_optim_lanes16 (acc->nonzero);
+  m->under += _mixprec_optim_lanes16 (acc->n_under);
+  m->over += _mixprec_optim_lanes16 (acc->n_over);
+  m->stale += _mixprec_optim_lanes16 (acc->stale);
+}
+
+static inline __attribute__ ((always_inline)) void
+_mixprec_optim_measure16 (_MixprecOptimAcc16 *acc,
+                          __m512              graw,
+                          __m512              old,
+                          __m512              now,
+                          int                 has_master,
+                          MixprecPluginDType  wdtype,
+                          const void         *working,
+                          size_t              i,
+                          __mmask16           m)
+{
+  __m512i a = _mm512_and_si512 (_mm512_castps_si512 (graw), _mm512_set1_epi32 (0x7fffffff));
+  __mmask16 nonfinite = _mm512_cmp_epu32_mask (a, _mm512_set1_epi32 (0x7f800000), _MM_CMPINT_NLT);
+  __mmask16 nonzero = _mm512_mask_cmp_epu32_mask ((__mmask16) ~nonfinite, a, _mm512_setzero_si512 (),
+                                                   _MM_CMPINT_NE);
+
+  const __m512i ones = _mm512_set1_epi32 (-1);
+
+  /* Subtracting -1 under a mask counts its lanes. */
+  acc->nonfinite = _mm512_mask_sub_epi32 (acc->nonfinite, nonfinite, acc->nonfinite, ones);
+  acc->nonzero = _mm512_mask_sub_epi32 (acc->nonzero, nonzero, acc->nonzero, ones);
+  acc->n_under = _mm512_mask_sub_epi32 (acc->n_under, _mm512_mask_cmp_epu32_mask (nonzero, a, acc->under, _MM_CMPINT_LT),
+                                        acc->n_under, ones);
+  acc->n_over = _mm512_mask_sub_epi32 (acc->n_over, _mm512_mask_cmp_epu32_mask (nonzero, a, acc->over, _MM_CMPINT_NLT),
+                                       acc->n_over, ones);
+  acc->amax = _mm512_mask_max_epu32 (acc->amax, nonzero, acc->amax, a);
+  if (!has_master)
+    return;
+  {
+    __m512 d = _mm512_sub_ps (now, old);
+    __m512 dd = _mm512_mul_ps (d, d), oo = _mm512_mul_ps (old, old);
+
+    acc->dsum = _mm256_add_ps (acc->dsum, _mm512_castps512_ps256 (dd));
+    acc->dsum = _mm256_add_ps (acc->dsum, _mm256_castpd_ps (_mm512_extractf64x4_pd (_mm512_castps_pd (dd), 1)));
+    acc->msum = _mm256_add_ps (acc->msum, _mm512_castps512_ps256 (oo));
+    acc->msum = _mm256_add_ps (acc->msum, _mm256_castpd_ps (_mm512_extractf64x4_pd (_mm512_castps_pd (oo), 1)));
+    if (working != NULL)
+      {
+        __m512i field = _mm512_and_si512 (_mm512_srli_epi32 (_mm512_castps_si512 (_mixprec_optim_load16 (wdtype, working, i, m)), 23),
+                                          _mm512_set1_epi32 (0xff));
+        __m512 half = _mm512_castsi512_ps (_mm512_slli_epi32 (_mm512_max_epi32 (field, acc->floor_field), 23));
+        __mmask16 finite = _mm512_mask_cmpneq_epi32_mask (m, field, _mm512_set1_epi32 (0xff));
+        __m512 ad = _mm512_castsi512_ps (_mm512_and_si512 (_mm512_castps_si512 (d), _mm512_set1_epi32 (0x7fffffff)));
+
+        acc->stale = _mm512_mask_sub_epi32 (acc->stale,
+                                            _mm512_mask_cmp_ps_mask (finite, _mm512_mul_ps (ad, acc->scale), half, _CMP_LT_OQ),
+                                            acc->stale, ones);
+      }
+  }
+}
+
 /* One block of up to sixteen elements from @i. */
 static inline __attribute__ ((always_inline)) void
 _mixprec_optim_block16 (const float             *c,
@@ -83,16 +192,21 @@ _mixprec_optim_block16 (const float             *c,
                         float *const            *states,
                         size_t                   i,
                         __mmask16                m,
-                        _MixprecOptimUpdate16    update)
+                        _MixprecOptimUpdate16    update,
+                        _MixprecOptimAcc16      *acc)
 {
   __m512 p = _mixprec_optim_load16 (pdtype, pbase, i, m);
-  __m512 g = _mm512_mul_ps (_mixprec_optim_load16 (gdtype, grad, i, m), factor);
+  __m512 graw = _mixprec_optim_load16 (gdtype, grad, i, m);
+  __m512 g = _mm512_mul_ps (graw, factor);
+  __m512 old = p;
 
   p = update (c, p, g, states, i, m);
   if (master != NULL)
     _mm512_mask_storeu_ps (master + i, m, p);
   if (working != NULL)
     _mixprec_optim_store_working16 (wdtype, sr, seed, first_index + i, working, i, p, m);
+  if (acc != NULL)
+    _mixprec_optim_measure16 (acc, graw, old, p, master != NULL, wdtype, working, i, m);
 }
 
 /* One block of up to sixteen elements from @i with bfloat16 state slots
@@ -117,12 +231,15 @@ _mixprec_optim_block16_staged (const float             *c,
                                uint64_t                 sseed,
                                size_t                   i,
                                __mmask16                m,
-                               _MixprecOptimUpdate16    update)
+                               _MixprecOptimUpdate16    update,
+                               _MixprecOptimAcc16      *acc)
 {
   float staged[_MIXPREC_OPTIM_MAX_STATES][16] __attribute__ ((aligned (64)));
   float *at[_MIXPREC_OPTIM_MAX_STATES] = { NULL };
   __m512 p = _mixprec_optim_load16 (pdtype, pbase, i, m);
-  __m512 g = _mm512_mul_ps (_mixprec_optim_load16 (gdtype, grad, i, m), factor);
+  __m512 graw = _mixprec_optim_load16 (gdtype, grad, i, m);
+  __m512 g = _mm512_mul_ps (graw, factor);
+  __m512 old = p;
 
   for (unsigned k = 0; k < n_states; k++)
     if (sdtypes[k] == MIXPREC_PLUGIN_DTYPE_BFLOAT16)
@@ -141,16 +258,21 @@ _mixprec_optim_block16_staged (const float             *c,
     _mm512_mask_storeu_ps (master + i, m, p);
   if (working != NULL)
     _mixprec_optim_store_working16 (wdtype, sr, seed, first_index + i, working, i, p, m);
+  if (acc != NULL)
+    _mixprec_optim_measure16 (acc, graw, old, p, master != NULL, wdtype, working, i, m);
 }
 
 /* The 16-lane loop around @update over all n elements, the last block
  * under a mask; returns n. Every field and constant is read into a local
  * first, as in _mixprec_optim_run_avx2(). */
 static inline __attribute__ ((always_inline)) size_t
-_mixprec_optim_run_avx512 (const _MixprecOptimRange *r,
-                           const float              *consts,
-                           _MixprecOptimUpdate16     update)
+_mixprec_optim_loop_avx512 (const _MixprecOptimRange *r,
+                            const float              *consts,
+                            _MixprecOptimUpdate16     update,
+                            _MixprecOptimMeasure     *meas)
 {
+  _MixprecOptimAcc16 acc_data;
+  _MixprecOptimAcc16 *acc = meas != NULL ? &acc_data : NULL;
   float c[_MIXPREC_OPTIM_MAX_CONSTS];
   const MixprecOptimizerStepV1 *a = r->args;
   const __m512 factor = _mm512_set1_ps (a->grad_factor);
@@ -173,6 +295,8 @@ _mixprec_optim_run_avx512 (const _MixprecOptimRange *r,
   memcpy (c, consts, sizeof c);
   for (unsigned k = 0; k < n_states; k++)
     states[k] = r->states[k];
+  if (acc != NULL)
+    _mixprec_optim_acc16_begin (acc, meas);
 
   if (r->state_dtypes != NULL)
     {
@@ -185,16 +309,34 @@ _mixprec_optim_run_avx512 (const _MixprecOptimRange *r,
                                        master, working, pbase, states, n_states, sdtypes,
                                        r->state_sr, r->state_seed, i,
                                        n - i >= 16 ? (__mmask16) 0xFFFF : _mixprec_avx512_mask (n - i),
-                                       update);
-      return n;
+                                       update, acc);
     }
-  for (; i + 16 <= n; i += 16)
-    _mixprec_optim_block16 (c, factor, gdtype, wdtype, pdtype, sr, seed, first_index, grad,
-                            master, working, pbase, states, i, (__mmask16) 0xFFFF, update);
-  if (i < n)
-    _mixprec_optim_block16 (c, factor, gdtype, wdtype, pdtype, sr, seed, first_index, grad,
-                            master, working, pbase, states, i, _mixprec_avx512_mask (n - i), update);
+  else
+    {
+      for (; i + 16 <= n; i += 16)
+        _mixprec_optim_block16 (c, factor, gdtype, wdtype, pdtype, sr, seed, first_index, grad,
+                                master, working, pbase, states, i, (__mmask16) 0xFFFF, update, acc);
+      if (i < n)
+        _mixprec_optim_block16 (c, factor, gdtype, wdtype, pdtype, sr, seed, first_index, grad,
+                                master, working, pbase, states, i, _mixprec_avx512_mask (n - i), update,
+                                acc);
+    }
+  if (acc != NULL)
+    _mixprec_optim_acc16_end (acc, meas);
   return n;
+}
+
+/* The 16-lane loop around @update over all n elements, measuring them
+ * when the range asks (specialized both ways: a step that measures
+ * nothing pays nothing); returns n. */
+static inline __attribute__ ((always_inline)) size_t
+_mixprec_optim_run_avx512 (const _MixprecOptimRange *r,
+                           const float              *consts,
+                           _MixprecOptimUpdate16     update)
+{
+  if (r->measure != NULL)
+    return _mixprec_optim_loop_avx512 (r, consts, update, r->measure);
+  return _mixprec_optim_loop_avx512 (r, consts, update, NULL);
 }
 
 G_END_DECLS

@@ -282,10 +282,12 @@ _mixprec_optim_check_args_v3 (const MixprecOptimizerV1     *schema,
   const char *name = schema->name;
   int blocked = 0;
 
-  if (args == NULL || args->v2.base.struct_size < sizeof (MixprecOptimizerStepV3))
+  /* ABI 1.4's struct ends at master_extra; the numerics fields of 1.6
+   * are read only where struct_size covers them. */
+  if (args == NULL || args->v2.base.struct_size < _MIXPREC_OPTIM_STEP_V3_SIZE_1_4)
     return _mixprec_optim_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
                                 "Optimizer %s needs a MixprecOptimizerStepV3 of at least %zu bytes, "
-                                "got %zu.", name, sizeof (MixprecOptimizerStepV3),
+                                "got %zu.", name, (size_t) _MIXPREC_OPTIM_STEP_V3_SIZE_1_4,
                                 args == NULL ? (size_t) 0 : args->v2.base.struct_size);
   for (unsigned k = 0; k < schema->n_state_slots; k++)
     {
@@ -398,6 +400,96 @@ dtype_size (MixprecPluginDType dtype)
  * blocked slot): any length works; this keeps it in L1. */
 #define MASTER_TILE 1024
 
+/* The numerics a V3 call asks for: NULL unless its struct_size covers
+ * ABI 1.6's fields and it set them. */
+static MixprecOptimizerNumericsV1 *
+numerics_of (const MixprecOptimizerStepV3 *args)
+{
+  if (args->v2.base.struct_size < G_STRUCT_OFFSET (MixprecOptimizerStepV3, working_emin) + sizeof (int) ||
+      args->n_numerics == 0)
+    return NULL;
+  return args->numerics;
+}
+
+/* A measured call (ABI 1.6): each run of args->numerics through the
+ * kernels on its own, from its element 0, so that the lanes of its sums
+ * are those of MixprecOptimizerNumericsV1 whatever the run's place in the
+ * call; the kernels are element-wise and told each run's first index, so
+ * the cuts change no bit of the update. */
+static int
+run_measured (const _MixprecOptimKernels   *kernels,
+              _MixprecOptimLevel            level,
+              const _MixprecOptimRange     *range,
+              const float                  *consts,
+              const MixprecOptimizerStepV3 *args,
+              MixprecOptimizerNumericsV1   *numerics,
+              char                         *errbuf,
+              size_t                        errbuf_len)
+{
+  const MixprecOptimizerStepV1 *a = &args->v2.base;
+  size_t grad_size = dtype_size (a->grad_dtype), working_size = dtype_size (a->working_dtype);
+  size_t start = 0;
+
+  if (args->working_precision < 2 || args->working_precision > 24 ||
+      args->working_emin < -126 || args->working_emin > 0)
+    return _mixprec_optim_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
+                                "Optimizer %s: numerics with working_precision %d and "
+                                "working_emin %d, which no format of FP32's range has.",
+                                kernels->schema->name, args->working_precision, args->working_emin);
+  for (unsigned j = 0; j < args->n_numerics; j++)
+    {
+      size_t end = numerics[j].end;
+
+      if (end < start || end > range->n || (j + 1 == args->n_numerics && end != range->n))
+        return _mixprec_optim_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
+                                    "Optimizer %s: numerics run %u ends at %zu, which does not "
+                                    "tile the call's %zu elements.", kernels->schema->name, j, end,
+                                    range->n);
+      start = end;
+    }
+  start = 0;
+  for (unsigned j = 0; j < args->n_numerics; j++)
+    {
+      MixprecOptimizerNumericsV1 *rec = &numerics[j];
+      _MixprecOptimMeasure m = { 0 };
+      MixprecOptimizerStepV1 base = *a;
+      void *at[_MIXPREC_OPTIM_MAX_STATES] = { NULL };
+      _MixprecOptimRange sub = *range;
+      size_t len = rec->end - start;
+
+      m.grad_under = rec->grad_under;
+      m.grad_over = rec->grad_over;
+      m.scale = ldexpf (1.0f, args->working_precision);
+      m.floor_field = (uint32_t) (args->working_emin + 127);
+      base.first_index += start;
+      sub.args = &base;
+      sub.n = len;
+      sub.grad = (const char *) range->grad + start * grad_size;
+      sub.master = range->master != NULL ? range->master + start : NULL;
+      sub.working = range->working != NULL ? (char *) range->working + start * working_size : NULL;
+      for (unsigned k = 0; k < range->n_states && k < _MIXPREC_OPTIM_MAX_STATES; k++)
+        at[k] = (char *) range->states[k] +
+                start * (range->state_dtypes != NULL ? dtype_size (range->state_dtypes[k]) : sizeof (float));
+      sub.states = at;
+      sub.measure = &m;
+      if (len > 0)
+        run_kernels (kernels, level, &sub, consts);
+      rec->nonfinite = m.nonfinite;
+      rec->nonzero = m.nonzero;
+      rec->under = m.under;
+      rec->over = m.over;
+      rec->grad_amax = m.amax;
+      rec->stale = m.stale;
+      rec->delta_sumsq = (((double) m.dl[0] + m.dl[1]) + ((double) m.dl[2] + m.dl[3])) +
+                         (((double) m.dl[4] + m.dl[5]) + ((double) m.dl[6] + m.dl[7]));
+      rec->old_sumsq = (((double) m.ml[0] + m.ml[1]) + ((double) m.ml[2] + m.ml[3])) +
+                       (((double) m.ml[4] + m.ml[5]) + ((double) m.ml[6] + m.ml[7]));
+      rec->measured = 1;
+      start = rec->end;
+    }
+  return MIXPREC_PLUGIN_OK;
+}
+
 int
 _mixprec_optim_step_v3 (const _MixprecOptimKernels   *kernels,
                         _MixprecOptimLevel            level,
@@ -422,6 +514,7 @@ _mixprec_optim_step_v3 (const _MixprecOptimKernels   *kernels,
   unsigned blocked = 0, used, master_format;
   size_t block, grad_size;
   int any_bf16 = 0, status;
+  MixprecOptimizerNumericsV1 *numerics;
 
   G_STATIC_ASSERT (_MIXPREC_OPTIM_MAX_STATES <= 4);
   if (n_states > _MIXPREC_OPTIM_MAX_STATES)
@@ -450,6 +543,14 @@ _mixprec_optim_step_v3 (const _MixprecOptimKernels   *kernels,
   if (errbuf != NULL && errbuf_len > 0)
     errbuf[0] = '\0';
 
+  numerics = numerics_of (args);
+  if (numerics != NULL && (blocked != 0 || master_format != _MIXPREC_QMASTER_FLOAT32))
+    return _mixprec_optim_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_UNSUPPORTED,
+                                "Optimizer %s on %s measures numerics only with a FLOAT32 master "
+                                "and FLOAT32 or BFLOAT16 state (its numerics_master_mask).",
+                                schema->name, schema->device);
+  if (numerics != NULL)
+    return run_measured (kernels, level, &range, consts, args, numerics, errbuf, errbuf_len);
   if (blocked == 0 && master_format == _MIXPREC_QMASTER_FLOAT32)
     {
       run_kernels (kernels, level, &range, consts);

@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <float.h>
 
 #include "mixprec-plugin-abi.h"
@@ -42,7 +43,24 @@ typedef struct {
   const MixprecPluginDType     *state_dtypes;
   int                           state_sr;   /* stochastic rounding of bf16 state */
   uint64_t                      state_seed; /* slot k: stream state_seed + k */
+  /* ABI 1.6: the run's numerics, measured as the loops go; NULL: none. */
+  struct _MixprecOptimMeasure  *measure;
 } _MixprecOptimRange;
+
+/* One run's numerics (MixprecOptimizerNumericsV1) while the loops measure
+ * it: the SIMD loop of a level keeps its sums in registers and leaves them
+ * here for the scalar loop that finishes the run, element k of the run in
+ * lane k % 8 whoever adds it. */
+typedef struct _MixprecOptimMeasure {
+  uint32_t grad_under;       /* in: MixprecOptimizerNumericsV1's bounds */
+  uint32_t grad_over;
+  float    scale;            /* in: 2^p of the working format */
+  uint32_t floor_field;      /* in: emin + 127, the exponent field of 2^emin */
+  float    dl[8];            /* (now - old)^2, by lane */
+  float    ml[8];            /* old^2, by lane */
+  uint64_t nonfinite, nonzero, under, over, stale;
+  uint32_t amax;
+} _MixprecOptimMeasure;
 
 /* The state dtypes the cpu optimizers accept (MixprecOptimizerV2's
  * state_dtype_mask). */
@@ -183,9 +201,17 @@ int  _mixprec_optim_register_v3 (MixprecPluginHostV1        *host,
                                  char                       *errbuf,
                                  size_t                      errbuf_len);
 
+/* The size of a MixprecOptimizerStepV3 of ABI 1.4 and 1.5: up to
+ * master_extra. */
+#define _MIXPREC_OPTIM_STEP_V3_SIZE_1_4 \
+  (G_STRUCT_OFFSET (MixprecOptimizerStepV3, master_extra) + sizeof (void *))
+
 /* The formats every cpu optimizer speaks (revision 3). */
 #define _MIXPREC_OPTIM_STATE_FORMATS 0x7Fu
 #define _MIXPREC_OPTIM_MASTER_FORMATS 0x7u
+/* The master formats whose calls the cpu optimizers measure (ABI 1.6):
+ * FLOAT32, whose calls take the loops directly. */
+#define _MIXPREC_OPTIM_NUMERICS_MASTERS (1u << MIXPREC_PLUGIN_MASTER_FLOAT32)
 
 /* A kernel of the SIMD (AVX-512) build, or NULL in a build without one. */
 #ifdef MIXPREC_HAVE_X86_SIMD
@@ -215,7 +241,8 @@ int  _mixprec_optim_register_v3 (MixprecPluginHostV1        *host,
     .state_dtype_mask = _MIXPREC_OPTIM_STATE_DTYPES, \
     .state_format_mask = _MIXPREC_OPTIM_STATE_FORMATS, \
     .master_format_mask = _MIXPREC_OPTIM_MASTER_FORMATS, \
-    .state_signed_mask = (osigned), .step = (ostep) }
+    .state_signed_mask = (osigned), .step = (ostep), \
+    .numerics_master_mask = _MIXPREC_OPTIM_NUMERICS_MASTERS }
 
 #define _MIXPREC_OPTIM_STEP_V3_FUNC(func, kernels, level) \
   static int \
@@ -320,6 +347,87 @@ _mixprec_optim_grad1 (const _MixprecOptimRange *r,
   return g * r->args->grad_factor;
 }
 
+/* Element @i of the gradient widened to FP32, before grad_factor. */
+static inline float
+_mixprec_optim_grad_raw1 (const _MixprecOptimRange *r,
+                          size_t                    i)
+{
+  switch (r->args->grad_dtype)
+    {
+    case MIXPREC_PLUGIN_DTYPE_BFLOAT16:
+      return _mixprec_bf16_to_f32 (((const guint16 *) r->grad)[i]);
+    case MIXPREC_PLUGIN_DTYPE_FLOAT16:
+      return _mixprec_f16_to_f32 (((const guint16 *) r->grad)[i]);
+    default:
+      return ((const float *) r->grad)[i];
+    }
+}
+
+static inline uint32_t
+_mixprec_optim_bits1 (float f)
+{
+  uint32_t bits;
+
+  memcpy (&bits, &f, sizeof bits);
+  return bits;
+}
+
+/* What element @i of the run adds to @m: the raw gradient @g's class and
+ * magnitude; with a master, @old and @now, and with a working copy too,
+ * whether the working value just written moved by less than half an ulp
+ * (see MixprecOptimizerNumericsV1). */
+static inline void
+_mixprec_optim_measure1 (_MixprecOptimMeasure     *m,
+                         const _MixprecOptimRange *r,
+                         size_t                    i,
+                         float                     g,
+                         float                     old,
+                         float                     now)
+{
+  uint32_t a = _mixprec_optim_bits1 (g) & 0x7fffffffu;
+
+  if (a >= 0x7f800000u)
+    m->nonfinite++;
+  else if (a != 0)
+    {
+      m->nonzero++;
+      m->under += a < m->grad_under;
+      m->over += a >= m->grad_over;
+      m->amax = a > m->amax ? a : m->amax;
+    }
+  if (r->master == NULL)
+    return;
+  {
+    float d = now - old;
+
+    m->dl[i % 8] += d * d;
+    m->ml[i % 8] += old * old;
+    if (r->working != NULL)
+      {
+        float w;
+        uint32_t field, half_bits;
+        float half;
+
+        switch (r->args->working_dtype)
+          {
+          case MIXPREC_PLUGIN_DTYPE_BFLOAT16:
+            w = _mixprec_bf16_to_f32 (((const guint16 *) r->working)[i]);
+            break;
+          case MIXPREC_PLUGIN_DTYPE_FLOAT16:
+            w = _mixprec_f16_to_f32 (((const guint16 *) r->working)[i]);
+            break;
+          default:
+            w = ((const float *) r->working)[i];
+            break;
+          }
+        field = (_mixprec_optim_bits1 (w) >> 23) & 0xffu;
+        half_bits = (field > m->floor_field ? field : m->floor_field) << 23;
+        memcpy (&half, &half_bits, sizeof half);
+        m->stale += field != 0xffu && (d < 0 ? -d : d) * m->scale < half;
+      }
+  }
+}
+
 static inline float
 _mixprec_optim_param1 (const _MixprecOptimRange *r,
                        size_t                    i)
@@ -405,8 +513,11 @@ _mixprec_optim_run_scalar (const _MixprecOptimRange *r,
         {
           float p = _mixprec_optim_param1 (r, i);
           float g = _mixprec_optim_grad1 (r, i);
+          float now = update (consts, p, g, states, i);
 
-          _mixprec_optim_store1 (r, i, update (consts, p, g, states, i));
+          _mixprec_optim_store1 (r, i, now);
+          if (r->measure != NULL)
+            _mixprec_optim_measure1 (r->measure, r, i, _mixprec_optim_grad_raw1 (r, i), p, now);
         }
       return;
     }
@@ -414,6 +525,7 @@ _mixprec_optim_run_scalar (const _MixprecOptimRange *r,
     {
       float p = _mixprec_optim_param1 (r, i);
       float g = _mixprec_optim_grad1 (r, i);
+      float old = p;
       float staged[_MIXPREC_OPTIM_MAX_STATES];
       float *at[_MIXPREC_OPTIM_MAX_STATES] = { NULL };
 
@@ -434,6 +546,8 @@ _mixprec_optim_run_scalar (const _MixprecOptimRange *r,
             _mixprec_optim_state_bf16 (staged[k], r->state_sr, r->state_seed + k,
                                        r->args->first_index + i);
       _mixprec_optim_store1 (r, i, p);
+      if (r->measure != NULL)
+        _mixprec_optim_measure1 (r->measure, r, i, _mixprec_optim_grad_raw1 (r, i), old, p);
     }
 }
 

@@ -216,6 +216,29 @@ static const FieldOffset optimizer_step_v3_fields[] = {
   F (MixprecOptimizerStepV3, block_size, 120),
   F (MixprecOptimizerStepV3, master_format, 124),
   F (MixprecOptimizerStepV3, master_extra, 128),
+  /* ABI 1.6 appended the numerics fields: a plugin reads them only where
+   * struct_size covers them, so the 136 bytes of 1.4 still work. */
+  F (MixprecOptimizerStepV3, numerics, 136),
+  F (MixprecOptimizerStepV3, n_numerics, 144),
+  F (MixprecOptimizerStepV3, working_precision, 148),
+  F (MixprecOptimizerStepV3, working_emin, 152),
+  END
+};
+
+/* ABI 1.6: one run's numerics, filled by the optimizer. */
+static const FieldOffset optimizer_numerics_v1_fields[] = {
+  F (MixprecOptimizerNumericsV1, end, 0),
+  F (MixprecOptimizerNumericsV1, grad_under, 8),
+  F (MixprecOptimizerNumericsV1, grad_over, 12),
+  F (MixprecOptimizerNumericsV1, nonfinite, 16),
+  F (MixprecOptimizerNumericsV1, nonzero, 24),
+  F (MixprecOptimizerNumericsV1, under, 32),
+  F (MixprecOptimizerNumericsV1, over, 40),
+  F (MixprecOptimizerNumericsV1, grad_amax, 48),
+  F (MixprecOptimizerNumericsV1, measured, 52),
+  F (MixprecOptimizerNumericsV1, stale, 56),
+  F (MixprecOptimizerNumericsV1, delta_sumsq, 64),
+  F (MixprecOptimizerNumericsV1, old_sumsq, 72),
   END
 };
 
@@ -233,7 +256,9 @@ static const FieldOffset optimizer_v3_fields[] = {
   F (MixprecOptimizerV3, master_format_mask, 64),
   F (MixprecOptimizerV3, state_signed_mask, 68),
   F (MixprecOptimizerV3, step, 72),
-  F (MixprecOptimizerV3, reserved, 80),
+  /* ABI 1.6: the first of revision 3's eight reserved words. */
+  F (MixprecOptimizerV3, numerics_master_mask, 80),
+  F (MixprecOptimizerV3, reserved, 88),
   END
 };
 
@@ -401,7 +426,8 @@ static const Layout layouts[] = {
   L (MixprecOptimizerV1, 128, optimizer_fields),
   L (MixprecOptimizerStepV2, 104, optimizer_step_v2_fields),
   L (MixprecOptimizerV2, 136, optimizer_v2_fields),
-  L (MixprecOptimizerStepV3, 136, optimizer_step_v3_fields),
+  L (MixprecOptimizerStepV3, 160, optimizer_step_v3_fields),
+  L (MixprecOptimizerNumericsV1, 80, optimizer_numerics_v1_fields),
   L (MixprecOptimizerV3, 144, optimizer_v3_fields),
   L (MixprecBootstrapV1, 112, bootstrap_fields),
   L (MixprecCommInitV1, 32, comm_init_fields),

@@ -437,6 +437,13 @@ test_world_sizes (void)
    * scales sit in rank slices under ZeRO-3. */
   g_autofree gchar *mx_1 = run_world (1, 0, dir, NULL, "MIXPREC_TEST_FP8=mx");
   g_autofree gchar *mx_3 = run_world (3, 3, dir, NULL, "MIXPREC_TEST_FP8=mx");
+  /* Measured by the library around the optimizer instead of by the
+   * optimizer in its pass (ABI 1.6), and by the optimizer's scalar and
+   * AVX2 kernels. */
+  g_autofree gchar *around_1 = run_world (1, 0, dir, NULL, "MIXPREC_NUMERICS_IN_PASS=0");
+  g_autofree gchar *around_3 = run_world (3, 2, dir, NULL, "MIXPREC_NUMERICS_IN_PASS=0");
+  g_autofree gchar *scalar_1 = run_world (1, 0, dir, NULL, "MIXPREC_SIMD=scalar");
+  g_autofree gchar *avx2_3 = run_world (3, 2, dir, NULL, "MIXPREC_SIMD=avx2");
   g_autoptr(GHashTable) t = parse (one);
   g_autofree gchar *file = NULL, *amax = NULL, *expected = NULL;
   g_autofree gchar *by_type = NULL;
@@ -454,6 +461,10 @@ test_world_sizes (void)
   /* The first step reads zero state and stores it in int8 after stepping
    * in FP32: the same step as FP32 state. */
   g_assert_cmpstr (states1, ==, one);
+  g_assert_cmpstr (around_1, ==, one);
+  g_assert_cmpstr (around_3, ==, one);
+  g_assert_cmpstr (scalar_1, ==, one);
+  g_assert_cmpstr (avx2_3, ==, one);
   /* FP8 copies of a.weight: its FP8 statistics too. */
   g_assert_nonnull (strstr (fp8_1, "param a.weight fp8_underflow "));
   g_assert_nonnull (strstr (fp8_1, "param a.weight fp8_scale "));

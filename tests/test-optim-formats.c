@@ -817,6 +817,311 @@ test_formats_sgd_plain (void)
   g_assert_cmpfloat (r->scales[0][0], ==, 0.5f);
 }
 
+/* ------------------------------------------------------------ numerics in the pass
+ * ABI 1.6: a cpu optimizer measures a call's runs itself. What it reports
+ * is checked against MixprecOptimizerNumericsV1's own definition, written
+ * out below from the buffers before and after a step taken without
+ * measuring; and measuring must not change a bit of the step. */
+
+#define NUM_N 5003
+static const size_t num_ends[] = { 0, 37, 4133, 4133, NUM_N };
+
+static float
+num_widen (MixprecPluginDType dtype, const void *base, gsize i)
+{
+  switch (dtype)
+    {
+    case MIXPREC_PLUGIN_DTYPE_BFLOAT16:
+      return _mixprec_bf16_to_f32 (((const guint16 *) base)[i]);
+    case MIXPREC_PLUGIN_DTYPE_FLOAT16:
+      return _mixprec_f16_to_f32 (((const guint16 *) base)[i]);
+    default:
+      return ((const float *) base)[i];
+    }
+}
+
+static guint32
+num_bits (float f)
+{
+  guint32 b;
+
+  memcpy (&b, &f, sizeof b);
+  return b;
+}
+
+/* The definition, element by element. */
+static void
+num_expected (const void *grad, MixprecPluginDType gdtype, const float *old, const float *now,
+              const void *working, MixprecPluginDType wdtype, int p, int emin, gsize start,
+              gsize end, guint32 under, guint32 over, MixprecOptimizerNumericsV1 *out)
+{
+  float dl[8] = { 0 }, ml[8] = { 0 };
+
+  memset (out, 0, sizeof *out);
+  for (gsize i = start; i < end; i++)
+    {
+      guint32 a = num_bits (num_widen (gdtype, grad, i)) & 0x7fffffffu;
+      float d = now[i] - old[i];
+
+      if (a >= 0x7f800000u)
+        out->nonfinite++;
+      else if (a != 0)
+        {
+          out->nonzero++;
+          out->under += a < under;
+          out->over += a >= over;
+          out->grad_amax = MAX (out->grad_amax, a);
+        }
+      dl[(i - start) % 8] += d * d;
+      ml[(i - start) % 8] += old[i] * old[i];
+      if (working != NULL)
+        {
+          float w = num_widen (wdtype, working, i);
+          int e = (int) ((num_bits (w) >> 23) & 0xff) - 127;
+
+          if (e != 128 && fabsf (d) * ldexpf (1.0f, p) < ldexpf (1.0f, MAX (e, emin)))
+            out->stale++;
+        }
+    }
+  out->delta_sumsq = (((double) dl[0] + dl[1]) + ((double) dl[2] + dl[3])) +
+                     (((double) dl[4] + dl[5]) + ((double) dl[6] + dl[7]));
+  out->old_sumsq = (((double) ml[0] + ml[1]) + ((double) ml[2] + ml[3])) +
+                   (((double) ml[4] + ml[5]) + ((double) ml[6] + ml[7]));
+}
+
+static gboolean
+num_same_double (double x, double y)
+{
+  return (isnan (x) && isnan (y)) || memcmp (&x, &y, sizeof x) == 0;
+}
+
+static void
+num_store (MixprecPluginDType dtype, void *base, gsize i, float v)
+{
+  if (dtype == MIXPREC_PLUGIN_DTYPE_BFLOAT16)
+    ((guint16 *) base)[i] = _mixprec_f32_to_bf16_rne (v);
+  else if (dtype == MIXPREC_PLUGIN_DTYPE_FLOAT16)
+    ((guint16 *) base)[i] = _mixprec_f32_to_f16_rne (v);
+  else
+    ((float *) base)[i] = v;
+}
+
+static void
+test_numerics_in_pass (void)
+{
+  static const MixprecPluginDType gdtypes[] = { MIXPREC_PLUGIN_DTYPE_FLOAT32, MIXPREC_PLUGIN_DTYPE_BFLOAT16,
+                                                MIXPREC_PLUGIN_DTYPE_FLOAT16 };
+  static const MixprecPluginDType wdtypes[] = { MIXPREC_PLUGIN_DTYPE_BFLOAT16, MIXPREC_PLUGIN_DTYPE_FLOAT16,
+                                                MIXPREC_PLUGIN_DTYPE_FLOAT32 };
+  const guint n_runs = G_N_ELEMENTS (num_ends);
+  guint checked = 0;
+
+  for (guint pi = 0; pi < G_N_ELEMENTS (plugins); pi++)
+    for (guint gi = 0; gi < G_N_ELEMENTS (gdtypes); gi++)
+      for (guint wi = 0; wi < G_N_ELEMENTS (wdtypes); wi++)
+        for (guint bf16_state = 0; bf16_state < 2; bf16_state++)
+          for (guint level = 0; level < N_LEVELS; level++)
+            {
+              const Plugin *p = plugin_get (plugins[pi].name);
+              const MixprecOptimizerV3 *vt = p->vt[level];
+              MixprecPluginDType gd = gdtypes[gi], wd = wdtypes[wi];
+              MixprecPluginDType sd = bf16_state ? MIXPREC_PLUGIN_DTYPE_BFLOAT16 : MIXPREC_PLUGIN_DTYPE_FLOAT32;
+              MixprecPluginStateFormat formats[2];
+              g_autoptr(GRand) rand = g_rand_new_with_seed (11 + pi * 100 + gi * 10 + wi);
+              g_autofree float *master = g_new (float, NUM_N), *old = NULL, *ref_master = NULL;
+              g_autofree guint8 *grad = g_malloc (NUM_N * 4), *working = NULL, *ref_working = NULL;
+              g_autofree guint8 *states = g_malloc0 ((gsize) 2 * NUM_N * 4), *ref_states = NULL;
+              void *st[2] = { states, states + (gsize) NUM_N * 4 };
+              void *ref_st[2];
+              MixprecOptimizerNumericsV1 runs[G_N_ELEMENTS (num_ends)];
+              MixprecOptimizerStepV3 a;
+              double hparams[8];
+              int prec = wd == MIXPREC_PLUGIN_DTYPE_FLOAT16 ? 11 : wd == MIXPREC_PLUGIN_DTYPE_BFLOAT16 ? 8 : 24;
+              int emin = wd == MIXPREC_PLUGIN_DTYPE_FLOAT16 ? -14 : -126;
+              gboolean with_working = wd != MIXPREC_PLUGIN_DTYPE_FLOAT32;
+              char errbuf[256] = "";
+
+              if (!level_available (level))
+                continue;
+              g_assert_cmpuint (vt->numerics_master_mask, ==, 1u << MIXPREC_PLUGIN_MASTER_FLOAT32);
+              for (guint h = 0; h < vt->n_hparams && h < G_N_ELEMENTS (hparams); h++)
+                hparams[h] = vt->hparams[h].default_value;
+              working = with_working ? g_malloc (NUM_N * 2) : NULL;
+              for (gsize i = 0; i < NUM_N; i++)
+                {
+                  float g;
+
+                  /* Masters of every size: some so large that the update
+                   * is far below half an ulp of their working value. */
+                  master[i] = (float) g_rand_double_range (rand, -2, 2) * (i % 7 == 0 ? 3e4f : 1.0f);
+                  if (i % 97 == 5)
+                    master[i] = 0;
+                  switch (i % 11)
+                    {
+                    case 0: g = 0; break;
+                    case 1: g = 1e-41f; break;               /* FP32 subnormal */
+                    case 2: g = 3e-6f; break;                /* below fp16's normals */
+                    case 3: g = -7e4f; break;                /* beyond fp16 */
+                    default: g = (float) g_rand_double_range (rand, -1, 1); break;
+                    }
+                  if (i == 4500)
+                    g = INFINITY;
+                  if (i == 4501)
+                    g = NAN;
+                  num_store (gd, grad, i, g);
+                  if (with_working)
+                    num_store (wd, working, i, master[i]);
+                  for (guint k = 0; k < 2; k++)
+                    num_store (sd, st[k], i, (float) g_rand_double_range (rand, 0, 1e-3));
+                }
+              old = g_memdup2 (master, NUM_N * sizeof (float));
+              ref_master = g_memdup2 (master, NUM_N * sizeof (float));
+              ref_working = with_working ? g_memdup2 (working, NUM_N * 2) : NULL;
+              ref_states = g_memdup2 (states, (gsize) 2 * NUM_N * 4);
+              ref_st[0] = ref_states;
+              ref_st[1] = ref_states + (gsize) NUM_N * 4;
+
+              memset (&a, 0, sizeof a);
+              a.v2.base.struct_size = sizeof a;
+              a.v2.base.hparams = hparams;
+              a.v2.base.n_hparams = vt->n_hparams;
+              a.v2.base.step = 3;
+              a.v2.base.lr = 1e-3;
+              a.v2.base.grad_factor = 0.5f;
+              a.v2.base.grad_dtype = gd;
+              a.v2.base.working_dtype = with_working ? wd : MIXPREC_PLUGIN_DTYPE_FLOAT32;
+              a.v2.base.seed = 0x5eed;
+              a.v2.base.first_index = 123;
+              formats[0] = formats[1] = bf16_state ? MIXPREC_PLUGIN_STATE_BFLOAT16 : MIXPREC_PLUGIN_STATE_FLOAT32;
+              a.state_formats = formats;
+              a.master_format = MIXPREC_PLUGIN_MASTER_FLOAT32;
+              /* Unmeasured, then measured: the same bits. */
+              g_assert_cmpint (vt->step (&a, ref_master, grad, ref_st, ref_working, NUM_N, errbuf, sizeof errbuf),
+                               ==, MIXPREC_PLUGIN_OK);
+              memset (runs, 0, sizeof runs);
+              for (guint j = 0; j < n_runs; j++)
+                {
+                  runs[j].end = num_ends[j];
+                  runs[j].grad_under = j % 2 ? num_bits (6.1e-5f) : 0x00800000u;
+                  runs[j].grad_over = j % 2 ? num_bits (65520.0f) : 0x7f800000u;
+                }
+              a.numerics = runs;
+              a.n_numerics = n_runs;
+              a.working_precision = prec;
+              a.working_emin = emin;
+              g_assert_cmpint (vt->step (&a, master, grad, st, working, NUM_N, errbuf, sizeof errbuf),
+                               ==, MIXPREC_PLUGIN_OK);
+              g_assert_cmpmem (master, NUM_N * sizeof (float), ref_master, NUM_N * sizeof (float));
+              if (with_working)
+                g_assert_cmpmem (working, NUM_N * 2, ref_working, NUM_N * 2);
+              g_assert_cmpmem (states, (gsize) 2 * NUM_N * 4, ref_states, (gsize) 2 * NUM_N * 4);
+              for (guint j = 0; j < n_runs; j++)
+                {
+                  MixprecOptimizerNumericsV1 want;
+
+                  num_expected (grad, gd, old, master, working, wd, prec, emin, j ? num_ends[j - 1] : 0,
+                                num_ends[j], runs[j].grad_under, runs[j].grad_over, &want);
+                  g_assert_cmpuint (runs[j].measured, ==, 1);
+                  g_assert_cmpuint (runs[j].nonfinite, ==, want.nonfinite);
+                  g_assert_cmpuint (runs[j].nonzero, ==, want.nonzero);
+                  g_assert_cmpuint (runs[j].under, ==, want.under);
+                  g_assert_cmpuint (runs[j].over, ==, want.over);
+                  g_assert_cmphex (runs[j].grad_amax, ==, want.grad_amax);
+                  g_assert_cmpuint (runs[j].stale, ==, want.stale);
+                  g_assert_true (num_same_double (runs[j].delta_sumsq, want.delta_sumsq));
+                  g_assert_true (num_same_double (runs[j].old_sumsq, want.old_sumsq));
+                  /* The crafted gradients reach every class. */
+                  if (j == 1 && gd != MIXPREC_PLUGIN_DTYPE_FLOAT16)
+                    g_assert_true (want.nonfinite == 0 && want.under > 0 && want.over > 0);
+                  if (j == 1 && gd == MIXPREC_PLUGIN_DTYPE_FLOAT16)   /* -7e4 is inf in fp16 */
+                    g_assert_true (want.nonfinite > 0 && want.under > 0);
+                  if (j == 1 && with_working)
+                    g_assert_cmpuint (want.stale, >, 0);
+                  if (j == 2 && gd == MIXPREC_PLUGIN_DTYPE_FLOAT32)
+                    g_assert_true (want.under > 0 && want.over == 0);
+                  if (j == 4 && gd != MIXPREC_PLUGIN_DTYPE_FLOAT16)
+                    g_assert_cmpuint (want.nonfinite, ==, 2);
+                }
+              checked++;
+            }
+  g_test_message ("%u measured calls matched the definition", checked);
+  g_assert_cmpuint (checked, >=, 3 * 3 * 3 * 2);
+}
+
+/* What a measured call refuses, and an ABI 1.4 caller's struct that ends
+ * before the numerics fields (never read). */
+static void
+test_numerics_in_pass_errors (void)
+{
+  const Plugin *p = plugin_get ("adamw");
+  const MixprecOptimizerV3 *vt = p->vt[LEVEL_SCALAR];
+  float master[64] = { 0 }, grad[64] = { 0 }, m[64] = { 0 }, v[64] = { 0 };
+  guint8 q[64] = { 0 };
+  float scale = 1.0f, *scales[2] = { &scale, &scale };
+  void *st[2] = { m, v };
+  MixprecPluginStateFormat formats[2] = { MIXPREC_PLUGIN_STATE_FLOAT32, MIXPREC_PLUGIN_STATE_FLOAT32 };
+  MixprecOptimizerNumericsV1 runs[2] = { { 0 } };
+  MixprecOptimizerStepV3 a;
+  double hparams[8];
+  char errbuf[256] = "";
+
+  for (guint h = 0; h < vt->n_hparams && h < G_N_ELEMENTS (hparams); h++)
+    hparams[h] = vt->hparams[h].default_value;
+  memset (&a, 0, sizeof a);
+  a.v2.base.struct_size = sizeof a;
+  a.v2.base.hparams = hparams;
+  a.v2.base.n_hparams = vt->n_hparams;
+  a.v2.base.step = 1;
+  a.v2.base.lr = 1e-3;
+  a.v2.base.grad_factor = 1.0f;
+  a.v2.base.working_dtype = MIXPREC_PLUGIN_DTYPE_FLOAT32;
+  a.state_formats = formats;
+  a.numerics = runs;
+  a.n_numerics = 2;
+  a.working_precision = 8;
+  a.working_emin = -126;
+  /* Runs that do not tile the call. */
+  runs[0].end = 40;
+  runs[1].end = 30;
+  g_assert_cmpint (vt->step (&a, master, grad, st, NULL, 64, errbuf, sizeof errbuf), ==,
+                   MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT);
+  g_assert_nonnull (strstr (errbuf, "does not tile"));
+  runs[1].end = 63;
+  g_assert_cmpint (vt->step (&a, master, grad, st, NULL, 64, errbuf, sizeof errbuf), ==,
+                   MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT);
+  runs[1].end = 64;
+  /* A precision no format has. */
+  a.working_precision = 40;
+  g_assert_cmpint (vt->step (&a, master, grad, st, NULL, 64, errbuf, sizeof errbuf), ==,
+                   MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT);
+  g_assert_nonnull (strstr (errbuf, "working_precision 40"));
+  a.working_precision = 8;
+  /* Block-scaled state is measured by the library, not in the pass. */
+  formats[0] = MIXPREC_PLUGIN_STATE_INT8_DYNAMIC;
+  st[0] = q;
+  a.state_scales = scales;
+  a.block_size = 32;
+  g_assert_cmpint (vt->step (&a, master, grad, st, NULL, 64, errbuf, sizeof errbuf), ==,
+                   MIXPREC_PLUGIN_ERR_UNSUPPORTED);
+  g_assert_nonnull (strstr (errbuf, "numerics_master_mask"));
+  formats[0] = MIXPREC_PLUGIN_STATE_FLOAT32;
+  st[0] = m;
+  a.state_scales = NULL;
+  a.block_size = 0;
+  /* ABI 1.4's struct: the fields beyond it are not read. */
+  a.v2.base.struct_size = G_STRUCT_OFFSET (MixprecOptimizerStepV3, master_extra) + sizeof (void *);
+  g_assert_cmpint (vt->step (&a, master, grad, st, NULL, 64, errbuf, sizeof errbuf), ==, MIXPREC_PLUGIN_OK);
+  g_assert_cmpuint (runs[0].measured, ==, 0);
+  g_assert_cmpuint (runs[1].measured, ==, 0);
+  a.v2.base.struct_size = G_STRUCT_OFFSET (MixprecOptimizerStepV3, master_extra);
+  g_assert_cmpint (vt->step (&a, master, grad, st, NULL, 64, errbuf, sizeof errbuf), ==,
+                   MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT);
+  a.v2.base.struct_size = sizeof a;
+  g_assert_cmpint (vt->step (&a, master, grad, st, NULL, 64, errbuf, sizeof errbuf), ==, MIXPREC_PLUGIN_OK);
+  g_assert_cmpuint (runs[0].measured, ==, 1);
+  g_assert_cmpuint (runs[1].measured, ==, 1);
+}
+
 /* ------------------------------------------------------------ errors */
 
 static void
@@ -1187,5 +1492,7 @@ main (int argc, char **argv)
   g_test_add_func ("/optim-formats/edges", test_formats_edges);
   g_test_add_func ("/optim-formats/sgd-without-momentum", test_formats_sgd_plain);
   g_test_add_func ("/optim-formats/errors", test_formats_errors);
+  g_test_add_func ("/optim-formats/numerics-in-pass", test_numerics_in_pass);
+  g_test_add_func ("/optim-formats/numerics-in-pass/errors", test_numerics_in_pass_errors);
   return g_test_run ();
 }

@@ -77,8 +77,8 @@ typedef struct {
   __m256 dsum, msum;
   __m512i amax, under, over, floor_field;
   __m512 scale;
-  /* Per-lane counts, added up at the end (a run of 2^36 elements would
-   * wrap them; the library's runs are one slot, at most 4096). */
+  /* Per-lane counts, added up at the end (run_measured() hands the loops
+   * at most _MIXPREC_OPTIM_MEASURE_CHUNK elements at a time). */
   __m512i nonfinite, nonzero, n_under, n_over, stale;
 } _MixprecOptimAcc16;
 
@@ -99,13 +99,8 @@ _mixprec_optim_acc16_begin (_MixprecOptimAcc16         *acc,
 static inline __attribute__ ((always_inline)) uint64_t
 _mixprec_optim_lanes16 (__m512i counts)
 {
-  uint32_t lanes[16];
-  uint64_t sum = 0;
-
-  _mm512_storeu_si512 (lanes, counts);
-  for (unsigned k = 0; k < 16; k++)
-    sum += lanes[k];
-  return sum;
+  /* At most _MIXPREC_OPTIM_MEASURE_CHUNK in all: no wrap in 32 bits. */
+  return (uint64_t) (uint32_t) _mm512_reduce_add_epi32 (counts);
 }
 
 static inline __attribute__ ((always_inline)) void
@@ -139,7 +134,6 @@ _mixprec_optim_measure16 (_MixprecOptimAcc16 *acc,
   __mmask16 nonfinite = _mm512_cmp_epu32_mask (a, _mm512_set1_epi32 (0x7f800000), _MM_CMPINT_NLT);
   __mmask16 nonzero = _mm512_mask_cmp_epu32_mask ((__mmask16) ~nonfinite, a, _mm512_setzero_si512 (),
                                                    _MM_CMPINT_NE);
-
   const __m512i ones = _mm512_set1_epi32 (-1);
 
   /* Subtracting -1 under a mask counts its lanes. */

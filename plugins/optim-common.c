@@ -472,8 +472,26 @@ run_measured (const _MixprecOptimKernels   *kernels,
                 start * (range->state_dtypes != NULL ? dtype_size (range->state_dtypes[k]) : sizeof (float));
       sub.states = at;
       sub.measure = &m;
-      if (len > 0)
-        run_kernels (kernels, level, &sub, consts);
+      /* In pieces the loops' counters hold, each from a multiple of 16
+       * of the run: the sums keep their lanes across pieces. */
+      for (size_t done = 0; done < len; done += _MIXPREC_OPTIM_MEASURE_CHUNK)
+        {
+          _MixprecOptimRange piece = sub;
+          MixprecOptimizerStepV1 piece_base = base;
+          void *piece_at[_MIXPREC_OPTIM_MAX_STATES] = { NULL };
+
+          piece_base.first_index += done;
+          piece.args = &piece_base;
+          piece.n = len - done < _MIXPREC_OPTIM_MEASURE_CHUNK ? len - done : _MIXPREC_OPTIM_MEASURE_CHUNK;
+          piece.grad = (const char *) sub.grad + done * grad_size;
+          piece.master = sub.master != NULL ? sub.master + done : NULL;
+          piece.working = sub.working != NULL ? (char *) sub.working + done * working_size : NULL;
+          for (unsigned k = 0; k < range->n_states && k < _MIXPREC_OPTIM_MAX_STATES; k++)
+            piece_at[k] = (char *) at[k] +
+                          done * (range->state_dtypes != NULL ? dtype_size (range->state_dtypes[k]) : sizeof (float));
+          piece.states = piece_at;
+          run_kernels (kernels, level, &piece, consts);
+        }
       rec->nonfinite = m.nonfinite;
       rec->nonzero = m.nonzero;
       rec->under = m.under;

@@ -47,6 +47,12 @@ typedef struct {
   struct _MixprecOptimMeasure  *measure;
 } _MixprecOptimRange;
 
+/* The most elements of a run the loops measure at once, so that their
+ * counts, summed across lanes in 32 bits, cannot wrap. run_measured()
+ * hands a longer run over in pieces of this size, which keep the lanes of
+ * the sums (a multiple of 16). */
+#define _MIXPREC_OPTIM_MEASURE_CHUNK ((size_t) 1 << 18)
+
 /* One run's numerics (MixprecOptimizerNumericsV1) while the loops measure
  * it: the SIMD loop of a level keeps its sums in registers and leaves them
  * here for the scalar loop that finishes the run, element k of the run in

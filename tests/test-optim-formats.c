@@ -962,6 +962,16 @@ test_numerics_in_pass (void)
                     case 1: g = 1e-41f; break;               /* FP32 subnormal */
                     case 2: g = 3e-6f; break;                /* below fp16's normals */
                     case 3: g = -7e4f; break;                /* beyond fp16 */
+                    case 4:
+                      {
+                        /* bfloat16 values on either side of the bounds
+                         * of the odd runs, which lie between two. */
+                        guint32 b = num_bits ((i / 11) % 2 ? 65520.0f : 6.1e-5f) & 0xffff0000u;
+
+                        b += ((i / 22) % 2) << 16;
+                        memcpy (&g, &b, sizeof g);
+                        break;
+                      }
                     default: g = (float) g_rand_double_range (rand, -1, 1); break;
                     }
                   if (i == 4500)
@@ -1046,6 +1056,69 @@ test_numerics_in_pass (void)
             }
   g_test_message ("%u measured calls matched the definition", checked);
   g_assert_cmpuint (checked, >=, 3 * 3 * 3 * 2);
+}
+
+/* A run longer than the loops measure at once (_MIXPREC_OPTIM_MEASURE_CHUNK)
+ * is measured in pieces whose sums keep their lanes: the same record as
+ * the definition's. */
+static void
+test_numerics_in_pass_long_run (void)
+{
+  const gsize n = _MIXPREC_OPTIM_MEASURE_CHUNK * 2 + 1003;
+  const Plugin *p = plugin_get ("adamw");
+  g_autoptr(GRand) rand = g_rand_new_with_seed (5);
+  g_autofree float *master = g_new (float, n), *old = NULL, *grad = g_new (float, n);
+  g_autofree float *m = g_new0 (float, n), *v = g_new0 (float, n);
+  g_autofree guint16 *working = g_new (guint16, n);
+
+  for (guint level = 0; level < N_LEVELS; level++)
+    {
+      const MixprecOptimizerV3 *vt = p->vt[level];
+      MixprecOptimizerNumericsV1 run = { 0 }, want;
+      MixprecOptimizerStepV3 a;
+      double hparams[8];
+      void *st[2] = { m, v };
+      char errbuf[256] = "";
+
+      if (!level_available (level))
+        continue;
+      for (gsize i = 0; i < n; i++)
+        {
+          master[i] = (float) g_rand_double_range (rand, -2, 2) * (i % 5 == 0 ? 1e4f : 1.0f);
+          grad[i] = i % 9 == 0 ? 0.0f : (float) g_rand_double_range (rand, -1, 1);
+          working[i] = _mixprec_f32_to_bf16_rne (master[i]);
+        }
+      g_free (old);
+      old = g_memdup2 (master, n * sizeof (float));
+      for (guint h = 0; h < vt->n_hparams && h < G_N_ELEMENTS (hparams); h++)
+        hparams[h] = vt->hparams[h].default_value;
+      memset (&a, 0, sizeof a);
+      a.v2.base.struct_size = sizeof a;
+      a.v2.base.hparams = hparams;
+      a.v2.base.n_hparams = vt->n_hparams;
+      a.v2.base.step = 1;
+      a.v2.base.lr = 1e-3;
+      a.v2.base.grad_factor = 1.0f;
+      a.v2.base.working_dtype = MIXPREC_PLUGIN_DTYPE_BFLOAT16;
+      run.end = n;
+      run.grad_under = num_bits (1e-3f);
+      run.grad_over = num_bits (0.5f);
+      a.numerics = &run;
+      a.n_numerics = 1;
+      a.working_precision = 8;
+      a.working_emin = -126;
+      g_assert_cmpint (vt->step (&a, master, grad, st, working, n, errbuf, sizeof errbuf), ==, MIXPREC_PLUGIN_OK);
+      num_expected (grad, MIXPREC_PLUGIN_DTYPE_FLOAT32, old, master, working, MIXPREC_PLUGIN_DTYPE_BFLOAT16, 8, -126,
+                    0, n, run.grad_under, run.grad_over, &want);
+      g_assert_cmpuint (run.nonzero, ==, want.nonzero);
+      g_assert_cmpuint (run.under, ==, want.under);
+      g_assert_cmpuint (run.over, ==, want.over);
+      g_assert_cmpuint (run.stale, ==, want.stale);
+      g_assert_cmphex (run.grad_amax, ==, want.grad_amax);
+      g_assert_true (num_same_double (run.delta_sumsq, want.delta_sumsq));
+      g_assert_true (num_same_double (run.old_sumsq, want.old_sumsq));
+      g_assert_cmpuint (want.stale, >, 0);
+    }
 }
 
 /* What a measured call refuses, and an ABI 1.4 caller's struct that ends
@@ -1494,5 +1567,6 @@ main (int argc, char **argv)
   g_test_add_func ("/optim-formats/errors", test_formats_errors);
   g_test_add_func ("/optim-formats/numerics-in-pass", test_numerics_in_pass);
   g_test_add_func ("/optim-formats/numerics-in-pass/errors", test_numerics_in_pass_errors);
+  g_test_add_func ("/optim-formats/numerics-in-pass/long-run", test_numerics_in_pass_long_run);
   return g_test_run ();
 }

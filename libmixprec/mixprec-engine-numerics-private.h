@@ -55,6 +55,8 @@ typedef struct {
   guint owner;               /* the rank whose slice holds them */
   guint64 at;                /* owned: where its old masters go in the scratch */
   guint64 shadow_at;         /* owned, shadowed: where its shadow lies */
+  guint64 norm_block;        /* owned: the gradient norm's block holding exactly
+                                its elements, or G_MAXUINT64 */
 } NumSlot;
 
 struct _MixprecEngineNumerics {

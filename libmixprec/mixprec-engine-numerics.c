@@ -163,6 +163,23 @@ _mixprec_numerics_values_run (MixprecEngine *self, const NumParam *np, guint64 l
 
 /* ---------------------------------------------------------------- the slots */
 
+/* The gradient norm's block that holds exactly @s's elements, whose sum
+ * of squares it formed this step from the same gradients with the same
+ * kernel (mixprec-engine-norm.c, or the intake's and the fold's sums), or
+ * G_MAXUINT64: a slot that starts a block of this rank's slice and fills
+ * it, the slice's last block being as long as its real elements. */
+static guint64
+norm_block_of (MixprecEngine *self, Group *g, const NumParam *np, const NumSlot *s)
+{
+  const Unit *u = &g_array_index (g->units, Unit, np->unit);
+  guint64 b = s->lo - self->rank * UNIT_SLICE (self, u);
+  guint64 real = _mixprec_engine_real_in_slice (self, u);
+
+  if (b % _MIXPREC_SUMSQ_BLOCK != 0 || b >= real || s->hi - s->lo != MIN (_MIXPREC_SUMSQ_BLOCK, real - b))
+    return G_MAXUINT64;
+  return u->first_block + b / _MIXPREC_SUMSQ_BLOCK;
+}
+
 void
 _mixprec_numerics_layout (MixprecEngine *self, struct _MixprecEngineNumerics *nm)
 {
@@ -210,8 +227,10 @@ _mixprec_numerics_layout (MixprecEngine *self, struct _MixprecEngineNumerics *nm
           NumSlot s = { nm->params->len, lo, hi, u->index + lo, (guint) (lo / slice), 0 };
           guint64 k = nm->slots->len;
 
+          s.norm_block = G_MAXUINT64;
           if (s.owner == self->rank)
             {
+              s.norm_block = norm_block_of (self, g, &np, &s);
               s.at = at;
               at += hi - lo;
               if (np.shadow)
@@ -272,22 +291,6 @@ slot_counts (gdouble *rec, const NumParam *np, gconstpointer src, MixprecDType d
   rec[REC_SUMSQ] = sumsq;
 }
 
-/* The gradient norm's block that holds exactly @s's elements, whose sum
- * of squares it formed this step from the same gradients with the same
- * kernel (mixprec-engine-norm.c, or the intake's and the fold's sums), or
- * G_MAXUINT64: a slot that starts a block of this rank's slice and fills
- * it, the slice's last block being as long as its real elements. */
-static guint64
-norm_block_of (MixprecEngine *self, Group *g, const NumParam *np, const NumSlot *s)
-{
-  const Unit *u = &g_array_index (g->units, Unit, np->unit);
-  guint64 b = s->lo - self->rank * UNIT_SLICE (self, u);
-  guint64 real = _mixprec_engine_real_in_slice (self, u);
-
-  if (b % _MIXPREC_SUMSQ_BLOCK != 0 || b >= real || s->hi - s->lo != MIN (_MIXPREC_SUMSQ_BLOCK, real - b))
-    return G_MAXUINT64;
-  return u->first_block + b / _MIXPREC_SUMSQ_BLOCK;
-}
 
 /* @working: NULL when the FP32 values are the working copy (no stale
  * count). */
@@ -623,7 +626,7 @@ _mixprec_engine_numerics_fused_after (gpointer       fuse,
         }
       /* A block of the norm's: it summed the squares already (its blocks
        * lie in host memory where the pass measures, this rank's first). */
-      block = norm_block_of (self, g, np, s);
+      block = s->norm_block;
       if (block != G_MAXUINT64)
         slot_counts (rec, np, _mixprec_engine_at ((gpointer) grad, grad_dtype, at), grad_dtype, len,
                      g->norm.blocks[block]);
@@ -841,7 +844,7 @@ _mixprec_engine_numerics_in_pass_after (gpointer                      fuse,
       rec[REC_AMAX] = amax;
       /* A norm block's sum of squares is the norm's; any other slot's
        * is summed here as slot_grads() sums it. */
-      block = norm_block_of (self, g, np, s);
+      block = s->norm_block;
       if (block != G_MAXUINT64)
         rec[REC_SUMSQ] = g->norm.blocks[block];
       else
@@ -1062,44 +1065,47 @@ static void
 put (MixprecNumerics *out, gboolean by_type, const gchar *name, const Totals *t,
      gboolean updated, gdouble divisor)
 {
+  /* One lookup of the row for all its statistics. */
+  _MixprecNumericsRow *row = _mixprec_numerics_row (out, by_type, name);
+
   /* What a monitor shows: the gradients unscaled like the step's norm. */
-  _mixprec_numerics_set (out, by_type, name, _MIXPREC_NUM_GRAD_AMAX, t->rec[REC_AMAX] / divisor);
-  _mixprec_numerics_set (out, by_type, name, _MIXPREC_NUM_GRAD_NORM, sqrt (t->rec[REC_SUMSQ]) / divisor);
-  _mixprec_numerics_set (out, by_type, name, _MIXPREC_NUM_GRAD_NONFINITE,
-                         fraction (t->rec[REC_NONFINITE], (gdouble) t->numel));
-  _mixprec_numerics_set (out, by_type, name, _MIXPREC_NUM_GRAD_UNDERFLOW,
-                         fraction (t->rec[REC_UNDERFLOW], t->rec[REC_NONZERO]));
-  _mixprec_numerics_set (out, by_type, name, _MIXPREC_NUM_GRAD_OVERFLOW,
-                         fraction (t->rec[REC_OVERFLOW], t->rec[REC_NONZERO]));
+  _mixprec_numerics_row_set (row, _MIXPREC_NUM_GRAD_AMAX, t->rec[REC_AMAX] / divisor);
+  _mixprec_numerics_row_set (row, _MIXPREC_NUM_GRAD_NORM, sqrt (t->rec[REC_SUMSQ]) / divisor);
+  _mixprec_numerics_row_set (row, _MIXPREC_NUM_GRAD_NONFINITE,
+                             fraction (t->rec[REC_NONFINITE], (gdouble) t->numel));
+  _mixprec_numerics_row_set (row, _MIXPREC_NUM_GRAD_UNDERFLOW,
+                             fraction (t->rec[REC_UNDERFLOW], t->rec[REC_NONZERO]));
+  _mixprec_numerics_row_set (row, _MIXPREC_NUM_GRAD_OVERFLOW,
+                             fraction (t->rec[REC_OVERFLOW], t->rec[REC_NONZERO]));
   if (updated && t->shadow)
     {
-      _mixprec_numerics_set (out, by_type, name, _MIXPREC_NUM_SHADOW_REL_L2,
-                             t->rec[REC_SHADOW_SUMSQ] > 0.0
-                             ? sqrt (t->rec[REC_SHADOW_DIFF_SUMSQ]) / sqrt (t->rec[REC_SHADOW_SUMSQ])
-                             : t->rec[REC_SHADOW_DIFF_SUMSQ] > 0.0 ? INFINITY : 0.0);
-      _mixprec_numerics_set (out, by_type, name, _MIXPREC_NUM_SHADOW_MAX_ULP, t->rec[REC_SHADOW_ULP]);
+      _mixprec_numerics_row_set (row, _MIXPREC_NUM_SHADOW_REL_L2,
+                                 t->rec[REC_SHADOW_SUMSQ] > 0.0
+                                 ? sqrt (t->rec[REC_SHADOW_DIFF_SUMSQ]) / sqrt (t->rec[REC_SHADOW_SUMSQ])
+                                 : t->rec[REC_SHADOW_DIFF_SUMSQ] > 0.0 ? INFINITY : 0.0);
+      _mixprec_numerics_row_set (row, _MIXPREC_NUM_SHADOW_MAX_ULP, t->rec[REC_SHADOW_ULP]);
     }
   if (!updated || !t->values)
     return;
   if (t->fp8 || t->fp8_mx)
     {
-      _mixprec_numerics_set (out, by_type, name, _MIXPREC_NUM_FP8_SATURATION,
-                             fraction (t->rec[REC_FP8_SATURATED], (gdouble) t->numel));
-      _mixprec_numerics_set (out, by_type, name, _MIXPREC_NUM_FP8_UNDERFLOW,
-                             fraction (t->rec[REC_FP8_UNDERFLOW], t->rec[REC_FP8_NONZERO]));
+      _mixprec_numerics_row_set (row, _MIXPREC_NUM_FP8_SATURATION,
+                                 fraction (t->rec[REC_FP8_SATURATED], (gdouble) t->numel));
+      _mixprec_numerics_row_set (row, _MIXPREC_NUM_FP8_UNDERFLOW,
+                                 fraction (t->rec[REC_FP8_UNDERFLOW], t->rec[REC_FP8_NONZERO]));
       /* The scale in use: a tensor's own (a module type's rows have
        * several). */
       if (!by_type && t->n_fp8 == 1)
-        _mixprec_numerics_set (out, by_type, name, _MIXPREC_NUM_FP8_SCALE, t->fp8_scale);
+        _mixprec_numerics_row_set (row, _MIXPREC_NUM_FP8_SCALE, t->fp8_scale);
     }
   if (t->working)
-    _mixprec_numerics_set (out, by_type, name, _MIXPREC_NUM_STALE,
-                           fraction (t->rec[REC_STALE], (gdouble) t->numel));
+    _mixprec_numerics_row_set (row, _MIXPREC_NUM_STALE,
+                               fraction (t->rec[REC_STALE], (gdouble) t->numel));
   /* A zero tensor that moved moved infinitely far relative to itself. */
-  _mixprec_numerics_set (out, by_type, name, _MIXPREC_NUM_UPDATE_RATIO,
-                         t->rec[REC_MASTER_SUMSQ] > 0.0
-                         ? sqrt (t->rec[REC_DELTA_SUMSQ]) / sqrt (t->rec[REC_MASTER_SUMSQ])
-                         : t->rec[REC_DELTA_SUMSQ] > 0.0 ? INFINITY : 0.0);
+  _mixprec_numerics_row_set (row, _MIXPREC_NUM_UPDATE_RATIO,
+                             t->rec[REC_MASTER_SUMSQ] > 0.0
+                             ? sqrt (t->rec[REC_DELTA_SUMSQ]) / sqrt (t->rec[REC_MASTER_SUMSQ])
+                             : t->rec[REC_DELTA_SUMSQ] > 0.0 ? INFINITY : 0.0);
 }
 
 gboolean

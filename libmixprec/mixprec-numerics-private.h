@@ -31,6 +31,16 @@ void _mixprec_numerics_set (MixprecNumerics *self,
                             const gchar     *name,
                             _MixprecNumStat  stat,
                             gdouble          value);
+/* The row of parameter @name (@by_type: of module type @name), added on
+ * first use, for setting many of its statistics with one lookup; valid
+ * until the next row is added. */
+typedef struct _MixprecNumericsRow _MixprecNumericsRow;
+_MixprecNumericsRow *_mixprec_numerics_row     (MixprecNumerics     *self,
+                                                gboolean             by_type,
+                                                const gchar         *name);
+void                 _mixprec_numerics_row_set (_MixprecNumericsRow *row,
+                                                _MixprecNumStat      stat,
+                                                gdouble              value);
 /* Calls @func on every value set, parameters first, in row order and
  * then in the order of the statistics. */
 typedef void (*_MixprecNumericsFunc) (gboolean     by_type,

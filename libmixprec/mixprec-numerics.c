@@ -139,16 +139,13 @@ _mixprec_numerics_new (guint64  step,
   return self;
 }
 
-void
-_mixprec_numerics_set (MixprecNumerics *self,
+_MixprecNumericsRow *
+_mixprec_numerics_row (MixprecNumerics *self,
                        gboolean         by_type,
-                       const gchar     *name,
-                       _MixprecNumStat  stat,
-                       gdouble          value)
+                       const gchar     *name)
 {
   GArray *rows = self->rows[by_type ? 1 : 0];
   guint at = GPOINTER_TO_UINT (g_hash_table_lookup (self->index[by_type ? 1 : 0], name));
-  Row *row;
 
   if (at == 0)
     {
@@ -160,9 +157,28 @@ _mixprec_numerics_set (MixprecNumerics *self,
       g_hash_table_insert (self->index[by_type ? 1 : 0], g_array_index (rows, Row, at - 1).name,
                            GUINT_TO_POINTER (at));
     }
-  row = &g_array_index (rows, Row, at - 1);
-  row->values[stat] = value;
-  row->set |= 1u << stat;
+  return (_MixprecNumericsRow *) &g_array_index (rows, Row, at - 1);
+}
+
+void
+_mixprec_numerics_row_set (_MixprecNumericsRow *row,
+                           _MixprecNumStat      stat,
+                           gdouble              value)
+{
+  Row *r = (Row *) row;
+
+  r->values[stat] = value;
+  r->set |= 1u << stat;
+}
+
+void
+_mixprec_numerics_set (MixprecNumerics *self,
+                       gboolean         by_type,
+                       const gchar     *name,
+                       _MixprecNumStat  stat,
+                       gdouble          value)
+{
+  _mixprec_numerics_row_set (_mixprec_numerics_row (self, by_type, name), stat, value);
 }
 
 void

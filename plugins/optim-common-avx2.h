@@ -75,6 +75,27 @@ _mixprec_optim_store_working8 (MixprecPluginDType     dtype,
  * group's widen, update and narrow made one chain of stores and reloads
  * through the same buffer, which the core could not overlap with the next
  * group's (three times the FP32-state kernel's time, on Zen 3). */
+/* How far ahead of the block the loops prefetch, in elements, and once
+ * per cache line of each array (see optim-common-avx512.h: the step
+ * streams more arrays than the hardware prefetchers keep ahead of). A
+ * prefetch past the end of an array never faults and reads nothing. */
+#define _MIXPREC_OPTIM_PREFETCH8 256
+
+static inline __attribute__ ((always_inline)) void
+_mixprec_optim_prefetch8 (const void *base,
+                          size_t      size,
+                          size_t      i)
+{
+  if (base != NULL && (i & (size == 4 ? 15 : 31)) == 0)
+    _mm_prefetch ((const char *) base + (i + _MIXPREC_OPTIM_PREFETCH8) * size, _MM_HINT_T0);
+}
+
+static inline __attribute__ ((always_inline)) size_t
+_mixprec_optim_size8 (MixprecPluginDType dtype)
+{
+  return dtype == MIXPREC_PLUGIN_DTYPE_BFLOAT16 || dtype == MIXPREC_PLUGIN_DTYPE_FLOAT16 ? 2 : 4;
+}
+
 /* ------------------------------------------------------------ numerics
  * A run's numerics (ABI 1.6) eight elements at a time, element i in lane
  * i % 8 of the sums as _mixprec_optim_measure1() adds it: the loops start
@@ -225,6 +246,12 @@ _mixprec_optim_loop_avx2 (const _MixprecOptimRange *r,
             _mixprec_optim_store_working8 (wdtype, sr, seed, first_index + i, working, i, p);
           if (meas != NULL)
             _mixprec_optim_measure8 (&acc, graw, old, p, master != NULL, wdtype, working, i);
+          _mixprec_optim_prefetch8 (pbase, _mixprec_optim_size8 (pdtype), i);
+          _mixprec_optim_prefetch8 (grad, _mixprec_optim_size8 (gdtype), i);
+          if (working != NULL && working != pbase)
+            _mixprec_optim_prefetch8 (working, _mixprec_optim_size8 (wdtype), i);
+          for (unsigned k = 0; k < n_states; k++)
+            _mixprec_optim_prefetch8 (states[k], 4, i);
         }
       if (meas != NULL)
         _mixprec_optim_acc8_end (&acc, meas);
@@ -268,6 +295,12 @@ _mixprec_optim_loop_avx2 (const _MixprecOptimRange *r,
               _mixprec_optim_store_working8 (wdtype, sr, seed, first_index + i, working, i, p);
             if (meas != NULL)
               _mixprec_optim_measure8 (&acc, graw, old, p, master != NULL, wdtype, working, i);
+            _mixprec_optim_prefetch8 (pbase, _mixprec_optim_size8 (pdtype), i);
+            _mixprec_optim_prefetch8 (grad, _mixprec_optim_size8 (gdtype), i);
+            if (working != NULL && working != pbase)
+              _mixprec_optim_prefetch8 (working, _mixprec_optim_size8 (wdtype), i);
+            for (unsigned k = 0; k < n_states; k++)
+              _mixprec_optim_prefetch8 (states[k], _mixprec_optim_size8 (sdtypes[k]), i);
           }
         for (unsigned k = 0; k < n_states; k++)
           if (sdtypes[k] == MIXPREC_PLUGIN_DTYPE_BFLOAT16)

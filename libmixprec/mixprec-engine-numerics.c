@@ -291,7 +291,6 @@ slot_counts (gdouble *rec, const NumParam *np, gconstpointer src, MixprecDType d
   rec[REC_SUMSQ] = sumsq;
 }
 
-
 /* @working: NULL when the FP32 values are the working copy (no stale
  * count). */
 static void

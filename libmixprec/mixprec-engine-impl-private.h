@@ -794,13 +794,13 @@ void     _mixprec_engine_numerics_fused_after  (gpointer       fuse,
 /* Whether the optimizer measures the pass's calls itself: its
  * numerics_master_mask has @master_format and every slot is FLOAT32 or
  * BFLOAT16 (ABI 1.6). Then before each call in_pass sets @args' numerics
- * runs for the slots of [@index, @index + @n) (always TRUE), fused_before
- * is not needed, and after the call in_pass_after records what the
- * optimizer measured. */
+ * runs for the slots of [@index, @index + @n), fused_before is not
+ * needed, and after the call in_pass_after records what the optimizer
+ * measured. */
 gboolean _mixprec_engine_numerics_by_optimizer  (gpointer                      fuse,
                                                  MixprecEngine                *self,
                                                  MixprecPluginMasterFormat     master_format);
-gboolean _mixprec_engine_numerics_in_pass       (gpointer                      fuse,
+void     _mixprec_engine_numerics_in_pass       (gpointer                      fuse,
                                                  MixprecEngine                *self,
                                                  Group                        *g,
                                                  guint64                       index,

@@ -478,6 +478,25 @@ fp8_slots (gsize first, gsize end, gpointer data)
 
 /* ---------------------------------------------------------------- in the optimizer's pass */
 
+/* The first of the group's slots (this rank's list) ending after @index. */
+static guint
+first_slot_after (struct _MixprecEngineNumerics *nm, GArray *mine, guint64 index)
+{
+  guint lo = 0, hi = mine->len;
+
+  while (lo < hi)
+    {
+      guint mid = (lo + hi) / 2;
+      const NumSlot *s = &g_array_index (nm->slots, NumSlot, g_array_index (mine, guint64, mid));
+
+      if (s->index + (s->hi - s->lo) <= index)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+  return lo;
+}
+
 /* Whether the optimizer's pass over @g can measure it: its calls then
  * start at a multiple of the block size from a unit's first element and
  * end at another or at the end of a run of the unit, so that every slot
@@ -591,20 +610,8 @@ _mixprec_engine_numerics_fused_after (gpointer       fuse,
   struct _MixprecEngineNumerics *nm = fuse;
   GArray *mine = nm->by_group[g->index];
   const gfloat *kept = master != NULL ? kept_buffer (n) : NULL;
-  guint lo = 0, hi = mine->len;
 
-  /* The first slot ending after @index. */
-  while (lo < hi)
-    {
-      guint mid = (lo + hi) / 2;
-      const NumSlot *s = &g_array_index (nm->slots, NumSlot, g_array_index (mine, guint64, mid));
-
-      if (s->index + (s->hi - s->lo) <= index)
-        lo = mid + 1;
-      else
-        hi = mid;
-    }
-  for (guint i = lo; i < mine->len; i++)
+  for (guint i = first_slot_after (nm, mine, index); i < mine->len; i++)
     {
       guint64 k = g_array_index (mine, guint64, i);
       const NumSlot *s = &g_array_index (nm->slots, NumSlot, k);
@@ -686,24 +693,6 @@ runs_buffer (gsize n)
   return r;
 }
 
-/* The first of the group's slots (this rank's list) ending after @index. */
-static guint
-first_slot_after (struct _MixprecEngineNumerics *nm, GArray *mine, guint64 index)
-{
-  guint lo = 0, hi = mine->len;
-
-  while (lo < hi)
-    {
-      guint mid = (lo + hi) / 2;
-      const NumSlot *s = &g_array_index (nm->slots, NumSlot, g_array_index (mine, guint64, mid));
-
-      if (s->index + (s->hi - s->lo) <= index)
-        lo = mid + 1;
-      else
-        hi = mid;
-    }
-  return lo;
-}
 
 /* MIXPREC_NUMERICS_IN_PASS=0 has the library measure around the
  * optimizer even where the optimizer could measure in its pass (the same
@@ -740,7 +729,7 @@ _mixprec_engine_numerics_by_optimizer (gpointer                  fuse,
   return nm->in_pass && _mixprec_feature_optimizer_measures (self->optimizer, master_format);
 }
 
-gboolean
+void
 _mixprec_engine_numerics_in_pass (gpointer                   fuse,
                                   MixprecEngine             *self,
                                   Group                     *g,
@@ -798,7 +787,6 @@ _mixprec_engine_numerics_in_pass (gpointer                   fuse,
   args->n_numerics = n_runs;
   args->working_precision = p;
   args->working_emin = emin;
-  return TRUE;
 }
 
 void

@@ -50,7 +50,6 @@ step_run_range (StepJob *job, const OptPiece *p, guint64 off, guint64 n)
   gfloat *scales[G_N_ELEMENTS (repr->slots)];
   guint n_slots = mixprec_feature_get_n_state_slots (job->engine->optimizer);
   guint64 scale_at = repr->block_size > 0 ? p->scale_at + off / repr->block_size : 0;
-  gboolean in_pass = FALSE;
   GError *error = NULL;
 
   for (guint s = 0; s < n_slots && s < G_N_ELEMENTS (states); s++)
@@ -81,13 +80,10 @@ step_run_range (StepJob *job, const OptPiece *p, guint64 off, guint64 n)
   args.master_format = job->master_format;
   args.master_extra = g->master_extra == NULL ? NULL
                       : (guint16 *) (p->states != NULL ? p->extra : g->master_extra) + p->state_at + off;
-  if (job->numerics != NULL)
-    {
-      in_pass = job->in_pass &&
-                _mixprec_engine_numerics_in_pass (job->numerics, job->engine, g, p->first_index + off, n, &args);
-      if (!in_pass)
-        _mixprec_engine_numerics_fused_before (job->numerics, g, p->master != NULL ? p->master + off : NULL, n);
-    }
+  if (job->in_pass)
+    _mixprec_engine_numerics_in_pass (job->numerics, job->engine, g, p->first_index + off, n, &args);
+  else if (job->numerics != NULL)
+    _mixprec_engine_numerics_fused_before (job->numerics, g, p->master != NULL ? p->master + off : NULL, n);
   if (!_mixprec_feature_optimizer_step_v3 (job->engine->optimizer, &args, g->hparams,
                                         p->master != NULL ? p->master + off : NULL,
                                         _mixprec_engine_at ((gpointer) p->grad, job->grad_dtype, off),
@@ -106,7 +102,7 @@ step_run_range (StepJob *job, const OptPiece *p, guint64 off, guint64 n)
       if (job->fp8 != NULL)
         /* The FP8 copy of the values just written, while they are in cache. */
         _mixprec_engine_fp8_fused (job->fp8, p->first_index + off, p->master + off, n);
-      if (in_pass)
+      if (job->in_pass)
         _mixprec_engine_numerics_in_pass_after (job->numerics, job->engine, g, &args,
                                                 _mixprec_engine_at ((gpointer) p->grad, job->grad_dtype, off),
                                                 job->grad_dtype, p->master != NULL ? p->master + off : NULL);

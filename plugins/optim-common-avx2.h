@@ -90,10 +90,26 @@ _mixprec_optim_prefetch8 (const void *base,
     _mm_prefetch ((const char *) base + (i + _MIXPREC_OPTIM_PREFETCH8) * size, _MM_HINT_T0);
 }
 
-static inline __attribute__ ((always_inline)) size_t
-_mixprec_optim_size8 (MixprecPluginDType dtype)
+/* The step's arrays ahead of block @i, as
+ * _mixprec_optim_prefetch_streams16() (optim-common-avx512.h). */
+static inline __attribute__ ((always_inline)) void
+_mixprec_optim_prefetch_streams8 (const void               *pbase,
+                                  MixprecPluginDType        pdtype,
+                                  const void               *grad,
+                                  MixprecPluginDType        gdtype,
+                                  const void               *working,
+                                  MixprecPluginDType        wdtype,
+                                  float *const             *states,
+                                  unsigned                  n_states,
+                                  const MixprecPluginDType *sdtypes,
+                                  size_t                    i)
 {
-  return dtype == MIXPREC_PLUGIN_DTYPE_BFLOAT16 || dtype == MIXPREC_PLUGIN_DTYPE_FLOAT16 ? 2 : 4;
+  _mixprec_optim_prefetch8 (pbase, _mixprec_optim_dtype_size (pdtype), i);
+  _mixprec_optim_prefetch8 (grad, _mixprec_optim_dtype_size (gdtype), i);
+  if (working != NULL && working != pbase)
+    _mixprec_optim_prefetch8 (working, _mixprec_optim_dtype_size (wdtype), i);
+  for (unsigned k = 0; k < n_states; k++)
+    _mixprec_optim_prefetch8 (states[k], sdtypes != NULL ? _mixprec_optim_dtype_size (sdtypes[k]) : 4, i);
 }
 
 /* ------------------------------------------------------------ numerics
@@ -246,12 +262,8 @@ _mixprec_optim_loop_avx2 (const _MixprecOptimRange *r,
             _mixprec_optim_store_working8 (wdtype, sr, seed, first_index + i, working, i, p);
           if (meas != NULL)
             _mixprec_optim_measure8 (&acc, graw, old, p, master != NULL, wdtype, working, i);
-          _mixprec_optim_prefetch8 (pbase, _mixprec_optim_size8 (pdtype), i);
-          _mixprec_optim_prefetch8 (grad, _mixprec_optim_size8 (gdtype), i);
-          if (working != NULL && working != pbase)
-            _mixprec_optim_prefetch8 (working, _mixprec_optim_size8 (wdtype), i);
-          for (unsigned k = 0; k < n_states; k++)
-            _mixprec_optim_prefetch8 (states[k], 4, i);
+          _mixprec_optim_prefetch_streams8 (pbase, pdtype, grad, gdtype, working, wdtype, states, n_states,
+                                            NULL, i);
         }
       if (meas != NULL)
         _mixprec_optim_acc8_end (&acc, meas);
@@ -295,12 +307,8 @@ _mixprec_optim_loop_avx2 (const _MixprecOptimRange *r,
               _mixprec_optim_store_working8 (wdtype, sr, seed, first_index + i, working, i, p);
             if (meas != NULL)
               _mixprec_optim_measure8 (&acc, graw, old, p, master != NULL, wdtype, working, i);
-            _mixprec_optim_prefetch8 (pbase, _mixprec_optim_size8 (pdtype), i);
-            _mixprec_optim_prefetch8 (grad, _mixprec_optim_size8 (gdtype), i);
-            if (working != NULL && working != pbase)
-              _mixprec_optim_prefetch8 (working, _mixprec_optim_size8 (wdtype), i);
-            for (unsigned k = 0; k < n_states; k++)
-              _mixprec_optim_prefetch8 (states[k], _mixprec_optim_size8 (sdtypes[k]), i);
+            _mixprec_optim_prefetch_streams8 (pbase, pdtype, grad, gdtype, working, wdtype, states, n_states,
+                                              sdtypes, i);
           }
         for (unsigned k = 0; k < n_states; k++)
           if (sdtypes[k] == MIXPREC_PLUGIN_DTYPE_BFLOAT16)

@@ -189,10 +189,27 @@ _mixprec_optim_prefetch16 (const void *base,
     _mm_prefetch ((const char *) base + (i + _MIXPREC_OPTIM_PREFETCH) * size, _MM_HINT_T0);
 }
 
-static inline __attribute__ ((always_inline)) size_t
-_mixprec_optim_size (MixprecPluginDType dtype)
+/* The step's arrays ahead of block @i: the parameter, the gradient, the
+ * working copy (unless it is the parameter) and @n_states state slots,
+ * float32 or each in @sdtypes[k] when @sdtypes is not NULL. */
+static inline __attribute__ ((always_inline)) void
+_mixprec_optim_prefetch_streams16 (const void               *pbase,
+                                   MixprecPluginDType        pdtype,
+                                   const void               *grad,
+                                   MixprecPluginDType        gdtype,
+                                   const void               *working,
+                                   MixprecPluginDType        wdtype,
+                                   float *const             *states,
+                                   unsigned                  n_states,
+                                   const MixprecPluginDType *sdtypes,
+                                   size_t                    i)
 {
-  return dtype == MIXPREC_PLUGIN_DTYPE_BFLOAT16 || dtype == MIXPREC_PLUGIN_DTYPE_FLOAT16 ? 2 : 4;
+  _mixprec_optim_prefetch16 (pbase, _mixprec_optim_dtype_size (pdtype), i);
+  _mixprec_optim_prefetch16 (grad, _mixprec_optim_dtype_size (gdtype), i);
+  if (working != NULL && working != pbase)
+    _mixprec_optim_prefetch16 (working, _mixprec_optim_dtype_size (wdtype), i);
+  for (unsigned k = 0; k < n_states; k++)
+    _mixprec_optim_prefetch16 (states[k], sdtypes != NULL ? _mixprec_optim_dtype_size (sdtypes[k]) : 4, i);
 }
 
 /* One block of up to sixteen elements from @i. */
@@ -227,12 +244,8 @@ _mixprec_optim_block16 (const float             *c,
     _mixprec_optim_store_working16 (wdtype, sr, seed, first_index + i, working, i, p, m);
   if (acc != NULL)
     _mixprec_optim_measure16 (acc, graw, old, p, master != NULL, wdtype, working, i, m);
-  _mixprec_optim_prefetch16 (pbase, _mixprec_optim_size (pdtype), i);
-  _mixprec_optim_prefetch16 (grad, _mixprec_optim_size (gdtype), i);
-  if (working != NULL && working != pbase)
-    _mixprec_optim_prefetch16 (working, _mixprec_optim_size (wdtype), i);
-  for (unsigned k = 0; k < _MIXPREC_OPTIM_MAX_STATES; k++)
-    _mixprec_optim_prefetch16 (states[k], 4, i);
+  _mixprec_optim_prefetch_streams16 (pbase, pdtype, grad, gdtype, working, wdtype, states,
+                                     _MIXPREC_OPTIM_MAX_STATES, NULL, i);
 }
 
 /* One block of up to sixteen elements from @i with bfloat16 state slots
@@ -286,12 +299,8 @@ _mixprec_optim_block16_staged (const float             *c,
     _mixprec_optim_store_working16 (wdtype, sr, seed, first_index + i, working, i, p, m);
   if (acc != NULL)
     _mixprec_optim_measure16 (acc, graw, old, p, master != NULL, wdtype, working, i, m);
-  _mixprec_optim_prefetch16 (pbase, _mixprec_optim_size (pdtype), i);
-  _mixprec_optim_prefetch16 (grad, _mixprec_optim_size (gdtype), i);
-  if (working != NULL && working != pbase)
-    _mixprec_optim_prefetch16 (working, _mixprec_optim_size (wdtype), i);
-  for (unsigned k = 0; k < n_states; k++)
-    _mixprec_optim_prefetch16 (states[k], _mixprec_optim_size (sdtypes[k]), i);
+  _mixprec_optim_prefetch_streams16 (pbase, pdtype, grad, gdtype, working, wdtype, states, n_states,
+                                     sdtypes, i);
 }
 
 /* The 16-lane loop around @update over all n elements, the last block

@@ -390,12 +390,6 @@ pick_codecs (_MixprecOptimLevel  level,
 #endif
 }
 
-static size_t
-dtype_size (MixprecPluginDType dtype)
-{
-  return dtype == MIXPREC_PLUGIN_DTYPE_FLOAT32 ? 4 : 2;
-}
-
 /* A tile for the parameter of a REMAINDER / KAHAN master alone (no
  * blocked slot): any length works; this keeps it in L1. */
 #define MASTER_TILE 1024
@@ -409,6 +403,45 @@ numerics_of (const MixprecOptimizerStepV3 *args)
       args->n_numerics == 0)
     return NULL;
   return args->numerics;
+}
+
+/* Elements [@from, @from + @n) of @range as a range of their own: the
+ * buffers moved on, the first index in @base (the random bits of
+ * stochastic rounding follow the element, not the call), the state
+ * pointers in @states. */
+static void
+subrange (const _MixprecOptimRange *range,
+          size_t                    from,
+          size_t                    n,
+          MixprecOptimizerStepV1   *base,
+          void                    **states,
+          _MixprecOptimRange       *out)
+{
+  const MixprecOptimizerStepV1 *a = range->args;
+
+  *base = *a;
+  base->first_index += from;
+  *out = *range;
+  out->args = base;
+  out->n = n;
+  out->grad = (const char *) range->grad + from * _mixprec_optim_dtype_size (a->grad_dtype);
+  out->master = range->master != NULL ? range->master + from : NULL;
+  out->working = range->working != NULL
+                 ? (char *) range->working + from * _mixprec_optim_dtype_size (a->working_dtype) : NULL;
+  for (unsigned k = 0; k < _MIXPREC_OPTIM_MAX_STATES; k++)
+    states[k] = k < range->n_states
+                ? (char *) range->states[k] + from * (range->state_dtypes != NULL
+                                                      ? _mixprec_optim_dtype_size (range->state_dtypes[k])
+                                                      : sizeof (float))
+                : NULL;
+  out->states = states;
+}
+
+/* Eight FP32 lanes added in double in MixprecOptimizerNumericsV1's tree. */
+static double
+lanes_sum (const float l[8])
+{
+  return (((double) l[0] + l[1]) + ((double) l[2] + l[3])) + (((double) l[4] + l[5]) + ((double) l[6] + l[7]));
 }
 
 /* A measured call (ABI 1.6): each run of args->numerics through the
@@ -426,8 +459,6 @@ run_measured (const _MixprecOptimKernels   *kernels,
               char                         *errbuf,
               size_t                        errbuf_len)
 {
-  const MixprecOptimizerStepV1 *a = &args->v2.base;
-  size_t grad_size = dtype_size (a->grad_dtype), working_size = dtype_size (a->working_dtype);
   size_t start = 0;
 
   if (args->working_precision < 2 || args->working_precision > 24 ||
@@ -452,44 +483,21 @@ run_measured (const _MixprecOptimKernels   *kernels,
     {
       MixprecOptimizerNumericsV1 *rec = &numerics[j];
       _MixprecOptimMeasure m = { 0 };
-      MixprecOptimizerStepV1 base = *a;
-      void *at[_MIXPREC_OPTIM_MAX_STATES] = { NULL };
-      _MixprecOptimRange sub = *range;
-      size_t len = rec->end - start;
 
       m.grad_under = rec->grad_under;
       m.grad_over = rec->grad_over;
       m.scale = ldexpf (1.0f, args->working_precision);
       m.floor_field = (uint32_t) (args->working_emin + 127);
-      base.first_index += start;
-      sub.args = &base;
-      sub.n = len;
-      sub.grad = (const char *) range->grad + start * grad_size;
-      sub.master = range->master != NULL ? range->master + start : NULL;
-      sub.working = range->working != NULL ? (char *) range->working + start * working_size : NULL;
-      for (unsigned k = 0; k < range->n_states && k < _MIXPREC_OPTIM_MAX_STATES; k++)
-        at[k] = (char *) range->states[k] +
-                start * (range->state_dtypes != NULL ? dtype_size (range->state_dtypes[k]) : sizeof (float));
-      sub.states = at;
-      sub.measure = &m;
       /* In pieces the loops' counters hold, each from a multiple of 16
        * of the run: the sums keep their lanes across pieces. */
-      for (size_t done = 0; done < len; done += _MIXPREC_OPTIM_MEASURE_CHUNK)
+      for (size_t at = start; at < rec->end; at += _MIXPREC_OPTIM_MEASURE_CHUNK)
         {
-          _MixprecOptimRange piece = sub;
-          MixprecOptimizerStepV1 piece_base = base;
-          void *piece_at[_MIXPREC_OPTIM_MAX_STATES] = { NULL };
+          MixprecOptimizerStepV1 base;
+          void *states[_MIXPREC_OPTIM_MAX_STATES];
+          _MixprecOptimRange piece;
 
-          piece_base.first_index += done;
-          piece.args = &piece_base;
-          piece.n = len - done < _MIXPREC_OPTIM_MEASURE_CHUNK ? len - done : _MIXPREC_OPTIM_MEASURE_CHUNK;
-          piece.grad = (const char *) sub.grad + done * grad_size;
-          piece.master = sub.master != NULL ? sub.master + done : NULL;
-          piece.working = sub.working != NULL ? (char *) sub.working + done * working_size : NULL;
-          for (unsigned k = 0; k < range->n_states && k < _MIXPREC_OPTIM_MAX_STATES; k++)
-            piece_at[k] = (char *) at[k] +
-                          done * (range->state_dtypes != NULL ? dtype_size (range->state_dtypes[k]) : sizeof (float));
-          piece.states = piece_at;
+          subrange (range, at, MIN (rec->end - at, _MIXPREC_OPTIM_MEASURE_CHUNK), &base, states, &piece);
+          piece.measure = &m;
           run_kernels (kernels, level, &piece, consts);
         }
       rec->nonfinite = m.nonfinite;
@@ -498,10 +506,8 @@ run_measured (const _MixprecOptimKernels   *kernels,
       rec->over = m.over;
       rec->grad_amax = m.amax;
       rec->stale = m.stale;
-      rec->delta_sumsq = (((double) m.dl[0] + m.dl[1]) + ((double) m.dl[2] + m.dl[3])) +
-                         (((double) m.dl[4] + m.dl[5]) + ((double) m.dl[6] + m.dl[7]));
-      rec->old_sumsq = (((double) m.ml[0] + m.ml[1]) + ((double) m.ml[2] + m.ml[3])) +
-                       (((double) m.ml[4] + m.ml[5]) + ((double) m.ml[6] + m.ml[7]));
+      rec->delta_sumsq = lanes_sum (m.dl);
+      rec->old_sumsq = lanes_sum (m.ml);
       rec->measured = 1;
       start = rec->end;
     }
@@ -578,7 +584,7 @@ _mixprec_optim_step_v3 (const _MixprecOptimKernels   *kernels,
   pick_codecs (level, &codecs);
   used = kernels->states_used != NULL ? kernels->states_used (consts) : ~0u;
   block = blocked != 0 ? args->block_size : MASTER_TILE;
-  grad_size = dtype_size (args->v2.base.grad_dtype);
+  grad_size = _mixprec_optim_dtype_size (args->v2.base.grad_dtype);
   for (size_t s = 0, b = 0; s < n; s += block, b++)
     {
       size_t len = n - s < block ? n - s : block;
@@ -597,7 +603,7 @@ _mixprec_optim_step_v3 (const _MixprecOptimKernels   *kernels,
         {
           sub.master = master != NULL ? master + s : NULL;
           sub.working = working != NULL
-                        ? (char *) working + s * dtype_size (base.working_dtype) : NULL;
+                        ? (char *) working + s * _mixprec_optim_dtype_size (base.working_dtype) : NULL;
         }
       else
         {
@@ -611,7 +617,7 @@ _mixprec_optim_step_v3 (const _MixprecOptimKernels   *kernels,
           int is_signed = (int) ((kernels->signed_mask >> k) & 1u);
 
           if ((blocked & (1u << k)) == 0)
-            at[k] = (char *) states[k] + s * dtype_size (dtypes[k]);
+            at[k] = (char *) states[k] + s * _mixprec_optim_dtype_size (dtypes[k]);
           else
             {
               at[k] = tiles[k];

@@ -353,6 +353,13 @@ _mixprec_optim_grad1 (const _MixprecOptimRange *r,
   return g * r->args->grad_factor;
 }
 
+/* Bytes per element of a buffer of @dtype (float32, or a 16-bit format). */
+static inline size_t
+_mixprec_optim_dtype_size (MixprecPluginDType dtype)
+{
+  return dtype == MIXPREC_PLUGIN_DTYPE_FLOAT32 ? 4 : 2;
+}
+
 /* Element @i of the gradient widened to FP32, before grad_factor. */
 static inline float
 _mixprec_optim_grad_raw1 (const _MixprecOptimRange *r,

@@ -906,6 +906,29 @@ num_store (MixprecPluginDType dtype, void *base, gsize i, float v)
     ((float *) base)[i] = v;
 }
 
+/* Step arguments for @vt with its default hyper-parameters (into
+ * @hparams, 8 of them at most), learning rate 1e-3 and @working_dtype;
+ * the caller sets the rest. */
+static void
+num_args (const MixprecOptimizerV3 *vt,
+          double                    hparams[8],
+          guint64                   step,
+          float                     grad_factor,
+          MixprecPluginDType        working_dtype,
+          MixprecOptimizerStepV3   *a)
+{
+  for (guint h = 0; h < vt->n_hparams && h < 8; h++)
+    hparams[h] = vt->hparams[h].default_value;
+  memset (a, 0, sizeof *a);
+  a->v2.base.struct_size = sizeof *a;
+  a->v2.base.hparams = hparams;
+  a->v2.base.n_hparams = vt->n_hparams;
+  a->v2.base.step = step;
+  a->v2.base.lr = 1e-3;
+  a->v2.base.grad_factor = grad_factor;
+  a->v2.base.working_dtype = working_dtype;
+}
+
 static void
 test_numerics_in_pass (void)
 {
@@ -944,8 +967,6 @@ test_numerics_in_pass (void)
               if (!level_available (level))
                 continue;
               g_assert_cmpuint (vt->numerics_master_mask, ==, 1u << MIXPREC_PLUGIN_MASTER_FLOAT32);
-              for (guint h = 0; h < vt->n_hparams && h < G_N_ELEMENTS (hparams); h++)
-                hparams[h] = vt->hparams[h].default_value;
               working = with_working ? g_malloc (NUM_N * 2) : NULL;
               for (gsize i = 0; i < NUM_N; i++)
                 {
@@ -991,15 +1012,8 @@ test_numerics_in_pass (void)
               ref_st[0] = ref_states;
               ref_st[1] = ref_states + (gsize) NUM_N * 4;
 
-              memset (&a, 0, sizeof a);
-              a.v2.base.struct_size = sizeof a;
-              a.v2.base.hparams = hparams;
-              a.v2.base.n_hparams = vt->n_hparams;
-              a.v2.base.step = 3;
-              a.v2.base.lr = 1e-3;
-              a.v2.base.grad_factor = 0.5f;
+              num_args (vt, hparams, 3, 0.5f, with_working ? wd : MIXPREC_PLUGIN_DTYPE_FLOAT32, &a);
               a.v2.base.grad_dtype = gd;
-              a.v2.base.working_dtype = with_working ? wd : MIXPREC_PLUGIN_DTYPE_FLOAT32;
               a.v2.base.seed = 0x5eed;
               a.v2.base.first_index = 123;
               formats[0] = formats[1] = bf16_state ? MIXPREC_PLUGIN_STATE_BFLOAT16 : MIXPREC_PLUGIN_STATE_FLOAT32;
@@ -1090,16 +1104,7 @@ test_numerics_in_pass_long_run (void)
         }
       g_free (old);
       old = g_memdup2 (master, n * sizeof (float));
-      for (guint h = 0; h < vt->n_hparams && h < G_N_ELEMENTS (hparams); h++)
-        hparams[h] = vt->hparams[h].default_value;
-      memset (&a, 0, sizeof a);
-      a.v2.base.struct_size = sizeof a;
-      a.v2.base.hparams = hparams;
-      a.v2.base.n_hparams = vt->n_hparams;
-      a.v2.base.step = 1;
-      a.v2.base.lr = 1e-3;
-      a.v2.base.grad_factor = 1.0f;
-      a.v2.base.working_dtype = MIXPREC_PLUGIN_DTYPE_BFLOAT16;
+      num_args (vt, hparams, 1, 1.0f, MIXPREC_PLUGIN_DTYPE_BFLOAT16, &a);
       run.end = n;
       run.grad_under = num_bits (1e-3f);
       run.grad_over = num_bits (0.5f);
@@ -1138,16 +1143,7 @@ test_numerics_in_pass_errors (void)
   double hparams[8];
   char errbuf[256] = "";
 
-  for (guint h = 0; h < vt->n_hparams && h < G_N_ELEMENTS (hparams); h++)
-    hparams[h] = vt->hparams[h].default_value;
-  memset (&a, 0, sizeof a);
-  a.v2.base.struct_size = sizeof a;
-  a.v2.base.hparams = hparams;
-  a.v2.base.n_hparams = vt->n_hparams;
-  a.v2.base.step = 1;
-  a.v2.base.lr = 1e-3;
-  a.v2.base.grad_factor = 1.0f;
-  a.v2.base.working_dtype = MIXPREC_PLUGIN_DTYPE_FLOAT32;
+  num_args (vt, hparams, 1, 1.0f, MIXPREC_PLUGIN_DTYPE_FLOAT32, &a);
   a.state_formats = formats;
   a.numerics = runs;
   a.n_numerics = 2;

@@ -559,6 +559,44 @@ test_every (void)
     }
 }
 
+/* MIXPREC_NUMERICS_IN_PASS takes 0 or 1; anything else is ignored with a
+ * warning naming it, and the step is measured as by default. */
+static void
+test_in_pass_variable (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MixprecConfig) config =
+    mixprec_config_new_from_data ("{\"bf16\": {\"enabled\": true}, \"mixprec\": {\"numerics\": {\"every\": 1}}}",
+                                  -1, &error);
+  g_autoptr(MixprecEngine) engine = NULL;
+  g_autoptr(MixprecStepResult) r = NULL;
+  g_autoptr(MixprecNumerics) n = NULL;
+  guint64 shape[1] = { 10 };
+  gfloat init[10] = { 0 }, g[10] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10 };
+  g_autoptr(GBytes) bytes = g_bytes_new (init, sizeof init);
+  g_autoptr(GBytes) grad = g_bytes_new (g, sizeof g);
+  MixprecParam *w;
+  gdouble v;
+
+  g_assert_no_error (error);
+  engine = mixprec_engine_new (config, &error);
+  g_assert_no_error (error);
+  w = mixprec_engine_register_param (engine, "w", shape, 1, NULL, MIXPREC_DTYPE_FLOAT32, bytes, &error);
+  g_assert_no_error (error);
+  g_assert_true (mixprec_param_set_grad (w, MIXPREC_DTYPE_FLOAT32, grad, &error));
+  g_assert_true (mixprec_engine_backward_done (engine, &error));
+  g_setenv ("MIXPREC_NUMERICS_IN_PASS", "yes", TRUE);
+  g_test_expect_message ("Mixprec", G_LOG_LEVEL_WARNING, "MIXPREC_NUMERICS_IN_PASS=\"yes\" is neither 0 nor 1; ignored");
+  r = mixprec_engine_step (engine, &error);
+  g_test_assert_expected_messages ();
+  g_unsetenv ("MIXPREC_NUMERICS_IN_PASS");
+  g_assert_no_error (error);
+  n = mixprec_engine_get_numerics (engine);
+  g_assert_nonnull (n);
+  g_assert_true (mixprec_numerics_get_stat (n, "w", "grad_amax", &v));
+  g_assert_cmpfloat (v, ==, 10.0);
+}
+
 static void
 test_config_errors (void)
 {
@@ -708,6 +746,7 @@ main (int argc, char **argv)
   g_test_add_func ("/numerics/config/errors", test_config_errors);
   g_test_add_func ("/numerics/config/printed", test_config_printed);
   g_test_add_func ("/numerics/every", test_every);
+  g_test_add_func ("/numerics/in-pass-variable", test_in_pass_variable);
   g_test_add_func ("/numerics/kernels", test_kernels);
   g_test_add_func ("/numerics/world-sizes", test_world_sizes);
   return g_test_run ();

@@ -1132,6 +1132,12 @@ test_registry_v3_vtable_check (void)
   EXPECT_REFUSED ("its master_format_mask 0x9 has bits for master formats that do not exist");
   v = valid; v.state_signed_mask = 0x4;
   EXPECT_REFUSED ("its state_signed_mask 0x4 names slots beyond its 2 state slots");
+  /* ABI 1.6: an optimizer measures numerics only for masters it keeps. */
+  v = valid; v.numerics_master_mask = 0x1;
+  g_assert_true (_mixprec_optimizer_v3_vtable_check (&v, &error));
+  g_assert_no_error (error);
+  v = valid; v.master_format_mask = 0x1; v.numerics_master_mask = 0x2;
+  EXPECT_REFUSED ("its numerics_master_mask 0x2 names master formats outside its master_format_mask 0x1");
 #undef EXPECT_REFUSED
 }
 

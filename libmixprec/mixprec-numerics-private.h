@@ -38,6 +38,11 @@ typedef struct _MixprecNumericsRow _MixprecNumericsRow;
 _MixprecNumericsRow *_mixprec_numerics_row     (MixprecNumerics     *self,
                                                 gboolean             by_type,
                                                 const gchar         *name);
+/* A new row for @name, which has none yet (not checked): no lookup, and
+ * the name index waits until something asks by name. */
+_MixprecNumericsRow *_mixprec_numerics_append_row (MixprecNumerics     *self,
+                                                   gboolean             by_type,
+                                                   const gchar         *name);
 void                 _mixprec_numerics_row_set (_MixprecNumericsRow *row,
                                                 _MixprecNumStat      stat,
                                                 gdouble              value);

@@ -73,7 +73,7 @@ static const gchar *const stat_names[_MIXPREC_NUM_N_STATS + 1] = {
 };
 
 typedef struct {
-  gchar *name;
+  const gchar *name;         /* in the object's names */
   guint32 set;               /* bit k: statistic k has a value */
   gdouble values[_MIXPREC_NUM_N_STATS];
 } Row;
@@ -84,19 +84,16 @@ struct _MixprecNumerics
 
   guint64 step;
   gboolean applied;
+  GStringChunk *names;       /* the rows' names */
   GArray *rows[2];           /* Row: by parameter, by module type */
+  /* Names to rows, built when first asked for: an engine measuring every
+   * step fills thousands of rows that nobody may look up by name. */
+  GMutex lock;
   GHashTable *index[2];      /* name -> 1 + row index */
+  guint indexed[2];          /* rows in index[k] so far */
 };
 
 G_DEFINE_FINAL_TYPE (MixprecNumerics, mixprec_numerics, G_TYPE_OBJECT)
-
-static void
-row_clear (gpointer data)
-{
-  Row *row = data;
-
-  g_free (row->name);
-}
 
 static void
 mixprec_numerics_finalize (GObject *object)
@@ -108,6 +105,8 @@ mixprec_numerics_finalize (GObject *object)
       g_array_unref (self->rows[k]);
       g_hash_table_unref (self->index[k]);
     }
+  g_string_chunk_free (self->names);
+  g_mutex_clear (&self->lock);
   G_OBJECT_CLASS (mixprec_numerics_parent_class)->finalize (object);
 }
 
@@ -120,12 +119,27 @@ mixprec_numerics_class_init (MixprecNumericsClass *klass)
 static void
 mixprec_numerics_init (MixprecNumerics *self)
 {
+  self->names = g_string_chunk_new (4096);
+  g_mutex_init (&self->lock);
   for (guint k = 0; k < 2; k++)
     {
       self->rows[k] = g_array_new (FALSE, TRUE, sizeof (Row));
-      g_array_set_clear_func (self->rows[k], row_clear);
       self->index[k] = g_hash_table_new (g_str_hash, g_str_equal);
     }
+}
+
+/* Row @name of rows[@k] (1 + its index), or 0; with the lock held. */
+static guint
+lookup_locked (MixprecNumerics *self,
+               guint            k,
+               const gchar     *name)
+{
+  GArray *rows = self->rows[k];
+
+  for (; self->indexed[k] < rows->len; self->indexed[k]++)
+    g_hash_table_insert (self->index[k], (gpointer) g_array_index (rows, Row, self->indexed[k]).name,
+                         GUINT_TO_POINTER (self->indexed[k] + 1));
+  return GPOINTER_TO_UINT (g_hash_table_lookup (self->index[k], name));
 }
 
 MixprecNumerics *
@@ -144,20 +158,26 @@ _mixprec_numerics_row (MixprecNumerics *self,
                        gboolean         by_type,
                        const gchar     *name)
 {
-  GArray *rows = self->rows[by_type ? 1 : 0];
-  guint at = GPOINTER_TO_UINT (g_hash_table_lookup (self->index[by_type ? 1 : 0], name));
+  guint k = by_type ? 1 : 0, at;
 
+  g_mutex_lock (&self->lock);
+  at = lookup_locked (self, k, name);
+  g_mutex_unlock (&self->lock);
   if (at == 0)
-    {
-      Row fresh = { g_strdup (name), 0, { 0 } };
+    return _mixprec_numerics_append_row (self, by_type, name);
+  return (_MixprecNumericsRow *) &g_array_index (self->rows[k], Row, at - 1);
+}
 
-      g_array_append_val (rows, fresh);
-      at = rows->len;
-      /* The key is the row's own copy, which lives as long as the table. */
-      g_hash_table_insert (self->index[by_type ? 1 : 0], g_array_index (rows, Row, at - 1).name,
-                           GUINT_TO_POINTER (at));
-    }
-  return (_MixprecNumericsRow *) &g_array_index (rows, Row, at - 1);
+_MixprecNumericsRow *
+_mixprec_numerics_append_row (MixprecNumerics *self,
+                              gboolean         by_type,
+                              const gchar     *name)
+{
+  GArray *rows = self->rows[by_type ? 1 : 0];
+  Row fresh = { g_string_chunk_insert (self->names, name), 0, { 0 } };
+
+  g_array_append_val (rows, fresh);
+  return (_MixprecNumericsRow *) &g_array_index (rows, Row, rows->len - 1);
 }
 
 void
@@ -202,8 +222,11 @@ find_row (MixprecNumerics *self,
           guint            k,
           const gchar     *name)
 {
-  guint at = GPOINTER_TO_UINT (g_hash_table_lookup (self->index[k], name));
+  guint at;
 
+  g_mutex_lock (&self->lock);
+  at = lookup_locked (self, k, name);
+  g_mutex_unlock (&self->lock);
   return at == 0 ? NULL : &g_array_index (self->rows[k], Row, at - 1);
 }
 

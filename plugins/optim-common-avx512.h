@@ -38,7 +38,10 @@ _mixprec_optim_load16 (MixprecPluginDType dtype,
     }
 }
 
-static inline __attribute__ ((always_inline)) void
+/* Stores the working copy of @p and returns it widened to FP32 (the lanes
+ * under @m), which the numerics read from the register: a load of what a
+ * masked store just wrote waits for the store to reach the cache. */
+static inline __attribute__ ((always_inline)) __m512
 _mixprec_optim_store_working16 (MixprecPluginDType     dtype,
                                 int                    sr,
                                 uint64_t               seed,
@@ -49,20 +52,23 @@ _mixprec_optim_store_working16 (MixprecPluginDType     dtype,
                                 __mmask16              m)
 {
   guint16 *w16 = (guint16 *) base + i;
+  __m256i h;
 
   switch (dtype)
     {
     case MIXPREC_PLUGIN_DTYPE_BFLOAT16:
-      _mm256_mask_storeu_epi16 (w16, m, sr ? _mixprec_avx512_f32_to_bf16_sr (p, _mixprec_avx512_sr_bits16 (seed, index))
-                                           : _mixprec_avx512_f32_to_bf16_rne (p));
-      break;
+      h = sr ? _mixprec_avx512_f32_to_bf16_sr (p, _mixprec_avx512_sr_bits16 (seed, index))
+             : _mixprec_avx512_f32_to_bf16_rne (p);
+      _mm256_mask_storeu_epi16 (w16, m, h);
+      return _mixprec_avx512_bf16_to_f32 (h);
     case MIXPREC_PLUGIN_DTYPE_FLOAT16:
-      _mm256_mask_storeu_epi16 (w16, m, sr ? _mixprec_avx512_f32_to_f16_sr (p, _mixprec_avx512_sr_bits (seed, index))
-                                           : _mixprec_avx512_f32_to_f16_rne (p));
-      break;
+      h = sr ? _mixprec_avx512_f32_to_f16_sr (p, _mixprec_avx512_sr_bits (seed, index))
+             : _mixprec_avx512_f32_to_f16_rne (p);
+      _mm256_mask_storeu_epi16 (w16, m, h);
+      return _mixprec_avx512_f16_to_f32 (h);
     default:
       _mm512_mask_storeu_ps ((float *) base + i, m, p);
-      break;
+      return p;
     }
 }
 
@@ -119,15 +125,15 @@ _mixprec_optim_acc16_end (const _MixprecOptimAcc16 *acc,
   m->stale += _mixprec_optim_lanes16 (acc->stale);
 }
 
+/* @wval: the working copy just stored, widened (when @has_working). */
 static inline __attribute__ ((always_inline)) void
 _mixprec_optim_measure16 (_MixprecOptimAcc16 *acc,
                           __m512              graw,
                           __m512              old,
                           __m512              now,
                           int                 has_master,
-                          MixprecPluginDType  wdtype,
-                          const void         *working,
-                          size_t              i,
+                          int                 has_working,
+                          __m512              wval,
                           __mmask16           m)
 {
   __m512i a = _mm512_and_si512 (_mm512_castps_si512 (graw), _mm512_set1_epi32 (0x7fffffff));
@@ -154,9 +160,9 @@ _mixprec_optim_measure16 (_MixprecOptimAcc16 *acc,
     acc->dsum = _mm256_add_ps (acc->dsum, _mm256_castpd_ps (_mm512_extractf64x4_pd (_mm512_castps_pd (dd), 1)));
     acc->msum = _mm256_add_ps (acc->msum, _mm512_castps512_ps256 (oo));
     acc->msum = _mm256_add_ps (acc->msum, _mm256_castpd_ps (_mm512_extractf64x4_pd (_mm512_castps_pd (oo), 1)));
-    if (working != NULL)
+    if (has_working)
       {
-        __m512i field = _mm512_and_si512 (_mm512_srli_epi32 (_mm512_castps_si512 (_mixprec_optim_load16 (wdtype, working, i, m)), 23),
+        __m512i field = _mm512_and_si512 (_mm512_srli_epi32 (_mm512_castps_si512 (wval), 23),
                                           _mm512_set1_epi32 (0xff));
         __m512 half = _mm512_castsi512_ps (_mm512_slli_epi32 (_mm512_max_epi32 (field, acc->floor_field), 23));
         __mmask16 finite = _mm512_mask_cmpneq_epi32_mask (m, field, _mm512_set1_epi32 (0xff));
@@ -235,15 +241,15 @@ _mixprec_optim_block16 (const float             *c,
   __m512 p = _mixprec_optim_load16 (pdtype, pbase, i, m);
   __m512 graw = _mixprec_optim_load16 (gdtype, grad, i, m);
   __m512 g = _mm512_mul_ps (graw, factor);
-  __m512 old = p;
+  __m512 old = p, wval = p;
 
   p = update (c, p, g, states, i, m);
   if (master != NULL)
     _mm512_mask_storeu_ps (master + i, m, p);
   if (working != NULL)
-    _mixprec_optim_store_working16 (wdtype, sr, seed, first_index + i, working, i, p, m);
+    wval = _mixprec_optim_store_working16 (wdtype, sr, seed, first_index + i, working, i, p, m);
   if (acc != NULL)
-    _mixprec_optim_measure16 (acc, graw, old, p, master != NULL, wdtype, working, i, m);
+    _mixprec_optim_measure16 (acc, graw, old, p, master != NULL, working != NULL, wval, m);
   _mixprec_optim_prefetch_streams16 (pbase, pdtype, grad, gdtype, working, wdtype, states,
                                      _MIXPREC_OPTIM_MAX_STATES, NULL, i);
 }
@@ -278,7 +284,7 @@ _mixprec_optim_block16_staged (const float             *c,
   __m512 p = _mixprec_optim_load16 (pdtype, pbase, i, m);
   __m512 graw = _mixprec_optim_load16 (gdtype, grad, i, m);
   __m512 g = _mm512_mul_ps (graw, factor);
-  __m512 old = p;
+  __m512 old = p, wval = p;
 
   for (unsigned k = 0; k < n_states; k++)
     if (sdtypes[k] == MIXPREC_PLUGIN_DTYPE_BFLOAT16)
@@ -296,9 +302,9 @@ _mixprec_optim_block16_staged (const float             *c,
   if (master != NULL)
     _mm512_mask_storeu_ps (master + i, m, p);
   if (working != NULL)
-    _mixprec_optim_store_working16 (wdtype, sr, seed, first_index + i, working, i, p, m);
+    wval = _mixprec_optim_store_working16 (wdtype, sr, seed, first_index + i, working, i, p, m);
   if (acc != NULL)
-    _mixprec_optim_measure16 (acc, graw, old, p, master != NULL, wdtype, working, i, m);
+    _mixprec_optim_measure16 (acc, graw, old, p, master != NULL, working != NULL, wval, m);
   _mixprec_optim_prefetch_streams16 (pbase, pdtype, grad, gdtype, working, wdtype, states, n_states,
                                      sdtypes, i);
 }
@@ -331,39 +337,47 @@ _mixprec_optim_loop_avx512 (const _MixprecOptimRange *r,
   const unsigned n_states = r->n_states < _MIXPREC_OPTIM_MAX_STATES ? r->n_states
                                                                      : _MIXPREC_OPTIM_MAX_STATES;
   const size_t n = r->n;
-  size_t i = 0;
+  const size_t n_runs = acc != NULL && r->n_measures > 1 ? r->n_measures : 1;
+  MixprecPluginDType sdtypes[_MIXPREC_OPTIM_MAX_STATES] = { MIXPREC_PLUGIN_DTYPE_FLOAT32 };
+  size_t i = 0, start = 0;
 
   memcpy (c, consts, sizeof c);
   for (unsigned k = 0; k < n_states; k++)
     states[k] = r->states[k];
-  if (acc != NULL)
-    _mixprec_optim_acc16_begin (acc, meas);
-
   if (r->state_dtypes != NULL)
+    for (unsigned k = 0; k < n_states; k++)
+      sdtypes[k] = r->state_dtypes[k];
+  /* Run by run when measuring several: each from its first element, the
+   * last block of each under a mask, so its lanes are those of a call of
+   * its own (the same elements in the same lanes, the same bits). */
+  for (size_t j = 0; j < n_runs; j++)
     {
-      MixprecPluginDType sdtypes[_MIXPREC_OPTIM_MAX_STATES] = { MIXPREC_PLUGIN_DTYPE_FLOAT32 };
+      const size_t end = n_runs > 1 ? r->measure_ends[j] : n;
+      _MixprecOptimMeasure *mj = n_runs > 1 ? &meas[j] : meas;
 
-      for (unsigned k = 0; k < n_states; k++)
-        sdtypes[k] = r->state_dtypes[k];
-      for (; i < n; i += 16)
-        _mixprec_optim_block16_staged (c, factor, gdtype, wdtype, pdtype, sr, seed, first_index, grad,
-                                       master, working, pbase, states, n_states, sdtypes,
-                                       r->state_sr, r->state_seed, i,
-                                       n - i >= 16 ? (__mmask16) 0xFFFF : _mixprec_avx512_mask (n - i),
-                                       update, acc);
+      if (acc != NULL)
+        _mixprec_optim_acc16_begin (acc, mj);
+      if (r->state_dtypes != NULL)
+        for (i = start; i < end; i += 16)
+          _mixprec_optim_block16_staged (c, factor, gdtype, wdtype, pdtype, sr, seed, first_index, grad,
+                                         master, working, pbase, states, n_states, sdtypes,
+                                         r->state_sr, r->state_seed, i,
+                                         end - i >= 16 ? (__mmask16) 0xFFFF : _mixprec_avx512_mask (end - i),
+                                         update, acc);
+      else
+        {
+          for (i = start; i + 16 <= end; i += 16)
+            _mixprec_optim_block16 (c, factor, gdtype, wdtype, pdtype, sr, seed, first_index, grad,
+                                    master, working, pbase, states, i, (__mmask16) 0xFFFF, update, acc);
+          if (i < end)
+            _mixprec_optim_block16 (c, factor, gdtype, wdtype, pdtype, sr, seed, first_index, grad,
+                                    master, working, pbase, states, i, _mixprec_avx512_mask (end - i),
+                                    update, acc);
+        }
+      if (acc != NULL)
+        _mixprec_optim_acc16_end (acc, mj);
+      start = end;
     }
-  else
-    {
-      for (; i + 16 <= n; i += 16)
-        _mixprec_optim_block16 (c, factor, gdtype, wdtype, pdtype, sr, seed, first_index, grad,
-                                master, working, pbase, states, i, (__mmask16) 0xFFFF, update, acc);
-      if (i < n)
-        _mixprec_optim_block16 (c, factor, gdtype, wdtype, pdtype, sr, seed, first_index, grad,
-                                master, working, pbase, states, i, _mixprec_avx512_mask (n - i), update,
-                                acc);
-    }
-  if (acc != NULL)
-    _mixprec_optim_acc16_end (acc, meas);
   return n;
 }
 

@@ -444,6 +444,96 @@ lanes_sum (const float l[8])
   return (((double) l[0] + l[1]) + ((double) l[2] + l[3])) + (((double) l[4] + l[5]) + ((double) l[6] + l[7]));
 }
 
+static void
+measure_init (_MixprecOptimMeasure             *m,
+              const MixprecOptimizerNumericsV1 *rec,
+              const MixprecOptimizerStepV3     *args)
+{
+  m->grad_under = rec->grad_under;
+  m->grad_over = rec->grad_over;
+  m->scale = ldexpf (1.0f, args->working_precision);
+  m->floor_field = (uint32_t) (args->working_emin + 127);
+}
+
+static void
+measure_done (MixprecOptimizerNumericsV1 *rec,
+              const _MixprecOptimMeasure *m)
+{
+  rec->nonfinite = m->nonfinite;
+  rec->nonzero = m->nonzero;
+  rec->under = m->under;
+  rec->over = m->over;
+  rec->grad_amax = m->amax;
+  rec->stale = m->stale;
+  rec->delta_sumsq = lanes_sum (m->dl);
+  rec->old_sumsq = lanes_sum (m->ml);
+  rec->measured = 1;
+}
+
+/* Whether no run is longer than the loops measure at once. */
+static int
+runs_fit (const MixprecOptimizerNumericsV1 *numerics,
+          unsigned                          n)
+{
+  size_t start = 0;
+
+  for (unsigned j = 0; j < n; j++)
+    {
+      if (numerics[j].end - start > _MIXPREC_OPTIM_MEASURE_CHUNK)
+        return 0;
+      start = numerics[j].end;
+    }
+  return 1;
+}
+
+/* The runs of a call that run_measured() checked, in one pass of the
+ * AVX-512 loop (_MixprecOptimRange's measure_ends): a call per run of a
+ * few thousand elements cost about as much as the measuring itself. */
+#define RUNS_ON_STACK 64
+
+static int
+run_measured_at_once (const _MixprecOptimKernels   *kernels,
+                      _MixprecOptimLevel            level,
+                      const _MixprecOptimRange     *range,
+                      const float                  *consts,
+                      const MixprecOptimizerStepV3 *args,
+                      MixprecOptimizerNumericsV1   *numerics)
+{
+  _MixprecOptimMeasure ms_stack[RUNS_ON_STACK];
+  size_t ends_stack[RUNS_ON_STACK];
+  const unsigned n = args->n_numerics;
+  _MixprecOptimMeasure *ms = n <= RUNS_ON_STACK ? ms_stack : malloc (n * sizeof *ms);
+  size_t *ends = n <= RUNS_ON_STACK ? ends_stack : malloc (n * sizeof *ends);
+  _MixprecOptimRange all = *range;
+
+  if (ms == NULL || ends == NULL)
+    {
+      /* Out of memory: the caller goes run by run. */
+      if (ms != ms_stack)
+        free (ms);
+      if (ends != ends_stack)
+        free (ends);
+      return 0;
+    }
+  memset (ms, 0, n * sizeof *ms);
+  for (unsigned j = 0; j < n; j++)
+    {
+      measure_init (&ms[j], &numerics[j], args);
+      ends[j] = numerics[j].end;
+    }
+  all.measure = ms;
+  all.measure_ends = ends;
+  all.n_measures = n;
+  run_kernels (kernels, level, &all, consts);
+  for (unsigned j = 0; j < n; j++)
+    measure_done (&numerics[j], &ms[j]);
+  if (ms != ms_stack)
+    free (ms);
+  if (ends != ends_stack)
+    free (ends);
+  return 1;
+}
+
 /* A measured call (ABI 1.6): each run of args->numerics through the
  * kernels on its own, from its element 0, so that the lanes of its sums
  * are those of MixprecOptimizerNumericsV1 whatever the run's place in the
@@ -478,16 +568,17 @@ run_measured (const _MixprecOptimKernels   *kernels,
                                     range->n);
       start = end;
     }
+  if (level >= _MIXPREC_OPTIM_AVX512 && kernels->run_avx512 != NULL && args->n_numerics > 1 &&
+      runs_fit (numerics, args->n_numerics) &&
+      run_measured_at_once (kernels, level, range, consts, args, numerics))
+    return MIXPREC_PLUGIN_OK;
   start = 0;
   for (unsigned j = 0; j < args->n_numerics; j++)
     {
       MixprecOptimizerNumericsV1 *rec = &numerics[j];
       _MixprecOptimMeasure m = { 0 };
 
-      m.grad_under = rec->grad_under;
-      m.grad_over = rec->grad_over;
-      m.scale = ldexpf (1.0f, args->working_precision);
-      m.floor_field = (uint32_t) (args->working_emin + 127);
+      measure_init (&m, rec, args);
       /* In pieces the loops' counters hold, each from a multiple of 16
        * of the run: the sums keep their lanes across pieces. */
       for (size_t at = start; at < rec->end; at += _MIXPREC_OPTIM_MEASURE_CHUNK)
@@ -500,15 +591,7 @@ run_measured (const _MixprecOptimKernels   *kernels,
           piece.measure = &m;
           run_kernels (kernels, level, &piece, consts);
         }
-      rec->nonfinite = m.nonfinite;
-      rec->nonzero = m.nonzero;
-      rec->under = m.under;
-      rec->over = m.over;
-      rec->grad_amax = m.amax;
-      rec->stale = m.stale;
-      rec->delta_sumsq = lanes_sum (m.dl);
-      rec->old_sumsq = lanes_sum (m.ml);
-      rec->measured = 1;
+      measure_done (rec, &m);
       start = rec->end;
     }
   return MIXPREC_PLUGIN_OK;

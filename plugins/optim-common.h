@@ -45,6 +45,11 @@ typedef struct {
   uint64_t                      state_seed; /* slot k: stream state_seed + k */
   /* ABI 1.6: the run's numerics, measured as the loops go; NULL: none. */
   struct _MixprecOptimMeasure  *measure;
+  /* ... or, for the AVX-512 loop alone, n_measures > 1 runs that tile the
+   * range: measure[j] holds elements up to measure_ends[j], each run's
+   * lanes counted from its own first element. */
+  const size_t                 *measure_ends;
+  size_t                        n_measures;
 } _MixprecOptimRange;
 
 /* The most elements of a run the loops measure at once, so that their

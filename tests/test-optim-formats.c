@@ -1126,6 +1126,95 @@ test_numerics_in_pass_long_run (void)
     }
 }
 
+/* Many runs in one call: more than the AVX-512 loop keeps on its stack
+ * (measured in one pass of it), then the same with one run longer than
+ * the loops measure at once among them (run by run). Each run's record is
+ * the definition's and the step's bits are those of an unmeasured step. */
+static void
+test_numerics_in_pass_many_runs (void)
+{
+  const gsize long_run = _MIXPREC_OPTIM_MEASURE_CHUNK + 21;
+  const Plugin *p = plugin_get ("adamw");
+
+  for (guint with_long = 0; with_long < 2; with_long++)
+    for (guint level = 0; level < N_LEVELS; level++)
+      {
+        const MixprecOptimizerV3 *vt = p->vt[level];
+        const guint n_runs = 150;
+        g_autofree MixprecOptimizerNumericsV1 *runs = g_new0 (MixprecOptimizerNumericsV1, n_runs);
+        g_autoptr(GRand) rand = g_rand_new_with_seed (17 + with_long);
+        g_autofree float *master = NULL, *old = NULL, *ref = NULL, *grad = NULL, *m = NULL, *v = NULL;
+        g_autofree float *ref_m = NULL, *ref_v = NULL;
+        g_autofree guint16 *working = NULL, *ref_working = NULL;
+        MixprecOptimizerStepV3 a;
+        double hparams[8];
+        char errbuf[256] = "";
+        gsize n = 0;
+
+        if (!level_available (level))
+          continue;
+        /* Runs of every length mod 16, some empty; one long. */
+        for (guint j = 0; j < n_runs; j++)
+          {
+            n += with_long && j == 70 ? long_run : (j * 37) % 101;
+            runs[j].end = n;
+            runs[j].grad_under = num_bits (1e-3f);
+            runs[j].grad_over = num_bits (0.5f);
+          }
+        master = g_new (float, n);
+        grad = g_new (float, n);
+        m = g_new0 (float, n);
+        v = g_new0 (float, n);
+        working = g_new (guint16, n);
+        for (gsize i = 0; i < n; i++)
+          {
+            master[i] = (float) g_rand_double_range (rand, -2, 2) * (i % 5 == 0 ? 1e4f : 1.0f);
+            grad[i] = i % 9 == 0 ? 0.0f : (float) g_rand_double_range (rand, -1, 1);
+            working[i] = _mixprec_f32_to_bf16_rne (master[i]);
+          }
+        old = g_memdup2 (master, n * sizeof (float));
+        ref = g_memdup2 (master, n * sizeof (float));
+        ref_m = g_memdup2 (m, n * sizeof (float));
+        ref_v = g_memdup2 (v, n * sizeof (float));
+        ref_working = g_memdup2 (working, n * sizeof (guint16));
+        num_args (vt, hparams, 1, 1.0f, MIXPREC_PLUGIN_DTYPE_BFLOAT16, &a);
+        {
+          void *st[2] = { ref_m, ref_v };
+
+          g_assert_cmpint (vt->step (&a, ref, grad, st, ref_working, n, errbuf, sizeof errbuf), ==, MIXPREC_PLUGIN_OK);
+        }
+        a.numerics = runs;
+        a.n_numerics = n_runs;
+        a.working_precision = 8;
+        a.working_emin = -126;
+        {
+          void *st[2] = { m, v };
+
+          g_assert_cmpint (vt->step (&a, master, grad, st, working, n, errbuf, sizeof errbuf), ==, MIXPREC_PLUGIN_OK);
+        }
+        g_assert_cmpmem (master, n * sizeof (float), ref, n * sizeof (float));
+        g_assert_cmpmem (working, n * sizeof (guint16), ref_working, n * sizeof (guint16));
+        g_assert_cmpmem (m, n * sizeof (float), ref_m, n * sizeof (float));
+        g_assert_cmpmem (v, n * sizeof (float), ref_v, n * sizeof (float));
+        for (guint j = 0; j < n_runs; j++)
+          {
+            MixprecOptimizerNumericsV1 want;
+
+            num_expected (grad, MIXPREC_PLUGIN_DTYPE_FLOAT32, old, master, working, MIXPREC_PLUGIN_DTYPE_BFLOAT16,
+                          8, -126, j ? runs[j - 1].end : 0, runs[j].end, runs[j].grad_under, runs[j].grad_over,
+                          &want);
+            g_assert_cmpuint (runs[j].measured, ==, 1);
+            g_assert_cmpuint (runs[j].nonzero, ==, want.nonzero);
+            g_assert_cmpuint (runs[j].under, ==, want.under);
+            g_assert_cmpuint (runs[j].over, ==, want.over);
+            g_assert_cmpuint (runs[j].stale, ==, want.stale);
+            g_assert_cmphex (runs[j].grad_amax, ==, want.grad_amax);
+            g_assert_true (num_same_double (runs[j].delta_sumsq, want.delta_sumsq));
+            g_assert_true (num_same_double (runs[j].old_sumsq, want.old_sumsq));
+          }
+      }
+}
+
 /* What a measured call refuses, and an ABI 1.4 caller's struct that ends
  * before the numerics fields (never read). */
 static void
@@ -1564,5 +1653,6 @@ main (int argc, char **argv)
   g_test_add_func ("/optim-formats/numerics-in-pass", test_numerics_in_pass);
   g_test_add_func ("/optim-formats/numerics-in-pass/errors", test_numerics_in_pass_errors);
   g_test_add_func ("/optim-formats/numerics-in-pass/long-run", test_numerics_in_pass_long_run);
+  g_test_add_func ("/optim-formats/numerics-in-pass/many-runs", test_numerics_in_pass_many_runs);
   return g_test_run ();
 }

@@ -813,6 +813,10 @@ void     _mixprec_engine_numerics_in_pass_after (gpointer                      f
                                                  gconstpointer                 grad,
                                                  MixprecDType                  grad_dtype,
                                                  const gfloat                 *master);
+/* The end of a thread's part of a measured pass (step_chunk()), after
+ * fused_after or in_pass_after calls: what it was adding up of a
+ * parameter the part ends inside of is left for the step's finish. */
+void     _mixprec_engine_numerics_chunk_end     (gpointer                      fuse);
 gboolean _mixprec_engine_numerics_finish (MixprecEngine *self,
                                           guint64        step,
                                           gboolean       applied,

@@ -74,6 +74,13 @@ struct _MixprecEngineNumerics {
   gint cut;                  /* a fused pass cut a slot (never, by construction) */
   gboolean measuring;        /* this step is measured */
   gboolean in_pass;          /* ... where it can, by the optimizer itself */
+  /* One process: each parameter's sums, added up in slot order by the
+   * thread that met its first slot, over all its slots (summed[i] 2) or
+   * up to slot prefix_next[i] (summed[i] 1), the rest being records. */
+  gdouble *param_sums;       /* N_REC per parameter */
+  guint8 *summed;
+  guint64 *prefix_next;
+  gint generation;           /* this measured step's, among all engines' */
   /* The FP32 shadow: this rank's part of the shadowed parameters, and
    * its optimizer state (FP32 slots), from the first step on. */
   gfloat *shadow;

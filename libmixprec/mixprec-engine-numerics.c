@@ -249,6 +249,13 @@ _mixprec_numerics_layout (MixprecEngine *self, struct _MixprecEngineNumerics *nm
     }
   nm->records = g_new0 (gdouble, (gsize) MAX (nm->slots->len, 1) * N_REC);
   nm->old_n = at;
+  /* Across ranks the records are agreed on first (agree_records()). */
+  if (self->world == 1)
+    {
+      nm->param_sums = g_new0 (gdouble, (gsize) MAX (nm->params->len, 1) * N_REC);
+      nm->summed = g_new0 (guint8, MAX (nm->params->len, 1));
+      nm->prefix_next = g_new0 (guint64, MAX (nm->params->len, 1));
+    }
 }
 
 /* ---------------------------------------------------------------- one slot */
@@ -476,6 +483,163 @@ fp8_slots (gsize first, gsize end, gpointer data)
     }
 }
 
+/* ---------------------------------------------------------------- per thread */
+
+/* The sums over a parameter (or a module type) of its slots. */
+typedef struct {
+  gdouble rec[N_REC];        /* counts and sums added, amax the largest */
+  guint64 numel;
+  gboolean values, working;
+  gboolean fp8, fp8_mx;
+  gdouble fp8_scale;         /* one parameter's; NaN for several */
+  guint n_fp8;
+  gboolean shadow;
+  gboolean any;
+} Totals;
+
+/* The parameter's own fields of @t. */
+static void
+add_param (Totals *t, const NumParam *np)
+{
+  t->numel += np->numel;
+  t->values |= np->has_values;
+  t->working |= np->has_working;
+  t->fp8 |= np->fp8;
+  t->shadow |= np->shadow;
+  t->fp8_mx |= np->fp8_mx;
+  if (np->fp8)
+    {
+      t->fp8_scale = mixprec_fp8_scaling_get_scale (_mixprec_param_get_storage (np->param)->fp8_scaling);
+      t->n_fp8++;
+    }
+  t->any = TRUE;
+}
+
+/* A call's runs: one buffer per thread, grown as needed. */
+typedef struct {
+  MixprecOptimizerNumericsV1 *runs;
+  gint64 *slot;              /* per run: the slot it measures, or -1 */
+  gsize cap;
+  /* The parameter whose slots this thread is adding up (slot_summed()) */
+  gconstpointer nm;
+  gint generation;
+  guint param;
+  guint64 next_slot;
+  gdouble sums[N_REC];
+  guint last;                /* in_pass(): where the last call's slots ended in
+                                its group's list, a guess at the next call's first */
+} Runs;
+
+static void
+runs_free (gpointer data)
+{
+  Runs *r = data;
+
+  g_free (r->runs);
+  g_free (r->slot);
+  g_free (r);
+}
+
+static GPrivate runs_key = G_PRIVATE_INIT (runs_free);
+
+static Runs *
+runs_local (void)
+{
+  Runs *r = g_private_get (&runs_key);
+
+  if (r == NULL)
+    {
+      r = g_new0 (Runs, 1);
+      g_private_set (&runs_key, r);
+    }
+  return r;
+}
+
+static Runs *
+runs_buffer (gsize n)
+{
+  Runs *r = runs_local ();
+
+  if (r->cap < n)
+    {
+      r->cap = MAX (n, 2 * r->cap);
+      r->runs = g_renew (MixprecOptimizerNumericsV1, r->runs, r->cap);
+      r->slot = g_renew (gint64, r->slot, r->cap);
+    }
+  return r;
+}
+
+/* One process: a thread that meets a parameter's first slot adds up its
+ * records as it goes through the slots in order, instead of writing them,
+ * while they are in cache: the same additions in the same order as
+ * add_slots() from the records. The last slot leaves the parameter's sums
+ * in nm->param_sums (summed 2); where the thread's part of the pass ends
+ * before it, the sums so far and the next slot (summed 1), and whoever
+ * measures the rest writes their records. */
+
+/* The thread's sums so far, if @nm's. */
+static void
+sequence_flush (struct _MixprecEngineNumerics *nm, Runs *r)
+{
+  if (r->nm == nm && r->generation == nm->generation)
+    {
+      memcpy (nm->param_sums + (gsize) r->param * N_REC, r->sums, sizeof r->sums);
+      nm->prefix_next[r->param] = r->next_slot;
+      nm->summed[r->param] = 1;
+    }
+  r->nm = NULL;
+}
+
+/* Whether slot @k's record @rec went into its parameter's sums in order,
+ * so that it need not be written. */
+static gboolean
+slot_summed (struct _MixprecEngineNumerics *nm, Runs *r, guint64 k, const NumSlot *s, const NumParam *np,
+             const gdouble *rec)
+{
+  gdouble amax;
+
+  /* The FP8 and shadow fields come after the pass. */
+  if (nm->param_sums == NULL || np->fp8 || np->fp8_mx || np->shadow)
+    return FALSE;
+  if (k == np->first_slot)
+    {
+      sequence_flush (nm, r);
+      r->nm = nm;
+      r->generation = nm->generation;
+      r->param = s->param;
+      memset (r->sums, 0, sizeof r->sums);
+    }
+  else if (r->nm != nm || r->generation != nm->generation || r->param != s->param || r->next_slot != k)
+    return FALSE;
+  amax = r->sums[REC_AMAX];
+  for (guint j = 0; j < N_REC; j++)
+    r->sums[j] += rec[j];
+  r->sums[REC_AMAX] = MAX (amax, rec[REC_AMAX]);
+  r->next_slot = k + 1;
+  if (r->next_slot == np->first_slot + np->n_slots)
+    {
+      memcpy (nm->param_sums + (gsize) s->param * N_REC, r->sums, sizeof r->sums);
+      nm->summed[s->param] = 2;
+      r->nm = NULL;
+    }
+  return TRUE;
+}
+
+/* The record of slot @k: into its parameter's sums or written. */
+static void
+slot_done (struct _MixprecEngineNumerics *nm, Runs *r, guint64 k, const NumSlot *s, const NumParam *np,
+           const gdouble *rec)
+{
+  if (!slot_summed (nm, r, k, s, np, rec))
+    memcpy (nm->records + k * N_REC, rec, N_REC * sizeof (gdouble));
+}
+
+void
+_mixprec_engine_numerics_chunk_end (gpointer fuse)
+{
+  sequence_flush (fuse, runs_local ());
+}
+
 /* ---------------------------------------------------------------- in the optimizer's pass */
 
 /* The first of the group's slots (this rank's list) ending after @index. */
@@ -495,6 +659,18 @@ first_slot_after (struct _MixprecEngineNumerics *nm, GArray *mine, guint64 index
         hi = mid;
     }
   return lo;
+}
+
+/* The same, from where this thread's last call ended (@r->last): a
+ * thread's calls mostly follow one another. A slot that starts exactly
+ * at @index is the first ending after it; otherwise the search. */
+static guint
+first_slot_from (struct _MixprecEngineNumerics *nm, GArray *mine, guint64 index, const Runs *r)
+{
+  if (r->last < mine->len &&
+      g_array_index (nm->slots, NumSlot, g_array_index (mine, guint64, r->last)).index == index)
+    return r->last;
+  return first_slot_after (nm, mine, index);
 }
 
 /* Whether the optimizer's pass over @g can measure it: its calls then
@@ -610,14 +786,16 @@ _mixprec_engine_numerics_fused_after (gpointer       fuse,
   struct _MixprecEngineNumerics *nm = fuse;
   GArray *mine = nm->by_group[g->index];
   const gfloat *kept = master != NULL ? kept_buffer (n) : NULL;
+  Runs *r = runs_local ();
+  guint i;
 
-  for (guint i = first_slot_after (nm, mine, index); i < mine->len; i++)
+  for (i = first_slot_from (nm, mine, index, r); i < mine->len; i++)
     {
       guint64 k = g_array_index (mine, guint64, i);
       const NumSlot *s = &g_array_index (nm->slots, NumSlot, k);
       const NumParam *np = &g_array_index (nm->params, NumParam, s->param);
       guint64 len = s->hi - s->lo, at = s->index - index, block;
-      gdouble *rec = nm->records + k * N_REC;
+      gdouble rec[N_REC] = { 0 };
 
       if (s->index >= index + n)
         break;
@@ -642,7 +820,9 @@ _mixprec_engine_numerics_fused_after (gpointer       fuse,
         slot_update (rec, g->dtypes.working, kept + at, master + at,
                      working != NULL ? _mixprec_engine_at ((gpointer) working, g->dtypes.working, at) : NULL,
                      len);
+      slot_done (nm, r, k, s, np, rec);
     }
+  r->last = i;
 }
 
 /* ---------------------------------------------------------------- measured by the optimizer
@@ -654,45 +834,6 @@ _mixprec_engine_numerics_fused_after (gpointer       fuse,
  * with the slot's gradient bounds, and takes back exactly what
  * slot_counts() and slot_update() would have recorded (the plugin's
  * arithmetic is the kernels' order, MixprecOptimizerNumericsV1). */
-
-/* A call's runs: one buffer per thread, grown as needed. */
-typedef struct {
-  MixprecOptimizerNumericsV1 *runs;
-  gint64 *slot;              /* per run: the slot it measures, or -1 */
-  gsize cap;
-} Runs;
-
-static void
-runs_free (gpointer data)
-{
-  Runs *r = data;
-
-  g_free (r->runs);
-  g_free (r->slot);
-  g_free (r);
-}
-
-static GPrivate runs_key = G_PRIVATE_INIT (runs_free);
-
-static Runs *
-runs_buffer (gsize n)
-{
-  Runs *r = g_private_get (&runs_key);
-
-  if (r == NULL)
-    {
-      r = g_new0 (Runs, 1);
-      g_private_set (&runs_key, r);
-    }
-  if (r->cap < n)
-    {
-      r->cap = MAX (n, 2 * r->cap);
-      r->runs = g_renew (MixprecOptimizerNumericsV1, r->runs, r->cap);
-      r->slot = g_renew (gint64, r->slot, r->cap);
-    }
-  return r;
-}
-
 
 /* MIXPREC_NUMERICS_IN_PASS=0 has the library measure around the
  * optimizer even where the optimizer could measure in its pass (the same
@@ -739,13 +880,13 @@ _mixprec_engine_numerics_in_pass (gpointer                   fuse,
 {
   struct _MixprecEngineNumerics *nm = fuse;
   GArray *mine = nm->by_group[g->index];
-  guint first = first_slot_after (nm, mine, index), n_runs = 0;
+  Runs *r = runs_local ();
+  guint first = first_slot_from (nm, mine, index, r), n_runs = 0, i;
   guint64 at = 0;
-  Runs *r;
   gint p, emin;
 
   r = runs_buffer (2 * (gsize) (mine->len - first) + 1);
-  for (guint i = first; i < mine->len; i++)
+  for (i = first; i < mine->len; i++)
     {
       guint64 k = g_array_index (mine, guint64, i);
       const NumSlot *s = &g_array_index (nm->slots, NumSlot, k);
@@ -776,6 +917,7 @@ _mixprec_engine_numerics_in_pass (gpointer                   fuse,
       r->slot[n_runs++] = (gint64) k;
       at = s->index - index + len;
     }
+  r->last = i;
   if (at < n)
     {
       memset (&r->runs[n_runs], 0, sizeof r->runs[n_runs]);
@@ -808,7 +950,7 @@ _mixprec_engine_numerics_in_pass_after (gpointer                      fuse,
       gint64 k = r->slot[j];
       const NumSlot *s;
       const NumParam *np;
-      gdouble *rec;
+      gdouble rec[N_REC] = { 0 };
       guint64 len = run->end - start, block;
       gfloat amax;
 
@@ -822,7 +964,6 @@ _mixprec_engine_numerics_in_pass_after (gpointer                      fuse,
         }
       s = &g_array_index (nm->slots, NumSlot, (guint64) k);
       np = &g_array_index (nm->params, NumParam, s->param);
-      rec = nm->records + (guint64) k * N_REC;
       memcpy (&amax, &run->grad_amax, sizeof amax);
       rec[REC_NONFINITE] = (gdouble) run->nonfinite;
       rec[REC_NONZERO] = (gdouble) run->nonzero;
@@ -830,19 +971,21 @@ _mixprec_engine_numerics_in_pass_after (gpointer                      fuse,
       rec[REC_OVERFLOW] = (gdouble) run->over;
       rec[REC_AMAX] = amax;
       /* A norm block's sum of squares is the norm's; any other slot's
-       * is summed here as slot_grads() sums it. */
+       * (where a unit packs parameters, the blocks they share) is summed
+       * here the same way, the counts being the optimizer's. */
       block = s->norm_block;
       if (block != G_MAXUINT64)
         rec[REC_SUMSQ] = g->norm.blocks[block];
       else
-        slot_grads (rec, np, _mixprec_engine_at ((gpointer) grad, grad_dtype, run->end - len),
-                    grad_dtype, len);
+        rec[REC_SUMSQ] = _mixprec_kernel_sumsq_best (_mixprec_engine_at ((gpointer) grad, grad_dtype, run->end - len),
+                                                     grad_dtype, len);
       if (np->has_values && master != NULL)
         {
           rec[REC_STALE] = (gdouble) run->stale;
           rec[REC_DELTA_SUMSQ] = run->delta_sumsq;
           rec[REC_MASTER_SUMSQ] = run->old_sumsq;
         }
+      slot_done (nm, r, (guint64) k, s, np, rec);
     }
 }
 
@@ -885,6 +1028,9 @@ _mixprec_engine_numerics_relayout (MixprecEngine *self)
   g_clear_pointer (&nm->slots, g_array_unref);
   g_clear_pointer (&nm->owned, g_array_unref);
   g_clear_pointer (&nm->records, g_free);
+  g_clear_pointer (&nm->param_sums, g_free);
+  g_clear_pointer (&nm->summed, g_free);
+  g_clear_pointer (&nm->prefix_next, g_free);
   g_clear_pointer (&nm->old_master, g_free);
   nm->old_n = 0;
   _mixprec_numerics_shadow_free (nm);
@@ -909,11 +1055,18 @@ _mixprec_engine_numerics_free (MixprecEngine *self)
   g_clear_pointer (&nm->slots, g_array_unref);
   g_clear_pointer (&nm->owned, g_array_unref);
   g_free (nm->records);
+  g_free (nm->param_sums);
+  g_free (nm->summed);
+  g_free (nm->prefix_next);
   g_free (nm->old_master);
   _mixprec_numerics_shadow_free (nm);
   g_clear_object (&nm->last);
   g_free (nm);
 }
+
+/* Measured steps of all engines so far, each one's number telling a
+ * thread's sums of this step from those of earlier ones (slot_summed()). */
+static gint generations;
 
 gboolean
 _mixprec_engine_numerics_begin (MixprecEngine *self,
@@ -936,12 +1089,20 @@ _mixprec_engine_numerics_begin (MixprecEngine *self,
   nm->updated = FALSE;
   nm->divisor = divisor;
   nm->cut = 0;
-  memset (nm->records, 0, (gsize) nm->slots->len * N_REC * sizeof (gdouble));
+  if (nm->summed != NULL)
+    memset (nm->summed, 0, MAX (nm->params->len, 1));
+  nm->generation = g_atomic_int_add (&generations, 1) + 1;
   for (guint j = 0; j < self->groups->len; j++)
     {
       nm->fused[j] = !skipped && fusable (self, g_ptr_array_index (self->groups, j));
       separate |= !nm->fused[j];
     }
+  /* A pass that measures a slot writes its whole record or adds it to its
+   * parameter's sums (a slot it cuts is reported as cut), and the FP8 and
+   * shadow fields are set after it; only passes of their own need the
+   * records zero. */
+  if (separate)
+    memset (nm->records, 0, (gsize) nm->slots->len * N_REC * sizeof (gdouble));
   /* The optimizer measures calls whose slots are all unscaled (ABI 1.6). */
   nm->in_pass = in_pass_allowed ();
   for (guint k = 0; k < mixprec_feature_get_n_state_slots (self->optimizer) &&
@@ -1006,40 +1167,78 @@ agree_records (MixprecEngine *self, struct _MixprecEngineNumerics *nm, GError **
   return TRUE;
 }
 
-/* The sums over a parameter (or a module type) of its slots. */
+/* The sums over @np's slots from slot @from into @t (every field is a
+ * sum but REC_AMAX, the largest), in slot order, in registers. */
+static void
+add_slots (Totals *t, const NumParam *np, guint64 from, const gdouble *records)
+{
+  const gdouble *rec = records + from * N_REC;
+  gdouble sums[N_REC], amax;
+
+  memcpy (sums, t->rec, sizeof sums);
+  amax = sums[REC_AMAX];
+  for (guint64 s = from; s < np->first_slot + np->n_slots; s++, rec += N_REC)
+    {
+      for (guint r = 0; r < N_REC; r++)
+        sums[r] += rec[r];
+      amax = MAX (amax, rec[REC_AMAX]);
+    }
+  sums[REC_AMAX] = amax;
+  memcpy (t->rec, sums, sizeof sums);
+  add_param (t, np);
+}
+
+/* @from's sums into @t: a module type's totals are its parameters',
+ * added in the order they were registered. */
+static void
+add_totals (Totals *t, const Totals *from)
+{
+  for (guint r = 0; r < N_REC; r++)
+    t->rec[r] = r == REC_AMAX ? MAX (t->rec[r], from->rec[r]) : t->rec[r] + from->rec[r];
+  t->numel += from->numel;
+  t->values |= from->values;
+  t->working |= from->working;
+  t->fp8 |= from->fp8;
+  t->shadow |= from->shadow;
+  t->fp8_mx |= from->fp8_mx;
+  if (from->n_fp8 > 0)
+    t->fp8_scale = from->fp8_scale;
+  t->n_fp8 += from->n_fp8;
+  t->any |= from->any;
+}
+
+/* Each parameter's totals, from the records (across the thread pool). */
 typedef struct {
-  gdouble rec[N_REC];        /* counts and sums added, amax the largest */
-  guint64 numel;
-  gboolean values, working;
-  gboolean fp8, fp8_mx;
-  gdouble fp8_scale;         /* one parameter's; NaN for several */
-  guint n_fp8;
-  gboolean shadow;
-  gboolean any;
-} Totals;
+  struct _MixprecEngineNumerics *nm;
+  Totals *totals;
+} TotalsJob;
 
 static void
-add_slots (Totals *t, const NumParam *np, const gdouble *records)
+param_totals (gsize first, gsize end, gpointer data)
 {
-  for (guint64 s = np->first_slot; s < np->first_slot + np->n_slots; s++)
-    {
-      const gdouble *rec = records + s * N_REC;
+  TotalsJob *job = data;
 
-      for (guint r = 0; r < N_REC; r++)
-        t->rec[r] = r == REC_AMAX ? MAX (t->rec[r], rec[r]) : t->rec[r] + rec[r];
-    }
-  t->numel += np->numel;
-  t->values |= np->has_values;
-  t->working |= np->has_working;
-  t->fp8 |= np->fp8;
-  t->shadow |= np->shadow;
-  t->fp8_mx |= np->fp8_mx;
-  if (np->fp8)
+  struct _MixprecEngineNumerics *nm = job->nm;
+
+  for (gsize i = first; i < end; i++)
     {
-      t->fp8_scale = mixprec_fp8_scaling_get_scale (_mixprec_param_get_storage (np->param)->fp8_scaling);
-      t->n_fp8++;
+      const NumParam *np = &g_array_index (nm->params, NumParam, i);
+
+      Totals *t = &job->totals[i];
+      guint8 summed = nm->summed != NULL ? nm->summed[i] : 0;
+
+      if (summed == 0)
+        {
+          add_slots (t, np, np->first_slot, nm->records);
+          continue;
+        }
+      /* The sums so far go on from where the pass left them. */
+      memcpy (t->rec, nm->param_sums + i * N_REC, sizeof t->rec);
+      if (summed == 2)
+        add_param (t, np);
+      else
+        add_slots (t, np, nm->prefix_next[i], nm->records);
     }
-  t->any = TRUE;
 }
 
 static gdouble
@@ -1052,8 +1251,8 @@ static void
 put (MixprecNumerics *out, gboolean by_type, const gchar *name, const Totals *t,
      gboolean updated, gdouble divisor)
 {
-  /* One lookup of the row for all its statistics. */
-  _MixprecNumericsRow *row = _mixprec_numerics_row (out, by_type, name);
+  /* Each name once: parameter names are unique, and so are the types. */
+  _MixprecNumericsRow *row = _mixprec_numerics_append_row (out, by_type, name);
 
   /* What a monitor shows: the gradients unscaled like the step's norm. */
   _mixprec_numerics_row_set (row, _MIXPREC_NUM_GRAD_AMAX, t->rec[REC_AMAX] / divisor);
@@ -1104,6 +1303,7 @@ _mixprec_engine_numerics_finish (MixprecEngine *self,
   struct _MixprecEngineNumerics *nm = self->numerics;
   g_autoptr(GHashTable) by_type = NULL;
   g_autoptr(GPtrArray) types = NULL;
+  g_autofree Totals *totals = NULL;
   MixprecNumerics *out;
 
   if (nm == NULL || !nm->measuring)
@@ -1116,18 +1316,23 @@ _mixprec_engine_numerics_finish (MixprecEngine *self,
   if (!agree_records (self, nm, error))
     return FALSE;
   out = _mixprec_numerics_new (step, applied);
+  totals = g_new0 (Totals, MAX (nm->params->len, 1));
+  {
+    TotalsJob job = { nm, totals };
+
+    _mixprec_device_dispatch (NULL, nm->params->len, 64, 1, param_totals, &job);
+  }
   by_type = g_hash_table_new_full (g_str_hash, g_str_equal, NULL, g_free);
   types = g_ptr_array_new ();
   for (guint i = 0; i < nm->params->len; i++)
     {
       const NumParam *np = &g_array_index (nm->params, NumParam, i);
       const gchar *type = mixprec_param_get_module_type (np->param);
-      Totals t = { { 0 } }, *tt;
+      Totals *tt;
 
       if (np->numel == 0)
         continue;
-      add_slots (&t, np, nm->records);
-      put (out, FALSE, mixprec_param_get_name (np->param), &t, nm->updated, nm->divisor);
+      put (out, FALSE, mixprec_param_get_name (np->param), &totals[i], nm->updated, nm->divisor);
       /* Parameters of no module type are in no module type's row. */
       if (type == NULL || *type == '\0')
         continue;
@@ -1138,7 +1343,7 @@ _mixprec_engine_numerics_finish (MixprecEngine *self,
           g_hash_table_insert (by_type, (gpointer) type, tt);
           g_ptr_array_add (types, (gpointer) type);
         }
-      add_slots (tt, np, nm->records);
+      add_totals (tt, &totals[i]);
     }
   for (guint i = 0; i < types->len; i++)
     put (out, TRUE, types->pdata[i], g_hash_table_lookup (by_type, types->pdata[i]), nm->updated,

@@ -180,6 +180,8 @@ step_chunk (gsize begin, gsize end, gpointer data)
       if (a < b)
         step_run (job, &job->pieces[i], a, b - a);
     }
+  if (job->numerics != NULL)
+    _mixprec_engine_numerics_chunk_end (job->numerics);
 }
 
 /* Offload: the pass over one bucket of host buffers, which

@@ -32,7 +32,21 @@ static const struct {
   { "a.weight", "Linear", 5000 },     /* two sum-of-squares blocks */
   { "b.bias", "Linear", 300 },        /* shares a's second block */
   { "n.weight", "LayerNorm", 9000 },  /* FP32 (fp32_modules): no working copy of its own */
+  /* Only with MIXPREC_TEST_BIG=threads: long enough that two threads
+   * share its slots (see n_params()). */
+  { "c.weight", "Linear", 300000 },
 };
+
+/* The parameters of this run: c.weight only under MIXPREC_TEST_BIG. On one
+ * process a thread adds up the statistics of the slots it measures in
+ * order; two threads split c.weight, one adding up its first slots, the
+ * other leaving records, which the step's end continues from where the
+ * first stopped: the same bits as one thread and as three ranks. */
+static guint
+n_params (void)
+{
+  return g_getenv ("MIXPREC_TEST_BIG") != NULL ? G_N_ELEMENTS (model) : G_N_ELEMENTS (model) - 1;
+}
 
 /* fp16 gradients summed into an FP32 accumulation buffer (and, across
  * ranks, reduced in fp16 into FP32 sums): the FP32 sums are what the
@@ -116,7 +130,7 @@ build_engine (guint stage, guint gas, const gchar *csv_dir, gboolean external, g
   g_assert_no_error (error);
   engine = mixprec_engine_new (config, &error);
   g_assert_no_error (error);
-  for (guint p = 0; p < G_N_ELEMENTS (model); p++)
+  for (guint p = 0; p < n_params (); p++)
     {
       g_autofree gfloat *init = g_new (gfloat, model[p].numel);
       g_autoptr(GBytes) bytes = NULL;
@@ -160,7 +174,7 @@ train_step (MixprecEngine *engine, guint rank, guint world, gint step, GError **
     {
       guint m = local * world + rank;
 
-      for (guint p = 0; p < G_N_ELEMENTS (model); p++)
+      for (guint p = 0; p < n_params (); p++)
         {
           MixprecParam *param = mixprec_engine_get_param (engine, model[p].name);
           g_autofree gfloat *g = g_new (gfloat, model[p].numel);
@@ -245,6 +259,9 @@ child_main (void)
   g_autoptr(GString) text = g_string_new (NULL);
   guint rank, world;
 
+  /* Before the thread pool starts. */
+  if (g_getenv ("MIXPREC_TEST_BIG") != NULL)
+    g_setenv ("MIXPREC_NUM_THREADS", g_getenv ("MIXPREC_TEST_BIG"), TRUE);
   world = (guint) atoi (g_getenv ("MIXPREC_WORLD_SIZE"));
   engine = build_engine (stage, N_MICRO / world, csv != NULL && *csv != '\0' ? csv : NULL, external, states, fp8);
   rank = mixprec_engine_get_rank (engine);
@@ -255,7 +272,7 @@ child_main (void)
       g_autoptr(MixprecNumerics) n = NULL;
       GBytes *before[G_N_ELEMENTS (model)] = { NULL };
 
-      for (guint p = 0; p < G_N_ELEMENTS (model); p++)
+      for (guint p = 0; p < n_params (); p++)
         {
           before[p] = mixprec_engine_gather_master (engine, model[p].name, &error);
           g_assert_no_error (error);
@@ -269,7 +286,7 @@ child_main (void)
       n = mixprec_engine_get_numerics (engine);
       g_assert_nonnull (n);
       dump (n, text);
-      for (guint p = 0; p < G_N_ELEMENTS (model); p++)
+      for (guint p = 0; p < n_params (); p++)
         {
           g_autoptr(GBytes) after = mixprec_engine_gather_master (engine, model[p].name, &error);
 
@@ -398,7 +415,7 @@ check_expected (GHashTable *t)
   g_assert_cmpfloat (value (t, "param n.weight grad_amax@1"), ==, amax_ln / 6.0);
   /* The update ratios agree with the masters gathered around the step
    * (the engine sums the update's squares in FP32 within each block). */
-  for (guint p = 0; p < G_N_ELEMENTS (model); p++)
+  for (guint p = 0; p < n_params (); p++)
     {
       g_autofree gchar *k = g_strdup_printf ("param %s update_ratio@1", model[p].name);
       g_autofree gchar *m = g_strdup_printf ("masters %s@1", model[p].name);
@@ -444,6 +461,9 @@ test_world_sizes (void)
   g_autofree gchar *around_3 = run_world (3, 2, dir, NULL, "MIXPREC_NUMERICS_IN_PASS=0");
   g_autofree gchar *scalar_1 = run_world (1, 0, dir, NULL, "MIXPREC_SIMD=scalar");
   g_autofree gchar *avx2_3 = run_world (3, 2, dir, NULL, "MIXPREC_SIMD=avx2");
+  g_autofree gchar *big_1 = run_world (1, 0, dir, NULL, "MIXPREC_TEST_BIG=1");
+  g_autofree gchar *big_2 = run_world (1, 0, dir, NULL, "MIXPREC_TEST_BIG=2");
+  g_autofree gchar *big_3 = run_world (3, 2, dir, NULL, "MIXPREC_TEST_BIG=1");
   g_autoptr(GHashTable) t = parse (one);
   g_autofree gchar *file = NULL, *amax = NULL, *expected = NULL;
   g_autofree gchar *by_type = NULL;
@@ -465,6 +485,11 @@ test_world_sizes (void)
   g_assert_cmpstr (around_3, ==, one);
   g_assert_cmpstr (scalar_1, ==, one);
   g_assert_cmpstr (avx2_3, ==, one);
+  /* A parameter two threads share: the same bits as one thread and as
+   * three ranks, whose records are all agreed on. */
+  g_assert_nonnull (strstr (big_1, "param c.weight grad_norm "));
+  g_assert_cmpstr (big_2, ==, big_1);
+  g_assert_cmpstr (big_3, ==, big_1);
   /* FP8 copies of a.weight: its FP8 statistics too. */
   g_assert_nonnull (strstr (fp8_1, "param a.weight fp8_underflow "));
   g_assert_nonnull (strstr (fp8_1, "param a.weight fp8_scale "));

@@ -497,22 +497,41 @@ typedef struct {
   gboolean any;
 } Totals;
 
+/* @from's fields into @t, all but the records' sums. */
+static void
+add_fields (Totals *t, const Totals *from)
+{
+  t->numel += from->numel;
+  t->values |= from->values;
+  t->working |= from->working;
+  t->fp8 |= from->fp8;
+  t->shadow |= from->shadow;
+  t->fp8_mx |= from->fp8_mx;
+  if (from->n_fp8 > 0)
+    t->fp8_scale = from->fp8_scale;
+  t->n_fp8 += from->n_fp8;
+  t->any |= from->any;
+}
+
 /* The parameter's own fields of @t. */
 static void
 add_param (Totals *t, const NumParam *np)
 {
-  t->numel += np->numel;
-  t->values |= np->has_values;
-  t->working |= np->has_working;
-  t->fp8 |= np->fp8;
-  t->shadow |= np->shadow;
-  t->fp8_mx |= np->fp8_mx;
+  Totals mine = { { 0 } };
+
+  mine.numel = np->numel;
+  mine.values = np->has_values;
+  mine.working = np->has_working;
+  mine.fp8 = np->fp8;
+  mine.shadow = np->shadow;
+  mine.fp8_mx = np->fp8_mx;
   if (np->fp8)
     {
-      t->fp8_scale = mixprec_fp8_scaling_get_scale (_mixprec_param_get_storage (np->param)->fp8_scaling);
-      t->n_fp8++;
+      mine.fp8_scale = mixprec_fp8_scaling_get_scale (_mixprec_param_get_storage (np->param)->fp8_scaling);
+      mine.n_fp8 = 1;
     }
-  t->any = TRUE;
+  mine.any = TRUE;
+  add_fields (t, &mine);
 }
 
 /* A call's runs: one buffer per thread, grown as needed. */
@@ -1195,16 +1214,7 @@ add_totals (Totals *t, const Totals *from)
 {
   for (guint r = 0; r < N_REC; r++)
     t->rec[r] = r == REC_AMAX ? MAX (t->rec[r], from->rec[r]) : t->rec[r] + from->rec[r];
-  t->numel += from->numel;
-  t->values |= from->values;
-  t->working |= from->working;
-  t->fp8 |= from->fp8;
-  t->shadow |= from->shadow;
-  t->fp8_mx |= from->fp8_mx;
-  if (from->n_fp8 > 0)
-    t->fp8_scale = from->fp8_scale;
-  t->n_fp8 += from->n_fp8;
-  t->any |= from->any;
+  add_fields (t, from);
 }
 
 /* Each parameter's totals, from the records (across the thread pool). */

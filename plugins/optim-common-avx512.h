@@ -81,7 +81,7 @@ _mixprec_optim_store_working16 (MixprecPluginDType     dtype,
 
 typedef struct {
   __m256 dsum, msum;
-  __m512i amax, under, over, floor_field;
+  __m512i amax, under, over, floor_bits;   /* floor_bits: 2^emin as FP32 bits */
   __m512 scale;
   /* Per-lane counts, added up at the end (run_measured() hands the loops
    * at most _MIXPREC_OPTIM_MEASURE_CHUNK elements at a time). */
@@ -97,7 +97,7 @@ _mixprec_optim_acc16_begin (_MixprecOptimAcc16         *acc,
   acc->amax = _mm512_set1_epi32 ((int) m->amax);
   acc->under = _mm512_set1_epi32 ((int) m->grad_under);
   acc->over = _mm512_set1_epi32 ((int) m->grad_over);
-  acc->floor_field = _mm512_set1_epi32 ((int) m->floor_field);
+  acc->floor_bits = _mm512_set1_epi32 ((int) (m->floor_field << 23));
   acc->scale = _mm512_set1_ps (m->scale);
   acc->nonfinite = acc->nonzero = acc->n_under = acc->n_over = acc->stale = _mm512_setzero_si512 ();
 }
@@ -162,10 +162,12 @@ _mixprec_optim_measure16 (_MixprecOptimAcc16 *acc,
     acc->msum = _mm256_add_ps (acc->msum, _mm256_castpd_ps (_mm512_extractf64x4_pd (_mm512_castps_pd (oo), 1)));
     if (has_working)
       {
-        __m512i field = _mm512_and_si512 (_mm512_srli_epi32 (_mm512_castps_si512 (wval), 23),
-                                          _mm512_set1_epi32 (0xff));
-        __m512 half = _mm512_castsi512_ps (_mm512_slli_epi32 (_mm512_max_epi32 (field, acc->floor_field), 23));
-        __mmask16 finite = _mm512_mask_cmpneq_epi32_mask (m, field, _mm512_set1_epi32 (0xff));
+        /* The exponent field left in place: 2^max(e, emin) is the larger
+         * of it and emin's, as FP32 bits. */
+        const __m512i expo = _mm512_set1_epi32 (0x7f800000);
+        __m512i field = _mm512_and_si512 (_mm512_castps_si512 (wval), expo);
+        __m512 half = _mm512_castsi512_ps (_mm512_max_epu32 (field, acc->floor_bits));
+        __mmask16 finite = _mm512_mask_cmpneq_epi32_mask (m, field, expo);
         __m512 ad = _mm512_castsi512_ps (_mm512_and_si512 (_mm512_castps_si512 (d), _mm512_set1_epi32 (0x7fffffff)));
 
         acc->stale = _mm512_mask_sub_epi32 (acc->stale,

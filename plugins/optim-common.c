@@ -486,12 +486,13 @@ runs_fit (const MixprecOptimizerNumericsV1 *numerics,
   return 1;
 }
 
-/* The runs of a call that run_measured() checked, in one pass of the
- * AVX-512 loop (_MixprecOptimRange's measure_ends): a call per run of a
- * few thousand elements cost about as much as the measuring itself. */
-#define RUNS_ON_STACK 64
+/* The runs of a call that run_measured() checked, through the AVX-512
+ * loop RUNS_AT_ONCE at a time (_MixprecOptimRange's measure_ends): a call
+ * per run of a few thousand elements cost about as much as the measuring
+ * itself. */
+#define RUNS_AT_ONCE 64
 
-static int
+static void
 run_measured_at_once (const _MixprecOptimKernels   *kernels,
                       _MixprecOptimLevel            level,
                       const _MixprecOptimRange     *range,
@@ -499,39 +500,33 @@ run_measured_at_once (const _MixprecOptimKernels   *kernels,
                       const MixprecOptimizerStepV3 *args,
                       MixprecOptimizerNumericsV1   *numerics)
 {
-  _MixprecOptimMeasure ms_stack[RUNS_ON_STACK];
-  size_t ends_stack[RUNS_ON_STACK];
-  const unsigned n = args->n_numerics;
-  _MixprecOptimMeasure *ms = n <= RUNS_ON_STACK ? ms_stack : malloc (n * sizeof *ms);
-  size_t *ends = n <= RUNS_ON_STACK ? ends_stack : malloc (n * sizeof *ends);
-  _MixprecOptimRange all = *range;
+  size_t start = 0;
 
-  if (ms == NULL || ends == NULL)
+  for (unsigned first = 0; first < args->n_numerics; first += RUNS_AT_ONCE)
     {
-      /* Out of memory: the caller goes run by run. */
-      if (ms != ms_stack)
-        free (ms);
-      if (ends != ends_stack)
-        free (ends);
-      return 0;
+      const unsigned n = MIN (args->n_numerics - first, RUNS_AT_ONCE);
+      _MixprecOptimMeasure ms[RUNS_AT_ONCE];
+      size_t ends[RUNS_AT_ONCE];
+      MixprecOptimizerStepV1 base;
+      void *states[_MIXPREC_OPTIM_MAX_STATES];
+      _MixprecOptimRange batch;
+
+      memset (ms, 0, n * sizeof *ms);
+      for (unsigned j = 0; j < n; j++)
+        {
+          measure_init (&ms[j], &numerics[first + j], args);
+          ends[j] = numerics[first + j].end - start;
+        }
+      subrange (range, start, ends[n - 1], &base, states, &batch);
+      batch.measure = ms;
+      batch.measure_ends = ends;
+      batch.n_measures = n;
+      /* One run is a call of its own (n_measures > 1 only). */
+      run_kernels (kernels, level, &batch, consts);
+      for (unsigned j = 0; j < n; j++)
+        measure_done (&numerics[first + j], &ms[j]);
+      start = numerics[first + n - 1].end;
     }
-  memset (ms, 0, n * sizeof *ms);
-  for (unsigned j = 0; j < n; j++)
-    {
-      measure_init (&ms[j], &numerics[j], args);
-      ends[j] = numerics[j].end;
-    }
-  all.measure = ms;
-  all.measure_ends = ends;
-  all.n_measures = n;
-  run_kernels (kernels, level, &all, consts);
-  for (unsigned j = 0; j < n; j++)
-    measure_done (&numerics[j], &ms[j]);
-  if (ms != ms_stack)
-    free (ms);
-  if (ends != ends_stack)
-    free (ends);
-  return 1;
 }
 
 /* A measured call (ABI 1.6): each run of args->numerics through the
@@ -569,9 +564,11 @@ run_measured (const _MixprecOptimKernels   *kernels,
       start = end;
     }
   if (level >= _MIXPREC_OPTIM_AVX512 && kernels->run_avx512 != NULL && args->n_numerics > 1 &&
-      runs_fit (numerics, args->n_numerics) &&
-      run_measured_at_once (kernels, level, range, consts, args, numerics))
-    return MIXPREC_PLUGIN_OK;
+      runs_fit (numerics, args->n_numerics))
+    {
+      run_measured_at_once (kernels, level, range, consts, args, numerics);
+      return MIXPREC_PLUGIN_OK;
+    }
   start = 0;
   for (unsigned j = 0; j < args->n_numerics; j++)
     {

@@ -62,56 +62,6 @@ _mixprec_optim_store_working8 (MixprecPluginDType     dtype,
     }
 }
 
-/* The 8-lane loop around @update over the first n - n % 8 elements;
- * returns that count (the caller's scalar kernel does the rest). Every
- * field and constant is read into a local first: the 16-bit stores may
- * alias anything, and the compiler would otherwise reload the arguments
- * and broadcast the constants again at each block.
- *
- * bfloat16 state slots are staged as in _mixprec_optim_run_scalar(),
- * widened into an FP32 buffer the update works on and then rounded back
- * with the same rounding and random bits per element, but a run of
- * _MIXPREC_OPTIM_STAGE elements at a time: staged eight at a time, each
- * group's widen, update and narrow made one chain of stores and reloads
- * through the same buffer, which the core could not overlap with the next
- * group's (three times the FP32-state kernel's time, on Zen 3). */
-/* How far ahead of the block the loops prefetch, in elements, and once
- * per cache line of each array (see optim-common-avx512.h: the step
- * streams more arrays than the hardware prefetchers keep ahead of). A
- * prefetch past the end of an array never faults and reads nothing. */
-#define _MIXPREC_OPTIM_PREFETCH8 256
-
-static inline __attribute__ ((always_inline)) void
-_mixprec_optim_prefetch8 (const void *base,
-                          size_t      size,
-                          size_t      i)
-{
-  if (base != NULL && (i & (size == 4 ? 15 : 31)) == 0)
-    _mm_prefetch ((const char *) base + (i + _MIXPREC_OPTIM_PREFETCH8) * size, _MM_HINT_T0);
-}
-
-/* The step's arrays ahead of block @i, as
- * _mixprec_optim_prefetch_streams16() (optim-common-avx512.h). */
-static inline __attribute__ ((always_inline)) void
-_mixprec_optim_prefetch_streams8 (const void               *pbase,
-                                  MixprecPluginDType        pdtype,
-                                  const void               *grad,
-                                  MixprecPluginDType        gdtype,
-                                  const void               *working,
-                                  MixprecPluginDType        wdtype,
-                                  float *const             *states,
-                                  unsigned                  n_states,
-                                  const MixprecPluginDType *sdtypes,
-                                  size_t                    i)
-{
-  _mixprec_optim_prefetch8 (pbase, _mixprec_optim_dtype_size (pdtype), i);
-  _mixprec_optim_prefetch8 (grad, _mixprec_optim_dtype_size (gdtype), i);
-  if (working != NULL && working != pbase)
-    _mixprec_optim_prefetch8 (working, _mixprec_optim_dtype_size (wdtype), i);
-  for (unsigned k = 0; k < n_states; k++)
-    _mixprec_optim_prefetch8 (states[k], sdtypes != NULL ? _mixprec_optim_dtype_size (sdtypes[k]) : 4, i);
-}
-
 /* ------------------------------------------------------------ numerics
  * A run's numerics (ABI 1.6) eight elements at a time, element i in lane
  * i % 8 of the sums as _mixprec_optim_measure1() adds it: the loops start
@@ -214,6 +164,19 @@ _mixprec_optim_measure8 (_MixprecOptimAcc8  *acc,
   }
 }
 
+/* The 8-lane loop around @update over the first n - n % 8 elements;
+ * returns that count (the caller's scalar kernel does the rest). Every
+ * field and constant is read into a local first: the 16-bit stores may
+ * alias anything, and the compiler would otherwise reload the arguments
+ * and broadcast the constants again at each block.
+ *
+ * bfloat16 state slots are staged as in _mixprec_optim_run_scalar(),
+ * widened into an FP32 buffer the update works on and then rounded back
+ * with the same rounding and random bits per element, but a run of
+ * _MIXPREC_OPTIM_STAGE elements at a time: staged eight at a time, each
+ * group's widen, update and narrow made one chain of stores and reloads
+ * through the same buffer, which the core could not overlap with the next
+ * group's (three times the FP32-state kernel's time, on Zen 3). */
 static inline __attribute__ ((always_inline)) size_t
 _mixprec_optim_loop_avx2 (const _MixprecOptimRange *r,
                           const float              *consts,
@@ -262,8 +225,8 @@ _mixprec_optim_loop_avx2 (const _MixprecOptimRange *r,
             _mixprec_optim_store_working8 (wdtype, sr, seed, first_index + i, working, i, p);
           if (meas != NULL)
             _mixprec_optim_measure8 (&acc, graw, old, p, master != NULL, wdtype, working, i);
-          _mixprec_optim_prefetch_streams8 (pbase, pdtype, grad, gdtype, working, wdtype, states, n_states,
-                                            NULL, i);
+          _mixprec_optim_prefetch_streams (pbase, pdtype, grad, gdtype, working, wdtype, states, n_states,
+                                           NULL, i, 8);
         }
       if (meas != NULL)
         _mixprec_optim_acc8_end (&acc, meas);
@@ -307,8 +270,8 @@ _mixprec_optim_loop_avx2 (const _MixprecOptimRange *r,
               _mixprec_optim_store_working8 (wdtype, sr, seed, first_index + i, working, i, p);
             if (meas != NULL)
               _mixprec_optim_measure8 (&acc, graw, old, p, master != NULL, wdtype, working, i);
-            _mixprec_optim_prefetch_streams8 (pbase, pdtype, grad, gdtype, working, wdtype, states, n_states,
-                                              sdtypes, i);
+            _mixprec_optim_prefetch_streams (pbase, pdtype, grad, gdtype, working, wdtype, states, n_states,
+                                            sdtypes, i, 8);
           }
         for (unsigned k = 0; k < n_states; k++)
           if (sdtypes[k] == MIXPREC_PLUGIN_DTYPE_BFLOAT16)

@@ -177,49 +177,6 @@ _mixprec_optim_measure16 (_MixprecOptimAcc16 *acc,
   }
 }
 
-/* How far ahead of the block the loops prefetch, in elements. The step
- * streams four or five arrays at once, more than the hardware prefetchers
- * keep far enough ahead of an out-of-order window filled by AdamW's
- * division and square root (measured on an AVX-512 Xeon: the FP32-master
- * AdamW pass about 15% faster with it, 256 and 1024 alike). */
-#define _MIXPREC_OPTIM_PREFETCH 256
-
-/* Prefetches element @i + _MIXPREC_OPTIM_PREFETCH of @base (elements of
- * @size bytes): once per cache line of it, so 16-bit arrays every other
- * block. A prefetch past the end of an array is harmless: it never
- * faults and reads nothing. */
-static inline __attribute__ ((always_inline)) void
-_mixprec_optim_prefetch16 (const void *base,
-                           size_t      size,
-                           size_t      i)
-{
-  if (base != NULL && (size == 4 || (i & 31) == 0))
-    _mm_prefetch ((const char *) base + (i + _MIXPREC_OPTIM_PREFETCH) * size, _MM_HINT_T0);
-}
-
-/* The step's arrays ahead of block @i: the parameter, the gradient, the
- * working copy (unless it is the parameter) and @n_states state slots,
- * float32 or each in @sdtypes[k] when @sdtypes is not NULL. */
-static inline __attribute__ ((always_inline)) void
-_mixprec_optim_prefetch_streams16 (const void               *pbase,
-                                   MixprecPluginDType        pdtype,
-                                   const void               *grad,
-                                   MixprecPluginDType        gdtype,
-                                   const void               *working,
-                                   MixprecPluginDType        wdtype,
-                                   float *const             *states,
-                                   unsigned                  n_states,
-                                   const MixprecPluginDType *sdtypes,
-                                   size_t                    i)
-{
-  _mixprec_optim_prefetch16 (pbase, _mixprec_optim_dtype_size (pdtype), i);
-  _mixprec_optim_prefetch16 (grad, _mixprec_optim_dtype_size (gdtype), i);
-  if (working != NULL && working != pbase)
-    _mixprec_optim_prefetch16 (working, _mixprec_optim_dtype_size (wdtype), i);
-  for (unsigned k = 0; k < n_states; k++)
-    _mixprec_optim_prefetch16 (states[k], sdtypes != NULL ? _mixprec_optim_dtype_size (sdtypes[k]) : 4, i);
-}
-
 /* One block of up to sixteen elements from @i. */
 static inline __attribute__ ((always_inline)) void
 _mixprec_optim_block16 (const float             *c,
@@ -252,8 +209,8 @@ _mixprec_optim_block16 (const float             *c,
     wval = _mixprec_optim_store_working16 (wdtype, sr, seed, first_index + i, working, i, p, m);
   if (acc != NULL)
     _mixprec_optim_measure16 (acc, graw, old, p, master != NULL, working != NULL, wval, m);
-  _mixprec_optim_prefetch_streams16 (pbase, pdtype, grad, gdtype, working, wdtype, states,
-                                     _MIXPREC_OPTIM_MAX_STATES, NULL, i);
+  _mixprec_optim_prefetch_streams (pbase, pdtype, grad, gdtype, working, wdtype, states,
+                                   _MIXPREC_OPTIM_MAX_STATES, NULL, i, 16);
 }
 
 /* One block of up to sixteen elements from @i with bfloat16 state slots
@@ -307,8 +264,8 @@ _mixprec_optim_block16_staged (const float             *c,
     wval = _mixprec_optim_store_working16 (wdtype, sr, seed, first_index + i, working, i, p, m);
   if (acc != NULL)
     _mixprec_optim_measure16 (acc, graw, old, p, master != NULL, working != NULL, wval, m);
-  _mixprec_optim_prefetch_streams16 (pbase, pdtype, grad, gdtype, working, wdtype, states, n_states,
-                                     sdtypes, i);
+  _mixprec_optim_prefetch_streams (pbase, pdtype, grad, gdtype, working, wdtype, states, n_states,
+                                   sdtypes, i, 16);
 }
 
 /* The 16-lane loop around @update over all n elements, the last block

@@ -260,6 +260,8 @@ mixprec_sources += \
 	libmixprec/mixprec-zeropp-private.h \
 	libmixprec/mixprec-zeropp.c
 EXTRA_DIST += libmixprec/numeric/numeric-zeropp.h
+mixprec_simd_sources += libmixprec/mixprec-zeropp-avx2.c
+mixprec_avx512_sources += libmixprec/mixprec-zeropp-avx512.c
 
 # --- FP8 scaling recipes (delayed, current, MX) and per-tensor scaling state
 mixprec_public_headers += libmixprec/mixprec-fp8-recipe.h

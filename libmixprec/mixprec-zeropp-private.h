@@ -8,6 +8,7 @@
 
 #include <glib.h>
 
+#include "mixprec-cpu-private.h"
 #include "mixprec-dtype.h"
 
 G_BEGIN_DECLS
@@ -142,5 +143,34 @@ void     _mixprec_zeropp_qgz_reduce_as    (const guint8        *wire,
                                            _MixprecZeroppFormat format,
                                            void                *dst,
                                            MixprecDType         dst_dtype);
+
+/* ---------------------------------------------------------------- kernels
+ *
+ * A block's codes, the one step of the quantizer that is arithmetic on
+ * every element: the scale of the @n fp16 values at @h for @bits
+ * (_mixprec_zpp_block_scale()), returned, and each value's code
+ * (_mixprec_zpp_code()) into @codes, one byte each, unpacked. Every level
+ * gives the scalar one's bits. */
+typedef gfloat (*_MixprecZeroppCodesFunc) (const guint16 *h,
+                                           gsize          n,
+                                           guint          bits,
+                                           gint8         *codes);
+
+typedef struct {
+  _MixprecZeroppCodesFunc codes;
+} _MixprecZeroppKernels;
+
+extern const _MixprecZeroppKernels _mixprec_zeropp_kernels_scalar;
+#ifdef MIXPREC_HAVE_X86_SIMD
+extern const _MixprecZeroppKernels _mixprec_zeropp_kernels_avx2;
+#endif
+#ifdef MIXPREC_HAVE_X86_AVX512
+extern const _MixprecZeroppKernels _mixprec_zeropp_kernels_avx512;
+#endif
+
+/* The kernels of @level, or NULL where this build has none. */
+const _MixprecZeroppKernels *_mixprec_zeropp_kernels_for_level (_MixprecSimdLevel level);
+/* Those of _mixprec_cpu_simd_level(). */
+const _MixprecZeroppKernels *_mixprec_zeropp_kernels (void);
 
 G_END_DECLS

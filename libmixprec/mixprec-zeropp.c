@@ -2,85 +2,213 @@
  * engine's working dtypes; the per-element rules are those of
  * numeric/numeric-zeropp.h. Blocks are independent, so long buffers are
  * cut into runs of blocks across the thread pool; every block is
- * computed the same way wherever it runs. */
+ * computed the same way wherever it runs.
+ *
+ * The rules are applied a block at a time, not an element at a time:
+ * a block's conversions to and from fp16 go through the run-time
+ * dispatched conversion kernels (bit-identical to the scalar ones), and
+ * since a block has one scale, its codes decode through a table of the
+ * 16 or 256 values they can take. tests/test-zeropp-blocks.c holds every
+ * result to the element-wise rules, bit for bit. */
 #include "config.h"
 
+#include <string.h>
+
+#include "mixprec-dtype-private.h"
+#include "mixprec-fp8-private.h"
 #include "mixprec-zeropp-private.h"
 #include "mixprec-parallel-private.h"
 #include "numeric/numeric-zeropp.h"
-
-/* fp16 bits of element @i of @src. */
-static inline guint16
-to_f16 (const void *src, MixprecDType dtype, guint64 i)
-{
-  switch (dtype)
-    {
-    case MIXPREC_DTYPE_FLOAT16:
-      return ((const guint16 *) src)[i];
-    case MIXPREC_DTYPE_BFLOAT16:
-      return _mixprec_f32_to_f16_rne (_mixprec_bf16_to_f32 (((const guint16 *) src)[i]));
-    case MIXPREC_DTYPE_FLOAT32:
-    default:
-      return _mixprec_f32_to_f16_rne (((const gfloat *) src)[i]);
-    }
-}
-
-static inline void
-from_f16 (void *dst, MixprecDType dtype, guint64 i, guint16 h)
-{
-  switch (dtype)
-    {
-    case MIXPREC_DTYPE_FLOAT16:
-      ((guint16 *) dst)[i] = h;
-      break;
-    case MIXPREC_DTYPE_BFLOAT16:
-      ((guint16 *) dst)[i] = _mixprec_f32_to_bf16_rne (_mixprec_f16_to_f32 (h));
-      break;
-    case MIXPREC_DTYPE_FLOAT32:
-    default:
-      ((gfloat *) dst)[i] = _mixprec_f16_to_f32 (h);
-      break;
-    }
-}
-
-static inline gfloat
-read_f32 (const void *src, MixprecDType dtype, guint64 i)
-{
-  switch (dtype)
-    {
-    case MIXPREC_DTYPE_FLOAT16:
-      return _mixprec_f16_to_f32 (((const guint16 *) src)[i]);
-    case MIXPREC_DTYPE_BFLOAT16:
-      return _mixprec_bf16_to_f32 (((const guint16 *) src)[i]);
-    case MIXPREC_DTYPE_FLOAT32:
-    default:
-      return ((const gfloat *) src)[i];
-    }
-}
-
-static inline void
-write_f32 (void *dst, MixprecDType dtype, guint64 i, gfloat v)
-{
-  switch (dtype)
-    {
-    case MIXPREC_DTYPE_FLOAT16:
-      ((guint16 *) dst)[i] = _mixprec_f32_to_f16_rne (v);
-      break;
-    case MIXPREC_DTYPE_BFLOAT16:
-      ((guint16 *) dst)[i] = _mixprec_f32_to_bf16_rne (v);
-      break;
-    case MIXPREC_DTYPE_FLOAT32:
-    default:
-      ((gfloat *) dst)[i] = v;
-      break;
-    }
-}
 
 /* numeric-fp8.h's format of an FP8 _MixprecZeroppFormat. */
 static inline unsigned
 fp8_of (_MixprecZeroppFormat format)
 {
   return format == _MIXPREC_ZEROPP_FP8_E4M3 ? _MIXPREC_FP8_E4M3 : _MIXPREC_FP8_E5M2;
+}
+
+/* ---------------------------------------------------------------- a block at a time */
+
+/* @n elements of @src (@dtype) as fp16 into @h, rounded to nearest even
+ * (beyond 65504 to infinity), as DeepSpeed's quantizer reads them. */
+static void
+run_to_f16 (const _MixprecConvertKernels *k, const void *src, MixprecDType dtype, guint64 n, guint16 *h)
+{
+  _mixprec_convert_run (k, dtype, src, MIXPREC_DTYPE_FLOAT16, h, n, MIXPREC_ROUNDING_NEAREST_EVEN, 0, 0);
+}
+
+/* The scalar kernel: the element-wise rules themselves. */
+static gfloat
+codes_scalar (const guint16 *h,
+              gsize          n,
+              guint          bits,
+              gint8         *codes)
+{
+  int all_nan;
+  gfloat scale = _mixprec_zpp_block_scale (h, n, bits, &all_nan);
+
+  for (gsize i = 0; i < n; i++)
+    codes[i] = (gint8) _mixprec_zpp_code (h[i], scale, bits);
+  return scale;
+}
+
+const _MixprecZeroppKernels _mixprec_zeropp_kernels_scalar = { codes_scalar };
+
+const _MixprecZeroppKernels *
+_mixprec_zeropp_kernels_for_level (_MixprecSimdLevel level)
+{
+  switch (level)
+    {
+    case _MIXPREC_SIMD_AVX512:
+#ifdef MIXPREC_HAVE_X86_AVX512
+      return &_mixprec_zeropp_kernels_avx512;
+#else
+      return NULL;
+#endif
+    case _MIXPREC_SIMD_AVX2:
+#ifdef MIXPREC_HAVE_X86_SIMD
+      return &_mixprec_zeropp_kernels_avx2;
+#else
+      return NULL;
+#endif
+    case _MIXPREC_SIMD_SCALAR:
+    default:
+      return &_mixprec_zeropp_kernels_scalar;
+    }
+}
+
+const _MixprecZeroppKernels *
+_mixprec_zeropp_kernels (void)
+{
+  static gsize kernels = 0;
+
+  if (g_once_init_enter (&kernels))
+    {
+      const _MixprecZeroppKernels *k = _mixprec_zeropp_kernels_for_level (_mixprec_cpu_simd_level ());
+
+      g_once_init_leave (&kernels, (gsize) (k != NULL ? k : &_mixprec_zeropp_kernels_scalar));
+    }
+  return (const _MixprecZeroppKernels *) kernels;
+}
+
+/* _mixprec_zpp_quantize_block() of the @n fp16 values at @h; returns
+ * the stored scale. */
+static gfloat
+quantize_f16_block (const guint16 *h, guint64 n, guint bits, gint8 *codes)
+{
+  const _MixprecZeroppKernels *k = _mixprec_zeropp_kernels ();
+  gint8 on_stack[_MIXPREC_ZPP_MAX_GROUP];
+  gint8 *unpacked = on_stack;
+  gfloat scale;
+
+  if (bits == 8)
+    return 1.0f / k->codes (h, n, 8, codes);
+  /* Blocks of other callers than the engine's can be longer. */
+  if (n > G_N_ELEMENTS (on_stack))
+    unpacked = g_new (gint8, n);
+  scale = k->codes (h, n, 4, unpacked);
+  for (guint64 i = 0; i + 1 < n; i += 2)
+    codes[i / 2] = (gint8) (guint8) (((guint32) unpacked[i] & 0xFu) << 4 | ((guint32) unpacked[i + 1] & 0xFu));
+  if (unpacked != on_stack)
+    g_free (unpacked);
+  return 1.0f / scale;
+}
+
+/* _mixprec_zpp_fp8_quantize_block() through the dispatched FP8 cast
+ * kernels: the block's amax, its multiplier, the unsaturated casts. */
+static gfloat
+fp8_quantize_block (const gfloat *x, guint64 n, _MixprecZeroppFormat format, guint8 *codes)
+{
+  const _MixprecFp8Kernels *f = _mixprec_fp8_kernels ();
+  guint32 amax = 0;
+  gfloat mult;
+
+  f->amax (x, n, &amax);
+  mult = _mixprec_zpp_fp8_mult (amax, fp8_of (format));
+  f->quantize (fp8_of (format), FALSE, mult, x, codes, n, NULL);
+  return _mixprec_num_div (1.0f, mult);
+}
+
+/* A block's decoding table: entry c (a code as an unsigned byte, or a
+ * nibble) holds _mixprec_zpp_dequantize()'s fp16 for code c converted to
+ * @dtype (exactly, or rounded to nearest even for bfloat16); for FP8
+ * codes, _mixprec_zpp_fp8_dequantize()'s float32 value rounded to
+ * @dtype. */
+typedef union {
+  guint16 h[256];
+  gfloat f[256];
+} Table;
+
+static void
+table_fill (Table *t, gfloat stored, guint bits, _MixprecZeroppFormat format, MixprecDType dtype)
+{
+  guint n = format != _MIXPREC_ZEROPP_INT || bits == 8 ? 256 : 16;
+
+  for (guint c = 0; c < n; c++)
+    {
+      gfloat v;
+
+      if (format != _MIXPREC_ZEROPP_INT)
+        v = _mixprec_zpp_fp8_dequantize ((guint8) c, fp8_of (format), stored);
+      else
+        {
+          gint32 code = bits == 8 ? (gint32) (gint8) (guint8) c : (gint32) c - (c >= 8 ? 16 : 0);
+          guint16 h = _mixprec_f32_to_f16_rne ((gfloat) code * stored);
+
+          if (dtype == MIXPREC_DTYPE_FLOAT16)
+            {
+              t->h[c] = h;
+              continue;
+            }
+          v = _mixprec_f16_to_f32 (h);
+        }
+      switch (dtype)
+        {
+        case MIXPREC_DTYPE_FLOAT16:
+          t->h[c] = _mixprec_f32_to_f16_rne (v);
+          break;
+        case MIXPREC_DTYPE_BFLOAT16:
+          t->h[c] = _mixprec_f32_to_bf16_rne (v);
+          break;
+        case MIXPREC_DTYPE_FLOAT32:
+        default:
+          t->f[c] = v;
+          break;
+        }
+    }
+}
+
+/* The @n codes of a block at @codes (@bits; FP8 codes are bytes) through
+ * @t into @dst (@dtype). */
+static void
+table_decode (const Table *t, const guint8 *codes, guint64 n, guint bits, void *dst, MixprecDType dtype)
+{
+  gboolean wide = dtype != MIXPREC_DTYPE_FLOAT16 && dtype != MIXPREC_DTYPE_BFLOAT16;
+
+  if (bits == 8)
+    {
+      for (guint64 i = 0; i < n; i++)
+        if (wide)
+          ((gfloat *) dst)[i] = t->f[codes[i]];
+        else
+          ((guint16 *) dst)[i] = t->h[codes[i]];
+      return;
+    }
+  for (guint64 i = 0; i + 1 < n; i += 2)
+    {
+      guint8 byte = codes[i / 2];
+
+      if (wide)
+        {
+          ((gfloat *) dst)[i] = t->f[byte >> 4];
+          ((gfloat *) dst)[i + 1] = t->f[byte & 0xFu];
+        }
+      else
+        {
+          ((guint16 *) dst)[i] = t->h[byte >> 4];
+          ((guint16 *) dst)[i + 1] = t->h[byte & 0xFu];
+        }
+    }
 }
 
 guint64
@@ -113,25 +241,25 @@ static void
 quantize_blocks (gsize begin, gsize end, gpointer data)
 {
   const Job *job = data;
+  const _MixprecConvertKernels *k = _mixprec_convert_kernels ();
   guint16 *h = job->format == _MIXPREC_ZEROPP_INT ? g_new (guint16, job->per) : NULL;
   gfloat *x = job->format != _MIXPREC_ZEROPP_INT ? g_new (gfloat, job->per) : NULL;
 
   for (gsize b = begin; b < end; b++)
     {
       guint64 first = b * job->per;
+      const void *src = (const guint8 *) job->src + first * mixprec_dtype_get_size (job->dtype);
 
       if (job->format != _MIXPREC_ZEROPP_INT)
         {
-          for (guint64 i = 0; i < job->per; i++)
-            x[i] = read_f32 (job->src, job->dtype, first + i);
-          job->scales[b] = _mixprec_zpp_fp8_quantize_block (x, job->per, fp8_of (job->format),
-                                                            (guint8 *) job->codes + first);
+          _mixprec_convert_run (k, job->dtype, src, MIXPREC_DTYPE_FLOAT32, x, job->per,
+                                MIXPREC_ROUNDING_NEAREST_EVEN, 0, 0);
+          job->scales[b] = fp8_quantize_block (x, job->per, job->format, (guint8 *) job->codes + first);
           continue;
         }
-      for (guint64 i = 0; i < job->per; i++)
-        h[i] = to_f16 (job->src, job->dtype, first + i);
-      job->scales[b] = _mixprec_zpp_quantize_block (h, job->per, job->bits,
-                                                    job->codes + _mixprec_zeropp_code_bytes (first, job->bits));
+      run_to_f16 (k, src, job->dtype, job->per, h);
+      job->scales[b] = quantize_f16_block (h, job->per, job->bits,
+                                           job->codes + _mixprec_zeropp_code_bytes (first, job->bits));
     }
   g_free (h);
   g_free (x);
@@ -141,23 +269,17 @@ static void
 dequantize_blocks (gsize begin, gsize end, gpointer data)
 {
   const Job *job = data;
+  gsize size = mixprec_dtype_get_size (job->dtype);
+  Table t;
 
   for (gsize b = begin; b < end; b++)
     {
       guint64 first = b * job->per;
-      const gint8 *codes = job->in_codes + _mixprec_zeropp_code_bytes (first, job->bits);
+      guint bits = job->format != _MIXPREC_ZEROPP_INT ? 8 : job->bits;
 
-      if (job->format != _MIXPREC_ZEROPP_INT)
-        {
-          for (guint64 i = 0; i < job->per; i++)
-            write_f32 (job->dst, job->dtype, first + i,
-                       _mixprec_zpp_fp8_dequantize (((const guint8 *) job->in_codes)[first + i],
-                                                    fp8_of (job->format), job->in_scales[b]));
-          continue;
-        }
-      for (guint64 i = 0; i < job->per; i++)
-        from_f16 (job->dst, job->dtype, first + i,
-                  _mixprec_zpp_dequantize (codes, i, job->bits, job->in_scales[b]));
+      table_fill (&t, job->in_scales[b], bits, job->format, job->dtype);
+      table_decode (&t, (const guint8 *) job->in_codes + _mixprec_zeropp_code_bytes (first, bits), job->per, bits,
+                    (guint8 *) job->dst + first * size, job->dtype);
     }
 }
 
@@ -369,22 +491,32 @@ qgz_quantize_fp8_block (const WireJob *job,
                         gfloat        *stored,
                         guint16       *err)
 {
-  gfloat v[_MIXPREC_ZEROPP_QGZ_BLOCK];
-  unsigned format = fp8_of (job->format);
+  const _MixprecConvertKernels *k = _mixprec_convert_kernels ();
+  gfloat v[_MIXPREC_ZEROPP_QGZ_BLOCK], e[_MIXPREC_ZEROPP_QGZ_BLOCK];
+  Table t;
 
   /* A shorter last block is padded with zeros, which change neither its
    * absmax nor its other codes. */
-  for (guint64 i = 0; i < _MIXPREC_ZEROPP_QGZ_BLOCK; i++)
-    v[i] = i < len ? read_f32 (job->src, job->dtype, first + i) : 0.0f;
-  for (guint64 i = 0; err != NULL && i < len; i++)
-    v[i] += _mixprec_f16_to_f32 (err[i]);
-  *stored = _mixprec_zpp_fp8_quantize_block (v, _MIXPREC_ZEROPP_QGZ_BLOCK, format, codes);
-  for (guint64 i = 0; err != NULL && i < len; i++)
+  _mixprec_convert_run (k, job->dtype, (const guint8 *) job->src + first * mixprec_dtype_get_size (job->dtype),
+                        MIXPREC_DTYPE_FLOAT32, v, len, MIXPREC_ROUNDING_NEAREST_EVEN, 0, 0);
+  memset (v + len, 0, (_MIXPREC_ZEROPP_QGZ_BLOCK - len) * sizeof v[0]);
+  if (err != NULL)
     {
-      gfloat fresh = v[i] - _mixprec_zpp_fp8_dequantize (codes[i], format, *stored);
-
-      err[i] = _mixprec_f32_to_f16_rne (job->beta * _mixprec_f16_to_f32 (err[i]) + (1.0f - job->beta) * fresh);
+      k->to_f32[MIXPREC_DTYPE_FLOAT16] (err, e, len, 0, 0);
+      for (guint64 i = 0; i < len; i++)
+        v[i] += e[i];
     }
+  *stored = fp8_quantize_block (v, _MIXPREC_ZEROPP_QGZ_BLOCK, job->format, codes);
+  if (err == NULL)
+    return;
+  table_fill (&t, *stored, 8, job->format, MIXPREC_DTYPE_FLOAT32);
+  for (guint64 i = 0; i < len; i++)
+    {
+      gfloat fresh = v[i] - t.f[codes[i]];
+
+      e[i] = job->beta * e[i] + (1.0f - job->beta) * fresh;
+    }
+  k->from_f32_rne[MIXPREC_DTYPE_FLOAT16] (e, err, len, 0, 0);
 }
 
 /* Block @k of every run: run k / blocks, block k % blocks. */
@@ -392,11 +524,15 @@ static void
 qgz_quantize_blocks (gsize begin, gsize end, gpointer data)
 {
   const WireJob *job = data;
+  const _MixprecConvertKernels *k = _mixprec_convert_kernels ();
+  gsize size = mixprec_dtype_get_size (job->dtype);
   guint16 h[_MIXPREC_ZEROPP_QGZ_BLOCK];
+  gfloat x[_MIXPREC_ZEROPP_QGZ_BLOCK], e[_MIXPREC_ZEROPP_QGZ_BLOCK];
+  Table t;
 
-  for (gsize k = begin; k < end; k++)
+  for (gsize kk = begin; kk < end; kk++)
     {
-      guint64 r = k / job->blocks, b = k % job->blocks;
+      guint64 r = kk / job->blocks, b = kk % job->blocks;
       guint64 first = r * job->count + b * _MIXPREC_ZEROPP_QGZ_BLOCK;
       guint64 len = MIN ((guint64) _MIXPREC_ZEROPP_QGZ_BLOCK, job->count - b * _MIXPREC_ZEROPP_QGZ_BLOCK);
       guint8 *run = job->wire + r * job->run_bytes;
@@ -413,24 +549,36 @@ qgz_quantize_blocks (gsize begin, gsize end, gpointer data)
         }
       /* A shorter last block is padded with zeros, which change neither
        * its absmax nor its other codes. */
-      for (guint64 i = 0; i < _MIXPREC_ZEROPP_QGZ_BLOCK; i++)
-        h[i] = i < len ? to_f16 (job->src, job->dtype, first + i) : 0;
-      /* LoCo: the fed-back error joins the gradient in fp16 (__hadd2). */
-      for (guint64 i = 0; err != NULL && i < len; i++)
-        h[i] = _mixprec_zpp_f16_add (h[i], err[i]);
-      stored = _mixprec_zpp_quantize_block (h, _MIXPREC_ZEROPP_QGZ_BLOCK, 4, codes);
-      scales[b] = stored;
-      /* ...and the new error, what the codes miss, is averaged into it in
-       * FP32: e = fp16 (beta e + (1 - beta) (v - dequantized v)). */
-      for (guint64 i = 0; err != NULL && i < len; i++)
+      run_to_f16 (k, (const guint8 *) job->src + first * size, job->dtype, len, h);
+      memset (h + len, 0, (_MIXPREC_ZEROPP_QGZ_BLOCK - len) * sizeof h[0]);
+      /* LoCo: the fed-back error joins the gradient in fp16 (__hadd2, the
+       * float32 sum rounded once: _mixprec_zpp_f16_add()). */
+      if (err != NULL)
         {
-          gfloat v = _mixprec_f16_to_f32 (h[i]);
-          gfloat d = _mixprec_f16_to_f32 (_mixprec_zpp_dequantize (codes, i, 4, stored));
-          gfloat fresh = v - d;
-
-          err[i] = _mixprec_f32_to_f16_rne (job->beta * _mixprec_f16_to_f32 (err[i]) +
-                                            (1.0f - job->beta) * fresh);
+          k->to_f32[MIXPREC_DTYPE_FLOAT16] (h, x, len, 0, 0);
+          k->to_f32[MIXPREC_DTYPE_FLOAT16] (err, e, len, 0, 0);
+          for (guint64 i = 0; i < len; i++)
+            x[i] = x[i] + e[i];
+          k->from_f32_rne[MIXPREC_DTYPE_FLOAT16] (x, h, len, 0, 0);
         }
+      stored = quantize_f16_block (h, _MIXPREC_ZEROPP_QGZ_BLOCK, 4, codes);
+      scales[b] = stored;
+      if (err == NULL)
+        continue;
+      /* ...and the new error, what the codes miss, is averaged into it in
+       * FP32: e = fp16 (beta e + (1 - beta) (v - dequantized v)), v the
+       * fp16 value quantized. */
+      k->to_f32[MIXPREC_DTYPE_FLOAT16] (h, x, len, 0, 0);
+      table_fill (&t, stored, 4, _MIXPREC_ZEROPP_INT, MIXPREC_DTYPE_FLOAT32);
+      for (guint64 i = 0; i < len; i++)
+        {
+          guint8 byte = (guint8) codes[i / 2];
+          gfloat d = t.f[i % 2 == 0 ? byte >> 4 : byte & 0xFu];
+          gfloat fresh = x[i] - d;
+
+          e[i] = job->beta * e[i] + (1.0f - job->beta) * fresh;
+        }
+      k->from_f32_rne[MIXPREC_DTYPE_FLOAT16] (e, err, len, 0, 0);
     }
 }
 
@@ -466,48 +614,54 @@ _mixprec_zeropp_qgz_quantize (const void   *src,
                                    _MIXPREC_ZEROPP_INT, wire);
 }
 
-/* The FP32 value of element @i of @run's dequantized block. */
-static inline gfloat
-qgz_value (const guint8         *run,
-           guint64               blocks,
-           _MixprecZeroppFormat  format,
-           guint64               i)
-{
-  guint64 b = i / _MIXPREC_ZEROPP_QGZ_BLOCK, code_bytes = qgz_block_code_bytes (format);
-  const gfloat *scales = (const gfloat *) (gconstpointer) (run + blocks * code_bytes);
-
-  if (format != _MIXPREC_ZEROPP_INT)
-    return _mixprec_zpp_fp8_dequantize (run[i], fp8_of (format), scales[b]);
-  return _mixprec_f16_to_f32 (_mixprec_zpp_dequantize ((const gint8 *) run + b * code_bytes,
-                                                       i - b * _MIXPREC_ZEROPP_QGZ_BLOCK, 4, scales[b]));
-}
-
+/* Elements [begin, end) of the sum, a block at a time: each run's block
+ * decodes through its table (_mixprec_zpp_dequantize()'s fp16 as FP32,
+ * or _mixprec_zpp_fp8_dequantize()), and
+ * the element's sum is acc = run 0 (+ what dst holds, first), then + run
+ * 1, + run 2, ... in FP32 in rank order. */
 static void
 qgz_reduce_range (gsize begin, gsize end, gpointer data)
 {
   const WireJob *job = data;
+  const _MixprecConvertKernels *k = _mixprec_convert_kernels ();
+  guint bits = job->format == _MIXPREC_ZEROPP_INT ? 4 : 8;
+  guint64 code_bytes = qgz_block_code_bytes (job->format);
+  gfloat acc[_MIXPREC_ZEROPP_QGZ_BLOCK];
+  Table t;
 
-  for (gsize i = begin; i < end; i++)
+  for (gsize i = begin; i < end;)
     {
-      gfloat acc = qgz_value (job->wire, job->blocks, job->format, i);
+      guint64 b = i / _MIXPREC_ZEROPP_QGZ_BLOCK, at = i - b * _MIXPREC_ZEROPP_QGZ_BLOCK;
+      guint64 n = MIN ((guint64) end - i, _MIXPREC_ZEROPP_QGZ_BLOCK - at);
 
-      if (job->accumulate)
-        acc = read_f32 (job->dst, job->dst_dtype, i) + acc;
-      for (guint r = 1; r < job->world; r++)
-        acc += qgz_value (job->wire + r * job->run_bytes, job->blocks, job->format, i);
-      switch (job->dst_dtype)
+      for (guint r = 0; r < job->world; r++)
         {
-        case MIXPREC_DTYPE_FLOAT16:
-          ((guint16 *) job->dst)[i] = _mixprec_f32_to_f16_rne (acc);
-          break;
-        case MIXPREC_DTYPE_BFLOAT16:
-          ((guint16 *) job->dst)[i] = _mixprec_f32_to_bf16_rne (acc);
-          break;
-        case MIXPREC_DTYPE_FLOAT32:
-        default:
-          ((gfloat *) job->dst)[i] = acc;
-          break;
+          const guint8 *run = job->wire + r * job->run_bytes;
+          const guint8 *codes = run + b * code_bytes;
+          const gfloat *scales = (const gfloat *) (gconstpointer) (run + job->blocks * code_bytes);
+
+          table_fill (&t, scales[b], bits, job->format, MIXPREC_DTYPE_FLOAT32);
+          for (guint64 j = 0; j < n; j++)
+            {
+              guint64 e = at + j;
+              gfloat v = bits == 8 ? t.f[codes[e]] : t.f[e % 2 == 0 ? codes[e / 2] >> 4 : codes[e / 2] & 0xFu];
+
+              acc[j] = r == 0 ? v : acc[j] + v;
+            }
+          if (r == 0 && job->accumulate)
+            {
+              gfloat was[_MIXPREC_ZEROPP_QGZ_BLOCK];
+
+              _mixprec_convert_run (k, job->dst_dtype, (const guint8 *) job->dst + i * mixprec_dtype_get_size (job->dst_dtype),
+                                    MIXPREC_DTYPE_FLOAT32, was, n, MIXPREC_ROUNDING_NEAREST_EVEN, 0, 0);
+              for (guint64 j = 0; j < n; j++)
+                acc[j] = was[j] + acc[j];
+            }
         }
+      _mixprec_convert_run (k, MIXPREC_DTYPE_FLOAT32, acc, job->dst_dtype,
+                            (guint8 *) job->dst + i * mixprec_dtype_get_size (job->dst_dtype), n,
+                            MIXPREC_ROUNDING_NEAREST_EVEN, 0, 0);
+      i += n;
     }
 }
 

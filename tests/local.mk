@@ -139,6 +139,13 @@ if HAVE_PYTHON_GI
 TESTS += tests/test-zeropp-quant.py
 endif
 
+# --- the quantizer over whole buffers (blocks, SIMD code kernels, decoding
+# tables) against numeric-zeropp.h's element-wise rules, bit for bit
+check_PROGRAMS += tests/test-zeropp-blocks
+tests_test_zeropp_blocks_CPPFLAGS = $(tests_internal_cppflags)
+tests_test_zeropp_blocks_LDADD = $(tests_internal_ldadd) -lm
+TESTS += tests/test-zeropp-blocks
+
 # --- registry: plugin loading, with deliberately broken test plugins built
 # as uninstalled modules in tests/plugins/ (not on the default search path)
 test_registry_plugins = \

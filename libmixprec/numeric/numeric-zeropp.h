@@ -119,8 +119,22 @@ _mixprec_zpp_f16_mag (uint16_t h)
   return a > 0x7C00 ? -1 : (int32_t) a;
 }
 
-/* The float32 scale (2^bits / (2 absmax), or 1) of the @n fp16 values at
- * @h, and in *@all_nan whether no element was a number. */
+/* The float32 scale (2^bits / (2 absmax), or 1) of a block whose largest
+ * _mixprec_zpp_f16_mag() is @best (-1: no element was a number). */
+MIXPREC_NUMERIC_FN float
+_mixprec_zpp_scale_of_mag (int32_t  best,
+                           unsigned bits)
+{
+  /* DeepSpeed's max starts from -infinity: a block of NaNs keeps it. */
+  float absmax = best < 0 ? -INFINITY : _mixprec_f16_to_f32 ((uint16_t) best);
+
+  if (absmax == 0.0f)
+    return 1.0f;
+  return (float) (1u << bits) / (2.0f * absmax);
+}
+
+/* The float32 scale of the @n fp16 values at @h, and in *@all_nan whether
+ * no element was a number. */
 MIXPREC_NUMERIC_FN float
 _mixprec_zpp_block_scale (const uint16_t *h,
                           uint64_t        n,
@@ -128,7 +142,6 @@ _mixprec_zpp_block_scale (const uint16_t *h,
                           int            *all_nan)
 {
   int32_t best = -1;
-  float absmax;
 
   for (uint64_t i = 0; i < n; i++)
     {
@@ -138,11 +151,7 @@ _mixprec_zpp_block_scale (const uint16_t *h,
         best = m;
     }
   *all_nan = best < 0;
-  /* DeepSpeed's max starts from -infinity: a block of NaNs keeps it. */
-  absmax = best < 0 ? -INFINITY : _mixprec_f16_to_f32 ((uint16_t) best);
-  if (absmax == 0.0f)
-    return 1.0f;
-  return (float) (1u << bits) / (2.0f * absmax);
+  return _mixprec_zpp_scale_of_mag (best, bits);
 }
 
 /* One code: clamp (rint (float (h) * scale)) into the signed @bits range;

@@ -54,6 +54,8 @@ rank () {
     "$@" >"rank$r.$2.out" 2>&1
 }
 
+# Runs the 3 ranks; $statuses keeps each one's exit status (124: the
+# timeout stopped it).
 run3 () {
   pids=""
   for r in 0 1 2; do
@@ -61,9 +63,24 @@ run3 () {
     pids="$pids $!"
   done
   status=0
-  for pid in $pids; do wait "$pid" || status=1; done
+  statuses=""
+  for pid in $pids; do
+    wait "$pid"
+    rc=$?
+    statuses="$statuses $rc"
+    [ $rc = 0 ] || status=1
+  done
   pids=""
   return $status
+}
+
+# What the ranks of run $1 said, for a failed run.
+ranks_said () {
+  echo "# exit statuses of ranks 0 1 2:$statuses"
+  for r in 0 1 2; do
+    echo "# rank $r ($(wc -c <"rank$r.$1.out" 2>/dev/null || echo no) bytes of output):"
+    tail -n 10 "rank$r.$1.out" 2>/dev/null | sed 's/^/#   /'
+  done
 }
 
 # The 8 counts a rank wrote: all_gather reduce_scatter scalars other
@@ -77,12 +94,14 @@ echo "1..5"
 
 port=29591
 run3 lo
-ok $? "3 ranks on 127.0.0.1 run"
+status=$?
+ok $status "3 ranks on 127.0.0.1 run"
+[ $status = 0 ] || ranks_said lo
 port=29592
 run3 ns
 status=$?
 ok $status "3 ranks on 3 namespace hosts run"
-[ $status = 0 ] || tail -n 3 rank*.ns.out | sed 's/^/# /'
+[ $status = 0 ] || ranks_said ns
 
 good=0
 for r in 0 1 2; do
@@ -101,7 +120,7 @@ port=29593
 run3 two
 status=$?
 ok $status "3 ranks on 2 namespace hosts run"
-[ $status = 0 ] || tail -n 3 rank*.two.out | sed 's/^/# /'
+[ $status = 0 ] || ranks_said two
 good=0
 for r in 0 1 2; do
   set -- $(counts "$tmp/two.$r") x

@@ -848,6 +848,14 @@ TESTS += tests/test-charlm-dist.sh
 endif
 EXTRA_DIST += tests/test-charlm-dist.sh
 
+# --- the example trainer at ZeRO-3 with each ZeRO++ mode on 3 ranks, on
+# one host and on 3 network-namespace hosts (that part skipped where
+# making them is refused)
+if HAVE_UCX
+TESTS += tests/test-charlm-zeropp.sh
+endif
+EXTRA_DIST += tests/test-charlm-zeropp.sh
+
 # --- comm-ucx across hosts: 3 network namespaces made by the test (skipped
 # where that is refused), and the diagnosis of a device choice that cannot
 # connect hosts (plugins/comm-ucx/ucx-hint.c, built here on its own)

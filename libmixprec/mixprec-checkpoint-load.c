@@ -578,7 +578,8 @@ _mixprec_checkpoint_load (MixprecEngine              *engine,
            (weights_only || _mixprec_engine_restore_fp8 (engine, mixprec_checkpoint_get_path (ckpt),
                                                          m->fp8_states, &local_error)) &&
            copy_values (ckpt, shards, weights_only, &local_error) &&
-           (weights_only || _mixprec_engine_zeropp_restore_loco (engine, ckpt, &local_error));
+           (weights_only || _mixprec_engine_zeropp_restore_loco (engine, ckpt, &local_error)) &&
+           _mixprec_engine_numerics_restore_shadow (engine, weights_only ? NULL : ckpt, &local_error);
     }
   if (ok && !weights_only)
     {

@@ -300,6 +300,32 @@ add_shard_tensors (const Save                *s,
           return FALSE;
       }
   }
+
+  /* Per-tensor numerics: this rank's part of the FP32 shadow and its
+   * optimizer state, with the layout they belong to. */
+  {
+    const gfloat *shadow;
+    const gfloat *const *states;
+    const gchar *tensor, *key;
+    g_autofree gchar *layout = NULL;
+    guint n_states;
+    guint64 n;
+
+    if (_mixprec_engine_numerics_shadow_saved (s->engine, &shadow, &states, &n_states, &n, &tensor, &key, &layout))
+      {
+        _mixprec_safetensors_writer_add_metadata (w, key, layout);
+        if (!_mixprec_safetensors_writer_add_array (w, tensor, "F32", &n, 1, MIXPREC_DTYPE_FLOAT32, shadow, error))
+          return FALSE;
+        for (guint k = 0; k < n_states; k++)
+          {
+            g_autofree gchar *name = _mixprec_engine_numerics_shadow_state_name (k);
+
+            if (!_mixprec_safetensors_writer_add_array (w, name, "F32", &n, 1, MIXPREC_DTYPE_FLOAT32, states[k],
+                                                        error))
+              return FALSE;
+          }
+      }
+  }
   return TRUE;
 }
 

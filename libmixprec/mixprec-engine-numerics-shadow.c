@@ -3,18 +3,22 @@
  * chosen, an FP32 copy of this rank's part stepped every applied step by
  * the engine's optimizer with the step's gradients, in FP32 with FP32
  * state, and how far the working copies have drifted from it, measured
- * with the rest of the numerics (mixprec-engine-numerics.c). */
+ * with the rest of the numerics (mixprec-engine-numerics.c); and this
+ * rank's part in checkpoints. */
 #include "config.h"
 
 #include <math.h>
 #include <string.h>
 
 #include "mixprec.h"
+#include "mixprec-checkpoint-private.h"
 #include "mixprec-config-private.h"
 #include "mixprec-dtype-private.h"
 #include "mixprec-engine-impl-private.h"
 #include "mixprec-engine-numerics-private.h"
+#include "mixprec-engine-private.h"
 #include "mixprec-registry-private.h"
+#include "mixprec-safetensors-private.h"
 
 /* Whether the FP32 shadow follows parameter @i (registration order) of
  * @name: named by a pattern of mixprec.numerics.shadow, or one of an
@@ -234,4 +238,145 @@ _mixprec_numerics_shadow_free (struct _MixprecEngineNumerics *nm)
   g_free (nm->shadow);
   for (guint j = 0; j < G_N_ELEMENTS (nm->shadow_states); j++)
     g_free (nm->shadow_states[j]);
+}
+
+/* ---------------------------------------------------------------- in checkpoints
+ *
+ * Each rank saves its part of the shadow and the shadow's optimizer state
+ * in its own shard, with what that part's layout depends on: the world
+ * size, the ZeRO stage, its element count and the names of the shadowed
+ * parameters. A load into the same layout continues the shadow bit for
+ * bit; any other (another world size or selection, a checkpoint saved
+ * before the shadow started or without one) starts a fresh shadow at the
+ * next applied step, as a run's first step does. */
+
+#define SHADOW_TENSOR "numerics/shadow"
+#define SHADOW_LAYOUT_KEY "numerics/shadow_layout"
+
+static guint
+shadow_n_states (MixprecEngine *self)
+{
+  return MIN (mixprec_feature_get_n_state_slots (self->optimizer), G_N_ELEMENTS (self->numerics->shadow_states));
+}
+
+static gchar *
+shadow_layout (MixprecEngine *self, struct _MixprecEngineNumerics *nm)
+{
+  g_autoptr(GChecksum) sum = g_checksum_new (G_CHECKSUM_SHA256);
+
+  for (guint i = 0; i < nm->params->len; i++)
+    {
+      const NumParam *np = &g_array_index (nm->params, NumParam, i);
+      const gchar *name = mixprec_param_get_name (np->param);
+
+      if (np->shadow)
+        g_checksum_update (sum, (const guchar *) name, (gssize) strlen (name) + 1);
+    }
+  return g_strdup_printf ("world %u stage %u elements %" G_GUINT64_FORMAT " states %u params %s", self->world,
+                          self->stage, nm->shadow_n, shadow_n_states (self), g_checksum_get_string (sum));
+}
+
+gchar *
+_mixprec_engine_numerics_shadow_state_name (guint k)
+{
+  return g_strdup_printf ("numerics/shadow_state/%u", k);
+}
+
+gboolean
+_mixprec_engine_numerics_shadow_saved (MixprecEngine       *self,
+                                       const gfloat       **shadow,
+                                       const gfloat *const **states,
+                                       guint               *n_states,
+                                       guint64             *n,
+                                       const gchar        **tensor,
+                                       const gchar        **layout_key,
+                                       gchar              **layout)
+{
+  struct _MixprecEngineNumerics *nm = self->numerics;
+
+  if (nm == NULL || !nm->shadow_started || nm->shadow_n == 0)
+    return FALSE;
+  *shadow = nm->shadow;
+  *states = (const gfloat *const *) nm->shadow_states;
+  *n_states = shadow_n_states (self);
+  *n = nm->shadow_n;
+  *tensor = SHADOW_TENSOR;
+  *layout_key = SHADOW_LAYOUT_KEY;
+  *layout = shadow_layout (self, nm);
+  return TRUE;
+}
+
+static void
+shadow_drop (struct _MixprecEngineNumerics *nm)
+{
+  _mixprec_numerics_shadow_free (nm);
+  nm->shadow = NULL;
+  memset (nm->shadow_states, 0, sizeof nm->shadow_states);
+  nm->shadow_started = FALSE;
+}
+
+/* @t: the F32 vector of @nm's shadow_n elements, or an error naming it. */
+static gboolean
+check_shadow_tensor (_MixprecSafetensors *st, const _MixprecSafetensorsTensor *t, const gchar *name,
+                     guint64 n, GError **error)
+{
+  if (t != NULL && g_strcmp0 (t->dtype, "F32") == 0 && t->n_dims == 1 && t->shape[0] == n)
+    return TRUE;
+  g_set_error (error, MIXPREC_CHECKPOINT_ERROR, MIXPREC_CHECKPOINT_ERROR_CORRUPT,
+               "%s: tensor '%s' is %s, but its '%s' metadata says this rank's FP32 shadow has %"
+               G_GUINT64_FORMAT " F32 elements", _mixprec_safetensors_get_path (st), name,
+               t == NULL ? "missing" : "of another dtype or shape", SHADOW_LAYOUT_KEY, n);
+  return FALSE;
+}
+
+gboolean
+_mixprec_engine_numerics_restore_shadow (MixprecEngine     *self,
+                                         MixprecCheckpoint *ckpt,
+                                         GError           **error)
+{
+  struct _MixprecEngineNumerics *nm = self->numerics;
+  _MixprecSafetensors *st;
+  const _MixprecSafetensorsTensor *t;
+  g_autofree gchar *layout = NULL;
+  guint n_states;
+
+  if (nm == NULL)
+    return TRUE;
+  if (nm->params == NULL)
+    _mixprec_numerics_layout (self, nm);
+  /* Whatever the checkpoint holds, the shadow of the values before the
+   * load is no longer theirs. */
+  shadow_drop (nm);
+  if (ckpt == NULL || nm->shadow_n == 0 || _mixprec_checkpoint_get_manifest (ckpt)->world_size != self->world)
+    return TRUE;
+  if ((st = _mixprec_checkpoint_get_rank_shard (ckpt, self->rank, error)) == NULL)
+    return FALSE;
+  layout = shadow_layout (self, nm);
+  if ((t = _mixprec_safetensors_lookup (st, SHADOW_TENSOR)) == NULL ||
+      g_strcmp0 (_mixprec_safetensors_get_metadata (st, SHADOW_LAYOUT_KEY), layout) != 0)
+    return TRUE;
+  n_states = shadow_n_states (self);
+  if (!check_shadow_tensor (st, t, SHADOW_TENSOR, nm->shadow_n, error))
+    return FALSE;
+  nm->shadow = g_new (gfloat, nm->shadow_n);
+  if (!_mixprec_safetensors_read_f32 (st, t, 0, nm->shadow_n, nm->shadow, error))
+    {
+      shadow_drop (nm);
+      return FALSE;
+    }
+  for (guint k = 0; k < n_states; k++)
+    {
+      g_autofree gchar *name = _mixprec_engine_numerics_shadow_state_name (k);
+
+      t = _mixprec_safetensors_lookup (st, name);
+      nm->shadow_states[k] = g_new (gfloat, nm->shadow_n);
+      if (!check_shadow_tensor (st, t, name, nm->shadow_n, error) ||
+          !_mixprec_safetensors_read_f32 (st, t, 0, nm->shadow_n, nm->shadow_states[k], error))
+        {
+          shadow_drop (nm);
+          return FALSE;
+        }
+    }
+  nm->shadow_started = TRUE;
+  return TRUE;
 }

@@ -115,6 +115,28 @@ gboolean _mixprec_engine_zeropp_restore_loco (MixprecEngine     *engine,
                                               MixprecCheckpoint *ckpt,
                                               GError           **error);
 
+/* Per-tensor numerics' FP32 shadow in checkpoints
+ * (mixprec-engine-numerics-shadow.c): whether this rank has a started
+ * shadow to save, and if so its elements, its optimizer state slots,
+ * their count, the element count, the tensor to save the elements as
+ * (the slots as _mixprec_engine_numerics_shadow_state_name()), and the
+ * metadata key and value (free it) that describe its layout; and
+ * restoring it from this rank's shard of @ckpt where the shard holds one
+ * of this layout, dropping it for a fresh start where not (and where
+ * @ckpt is NULL: a load of the weights alone). */
+gboolean _mixprec_engine_numerics_shadow_saved      (MixprecEngine        *engine,
+                                                     const gfloat        **shadow,
+                                                     const gfloat *const **states,
+                                                     guint                *n_states,
+                                                     guint64              *n,
+                                                     const gchar         **tensor,
+                                                     const gchar         **layout_key,
+                                                     gchar               **layout);
+gchar   *_mixprec_engine_numerics_shadow_state_name (guint                 k);
+gboolean _mixprec_engine_numerics_restore_shadow    (MixprecEngine        *engine,
+                                                     MixprecCheckpoint    *ckpt,
+                                                     GError              **error);
+
 /* Restores the FP8 scaling of every fp8 parameter of @engine from @states
  * (parameter name -> saved a{sv}); one without a saved state starts
  * fresh; states of parameters that are not fp8 here are ignored. Checks

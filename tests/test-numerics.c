@@ -62,7 +62,7 @@ config_json (guint stage, guint gas, guint every, const gchar *csv_dir, gboolean
                           " \"gradient_accumulation_steps\": %u,"
                           " \"zero_optimization\": {\"stage\": %u},"
                           " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": %g, \"weight_decay\": 0.0}},"
-                          " \"mixprec\": {\"fp32_modules\": [\"LayerNorm\"], \"numerics\": {\"every\": %u, \"shadow\": [\"a.*\", \"n.weight\"]}%s},"
+                          " \"mixprec\": {\"fp32_modules\": [\"LayerNorm\"], \"numerics\": {\"every\": %u, \"shadow\": %s}%s},"
                           " \"csv_monitor\": {\"enabled\": %s, \"output_path\": \"%s\", \"job_name\": \"job\"},"
                           " \"steps_per_print\": null}",
                           fp8 != NULL ? (g_str_equal (fp8, "mx")
@@ -70,6 +70,8 @@ config_json (guint stage, guint gas, guint every, const gchar *csv_dir, gboolean
                                          : "\"fp8\": {\"enabled\": true, \"recipe\": \"delayed\", \"modules\": [\"Linear\"]},")
                                       : "",
                           gas, stage, LR, every,
+                          g_getenv ("MIXPREC_TEST_SHADOW") != NULL ? g_getenv ("MIXPREC_TEST_SHADOW")
+                                                                   : "[\"a.*\", \"n.weight\"]",
                           states ? ", \"optimizer_states\": {\"default\": \"int8\", \"block_size\": 256}" : "",
                           csv_dir != NULL ? "true" : "false", csv_dir != NULL ? csv_dir : "");
 }
@@ -244,7 +246,10 @@ ratio_of (GBytes *before, GBytes *after)
 }
 
 /* A rank: two steps (the second overflows and is skipped), the numerics
- * of each dumped, and (rank 0) the update ratios from the masters. */
+ * of each dumped, and (rank 0) the update ratios from the masters. With
+ * MIXPREC_TEST_STEPS=3 a third, applied step; MIXPREC_TEST_SAVE=DIR saves
+ * a checkpoint after step 1, MIXPREC_TEST_LOAD=DIR loads one and starts
+ * at step 2; MIXPREC_TEST_SHADOW replaces the shadow's patterns. */
 static int
 child_main (void)
 {
@@ -255,6 +260,9 @@ child_main (void)
   gboolean external = g_getenv ("MIXPREC_TEST_EXTERNAL") != NULL;
   gboolean states = g_getenv ("MIXPREC_TEST_STATES") != NULL;
   const gchar *fp8 = g_getenv ("MIXPREC_TEST_FP8");
+  const gchar *save = g_getenv ("MIXPREC_TEST_SAVE");
+  const gchar *load = g_getenv ("MIXPREC_TEST_LOAD");
+  gint steps = g_getenv ("MIXPREC_TEST_STEPS") != NULL ? atoi (g_getenv ("MIXPREC_TEST_STEPS")) : 2;
   g_autoptr(MixprecEngine) engine = NULL;
   g_autoptr(GString) text = g_string_new (NULL);
   guint rank, world;
@@ -266,7 +274,12 @@ child_main (void)
   engine = build_engine (stage, N_MICRO / world, csv != NULL && *csv != '\0' ? csv : NULL, external, states, fp8);
   rank = mixprec_engine_get_rank (engine);
   g_assert_cmpuint (mixprec_engine_get_world_size (engine), ==, world);
-  for (gint step = 1; step <= 2; step++)
+  if (load != NULL && !mixprec_engine_load_checkpoint (engine, load, &error))
+    {
+      g_printerr ("rank %u: %s\n", rank, error->message);
+      return 1;
+    }
+  for (gint step = load != NULL ? 2 : 1; step <= steps; step++)
     {
       g_autoptr(MixprecStepResult) r = NULL;
       g_autoptr(MixprecNumerics) n = NULL;
@@ -279,6 +292,11 @@ child_main (void)
         }
       r = train_step (engine, rank, world, step, &error);
       if (r == NULL)
+        {
+          g_printerr ("rank %u: %s\n", rank, error->message);
+          return 1;
+        }
+      if (step == 1 && save != NULL && !mixprec_engine_save_checkpoint (engine, save, &error))
         {
           g_printerr ("rank %u: %s\n", rank, error->message);
           return 1;
@@ -301,24 +319,40 @@ child_main (void)
   return 0;
 }
 
-/* @variant: NULL, "MIXPREC_TEST_EXTERNAL=1", "MIXPREC_TEST_STATES=1" or
- * "MIXPREC_TEST_FP8=1". */
+/* The ranks' run with the variables @vars (NULL-terminated) set. */
 static gchar *
-run_world (guint world, guint stage, const gchar *dir, const gchar *csv, const gchar *variant)
+run_world_with (guint world, guint stage, const gchar *dir, const gchar *csv, const gchar *const *vars)
 {
   g_autofree gchar *out = g_build_filename (dir, "numerics.txt", NULL);
   g_autofree gchar *out_var = g_strdup_printf ("MIXPREC_TEST_OUT=%s", out);
   g_autofree gchar *stage_var = g_strdup_printf ("MIXPREC_TEST_STAGE=%u", stage);
   g_autofree gchar *csv_var = g_strdup_printf ("MIXPREC_TEST_CSV=%s", csv != NULL ? csv : "");
-  const gchar *env[] = { "MIXPREC_TEST_NUMERICS_CHILD=1", out_var, stage_var, csv_var, variant, NULL };
+  g_autoptr(GPtrArray) env = g_ptr_array_new ();
   gint status[3] = { -1, -1, -1 };
   gchar *text = NULL;
 
-  mp_run_ranks (world, TIMEOUT_MS, env, status);
+  g_ptr_array_add (env, (gpointer) "MIXPREC_TEST_NUMERICS_CHILD=1");
+  g_ptr_array_add (env, out_var);
+  g_ptr_array_add (env, stage_var);
+  g_ptr_array_add (env, csv_var);
+  for (guint i = 0; vars != NULL && vars[i] != NULL; i++)
+    g_ptr_array_add (env, (gpointer) vars[i]);
+  g_ptr_array_add (env, NULL);
+  mp_run_ranks (world, TIMEOUT_MS, (const gchar * const *) env->pdata, status);
   for (guint r = 0; r < world; r++)
     g_assert_cmpint (status[r], ==, 0);
   g_assert_true (g_file_get_contents (out, &text, NULL, NULL));
   return text;
+}
+
+/* @variant: NULL, "MIXPREC_TEST_EXTERNAL=1", "MIXPREC_TEST_STATES=1" or
+ * "MIXPREC_TEST_FP8=1". */
+static gchar *
+run_world (guint world, guint stage, const gchar *dir, const gchar *csv, const gchar *variant)
+{
+  const gchar *vars[] = { variant, NULL };
+
+  return run_world_with (world, stage, dir, csv, vars);
 }
 
 /* "kind name stat" -> value of the first step's dump (the second step's
@@ -762,6 +796,131 @@ test_kernels (void)
       }
 }
 
+/* The one shard's SHA-256 that the one-process manifest @manifest
+ * records (a pointer into it, 64 hex digits). */
+static const gchar *
+saved_sum (const gchar *manifest)
+{
+  static gchar sum[65];
+  const gchar *at = strstr (manifest, "\"sha256\"");
+
+  g_assert_nonnull (at);
+  at = strchr (at + strlen ("\"sha256\""), '"');
+  g_assert_nonnull (at);
+  memcpy (sum, at + 1, 64);
+  sum[64] = '\0';
+  return sum;
+}
+
+/* The lines of @text from step @step's on. */
+static const gchar *
+from_step (const gchar *text, guint step)
+{
+  g_autofree gchar *head = g_strdup_printf ("step %u applied", step);
+  const gchar *at = strstr (text, head);
+
+  g_assert_nonnull (at);
+  return at;
+}
+
+/* The FP32 shadow in checkpoints: saved after step 1 and loaded, steps 2
+ * and 3 give every statistic (the shadow's drift included) bit for bit as
+ * the run that went on, at 1 and 3 ranks; loaded into another selection
+ * of shadowed parameters, or at another world size, the shadow starts
+ * afresh at step 3: its drift is then that of one step, the same at
+ * either (and not the continuing run's), and nothing else changes. */
+static void
+test_shadow_resume (void)
+{
+  static const struct {
+    guint world, stage;
+  } runs[] = { { 1, 0 }, { 3, 2 } };
+  g_autofree gchar *dir = g_dir_make_tmp ("mixprec-numerics-XXXXXX", NULL);
+  g_autofree gchar *fresh_text = NULL;
+
+  for (guint r = 0; r < G_N_ELEMENTS (runs); r++)
+    {
+      g_autofree gchar *ckpt = g_build_filename (dir, r == 0 ? "ckpt1" : "ckpt3", NULL);
+      g_autofree gchar *save_var = g_strdup_printf ("MIXPREC_TEST_SAVE=%s", ckpt);
+      g_autofree gchar *load_var = g_strdup_printf ("MIXPREC_TEST_LOAD=%s", ckpt);
+      const gchar *go_on[] = { "MIXPREC_TEST_STEPS=3", save_var, NULL };
+      const gchar *resume[] = { "MIXPREC_TEST_STEPS=3", load_var, NULL };
+      const gchar *other[] = { "MIXPREC_TEST_STEPS=3", load_var, "MIXPREC_TEST_SHADOW=[\"a.*\"]", NULL };
+      g_autofree gchar *full = run_world_with (runs[r].world, runs[r].stage, dir, NULL, go_on);
+      g_autofree gchar *resumed = run_world_with (runs[r].world, runs[r].stage, dir, NULL, resume);
+      g_autofree gchar *fresh = run_world_with (runs[r].world, runs[r].stage, dir, NULL, other);
+      g_autoptr(GHashTable) t_full = parse (from_step (full, 3));
+      g_autoptr(GHashTable) t_fresh = parse (fresh);
+
+      g_test_message ("%u ranks: resumed after step 1", runs[r].world);
+      g_assert_cmpstr (resumed, ==, from_step (full, 2));
+      g_assert_cmpfloat (value (t_full, "param a.weight shadow_rel_l2@3"), >, 0.0);
+      g_assert_cmpfloat (value (t_fresh, "param a.weight shadow_rel_l2@3"), >, 0.0);
+      g_assert_cmpfloat (value (t_fresh, "param a.weight shadow_rel_l2@3"), !=,
+                         value (t_full, "param a.weight shadow_rel_l2@3"));
+      g_assert_false (g_hash_table_contains (t_fresh, "param n.weight shadow_rel_l2@3"));
+      g_assert_cmpfloat (value (t_fresh, "param a.weight grad_norm@3"), ==, value (t_full, "param a.weight grad_norm@3"));
+      g_assert_cmpfloat (value (t_fresh, "param a.weight stale@3"), ==, value (t_full, "param a.weight stale@3"));
+      if (r == 0)
+        fresh_text = g_strdup (fresh);
+    }
+  /* The one-process checkpoint at 3 ranks: a fresh shadow, as the other
+   * selection's at one process. */
+  {
+    g_autofree gchar *ckpt = g_build_filename (dir, "ckpt1", NULL);
+    g_autofree gchar *load_var = g_strdup_printf ("MIXPREC_TEST_LOAD=%s", ckpt);
+    const gchar *across[] = { "MIXPREC_TEST_STEPS=3", load_var, NULL };
+    g_autofree gchar *moved = run_world_with (3, 2, dir, NULL, across);
+    g_autoptr(GHashTable) t_moved = parse (moved);
+    g_autoptr(GHashTable) t_fresh = parse (fresh_text);
+
+    g_assert_cmpfloat (value (t_moved, "param a.weight shadow_rel_l2@3"), ==,
+                       value (t_fresh, "param a.weight shadow_rel_l2@3"));
+    g_assert_cmpfloat (value (t_moved, "param a.weight shadow_max_ulp@3"), ==,
+                       value (t_fresh, "param a.weight shadow_max_ulp@3"));
+  }
+  /* A shard whose shadow is not what its layout says: the load fails,
+   * naming the file and the tensor. */
+  {
+    g_autofree gchar *ckpt = g_build_filename (dir, "ckpt1", NULL);
+    g_autofree gchar *shard = g_build_filename (ckpt, "step-1", "rank-00000.safetensors", NULL);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(MixprecEngine) engine = NULL;
+    gchar *bytes = NULL, *at;
+    gsize len;
+
+    g_assert_true (g_file_get_contents (shard, &bytes, &len, NULL));
+    /* After the 8-byte header length (which holds zero bytes). */
+    g_assert_cmpuint (len, >, 8);
+    at = strstr (bytes + 8, "\"numerics/shadow_state/1\":{\"dtype\":\"F32\"");
+    g_assert_nonnull (at);
+    /* The same header length: the file stays a valid safetensors file. */
+    memcpy (strstr (at, "F32"), "I32", 3);
+    g_assert_true (g_file_set_contents (shard, bytes, (gssize) len, NULL));
+    /* ...and the manifest records the new file, as a save that wrote it
+     * so would have. */
+    {
+      g_autofree gchar *manifest_path = g_build_filename (ckpt, "step-1", "manifest.json", NULL);
+      g_autofree gchar *manifest = NULL;
+      g_autoptr(GString) fixed = NULL;
+      gchar *now_sum = g_compute_checksum_for_data (G_CHECKSUM_SHA256, (const guchar *) bytes, len);
+
+      g_assert_true (g_file_get_contents (manifest_path, &manifest, NULL, NULL));
+      fixed = g_string_new (manifest);
+      g_assert_cmpuint (g_string_replace (fixed, saved_sum (manifest), now_sum, 0), ==, 1);
+      g_assert_true (g_file_set_contents (manifest_path, fixed->str, (gssize) fixed->len, NULL));
+      g_free (now_sum);
+    }
+    g_free (bytes);
+    engine = build_engine (0, N_MICRO, NULL, FALSE, FALSE, NULL);
+    g_assert_false (mixprec_engine_load_checkpoint (engine, ckpt, &error));
+    g_assert_error (error, MIXPREC_CHECKPOINT_ERROR, MIXPREC_CHECKPOINT_ERROR_CORRUPT);
+    g_assert_nonnull (strstr (error->message, "rank-00000.safetensors"));
+    g_assert_nonnull (strstr (error->message, "'numerics/shadow_state/1'"));
+    g_test_message ("%s", error->message);
+  }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -774,5 +933,6 @@ main (int argc, char **argv)
   g_test_add_func ("/numerics/in-pass-variable", test_in_pass_variable);
   g_test_add_func ("/numerics/kernels", test_kernels);
   g_test_add_func ("/numerics/world-sizes", test_world_sizes);
+  g_test_add_func ("/numerics/shadow/resume", test_shadow_resume);
   return g_test_run ();
 }

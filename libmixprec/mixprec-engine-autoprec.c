@@ -79,9 +79,6 @@ _mixprec_engine_autoprec_setup (MixprecEngine *self,
     return TRUE;
   if (!_mixprec_device_memory_is_host (self->device))
     refused = "a device other than the cpu (mixprec.device)";
-  else if (self->world > 1 && self->stage >= 3)
-    refused = "ZeRO stage 3 across ranks (zero_optimization.stage), whose working copies "
-              "are sharded and gathered";
   else if (self->offload)
     refused = "offload_optimizer";
   else if (mode == MIXPREC_PRECISION_MODE_BF16_NO_MASTER || mode == MIXPREC_PRECISION_MODE_FP16_NO_MASTER ||

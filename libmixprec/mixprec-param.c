@@ -710,7 +710,9 @@ mixprec_param_reduce_grad_device_address (MixprecParam  *self,
  * @error: return location for a #GError
  *
  * Copies the working copy, converted to @dtype (round to nearest even when
- * narrowing).
+ * narrowing). Under ZeRO stage 3 across ranks a sharded parameter's
+ * working copy is whole only while gathered (mixprec_engine_gather());
+ * otherwise this fails with %MIXPREC_ENGINE_ERROR_WRONG_STATE.
  *
  * Returns: (transfer full): the values, or %NULL with @error set
  *
@@ -733,6 +735,15 @@ mixprec_param_get_working (MixprecParam *self,
     }
   if (!_mixprec_param_ensure_storage (self, error))
     return NULL;
+  /* Under ZeRO-3 a sharded working copy is whole only while gathered. */
+  if (self->storage.working == NULL && self->numel > 0)
+    {
+      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_WRONG_STATE,
+                   "parameter '%s': its working copy is sharded (ZeRO stage 3) and is whole only "
+                   "between mixprec_engine_gather() and mixprec_engine_release(); gather it first",
+                   self->name);
+      return NULL;
+    }
   /* A copy, never a view: the engine's buffers change with every step and
    * go away with the engine (and may be in device memory). */
   bytes = self->numel * mixprec_dtype_get_size (dtype);

@@ -72,7 +72,6 @@ _mixprec_engine_autoprec_setup (MixprecEngine *self,
                                 GError       **error)
 {
   const _MixprecAutoPrecSettings *a = _mixprec_config_get_auto_precision (self->config);
-  MixprecPrecisionMode mode = mixprec_config_get_precision_mode (self->config);
   const gchar *refused = NULL;
 
   if (!a->enabled)
@@ -81,10 +80,9 @@ _mixprec_engine_autoprec_setup (MixprecEngine *self,
     refused = "a device other than the cpu (mixprec.device)";
   else if (self->offload)
     refused = "offload_optimizer";
-  else if (mode == MIXPREC_PRECISION_MODE_BF16_NO_MASTER || mode == MIXPREC_PRECISION_MODE_FP16_NO_MASTER ||
-           mixprec_config_get_master_weights (self->config) != MIXPREC_MASTER_WEIGHTS_FP32)
-    refused = "working copies without FP32 master weights (mixprec.master_weights other than "
-              "\"fp32\", or a no-master precision mode)";
+  else if (mixprec_config_get_master_weights (self->config) == MIXPREC_MASTER_WEIGHTS_KAHAN)
+    refused = "Kahan-compensated working copies (mixprec.master_weights \"kahan\"), whose pair "
+              "a change could not carry over exactly";
   else if (mixprec_config_get_fp4_recipe (self->config, NULL, NULL))
     refused = "4-bit working copies (the fp4 section)";
   else
@@ -342,8 +340,11 @@ relayout (MixprecEngine *self, const guint *levels, gboolean keep, GError **erro
 
           if (n == 0)
             continue;
-          memcpy (sh->master, kept[i].master + sh->begin, n * sizeof (gfloat));
-          for (guint k = 0; k < n_slots; k++)
+          /* As the layout keeps them: FP32 masters, a working copy
+           * without (rounded to nearest even, exact for the values it
+           * held), or a working copy and its remainder (exact). */
+          ok = _mixprec_engine_shard_store_f32 (sh, 0, kept[i].master + sh->begin, n, error);
+          for (guint k = 0; ok && k < n_slots; k++)
             memcpy (sh->states[k], (guint8 *) kept[i].states[k] + sh->begin * ssize, n * ssize);
         }
       ok = ok && _mixprec_engine_refresh_working (self, error);

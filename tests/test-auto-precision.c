@@ -62,6 +62,10 @@ static const gchar *default_auto =
   "{\"widen_above\": 0.5, \"widen_patience\": 3, \"narrow_below\": 0.05, \"narrow_patience\": 5,"
   " \"max_widened_fraction\": 0.6}";
 
+/* The magnitude of a tiny gradient: an fp16 subnormal, or (for bf16
+ * runs) a bfloat16 one. Either is exact in every dtype the runs use. */
+static gfloat tiny_grad = 0x1p-20f;
+
 /* Micro-batch @m's gradient of element @i of parameter @p at @step: the
  * first micro-batch carries it all, so the sums are exact in fp16. An
  * fp16 subnormal (2^-20) while tiny, else a normal value. */
@@ -73,7 +77,7 @@ grad_value (guint p, guint64 i, guint m, gint step, gboolean w_tiny)
   if (m != 0)
     return 0.0f;
   if (tiny)
-    return (i % 2 ? -1.0f : 1.0f) * 0x1p-20f;
+    return (i % 2 ? -1.0f : 1.0f) * tiny_grad;
   return (gfloat) ldexp (1.0 + (gdouble) (i % 5) / 8.0, -(gint) (i % 7)) * (i % 3 ? 1.0f : -1.0f);
 }
 
@@ -566,6 +570,122 @@ test_stale (void)
   g_assert_cmpstr (a, ==, b);
 }
 
+/* bf16 without FP32 masters: mixprec.master_weights "remainder" (the
+ * working copy and a 16-bit remainder that stand for the FP32 master) or
+ * "none". u.weight's gradients are bfloat16 subnormals (2^-130) up to
+ * TINY_UNTIL, so it widens to fp32 and narrows back at the steps the fp16
+ * run does. A change carries the values over exactly: with remainders
+ * the masters and state follow the run without auto-precision bit for
+ * bit (the gradients are exact in bf16 and fp32 alike); without masters
+ * the parameters never widened do, while u.weight, stepped in FP32 while
+ * widened, keeps the small updates bf16 loses. A checkpoint saved while
+ * widened resumes into the same bits. */
+static gchar *
+run_masters (const gchar *masters, gboolean with_auto, gint save_at, const gchar *dir)
+{
+  g_autofree gchar *json = g_strdup_printf (
+    "{\"bf16\": {\"enabled\": true}, \"gradient_accumulation_steps\": %u,"
+    " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.01, \"weight_decay\": 0.0}},"
+    " \"mixprec\": {\"master_weights\": \"%s\", \"numerics\": {\"every\": %u}%s%s},"
+    " \"steps_per_print\": null}",
+    N_MICRO, masters, EVERY, with_auto ? ", \"auto_precision\": " : "", with_auto ? default_auto : "");
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MixprecEngine) engine = NULL;
+  GString *out = g_string_new (NULL);
+
+  tiny_grad = 0x1p-130f;
+  engine = build_engine_full (json, &error);
+  g_assert_no_error (error);
+  /* Neither keeps an FP32 master buffer. */
+  g_assert_false (mixprec_param_has_master (mixprec_engine_get_param (engine, "v.weight")));
+  for (gint step = 1; step <= N_STEPS; step++)
+    {
+      g_autoptr(MixprecStepResult) r = NULL;
+
+      /* Resumed from a checkpoint into a fresh engine. */
+      if (step == save_at + 1)
+        {
+          g_autoptr(MixprecEngine) fresh = build_engine_full (json, &error);
+          g_autofree gchar *ckpt = g_build_filename (dir, "ckpt", NULL);
+
+          g_assert_no_error (error);
+          g_assert_true (mixprec_engine_save_checkpoint_full (engine, dir, "ckpt", 0, &error));
+          g_assert_no_error (error);
+          g_assert_true (mixprec_engine_load_checkpoint (fresh, ckpt, &error));
+          g_assert_no_error (error);
+          g_clear_object (&engine);
+          engine = g_steal_pointer (&fresh);
+        }
+      r = train_step (engine, step, FALSE, &error);
+      g_assert_no_error (error);
+      g_assert_true (r->applied);
+      dump_step (engine, step, out);
+      for (guint p = 0; p < G_N_ELEMENTS (model); p++)
+        assert_working_follows (engine, model[p].name);
+    }
+  tiny_grad = 0x1p-20f;
+  return g_string_free (out, FALSE);
+}
+
+/* The lines of @dump about parameter @name. */
+static gchar *
+lines_of (const gchar *dump, const gchar *name)
+{
+  g_auto(GStrv) lines = g_strsplit (dump, "\n", -1);
+  g_autofree gchar *key = g_strdup_printf (" %s ", name);
+  GString *out = g_string_new (NULL);
+
+  for (guint i = 0; lines[i] != NULL; i++)
+    if (strstr (lines[i], key) != NULL)
+      g_string_append_printf (out, "%s\n", lines[i]);
+  return g_string_free (out, FALSE);
+}
+
+static void
+test_masters (void)
+{
+  static const gchar *const kinds[] = { "remainder", "none" };
+  gint widen_at = EVERY * WIDEN_PATIENCE;
+  gint narrow_at = (TINY_UNTIL / EVERY + 1) * EVERY + EVERY * (NARROW_PATIENCE - 1);
+
+  for (guint k = 0; k < G_N_ELEMENTS (kinds); k++)
+    {
+      g_autofree gchar *dir = g_dir_make_tmp ("mixprec-autoprec-masters-XXXXXX", NULL);
+      g_autofree gchar *with = run_masters (kinds[k], TRUE, -1, NULL);
+      g_autofree gchar *without = run_masters (kinds[k], FALSE, -1, NULL);
+      /* Saved while u.weight is widened, resumed: the same bits. */
+      g_autofree gchar *resumed = run_masters (kinds[k], TRUE, widen_at + 1, dir);
+
+      g_test_message ("master_weights \"%s\"", kinds[k]);
+      for (gint step = 1; step <= N_STEPS; step++)
+        {
+          g_autofree gchar *u = dtype_at (with, step, "u.weight");
+          g_autofree gchar *v = dtype_at (with, step, "v.weight");
+
+          g_assert_cmpstr (u, ==, step >= widen_at && step < narrow_at ? "float32" : "bfloat16");
+          g_assert_cmpstr (v, ==, "bfloat16");
+        }
+      g_assert_cmpstr (resumed, ==, with);
+      if (g_str_equal (kinds[k], "remainder"))
+        {
+          g_autofree gchar *a = values_only (with), *b = values_only (without);
+
+          g_assert_cmpstr (a, ==, b);
+        }
+      else
+        {
+          g_autofree gchar *v_with = lines_of (with, "v.weight"), *v_without = lines_of (without, "v.weight");
+          g_autofree gchar *w_with = lines_of (with, "w.weight"), *w_without = lines_of (without, "w.weight");
+          g_autofree gchar *u_with = lines_of (with, "u.weight"), *u_without = lines_of (without, "u.weight");
+          g_autofree gchar *a = values_only (u_with), *b = values_only (u_without);
+
+          g_assert_cmpstr (v_with, ==, v_without);
+          g_assert_cmpstr (w_with, ==, w_without);
+          g_assert_cmpstr (a, !=, b);
+        }
+    }
+}
+
 /* A rank: the run's dump, written by every rank to its own file. */
 static int
 child_main (void)
@@ -740,10 +860,8 @@ test_refused (void)
     const gchar *json;
     const gchar *names;
   } cases[] = {
-    { "{\"bf16\": {\"enabled\": true}, \"mixprec\": {\"master_weights\": \"none\", \"numerics\": {\"every\": 1},"
-      " \"auto_precision\": {}}}", "master weights" },
     { "{\"bf16\": {\"enabled\": true}, \"mixprec\": {\"master_weights\": \"kahan\", \"numerics\": {\"every\": 1},"
-      " \"auto_precision\": {}}}", "master weights" },
+      " \"auto_precision\": {}}}", "mixprec.master_weights \"kahan\"" },
     { "{\"bf16\": {\"enabled\": true}, \"mixprec\": {\"numerics\": {\"every\": 1}, \"auto_precision\": {},"
       " \"optimizer_states\": {\"default\": \"int8\", \"block_size\": 256}},"
       " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.01}}}", "optimizer states" },
@@ -853,6 +971,7 @@ main (int argc, char **argv)
   g_test_add_func ("/auto-precision/resume", test_resume);
   g_test_add_func ("/auto-precision/fp8", test_fp8);
   g_test_add_func ("/auto-precision/stale", test_stale);
+  g_test_add_func ("/auto-precision/masters", test_masters);
   g_test_add_func ("/auto-precision/plan", test_plan);
   g_test_add_func ("/auto-precision/world-sizes", test_world_sizes);
   return g_test_run ();

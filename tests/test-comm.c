@@ -725,7 +725,10 @@ static const Group groups[] = {
   { "mismatch", 2, TRUE },
   { "mismatch-barrier", 2, TRUE },
   { "all-to-all", 3, TRUE },
+  { "all-to-all", 4, TRUE },
+  { "all-to-all", 3, FALSE },
   { "all-to-all-kill", 3, TRUE },
+  { "all-to-all-kill", 3, FALSE },
 };
 
 int
@@ -780,6 +783,8 @@ main (int argc, char **argv)
         func = test_multi_lose_rank;
       if (g_str_equal (g->scenario, "collectives"))
         test_path = g_strdup_printf ("/comm/ucx/%sranks-%u", g->shm ? "" : "no-shm/", g->world);
+      else if (g_str_equal (g->scenario, "all-to-all"))
+        test_path = g_strdup_printf ("/comm/ucx/%sall-to-all/ranks-%u", g->shm ? "" : "no-shm/", g->world);
       else
         test_path = g_strdup_printf ("/comm/ucx/%s%s", g->shm ? "" : "no-shm/",
                                      g_str_equal (g->scenario, "kill") ? "killed-rank" :

@@ -605,6 +605,8 @@ ucx_shm_adopt (UcxOp *op)
       op->shm_chunk_elems = shm->chunk_bytes / op->out_esize;
       break;
     case UCX_OP_REDUCE_SCATTER:
+    case UCX_OP_ALL_TO_ALL:
+      /* A chunk of every rank's block: one piece per destination. */
       op->shm_chunk_elems = shm->chunk_bytes / ((size_t) world * op->esize);
       break;
     case UCX_OP_ALL_GATHER:
@@ -687,7 +689,7 @@ put (UcxOp  *op,
   uint64_t step = op->shm_first_step + i;
   size_t len = step_len (op, i), at = i * op->shm_chunk_elems;
 
-  if (op->kind == UCX_OP_REDUCE_SCATTER)
+  if (op->kind == UCX_OP_REDUCE_SCATTER || op->kind == UCX_OP_ALL_TO_ALL)
     for (unsigned p = 0; p < world; p++)
       copy_beating (shm, in_buffer (shm, step, me) + p * op->shm_chunk_elems * op->esize,
                     op->send + ((size_t) p * op->count + at) * op->esize, len * op->esize);
@@ -736,6 +738,15 @@ take (UcxOp  *op,
       for (unsigned r = 0; r < world; r++)
         copy_beating (shm, op->recv + ((size_t) r * op->count + at) * op->esize,
                       in_buffer (shm, step, r), len * op->esize);
+    }
+  else if (op->kind == UCX_OP_ALL_TO_ALL)
+    {
+      /* Rank r's piece for this rank, to block r of recv. */
+      size_t len = step_len (op, i), at = i * op->shm_chunk_elems;
+
+      for (unsigned r = 0; r < world; r++)
+        copy_beating (shm, op->recv + ((size_t) r * op->count + at) * op->esize,
+                      in_buffer (shm, step, r) + me * op->shm_chunk_elems * op->esize, len * op->esize);
     }
 }
 

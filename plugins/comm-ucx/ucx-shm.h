@@ -1,7 +1,7 @@
 /* ucx-shm.h — comm-ucx's same-host path: when every rank runs in one
- * host's namespaces, all_reduce, reduce_scatter, all_gather and barrier
- * go through one shared-memory segment instead of UCX messages (see
- * ucx-shm.c).
+ * host's namespaces, all_reduce, reduce_scatter, all_gather, all_to_all
+ * and barrier go through one shared-memory segment instead of UCX
+ * messages (see ucx-shm.c).
  *
  * The segment's ranks meet at numbered barriers. A waiting rank spins
  * while the ranks it waits for are seen running on other CPUs, and sleeps

@@ -691,7 +691,11 @@ tests_test_reduce_fp32_SOURCES = \
 tests_test_reduce_fp32_LDADD = $(tests_public_ldadd) -lm
 EXTRA_tests_test_reduce_fp32_DEPENDENCIES = plugins/mixprec-comm-ucx.la
 TESTS += tests/test-reduce-fp32
+# the same reductions on 2, 3, 4 and 8 ranks over 3 network-namespace
+# hosts, against the ranks on 127.0.0.1 (root only)
+TESTS += tests/test-reduce-fp32-netns.sh
 endif
+EXTRA_DIST += tests/test-reduce-fp32-netns.sh
 
 # --- ZeRO++ quantized weight gathers (qwZ) at ZeRO-3 on 2 and 3 ranks:
 # the same bits on every rank, within the quantizer's bound (needs the UCX

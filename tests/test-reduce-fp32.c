@@ -12,7 +12,8 @@
  * that bound. The FP32 results
  * are also the contract's bits (a fold in rank order), the same on every
  * rank, in every run, and whether the ranks meet in shared memory or over
- * UCX alone (as ranks on several hosts do).
+ * UCX alone (as ranks on several hosts do; tests/test-reduce-fp32-netns.sh
+ * runs this file's child on 3 network-namespace hosts).
  *
  * Through the engine, `mixprec.reduce_accumulation: "fp32"` in bf16 mode
  * reduces in bf16 into an FP32 accumulation buffer, and W ranks of one

@@ -27,6 +27,23 @@ netns_cleanup () {
   rm -rf "$tmp"
 }
 
+# Waits for the ranks whose pids $pids lists (started in the background;
+# until then the cleanup trap kills any still running), keeps each one's
+# exit status in $statuses (124: its timeout stopped it) and $status (1
+# if any failed), empties $pids and returns $status.
+netns_wait_ranks () {
+  status=0
+  statuses=""
+  for pid in $pids; do
+    wait "$pid"
+    rc=$?
+    statuses="$statuses $rc"
+    [ $rc = 0 ] || status=1
+  done
+  pids=""
+  return $status
+}
+
 # Skips unless this process can make namespaces.
 netns_require () {
   [ "$(id -u)" = 0 ] || skip "making network namespaces needs root (running as uid $(id -u))"

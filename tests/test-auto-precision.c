@@ -442,6 +442,24 @@ test_refused_address (void)
   g_assert_true (g_bytes_equal (before, after));
 }
 
+/* @engine's run continued in a fresh engine of @json: a checkpoint saved
+ * into @dir and loaded there. Frees @engine. */
+static MixprecEngine *
+resumed (MixprecEngine *engine, const gchar *json, const gchar *dir)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MixprecEngine) fresh = build_engine_full (json, &error);
+  g_autofree gchar *ckpt = g_build_filename (dir, "ckpt", NULL);
+
+  g_assert_no_error (error);
+  g_assert_true (mixprec_engine_save_checkpoint_full (engine, dir, "ckpt", 0, &error));
+  g_assert_no_error (error);
+  g_assert_true (mixprec_engine_load_checkpoint (fresh, ckpt, &error));
+  g_assert_no_error (error);
+  g_object_unref (engine);
+  return g_steal_pointer (&fresh);
+}
+
 /* bf16 with delayed-scaling FP8 copies of the Linear weights, most of
  * whose values (1e-4 beside a 1000 in each row) the FP8 cast flushes to
  * zero: fp8_underflow near 1 widens each to bf16 after 2 measured steps
@@ -471,18 +489,7 @@ run_fp8 (gint save_at, const gchar *dir)
       g_autoptr(MixprecStepResult) r = NULL;
 
       if (step == save_at + 1)
-        {
-          g_autoptr(MixprecEngine) fresh = build_engine_full (json, &error);
-          g_autofree gchar *ckpt = g_build_filename (dir, "ckpt", NULL);
-
-          g_assert_no_error (error);
-          g_assert_true (mixprec_engine_save_checkpoint_full (engine, dir, "ckpt", 0, &error));
-          g_assert_no_error (error);
-          g_assert_true (mixprec_engine_load_checkpoint (fresh, ckpt, &error));
-          g_assert_no_error (error);
-          g_clear_object (&engine);
-          engine = g_steal_pointer (&fresh);
-        }
+        engine = resumed (engine, json, dir);
       r = train_step (engine, 100, FALSE, &error);
       g_assert_no_error (error);
       g_assert_true (r->applied);
@@ -602,20 +609,8 @@ run_masters (const gchar *masters, gboolean with_auto, gint save_at, const gchar
     {
       g_autoptr(MixprecStepResult) r = NULL;
 
-      /* Resumed from a checkpoint into a fresh engine. */
       if (step == save_at + 1)
-        {
-          g_autoptr(MixprecEngine) fresh = build_engine_full (json, &error);
-          g_autofree gchar *ckpt = g_build_filename (dir, "ckpt", NULL);
-
-          g_assert_no_error (error);
-          g_assert_true (mixprec_engine_save_checkpoint_full (engine, dir, "ckpt", 0, &error));
-          g_assert_no_error (error);
-          g_assert_true (mixprec_engine_load_checkpoint (fresh, ckpt, &error));
-          g_assert_no_error (error);
-          g_clear_object (&engine);
-          engine = g_steal_pointer (&fresh);
-        }
+        engine = resumed (engine, json, dir);
       r = train_step (engine, step, FALSE, &error);
       g_assert_no_error (error);
       g_assert_true (r->applied);

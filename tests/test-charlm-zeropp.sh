@@ -109,15 +109,7 @@ for mode in $modes; do
     rank $r "$charlm" --config "$mode.json" --steps $steps --eval-every $steps --quiet --csv "$mode.ns.$r.csv" &
     pids="$pids $!"
   done
-  status=0
-  statuses=""
-  for pid in $pids; do
-    wait "$pid"
-    rc=$?
-    statuses="$statuses $rc"
-    [ $rc = 0 ] || status=1
-  done
-  pids=""
+  netns_wait_ranks
   got=$(val "$mode.ns.0.out" "$mode.ns.1.out" "$mode.ns.2.out")
   want=$(eval echo "\$lo_$(echo $mode | tr - _)")
   [ $status = 0 ] && [ -n "$want" ] && [ "$got" = "$want" ] &&

@@ -62,16 +62,7 @@ run3 () {
     rank $r "$1" &
     pids="$pids $!"
   done
-  status=0
-  statuses=""
-  for pid in $pids; do
-    wait "$pid"
-    rc=$?
-    statuses="$statuses $rc"
-    [ $rc = 0 ] || status=1
-  done
-  pids=""
-  return $status
+  netns_wait_ranks
 }
 
 # What the ranks of run $1 said, for a failed run.

@@ -56,10 +56,7 @@ run3 () {
     rank $r "$@" &
     pids="$pids $!"
   done
-  status=0
-  for pid in $pids; do wait "$pid" || status=1; done
-  pids=""
-  return $status
+  netns_wait_ranks
 }
 
 echo "1..3"

@@ -66,16 +66,7 @@ run () {
     pids="$pids $!"
     r=$((r + 1))
   done
-  status=0
-  statuses=""
-  for pid in $pids; do
-    wait "$pid"
-    rc=$?
-    statuses="$statuses $rc"
-    [ $rc = 0 ] || status=1
-  done
-  pids=""
-  return $status
+  netns_wait_ranks
 }
 
 # What the ranks of a failed run said.

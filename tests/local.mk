@@ -31,6 +31,12 @@ AM_TESTS_ENVIRONMENT = \
 	export MIXPREC_PLUGIN_SYSTEM_PATH=""; \
 	export MALLOC_PERTURB_=165; \
 	export UCX_NET_DEVICES=lo;
+# The tests that train for hundreds of steps to compare losses train fewer
+# under the sanitizers, where they look for memory errors (the README's
+# check, unsanitized, compares the losses).
+if ENABLE_SANITIZERS
+AM_TESTS_ENVIRONMENT += export MIXPREC_TEST_SANITIZERS=yes;
+endif
 
 # Tests of public behaviour link the shared library; tests that compare
 # internal kernels (scalar against SIMD) link the convenience library.

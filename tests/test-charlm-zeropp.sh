@@ -11,7 +11,10 @@
 # up), where every mode must give the bits it gave on one host: the
 # transport and the host split change no value. The namespace part needs
 # root (CAP_NET_ADMIN, CAP_SYS_ADMIN), ip and unshare; without them its
-# checks are skipped, saying why.
+# checks are skipped, saying why. Under the sanitizers
+# (MIXPREC_TEST_SANITIZERS=yes) every mode trains 40 steps instead, for
+# memory errors: too few for the 1% comparisons, which are skipped then;
+# the bitwise checks stay.
 top="$MIXPREC_TOP_BUILDDIR"
 src="${G_TEST_SRCDIR:-$top/tests}/.."
 charlm="$top/examples/charlm"
@@ -22,6 +25,8 @@ cd "$tmp" || exit 1
 
 modes="plain qwz qgz qwz-qgz hpz loco fp8"
 steps=400
+short=no
+[ "${MIXPREC_TEST_SANITIZERS:-no}" = yes ] && { steps=40; short=yes; }
 n_modes=7
 n=0
 fail=0
@@ -73,6 +78,11 @@ done
 for m in $modes; do
   [ $m = plain ] && continue
   got=$(eval echo "\$lo_$(echo $m | tr - _)")
+  if [ $short = yes ]; then
+    n=$((n + 1))
+    echo "ok $n # SKIP $m against the unquantized run: $steps steps under the sanitizers ($got against $lo_plain)"
+    continue
+  fi
   awk -v a="$got" -v b="$lo_plain" 'BEGIN { exit !(a != "" && b != "" && a != b && (a - b) / b <= 0.01 && (b - a) / b <= 0.01) }'
   ok $? "$m within 1% of the unquantized run and not equal to it: $got against $lo_plain ($(awk -v a="$got" -v b="$lo_plain" 'BEGIN { if (b != "") printf "%+.3f%%", (a - b) / b * 100 }'))"
 done

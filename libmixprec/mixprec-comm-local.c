@@ -180,6 +180,25 @@ local_all_to_all (void       *comm,
 }
 
 static int
+local_all_to_all_v (void         *comm,
+                    const void   *send,
+                    const size_t *send_bytes,
+                    const size_t *send_offsets,
+                    void         *recv,
+                    const size_t *recv_bytes,
+                    const size_t *recv_offsets,
+                    void        **request,
+                    char         *errbuf,
+                    size_t        errbuf_len)
+{
+  int status = local_begin (comm, MIXPREC_PLUGIN_DTYPE_FLOAT32, request, errbuf, errbuf_len);
+
+  if (status == MIXPREC_PLUGIN_OK && send_bytes[0] > 0)
+    memcpy ((char *) recv + recv_offsets[0], (const char *) send + send_offsets[0], send_bytes[0]);
+  return status;
+}
+
+static int
 local_test (void   *comm,
             void   *request,
             int    *done,
@@ -233,6 +252,7 @@ static const MixprecCommV2 local_comm = {
     .finalize = local_finalize,
   },
   .all_to_all = local_all_to_all,
+  .all_to_all_v = local_all_to_all_v,
 };
 
 const MixprecCommV2 *

@@ -39,6 +39,31 @@ MixprecCommRequest  *_mixprec_comm_all_to_all_start (MixprecComm   *self,
                                                      gsize          bytes,
                                                      GError       **error);
 
+/* The all_to_all_v of plugin ABI 1.7: @send_bytes[r] bytes at @send +
+ * @send_offsets[r] go to rank r, @recv_bytes[r] from rank r land at @recv
+ * + @recv_offsets[r] (world_size entries each, read during the call);
+ * empty runs move nothing, so a collective over a group of ranks moves
+ * bytes only inside it. Sizes agree pairwise across ranks; receive runs
+ * overlap nothing. has_all_to_all_v: whether the backend has it. Bytes
+ * are counted per peer, where that peer is. */
+gboolean             _mixprec_comm_has_all_to_all_v   (MixprecComm   *self);
+gboolean             _mixprec_comm_all_to_all_v       (MixprecComm   *self,
+                                                       gconstpointer  send,
+                                                       const gsize   *send_bytes,
+                                                       const gsize   *send_offsets,
+                                                       gpointer       recv,
+                                                       const gsize   *recv_bytes,
+                                                       const gsize   *recv_offsets,
+                                                       GError       **error);
+MixprecCommRequest  *_mixprec_comm_all_to_all_v_start (MixprecComm   *self,
+                                                       gconstpointer  send,
+                                                       const gsize   *send_bytes,
+                                                       const gsize   *send_offsets,
+                                                       gpointer       recv,
+                                                       const gsize   *recv_bytes,
+                                                       const gsize   *recv_offsets,
+                                                       GError       **error);
+
 /* What a communicator counts of the bytes this rank sends, by class.
  * Bytes sent: the payload this rank hands to other ranks when each
  * collective moves data directly between ranks (the bandwidth-optimal

@@ -5,6 +5,7 @@
  * plugin's status and sentence into a GError. */
 #include "config.h"
 
+#include <stdint.h>
 #include <string.h>
 
 #include "mixprec.h"
@@ -87,6 +88,7 @@ struct _MixprecComm
   /* The bytes this rank sent, per class and [0] to ranks on its own host,
    * [1] to ranks on other hosts (_mixprec_comm_get_sent()). */
   guint local_peers;            /* other ranks on this rank's host */
+  gboolean *peer_is_local;      /* per rank: on this rank's host */
   gint next_class;              /* the class of the next collective; -1: by kind */
   guint64 sent[_MIXPREC_COMM_N_CLASSES][2];
 };
@@ -134,6 +136,7 @@ mixprec_comm_finalize (GObject *object)
     }
   g_clear_object (&self->feature);
   g_clear_object (&self->bootstrap);
+  g_free (self->peer_is_local);
   g_mutex_clear (&self->lock);
 
   G_OBJECT_CLASS (mixprec_comm_parent_class)->finalize (object);
@@ -398,6 +401,11 @@ _mixprec_comm_new_on_stream (MixprecBootstrap  *bootstrap,
     if (r != self->rank &&
         _mixprec_bootstrap_get_host (bootstrap, r) == _mixprec_bootstrap_get_host (bootstrap, self->rank))
       self->local_peers++;
+  self->peer_is_local = g_new0 (gboolean, self->world_size);
+  for (guint r = 0; bootstrap != NULL && r < self->world_size; r++)
+    self->peer_is_local[r] = r != self->rank &&
+                             _mixprec_bootstrap_get_host (bootstrap, r) ==
+                             _mixprec_bootstrap_get_host (bootstrap, self->rank);
   self->timeout_ms = timeout_ms;
   if (self->timeout_ms == 0 && bootstrap != NULL)
     self->timeout_ms = mixprec_bootstrap_get_timeout (bootstrap);
@@ -633,10 +641,12 @@ typedef enum
   CALL_BROADCAST,
   CALL_BARRIER,
   CALL_ALL_TO_ALL,             /* count in bytes, dtype unused */
+  CALL_ALL_TO_ALL_V,           /* runs in bytes (Call.runs), count and dtype unused */
 } CallKind;
 
 static const gchar * const call_names[] = {
   "all_reduce", "reduce_scatter", "all_gather", "broadcast", "barrier", "all_to_all",
+  "all_to_all_v",
 };
 
 /* One collective's arguments. */
@@ -650,6 +660,8 @@ typedef struct
   MixprecReduceOp op;
   guint flags;
   guint root;
+  /* all_to_all_v: send lengths, send offsets, recv lengths, recv offsets */
+  const gsize *runs[4];
 } Call;
 
 static gboolean
@@ -695,6 +707,81 @@ invalid (GError      **error,
   return FALSE;
 }
 
+/* A run of the send (@is_recv FALSE) or receive buffer, for the overlap
+ * check of all_to_all_v. */
+typedef struct
+{
+  guintptr start;
+  gsize len;
+  gboolean is_recv;
+} Run;
+
+static gint
+run_order (gconstpointer a,
+           gconstpointer b)
+{
+  const Run *x = a, *y = b;
+
+  return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* all_to_all_v: the runs fit the address space, this rank's own run is
+ * as long on both sides, and no receive run overlaps another run (send
+ * runs may overlap each other: one buffer sent to several ranks). */
+static gboolean
+check_runs (MixprecComm  *self,
+            const Call   *call,
+            GError      **error)
+{
+  guint w = self->world_size, me = self->rank, n = 0;
+  g_autofree Run *runs = NULL;
+  guintptr end_any = 0, end_recv = 0;
+
+  if (self->vtable_v2->all_to_all_v == NULL)
+    {
+      g_set_error (error, MIXPREC_COMM_ERROR, MIXPREC_COMM_ERROR_INVALID_ARGUMENT,
+                   "all_to_all_v: comm '%s' (%s, plugin %s) has no all_to_all_v (plugin "
+                   "ABI 1.7 added it; the plugin is older)",
+                   mixprec_feature_get_name (self->feature), mixprec_comm_get_device (self),
+                   mixprec_feature_get_plugin_name (self->feature));
+      return FALSE;
+    }
+  for (guint k = 0; k < 4; k++)
+    if (call->runs[k] == NULL)
+      return invalid (error, "all_to_all_v: its array of %s is NULL",
+                      (const gchar *[]) { "send sizes", "send offsets", "receive sizes",
+                                          "receive offsets" }[k]);
+  if (call->runs[0][me] != call->runs[2][me])
+    return invalid (error, "all_to_all_v: rank %u sends itself %" G_GSIZE_FORMAT " bytes "
+                    "but expects %" G_GSIZE_FORMAT, me, call->runs[0][me], call->runs[2][me]);
+  runs = g_new (Run, 2 * (gsize) w);
+  for (guint r = 0; r < w; r++)
+    for (guint side = 0; side < 2; side++)
+      {
+        gsize len = call->runs[2 * side][r], off = call->runs[2 * side + 1][r];
+        guintptr base = side == 0 ? (guintptr) call->send : (guintptr) call->recv;
+
+        if (len == 0)
+          continue;
+        if ((side == 0 ? call->send == NULL : call->recv == NULL) ||
+            off > G_MAXSIZE - len || base > UINTPTR_MAX - off - len)
+          return invalid (error, "all_to_all_v: the %s run of rank %u (%" G_GSIZE_FORMAT
+                          " bytes at %" G_GSIZE_FORMAT ") is outside the address space or "
+                          "its buffer is NULL", side == 0 ? "send" : "receive", r, len, off);
+        runs[n++] = (Run) { base + off, len, side == 1 };
+      }
+  qsort (runs, n, sizeof *runs, run_order);
+  for (guint i = 0; i < n; i++)
+    {
+      if (runs[i].start < (runs[i].is_recv ? end_any : end_recv))
+        return invalid (error, "all_to_all_v: a receive run overlaps another run");
+      end_any = MAX (end_any, runs[i].start + runs[i].len);
+      if (runs[i].is_recv)
+        end_recv = MAX (end_recv, runs[i].start + runs[i].len);
+    }
+  return TRUE;
+}
+
 static gboolean
 check_call (MixprecComm  *self,
             const Call   *call,
@@ -706,6 +793,8 @@ check_call (MixprecComm  *self,
 
   if (call->kind == CALL_BARRIER)
     return TRUE;
+  if (call->kind == CALL_ALL_TO_ALL_V)
+    return check_runs (self, call, error);
   if (call->kind == CALL_ALL_TO_ALL)
     {
       if (!_mixprec_comm_has_all_to_all (self, error))
@@ -803,6 +892,8 @@ describe_call (const Call *call)
   if (call->kind == CALL_ALL_TO_ALL)
     return g_strdup_printf ("all_to_all of %" G_GSIZE_FORMAT " byte%s per rank", call->count,
                             call->count == 1 ? "" : "s");
+  if (call->kind == CALL_ALL_TO_ALL_V)
+    return g_strdup ("all_to_all_v");
   return g_strdup_printf ("%s of %" G_GSIZE_FORMAT " %s element%s", call_names[call->kind],
                           call->count, mixprec_dtype_get_name (call->dtype),
                           call->count == 1 ? "" : "s");
@@ -818,11 +909,20 @@ count_sent (MixprecComm *self,
   guint64 w = self->world_size, local = self->local_peers, bytes, intra, inter;
 
   if (cls < 0)
-    cls = call->kind == CALL_REDUCE_SCATTER || call->kind == CALL_ALL_TO_ALL
+    cls = call->kind == CALL_REDUCE_SCATTER || call->kind == CALL_ALL_TO_ALL ||
+          call->kind == CALL_ALL_TO_ALL_V
             ? _MIXPREC_COMM_GRADIENTS
             : call->kind == CALL_ALL_REDUCE ? _MIXPREC_COMM_SCALARS : _MIXPREC_COMM_OTHER;
   if (w < 2 || call->kind == CALL_BARRIER)
     return;
+  if (call->kind == CALL_ALL_TO_ALL_V)
+    {
+      /* each peer's run, where that peer is */
+      for (guint r = 0; r < w; r++)
+        if (r != self->rank)
+          self->sent[cls][self->peer_is_local[r] ? 0 : 1] += call->runs[0][r];
+      return;
+    }
   bytes = call->kind == CALL_ALL_TO_ALL ? call->count
                                         : call->count * mixprec_dtype_get_size (call->dtype);
   switch (call->kind)
@@ -896,6 +996,11 @@ run_call (MixprecComm  *self,
       case CALL_ALL_TO_ALL:
         status = self->vtable_v2->all_to_all (self->handle, call->send, call->recv, call->count,
                                               request, errbuf, sizeof errbuf);
+        break;
+      case CALL_ALL_TO_ALL_V:
+        status = self->vtable_v2->all_to_all_v (self->handle, call->send, call->runs[0],
+                                                call->runs[1], call->recv, call->runs[2],
+                                                call->runs[3], request, errbuf, sizeof errbuf);
         break;
       case CALL_BARRIER:
       default:
@@ -1315,6 +1420,48 @@ _mixprec_comm_all_to_all_start (MixprecComm   *self,
 
   CHECK_BUFFERS (send, recv, bytes, NULL);
   return run_started (self, &call, error);
+}
+
+gboolean
+_mixprec_comm_has_all_to_all_v (MixprecComm *self)
+{
+  g_return_val_if_fail (MIXPREC_IS_COMM (self), FALSE);
+
+  return self->vtable_v2->all_to_all_v != NULL;
+}
+
+MixprecCommRequest *
+_mixprec_comm_all_to_all_v_start (MixprecComm   *self,
+                                  gconstpointer  send,
+                                  const gsize   *send_bytes,
+                                  const gsize   *send_offsets,
+                                  gpointer       recv,
+                                  const gsize   *recv_bytes,
+                                  const gsize   *recv_offsets,
+                                  GError       **error)
+{
+  Call call = { CALL_ALL_TO_ALL_V, send, recv, 0, MIXPREC_DTYPE_FLOAT32, MIXPREC_REDUCE_SUM, 0, 0,
+                { send_bytes, send_offsets, recv_bytes, recv_offsets } };
+
+  g_return_val_if_fail (MIXPREC_IS_COMM (self), NULL);
+  return run_started (self, &call, error);
+}
+
+gboolean
+_mixprec_comm_all_to_all_v (MixprecComm   *self,
+                            gconstpointer  send,
+                            const gsize   *send_bytes,
+                            const gsize   *send_offsets,
+                            gpointer       recv,
+                            const gsize   *recv_bytes,
+                            const gsize   *recv_offsets,
+                            GError       **error)
+{
+  Call call = { CALL_ALL_TO_ALL_V, send, recv, 0, MIXPREC_DTYPE_FLOAT32, MIXPREC_REDUCE_SUM, 0, 0,
+                { send_bytes, send_offsets, recv_bytes, recv_offsets } };
+
+  g_return_val_if_fail (MIXPREC_IS_COMM (self), FALSE);
+  return run_blocking (self, &call, error);
 }
 
 void

@@ -34,7 +34,7 @@ extern "C" {
 /* The ABI revision this header describes; also in mixprec-version.h as
  * MIXPREC_PLUGIN_ABI_MAJOR/MINOR for the library's own use. */
 #define MIXPREC_PLUGIN_ABI_VERSION_MAJOR 1
-#define MIXPREC_PLUGIN_ABI_VERSION_MINOR 6
+#define MIXPREC_PLUGIN_ABI_VERSION_MINOR 7
 
 /* The revisions of the optimizer vtable (MixprecOptimizerV1, …V3) this
  * header declares; 1.1 added MixprecOptimizerV2, 1.4 MixprecOptimizerV3. */
@@ -45,7 +45,7 @@ extern "C" {
 #define MIXPREC_PLUGIN_DEVICE_REVISION 3
 
 /* The revisions of the communicator vtable (MixprecCommV1, MixprecCommV2)
- * this header declares; 1.5 added MixprecCommV2. */
+ * this header declares; 1.5 added MixprecCommV2, 1.7 its all_to_all_v. */
 #define MIXPREC_PLUGIN_COMM_REVISION 2
 
 #if defined(__GNUC__)
@@ -553,6 +553,24 @@ typedef struct {
  *               @send and @recv do not overlap. Non-blocking with a
  *               request, failures and timeouts name the peer, and
  *               abort() ends it, as the V1 collectives.
+ *
+ * ABI 1.7, in revision 2's first reserved word (NULL in an older plugin;
+ * the library then refuses what needs it, naming the communicator):
+ *
+ *   all_to_all_v  all_to_all with a size of its own for each peer, so a
+ *               collective over part of the world (a group of ranks, one
+ *               rank per host) moves bytes only between the ranks it
+ *               names: send_bytes[r] bytes at @send + send_offsets[r] go
+ *               to rank r, and recv_bytes[r] bytes from rank r land at
+ *               @recv + recv_offsets[r]. A size of 0 sends or expects
+ *               nothing from that rank; this rank's own run is copied.
+ *               Sizes agree pairwise (rank a's send_bytes[b] is rank b's
+ *               recv_bytes[a]; a peer that sends more than expected is a
+ *               failure naming it). Every rank calls it, also one that
+ *               moves nothing. The four arrays (world_size entries each)
+ *               are read during the call only; the runs of @recv do not
+ *               overlap each other or @send's. Non-blocking with a
+ *               request, as all_to_all.
  */
 typedef struct {
   MixprecCommV1 base;
@@ -563,7 +581,17 @@ typedef struct {
                      void      **request,
                      char       *errbuf,
                      size_t      errbuf_len);
-  void *reserved[8];
+  int (*all_to_all_v) (void         *comm,
+                       const void   *send,
+                       const size_t *send_bytes,
+                       const size_t *send_offsets,
+                       void         *recv,
+                       const size_t *recv_bytes,
+                       const size_t *recv_offsets,
+                       void        **request,
+                       char         *errbuf,
+                       size_t        errbuf_len);
+  void *reserved[7];
 } MixprecCommV2;
 
 /* ------------------------------------------------------------ devices */

@@ -591,9 +591,120 @@ a2a_byte (guint from, guint to, gsize i, gsize bytes)
   return (guint8) (from * 131u + to * 17u + i * 7u + (i >> 9) + bytes);
 }
 
+/* all_to_all_v's run from rank @from to rank @to: empty for some pairs,
+ * several chunks for others. */
+static gsize
+a2av_len (guint from,
+          guint to)
+{
+  if ((from + 2 * to) % 4 == 1)
+    return 0;
+  return ((from * 3 + to * 5) % 7) * 40000 + (from + to) % 3;
+}
+
+/* all_to_all_v, twice: runs of their own size for every pair (some
+ * empty, offsets packed in rank order, the send runs in reverse), and
+ * the group gather of hpZ (one buffer sent whole to each rank of this
+ * rank's pair, {0, 1}, {2, 3}, ..., overlapping send runs, nothing to the
+ * rest). Each received run is checked byte for byte, and the bytes
+ * counted as sent are exactly the runs to the other ranks. */
+static gboolean
+all_to_all_v_cases (Child   *c,
+                    GString *why)
+{
+  guint w = c->world, me = c->rank;
+  g_autofree gsize *sl = g_new0 (gsize, w), *so = g_new0 (gsize, w);
+  g_autofree gsize *rl = g_new0 (gsize, w), *ro = g_new0 (gsize, w);
+  g_autofree guint8 *send = NULL, *recv = NULL;
+  guint64 before[_MIXPREC_COMM_N_CLASSES][2], after[_MIXPREC_COMM_N_CLASSES][2];
+  guint64 expect = 0;
+  g_autoptr(GError) error = NULL;
+  MixprecCommRequest *r;
+  gsize total_s = 0, total_r = 0, mine = 70001;
+
+  for (guint p = w; p-- > 0;)
+    {
+      sl[p] = a2av_len (me, p);
+      so[p] = total_s;
+      total_s += sl[p];
+      expect += p != me ? sl[p] : 0;
+    }
+  for (guint p = 0; p < w; p++)
+    {
+      rl[p] = a2av_len (p, me);
+      ro[p] = total_r;
+      total_r += rl[p];
+    }
+  send = g_malloc (total_s + 1);
+  recv = g_malloc0 (total_r + 1);
+  for (guint p = 0; p < w; p++)
+    for (gsize i = 0; i < sl[p]; i++)
+      send[so[p] + i] = a2a_byte (me, p, i, sl[p]);
+  _mixprec_comm_get_sent (c->comm, before);
+  r = _mixprec_comm_all_to_all_v_start (c->comm, send, sl, so, recv, rl, ro, &error);
+  if (r == NULL || !mixprec_comm_request_wait (r, &error))
+    {
+      g_string_append_printf (why, "all_to_all_v: %s", error->message);
+      g_clear_pointer (&r, mixprec_comm_request_free);
+      return FALSE;
+    }
+  mixprec_comm_request_free (r);
+  _mixprec_comm_get_sent (c->comm, after);
+  for (guint p = 0; p < w; p++)
+    for (gsize i = 0; i < rl[p]; i++)
+      if (recv[ro[p] + i] != a2a_byte (p, me, i, rl[p]))
+        {
+          g_string_append_printf (why, "all_to_all_v: byte %zu of %zu from rank %u is 0x%02x, "
+                                  "rank %u sent 0x%02x", i, rl[p], p, recv[ro[p] + i], p,
+                                  a2a_byte (p, me, i, rl[p]));
+          return FALSE;
+        }
+  if (after[_MIXPREC_COMM_GRADIENTS][0] + after[_MIXPREC_COMM_GRADIENTS][1] -
+      before[_MIXPREC_COMM_GRADIENTS][0] - before[_MIXPREC_COMM_GRADIENTS][1] != expect)
+    {
+      g_string_append_printf (why, "all_to_all_v: counted %" G_GUINT64_FORMAT " bytes sent, "
+                              "its runs to other ranks hold %" G_GUINT64_FORMAT,
+                              after[_MIXPREC_COMM_GRADIENTS][0] + after[_MIXPREC_COMM_GRADIENTS][1] -
+                              before[_MIXPREC_COMM_GRADIENTS][0] - before[_MIXPREC_COMM_GRADIENTS][1],
+                              expect);
+      return FALSE;
+    }
+
+  /* The group gather: this rank's buffer to each rank of its pair. */
+  g_free (send);
+  g_free (recv);
+  send = g_malloc (mine);
+  recv = g_malloc0 (2 * mine);
+  for (gsize i = 0; i < mine; i++)
+    send[i] = a2a_byte (me, me ^ 1, i, mine);
+  for (guint p = 0; p < w; p++)
+    {
+      gboolean member = p / 2 == me / 2;
+
+      sl[p] = rl[p] = member ? mine : 0;
+      so[p] = 0;
+      ro[p] = member ? (p % 2) * mine : 0;
+    }
+  if (!_mixprec_comm_all_to_all_v (c->comm, send, sl, so, recv, rl, ro, &error))
+    {
+      g_string_append_printf (why, "all_to_all_v (a group gather): %s", error->message);
+      return FALSE;
+    }
+  for (guint p = me / 2 * 2; p < MIN (me / 2 * 2 + 2, w); p++)
+    for (gsize i = 0; i < mine; i++)
+      if (recv[(p % 2) * mine + i] != a2a_byte (p, p ^ 1, i, mine))
+        {
+          g_string_append_printf (why, "all_to_all_v (a group gather): byte %zu from rank %u "
+                                  "is 0x%02x", i, p, recv[(p % 2) * mine + i]);
+          return FALSE;
+        }
+  c->n_cases += 2;
+  return TRUE;
+}
+
 /* The all-to-all: every size from nothing to several chunks, several
  * outstanding at once, each run checked byte for byte against what its
- * sender put there. */
+ * sender put there; then all_to_all_v_cases(). */
 static gboolean
 scenario_all_to_all (Child   *c,
                      GString *why)
@@ -656,8 +767,10 @@ scenario_all_to_all (Child   *c,
   if (!ok)
     return FALSE;
   c->n_cases += G_N_ELEMENTS (sizes);
-  g_printerr ("rank %u: %u all_to_all cases, every run as its sender wrote it\n", c->rank,
-              c->n_cases);
+  if (!all_to_all_v_cases (c, why))
+    return FALSE;
+  g_printerr ("rank %u: %u all_to_all and all_to_all_v cases, every run as its sender wrote it\n",
+              c->rank, c->n_cases);
   return mixprec_comm_barrier (c->comm, NULL);
 }
 

@@ -348,7 +348,8 @@ static const FieldOffset device_fields[] = {
 static const FieldOffset comm_v2_fields[] = {
   F (MixprecCommV2, base, 0),
   F (MixprecCommV2, all_to_all, 184),
-  F (MixprecCommV2, reserved, 192),
+  F (MixprecCommV2, all_to_all_v, 192),
+  F (MixprecCommV2, reserved, 200),
   END
 };
 

@@ -334,6 +334,29 @@ test_local_all_to_all (void)
   g_assert_false (_mixprec_comm_all_to_all (comm, send, send + 1, 8, &error));
   g_assert_error (error, MIXPREC_COMM_ERROR, MIXPREC_COMM_ERROR_INVALID_ARGUMENT);
   g_assert_nonnull (strstr (error->message, "all_to_all: the send and receive buffers overlap"));
+  g_clear_error (&error);
+
+  /* all_to_all_v (plugin ABI 1.7): the one run, at its offsets */
+  {
+    gsize len = 20, soff = 5, roff = 11, zero = 0;
+    guint8 out[37] = { 0 };
+
+    g_assert_true (_mixprec_comm_has_all_to_all_v (comm));
+    g_assert_true (_mixprec_comm_all_to_all_v (comm, send, &len, &soff, out, &len, &roff, &error));
+    g_assert_no_error (error);
+    g_assert_cmpmem (out + roff, len, send + soff, len);
+    g_assert_cmpuint (out[roff - 1], ==, 0);
+    g_assert_cmpuint (out[roff + len], ==, 0);
+    /* refused before the backend sees them: a receive run over a send
+     * run, and a run to itself of two sizes */
+    g_assert_false (_mixprec_comm_all_to_all_v (comm, send, &len, &zero, send, &len, &soff, &error));
+    g_assert_error (error, MIXPREC_COMM_ERROR, MIXPREC_COMM_ERROR_INVALID_ARGUMENT);
+    g_assert_nonnull (strstr (error->message, "all_to_all_v: a receive run overlaps another run"));
+    g_clear_error (&error);
+    g_assert_false (_mixprec_comm_all_to_all_v (comm, send, &len, &zero, out, &zero, &zero, &error));
+    g_assert_error (error, MIXPREC_COMM_ERROR, MIXPREC_COMM_ERROR_INVALID_ARGUMENT);
+    g_assert_nonnull (strstr (error->message, "rank 0 sends itself 20 bytes but expects 0"));
+  }
 }
 
 /* A communicator registered as revision 1 (testcomm) has no all-to-all:
@@ -356,6 +379,16 @@ test_v1_no_all_to_all (void)
   g_clear_error (&error);
   g_assert_false (_mixprec_comm_all_to_all (comm, send, recv, sizeof send, &error));
   g_assert_error (error, MIXPREC_COMM_ERROR, MIXPREC_COMM_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  /* nor all_to_all_v, which names the ABI that added it */
+  {
+    gsize len = 4, off = 0;
+
+    g_assert_false (_mixprec_comm_has_all_to_all_v (comm));
+    g_assert_false (_mixprec_comm_all_to_all_v (comm, send, &len, &off, recv, &len, &off, &error));
+    g_assert_error (error, MIXPREC_COMM_ERROR, MIXPREC_COMM_ERROR_INVALID_ARGUMENT);
+    g_assert_nonnull (strstr (error->message, "has no all_to_all_v (plugin ABI 1.7 added it"));
+  }
 }
 
 static void

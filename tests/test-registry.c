@@ -231,9 +231,9 @@ typedef struct
 
 static const ExpectedFailure expected_failures[] = {
   { "test-abi-major", MIXPREC_PLUGIN_ERROR_ABI_MISMATCH,
-    { "built for plugin ABI 2.0", "this libmixprec supports 1.0 to 1.6" } },
+    { "built for plugin ABI 2.0", "this libmixprec supports 1.0 to 1.7" } },
   { "test-abi-minor", MIXPREC_PLUGIN_ERROR_ABI_MISMATCH,
-    { "built for plugin ABI 1.7", "this libmixprec supports 1.0 to 1.6" } },
+    { "built for plugin ABI 1.8", "this libmixprec supports 1.0 to 1.7" } },
   { "test-bad-comm", MIXPREC_PLUGIN_ERROR_BAD_FEATURE,
     { "registered an invalid feature", "comm 'badcomm' (cpu): its wait function is NULL" } },
   { "test-bad-feature", MIXPREC_PLUGIN_ERROR_BAD_FEATURE,

@@ -359,6 +359,7 @@ static const MixprecCommV2 nccl_comm = {
     .finalize = nccl_finalize,
   },
   .all_to_all = nccl_all_to_all,
+  .all_to_all_v = nccl_all_to_all_v,
 };
 
 /* Revision 2 (the all-to-all) where the library takes it, else the

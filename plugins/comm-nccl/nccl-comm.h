@@ -36,6 +36,7 @@ typedef enum
   OP_BROADCAST,
   OP_BARRIER,
   OP_ALL_TO_ALL,               /* bytes: count is bytes per rank */
+  OP_ALL_TO_ALL_V,             /* bytes: runs of their own size (Call.runs) */
 } OpKind;
 
 /* Indexed by OpKind: the names that messages give the collectives. */
@@ -117,6 +118,7 @@ NCCL_VTABLE_ENTRY (all_gather)     nccl_all_gather;
 NCCL_VTABLE_ENTRY (broadcast)      nccl_broadcast;
 NCCL_VTABLE_ENTRY (barrier)        nccl_barrier;
 __typeof__ (*((MixprecCommV2 *) NULL)->all_to_all) nccl_all_to_all;
+__typeof__ (*((MixprecCommV2 *) NULL)->all_to_all_v) nccl_all_to_all_v;
 NCCL_VTABLE_ENTRY (test)           nccl_test;
 NCCL_VTABLE_ENTRY (wait)           nccl_wait;
 NCCL_VTABLE_ENTRY (abort)          nccl_abort;

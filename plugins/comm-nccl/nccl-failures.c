@@ -19,6 +19,7 @@
 
 const char * const op_names[] = {
   "all_reduce", "reduce_scatter", "all_gather", "broadcast", "barrier", "all_to_all",
+  "all_to_all_v",
 };
 
 int

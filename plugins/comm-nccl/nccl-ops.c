@@ -122,6 +122,9 @@ typedef struct
   MixprecPluginReduceOp op;
   unsigned flags;
   unsigned root;
+  /* all_to_all_v: send lengths, send offsets, recv lengths, recv offsets
+   * (bytes, world_size each), read while the call is queued */
+  const size_t *runs[4];
 } Call;
 
 /* Part @p of a reduction: an all_reduce cuts count into world parts, the
@@ -356,6 +359,56 @@ queue_all_to_all (NcclComm   *comm,
   return settle (comm, "ncclGroupEnd", res, c->kind, seq, errbuf, errbuf_len);
 }
 
+/* all_to_all_v: run p of send, of its own size, to rank p in one group
+ * of ncclSend/ncclRecv, nothing for an empty run; this rank's own run
+ * copied on the stream. */
+static int
+queue_all_to_all_v (NcclComm   *comm,
+                    const Call *c,
+                    uint32_t    seq,
+                    char       *errbuf,
+                    size_t      errbuf_len)
+{
+  unsigned world = comm->world_size, me = comm->rank;
+  const size_t *send_len = c->runs[0], *send_off = c->runs[1];
+  const size_t *recv_len = c->runs[2], *recv_off = c->runs[3];
+  const char *send = c->send;
+  char *recv = c->recv;
+  ncclResult_t res, first_error = ncclSuccess;
+  cudaError_t err;
+
+  if (recv_len[me] > 0 &&
+      (err = cudaMemcpyAsync (recv + recv_off[me], send + send_off[me], recv_len[me],
+                              cudaMemcpyDeviceToDevice, comm->stream)) != cudaSuccess)
+    return fail_cuda (comm, "cudaMemcpyAsync (this rank's run)", err, c->kind, seq,
+                      errbuf, errbuf_len);
+  if (world == 1)
+    return MIXPREC_PLUGIN_OK;
+  res = ncclGroupStart ();
+  if (res != ncclSuccess)
+    return fail_nccl (comm, "ncclGroupStart", res, c->kind, seq, errbuf, errbuf_len);
+  for (unsigned i = 1; i < world; i++)
+    {
+      unsigned to = (me + i) % world, from = (me + world - i) % world;
+
+      if (send_len[to] > 0 &&
+          (res = ncclSend (send + send_off[to], send_len[to], ncclUint8, (int) to,
+                           comm->nccl, comm->stream)) != ncclSuccess &&
+          res != ncclInProgress && first_error == ncclSuccess)
+        first_error = res;
+      if (recv_len[from] > 0 &&
+          (res = ncclRecv (recv + recv_off[from], recv_len[from], ncclUint8, (int) from,
+                           comm->nccl, comm->stream)) != ncclSuccess &&
+          res != ncclInProgress && first_error == ncclSuccess)
+        first_error = res;
+    }
+  res = ncclGroupEnd ();
+  if (first_error != ncclSuccess)
+    return fail_nccl (comm, "ncclSend/ncclRecv (all_to_all_v)", first_error, c->kind, seq,
+                      errbuf, errbuf_len);
+  return settle (comm, "ncclGroupEnd", res, c->kind, seq, errbuf, errbuf_len);
+}
+
 static int
 queue_call (NcclComm   *comm,
             const Call *c,
@@ -380,6 +433,8 @@ queue_call (NcclComm   *comm,
       return settle (comm, "ncclBroadcast", res, c->kind, seq, errbuf, errbuf_len);
     case OP_ALL_TO_ALL:
       return queue_all_to_all (comm, c, seq, errbuf, errbuf_len);
+    case OP_ALL_TO_ALL_V:
+      return queue_all_to_all_v (comm, c, seq, errbuf, errbuf_len);
     case OP_BARRIER:
     default:
       res = ncclAllReduce (comm->barrier_buf, comm->barrier_buf, 1, ncclFloat32, ncclSum,
@@ -499,6 +554,13 @@ check_call (const NcclComm *comm,
 
   if (c->kind == OP_BARRIER)
     return MIXPREC_PLUGIN_OK;
+  if (c->kind == OP_ALL_TO_ALL_V)
+    {
+      if (c->runs[0] == NULL || c->runs[1] == NULL || c->runs[2] == NULL || c->runs[3] == NULL)
+        return _mixprec_plugin_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
+                          "all_to_all_v needs its four arrays of sizes and offsets");
+      return MIXPREC_PLUGIN_OK;
+    }
   if (c->kind == OP_ALL_TO_ALL)
     {
       if (c->count > SIZE_MAX / world)
@@ -683,6 +745,27 @@ nccl_all_to_all (void       *comm,
 {
   Call c = { OP_ALL_TO_ALL, send, recv, bytes, MIXPREC_PLUGIN_DTYPE_FLOAT32,
              MIXPREC_PLUGIN_REDUCE_SUM, 0, 0 };
+
+  return launch (comm, &c, request, errbuf, errbuf_len);
+}
+
+int
+nccl_all_to_all_v (void         *comm,
+                   const void   *send,
+                   const size_t *send_bytes,
+                   const size_t *send_offsets,
+                   void         *recv,
+                   const size_t *recv_bytes,
+                   const size_t *recv_offsets,
+                   void        **request,
+                   char         *errbuf,
+                   size_t        errbuf_len)
+{
+  /* count 1: queued even when this rank moves nothing, so the group's
+   * calls stay paired on every rank */
+  Call c = { OP_ALL_TO_ALL_V, send, recv, 1, MIXPREC_PLUGIN_DTYPE_FLOAT32,
+             MIXPREC_PLUGIN_REDUCE_SUM, 0, 0,
+             { send_bytes, send_offsets, recv_bytes, recv_offsets } };
 
   return launch (comm, &c, request, errbuf, errbuf_len);
 }

@@ -271,6 +271,7 @@ launch (UcxComm               *comm,
         MixprecPluginReduceOp  reduce,
         unsigned               flags,
         unsigned               root,
+        const UcxRuns         *runs,
         void                 **request,
         char                  *errbuf,
         size_t                 errbuf_len)
@@ -290,7 +291,7 @@ launch (UcxComm               *comm,
     return _mixprec_plugin_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
                       "root %u is not a rank of a world of %u", root, comm->world_size);
 
-  op = ucx_op_new (comm, kind, send, recv, count, dtype, reduce, flags, root);
+  op = ucx_op_new (comm, kind, send, recv, count, dtype, reduce, flags, root, runs);
   if (op == NULL)
     return _mixprec_plugin_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_NO_MEMORY,
                       "no memory to start a %s of %zu elements",
@@ -324,7 +325,7 @@ ucx_all_reduce (void                 *comm,
                 size_t                errbuf_len)
 {
   return launch (comm, UCX_OP_ALL_REDUCE, send, recv, count, dtype, op, flags, 0,
-                 request, errbuf, errbuf_len);
+                 NULL, request, errbuf, errbuf_len);
 }
 
 static int
@@ -340,7 +341,7 @@ ucx_reduce_scatter (void                 *comm,
                     size_t                errbuf_len)
 {
   return launch (comm, UCX_OP_REDUCE_SCATTER, send, recv, count, dtype, op, flags, 0,
-                 request, errbuf, errbuf_len);
+                 NULL, request, errbuf, errbuf_len);
 }
 
 static int
@@ -354,7 +355,7 @@ ucx_all_gather (void              *comm,
                 size_t             errbuf_len)
 {
   return launch (comm, UCX_OP_ALL_GATHER, send, recv, count, dtype,
-                 MIXPREC_PLUGIN_REDUCE_SUM, 0, 0, request, errbuf, errbuf_len);
+                 MIXPREC_PLUGIN_REDUCE_SUM, 0, 0, NULL, request, errbuf, errbuf_len);
 }
 
 static int
@@ -368,7 +369,7 @@ ucx_broadcast (void              *comm,
                size_t             errbuf_len)
 {
   return launch (comm, UCX_OP_BROADCAST, buf, buf, count, dtype,
-                 MIXPREC_PLUGIN_REDUCE_SUM, 0, root, request, errbuf, errbuf_len);
+                 MIXPREC_PLUGIN_REDUCE_SUM, 0, root, NULL, request, errbuf, errbuf_len);
 }
 
 static int
@@ -378,7 +379,7 @@ ucx_barrier (void   *comm,
              size_t  errbuf_len)
 {
   return launch (comm, UCX_OP_BARRIER, NULL, NULL, 0, MIXPREC_PLUGIN_DTYPE_FLOAT32,
-                 MIXPREC_PLUGIN_REDUCE_SUM, 0, 0, request, errbuf, errbuf_len);
+                 MIXPREC_PLUGIN_REDUCE_SUM, 0, 0, NULL, request, errbuf, errbuf_len);
 }
 
 static int
@@ -391,7 +392,28 @@ ucx_all_to_all (void       *comm,
                 size_t      errbuf_len)
 {
   return launch (comm, UCX_OP_ALL_TO_ALL, send, recv, bytes, MIXPREC_PLUGIN_DTYPE_FLOAT32,
-                 MIXPREC_PLUGIN_REDUCE_SUM, 0, 0, request, errbuf, errbuf_len);
+                 MIXPREC_PLUGIN_REDUCE_SUM, 0, 0, NULL, request, errbuf, errbuf_len);
+}
+
+static int
+ucx_all_to_all_v (void         *comm,
+                  const void   *send,
+                  const size_t *send_bytes,
+                  const size_t *send_offsets,
+                  void         *recv,
+                  const size_t *recv_bytes,
+                  const size_t *recv_offsets,
+                  void        **request,
+                  char         *errbuf,
+                  size_t        errbuf_len)
+{
+  UcxRuns runs = { send_bytes, send_offsets, recv_bytes, recv_offsets };
+
+  if (send_bytes == NULL || send_offsets == NULL || recv_bytes == NULL || recv_offsets == NULL)
+    return _mixprec_plugin_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_INVALID_ARGUMENT,
+                                 "all_to_all_v needs its four arrays of sizes and offsets");
+  return launch (comm, UCX_OP_ALL_TO_ALL_V, send, recv, 0, MIXPREC_PLUGIN_DTYPE_FLOAT32,
+                 MIXPREC_PLUGIN_REDUCE_SUM, 0, 0, &runs, request, errbuf, errbuf_len);
 }
 
 static int
@@ -628,6 +650,7 @@ static const MixprecCommV2 ucx_comm = {
     .finalize = ucx_finalize,
   },
   .all_to_all = ucx_all_to_all,
+  .all_to_all_v = ucx_all_to_all_v,
 };
 
 /* Revision 2 (the all-to-all) where the library takes it, else the

@@ -45,7 +45,17 @@ typedef enum
   UCX_OP_BROADCAST,
   UCX_OP_BARRIER,
   UCX_OP_ALL_TO_ALL,            /* bytes: esize 1, count bytes per rank */
+  UCX_OP_ALL_TO_ALL_V,          /* bytes: esize 1, a size per rank (runs) */
 } UcxOpKind;
+
+/* all_to_all_v's runs, in bytes: to and from each rank, and where. */
+typedef struct
+{
+  const size_t *send_len;
+  const size_t *send_off;
+  const size_t *recv_len;
+  const size_t *recv_off;
+} UcxRuns;
 
 
 typedef enum
@@ -96,6 +106,9 @@ struct UcxOp
   char *recv;
   size_t count;
   unsigned root;
+  /* all_to_all_v: this op's copy of the runs (4 x world_size: send
+   * lengths, send offsets, recv lengths, recv offsets); NULL otherwise. */
+  size_t *runs;
 
   /* Layout in elements: part p starts at part_off[p] (of send for the
    * scatter phase, of recv for the gather phase) and is chunked in
@@ -273,7 +286,8 @@ UcxOp   *ucx_op_new            (UcxComm                    *comm,
                                 MixprecPluginDType          dtype,
                                 MixprecPluginReduceOp       reduce,
                                 unsigned                    flags,
-                                unsigned                    root);
+                                unsigned                    root,
+                                const UcxRuns              *runs);
 /* Makes @op active: starts it, or queues it behind the operations that
  * hold the receive windows; fails (NO_MEMORY) only when it needed scratch
  * it could not get, and then leaves @op unlinked. */

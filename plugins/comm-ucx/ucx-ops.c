@@ -13,7 +13,9 @@
  * An all-gather sends each rank's part to every rank; a broadcast sends
  * the root's buffer to every rank; a barrier is an empty message from
  * every rank to every rank; an all-to-all sends run p of the send buffer
- * to rank p, in chunks, every receive posted before any send. */
+ * to rank p, in chunks, every receive posted before any send, and an
+ * all_to_all_v does the same with a run of its own size for each rank,
+ * posting nothing for an empty one. */
 #include "config.h"
 
 #include <stdio.h>
@@ -30,6 +32,7 @@
 
 static const char * const op_names[] = {
   "all_reduce", "reduce_scatter", "all_gather", "broadcast", "barrier", "all_to_all",
+  "all_to_all_v",
 };
 
 const char *
@@ -115,6 +118,14 @@ lay_out (UcxOp *op)
           op->part_len[p] = 0;
           op->part_off[p] = 0;
         }
+      else if (op->kind == UCX_OP_ALL_TO_ALL_V)
+        {
+          /* the receive side; the send side lies in op->runs too */
+          op->part_len[p] = op->runs[2 * world + p];
+          op->part_off[p] = op->runs[3 * world + p];
+          if (op->runs[p] > longest)
+            longest = op->runs[p];
+        }
       else
         {
           op->part_len[p] = op->count;
@@ -165,6 +176,10 @@ count_xfers (UcxOp *op)
     n += 2 * (size_t) (world - 1);
   if (op->kind == UCX_OP_ALL_TO_ALL)
     n += 2 * (size_t) (world - 1) * n_chunks (op, op->count);
+  if (op->kind == UCX_OP_ALL_TO_ALL_V)
+    for (unsigned p = 0; p < world; p++)
+      if (p != me)
+        n += n_chunks (op, op->runs[p]) + n_chunks (op, op->part_len[p]);
   return n;
 }
 
@@ -177,12 +192,27 @@ ucx_op_new (UcxComm               *comm,
             MixprecPluginDType     dtype,
             MixprecPluginReduceOp  reduce,
             unsigned               flags,
-            unsigned               root)
+            unsigned               root,
+            const UcxRuns         *runs)
 {
   UcxOp *op = calloc (1, sizeof *op);
+  size_t world = comm->world_size;
 
   if (op == NULL)
     return NULL;
+  if (kind == UCX_OP_ALL_TO_ALL_V)
+    {
+      op->runs = malloc (4 * world * sizeof *op->runs);
+      if (op->runs == NULL)
+        {
+          free (op);
+          return NULL;
+        }
+      memcpy (op->runs, runs->send_len, world * sizeof *op->runs);
+      memcpy (op->runs + world, runs->send_off, world * sizeof *op->runs);
+      memcpy (op->runs + 2 * world, runs->recv_len, world * sizeof *op->runs);
+      memcpy (op->runs + 3 * world, runs->recv_off, world * sizeof *op->runs);
+    }
   op->comm = comm;
   op->kind = kind;
   op->dtype = dtype;
@@ -191,8 +221,10 @@ ucx_op_new (UcxComm               *comm,
                   ? MIXPREC_PLUGIN_DTYPE_FLOAT32 : dtype;
   op->reduce = reduce;
   op->flags = flags;
-  op->esize = kind == UCX_OP_ALL_TO_ALL ? 1 : _mixprec_reduce_dtype_size (dtype);
-  op->out_esize = kind == UCX_OP_ALL_TO_ALL ? 1 : _mixprec_reduce_dtype_size (op->out_dtype);
+  op->esize = kind == UCX_OP_ALL_TO_ALL || kind == UCX_OP_ALL_TO_ALL_V
+              ? 1 : _mixprec_reduce_dtype_size (dtype);
+  op->out_esize = kind == UCX_OP_ALL_TO_ALL || kind == UCX_OP_ALL_TO_ALL_V
+                  ? 1 : _mixprec_reduce_dtype_size (op->out_dtype);
   op->send = send;
   op->recv = recv;
   op->count = count;
@@ -258,6 +290,7 @@ ucx_op_free (UcxOp *op)
     op->comm->n_queued--;
   free (op->slots);
   free (op->xfers);
+  free (op->runs);
   free (op->part_off);
   free (op->part_len);
   free (op->paced);
@@ -435,6 +468,14 @@ begin (UcxOp *op)
         x = post_part_recvs (op, x, p, op->recv + (size_t) p * op->count, op->count, 1,
                              UCX_PHASE_GATHER);
       }
+  if (op->kind == UCX_OP_ALL_TO_ALL_V)
+    for (unsigned i = 1; i < world; i++)
+      {
+        unsigned p = (me + world - i) % world;
+
+        x = post_part_recvs (op, x, p, op->recv + op->part_off[p], op->part_len[p], 1,
+                             UCX_PHASE_GATHER);
+      }
 
   for (unsigned s = 0; s < op->n_slots; s++)
     arm_slot (op, &op->slots[s], op->next_chunk++);
@@ -471,6 +512,18 @@ begin (UcxOp *op)
           unsigned p = (me + i) % world;
 
           x = post_part_sends (op, x, p, op->send + (size_t) p * op->count, op->count, 1,
+                               UCX_PHASE_GATHER);
+        }
+    }
+  if (op->kind == UCX_OP_ALL_TO_ALL_V)
+    {
+      if (op->part_len[me] > 0)
+        memcpy (op->recv + op->part_off[me], op->send + op->runs[world + me], op->part_len[me]);
+      for (unsigned i = 1; i < world; i++)
+        {
+          unsigned p = (me + i) % world;
+
+          x = post_part_sends (op, x, p, op->send + op->runs[world + p], op->runs[p], 1,
                                UCX_PHASE_GATHER);
         }
     }

@@ -14,10 +14,16 @@
  * namespaces) wrote there as MODE.RANK.
  *
  *   bench-zeropp-bytes [--ranks 3] [--layers 8] [--hidden 1024] [--steps 5]
- *                      [--ranks-per-host R] [--from DIR]
+ *                      [--ranks-per-host R] [--modes M,M] [--from DIR]
  *   BENCH_ZPP_RANK=layers:hidden:steps BENCH_ZPP_MODE=M BENCH_ZPP_OUT_PREFIX=DIR/M
+ *   [BENCH_ZPP_HPZ=K]
  *     bench-zeropp-bytes      (one rank of mode M, with MIXPREC_RANK etc.;
  *                              writes DIR/M.RANK)
+ *
+ * hpZ's groups are the hosts (--ranks-per-host R, when it puts more than
+ * one rank but not every rank on a host; BENCH_ZPP_HPZ for a rank),
+ * else the world, where hpZ is ZeRO-3's own partition and moves what
+ * qwZ+qgZ moves.
  */
 #include "config.h"
 
@@ -36,12 +42,20 @@ static gint hidden = 1024;
 static gint steps = 5;
 static gint ranks_per_host = 0;
 static gchar *from = NULL;
+static gchar *mode_list = NULL;
 
 /* The bf16 baseline first: the ratios are against it. */
 static const gchar *const modes[] = { "bf16+fp32sum", "fp32", "qwZ+qgZ", "qwZ+qgZ+hpZ", "qwZ+qgZ-fp8" };
 
+/* hpZ's group: a host's ranks where a host holds several but not all. */
+static guint
+hpz_group (guint world, guint per_host)
+{
+  return per_host > 1 && per_host < world ? per_host : world;
+}
+
 static gchar *
-config_json (const gchar *mode, guint world)
+config_json (const gchar *mode, guint world, guint hpz_size)
 {
   gboolean fp32 = g_str_equal (mode, "fp32");
   gboolean zpp = g_str_has_prefix (mode, "qwZ");
@@ -61,7 +75,16 @@ config_json (const gchar *mode, guint world)
                           fp32 ? "false" : "true", fp32 ? "grad_accum_dtype" : "fp32",
                           fp8 ? ", \"quantized_weights_format\": \"fp8_e4m3\", "
                                 "\"quantized_gradients_format\": \"fp8_e4m3\"" : "",
-                          zpp ? "true" : "false", zpp ? "true" : "false", hpz ? world : 1);
+                          zpp ? "true" : "false", zpp ? "true" : "false", hpz ? hpz_size : 1);
+}
+
+/* Whether --modes names @mode. */
+static gboolean
+mode_listed (const gchar *mode)
+{
+  g_auto(GStrv) names = g_strsplit (mode_list, ",", -1);
+
+  return g_strv_contains ((const gchar * const *) names, mode);
 }
 
 static int
@@ -87,7 +110,9 @@ rank_main (void)
   if (mode == NULL || prefix == NULL)
     return 2;
   out = g_strdup_printf ("%s.%s", prefix, g_getenv ("MIXPREC_RANK") != NULL ? g_getenv ("MIXPREC_RANK") : "0");
-  json = config_json (mode, world_text != NULL ? (guint) atoi (world_text) : 1);
+  json = config_json (mode, world_text != NULL ? (guint) atoi (world_text) : 1,
+                      g_getenv ("BENCH_ZPP_HPZ") != NULL ? (guint) atoi (g_getenv ("BENCH_ZPP_HPZ"))
+                      : world_text != NULL ? (guint) atoi (world_text) : 1);
   if ((config = mixprec_config_new_from_data (json, -1, &error)) == NULL ||
       (engine = mixprec_engine_new (config, &error)) == NULL)
     goto fail;
@@ -204,11 +229,13 @@ driver_main (void)
            "reduce-scat", "total", "inter-host", "vs bf16", "DS", "inter", "DS", "step ms");
   for (guint i = 0; i < G_N_ELEMENTS (modes); i++)
     {
-      g_autofree gchar *json = config_json (modes[i], (guint) ranks);
+      g_autofree gchar *json = config_json (modes[i], (guint) ranks, hpz_group ((guint) ranks, per_host));
       g_autoptr(MixprecConfig) config = mixprec_config_new_from_data (json, -1, &error);
       g_autoptr(MixprecCommBytes) ds = NULL;
       Row row0 = { 0 };
 
+      if (mode_list != NULL && !mode_listed (modes[i]))
+        continue;
       if (config == NULL ||
           (ds = mixprec_comm_bytes_plan_new_deepspeed (config, n_params, (guint) ranks, per_host,
                                                        &error)) == NULL)
@@ -221,12 +248,13 @@ driver_main (void)
           g_autofree gchar *mvar = g_strdup_printf ("BENCH_ZPP_MODE=%s", modes[i]);
           g_autofree gchar *prefix = g_build_filename (dir, modes[i], NULL);
           g_autofree gchar *shape = g_strdup_printf ("BENCH_ZPP_RANK=%d:%d:%d", layers, hidden, steps);
+          g_autofree gchar *hvar = g_strdup_printf ("BENCH_ZPP_HPZ=%u", hpz_group ((guint) ranks, per_host));
           gint status[16] = { 0 };
 
           /* each rank writes PREFIX.RANK */
           {
             g_autofree gchar *ovar = g_strdup_printf ("BENCH_ZPP_OUT_PREFIX=%s", prefix);
-            const gchar *env[] = { shape, mvar, ovar, NULL };
+            const gchar *env[] = { shape, mvar, ovar, hvar, NULL };
 
             mp_run_ranks ((guint) ranks, 600000, env, status);
           }
@@ -256,7 +284,7 @@ driver_main (void)
           if (from == NULL)
             g_remove (file);
         }
-      if (i == 0)
+      if (base.total == 0)
         {
           base = row0;
           ds_base = (gdouble) ds->total;
@@ -285,10 +313,15 @@ driver_main (void)
   g_print ("# DeepSpeed's published ratios: qwZ halves the weight all-gather (int8), qgZ cuts the\n"
            "# gradient bytes to about a quarter (int4), hpZ removes the cross-host all-gather in\n"
            "# the backward pass (its column: the same figures computed for this model and hosts).\n"
-           "# hpZ here is zero_hpz_partition_size = the world, the one hpZ the engine runs:\n"
-           "# ZeRO-3's own partition, so it moves what qwZ+qgZ moves. qwZ+qgZ-fp8: FP8 E4M3 blocks for\n"
-           "# both (mixprec.quantized_*_format; DeepSpeed has none).\n");
-  g_print ("goal: qwZ+qgZ bytes <= 0.35x of bf16: measured %.3fx\n", qq_ratio);
+           "# hpZ here: zero_hpz_partition_size = %u, %s.\n"
+           "# Its backward gathers move bf16 inside the group (DeepSpeed's move int8 again).\n"
+           "# qwZ+qgZ-fp8: FP8 E4M3 blocks for both (mixprec.quantized_*_format; DeepSpeed has none).\n",
+           hpz_group ((guint) ranks, per_host),
+           hpz_group ((guint) ranks, per_host) == (guint) ranks
+             ? "the world: ZeRO-3's own partition,\n# so it moves what qwZ+qgZ moves"
+             : "the ranks of a host");
+  if (qq_ratio >= 0)
+    g_print ("goal: qwZ+qgZ bytes <= 0.35x of bf16: measured %.3fx\n", qq_ratio);
   return 0;
 }
 
@@ -304,6 +337,8 @@ main (int argc, char **argv)
     { "steps", 0, 0, G_OPTION_ARG_INT, &steps, "Steps (default 5)", "N" },
     { "ranks-per-host", 0, 0, G_OPTION_ARG_INT, &ranks_per_host,
       "Ranks per host, for DeepSpeed's figures (default: all on one)", "R" },
+    { "modes", 0, 0, G_OPTION_ARG_STRING, &mode_list,
+      "Only these modes, in the table's order; the first of them is the baseline (default: all)", "M,M" },
     { "from", 0, 0, G_OPTION_ARG_FILENAME, &from,
       "Start no ranks: read the ranks' MODE.RANK files from DIR", "DIR" },
     { NULL }

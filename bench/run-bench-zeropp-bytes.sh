@@ -6,7 +6,8 @@
 # processes on 127.0.0.1, then on 3 "hosts" (one rank in each of 3
 # network namespaces joined by a bridge, each in its own PID and UTS
 # namespace, UCX over TCP on eth0, as tests/test-multihost-netns.sh sets
-# them up), where every byte crosses hosts. The second part needs root,
+# them up), where every byte crosses hosts, and as 4 ranks on 2 of those
+# hosts with hpZ groups of a host's 2 ranks. The namespace parts need root,
 # ip (iproute2) and unshare (util-linux); it is skipped, saying why,
 # where any is missing or refused.
 #
@@ -68,4 +69,38 @@ for mode in "bf16+fp32sum" fp32 "qwZ+qgZ" "qwZ+qgZ+hpZ" "qwZ+qgZ-fp8"; do
   fi
 done
 "$bench" --from "$tmp" --ranks 3 --ranks-per-host 1 --layers "$layers" --hidden "$hidden" \
-  --steps "$steps"
+  --steps "$steps" || exit 1
+
+# hpZ needs hosts of several ranks: 4 ranks, 2 in each of the first two
+# namespaces, hpZ groups of the 2 ranks of a host. The backward gathers
+# stay inside the host.
+echo
+echo "## 4 ranks on 2 hosts (2 per network namespace, UCX over TCP), hpZ per host"
+port=29700
+for mode in "bf16+fp32sum" "qwZ+qgZ" "qwZ+qgZ+hpZ"; do
+  port=$((port + 1))
+  pids=""
+  for r in 0 1 2 3; do
+    h=$((r / 2))
+    timeout 600 ip netns exec "$tag-$h" unshare --pid --fork --kill-child --mount-proc --uts \
+      env MIXPREC_RANK="$r" MIXPREC_WORLD_SIZE=4 MIXPREC_LOCAL_RANK=$((r % 2)) MIXPREC_LOCAL_WORLD_SIZE=2 \
+      MIXPREC_MASTER_ADDR=10.77.0.1 MIXPREC_MASTER_PORT="$port" MIXPREC_TIMEOUT=120 \
+      MIXPREC_JOB_SECRET=7a65726f70702062797465732062656e6368206a6f622073656372657421 \
+      UCX_TLS=tcp UCX_NET_DEVICES=eth0 BENCH_ZPP_HPZ=2 \
+      BENCH_ZPP_RANK="$layers:$hidden:$steps" BENCH_ZPP_MODE="$mode" BENCH_ZPP_OUT_PREFIX="$tmp/h2-$mode" \
+      sh -c 'hostname "host$0" && exec "$@"' "$h" "$bench" >"$tmp/rank$r.out" 2>&1 &
+    pids="$pids $!"
+  done
+  status=0
+  for pid in $pids; do wait "$pid" || status=1; done
+  pids=""
+  if [ $status != 0 ]; then
+    echo "run-bench-zeropp-bytes: mode $mode failed on 2 namespace hosts:" >&2
+    tail -n 3 "$tmp"/rank*.out >&2
+    exit 1
+  fi
+done
+mkdir -p "$tmp/h2"
+for f in "$tmp"/h2-*; do mv "$f" "$tmp/h2/${f#$tmp/h2-}"; done
+"$bench" --from "$tmp/h2" --ranks 4 --ranks-per-host 2 --modes "bf16+fp32sum,qwZ+qgZ,qwZ+qgZ+hpZ" \
+  --layers "$layers" --hidden "$hidden" --steps "$steps"

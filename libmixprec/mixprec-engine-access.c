@@ -1149,8 +1149,10 @@ set_master_in_place (MixprecEngine  *self,
   if (g->external || g->fp8.enabled || !_mixprec_device_memory_is_host (g->device) ||
       !_mixprec_device_memory_is_host (g->state_device))
     return TRUE;
-  /* A unit gathered (or on its way) would keep the old values. */
+  /* A unit gathered (or on its way) would keep the old values, and so
+   * would hpZ's parts of it. */
   mixprec_engine_release_all (self);
+  _mixprec_engine_hpz_forget (self);
   shard_of (self, g, p, &shard, mixprec_feature_get_n_state_slots (self->optimizer), TRUE);
   if (shard.end > shard.begin &&
       !_mixprec_engine_shard_store_f32 (&shard, 0, whole + shard.begin, shard.end - shard.begin, error))
@@ -1181,6 +1183,7 @@ _mixprec_engine_refresh_working (MixprecEngine *self,
   if (!mixprec_engine_prepare (self, error))
     return FALSE;
   mixprec_engine_release_all (self);
+  _mixprec_engine_hpz_forget (self);
   for (guint j = 0; j < self->groups->len; j++)
     {
       Group *g = g_ptr_array_index (self->groups, j);

@@ -122,6 +122,8 @@ plan_per_peer (MixprecConfig *config,
                guint          n_sizes,
                guint          world,
                guint64        per_peer[_MIXPREC_COMM_N_CLASSES],
+               guint         *hpz,
+               guint64       *hpz_per_peer,
                GError       **error)
 {
   g_auto(_MixprecPlannedGroup) pg = { 0 };
@@ -131,18 +133,25 @@ plan_per_peer (MixprecConfig *config,
   gboolean qwz, qgz;
 
   memset (per_peer, 0, sizeof (guint64) * _MIXPREC_COMM_N_CLASSES);
+  *hpz = 0;
+  *hpz_per_peer = 0;
   if (!_mixprec_engine_plan_group (config, sizes, n_sizes, world, &pg, error))
     return FALSE;
   if (world < 2)
     return TRUE;
+  /* hpZ: groups of k consecutive ranks, refused as the engine refuses
+   * them; a group of the world is ZeRO-3 itself. */
   if (pg.stage >= 3 && _mixprec_config_get_zero_hpz_partition_size (config) > 1 &&
       _mixprec_config_get_zero_hpz_partition_size (config) != world)
     {
-      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
-                   "zero_optimization.zero_hpz_partition_size: %u: a secondary partition over "
-                   "groups smaller than the %u ranks is not implemented, so not planned",
-                   _mixprec_config_get_zero_hpz_partition_size (config), world);
-      return FALSE;
+      *hpz = _mixprec_config_get_zero_hpz_partition_size (config);
+      if (*hpz > world || world % *hpz != 0)
+        {
+          g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
+                       "zero_optimization.zero_hpz_partition_size: %u: the groups of the "
+                       "secondary partition must divide the world of %u ranks", *hpz, world);
+          return FALSE;
+        }
     }
   if (pg.fp8 || pg.fp4_block > 0)
     {
@@ -184,11 +193,18 @@ plan_per_peer (MixprecConfig *config,
         /* The updated working copies made whole after the step. */
         per_peer[_MIXPREC_COMM_WEIGHTS] += slice * esize;
       else
-        /* ZeRO-3: gathered for the forward and again for the backward
-         * pass of every micro-step; qwZ: int8 codes and FP32 scales. */
-        per_peer[_MIXPREC_COMM_WEIGHTS] +=
-          2 * gas * (qwz ? slice + _mixprec_zeropp_weight_groups (slice) * sizeof (gfloat)
-                         : slice * esize);
+        {
+          /* ZeRO-3: gathered for the forward and again for the backward
+           * pass of every micro-step; qwZ: int8 codes and FP32 scales.
+           * hpZ: the backward's inside the group, in the working dtype,
+           * 1 / k of the unit to each other member. */
+          guint64 gather = qwz ? slice + _mixprec_zeropp_weight_groups (slice) * sizeof (gfloat)
+                               : slice * esize;
+
+          per_peer[_MIXPREC_COMM_WEIGHTS] += (*hpz > 0 ? 1 : 2) * gas * gather;
+          if (*hpz > 0)
+            *hpz_per_peer += gas * (u->padded / *hpz) * esize;
+        }
     }
   /* The step's agreement: every rank's gradient-norm blocks, as doubles. */
   per_peer[_MIXPREC_COMM_SCALARS] = blocks * sizeof (gdouble);
@@ -235,7 +251,10 @@ check_hosts (guint   world_size,
  * reduces every unit's gradients through the staging windows (qgZ: int4
  * blocks of 512 with an FP32 scale each); under ZeRO-3 the forward and the
  * backward pass of every micro-step each gather every non-persistent unit
- * once (qwZ: int8 codes with DeepSpeed's FP32 block scales); after the
+ * once (qwZ: int8 codes with DeepSpeed's FP32 block scales), and under
+ * hpZ (`zero_hpz_partition_size` k) the backward pass's inside groups of
+ * k consecutive ranks, 1 / k of each unit in the working dtype to each
+ * other member, counted for rank 0's group; after the
  * step ZeRO-1/2 gather the updated working copies once, ZeRO-3 the
  * persistent units, and without ZeRO every rank gathers the reduced
  * gradients back in the dtype the optimizer reads; and the step agrees on the gradient norm by gathering
@@ -245,8 +264,8 @@ check_hosts (guint   world_size,
  * inter-host shares follow from @ranks_per_host.
  *
  * Returns: (transfer full): the planned bytes, or %NULL with @error set
- *   (an invalid configuration or world, FP8 or 4-bit working copies, an
- *   hpZ partition smaller than the world, which the engine refuses)
+ *   (an invalid configuration or world, FP8 or 4-bit working copies, hpZ
+ *   groups that do not divide the world, which the engine refuses)
  *
  * Since: 1.1
  */
@@ -258,7 +277,8 @@ mixprec_comm_bytes_plan_new (MixprecConfig *config,
                              guint          ranks_per_host,
                              GError       **error)
 {
-  guint64 per_peer[_MIXPREC_COMM_N_CLASSES], sent[_MIXPREC_COMM_N_CLASSES][2];
+  guint64 per_peer[_MIXPREC_COMM_N_CLASSES], sent[_MIXPREC_COMM_N_CLASSES][2], hpz_per_peer;
+  guint hpz, shared;
   MixprecCommBytes out;
 
   g_return_val_if_fail (MIXPREC_IS_CONFIG (config), NULL);
@@ -266,12 +286,20 @@ mixprec_comm_bytes_plan_new (MixprecConfig *config,
   g_return_val_if_fail (error == NULL || *error == NULL, NULL);
 
   if (!check_hosts (world_size, &ranks_per_host, error) ||
-      !plan_per_peer (config, param_sizes, n_params, world_size, per_peer, error))
+      !plan_per_peer (config, param_sizes, n_params, world_size, per_peer, &hpz, &hpz_per_peer, error))
     return NULL;
   for (guint c = 0; c < _MIXPREC_COMM_N_CLASSES; c++)
     {
       sent[c][0] = per_peer[c] * (ranks_per_host - 1);
       sent[c][1] = per_peer[c] * (world_size - ranks_per_host);
+    }
+  /* hpZ's group of rank 0, ranks 0 .. k - 1: those of them on its host
+   * (0 .. ranks_per_host - 1) and the others. */
+  shared = MIN (hpz, ranks_per_host);
+  if (hpz > 0)
+    {
+      sent[_MIXPREC_COMM_WEIGHTS][0] += hpz_per_peer * (shared - 1);
+      sent[_MIXPREC_COMM_WEIGHTS][1] += hpz_per_peer * (hpz - shared);
     }
   fill (&out, sent);
   return mixprec_comm_bytes_copy (&out);

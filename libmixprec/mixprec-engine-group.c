@@ -43,6 +43,7 @@ _mixprec_engine_group_free (MixprecEngine *self,
   /* The parts first: nothing may run on over the layout's buffers. */
   _mixprec_engine_intake_clear (self, g);
   _mixprec_engine_zero3_clear (self, g);
+  _mixprec_engine_hpz_free_group (self, g);
   _mixprec_engine_offload_free_group (self, g);
   _mixprec_engine_norm_free (self, g);
   _mixprec_engine_fp8_free_group (self, g);

@@ -94,6 +94,13 @@ typedef struct {
     guint64 chunk;
     guint64 groups;          /* blocks of one slice */
   } zeropp;
+  /* mixprec-engine-hpz.c: where this rank's part of the unit's secondary
+   * copy starts in Group.hpz.secondary, and whether it holds the weights
+   * of this micro-step. */
+  struct {
+    guint64 at;
+    gboolean valid;
+  } hpz;
 } Unit;
 
 typedef enum {
@@ -258,6 +265,12 @@ typedef struct {
     guint loco_reset_t;
     guint64 loco_steps;
   } zeropp;
+  /* ZeRO++ hpZ (mixprec-engine-hpz.c): ranks per group (0: off) and this
+   * rank's part of every partitioned unit's gathered working copy. */
+  struct {
+    guint size;
+    gpointer secondary;
+  } hpz;
 } Group;
 
 /* A host copy of one device buffer, which checkpoints read and write
@@ -293,6 +306,7 @@ typedef enum {
   BUF_FP8,                   /* FP8 working copies */
   BUF_FP8_SCALES,            /* their MX block scales */
   BUF_FP8_GATHERED,          /* ZeRO-3: FP8 copies (and scales) gathered */
+  BUF_HPZ,                   /* ZeRO++ hpZ: the secondary partition of the working copies */
   N_BUFS                     /* at most 32: allocations pack the kind in 5 bits */
 } BufferKind;
 
@@ -896,6 +910,21 @@ void     _mixprec_engine_zeropp_free_group    (MixprecEngine *self, Group *g);
 /* LoCo (mixprec-engine-loco.c): @g's error buffer, zeroed, when the
  * config asks for LoCo (called by the qgZ layout). */
 gboolean _mixprec_engine_loco_layout          (MixprecEngine *self, Group *g, GError **error);
+/* ZeRO++ hpZ (mixprec-engine-hpz.c), zero_hpz_partition_size k of 2 up
+ * to below the world: @g's secondary partition laid out (or refused,
+ * saying why); whether @u's gather can come from it; that gather
+ * started, inside this rank's group of k; this rank's part of a gathered
+ * copy kept once a gather over the world completed; every secondary
+ * part forgotten, where the working copies may change or a micro-step
+ * ended; and the buffer freed with the group. */
+gboolean _mixprec_engine_hpz_layout           (MixprecEngine *self, Group *g, GError **error);
+gboolean _mixprec_engine_hpz_ready            (const Group *g, const Unit *u);
+MixprecCommRequest *
+         _mixprec_engine_hpz_gather_start     (MixprecEngine *self, Group *g, Unit *u,
+                                               GError **error);
+void     _mixprec_engine_hpz_keep             (MixprecEngine *self, Group *g, Unit *u);
+void     _mixprec_engine_hpz_forget           (MixprecEngine *self);
+void     _mixprec_engine_hpz_free_group       (MixprecEngine *self, Group *g);
 
 /* ---------------------------------------------------------------- lookups
  * (mixprec-engine-layout.c): where a parameter, a unit, a block or an

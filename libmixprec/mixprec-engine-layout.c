@@ -36,6 +36,7 @@ const gchar * const _mixprec_engine_buffer_names[N_BUFS] = {
   [BUF_FP8] = "FP8 working copies",
   [BUF_FP8_SCALES] = "FP8 block scales",
   [BUF_FP8_GATHERED] = "gathered FP8 working copies",
+  [BUF_HPZ] = "hpZ secondary working copies",
 };
 G_STATIC_ASSERT (N_BUFS <= (1 << _MIXPREC_BUF_KIND_BITS));
 

@@ -80,7 +80,7 @@ report_of (const guint64 *bytes)
   MixprecMemoryReport r = { 0 };
 
   r.working = bytes[BUF_WORKING] + bytes[BUF_HOST_WORKING] + bytes[BUF_PINNED_WORKING] +
-              bytes[BUF_PERSISTENT] + bytes[BUF_FP8] + bytes[BUF_FP8_SCALES];
+              bytes[BUF_PERSISTENT] + bytes[BUF_FP8] + bytes[BUF_FP8_SCALES] + bytes[BUF_HPZ];
   r.gradients = bytes[BUF_GRADIENTS];
   r.accumulation = bytes[BUF_ACCUM];
   r.masters = bytes[BUF_MASTERS] + bytes[BUF_HOST_MASTERS] + bytes[BUF_REMAINDERS] + bytes[BUF_KAHAN];
@@ -307,6 +307,15 @@ plan_bytes (MixprecConfig *config,
       if (_mixprec_config_get_zero_quantized_gradients (config) &&
           _mixprec_config_get_zeropp_loco (config, NULL, NULL) && world > 1)
         bytes[BUF_STAGING] += shape->padded * sizeof (guint16);
+      /* ZeRO++ hpZ: this rank's part of every partitioned unit's gathered
+       * copy, 1 / k of it, kept for the gathers inside its group. */
+      {
+        guint k = _mixprec_config_get_zero_hpz_partition_size (config);
+
+        if (world > 1 && k > 1 && k < world && world % k == 0 && !fp8)
+          bytes[BUF_HPZ] += (shape->padded - shape->persist_n) / k *
+                            mixprec_dtype_get_size (dt->working);
+      }
     }
   if (fp8)
     {

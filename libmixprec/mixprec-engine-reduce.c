@@ -827,6 +827,8 @@ mixprec_engine_backward_done (MixprecEngine *self,
     }
   reset_units (self);
   self->micro_steps++;
+  /* hpZ: the next micro-step's forward pass gathers over the world. */
+  _mixprec_engine_hpz_forget (self);
   if (!self->overlap)
     return _mixprec_engine_wait_pending (self, error);
   return TRUE;

@@ -881,6 +881,8 @@ mixprec_engine_step (MixprecEngine *self,
   result->grad_norm = norm;
   result->lr = mixprec_lr_schedule_get_lr (self->schedule);
   mixprec_engine_release_all (self);
+  /* The weights change: the next gathers go over the world. */
+  _mixprec_engine_hpz_forget (self);
 
   if (overflow && mixprec_config_get_check_grad_overflow (self->config))
     {

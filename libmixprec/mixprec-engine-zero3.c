@@ -78,6 +78,21 @@ start_gather (MixprecEngine *self,
                                        BUF_GATHERED, error);
   if (u->zero3.gathered == NULL)
     return FALSE;
+  /* hpZ: gathered once over the world this micro-step, then inside the
+   * group, from the parts its ranks kept (mixprec-engine-hpz.c). */
+  if (_mixprec_engine_hpz_ready (g, u))
+    {
+      if (!_mixprec_engine_before_comm (self, error) ||
+          (u->zero3.gathering = _mixprec_engine_hpz_gather_start (self, g, u, &local)) == NULL)
+        {
+          _mixprec_engine_free (self, g->device, g_steal_pointer (&u->zero3.gathered));
+          return local == NULL ? FALSE
+                               : _mixprec_engine_comm_failed (error, local, "gathering a ZeRO-3 parameter unit "
+                                                              "inside its hpZ group");
+        }
+      self->live_elements += u->padded;
+      return TRUE;
+    }
   /* offload_param: the slice comes up from host memory first. ZeRO++
    * qwZ (refused with working copies on a device, so never offloaded
    * ones): int8 codes and block scales travel instead, dequantized into
@@ -131,6 +146,7 @@ finish_gather (MixprecEngine *self,
   _mixprec_engine_zeropp_finish_gather (self, g, u, ok);
   if (!ok)
     return _mixprec_engine_comm_failed (error, local, "gathering a ZeRO-3 parameter unit");
+  _mixprec_engine_hpz_keep (self, g, u);
   return TRUE;
 }
 
@@ -357,7 +373,9 @@ mixprec_engine_release_all (MixprecEngine *self)
  * @self was made: (world - 1) / world of each gathered unit, in the
  * working dtype, or for fp8 parameters (mixprec_param_is_fp8()) in FP8
  * with their MX block scales, or under `zero_quantized_weights` as int8
- * codes with their FP32 block scales. Benchmarks divide it by the steps.
+ * codes with their FP32 block scales; a gather inside an hpZ group
+ * (`zero_hpz_partition_size` k) receives (k - 1) / k of the unit in the
+ * working dtype. Benchmarks divide it by the steps.
  *
  * Returns: the bytes; 0 below ZeRO-3 and on one process
  *

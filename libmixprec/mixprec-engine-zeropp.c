@@ -84,23 +84,10 @@ _mixprec_engine_zeropp_layout (MixprecEngine *self,
                                Group         *g,
                                GError       **error)
 {
-  guint hpz = _mixprec_config_get_zero_hpz_partition_size (self->config);
-
   g->zeropp.weights = FALSE;
-  /* hpZ: a secondary copy of the weights partitioned over groups of hpz
-   * ranks (a host's, as DeepSpeed's users set it), which the forward and
-   * backward gathers read so that they stay inside the group. A group of
-   * the whole world is ZeRO-3's own partition: its gathers stay inside
-   * it already, and the secondary copy would repeat the primary. */
-  if (self->stage >= 3 && hpz > 1 && hpz != self->world)
-    {
-      g_set_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT,
-                   "zero_optimization.zero_hpz_partition_size: %u: a secondary partition of "
-                   "the weights over groups of %u of the %u ranks is not implemented; 1 (off) "
-                   "or %u (one group of every rank, which is ZeRO-3's own partition) run",
-                   hpz, hpz, self->world, self->world);
-      return FALSE;
-    }
+  /* hpZ: the secondary partition (mixprec-engine-hpz.c) */
+  if (!_mixprec_engine_hpz_layout (self, g, error))
+    return FALSE;
   if (!zeropp_gradients_layout (self, g, error))
     return FALSE;
   if (!_mixprec_config_get_zero_quantized_weights (self->config) || self->stage < 3 ||

@@ -718,6 +718,20 @@ EXTRA_tests_test_zeropp_engine_DEPENDENCIES = plugins/mixprec-comm-ucx.la
 TESTS += tests/test-zeropp-engine
 endif
 
+# --- ZeRO++ hpZ (zero_hpz_partition_size) at ZeRO-3 on 4 ranks in groups
+# of 2: the bits of the run without it, the backward gathers inside the
+# group (needs the UCX comm plugin)
+if HAVE_UCX
+check_PROGRAMS += tests/test-hpz-engine
+tests_test_hpz_engine_SOURCES = \
+	tests/test-hpz-engine.c \
+	tests/multiproc.c \
+	tests/multiproc.h
+tests_test_hpz_engine_LDADD = $(tests_public_ldadd) -lm
+EXTRA_tests_test_hpz_engine_DEPENDENCIES = plugins/mixprec-comm-ucx.la
+TESTS += tests/test-hpz-engine
+endif
+
 # --- the bytes on the wire the engine counts (mixprec_engine_get_comm_bytes)
 # on 2 and 3 ranks at ZeRO-1/2/3, with and without qwZ/qgZ, against the
 # layout's formula and mixprec_comm_bytes_plan_new() (needs the UCX comm

@@ -7,7 +7,11 @@
 # every byte a rank sends is inter-host: inter_host must equal the total,
 # and the all-gather and reduce-scatter parts their inter-host parts; the
 # totals must be those of the same run on one host (127.0.0.1), where no
-# byte is inter-host. Needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN), ip and
+# byte is inter-host; and as 4 ranks on 2 hosts, 2 on each, with and
+# without hpZ groups of a host's ranks (zero_hpz_partition_size 2): hpZ
+# keeps the backward pass's gathers on the host, so half the all-gather
+# bytes that crossed hosts still do, and the gradients move as before.
+# Needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN), ip and
 # unshare; skips with the reason where any is missing or refused.
 top="$MIXPREC_TOP_BUILDDIR"
 child="$top/tests/test-comm-bytes"
@@ -31,11 +35,18 @@ secret=636f6d6d2d6279746573206e65746e7320746573742073656372657421
 # on 127.0.0.1.
 rank () {
   r=$1
+  mode=$2
   if [ "$2" = ns ]; then
     set -- ip netns exec "$tag-$r" unshare --pid --fork --kill-child --mount-proc --uts \
       env MIXPREC_MASTER_ADDR=10.77.0.1 MIXPREC_LOCAL_RANK=0 MIXPREC_LOCAL_WORLD_SIZE=1 \
       UCX_TLS=tcp UCX_NET_DEVICES=eth0 sh -c 'hostname "host$0" && exec "$1"' "$r" "$child"
     out="$tmp/ns"
+  elif [ "$2" = four ] || [ "$2" = fourhpz ]; then
+    h=$((r / 2))
+    out="$tmp/$2"
+    set -- ip netns exec "$tag-$h" unshare --pid --fork --kill-child --mount-proc --uts \
+      env MIXPREC_MASTER_ADDR=10.77.0.1 MIXPREC_LOCAL_RANK=$((r % 2)) MIXPREC_LOCAL_WORLD_SIZE=2 \
+      UCX_TLS=tcp UCX_NET_DEVICES=eth0 sh -c 'hostname "host$0" && exec "$1"' "$h" "$child"
   elif [ "$2" = two ]; then
     h=$((r / 2))
     set -- ip netns exec "$tag-$h" unshare --pid --fork --kill-child --mount-proc --uts \
@@ -48,17 +59,23 @@ rank () {
       UCX_NET_DEVICES=lo "$child"
     out="$tmp/lo"
   fi
-  exec timeout 120 env MIXPREC_RANK="$r" MIXPREC_WORLD_SIZE=3 MIXPREC_MASTER_PORT="$port" \
+  exec timeout 120 env MIXPREC_RANK="$r" MIXPREC_WORLD_SIZE="$world" MIXPREC_MASTER_PORT="$port" \
     MIXPREC_TIMEOUT=60 MIXPREC_JOB_SECRET=$secret UCX_LOG_LEVEL=error \
-    MIXPREC_TEST_COMM_BYTES_CHILD=1 MIXPREC_TEST_JSON="$json" MIXPREC_TEST_OUT="$out" \
-    "$@" >"rank$r.$2.out" 2>&1
+    MIXPREC_TEST_COMM_BYTES_CHILD=1 MIXPREC_TEST_JSON="$run_json" MIXPREC_TEST_OUT="$out" \
+    "$@" >"rank$r.$mode.out" 2>&1
 }
 
-# Runs the 3 ranks; $statuses keeps each one's exit status (124: the
-# timeout stopped it).
+# Runs the 3 ranks (4 for "four" and "fourhpz"); $statuses keeps each
+# one's exit status (124: the timeout stopped it).
 run3 () {
   pids=""
-  for r in 0 1 2; do
+  world=3
+  run_json=$json
+  case $1 in
+    four) world=4 ;;
+    fourhpz) world=4; run_json=$(echo "$json" | sed 's/"stage": 3,/"stage": 3, "zero_hpz_partition_size": 2,/') ;;
+  esac
+  for r in $(seq 0 $((world - 1))); do
     rank $r "$1" &
     pids="$pids $!"
   done
@@ -67,8 +84,9 @@ run3 () {
 
 # What the ranks of run $1 said, for a failed run.
 ranks_said () {
-  echo "# exit statuses of ranks 0 1 2:$statuses"
-  for r in 0 1 2; do
+  echo "# exit statuses of the ranks:$statuses"
+  for r in 0 1 2 3; do
+    [ -e "rank$r.$1.out" ] || continue
     echo "# rank $r ($(wc -c <"rank$r.$1.out" 2>/dev/null || echo no) bytes of output):"
     tail -n 10 "rank$r.$1.out" 2>/dev/null | sed 's/^/#   /'
   done
@@ -81,7 +99,7 @@ counts () { od -An -v -t u8 "$1" | tr -s ' \n' ' ' | sed 's/^ //; s/ $//'; }
 n=0
 fail=0
 ok () { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fail=1; fi; }
-echo "1..5"
+echo "1..8"
 
 port=29591
 run3 lo
@@ -122,4 +140,28 @@ for r in 0 1 2; do
   [ $r -lt 2 ] && { [ "$7" = $(($1 / 2)) ] && [ "$8" = $(($2 / 2)) ] || good=1; }
 done
 ok $good "ranks sharing a host send half their bytes across hosts, the other all of them"
+
+# 4 ranks on 2 hosts, without and with hpZ over each host's 2 ranks.
+port=29594
+run3 four
+status=$?
+port=29595
+[ $status = 0 ] && { run3 fourhpz; status=$?; }
+ok $status "4 ranks on 2 namespace hosts run, without and with hpZ"
+[ $status = 0 ] || { ranks_said four; ranks_said fourhpz; }
+good=0
+for r in 0 1 2 3; do
+  set -- $(counts "$tmp/four.$r") x
+  ag=$1 rs=$2 ag_inter=$7 rs_inter=$8
+  set -- $(counts "$tmp/fourhpz.$r") x
+  echo "# rank $r: all-gather $ag, across hosts $ag_inter; with hpZ $1, across hosts $7 (reduce-scatter $rs/$2, across $rs_inter/$8)"
+  [ "$ag_inter" -gt 0 ] && [ $(($7 * 2)) = "$ag_inter" ] && [ "$2" = "$rs" ] && [ "$8" = "$rs_inter" ] &&
+    [ "$1" -gt "$7" ] || good=1
+done
+ok $good "hpZ: the backward gathers stay on the host, half the all-gather bytes across hosts remain"
+good=0
+for r in 0 1 2 3; do
+  cmp -s "$tmp/four.values.$r" "$tmp/fourhpz.values.$r" || good=1
+done
+ok $good "hpZ changes no value: the masters after the steps are the run's without it"
 exit $fail

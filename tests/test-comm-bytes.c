@@ -206,6 +206,25 @@ child_main (void)
     }
   counted = mixprec_engine_get_comm_bytes (engine);
   fields_of (counted, f);
+  /* The masters after the steps too, as OUT.values.RANK, for runs that
+   * must compute the same (tests/test-comm-bytes-netns.sh). */
+  {
+    g_autoptr(GString) values = g_string_new (NULL);
+    g_autofree gchar *vfile = g_strdup_printf ("%s.values.%u", g_getenv ("MIXPREC_TEST_OUT"),
+                                               mixprec_engine_get_rank (engine));
+
+    for (guint k = 0; k < N_PARAMS; k++)
+      {
+        g_autofree gchar *name = g_strdup_printf ("p%u", k);
+        g_autoptr(GBytes) master = mixprec_engine_gather_master (engine, name, &error);
+
+        if (master == NULL)
+          goto fail;
+        g_string_append_len (values, g_bytes_get_data (master, NULL), (gssize) g_bytes_get_size (master));
+      }
+    if (!g_file_set_contents (vfile, values->str, (gssize) values->len, &error))
+      goto fail;
+  }
   file = g_strdup_printf ("%s.%u", g_getenv ("MIXPREC_TEST_OUT"), mixprec_engine_get_rank (engine));
   return g_file_set_contents (file, (const gchar *) f, sizeof f, NULL) ? 0 : 1;
 

@@ -13,7 +13,7 @@ fail=0
 ok () { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fail=1; fi; }
 field () { awk -v k="$1" '$0 ~ "^  " k " " { for (i = 1; i <= NF; i++) if ($i == "bytes") { print $(i - 1); exit } }' "$2"; }
 
-echo "1..31"
+echo "1..32"
 
 # FP32, one process, AdamW: working 4 + gradient 4 + two state slots 8.
 "$inspect" --plan --params 1000 >"$tmp/fp32" 2>&1
@@ -317,15 +317,31 @@ g=$(qwz_groups $slice)
   [ "$(wire 'reduce-scatter' "$tmp/w3q" ds)" = $((1000000 / 3)) ]
 ok $? "wire: qwZ and qgZ cut the gathers to int8 and the reductions to int4, with their scales"
 
-# hpZ (as DeepSpeed runs it, a group per host): its backward gather stays
-# on the host; ours refuses groups smaller than the world, so only
-# DeepSpeed's figures print.
+# hpZ, a group per host (6 ranks on 2 hosts, groups of 3): the forward
+# gathers int8 over the world, the backward gathers inside the group,
+# 1/3 of the unit (padded to 6 slices of 200704) in bf16 to each of the
+# 2 other members, none across hosts; each rank keeps that third as its
+# secondary partition. DeepSpeed's figures: its backward gather stays on
+# the host too, in int8.
+slice=200704
+g=$(qwz_groups $slice)
 "$inspect" --plan --params 1200000 --world 6 --hosts 2 --config "$tmp/w3.json" \
   --set zero_optimization.zero_quantized_weights=true \
   --set zero_optimization.zero_hpz_partition_size=3 >"$tmp/hpz" 2>&1 &&
-  grep -q "not planned: zero_optimization.zero_hpz_partition_size" "$tmp/hpz" &&
-  grep -q "DeepSpeed: all-gather $((1200000 * 2 / 6 + 1200000 * 3 / 6 + 1200000 * 2 / 3)) (inter $((1200000 * 3 / 6)))" "$tmp/hpz"
-ok $? "wire: DeepSpeed's hpZ keeps the backward gather inside the host"
+  [ "$(wire 'working copies' "$tmp/hpz" bytes)" = $((slice * 2)) ] &&
+  [ "$(wire 'hpZ secondary working copies' "$tmp/hpz" bytes)" = $((6 * slice / 3 * 2)) ] &&
+  [ "$(wire 'all-gather' "$tmp/hpz" inter)" = $((3 * (slice + 4 * g))) ] &&
+  [ "$(wire 'all-gather' "$tmp/hpz" intra)" = $((2 * (slice + 4 * g) + 2 * (6 * slice / 3 * 2))) ] &&
+  [ "$(wire 'all-gather' "$tmp/hpz" ds)" = $((1200000 * 2 / 6 + 1200000 * 3 / 6 + 1200000 * 2 / 3)) ] &&
+  [ "$(wire 'all-gather' "$tmp/hpz" ds_inter)" = $((1200000 * 3 / 6)) ]
+ok $? "wire: hpZ keeps the backward gather inside the host, ours and DeepSpeed's"
+
+# Groups that do not divide the world are not planned, as the engine
+# refuses them.
+"$inspect" --plan --params 1200000 --world 6 --config "$tmp/w3.json" \
+  --set zero_optimization.zero_hpz_partition_size=4 >"$tmp/hpz4" 2>&1
+grep -q "not planned: zero_optimization.zero_hpz_partition_size: 4: the groups of the secondary partition must divide the world of 6 ranks" "$tmp/hpz4"
+ok $? "wire: hpZ groups of 4 in a world of 6 are not planned"
 
 # Without ZeRO (bf16, 4 ranks): the gradients are reduce-scattered in
 # bf16 and gathered back in FP32, (W-1) slice x (2 + 4), against

@@ -13,8 +13,8 @@
  * move about half the bytes of bf16 ones; this holds again after a step
  * has changed the working copies; a checkpoint saved with qwZ on resumes
  * with it off and the other way round; FP8 working copies refuse it. hpZ (zero_hpz_partition_size) over the
- * whole world is ZeRO-3 itself and runs; over smaller groups it is
- * refused. The per-element bits against DeepSpeed's
+ * whole world is ZeRO-3 itself and runs; groups that do not divide the
+ * world are refused. The per-element bits against DeepSpeed's
  * arithmetic are tests/test-zeropp-quant.py's. */
 #include "config.h"
 
@@ -521,8 +521,9 @@ test_resume (void)
   rm_rf (dir);
 }
 
-/* hpZ over groups smaller than the world is refused on every rank,
- * naming the setting and the sizes. */
+/* hpZ groups that do not divide the world are refused on every rank,
+ * naming the setting and the sizes (tests/test-hpz-engine.c runs the
+ * groups that do). */
 static void
 test_hpz_refused (void)
 {
@@ -532,7 +533,7 @@ test_hpz_refused (void)
   for (guint r = 0; r < 3; r++)
     {
       g_assert_true (g_str_has_prefix (refused.data[r], "zero_optimization.zero_hpz_partition_size: 2: "));
-      g_assert_nonnull (strstr (refused.data[r], "groups of 2 of the 3 ranks is not implemented"));
+      g_assert_nonnull (strstr (refused.data[r], "2 consecutive ranks each, which must divide the world of 3 ranks"));
     }
   run_clear (&refused);
 }

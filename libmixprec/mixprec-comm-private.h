@@ -88,6 +88,10 @@ void                 _mixprec_comm_count_next_as    (MixprecComm        *self,
                                                      _MixprecCommClass   cls);
 void                 _mixprec_comm_get_sent         (MixprecComm        *self,
                                                      guint64             sent[_MIXPREC_COMM_N_CLASSES][2]);
+/* Rank @rank's host, as the lowest rank on it (every rank learns the
+ * same from the rendezvous; 0 in a world of one). */
+guint                _mixprec_comm_get_host         (MixprecComm        *self,
+                                                     guint               rank);
 /* Other ranks on this rank's host. */
 guint                _mixprec_comm_get_local_peers  (MixprecComm        *self);
 

@@ -1486,6 +1486,16 @@ _mixprec_comm_get_sent (MixprecComm *self,
 }
 
 guint
+_mixprec_comm_get_host (MixprecComm *self,
+                        guint        rank)
+{
+  g_return_val_if_fail (MIXPREC_IS_COMM (self), 0);
+  g_return_val_if_fail (rank < self->world_size, 0);
+
+  return self->bootstrap != NULL ? _mixprec_bootstrap_get_host (self->bootstrap, rank) : 0;
+}
+
+guint
 _mixprec_comm_get_local_peers (MixprecComm *self)
 {
   g_return_val_if_fail (MIXPREC_IS_COMM (self), 0);

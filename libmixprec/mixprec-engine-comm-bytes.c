@@ -254,7 +254,10 @@ check_hosts (guint   world_size,
  * once (qwZ: int8 codes with DeepSpeed's FP32 block scales), and under
  * hpZ (`zero_hpz_partition_size` k) the backward pass's inside groups of
  * k consecutive ranks, 1 / k of each unit in the working dtype to each
- * other member, counted for rank 0's group; after the
+ * other member, counted for rank 0's group; over several hosts of more
+ * than one rank qgZ's two levels send a window's runs for every host to
+ * each other rank of the host, then one run to the rank of the same
+ * place on each other host; after the
  * step ZeRO-1/2 gather the updated working copies once, ZeRO-3 the
  * persistent units, and without ZeRO every rank gathers the reduced
  * gradients back in the dtype the optimizer reads; and the step agrees on the gradient norm by gathering
@@ -293,6 +296,17 @@ mixprec_comm_bytes_plan_new (MixprecConfig *config,
       sent[c][0] = per_peer[c] * (ranks_per_host - 1);
       sent[c][1] = per_peer[c] * (world_size - ranks_per_host);
     }
+  /* qgZ over several hosts of more than one rank runs in two levels:
+   * a window's N runs to each other rank of the host, then one run to
+   * the rank of the same place on each other host. */
+  if (_mixprec_config_get_zero_quantized_gradients (config) && mixprec_config_get_zero_stage (config) >= 3 &&
+      ranks_per_host > 1 && ranks_per_host < world_size)
+    {
+      guint hosts = world_size / ranks_per_host;
+
+      sent[_MIXPREC_COMM_GRADIENTS][0] = per_peer[_MIXPREC_COMM_GRADIENTS] * hosts * (ranks_per_host - 1);
+      sent[_MIXPREC_COMM_GRADIENTS][1] = per_peer[_MIXPREC_COMM_GRADIENTS] * (hosts - 1);
+    }
   /* hpZ's group of rank 0, ranks 0 .. k - 1: those of them on its host
    * (0 .. ranks_per_host - 1) and the others. */
   shared = MIN (hpz, ranks_per_host);
@@ -323,7 +337,9 @@ mixprec_comm_bytes_plan_new (MixprecConfig *config,
  * updated working weights once; ZeRO-3 all-gathers them in the forward
  * and in the backward pass of every micro-step, in the working dtype.
  * `zero_quantized_weights` (qwZ) gathers 1 byte per element (int8),
- * `zero_quantized_gradients` (qgZ) reduces half a byte (int4), and
+ * `zero_quantized_gradients` (qgZ) reduces half a byte (int4) in two
+ * levels, (R - 1) / R Ψ inside the host and (W - R) / (W R) Ψ of the
+ * host's partial sums across hosts, and
  * `zero_hpz_partition_size` (hpZ, taken as one host per group) gathers
  * the backward pass's weights from the secondary partition inside the
  * host (int8 under qwZ too): (R - 1) / R Ψ, none across hosts.
@@ -376,6 +392,13 @@ mixprec_comm_bytes_plan_new_deepspeed (MixprecConfig *config,
     }
   sent[_MIXPREC_COMM_GRADIENTS][0] = (guint64) (gas * grad * intra);
   sent[_MIXPREC_COMM_GRADIENTS][1] = (guint64) (gas * grad * inter);
+  if (stage >= 3 && _mixprec_config_get_zero_quantized_gradients (config))
+    {
+      /* qgZ's two levels: (R - 1) / R of the model inside the host, then
+       * (N - 1) / N of the host's 1 / R partial sums across hosts */
+      sent[_MIXPREC_COMM_GRADIENTS][0] = (guint64) (gas * grad * (r - 1) / r * psi);
+      sent[_MIXPREC_COMM_GRADIENTS][1] = (guint64) (gas * grad * (w - r) / (w * r) * psi);
+    }
   if (stage < 3)
     {
       sent[_MIXPREC_COMM_WEIGHTS][0] = (guint64) (weight * intra);

@@ -257,6 +257,10 @@ typedef struct {
     /* What they move (mixprec.quantized_*_format): a _MixprecZeroppFormat. */
     guint weights_format;
     guint gradients_format;
+    /* qgZ in two levels (mixprec-engine-zeropp.c): ranks per host where
+     * the world is several hosts of as many consecutive ranks each, more
+     * than one; 0: one level over the world. */
+    guint host_ranks;
     /* LoCo (zeropp_loco_param): this rank's fp16 error feedback, one per
      * element it sends (g->padded, the flat layout), err_beta, reset_T,
      * and the applied steps since the buffer was last zeroed. */
@@ -889,15 +893,17 @@ void     _mixprec_engine_zeropp_finish_gather (MixprecEngine *self, Group *g, Un
  * in @flags, else of g->wire, folded into with MIXPREC_COMM_ACCUMULATE)
  * quantized and started as an all-to-all, its state in *@qgz; and once
  * the request completed (@ok) the arrived runs dequantized and summed
- * into @recv; without @ok only freed. */
+ * into @recv (over several hosts after the second level's exchange,
+ * which can fail: FALSE with @error); without @ok only freed. */
 MixprecCommRequest *
          _mixprec_engine_zeropp_reduce_start  (MixprecEngine *self, Group *g,
                                                const Unit *u, guint64 window,
                                                gconstpointer send, gpointer recv,
                                                guint64 count, guint flags,
                                                struct _QgzReduce **qgz, GError **error);
-void     _mixprec_engine_zeropp_finish_reduce (MixprecEngine *self, Group *g,
-                                               struct _QgzReduce *qgz, gboolean ok);
+gboolean _mixprec_engine_zeropp_finish_reduce (MixprecEngine *self, Group *g,
+                                               struct _QgzReduce *qgz, gboolean ok,
+                                               GError **error);
 /* LoCo (mixprec-engine-loco.c) after the loss scaler's update
  * (mixprec-engine-step.c): an
  * overflow zeroes the error buffers, a new scale rescales them (they hold

@@ -142,8 +142,10 @@ finish_pending (MixprecEngine *self,
   if (!ok && error != NULL && *error == NULL)
     *error = g_steal_pointer (&local);
   mixprec_comm_request_free (p.request);
-  if (p.qgz != NULL)
-    _mixprec_engine_zeropp_finish_reduce (self, g, p.qgz, ok);
+  /* over several hosts, qgZ's second level runs here and may fail */
+  if (p.qgz != NULL && !_mixprec_engine_zeropp_finish_reduce (self, g, p.qgz, ok, &local) && ok &&
+      error != NULL && *error == NULL)
+    *error = g_steal_pointer (&local);
   if (p.slot >= 0)
     g_array_index (g->intake.slots, Slot, p.slot).state = SLOT_FREE;
   if (p.zero_n > 0)

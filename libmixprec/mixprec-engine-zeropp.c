@@ -28,11 +28,22 @@
  * mixprec.quantized_gradients_format) in blocks of 512 (mixprec-zeropp.c), the communicator's all-to-all (comm ABI
  * revision 2), and on arrival the world's runs for this rank dequantized
  * and summed in FP32 in rank order into the reduce target — the order
- * and the first term (ACCUMULATE) of an unquantized reduce-scatter. One
- * level over every rank, on one host or several: DeepSpeed's hierarchy
- * (an intra-host all-to-all, a float16 sum requantized to int4, then an
- * inter-host all-to-all) is not run; with every rank on one host its
- * second level has one member. mixprec.json(5) says where this differs.
+ * and the first term (ACCUMULATE) of an unquantized reduce-scatter.
+ *
+ * Over several hosts of R consecutive ranks each (R > 1), qgZ runs in two
+ * levels as DeepSpeed's does, so that a host sends 1/R of its one-level
+ * bytes to other hosts: an all_to_all_v inside the host moves to each
+ * rank of it the runs of every rank that shares its place on its host
+ * (its local index j), which it sums in FP32 in local rank order into one
+ * partial per host; the partials are quantized again (an FP32 value
+ * rounded to fp16, then the same blocks) and an all_to_all_v among the
+ * ranks of index j moves each to its rank, which sums them in FP32 in
+ * host order (after what the target holds, with ACCUMULATE). The second
+ * level runs when the first has arrived, inside the wait for the
+ * reduction. The sums then depend on the host grouping (a second
+ * rounding to the codes, of the partial); with every rank on one host,
+ * or one rank on each, it is the one level above. LoCo feeds back the
+ * first level's error only. mixprec.json(5) says where this differs.
  *
  * LoCo, qgZ's error feedback, is mixprec-engine-loco.c. */
 #include "config.h"
@@ -42,6 +53,27 @@
 #include "mixprec-config-private.h"
 #include "mixprec-zeropp-private.h"
 #include "mixprec-comm-private.h"
+
+/* The ranks of each host when the world is several hosts of as many
+ * consecutive ranks each, more than one, and the communicator has
+ * all_to_all_v: qgZ then runs in two levels. 0 otherwise. Every rank
+ * learnt the same hosts, so all decide alike. */
+static guint
+host_ranks (MixprecEngine *self)
+{
+  guint r = 0;
+
+  if (!_mixprec_comm_has_all_to_all_v (self->comm))
+    return 0;
+  while (r < self->world && _mixprec_comm_get_host (self->comm, r) == 0)
+    r++;
+  if (r <= 1 || r >= self->world || self->world % r != 0)
+    return 0;
+  for (guint q = 0; q < self->world; q++)
+    if (_mixprec_comm_get_host (self->comm, q) != q / r * r)
+      return 0;
+  return r;
+}
 
 /* qgZ needs the communicator's all-to-all (comm ABI revision 2) and the
  * gradients in host memory, as qwZ its working copies. */
@@ -53,6 +85,7 @@ zeropp_gradients_layout (MixprecEngine *self,
   g_autoptr(GError) local = NULL;
 
   g->zeropp.gradients = FALSE;
+  g->zeropp.host_ranks = 0;
   g->zeropp.loco_err = NULL;
   if (!_mixprec_config_get_zero_quantized_gradients (self->config) || self->stage < 3 ||
       self->world < 2)
@@ -76,6 +109,7 @@ zeropp_gradients_layout (MixprecEngine *self,
     }
   g->zeropp.gradients = TRUE;
   g->zeropp.gradients_format = _mixprec_config_get_zeropp_gradients_format (self->config);
+  g->zeropp.host_ranks = host_ranks (self);
   return _mixprec_engine_loco_layout (self, g, error);
 }
 
@@ -194,7 +228,101 @@ struct _QgzReduce
   gpointer target;
   MixprecDType target_dtype;
   gboolean accumulate;
+  /* Two levels: what the first leaves to the second (one buffer), run
+   * bytes, hosts and ranks per host. */
+  guint8 *level2;
+  guint64 run;
+  guint hosts;
+  guint per_host;
 };
+
+/* An all_to_all_v among @members (@n of them, rank order), @len bytes
+ * each way: to members[i] from send + i * @len, from members[i] to recv
+ * + i * @len. Started, or with @blocking run to the end (then any
+ * non-NULL pointer stands for success). */
+static gpointer
+exchange (MixprecEngine *self,
+          const guint   *members,
+          guint          n,
+          gconstpointer  send,
+          gpointer       recv,
+          guint64        len,
+          gboolean       blocking,
+          GError       **error)
+{
+  g_autofree gsize *runs = g_new0 (gsize, 4 * (gsize) self->world);
+  gsize w = self->world;
+
+  for (guint i = 0; i < n; i++)
+    {
+      runs[members[i]] = len;
+      runs[w + members[i]] = i * len;
+      runs[2 * w + members[i]] = len;
+      runs[3 * w + members[i]] = i * len;
+    }
+  _mixprec_comm_count_next_as (self->comm, _MIXPREC_COMM_GRADIENTS);
+  if (blocking)
+    return _mixprec_comm_all_to_all_v (self->comm, send, runs, runs + w, recv, runs + 2 * w, runs + 3 * w,
+                                       error) ? recv : NULL;
+  return _mixprec_comm_all_to_all_v_start (self->comm, send, runs, runs + w, recv, runs + 2 * w,
+                                           runs + 3 * w, error);
+}
+
+/* Two levels, the first: the send buffer's runs in rank order become
+ * runs grouped by the local index of their rank (index j: the runs of
+ * ranks j, R + j, 2R + j, ... in host order), in the second half of
+ * q->send; the group of index j goes to the host's rank of index j. */
+static MixprecCommRequest *
+level1_start (MixprecEngine     *self,
+              Group             *g,
+              struct _QgzReduce *q,
+              guint64            run,
+              GError           **error)
+{
+  guint r = g->zeropp.host_ranks, n = self->world / r, first = self->rank / r * r;
+  guint8 *grouped = q->recv;
+  g_autofree guint *members = g_new (guint, r);
+
+  q->hosts = n;
+  q->per_host = r;
+  q->run = run;
+  /* What arrives (world runs), then the second level's wire (N runs out,
+   * N in) and the partial sums (N x count FP32). */
+  q->level2 = _mixprec_engine_alloc (self, NULL, run * (self->world + 2 * n) + q->count * n * sizeof (gfloat),
+                                     1, BUF_STAGING, error);
+  if (q->level2 == NULL)
+    return NULL;
+  _mixprec_zeropp_qgz_group_runs (q->send, self->world, r, run, grouped);
+  for (guint j = 0; j < r; j++)
+    members[j] = first + j;
+  return exchange (self, members, r, grouped, q->level2, n * run, FALSE, error);
+}
+
+/* Two levels, the second, once the first has arrived: level2 holds, from
+ * each rank of the host in local order, its N runs for the ranks of this
+ * rank's index in host order. Each host's runs are summed in FP32 in
+ * local order, quantized again and sent to that host's rank of this
+ * index; what arrives is summed in host order into the target. */
+static gboolean
+level2_finish (MixprecEngine     *self,
+               Group             *g,
+               struct _QgzReduce *q,
+               GError           **error)
+{
+  guint r = q->per_host, n = q->hosts, j = self->rank % r;
+  guint8 *out = q->level2 + q->run * self->world, *in = out + q->run * n;
+  gfloat *partial = (gfloat *) (gpointer) (in + q->run * n);
+  g_autofree guint *members = g_new (guint, n);
+
+  _mixprec_zeropp_qgz_level2 (q->level2, r, n, q->count, g->zeropp.gradients_format, partial, out);
+  for (guint h = 0; h < n; h++)
+    members[h] = h * r + j;
+  if (exchange (self, members, n, out, in, q->run, TRUE, error) == NULL)
+    return FALSE;
+  _mixprec_zeropp_qgz_reduce_as (in, n, q->count, q->accumulate, g->zeropp.gradients_format,
+                                 q->target, q->target_dtype);
+  return TRUE;
+}
 
 MixprecCommRequest *
 _mixprec_engine_zeropp_reduce_start (MixprecEngine       *self,
@@ -230,25 +358,33 @@ _mixprec_engine_zeropp_reduce_start (MixprecEngine       *self,
                                    g->zeropp.loco_err != NULL ? g->zeropp.loco_err + u->flat + window : NULL,
                                    UNIT_SLICE (self, u), g->zeropp.loco_beta, g->zeropp.gradients_format,
                                    q->send);
-  request = _mixprec_comm_all_to_all_start (self->comm, q->send, q->recv, run, error);
+  if (g->zeropp.host_ranks > 0)
+    request = level1_start (self, g, q, run, error);
+  else
+    request = _mixprec_comm_all_to_all_start (self->comm, q->send, q->recv, run, error);
   if (request == NULL)
     {
-      _mixprec_engine_zeropp_finish_reduce (self, g, q, FALSE);
+      _mixprec_engine_zeropp_finish_reduce (self, g, q, FALSE, NULL);
       return NULL;
     }
   *qgz = q;
   return request;
 }
 
-void
+gboolean
 _mixprec_engine_zeropp_finish_reduce (MixprecEngine     *self,
                                       Group             *g,
                                       struct _QgzReduce *q,
-                                      gboolean           ok)
+                                      gboolean           ok,
+                                      GError           **error)
 {
-  if (ok)
+  if (ok && q->level2 != NULL)
+    ok = level2_finish (self, g, q, error);
+  else if (ok)
     _mixprec_zeropp_qgz_reduce_as (q->recv, self->world, q->count, q->accumulate,
                                    g->zeropp.gradients_format, q->target, q->target_dtype);
+  _mixprec_engine_free (self, NULL, q->level2);
   _mixprec_engine_free (self, NULL, q->send);
   g_free (q);
+  return ok;
 }

@@ -143,6 +143,37 @@ void     _mixprec_zeropp_qgz_reduce_as    (const guint8        *wire,
                                            _MixprecZeroppFormat format,
                                            void                *dst,
                                            MixprecDType         dst_dtype);
+/* qgZ in two levels, over hosts of @per_host consecutive ranks each:
+ * group_runs orders a rank's @world quantized runs (rank order) by the
+ * local index of their rank, the runs of ranks j, R + j, 2R + j, ... for
+ * index j, which the first level sends to the host's rank of index j;
+ * level2 takes what that exchange delivered to a rank (@per_host ranks'
+ * groups of @hosts runs, in local order), sums each host's runs in FP32
+ * in local order into @partial (@hosts x @count), and quantizes the
+ * partials (rounded to fp16, then the same blocks) into @out, the
+ * second level's @hosts runs in host order. */
+void     _mixprec_zeropp_qgz_group_runs   (const guint8        *wire,
+                                           guint                world,
+                                           guint                per_host,
+                                           guint64              run_bytes,
+                                           guint8              *grouped);
+void     _mixprec_zeropp_qgz_level2       (const guint8        *arrived,
+                                           guint                per_host,
+                                           guint                hosts,
+                                           guint64              count,
+                                           _MixprecZeroppFormat format,
+                                           gfloat              *partial,
+                                           guint8              *out);
+/* The same sum over @n_runs runs that lie @run_stride bytes apart (a
+ * run of every host's, in hierarchical qgZ's first-level buffer). */
+void     _mixprec_zeropp_qgz_reduce_strided_as (const guint8        *wire,
+                                                guint                n_runs,
+                                                guint64              run_stride,
+                                                guint64              count,
+                                                gboolean             accumulate,
+                                                _MixprecZeroppFormat format,
+                                                void                *dst,
+                                                MixprecDType         dst_dtype);
 
 /* ---------------------------------------------------------------- kernels
  *

@@ -480,6 +480,7 @@ typedef struct {
   void *dst;
   MixprecDType dst_dtype;
   _MixprecZeroppFormat format;
+  guint64 run_stride;        /* reduce: bytes from one run to the next */
 } WireJob;
 
 /* Block @k of every run in FP8: LoCo's value v = x + e in float32. */
@@ -636,7 +637,7 @@ qgz_reduce_range (gsize begin, gsize end, gpointer data)
 
       for (guint r = 0; r < job->world; r++)
         {
-          const guint8 *run = job->wire + r * job->run_bytes;
+          const guint8 *run = job->wire + r * job->run_stride;
           const guint8 *codes = run + b * code_bytes;
           const gfloat *scales = (const gfloat *) (gconstpointer) (run + job->blocks * code_bytes);
 
@@ -674,9 +675,23 @@ _mixprec_zeropp_qgz_reduce_as (const guint8        *wire,
                                void                *dst,
                                MixprecDType         dst_dtype)
 {
+  _mixprec_zeropp_qgz_reduce_strided_as (wire, world, _mixprec_zeropp_qgz_run_bytes_as (count, format),
+                                         count, accumulate, format, dst, dst_dtype);
+}
+
+void
+_mixprec_zeropp_qgz_reduce_strided_as (const guint8        *wire,
+                                       guint                n_runs,
+                                       guint64              run_stride,
+                                       guint64              count,
+                                       gboolean             accumulate,
+                                       _MixprecZeroppFormat format,
+                                       void                *dst,
+                                       MixprecDType         dst_dtype)
+{
   WireJob job = { NULL, 0, count, _mixprec_zeropp_qgz_blocks (count), (guint8 *) wire,
-                  _mixprec_zeropp_qgz_run_bytes_as (count, format), NULL, 0, 0.0f, world, accumulate, dst,
-                  dst_dtype, format };
+                  _mixprec_zeropp_qgz_run_bytes_as (count, format), NULL, 0, 0.0f, n_runs, accumulate, dst,
+                  dst_dtype, format, run_stride };
 
   _mixprec_parallel_for (count, (gsize) 1 << 14, 1, qgz_reduce_range, &job);
 }
@@ -690,4 +705,36 @@ _mixprec_zeropp_qgz_reduce (const guint8 *wire,
                             MixprecDType  dst_dtype)
 {
   _mixprec_zeropp_qgz_reduce_as (wire, world, count, accumulate, _MIXPREC_ZEROPP_INT, dst, dst_dtype);
+}
+
+void
+_mixprec_zeropp_qgz_group_runs (const guint8 *wire,
+                                guint         world,
+                                guint         per_host,
+                                guint64       run_bytes,
+                                guint8       *grouped)
+{
+  guint hosts = world / per_host;
+
+  for (guint j = 0; j < per_host; j++)
+    for (guint h = 0; h < hosts; h++)
+      memcpy (grouped + ((guint64) j * hosts + h) * run_bytes, wire + ((guint64) h * per_host + j) * run_bytes,
+              run_bytes);
+}
+
+void
+_mixprec_zeropp_qgz_level2 (const guint8        *arrived,
+                            guint                per_host,
+                            guint                hosts,
+                            guint64              count,
+                            _MixprecZeroppFormat format,
+                            gfloat              *partial,
+                            guint8              *out)
+{
+  guint64 run = _mixprec_zeropp_qgz_run_bytes_as (count, format);
+
+  for (guint h = 0; h < hosts; h++)
+    _mixprec_zeropp_qgz_reduce_strided_as (arrived + h * run, per_host, (guint64) hosts * run, count, FALSE,
+                                           format, partial + (guint64) h * count, MIXPREC_DTYPE_FLOAT32);
+  _mixprec_zeropp_qgz_quantize_as (partial, MIXPREC_DTYPE_FLOAT32, count, hosts, NULL, 0, 0.0f, format, out);
 }

@@ -14,7 +14,10 @@
 # checks are skipped, saying why. Under the sanitizers
 # (MIXPREC_TEST_SANITIZERS=yes) every mode trains 40 steps instead, for
 # memory errors: too few for the 1% comparisons, which are skipped then;
-# the bitwise checks stay.
+# the bitwise checks stay. Then 4 ranks on 2 of those hosts (2 each):
+# the unquantized run, qwZ + qgZ, whose qgZ runs in two levels across
+# hosts, and that with hpZ over each host's 2 ranks, which must give the
+# bits of qwZ + qgZ; qwZ + qgZ within 1% of the unquantized run.
 top="$MIXPREC_TOP_BUILDDIR"
 src="${G_TEST_SRCDIR:-$top/tests}/.."
 charlm="$top/examples/charlm"
@@ -61,7 +64,10 @@ config () {
     { echo "Bail out! examples/configs/bf16.json is not the file this test edits"; exit 1; }
 }
 
-echo "1..$((3 * n_modes))"
+# and 4 ranks on 2 namespace hosts: the unquantized run, qwZ + qgZ (qgZ
+# in two levels there) and the same with hpZ over each host's 2 ranks
+n_two=4
+echo "1..$((3 * n_modes + n_two))"
 
 # --- one host: 3 processes on 127.0.0.1
 for m in $modes; do
@@ -90,7 +96,7 @@ ok $([ "$lo_hpz" = "$lo_qwz_qgz" ]; echo $?) "hpZ over the world adds nothing: $
 
 # --- 3 hosts: from here a refusal skips the checks left.
 skip () {
-  while [ $n -lt $((3 * n_modes)) ]; do
+  while [ $n -lt $((3 * n_modes + n_two)) ]; do
     n=$((n + 1))
     echo "ok $n # SKIP $*"
   done
@@ -130,4 +136,45 @@ for mode in $modes; do
     tail -n 5 "$mode.ns.0.out" "$mode.ns.1.out" "$mode.ns.2.out" | sed 's/^/# /'
   fi
 done
+
+# --- 4 ranks on 2 hosts, 2 in each of the first two namespaces.
+rank4 () {
+  r=$1
+  h=$((r / 2))
+  shift
+  exec timeout 600 ip netns exec "$tag-$h" unshare --pid --fork --kill-child --mount-proc --uts \
+    env MIXPREC_RANK="$r" MIXPREC_WORLD_SIZE=4 MIXPREC_LOCAL_RANK=$((r % 2)) MIXPREC_LOCAL_WORLD_SIZE=2 \
+    MIXPREC_MASTER_ADDR=10.77.0.1 MIXPREC_MASTER_PORT="$port" MIXPREC_TIMEOUT=120 \
+    MIXPREC_JOB_SECRET=7a65726f2b2b206e616d65737061636520686f737473 \
+    UCX_TLS=tcp UCX_NET_DEVICES=eth0 UCX_LOG_LEVEL=error \
+    sh -c 'hostname "host$0" && exec "$@"' "$h" "$@" >"$mode.h2.$r.out" 2>&1
+}
+sed 's/"zero_hpz_partition_size": 3/"zero_hpz_partition_size": 2/' hpz.json >hpz2.json
+port=29580
+for mode in plain qwz-qgz hpz2; do
+  port=$((port + 1))
+  pids=""
+  for r in 0 1 2 3; do
+    rank4 $r "$charlm" --config "$mode.json" --steps $steps --eval-every $steps --quiet &
+    pids="$pids $!"
+  done
+  netns_wait_ranks
+  got=$(val "$mode.h2.0.out" "$mode.h2.1.out" "$mode.h2.2.out" "$mode.h2.3.out")
+  [ $status = 0 ] && [ "$(echo "$got" | wc -l)" = 1 ] &&
+    [ "$(cat "$mode.h2.0.out" "$mode.h2.1.out" "$mode.h2.2.out" "$mode.h2.3.out" | grep -c 'val_loss=')" = 4 ]
+  ok $? "$mode on 4 ranks on 2 namespace hosts: val_loss $got"
+  if [ $status != 0 ]; then
+    echo "# exit statuses of ranks 0 1 2 3:$statuses"
+    tail -n 5 "$mode.h2.0.out" "$mode.h2.1.out" "$mode.h2.2.out" "$mode.h2.3.out" | sed 's/^/# /'
+  fi
+  eval "h2_$(echo $mode | tr - _)=\$got"
+done
+if [ $short = yes ]; then
+  n=$((n + 1))
+  echo "ok $n # SKIP qwZ + qgZ in two levels against the unquantized run: $steps steps under the sanitizers"
+else
+  awk -v a="$h2_qwz_qgz" -v b="$h2_plain" 'BEGIN { exit !(a != "" && b != "" && a != b && (a - b) / b <= 0.01 && (b - a) / b <= 0.01) }' &&
+    [ "$h2_hpz2" = "$h2_qwz_qgz" ]
+  ok $? "qwZ + qgZ (two levels) within 1% of the unquantized run on 2 hosts, hpZ over each host the same bits: $h2_qwz_qgz against $h2_plain ($(awk -v a="$h2_qwz_qgz" -v b="$h2_plain" 'BEGIN { if (b != "") printf "%+.3f%%", (a - b) / b * 100 }')), hpZ $h2_hpz2"
+fi
 exit $fail

@@ -10,7 +10,8 @@
 # byte is inter-host; and as 4 ranks on 2 hosts, 2 on each, with and
 # without hpZ groups of a host's ranks (zero_hpz_partition_size 2): hpZ
 # keeps the backward pass's gathers on the host, so half the all-gather
-# bytes that crossed hosts still do, and the gradients move as before.
+# bytes that crossed hosts still do, and the gradients move as before;
+# qgZ's reductions run in two levels there.
 # Needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN), ip and
 # unshare; skips with the reason where any is missing or refused.
 top="$MIXPREC_TOP_BUILDDIR"
@@ -99,7 +100,7 @@ counts () { od -An -v -t u8 "$1" | tr -s ' \n' ' ' | sed 's/^ //; s/ $//'; }
 n=0
 fail=0
 ok () { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fail=1; fi; }
-echo "1..8"
+echo "1..9"
 
 port=29591
 run3 lo
@@ -159,6 +160,15 @@ for r in 0 1 2 3; do
     [ "$1" -gt "$7" ] || good=1
 done
 ok $good "hpZ: the backward gathers stay on the host, half the all-gather bytes across hosts remain"
+# qgZ in two levels over 2 hosts of 2: a window's 2 runs to the other
+# rank of the host, then 1 run across (one level: 1 run on the host, 2
+# across).
+good=0
+for r in 0 1 2 3; do
+  set -- $(counts "$tmp/four.$r") x
+  [ "$8" -gt 0 ] && [ $(($2 - $8)) = $((2 * $8)) ] || good=1
+done
+ok $good "qgZ in two levels: a third of the gradient bytes cross hosts, where one level sends two thirds"
 good=0
 for r in 0 1 2 3; do
   cmp -s "$tmp/four.values.$r" "$tmp/fourhpz.values.$r" || good=1

@@ -13,7 +13,7 @@ fail=0
 ok () { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fail=1; fi; }
 field () { awk -v k="$1" '$0 ~ "^  " k " " { for (i = 1; i <= NF; i++) if ($i == "bytes") { print $(i - 1); exit } }' "$2"; }
 
-echo "1..32"
+echo "1..33"
 
 # FP32, one process, AdamW: working 4 + gradient 4 + two state slots 8.
 "$inspect" --plan --params 1000 >"$tmp/fp32" 2>&1
@@ -335,6 +335,19 @@ g=$(qwz_groups $slice)
   [ "$(wire 'all-gather' "$tmp/hpz" ds)" = $((1200000 * 2 / 6 + 1200000 * 3 / 6 + 1200000 * 2 / 3)) ] &&
   [ "$(wire 'all-gather' "$tmp/hpz" ds_inter)" = $((1200000 * 3 / 6)) ]
 ok $? "wire: hpZ keeps the backward gather inside the host, ours and DeepSpeed's"
+
+# qgZ over 2 hosts of 3 ranks runs in two levels: per window the runs
+# for both hosts to each of the 2 other ranks of the host (4 runs), then
+# one run across; a run of 200704 elements is 392 int4 blocks of 260
+# bytes. DeepSpeed's figures: (R - 1) / R of half a byte per element
+# inside the host, (W - R) / (W R) across.
+"$inspect" --plan --params 1200000 --world 6 --hosts 2 --config "$tmp/w3.json" \
+  --set zero_optimization.zero_quantized_gradients=true >"$tmp/qgz2" 2>&1 &&
+  [ "$(wire 'reduce-scatter' "$tmp/qgz2" intra)" = $((4 * 392 * 260)) ] &&
+  [ "$(wire 'reduce-scatter' "$tmp/qgz2" inter)" = $((392 * 260)) ] &&
+  [ "$(wire 'reduce-scatter' "$tmp/qgz2" ds)" = $((1200000 / 2 * 2 / 3 + 1200000 / 2 * 3 / 18)) ] &&
+  [ "$(wire 'reduce-scatter' "$tmp/qgz2" ds_inter)" = $((1200000 / 2 * 3 / 18)) ]
+ok $? "wire: qgZ over 2 hosts of 3 in two levels, a partial sum per host across hosts, ours and DeepSpeed's"
 
 # Groups that do not divide the world are not planned, as the engine
 # refuses them.

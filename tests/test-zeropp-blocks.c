@@ -15,7 +15,9 @@
  * - FP8 blocks (E4M3, E5M2) both ways;
  * - qgZ's wire (int4 and FP8, with and without LoCo's error feedback,
  *   whose errors must match too) and its FP32 sum in rank order into each
- *   dtype, with and without accumulation. */
+ *   dtype, with and without accumulation;
+ * - qgZ in two levels across hosts, the runs' grouping and both levels'
+ *   sums. */
 #include "config.h"
 
 #include <math.h>
@@ -437,6 +439,96 @@ test_qgz (void)
         }
 }
 
+/* qgZ in two levels, 2 hosts of 2 ranks (and 3 of 2): each rank's runs
+ * quantized, grouped by local index (_mixprec_zeropp_qgz_group_runs())
+ * and delivered as the first all_to_all_v delivers them, each rank's
+ * second level (_mixprec_zeropp_qgz_level2()) and the second exchange,
+ * and the final sum: against this file's model, which for destination
+ * rank d sums every host's runs for d in FP32 in local rank order,
+ * quantizes that partial from float32 element by element, and sums the
+ * partials' values in host order onto what dst holds. */
+static void
+test_qgz_two_levels (gconstpointer data)
+{
+  guint hosts = GPOINTER_TO_UINT (data), per_host = 2, world = hosts * per_host;
+  g_autoptr(GRand) rand = g_rand_new_with_seed (27 + hosts);
+  const guint64 count = 9 * _MIXPREC_ZEROPP_QGZ_BLOCK + 301;
+  static const _MixprecZeroppFormat formats[] = { _MIXPREC_ZEROPP_INT, _MIXPREC_ZEROPP_FP8_E4M3 };
+
+  for (guint f = 0; f < G_N_ELEMENTS (formats); f++)
+    {
+      _MixprecZeroppFormat fmt = formats[f];
+      guint64 run = _mixprec_zeropp_qgz_run_bytes_as (count, fmt);
+      g_autofree guint8 *wire = g_malloc0 (world * world * run);      /* rank r's runs at r * world * run */
+      g_autofree guint8 *grouped = g_malloc0 (world * world * run);
+      g_autofree guint8 *arrived = g_malloc0 (world * world * run);
+      g_autofree guint8 *out = g_malloc0 (world * hosts * run);
+      g_autofree guint8 *in = g_malloc0 (hosts * run);
+      g_autofree gfloat *partial = g_new (gfloat, hosts * count);
+      g_autofree gfloat *mpartial = g_new (gfloat, count);
+      g_autofree guint8 *mrun = g_malloc0 (hosts * run);
+
+      for (guint r = 0; r < world; r++)
+        {
+          g_autofree gpointer src = make_values (rand, MIXPREC_DTYPE_BFLOAT16, count * world,
+                                                 2 * _MIXPREC_ZEROPP_QGZ_BLOCK);
+
+          _mixprec_zeropp_qgz_quantize_as (src, MIXPREC_DTYPE_BFLOAT16, count, world, NULL, 0, 0.0f, fmt,
+                                           wire + r * world * run);
+          _mixprec_zeropp_qgz_group_runs (wire + r * world * run, world, per_host, run,
+                                          grouped + r * world * run);
+        }
+      /* First level: rank (h, j) gets from each rank (h, j'') of its host,
+       * in local order, that rank's group for index j (hosts runs). */
+      for (guint r = 0; r < world; r++)
+        for (guint jj = 0; jj < per_host; jj++)
+          memcpy (arrived + r * world * run + (guint64) jj * hosts * run,
+                  grouped + (r / per_host * per_host + jj) * world * run + (guint64) (r % per_host) * hosts * run,
+                  hosts * run);
+      for (guint r = 0; r < world; r++)
+        _mixprec_zeropp_qgz_level2 (arrived + r * world * run, per_host, hosts, count, fmt, partial,
+                                    out + r * hosts * run);
+      for (guint d = 0; d < world; d++)
+        {
+          g_autofree gpointer dst = make_values (rand, MIXPREC_DTYPE_FLOAT32, count, 1000);
+          g_autofree gpointer model = g_memdup2 (dst, count * sizeof (gfloat));
+
+          /* Second level: from rank (h'', j) in host order, its run for
+           * host h of d = (h, j). */
+          for (guint hh = 0; hh < hosts; hh++)
+            memcpy (in + hh * run, out + (hh * per_host + d % per_host) * hosts * run + (d / per_host) * run, run);
+          _mixprec_zeropp_qgz_reduce_as (in, hosts, count, TRUE, fmt, dst, MIXPREC_DTYPE_FLOAT32);
+
+          /* The model. */
+          for (guint hh = 0; hh < hosts; hh++)
+            {
+              for (guint64 i = 0; i < count; i++)
+                {
+                  gfloat acc = 0;
+
+                  for (guint jj = 0; jj < per_host; jj++)
+                    {
+                      gfloat v = model_value (wire + (hh * per_host + jj) * world * run + d * run, count, fmt, i);
+
+                      acc = jj == 0 ? v : acc + v;
+                    }
+                  mpartial[i] = acc;
+                }
+              model_quantize (mpartial, MIXPREC_DTYPE_FLOAT32, count, fmt, NULL, 0.0f, mrun + hh * run);
+            }
+          for (guint64 i = 0; i < count; i++)
+            {
+              gfloat acc = read_f32 (model, MIXPREC_DTYPE_FLOAT32, i);
+
+              for (guint hh = 0; hh < hosts; hh++)
+                acc += model_value (mrun + hh * run, count, fmt, i);
+              write_f32 (model, MIXPREC_DTYPE_FLOAT32, i, acc);
+            }
+          assert_same (dst, model, MIXPREC_DTYPE_FLOAT32, count, "qgZ's two-level sum");
+        }
+    }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -445,5 +537,7 @@ main (int argc, char **argv)
   g_test_add_func ("/zeropp/blocks/weights", test_weights);
   g_test_add_func ("/zeropp/blocks/weights-fp8", test_weights_fp8);
   g_test_add_func ("/zeropp/blocks/qgz", test_qgz);
+  g_test_add_data_func ("/zeropp/blocks/qgz-two-levels/hosts-2", GUINT_TO_POINTER (2), test_qgz_two_levels);
+  g_test_add_data_func ("/zeropp/blocks/qgz-two-levels/hosts-3", GUINT_TO_POINTER (3), test_qgz_two_levels);
   return g_test_run ();
 }

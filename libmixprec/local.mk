@@ -147,6 +147,7 @@ mixprec_sources += \
 	libmixprec/mixprec-engine-zero3.c \
 	libmixprec/mixprec-engine-zeropp.c \
 	libmixprec/mixprec-engine-hpz.c \
+	libmixprec/mixprec-engine-hosts.c \
 	libmixprec/mixprec-engine-loco.c \
 	libmixprec/mixprec-engine-access.c \
 	libmixprec/mixprec-engine-monitor.c

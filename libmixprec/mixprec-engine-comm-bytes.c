@@ -124,6 +124,7 @@ plan_per_peer (MixprecConfig *config,
                guint64        per_peer[_MIXPREC_COMM_N_CLASSES],
                guint         *hpz,
                guint64       *hpz_per_peer,
+               guint64       *gather_per_peer,
                GError       **error)
 {
   g_auto(_MixprecPlannedGroup) pg = { 0 };
@@ -135,6 +136,7 @@ plan_per_peer (MixprecConfig *config,
   memset (per_peer, 0, sizeof (guint64) * _MIXPREC_COMM_N_CLASSES);
   *hpz = 0;
   *hpz_per_peer = 0;
+  *gather_per_peer = 0;
   if (!_mixprec_engine_plan_group (config, sizes, n_sizes, world, &pg, error))
     return FALSE;
   if (world < 2)
@@ -201,7 +203,7 @@ plan_per_peer (MixprecConfig *config,
           guint64 gather = qwz ? slice + _mixprec_zeropp_weight_groups (slice) * sizeof (gfloat)
                                : slice * esize;
 
-          per_peer[_MIXPREC_COMM_WEIGHTS] += (*hpz > 0 ? 1 : 2) * gas * gather;
+          *gather_per_peer += (*hpz > 0 ? 1 : 2) * gas * gather;
           if (*hpz > 0)
             *hpz_per_peer += gas * (u->padded / *hpz) * esize;
         }
@@ -255,8 +257,9 @@ check_hosts (guint   world_size,
  * hpZ (`zero_hpz_partition_size` k) the backward pass's inside groups of
  * k consecutive ranks, 1 / k of each unit in the working dtype to each
  * other member, counted for rank 0's group; over several hosts of more
- * than one rank qgZ's two levels send a window's runs for every host to
- * each other rank of the host, then one run to the rank of the same
+ * than one rank qgZ's reductions and (mixprec.device "cpu") ZeRO-3's
+ * gathers run in two levels, a window's (a slice's) copies for every
+ * host to each other rank of the host, then one to the rank of the same
  * place on each other host; after the
  * step ZeRO-1/2 gather the updated working copies once, ZeRO-3 the
  * persistent units, and without ZeRO every rank gathers the reduced
@@ -280,8 +283,9 @@ mixprec_comm_bytes_plan_new (MixprecConfig *config,
                              guint          ranks_per_host,
                              GError       **error)
 {
-  guint64 per_peer[_MIXPREC_COMM_N_CLASSES], sent[_MIXPREC_COMM_N_CLASSES][2], hpz_per_peer;
-  guint hpz, shared;
+  guint64 per_peer[_MIXPREC_COMM_N_CLASSES], sent[_MIXPREC_COMM_N_CLASSES][2], hpz_per_peer, gather_per_peer;
+  guint hpz, shared, hosts;
+  gboolean two_levels;
   MixprecCommBytes out;
 
   g_return_val_if_fail (MIXPREC_IS_CONFIG (config), NULL);
@@ -289,23 +293,35 @@ mixprec_comm_bytes_plan_new (MixprecConfig *config,
   g_return_val_if_fail (error == NULL || *error == NULL, NULL);
 
   if (!check_hosts (world_size, &ranks_per_host, error) ||
-      !plan_per_peer (config, param_sizes, n_params, world_size, per_peer, &hpz, &hpz_per_peer, error))
+      !plan_per_peer (config, param_sizes, n_params, world_size, per_peer, &hpz, &hpz_per_peer,
+                      &gather_per_peer, error))
     return NULL;
+  /* Several hosts of more than one rank: qgZ's reductions, and ZeRO-3's
+   * gathers of host memory, run in two levels, a window's (a slice's) N
+   * runs to each other rank of the host and one to the rank of the same
+   * place on each other host. */
+  hosts = world_size / ranks_per_host;
+  two_levels = ranks_per_host > 1 && ranks_per_host < world_size;
   for (guint c = 0; c < _MIXPREC_COMM_N_CLASSES; c++)
     {
       sent[c][0] = per_peer[c] * (ranks_per_host - 1);
       sent[c][1] = per_peer[c] * (world_size - ranks_per_host);
     }
-  /* qgZ over several hosts of more than one rank runs in two levels:
-   * a window's N runs to each other rank of the host, then one run to
-   * the rank of the same place on each other host. */
   if (_mixprec_config_get_zero_quantized_gradients (config) && mixprec_config_get_zero_stage (config) >= 3 &&
-      ranks_per_host > 1 && ranks_per_host < world_size)
+      two_levels)
     {
-      guint hosts = world_size / ranks_per_host;
-
       sent[_MIXPREC_COMM_GRADIENTS][0] = per_peer[_MIXPREC_COMM_GRADIENTS] * hosts * (ranks_per_host - 1);
       sent[_MIXPREC_COMM_GRADIENTS][1] = per_peer[_MIXPREC_COMM_GRADIENTS] * (hosts - 1);
+    }
+  if (two_levels && g_strcmp0 (mixprec_config_get_device (config), "cpu") == 0)
+    {
+      sent[_MIXPREC_COMM_WEIGHTS][0] += gather_per_peer * hosts * (ranks_per_host - 1);
+      sent[_MIXPREC_COMM_WEIGHTS][1] += gather_per_peer * (hosts - 1);
+    }
+  else
+    {
+      sent[_MIXPREC_COMM_WEIGHTS][0] += gather_per_peer * (ranks_per_host - 1);
+      sent[_MIXPREC_COMM_WEIGHTS][1] += gather_per_peer * (world_size - ranks_per_host);
     }
   /* hpZ's group of rank 0, ranks 0 .. k - 1: those of them on its host
    * (0 .. ranks_per_host - 1) and the others. */

@@ -72,6 +72,8 @@ typedef struct {
     guint gather_count;
     gboolean prefetched;     /* gathering ahead, counted in the prefetch window */
     MixprecCommRequest *gathering;
+    gboolean second_level;   /* over hosts: the second level is still to run
+                                (mixprec-engine-hosts.c) */
   } zero3;
   /* mixprec-engine-fp8.c: FP8 groups under the MX recipe (one parameter
    * per unit): where the unit's block scales start in the group's whole
@@ -269,6 +271,9 @@ typedef struct {
     guint loco_reset_t;
     guint64 loco_steps;
   } zeropp;
+  /* ZeRO-3's gathers over the world run in two levels over hosts of this
+   * many ranks (mixprec-engine-hosts.c); 0: in one. */
+  guint gather_host_ranks;
   /* ZeRO++ hpZ (mixprec-engine-hpz.c): ranks per group (0: off) and this
    * rank's part of every partitioned unit's gathered working copy. */
   struct {
@@ -923,6 +928,18 @@ gboolean _mixprec_engine_loco_layout          (MixprecEngine *self, Group *g, GE
  * copy kept once a gather over the world completed; every secondary
  * part forgotten, where the working copies may change or a micro-step
  * ended; and the buffer freed with the group. */
+/* Over hosts (mixprec-engine-hosts.c): the ranks of each host where the
+ * world is several hosts of as many consecutive ranks each, more than
+ * one, and the communicator has all_to_all_v; 0 otherwise. A gather over
+ * the world of @buf (W places of @chunk bytes, this rank's own filled) in
+ * two levels: the first, across hosts, started; the second, inside the
+ * host, run once the first has completed. */
+guint    _mixprec_engine_host_ranks           (MixprecEngine *self);
+MixprecCommRequest *
+         _mixprec_engine_gather2_start        (MixprecEngine *self, guint per_host, guint8 *buf,
+                                               guint64 chunk, GError **error);
+gboolean _mixprec_engine_gather2_finish       (MixprecEngine *self, guint per_host, guint8 *buf,
+                                               guint64 chunk, GError **error);
 gboolean _mixprec_engine_hpz_layout           (MixprecEngine *self, Group *g, GError **error);
 gboolean _mixprec_engine_hpz_ready            (const Group *g, const Unit *u);
 MixprecCommRequest *

@@ -106,6 +106,19 @@ start_gather (MixprecEngine *self,
     }
   if (g->zeropp.weights)
     u->zero3.gathering = _mixprec_engine_zeropp_gather_start (self, g, u, &local);
+  else if (g->gather_host_ranks > 0)
+    {
+      /* over hosts, two levels (mixprec-engine-hosts.c): this rank's
+       * slice at its place first */
+      gsize bytes = UNIT_SLICE (self, u) * mixprec_dtype_get_size (g->dtypes.working);
+      guint8 *place = (guint8 *) u->zero3.gathered + self->rank * bytes;
+
+      if (send != place)
+        memcpy (place, send, bytes);
+      u->zero3.gathering = _mixprec_engine_gather2_start (self, g->gather_host_ranks, u->zero3.gathered,
+                                                          bytes, &local);
+      u->zero3.second_level = u->zero3.gathering != NULL;
+    }
   else
     {
       _mixprec_comm_count_next_as (self->comm, _MIXPREC_COMM_WEIGHTS);
@@ -142,6 +155,17 @@ finish_gather (MixprecEngine *self,
     {
       self->prefetching -= u->padded;
       u->zero3.prefetched = FALSE;
+    }
+  /* over hosts: the second level, inside the host */
+  if (u->zero3.second_level)
+    {
+      u->zero3.second_level = FALSE;
+      if (ok)
+        ok = g->zeropp.weights
+             ? _mixprec_engine_gather2_finish (self, g->gather_host_ranks, u->zeropp.wire, u->zeropp.chunk, &local)
+             : _mixprec_engine_gather2_finish (self, g->gather_host_ranks, u->zero3.gathered,
+                                               UNIT_SLICE (self, u) * mixprec_dtype_get_size (g->dtypes.working),
+                                               &local);
     }
   _mixprec_engine_zeropp_finish_gather (self, g, u, ok);
   if (!ok)

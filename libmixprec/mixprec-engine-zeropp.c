@@ -54,27 +54,6 @@
 #include "mixprec-zeropp-private.h"
 #include "mixprec-comm-private.h"
 
-/* The ranks of each host when the world is several hosts of as many
- * consecutive ranks each, more than one, and the communicator has
- * all_to_all_v: qgZ then runs in two levels. 0 otherwise. Every rank
- * learnt the same hosts, so all decide alike. */
-static guint
-host_ranks (MixprecEngine *self)
-{
-  guint r = 0;
-
-  if (!_mixprec_comm_has_all_to_all_v (self->comm))
-    return 0;
-  while (r < self->world && _mixprec_comm_get_host (self->comm, r) == 0)
-    r++;
-  if (r <= 1 || r >= self->world || self->world % r != 0)
-    return 0;
-  for (guint q = 0; q < self->world; q++)
-    if (_mixprec_comm_get_host (self->comm, q) != q / r * r)
-      return 0;
-  return r;
-}
-
 /* qgZ needs the communicator's all-to-all (comm ABI revision 2) and the
  * gradients in host memory, as qwZ its working copies. */
 static gboolean
@@ -109,7 +88,7 @@ zeropp_gradients_layout (MixprecEngine *self,
     }
   g->zeropp.gradients = TRUE;
   g->zeropp.gradients_format = _mixprec_config_get_zeropp_gradients_format (self->config);
-  g->zeropp.host_ranks = host_ranks (self);
+  g->zeropp.host_ranks = _mixprec_engine_host_ranks (self);
   return _mixprec_engine_loco_layout (self, g, error);
 }
 
@@ -119,6 +98,10 @@ _mixprec_engine_zeropp_layout (MixprecEngine *self,
                                GError       **error)
 {
   g->zeropp.weights = FALSE;
+  /* ZeRO-3's gathers of host memory over several hosts: two levels
+   * (mixprec-engine-hosts.c); FP8 groups gather their own way. */
+  g->gather_host_ranks = self->stage >= 3 && !g->fp8.enabled && g->device == NULL && !self->offload_param
+                         ? _mixprec_engine_host_ranks (self) : 0;
   /* hpZ: the secondary partition (mixprec-engine-hpz.c) */
   if (!_mixprec_engine_hpz_layout (self, g, error))
     return FALSE;
@@ -182,9 +165,18 @@ _mixprec_engine_zeropp_gather_start (MixprecEngine *self,
                                g->dtypes.working, slice, groups, g->zeropp.weights_format, mine,
                                (gfloat *) (gpointer) (mine + slice));
   /* Bytes, carried as 16-bit words: nothing converts them. */
-  _mixprec_comm_count_next_as (self->comm, _MIXPREC_COMM_WEIGHTS);
-  request = mixprec_comm_all_gather_start (self->comm, mine, u->zeropp.wire, u->zeropp.chunk / 2,
-                                           MIXPREC_DTYPE_FLOAT16, error);
+  if (g->gather_host_ranks > 0)
+    {
+      request = _mixprec_engine_gather2_start (self, g->gather_host_ranks, u->zeropp.wire, u->zeropp.chunk,
+                                               error);
+      u->zero3.second_level = request != NULL;
+    }
+  else
+    {
+      _mixprec_comm_count_next_as (self->comm, _MIXPREC_COMM_WEIGHTS);
+      request = mixprec_comm_all_gather_start (self->comm, mine, u->zeropp.wire, u->zeropp.chunk / 2,
+                                               MIXPREC_DTYPE_FLOAT16, error);
+    }
   if (request == NULL)
     {
       _mixprec_engine_zeropp_finish_gather (self, g, u, FALSE);

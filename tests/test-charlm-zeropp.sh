@@ -65,7 +65,8 @@ config () {
 }
 
 # and 4 ranks on 2 namespace hosts: the unquantized run, qwZ + qgZ (qgZ
-# in two levels there) and the same with hpZ over each host's 2 ranks
+# and the gathers in two levels there) and the same with hpZ over each
+# host's 2 ranks
 n_two=4
 echo "1..$((3 * n_modes + n_two))"
 

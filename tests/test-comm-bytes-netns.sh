@@ -11,7 +11,7 @@
 # without hpZ groups of a host's ranks (zero_hpz_partition_size 2): hpZ
 # keeps the backward pass's gathers on the host, so half the all-gather
 # bytes that crossed hosts still do, and the gradients move as before;
-# qgZ's reductions run in two levels there.
+# qgZ's reductions and ZeRO-3's gathers run in two levels there.
 # Needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN), ip and
 # unshare; skips with the reason where any is missing or refused.
 top="$MIXPREC_TOP_BUILDDIR"
@@ -42,7 +42,7 @@ rank () {
       env MIXPREC_MASTER_ADDR=10.77.0.1 MIXPREC_LOCAL_RANK=0 MIXPREC_LOCAL_WORLD_SIZE=1 \
       UCX_TLS=tcp UCX_NET_DEVICES=eth0 sh -c 'hostname "host$0" && exec "$1"' "$r" "$child"
     out="$tmp/ns"
-  elif [ "$2" = four ] || [ "$2" = fourhpz ]; then
+  elif [ "$2" = four ] || [ "$2" = fourhpz ] || [ "$2" = fourq ] || [ "$2" = fourb ]; then
     h=$((r / 2))
     out="$tmp/$2"
     set -- ip netns exec "$tag-$h" unshare --pid --fork --kill-child --mount-proc --uts \
@@ -56,9 +56,9 @@ rank () {
       sh -c 'hostname "host$0" && exec "$1"' "$h" "$child"
     out="$tmp/two"
   else
-    set -- env MIXPREC_MASTER_ADDR=127.0.0.1 MIXPREC_LOCAL_RANK="$r" MIXPREC_LOCAL_WORLD_SIZE=3 \
+    out="$tmp/$2"
+    set -- env MIXPREC_MASTER_ADDR=127.0.0.1 MIXPREC_LOCAL_RANK="$r" MIXPREC_LOCAL_WORLD_SIZE="$world" \
       UCX_NET_DEVICES=lo "$child"
-    out="$tmp/lo"
   fi
   exec timeout 120 env MIXPREC_RANK="$r" MIXPREC_WORLD_SIZE="$world" MIXPREC_MASTER_PORT="$port" \
     MIXPREC_TIMEOUT=60 MIXPREC_JOB_SECRET=$secret UCX_LOG_LEVEL=error \
@@ -75,6 +75,8 @@ run3 () {
   case $1 in
     four) world=4 ;;
     fourhpz) world=4; run_json=$(echo "$json" | sed 's/"stage": 3,/"stage": 3, "zero_hpz_partition_size": 2,/') ;;
+    fourq|fourqlo) world=4; run_json=$(echo "$json" | sed 's/"zero_quantized_gradients": true/"zero_quantized_gradients": false/') ;;
+    fourb|fourblo) world=4; run_json=$(echo "$json" | sed 's/"zero_quantized_gradients": true/"zero_quantized_gradients": false/; s/"zero_quantized_weights": true/"zero_quantized_weights": false/') ;;
   esac
   for r in $(seq 0 $((world - 1))); do
     rank $r "$1" &
@@ -100,7 +102,7 @@ counts () { od -An -v -t u8 "$1" | tr -s ' \n' ' ' | sed 's/^ //; s/ $//'; }
 n=0
 fail=0
 ok () { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fail=1; fi; }
-echo "1..9"
+echo "1..12"
 
 port=29591
 run3 lo
@@ -169,6 +171,29 @@ for r in 0 1 2 3; do
   [ "$8" -gt 0 ] && [ $(($2 - $8)) = $((2 * $8)) ] || good=1
 done
 ok $good "qgZ in two levels: a third of the gradient bytes cross hosts, where one level sends two thirds"
+# The gathers too: a slice to the other host's rank of the same place,
+# then the two slices of each host to the other rank of the host.
+good=0
+for r in 0 1 2 3; do
+  set -- $(counts "$tmp/four.$r") x
+  [ "$7" -gt 0 ] && [ $(($1 - $7)) = $((2 * $7)) ] || good=1
+done
+ok $good "ZeRO-3 gathers in two levels: a third of the weight bytes cross hosts, where one level sends two thirds"
+# The two levels move bytes, not values: bf16 slices and qwZ's codes
+# gathered on 2 hosts give the masters of the same 4 ranks on 127.0.0.1.
+status=0
+for mode in fourb fourblo fourq fourqlo; do
+  port=$((port + 1))
+  run3 $mode || { status=1; ranks_said $mode; }
+done
+ok $status "4 ranks on 127.0.0.1 and on 2 hosts run, bf16 and qwZ gathers"
+good=0
+for r in 0 1 2 3; do
+  cmp -s "$tmp/fourb.values.$r" "$tmp/fourblo.values.$r" && cmp -s "$tmp/fourq.values.$r" "$tmp/fourqlo.values.$r" ||
+    good=1
+  cmp -s "$tmp/fourb.values.$r" "$tmp/fourq.values.$r" && good=1
+done
+ok $good "gathers in two levels: the masters of one host, bf16 and qwZ (which differ from each other)"
 good=0
 for r in 0 1 2 3; do
   cmp -s "$tmp/four.values.$r" "$tmp/fourhpz.values.$r" || good=1

@@ -139,6 +139,7 @@ child_main (void)
   g_autoptr(MixprecCommBytes) before = NULL;
   g_autoptr(MixprecCommBytes) counted = NULL;
   g_autofree gchar *file = NULL;
+  g_autoptr(GString) gathered = g_string_new (NULL);
   guint64 f[N_FIELDS];
   guint stage, gas;
 
@@ -179,6 +180,15 @@ child_main (void)
             {
               if (!mixprec_engine_gather_all (engine, &error))
                 goto fail;
+              /* what the gathers delivered, for OUT.values.RANK */
+              for (guint k = 0; k < N_PARAMS; k++)
+                {
+                  g_autofree gchar *name = g_strdup_printf ("p%u", k);
+                  MixprecParam *p = mixprec_engine_get_param (engine, name);
+
+                  g_string_append_len (gathered, mixprec_param_get_working_data (p),
+                                       (gssize) (sizes[k] * mixprec_dtype_get_size (mixprec_param_get_working_dtype (p))));
+                }
               mixprec_engine_release_all (engine);
               if (!mixprec_engine_gather_all (engine, &error))
                 goto fail;
@@ -206,10 +216,11 @@ child_main (void)
     }
   counted = mixprec_engine_get_comm_bytes (engine);
   fields_of (counted, f);
-  /* The masters after the steps too, as OUT.values.RANK, for runs that
-   * must compute the same (tests/test-comm-bytes-netns.sh). */
+  /* The working copies each forward pass gathered and the masters after
+   * the steps too, as OUT.values.RANK, for runs that must compute the
+   * same (tests/test-comm-bytes-netns.sh). */
   {
-    g_autoptr(GString) values = g_string_new (NULL);
+    g_autoptr(GString) values = g_string_new_len (gathered->str, (gssize) gathered->len);
     g_autofree gchar *vfile = g_strdup_printf ("%s.values.%u", g_getenv ("MIXPREC_TEST_OUT"),
                                                mixprec_engine_get_rank (engine));
 
@@ -419,11 +430,14 @@ test_plan_hosts (void)
   g_assert_no_error (error);
   split = mixprec_comm_bytes_plan_new (config, sizes, N_PARAMS, 6, 2, &error);
   g_assert_no_error (error);
-  /* 6 ranks, 2 per host: 1 of the 5 peers on the own host */
+  /* 6 ranks, 2 per host: 1 of the 5 peers on the own host, for the
+   * reductions; the gathers in two levels send a slice to the 2 other
+   * hosts' ranks of the same place, then 3 slices to the host's other
+   * rank: 2 of 5 cross hosts */
   g_assert_cmpuint (one->total, ==, split->total);
   g_assert_cmpuint (one->inter_host, ==, 0);
-  g_assert_cmpuint (split->inter_host, ==, split->total / 5 * 4);
-  g_assert_cmpuint (split->inter_host_all_gather, ==, split->all_gather / 5 * 4);
+  g_assert_cmpuint (split->inter_host_all_gather, ==, split->all_gather / 5 * 2);
+  g_assert_cmpuint (split->inter_host, ==, split->all_gather / 5 * 2 + (split->total - split->all_gather) / 5 * 4);
   bad = mixprec_comm_bytes_plan_new (config, sizes, N_PARAMS, 6, 4, &error);
   g_assert_null (bad);
   g_assert_error (error, MIXPREC_ENGINE_ERROR, MIXPREC_ENGINE_ERROR_INVALID_ARGUMENT);

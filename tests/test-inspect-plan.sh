@@ -297,12 +297,17 @@ ok $? "wire: bf16 ZeRO-3 on 3 ranks, two gathers and one reduce-scatter per step
   [ "$(wire 'all-gather' "$tmp/w3h" ds_inter)" = "$(wire 'all-gather' "$tmp/w3h" ds)" ]
 ok $? "wire: one rank per host sends everything across hosts"
 
-# 6 ranks on 3 hosts: 1 of the 5 peers on the own host.
+# 6 ranks on 3 hosts: 1 of the 5 peers on the own host, so a fifth of
+# the reductions' bytes stays on the host; the gathers run in two levels,
+# a slice to the rank of the same place on each of the 2 other hosts,
+# then the 3 slices it holds to the other rank of the host: 3 of 5.
 "$inspect" --plan --params 1000000 --world 6 --hosts 3 --config "$tmp/w3.json" >"$tmp/w6" 2>&1 &&
-  t=$(wire 'wire total' "$tmp/w6" bytes) &&
-  [ "$(wire 'wire total' "$tmp/w6" intra)" = $((t / 5)) ] &&
-  [ "$(wire 'wire total' "$tmp/w6" inter)" = $((t / 5 * 4)) ]
-ok $? "wire: 6 ranks on 3 hosts, a fifth of the bytes stays on the host"
+  a=$(wire 'all-gather' "$tmp/w6" bytes) && r=$(wire 'reduce-scatter' "$tmp/w6" bytes) &&
+  [ "$(wire 'all-gather' "$tmp/w6" intra)" = $((a / 5 * 3)) ] &&
+  [ "$(wire 'all-gather' "$tmp/w6" inter)" = $((a / 5 * 2)) ] &&
+  [ "$(wire 'reduce-scatter' "$tmp/w6" intra)" = $((r / 5)) ] &&
+  [ "$(wire 'reduce-scatter' "$tmp/w6" inter)" = $((r / 5 * 4)) ]
+ok $? "wire: 6 ranks on 3 hosts, a fifth of the reductions and three fifths of the gathers on the host"
 
 # qwZ + qgZ: int8 codes and DeepSpeed's FP32 block scales per gather,
 # int4 blocks of 512 with an FP32 scale (260 bytes) per reduction;
@@ -318,11 +323,13 @@ g=$(qwz_groups $slice)
 ok $? "wire: qwZ and qgZ cut the gathers to int8 and the reductions to int4, with their scales"
 
 # hpZ, a group per host (6 ranks on 2 hosts, groups of 3): the forward
-# gathers int8 over the world, the backward gathers inside the group,
-# 1/3 of the unit (padded to 6 slices of 200704) in bf16 to each of the
-# 2 other members, none across hosts; each rank keeps that third as its
+# gathers int8 over the world in two levels (its chunk to the other
+# host's rank of its place, then the 2 chunks it holds to the 2 other
+# ranks of the host), the backward gathers inside the group, 1/3 of the
+# unit (padded to 6 slices of 200704) in bf16 to each of the 2 other
+# members, none across hosts; each rank keeps that third as its
 # secondary partition. DeepSpeed's figures: its backward gather stays on
-# the host too, in int8.
+# the host too, in int8; its forward is (W - R) / W across hosts.
 slice=200704
 g=$(qwz_groups $slice)
 "$inspect" --plan --params 1200000 --world 6 --hosts 2 --config "$tmp/w3.json" \
@@ -330,8 +337,8 @@ g=$(qwz_groups $slice)
   --set zero_optimization.zero_hpz_partition_size=3 >"$tmp/hpz" 2>&1 &&
   [ "$(wire 'working copies' "$tmp/hpz" bytes)" = $((slice * 2)) ] &&
   [ "$(wire 'hpZ secondary working copies' "$tmp/hpz" bytes)" = $((6 * slice / 3 * 2)) ] &&
-  [ "$(wire 'all-gather' "$tmp/hpz" inter)" = $((3 * (slice + 4 * g))) ] &&
-  [ "$(wire 'all-gather' "$tmp/hpz" intra)" = $((2 * (slice + 4 * g) + 2 * (6 * slice / 3 * 2))) ] &&
+  [ "$(wire 'all-gather' "$tmp/hpz" inter)" = $((slice + 4 * g)) ] &&
+  [ "$(wire 'all-gather' "$tmp/hpz" intra)" = $((4 * (slice + 4 * g) + 2 * (6 * slice / 3 * 2))) ] &&
   [ "$(wire 'all-gather' "$tmp/hpz" ds)" = $((1200000 * 2 / 6 + 1200000 * 3 / 6 + 1200000 * 2 / 3)) ] &&
   [ "$(wire 'all-gather' "$tmp/hpz" ds_inter)" = $((1200000 * 3 / 6)) ]
 ok $? "wire: hpZ keeps the backward gather inside the host, ours and DeepSpeed's"

@@ -117,7 +117,7 @@ if run 0 test-good && has "$tmp/out" "Plugin Details:" &&
    has "$tmp/out" "Filename                 $test_plugins/.libs/mixprec-test-good.so" &&
    has "$tmp/out" "Version                  1.2.3" &&
    has "$tmp/out" "License                  LGPL-2.1-or-later" &&
-   has "$tmp/out" "ABI                      1.6" &&
+   has "$tmp/out" "ABI                      1.7" &&
    has "$tmp/out" "  2 features"; then
   ok "plugin details"
 else

@@ -45,28 +45,40 @@ skip () { echo "skipped: $*"; exit 0; }
 netns_require
 netns_make_hosts
 
-port=29600
-for mode in "bf16+fp32sum" fp32 "qwZ+qgZ" "qwZ+qgZ+hpZ" "qwZ+qgZ-fp8"; do
+# Runs mode $1 as $2 ranks, $3 to a namespace host (host r / $3), each
+# writing $4.RANK; stops the script, saying why, if a rank fails. hpZ's
+# groups are a host's ranks, or the world where a host has one.
+run_ranks () {
+  hpz=$3
+  [ "$hpz" -gt 1 ] || hpz=$2
   port=$((port + 1))
   pids=""
-  for r in 0 1 2; do
-    timeout 600 ip netns exec "$tag-$r" unshare --pid --fork --kill-child --mount-proc --uts \
-      env MIXPREC_RANK="$r" MIXPREC_WORLD_SIZE=3 MIXPREC_LOCAL_RANK=0 MIXPREC_LOCAL_WORLD_SIZE=1 \
+  r=0
+  while [ $r -lt "$2" ]; do
+    h=$((r / $3))
+    timeout 600 ip netns exec "$tag-$h" unshare --pid --fork --kill-child --mount-proc --uts \
+      env MIXPREC_RANK="$r" MIXPREC_WORLD_SIZE="$2" MIXPREC_LOCAL_RANK=$((r % $3)) MIXPREC_LOCAL_WORLD_SIZE="$3" \
       MIXPREC_MASTER_ADDR=10.77.0.1 MIXPREC_MASTER_PORT="$port" MIXPREC_TIMEOUT=120 \
       MIXPREC_JOB_SECRET=7a65726f70702062797465732062656e6368206a6f622073656372657421 \
-      UCX_TLS=tcp UCX_NET_DEVICES=eth0 \
-      BENCH_ZPP_RANK="$layers:$hidden:$steps" BENCH_ZPP_MODE="$mode" BENCH_ZPP_OUT_PREFIX="$tmp/$mode" \
-      sh -c 'hostname "host$0" && exec "$@"' "$r" "$bench" >"$tmp/rank$r.out" 2>&1 &
+      UCX_TLS=tcp UCX_NET_DEVICES=eth0 BENCH_ZPP_HPZ="$hpz" \
+      BENCH_ZPP_RANK="$layers:$hidden:$steps" BENCH_ZPP_MODE="$1" BENCH_ZPP_OUT_PREFIX="$4" \
+      sh -c 'hostname "host$0" && exec "$@"' "$h" "$bench" >"$tmp/rank$r.out" 2>&1 &
     pids="$pids $!"
+    r=$((r + 1))
   done
   status=0
   for pid in $pids; do wait "$pid" || status=1; done
   pids=""
   if [ $status != 0 ]; then
-    echo "run-bench-zeropp-bytes: mode $mode failed on the namespace hosts:" >&2
+    echo "run-bench-zeropp-bytes: mode $1 failed on the namespace hosts ($2 ranks, $3 a host):" >&2
     tail -n 3 "$tmp"/rank*.out >&2
     exit 1
   fi
+}
+
+port=29600
+for mode in "bf16+fp32sum" fp32 "qwZ+qgZ" "qwZ+qgZ+hpZ" "qwZ+qgZ-fp8"; do
+  run_ranks "$mode" 3 1 "$tmp/$mode"
 done
 "$bench" --from "$tmp" --ranks 3 --ranks-per-host 1 --layers "$layers" --hidden "$hidden" \
   --steps "$steps" || exit 1
@@ -76,31 +88,9 @@ done
 # stay inside the host.
 echo
 echo "## 4 ranks on 2 hosts (2 per network namespace, UCX over TCP), hpZ per host"
-port=29700
-for mode in "bf16+fp32sum" "qwZ+qgZ" "qwZ+qgZ+hpZ"; do
-  port=$((port + 1))
-  pids=""
-  for r in 0 1 2 3; do
-    h=$((r / 2))
-    timeout 600 ip netns exec "$tag-$h" unshare --pid --fork --kill-child --mount-proc --uts \
-      env MIXPREC_RANK="$r" MIXPREC_WORLD_SIZE=4 MIXPREC_LOCAL_RANK=$((r % 2)) MIXPREC_LOCAL_WORLD_SIZE=2 \
-      MIXPREC_MASTER_ADDR=10.77.0.1 MIXPREC_MASTER_PORT="$port" MIXPREC_TIMEOUT=120 \
-      MIXPREC_JOB_SECRET=7a65726f70702062797465732062656e6368206a6f622073656372657421 \
-      UCX_TLS=tcp UCX_NET_DEVICES=eth0 BENCH_ZPP_HPZ=2 \
-      BENCH_ZPP_RANK="$layers:$hidden:$steps" BENCH_ZPP_MODE="$mode" BENCH_ZPP_OUT_PREFIX="$tmp/h2-$mode" \
-      sh -c 'hostname "host$0" && exec "$@"' "$h" "$bench" >"$tmp/rank$r.out" 2>&1 &
-    pids="$pids $!"
-  done
-  status=0
-  for pid in $pids; do wait "$pid" || status=1; done
-  pids=""
-  if [ $status != 0 ]; then
-    echo "run-bench-zeropp-bytes: mode $mode failed on 2 namespace hosts:" >&2
-    tail -n 3 "$tmp"/rank*.out >&2
-    exit 1
-  fi
-done
 mkdir -p "$tmp/h2"
-for f in "$tmp"/h2-*; do mv "$f" "$tmp/h2/${f#$tmp/h2-}"; done
+for mode in "bf16+fp32sum" "qwZ+qgZ" "qwZ+qgZ+hpZ"; do
+  run_ranks "$mode" 4 2 "$tmp/h2/$mode"
+done
 "$bench" --from "$tmp/h2" --ranks 4 --ranks-per-host 2 --modes "bf16+fp32sum,qwZ+qgZ,qwZ+qgZ+hpZ" \
   --layers "$layers" --hidden "$hidden" --steps "$steps"

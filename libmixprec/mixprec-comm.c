@@ -1457,11 +1457,15 @@ _mixprec_comm_all_to_all_v (MixprecComm   *self,
                             const gsize   *recv_offsets,
                             GError       **error)
 {
-  Call call = { CALL_ALL_TO_ALL_V, send, recv, 0, MIXPREC_DTYPE_FLOAT32, MIXPREC_REDUCE_SUM, 0, 0,
-                { send_bytes, send_offsets, recv_bytes, recv_offsets } };
+  MixprecCommRequest *request = _mixprec_comm_all_to_all_v_start (self, send, send_bytes, send_offsets, recv,
+                                                                  recv_bytes, recv_offsets, error);
+  gboolean ok;
 
-  g_return_val_if_fail (MIXPREC_IS_COMM (self), FALSE);
-  return run_blocking (self, &call, error);
+  if (request == NULL)
+    return FALSE;
+  ok = mixprec_comm_request_wait (request, error);
+  mixprec_comm_request_free (request);
+  return ok;
 }
 
 void

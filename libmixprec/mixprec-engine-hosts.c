@@ -45,9 +45,40 @@ _mixprec_engine_host_ranks (MixprecEngine *self)
   return r;
 }
 
-/* One all_to_all_v over @buf, @chunk bytes a rank's place: this rank's
- * place @from goes to each of the @n @peers, and peer i's place @at[i]
- * arrives from it. */
+gpointer
+_mixprec_engine_exchange (MixprecEngine     *self,
+                          _MixprecCommClass  cls,
+                          gconstpointer      send,
+                          const gsize       *send_at,
+                          gpointer           recv,
+                          const gsize       *recv_at,
+                          const guint       *peers,
+                          guint              n,
+                          gsize              len,
+                          gboolean           blocking,
+                          GError           **error)
+{
+  gsize w = self->world;
+  g_autofree gsize *runs = g_new0 (gsize, 4 * w);
+
+  for (guint i = 0; i < n; i++)
+    {
+      runs[peers[i]] = len;
+      runs[w + peers[i]] = send_at != NULL ? send_at[i] : 0;
+      runs[2 * w + peers[i]] = len;
+      runs[3 * w + peers[i]] = recv_at[i];
+    }
+  _mixprec_comm_count_next_as (self->comm, cls);
+  if (blocking)
+    return _mixprec_comm_all_to_all_v (self->comm, send, runs, runs + w, recv, runs + 2 * w, runs + 3 * w,
+                                       error) ? recv : NULL;
+  return _mixprec_comm_all_to_all_v_start (self->comm, send, runs, runs + w, recv, runs + 2 * w,
+                                           runs + 3 * w, error);
+}
+
+/* One exchange over @buf, @chunk bytes a rank's place: this rank's place
+ * @from goes to each of the @n @peers, and peer i's place @at[i] arrives
+ * from it. */
 static gpointer
 swap_places (MixprecEngine *self,
              guint8        *buf,
@@ -59,22 +90,12 @@ swap_places (MixprecEngine *self,
              gboolean       blocking,
              GError       **error)
 {
-  gsize w = self->world;
-  g_autofree gsize *runs = g_new0 (gsize, 4 * w);
+  g_autofree gsize *recv_at = g_new (gsize, MAX (n, 1));
 
   for (guint i = 0; i < n; i++)
-    {
-      runs[peers[i]] = chunk;
-      runs[w + peers[i]] = (gsize) from * chunk;
-      runs[2 * w + peers[i]] = chunk;
-      runs[3 * w + peers[i]] = (gsize) at[i] * chunk;
-    }
-  _mixprec_comm_count_next_as (self->comm, _MIXPREC_COMM_WEIGHTS);
-  if (blocking)
-    return _mixprec_comm_all_to_all_v (self->comm, buf, runs, runs + w, buf, runs + 2 * w, runs + 3 * w,
-                                       error) ? buf : NULL;
-  return _mixprec_comm_all_to_all_v_start (self->comm, buf, runs, runs + w, buf, runs + 2 * w,
-                                           runs + 3 * w, error);
+    recv_at[i] = (gsize) at[i] * chunk;
+  return _mixprec_engine_exchange (self, _MIXPREC_COMM_WEIGHTS, buf + (gsize) from * chunk, NULL, buf, recv_at,
+                                   peers, n, chunk, blocking, error);
 }
 
 MixprecCommRequest *

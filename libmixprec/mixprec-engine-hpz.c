@@ -130,24 +130,22 @@ _mixprec_engine_hpz_gather_start (MixprecEngine *self,
                                   Unit          *u,
                                   GError       **error)
 {
-  guint k = g->hpz.size, w = self->world, first = self->rank / k * k;
+  guint k = g->hpz.size, first = self->rank / k * k;
   gsize wsize = mixprec_dtype_get_size (g->dtypes.working);
   gsize part = u->padded / k * wsize;
-  g_autofree gsize *runs = g_new0 (gsize, 4 * (gsize) w);
+  g_autofree guint *members = g_new (guint, k);
+  g_autofree gsize *at = g_new (gsize, k);
   MixprecCommRequest *request;
 
-  /* Part j of the unit is the secondary part of the group's j-th rank. */
-  for (guint p = first; p < first + k; p++)
+  /* This rank's part, whole, to each member of the group (itself
+   * included); member j's part is part j of the unit. */
+  for (guint j = 0; j < k; j++)
     {
-      runs[p] = part;                       /* send: this rank's part... */
-      runs[w + p] = 0;                      /* ...whole, to each member */
-      runs[2 * (gsize) w + p] = part;       /* recv: member p's part */
-      runs[3 * (gsize) w + p] = (p - first) * part;
+      members[j] = first + j;
+      at[j] = j * part;
     }
-  _mixprec_comm_count_next_as (self->comm, _MIXPREC_COMM_WEIGHTS);
-  request = _mixprec_comm_all_to_all_v_start (self->comm, (guint8 *) g->hpz.secondary + u->hpz.at * wsize,
-                                              runs, runs + w, u->zero3.gathered, runs + 2 * (gsize) w,
-                                              runs + 3 * (gsize) w, error);
+  request = _mixprec_engine_exchange (self, _MIXPREC_COMM_WEIGHTS, (guint8 *) g->hpz.secondary + u->hpz.at * wsize,
+                                      NULL, u->zero3.gathered, at, members, k, part, FALSE, error);
   if (request != NULL)
     self->gathered_bytes += (guint64) part * (k - 1);
   return request;

@@ -935,6 +935,16 @@ gboolean _mixprec_engine_loco_layout          (MixprecEngine *self, Group *g, GE
  * two levels: the first, across hosts, started; the second, inside the
  * host, run once the first has completed. */
 guint    _mixprec_engine_host_ranks           (MixprecEngine *self);
+/* An all_to_all_v of @len-byte runs among @n @peers: the run to peers[i]
+ * from @send + send_at[i] (NULL @send_at: all from @send), the one from
+ * peers[i] to @recv + recv_at[i], counted as @cls. Started (a request),
+ * or with @blocking run to the end (@recv stands for success); NULL with
+ * @error set on failure. */
+gpointer _mixprec_engine_exchange             (MixprecEngine *self, _MixprecCommClass cls,
+                                               gconstpointer send, const gsize *send_at,
+                                               gpointer recv, const gsize *recv_at,
+                                               const guint *peers, guint n, gsize len,
+                                               gboolean blocking, GError **error);
 MixprecCommRequest *
          _mixprec_engine_gather2_start        (MixprecEngine *self, guint per_host, guint8 *buf,
                                                guint64 chunk, GError **error);

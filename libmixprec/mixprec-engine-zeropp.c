@@ -228,10 +228,9 @@ struct _QgzReduce
   guint per_host;
 };
 
-/* An all_to_all_v among @members (@n of them, rank order), @len bytes
- * each way: to members[i] from send + i * @len, from members[i] to recv
- * + i * @len. Started, or with @blocking run to the end (then any
- * non-NULL pointer stands for success). */
+/* An exchange among @members (@n of them, rank order), @len bytes each
+ * way: to members[i] from send + i * @len, from members[i] to recv + i *
+ * @len. */
 static gpointer
 exchange (MixprecEngine *self,
           const guint   *members,
@@ -242,22 +241,12 @@ exchange (MixprecEngine *self,
           gboolean       blocking,
           GError       **error)
 {
-  g_autofree gsize *runs = g_new0 (gsize, 4 * (gsize) self->world);
-  gsize w = self->world;
+  g_autofree gsize *at = g_new (gsize, MAX (n, 1));
 
   for (guint i = 0; i < n; i++)
-    {
-      runs[members[i]] = len;
-      runs[w + members[i]] = i * len;
-      runs[2 * w + members[i]] = len;
-      runs[3 * w + members[i]] = i * len;
-    }
-  _mixprec_comm_count_next_as (self->comm, _MIXPREC_COMM_GRADIENTS);
-  if (blocking)
-    return _mixprec_comm_all_to_all_v (self->comm, send, runs, runs + w, recv, runs + 2 * w, runs + 3 * w,
-                                       error) ? recv : NULL;
-  return _mixprec_comm_all_to_all_v_start (self->comm, send, runs, runs + w, recv, runs + 2 * w,
-                                           runs + 3 * w, error);
+    at[i] = i * len;
+  return _mixprec_engine_exchange (self, _MIXPREC_COMM_GRADIENTS, send, at, recv, at, members, n, len, blocking,
+                                   error);
 }
 
 /* Two levels, the first: the send buffer's runs in rank order become

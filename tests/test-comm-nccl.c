@@ -455,6 +455,50 @@ test_data_movement (void)
 
 /* Straight through the vtable: the plugin's own argument checks, empty
  * collectives, the caller's stream, and abort(). */
+/* Revision 2's all_to_all and all_to_all_v in a world of one, straight
+ * through the vtable: this rank's own run, copied on the device, and
+ * nothing else touched. */
+static void
+test_plugin_all_to_all (void)
+{
+  const MixprecCommV2 *vt;
+  FakeWorld w = { 0 };
+  MixprecBootstrapV1 b = fake_bootstrap (&w, 0, 1);
+  MixprecCommInitV1 args = { sizeof args, &b, 20000, NULL };
+  guint8 host_in[64], host_out[64];
+  g_autofree guint8 *got = NULL, *got_v = NULL;
+  size_t len = 24, send_at = 8, recv_at = 20;
+  char errbuf[512] = "";
+  void *handle = NULL, *request = NULL;
+  gpointer d_in, d_out;
+
+  SKIP_WITHOUT_GPU ();
+  vt = (const MixprecCommV2 *) plugin_vtable ();
+  g_assert_nonnull (vt->all_to_all_v);
+  for (guint i = 0; i < sizeof host_in; i++)
+    {
+      host_in[i] = (guint8) (i * 37 + 11);
+      host_out[i] = 0xA5;
+    }
+  g_assert_cmpint (vt->base.init (&args, &handle, errbuf, sizeof errbuf), ==, MIXPREC_PLUGIN_OK);
+  d_in = device_copy_of (host_in, sizeof host_in);
+  d_out = device_copy_of (host_out, sizeof host_out);
+  g_assert_cmpint (vt->all_to_all (handle, d_in, d_out, sizeof host_in, NULL, errbuf, sizeof errbuf),
+                   ==, MIXPREC_PLUGIN_OK);
+  got = host_copy_of (d_out, sizeof host_out);
+  g_assert_cmpmem (got, sizeof host_in, host_in, sizeof host_in);
+  check_cuda (cudaMemcpy (d_out, host_out, sizeof host_out, cudaMemcpyHostToDevice), "cudaMemcpy");
+  g_assert_cmpint (vt->all_to_all_v (handle, d_in, &len, &send_at, d_out, &len, &recv_at, &request,
+                                     errbuf, sizeof errbuf), ==, MIXPREC_PLUGIN_OK);
+  g_assert_cmpint (vt->base.wait (handle, request, errbuf, sizeof errbuf), ==, MIXPREC_PLUGIN_OK);
+  got_v = host_copy_of (d_out, sizeof host_out);
+  memcpy (host_out + recv_at, host_in + send_at, len);
+  g_assert_cmpmem (got_v, sizeof host_out, host_out, sizeof host_out);
+  check_cuda (cudaFree (d_in), "cudaFree");
+  check_cuda (cudaFree (d_out), "cudaFree");
+  g_assert_cmpint (vt->base.finalize (handle, errbuf, sizeof errbuf), ==, MIXPREC_PLUGIN_OK);
+}
+
 static void
 test_plugin_direct (void)
 {
@@ -632,5 +676,6 @@ main (int    argc,
   g_test_add_func ("/comm-nccl/gpu/reductions", test_reductions);
   g_test_add_func ("/comm-nccl/gpu/data-movement", test_data_movement);
   g_test_add_func ("/comm-nccl/gpu/plugin-direct", test_plugin_direct);
+  g_test_add_func ("/comm-nccl/gpu/all-to-all", test_plugin_all_to_all);
   return g_test_run ();
 }

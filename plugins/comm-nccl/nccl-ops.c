@@ -314,54 +314,9 @@ queue_reduction (NcclComm   *comm,
                  errbuf, errbuf_len);
 }
 
-/* all_to_all: run p of send to rank p in one group of ncclSend/ncclRecv
- * (bytes, as ncclUint8), this rank's own run copied on the stream. */
-static int
-queue_all_to_all (NcclComm   *comm,
-                  const Call *c,
-                  uint32_t    seq,
-                  char       *errbuf,
-                  size_t      errbuf_len)
-{
-  unsigned world = comm->world_size, me = comm->rank;
-  const char *send = c->send;
-  char *recv = c->recv;
-  ncclResult_t res, first_error = ncclSuccess;
-  cudaError_t err;
-
-  err = cudaMemcpyAsync (recv + (size_t) me * c->count, send + (size_t) me * c->count, c->count,
-                         cudaMemcpyDeviceToDevice, comm->stream);
-  if (err != cudaSuccess)
-    return fail_cuda (comm, "cudaMemcpyAsync (this rank's run)", err, c->kind, seq,
-                      errbuf, errbuf_len);
-  if (world == 1)
-    return MIXPREC_PLUGIN_OK;
-  res = ncclGroupStart ();
-  if (res != ncclSuccess)
-    return fail_nccl (comm, "ncclGroupStart", res, c->kind, seq, errbuf, errbuf_len);
-  for (unsigned i = 1; i < world; i++)
-    {
-      unsigned to = (me + i) % world, from = (me + world - i) % world;
-
-      if ((res = ncclSend (send + (size_t) to * c->count, c->count, ncclUint8, (int) to,
-                           comm->nccl, comm->stream)) != ncclSuccess &&
-          res != ncclInProgress && first_error == ncclSuccess)
-        first_error = res;
-      if ((res = ncclRecv (recv + (size_t) from * c->count, c->count, ncclUint8, (int) from,
-                           comm->nccl, comm->stream)) != ncclSuccess &&
-          res != ncclInProgress && first_error == ncclSuccess)
-        first_error = res;
-    }
-  res = ncclGroupEnd ();
-  if (first_error != ncclSuccess)
-    return fail_nccl (comm, "ncclSend/ncclRecv (all_to_all)", first_error, c->kind, seq,
-                      errbuf, errbuf_len);
-  return settle (comm, "ncclGroupEnd", res, c->kind, seq, errbuf, errbuf_len);
-}
-
 /* all_to_all_v: run p of send, of its own size, to rank p in one group
- * of ncclSend/ncclRecv, nothing for an empty run; this rank's own run
- * copied on the stream. */
+ * of ncclSend/ncclRecv (bytes, as ncclUint8), nothing for an empty run;
+ * this rank's own run copied on the stream. */
 static int
 queue_all_to_all_v (NcclComm   *comm,
                     const Call *c,
@@ -404,9 +359,38 @@ queue_all_to_all_v (NcclComm   *comm,
     }
   res = ncclGroupEnd ();
   if (first_error != ncclSuccess)
-    return fail_nccl (comm, "ncclSend/ncclRecv (all_to_all_v)", first_error, c->kind, seq,
+    return fail_nccl (comm, "ncclSend/ncclRecv", first_error, c->kind, seq,
                       errbuf, errbuf_len);
   return settle (comm, "ncclGroupEnd", res, c->kind, seq, errbuf, errbuf_len);
+}
+
+/* all_to_all: the runs of all_to_all_v, every one @count bytes, run p
+ * at p * count on both sides. */
+static int
+queue_all_to_all (NcclComm   *comm,
+                  const Call *c,
+                  uint32_t    seq,
+                  char       *errbuf,
+                  size_t      errbuf_len)
+{
+  unsigned world = comm->world_size;
+  size_t *runs = malloc (4 * (size_t) world * sizeof *runs);
+  Call v = *c;
+  int status;
+
+  if (runs == NULL)
+    return _mixprec_plugin_fail (errbuf, errbuf_len, MIXPREC_PLUGIN_ERR_NO_MEMORY,
+                                 "no memory for an all_to_all of %u ranks", world);
+  for (unsigned p = 0; p < world; p++)
+    {
+      runs[p] = runs[2 * (size_t) world + p] = c->count;
+      runs[world + p] = runs[3 * (size_t) world + p] = (size_t) p * c->count;
+    }
+  for (unsigned k = 0; k < 4; k++)
+    v.runs[k] = runs + (size_t) k * world;
+  status = queue_all_to_all_v (comm, &v, seq, errbuf, errbuf_len);
+  free (runs);
+  return status;
 }
 
 static int

@@ -171,8 +171,9 @@ for mode in plain qwz-qgz hpz2; do
   eval "h2_$(echo $mode | tr - _)=\$got"
 done
 if [ $short = yes ]; then
-  n=$((n + 1))
-  echo "ok $n # SKIP qwZ + qgZ in two levels against the unquantized run: $steps steps under the sanitizers"
+  # too few steps for the 1%; hpZ's bits still
+  [ -n "$h2_hpz2" ] && [ "$h2_hpz2" = "$h2_qwz_qgz" ]
+  ok $? "hpZ over each host on 2 hosts: the bits of qwZ + qgZ ($h2_hpz2, $h2_qwz_qgz; $steps steps under the sanitizers, too few to compare with the unquantized run)"
 else
   awk -v a="$h2_qwz_qgz" -v b="$h2_plain" 'BEGIN { exit !(a != "" && b != "" && a != b && (a - b) / b <= 0.01 && (b - a) / b <= 0.01) }' &&
     [ "$h2_hpz2" = "$h2_qwz_qgz" ]
